@@ -1,0 +1,60 @@
+"""Field defaults: the spec's ``default`` literal turned into a Python value, as upstream's generator reads it."""
+from __future__ import annotations
+
+import base64
+import uuid
+
+from .model import INTEGER_RANGES, FieldSpec
+
+NULL = object()  # the spec's "null" default
+
+
+def parse_default(spec_field: FieldSpec):
+    """The field's default as a Python value (``NULL`` for null); raises ValueError for a bad literal."""
+    kind = spec_field.type.kind
+    text = spec_field.default
+    if text is None or (text == "" and kind not in ("string",)):
+        return _builtin_default(kind)
+    if text == "null":
+        if kind == "string" or kind in ("bytes", "records", "array", "struct"):
+            return NULL
+        raise ValueError(f"a {spec_field.type} field cannot default to null")
+    if kind == "bool":
+        if text not in ("true", "false"):
+            raise ValueError(f"invalid bool default {text!r}")
+        return text == "true"
+    if kind in INTEGER_RANGES:
+        low, high = INTEGER_RANGES[kind]
+        body = text[1:] if text.startswith("-") else text
+        try:
+            number = int(body, 16) if body.lower().startswith("0x") else int(body, 10)
+        except ValueError:
+            raise ValueError(f"invalid {kind} default {text!r}") from None
+        number = -number if text.startswith("-") else number
+        if not low <= number <= high:
+            raise ValueError(f"default {text!r} out of range for {kind}")
+        return number
+    if kind == "float64":
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"invalid float64 default {text!r}") from None
+    if kind == "uuid":
+        try:
+            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        except ValueError:
+            raise ValueError(f"invalid uuid default {text!r}") from None
+        if len(raw) != 16:
+            raise ValueError(f"invalid uuid default {text!r}: not 16 bytes")
+        return uuid.UUID(bytes=raw)
+    if kind == "string":
+        return text
+    raise ValueError(f"a {spec_field.type} field can only default to \"\" or \"null\", not {text!r}")
+
+
+def _builtin_default(kind: str):
+    return {
+        "bool": False, "int8": 0, "int16": 0, "uint16": 0, "int32": 0, "uint32": 0, "int64": 0,
+        "float64": 0.0, "uuid": uuid.UUID(int=0), "string": "", "bytes": b"", "records": NULL,
+        "array": (),
+    }.get(kind, "struct")  # "struct": a new instance of the struct with its own defaults

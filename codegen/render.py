@@ -1,0 +1,193 @@
+"""Render step: Jinja2 templates turn laid-out specs into Python modules.
+
+Readers and writers are rendered per (struct, version); versions whose rendered code is identical
+share one function, named after the lowest such version. Output is deterministic.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from .defaults import NULL, parse_default
+from .layout import layout, python_literal
+from .model import FieldSpec, MessageSpec, StructSpec
+
+TEMPLATES = Path(__file__).parent / "templates"
+_PLACEHOLDER = "__FUNCTION__"
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+    )
+    env.filters["fmtname"] = format_name
+    env.filters["self_attr"] = lambda name: f"self.{name}"
+    env.filters["run_target"] = lambda f: f"u_{f.name}" if f.value.kind == "uuid" else f"self.{f.name}"
+    env.filters["write_arg"] = lambda f: f"self.{f.name}.bytes" if f.value.kind == "uuid" else f"self.{f.name}"
+    env.filters["literal"] = python_literal
+    env.filters["run_label"] = lambda run: " ".join(f"{f.name}({f.value.size})" for f in run.fields)
+    env.filters["differs"] = lambda item, expr: differs(item.spec, item.default, expr)
+    return env
+
+
+def format_name(fmt: str) -> str:
+    """A struct format as an identifier suffix ('?' for bool becomes '_'; the mapping is reversible)."""
+    return fmt.replace("?", "_")
+
+
+def differs(spec_field: FieldSpec, default, expr: str) -> str:
+    """A Python expression that is true when ``expr`` is not the field's default."""
+    kind = spec_field.type.kind
+    if default is NULL:
+        return f"{expr} is not None"
+    if default == "struct":
+        return f"({expr} is None or not {expr}._is_default())"
+    if kind in ("array", "bytes"):
+        return f"({expr} is None or len({expr}) != 0)"
+    return f"{expr} != {python_literal(default, kind)}"
+
+
+@dataclass
+class ClassField:
+    name: str
+    init_default: str
+    lazy: bool
+    struct: str
+    differs: str
+
+
+@dataclass
+class ClassInfo:
+    name: str
+    qualname: str
+    top: bool
+    versions: str
+    fields: list[ClassField]
+
+    @property
+    def doc(self) -> str:
+        return f"{self.qualname}, versions {self.versions}."
+
+    @property
+    def lazy(self) -> bool:
+        return any(f.lazy for f in self.fields)
+
+
+class ModuleRenderer:
+    """Renders one spec into one module's source."""
+
+    def __init__(self, env: jinja2.Environment, spec: MessageSpec):
+        self.env = env
+        self.spec = spec
+        self.structs = spec.structs()
+        self.reader_template = env.get_template("reader.py.j2")
+        self.writer_template = env.get_template("writer.py.j2")
+        self.functions: list[str] = []
+        self._readers: dict[tuple[str, int], str] = {}
+        self._writers: dict[tuple[str, int], str] = {}
+        self._min_sizes: dict[tuple[str, int], int] = {}
+        self._reader_texts: dict[tuple[str, str], str] = {}
+        self._writer_texts: dict[tuple[str, str], str] = {}
+
+    def resolve(self, struct_name: str, version: int) -> tuple[str, str]:
+        """The (reader, writer) version suffixes for a struct at a version, rendering them if new."""
+        key = (struct_name, version)
+        if key in self._readers:
+            return self._readers[key], self._writers[key]
+        struct = self.structs[struct_name]
+        laid = layout(self.spec, struct, version)
+        for child in laid.children():
+            child.child, child.child_write = self.resolve(child.struct, child.version)
+            if not child.nullable:
+                child.min_size = self._min_sizes[(child.struct, child.version)]
+        self._min_sizes[key] = laid.min_size()
+        reader = self.reader_template.render(L=laid, function=_PLACEHOLDER, cls=struct_name)
+        writer = self.writer_template.render(L=laid, function=_PLACEHOLDER, cls=struct_name)
+        self._readers[key] = self._dedupe(self._reader_texts, "_read", struct_name, version, reader)
+        self._writers[key] = self._dedupe(self._writer_texts, "_write", struct_name, version, writer)
+        return self._readers[key], self._writers[key]
+
+    def _dedupe(self, seen: dict, prefix: str, struct_name: str, version: int, text: str) -> str:
+        existing = seen.get((struct_name, text))
+        if existing is not None:
+            return existing
+        suffix = f"v{version}"
+        seen[(struct_name, text)] = suffix
+        text = "\n".join(line for line in text.splitlines() if line.strip())  # macros leave blank lines
+        self.functions.append(text.replace(_PLACEHOLDER, f"{prefix}_{struct_name}_{suffix}"))
+        return suffix
+
+    def render(self) -> str:
+        spec = self.spec
+        readers, writers = [], []
+        for version in spec.valid_versions:
+            read_suffix, write_suffix = self.resolve(spec.name, version)
+            readers.append((version, read_suffix))
+            writers.append((version, write_suffix))
+        used = {name for name, _ in self._readers}
+        classes = [self._class_info(self.structs[name], name == spec.name)
+                   for name in self.structs if name in used]
+        source = "\n\n".join(self.functions)
+        formats = sorted(set(re.findall(r"\b_[RW]_(\w+)\(", source)) | {"h", "i"})
+        arrays = sorted(set(re.findall(r"\b_ARRAYW?_(\w+)\[", source)))
+        module = self.env.get_template("module.py.j2").render(
+            spec=spec,
+            classes=classes,
+            functions=self.functions,
+            formats=[(name, name.replace("_", "?")) for name in formats],
+            arrays=[(name, name.replace("_", "?")) for name in arrays],
+            readers=readers,
+            writers=writers,
+        )
+        return add_field_lines(module)
+
+    def _class_info(self, struct: StructSpec, top: bool) -> ClassInfo:
+        fields = []
+        for f in struct.fields:
+            default = parse_default(f)
+            lazy = default == "struct"
+            init_default = "_LAZY" if lazy else python_literal(default, f.type.kind)
+            fields.append(ClassField(f.snake_name, init_default, lazy, f.type.struct_name or "",
+                                     differs(f, default, f"self.{f.snake_name}")))
+        qualname = struct.name if top else f"{self.spec.name}.{struct.name}"
+        return ClassInfo(struct.name, qualname, top, str(struct.versions), fields)
+
+
+_MARKER = re.compile(r"^\s*# field: (.+?)\s*$")
+
+
+def add_field_lines(module: str) -> str:
+    """Append the table failures.py reads: the line where each field's code starts, and each def."""
+    entries = []
+    for number, line in enumerate(module.splitlines(), start=1):
+        if line.startswith("def "):
+            entries.append(f"{number}:-")
+            continue
+        match = _MARKER.match(line)
+        if match:
+            # A fused run's marker lists "name(size)" per field; failures.py finds the one that broke.
+            entries.append(f"{number}:{match.group(1).replace(' ', '/')}")
+    table = " ".join(entries)
+    return module + f'\n_FIELDS_AT = _FieldLines(\n    "{table}"\n)\n'
+
+
+def render_registry(env: jinja2.Environment, specs: list[MessageSpec]) -> str:
+    requests = {s.api_key: s for s in specs if s.type == "request"}
+    responses = {s.api_key: s for s in specs if s.type == "response"}
+    apis = []
+    for key in sorted(requests):
+        request = requests[key]
+        response = responses.get(key)
+        name = request.name[:-len("Request")] if request.name.endswith("Request") else request.name
+        apis.append(dict(key=key, name=name, request=request, response=response))
+    others = [s for s in specs if s.type not in ("request", "response")]
+    return env.get_template("registry.py.j2").render(apis=apis, specs=sorted(specs, key=lambda s: s.name),
+                                                     others=others)

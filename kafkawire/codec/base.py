@@ -1,0 +1,148 @@
+"""Base classes of the generated message and struct classes: equality, repr, to_dict, decode, encode.
+
+The generated classes carry their per-version readers and writers; nothing here walks a schema on
+the encode or decode path. Equality, repr and to_dict walk ``_FIELDS``, which is not hot.
+"""
+from __future__ import annotations
+
+import base64
+import uuid
+
+from ..errors import DecodeError, EncodeError, UnsupportedVersionError
+
+
+class Struct:
+    """A generated struct: slots named as the spec's fields in snake_case, plus ``unknown_tags``.
+
+    ``unknown_tags`` maps tag numbers the spec does not know to their raw value bytes; they are written
+    back on encode. A struct-typed field left at its default is created on first access.
+    """
+
+    __slots__ = ()
+    _FIELDS: tuple[str, ...] = ()
+    _LAZY_DEFAULTS: dict = {}
+
+    def __getattr__(self, name: str):
+        # Only reached when a slot is unset: struct defaults are built on first access, not per decode.
+        factory = type(self)._LAZY_DEFAULTS.get(name)
+        if factory is None:
+            raise AttributeError(f"{type(self).__qualname__!s} has no attribute {name!r}")
+        value = factory()
+        setattr(self, name, value)
+        return value
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        for name in self._FIELDS:
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if mine is theirs:
+                continue
+            if isinstance(mine, (list, tuple)) and isinstance(theirs, (list, tuple)):
+                if tuple(mine) != tuple(theirs):
+                    return False
+            elif mine != theirs:
+                return False
+        return (self.unknown_tags or None) == (other.unknown_tags or None)
+
+    __hash__ = None  # mutable
+
+    def __repr__(self) -> str:
+        parts = [f"{name}={_short_repr(getattr(self, name))}" for name in self._FIELDS]
+        if self.unknown_tags:
+            parts.append(f"unknown_tags={self.unknown_tags!r}")
+        return f"{type(self).__qualname__}({', '.join(parts)})"
+
+    def to_dict(self) -> dict:
+        """JSON-safe data: bytes and records as base64 text, uuids as text, arrays as lists."""
+        data = {name: _to_json(getattr(self, name)) for name in self._FIELDS}
+        if self.unknown_tags:
+            data["unknown_tags"] = {str(tag): base64.b64encode(value).decode("ascii")
+                                    for tag, value in sorted(self.unknown_tags.items())}
+        return data
+
+
+class Message(Struct):
+    """A top-level message (request, response, header or data): adds versioned decode and encode."""
+
+    __slots__ = ()
+    NAME: str = ""
+    API_KEY: int | None = None
+    VALID_VERSIONS: tuple[int, int] = (0, 0)
+    FLEXIBLE_VERSIONS: tuple[int, int] | None = None
+    _READERS: dict = {}
+    _WRITERS: dict = {}
+
+    @classmethod
+    def decode(cls, buf, version: int, exact: bool = False):
+        """Decode a body of ``version`` from bytes, bytearray or memoryview.
+
+        ``bytes`` and ``records`` fields come back as memoryview slices of ``buf`` (no copy). With
+        ``exact``, bytes left after the message are an error.
+        """
+        message, end = cls.decode_from(buf, version)
+        if exact and end != len(buf):
+            raise DecodeError(f"{len(buf) - end} trailing bytes after the message", end, [cls.NAME])
+        return message
+
+    @classmethod
+    def decode_from(cls, buf, version: int, pos: int = 0):
+        """Decode a body of ``version`` starting at ``pos``; returns ``(message, end position)``."""
+        reader = cls._READERS.get(version)
+        if reader is None:
+            raise DecodeError(f"unknown version {version} (valid: {_range_text(cls.VALID_VERSIONS)})",
+                              pos, [cls.NAME])
+        if type(buf) is memoryview:
+            if buf.format != "B" or buf.ndim != 1:
+                buf = buf.cast("B")
+            view = buf
+        else:
+            view = memoryview(buf)
+        try:
+            return reader(buf, pos, view)
+        except DecodeError as exc:
+            exc.path.insert(0, cls.NAME)
+            raise
+
+    def encode(self, version: int) -> bytes:
+        """The body of this message written at ``version``."""
+        writer = self._WRITERS.get(version)
+        if writer is None:
+            raise UnsupportedVersionError(
+                f"can't write version {version} of {self.NAME} (valid: {_range_text(self.VALID_VERSIONS)})",
+                [self.NAME])
+        out: list = []
+        try:
+            writer(self, out.append)
+        except EncodeError as exc:
+            exc.path.insert(0, self.NAME)
+            exc.reason = f"{exc.reason} (writing version {version})"
+            raise
+        return b"".join(out)
+
+
+def _range_text(versions: tuple[int, int]) -> str:
+    low, high = versions
+    return str(low) if low == high else f"{low}-{high}"
+
+
+def _to_json(value):
+    if isinstance(value, Struct):
+        return value.to_dict()
+    if isinstance(value, (list, tuple)):
+        return [_to_json(item) for item in value]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value
+
+
+def _short_repr(value) -> str:
+    if isinstance(value, memoryview):
+        raw = bytes(value[:32])
+        return f"<{len(value)} bytes {raw!r}{'...' if len(value) > 32 else ''}>"
+    if isinstance(value, tuple) and len(value) > 8:
+        head = ", ".join(_short_repr(item) for item in value[:8])
+        return f"({head}, ... {len(value)} items)"
+    return repr(value)

@@ -1,0 +1,149 @@
+"""Wire primitives for the generated code: varints, cached struct formats, uuids, tag sections.
+
+The generated readers inline the one-byte cases; these functions take the rest.
+"""
+from __future__ import annotations
+
+import struct
+import uuid
+from struct import Struct
+
+__all__ = [
+    "Invalid", "read_uvarint", "uvarint", "fixed_array_reader", "fixed_array_writer", "uuid_from_bytes",
+    "ZERO_UUID", "SMALL_UVARINTS", "write_tags", "bad_count", "bad_length",
+]
+
+
+class Invalid(Exception):
+    """Raised by a reader for input it recognises as wrong; ``failures`` adds the field path."""
+
+    def __init__(self, reason: str, offset: int):
+        super().__init__(reason)
+        self.reason = reason
+        self.offset = offset
+
+
+def read_uvarint(buf, pos: int) -> tuple[int, int]:
+    """An unsigned varint of at most 5 bytes (a uint32), as Kafka's ByteUtils.readUnsignedVarint."""
+    start = pos
+    value = 0
+    shift = 0
+    end = len(buf)
+    while True:
+        if pos >= end:
+            raise Invalid("varint runs past the end of the buffer", start)
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+        if shift > 28:
+            raise Invalid("varint is longer than 5 bytes", start)
+    if value > 0xFFFFFFFF:
+        raise Invalid("varint overflows 32 bits", start)
+    return value, pos
+
+
+SMALL_UVARINTS = tuple(bytes((n,)) for n in range(0x80))
+
+
+def uvarint(value: int) -> bytes:
+    """Encode an unsigned varint (value must fit 32 bits)."""
+    if value < 0x80:
+        return SMALL_UVARINTS[value]
+    if value > 0xFFFFFFFF or value < 0:
+        raise struct.error(f"unsigned varint out of range: {value}")
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+class _FormatCache(dict):
+    """Compiled ``>{n}{code}`` Structs by count; counts above the cap are compiled and not kept."""
+
+    CAP = 512
+
+    def __init__(self, code: str, method: str):
+        super().__init__()
+        self.code, self.method = code, method
+
+    def __missing__(self, count: int):
+        function = getattr(Struct(f">{count}{self.code}"), self.method)
+        if count <= self.CAP:
+            self[count] = function
+        return function
+
+
+_ARRAY_READERS: dict[str, _FormatCache] = {}
+_ARRAY_WRITERS: dict[str, _FormatCache] = {}
+
+
+def fixed_array_reader(code: str) -> _FormatCache:
+    """``reader[n](buf, pos)`` unpacks n big-endian values of struct code ``code`` as a tuple."""
+    if code not in _ARRAY_READERS:
+        _ARRAY_READERS[code] = _FormatCache(code, "unpack_from")
+    return _ARRAY_READERS[code]
+
+
+def fixed_array_writer(code: str) -> _FormatCache:
+    """``writer[n](*values)`` packs n big-endian values of struct code ``code``."""
+    if code not in _ARRAY_WRITERS:
+        _ARRAY_WRITERS[code] = _FormatCache(code, "pack")
+    return _ARRAY_WRITERS[code]
+
+
+ZERO_UUID = uuid.UUID(int=0)
+_new_uuid = object.__new__
+_set_attribute = object.__setattr__
+_int_from_bytes = int.from_bytes
+
+
+def uuid_from_bytes(raw) -> uuid.UUID:
+    """A UUID from 16 big-endian bytes, without uuid.UUID.__init__'s argument checking."""
+    value = _int_from_bytes(raw, "big")
+    if not value:
+        return ZERO_UUID
+    result = _new_uuid(uuid.UUID)
+    _set_attribute(result, "int", value)
+    _set_attribute(result, "is_safe", uuid.SafeUUID.unknown)
+    return result
+
+
+def bad_count(count: int, element_size: int, pos: int, end: int) -> Invalid:
+    """The error for an array count that is negative or cannot fit in the bytes left.
+
+    Readers check a count against the bytes left before building anything, so a hostile count never
+    turns into an allocation.
+    """
+    if count < 0:
+        return Invalid(f"negative length {count} for a non-nullable array", pos)
+    return Invalid(f"{count} elements need at least {count * element_size} bytes, only {end - pos} left", pos)
+
+
+def bad_length(length: int, pos: int, end: int, what: str) -> Invalid:
+    """The error for a length prefix that is negative or runs past the end of the buffer."""
+    if length < 0:
+        return Invalid(f"negative length {length} for a non-nullable {what}", pos)
+    if what == "string" and length > 0x7FFF:
+        return Invalid(f"string length {length} exceeds 32767", pos)
+    return Invalid(f"{what} of {length} bytes runs past the end of the buffer ({end - pos} left)", pos)
+
+
+def write_tags(w, known: list, unknown: dict | None) -> None:
+    """Write a tag section: known (tag, value bytes) pairs merged with preserved unknown ones, by tag."""
+    if unknown:
+        known = known + [(tag, bytes(value)) for tag, value in unknown.items()]
+        known.sort(key=_first)
+    w(uvarint(len(known)))
+    for tag, value in known:
+        w(uvarint(tag))
+        w(uvarint(len(value)))
+        w(value)
+
+
+def _first(pair):
+    return pair[0]

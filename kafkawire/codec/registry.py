@@ -1,0 +1,101 @@
+"""The API registry behind ``kafkawire.messages.api``: keys, names, versions and header versions."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+CONTROLLED_SHUTDOWN = 7
+API_VERSIONS = 18
+
+
+@dataclass(frozen=True)
+class ApiInfo:
+    """One API key: its request and response messages and the versions they share."""
+
+    key: int
+    name: str  # "Fetch"
+    request: str  # class names, "FetchRequest"
+    response: str
+    valid_versions: tuple[int, int]
+    flexible_versions: tuple[int, int] | None
+    response_flexible_versions: tuple[int, int] | None
+    deprecated_versions: tuple[int, int] | None = None
+    listeners: tuple[str, ...] = ()
+    latest_version_unstable: bool = False
+    _registry: "Registry | None" = field(default=None, repr=False, compare=False)
+
+    @property
+    def min_version(self) -> int:
+        return self.valid_versions[0]
+
+    @property
+    def max_version(self) -> int:
+        return self.valid_versions[1]
+
+    def supports(self, version: int) -> bool:
+        return self.valid_versions[0] <= version <= self.valid_versions[1]
+
+    def is_flexible(self, version: int) -> bool:
+        return self.flexible_versions is not None and version >= self.flexible_versions[0]
+
+    def request_header_version(self, version: int) -> int:
+        """RequestHeader version for a request of ``version`` (2 flexible, 1 classic)."""
+        if self.key == CONTROLLED_SHUTDOWN and version == 0:
+            return 0  # ControlledShutdown v0 predates the client id
+        return 2 if self.is_flexible(version) else 1
+
+    def response_header_version(self, version: int) -> int:
+        """ResponseHeader version for a response of ``version`` (1 flexible, 0 classic)."""
+        if self.key == API_VERSIONS:
+            return 0  # KIP-511: always v0, so a client can read it before knowing the broker's versions
+        flexible = self.response_flexible_versions
+        return 1 if flexible is not None and version >= flexible[0] else 0
+
+    @property
+    def request_class(self):
+        return self._registry.load(self.request)
+
+    @property
+    def response_class(self):
+        return self._registry.load(self.response)
+
+
+class Registry:
+    def __init__(self, package: str, modules: dict[str, str], apis: list[ApiInfo]):
+        self.package = package
+        self.modules = modules
+        self._by_key: dict[int, ApiInfo] = {}
+        self._by_name: dict[str, ApiInfo] = {}
+        self._loaded: dict[str, type] = {}
+        for info in apis:
+            object.__setattr__(info, "_registry", self)
+            self._by_key[info.key] = info
+            for alias in (info.name, info.request, info.response, info.name.lower()):
+                self._by_name[alias] = info
+
+    def api(self, key_or_name: int | str) -> ApiInfo:
+        """An API by key (1), name ("Fetch", "fetch") or message name ("FetchRequest")."""
+        found = (self._by_key.get(key_or_name) if isinstance(key_or_name, int)
+                 else self._by_name.get(key_or_name))
+        if found is None:
+            raise KeyError(f"unknown API {key_or_name!r}")
+        return found
+
+    def apis(self) -> list[ApiInfo]:
+        return [self._by_key[key] for key in sorted(self._by_key)]
+
+    def load(self, name: str) -> type:
+        """The generated class ``name``, importing its module on first use."""
+        cls = self._loaded.get(name)
+        if cls is not None:
+            return cls
+        module_name = self.modules.get(name)
+        if module_name is None:
+            raise AttributeError(f"module {self.package!r} has no attribute {name!r}")
+        module = importlib.import_module(f"{self.package}.{module_name}")
+        cls = getattr(module, name)
+        self._loaded[name] = cls
+        return cls
+
+    def message_class(self, name: str) -> type:
+        return self.load(name)

@@ -1,0 +1,226 @@
+"""Size-prefixed Kafka frames and their headers, sans I/O.
+
+Every request and response on the wire is an int32 size, then a header, then a body. This module reads
+and writes those frames without touching sockets:
+
+- ``FrameBuffer``: feed it received bytes, take complete frames out; refuses an oversized frame from
+  its size prefix alone, before buffering any of it.
+- ``encode_request`` / ``decode_request``: a request frame from/to ``(RequestHeader, body)``.
+- ``encode_response`` / ``decode_response``: the same for responses (which need the request's API key
+  and version to decode).
+- ``Correlator``: one connection's client side, pairing each response with its request.
+
+A *frame* here is the bytes after the size prefix; the ``encode_*`` functions return the size prefix
+and the frame together, ready to send.
+"""
+from __future__ import annotations
+
+import struct
+from collections import deque
+from dataclasses import dataclass
+
+from .errors import DecodeError
+from .messages import api as _api
+from .messages import message_class as _message_class
+
+DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # the broker's socket.request.max.bytes default
+_API_VERSIONS = 18
+_SIZE = struct.Struct(">i")
+_KEY_VERSION = struct.Struct(">hh")
+_CORRELATION = struct.Struct(">i")
+
+
+class FrameTooLarge(DecodeError):
+    """A size prefix above the limit (or negative): the connection should be closed."""
+
+
+class FrameBuffer:
+    """Reassembles frames from a byte stream.
+
+    ``feed(data)`` appends received bytes; ``next_frame()`` returns one complete frame (without its size
+    prefix) or None. A size prefix that is negative or above ``max_frame`` raises FrameTooLarge as soon
+    as its 4 bytes arrive; nothing of that frame is buffered beyond what was already received.
+    """
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME):
+        self.max_frame = max_frame
+        self._buffer = bytearray()
+        self._start = 0
+        self._consumed = 0  # stream offset of _buffer[0], for error messages
+
+    def feed(self, data) -> None:
+        self._buffer += data
+
+    def __len__(self) -> int:
+        """Bytes buffered and not yet returned as frames."""
+        return len(self._buffer) - self._start
+
+    def next_frame(self) -> bytes | None:
+        start = self._start
+        if len(self._buffer) - start < 4:
+            self._compact()
+            return None
+        size = _SIZE.unpack_from(self._buffer, start)[0]
+        if size < 0 or size > self.max_frame:
+            raise FrameTooLarge(f"frame size {size} outside 0..{self.max_frame}", self._consumed + start,
+                                ["frame"])
+        end = start + 4 + size
+        if len(self._buffer) < end:
+            self._compact()
+            return None
+        frame = bytes(self._buffer[start + 4:end])
+        self._start = end
+        return frame
+
+    def frames(self):
+        """Every complete frame buffered now."""
+        while (frame := self.next_frame()) is not None:
+            yield frame
+
+    def _compact(self) -> None:
+        if self._start:
+            del self._buffer[:self._start]
+            self._consumed += self._start
+            self._start = 0
+
+
+def frame(payload: bytes) -> bytes:
+    """``payload`` with its int32 size prefix."""
+    return _SIZE.pack(len(payload)) + payload
+
+
+def peek_request(frame_bytes) -> tuple[int, int, int]:
+    """``(api_key, api_version, correlation_id)`` of a request frame without decoding it."""
+    if len(frame_bytes) < 8:
+        raise DecodeError("request frame shorter than its 8-byte header prefix", 0, ["RequestHeader"])
+    key, version = _KEY_VERSION.unpack_from(frame_bytes, 0)
+    return key, version, _CORRELATION.unpack_from(frame_bytes, 4)[0]
+
+
+def request_header_class():
+    return _message_class("RequestHeader")
+
+
+def response_header_class():
+    return _message_class("ResponseHeader")
+
+
+def encode_request(header, body) -> bytes:
+    """A request frame with its size prefix, the header version chosen from the API and version."""
+    info = _api(header.request_api_key)
+    version = header.request_api_version
+    payload = header.encode(info.request_header_version(version)) + body.encode(version)
+    return frame(payload)
+
+
+def decode_request(frame_bytes, exact: bool = True):
+    """``(header, body)`` of a request frame (without its size prefix).
+
+    Raises DecodeError for an unknown API key or an unsupported version (``exc.path`` names the
+    header) and for malformed bodies.
+    """
+    key, version, _ = peek_request(frame_bytes)
+    try:
+        info = _api(key)
+    except KeyError:
+        raise DecodeError(f"unknown API key {key}", 0, ["RequestHeader", "request_api_key"]) from None
+    header, pos = request_header_class().decode_from(frame_bytes, info.request_header_version(version))
+    if not info.supports(version):
+        raise DecodeError(f"unsupported {info.name} version {version}", 2,
+                          ["RequestHeader", "request_api_version"])
+    body_view = memoryview(frame_bytes)[pos:]
+    try:
+        body = info.request_class.decode(body_view, version, exact=exact)
+    except DecodeError as exc:
+        if exc.offset is not None:
+            exc.offset += pos
+        raise
+    return header, body
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body, header_tags=None) -> bytes:
+    """A response frame with its size prefix."""
+    info = _api(api_key)
+    header = response_header_class()(correlation_id=correlation_id, unknown_tags=header_tags)
+    payload = header.encode(info.response_header_version(api_version)) + body.encode(api_version)
+    return frame(payload)
+
+
+def decode_response(frame_bytes, api_key: int, api_version: int, exact: bool = True):
+    """``(header, body)`` of a response frame (without its size prefix) to a request of this API and version.
+
+    An ApiVersions response that does not decode at the requested version is read again as v0: a
+    broker that does not know the requested version answers with a v0 body (KIP-511).
+    """
+    info = _api(api_key)
+    header, pos = response_header_class().decode_from(frame_bytes, info.response_header_version(api_version))
+    body_view = memoryview(frame_bytes)[pos:]
+    try:
+        body = info.response_class.decode(body_view, api_version, exact=exact)
+    except DecodeError as exc:
+        if api_key == _API_VERSIONS and api_version > 0:
+            try:
+                return header, info.response_class.decode(body_view, 0, exact=exact)
+            except DecodeError:
+                pass
+        if exc.offset is not None:
+            exc.offset += pos
+        raise
+    return header, body
+
+
+@dataclass
+class PendingRequest:
+    correlation_id: int
+    api_key: int
+    api_version: int
+    expects_response: bool
+    context: object = None
+
+
+class Correlator:
+    """The client side of one connection: numbers requests and pairs responses with them.
+
+    Kafka answers requests on a connection in order, so responses are matched to the oldest pending
+    request; a correlation id that does not match it is a protocol error. Produce with acks=0 gets no
+    response and is not kept pending.
+    """
+
+    def __init__(self, client_id: str | None = "kafkawire", first_correlation_id: int = 0):
+        self.client_id = client_id
+        self._next_id = first_correlation_id
+        self._pending: deque[PendingRequest] = deque()
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def request(self, body, version: int, expects_response: bool | None = None, context=None) -> bytes:
+        """The frame to send for ``body`` at ``version``; remembers it to match the response."""
+        api_key = body.API_KEY
+        correlation_id = self._next_id
+        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        header = request_header_class()(request_api_key=api_key, request_api_version=version,
+                                        correlation_id=correlation_id, client_id=self.client_id)
+        data = encode_request(header, body)
+        if expects_response is None:
+            expects_response = not (api_key == 0 and getattr(body, "acks", 1) == 0)
+        if expects_response:
+            self._pending.append(PendingRequest(correlation_id, api_key, version, True, context))
+        return data
+
+    def response(self, frame_bytes):
+        """Decode a response frame; returns ``(pending request, header, body)``."""
+        if len(frame_bytes) < 4:
+            raise DecodeError("response frame shorter than its correlation id", 0, ["ResponseHeader"])
+        correlation_id = _CORRELATION.unpack_from(frame_bytes, 0)[0]
+        if not self._pending:
+            raise DecodeError(f"response with correlation id {correlation_id} but no request is pending", 0,
+                              ["ResponseHeader", "correlation_id"])
+        expected = self._pending[0]
+        if correlation_id != expected.correlation_id:
+            raise DecodeError(f"response correlation id {correlation_id} does not match the oldest pending "
+                              f"request ({expected.correlation_id})", 0, ["ResponseHeader", "correlation_id"])
+        self._pending.popleft()
+        header, body = decode_response(frame_bytes, expected.api_key, expected.api_version)
+        return expected, header, body
