@@ -128,13 +128,7 @@ def decode_request(frame_bytes, exact: bool = True):
     if not info.supports(version):
         raise DecodeError(f"unsupported {info.name} version {version}", 2,
                           ["RequestHeader", "request_api_version"])
-    body_view = memoryview(frame_bytes)[pos:]
-    try:
-        body = info.request_class.decode(body_view, version, exact=exact)
-    except DecodeError as exc:
-        if exc.offset is not None:
-            exc.offset += pos
-        raise
+    body = _decode_body(info.request_class, frame_bytes, version, pos, exact)
     return header, body
 
 
@@ -154,19 +148,24 @@ def decode_response(frame_bytes, api_key: int, api_version: int, exact: bool = T
     """
     info = _api(api_key)
     header, pos = response_header_class().decode_from(frame_bytes, info.response_header_version(api_version))
-    body_view = memoryview(frame_bytes)[pos:]
     try:
-        body = info.response_class.decode(body_view, api_version, exact=exact)
-    except DecodeError as exc:
+        body = _decode_body(info.response_class, frame_bytes, api_version, pos, exact)
+    except DecodeError:
         if api_key == _API_VERSIONS and api_version > 0:
             try:
-                return header, info.response_class.decode(body_view, 0, exact=exact)
+                return header, _decode_body(info.response_class, frame_bytes, 0, pos, exact)
             except DecodeError:
                 pass
-        if exc.offset is not None:
-            exc.offset += pos
         raise
     return header, body
+
+
+def _decode_body(cls, frame_bytes, version: int, pos: int, exact: bool):
+    """The body after the header; error offsets count from the start of the frame."""
+    body, end = cls.decode_from(frame_bytes, version, pos)
+    if exact and end != len(frame_bytes):
+        raise DecodeError(f"{len(frame_bytes) - end} trailing bytes after the body", end, [cls.NAME])
+    return body
 
 
 @dataclass
