@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import base64
+import re
 import uuid
 
 from .model import INTEGER_RANGES, FieldSpec
 
 NULL = object()  # the spec's "null" default
+_DECIMAL_INTEGER = re.compile(r"[+-]?[0-9]+")
+_HEX_INTEGER = re.compile(r"[+-]?[0-9a-fA-F]+")
 
 
 def parse_default(spec_field: FieldSpec):
@@ -20,17 +23,17 @@ def parse_default(spec_field: FieldSpec):
             return NULL
         raise ValueError(f"a {spec_field.type} field cannot default to null")
     if kind == "bool":
-        if text not in ("true", "false"):
+        if text.lower() not in ("true", "false"):  # upstream compares ignoring case
             raise ValueError(f"invalid bool default {text!r}")
-        return text == "true"
+        return text.lower() == "true"
     if kind in INTEGER_RANGES:
         low, high = INTEGER_RANGES[kind]
-        body = text[1:] if text.startswith("-") else text
-        try:
-            number = int(body, 16) if body.lower().startswith("0x") else int(body, 10)
-        except ValueError:
-            raise ValueError(f"invalid {kind} default {text!r}") from None
-        number = -number if text.startswith("-") else number
+        # As upstream: a literal "0x" prefix means hex, then Java's valueOf (an optional sign, digits).
+        hex_digits = text.startswith("0x")
+        digits = text[2:] if hex_digits else text
+        if not (_HEX_INTEGER if hex_digits else _DECIMAL_INTEGER).fullmatch(digits):
+            raise ValueError(f"invalid {kind} default {text!r}")
+        number = int(digits, 16 if hex_digits else 10)
         if not low <= number <= high:
             raise ValueError(f"default {text!r} out of range for {kind}")
         return number

@@ -33,7 +33,7 @@ def _environment() -> jinja2.Environment:
     env.filters["run_target"] = lambda f: f"u_{f.name}" if f.value.kind == "uuid" else f"self.{f.name}"
     env.filters["write_arg"] = lambda f: f"self.{f.name}.bytes" if f.value.kind == "uuid" else f"self.{f.name}"
     env.filters["literal"] = python_literal
-    env.filters["run_label"] = lambda run: " ".join(f"{f.name}({f.value.size})" for f in run.fields)
+    env.filters["run_label"] = lambda run: " ".join(f"{f.name}:{f.value.code}" for f in run.fields)
     env.filters["differs"] = lambda item, expr: differs(item.spec, item.default, expr)
     return env
 
@@ -173,7 +173,7 @@ def add_field_lines(module: str) -> str:
             continue
         match = _MARKER.match(line)
         if match:
-            # A fused run's marker lists "name(size)" per field; failures.py finds the one that broke.
+            # A fused run's marker lists "name:code" per field; failures.py finds the one that broke.
             entries.append(f"{number}:{match.group(1).replace(' ', '/')}")
     table = " ".join(entries)
     return module + f'\n_FIELDS_AT = _FieldLines(\n    "{table}"\n)\n'

@@ -26,6 +26,14 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("demo", help="an end-to-end run on embedded defaults")
 
     args = parser.parse_args(argv)
+    try:
+        return _run(args, parser)
+    except BrokenPipeError:  # e.g. `kafkawire apis | head`
+        sys.stderr.close()
+        return 0
+
+
+def _run(args, parser) -> int:
     if args.command == "apis":
         return _apis(args)
     if args.command == "inspect":
@@ -59,42 +67,45 @@ def _read_input(path: str, hex_text: bool) -> bytes:
     return data
 
 
-def _strip_size_prefix(data: bytes) -> bytes:
-    """Accept a frame with or without its int32 size prefix: strip it when it matches the length."""
+def _readings(data: bytes) -> list[bytes]:
+    """A frame may come with or without its int32 size prefix: the readings to try, likeliest first."""
     if len(data) >= 4 and int.from_bytes(data[:4], "big") == len(data) - 4:
-        return data[4:]
-    return data
+        return [data[4:], data]
+    return [data]
 
 
 def _inspect(args, parser) -> int:
     from .framing import decode_request, decode_response
     from .messages import api
+    if args.response and (args.api is None or args.version is None):
+        parser.error("--response needs --api and --version")
     try:
-        data = _strip_size_prefix(_read_input(args.request or args.response, args.hex))
+        data = _read_input(args.request or args.response, args.hex)
     except (OSError, ValueError) as exc:
         print(f"kafkawire: {exc}", file=sys.stderr)
         return 2
     try:
-        if args.request:
-            header, body = decode_request(data)
-            info = api(header.request_api_key)
-            out = {"api": info.name, "api_key": info.key, "api_version": header.request_api_version,
-                   "header": header.to_dict(), "body": body.to_dict()}
-        else:
-            if args.api is None or args.version is None:
-                parser.error("--response needs --api and --version")
-            info = api(int(args.api) if args.api.isdigit() else args.api)
-            header, body = decode_response(data, info.key, args.version)
-            out = {"api": info.name, "api_key": info.key, "api_version": args.version,
-                   "header": header.to_dict(), "body": body.to_dict()}
+        info = None if args.request else api(int(args.api) if args.api.isdigit() else args.api)
     except KeyError as exc:
         print(f"kafkawire: {exc.args[0]}", file=sys.stderr)
         return 2
-    except DecodeError as exc:
-        print(f"kafkawire: cannot decode: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(out, indent=2))
-    return 0
+    first_error = None
+    for reading in _readings(data):
+        try:
+            if args.request:
+                header, body = decode_request(reading)
+                info, version = api(header.request_api_key), header.request_api_version
+            else:
+                version = args.version
+                header, body = decode_response(reading, info.key, version)
+        except DecodeError as exc:
+            first_error = first_error or exc
+            continue
+        print(json.dumps({"api": info.name, "api_key": info.key, "api_version": version,
+                          "header": header.to_dict(), "body": body.to_dict()}, indent=2))
+        return 0
+    print(f"kafkawire: cannot decode: {first_error}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

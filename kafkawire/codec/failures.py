@@ -51,8 +51,8 @@ def _locate(exc: BaseException, lines: FieldLines) -> tuple[str | None, dict]:
 def _segment(label: str | None, frame_locals: dict) -> str | None:
     if label is None:
         return None
-    if "(" in label:  # a fused run of fixed-width fields: "name(size)/name(size)"
-        return "/".join(part.split("(")[0] for part in label.split("/"))
+    if ":" in label:  # a fused run of fixed-width fields: "name:code/name:code"
+        return "/".join(part.split(":")[0] for part in label.split("/"))
     if label.endswith("[]"):
         name = label[:-2]
         index = frame_locals.get(f"i_{name}")
@@ -72,7 +72,7 @@ def decode_failure(exc: BaseException, lines: FieldLines) -> DecodeError:
         reason, offset = exc.reason, exc.offset
     else:
         reason, offset = _describe_read_error(exc), frame_locals.get("pos")
-        if label is not None and "(" in label and offset is not None:
+        if label is not None and ":" in label and offset is not None:
             segment, offset = _truncated_run_field(label, offset, frame_locals.get("buf"))
     return DecodeError(reason, offset, [segment] if segment is not None else [])
 
@@ -81,12 +81,28 @@ def _truncated_run_field(label: str, offset: int, buf) -> tuple[str, int]:
     """In a fused run that hit the end of the buffer, the field the buffer ends in and its offset."""
     available = len(buf) if buf is not None else 0
     name = label
-    for part in label.split("/"):
-        name, size = part[:-1].split("(")
-        if offset + int(size) > available:
+    for name, code in _run_fields(label):
+        size = struct.calcsize(">" + code)
+        if offset + size > available:
             return name, offset
-        offset += int(size)
+        offset += size
     return name, offset
+
+
+def _run_fields(label: str) -> list[tuple[str, str]]:
+    return [tuple(part.split(":", 1)) for part in label.split("/")]
+
+
+def _bad_run_value(label: str, frame_locals: dict) -> str | None:
+    """In a fused run that failed to pack, the first field whose value does not pack alone."""
+    self = frame_locals.get("self")
+    for name, code in _run_fields(label):
+        try:
+            value = getattr(self, name)
+            struct.pack(">" + code, value.bytes if code == "16s" else value)
+        except Exception:
+            return name
+    return None
 
 
 def _describe_read_error(exc: BaseException) -> str:
@@ -103,6 +119,8 @@ def encode_failure(exc: BaseException, lines: FieldLines) -> EncodeError:
     """Called in a writer's ``except`` clause: the EncodeError to raise, with this level's path segment."""
     label, frame_locals = _locate(exc, lines)
     segment = _segment(label, frame_locals)
+    if label is not None and ":" in label and not isinstance(exc, EncodeError):
+        segment = _bad_run_value(label, frame_locals) or segment
     if isinstance(exc, EncodeError):
         if segment is not None:
             exc.path.insert(0, segment)

@@ -69,7 +69,7 @@ def _read_AddOffsetsToTxnRequest_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.transactional_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: producer_id(8) producer_epoch(2)
+        # field: producer_id:q producer_epoch:h
         (self.producer_id, self.producer_epoch,) = _R_qh(buf, pos)
         pos += 10
         # field: group_id
@@ -99,7 +99,7 @@ def _write_AddOffsetsToTxnRequest_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: producer_id(8) producer_epoch(2)
+        # field: producer_id:q producer_epoch:h
         w(_W_qh(self.producer_id, self.producer_epoch))
         # field: group_id
         value = self.group_id
@@ -112,6 +112,7 @@ def _write_AddOffsetsToTxnRequest_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AddOffsetsToTxnRequest")
     except Exception as exc:
@@ -133,7 +134,7 @@ def _read_AddOffsetsToTxnRequest_v3(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.transactional_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: producer_id(8) producer_epoch(2)
+        # field: producer_id:q producer_epoch:h
         (self.producer_id, self.producer_epoch,) = _R_qh(buf, pos)
         pos += 10
         # field: group_id
@@ -199,7 +200,7 @@ def _write_AddOffsetsToTxnRequest_v3(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: producer_id(8) producer_epoch(2)
+        # field: producer_id:q producer_epoch:h
         w(_W_qh(self.producer_id, self.producer_epoch))
         # field: group_id
         value = self.group_id
@@ -237,5 +238,5 @@ AddOffsetsToTxnRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "61:- 64:transactional_id 72:producer_id(8)/producer_epoch(2) 75:group_id 89:- 91:transactional_id 102:producer_id(8)/producer_epoch(2) 104:group_id 121:- 124:transactional_id 136:producer_id(8)/producer_epoch(2) 139:group_id 151:tagged_fields 189:- 191:transactional_id 202:producer_id(8)/producer_epoch(2) 204:group_id 215:tagged_fields"
+    "61:- 64:transactional_id 72:producer_id:q/producer_epoch:h 75:group_id 89:- 91:transactional_id 102:producer_id:q/producer_epoch:h 104:group_id 115:unknown_tags 122:- 125:transactional_id 137:producer_id:q/producer_epoch:h 140:group_id 152:tagged_fields 190:- 192:transactional_id 203:producer_id:q/producer_epoch:h 205:group_id 216:tagged_fields"
 )

@@ -55,7 +55,7 @@ class AddOffsetsToTxnResponse(_Message):
 def _read_AddOffsetsToTxnResponse_v0(buf, pos, view):
     try:
         self = _new(AddOffsetsToTxnResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         self.unknown_tags = None
@@ -66,8 +66,9 @@ def _read_AddOffsetsToTxnResponse_v0(buf, pos, view):
 
 def _write_AddOffsetsToTxnResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AddOffsetsToTxnResponse")
     except Exception as exc:
@@ -77,7 +78,7 @@ def _write_AddOffsetsToTxnResponse_v0(self, w):
 def _read_AddOffsetsToTxnResponse_v3(buf, pos, view):
     try:
         self = _new(AddOffsetsToTxnResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: tagged_fields
@@ -120,7 +121,7 @@ def _read_AddOffsetsToTxnResponse_v3(buf, pos, view):
 
 def _write_AddOffsetsToTxnResponse_v3(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -147,5 +148,5 @@ AddOffsetsToTxnResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "55:- 58:throttle_time_ms(4)/error_code(2) 67:- 69:throttle_time_ms(4)/error_code(2) 77:- 80:throttle_time_ms(4)/error_code(2) 83:tagged_fields 121:- 123:throttle_time_ms(4)/error_code(2) 125:tagged_fields"
+    "55:- 58:throttle_time_ms:i/error_code:h 67:- 69:throttle_time_ms:i/error_code:h 71:unknown_tags 78:- 81:throttle_time_ms:i/error_code:h 84:tagged_fields 122:- 124:throttle_time_ms:i/error_code:h 126:tagged_fields"
 )

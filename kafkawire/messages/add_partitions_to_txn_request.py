@@ -170,6 +170,7 @@ def _write_AddPartitionsToTxnTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AddPartitionsToTxnTopic")
     except Exception as exc:
@@ -187,7 +188,7 @@ def _read_AddPartitionsToTxnRequest_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.v3_and_below_transactional_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: v3_and_below_producer_id(8) v3_and_below_producer_epoch(2)
+        # field: v3_and_below_producer_id:q v3_and_below_producer_epoch:h
         (self.v3_and_below_producer_id, self.v3_and_below_producer_epoch,) = _R_qh(buf, pos)
         pos += 10
         # field: v3_and_below_topics[]
@@ -221,7 +222,7 @@ def _write_AddPartitionsToTxnRequest_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: v3_and_below_producer_id(8) v3_and_below_producer_epoch(2)
+        # field: v3_and_below_producer_id:q v3_and_below_producer_epoch:h
         w(_W_qh(self.v3_and_below_producer_id, self.v3_and_below_producer_epoch))
         # field: v3_and_below_topics[]
         value = self.v3_and_below_topics
@@ -230,10 +231,14 @@ def _write_AddPartitionsToTxnRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_v3_and_below_topics, item in enumerate(value):
-                _write_AddPartitionsToTxnTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("v3_and_below_topics_item")
+                _write_AddPartitionsToTxnTopic_v0(value, w)
         # field: transactions
         if (self.transactions is None or len(self.transactions) != 0):
             raise not_in_version("AddPartitionsToTxnRequest", "transactions")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AddPartitionsToTxnRequest")
     except Exception as exc:
@@ -349,7 +354,7 @@ def _read_AddPartitionsToTxnRequest_v3(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.v3_and_below_transactional_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: v3_and_below_producer_id(8) v3_and_below_producer_epoch(2)
+        # field: v3_and_below_producer_id:q v3_and_below_producer_epoch:h
         (self.v3_and_below_producer_id, self.v3_and_below_producer_epoch,) = _R_qh(buf, pos)
         pos += 10
         # field: v3_and_below_topics[]
@@ -419,7 +424,7 @@ def _write_AddPartitionsToTxnRequest_v3(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: v3_and_below_producer_id(8) v3_and_below_producer_epoch(2)
+        # field: v3_and_below_producer_id:q v3_and_below_producer_epoch:h
         w(_W_qh(self.v3_and_below_producer_id, self.v3_and_below_producer_epoch))
         # field: v3_and_below_topics[]
         value = self.v3_and_below_topics
@@ -428,7 +433,10 @@ def _write_AddPartitionsToTxnRequest_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_v3_and_below_topics, item in enumerate(value):
-                _write_AddPartitionsToTxnTopic_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("v3_and_below_topics_item")
+                _write_AddPartitionsToTxnTopic_v3(value, w)
         # field: transactions
         if (self.transactions is None or len(self.transactions) != 0):
             raise not_in_version("AddPartitionsToTxnRequest", "transactions")
@@ -457,7 +465,7 @@ def _read_AddPartitionsToTxnTransaction_v4(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.transactional_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: producer_id(8) producer_epoch(2) verify_only(1)
+        # field: producer_id:q producer_epoch:h verify_only:?
         (self.producer_id, self.producer_epoch, self.verify_only,) = _R_qh_(buf, pos)
         pos += 11
         # field: topics[]
@@ -526,7 +534,7 @@ def _write_AddPartitionsToTxnTransaction_v4(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: producer_id(8) producer_epoch(2) verify_only(1)
+        # field: producer_id:q producer_epoch:h verify_only:?
         w(_W_qh_(self.producer_id, self.producer_epoch, self.verify_only))
         # field: topics[]
         value = self.topics
@@ -535,7 +543,10 @@ def _write_AddPartitionsToTxnTransaction_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_AddPartitionsToTxnTopic_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_AddPartitionsToTxnTopic_v3(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -615,7 +626,10 @@ def _write_AddPartitionsToTxnRequest_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_transactions, item in enumerate(value):
-                _write_AddPartitionsToTxnTransaction_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("transactions_item")
+                _write_AddPartitionsToTxnTransaction_v4(value, w)
         # field: v3_and_below_transactional_id
         if self.v3_and_below_transactional_id != '':
             raise not_in_version("AddPartitionsToTxnRequest", "v3_and_below_transactional_id")
@@ -655,5 +669,5 @@ AddPartitionsToTxnRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "129:- 132:name 140:partitions 153:- 155:name 166:partitions 179:- 182:v3_and_below_transactional_id 190:v3_and_below_producer_id(8)/v3_and_below_producer_epoch(2) 193:v3_and_below_topics[] 211:- 213:v3_and_below_transactional_id 224:v3_and_below_producer_id(8)/v3_and_below_producer_epoch(2) 226:v3_and_below_topics[] 234:transactions 243:- 246:name 258:partitions 269:tagged_fields 307:- 309:name 320:partitions 327:tagged_fields 337:- 340:v3_and_below_transactional_id 352:v3_and_below_producer_id(8)/v3_and_below_producer_epoch(2) 355:v3_and_below_topics[] 371:tagged_fields 409:- 411:v3_and_below_transactional_id 422:v3_and_below_producer_id(8)/v3_and_below_producer_epoch(2) 424:v3_and_below_topics[] 432:transactions 435:tagged_fields 445:- 448:transactional_id 460:producer_id(8)/producer_epoch(2)/verify_only(1) 463:topics[] 478:tagged_fields 516:- 518:transactional_id 529:producer_id(8)/producer_epoch(2)/verify_only(1) 531:topics[] 539:tagged_fields 549:- 552:transactions[] 571:tagged_fields 609:- 611:transactions[] 619:v3_and_below_transactional_id 622:v3_and_below_producer_id 625:v3_and_below_producer_epoch 628:v3_and_below_topics 631:tagged_fields"
+    "129:- 132:name 140:partitions 153:- 155:name 166:partitions 173:unknown_tags 180:- 183:v3_and_below_transactional_id 191:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 194:v3_and_below_topics[] 212:- 214:v3_and_below_transactional_id 225:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 227:v3_and_below_topics[] 238:transactions 241:unknown_tags 248:- 251:name 263:partitions 274:tagged_fields 312:- 314:name 325:partitions 332:tagged_fields 342:- 345:v3_and_below_transactional_id 357:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 360:v3_and_below_topics[] 376:tagged_fields 414:- 416:v3_and_below_transactional_id 427:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 429:v3_and_below_topics[] 440:transactions 443:tagged_fields 453:- 456:transactional_id 468:producer_id:q/producer_epoch:h/verify_only:? 471:topics[] 486:tagged_fields 524:- 526:transactional_id 537:producer_id:q/producer_epoch:h/verify_only:? 539:topics[] 550:tagged_fields 560:- 563:transactions[] 582:tagged_fields 620:- 622:transactions[] 633:v3_and_below_transactional_id 636:v3_and_below_producer_id 639:v3_and_below_producer_epoch 642:v3_and_below_topics 645:tagged_fields"
 )

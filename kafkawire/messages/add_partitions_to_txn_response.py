@@ -139,7 +139,7 @@ AddPartitionsToTxnResponse.AddPartitionsToTxnResult = AddPartitionsToTxnResult
 def _read_AddPartitionsToTxnPartitionResult_v0(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnPartitionResult)
-        # field: partition_index(4) partition_error_code(2)
+        # field: partition_index:i partition_error_code:h
         (self.partition_index, self.partition_error_code,) = _R_ih(buf, pos)
         pos += 6
         self.unknown_tags = None
@@ -150,8 +150,9 @@ def _read_AddPartitionsToTxnPartitionResult_v0(buf, pos, view):
 
 def _write_AddPartitionsToTxnPartitionResult_v0(self, w):
     try:
-        # field: partition_index(4) partition_error_code(2)
+        # field: partition_index:i partition_error_code:h
         w(_W_ih(self.partition_index, self.partition_error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AddPartitionsToTxnPartitionResult")
     except Exception as exc:
@@ -206,7 +207,11 @@ def _write_AddPartitionsToTxnTopicResult_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_results_by_partition, item in enumerate(value):
-                _write_AddPartitionsToTxnPartitionResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_by_partition_item")
+                _write_AddPartitionsToTxnPartitionResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AddPartitionsToTxnTopicResult")
     except Exception as exc:
@@ -216,7 +221,7 @@ def _write_AddPartitionsToTxnTopicResult_v0(self, w):
 def _read_AddPartitionsToTxnResponse_v0(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results_by_topic_v3_and_below[]
@@ -240,7 +245,7 @@ def _read_AddPartitionsToTxnResponse_v0(buf, pos, view):
 
 def _write_AddPartitionsToTxnResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: results_by_topic_v3_and_below[]
         value = self.results_by_topic_v3_and_below
@@ -249,10 +254,14 @@ def _write_AddPartitionsToTxnResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_results_by_topic_v3_and_below, item in enumerate(value):
-                _write_AddPartitionsToTxnTopicResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_by_topic_v3_and_below_item")
+                _write_AddPartitionsToTxnTopicResult_v0(value, w)
         # field: results_by_transaction
         if (self.results_by_transaction is None or len(self.results_by_transaction) != 0):
             raise not_in_version("AddPartitionsToTxnResponse", "results_by_transaction")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AddPartitionsToTxnResponse")
     except Exception as exc:
@@ -262,7 +271,7 @@ def _write_AddPartitionsToTxnResponse_v0(self, w):
 def _read_AddPartitionsToTxnPartitionResult_v3(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnPartitionResult)
-        # field: partition_index(4) partition_error_code(2)
+        # field: partition_index:i partition_error_code:h
         (self.partition_index, self.partition_error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: tagged_fields
@@ -305,7 +314,7 @@ def _read_AddPartitionsToTxnPartitionResult_v3(buf, pos, view):
 
 def _write_AddPartitionsToTxnPartitionResult_v3(self, w):
     try:
-        # field: partition_index(4) partition_error_code(2)
+        # field: partition_index:i partition_error_code:h
         w(_W_ih(self.partition_index, self.partition_error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -405,7 +414,10 @@ def _write_AddPartitionsToTxnTopicResult_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_results_by_partition, item in enumerate(value):
-                _write_AddPartitionsToTxnPartitionResult_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_by_partition_item")
+                _write_AddPartitionsToTxnPartitionResult_v3(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -419,7 +431,7 @@ def _write_AddPartitionsToTxnTopicResult_v3(self, w):
 def _read_AddPartitionsToTxnResponse_v3(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results_by_topic_v3_and_below[]
@@ -479,7 +491,7 @@ def _read_AddPartitionsToTxnResponse_v3(buf, pos, view):
 
 def _write_AddPartitionsToTxnResponse_v3(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: results_by_topic_v3_and_below[]
         value = self.results_by_topic_v3_and_below
@@ -488,7 +500,10 @@ def _write_AddPartitionsToTxnResponse_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_results_by_topic_v3_and_below, item in enumerate(value):
-                _write_AddPartitionsToTxnTopicResult_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_by_topic_v3_and_below_item")
+                _write_AddPartitionsToTxnTopicResult_v3(value, w)
         # field: results_by_transaction
         if (self.results_by_transaction is None or len(self.results_by_transaction) != 0):
             raise not_in_version("AddPartitionsToTxnResponse", "results_by_transaction")
@@ -590,7 +605,10 @@ def _write_AddPartitionsToTxnResult_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topic_results, item in enumerate(value):
-                _write_AddPartitionsToTxnTopicResult_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_results_item")
+                _write_AddPartitionsToTxnTopicResult_v3(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -604,7 +622,7 @@ def _write_AddPartitionsToTxnResult_v4(self, w):
 def _read_AddPartitionsToTxnResponse_v4(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: results_by_transaction[]
@@ -663,7 +681,7 @@ def _read_AddPartitionsToTxnResponse_v4(buf, pos, view):
 
 def _write_AddPartitionsToTxnResponse_v4(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: results_by_transaction[]
         value = self.results_by_transaction
@@ -672,7 +690,10 @@ def _write_AddPartitionsToTxnResponse_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_results_by_transaction, item in enumerate(value):
-                _write_AddPartitionsToTxnResult_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_by_transaction_item")
+                _write_AddPartitionsToTxnResult_v4(value, w)
         # field: results_by_topic_v3_and_below
         if (self.results_by_topic_v3_and_below is None or len(self.results_by_topic_v3_and_below) != 0):
             raise not_in_version("AddPartitionsToTxnResponse", "results_by_topic_v3_and_below")
@@ -703,5 +724,5 @@ AddPartitionsToTxnResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "139:- 142:partition_index(4)/partition_error_code(2) 151:- 153:partition_index(4)/partition_error_code(2) 161:- 164:name 172:results_by_partition[] 189:- 191:name 202:results_by_partition[] 216:- 219:throttle_time_ms(4) 222:results_by_topic_v3_and_below[] 241:- 243:throttle_time_ms(4) 245:results_by_topic_v3_and_below[] 253:results_by_transaction 262:- 265:partition_index(4)/partition_error_code(2) 268:tagged_fields 306:- 308:partition_index(4)/partition_error_code(2) 310:tagged_fields 320:- 323:name 335:results_by_partition[] 350:tagged_fields 388:- 390:name 401:results_by_partition[] 409:tagged_fields 419:- 422:throttle_time_ms(4) 425:results_by_topic_v3_and_below[] 442:tagged_fields 480:- 482:throttle_time_ms(4) 484:results_by_topic_v3_and_below[] 492:results_by_transaction 495:tagged_fields 505:- 508:transactional_id 520:topic_results[] 535:tagged_fields 573:- 575:transactional_id 586:topic_results[] 594:tagged_fields 604:- 607:throttle_time_ms(4)/error_code(2) 610:results_by_transaction[] 626:tagged_fields 664:- 666:throttle_time_ms(4)/error_code(2) 668:results_by_transaction[] 676:results_by_topic_v3_and_below 679:tagged_fields"
+    "139:- 142:partition_index:i/partition_error_code:h 151:- 153:partition_index:i/partition_error_code:h 155:unknown_tags 162:- 165:name 173:results_by_partition[] 190:- 192:name 203:results_by_partition[] 214:unknown_tags 221:- 224:throttle_time_ms:i 227:results_by_topic_v3_and_below[] 246:- 248:throttle_time_ms:i 250:results_by_topic_v3_and_below[] 261:results_by_transaction 264:unknown_tags 271:- 274:partition_index:i/partition_error_code:h 277:tagged_fields 315:- 317:partition_index:i/partition_error_code:h 319:tagged_fields 329:- 332:name 344:results_by_partition[] 359:tagged_fields 397:- 399:name 410:results_by_partition[] 421:tagged_fields 431:- 434:throttle_time_ms:i 437:results_by_topic_v3_and_below[] 454:tagged_fields 492:- 494:throttle_time_ms:i 496:results_by_topic_v3_and_below[] 507:results_by_transaction 510:tagged_fields 520:- 523:transactional_id 535:topic_results[] 550:tagged_fields 588:- 590:transactional_id 601:topic_results[] 612:tagged_fields 622:- 625:throttle_time_ms:i/error_code:h 628:results_by_transaction[] 644:tagged_fields 682:- 684:throttle_time_ms:i/error_code:h 686:results_by_transaction[] 697:results_by_topic_v3_and_below 700:tagged_fields"
 )

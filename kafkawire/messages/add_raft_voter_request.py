@@ -119,7 +119,7 @@ def _read_Listener_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(2)
+        # field: port:H
         (self.port,) = _R_H(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -184,7 +184,7 @@ def _write_Listener_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(2)
+        # field: port:H
         w(_W_H(self.port))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -214,7 +214,7 @@ def _read_AddRaftVoterRequest_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: timeout_ms(4) voter_id(4) voter_directory_id(16)
+        # field: timeout_ms:i voter_id:i voter_directory_id:16s
         (self.timeout_ms, self.voter_id, u_voter_directory_id,) = _R_ii16s(buf, pos)
         self.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
         pos += 24
@@ -284,7 +284,7 @@ def _write_AddRaftVoterRequest_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: timeout_ms(4) voter_id(4) voter_directory_id(16)
+        # field: timeout_ms:i voter_id:i voter_directory_id:16s
         w(_W_ii16s(self.timeout_ms, self.voter_id, self.voter_directory_id.bytes))
         # field: listeners[]
         value = self.listeners
@@ -293,7 +293,10 @@ def _write_AddRaftVoterRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_listeners, item in enumerate(value):
-                _write_Listener_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("listeners_item")
+                _write_Listener_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -311,5 +314,5 @@ AddRaftVoterRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "95:- 98:name 110:host 122:port(2) 125:tagged_fields 163:- 165:name 176:host 187:port(2) 189:tagged_fields 199:- 202:cluster_id 217:timeout_ms(4)/voter_id(4)/voter_directory_id(16) 221:listeners[] 236:tagged_fields 274:- 276:cluster_id 287:timeout_ms(4)/voter_id(4)/voter_directory_id(16) 289:listeners[] 297:tagged_fields"
+    "95:- 98:name 110:host 122:port:H 125:tagged_fields 163:- 165:name 176:host 187:port:H 189:tagged_fields 199:- 202:cluster_id 217:timeout_ms:i/voter_id:i/voter_directory_id:16s 221:listeners[] 236:tagged_fields 274:- 276:cluster_id 287:timeout_ms:i/voter_id:i/voter_directory_id:16s 289:listeners[] 300:tagged_fields"
 )

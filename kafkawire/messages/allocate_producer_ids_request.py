@@ -55,7 +55,7 @@ class AllocateProducerIdsRequest(_Message):
 def _read_AllocateProducerIdsRequest_v0(buf, pos, view):
     try:
         self = _new(AllocateProducerIdsRequest)
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         (self.broker_id, self.broker_epoch,) = _R_iq(buf, pos)
         pos += 12
         # field: tagged_fields
@@ -98,7 +98,7 @@ def _read_AllocateProducerIdsRequest_v0(buf, pos, view):
 
 def _write_AllocateProducerIdsRequest_v0(self, w):
     try:
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         w(_W_iq(self.broker_id, self.broker_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -117,5 +117,5 @@ AllocateProducerIdsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "55:- 58:broker_id(4)/broker_epoch(8) 61:tagged_fields 99:- 101:broker_id(4)/broker_epoch(8) 103:tagged_fields"
+    "55:- 58:broker_id:i/broker_epoch:q 61:tagged_fields 99:- 101:broker_id:i/broker_epoch:q 103:tagged_fields"
 )

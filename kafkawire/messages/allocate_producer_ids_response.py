@@ -61,7 +61,7 @@ class AllocateProducerIdsResponse(_Message):
 def _read_AllocateProducerIdsResponse_v0(buf, pos, view):
     try:
         self = _new(AllocateProducerIdsResponse)
-        # field: throttle_time_ms(4) error_code(2) producer_id_start(8) producer_id_len(4)
+        # field: throttle_time_ms:i error_code:h producer_id_start:q producer_id_len:i
         (self.throttle_time_ms, self.error_code, self.producer_id_start, self.producer_id_len,) = _R_ihqi(buf, pos)
         pos += 18
         # field: tagged_fields
@@ -104,7 +104,7 @@ def _read_AllocateProducerIdsResponse_v0(buf, pos, view):
 
 def _write_AllocateProducerIdsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2) producer_id_start(8) producer_id_len(4)
+        # field: throttle_time_ms:i error_code:h producer_id_start:q producer_id_len:i
         w(_W_ihqi(self.throttle_time_ms, self.error_code, self.producer_id_start, self.producer_id_len))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -123,5 +123,5 @@ AllocateProducerIdsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "61:- 64:throttle_time_ms(4)/error_code(2)/producer_id_start(8)/producer_id_len(4) 67:tagged_fields 105:- 107:throttle_time_ms(4)/error_code(2)/producer_id_start(8)/producer_id_len(4) 109:tagged_fields"
+    "61:- 64:throttle_time_ms:i/error_code:h/producer_id_start:q/producer_id_len:i 67:tagged_fields 105:- 107:throttle_time_ms:i/error_code:h/producer_id_start:q/producer_id_len:i 109:tagged_fields"
 )

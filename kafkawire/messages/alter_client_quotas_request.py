@@ -187,6 +187,7 @@ def _write_EntityData_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("EntityData")
     except Exception as exc:
@@ -204,7 +205,7 @@ def _read_OpData_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.key = str(buf[pos:end], "utf-8")
         pos = end
-        # field: value(8) remove(1)
+        # field: value:d remove:?
         (self.value, self.remove,) = _R_d_(buf, pos)
         pos += 9
         self.unknown_tags = None
@@ -226,8 +227,9 @@ def _write_OpData_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: value(8) remove(1)
+        # field: value:d remove:?
         w(_W_d_(self.value, self.remove))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OpData")
     except Exception as exc:
@@ -274,7 +276,10 @@ def _write_EntryData_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_entity, item in enumerate(value):
-                _write_EntityData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("entity_item")
+                _write_EntityData_v0(value, w)
         # field: ops[]
         value = self.ops
         if value is None:
@@ -282,7 +287,11 @@ def _write_EntryData_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_ops, item in enumerate(value):
-                _write_OpData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("ops_item")
+                _write_OpData_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("EntryData")
     except Exception as exc:
@@ -303,7 +312,7 @@ def _read_AlterClientQuotasRequest_v0(buf, pos, view):
             item, pos = _read_EntryData_v0(buf, pos, view)
             append(item)
         self.entries = tuple(items)
-        # field: validate_only(1)
+        # field: validate_only:?
         (self.validate_only,) = _R__(buf, pos)
         pos += 1
         self.unknown_tags = None
@@ -321,9 +330,13 @@ def _write_AlterClientQuotasRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_entries, item in enumerate(value):
-                _write_EntryData_v0(item, w)
-        # field: validate_only(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("entries_item")
+                _write_EntryData_v0(value, w)
+        # field: validate_only:?
         w(_W__(self.validate_only))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AlterClientQuotasRequest")
     except Exception as exc:
@@ -447,7 +460,7 @@ def _read_OpData_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.key = str(buf[pos:end], "utf-8")
         pos = end
-        # field: value(8) remove(1)
+        # field: value:d remove:?
         (self.value, self.remove,) = _R_d_(buf, pos)
         pos += 9
         # field: tagged_fields
@@ -501,7 +514,7 @@ def _write_OpData_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: value(8) remove(1)
+        # field: value:d remove:?
         w(_W_d_(self.value, self.remove))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -593,7 +606,10 @@ def _write_EntryData_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_entity, item in enumerate(value):
-                _write_EntityData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("entity_item")
+                _write_EntityData_v1(value, w)
         # field: ops[]
         value = self.ops
         if value is None:
@@ -601,7 +617,10 @@ def _write_EntryData_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_ops, item in enumerate(value):
-                _write_OpData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("ops_item")
+                _write_OpData_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -630,7 +649,7 @@ def _read_AlterClientQuotasRequest_v1(buf, pos, view):
             item, pos = _read_EntryData_v1(buf, pos, view)
             append(item)
         self.entries = tuple(items)
-        # field: validate_only(1)
+        # field: validate_only:?
         (self.validate_only,) = _R__(buf, pos)
         pos += 1
         # field: tagged_fields
@@ -680,8 +699,11 @@ def _write_AlterClientQuotasRequest_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_entries, item in enumerate(value):
-                _write_EntryData_v1(item, w)
-        # field: validate_only(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("entries_item")
+                _write_EntryData_v1(value, w)
+        # field: validate_only:?
         w(_W__(self.validate_only))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -702,5 +724,5 @@ AlterClientQuotasRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "138:- 141:entity_type 149:entity_name 166:- 168:entity_type 179:entity_name 196:- 199:key 207:value(8)/remove(1) 216:- 218:key 229:value(8)/remove(1) 237:- 240:entity[] 251:ops[] 268:- 270:entity[] 278:ops[] 292:- 295:entries[] 306:validate_only(1) 315:- 317:entries[] 325:validate_only(1) 333:- 336:entity_type 348:entity_name 363:tagged_fields 401:- 403:entity_type 414:entity_name 425:tagged_fields 435:- 438:key 450:value(8)/remove(1) 453:tagged_fields 491:- 493:key 504:value(8)/remove(1) 506:tagged_fields 516:- 519:entity[] 534:ops[] 549:tagged_fields 587:- 589:entity[] 597:ops[] 605:tagged_fields 615:- 618:entries[] 633:validate_only(1) 636:tagged_fields 674:- 676:entries[] 684:validate_only(1) 686:tagged_fields"
+    "138:- 141:entity_type 149:entity_name 166:- 168:entity_type 179:entity_name 190:unknown_tags 197:- 200:key 208:value:d/remove:? 217:- 219:key 230:value:d/remove:? 232:unknown_tags 239:- 242:entity[] 253:ops[] 270:- 272:entity[] 283:ops[] 294:unknown_tags 301:- 304:entries[] 315:validate_only:? 324:- 326:entries[] 337:validate_only:? 339:unknown_tags 346:- 349:entity_type 361:entity_name 376:tagged_fields 414:- 416:entity_type 427:entity_name 438:tagged_fields 448:- 451:key 463:value:d/remove:? 466:tagged_fields 504:- 506:key 517:value:d/remove:? 519:tagged_fields 529:- 532:entity[] 547:ops[] 562:tagged_fields 600:- 602:entity[] 613:ops[] 624:tagged_fields 634:- 637:entries[] 652:validate_only:? 655:tagged_fields 693:- 695:entries[] 706:validate_only:? 708:tagged_fields"
 )

@@ -157,6 +157,7 @@ def _write_EntityData_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("EntityData")
     except Exception as exc:
@@ -166,7 +167,7 @@ def _write_EntityData_v0(self, w):
 def _read_EntryData_v0(buf, pos, view):
     try:
         self = _new(EntryData)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -199,7 +200,7 @@ def _read_EntryData_v0(buf, pos, view):
 
 def _write_EntryData_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -219,7 +220,11 @@ def _write_EntryData_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_entity, item in enumerate(value):
-                _write_EntityData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("entity_item")
+                _write_EntityData_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("EntryData")
     except Exception as exc:
@@ -229,7 +234,7 @@ def _write_EntryData_v0(self, w):
 def _read_AlterClientQuotasResponse_v0(buf, pos, view):
     try:
         self = _new(AlterClientQuotasResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: entries[]
@@ -251,7 +256,7 @@ def _read_AlterClientQuotasResponse_v0(buf, pos, view):
 
 def _write_AlterClientQuotasResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: entries[]
         value = self.entries
@@ -260,7 +265,11 @@ def _write_AlterClientQuotasResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_entries, item in enumerate(value):
-                _write_EntryData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("entries_item")
+                _write_EntryData_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AlterClientQuotasResponse")
     except Exception as exc:
@@ -372,7 +381,7 @@ def _write_EntityData_v1(self, w):
 def _read_EntryData_v1(buf, pos, view):
     try:
         self = _new(EntryData)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -445,7 +454,7 @@ def _read_EntryData_v1(buf, pos, view):
 
 def _write_EntryData_v1(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -465,7 +474,10 @@ def _write_EntryData_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_entity, item in enumerate(value):
-                _write_EntityData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("entity_item")
+                _write_EntityData_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -479,7 +491,7 @@ def _write_EntryData_v1(self, w):
 def _read_AlterClientQuotasResponse_v1(buf, pos, view):
     try:
         self = _new(AlterClientQuotasResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: entries[]
@@ -537,7 +549,7 @@ def _read_AlterClientQuotasResponse_v1(buf, pos, view):
 
 def _write_AlterClientQuotasResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: entries[]
         value = self.entries
@@ -546,7 +558,10 @@ def _write_AlterClientQuotasResponse_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_entries, item in enumerate(value):
-                _write_EntryData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("entries_item")
+                _write_EntryData_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -566,5 +581,5 @@ AlterClientQuotasResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "108:- 111:entity_type 119:entity_name 136:- 138:entity_type 149:entity_name 166:- 169:error_code(2) 172:error_message 183:entity[] 200:- 202:error_code(2) 204:error_message 215:entity[] 229:- 232:throttle_time_ms(4) 235:entries[] 252:- 254:throttle_time_ms(4) 256:entries[] 270:- 273:entity_type 285:entity_name 300:tagged_fields 338:- 340:entity_type 351:entity_name 362:tagged_fields 372:- 375:error_code(2) 378:error_message 393:entity[] 408:tagged_fields 446:- 448:error_code(2) 450:error_message 461:entity[] 469:tagged_fields 479:- 482:throttle_time_ms(4) 485:entries[] 500:tagged_fields 538:- 540:throttle_time_ms(4) 542:entries[] 550:tagged_fields"
+    "108:- 111:entity_type 119:entity_name 136:- 138:entity_type 149:entity_name 160:unknown_tags 167:- 170:error_code:h 173:error_message 184:entity[] 201:- 203:error_code:h 205:error_message 216:entity[] 227:unknown_tags 234:- 237:throttle_time_ms:i 240:entries[] 257:- 259:throttle_time_ms:i 261:entries[] 272:unknown_tags 279:- 282:entity_type 294:entity_name 309:tagged_fields 347:- 349:entity_type 360:entity_name 371:tagged_fields 381:- 384:error_code:h 387:error_message 402:entity[] 417:tagged_fields 455:- 457:error_code:h 459:error_message 470:entity[] 481:tagged_fields 491:- 494:throttle_time_ms:i 497:entries[] 512:tagged_fields 550:- 552:throttle_time_ms:i 554:entries[] 565:tagged_fields"
 )

@@ -161,6 +161,7 @@ def _write_AlterableConfig_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AlterableConfig")
     except Exception as exc:
@@ -170,7 +171,7 @@ def _write_AlterableConfig_v0(self, w):
 def _read_AlterConfigsResource_v0(buf, pos, view):
     try:
         self = _new(AlterConfigsResource)
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -200,7 +201,7 @@ def _read_AlterConfigsResource_v0(buf, pos, view):
 
 def _write_AlterConfigsResource_v0(self, w):
     try:
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -220,7 +221,11 @@ def _write_AlterConfigsResource_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_configs, item in enumerate(value):
-                _write_AlterableConfig_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("configs_item")
+                _write_AlterableConfig_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AlterConfigsResource")
     except Exception as exc:
@@ -241,7 +246,7 @@ def _read_AlterConfigsRequest_v0(buf, pos, view):
             item, pos = _read_AlterConfigsResource_v0(buf, pos, view)
             append(item)
         self.resources = tuple(items)
-        # field: validate_only(1)
+        # field: validate_only:?
         (self.validate_only,) = _R__(buf, pos)
         pos += 1
         self.unknown_tags = None
@@ -259,9 +264,13 @@ def _write_AlterConfigsRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_resources, item in enumerate(value):
-                _write_AlterConfigsResource_v0(item, w)
-        # field: validate_only(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("resources_item")
+                _write_AlterConfigsResource_v0(value, w)
+        # field: validate_only:?
         w(_W__(self.validate_only))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AlterConfigsRequest")
     except Exception as exc:
@@ -373,7 +382,7 @@ def _write_AlterableConfig_v2(self, w):
 def _read_AlterConfigsResource_v2(buf, pos, view):
     try:
         self = _new(AlterConfigsResource)
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -443,7 +452,7 @@ def _read_AlterConfigsResource_v2(buf, pos, view):
 
 def _write_AlterConfigsResource_v2(self, w):
     try:
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -463,7 +472,10 @@ def _write_AlterConfigsResource_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_configs, item in enumerate(value):
-                _write_AlterableConfig_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("configs_item")
+                _write_AlterableConfig_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -492,7 +504,7 @@ def _read_AlterConfigsRequest_v2(buf, pos, view):
             item, pos = _read_AlterConfigsResource_v2(buf, pos, view)
             append(item)
         self.resources = tuple(items)
-        # field: validate_only(1)
+        # field: validate_only:?
         (self.validate_only,) = _R__(buf, pos)
         pos += 1
         # field: tagged_fields
@@ -542,8 +554,11 @@ def _write_AlterConfigsRequest_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_resources, item in enumerate(value):
-                _write_AlterConfigsResource_v2(item, w)
-        # field: validate_only(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("resources_item")
+                _write_AlterConfigsResource_v2(value, w)
+        # field: validate_only:?
         w(_W__(self.validate_only))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -566,5 +581,5 @@ AlterConfigsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "112:- 115:name 123:value 140:- 142:name 153:value 170:- 173:resource_type(1) 176:resource_name 184:configs[] 201:- 203:resource_type(1) 205:resource_name 216:configs[] 230:- 233:resources[] 244:validate_only(1) 253:- 255:resources[] 263:validate_only(1) 271:- 274:name 286:value 301:tagged_fields 339:- 341:name 352:value 363:tagged_fields 373:- 376:resource_type(1) 379:resource_name 391:configs[] 406:tagged_fields 444:- 446:resource_type(1) 448:resource_name 459:configs[] 467:tagged_fields 477:- 480:resources[] 495:validate_only(1) 498:tagged_fields 536:- 538:resources[] 546:validate_only(1) 548:tagged_fields"
+    "112:- 115:name 123:value 140:- 142:name 153:value 164:unknown_tags 171:- 174:resource_type:b 177:resource_name 185:configs[] 202:- 204:resource_type:b 206:resource_name 217:configs[] 228:unknown_tags 235:- 238:resources[] 249:validate_only:? 258:- 260:resources[] 271:validate_only:? 273:unknown_tags 280:- 283:name 295:value 310:tagged_fields 348:- 350:name 361:value 372:tagged_fields 382:- 385:resource_type:b 388:resource_name 400:configs[] 415:tagged_fields 453:- 455:resource_type:b 457:resource_name 468:configs[] 479:tagged_fields 489:- 492:resources[] 507:validate_only:? 510:tagged_fields 548:- 550:resources[] 561:validate_only:? 563:tagged_fields"
 )

@@ -107,7 +107,7 @@ AlterPartitionReassignmentsRequest.ReassignablePartition = ReassignablePartition
 def _read_ReassignablePartition_v0(buf, pos, view):
     try:
         self = _new(ReassignablePartition)
-        # field: partition_index(4)
+        # field: partition_index:i
         (self.partition_index,) = _R_i(buf, pos)
         pos += 4
         # field: replicas
@@ -164,7 +164,7 @@ def _read_ReassignablePartition_v0(buf, pos, view):
 
 def _write_ReassignablePartition_v0(self, w):
     try:
-        # field: partition_index(4)
+        # field: partition_index:i
         w(_W_i(self.partition_index))
         # field: replicas
         value = self.replicas
@@ -271,7 +271,10 @@ def _write_ReassignableTopic_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_ReassignablePartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_ReassignablePartition_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -285,7 +288,7 @@ def _write_ReassignableTopic_v0(self, w):
 def _read_AlterPartitionReassignmentsRequest_v0(buf, pos, view):
     try:
         self = _new(AlterPartitionReassignmentsRequest)
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -343,7 +346,7 @@ def _read_AlterPartitionReassignmentsRequest_v0(buf, pos, view):
 
 def _write_AlterPartitionReassignmentsRequest_v0(self, w):
     try:
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         w(_W_i(self.timeout_ms))
         # field: topics[]
         value = self.topics
@@ -352,7 +355,10 @@ def _write_AlterPartitionReassignmentsRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_ReassignableTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_ReassignableTopic_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -370,5 +376,5 @@ AlterPartitionReassignmentsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "107:- 110:partition_index(4) 113:replicas 127:tagged_fields 165:- 167:partition_index(4) 169:replicas 176:tagged_fields 186:- 189:name 201:partitions[] 216:tagged_fields 254:- 256:name 267:partitions[] 275:tagged_fields 285:- 288:timeout_ms(4) 291:topics[] 306:tagged_fields 344:- 346:timeout_ms(4) 348:topics[] 356:tagged_fields"
+    "107:- 110:partition_index:i 113:replicas 127:tagged_fields 165:- 167:partition_index:i 169:replicas 176:tagged_fields 186:- 189:name 201:partitions[] 216:tagged_fields 254:- 256:name 267:partitions[] 278:tagged_fields 288:- 291:timeout_ms:i 294:topics[] 309:tagged_fields 347:- 349:timeout_ms:i 351:topics[] 362:tagged_fields"
 )

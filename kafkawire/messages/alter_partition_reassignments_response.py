@@ -116,7 +116,7 @@ AlterPartitionReassignmentsResponse.ReassignablePartitionResponse = Reassignable
 def _read_ReassignablePartitionResponse_v0(buf, pos, view):
     try:
         self = _new(ReassignablePartitionResponse)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -174,7 +174,7 @@ def _read_ReassignablePartitionResponse_v0(buf, pos, view):
 
 def _write_ReassignablePartitionResponse_v0(self, w):
     try:
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
         # field: error_message
         value = self.error_message
@@ -285,7 +285,10 @@ def _write_ReassignableTopicResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_ReassignablePartitionResponse_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_ReassignablePartitionResponse_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -299,7 +302,7 @@ def _write_ReassignableTopicResponse_v0(self, w):
 def _read_AlterPartitionReassignmentsResponse_v0(buf, pos, view):
     try:
         self = _new(AlterPartitionReassignmentsResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -372,7 +375,7 @@ def _read_AlterPartitionReassignmentsResponse_v0(buf, pos, view):
 
 def _write_AlterPartitionReassignmentsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -392,7 +395,10 @@ def _write_AlterPartitionReassignmentsResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_responses, item in enumerate(value):
-                _write_ReassignableTopicResponse_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_ReassignableTopicResponse_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -410,5 +416,5 @@ AlterPartitionReassignmentsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "116:- 119:partition_index(4)/error_code(2) 122:error_message 137:tagged_fields 175:- 177:partition_index(4)/error_code(2) 179:error_message 190:tagged_fields 200:- 203:name 215:partitions[] 230:tagged_fields 268:- 270:name 281:partitions[] 289:tagged_fields 299:- 302:throttle_time_ms(4)/error_code(2) 305:error_message 320:responses[] 335:tagged_fields 373:- 375:throttle_time_ms(4)/error_code(2) 377:error_message 388:responses[] 396:tagged_fields"
+    "116:- 119:partition_index:i/error_code:h 122:error_message 137:tagged_fields 175:- 177:partition_index:i/error_code:h 179:error_message 190:tagged_fields 200:- 203:name 215:partitions[] 230:tagged_fields 268:- 270:name 281:partitions[] 292:tagged_fields 302:- 305:throttle_time_ms:i/error_code:h 308:error_message 323:responses[] 338:tagged_fields 376:- 378:throttle_time_ms:i/error_code:h 380:error_message 391:responses[] 402:tagged_fields"
 )

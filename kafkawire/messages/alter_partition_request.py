@@ -159,7 +159,7 @@ AlterPartitionRequest.BrokerState = BrokerState
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) leader_epoch(4)
+        # field: partition_index:i leader_epoch:i
         (self.partition_index, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: new_isr
@@ -173,7 +173,7 @@ def _read_PartitionData_v0(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.new_isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: partition_epoch(4)
+        # field: partition_epoch:i
         (self.partition_epoch,) = _R_i(buf, pos)
         pos += 4
         self.new_isr_with_epochs = ()
@@ -218,7 +218,7 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition_index(4) leader_epoch(4)
+        # field: partition_index:i leader_epoch:i
         w(_W_ii(self.partition_index, self.leader_epoch))
         # field: new_isr
         value = self.new_isr
@@ -227,7 +227,7 @@ def _write_PartitionData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             w(_ARRAYW_i[len(value)](*value))
-        # field: partition_epoch(4)
+        # field: partition_epoch:i
         w(_W_i(self.partition_epoch))
         # field: new_isr_with_epochs
         if (self.new_isr_with_epochs is None or len(self.new_isr_with_epochs) != 0):
@@ -334,7 +334,10 @@ def _write_TopicData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -348,7 +351,7 @@ def _write_TopicData_v0(self, w):
 def _read_AlterPartitionRequest_v0(buf, pos, view):
     try:
         self = _new(AlterPartitionRequest)
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         (self.broker_id, self.broker_epoch,) = _R_iq(buf, pos)
         pos += 12
         # field: topics[]
@@ -406,7 +409,7 @@ def _read_AlterPartitionRequest_v0(buf, pos, view):
 
 def _write_AlterPartitionRequest_v0(self, w):
     try:
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         w(_W_iq(self.broker_id, self.broker_epoch))
         # field: topics[]
         value = self.topics
@@ -415,7 +418,10 @@ def _write_AlterPartitionRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -429,7 +435,7 @@ def _write_AlterPartitionRequest_v0(self, w):
 def _read_PartitionData_v1(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) leader_epoch(4)
+        # field: partition_index:i leader_epoch:i
         (self.partition_index, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: new_isr
@@ -443,7 +449,7 @@ def _read_PartitionData_v1(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.new_isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: leader_recovery_state(1) partition_epoch(4)
+        # field: leader_recovery_state:b partition_epoch:i
         (self.leader_recovery_state, self.partition_epoch,) = _R_bi(buf, pos)
         pos += 5
         self.new_isr_with_epochs = ()
@@ -487,7 +493,7 @@ def _read_PartitionData_v1(buf, pos, view):
 
 def _write_PartitionData_v1(self, w):
     try:
-        # field: partition_index(4) leader_epoch(4)
+        # field: partition_index:i leader_epoch:i
         w(_W_ii(self.partition_index, self.leader_epoch))
         # field: new_isr
         value = self.new_isr
@@ -496,7 +502,7 @@ def _write_PartitionData_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             w(_ARRAYW_i[len(value)](*value))
-        # field: leader_recovery_state(1) partition_epoch(4)
+        # field: leader_recovery_state:b partition_epoch:i
         w(_W_bi(self.leader_recovery_state, self.partition_epoch))
         # field: new_isr_with_epochs
         if (self.new_isr_with_epochs is None or len(self.new_isr_with_epochs) != 0):
@@ -600,7 +606,10 @@ def _write_TopicData_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -614,7 +623,7 @@ def _write_TopicData_v1(self, w):
 def _read_AlterPartitionRequest_v1(buf, pos, view):
     try:
         self = _new(AlterPartitionRequest)
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         (self.broker_id, self.broker_epoch,) = _R_iq(buf, pos)
         pos += 12
         # field: topics[]
@@ -672,7 +681,7 @@ def _read_AlterPartitionRequest_v1(buf, pos, view):
 
 def _write_AlterPartitionRequest_v1(self, w):
     try:
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         w(_W_iq(self.broker_id, self.broker_epoch))
         # field: topics[]
         value = self.topics
@@ -681,7 +690,10 @@ def _write_AlterPartitionRequest_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -695,7 +707,7 @@ def _write_AlterPartitionRequest_v1(self, w):
 def _read_TopicData_v2(buf, pos, view):
     try:
         self = _new(TopicData)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -755,7 +767,7 @@ def _read_TopicData_v2(buf, pos, view):
 
 def _write_TopicData_v2(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -764,7 +776,10 @@ def _write_TopicData_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -778,7 +793,7 @@ def _write_TopicData_v2(self, w):
 def _read_AlterPartitionRequest_v2(buf, pos, view):
     try:
         self = _new(AlterPartitionRequest)
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         (self.broker_id, self.broker_epoch,) = _R_iq(buf, pos)
         pos += 12
         # field: topics[]
@@ -836,7 +851,7 @@ def _read_AlterPartitionRequest_v2(buf, pos, view):
 
 def _write_AlterPartitionRequest_v2(self, w):
     try:
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         w(_W_iq(self.broker_id, self.broker_epoch))
         # field: topics[]
         value = self.topics
@@ -845,7 +860,10 @@ def _write_AlterPartitionRequest_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -859,7 +877,7 @@ def _write_AlterPartitionRequest_v2(self, w):
 def _read_BrokerState_v3(buf, pos, view):
     try:
         self = _new(BrokerState)
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         (self.broker_id, self.broker_epoch,) = _R_iq(buf, pos)
         pos += 12
         # field: tagged_fields
@@ -902,7 +920,7 @@ def _read_BrokerState_v3(buf, pos, view):
 
 def _write_BrokerState_v3(self, w):
     try:
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         w(_W_iq(self.broker_id, self.broker_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -917,7 +935,7 @@ def _write_BrokerState_v3(self, w):
 def _read_PartitionData_v3(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) leader_epoch(4)
+        # field: partition_index:i leader_epoch:i
         (self.partition_index, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: new_isr_with_epochs[]
@@ -935,7 +953,7 @@ def _read_PartitionData_v3(buf, pos, view):
             item, pos = _read_BrokerState_v3(buf, pos, view)
             append(item)
         self.new_isr_with_epochs = tuple(items)
-        # field: leader_recovery_state(1) partition_epoch(4)
+        # field: leader_recovery_state:b partition_epoch:i
         (self.leader_recovery_state, self.partition_epoch,) = _R_bi(buf, pos)
         pos += 5
         self.new_isr = ()
@@ -979,7 +997,7 @@ def _read_PartitionData_v3(buf, pos, view):
 
 def _write_PartitionData_v3(self, w):
     try:
-        # field: partition_index(4) leader_epoch(4)
+        # field: partition_index:i leader_epoch:i
         w(_W_ii(self.partition_index, self.leader_epoch))
         # field: new_isr_with_epochs[]
         value = self.new_isr_with_epochs
@@ -988,8 +1006,11 @@ def _write_PartitionData_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_new_isr_with_epochs, item in enumerate(value):
-                _write_BrokerState_v3(item, w)
-        # field: leader_recovery_state(1) partition_epoch(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("new_isr_with_epochs_item")
+                _write_BrokerState_v3(value, w)
+        # field: leader_recovery_state:b partition_epoch:i
         w(_W_bi(self.leader_recovery_state, self.partition_epoch))
         # field: new_isr
         if (self.new_isr is None or len(self.new_isr) != 0):
@@ -1007,7 +1028,7 @@ def _write_PartitionData_v3(self, w):
 def _read_TopicData_v3(buf, pos, view):
     try:
         self = _new(TopicData)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -1067,7 +1088,7 @@ def _read_TopicData_v3(buf, pos, view):
 
 def _write_TopicData_v3(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -1076,7 +1097,10 @@ def _write_TopicData_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v3(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1090,7 +1114,7 @@ def _write_TopicData_v3(self, w):
 def _read_AlterPartitionRequest_v3(buf, pos, view):
     try:
         self = _new(AlterPartitionRequest)
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         (self.broker_id, self.broker_epoch,) = _R_iq(buf, pos)
         pos += 12
         # field: topics[]
@@ -1148,7 +1172,7 @@ def _read_AlterPartitionRequest_v3(buf, pos, view):
 
 def _write_AlterPartitionRequest_v3(self, w):
     try:
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         w(_W_iq(self.broker_id, self.broker_epoch))
         # field: topics[]
         value = self.topics
@@ -1157,7 +1181,10 @@ def _write_AlterPartitionRequest_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v3(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1181,5 +1208,5 @@ AlterPartitionRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "159:- 162:partition_index(4)/leader_epoch(4) 165:new_isr 176:partition_epoch(4) 181:tagged_fields 219:- 221:partition_index(4)/leader_epoch(4) 223:new_isr 230:partition_epoch(4) 232:new_isr_with_epochs 235:leader_recovery_state 238:tagged_fields 248:- 251:topic_name 263:partitions[] 279:tagged_fields 317:- 319:topic_name 330:partitions[] 338:tagged_fields 348:- 351:broker_id(4)/broker_epoch(8) 354:topics[] 369:tagged_fields 407:- 409:broker_id(4)/broker_epoch(8) 411:topics[] 419:tagged_fields 429:- 432:partition_index(4)/leader_epoch(4) 435:new_isr 446:leader_recovery_state(1)/partition_epoch(4) 450:tagged_fields 488:- 490:partition_index(4)/leader_epoch(4) 492:new_isr 499:leader_recovery_state(1)/partition_epoch(4) 501:new_isr_with_epochs 504:tagged_fields 514:- 517:topic_name 529:partitions[] 545:tagged_fields 583:- 585:topic_name 596:partitions[] 604:tagged_fields 614:- 617:broker_id(4)/broker_epoch(8) 620:topics[] 635:tagged_fields 673:- 675:broker_id(4)/broker_epoch(8) 677:topics[] 685:tagged_fields 695:- 698:topic_id(16) 702:partitions[] 718:tagged_fields 756:- 758:topic_id(16) 760:partitions[] 768:tagged_fields 778:- 781:broker_id(4)/broker_epoch(8) 784:topics[] 799:tagged_fields 837:- 839:broker_id(4)/broker_epoch(8) 841:topics[] 849:tagged_fields 859:- 862:broker_id(4)/broker_epoch(8) 865:tagged_fields 903:- 905:broker_id(4)/broker_epoch(8) 907:tagged_fields 917:- 920:partition_index(4)/leader_epoch(4) 923:new_isr_with_epochs[] 938:leader_recovery_state(1)/partition_epoch(4) 942:tagged_fields 980:- 982:partition_index(4)/leader_epoch(4) 984:new_isr_with_epochs[] 992:leader_recovery_state(1)/partition_epoch(4) 994:new_isr 997:tagged_fields 1007:- 1010:topic_id(16) 1014:partitions[] 1030:tagged_fields 1068:- 1070:topic_id(16) 1072:partitions[] 1080:tagged_fields 1090:- 1093:broker_id(4)/broker_epoch(8) 1096:topics[] 1111:tagged_fields 1149:- 1151:broker_id(4)/broker_epoch(8) 1153:topics[] 1161:tagged_fields"
+    "159:- 162:partition_index:i/leader_epoch:i 165:new_isr 176:partition_epoch:i 181:tagged_fields 219:- 221:partition_index:i/leader_epoch:i 223:new_isr 230:partition_epoch:i 232:new_isr_with_epochs 235:leader_recovery_state 238:tagged_fields 248:- 251:topic_name 263:partitions[] 279:tagged_fields 317:- 319:topic_name 330:partitions[] 341:tagged_fields 351:- 354:broker_id:i/broker_epoch:q 357:topics[] 372:tagged_fields 410:- 412:broker_id:i/broker_epoch:q 414:topics[] 425:tagged_fields 435:- 438:partition_index:i/leader_epoch:i 441:new_isr 452:leader_recovery_state:b/partition_epoch:i 456:tagged_fields 494:- 496:partition_index:i/leader_epoch:i 498:new_isr 505:leader_recovery_state:b/partition_epoch:i 507:new_isr_with_epochs 510:tagged_fields 520:- 523:topic_name 535:partitions[] 551:tagged_fields 589:- 591:topic_name 602:partitions[] 613:tagged_fields 623:- 626:broker_id:i/broker_epoch:q 629:topics[] 644:tagged_fields 682:- 684:broker_id:i/broker_epoch:q 686:topics[] 697:tagged_fields 707:- 710:topic_id:16s 714:partitions[] 730:tagged_fields 768:- 770:topic_id:16s 772:partitions[] 783:tagged_fields 793:- 796:broker_id:i/broker_epoch:q 799:topics[] 814:tagged_fields 852:- 854:broker_id:i/broker_epoch:q 856:topics[] 867:tagged_fields 877:- 880:broker_id:i/broker_epoch:q 883:tagged_fields 921:- 923:broker_id:i/broker_epoch:q 925:tagged_fields 935:- 938:partition_index:i/leader_epoch:i 941:new_isr_with_epochs[] 956:leader_recovery_state:b/partition_epoch:i 960:tagged_fields 998:- 1000:partition_index:i/leader_epoch:i 1002:new_isr_with_epochs[] 1013:leader_recovery_state:b/partition_epoch:i 1015:new_isr 1018:tagged_fields 1028:- 1031:topic_id:16s 1035:partitions[] 1051:tagged_fields 1089:- 1091:topic_id:16s 1093:partitions[] 1104:tagged_fields 1114:- 1117:broker_id:i/broker_epoch:q 1120:topics[] 1135:tagged_fields 1173:- 1175:broker_id:i/broker_epoch:q 1177:topics[] 1188:tagged_fields"
 )

@@ -136,7 +136,7 @@ AlterPartitionResponse.PartitionData = PartitionData
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) error_code(2) leader_id(4) leader_epoch(4)
+        # field: partition_index:i error_code:h leader_id:i leader_epoch:i
         (self.partition_index, self.error_code, self.leader_id, self.leader_epoch,) = _R_ihii(buf, pos)
         pos += 14
         # field: isr
@@ -150,7 +150,7 @@ def _read_PartitionData_v0(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: partition_epoch(4)
+        # field: partition_epoch:i
         (self.partition_epoch,) = _R_i(buf, pos)
         pos += 4
         self.leader_recovery_state = 0
@@ -194,7 +194,7 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition_index(4) error_code(2) leader_id(4) leader_epoch(4)
+        # field: partition_index:i error_code:h leader_id:i leader_epoch:i
         w(_W_ihii(self.partition_index, self.error_code, self.leader_id, self.leader_epoch))
         # field: isr
         value = self.isr
@@ -203,7 +203,7 @@ def _write_PartitionData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             w(_ARRAYW_i[len(value)](*value))
-        # field: partition_epoch(4)
+        # field: partition_epoch:i
         w(_W_i(self.partition_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -304,7 +304,10 @@ def _write_TopicData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -318,7 +321,7 @@ def _write_TopicData_v0(self, w):
 def _read_AlterPartitionResponse_v0(buf, pos, view):
     try:
         self = _new(AlterPartitionResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: topics[]
@@ -376,7 +379,7 @@ def _read_AlterPartitionResponse_v0(buf, pos, view):
 
 def _write_AlterPartitionResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: topics[]
         value = self.topics
@@ -385,7 +388,10 @@ def _write_AlterPartitionResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -399,7 +405,7 @@ def _write_AlterPartitionResponse_v0(self, w):
 def _read_PartitionData_v1(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) error_code(2) leader_id(4) leader_epoch(4)
+        # field: partition_index:i error_code:h leader_id:i leader_epoch:i
         (self.partition_index, self.error_code, self.leader_id, self.leader_epoch,) = _R_ihii(buf, pos)
         pos += 14
         # field: isr
@@ -413,7 +419,7 @@ def _read_PartitionData_v1(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: leader_recovery_state(1) partition_epoch(4)
+        # field: leader_recovery_state:b partition_epoch:i
         (self.leader_recovery_state, self.partition_epoch,) = _R_bi(buf, pos)
         pos += 5
         # field: tagged_fields
@@ -456,7 +462,7 @@ def _read_PartitionData_v1(buf, pos, view):
 
 def _write_PartitionData_v1(self, w):
     try:
-        # field: partition_index(4) error_code(2) leader_id(4) leader_epoch(4)
+        # field: partition_index:i error_code:h leader_id:i leader_epoch:i
         w(_W_ihii(self.partition_index, self.error_code, self.leader_id, self.leader_epoch))
         # field: isr
         value = self.isr
@@ -465,7 +471,7 @@ def _write_PartitionData_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             w(_ARRAYW_i[len(value)](*value))
-        # field: leader_recovery_state(1) partition_epoch(4)
+        # field: leader_recovery_state:b partition_epoch:i
         w(_W_bi(self.leader_recovery_state, self.partition_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -566,7 +572,10 @@ def _write_TopicData_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -580,7 +589,7 @@ def _write_TopicData_v1(self, w):
 def _read_AlterPartitionResponse_v1(buf, pos, view):
     try:
         self = _new(AlterPartitionResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: topics[]
@@ -638,7 +647,7 @@ def _read_AlterPartitionResponse_v1(buf, pos, view):
 
 def _write_AlterPartitionResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: topics[]
         value = self.topics
@@ -647,7 +656,10 @@ def _write_AlterPartitionResponse_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -661,7 +673,7 @@ def _write_AlterPartitionResponse_v1(self, w):
 def _read_TopicData_v2(buf, pos, view):
     try:
         self = _new(TopicData)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -721,7 +733,7 @@ def _read_TopicData_v2(buf, pos, view):
 
 def _write_TopicData_v2(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -730,7 +742,10 @@ def _write_TopicData_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -744,7 +759,7 @@ def _write_TopicData_v2(self, w):
 def _read_AlterPartitionResponse_v2(buf, pos, view):
     try:
         self = _new(AlterPartitionResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: topics[]
@@ -802,7 +817,7 @@ def _read_AlterPartitionResponse_v2(buf, pos, view):
 
 def _write_AlterPartitionResponse_v2(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: topics[]
         value = self.topics
@@ -811,7 +826,10 @@ def _write_AlterPartitionResponse_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -835,5 +853,5 @@ AlterPartitionResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "136:- 139:partition_index(4)/error_code(2)/leader_id(4)/leader_epoch(4) 142:isr 153:partition_epoch(4) 157:tagged_fields 195:- 197:partition_index(4)/error_code(2)/leader_id(4)/leader_epoch(4) 199:isr 206:partition_epoch(4) 208:tagged_fields 218:- 221:topic_name 233:partitions[] 249:tagged_fields 287:- 289:topic_name 300:partitions[] 308:tagged_fields 318:- 321:throttle_time_ms(4)/error_code(2) 324:topics[] 339:tagged_fields 377:- 379:throttle_time_ms(4)/error_code(2) 381:topics[] 389:tagged_fields 399:- 402:partition_index(4)/error_code(2)/leader_id(4)/leader_epoch(4) 405:isr 416:leader_recovery_state(1)/partition_epoch(4) 419:tagged_fields 457:- 459:partition_index(4)/error_code(2)/leader_id(4)/leader_epoch(4) 461:isr 468:leader_recovery_state(1)/partition_epoch(4) 470:tagged_fields 480:- 483:topic_name 495:partitions[] 511:tagged_fields 549:- 551:topic_name 562:partitions[] 570:tagged_fields 580:- 583:throttle_time_ms(4)/error_code(2) 586:topics[] 601:tagged_fields 639:- 641:throttle_time_ms(4)/error_code(2) 643:topics[] 651:tagged_fields 661:- 664:topic_id(16) 668:partitions[] 684:tagged_fields 722:- 724:topic_id(16) 726:partitions[] 734:tagged_fields 744:- 747:throttle_time_ms(4)/error_code(2) 750:topics[] 765:tagged_fields 803:- 805:throttle_time_ms(4)/error_code(2) 807:topics[] 815:tagged_fields"
+    "136:- 139:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 142:isr 153:partition_epoch:i 157:tagged_fields 195:- 197:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 199:isr 206:partition_epoch:i 208:tagged_fields 218:- 221:topic_name 233:partitions[] 249:tagged_fields 287:- 289:topic_name 300:partitions[] 311:tagged_fields 321:- 324:throttle_time_ms:i/error_code:h 327:topics[] 342:tagged_fields 380:- 382:throttle_time_ms:i/error_code:h 384:topics[] 395:tagged_fields 405:- 408:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 411:isr 422:leader_recovery_state:b/partition_epoch:i 425:tagged_fields 463:- 465:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 467:isr 474:leader_recovery_state:b/partition_epoch:i 476:tagged_fields 486:- 489:topic_name 501:partitions[] 517:tagged_fields 555:- 557:topic_name 568:partitions[] 579:tagged_fields 589:- 592:throttle_time_ms:i/error_code:h 595:topics[] 610:tagged_fields 648:- 650:throttle_time_ms:i/error_code:h 652:topics[] 663:tagged_fields 673:- 676:topic_id:16s 680:partitions[] 696:tagged_fields 734:- 736:topic_id:16s 738:partitions[] 749:tagged_fields 759:- 762:throttle_time_ms:i/error_code:h 765:topics[] 780:tagged_fields 818:- 820:throttle_time_ms:i/error_code:h 822:topics[] 833:tagged_fields"
 )

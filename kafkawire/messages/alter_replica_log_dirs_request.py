@@ -145,6 +145,7 @@ def _write_AlterReplicaLogDirTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AlterReplicaLogDirTopic")
     except Exception as exc:
@@ -199,7 +200,11 @@ def _write_AlterReplicaLogDir_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_AlterReplicaLogDirTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_AlterReplicaLogDirTopic_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AlterReplicaLogDir")
     except Exception as exc:
@@ -235,7 +240,11 @@ def _write_AlterReplicaLogDirsRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_dirs, item in enumerate(value):
-                _write_AlterReplicaLogDir_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("dirs_item")
+                _write_AlterReplicaLogDir_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AlterReplicaLogDirsRequest")
     except Exception as exc:
@@ -424,7 +433,10 @@ def _write_AlterReplicaLogDir_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_AlterReplicaLogDirTopic_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_AlterReplicaLogDirTopic_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -500,7 +512,10 @@ def _write_AlterReplicaLogDirsRequest_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_dirs, item in enumerate(value):
-                _write_AlterReplicaLogDir_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("dirs_item")
+                _write_AlterReplicaLogDir_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -522,5 +537,5 @@ AlterReplicaLogDirsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "104:- 107:name 115:partitions 128:- 130:name 141:partitions 154:- 157:path 165:topics[] 182:- 184:path 195:topics[] 209:- 212:dirs[] 229:- 231:dirs[] 245:- 248:name 260:partitions 271:tagged_fields 309:- 311:name 322:partitions 329:tagged_fields 339:- 342:path 354:topics[] 369:tagged_fields 407:- 409:path 420:topics[] 428:tagged_fields 438:- 441:dirs[] 456:tagged_fields 494:- 496:dirs[] 504:tagged_fields"
+    "104:- 107:name 115:partitions 128:- 130:name 141:partitions 148:unknown_tags 155:- 158:path 166:topics[] 183:- 185:path 196:topics[] 207:unknown_tags 214:- 217:dirs[] 234:- 236:dirs[] 247:unknown_tags 254:- 257:name 269:partitions 280:tagged_fields 318:- 320:name 331:partitions 338:tagged_fields 348:- 351:path 363:topics[] 378:tagged_fields 416:- 418:path 429:topics[] 440:tagged_fields 450:- 453:dirs[] 468:tagged_fields 506:- 508:dirs[] 519:tagged_fields"
 )

@@ -107,7 +107,7 @@ AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult = AlterReplicaLogD
 def _read_AlterReplicaLogDirPartitionResult_v0(buf, pos, view):
     try:
         self = _new(AlterReplicaLogDirPartitionResult)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         self.unknown_tags = None
@@ -118,8 +118,9 @@ def _read_AlterReplicaLogDirPartitionResult_v0(buf, pos, view):
 
 def _write_AlterReplicaLogDirPartitionResult_v0(self, w):
     try:
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AlterReplicaLogDirPartitionResult")
     except Exception as exc:
@@ -174,7 +175,11 @@ def _write_AlterReplicaLogDirTopicResult_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_AlterReplicaLogDirPartitionResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_AlterReplicaLogDirPartitionResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AlterReplicaLogDirTopicResult")
     except Exception as exc:
@@ -184,7 +189,7 @@ def _write_AlterReplicaLogDirTopicResult_v0(self, w):
 def _read_AlterReplicaLogDirsResponse_v0(buf, pos, view):
     try:
         self = _new(AlterReplicaLogDirsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
@@ -206,7 +211,7 @@ def _read_AlterReplicaLogDirsResponse_v0(buf, pos, view):
 
 def _write_AlterReplicaLogDirsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: results[]
         value = self.results
@@ -215,7 +220,11 @@ def _write_AlterReplicaLogDirsResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_results, item in enumerate(value):
-                _write_AlterReplicaLogDirTopicResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_AlterReplicaLogDirTopicResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AlterReplicaLogDirsResponse")
     except Exception as exc:
@@ -225,7 +234,7 @@ def _write_AlterReplicaLogDirsResponse_v0(self, w):
 def _read_AlterReplicaLogDirPartitionResult_v2(buf, pos, view):
     try:
         self = _new(AlterReplicaLogDirPartitionResult)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: tagged_fields
@@ -268,7 +277,7 @@ def _read_AlterReplicaLogDirPartitionResult_v2(buf, pos, view):
 
 def _write_AlterReplicaLogDirPartitionResult_v2(self, w):
     try:
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -368,7 +377,10 @@ def _write_AlterReplicaLogDirTopicResult_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_AlterReplicaLogDirPartitionResult_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_AlterReplicaLogDirPartitionResult_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -382,7 +394,7 @@ def _write_AlterReplicaLogDirTopicResult_v2(self, w):
 def _read_AlterReplicaLogDirsResponse_v2(buf, pos, view):
     try:
         self = _new(AlterReplicaLogDirsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
@@ -440,7 +452,7 @@ def _read_AlterReplicaLogDirsResponse_v2(buf, pos, view):
 
 def _write_AlterReplicaLogDirsResponse_v2(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: results[]
         value = self.results
@@ -449,7 +461,10 @@ def _write_AlterReplicaLogDirsResponse_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_results, item in enumerate(value):
-                _write_AlterReplicaLogDirTopicResult_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_AlterReplicaLogDirTopicResult_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -471,5 +486,5 @@ AlterReplicaLogDirsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "107:- 110:partition_index(4)/error_code(2) 119:- 121:partition_index(4)/error_code(2) 129:- 132:topic_name 140:partitions[] 157:- 159:topic_name 170:partitions[] 184:- 187:throttle_time_ms(4) 190:results[] 207:- 209:throttle_time_ms(4) 211:results[] 225:- 228:partition_index(4)/error_code(2) 231:tagged_fields 269:- 271:partition_index(4)/error_code(2) 273:tagged_fields 283:- 286:topic_name 298:partitions[] 313:tagged_fields 351:- 353:topic_name 364:partitions[] 372:tagged_fields 382:- 385:throttle_time_ms(4) 388:results[] 403:tagged_fields 441:- 443:throttle_time_ms(4) 445:results[] 453:tagged_fields"
+    "107:- 110:partition_index:i/error_code:h 119:- 121:partition_index:i/error_code:h 123:unknown_tags 130:- 133:topic_name 141:partitions[] 158:- 160:topic_name 171:partitions[] 182:unknown_tags 189:- 192:throttle_time_ms:i 195:results[] 212:- 214:throttle_time_ms:i 216:results[] 227:unknown_tags 234:- 237:partition_index:i/error_code:h 240:tagged_fields 278:- 280:partition_index:i/error_code:h 282:tagged_fields 292:- 295:topic_name 307:partitions[] 322:tagged_fields 360:- 362:topic_name 373:partitions[] 384:tagged_fields 394:- 397:throttle_time_ms:i 400:results[] 415:tagged_fields 453:- 455:throttle_time_ms:i 457:results[] 468:tagged_fields"
 )

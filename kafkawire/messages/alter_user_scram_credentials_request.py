@@ -130,7 +130,7 @@ def _read_ScramCredentialDeletion_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: mechanism(1)
+        # field: mechanism:b
         (self.mechanism,) = _R_b(buf, pos)
         pos += 1
         # field: tagged_fields
@@ -184,7 +184,7 @@ def _write_ScramCredentialDeletion_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: mechanism(1)
+        # field: mechanism:b
         w(_W_b(self.mechanism))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -211,7 +211,7 @@ def _read_ScramCredentialUpsertion_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: mechanism(1) iterations(4)
+        # field: mechanism:b iterations:i
         (self.mechanism, self.iterations,) = _R_bi(buf, pos)
         pos += 5
         # field: salt
@@ -289,7 +289,7 @@ def _write_ScramCredentialUpsertion_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: mechanism(1) iterations(4)
+        # field: mechanism:b iterations:i
         w(_W_bi(self.mechanism, self.iterations))
         # field: salt
         value = self.salt
@@ -395,7 +395,10 @@ def _write_AlterUserScramCredentialsRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_deletions, item in enumerate(value):
-                _write_ScramCredentialDeletion_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("deletions_item")
+                _write_ScramCredentialDeletion_v0(value, w)
         # field: upsertions[]
         value = self.upsertions
         if value is None:
@@ -403,7 +406,10 @@ def _write_AlterUserScramCredentialsRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_upsertions, item in enumerate(value):
-                _write_ScramCredentialUpsertion_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("upsertions_item")
+                _write_ScramCredentialUpsertion_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -421,5 +427,5 @@ AlterUserScramCredentialsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "118:- 121:name 133:mechanism(1) 136:tagged_fields 174:- 176:name 187:mechanism(1) 189:tagged_fields 199:- 202:name 214:mechanism(1)/iterations(4) 217:salt 229:salted_password 241:tagged_fields 279:- 281:name 292:mechanism(1)/iterations(4) 294:salt 301:salted_password 308:tagged_fields 318:- 321:deletions[] 336:upsertions[] 351:tagged_fields 389:- 391:deletions[] 399:upsertions[] 407:tagged_fields"
+    "118:- 121:name 133:mechanism:b 136:tagged_fields 174:- 176:name 187:mechanism:b 189:tagged_fields 199:- 202:name 214:mechanism:b/iterations:i 217:salt 229:salted_password 241:tagged_fields 279:- 281:name 292:mechanism:b/iterations:i 294:salt 301:salted_password 308:tagged_fields 318:- 321:deletions[] 336:upsertions[] 351:tagged_fields 389:- 391:deletions[] 402:upsertions[] 413:tagged_fields"
 )

@@ -94,7 +94,7 @@ def _read_AlterUserScramCredentialsResult_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.user = str(buf[pos:end], "utf-8")
         pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -163,7 +163,7 @@ def _write_AlterUserScramCredentialsResult_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -189,7 +189,7 @@ def _write_AlterUserScramCredentialsResult_v0(self, w):
 def _read_AlterUserScramCredentialsResponse_v0(buf, pos, view):
     try:
         self = _new(AlterUserScramCredentialsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
@@ -247,7 +247,7 @@ def _read_AlterUserScramCredentialsResponse_v0(buf, pos, view):
 
 def _write_AlterUserScramCredentialsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: results[]
         value = self.results
@@ -256,7 +256,10 @@ def _write_AlterUserScramCredentialsResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_results, item in enumerate(value):
-                _write_AlterUserScramCredentialsResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_AlterUserScramCredentialsResult_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -274,5 +277,5 @@ AlterUserScramCredentialsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "82:- 85:user 97:error_code(2) 100:error_message 115:tagged_fields 153:- 155:user 166:error_code(2) 168:error_message 179:tagged_fields 189:- 192:throttle_time_ms(4) 195:results[] 210:tagged_fields 248:- 250:throttle_time_ms(4) 252:results[] 260:tagged_fields"
+    "82:- 85:user 97:error_code:h 100:error_message 115:tagged_fields 153:- 155:user 166:error_code:h 168:error_message 179:tagged_fields 189:- 192:throttle_time_ms:i 195:results[] 210:tagged_fields 248:- 250:throttle_time_ms:i 252:results[] 263:tagged_fields"
 )

@@ -63,6 +63,7 @@ def _read_ApiVersionsRequest_v0(buf, pos, view):
 
 def _write_ApiVersionsRequest_v0(self, w):
     try:
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ApiVersionsRequest")
     except Exception as exc:
@@ -183,5 +184,5 @@ ApiVersionsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "53:- 64:- 72:- 75:client_software_name 87:client_software_version 99:tagged_fields 137:- 139:client_software_name 150:client_software_version 161:tagged_fields"
+    "53:- 64:- 66:unknown_tags 73:- 76:client_software_name 88:client_software_version 100:tagged_fields 138:- 140:client_software_name 151:client_software_version 162:tagged_fields"
 )

@@ -163,7 +163,7 @@ ApiVersionsResponse.FinalizedFeatureKey = FinalizedFeatureKey
 def _read_ApiVersion_v0(buf, pos, view):
     try:
         self = _new(ApiVersion)
-        # field: api_key(2) min_version(2) max_version(2)
+        # field: api_key:h min_version:h max_version:h
         (self.api_key, self.min_version, self.max_version,) = _R_hhh(buf, pos)
         pos += 6
         self.unknown_tags = None
@@ -174,8 +174,9 @@ def _read_ApiVersion_v0(buf, pos, view):
 
 def _write_ApiVersion_v0(self, w):
     try:
-        # field: api_key(2) min_version(2) max_version(2)
+        # field: api_key:h min_version:h max_version:h
         w(_W_hhh(self.api_key, self.min_version, self.max_version))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ApiVersion")
     except Exception as exc:
@@ -185,7 +186,7 @@ def _write_ApiVersion_v0(self, w):
 def _read_ApiVersionsResponse_v0(buf, pos, view):
     try:
         self = _new(ApiVersionsResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: api_keys[]
@@ -212,7 +213,7 @@ def _read_ApiVersionsResponse_v0(buf, pos, view):
 
 def _write_ApiVersionsResponse_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: api_keys[]
         value = self.api_keys
@@ -221,7 +222,11 @@ def _write_ApiVersionsResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_api_keys, item in enumerate(value):
-                _write_ApiVersion_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("api_keys_item")
+                _write_ApiVersion_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ApiVersionsResponse")
     except Exception as exc:
@@ -231,7 +236,7 @@ def _write_ApiVersionsResponse_v0(self, w):
 def _read_ApiVersionsResponse_v1(buf, pos, view):
     try:
         self = _new(ApiVersionsResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: api_keys[]
@@ -245,7 +250,7 @@ def _read_ApiVersionsResponse_v1(buf, pos, view):
             item, pos = _read_ApiVersion_v0(buf, pos, view)
             append(item)
         self.api_keys = tuple(items)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         self.supported_features = ()
@@ -260,7 +265,7 @@ def _read_ApiVersionsResponse_v1(buf, pos, view):
 
 def _write_ApiVersionsResponse_v1(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: api_keys[]
         value = self.api_keys
@@ -269,9 +274,13 @@ def _write_ApiVersionsResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_api_keys, item in enumerate(value):
-                _write_ApiVersion_v0(item, w)
-        # field: throttle_time_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("api_keys_item")
+                _write_ApiVersion_v0(value, w)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ApiVersionsResponse")
     except Exception as exc:
@@ -281,7 +290,7 @@ def _write_ApiVersionsResponse_v1(self, w):
 def _read_ApiVersion_v3(buf, pos, view):
     try:
         self = _new(ApiVersion)
-        # field: api_key(2) min_version(2) max_version(2)
+        # field: api_key:h min_version:h max_version:h
         (self.api_key, self.min_version, self.max_version,) = _R_hhh(buf, pos)
         pos += 6
         # field: tagged_fields
@@ -324,7 +333,7 @@ def _read_ApiVersion_v3(buf, pos, view):
 
 def _write_ApiVersion_v3(self, w):
     try:
-        # field: api_key(2) min_version(2) max_version(2)
+        # field: api_key:h min_version:h max_version:h
         w(_W_hhh(self.api_key, self.min_version, self.max_version))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -351,7 +360,7 @@ def _read_SupportedFeatureKey_v3(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: min_version(2) max_version(2)
+        # field: min_version:h max_version:h
         (self.min_version, self.max_version,) = _R_hh(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -405,7 +414,7 @@ def _write_SupportedFeatureKey_v3(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: min_version(2) max_version(2)
+        # field: min_version:h max_version:h
         w(_W_hh(self.min_version, self.max_version))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -432,7 +441,7 @@ def _read_FinalizedFeatureKey_v3(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: max_version_level(2) min_version_level(2)
+        # field: max_version_level:h min_version_level:h
         (self.max_version_level, self.min_version_level,) = _R_hh(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -486,7 +495,7 @@ def _write_FinalizedFeatureKey_v3(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: max_version_level(2) min_version_level(2)
+        # field: max_version_level:h min_version_level:h
         w(_W_hh(self.max_version_level, self.min_version_level))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -501,7 +510,7 @@ def _write_FinalizedFeatureKey_v3(self, w):
 def _read_ApiVersionsResponse_v3(buf, pos, view):
     try:
         self = _new(ApiVersionsResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: api_keys[]
@@ -519,7 +528,7 @@ def _read_ApiVersionsResponse_v3(buf, pos, view):
             item, pos = _read_ApiVersion_v3(buf, pos, view)
             append(item)
         self.api_keys = tuple(items)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         self.supported_features = ()
@@ -622,7 +631,7 @@ def _read_ApiVersionsResponse_v3(buf, pos, view):
 
 def _write_ApiVersionsResponse_v3(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: api_keys[]
         value = self.api_keys
@@ -631,8 +640,11 @@ def _write_ApiVersionsResponse_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_api_keys, item in enumerate(value):
-                _write_ApiVersion_v3(item, w)
-        # field: throttle_time_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("api_keys_item")
+                _write_ApiVersion_v3(value, w)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         tags = []
         # field: supported_features
@@ -644,7 +656,10 @@ def _write_ApiVersionsResponse_v3(self, w):
             else:
                 sub.append(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
                 for i_supported_features, item in enumerate(value):
-                    _write_SupportedFeatureKey_v3(item, sub.append)
+                    value = item
+                    if value is None:
+                        raise null_not_allowed("supported_features_item")
+                    _write_SupportedFeatureKey_v3(value, sub.append)
             tags.append((0, b"".join(sub)))
         # field: finalized_features_epoch
         if self.finalized_features_epoch != -1:
@@ -660,7 +675,10 @@ def _write_ApiVersionsResponse_v3(self, w):
             else:
                 sub.append(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
                 for i_finalized_features, item in enumerate(value):
-                    _write_FinalizedFeatureKey_v3(item, sub.append)
+                    value = item
+                    if value is None:
+                        raise null_not_allowed("finalized_features_item")
+                    _write_FinalizedFeatureKey_v3(value, sub.append)
             tags.append((2, b"".join(sub)))
         # field: zk_migration_ready
         if self.zk_migration_ready != False:
@@ -692,5 +710,5 @@ ApiVersionsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "163:- 166:api_key(2)/min_version(2)/max_version(2) 175:- 177:api_key(2)/min_version(2)/max_version(2) 185:- 188:error_code(2) 191:api_keys[] 213:- 215:error_code(2) 217:api_keys[] 231:- 234:error_code(2) 237:api_keys[] 248:throttle_time_ms(4) 261:- 263:error_code(2) 265:api_keys[] 273:throttle_time_ms(4) 281:- 284:api_key(2)/min_version(2)/max_version(2) 287:tagged_fields 325:- 327:api_key(2)/min_version(2)/max_version(2) 329:tagged_fields 339:- 342:name 354:min_version(2)/max_version(2) 357:tagged_fields 395:- 397:name 408:min_version(2)/max_version(2) 410:tagged_fields 420:- 423:name 435:max_version_level(2)/min_version_level(2) 438:tagged_fields 476:- 478:name 489:max_version_level(2)/min_version_level(2) 491:tagged_fields 501:- 504:error_code(2) 507:api_keys[] 522:throttle_time_ms(4) 529:tagged_fields 558:supported_features 575:tagged_fields 578:finalized_features_epoch 583:tagged_fields 586:finalized_features 603:tagged_fields 606:zk_migration_ready 611:tagged_fields 623:- 625:error_code(2) 627:api_keys[] 635:throttle_time_ms(4) 638:supported_features 649:finalized_features_epoch 654:finalized_features 665:zk_migration_ready 670:tagged_fields"
+    "163:- 166:api_key:h/min_version:h/max_version:h 175:- 177:api_key:h/min_version:h/max_version:h 179:unknown_tags 186:- 189:error_code:h 192:api_keys[] 214:- 216:error_code:h 218:api_keys[] 229:unknown_tags 236:- 239:error_code:h 242:api_keys[] 253:throttle_time_ms:i 266:- 268:error_code:h 270:api_keys[] 281:throttle_time_ms:i 283:unknown_tags 290:- 293:api_key:h/min_version:h/max_version:h 296:tagged_fields 334:- 336:api_key:h/min_version:h/max_version:h 338:tagged_fields 348:- 351:name 363:min_version:h/max_version:h 366:tagged_fields 404:- 406:name 417:min_version:h/max_version:h 419:tagged_fields 429:- 432:name 444:max_version_level:h/min_version_level:h 447:tagged_fields 485:- 487:name 498:max_version_level:h/min_version_level:h 500:tagged_fields 510:- 513:error_code:h 516:api_keys[] 531:throttle_time_ms:i 538:tagged_fields 567:supported_features 584:tagged_fields 587:finalized_features_epoch 592:tagged_fields 595:finalized_features 612:tagged_fields 615:zk_migration_ready 620:tagged_fields 632:- 634:error_code:h 636:api_keys[] 647:throttle_time_ms:i 650:supported_features 664:finalized_features_epoch 669:finalized_features 683:zk_migration_ready 688:tagged_fields"
 )

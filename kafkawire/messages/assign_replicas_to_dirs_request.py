@@ -135,7 +135,7 @@ AssignReplicasToDirsRequest.PartitionData = PartitionData
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4)
+        # field: partition_index:i
         (self.partition_index,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -178,7 +178,7 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition_index(4)
+        # field: partition_index:i
         w(_W_i(self.partition_index))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -193,7 +193,7 @@ def _write_PartitionData_v0(self, w):
 def _read_TopicData_v0(buf, pos, view):
     try:
         self = _new(TopicData)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -252,7 +252,7 @@ def _read_TopicData_v0(buf, pos, view):
 
 def _write_TopicData_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -261,7 +261,10 @@ def _write_TopicData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -275,7 +278,7 @@ def _write_TopicData_v0(self, w):
 def _read_DirectoryData_v0(buf, pos, view):
     try:
         self = _new(DirectoryData)
-        # field: id(16)
+        # field: id:16s
         (u_id,) = _R_16s(buf, pos)
         self.id = uuid_from_bytes(u_id)
         pos += 16
@@ -334,7 +337,7 @@ def _read_DirectoryData_v0(buf, pos, view):
 
 def _write_DirectoryData_v0(self, w):
     try:
-        # field: id(16)
+        # field: id:16s
         w(_W_16s(self.id.bytes))
         # field: topics[]
         value = self.topics
@@ -343,7 +346,10 @@ def _write_DirectoryData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -357,7 +363,7 @@ def _write_DirectoryData_v0(self, w):
 def _read_AssignReplicasToDirsRequest_v0(buf, pos, view):
     try:
         self = _new(AssignReplicasToDirsRequest)
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         (self.broker_id, self.broker_epoch,) = _R_iq(buf, pos)
         pos += 12
         # field: directories[]
@@ -415,7 +421,7 @@ def _read_AssignReplicasToDirsRequest_v0(buf, pos, view):
 
 def _write_AssignReplicasToDirsRequest_v0(self, w):
     try:
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         w(_W_iq(self.broker_id, self.broker_epoch))
         # field: directories[]
         value = self.directories
@@ -424,7 +430,10 @@ def _write_AssignReplicasToDirsRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_directories, item in enumerate(value):
-                _write_DirectoryData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("directories_item")
+                _write_DirectoryData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -442,5 +451,5 @@ AssignReplicasToDirsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "135:- 138:partition_index(4) 141:tagged_fields 179:- 181:partition_index(4) 183:tagged_fields 193:- 196:topic_id(16) 200:partitions[] 215:tagged_fields 253:- 255:topic_id(16) 257:partitions[] 265:tagged_fields 275:- 278:id(16) 282:topics[] 297:tagged_fields 335:- 337:id(16) 339:topics[] 347:tagged_fields 357:- 360:broker_id(4)/broker_epoch(8) 363:directories[] 378:tagged_fields 416:- 418:broker_id(4)/broker_epoch(8) 420:directories[] 428:tagged_fields"
+    "135:- 138:partition_index:i 141:tagged_fields 179:- 181:partition_index:i 183:tagged_fields 193:- 196:topic_id:16s 200:partitions[] 215:tagged_fields 253:- 255:topic_id:16s 257:partitions[] 268:tagged_fields 278:- 281:id:16s 285:topics[] 300:tagged_fields 338:- 340:id:16s 342:topics[] 353:tagged_fields 363:- 366:broker_id:i/broker_epoch:q 369:directories[] 384:tagged_fields 422:- 424:broker_id:i/broker_epoch:q 426:directories[] 437:tagged_fields"
 )

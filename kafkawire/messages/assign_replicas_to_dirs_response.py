@@ -138,7 +138,7 @@ AssignReplicasToDirsResponse.PartitionData = PartitionData
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: tagged_fields
@@ -181,7 +181,7 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -196,7 +196,7 @@ def _write_PartitionData_v0(self, w):
 def _read_TopicData_v0(buf, pos, view):
     try:
         self = _new(TopicData)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -255,7 +255,7 @@ def _read_TopicData_v0(buf, pos, view):
 
 def _write_TopicData_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -264,7 +264,10 @@ def _write_TopicData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -278,7 +281,7 @@ def _write_TopicData_v0(self, w):
 def _read_DirectoryData_v0(buf, pos, view):
     try:
         self = _new(DirectoryData)
-        # field: id(16)
+        # field: id:16s
         (u_id,) = _R_16s(buf, pos)
         self.id = uuid_from_bytes(u_id)
         pos += 16
@@ -337,7 +340,7 @@ def _read_DirectoryData_v0(buf, pos, view):
 
 def _write_DirectoryData_v0(self, w):
     try:
-        # field: id(16)
+        # field: id:16s
         w(_W_16s(self.id.bytes))
         # field: topics[]
         value = self.topics
@@ -346,7 +349,10 @@ def _write_DirectoryData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -360,7 +366,7 @@ def _write_DirectoryData_v0(self, w):
 def _read_AssignReplicasToDirsResponse_v0(buf, pos, view):
     try:
         self = _new(AssignReplicasToDirsResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: directories[]
@@ -418,7 +424,7 @@ def _read_AssignReplicasToDirsResponse_v0(buf, pos, view):
 
 def _write_AssignReplicasToDirsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: directories[]
         value = self.directories
@@ -427,7 +433,10 @@ def _write_AssignReplicasToDirsResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_directories, item in enumerate(value):
-                _write_DirectoryData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("directories_item")
+                _write_DirectoryData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -445,5 +454,5 @@ AssignReplicasToDirsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "138:- 141:partition_index(4)/error_code(2) 144:tagged_fields 182:- 184:partition_index(4)/error_code(2) 186:tagged_fields 196:- 199:topic_id(16) 203:partitions[] 218:tagged_fields 256:- 258:topic_id(16) 260:partitions[] 268:tagged_fields 278:- 281:id(16) 285:topics[] 300:tagged_fields 338:- 340:id(16) 342:topics[] 350:tagged_fields 360:- 363:throttle_time_ms(4)/error_code(2) 366:directories[] 381:tagged_fields 419:- 421:throttle_time_ms(4)/error_code(2) 423:directories[] 431:tagged_fields"
+    "138:- 141:partition_index:i/error_code:h 144:tagged_fields 182:- 184:partition_index:i/error_code:h 186:tagged_fields 196:- 199:topic_id:16s 203:partitions[] 218:tagged_fields 256:- 258:topic_id:16s 260:partitions[] 271:tagged_fields 281:- 284:id:16s 288:topics[] 303:tagged_fields 341:- 343:id:16s 345:topics[] 356:tagged_fields 366:- 369:throttle_time_ms:i/error_code:h 372:directories[] 387:tagged_fields 425:- 427:throttle_time_ms:i/error_code:h 429:directories[] 440:tagged_fields"
 )

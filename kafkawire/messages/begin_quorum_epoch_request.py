@@ -152,7 +152,7 @@ BeginQuorumEpochRequest.LeaderEndpoint = LeaderEndpoint
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) leader_id(4) leader_epoch(4)
+        # field: partition_index:i leader_id:i leader_epoch:i
         (self.partition_index, self.leader_id, self.leader_epoch,) = _R_iii(buf, pos)
         pos += 12
         self.voter_directory_id = ZERO_UUID
@@ -164,8 +164,9 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition_index(4) leader_id(4) leader_epoch(4)
+        # field: partition_index:i leader_id:i leader_epoch:i
         w(_W_iii(self.partition_index, self.leader_id, self.leader_epoch))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("PartitionData")
     except Exception as exc:
@@ -220,7 +221,11 @@ def _write_TopicData_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TopicData")
     except Exception as exc:
@@ -280,7 +285,11 @@ def _write_BeginQuorumEpochRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("BeginQuorumEpochRequest")
     except Exception as exc:
@@ -290,7 +299,7 @@ def _write_BeginQuorumEpochRequest_v0(self, w):
 def _read_PartitionData_v1(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) voter_directory_id(16) leader_id(4) leader_epoch(4)
+        # field: partition_index:i voter_directory_id:16s leader_id:i leader_epoch:i
         (self.partition_index, u_voter_directory_id, self.leader_id, self.leader_epoch,) = _R_i16sii(buf, pos)
         self.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
         pos += 28
@@ -334,7 +343,7 @@ def _read_PartitionData_v1(buf, pos, view):
 
 def _write_PartitionData_v1(self, w):
     try:
-        # field: partition_index(4) voter_directory_id(16) leader_id(4) leader_epoch(4)
+        # field: partition_index:i voter_directory_id:16s leader_id:i leader_epoch:i
         w(_W_i16sii(self.partition_index, self.voter_directory_id.bytes, self.leader_id, self.leader_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -434,7 +443,10 @@ def _write_TopicData_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -472,7 +484,7 @@ def _read_LeaderEndpoint_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(2)
+        # field: port:H
         (self.port,) = _R_H(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -537,7 +549,7 @@ def _write_LeaderEndpoint_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(2)
+        # field: port:H
         w(_W_H(self.port))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -567,7 +579,7 @@ def _read_BeginQuorumEpochRequest_v1(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: voter_id(4)
+        # field: voter_id:i
         (self.voter_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -651,7 +663,7 @@ def _write_BeginQuorumEpochRequest_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: voter_id(4)
+        # field: voter_id:i
         w(_W_i(self.voter_id))
         # field: topics[]
         value = self.topics
@@ -660,7 +672,10 @@ def _write_BeginQuorumEpochRequest_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v1(value, w)
         # field: leader_endpoints[]
         value = self.leader_endpoints
         if value is None:
@@ -668,7 +683,10 @@ def _write_BeginQuorumEpochRequest_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_leader_endpoints, item in enumerate(value):
-                _write_LeaderEndpoint_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("leader_endpoints_item")
+                _write_LeaderEndpoint_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -688,5 +706,5 @@ BeginQuorumEpochRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "152:- 155:partition_index(4)/leader_id(4)/leader_epoch(4) 165:- 167:partition_index(4)/leader_id(4)/leader_epoch(4) 175:- 178:topic_name 186:partitions[] 203:- 205:topic_name 216:partitions[] 230:- 233:cluster_id 244:topics[] 263:- 265:cluster_id 276:topics[] 290:- 293:partition_index(4)/voter_directory_id(16)/leader_id(4)/leader_epoch(4) 297:tagged_fields 335:- 337:partition_index(4)/voter_directory_id(16)/leader_id(4)/leader_epoch(4) 339:tagged_fields 349:- 352:topic_name 364:partitions[] 379:tagged_fields 417:- 419:topic_name 430:partitions[] 438:tagged_fields 448:- 451:name 463:host 475:port(2) 478:tagged_fields 516:- 518:name 529:host 540:port(2) 542:tagged_fields 552:- 555:cluster_id 570:voter_id(4) 573:topics[] 588:leader_endpoints[] 603:tagged_fields 641:- 643:cluster_id 654:voter_id(4) 656:topics[] 664:leader_endpoints[] 672:tagged_fields"
+    "152:- 155:partition_index:i/leader_id:i/leader_epoch:i 165:- 167:partition_index:i/leader_id:i/leader_epoch:i 169:unknown_tags 176:- 179:topic_name 187:partitions[] 204:- 206:topic_name 217:partitions[] 228:unknown_tags 235:- 238:cluster_id 249:topics[] 268:- 270:cluster_id 281:topics[] 292:unknown_tags 299:- 302:partition_index:i/voter_directory_id:16s/leader_id:i/leader_epoch:i 306:tagged_fields 344:- 346:partition_index:i/voter_directory_id:16s/leader_id:i/leader_epoch:i 348:tagged_fields 358:- 361:topic_name 373:partitions[] 388:tagged_fields 426:- 428:topic_name 439:partitions[] 450:tagged_fields 460:- 463:name 475:host 487:port:H 490:tagged_fields 528:- 530:name 541:host 552:port:H 554:tagged_fields 564:- 567:cluster_id 582:voter_id:i 585:topics[] 600:leader_endpoints[] 615:tagged_fields 653:- 655:cluster_id 666:voter_id:i 668:topics[] 679:leader_endpoints[] 690:tagged_fields"
 )

@@ -67,7 +67,7 @@ class BrokerHeartbeatRequest(_Message):
 def _read_BrokerHeartbeatRequest_v0(buf, pos, view):
     try:
         self = _new(BrokerHeartbeatRequest)
-        # field: broker_id(4) broker_epoch(8) current_metadata_offset(8) want_fence(1) want_shut_down(1)
+        # field: broker_id:i broker_epoch:q current_metadata_offset:q want_fence:? want_shut_down:?
         (self.broker_id, self.broker_epoch, self.current_metadata_offset, self.want_fence, self.want_shut_down,) = _R_iqq__(buf, pos)
         pos += 22
         self.offline_log_dirs = ()
@@ -111,7 +111,7 @@ def _read_BrokerHeartbeatRequest_v0(buf, pos, view):
 
 def _write_BrokerHeartbeatRequest_v0(self, w):
     try:
-        # field: broker_id(4) broker_epoch(8) current_metadata_offset(8) want_fence(1) want_shut_down(1)
+        # field: broker_id:i broker_epoch:q current_metadata_offset:q want_fence:? want_shut_down:?
         w(_W_iqq__(self.broker_id, self.broker_epoch, self.current_metadata_offset, self.want_fence, self.want_shut_down))
         # field: offline_log_dirs
         if (self.offline_log_dirs is None or len(self.offline_log_dirs) != 0):
@@ -129,7 +129,7 @@ def _write_BrokerHeartbeatRequest_v0(self, w):
 def _read_BrokerHeartbeatRequest_v1(buf, pos, view):
     try:
         self = _new(BrokerHeartbeatRequest)
-        # field: broker_id(4) broker_epoch(8) current_metadata_offset(8) want_fence(1) want_shut_down(1)
+        # field: broker_id:i broker_epoch:q current_metadata_offset:q want_fence:? want_shut_down:?
         (self.broker_id, self.broker_epoch, self.current_metadata_offset, self.want_fence, self.want_shut_down,) = _R_iqq__(buf, pos)
         pos += 22
         self.offline_log_dirs = ()
@@ -196,7 +196,7 @@ def _read_BrokerHeartbeatRequest_v1(buf, pos, view):
 
 def _write_BrokerHeartbeatRequest_v1(self, w):
     try:
-        # field: broker_id(4) broker_epoch(8) current_metadata_offset(8) want_fence(1) want_shut_down(1)
+        # field: broker_id:i broker_epoch:q current_metadata_offset:q want_fence:? want_shut_down:?
         w(_W_iqq__(self.broker_id, self.broker_epoch, self.current_metadata_offset, self.want_fence, self.want_shut_down))
         tags = []
         # field: offline_log_dirs
@@ -229,5 +229,5 @@ BrokerHeartbeatRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "67:- 70:broker_id(4)/broker_epoch(8)/current_metadata_offset(8)/want_fence(1)/want_shut_down(1) 74:tagged_fields 112:- 114:broker_id(4)/broker_epoch(8)/current_metadata_offset(8)/want_fence(1)/want_shut_down(1) 116:offline_log_dirs 119:tagged_fields 129:- 132:broker_id(4)/broker_epoch(8)/current_metadata_offset(8)/want_fence(1)/want_shut_down(1) 136:tagged_fields 165:offline_log_dirs 185:tagged_fields 197:- 199:broker_id(4)/broker_epoch(8)/current_metadata_offset(8)/want_fence(1)/want_shut_down(1) 202:offline_log_dirs 213:tagged_fields"
+    "67:- 70:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 74:tagged_fields 112:- 114:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 116:offline_log_dirs 119:tagged_fields 129:- 132:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 136:tagged_fields 165:offline_log_dirs 185:tagged_fields 197:- 199:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 202:offline_log_dirs 213:tagged_fields"
 )

@@ -64,7 +64,7 @@ class BrokerHeartbeatResponse(_Message):
 def _read_BrokerHeartbeatResponse_v0(buf, pos, view):
     try:
         self = _new(BrokerHeartbeatResponse)
-        # field: throttle_time_ms(4) error_code(2) is_caught_up(1) is_fenced(1) should_shut_down(1)
+        # field: throttle_time_ms:i error_code:h is_caught_up:? is_fenced:? should_shut_down:?
         (self.throttle_time_ms, self.error_code, self.is_caught_up, self.is_fenced, self.should_shut_down,) = _R_ih___(buf, pos)
         pos += 9
         # field: tagged_fields
@@ -107,7 +107,7 @@ def _read_BrokerHeartbeatResponse_v0(buf, pos, view):
 
 def _write_BrokerHeartbeatResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2) is_caught_up(1) is_fenced(1) should_shut_down(1)
+        # field: throttle_time_ms:i error_code:h is_caught_up:? is_fenced:? should_shut_down:?
         w(_W_ih___(self.throttle_time_ms, self.error_code, self.is_caught_up, self.is_fenced, self.should_shut_down))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -128,5 +128,5 @@ BrokerHeartbeatResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "64:- 67:throttle_time_ms(4)/error_code(2)/is_caught_up(1)/is_fenced(1)/should_shut_down(1) 70:tagged_fields 108:- 110:throttle_time_ms(4)/error_code(2)/is_caught_up(1)/is_fenced(1)/should_shut_down(1) 112:tagged_fields"
+    "64:- 67:throttle_time_ms:i/error_code:h/is_caught_up:?/is_fenced:?/should_shut_down:? 70:tagged_fields 108:- 110:throttle_time_ms:i/error_code:h/is_caught_up:?/is_fenced:?/should_shut_down:? 112:tagged_fields"
 )

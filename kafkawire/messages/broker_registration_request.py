@@ -169,7 +169,7 @@ def _read_Listener_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(2) security_protocol(2)
+        # field: port:H security_protocol:h
         (self.port, self.security_protocol,) = _R_Hh(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -234,7 +234,7 @@ def _write_Listener_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(2) security_protocol(2)
+        # field: port:H security_protocol:h
         w(_W_Hh(self.port, self.security_protocol))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -261,7 +261,7 @@ def _read_Feature_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: min_supported_version(2) max_supported_version(2)
+        # field: min_supported_version:h max_supported_version:h
         (self.min_supported_version, self.max_supported_version,) = _R_hh(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -315,7 +315,7 @@ def _write_Feature_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: min_supported_version(2) max_supported_version(2)
+        # field: min_supported_version:h max_supported_version:h
         w(_W_hh(self.min_supported_version, self.max_supported_version))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -330,7 +330,7 @@ def _write_Feature_v0(self, w):
 def _read_BrokerRegistrationRequest_v0(buf, pos, view):
     try:
         self = _new(BrokerRegistrationRequest)
-        # field: broker_id(4)
+        # field: broker_id:i
         (self.broker_id,) = _R_i(buf, pos)
         pos += 4
         # field: cluster_id
@@ -345,7 +345,7 @@ def _read_BrokerRegistrationRequest_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.cluster_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: incarnation_id(16)
+        # field: incarnation_id:16s
         (u_incarnation_id,) = _R_16s(buf, pos)
         self.incarnation_id = uuid_from_bytes(u_incarnation_id)
         pos += 16
@@ -437,7 +437,7 @@ def _read_BrokerRegistrationRequest_v0(buf, pos, view):
 
 def _write_BrokerRegistrationRequest_v0(self, w):
     try:
-        # field: broker_id(4)
+        # field: broker_id:i
         w(_W_i(self.broker_id))
         # field: cluster_id
         value = self.cluster_id
@@ -450,7 +450,7 @@ def _write_BrokerRegistrationRequest_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: incarnation_id(16)
+        # field: incarnation_id:16s
         w(_W_16s(self.incarnation_id.bytes))
         # field: listeners[]
         value = self.listeners
@@ -459,7 +459,10 @@ def _write_BrokerRegistrationRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_listeners, item in enumerate(value):
-                _write_Listener_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("listeners_item")
+                _write_Listener_v0(value, w)
         # field: features[]
         value = self.features
         if value is None:
@@ -467,7 +470,10 @@ def _write_BrokerRegistrationRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_features, item in enumerate(value):
-                _write_Feature_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("features_item")
+                _write_Feature_v0(value, w)
         # field: rack
         value = self.rack
         if value is None:
@@ -495,7 +501,7 @@ def _write_BrokerRegistrationRequest_v0(self, w):
 def _read_BrokerRegistrationRequest_v1(buf, pos, view):
     try:
         self = _new(BrokerRegistrationRequest)
-        # field: broker_id(4)
+        # field: broker_id:i
         (self.broker_id,) = _R_i(buf, pos)
         pos += 4
         # field: cluster_id
@@ -510,7 +516,7 @@ def _read_BrokerRegistrationRequest_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.cluster_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: incarnation_id(16)
+        # field: incarnation_id:16s
         (u_incarnation_id,) = _R_16s(buf, pos)
         self.incarnation_id = uuid_from_bytes(u_incarnation_id)
         pos += 16
@@ -559,7 +565,7 @@ def _read_BrokerRegistrationRequest_v1(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.rack = str(buf[pos:end], "utf-8")
             pos = end
-        # field: is_migrating_zk_broker(1)
+        # field: is_migrating_zk_broker:?
         (self.is_migrating_zk_broker,) = _R__(buf, pos)
         pos += 1
         self.log_dirs = ()
@@ -604,7 +610,7 @@ def _read_BrokerRegistrationRequest_v1(buf, pos, view):
 
 def _write_BrokerRegistrationRequest_v1(self, w):
     try:
-        # field: broker_id(4)
+        # field: broker_id:i
         w(_W_i(self.broker_id))
         # field: cluster_id
         value = self.cluster_id
@@ -617,7 +623,7 @@ def _write_BrokerRegistrationRequest_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: incarnation_id(16)
+        # field: incarnation_id:16s
         w(_W_16s(self.incarnation_id.bytes))
         # field: listeners[]
         value = self.listeners
@@ -626,7 +632,10 @@ def _write_BrokerRegistrationRequest_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_listeners, item in enumerate(value):
-                _write_Listener_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("listeners_item")
+                _write_Listener_v0(value, w)
         # field: features[]
         value = self.features
         if value is None:
@@ -634,7 +643,10 @@ def _write_BrokerRegistrationRequest_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_features, item in enumerate(value):
-                _write_Feature_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("features_item")
+                _write_Feature_v0(value, w)
         # field: rack
         value = self.rack
         if value is None:
@@ -646,7 +658,7 @@ def _write_BrokerRegistrationRequest_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: is_migrating_zk_broker(1)
+        # field: is_migrating_zk_broker:?
         w(_W__(self.is_migrating_zk_broker))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -661,7 +673,7 @@ def _write_BrokerRegistrationRequest_v1(self, w):
 def _read_BrokerRegistrationRequest_v2(buf, pos, view):
     try:
         self = _new(BrokerRegistrationRequest)
-        # field: broker_id(4)
+        # field: broker_id:i
         (self.broker_id,) = _R_i(buf, pos)
         pos += 4
         # field: cluster_id
@@ -676,7 +688,7 @@ def _read_BrokerRegistrationRequest_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.cluster_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: incarnation_id(16)
+        # field: incarnation_id:16s
         (u_incarnation_id,) = _R_16s(buf, pos)
         self.incarnation_id = uuid_from_bytes(u_incarnation_id)
         pos += 16
@@ -725,7 +737,7 @@ def _read_BrokerRegistrationRequest_v2(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.rack = str(buf[pos:end], "utf-8")
             pos = end
-        # field: is_migrating_zk_broker(1)
+        # field: is_migrating_zk_broker:?
         (self.is_migrating_zk_broker,) = _R__(buf, pos)
         pos += 1
         # field: log_dirs[]
@@ -787,7 +799,7 @@ def _read_BrokerRegistrationRequest_v2(buf, pos, view):
 
 def _write_BrokerRegistrationRequest_v2(self, w):
     try:
-        # field: broker_id(4)
+        # field: broker_id:i
         w(_W_i(self.broker_id))
         # field: cluster_id
         value = self.cluster_id
@@ -800,7 +812,7 @@ def _write_BrokerRegistrationRequest_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: incarnation_id(16)
+        # field: incarnation_id:16s
         w(_W_16s(self.incarnation_id.bytes))
         # field: listeners[]
         value = self.listeners
@@ -809,7 +821,10 @@ def _write_BrokerRegistrationRequest_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_listeners, item in enumerate(value):
-                _write_Listener_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("listeners_item")
+                _write_Listener_v0(value, w)
         # field: features[]
         value = self.features
         if value is None:
@@ -817,7 +832,10 @@ def _write_BrokerRegistrationRequest_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_features, item in enumerate(value):
-                _write_Feature_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("features_item")
+                _write_Feature_v0(value, w)
         # field: rack
         value = self.rack
         if value is None:
@@ -829,7 +847,7 @@ def _write_BrokerRegistrationRequest_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: is_migrating_zk_broker(1)
+        # field: is_migrating_zk_broker:?
         w(_W__(self.is_migrating_zk_broker))
         # field: log_dirs[]
         value = self.log_dirs
@@ -852,7 +870,7 @@ def _write_BrokerRegistrationRequest_v2(self, w):
 def _read_BrokerRegistrationRequest_v3(buf, pos, view):
     try:
         self = _new(BrokerRegistrationRequest)
-        # field: broker_id(4)
+        # field: broker_id:i
         (self.broker_id,) = _R_i(buf, pos)
         pos += 4
         # field: cluster_id
@@ -867,7 +885,7 @@ def _read_BrokerRegistrationRequest_v3(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.cluster_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: incarnation_id(16)
+        # field: incarnation_id:16s
         (u_incarnation_id,) = _R_16s(buf, pos)
         self.incarnation_id = uuid_from_bytes(u_incarnation_id)
         pos += 16
@@ -916,7 +934,7 @@ def _read_BrokerRegistrationRequest_v3(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.rack = str(buf[pos:end], "utf-8")
             pos = end
-        # field: is_migrating_zk_broker(1)
+        # field: is_migrating_zk_broker:?
         (self.is_migrating_zk_broker,) = _R__(buf, pos)
         pos += 1
         # field: log_dirs[]
@@ -937,7 +955,7 @@ def _read_BrokerRegistrationRequest_v3(buf, pos, view):
             pos += 16
             append(item)
         self.log_dirs = tuple(items)
-        # field: previous_broker_epoch(8)
+        # field: previous_broker_epoch:q
         (self.previous_broker_epoch,) = _R_q(buf, pos)
         pos += 8
         # field: tagged_fields
@@ -980,7 +998,7 @@ def _read_BrokerRegistrationRequest_v3(buf, pos, view):
 
 def _write_BrokerRegistrationRequest_v3(self, w):
     try:
-        # field: broker_id(4)
+        # field: broker_id:i
         w(_W_i(self.broker_id))
         # field: cluster_id
         value = self.cluster_id
@@ -993,7 +1011,7 @@ def _write_BrokerRegistrationRequest_v3(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: incarnation_id(16)
+        # field: incarnation_id:16s
         w(_W_16s(self.incarnation_id.bytes))
         # field: listeners[]
         value = self.listeners
@@ -1002,7 +1020,10 @@ def _write_BrokerRegistrationRequest_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_listeners, item in enumerate(value):
-                _write_Listener_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("listeners_item")
+                _write_Listener_v0(value, w)
         # field: features[]
         value = self.features
         if value is None:
@@ -1010,7 +1031,10 @@ def _write_BrokerRegistrationRequest_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_features, item in enumerate(value):
-                _write_Feature_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("features_item")
+                _write_Feature_v0(value, w)
         # field: rack
         value = self.rack
         if value is None:
@@ -1022,7 +1046,7 @@ def _write_BrokerRegistrationRequest_v3(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: is_migrating_zk_broker(1)
+        # field: is_migrating_zk_broker:?
         w(_W__(self.is_migrating_zk_broker))
         # field: log_dirs[]
         value = self.log_dirs
@@ -1032,7 +1056,7 @@ def _write_BrokerRegistrationRequest_v3(self, w):
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_log_dirs, item in enumerate(value):
                 w(item.bytes)
-        # field: previous_broker_epoch(8)
+        # field: previous_broker_epoch:q
         w(_W_q(self.previous_broker_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1059,5 +1083,5 @@ BrokerRegistrationRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "145:- 148:name 160:host 172:port(2)/security_protocol(2) 175:tagged_fields 213:- 215:name 226:host 237:port(2)/security_protocol(2) 239:tagged_fields 249:- 252:name 264:min_supported_version(2)/max_supported_version(2) 267:tagged_fields 305:- 307:name 318:min_supported_version(2)/max_supported_version(2) 320:tagged_fields 330:- 333:broker_id(4) 336:cluster_id 348:incarnation_id(16) 352:listeners[] 367:features[] 382:rack 400:tagged_fields 438:- 440:broker_id(4) 442:cluster_id 453:incarnation_id(16) 455:listeners[] 463:features[] 471:rack 482:is_migrating_zk_broker 485:tagged_fields 495:- 498:broker_id(4) 501:cluster_id 513:incarnation_id(16) 517:listeners[] 532:features[] 547:rack 562:is_migrating_zk_broker(1) 567:tagged_fields 605:- 607:broker_id(4) 609:cluster_id 620:incarnation_id(16) 622:listeners[] 630:features[] 638:rack 649:is_migrating_zk_broker(1) 651:tagged_fields 661:- 664:broker_id(4) 667:cluster_id 679:incarnation_id(16) 683:listeners[] 698:features[] 713:rack 728:is_migrating_zk_broker(1) 731:log_dirs[] 750:tagged_fields 788:- 790:broker_id(4) 792:cluster_id 803:incarnation_id(16) 805:listeners[] 813:features[] 821:rack 832:is_migrating_zk_broker(1) 834:log_dirs[] 842:tagged_fields 852:- 855:broker_id(4) 858:cluster_id 870:incarnation_id(16) 874:listeners[] 889:features[] 904:rack 919:is_migrating_zk_broker(1) 922:log_dirs[] 940:previous_broker_epoch(8) 943:tagged_fields 981:- 983:broker_id(4) 985:cluster_id 996:incarnation_id(16) 998:listeners[] 1006:features[] 1014:rack 1025:is_migrating_zk_broker(1) 1027:log_dirs[] 1035:previous_broker_epoch(8) 1037:tagged_fields"
+    "145:- 148:name 160:host 172:port:H/security_protocol:h 175:tagged_fields 213:- 215:name 226:host 237:port:H/security_protocol:h 239:tagged_fields 249:- 252:name 264:min_supported_version:h/max_supported_version:h 267:tagged_fields 305:- 307:name 318:min_supported_version:h/max_supported_version:h 320:tagged_fields 330:- 333:broker_id:i 336:cluster_id 348:incarnation_id:16s 352:listeners[] 367:features[] 382:rack 400:tagged_fields 438:- 440:broker_id:i 442:cluster_id 453:incarnation_id:16s 455:listeners[] 466:features[] 477:rack 488:is_migrating_zk_broker 491:tagged_fields 501:- 504:broker_id:i 507:cluster_id 519:incarnation_id:16s 523:listeners[] 538:features[] 553:rack 568:is_migrating_zk_broker:? 573:tagged_fields 611:- 613:broker_id:i 615:cluster_id 626:incarnation_id:16s 628:listeners[] 639:features[] 650:rack 661:is_migrating_zk_broker:? 663:tagged_fields 673:- 676:broker_id:i 679:cluster_id 691:incarnation_id:16s 695:listeners[] 710:features[] 725:rack 740:is_migrating_zk_broker:? 743:log_dirs[] 762:tagged_fields 800:- 802:broker_id:i 804:cluster_id 815:incarnation_id:16s 817:listeners[] 828:features[] 839:rack 850:is_migrating_zk_broker:? 852:log_dirs[] 860:tagged_fields 870:- 873:broker_id:i 876:cluster_id 888:incarnation_id:16s 892:listeners[] 907:features[] 922:rack 937:is_migrating_zk_broker:? 940:log_dirs[] 958:previous_broker_epoch:q 961:tagged_fields 999:- 1001:broker_id:i 1003:cluster_id 1014:incarnation_id:16s 1016:listeners[] 1027:features[] 1038:rack 1049:is_migrating_zk_broker:? 1051:log_dirs[] 1059:previous_broker_epoch:q 1061:tagged_fields"
 )

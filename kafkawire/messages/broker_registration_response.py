@@ -58,7 +58,7 @@ class BrokerRegistrationResponse(_Message):
 def _read_BrokerRegistrationResponse_v0(buf, pos, view):
     try:
         self = _new(BrokerRegistrationResponse)
-        # field: throttle_time_ms(4) error_code(2) broker_epoch(8)
+        # field: throttle_time_ms:i error_code:h broker_epoch:q
         (self.throttle_time_ms, self.error_code, self.broker_epoch,) = _R_ihq(buf, pos)
         pos += 14
         # field: tagged_fields
@@ -101,7 +101,7 @@ def _read_BrokerRegistrationResponse_v0(buf, pos, view):
 
 def _write_BrokerRegistrationResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2) broker_epoch(8)
+        # field: throttle_time_ms:i error_code:h broker_epoch:q
         w(_W_ihq(self.throttle_time_ms, self.error_code, self.broker_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -128,5 +128,5 @@ BrokerRegistrationResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "58:- 61:throttle_time_ms(4)/error_code(2)/broker_epoch(8) 64:tagged_fields 102:- 104:throttle_time_ms(4)/error_code(2)/broker_epoch(8) 106:tagged_fields"
+    "58:- 61:throttle_time_ms:i/error_code:h/broker_epoch:q 64:tagged_fields 102:- 104:throttle_time_ms:i/error_code:h/broker_epoch:q 106:tagged_fields"
 )

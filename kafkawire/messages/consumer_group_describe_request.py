@@ -80,7 +80,7 @@ def _read_ConsumerGroupDescribeRequest_v0(buf, pos, view):
             pos = end
             append(item)
         self.group_ids = tuple(items)
-        # field: include_authorized_operations(1)
+        # field: include_authorized_operations:?
         (self.include_authorized_operations,) = _R__(buf, pos)
         pos += 1
         # field: tagged_fields
@@ -140,7 +140,7 @@ def _write_ConsumerGroupDescribeRequest_v0(self, w):
                         raise string_too_long(n)
                     w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
                     w(raw)
-        # field: include_authorized_operations(1)
+        # field: include_authorized_operations:?
         w(_W__(self.include_authorized_operations))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -159,5 +159,5 @@ ConsumerGroupDescribeRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "55:- 58:group_ids[] 83:include_authorized_operations(1) 86:tagged_fields 124:- 126:group_ids[] 143:include_authorized_operations(1) 145:tagged_fields"
+    "55:- 58:group_ids[] 83:include_authorized_operations:? 86:tagged_fields 124:- 126:group_ids[] 143:include_authorized_operations:? 145:tagged_fields"
 )

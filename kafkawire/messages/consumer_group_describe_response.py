@@ -211,7 +211,7 @@ ConsumerGroupDescribeResponse.Member = Member
 def _read_TopicPartitions_v0(buf, pos, view):
     try:
         self = _new(TopicPartitions)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -278,7 +278,7 @@ def _read_TopicPartitions_v0(buf, pos, view):
 
 def _write_TopicPartitions_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: topic_name
         value = self.topic_name
@@ -373,7 +373,10 @@ def _write_Assignment_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topic_partitions, item in enumerate(value):
-                _write_TopicPartitions_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_partitions_item")
+                _write_TopicPartitions_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -429,7 +432,7 @@ def _read_Member_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.rack_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: member_epoch(4)
+        # field: member_epoch:i
         (self.member_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: client_id
@@ -573,7 +576,7 @@ def _write_Member_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: member_epoch(4)
+        # field: member_epoch:i
         w(_W_i(self.member_epoch))
         # field: client_id
         value = self.client_id
@@ -626,9 +629,15 @@ def _write_Member_v0(self, w):
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
         # field: assignment
-        _write_Assignment_v0(self.assignment, w)
+        value = self.assignment
+        if value is None:
+            raise null_not_allowed("assignment")
+        _write_Assignment_v0(value, w)
         # field: target_assignment
-        _write_Assignment_v0(self.target_assignment, w)
+        value = self.target_assignment
+        if value is None:
+            raise null_not_allowed("target_assignment")
+        _write_Assignment_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -642,7 +651,7 @@ def _write_Member_v0(self, w):
 def _read_DescribedGroup_v0(buf, pos, view):
     try:
         self = _new(DescribedGroup)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -684,7 +693,7 @@ def _read_DescribedGroup_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_state = str(buf[pos:end], "utf-8")
         pos = end
-        # field: group_epoch(4) assignment_epoch(4)
+        # field: group_epoch:i assignment_epoch:i
         (self.group_epoch, self.assignment_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: assignor_name
@@ -714,7 +723,7 @@ def _read_DescribedGroup_v0(buf, pos, view):
             item, pos = _read_Member_v0(buf, pos, view)
             append(item)
         self.members = tuple(items)
-        # field: authorized_operations(4)
+        # field: authorized_operations:i
         (self.authorized_operations,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -757,7 +766,7 @@ def _read_DescribedGroup_v0(buf, pos, view):
 
 def _write_DescribedGroup_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -792,7 +801,7 @@ def _write_DescribedGroup_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: group_epoch(4) assignment_epoch(4)
+        # field: group_epoch:i assignment_epoch:i
         w(_W_ii(self.group_epoch, self.assignment_epoch))
         # field: assignor_name
         value = self.assignor_name
@@ -812,8 +821,11 @@ def _write_DescribedGroup_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_members, item in enumerate(value):
-                _write_Member_v0(item, w)
-        # field: authorized_operations(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("members_item")
+                _write_Member_v0(value, w)
+        # field: authorized_operations:i
         w(_W_i(self.authorized_operations))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -828,7 +840,7 @@ def _write_DescribedGroup_v0(self, w):
 def _read_ConsumerGroupDescribeResponse_v0(buf, pos, view):
     try:
         self = _new(ConsumerGroupDescribeResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: groups[]
@@ -886,7 +898,7 @@ def _read_ConsumerGroupDescribeResponse_v0(buf, pos, view):
 
 def _write_ConsumerGroupDescribeResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: groups[]
         value = self.groups
@@ -895,7 +907,10 @@ def _write_ConsumerGroupDescribeResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_groups, item in enumerate(value):
-                _write_DescribedGroup_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("groups_item")
+                _write_DescribedGroup_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -913,5 +928,5 @@ ConsumerGroupDescribeResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "211:- 214:topic_id(16) 218:topic_name 230:partitions 241:tagged_fields 279:- 281:topic_id(16) 283:topic_name 294:partitions 301:tagged_fields 311:- 314:topic_partitions[] 329:tagged_fields 367:- 369:topic_partitions[] 377:tagged_fields 387:- 390:member_id 402:instance_id 417:rack_id 432:member_epoch(4) 435:client_id 447:client_host 459:subscribed_topic_names[] 484:subscribed_topic_regex 499:assignment 501:target_assignment 503:tagged_fields 541:- 543:member_id 554:instance_id 565:rack_id 576:member_epoch(4) 578:client_id 589:client_host 600:subscribed_topic_names[] 617:subscribed_topic_regex 628:assignment 630:target_assignment 632:tagged_fields 642:- 645:error_code(2) 648:error_message 663:group_id 675:group_state 687:group_epoch(4)/assignment_epoch(4) 690:assignor_name 702:members[] 717:authorized_operations(4) 720:tagged_fields 758:- 760:error_code(2) 762:error_message 773:group_id 784:group_state 795:group_epoch(4)/assignment_epoch(4) 797:assignor_name 808:members[] 816:authorized_operations(4) 818:tagged_fields 828:- 831:throttle_time_ms(4) 834:groups[] 849:tagged_fields 887:- 889:throttle_time_ms(4) 891:groups[] 899:tagged_fields"
+    "211:- 214:topic_id:16s 218:topic_name 230:partitions 241:tagged_fields 279:- 281:topic_id:16s 283:topic_name 294:partitions 301:tagged_fields 311:- 314:topic_partitions[] 329:tagged_fields 367:- 369:topic_partitions[] 380:tagged_fields 390:- 393:member_id 405:instance_id 420:rack_id 435:member_epoch:i 438:client_id 450:client_host 462:subscribed_topic_names[] 487:subscribed_topic_regex 502:assignment 504:target_assignment 506:tagged_fields 544:- 546:member_id 557:instance_id 568:rack_id 579:member_epoch:i 581:client_id 592:client_host 603:subscribed_topic_names[] 620:subscribed_topic_regex 631:assignment 636:target_assignment 641:tagged_fields 651:- 654:error_code:h 657:error_message 672:group_id 684:group_state 696:group_epoch:i/assignment_epoch:i 699:assignor_name 711:members[] 726:authorized_operations:i 729:tagged_fields 767:- 769:error_code:h 771:error_message 782:group_id 793:group_state 804:group_epoch:i/assignment_epoch:i 806:assignor_name 817:members[] 828:authorized_operations:i 830:tagged_fields 840:- 843:throttle_time_ms:i 846:groups[] 861:tagged_fields 899:- 901:throttle_time_ms:i 903:groups[] 914:tagged_fields"
 )

@@ -107,7 +107,7 @@ ConsumerGroupHeartbeatRequest.TopicPartitions = TopicPartitions
 def _read_TopicPartitions_v0(buf, pos, view):
     try:
         self = _new(TopicPartitions)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -162,7 +162,7 @@ def _read_TopicPartitions_v0(buf, pos, view):
 
 def _write_TopicPartitions_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions
         value = self.partitions
@@ -208,7 +208,7 @@ def _read_ConsumerGroupHeartbeatRequest_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: member_epoch(4)
+        # field: member_epoch:i
         (self.member_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: instance_id
@@ -241,7 +241,7 @@ def _read_ConsumerGroupHeartbeatRequest_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.rack_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: rebalance_timeout_ms(4)
+        # field: rebalance_timeout_ms:i
         (self.rebalance_timeout_ms,) = _R_i(buf, pos)
         pos += 4
         # field: subscribed_topic_names[]
@@ -368,7 +368,7 @@ def _write_ConsumerGroupHeartbeatRequest_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: member_epoch(4)
+        # field: member_epoch:i
         w(_W_i(self.member_epoch))
         # field: instance_id
         value = self.instance_id
@@ -392,7 +392,7 @@ def _write_ConsumerGroupHeartbeatRequest_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: rebalance_timeout_ms(4)
+        # field: rebalance_timeout_ms:i
         w(_W_i(self.rebalance_timeout_ms))
         # field: subscribed_topic_names[]
         value = self.subscribed_topic_names
@@ -429,7 +429,10 @@ def _write_ConsumerGroupHeartbeatRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topic_partitions, item in enumerate(value):
-                _write_TopicPartitions_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_partitions_item")
+                _write_TopicPartitions_v0(value, w)
         # field: subscribed_topic_regex
         if self.subscribed_topic_regex is not None:
             raise not_in_version("ConsumerGroupHeartbeatRequest", "subscribed_topic_regex")
@@ -470,7 +473,7 @@ def _read_ConsumerGroupHeartbeatRequest_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: member_epoch(4)
+        # field: member_epoch:i
         (self.member_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: instance_id
@@ -503,7 +506,7 @@ def _read_ConsumerGroupHeartbeatRequest_v1(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.rack_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: rebalance_timeout_ms(4)
+        # field: rebalance_timeout_ms:i
         (self.rebalance_timeout_ms,) = _R_i(buf, pos)
         pos += 4
         # field: subscribed_topic_names[]
@@ -644,7 +647,7 @@ def _write_ConsumerGroupHeartbeatRequest_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: member_epoch(4)
+        # field: member_epoch:i
         w(_W_i(self.member_epoch))
         # field: instance_id
         value = self.instance_id
@@ -668,7 +671,7 @@ def _write_ConsumerGroupHeartbeatRequest_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: rebalance_timeout_ms(4)
+        # field: rebalance_timeout_ms:i
         w(_W_i(self.rebalance_timeout_ms))
         # field: subscribed_topic_names[]
         value = self.subscribed_topic_names
@@ -716,7 +719,10 @@ def _write_ConsumerGroupHeartbeatRequest_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topic_partitions, item in enumerate(value):
-                _write_TopicPartitions_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_partitions_item")
+                _write_TopicPartitions_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -736,5 +742,5 @@ ConsumerGroupHeartbeatRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "107:- 110:topic_id(16) 114:partitions 125:tagged_fields 163:- 165:topic_id(16) 167:partitions 174:tagged_fields 184:- 187:group_id 199:member_id 211:member_epoch(4) 214:instance_id 229:rack_id 244:rebalance_timeout_ms(4) 247:subscribed_topic_names[] 275:server_assignor 290:topic_partitions[] 309:tagged_fields 347:- 349:group_id 360:member_id 371:member_epoch(4) 373:instance_id 384:rack_id 395:rebalance_timeout_ms(4) 397:subscribed_topic_names[] 414:server_assignor 425:topic_partitions[] 433:subscribed_topic_regex 436:tagged_fields 446:- 449:group_id 461:member_id 473:member_epoch(4) 476:instance_id 491:rack_id 506:rebalance_timeout_ms(4) 509:subscribed_topic_names[] 537:subscribed_topic_regex 552:server_assignor 567:topic_partitions[] 585:tagged_fields 623:- 625:group_id 636:member_id 647:member_epoch(4) 649:instance_id 660:rack_id 671:rebalance_timeout_ms(4) 673:subscribed_topic_names[] 690:subscribed_topic_regex 701:server_assignor 712:topic_partitions[] 720:tagged_fields"
+    "107:- 110:topic_id:16s 114:partitions 125:tagged_fields 163:- 165:topic_id:16s 167:partitions 174:tagged_fields 184:- 187:group_id 199:member_id 211:member_epoch:i 214:instance_id 229:rack_id 244:rebalance_timeout_ms:i 247:subscribed_topic_names[] 275:server_assignor 290:topic_partitions[] 309:tagged_fields 347:- 349:group_id 360:member_id 371:member_epoch:i 373:instance_id 384:rack_id 395:rebalance_timeout_ms:i 397:subscribed_topic_names[] 414:server_assignor 425:topic_partitions[] 436:subscribed_topic_regex 439:tagged_fields 449:- 452:group_id 464:member_id 476:member_epoch:i 479:instance_id 494:rack_id 509:rebalance_timeout_ms:i 512:subscribed_topic_names[] 540:subscribed_topic_regex 555:server_assignor 570:topic_partitions[] 588:tagged_fields 626:- 628:group_id 639:member_id 650:member_epoch:i 652:instance_id 663:rack_id 674:rebalance_timeout_ms:i 676:subscribed_topic_names[] 693:subscribed_topic_regex 704:server_assignor 715:topic_partitions[] 726:tagged_fields"
 )

@@ -122,6 +122,7 @@ def _write_TopicPartition_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TopicPartition")
     except Exception as exc:
@@ -168,7 +169,10 @@ def _write_ConsumerProtocolAssignment_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_assigned_partitions, item in enumerate(value):
-                _write_TopicPartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("assigned_partitions_item")
+                _write_TopicPartition_v0(value, w)
         # field: user_data
         value = self.user_data
         if value is None:
@@ -176,6 +180,7 @@ def _write_ConsumerProtocolAssignment_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(value)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ConsumerProtocolAssignment")
     except Exception as exc:
@@ -195,5 +200,5 @@ ConsumerProtocolAssignment._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "81:- 84:topic 92:partitions 105:- 107:topic 118:partitions 131:- 134:assigned_partitions[] 145:user_data 162:- 164:assigned_partitions[] 172:user_data"
+    "81:- 84:topic 92:partitions 105:- 107:topic 118:partitions 125:unknown_tags 132:- 135:assigned_partitions[] 146:user_data 163:- 165:assigned_partitions[] 176:user_data 183:unknown_tags"
 )

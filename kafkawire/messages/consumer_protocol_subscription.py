@@ -153,6 +153,7 @@ def _write_ConsumerProtocolSubscription_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(value)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ConsumerProtocolSubscription")
     except Exception as exc:
@@ -203,6 +204,7 @@ def _write_TopicPartition_v1(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TopicPartition")
     except Exception as exc:
@@ -292,7 +294,11 @@ def _write_ConsumerProtocolSubscription_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_owned_partitions, item in enumerate(value):
-                _write_TopicPartition_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("owned_partitions_item")
+                _write_TopicPartition_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ConsumerProtocolSubscription")
     except Exception as exc:
@@ -341,7 +347,7 @@ def _read_ConsumerProtocolSubscription_v2(buf, pos, view):
             item, pos = _read_TopicPartition_v1(buf, pos, view)
             append(item)
         self.owned_partitions = tuple(items)
-        # field: generation_id(4)
+        # field: generation_id:i
         (self.generation_id,) = _R_i(buf, pos)
         pos += 4
         self.rack_id = None
@@ -384,9 +390,13 @@ def _write_ConsumerProtocolSubscription_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_owned_partitions, item in enumerate(value):
-                _write_TopicPartition_v1(item, w)
-        # field: generation_id(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("owned_partitions_item")
+                _write_TopicPartition_v1(value, w)
+        # field: generation_id:i
         w(_W_i(self.generation_id))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ConsumerProtocolSubscription")
     except Exception as exc:
@@ -435,7 +445,7 @@ def _read_ConsumerProtocolSubscription_v3(buf, pos, view):
             item, pos = _read_TopicPartition_v1(buf, pos, view)
             append(item)
         self.owned_partitions = tuple(items)
-        # field: generation_id(4)
+        # field: generation_id:i
         (self.generation_id,) = _R_i(buf, pos)
         pos += 4
         # field: rack_id
@@ -488,8 +498,11 @@ def _write_ConsumerProtocolSubscription_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_owned_partitions, item in enumerate(value):
-                _write_TopicPartition_v1(item, w)
-        # field: generation_id(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("owned_partitions_item")
+                _write_TopicPartition_v1(value, w)
+        # field: generation_id:i
         w(_W_i(self.generation_id))
         # field: rack_id
         value = self.rack_id
@@ -502,6 +515,7 @@ def _write_ConsumerProtocolSubscription_v3(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ConsumerProtocolSubscription")
     except Exception as exc:
@@ -521,5 +535,5 @@ ConsumerProtocolSubscription._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "90:- 93:topics[] 110:user_data 130:- 132:topics[] 149:user_data 162:- 165:topic 173:partitions 186:- 188:topic 199:partitions 212:- 215:topics[] 232:user_data 243:owned_partitions[] 262:- 264:topics[] 281:user_data 288:owned_partitions[] 302:- 305:topics[] 322:user_data 333:owned_partitions[] 344:generation_id(4) 354:- 356:topics[] 373:user_data 380:owned_partitions[] 388:generation_id(4) 396:- 399:topics[] 416:user_data 427:owned_partitions[] 438:generation_id(4) 441:rack_id 458:- 460:topics[] 477:user_data 484:owned_partitions[] 492:generation_id(4) 494:rack_id"
+    "90:- 93:topics[] 110:user_data 130:- 132:topics[] 149:user_data 156:unknown_tags 163:- 166:topic 174:partitions 187:- 189:topic 200:partitions 207:unknown_tags 214:- 217:topics[] 234:user_data 245:owned_partitions[] 264:- 266:topics[] 283:user_data 290:owned_partitions[] 301:unknown_tags 308:- 311:topics[] 328:user_data 339:owned_partitions[] 350:generation_id:i 360:- 362:topics[] 379:user_data 386:owned_partitions[] 397:generation_id:i 399:unknown_tags 406:- 409:topics[] 426:user_data 437:owned_partitions[] 448:generation_id:i 451:rack_id 468:- 470:topics[] 487:user_data 494:owned_partitions[] 505:generation_id:i 507:rack_id 518:unknown_tags"
 )

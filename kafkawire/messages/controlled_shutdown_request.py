@@ -55,7 +55,7 @@ class ControlledShutdownRequest(_Message):
 def _read_ControlledShutdownRequest_v0(buf, pos, view):
     try:
         self = _new(ControlledShutdownRequest)
-        # field: broker_id(4)
+        # field: broker_id:i
         (self.broker_id,) = _R_i(buf, pos)
         pos += 4
         self.broker_epoch = -1
@@ -67,8 +67,9 @@ def _read_ControlledShutdownRequest_v0(buf, pos, view):
 
 def _write_ControlledShutdownRequest_v0(self, w):
     try:
-        # field: broker_id(4)
+        # field: broker_id:i
         w(_W_i(self.broker_id))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ControlledShutdownRequest")
     except Exception as exc:
@@ -78,7 +79,7 @@ def _write_ControlledShutdownRequest_v0(self, w):
 def _read_ControlledShutdownRequest_v2(buf, pos, view):
     try:
         self = _new(ControlledShutdownRequest)
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         (self.broker_id, self.broker_epoch,) = _R_iq(buf, pos)
         pos += 12
         self.unknown_tags = None
@@ -89,8 +90,9 @@ def _read_ControlledShutdownRequest_v2(buf, pos, view):
 
 def _write_ControlledShutdownRequest_v2(self, w):
     try:
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         w(_W_iq(self.broker_id, self.broker_epoch))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ControlledShutdownRequest")
     except Exception as exc:
@@ -100,7 +102,7 @@ def _write_ControlledShutdownRequest_v2(self, w):
 def _read_ControlledShutdownRequest_v3(buf, pos, view):
     try:
         self = _new(ControlledShutdownRequest)
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         (self.broker_id, self.broker_epoch,) = _R_iq(buf, pos)
         pos += 12
         # field: tagged_fields
@@ -143,7 +145,7 @@ def _read_ControlledShutdownRequest_v3(buf, pos, view):
 
 def _write_ControlledShutdownRequest_v3(self, w):
     try:
-        # field: broker_id(4) broker_epoch(8)
+        # field: broker_id:i broker_epoch:q
         w(_W_iq(self.broker_id, self.broker_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -168,5 +170,5 @@ ControlledShutdownRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "55:- 58:broker_id(4) 68:- 70:broker_id(4) 78:- 81:broker_id(4)/broker_epoch(8) 90:- 92:broker_id(4)/broker_epoch(8) 100:- 103:broker_id(4)/broker_epoch(8) 106:tagged_fields 144:- 146:broker_id(4)/broker_epoch(8) 148:tagged_fields"
+    "55:- 58:broker_id:i 68:- 70:broker_id:i 72:unknown_tags 79:- 82:broker_id:i/broker_epoch:q 91:- 93:broker_id:i/broker_epoch:q 95:unknown_tags 102:- 105:broker_id:i/broker_epoch:q 108:tagged_fields 146:- 148:broker_id:i/broker_epoch:q 150:tagged_fields"
 )

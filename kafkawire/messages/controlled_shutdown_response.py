@@ -87,7 +87,7 @@ def _read_RemainingPartition_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: partition_index(4)
+        # field: partition_index:i
         (self.partition_index,) = _R_i(buf, pos)
         pos += 4
         self.unknown_tags = None
@@ -109,8 +109,9 @@ def _write_RemainingPartition_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: partition_index(4)
+        # field: partition_index:i
         w(_W_i(self.partition_index))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("RemainingPartition")
     except Exception as exc:
@@ -120,7 +121,7 @@ def _write_RemainingPartition_v0(self, w):
 def _read_ControlledShutdownResponse_v0(buf, pos, view):
     try:
         self = _new(ControlledShutdownResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: remaining_partitions[]
@@ -142,7 +143,7 @@ def _read_ControlledShutdownResponse_v0(buf, pos, view):
 
 def _write_ControlledShutdownResponse_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: remaining_partitions[]
         value = self.remaining_partitions
@@ -151,7 +152,11 @@ def _write_ControlledShutdownResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_remaining_partitions, item in enumerate(value):
-                _write_RemainingPartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("remaining_partitions_item")
+                _write_RemainingPartition_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ControlledShutdownResponse")
     except Exception as exc:
@@ -173,7 +178,7 @@ def _read_RemainingPartition_v3(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: partition_index(4)
+        # field: partition_index:i
         (self.partition_index,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -227,7 +232,7 @@ def _write_RemainingPartition_v3(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: partition_index(4)
+        # field: partition_index:i
         w(_W_i(self.partition_index))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -242,7 +247,7 @@ def _write_RemainingPartition_v3(self, w):
 def _read_ControlledShutdownResponse_v3(buf, pos, view):
     try:
         self = _new(ControlledShutdownResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: remaining_partitions[]
@@ -300,7 +305,7 @@ def _read_ControlledShutdownResponse_v3(buf, pos, view):
 
 def _write_ControlledShutdownResponse_v3(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: remaining_partitions[]
         value = self.remaining_partitions
@@ -309,7 +314,10 @@ def _write_ControlledShutdownResponse_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_remaining_partitions, item in enumerate(value):
-                _write_RemainingPartition_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("remaining_partitions_item")
+                _write_RemainingPartition_v3(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -333,5 +341,5 @@ ControlledShutdownResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "79:- 82:topic_name 90:partition_index(4) 99:- 101:topic_name 112:partition_index(4) 120:- 123:error_code(2) 126:remaining_partitions[] 143:- 145:error_code(2) 147:remaining_partitions[] 161:- 164:topic_name 176:partition_index(4) 179:tagged_fields 217:- 219:topic_name 230:partition_index(4) 232:tagged_fields 242:- 245:error_code(2) 248:remaining_partitions[] 263:tagged_fields 301:- 303:error_code(2) 305:remaining_partitions[] 313:tagged_fields"
+    "79:- 82:topic_name 90:partition_index:i 99:- 101:topic_name 112:partition_index:i 114:unknown_tags 121:- 124:error_code:h 127:remaining_partitions[] 144:- 146:error_code:h 148:remaining_partitions[] 159:unknown_tags 166:- 169:topic_name 181:partition_index:i 184:tagged_fields 222:- 224:topic_name 235:partition_index:i 237:tagged_fields 247:- 250:error_code:h 253:remaining_partitions[] 268:tagged_fields 306:- 308:error_code:h 310:remaining_partitions[] 321:tagged_fields"
 )

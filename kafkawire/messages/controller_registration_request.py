@@ -153,7 +153,7 @@ def _read_Listener_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(2) security_protocol(2)
+        # field: port:H security_protocol:h
         (self.port, self.security_protocol,) = _R_Hh(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -218,7 +218,7 @@ def _write_Listener_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(2) security_protocol(2)
+        # field: port:H security_protocol:h
         w(_W_Hh(self.port, self.security_protocol))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -245,7 +245,7 @@ def _read_Feature_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: min_supported_version(2) max_supported_version(2)
+        # field: min_supported_version:h max_supported_version:h
         (self.min_supported_version, self.max_supported_version,) = _R_hh(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -299,7 +299,7 @@ def _write_Feature_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: min_supported_version(2) max_supported_version(2)
+        # field: min_supported_version:h max_supported_version:h
         w(_W_hh(self.min_supported_version, self.max_supported_version))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -314,7 +314,7 @@ def _write_Feature_v0(self, w):
 def _read_ControllerRegistrationRequest_v0(buf, pos, view):
     try:
         self = _new(ControllerRegistrationRequest)
-        # field: controller_id(4) incarnation_id(16) zk_migration_ready(1)
+        # field: controller_id:i incarnation_id:16s zk_migration_ready:?
         (self.controller_id, u_incarnation_id, self.zk_migration_ready,) = _R_i16s_(buf, pos)
         self.incarnation_id = uuid_from_bytes(u_incarnation_id)
         pos += 21
@@ -388,7 +388,7 @@ def _read_ControllerRegistrationRequest_v0(buf, pos, view):
 
 def _write_ControllerRegistrationRequest_v0(self, w):
     try:
-        # field: controller_id(4) incarnation_id(16) zk_migration_ready(1)
+        # field: controller_id:i incarnation_id:16s zk_migration_ready:?
         w(_W_i16s_(self.controller_id, self.incarnation_id.bytes, self.zk_migration_ready))
         # field: listeners[]
         value = self.listeners
@@ -397,7 +397,10 @@ def _write_ControllerRegistrationRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_listeners, item in enumerate(value):
-                _write_Listener_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("listeners_item")
+                _write_Listener_v0(value, w)
         # field: features[]
         value = self.features
         if value is None:
@@ -405,7 +408,10 @@ def _write_ControllerRegistrationRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_features, item in enumerate(value):
-                _write_Feature_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("features_item")
+                _write_Feature_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -423,5 +429,5 @@ ControllerRegistrationRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "129:- 132:name 144:host 156:port(2)/security_protocol(2) 159:tagged_fields 197:- 199:name 210:host 221:port(2)/security_protocol(2) 223:tagged_fields 233:- 236:name 248:min_supported_version(2)/max_supported_version(2) 251:tagged_fields 289:- 291:name 302:min_supported_version(2)/max_supported_version(2) 304:tagged_fields 314:- 317:controller_id(4)/incarnation_id(16)/zk_migration_ready(1) 321:listeners[] 336:features[] 351:tagged_fields 389:- 391:controller_id(4)/incarnation_id(16)/zk_migration_ready(1) 393:listeners[] 401:features[] 409:tagged_fields"
+    "129:- 132:name 144:host 156:port:H/security_protocol:h 159:tagged_fields 197:- 199:name 210:host 221:port:H/security_protocol:h 223:tagged_fields 233:- 236:name 248:min_supported_version:h/max_supported_version:h 251:tagged_fields 289:- 291:name 302:min_supported_version:h/max_supported_version:h 304:tagged_fields 314:- 317:controller_id:i/incarnation_id:16s/zk_migration_ready:? 321:listeners[] 336:features[] 351:tagged_fields 389:- 391:controller_id:i/incarnation_id:16s/zk_migration_ready:? 393:listeners[] 404:features[] 415:tagged_fields"
 )

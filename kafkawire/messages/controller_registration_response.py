@@ -58,7 +58,7 @@ class ControllerRegistrationResponse(_Message):
 def _read_ControllerRegistrationResponse_v0(buf, pos, view):
     try:
         self = _new(ControllerRegistrationResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -116,7 +116,7 @@ def _read_ControllerRegistrationResponse_v0(buf, pos, view):
 
 def _write_ControllerRegistrationResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -146,5 +146,5 @@ ControllerRegistrationResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "58:- 61:throttle_time_ms(4)/error_code(2) 64:error_message 79:tagged_fields 117:- 119:throttle_time_ms(4)/error_code(2) 121:error_message 132:tagged_fields"
+    "58:- 61:throttle_time_ms:i/error_code:h 64:error_message 79:tagged_fields 117:- 119:throttle_time_ms:i/error_code:h 121:error_message 132:tagged_fields"
 )

@@ -95,7 +95,7 @@ CreateAclsRequest.AclCreation = AclCreation
 def _read_AclCreation_v0(buf, pos, view):
     try:
         self = _new(AclCreation)
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -122,7 +122,7 @@ def _read_AclCreation_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         (self.operation, self.permission_type,) = _R_bb(buf, pos)
         pos += 2
         self.resource_pattern_type = 3
@@ -134,7 +134,7 @@ def _read_AclCreation_v0(buf, pos, view):
 
 def _write_AclCreation_v0(self, w):
     try:
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -169,11 +169,12 @@ def _write_AclCreation_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
         # field: resource_pattern_type
         if self.resource_pattern_type != 3:
             raise not_in_version("AclCreation", "resource_pattern_type")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AclCreation")
     except Exception as exc:
@@ -209,7 +210,11 @@ def _write_CreateAclsRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_creations, item in enumerate(value):
-                _write_AclCreation_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("creations_item")
+                _write_AclCreation_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreateAclsRequest")
     except Exception as exc:
@@ -219,7 +224,7 @@ def _write_CreateAclsRequest_v0(self, w):
 def _read_AclCreation_v1(buf, pos, view):
     try:
         self = _new(AclCreation)
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -230,7 +235,7 @@ def _read_AclCreation_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: resource_pattern_type(1)
+        # field: resource_pattern_type:b
         (self.resource_pattern_type,) = _R_b(buf, pos)
         pos += 1
         # field: principal
@@ -249,7 +254,7 @@ def _read_AclCreation_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         (self.operation, self.permission_type,) = _R_bb(buf, pos)
         pos += 2
         self.unknown_tags = None
@@ -260,7 +265,7 @@ def _read_AclCreation_v1(buf, pos, view):
 
 def _write_AclCreation_v1(self, w):
     try:
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -273,7 +278,7 @@ def _write_AclCreation_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: resource_pattern_type(1)
+        # field: resource_pattern_type:b
         w(_W_b(self.resource_pattern_type))
         # field: principal
         value = self.principal
@@ -297,8 +302,9 @@ def _write_AclCreation_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AclCreation")
     except Exception as exc:
@@ -334,7 +340,11 @@ def _write_CreateAclsRequest_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_creations, item in enumerate(value):
-                _write_AclCreation_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("creations_item")
+                _write_AclCreation_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreateAclsRequest")
     except Exception as exc:
@@ -344,7 +354,7 @@ def _write_CreateAclsRequest_v1(self, w):
 def _read_AclCreation_v2(buf, pos, view):
     try:
         self = _new(AclCreation)
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -359,7 +369,7 @@ def _read_AclCreation_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: resource_pattern_type(1)
+        # field: resource_pattern_type:b
         (self.resource_pattern_type,) = _R_b(buf, pos)
         pos += 1
         # field: principal
@@ -386,7 +396,7 @@ def _read_AclCreation_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         (self.operation, self.permission_type,) = _R_bb(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -429,7 +439,7 @@ def _read_AclCreation_v2(buf, pos, view):
 
 def _write_AclCreation_v2(self, w):
     try:
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -442,7 +452,7 @@ def _write_AclCreation_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: resource_pattern_type(1)
+        # field: resource_pattern_type:b
         w(_W_b(self.resource_pattern_type))
         # field: principal
         value = self.principal
@@ -466,7 +476,7 @@ def _write_AclCreation_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -543,7 +553,10 @@ def _write_CreateAclsRequest_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_creations, item in enumerate(value):
-                _write_AclCreation_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("creations_item")
+                _write_AclCreation_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -567,5 +580,5 @@ CreateAclsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "95:- 98:resource_type(1) 101:resource_name 109:principal 117:host 125:operation(1)/permission_type(1) 135:- 137:resource_type(1) 139:resource_name 150:principal 161:host 172:operation(1)/permission_type(1) 174:resource_pattern_type 183:- 186:creations[] 203:- 205:creations[] 219:- 222:resource_type(1) 225:resource_name 233:resource_pattern_type(1) 236:principal 244:host 252:operation(1)/permission_type(1) 261:- 263:resource_type(1) 265:resource_name 276:resource_pattern_type(1) 278:principal 289:host 300:operation(1)/permission_type(1) 308:- 311:creations[] 328:- 330:creations[] 344:- 347:resource_type(1) 350:resource_name 362:resource_pattern_type(1) 365:principal 377:host 389:operation(1)/permission_type(1) 392:tagged_fields 430:- 432:resource_type(1) 434:resource_name 445:resource_pattern_type(1) 447:principal 458:host 469:operation(1)/permission_type(1) 471:tagged_fields 481:- 484:creations[] 499:tagged_fields 537:- 539:creations[] 547:tagged_fields"
+    "95:- 98:resource_type:b 101:resource_name 109:principal 117:host 125:operation:b/permission_type:b 135:- 137:resource_type:b 139:resource_name 150:principal 161:host 172:operation:b/permission_type:b 174:resource_pattern_type 177:unknown_tags 184:- 187:creations[] 204:- 206:creations[] 217:unknown_tags 224:- 227:resource_type:b 230:resource_name 238:resource_pattern_type:b 241:principal 249:host 257:operation:b/permission_type:b 266:- 268:resource_type:b 270:resource_name 281:resource_pattern_type:b 283:principal 294:host 305:operation:b/permission_type:b 307:unknown_tags 314:- 317:creations[] 334:- 336:creations[] 347:unknown_tags 354:- 357:resource_type:b 360:resource_name 372:resource_pattern_type:b 375:principal 387:host 399:operation:b/permission_type:b 402:tagged_fields 440:- 442:resource_type:b 444:resource_name 455:resource_pattern_type:b 457:principal 468:host 479:operation:b/permission_type:b 481:tagged_fields 491:- 494:creations[] 509:tagged_fields 547:- 549:creations[] 560:tagged_fields"
 )

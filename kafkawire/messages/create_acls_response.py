@@ -79,7 +79,7 @@ CreateAclsResponse.AclCreationResult = AclCreationResult
 def _read_AclCreationResult_v0(buf, pos, view):
     try:
         self = _new(AclCreationResult)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -101,7 +101,7 @@ def _read_AclCreationResult_v0(buf, pos, view):
 
 def _write_AclCreationResult_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -114,6 +114,7 @@ def _write_AclCreationResult_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AclCreationResult")
     except Exception as exc:
@@ -123,7 +124,7 @@ def _write_AclCreationResult_v0(self, w):
 def _read_CreateAclsResponse_v0(buf, pos, view):
     try:
         self = _new(CreateAclsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
@@ -145,7 +146,7 @@ def _read_CreateAclsResponse_v0(buf, pos, view):
 
 def _write_CreateAclsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: results[]
         value = self.results
@@ -154,7 +155,11 @@ def _write_CreateAclsResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_results, item in enumerate(value):
-                _write_AclCreationResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_AclCreationResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreateAclsResponse")
     except Exception as exc:
@@ -164,7 +169,7 @@ def _write_CreateAclsResponse_v0(self, w):
 def _read_AclCreationResult_v2(buf, pos, view):
     try:
         self = _new(AclCreationResult)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -222,7 +227,7 @@ def _read_AclCreationResult_v2(buf, pos, view):
 
 def _write_AclCreationResult_v2(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -248,7 +253,7 @@ def _write_AclCreationResult_v2(self, w):
 def _read_CreateAclsResponse_v2(buf, pos, view):
     try:
         self = _new(CreateAclsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
@@ -306,7 +311,7 @@ def _read_CreateAclsResponse_v2(buf, pos, view):
 
 def _write_CreateAclsResponse_v2(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: results[]
         value = self.results
@@ -315,7 +320,10 @@ def _write_CreateAclsResponse_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_results, item in enumerate(value):
-                _write_AclCreationResult_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_AclCreationResult_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -339,5 +347,5 @@ CreateAclsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "79:- 82:error_code(2) 85:error_message 102:- 104:error_code(2) 106:error_message 123:- 126:throttle_time_ms(4) 129:results[] 146:- 148:throttle_time_ms(4) 150:results[] 164:- 167:error_code(2) 170:error_message 185:tagged_fields 223:- 225:error_code(2) 227:error_message 238:tagged_fields 248:- 251:throttle_time_ms(4) 254:results[] 269:tagged_fields 307:- 309:throttle_time_ms(4) 311:results[] 319:tagged_fields"
+    "79:- 82:error_code:h 85:error_message 102:- 104:error_code:h 106:error_message 117:unknown_tags 124:- 127:throttle_time_ms:i 130:results[] 147:- 149:throttle_time_ms:i 151:results[] 162:unknown_tags 169:- 172:error_code:h 175:error_message 190:tagged_fields 228:- 230:error_code:h 232:error_message 243:tagged_fields 253:- 256:throttle_time_ms:i 259:results[] 274:tagged_fields 312:- 314:throttle_time_ms:i 316:results[] 327:tagged_fields"
 )

@@ -133,6 +133,7 @@ def _write_CreatableRenewers_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreatableRenewers")
     except Exception as exc:
@@ -153,7 +154,7 @@ def _read_CreateDelegationTokenRequest_v0(buf, pos, view):
             item, pos = _read_CreatableRenewers_v0(buf, pos, view)
             append(item)
         self.renewers = tuple(items)
-        # field: max_lifetime_ms(8)
+        # field: max_lifetime_ms:q
         (self.max_lifetime_ms,) = _R_q(buf, pos)
         pos += 8
         self.owner_principal_type = ''
@@ -173,8 +174,11 @@ def _write_CreateDelegationTokenRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_renewers, item in enumerate(value):
-                _write_CreatableRenewers_v0(item, w)
-        # field: max_lifetime_ms(8)
+                value = item
+                if value is None:
+                    raise null_not_allowed("renewers_item")
+                _write_CreatableRenewers_v0(value, w)
+        # field: max_lifetime_ms:q
         w(_W_q(self.max_lifetime_ms))
         # field: owner_principal_type
         if self.owner_principal_type != '':
@@ -182,6 +186,7 @@ def _write_CreateDelegationTokenRequest_v0(self, w):
         # field: owner_principal_name
         if self.owner_principal_name != '':
             raise not_in_version("CreateDelegationTokenRequest", "owner_principal_name")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreateDelegationTokenRequest")
     except Exception as exc:
@@ -305,7 +310,7 @@ def _read_CreateDelegationTokenRequest_v2(buf, pos, view):
             item, pos = _read_CreatableRenewers_v2(buf, pos, view)
             append(item)
         self.renewers = tuple(items)
-        # field: max_lifetime_ms(8)
+        # field: max_lifetime_ms:q
         (self.max_lifetime_ms,) = _R_q(buf, pos)
         pos += 8
         self.owner_principal_type = ''
@@ -357,8 +362,11 @@ def _write_CreateDelegationTokenRequest_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_renewers, item in enumerate(value):
-                _write_CreatableRenewers_v2(item, w)
-        # field: max_lifetime_ms(8)
+                value = item
+                if value is None:
+                    raise null_not_allowed("renewers_item")
+                _write_CreatableRenewers_v2(value, w)
+        # field: max_lifetime_ms:q
         w(_W_q(self.max_lifetime_ms))
         # field: owner_principal_type
         if self.owner_principal_type != '':
@@ -424,7 +432,7 @@ def _read_CreateDelegationTokenRequest_v3(buf, pos, view):
             item, pos = _read_CreatableRenewers_v2(buf, pos, view)
             append(item)
         self.renewers = tuple(items)
-        # field: max_lifetime_ms(8)
+        # field: max_lifetime_ms:q
         (self.max_lifetime_ms,) = _R_q(buf, pos)
         pos += 8
         # field: tagged_fields
@@ -496,8 +504,11 @@ def _write_CreateDelegationTokenRequest_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_renewers, item in enumerate(value):
-                _write_CreatableRenewers_v2(item, w)
-        # field: max_lifetime_ms(8)
+                value = item
+                if value is None:
+                    raise null_not_allowed("renewers_item")
+                _write_CreatableRenewers_v2(value, w)
+        # field: max_lifetime_ms:q
         w(_W_q(self.max_lifetime_ms))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -522,5 +533,5 @@ CreateDelegationTokenRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "87:- 90:principal_type 98:principal_name 112:- 114:principal_type 125:principal_name 142:- 145:renewers[] 156:max_lifetime_ms(8) 167:- 169:renewers[] 177:max_lifetime_ms(8) 179:owner_principal_type 182:owner_principal_name 191:- 194:principal_type 206:principal_name 218:tagged_fields 256:- 258:principal_type 269:principal_name 280:tagged_fields 290:- 293:renewers[] 308:max_lifetime_ms(8) 313:tagged_fields 351:- 353:renewers[] 361:max_lifetime_ms(8) 363:owner_principal_type 366:owner_principal_name 369:tagged_fields 379:- 382:owner_principal_type 397:owner_principal_name 412:renewers[] 427:max_lifetime_ms(8) 430:tagged_fields 468:- 470:owner_principal_type 481:owner_principal_name 492:renewers[] 500:max_lifetime_ms(8) 502:tagged_fields"
+    "87:- 90:principal_type 98:principal_name 112:- 114:principal_type 125:principal_name 136:unknown_tags 143:- 146:renewers[] 157:max_lifetime_ms:q 168:- 170:renewers[] 181:max_lifetime_ms:q 183:owner_principal_type 186:owner_principal_name 189:unknown_tags 196:- 199:principal_type 211:principal_name 223:tagged_fields 261:- 263:principal_type 274:principal_name 285:tagged_fields 295:- 298:renewers[] 313:max_lifetime_ms:q 318:tagged_fields 356:- 358:renewers[] 369:max_lifetime_ms:q 371:owner_principal_type 374:owner_principal_name 377:tagged_fields 387:- 390:owner_principal_type 405:owner_principal_name 420:renewers[] 435:max_lifetime_ms:q 438:tagged_fields 476:- 478:owner_principal_type 489:owner_principal_name 500:renewers[] 511:max_lifetime_ms:q 513:tagged_fields"
 )

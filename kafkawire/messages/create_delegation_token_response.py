@@ -82,7 +82,7 @@ class CreateDelegationTokenResponse(_Message):
 def _read_CreateDelegationTokenResponse_v0(buf, pos, view):
     try:
         self = _new(CreateDelegationTokenResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: principal_type
@@ -101,7 +101,7 @@ def _read_CreateDelegationTokenResponse_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.principal_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: issue_timestamp_ms(8) expiry_timestamp_ms(8) max_timestamp_ms(8)
+        # field: issue_timestamp_ms:q expiry_timestamp_ms:q max_timestamp_ms:q
         (self.issue_timestamp_ms, self.expiry_timestamp_ms, self.max_timestamp_ms,) = _R_qqq(buf, pos)
         pos += 24
         # field: token_id
@@ -120,7 +120,7 @@ def _read_CreateDelegationTokenResponse_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "bytes")
         self.hmac = view[pos:end]
         pos = end
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         self.token_requester_principal_type = ''
@@ -133,7 +133,7 @@ def _read_CreateDelegationTokenResponse_v0(buf, pos, view):
 
 def _write_CreateDelegationTokenResponse_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: principal_type
         value = self.principal_type
@@ -157,7 +157,7 @@ def _write_CreateDelegationTokenResponse_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: issue_timestamp_ms(8) expiry_timestamp_ms(8) max_timestamp_ms(8)
+        # field: issue_timestamp_ms:q expiry_timestamp_ms:q max_timestamp_ms:q
         w(_W_qqq(self.issue_timestamp_ms, self.expiry_timestamp_ms, self.max_timestamp_ms))
         # field: token_id
         value = self.token_id
@@ -177,7 +177,7 @@ def _write_CreateDelegationTokenResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(value)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: token_requester_principal_type
         if self.token_requester_principal_type != '':
@@ -185,6 +185,7 @@ def _write_CreateDelegationTokenResponse_v0(self, w):
         # field: token_requester_principal_name
         if self.token_requester_principal_name != '':
             raise not_in_version("CreateDelegationTokenResponse", "token_requester_principal_name")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreateDelegationTokenResponse")
     except Exception as exc:
@@ -194,7 +195,7 @@ def _write_CreateDelegationTokenResponse_v0(self, w):
 def _read_CreateDelegationTokenResponse_v2(buf, pos, view):
     try:
         self = _new(CreateDelegationTokenResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: principal_type
@@ -221,7 +222,7 @@ def _read_CreateDelegationTokenResponse_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.principal_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: issue_timestamp_ms(8) expiry_timestamp_ms(8) max_timestamp_ms(8)
+        # field: issue_timestamp_ms:q expiry_timestamp_ms:q max_timestamp_ms:q
         (self.issue_timestamp_ms, self.expiry_timestamp_ms, self.max_timestamp_ms,) = _R_qqq(buf, pos)
         pos += 24
         # field: token_id
@@ -248,7 +249,7 @@ def _read_CreateDelegationTokenResponse_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "bytes")
         self.hmac = view[pos:end]
         pos = end
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         self.token_requester_principal_type = ''
@@ -293,7 +294,7 @@ def _read_CreateDelegationTokenResponse_v2(buf, pos, view):
 
 def _write_CreateDelegationTokenResponse_v2(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: principal_type
         value = self.principal_type
@@ -317,7 +318,7 @@ def _write_CreateDelegationTokenResponse_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: issue_timestamp_ms(8) expiry_timestamp_ms(8) max_timestamp_ms(8)
+        # field: issue_timestamp_ms:q expiry_timestamp_ms:q max_timestamp_ms:q
         w(_W_qqq(self.issue_timestamp_ms, self.expiry_timestamp_ms, self.max_timestamp_ms))
         # field: token_id
         value = self.token_id
@@ -337,7 +338,7 @@ def _write_CreateDelegationTokenResponse_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             w(value)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: token_requester_principal_type
         if self.token_requester_principal_type != '':
@@ -358,7 +359,7 @@ def _write_CreateDelegationTokenResponse_v2(self, w):
 def _read_CreateDelegationTokenResponse_v3(buf, pos, view):
     try:
         self = _new(CreateDelegationTokenResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: principal_type
@@ -409,7 +410,7 @@ def _read_CreateDelegationTokenResponse_v3(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.token_requester_principal_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: issue_timestamp_ms(8) expiry_timestamp_ms(8) max_timestamp_ms(8)
+        # field: issue_timestamp_ms:q expiry_timestamp_ms:q max_timestamp_ms:q
         (self.issue_timestamp_ms, self.expiry_timestamp_ms, self.max_timestamp_ms,) = _R_qqq(buf, pos)
         pos += 24
         # field: token_id
@@ -436,7 +437,7 @@ def _read_CreateDelegationTokenResponse_v3(buf, pos, view):
             raise bad_length(n, pos, len(buf), "bytes")
         self.hmac = view[pos:end]
         pos = end
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -479,7 +480,7 @@ def _read_CreateDelegationTokenResponse_v3(buf, pos, view):
 
 def _write_CreateDelegationTokenResponse_v3(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: principal_type
         value = self.principal_type
@@ -525,7 +526,7 @@ def _write_CreateDelegationTokenResponse_v3(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: issue_timestamp_ms(8) expiry_timestamp_ms(8) max_timestamp_ms(8)
+        # field: issue_timestamp_ms:q expiry_timestamp_ms:q max_timestamp_ms:q
         w(_W_qqq(self.issue_timestamp_ms, self.expiry_timestamp_ms, self.max_timestamp_ms))
         # field: token_id
         value = self.token_id
@@ -545,7 +546,7 @@ def _write_CreateDelegationTokenResponse_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             w(value)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -570,5 +571,5 @@ CreateDelegationTokenResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "82:- 85:error_code(2) 88:principal_type 96:principal_name 104:issue_timestamp_ms(8)/expiry_timestamp_ms(8)/max_timestamp_ms(8) 107:token_id 115:hmac 123:throttle_time_ms(4) 134:- 136:error_code(2) 138:principal_type 149:principal_name 160:issue_timestamp_ms(8)/expiry_timestamp_ms(8)/max_timestamp_ms(8) 162:token_id 173:hmac 180:throttle_time_ms(4) 182:token_requester_principal_type 185:token_requester_principal_name 194:- 197:error_code(2) 200:principal_type 212:principal_name 224:issue_timestamp_ms(8)/expiry_timestamp_ms(8)/max_timestamp_ms(8) 227:token_id 239:hmac 251:throttle_time_ms(4) 256:tagged_fields 294:- 296:error_code(2) 298:principal_type 309:principal_name 320:issue_timestamp_ms(8)/expiry_timestamp_ms(8)/max_timestamp_ms(8) 322:token_id 333:hmac 340:throttle_time_ms(4) 342:token_requester_principal_type 345:token_requester_principal_name 348:tagged_fields 358:- 361:error_code(2) 364:principal_type 376:principal_name 388:token_requester_principal_type 400:token_requester_principal_name 412:issue_timestamp_ms(8)/expiry_timestamp_ms(8)/max_timestamp_ms(8) 415:token_id 427:hmac 439:throttle_time_ms(4) 442:tagged_fields 480:- 482:error_code(2) 484:principal_type 495:principal_name 506:token_requester_principal_type 517:token_requester_principal_name 528:issue_timestamp_ms(8)/expiry_timestamp_ms(8)/max_timestamp_ms(8) 530:token_id 541:hmac 548:throttle_time_ms(4) 550:tagged_fields"
+    "82:- 85:error_code:h 88:principal_type 96:principal_name 104:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 107:token_id 115:hmac 123:throttle_time_ms:i 134:- 136:error_code:h 138:principal_type 149:principal_name 160:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 162:token_id 173:hmac 180:throttle_time_ms:i 182:token_requester_principal_type 185:token_requester_principal_name 188:unknown_tags 195:- 198:error_code:h 201:principal_type 213:principal_name 225:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 228:token_id 240:hmac 252:throttle_time_ms:i 257:tagged_fields 295:- 297:error_code:h 299:principal_type 310:principal_name 321:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 323:token_id 334:hmac 341:throttle_time_ms:i 343:token_requester_principal_type 346:token_requester_principal_name 349:tagged_fields 359:- 362:error_code:h 365:principal_type 377:principal_name 389:token_requester_principal_type 401:token_requester_principal_name 413:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 416:token_id 428:hmac 440:throttle_time_ms:i 443:tagged_fields 481:- 483:error_code:h 485:principal_type 496:principal_name 507:token_requester_principal_type 518:token_requester_principal_name 529:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 531:token_id 542:hmac 549:throttle_time_ms:i 551:tagged_fields"
 )

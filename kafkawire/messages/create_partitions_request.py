@@ -134,6 +134,7 @@ def _write_CreatePartitionsAssignment_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreatePartitionsAssignment")
     except Exception as exc:
@@ -151,7 +152,7 @@ def _read_CreatePartitionsTopic_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: count(4)
+        # field: count:i
         (self.count,) = _R_i(buf, pos)
         pos += 4
         # field: assignments[]
@@ -187,7 +188,7 @@ def _write_CreatePartitionsTopic_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: count(4)
+        # field: count:i
         w(_W_i(self.count))
         # field: assignments[]
         value = self.assignments
@@ -196,7 +197,11 @@ def _write_CreatePartitionsTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_assignments, item in enumerate(value):
-                _write_CreatePartitionsAssignment_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("assignments_item")
+                _write_CreatePartitionsAssignment_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreatePartitionsTopic")
     except Exception as exc:
@@ -217,7 +222,7 @@ def _read_CreatePartitionsRequest_v0(buf, pos, view):
             item, pos = _read_CreatePartitionsTopic_v0(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: timeout_ms(4) validate_only(1)
+        # field: timeout_ms:i validate_only:?
         (self.timeout_ms, self.validate_only,) = _R_i_(buf, pos)
         pos += 5
         self.unknown_tags = None
@@ -235,9 +240,13 @@ def _write_CreatePartitionsRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_CreatePartitionsTopic_v0(item, w)
-        # field: timeout_ms(4) validate_only(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_CreatePartitionsTopic_v0(value, w)
+        # field: timeout_ms:i validate_only:?
         w(_W_i_(self.timeout_ms, self.validate_only))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreatePartitionsRequest")
     except Exception as exc:
@@ -330,7 +339,7 @@ def _read_CreatePartitionsTopic_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: count(4)
+        # field: count:i
         (self.count,) = _R_i(buf, pos)
         pos += 4
         # field: assignments[]
@@ -402,7 +411,7 @@ def _write_CreatePartitionsTopic_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: count(4)
+        # field: count:i
         w(_W_i(self.count))
         # field: assignments[]
         value = self.assignments
@@ -411,7 +420,10 @@ def _write_CreatePartitionsTopic_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_assignments, item in enumerate(value):
-                _write_CreatePartitionsAssignment_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("assignments_item")
+                _write_CreatePartitionsAssignment_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -440,7 +452,7 @@ def _read_CreatePartitionsRequest_v2(buf, pos, view):
             item, pos = _read_CreatePartitionsTopic_v2(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: timeout_ms(4) validate_only(1)
+        # field: timeout_ms:i validate_only:?
         (self.timeout_ms, self.validate_only,) = _R_i_(buf, pos)
         pos += 5
         # field: tagged_fields
@@ -490,8 +502,11 @@ def _write_CreatePartitionsRequest_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_CreatePartitionsTopic_v2(item, w)
-        # field: timeout_ms(4) validate_only(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_CreatePartitionsTopic_v2(value, w)
+        # field: timeout_ms:i validate_only:?
         w(_W_i_(self.timeout_ms, self.validate_only))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -516,5 +531,5 @@ CreatePartitionsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "112:- 115:broker_ids 128:- 130:broker_ids 143:- 146:name 154:count(4) 157:assignments[] 177:- 179:name 190:count(4) 192:assignments[] 206:- 209:topics[] 220:timeout_ms(4)/validate_only(1) 229:- 231:topics[] 239:timeout_ms(4)/validate_only(1) 247:- 250:broker_ids 261:tagged_fields 299:- 301:broker_ids 308:tagged_fields 318:- 321:name 333:count(4) 336:assignments[] 354:tagged_fields 392:- 394:name 405:count(4) 407:assignments[] 415:tagged_fields 425:- 428:topics[] 443:timeout_ms(4)/validate_only(1) 446:tagged_fields 484:- 486:topics[] 494:timeout_ms(4)/validate_only(1) 496:tagged_fields"
+    "112:- 115:broker_ids 128:- 130:broker_ids 137:unknown_tags 144:- 147:name 155:count:i 158:assignments[] 178:- 180:name 191:count:i 193:assignments[] 204:unknown_tags 211:- 214:topics[] 225:timeout_ms:i/validate_only:? 234:- 236:topics[] 247:timeout_ms:i/validate_only:? 249:unknown_tags 256:- 259:broker_ids 270:tagged_fields 308:- 310:broker_ids 317:tagged_fields 327:- 330:name 342:count:i 345:assignments[] 363:tagged_fields 401:- 403:name 414:count:i 416:assignments[] 427:tagged_fields 437:- 440:topics[] 455:timeout_ms:i/validate_only:? 458:tagged_fields 496:- 498:topics[] 509:timeout_ms:i/validate_only:? 511:tagged_fields"
 )

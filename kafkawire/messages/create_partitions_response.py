@@ -90,7 +90,7 @@ def _read_CreatePartitionsTopicResult_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -123,7 +123,7 @@ def _write_CreatePartitionsTopicResult_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -136,6 +136,7 @@ def _write_CreatePartitionsTopicResult_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreatePartitionsTopicResult")
     except Exception as exc:
@@ -145,7 +146,7 @@ def _write_CreatePartitionsTopicResult_v0(self, w):
 def _read_CreatePartitionsResponse_v0(buf, pos, view):
     try:
         self = _new(CreatePartitionsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
@@ -167,7 +168,7 @@ def _read_CreatePartitionsResponse_v0(buf, pos, view):
 
 def _write_CreatePartitionsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: results[]
         value = self.results
@@ -176,7 +177,11 @@ def _write_CreatePartitionsResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_results, item in enumerate(value):
-                _write_CreatePartitionsTopicResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_CreatePartitionsTopicResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreatePartitionsResponse")
     except Exception as exc:
@@ -198,7 +203,7 @@ def _read_CreatePartitionsTopicResult_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -267,7 +272,7 @@ def _write_CreatePartitionsTopicResult_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -293,7 +298,7 @@ def _write_CreatePartitionsTopicResult_v2(self, w):
 def _read_CreatePartitionsResponse_v2(buf, pos, view):
     try:
         self = _new(CreatePartitionsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
@@ -351,7 +356,7 @@ def _read_CreatePartitionsResponse_v2(buf, pos, view):
 
 def _write_CreatePartitionsResponse_v2(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: results[]
         value = self.results
@@ -360,7 +365,10 @@ def _write_CreatePartitionsResponse_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_results, item in enumerate(value):
-                _write_CreatePartitionsTopicResult_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_CreatePartitionsTopicResult_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -384,5 +392,5 @@ CreatePartitionsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "82:- 85:name 93:error_code(2) 96:error_message 113:- 115:name 126:error_code(2) 128:error_message 145:- 148:throttle_time_ms(4) 151:results[] 168:- 170:throttle_time_ms(4) 172:results[] 186:- 189:name 201:error_code(2) 204:error_message 219:tagged_fields 257:- 259:name 270:error_code(2) 272:error_message 283:tagged_fields 293:- 296:throttle_time_ms(4) 299:results[] 314:tagged_fields 352:- 354:throttle_time_ms(4) 356:results[] 364:tagged_fields"
+    "82:- 85:name 93:error_code:h 96:error_message 113:- 115:name 126:error_code:h 128:error_message 139:unknown_tags 146:- 149:throttle_time_ms:i 152:results[] 169:- 171:throttle_time_ms:i 173:results[] 184:unknown_tags 191:- 194:name 206:error_code:h 209:error_message 224:tagged_fields 262:- 264:name 275:error_code:h 277:error_message 288:tagged_fields 298:- 301:throttle_time_ms:i 304:results[] 319:tagged_fields 357:- 359:throttle_time_ms:i 361:results[] 372:tagged_fields"
 )

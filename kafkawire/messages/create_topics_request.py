@@ -149,7 +149,7 @@ CreateTopicsRequest.CreatableTopicConfig = CreatableTopicConfig
 def _read_CreatableReplicaAssignment_v0(buf, pos, view):
     try:
         self = _new(CreatableReplicaAssignment)
-        # field: partition_index(4)
+        # field: partition_index:i
         (self.partition_index,) = _R_i(buf, pos)
         pos += 4
         # field: broker_ids
@@ -167,7 +167,7 @@ def _read_CreatableReplicaAssignment_v0(buf, pos, view):
 
 def _write_CreatableReplicaAssignment_v0(self, w):
     try:
-        # field: partition_index(4)
+        # field: partition_index:i
         w(_W_i(self.partition_index))
         # field: broker_ids
         value = self.broker_ids
@@ -176,6 +176,7 @@ def _write_CreatableReplicaAssignment_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreatableReplicaAssignment")
     except Exception as exc:
@@ -234,6 +235,7 @@ def _write_CreatableTopicConfig_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreatableTopicConfig")
     except Exception as exc:
@@ -251,7 +253,7 @@ def _read_CreatableTopic_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: num_partitions(4) replication_factor(2)
+        # field: num_partitions:i replication_factor:h
         (self.num_partitions, self.replication_factor,) = _R_ih(buf, pos)
         pos += 6
         # field: assignments[]
@@ -295,7 +297,7 @@ def _write_CreatableTopic_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: num_partitions(4) replication_factor(2)
+        # field: num_partitions:i replication_factor:h
         w(_W_ih(self.num_partitions, self.replication_factor))
         # field: assignments[]
         value = self.assignments
@@ -304,7 +306,10 @@ def _write_CreatableTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_assignments, item in enumerate(value):
-                _write_CreatableReplicaAssignment_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("assignments_item")
+                _write_CreatableReplicaAssignment_v0(value, w)
         # field: configs[]
         value = self.configs
         if value is None:
@@ -312,7 +317,11 @@ def _write_CreatableTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_configs, item in enumerate(value):
-                _write_CreatableTopicConfig_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("configs_item")
+                _write_CreatableTopicConfig_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreatableTopic")
     except Exception as exc:
@@ -333,7 +342,7 @@ def _read_CreateTopicsRequest_v0(buf, pos, view):
             item, pos = _read_CreatableTopic_v0(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         self.validate_only = False
@@ -352,12 +361,16 @@ def _write_CreateTopicsRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_CreatableTopic_v0(item, w)
-        # field: timeout_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_CreatableTopic_v0(value, w)
+        # field: timeout_ms:i
         w(_W_i(self.timeout_ms))
         # field: validate_only
         if self.validate_only != False:
             raise not_in_version("CreateTopicsRequest", "validate_only")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreateTopicsRequest")
     except Exception as exc:
@@ -378,7 +391,7 @@ def _read_CreateTopicsRequest_v1(buf, pos, view):
             item, pos = _read_CreatableTopic_v0(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: timeout_ms(4) validate_only(1)
+        # field: timeout_ms:i validate_only:?
         (self.timeout_ms, self.validate_only,) = _R_i_(buf, pos)
         pos += 5
         self.unknown_tags = None
@@ -396,9 +409,13 @@ def _write_CreateTopicsRequest_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_CreatableTopic_v0(item, w)
-        # field: timeout_ms(4) validate_only(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_CreatableTopic_v0(value, w)
+        # field: timeout_ms:i validate_only:?
         w(_W_i_(self.timeout_ms, self.validate_only))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreateTopicsRequest")
     except Exception as exc:
@@ -408,7 +425,7 @@ def _write_CreateTopicsRequest_v1(self, w):
 def _read_CreatableReplicaAssignment_v5(buf, pos, view):
     try:
         self = _new(CreatableReplicaAssignment)
-        # field: partition_index(4)
+        # field: partition_index:i
         (self.partition_index,) = _R_i(buf, pos)
         pos += 4
         # field: broker_ids
@@ -462,7 +479,7 @@ def _read_CreatableReplicaAssignment_v5(buf, pos, view):
 
 def _write_CreatableReplicaAssignment_v5(self, w):
     try:
-        # field: partition_index(4)
+        # field: partition_index:i
         w(_W_i(self.partition_index))
         # field: broker_ids
         value = self.broker_ids
@@ -598,7 +615,7 @@ def _read_CreatableTopic_v5(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: num_partitions(4) replication_factor(2)
+        # field: num_partitions:i replication_factor:h
         (self.num_partitions, self.replication_factor,) = _R_ih(buf, pos)
         pos += 6
         # field: assignments[]
@@ -682,7 +699,7 @@ def _write_CreatableTopic_v5(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: num_partitions(4) replication_factor(2)
+        # field: num_partitions:i replication_factor:h
         w(_W_ih(self.num_partitions, self.replication_factor))
         # field: assignments[]
         value = self.assignments
@@ -691,7 +708,10 @@ def _write_CreatableTopic_v5(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_assignments, item in enumerate(value):
-                _write_CreatableReplicaAssignment_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("assignments_item")
+                _write_CreatableReplicaAssignment_v5(value, w)
         # field: configs[]
         value = self.configs
         if value is None:
@@ -699,7 +719,10 @@ def _write_CreatableTopic_v5(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_configs, item in enumerate(value):
-                _write_CreatableTopicConfig_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("configs_item")
+                _write_CreatableTopicConfig_v5(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -728,7 +751,7 @@ def _read_CreateTopicsRequest_v5(buf, pos, view):
             item, pos = _read_CreatableTopic_v5(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: timeout_ms(4) validate_only(1)
+        # field: timeout_ms:i validate_only:?
         (self.timeout_ms, self.validate_only,) = _R_i_(buf, pos)
         pos += 5
         # field: tagged_fields
@@ -778,8 +801,11 @@ def _write_CreateTopicsRequest_v5(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_CreatableTopic_v5(item, w)
-        # field: timeout_ms(4) validate_only(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_CreatableTopic_v5(value, w)
+        # field: timeout_ms:i validate_only:?
         w(_W_i_(self.timeout_ms, self.validate_only))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -812,5 +838,5 @@ CreateTopicsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "149:- 152:partition_index(4) 155:broker_ids 168:- 170:partition_index(4) 172:broker_ids 185:- 188:name 196:value 213:- 215:name 226:value 243:- 246:name 254:num_partitions(4)/replication_factor(2) 257:assignments[] 268:configs[] 285:- 287:name 298:num_partitions(4)/replication_factor(2) 300:assignments[] 308:configs[] 322:- 325:topics[] 336:timeout_ms(4) 346:- 348:topics[] 356:timeout_ms(4) 358:validate_only 367:- 370:topics[] 381:timeout_ms(4)/validate_only(1) 390:- 392:topics[] 400:timeout_ms(4)/validate_only(1) 408:- 411:partition_index(4) 414:broker_ids 425:tagged_fields 463:- 465:partition_index(4) 467:broker_ids 474:tagged_fields 484:- 487:name 499:value 514:tagged_fields 552:- 554:name 565:value 576:tagged_fields 586:- 589:name 601:num_partitions(4)/replication_factor(2) 604:assignments[] 619:configs[] 634:tagged_fields 672:- 674:name 685:num_partitions(4)/replication_factor(2) 687:assignments[] 695:configs[] 703:tagged_fields 713:- 716:topics[] 731:timeout_ms(4)/validate_only(1) 734:tagged_fields 772:- 774:topics[] 782:timeout_ms(4)/validate_only(1) 784:tagged_fields"
+    "149:- 152:partition_index:i 155:broker_ids 168:- 170:partition_index:i 172:broker_ids 179:unknown_tags 186:- 189:name 197:value 214:- 216:name 227:value 238:unknown_tags 245:- 248:name 256:num_partitions:i/replication_factor:h 259:assignments[] 270:configs[] 287:- 289:name 300:num_partitions:i/replication_factor:h 302:assignments[] 313:configs[] 324:unknown_tags 331:- 334:topics[] 345:timeout_ms:i 355:- 357:topics[] 368:timeout_ms:i 370:validate_only 373:unknown_tags 380:- 383:topics[] 394:timeout_ms:i/validate_only:? 403:- 405:topics[] 416:timeout_ms:i/validate_only:? 418:unknown_tags 425:- 428:partition_index:i 431:broker_ids 442:tagged_fields 480:- 482:partition_index:i 484:broker_ids 491:tagged_fields 501:- 504:name 516:value 531:tagged_fields 569:- 571:name 582:value 593:tagged_fields 603:- 606:name 618:num_partitions:i/replication_factor:h 621:assignments[] 636:configs[] 651:tagged_fields 689:- 691:name 702:num_partitions:i/replication_factor:h 704:assignments[] 715:configs[] 726:tagged_fields 736:- 739:topics[] 754:timeout_ms:i/validate_only:? 757:tagged_fields 795:- 797:topics[] 808:timeout_ms:i/validate_only:? 810:tagged_fields"
 )

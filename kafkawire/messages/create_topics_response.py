@@ -146,7 +146,7 @@ def _read_CreatableTopicResult_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         self.topic_id = ZERO_UUID
@@ -174,8 +174,9 @@ def _write_CreatableTopicResult_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreatableTopicResult")
     except Exception as exc:
@@ -212,7 +213,11 @@ def _write_CreateTopicsResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_CreatableTopicResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_CreatableTopicResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreateTopicsResponse")
     except Exception as exc:
@@ -230,7 +235,7 @@ def _read_CreatableTopicResult_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -268,7 +273,7 @@ def _write_CreatableTopicResult_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -281,6 +286,7 @@ def _write_CreatableTopicResult_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreatableTopicResult")
     except Exception as exc:
@@ -317,7 +323,11 @@ def _write_CreateTopicsResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_CreatableTopicResult_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_CreatableTopicResult_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreateTopicsResponse")
     except Exception as exc:
@@ -327,7 +337,7 @@ def _write_CreateTopicsResponse_v1(self, w):
 def _read_CreateTopicsResponse_v2(buf, pos, view):
     try:
         self = _new(CreateTopicsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -349,7 +359,7 @@ def _read_CreateTopicsResponse_v2(buf, pos, view):
 
 def _write_CreateTopicsResponse_v2(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -358,7 +368,11 @@ def _write_CreateTopicsResponse_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_CreatableTopicResult_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_CreatableTopicResult_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("CreateTopicsResponse")
     except Exception as exc:
@@ -395,7 +409,7 @@ def _read_CreatableTopicConfigs_v5(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
-        # field: read_only(1) config_source(1) is_sensitive(1)
+        # field: read_only:? config_source:b is_sensitive:?
         (self.read_only, self.config_source, self.is_sensitive,) = _R__b_(buf, pos)
         pos += 3
         # field: tagged_fields
@@ -460,7 +474,7 @@ def _write_CreatableTopicConfigs_v5(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: read_only(1) config_source(1) is_sensitive(1)
+        # field: read_only:? config_source:b is_sensitive:?
         w(_W__b_(self.read_only, self.config_source, self.is_sensitive))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -487,7 +501,7 @@ def _read_CreatableTopicResult_v5(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -505,7 +519,7 @@ def _read_CreatableTopicResult_v5(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: num_partitions(4) replication_factor(2)
+        # field: num_partitions:i replication_factor:h
         (self.num_partitions, self.replication_factor,) = _R_ih(buf, pos)
         pos += 6
         # field: configs[]
@@ -587,7 +601,7 @@ def _write_CreatableTopicResult_v5(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -600,7 +614,7 @@ def _write_CreatableTopicResult_v5(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: num_partitions(4) replication_factor(2)
+        # field: num_partitions:i replication_factor:h
         w(_W_ih(self.num_partitions, self.replication_factor))
         # field: configs[]
         value = self.configs
@@ -609,7 +623,10 @@ def _write_CreatableTopicResult_v5(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_configs, item in enumerate(value):
-                _write_CreatableTopicConfigs_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("configs_item")
+                _write_CreatableTopicConfigs_v5(value, w)
         tags = []
         # field: topic_config_error_code
         if self.topic_config_error_code != 0:
@@ -629,7 +646,7 @@ def _write_CreatableTopicResult_v5(self, w):
 def _read_CreateTopicsResponse_v5(buf, pos, view):
     try:
         self = _new(CreateTopicsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -687,7 +704,7 @@ def _read_CreateTopicsResponse_v5(buf, pos, view):
 
 def _write_CreateTopicsResponse_v5(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -696,7 +713,10 @@ def _write_CreateTopicsResponse_v5(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_CreatableTopicResult_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_CreatableTopicResult_v5(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -722,7 +742,7 @@ def _read_CreatableTopicResult_v7(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: topic_id(16) error_code(2)
+        # field: topic_id:16s error_code:h
         (u_topic_id, self.error_code,) = _R_16sh(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 18
@@ -741,7 +761,7 @@ def _read_CreatableTopicResult_v7(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: num_partitions(4) replication_factor(2)
+        # field: num_partitions:i replication_factor:h
         (self.num_partitions, self.replication_factor,) = _R_ih(buf, pos)
         pos += 6
         # field: configs[]
@@ -822,7 +842,7 @@ def _write_CreatableTopicResult_v7(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: topic_id(16) error_code(2)
+        # field: topic_id:16s error_code:h
         w(_W_16sh(self.topic_id.bytes, self.error_code))
         # field: error_message
         value = self.error_message
@@ -835,7 +855,7 @@ def _write_CreatableTopicResult_v7(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: num_partitions(4) replication_factor(2)
+        # field: num_partitions:i replication_factor:h
         w(_W_ih(self.num_partitions, self.replication_factor))
         # field: configs[]
         value = self.configs
@@ -844,7 +864,10 @@ def _write_CreatableTopicResult_v7(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_configs, item in enumerate(value):
-                _write_CreatableTopicConfigs_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("configs_item")
+                _write_CreatableTopicConfigs_v5(value, w)
         tags = []
         # field: topic_config_error_code
         if self.topic_config_error_code != 0:
@@ -864,7 +887,7 @@ def _write_CreatableTopicResult_v7(self, w):
 def _read_CreateTopicsResponse_v7(buf, pos, view):
     try:
         self = _new(CreateTopicsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -922,7 +945,7 @@ def _read_CreateTopicsResponse_v7(buf, pos, view):
 
 def _write_CreateTopicsResponse_v7(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -931,7 +954,10 @@ def _write_CreateTopicsResponse_v7(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_CreatableTopicResult_v7(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_CreatableTopicResult_v7(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -963,5 +989,5 @@ CreateTopicsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "138:- 141:name 149:error_code(2) 164:- 166:name 177:error_code(2) 185:- 188:topics[] 206:- 208:topics[] 222:- 225:name 233:error_code(2) 236:error_message 258:- 260:name 271:error_code(2) 273:error_message 290:- 293:topics[] 311:- 313:topics[] 327:- 330:throttle_time_ms(4) 333:topics[] 350:- 352:throttle_time_ms(4) 354:topics[] 368:- 371:name 383:value 398:read_only(1)/config_source(1)/is_sensitive(1) 401:tagged_fields 439:- 441:name 452:value 463:read_only(1)/config_source(1)/is_sensitive(1) 465:tagged_fields 475:- 478:name 490:error_code(2) 493:error_message 508:num_partitions(4)/replication_factor(2) 511:configs[] 531:tagged_fields 560:topic_config_error_code 565:tagged_fields 577:- 579:name 590:error_code(2) 592:error_message 603:num_partitions(4)/replication_factor(2) 605:configs[] 614:topic_config_error_code 619:tagged_fields 629:- 632:throttle_time_ms(4) 635:topics[] 650:tagged_fields 688:- 690:throttle_time_ms(4) 692:topics[] 700:tagged_fields 710:- 713:name 725:topic_id(16)/error_code(2) 729:error_message 744:num_partitions(4)/replication_factor(2) 747:configs[] 766:tagged_fields 795:topic_config_error_code 800:tagged_fields 812:- 814:name 825:topic_id(16)/error_code(2) 827:error_message 838:num_partitions(4)/replication_factor(2) 840:configs[] 849:topic_config_error_code 854:tagged_fields 864:- 867:throttle_time_ms(4) 870:topics[] 885:tagged_fields 923:- 925:throttle_time_ms(4) 927:topics[] 935:tagged_fields"
+    "138:- 141:name 149:error_code:h 164:- 166:name 177:error_code:h 179:unknown_tags 186:- 189:topics[] 207:- 209:topics[] 220:unknown_tags 227:- 230:name 238:error_code:h 241:error_message 263:- 265:name 276:error_code:h 278:error_message 289:unknown_tags 296:- 299:topics[] 317:- 319:topics[] 330:unknown_tags 337:- 340:throttle_time_ms:i 343:topics[] 360:- 362:throttle_time_ms:i 364:topics[] 375:unknown_tags 382:- 385:name 397:value 412:read_only:?/config_source:b/is_sensitive:? 415:tagged_fields 453:- 455:name 466:value 477:read_only:?/config_source:b/is_sensitive:? 479:tagged_fields 489:- 492:name 504:error_code:h 507:error_message 522:num_partitions:i/replication_factor:h 525:configs[] 545:tagged_fields 574:topic_config_error_code 579:tagged_fields 591:- 593:name 604:error_code:h 606:error_message 617:num_partitions:i/replication_factor:h 619:configs[] 631:topic_config_error_code 636:tagged_fields 646:- 649:throttle_time_ms:i 652:topics[] 667:tagged_fields 705:- 707:throttle_time_ms:i 709:topics[] 720:tagged_fields 730:- 733:name 745:topic_id:16s/error_code:h 749:error_message 764:num_partitions:i/replication_factor:h 767:configs[] 786:tagged_fields 815:topic_config_error_code 820:tagged_fields 832:- 834:name 845:topic_id:16s/error_code:h 847:error_message 858:num_partitions:i/replication_factor:h 860:configs[] 872:topic_config_error_code 877:tagged_fields 887:- 890:throttle_time_ms:i 893:topics[] 908:tagged_fields 946:- 948:throttle_time_ms:i 950:topics[] 961:tagged_fields"
 )

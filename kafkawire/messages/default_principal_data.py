@@ -82,7 +82,7 @@ def _read_DefaultPrincipalData_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: token_authenticated(1)
+        # field: token_authenticated:?
         (self.token_authenticated,) = _R__(buf, pos)
         pos += 1
         # field: tagged_fields
@@ -147,7 +147,7 @@ def _write_DefaultPrincipalData_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: token_authenticated(1)
+        # field: token_authenticated:?
         w(_W__(self.token_authenticated))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -166,5 +166,5 @@ DefaultPrincipalData._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "58:- 61:type 73:name 85:token_authenticated(1) 88:tagged_fields 126:- 128:type 139:name 150:token_authenticated(1) 152:tagged_fields"
+    "58:- 61:type 73:name 85:token_authenticated:? 88:tagged_fields 126:- 128:type 139:name 150:token_authenticated:? 152:tagged_fields"
 )

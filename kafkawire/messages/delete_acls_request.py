@@ -95,7 +95,7 @@ DeleteAclsRequest.DeleteAclsFilter = DeleteAclsFilter
 def _read_DeleteAclsFilter_v0(buf, pos, view):
     try:
         self = _new(DeleteAclsFilter)
-        # field: resource_type_filter(1)
+        # field: resource_type_filter:b
         (self.resource_type_filter,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name_filter
@@ -131,7 +131,7 @@ def _read_DeleteAclsFilter_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.host_filter = str(buf[pos:end], "utf-8")
             pos = end
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         (self.operation, self.permission_type,) = _R_bb(buf, pos)
         pos += 2
         self.pattern_type_filter = 3
@@ -143,7 +143,7 @@ def _read_DeleteAclsFilter_v0(buf, pos, view):
 
 def _write_DeleteAclsFilter_v0(self, w):
     try:
-        # field: resource_type_filter(1)
+        # field: resource_type_filter:b
         w(_W_b(self.resource_type_filter))
         # field: resource_name_filter
         value = self.resource_name_filter
@@ -178,11 +178,12 @@ def _write_DeleteAclsFilter_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
         # field: pattern_type_filter
         if self.pattern_type_filter != 3:
             raise not_in_version("DeleteAclsFilter", "pattern_type_filter")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteAclsFilter")
     except Exception as exc:
@@ -218,7 +219,11 @@ def _write_DeleteAclsRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_filters, item in enumerate(value):
-                _write_DeleteAclsFilter_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("filters_item")
+                _write_DeleteAclsFilter_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteAclsRequest")
     except Exception as exc:
@@ -228,7 +233,7 @@ def _write_DeleteAclsRequest_v0(self, w):
 def _read_DeleteAclsFilter_v1(buf, pos, view):
     try:
         self = _new(DeleteAclsFilter)
-        # field: resource_type_filter(1)
+        # field: resource_type_filter:b
         (self.resource_type_filter,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name_filter
@@ -242,7 +247,7 @@ def _read_DeleteAclsFilter_v1(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.resource_name_filter = str(buf[pos:end], "utf-8")
             pos = end
-        # field: pattern_type_filter(1)
+        # field: pattern_type_filter:b
         (self.pattern_type_filter,) = _R_b(buf, pos)
         pos += 1
         # field: principal_filter
@@ -267,7 +272,7 @@ def _read_DeleteAclsFilter_v1(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.host_filter = str(buf[pos:end], "utf-8")
             pos = end
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         (self.operation, self.permission_type,) = _R_bb(buf, pos)
         pos += 2
         self.unknown_tags = None
@@ -278,7 +283,7 @@ def _read_DeleteAclsFilter_v1(buf, pos, view):
 
 def _write_DeleteAclsFilter_v1(self, w):
     try:
-        # field: resource_type_filter(1)
+        # field: resource_type_filter:b
         w(_W_b(self.resource_type_filter))
         # field: resource_name_filter
         value = self.resource_name_filter
@@ -291,7 +296,7 @@ def _write_DeleteAclsFilter_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: pattern_type_filter(1)
+        # field: pattern_type_filter:b
         w(_W_b(self.pattern_type_filter))
         # field: principal_filter
         value = self.principal_filter
@@ -315,8 +320,9 @@ def _write_DeleteAclsFilter_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteAclsFilter")
     except Exception as exc:
@@ -352,7 +358,11 @@ def _write_DeleteAclsRequest_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_filters, item in enumerate(value):
-                _write_DeleteAclsFilter_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("filters_item")
+                _write_DeleteAclsFilter_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteAclsRequest")
     except Exception as exc:
@@ -362,7 +372,7 @@ def _write_DeleteAclsRequest_v1(self, w):
 def _read_DeleteAclsFilter_v2(buf, pos, view):
     try:
         self = _new(DeleteAclsFilter)
-        # field: resource_type_filter(1)
+        # field: resource_type_filter:b
         (self.resource_type_filter,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name_filter
@@ -380,7 +390,7 @@ def _read_DeleteAclsFilter_v2(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.resource_name_filter = str(buf[pos:end], "utf-8")
             pos = end
-        # field: pattern_type_filter(1)
+        # field: pattern_type_filter:b
         (self.pattern_type_filter,) = _R_b(buf, pos)
         pos += 1
         # field: principal_filter
@@ -413,7 +423,7 @@ def _read_DeleteAclsFilter_v2(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.host_filter = str(buf[pos:end], "utf-8")
             pos = end
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         (self.operation, self.permission_type,) = _R_bb(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -456,7 +466,7 @@ def _read_DeleteAclsFilter_v2(buf, pos, view):
 
 def _write_DeleteAclsFilter_v2(self, w):
     try:
-        # field: resource_type_filter(1)
+        # field: resource_type_filter:b
         w(_W_b(self.resource_type_filter))
         # field: resource_name_filter
         value = self.resource_name_filter
@@ -469,7 +479,7 @@ def _write_DeleteAclsFilter_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: pattern_type_filter(1)
+        # field: pattern_type_filter:b
         w(_W_b(self.pattern_type_filter))
         # field: principal_filter
         value = self.principal_filter
@@ -493,7 +503,7 @@ def _write_DeleteAclsFilter_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -570,7 +580,10 @@ def _write_DeleteAclsRequest_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_filters, item in enumerate(value):
-                _write_DeleteAclsFilter_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("filters_item")
+                _write_DeleteAclsFilter_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -594,5 +607,5 @@ DeleteAclsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "95:- 98:resource_type_filter(1) 101:resource_name_filter 112:principal_filter 123:host_filter 134:operation(1)/permission_type(1) 144:- 146:resource_type_filter(1) 148:resource_name_filter 159:principal_filter 170:host_filter 181:operation(1)/permission_type(1) 183:pattern_type_filter 192:- 195:filters[] 212:- 214:filters[] 228:- 231:resource_type_filter(1) 234:resource_name_filter 245:pattern_type_filter(1) 248:principal_filter 259:host_filter 270:operation(1)/permission_type(1) 279:- 281:resource_type_filter(1) 283:resource_name_filter 294:pattern_type_filter(1) 296:principal_filter 307:host_filter 318:operation(1)/permission_type(1) 326:- 329:filters[] 346:- 348:filters[] 362:- 365:resource_type_filter(1) 368:resource_name_filter 383:pattern_type_filter(1) 386:principal_filter 401:host_filter 416:operation(1)/permission_type(1) 419:tagged_fields 457:- 459:resource_type_filter(1) 461:resource_name_filter 472:pattern_type_filter(1) 474:principal_filter 485:host_filter 496:operation(1)/permission_type(1) 498:tagged_fields 508:- 511:filters[] 526:tagged_fields 564:- 566:filters[] 574:tagged_fields"
+    "95:- 98:resource_type_filter:b 101:resource_name_filter 112:principal_filter 123:host_filter 134:operation:b/permission_type:b 144:- 146:resource_type_filter:b 148:resource_name_filter 159:principal_filter 170:host_filter 181:operation:b/permission_type:b 183:pattern_type_filter 186:unknown_tags 193:- 196:filters[] 213:- 215:filters[] 226:unknown_tags 233:- 236:resource_type_filter:b 239:resource_name_filter 250:pattern_type_filter:b 253:principal_filter 264:host_filter 275:operation:b/permission_type:b 284:- 286:resource_type_filter:b 288:resource_name_filter 299:pattern_type_filter:b 301:principal_filter 312:host_filter 323:operation:b/permission_type:b 325:unknown_tags 332:- 335:filters[] 352:- 354:filters[] 365:unknown_tags 372:- 375:resource_type_filter:b 378:resource_name_filter 393:pattern_type_filter:b 396:principal_filter 411:host_filter 426:operation:b/permission_type:b 429:tagged_fields 467:- 469:resource_type_filter:b 471:resource_name_filter 482:pattern_type_filter:b 484:principal_filter 495:host_filter 506:operation:b/permission_type:b 508:tagged_fields 518:- 521:filters[] 536:tagged_fields 574:- 576:filters[] 587:tagged_fields"
 )

@@ -133,7 +133,7 @@ DeleteAclsResponse.DeleteAclsMatchingAcl = DeleteAclsMatchingAcl
 def _read_DeleteAclsMatchingAcl_v0(buf, pos, view):
     try:
         self = _new(DeleteAclsMatchingAcl)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -147,7 +147,7 @@ def _read_DeleteAclsMatchingAcl_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -174,7 +174,7 @@ def _read_DeleteAclsMatchingAcl_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         (self.operation, self.permission_type,) = _R_bb(buf, pos)
         pos += 2
         self.pattern_type = 3
@@ -186,7 +186,7 @@ def _read_DeleteAclsMatchingAcl_v0(buf, pos, view):
 
 def _write_DeleteAclsMatchingAcl_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -199,7 +199,7 @@ def _write_DeleteAclsMatchingAcl_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -234,11 +234,12 @@ def _write_DeleteAclsMatchingAcl_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
         # field: pattern_type
         if self.pattern_type != 3:
             raise not_in_version("DeleteAclsMatchingAcl", "pattern_type")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteAclsMatchingAcl")
     except Exception as exc:
@@ -248,7 +249,7 @@ def _write_DeleteAclsMatchingAcl_v0(self, w):
 def _read_DeleteAclsFilterResult_v0(buf, pos, view):
     try:
         self = _new(DeleteAclsFilterResult)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -281,7 +282,7 @@ def _read_DeleteAclsFilterResult_v0(buf, pos, view):
 
 def _write_DeleteAclsFilterResult_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -301,7 +302,11 @@ def _write_DeleteAclsFilterResult_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_matching_acls, item in enumerate(value):
-                _write_DeleteAclsMatchingAcl_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("matching_acls_item")
+                _write_DeleteAclsMatchingAcl_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteAclsFilterResult")
     except Exception as exc:
@@ -311,7 +316,7 @@ def _write_DeleteAclsFilterResult_v0(self, w):
 def _read_DeleteAclsResponse_v0(buf, pos, view):
     try:
         self = _new(DeleteAclsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: filter_results[]
@@ -333,7 +338,7 @@ def _read_DeleteAclsResponse_v0(buf, pos, view):
 
 def _write_DeleteAclsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: filter_results[]
         value = self.filter_results
@@ -342,7 +347,11 @@ def _write_DeleteAclsResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_filter_results, item in enumerate(value):
-                _write_DeleteAclsFilterResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("filter_results_item")
+                _write_DeleteAclsFilterResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteAclsResponse")
     except Exception as exc:
@@ -352,7 +361,7 @@ def _write_DeleteAclsResponse_v0(self, w):
 def _read_DeleteAclsMatchingAcl_v1(buf, pos, view):
     try:
         self = _new(DeleteAclsMatchingAcl)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -366,7 +375,7 @@ def _read_DeleteAclsMatchingAcl_v1(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -377,7 +386,7 @@ def _read_DeleteAclsMatchingAcl_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: pattern_type(1)
+        # field: pattern_type:b
         (self.pattern_type,) = _R_b(buf, pos)
         pos += 1
         # field: principal
@@ -396,7 +405,7 @@ def _read_DeleteAclsMatchingAcl_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         (self.operation, self.permission_type,) = _R_bb(buf, pos)
         pos += 2
         self.unknown_tags = None
@@ -407,7 +416,7 @@ def _read_DeleteAclsMatchingAcl_v1(buf, pos, view):
 
 def _write_DeleteAclsMatchingAcl_v1(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -420,7 +429,7 @@ def _write_DeleteAclsMatchingAcl_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -433,7 +442,7 @@ def _write_DeleteAclsMatchingAcl_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: pattern_type(1)
+        # field: pattern_type:b
         w(_W_b(self.pattern_type))
         # field: principal
         value = self.principal
@@ -457,8 +466,9 @@ def _write_DeleteAclsMatchingAcl_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteAclsMatchingAcl")
     except Exception as exc:
@@ -468,7 +478,7 @@ def _write_DeleteAclsMatchingAcl_v1(self, w):
 def _read_DeleteAclsFilterResult_v1(buf, pos, view):
     try:
         self = _new(DeleteAclsFilterResult)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -501,7 +511,7 @@ def _read_DeleteAclsFilterResult_v1(buf, pos, view):
 
 def _write_DeleteAclsFilterResult_v1(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -521,7 +531,11 @@ def _write_DeleteAclsFilterResult_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_matching_acls, item in enumerate(value):
-                _write_DeleteAclsMatchingAcl_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("matching_acls_item")
+                _write_DeleteAclsMatchingAcl_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteAclsFilterResult")
     except Exception as exc:
@@ -531,7 +545,7 @@ def _write_DeleteAclsFilterResult_v1(self, w):
 def _read_DeleteAclsResponse_v1(buf, pos, view):
     try:
         self = _new(DeleteAclsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: filter_results[]
@@ -553,7 +567,7 @@ def _read_DeleteAclsResponse_v1(buf, pos, view):
 
 def _write_DeleteAclsResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: filter_results[]
         value = self.filter_results
@@ -562,7 +576,11 @@ def _write_DeleteAclsResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_filter_results, item in enumerate(value):
-                _write_DeleteAclsFilterResult_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("filter_results_item")
+                _write_DeleteAclsFilterResult_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteAclsResponse")
     except Exception as exc:
@@ -572,7 +590,7 @@ def _write_DeleteAclsResponse_v1(self, w):
 def _read_DeleteAclsMatchingAcl_v2(buf, pos, view):
     try:
         self = _new(DeleteAclsMatchingAcl)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -590,7 +608,7 @@ def _read_DeleteAclsMatchingAcl_v2(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -605,7 +623,7 @@ def _read_DeleteAclsMatchingAcl_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: pattern_type(1)
+        # field: pattern_type:b
         (self.pattern_type,) = _R_b(buf, pos)
         pos += 1
         # field: principal
@@ -632,7 +650,7 @@ def _read_DeleteAclsMatchingAcl_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         (self.operation, self.permission_type,) = _R_bb(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -675,7 +693,7 @@ def _read_DeleteAclsMatchingAcl_v2(buf, pos, view):
 
 def _write_DeleteAclsMatchingAcl_v2(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -688,7 +706,7 @@ def _write_DeleteAclsMatchingAcl_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -701,7 +719,7 @@ def _write_DeleteAclsMatchingAcl_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: pattern_type(1)
+        # field: pattern_type:b
         w(_W_b(self.pattern_type))
         # field: principal
         value = self.principal
@@ -725,7 +743,7 @@ def _write_DeleteAclsMatchingAcl_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -740,7 +758,7 @@ def _write_DeleteAclsMatchingAcl_v2(self, w):
 def _read_DeleteAclsFilterResult_v2(buf, pos, view):
     try:
         self = _new(DeleteAclsFilterResult)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -813,7 +831,7 @@ def _read_DeleteAclsFilterResult_v2(buf, pos, view):
 
 def _write_DeleteAclsFilterResult_v2(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -833,7 +851,10 @@ def _write_DeleteAclsFilterResult_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_matching_acls, item in enumerate(value):
-                _write_DeleteAclsMatchingAcl_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("matching_acls_item")
+                _write_DeleteAclsMatchingAcl_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -847,7 +868,7 @@ def _write_DeleteAclsFilterResult_v2(self, w):
 def _read_DeleteAclsResponse_v2(buf, pos, view):
     try:
         self = _new(DeleteAclsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: filter_results[]
@@ -905,7 +926,7 @@ def _read_DeleteAclsResponse_v2(buf, pos, view):
 
 def _write_DeleteAclsResponse_v2(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: filter_results[]
         value = self.filter_results
@@ -914,7 +935,10 @@ def _write_DeleteAclsResponse_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_filter_results, item in enumerate(value):
-                _write_DeleteAclsFilterResult_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("filter_results_item")
+                _write_DeleteAclsFilterResult_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -938,5 +962,5 @@ DeleteAclsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "133:- 136:error_code(2) 139:error_message 150:resource_type(1) 153:resource_name 161:principal 169:host 177:operation(1)/permission_type(1) 187:- 189:error_code(2) 191:error_message 202:resource_type(1) 204:resource_name 215:principal 226:host 237:operation(1)/permission_type(1) 239:pattern_type 248:- 251:error_code(2) 254:error_message 265:matching_acls[] 282:- 284:error_code(2) 286:error_message 297:matching_acls[] 311:- 314:throttle_time_ms(4) 317:filter_results[] 334:- 336:throttle_time_ms(4) 338:filter_results[] 352:- 355:error_code(2) 358:error_message 369:resource_type(1) 372:resource_name 380:pattern_type(1) 383:principal 391:host 399:operation(1)/permission_type(1) 408:- 410:error_code(2) 412:error_message 423:resource_type(1) 425:resource_name 436:pattern_type(1) 438:principal 449:host 460:operation(1)/permission_type(1) 468:- 471:error_code(2) 474:error_message 485:matching_acls[] 502:- 504:error_code(2) 506:error_message 517:matching_acls[] 531:- 534:throttle_time_ms(4) 537:filter_results[] 554:- 556:throttle_time_ms(4) 558:filter_results[] 572:- 575:error_code(2) 578:error_message 593:resource_type(1) 596:resource_name 608:pattern_type(1) 611:principal 623:host 635:operation(1)/permission_type(1) 638:tagged_fields 676:- 678:error_code(2) 680:error_message 691:resource_type(1) 693:resource_name 704:pattern_type(1) 706:principal 717:host 728:operation(1)/permission_type(1) 730:tagged_fields 740:- 743:error_code(2) 746:error_message 761:matching_acls[] 776:tagged_fields 814:- 816:error_code(2) 818:error_message 829:matching_acls[] 837:tagged_fields 847:- 850:throttle_time_ms(4) 853:filter_results[] 868:tagged_fields 906:- 908:throttle_time_ms(4) 910:filter_results[] 918:tagged_fields"
+    "133:- 136:error_code:h 139:error_message 150:resource_type:b 153:resource_name 161:principal 169:host 177:operation:b/permission_type:b 187:- 189:error_code:h 191:error_message 202:resource_type:b 204:resource_name 215:principal 226:host 237:operation:b/permission_type:b 239:pattern_type 242:unknown_tags 249:- 252:error_code:h 255:error_message 266:matching_acls[] 283:- 285:error_code:h 287:error_message 298:matching_acls[] 309:unknown_tags 316:- 319:throttle_time_ms:i 322:filter_results[] 339:- 341:throttle_time_ms:i 343:filter_results[] 354:unknown_tags 361:- 364:error_code:h 367:error_message 378:resource_type:b 381:resource_name 389:pattern_type:b 392:principal 400:host 408:operation:b/permission_type:b 417:- 419:error_code:h 421:error_message 432:resource_type:b 434:resource_name 445:pattern_type:b 447:principal 458:host 469:operation:b/permission_type:b 471:unknown_tags 478:- 481:error_code:h 484:error_message 495:matching_acls[] 512:- 514:error_code:h 516:error_message 527:matching_acls[] 538:unknown_tags 545:- 548:throttle_time_ms:i 551:filter_results[] 568:- 570:throttle_time_ms:i 572:filter_results[] 583:unknown_tags 590:- 593:error_code:h 596:error_message 611:resource_type:b 614:resource_name 626:pattern_type:b 629:principal 641:host 653:operation:b/permission_type:b 656:tagged_fields 694:- 696:error_code:h 698:error_message 709:resource_type:b 711:resource_name 722:pattern_type:b 724:principal 735:host 746:operation:b/permission_type:b 748:tagged_fields 758:- 761:error_code:h 764:error_message 779:matching_acls[] 794:tagged_fields 832:- 834:error_code:h 836:error_message 847:matching_acls[] 858:tagged_fields 868:- 871:throttle_time_ms:i 874:filter_results[] 889:tagged_fields 927:- 929:throttle_time_ms:i 931:filter_results[] 942:tagged_fields"
 )

@@ -92,6 +92,7 @@ def _write_DeleteGroupsRequest_v0(self, w):
                         raise string_too_long(n)
                     w(_W_h(n))
                     w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteGroupsRequest")
     except Exception as exc:
@@ -204,5 +205,5 @@ DeleteGroupsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "50:- 53:groups_names[] 76:- 78:groups_names[] 101:- 104:groups_names[] 129:tagged_fields 167:- 169:groups_names[] 186:tagged_fields"
+    "50:- 53:groups_names[] 76:- 78:groups_names[] 95:unknown_tags 102:- 105:groups_names[] 130:tagged_fields 168:- 170:groups_names[] 187:tagged_fields"
 )

@@ -87,7 +87,7 @@ def _read_DeletableGroupResult_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         self.unknown_tags = None
@@ -109,8 +109,9 @@ def _write_DeletableGroupResult_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeletableGroupResult")
     except Exception as exc:
@@ -120,7 +121,7 @@ def _write_DeletableGroupResult_v0(self, w):
 def _read_DeleteGroupsResponse_v0(buf, pos, view):
     try:
         self = _new(DeleteGroupsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
@@ -142,7 +143,7 @@ def _read_DeleteGroupsResponse_v0(buf, pos, view):
 
 def _write_DeleteGroupsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: results[]
         value = self.results
@@ -151,7 +152,11 @@ def _write_DeleteGroupsResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_results, item in enumerate(value):
-                _write_DeletableGroupResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_DeletableGroupResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteGroupsResponse")
     except Exception as exc:
@@ -173,7 +178,7 @@ def _read_DeletableGroupResult_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -227,7 +232,7 @@ def _write_DeletableGroupResult_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -242,7 +247,7 @@ def _write_DeletableGroupResult_v2(self, w):
 def _read_DeleteGroupsResponse_v2(buf, pos, view):
     try:
         self = _new(DeleteGroupsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
@@ -300,7 +305,7 @@ def _read_DeleteGroupsResponse_v2(buf, pos, view):
 
 def _write_DeleteGroupsResponse_v2(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: results[]
         value = self.results
@@ -309,7 +314,10 @@ def _write_DeleteGroupsResponse_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_results, item in enumerate(value):
-                _write_DeletableGroupResult_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_DeletableGroupResult_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -331,5 +339,5 @@ DeleteGroupsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "79:- 82:group_id 90:error_code(2) 99:- 101:group_id 112:error_code(2) 120:- 123:throttle_time_ms(4) 126:results[] 143:- 145:throttle_time_ms(4) 147:results[] 161:- 164:group_id 176:error_code(2) 179:tagged_fields 217:- 219:group_id 230:error_code(2) 232:tagged_fields 242:- 245:throttle_time_ms(4) 248:results[] 263:tagged_fields 301:- 303:throttle_time_ms(4) 305:results[] 313:tagged_fields"
+    "79:- 82:group_id 90:error_code:h 99:- 101:group_id 112:error_code:h 114:unknown_tags 121:- 124:throttle_time_ms:i 127:results[] 144:- 146:throttle_time_ms:i 148:results[] 159:unknown_tags 166:- 169:group_id 181:error_code:h 184:tagged_fields 222:- 224:group_id 235:error_code:h 237:tagged_fields 247:- 250:throttle_time_ms:i 253:results[] 268:tagged_fields 306:- 308:throttle_time_ms:i 310:results[] 321:tagged_fields"
 )

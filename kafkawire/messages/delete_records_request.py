@@ -107,7 +107,7 @@ DeleteRecordsRequest.DeleteRecordsPartition = DeleteRecordsPartition
 def _read_DeleteRecordsPartition_v0(buf, pos, view):
     try:
         self = _new(DeleteRecordsPartition)
-        # field: partition_index(4) offset(8)
+        # field: partition_index:i offset:q
         (self.partition_index, self.offset,) = _R_iq(buf, pos)
         pos += 12
         self.unknown_tags = None
@@ -118,8 +118,9 @@ def _read_DeleteRecordsPartition_v0(buf, pos, view):
 
 def _write_DeleteRecordsPartition_v0(self, w):
     try:
-        # field: partition_index(4) offset(8)
+        # field: partition_index:i offset:q
         w(_W_iq(self.partition_index, self.offset))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteRecordsPartition")
     except Exception as exc:
@@ -174,7 +175,11 @@ def _write_DeleteRecordsTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_DeleteRecordsPartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_DeleteRecordsPartition_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteRecordsTopic")
     except Exception as exc:
@@ -195,7 +200,7 @@ def _read_DeleteRecordsRequest_v0(buf, pos, view):
             item, pos = _read_DeleteRecordsTopic_v0(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         self.unknown_tags = None
@@ -213,9 +218,13 @@ def _write_DeleteRecordsRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_DeleteRecordsTopic_v0(item, w)
-        # field: timeout_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_DeleteRecordsTopic_v0(value, w)
+        # field: timeout_ms:i
         w(_W_i(self.timeout_ms))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteRecordsRequest")
     except Exception as exc:
@@ -225,7 +234,7 @@ def _write_DeleteRecordsRequest_v0(self, w):
 def _read_DeleteRecordsPartition_v2(buf, pos, view):
     try:
         self = _new(DeleteRecordsPartition)
-        # field: partition_index(4) offset(8)
+        # field: partition_index:i offset:q
         (self.partition_index, self.offset,) = _R_iq(buf, pos)
         pos += 12
         # field: tagged_fields
@@ -268,7 +277,7 @@ def _read_DeleteRecordsPartition_v2(buf, pos, view):
 
 def _write_DeleteRecordsPartition_v2(self, w):
     try:
-        # field: partition_index(4) offset(8)
+        # field: partition_index:i offset:q
         w(_W_iq(self.partition_index, self.offset))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -368,7 +377,10 @@ def _write_DeleteRecordsTopic_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_DeleteRecordsPartition_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_DeleteRecordsPartition_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -397,7 +409,7 @@ def _read_DeleteRecordsRequest_v2(buf, pos, view):
             item, pos = _read_DeleteRecordsTopic_v2(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -447,8 +459,11 @@ def _write_DeleteRecordsRequest_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_DeleteRecordsTopic_v2(item, w)
-        # field: timeout_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_DeleteRecordsTopic_v2(value, w)
+        # field: timeout_ms:i
         w(_W_i(self.timeout_ms))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -471,5 +486,5 @@ DeleteRecordsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "107:- 110:partition_index(4)/offset(8) 119:- 121:partition_index(4)/offset(8) 129:- 132:name 140:partitions[] 157:- 159:name 170:partitions[] 184:- 187:topics[] 198:timeout_ms(4) 207:- 209:topics[] 217:timeout_ms(4) 225:- 228:partition_index(4)/offset(8) 231:tagged_fields 269:- 271:partition_index(4)/offset(8) 273:tagged_fields 283:- 286:name 298:partitions[] 313:tagged_fields 351:- 353:name 364:partitions[] 372:tagged_fields 382:- 385:topics[] 400:timeout_ms(4) 403:tagged_fields 441:- 443:topics[] 451:timeout_ms(4) 453:tagged_fields"
+    "107:- 110:partition_index:i/offset:q 119:- 121:partition_index:i/offset:q 123:unknown_tags 130:- 133:name 141:partitions[] 158:- 160:name 171:partitions[] 182:unknown_tags 189:- 192:topics[] 203:timeout_ms:i 212:- 214:topics[] 225:timeout_ms:i 227:unknown_tags 234:- 237:partition_index:i/offset:q 240:tagged_fields 278:- 280:partition_index:i/offset:q 282:tagged_fields 292:- 295:name 307:partitions[] 322:tagged_fields 360:- 362:name 373:partitions[] 384:tagged_fields 394:- 397:topics[] 412:timeout_ms:i 415:tagged_fields 453:- 455:topics[] 466:timeout_ms:i 468:tagged_fields"
 )

@@ -110,7 +110,7 @@ DeleteRecordsResponse.DeleteRecordsPartitionResult = DeleteRecordsPartitionResul
 def _read_DeleteRecordsPartitionResult_v0(buf, pos, view):
     try:
         self = _new(DeleteRecordsPartitionResult)
-        # field: partition_index(4) low_watermark(8) error_code(2)
+        # field: partition_index:i low_watermark:q error_code:h
         (self.partition_index, self.low_watermark, self.error_code,) = _R_iqh(buf, pos)
         pos += 14
         self.unknown_tags = None
@@ -121,8 +121,9 @@ def _read_DeleteRecordsPartitionResult_v0(buf, pos, view):
 
 def _write_DeleteRecordsPartitionResult_v0(self, w):
     try:
-        # field: partition_index(4) low_watermark(8) error_code(2)
+        # field: partition_index:i low_watermark:q error_code:h
         w(_W_iqh(self.partition_index, self.low_watermark, self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteRecordsPartitionResult")
     except Exception as exc:
@@ -177,7 +178,11 @@ def _write_DeleteRecordsTopicResult_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_DeleteRecordsPartitionResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_DeleteRecordsPartitionResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteRecordsTopicResult")
     except Exception as exc:
@@ -187,7 +192,7 @@ def _write_DeleteRecordsTopicResult_v0(self, w):
 def _read_DeleteRecordsResponse_v0(buf, pos, view):
     try:
         self = _new(DeleteRecordsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -209,7 +214,7 @@ def _read_DeleteRecordsResponse_v0(buf, pos, view):
 
 def _write_DeleteRecordsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -218,7 +223,11 @@ def _write_DeleteRecordsResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_DeleteRecordsTopicResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_DeleteRecordsTopicResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteRecordsResponse")
     except Exception as exc:
@@ -228,7 +237,7 @@ def _write_DeleteRecordsResponse_v0(self, w):
 def _read_DeleteRecordsPartitionResult_v2(buf, pos, view):
     try:
         self = _new(DeleteRecordsPartitionResult)
-        # field: partition_index(4) low_watermark(8) error_code(2)
+        # field: partition_index:i low_watermark:q error_code:h
         (self.partition_index, self.low_watermark, self.error_code,) = _R_iqh(buf, pos)
         pos += 14
         # field: tagged_fields
@@ -271,7 +280,7 @@ def _read_DeleteRecordsPartitionResult_v2(buf, pos, view):
 
 def _write_DeleteRecordsPartitionResult_v2(self, w):
     try:
-        # field: partition_index(4) low_watermark(8) error_code(2)
+        # field: partition_index:i low_watermark:q error_code:h
         w(_W_iqh(self.partition_index, self.low_watermark, self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -371,7 +380,10 @@ def _write_DeleteRecordsTopicResult_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_DeleteRecordsPartitionResult_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_DeleteRecordsPartitionResult_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -385,7 +397,7 @@ def _write_DeleteRecordsTopicResult_v2(self, w):
 def _read_DeleteRecordsResponse_v2(buf, pos, view):
     try:
         self = _new(DeleteRecordsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -443,7 +455,7 @@ def _read_DeleteRecordsResponse_v2(buf, pos, view):
 
 def _write_DeleteRecordsResponse_v2(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -452,7 +464,10 @@ def _write_DeleteRecordsResponse_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_DeleteRecordsTopicResult_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_DeleteRecordsTopicResult_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -474,5 +489,5 @@ DeleteRecordsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "110:- 113:partition_index(4)/low_watermark(8)/error_code(2) 122:- 124:partition_index(4)/low_watermark(8)/error_code(2) 132:- 135:name 143:partitions[] 160:- 162:name 173:partitions[] 187:- 190:throttle_time_ms(4) 193:topics[] 210:- 212:throttle_time_ms(4) 214:topics[] 228:- 231:partition_index(4)/low_watermark(8)/error_code(2) 234:tagged_fields 272:- 274:partition_index(4)/low_watermark(8)/error_code(2) 276:tagged_fields 286:- 289:name 301:partitions[] 316:tagged_fields 354:- 356:name 367:partitions[] 375:tagged_fields 385:- 388:throttle_time_ms(4) 391:topics[] 406:tagged_fields 444:- 446:throttle_time_ms(4) 448:topics[] 456:tagged_fields"
+    "110:- 113:partition_index:i/low_watermark:q/error_code:h 122:- 124:partition_index:i/low_watermark:q/error_code:h 126:unknown_tags 133:- 136:name 144:partitions[] 161:- 163:name 174:partitions[] 185:unknown_tags 192:- 195:throttle_time_ms:i 198:topics[] 215:- 217:throttle_time_ms:i 219:topics[] 230:unknown_tags 237:- 240:partition_index:i/low_watermark:q/error_code:h 243:tagged_fields 281:- 283:partition_index:i/low_watermark:q/error_code:h 285:tagged_fields 295:- 298:name 310:partitions[] 325:tagged_fields 363:- 365:name 376:partitions[] 387:tagged_fields 397:- 400:throttle_time_ms:i 403:topics[] 418:tagged_fields 456:- 458:throttle_time_ms:i 460:topics[] 471:tagged_fields"
 )

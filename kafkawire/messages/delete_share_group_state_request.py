@@ -104,7 +104,7 @@ DeleteShareGroupStateRequest.PartitionData = PartitionData
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition(4)
+        # field: partition:i
         (self.partition,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -147,7 +147,7 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition(4)
+        # field: partition:i
         w(_W_i(self.partition))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -162,7 +162,7 @@ def _write_PartitionData_v0(self, w):
 def _read_DeleteStateData_v0(buf, pos, view):
     try:
         self = _new(DeleteStateData)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -221,7 +221,7 @@ def _read_DeleteStateData_v0(buf, pos, view):
 
 def _write_DeleteStateData_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -230,7 +230,10 @@ def _write_DeleteStateData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -329,7 +332,10 @@ def _write_DeleteShareGroupStateRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_DeleteStateData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_DeleteStateData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -347,5 +353,5 @@ DeleteShareGroupStateRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "104:- 107:partition(4) 110:tagged_fields 148:- 150:partition(4) 152:tagged_fields 162:- 165:topic_id(16) 169:partitions[] 184:tagged_fields 222:- 224:topic_id(16) 226:partitions[] 234:tagged_fields 244:- 247:group_id 259:topics[] 274:tagged_fields 312:- 314:group_id 325:topics[] 333:tagged_fields"
+    "104:- 107:partition:i 110:tagged_fields 148:- 150:partition:i 152:tagged_fields 162:- 165:topic_id:16s 169:partitions[] 184:tagged_fields 222:- 224:topic_id:16s 226:partitions[] 237:tagged_fields 247:- 250:group_id 262:topics[] 277:tagged_fields 315:- 317:group_id 328:topics[] 339:tagged_fields"
 )

@@ -109,7 +109,7 @@ DeleteShareGroupStateResponse.PartitionResult = PartitionResult
 def _read_PartitionResult_v0(buf, pos, view):
     try:
         self = _new(PartitionResult)
-        # field: partition(4) error_code(2)
+        # field: partition:i error_code:h
         (self.partition, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -167,7 +167,7 @@ def _read_PartitionResult_v0(buf, pos, view):
 
 def _write_PartitionResult_v0(self, w):
     try:
-        # field: partition(4) error_code(2)
+        # field: partition:i error_code:h
         w(_W_ih(self.partition, self.error_code))
         # field: error_message
         value = self.error_message
@@ -193,7 +193,7 @@ def _write_PartitionResult_v0(self, w):
 def _read_DeleteStateResult_v0(buf, pos, view):
     try:
         self = _new(DeleteStateResult)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -252,7 +252,7 @@ def _read_DeleteStateResult_v0(buf, pos, view):
 
 def _write_DeleteStateResult_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -261,7 +261,10 @@ def _write_DeleteStateResult_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionResult_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -337,7 +340,10 @@ def _write_DeleteShareGroupStateResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_results, item in enumerate(value):
-                _write_DeleteStateResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_DeleteStateResult_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -355,5 +361,5 @@ DeleteShareGroupStateResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "109:- 112:partition(4)/error_code(2) 115:error_message 130:tagged_fields 168:- 170:partition(4)/error_code(2) 172:error_message 183:tagged_fields 193:- 196:topic_id(16) 200:partitions[] 215:tagged_fields 253:- 255:topic_id(16) 257:partitions[] 265:tagged_fields 275:- 278:results[] 293:tagged_fields 331:- 333:results[] 341:tagged_fields"
+    "109:- 112:partition:i/error_code:h 115:error_message 130:tagged_fields 168:- 170:partition:i/error_code:h 172:error_message 183:tagged_fields 193:- 196:topic_id:16s 200:partitions[] 215:tagged_fields 253:- 255:topic_id:16s 257:partitions[] 268:tagged_fields 278:- 281:results[] 296:tagged_fields 334:- 336:results[] 347:tagged_fields"
 )

@@ -101,7 +101,7 @@ def _read_DeleteTopicsRequest_v0(buf, pos, view):
             pos = end
             append(item)
         self.topic_names = tuple(items)
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         self.topics = ()
@@ -130,11 +130,12 @@ def _write_DeleteTopicsRequest_v0(self, w):
                         raise string_too_long(n)
                     w(_W_h(n))
                     w(raw)
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         w(_W_i(self.timeout_ms))
         # field: topics
         if (self.topics is None or len(self.topics) != 0):
             raise not_in_version("DeleteTopicsRequest", "topics")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteTopicsRequest")
     except Exception as exc:
@@ -169,7 +170,7 @@ def _read_DeleteTopicsRequest_v4(buf, pos, view):
             pos = end
             append(item)
         self.topic_names = tuple(items)
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         self.topics = ()
@@ -230,7 +231,7 @@ def _write_DeleteTopicsRequest_v4(self, w):
                         raise string_too_long(n)
                     w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
                     w(raw)
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         w(_W_i(self.timeout_ms))
         # field: topics
         if (self.topics is None or len(self.topics) != 0):
@@ -263,7 +264,7 @@ def _read_DeleteTopicState_v6(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.name = str(buf[pos:end], "utf-8")
             pos = end
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -318,7 +319,7 @@ def _write_DeleteTopicState_v6(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -348,7 +349,7 @@ def _read_DeleteTopicsRequest_v6(buf, pos, view):
             item, pos = _read_DeleteTopicState_v6(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         self.topic_names = ()
@@ -399,8 +400,11 @@ def _write_DeleteTopicsRequest_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_DeleteTopicState_v6(item, w)
-        # field: timeout_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_DeleteTopicState_v6(value, w)
+        # field: timeout_ms:i
         w(_W_i(self.timeout_ms))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -431,5 +435,5 @@ DeleteTopicsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "84:- 87:topic_names[] 104:timeout_ms(4) 114:- 116:topic_names[] 133:timeout_ms(4) 135:topics 144:- 147:topic_names[] 172:timeout_ms(4) 176:tagged_fields 214:- 216:topic_names[] 233:timeout_ms(4) 235:topics 238:tagged_fields 248:- 251:name 266:topic_id(16) 270:tagged_fields 308:- 310:name 321:topic_id(16) 323:tagged_fields 333:- 336:topics[] 351:timeout_ms(4) 355:tagged_fields 393:- 395:topics[] 403:timeout_ms(4) 405:tagged_fields"
+    "84:- 87:topic_names[] 104:timeout_ms:i 114:- 116:topic_names[] 133:timeout_ms:i 135:topics 138:unknown_tags 145:- 148:topic_names[] 173:timeout_ms:i 177:tagged_fields 215:- 217:topic_names[] 234:timeout_ms:i 236:topics 239:tagged_fields 249:- 252:name 267:topic_id:16s 271:tagged_fields 309:- 311:name 322:topic_id:16s 324:tagged_fields 334:- 337:topics[] 352:timeout_ms:i 356:tagged_fields 394:- 396:topics[] 407:timeout_ms:i 409:tagged_fields"
 )

@@ -95,7 +95,7 @@ def _read_DeletableTopicResult_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         self.topic_id = ZERO_UUID
@@ -119,8 +119,9 @@ def _write_DeletableTopicResult_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeletableTopicResult")
     except Exception as exc:
@@ -157,7 +158,11 @@ def _write_DeleteTopicsResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_responses, item in enumerate(value):
-                _write_DeletableTopicResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_DeletableTopicResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteTopicsResponse")
     except Exception as exc:
@@ -167,7 +172,7 @@ def _write_DeleteTopicsResponse_v0(self, w):
 def _read_DeleteTopicsResponse_v1(buf, pos, view):
     try:
         self = _new(DeleteTopicsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: responses[]
@@ -189,7 +194,7 @@ def _read_DeleteTopicsResponse_v1(buf, pos, view):
 
 def _write_DeleteTopicsResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: responses[]
         value = self.responses
@@ -198,7 +203,11 @@ def _write_DeleteTopicsResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_responses, item in enumerate(value):
-                _write_DeletableTopicResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_DeletableTopicResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DeleteTopicsResponse")
     except Exception as exc:
@@ -220,7 +229,7 @@ def _read_DeletableTopicResult_v4(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         self.topic_id = ZERO_UUID
@@ -276,7 +285,7 @@ def _write_DeletableTopicResult_v4(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -291,7 +300,7 @@ def _write_DeletableTopicResult_v4(self, w):
 def _read_DeleteTopicsResponse_v4(buf, pos, view):
     try:
         self = _new(DeleteTopicsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: responses[]
@@ -349,7 +358,7 @@ def _read_DeleteTopicsResponse_v4(buf, pos, view):
 
 def _write_DeleteTopicsResponse_v4(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: responses[]
         value = self.responses
@@ -358,7 +367,10 @@ def _write_DeleteTopicsResponse_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_responses, item in enumerate(value):
-                _write_DeletableTopicResult_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_DeletableTopicResult_v4(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -384,7 +396,7 @@ def _read_DeletableTopicResult_v5(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -454,7 +466,7 @@ def _write_DeletableTopicResult_v5(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -480,7 +492,7 @@ def _write_DeletableTopicResult_v5(self, w):
 def _read_DeleteTopicsResponse_v5(buf, pos, view):
     try:
         self = _new(DeleteTopicsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: responses[]
@@ -538,7 +550,7 @@ def _read_DeleteTopicsResponse_v5(buf, pos, view):
 
 def _write_DeleteTopicsResponse_v5(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: responses[]
         value = self.responses
@@ -547,7 +559,10 @@ def _write_DeleteTopicsResponse_v5(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_responses, item in enumerate(value):
-                _write_DeletableTopicResult_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_DeletableTopicResult_v5(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -576,7 +591,7 @@ def _read_DeletableTopicResult_v6(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.name = str(buf[pos:end], "utf-8")
             pos = end
-        # field: topic_id(16) error_code(2)
+        # field: topic_id:16s error_code:h
         (u_topic_id, self.error_code,) = _R_16sh(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 18
@@ -646,7 +661,7 @@ def _write_DeletableTopicResult_v6(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: topic_id(16) error_code(2)
+        # field: topic_id:16s error_code:h
         w(_W_16sh(self.topic_id.bytes, self.error_code))
         # field: error_message
         value = self.error_message
@@ -672,7 +687,7 @@ def _write_DeletableTopicResult_v6(self, w):
 def _read_DeleteTopicsResponse_v6(buf, pos, view):
     try:
         self = _new(DeleteTopicsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: responses[]
@@ -730,7 +745,7 @@ def _read_DeleteTopicsResponse_v6(buf, pos, view):
 
 def _write_DeleteTopicsResponse_v6(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: responses[]
         value = self.responses
@@ -739,7 +754,10 @@ def _write_DeleteTopicsResponse_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_responses, item in enumerate(value):
-                _write_DeletableTopicResult_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_DeletableTopicResult_v6(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -769,5 +787,5 @@ DeleteTopicsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "87:- 90:name 98:error_code(2) 109:- 111:name 122:error_code(2) 130:- 133:responses[] 151:- 153:responses[] 167:- 170:throttle_time_ms(4) 173:responses[] 190:- 192:throttle_time_ms(4) 194:responses[] 208:- 211:name 223:error_code(2) 228:tagged_fields 266:- 268:name 279:error_code(2) 281:tagged_fields 291:- 294:throttle_time_ms(4) 297:responses[] 312:tagged_fields 350:- 352:throttle_time_ms(4) 354:responses[] 362:tagged_fields 372:- 375:name 387:error_code(2) 390:error_message 406:tagged_fields 444:- 446:name 457:error_code(2) 459:error_message 470:tagged_fields 480:- 483:throttle_time_ms(4) 486:responses[] 501:tagged_fields 539:- 541:throttle_time_ms(4) 543:responses[] 551:tagged_fields 561:- 564:name 579:topic_id(16)/error_code(2) 583:error_message 598:tagged_fields 636:- 638:name 649:topic_id(16)/error_code(2) 651:error_message 662:tagged_fields 672:- 675:throttle_time_ms(4) 678:responses[] 693:tagged_fields 731:- 733:throttle_time_ms(4) 735:responses[] 743:tagged_fields"
+    "87:- 90:name 98:error_code:h 109:- 111:name 122:error_code:h 124:unknown_tags 131:- 134:responses[] 152:- 154:responses[] 165:unknown_tags 172:- 175:throttle_time_ms:i 178:responses[] 195:- 197:throttle_time_ms:i 199:responses[] 210:unknown_tags 217:- 220:name 232:error_code:h 237:tagged_fields 275:- 277:name 288:error_code:h 290:tagged_fields 300:- 303:throttle_time_ms:i 306:responses[] 321:tagged_fields 359:- 361:throttle_time_ms:i 363:responses[] 374:tagged_fields 384:- 387:name 399:error_code:h 402:error_message 418:tagged_fields 456:- 458:name 469:error_code:h 471:error_message 482:tagged_fields 492:- 495:throttle_time_ms:i 498:responses[] 513:tagged_fields 551:- 553:throttle_time_ms:i 555:responses[] 566:tagged_fields 576:- 579:name 594:topic_id:16s/error_code:h 598:error_message 613:tagged_fields 651:- 653:name 664:topic_id:16s/error_code:h 666:error_message 677:tagged_fields 687:- 690:throttle_time_ms:i 693:responses[] 708:tagged_fields 746:- 748:throttle_time_ms:i 750:responses[] 761:tagged_fields"
 )

@@ -72,7 +72,7 @@ class DescribeAclsRequest(_Message):
 def _read_DescribeAclsRequest_v0(buf, pos, view):
     try:
         self = _new(DescribeAclsRequest)
-        # field: resource_type_filter(1)
+        # field: resource_type_filter:b
         (self.resource_type_filter,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name_filter
@@ -108,7 +108,7 @@ def _read_DescribeAclsRequest_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.host_filter = str(buf[pos:end], "utf-8")
             pos = end
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         (self.operation, self.permission_type,) = _R_bb(buf, pos)
         pos += 2
         self.pattern_type_filter = 3
@@ -120,7 +120,7 @@ def _read_DescribeAclsRequest_v0(buf, pos, view):
 
 def _write_DescribeAclsRequest_v0(self, w):
     try:
-        # field: resource_type_filter(1)
+        # field: resource_type_filter:b
         w(_W_b(self.resource_type_filter))
         # field: resource_name_filter
         value = self.resource_name_filter
@@ -155,11 +155,12 @@ def _write_DescribeAclsRequest_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
         # field: pattern_type_filter
         if self.pattern_type_filter != 3:
             raise not_in_version("DescribeAclsRequest", "pattern_type_filter")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeAclsRequest")
     except Exception as exc:
@@ -169,7 +170,7 @@ def _write_DescribeAclsRequest_v0(self, w):
 def _read_DescribeAclsRequest_v1(buf, pos, view):
     try:
         self = _new(DescribeAclsRequest)
-        # field: resource_type_filter(1)
+        # field: resource_type_filter:b
         (self.resource_type_filter,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name_filter
@@ -183,7 +184,7 @@ def _read_DescribeAclsRequest_v1(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.resource_name_filter = str(buf[pos:end], "utf-8")
             pos = end
-        # field: pattern_type_filter(1)
+        # field: pattern_type_filter:b
         (self.pattern_type_filter,) = _R_b(buf, pos)
         pos += 1
         # field: principal_filter
@@ -208,7 +209,7 @@ def _read_DescribeAclsRequest_v1(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.host_filter = str(buf[pos:end], "utf-8")
             pos = end
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         (self.operation, self.permission_type,) = _R_bb(buf, pos)
         pos += 2
         self.unknown_tags = None
@@ -219,7 +220,7 @@ def _read_DescribeAclsRequest_v1(buf, pos, view):
 
 def _write_DescribeAclsRequest_v1(self, w):
     try:
-        # field: resource_type_filter(1)
+        # field: resource_type_filter:b
         w(_W_b(self.resource_type_filter))
         # field: resource_name_filter
         value = self.resource_name_filter
@@ -232,7 +233,7 @@ def _write_DescribeAclsRequest_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: pattern_type_filter(1)
+        # field: pattern_type_filter:b
         w(_W_b(self.pattern_type_filter))
         # field: principal_filter
         value = self.principal_filter
@@ -256,8 +257,9 @@ def _write_DescribeAclsRequest_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeAclsRequest")
     except Exception as exc:
@@ -267,7 +269,7 @@ def _write_DescribeAclsRequest_v1(self, w):
 def _read_DescribeAclsRequest_v2(buf, pos, view):
     try:
         self = _new(DescribeAclsRequest)
-        # field: resource_type_filter(1)
+        # field: resource_type_filter:b
         (self.resource_type_filter,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name_filter
@@ -285,7 +287,7 @@ def _read_DescribeAclsRequest_v2(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.resource_name_filter = str(buf[pos:end], "utf-8")
             pos = end
-        # field: pattern_type_filter(1)
+        # field: pattern_type_filter:b
         (self.pattern_type_filter,) = _R_b(buf, pos)
         pos += 1
         # field: principal_filter
@@ -318,7 +320,7 @@ def _read_DescribeAclsRequest_v2(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.host_filter = str(buf[pos:end], "utf-8")
             pos = end
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         (self.operation, self.permission_type,) = _R_bb(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -361,7 +363,7 @@ def _read_DescribeAclsRequest_v2(buf, pos, view):
 
 def _write_DescribeAclsRequest_v2(self, w):
     try:
-        # field: resource_type_filter(1)
+        # field: resource_type_filter:b
         w(_W_b(self.resource_type_filter))
         # field: resource_name_filter
         value = self.resource_name_filter
@@ -374,7 +376,7 @@ def _write_DescribeAclsRequest_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: pattern_type_filter(1)
+        # field: pattern_type_filter:b
         w(_W_b(self.pattern_type_filter))
         # field: principal_filter
         value = self.principal_filter
@@ -398,7 +400,7 @@ def _write_DescribeAclsRequest_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -423,5 +425,5 @@ DescribeAclsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "72:- 75:resource_type_filter(1) 78:resource_name_filter 89:principal_filter 100:host_filter 111:operation(1)/permission_type(1) 121:- 123:resource_type_filter(1) 125:resource_name_filter 136:principal_filter 147:host_filter 158:operation(1)/permission_type(1) 160:pattern_type_filter 169:- 172:resource_type_filter(1) 175:resource_name_filter 186:pattern_type_filter(1) 189:principal_filter 200:host_filter 211:operation(1)/permission_type(1) 220:- 222:resource_type_filter(1) 224:resource_name_filter 235:pattern_type_filter(1) 237:principal_filter 248:host_filter 259:operation(1)/permission_type(1) 267:- 270:resource_type_filter(1) 273:resource_name_filter 288:pattern_type_filter(1) 291:principal_filter 306:host_filter 321:operation(1)/permission_type(1) 324:tagged_fields 362:- 364:resource_type_filter(1) 366:resource_name_filter 377:pattern_type_filter(1) 379:principal_filter 390:host_filter 401:operation(1)/permission_type(1) 403:tagged_fields"
+    "72:- 75:resource_type_filter:b 78:resource_name_filter 89:principal_filter 100:host_filter 111:operation:b/permission_type:b 121:- 123:resource_type_filter:b 125:resource_name_filter 136:principal_filter 147:host_filter 158:operation:b/permission_type:b 160:pattern_type_filter 163:unknown_tags 170:- 173:resource_type_filter:b 176:resource_name_filter 187:pattern_type_filter:b 190:principal_filter 201:host_filter 212:operation:b/permission_type:b 221:- 223:resource_type_filter:b 225:resource_name_filter 236:pattern_type_filter:b 238:principal_filter 249:host_filter 260:operation:b/permission_type:b 262:unknown_tags 269:- 272:resource_type_filter:b 275:resource_name_filter 290:pattern_type_filter:b 293:principal_filter 308:host_filter 323:operation:b/permission_type:b 326:tagged_fields 364:- 366:resource_type_filter:b 368:resource_name_filter 379:pattern_type_filter:b 381:principal_filter 392:host_filter 403:operation:b/permission_type:b 405:tagged_fields"
 )

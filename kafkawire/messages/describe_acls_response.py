@@ -145,7 +145,7 @@ def _read_AclDescription_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         (self.operation, self.permission_type,) = _R_bb(buf, pos)
         pos += 2
         self.unknown_tags = None
@@ -178,8 +178,9 @@ def _write_AclDescription_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AclDescription")
     except Exception as exc:
@@ -189,7 +190,7 @@ def _write_AclDescription_v0(self, w):
 def _read_DescribeAclsResource_v0(buf, pos, view):
     try:
         self = _new(DescribeAclsResource)
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -220,7 +221,7 @@ def _read_DescribeAclsResource_v0(buf, pos, view):
 
 def _write_DescribeAclsResource_v0(self, w):
     try:
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -240,10 +241,14 @@ def _write_DescribeAclsResource_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_acls, item in enumerate(value):
-                _write_AclDescription_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("acls_item")
+                _write_AclDescription_v0(value, w)
         # field: pattern_type
         if self.pattern_type != 3:
             raise not_in_version("DescribeAclsResource", "pattern_type")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeAclsResource")
     except Exception as exc:
@@ -253,7 +258,7 @@ def _write_DescribeAclsResource_v0(self, w):
 def _read_DescribeAclsResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeAclsResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -286,7 +291,7 @@ def _read_DescribeAclsResponse_v0(buf, pos, view):
 
 def _write_DescribeAclsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -306,7 +311,11 @@ def _write_DescribeAclsResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_resources, item in enumerate(value):
-                _write_DescribeAclsResource_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("resources_item")
+                _write_DescribeAclsResource_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeAclsResponse")
     except Exception as exc:
@@ -316,7 +325,7 @@ def _write_DescribeAclsResponse_v0(self, w):
 def _read_DescribeAclsResource_v1(buf, pos, view):
     try:
         self = _new(DescribeAclsResource)
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -327,7 +336,7 @@ def _read_DescribeAclsResource_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: pattern_type(1)
+        # field: pattern_type:b
         (self.pattern_type,) = _R_b(buf, pos)
         pos += 1
         # field: acls[]
@@ -349,7 +358,7 @@ def _read_DescribeAclsResource_v1(buf, pos, view):
 
 def _write_DescribeAclsResource_v1(self, w):
     try:
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -362,7 +371,7 @@ def _write_DescribeAclsResource_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: pattern_type(1)
+        # field: pattern_type:b
         w(_W_b(self.pattern_type))
         # field: acls[]
         value = self.acls
@@ -371,7 +380,11 @@ def _write_DescribeAclsResource_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_acls, item in enumerate(value):
-                _write_AclDescription_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("acls_item")
+                _write_AclDescription_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeAclsResource")
     except Exception as exc:
@@ -381,7 +394,7 @@ def _write_DescribeAclsResource_v1(self, w):
 def _read_DescribeAclsResponse_v1(buf, pos, view):
     try:
         self = _new(DescribeAclsResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -414,7 +427,7 @@ def _read_DescribeAclsResponse_v1(buf, pos, view):
 
 def _write_DescribeAclsResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -434,7 +447,11 @@ def _write_DescribeAclsResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_resources, item in enumerate(value):
-                _write_DescribeAclsResource_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("resources_item")
+                _write_DescribeAclsResource_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeAclsResponse")
     except Exception as exc:
@@ -468,7 +485,7 @@ def _read_AclDescription_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         (self.operation, self.permission_type,) = _R_bb(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -533,7 +550,7 @@ def _write_AclDescription_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: operation(1) permission_type(1)
+        # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -548,7 +565,7 @@ def _write_AclDescription_v2(self, w):
 def _read_DescribeAclsResource_v2(buf, pos, view):
     try:
         self = _new(DescribeAclsResource)
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -563,7 +580,7 @@ def _read_DescribeAclsResource_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: pattern_type(1)
+        # field: pattern_type:b
         (self.pattern_type,) = _R_b(buf, pos)
         pos += 1
         # field: acls[]
@@ -621,7 +638,7 @@ def _read_DescribeAclsResource_v2(buf, pos, view):
 
 def _write_DescribeAclsResource_v2(self, w):
     try:
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -634,7 +651,7 @@ def _write_DescribeAclsResource_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: pattern_type(1)
+        # field: pattern_type:b
         w(_W_b(self.pattern_type))
         # field: acls[]
         value = self.acls
@@ -643,7 +660,10 @@ def _write_DescribeAclsResource_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_acls, item in enumerate(value):
-                _write_AclDescription_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("acls_item")
+                _write_AclDescription_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -657,7 +677,7 @@ def _write_DescribeAclsResource_v2(self, w):
 def _read_DescribeAclsResponse_v2(buf, pos, view):
     try:
         self = _new(DescribeAclsResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -730,7 +750,7 @@ def _read_DescribeAclsResponse_v2(buf, pos, view):
 
 def _write_DescribeAclsResponse_v2(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -750,7 +770,10 @@ def _write_DescribeAclsResponse_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_resources, item in enumerate(value):
-                _write_DescribeAclsResource_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("resources_item")
+                _write_DescribeAclsResource_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -774,5 +797,5 @@ DescribeAclsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "129:- 132:principal 140:host 148:operation(1)/permission_type(1) 157:- 159:principal 170:host 181:operation(1)/permission_type(1) 189:- 192:resource_type(1) 195:resource_name 203:acls[] 221:- 223:resource_type(1) 225:resource_name 236:acls[] 244:pattern_type 253:- 256:throttle_time_ms(4)/error_code(2) 259:error_message 270:resources[] 287:- 289:throttle_time_ms(4)/error_code(2) 291:error_message 302:resources[] 316:- 319:resource_type(1) 322:resource_name 330:pattern_type(1) 333:acls[] 350:- 352:resource_type(1) 354:resource_name 365:pattern_type(1) 367:acls[] 381:- 384:throttle_time_ms(4)/error_code(2) 387:error_message 398:resources[] 415:- 417:throttle_time_ms(4)/error_code(2) 419:error_message 430:resources[] 444:- 447:principal 459:host 471:operation(1)/permission_type(1) 474:tagged_fields 512:- 514:principal 525:host 536:operation(1)/permission_type(1) 538:tagged_fields 548:- 551:resource_type(1) 554:resource_name 566:pattern_type(1) 569:acls[] 584:tagged_fields 622:- 624:resource_type(1) 626:resource_name 637:pattern_type(1) 639:acls[] 647:tagged_fields 657:- 660:throttle_time_ms(4)/error_code(2) 663:error_message 678:resources[] 693:tagged_fields 731:- 733:throttle_time_ms(4)/error_code(2) 735:error_message 746:resources[] 754:tagged_fields"
+    "129:- 132:principal 140:host 148:operation:b/permission_type:b 157:- 159:principal 170:host 181:operation:b/permission_type:b 183:unknown_tags 190:- 193:resource_type:b 196:resource_name 204:acls[] 222:- 224:resource_type:b 226:resource_name 237:acls[] 248:pattern_type 251:unknown_tags 258:- 261:throttle_time_ms:i/error_code:h 264:error_message 275:resources[] 292:- 294:throttle_time_ms:i/error_code:h 296:error_message 307:resources[] 318:unknown_tags 325:- 328:resource_type:b 331:resource_name 339:pattern_type:b 342:acls[] 359:- 361:resource_type:b 363:resource_name 374:pattern_type:b 376:acls[] 387:unknown_tags 394:- 397:throttle_time_ms:i/error_code:h 400:error_message 411:resources[] 428:- 430:throttle_time_ms:i/error_code:h 432:error_message 443:resources[] 454:unknown_tags 461:- 464:principal 476:host 488:operation:b/permission_type:b 491:tagged_fields 529:- 531:principal 542:host 553:operation:b/permission_type:b 555:tagged_fields 565:- 568:resource_type:b 571:resource_name 583:pattern_type:b 586:acls[] 601:tagged_fields 639:- 641:resource_type:b 643:resource_name 654:pattern_type:b 656:acls[] 667:tagged_fields 677:- 680:throttle_time_ms:i/error_code:h 683:error_message 698:resources[] 713:tagged_fields 751:- 753:throttle_time_ms:i/error_code:h 755:error_message 766:resources[] 777:tagged_fields"
 )

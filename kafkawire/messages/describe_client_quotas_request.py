@@ -94,7 +94,7 @@ def _read_ComponentData_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.entity_type = str(buf[pos:end], "utf-8")
         pos = end
-        # field: match_type(1)
+        # field: match_type:b
         (self.match_type,) = _R_b(buf, pos)
         pos += 1
         # field: match
@@ -127,7 +127,7 @@ def _write_ComponentData_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: match_type(1)
+        # field: match_type:b
         w(_W_b(self.match_type))
         # field: match
         value = self.match
@@ -140,6 +140,7 @@ def _write_ComponentData_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ComponentData")
     except Exception as exc:
@@ -160,7 +161,7 @@ def _read_DescribeClientQuotasRequest_v0(buf, pos, view):
             item, pos = _read_ComponentData_v0(buf, pos, view)
             append(item)
         self.components = tuple(items)
-        # field: strict(1)
+        # field: strict:?
         (self.strict,) = _R__(buf, pos)
         pos += 1
         self.unknown_tags = None
@@ -178,9 +179,13 @@ def _write_DescribeClientQuotasRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_components, item in enumerate(value):
-                _write_ComponentData_v0(item, w)
-        # field: strict(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("components_item")
+                _write_ComponentData_v0(value, w)
+        # field: strict:?
         w(_W__(self.strict))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeClientQuotasRequest")
     except Exception as exc:
@@ -202,7 +207,7 @@ def _read_ComponentData_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.entity_type = str(buf[pos:end], "utf-8")
         pos = end
-        # field: match_type(1)
+        # field: match_type:b
         (self.match_type,) = _R_b(buf, pos)
         pos += 1
         # field: match
@@ -271,7 +276,7 @@ def _write_ComponentData_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: match_type(1)
+        # field: match_type:b
         w(_W_b(self.match_type))
         # field: match
         value = self.match
@@ -312,7 +317,7 @@ def _read_DescribeClientQuotasRequest_v1(buf, pos, view):
             item, pos = _read_ComponentData_v1(buf, pos, view)
             append(item)
         self.components = tuple(items)
-        # field: strict(1)
+        # field: strict:?
         (self.strict,) = _R__(buf, pos)
         pos += 1
         # field: tagged_fields
@@ -362,8 +367,11 @@ def _write_DescribeClientQuotasRequest_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_components, item in enumerate(value):
-                _write_ComponentData_v1(item, w)
-        # field: strict(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("components_item")
+                _write_ComponentData_v1(value, w)
+        # field: strict:?
         w(_W__(self.strict))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -384,5 +392,5 @@ DescribeClientQuotasRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "86:- 89:entity_type 97:match_type(1) 100:match 117:- 119:entity_type 130:match_type(1) 132:match 149:- 152:components[] 163:strict(1) 172:- 174:components[] 182:strict(1) 190:- 193:entity_type 205:match_type(1) 208:match 223:tagged_fields 261:- 263:entity_type 274:match_type(1) 276:match 287:tagged_fields 297:- 300:components[] 315:strict(1) 318:tagged_fields 356:- 358:components[] 366:strict(1) 368:tagged_fields"
+    "86:- 89:entity_type 97:match_type:b 100:match 117:- 119:entity_type 130:match_type:b 132:match 143:unknown_tags 150:- 153:components[] 164:strict:? 173:- 175:components[] 186:strict:? 188:unknown_tags 195:- 198:entity_type 210:match_type:b 213:match 228:tagged_fields 266:- 268:entity_type 279:match_type:b 281:match 292:tagged_fields 302:- 305:components[] 320:strict:? 323:tagged_fields 361:- 363:components[] 374:strict:? 376:tagged_fields"
 )

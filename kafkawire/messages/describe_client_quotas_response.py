@@ -190,6 +190,7 @@ def _write_EntityData_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("EntityData")
     except Exception as exc:
@@ -207,7 +208,7 @@ def _read_ValueData_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.key = str(buf[pos:end], "utf-8")
         pos = end
-        # field: value(8)
+        # field: value:d
         (self.value,) = _R_d(buf, pos)
         pos += 8
         self.unknown_tags = None
@@ -229,8 +230,9 @@ def _write_ValueData_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: value(8)
+        # field: value:d
         w(_W_d(self.value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ValueData")
     except Exception as exc:
@@ -277,7 +279,10 @@ def _write_EntryData_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_entity, item in enumerate(value):
-                _write_EntityData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("entity_item")
+                _write_EntityData_v0(value, w)
         # field: values[]
         value = self.values
         if value is None:
@@ -285,7 +290,11 @@ def _write_EntryData_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_values, item in enumerate(value):
-                _write_ValueData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("values_item")
+                _write_ValueData_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("EntryData")
     except Exception as exc:
@@ -295,7 +304,7 @@ def _write_EntryData_v0(self, w):
 def _read_DescribeClientQuotasResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeClientQuotasResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -331,7 +340,7 @@ def _read_DescribeClientQuotasResponse_v0(buf, pos, view):
 
 def _write_DescribeClientQuotasResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -351,7 +360,11 @@ def _write_DescribeClientQuotasResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_entries, item in enumerate(value):
-                _write_EntryData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("entries_item")
+                _write_EntryData_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeClientQuotasResponse")
     except Exception as exc:
@@ -475,7 +488,7 @@ def _read_ValueData_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.key = str(buf[pos:end], "utf-8")
         pos = end
-        # field: value(8)
+        # field: value:d
         (self.value,) = _R_d(buf, pos)
         pos += 8
         # field: tagged_fields
@@ -529,7 +542,7 @@ def _write_ValueData_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: value(8)
+        # field: value:d
         w(_W_d(self.value))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -621,7 +634,10 @@ def _write_EntryData_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_entity, item in enumerate(value):
-                _write_EntityData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("entity_item")
+                _write_EntityData_v1(value, w)
         # field: values[]
         value = self.values
         if value is None:
@@ -629,7 +645,10 @@ def _write_EntryData_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_values, item in enumerate(value):
-                _write_ValueData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("values_item")
+                _write_ValueData_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -643,7 +662,7 @@ def _write_EntryData_v1(self, w):
 def _read_DescribeClientQuotasResponse_v1(buf, pos, view):
     try:
         self = _new(DescribeClientQuotasResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -719,7 +738,7 @@ def _read_DescribeClientQuotasResponse_v1(buf, pos, view):
 
 def _write_DescribeClientQuotasResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -739,7 +758,10 @@ def _write_DescribeClientQuotasResponse_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_entries, item in enumerate(value):
-                _write_EntryData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("entries_item")
+                _write_EntryData_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -759,5 +781,5 @@ DescribeClientQuotasResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "141:- 144:entity_type 152:entity_name 169:- 171:entity_type 182:entity_name 199:- 202:key 210:value(8) 219:- 221:key 232:value(8) 240:- 243:entity[] 254:values[] 271:- 273:entity[] 281:values[] 295:- 298:throttle_time_ms(4)/error_code(2) 301:error_message 312:entries[] 332:- 334:throttle_time_ms(4)/error_code(2) 336:error_message 347:entries[] 361:- 364:entity_type 376:entity_name 391:tagged_fields 429:- 431:entity_type 442:entity_name 453:tagged_fields 463:- 466:key 478:value(8) 481:tagged_fields 519:- 521:key 532:value(8) 534:tagged_fields 544:- 547:entity[] 562:values[] 577:tagged_fields 615:- 617:entity[] 625:values[] 633:tagged_fields 643:- 646:throttle_time_ms(4)/error_code(2) 649:error_message 664:entries[] 682:tagged_fields 720:- 722:throttle_time_ms(4)/error_code(2) 724:error_message 735:entries[] 743:tagged_fields"
+    "141:- 144:entity_type 152:entity_name 169:- 171:entity_type 182:entity_name 193:unknown_tags 200:- 203:key 211:value:d 220:- 222:key 233:value:d 235:unknown_tags 242:- 245:entity[] 256:values[] 273:- 275:entity[] 286:values[] 297:unknown_tags 304:- 307:throttle_time_ms:i/error_code:h 310:error_message 321:entries[] 341:- 343:throttle_time_ms:i/error_code:h 345:error_message 356:entries[] 367:unknown_tags 374:- 377:entity_type 389:entity_name 404:tagged_fields 442:- 444:entity_type 455:entity_name 466:tagged_fields 476:- 479:key 491:value:d 494:tagged_fields 532:- 534:key 545:value:d 547:tagged_fields 557:- 560:entity[] 575:values[] 590:tagged_fields 628:- 630:entity[] 641:values[] 652:tagged_fields 662:- 665:throttle_time_ms:i/error_code:h 668:error_message 683:entries[] 701:tagged_fields 739:- 741:throttle_time_ms:i/error_code:h 743:error_message 754:entries[] 765:tagged_fields"
 )

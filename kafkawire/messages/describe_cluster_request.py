@@ -57,7 +57,7 @@ class DescribeClusterRequest(_Message):
 def _read_DescribeClusterRequest_v0(buf, pos, view):
     try:
         self = _new(DescribeClusterRequest)
-        # field: include_cluster_authorized_operations(1)
+        # field: include_cluster_authorized_operations:?
         (self.include_cluster_authorized_operations,) = _R__(buf, pos)
         pos += 1
         self.endpoint_type = 1
@@ -101,7 +101,7 @@ def _read_DescribeClusterRequest_v0(buf, pos, view):
 
 def _write_DescribeClusterRequest_v0(self, w):
     try:
-        # field: include_cluster_authorized_operations(1)
+        # field: include_cluster_authorized_operations:?
         w(_W__(self.include_cluster_authorized_operations))
         # field: endpoint_type
         if self.endpoint_type != 1:
@@ -119,7 +119,7 @@ def _write_DescribeClusterRequest_v0(self, w):
 def _read_DescribeClusterRequest_v1(buf, pos, view):
     try:
         self = _new(DescribeClusterRequest)
-        # field: include_cluster_authorized_operations(1) endpoint_type(1)
+        # field: include_cluster_authorized_operations:? endpoint_type:b
         (self.include_cluster_authorized_operations, self.endpoint_type,) = _R__b(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -162,7 +162,7 @@ def _read_DescribeClusterRequest_v1(buf, pos, view):
 
 def _write_DescribeClusterRequest_v1(self, w):
     try:
-        # field: include_cluster_authorized_operations(1) endpoint_type(1)
+        # field: include_cluster_authorized_operations:? endpoint_type:b
         w(_W__b(self.include_cluster_authorized_operations, self.endpoint_type))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -183,5 +183,5 @@ DescribeClusterRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "57:- 60:include_cluster_authorized_operations(1) 64:tagged_fields 102:- 104:include_cluster_authorized_operations(1) 106:endpoint_type 109:tagged_fields 119:- 122:include_cluster_authorized_operations(1)/endpoint_type(1) 125:tagged_fields 163:- 165:include_cluster_authorized_operations(1)/endpoint_type(1) 167:tagged_fields"
+    "57:- 60:include_cluster_authorized_operations:? 64:tagged_fields 102:- 104:include_cluster_authorized_operations:? 106:endpoint_type 109:tagged_fields 119:- 122:include_cluster_authorized_operations:?/endpoint_type:b 125:tagged_fields 163:- 165:include_cluster_authorized_operations:?/endpoint_type:b 167:tagged_fields"
 )

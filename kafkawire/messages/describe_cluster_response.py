@@ -107,7 +107,7 @@ DescribeClusterResponse.DescribeClusterBroker = DescribeClusterBroker
 def _read_DescribeClusterBroker_v0(buf, pos, view):
     try:
         self = _new(DescribeClusterBroker)
-        # field: broker_id(4)
+        # field: broker_id:i
         (self.broker_id,) = _R_i(buf, pos)
         pos += 4
         # field: host
@@ -122,7 +122,7 @@ def _read_DescribeClusterBroker_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(4)
+        # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         # field: rack
@@ -180,7 +180,7 @@ def _read_DescribeClusterBroker_v0(buf, pos, view):
 
 def _write_DescribeClusterBroker_v0(self, w):
     try:
-        # field: broker_id(4)
+        # field: broker_id:i
         w(_W_i(self.broker_id))
         # field: host
         value = self.host
@@ -193,7 +193,7 @@ def _write_DescribeClusterBroker_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(4)
+        # field: port:i
         w(_W_i(self.port))
         # field: rack
         value = self.rack
@@ -219,7 +219,7 @@ def _write_DescribeClusterBroker_v0(self, w):
 def _read_DescribeClusterResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeClusterResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -249,7 +249,7 @@ def _read_DescribeClusterResponse_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.cluster_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: controller_id(4)
+        # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
         # field: brokers[]
@@ -267,7 +267,7 @@ def _read_DescribeClusterResponse_v0(buf, pos, view):
             item, pos = _read_DescribeClusterBroker_v0(buf, pos, view)
             append(item)
         self.brokers = tuple(items)
-        # field: cluster_authorized_operations(4)
+        # field: cluster_authorized_operations:i
         (self.cluster_authorized_operations,) = _R_i(buf, pos)
         pos += 4
         self.endpoint_type = 1
@@ -311,7 +311,7 @@ def _read_DescribeClusterResponse_v0(buf, pos, view):
 
 def _write_DescribeClusterResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -335,7 +335,7 @@ def _write_DescribeClusterResponse_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: controller_id(4)
+        # field: controller_id:i
         w(_W_i(self.controller_id))
         # field: brokers[]
         value = self.brokers
@@ -344,8 +344,11 @@ def _write_DescribeClusterResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_brokers, item in enumerate(value):
-                _write_DescribeClusterBroker_v0(item, w)
-        # field: cluster_authorized_operations(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("brokers_item")
+                _write_DescribeClusterBroker_v0(value, w)
+        # field: cluster_authorized_operations:i
         w(_W_i(self.cluster_authorized_operations))
         # field: endpoint_type
         if self.endpoint_type != 1:
@@ -363,7 +366,7 @@ def _write_DescribeClusterResponse_v0(self, w):
 def _read_DescribeClusterResponse_v1(buf, pos, view):
     try:
         self = _new(DescribeClusterResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -381,7 +384,7 @@ def _read_DescribeClusterResponse_v1(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: endpoint_type(1)
+        # field: endpoint_type:b
         (self.endpoint_type,) = _R_b(buf, pos)
         pos += 1
         # field: cluster_id
@@ -396,7 +399,7 @@ def _read_DescribeClusterResponse_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.cluster_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: controller_id(4)
+        # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
         # field: brokers[]
@@ -414,7 +417,7 @@ def _read_DescribeClusterResponse_v1(buf, pos, view):
             item, pos = _read_DescribeClusterBroker_v0(buf, pos, view)
             append(item)
         self.brokers = tuple(items)
-        # field: cluster_authorized_operations(4)
+        # field: cluster_authorized_operations:i
         (self.cluster_authorized_operations,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -457,7 +460,7 @@ def _read_DescribeClusterResponse_v1(buf, pos, view):
 
 def _write_DescribeClusterResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -470,7 +473,7 @@ def _write_DescribeClusterResponse_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: endpoint_type(1)
+        # field: endpoint_type:b
         w(_W_b(self.endpoint_type))
         # field: cluster_id
         value = self.cluster_id
@@ -483,7 +486,7 @@ def _write_DescribeClusterResponse_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: controller_id(4)
+        # field: controller_id:i
         w(_W_i(self.controller_id))
         # field: brokers[]
         value = self.brokers
@@ -492,8 +495,11 @@ def _write_DescribeClusterResponse_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_brokers, item in enumerate(value):
-                _write_DescribeClusterBroker_v0(item, w)
-        # field: cluster_authorized_operations(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("brokers_item")
+                _write_DescribeClusterBroker_v0(value, w)
+        # field: cluster_authorized_operations:i
         w(_W_i(self.cluster_authorized_operations))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -514,5 +520,5 @@ DescribeClusterResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "107:- 110:broker_id(4) 113:host 125:port(4) 128:rack 143:tagged_fields 181:- 183:broker_id(4) 185:host 196:port(4) 198:rack 209:tagged_fields 219:- 222:throttle_time_ms(4)/error_code(2) 225:error_message 240:cluster_id 252:controller_id(4) 255:brokers[] 270:cluster_authorized_operations(4) 274:tagged_fields 312:- 314:throttle_time_ms(4)/error_code(2) 316:error_message 327:cluster_id 338:controller_id(4) 340:brokers[] 348:cluster_authorized_operations(4) 350:endpoint_type 353:tagged_fields 363:- 366:throttle_time_ms(4)/error_code(2) 369:error_message 384:endpoint_type(1) 387:cluster_id 399:controller_id(4) 402:brokers[] 417:cluster_authorized_operations(4) 420:tagged_fields 458:- 460:throttle_time_ms(4)/error_code(2) 462:error_message 473:endpoint_type(1) 475:cluster_id 486:controller_id(4) 488:brokers[] 496:cluster_authorized_operations(4) 498:tagged_fields"
+    "107:- 110:broker_id:i 113:host 125:port:i 128:rack 143:tagged_fields 181:- 183:broker_id:i 185:host 196:port:i 198:rack 209:tagged_fields 219:- 222:throttle_time_ms:i/error_code:h 225:error_message 240:cluster_id 252:controller_id:i 255:brokers[] 270:cluster_authorized_operations:i 274:tagged_fields 312:- 314:throttle_time_ms:i/error_code:h 316:error_message 327:cluster_id 338:controller_id:i 340:brokers[] 351:cluster_authorized_operations:i 353:endpoint_type 356:tagged_fields 366:- 369:throttle_time_ms:i/error_code:h 372:error_message 387:endpoint_type:b 390:cluster_id 402:controller_id:i 405:brokers[] 420:cluster_authorized_operations:i 423:tagged_fields 461:- 463:throttle_time_ms:i/error_code:h 465:error_message 476:endpoint_type:b 478:cluster_id 489:controller_id:i 491:brokers[] 502:cluster_authorized_operations:i 504:tagged_fields"
 )

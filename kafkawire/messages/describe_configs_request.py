@@ -91,7 +91,7 @@ DescribeConfigsRequest.DescribeConfigsResource = DescribeConfigsResource
 def _read_DescribeConfigsResource_v0(buf, pos, view):
     try:
         self = _new(DescribeConfigsResource)
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -130,7 +130,7 @@ def _read_DescribeConfigsResource_v0(buf, pos, view):
 
 def _write_DescribeConfigsResource_v0(self, w):
     try:
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -160,6 +160,7 @@ def _write_DescribeConfigsResource_v0(self, w):
                         raise string_too_long(n)
                     w(_W_h(n))
                     w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeConfigsResource")
     except Exception as exc:
@@ -197,13 +198,17 @@ def _write_DescribeConfigsRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_resources, item in enumerate(value):
-                _write_DescribeConfigsResource_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("resources_item")
+                _write_DescribeConfigsResource_v0(value, w)
         # field: include_synonyms
         if self.include_synonyms != False:
             raise not_in_version("DescribeConfigsRequest", "include_synonyms")
         # field: include_documentation
         if self.include_documentation != False:
             raise not_in_version("DescribeConfigsRequest", "include_documentation")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeConfigsRequest")
     except Exception as exc:
@@ -224,7 +229,7 @@ def _read_DescribeConfigsRequest_v1(buf, pos, view):
             item, pos = _read_DescribeConfigsResource_v0(buf, pos, view)
             append(item)
         self.resources = tuple(items)
-        # field: include_synonyms(1)
+        # field: include_synonyms:?
         (self.include_synonyms,) = _R__(buf, pos)
         pos += 1
         self.include_documentation = False
@@ -243,12 +248,16 @@ def _write_DescribeConfigsRequest_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_resources, item in enumerate(value):
-                _write_DescribeConfigsResource_v0(item, w)
-        # field: include_synonyms(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("resources_item")
+                _write_DescribeConfigsResource_v0(value, w)
+        # field: include_synonyms:?
         w(_W__(self.include_synonyms))
         # field: include_documentation
         if self.include_documentation != False:
             raise not_in_version("DescribeConfigsRequest", "include_documentation")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeConfigsRequest")
     except Exception as exc:
@@ -269,7 +278,7 @@ def _read_DescribeConfigsRequest_v3(buf, pos, view):
             item, pos = _read_DescribeConfigsResource_v0(buf, pos, view)
             append(item)
         self.resources = tuple(items)
-        # field: include_synonyms(1) include_documentation(1)
+        # field: include_synonyms:? include_documentation:?
         (self.include_synonyms, self.include_documentation,) = _R___(buf, pos)
         pos += 2
         self.unknown_tags = None
@@ -287,9 +296,13 @@ def _write_DescribeConfigsRequest_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_resources, item in enumerate(value):
-                _write_DescribeConfigsResource_v0(item, w)
-        # field: include_synonyms(1) include_documentation(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("resources_item")
+                _write_DescribeConfigsResource_v0(value, w)
+        # field: include_synonyms:? include_documentation:?
         w(_W___(self.include_synonyms, self.include_documentation))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeConfigsRequest")
     except Exception as exc:
@@ -299,7 +312,7 @@ def _write_DescribeConfigsRequest_v3(self, w):
 def _read_DescribeConfigsResource_v4(buf, pos, view):
     try:
         self = _new(DescribeConfigsResource)
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -382,7 +395,7 @@ def _read_DescribeConfigsResource_v4(buf, pos, view):
 
 def _write_DescribeConfigsResource_v4(self, w):
     try:
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -440,7 +453,7 @@ def _read_DescribeConfigsRequest_v4(buf, pos, view):
             item, pos = _read_DescribeConfigsResource_v4(buf, pos, view)
             append(item)
         self.resources = tuple(items)
-        # field: include_synonyms(1) include_documentation(1)
+        # field: include_synonyms:? include_documentation:?
         (self.include_synonyms, self.include_documentation,) = _R___(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -490,8 +503,11 @@ def _write_DescribeConfigsRequest_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_resources, item in enumerate(value):
-                _write_DescribeConfigsResource_v4(item, w)
-        # field: include_synonyms(1) include_documentation(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("resources_item")
+                _write_DescribeConfigsResource_v4(value, w)
+        # field: include_synonyms:? include_documentation:?
         w(_W___(self.include_synonyms, self.include_documentation))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -518,5 +534,5 @@ DescribeConfigsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "91:- 94:resource_type(1) 97:resource_name 105:configuration_keys[] 131:- 133:resource_type(1) 135:resource_name 146:configuration_keys[] 169:- 172:resources[] 191:- 193:resources[] 201:include_synonyms 204:include_documentation 213:- 216:resources[] 227:include_synonyms(1) 237:- 239:resources[] 247:include_synonyms(1) 249:include_documentation 258:- 261:resources[] 272:include_synonyms(1)/include_documentation(1) 281:- 283:resources[] 291:include_synonyms(1)/include_documentation(1) 299:- 302:resource_type(1) 305:resource_name 317:configuration_keys[] 345:tagged_fields 383:- 385:resource_type(1) 387:resource_name 398:configuration_keys[] 415:tagged_fields 425:- 428:resources[] 443:include_synonyms(1)/include_documentation(1) 446:tagged_fields 484:- 486:resources[] 494:include_synonyms(1)/include_documentation(1) 496:tagged_fields"
+    "91:- 94:resource_type:b 97:resource_name 105:configuration_keys[] 131:- 133:resource_type:b 135:resource_name 146:configuration_keys[] 163:unknown_tags 170:- 173:resources[] 192:- 194:resources[] 205:include_synonyms 208:include_documentation 211:unknown_tags 218:- 221:resources[] 232:include_synonyms:? 242:- 244:resources[] 255:include_synonyms:? 257:include_documentation 260:unknown_tags 267:- 270:resources[] 281:include_synonyms:?/include_documentation:? 290:- 292:resources[] 303:include_synonyms:?/include_documentation:? 305:unknown_tags 312:- 315:resource_type:b 318:resource_name 330:configuration_keys[] 358:tagged_fields 396:- 398:resource_type:b 400:resource_name 411:configuration_keys[] 428:tagged_fields 438:- 441:resources[] 456:include_synonyms:?/include_documentation:? 459:tagged_fields 497:- 499:resources[] 510:include_synonyms:?/include_documentation:? 512:tagged_fields"
 )

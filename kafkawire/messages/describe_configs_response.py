@@ -189,7 +189,7 @@ def _read_DescribeConfigsResourceResult_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
-        # field: read_only(1) is_default(1) is_sensitive(1)
+        # field: read_only:? is_default:? is_sensitive:?
         (self.read_only, self.is_default, self.is_sensitive,) = _R____(buf, pos)
         pos += 3
         self.config_source = -1
@@ -226,8 +226,9 @@ def _write_DescribeConfigsResourceResult_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: read_only(1) is_default(1) is_sensitive(1)
+        # field: read_only:? is_default:? is_sensitive:?
         w(_W____(self.read_only, self.is_default, self.is_sensitive))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeConfigsResourceResult")
     except Exception as exc:
@@ -237,7 +238,7 @@ def _write_DescribeConfigsResourceResult_v0(self, w):
 def _read_DescribeConfigsResult_v0(buf, pos, view):
     try:
         self = _new(DescribeConfigsResult)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -251,7 +252,7 @@ def _read_DescribeConfigsResult_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -281,7 +282,7 @@ def _read_DescribeConfigsResult_v0(buf, pos, view):
 
 def _write_DescribeConfigsResult_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -294,7 +295,7 @@ def _write_DescribeConfigsResult_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -314,7 +315,11 @@ def _write_DescribeConfigsResult_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_configs, item in enumerate(value):
-                _write_DescribeConfigsResourceResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("configs_item")
+                _write_DescribeConfigsResourceResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeConfigsResult")
     except Exception as exc:
@@ -324,7 +329,7 @@ def _write_DescribeConfigsResult_v0(self, w):
 def _read_DescribeConfigsResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeConfigsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
@@ -346,7 +351,7 @@ def _read_DescribeConfigsResponse_v0(buf, pos, view):
 
 def _write_DescribeConfigsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: results[]
         value = self.results
@@ -355,7 +360,11 @@ def _write_DescribeConfigsResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_results, item in enumerate(value):
-                _write_DescribeConfigsResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_DescribeConfigsResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeConfigsResponse")
     except Exception as exc:
@@ -384,7 +393,7 @@ def _read_DescribeConfigsSynonym_v1(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
-        # field: source(1)
+        # field: source:b
         (self.source,) = _R_b(buf, pos)
         pos += 1
         self.unknown_tags = None
@@ -417,8 +426,9 @@ def _write_DescribeConfigsSynonym_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: source(1)
+        # field: source:b
         w(_W_b(self.source))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeConfigsSynonym")
     except Exception as exc:
@@ -447,7 +457,7 @@ def _read_DescribeConfigsResourceResult_v1(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
-        # field: read_only(1) config_source(1) is_sensitive(1)
+        # field: read_only:? config_source:b is_sensitive:?
         (self.read_only, self.config_source, self.is_sensitive,) = _R__b_(buf, pos)
         pos += 3
         # field: synonyms[]
@@ -494,7 +504,7 @@ def _write_DescribeConfigsResourceResult_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: read_only(1) config_source(1) is_sensitive(1)
+        # field: read_only:? config_source:b is_sensitive:?
         w(_W__b_(self.read_only, self.config_source, self.is_sensitive))
         # field: synonyms[]
         value = self.synonyms
@@ -503,10 +513,14 @@ def _write_DescribeConfigsResourceResult_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_synonyms, item in enumerate(value):
-                _write_DescribeConfigsSynonym_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("synonyms_item")
+                _write_DescribeConfigsSynonym_v1(value, w)
         # field: is_default
         if self.is_default != False:
             raise not_in_version("DescribeConfigsResourceResult", "is_default")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeConfigsResourceResult")
     except Exception as exc:
@@ -516,7 +530,7 @@ def _write_DescribeConfigsResourceResult_v1(self, w):
 def _read_DescribeConfigsResult_v1(buf, pos, view):
     try:
         self = _new(DescribeConfigsResult)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -530,7 +544,7 @@ def _read_DescribeConfigsResult_v1(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -560,7 +574,7 @@ def _read_DescribeConfigsResult_v1(buf, pos, view):
 
 def _write_DescribeConfigsResult_v1(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -573,7 +587,7 @@ def _write_DescribeConfigsResult_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -593,7 +607,11 @@ def _write_DescribeConfigsResult_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_configs, item in enumerate(value):
-                _write_DescribeConfigsResourceResult_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("configs_item")
+                _write_DescribeConfigsResourceResult_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeConfigsResult")
     except Exception as exc:
@@ -603,7 +621,7 @@ def _write_DescribeConfigsResult_v1(self, w):
 def _read_DescribeConfigsResponse_v1(buf, pos, view):
     try:
         self = _new(DescribeConfigsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
@@ -625,7 +643,7 @@ def _read_DescribeConfigsResponse_v1(buf, pos, view):
 
 def _write_DescribeConfigsResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: results[]
         value = self.results
@@ -634,7 +652,11 @@ def _write_DescribeConfigsResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_results, item in enumerate(value):
-                _write_DescribeConfigsResult_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_DescribeConfigsResult_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeConfigsResponse")
     except Exception as exc:
@@ -663,7 +685,7 @@ def _read_DescribeConfigsResourceResult_v3(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
-        # field: read_only(1) config_source(1) is_sensitive(1)
+        # field: read_only:? config_source:b is_sensitive:?
         (self.read_only, self.config_source, self.is_sensitive,) = _R__b_(buf, pos)
         pos += 3
         # field: synonyms[]
@@ -677,7 +699,7 @@ def _read_DescribeConfigsResourceResult_v3(buf, pos, view):
             item, pos = _read_DescribeConfigsSynonym_v1(buf, pos, view)
             append(item)
         self.synonyms = tuple(items)
-        # field: config_type(1)
+        # field: config_type:b
         (self.config_type,) = _R_b(buf, pos)
         pos += 1
         # field: documentation
@@ -722,7 +744,7 @@ def _write_DescribeConfigsResourceResult_v3(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: read_only(1) config_source(1) is_sensitive(1)
+        # field: read_only:? config_source:b is_sensitive:?
         w(_W__b_(self.read_only, self.config_source, self.is_sensitive))
         # field: synonyms[]
         value = self.synonyms
@@ -731,8 +753,11 @@ def _write_DescribeConfigsResourceResult_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_synonyms, item in enumerate(value):
-                _write_DescribeConfigsSynonym_v1(item, w)
-        # field: config_type(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("synonyms_item")
+                _write_DescribeConfigsSynonym_v1(value, w)
+        # field: config_type:b
         w(_W_b(self.config_type))
         # field: documentation
         value = self.documentation
@@ -748,6 +773,7 @@ def _write_DescribeConfigsResourceResult_v3(self, w):
         # field: is_default
         if self.is_default != False:
             raise not_in_version("DescribeConfigsResourceResult", "is_default")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeConfigsResourceResult")
     except Exception as exc:
@@ -757,7 +783,7 @@ def _write_DescribeConfigsResourceResult_v3(self, w):
 def _read_DescribeConfigsResult_v3(buf, pos, view):
     try:
         self = _new(DescribeConfigsResult)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -771,7 +797,7 @@ def _read_DescribeConfigsResult_v3(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -801,7 +827,7 @@ def _read_DescribeConfigsResult_v3(buf, pos, view):
 
 def _write_DescribeConfigsResult_v3(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -814,7 +840,7 @@ def _write_DescribeConfigsResult_v3(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -834,7 +860,11 @@ def _write_DescribeConfigsResult_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_configs, item in enumerate(value):
-                _write_DescribeConfigsResourceResult_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("configs_item")
+                _write_DescribeConfigsResourceResult_v3(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeConfigsResult")
     except Exception as exc:
@@ -844,7 +874,7 @@ def _write_DescribeConfigsResult_v3(self, w):
 def _read_DescribeConfigsResponse_v3(buf, pos, view):
     try:
         self = _new(DescribeConfigsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
@@ -866,7 +896,7 @@ def _read_DescribeConfigsResponse_v3(buf, pos, view):
 
 def _write_DescribeConfigsResponse_v3(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: results[]
         value = self.results
@@ -875,7 +905,11 @@ def _write_DescribeConfigsResponse_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_results, item in enumerate(value):
-                _write_DescribeConfigsResult_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_DescribeConfigsResult_v3(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeConfigsResponse")
     except Exception as exc:
@@ -912,7 +946,7 @@ def _read_DescribeConfigsSynonym_v4(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
-        # field: source(1)
+        # field: source:b
         (self.source,) = _R_b(buf, pos)
         pos += 1
         # field: tagged_fields
@@ -977,7 +1011,7 @@ def _write_DescribeConfigsSynonym_v4(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: source(1)
+        # field: source:b
         w(_W_b(self.source))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1019,7 +1053,7 @@ def _read_DescribeConfigsResourceResult_v4(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
-        # field: read_only(1) config_source(1) is_sensitive(1)
+        # field: read_only:? config_source:b is_sensitive:?
         (self.read_only, self.config_source, self.is_sensitive,) = _R__b_(buf, pos)
         pos += 3
         # field: synonyms[]
@@ -1037,7 +1071,7 @@ def _read_DescribeConfigsResourceResult_v4(buf, pos, view):
             item, pos = _read_DescribeConfigsSynonym_v4(buf, pos, view)
             append(item)
         self.synonyms = tuple(items)
-        # field: config_type(1)
+        # field: config_type:b
         (self.config_type,) = _R_b(buf, pos)
         pos += 1
         # field: documentation
@@ -1118,7 +1152,7 @@ def _write_DescribeConfigsResourceResult_v4(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: read_only(1) config_source(1) is_sensitive(1)
+        # field: read_only:? config_source:b is_sensitive:?
         w(_W__b_(self.read_only, self.config_source, self.is_sensitive))
         # field: synonyms[]
         value = self.synonyms
@@ -1127,8 +1161,11 @@ def _write_DescribeConfigsResourceResult_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_synonyms, item in enumerate(value):
-                _write_DescribeConfigsSynonym_v4(item, w)
-        # field: config_type(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("synonyms_item")
+                _write_DescribeConfigsSynonym_v4(value, w)
+        # field: config_type:b
         w(_W_b(self.config_type))
         # field: documentation
         value = self.documentation
@@ -1157,7 +1194,7 @@ def _write_DescribeConfigsResourceResult_v4(self, w):
 def _read_DescribeConfigsResult_v4(buf, pos, view):
     try:
         self = _new(DescribeConfigsResult)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -1175,7 +1212,7 @@ def _read_DescribeConfigsResult_v4(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -1245,7 +1282,7 @@ def _read_DescribeConfigsResult_v4(buf, pos, view):
 
 def _write_DescribeConfigsResult_v4(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -1258,7 +1295,7 @@ def _write_DescribeConfigsResult_v4(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -1278,7 +1315,10 @@ def _write_DescribeConfigsResult_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_configs, item in enumerate(value):
-                _write_DescribeConfigsResourceResult_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("configs_item")
+                _write_DescribeConfigsResourceResult_v4(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1292,7 +1332,7 @@ def _write_DescribeConfigsResult_v4(self, w):
 def _read_DescribeConfigsResponse_v4(buf, pos, view):
     try:
         self = _new(DescribeConfigsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
@@ -1350,7 +1390,7 @@ def _read_DescribeConfigsResponse_v4(buf, pos, view):
 
 def _write_DescribeConfigsResponse_v4(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: results[]
         value = self.results
@@ -1359,7 +1399,10 @@ def _write_DescribeConfigsResponse_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_results, item in enumerate(value):
-                _write_DescribeConfigsResult_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_DescribeConfigsResult_v4(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1385,5 +1428,5 @@ DescribeConfigsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "170:- 173:name 181:value 192:read_only(1)/is_default(1)/is_sensitive(1) 205:- 207:name 218:value 229:read_only(1)/is_default(1)/is_sensitive(1) 237:- 240:error_code(2) 243:error_message 254:resource_type(1) 257:resource_name 265:configs[] 282:- 284:error_code(2) 286:error_message 297:resource_type(1) 299:resource_name 310:configs[] 324:- 327:throttle_time_ms(4) 330:results[] 347:- 349:throttle_time_ms(4) 351:results[] 365:- 368:name 376:value 387:source(1) 396:- 398:name 409:value 420:source(1) 428:- 431:name 439:value 450:read_only(1)/config_source(1)/is_sensitive(1) 453:synonyms[] 473:- 475:name 486:value 497:read_only(1)/config_source(1)/is_sensitive(1) 499:synonyms[] 507:is_default 516:- 519:error_code(2) 522:error_message 533:resource_type(1) 536:resource_name 544:configs[] 561:- 563:error_code(2) 565:error_message 576:resource_type(1) 578:resource_name 589:configs[] 603:- 606:throttle_time_ms(4) 609:results[] 626:- 628:throttle_time_ms(4) 630:results[] 644:- 647:name 655:value 666:read_only(1)/config_source(1)/is_sensitive(1) 669:synonyms[] 680:config_type(1) 683:documentation 701:- 703:name 714:value 725:read_only(1)/config_source(1)/is_sensitive(1) 727:synonyms[] 735:config_type(1) 737:documentation 748:is_default 757:- 760:error_code(2) 763:error_message 774:resource_type(1) 777:resource_name 785:configs[] 802:- 804:error_code(2) 806:error_message 817:resource_type(1) 819:resource_name 830:configs[] 844:- 847:throttle_time_ms(4) 850:results[] 867:- 869:throttle_time_ms(4) 871:results[] 885:- 888:name 900:value 915:source(1) 918:tagged_fields 956:- 958:name 969:value 980:source(1) 982:tagged_fields 992:- 995:name 1007:value 1022:read_only(1)/config_source(1)/is_sensitive(1) 1025:synonyms[] 1040:config_type(1) 1043:documentation 1059:tagged_fields 1097:- 1099:name 1110:value 1121:read_only(1)/config_source(1)/is_sensitive(1) 1123:synonyms[] 1131:config_type(1) 1133:documentation 1144:is_default 1147:tagged_fields 1157:- 1160:error_code(2) 1163:error_message 1178:resource_type(1) 1181:resource_name 1193:configs[] 1208:tagged_fields 1246:- 1248:error_code(2) 1250:error_message 1261:resource_type(1) 1263:resource_name 1274:configs[] 1282:tagged_fields 1292:- 1295:throttle_time_ms(4) 1298:results[] 1313:tagged_fields 1351:- 1353:throttle_time_ms(4) 1355:results[] 1363:tagged_fields"
+    "170:- 173:name 181:value 192:read_only:?/is_default:?/is_sensitive:? 205:- 207:name 218:value 229:read_only:?/is_default:?/is_sensitive:? 231:unknown_tags 238:- 241:error_code:h 244:error_message 255:resource_type:b 258:resource_name 266:configs[] 283:- 285:error_code:h 287:error_message 298:resource_type:b 300:resource_name 311:configs[] 322:unknown_tags 329:- 332:throttle_time_ms:i 335:results[] 352:- 354:throttle_time_ms:i 356:results[] 367:unknown_tags 374:- 377:name 385:value 396:source:b 405:- 407:name 418:value 429:source:b 431:unknown_tags 438:- 441:name 449:value 460:read_only:?/config_source:b/is_sensitive:? 463:synonyms[] 483:- 485:name 496:value 507:read_only:?/config_source:b/is_sensitive:? 509:synonyms[] 520:is_default 523:unknown_tags 530:- 533:error_code:h 536:error_message 547:resource_type:b 550:resource_name 558:configs[] 575:- 577:error_code:h 579:error_message 590:resource_type:b 592:resource_name 603:configs[] 614:unknown_tags 621:- 624:throttle_time_ms:i 627:results[] 644:- 646:throttle_time_ms:i 648:results[] 659:unknown_tags 666:- 669:name 677:value 688:read_only:?/config_source:b/is_sensitive:? 691:synonyms[] 702:config_type:b 705:documentation 723:- 725:name 736:value 747:read_only:?/config_source:b/is_sensitive:? 749:synonyms[] 760:config_type:b 762:documentation 773:is_default 776:unknown_tags 783:- 786:error_code:h 789:error_message 800:resource_type:b 803:resource_name 811:configs[] 828:- 830:error_code:h 832:error_message 843:resource_type:b 845:resource_name 856:configs[] 867:unknown_tags 874:- 877:throttle_time_ms:i 880:results[] 897:- 899:throttle_time_ms:i 901:results[] 912:unknown_tags 919:- 922:name 934:value 949:source:b 952:tagged_fields 990:- 992:name 1003:value 1014:source:b 1016:tagged_fields 1026:- 1029:name 1041:value 1056:read_only:?/config_source:b/is_sensitive:? 1059:synonyms[] 1074:config_type:b 1077:documentation 1093:tagged_fields 1131:- 1133:name 1144:value 1155:read_only:?/config_source:b/is_sensitive:? 1157:synonyms[] 1168:config_type:b 1170:documentation 1181:is_default 1184:tagged_fields 1194:- 1197:error_code:h 1200:error_message 1215:resource_type:b 1218:resource_name 1230:configs[] 1245:tagged_fields 1283:- 1285:error_code:h 1287:error_message 1298:resource_type:b 1300:resource_name 1311:configs[] 1322:tagged_fields 1332:- 1335:throttle_time_ms:i 1338:results[] 1353:tagged_fields 1391:- 1393:throttle_time_ms:i 1395:results[] 1406:tagged_fields"
 )

@@ -122,6 +122,7 @@ def _write_DescribeDelegationTokenOwner_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeDelegationTokenOwner")
     except Exception as exc:
@@ -160,7 +161,11 @@ def _write_DescribeDelegationTokenRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_owners, item in enumerate(value):
-                _write_DescribeDelegationTokenOwner_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("owners_item")
+                _write_DescribeDelegationTokenOwner_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeDelegationTokenRequest")
     except Exception as exc:
@@ -334,7 +339,10 @@ def _write_DescribeDelegationTokenRequest_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_owners, item in enumerate(value):
-                _write_DescribeDelegationTokenOwner_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("owners_item")
+                _write_DescribeDelegationTokenOwner_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -358,5 +366,5 @@ DescribeDelegationTokenRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "76:- 79:principal_type 87:principal_name 101:- 103:principal_type 114:principal_name 131:- 134:owners[] 154:- 156:owners[] 170:- 173:principal_type 185:principal_name 197:tagged_fields 235:- 237:principal_type 248:principal_name 259:tagged_fields 269:- 272:owners[] 290:tagged_fields 328:- 330:owners[] 338:tagged_fields"
+    "76:- 79:principal_type 87:principal_name 101:- 103:principal_type 114:principal_name 125:unknown_tags 132:- 135:owners[] 155:- 157:owners[] 168:unknown_tags 175:- 178:principal_type 190:principal_name 202:tagged_fields 240:- 242:principal_type 253:principal_name 264:tagged_fields 274:- 277:owners[] 295:tagged_fields 333:- 335:owners[] 346:tagged_fields"
 )

@@ -180,6 +180,7 @@ def _write_DescribedDelegationTokenRenewer_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribedDelegationTokenRenewer")
     except Exception as exc:
@@ -205,7 +206,7 @@ def _read_DescribedDelegationToken_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.principal_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: issue_timestamp(8) expiry_timestamp(8) max_timestamp(8)
+        # field: issue_timestamp:q expiry_timestamp:q max_timestamp:q
         (self.issue_timestamp, self.expiry_timestamp, self.max_timestamp,) = _R_qqq(buf, pos)
         pos += 24
         # field: token_id
@@ -267,7 +268,7 @@ def _write_DescribedDelegationToken_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: issue_timestamp(8) expiry_timestamp(8) max_timestamp(8)
+        # field: issue_timestamp:q expiry_timestamp:q max_timestamp:q
         w(_W_qqq(self.issue_timestamp, self.expiry_timestamp, self.max_timestamp))
         # field: token_id
         value = self.token_id
@@ -294,13 +295,17 @@ def _write_DescribedDelegationToken_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_renewers, item in enumerate(value):
-                _write_DescribedDelegationTokenRenewer_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("renewers_item")
+                _write_DescribedDelegationTokenRenewer_v0(value, w)
         # field: token_requester_principal_type
         if self.token_requester_principal_type != '':
             raise not_in_version("DescribedDelegationToken", "token_requester_principal_type")
         # field: token_requester_principal_name
         if self.token_requester_principal_name != '':
             raise not_in_version("DescribedDelegationToken", "token_requester_principal_name")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribedDelegationToken")
     except Exception as exc:
@@ -310,7 +315,7 @@ def _write_DescribedDelegationToken_v0(self, w):
 def _read_DescribeDelegationTokenResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeDelegationTokenResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: tokens[]
@@ -324,7 +329,7 @@ def _read_DescribeDelegationTokenResponse_v0(buf, pos, view):
             item, pos = _read_DescribedDelegationToken_v0(buf, pos, view)
             append(item)
         self.tokens = tuple(items)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         self.unknown_tags = None
@@ -335,7 +340,7 @@ def _read_DescribeDelegationTokenResponse_v0(buf, pos, view):
 
 def _write_DescribeDelegationTokenResponse_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: tokens[]
         value = self.tokens
@@ -344,9 +349,13 @@ def _write_DescribeDelegationTokenResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_tokens, item in enumerate(value):
-                _write_DescribedDelegationToken_v0(item, w)
-        # field: throttle_time_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("tokens_item")
+                _write_DescribedDelegationToken_v0(value, w)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeDelegationTokenResponse")
     except Exception as exc:
@@ -479,7 +488,7 @@ def _read_DescribedDelegationToken_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.principal_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: issue_timestamp(8) expiry_timestamp(8) max_timestamp(8)
+        # field: issue_timestamp:q expiry_timestamp:q max_timestamp:q
         (self.issue_timestamp, self.expiry_timestamp, self.max_timestamp,) = _R_qqq(buf, pos)
         pos += 24
         # field: token_id
@@ -585,7 +594,7 @@ def _write_DescribedDelegationToken_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: issue_timestamp(8) expiry_timestamp(8) max_timestamp(8)
+        # field: issue_timestamp:q expiry_timestamp:q max_timestamp:q
         w(_W_qqq(self.issue_timestamp, self.expiry_timestamp, self.max_timestamp))
         # field: token_id
         value = self.token_id
@@ -612,7 +621,10 @@ def _write_DescribedDelegationToken_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_renewers, item in enumerate(value):
-                _write_DescribedDelegationTokenRenewer_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("renewers_item")
+                _write_DescribedDelegationTokenRenewer_v2(value, w)
         # field: token_requester_principal_type
         if self.token_requester_principal_type != '':
             raise not_in_version("DescribedDelegationToken", "token_requester_principal_type")
@@ -632,7 +644,7 @@ def _write_DescribedDelegationToken_v2(self, w):
 def _read_DescribeDelegationTokenResponse_v2(buf, pos, view):
     try:
         self = _new(DescribeDelegationTokenResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: tokens[]
@@ -650,7 +662,7 @@ def _read_DescribeDelegationTokenResponse_v2(buf, pos, view):
             item, pos = _read_DescribedDelegationToken_v2(buf, pos, view)
             append(item)
         self.tokens = tuple(items)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -693,7 +705,7 @@ def _read_DescribeDelegationTokenResponse_v2(buf, pos, view):
 
 def _write_DescribeDelegationTokenResponse_v2(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: tokens[]
         value = self.tokens
@@ -702,8 +714,11 @@ def _write_DescribeDelegationTokenResponse_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_tokens, item in enumerate(value):
-                _write_DescribedDelegationToken_v2(item, w)
-        # field: throttle_time_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("tokens_item")
+                _write_DescribedDelegationToken_v2(value, w)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -766,7 +781,7 @@ def _read_DescribedDelegationToken_v3(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.token_requester_principal_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: issue_timestamp(8) expiry_timestamp(8) max_timestamp(8)
+        # field: issue_timestamp:q expiry_timestamp:q max_timestamp:q
         (self.issue_timestamp, self.expiry_timestamp, self.max_timestamp,) = _R_qqq(buf, pos)
         pos += 24
         # field: token_id
@@ -892,7 +907,7 @@ def _write_DescribedDelegationToken_v3(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: issue_timestamp(8) expiry_timestamp(8) max_timestamp(8)
+        # field: issue_timestamp:q expiry_timestamp:q max_timestamp:q
         w(_W_qqq(self.issue_timestamp, self.expiry_timestamp, self.max_timestamp))
         # field: token_id
         value = self.token_id
@@ -919,7 +934,10 @@ def _write_DescribedDelegationToken_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_renewers, item in enumerate(value):
-                _write_DescribedDelegationTokenRenewer_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("renewers_item")
+                _write_DescribedDelegationTokenRenewer_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -933,7 +951,7 @@ def _write_DescribedDelegationToken_v3(self, w):
 def _read_DescribeDelegationTokenResponse_v3(buf, pos, view):
     try:
         self = _new(DescribeDelegationTokenResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: tokens[]
@@ -951,7 +969,7 @@ def _read_DescribeDelegationTokenResponse_v3(buf, pos, view):
             item, pos = _read_DescribedDelegationToken_v3(buf, pos, view)
             append(item)
         self.tokens = tuple(items)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -994,7 +1012,7 @@ def _read_DescribeDelegationTokenResponse_v3(buf, pos, view):
 
 def _write_DescribeDelegationTokenResponse_v3(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: tokens[]
         value = self.tokens
@@ -1003,8 +1021,11 @@ def _write_DescribeDelegationTokenResponse_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_tokens, item in enumerate(value):
-                _write_DescribedDelegationToken_v3(item, w)
-        # field: throttle_time_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("tokens_item")
+                _write_DescribedDelegationToken_v3(value, w)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1029,5 +1050,5 @@ DescribeDelegationTokenResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "134:- 137:principal_type 145:principal_name 159:- 161:principal_type 172:principal_name 189:- 192:principal_type 200:principal_name 208:issue_timestamp(8)/expiry_timestamp(8)/max_timestamp(8) 211:token_id 219:hmac 227:renewers[] 246:- 248:principal_type 259:principal_name 270:issue_timestamp(8)/expiry_timestamp(8)/max_timestamp(8) 272:token_id 283:hmac 290:renewers[] 298:token_requester_principal_type 301:token_requester_principal_name 310:- 313:error_code(2) 316:tokens[] 327:throttle_time_ms(4) 336:- 338:error_code(2) 340:tokens[] 348:throttle_time_ms(4) 356:- 359:principal_type 371:principal_name 383:tagged_fields 421:- 423:principal_type 434:principal_name 445:tagged_fields 455:- 458:principal_type 470:principal_name 482:issue_timestamp(8)/expiry_timestamp(8)/max_timestamp(8) 485:token_id 497:hmac 509:renewers[] 526:tagged_fields 564:- 566:principal_type 577:principal_name 588:issue_timestamp(8)/expiry_timestamp(8)/max_timestamp(8) 590:token_id 601:hmac 608:renewers[] 616:token_requester_principal_type 619:token_requester_principal_name 622:tagged_fields 632:- 635:error_code(2) 638:tokens[] 653:throttle_time_ms(4) 656:tagged_fields 694:- 696:error_code(2) 698:tokens[] 706:throttle_time_ms(4) 708:tagged_fields 718:- 721:principal_type 733:principal_name 745:token_requester_principal_type 757:token_requester_principal_name 769:issue_timestamp(8)/expiry_timestamp(8)/max_timestamp(8) 772:token_id 784:hmac 796:renewers[] 811:tagged_fields 849:- 851:principal_type 862:principal_name 873:token_requester_principal_type 884:token_requester_principal_name 895:issue_timestamp(8)/expiry_timestamp(8)/max_timestamp(8) 897:token_id 908:hmac 915:renewers[] 923:tagged_fields 933:- 936:error_code(2) 939:tokens[] 954:throttle_time_ms(4) 957:tagged_fields 995:- 997:error_code(2) 999:tokens[] 1007:throttle_time_ms(4) 1009:tagged_fields"
+    "134:- 137:principal_type 145:principal_name 159:- 161:principal_type 172:principal_name 183:unknown_tags 190:- 193:principal_type 201:principal_name 209:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 212:token_id 220:hmac 228:renewers[] 247:- 249:principal_type 260:principal_name 271:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 273:token_id 284:hmac 291:renewers[] 302:token_requester_principal_type 305:token_requester_principal_name 308:unknown_tags 315:- 318:error_code:h 321:tokens[] 332:throttle_time_ms:i 341:- 343:error_code:h 345:tokens[] 356:throttle_time_ms:i 358:unknown_tags 365:- 368:principal_type 380:principal_name 392:tagged_fields 430:- 432:principal_type 443:principal_name 454:tagged_fields 464:- 467:principal_type 479:principal_name 491:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 494:token_id 506:hmac 518:renewers[] 535:tagged_fields 573:- 575:principal_type 586:principal_name 597:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 599:token_id 610:hmac 617:renewers[] 628:token_requester_principal_type 631:token_requester_principal_name 634:tagged_fields 644:- 647:error_code:h 650:tokens[] 665:throttle_time_ms:i 668:tagged_fields 706:- 708:error_code:h 710:tokens[] 721:throttle_time_ms:i 723:tagged_fields 733:- 736:principal_type 748:principal_name 760:token_requester_principal_type 772:token_requester_principal_name 784:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 787:token_id 799:hmac 811:renewers[] 826:tagged_fields 864:- 866:principal_type 877:principal_name 888:token_requester_principal_type 899:token_requester_principal_name 910:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 912:token_id 923:hmac 930:renewers[] 941:tagged_fields 951:- 954:error_code:h 957:tokens[] 972:throttle_time_ms:i 975:tagged_fields 1013:- 1015:error_code:h 1017:tokens[] 1028:throttle_time_ms:i 1030:tagged_fields"
 )

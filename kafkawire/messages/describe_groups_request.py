@@ -101,6 +101,7 @@ def _write_DescribeGroupsRequest_v0(self, w):
         # field: include_authorized_operations
         if self.include_authorized_operations != False:
             raise not_in_version("DescribeGroupsRequest", "include_authorized_operations")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeGroupsRequest")
     except Exception as exc:
@@ -127,7 +128,7 @@ def _read_DescribeGroupsRequest_v3(buf, pos, view):
             pos = end
             append(item)
         self.groups = tuple(items)
-        # field: include_authorized_operations(1)
+        # field: include_authorized_operations:?
         (self.include_authorized_operations,) = _R__(buf, pos)
         pos += 1
         self.unknown_tags = None
@@ -155,8 +156,9 @@ def _write_DescribeGroupsRequest_v3(self, w):
                         raise string_too_long(n)
                     w(_W_h(n))
                     w(raw)
-        # field: include_authorized_operations(1)
+        # field: include_authorized_operations:?
         w(_W__(self.include_authorized_operations))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeGroupsRequest")
     except Exception as exc:
@@ -191,7 +193,7 @@ def _read_DescribeGroupsRequest_v5(buf, pos, view):
             pos = end
             append(item)
         self.groups = tuple(items)
-        # field: include_authorized_operations(1)
+        # field: include_authorized_operations:?
         (self.include_authorized_operations,) = _R__(buf, pos)
         pos += 1
         # field: tagged_fields
@@ -251,7 +253,7 @@ def _write_DescribeGroupsRequest_v5(self, w):
                         raise string_too_long(n)
                     w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
                     w(raw)
-        # field: include_authorized_operations(1)
+        # field: include_authorized_operations:?
         w(_W__(self.include_authorized_operations))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -280,5 +282,5 @@ DescribeGroupsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "55:- 58:groups[] 82:- 84:groups[] 101:include_authorized_operations 110:- 113:groups[] 130:include_authorized_operations(1) 139:- 141:groups[] 158:include_authorized_operations(1) 166:- 169:groups[] 194:include_authorized_operations(1) 197:tagged_fields 235:- 237:groups[] 254:include_authorized_operations(1) 256:tagged_fields"
+    "55:- 58:groups[] 82:- 84:groups[] 101:include_authorized_operations 104:unknown_tags 111:- 114:groups[] 131:include_authorized_operations:? 140:- 142:groups[] 159:include_authorized_operations:? 161:unknown_tags 168:- 171:groups[] 196:include_authorized_operations:? 199:tagged_fields 237:- 239:groups[] 256:include_authorized_operations:? 258:tagged_fields"
 )

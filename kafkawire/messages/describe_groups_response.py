@@ -228,6 +228,7 @@ def _write_DescribedGroupMember_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(value)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribedGroupMember")
     except Exception as exc:
@@ -237,7 +238,7 @@ def _write_DescribedGroupMember_v0(self, w):
 def _read_DescribedGroup_v0(buf, pos, view):
     try:
         self = _new(DescribedGroup)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: group_id
@@ -292,7 +293,7 @@ def _read_DescribedGroup_v0(buf, pos, view):
 
 def _write_DescribedGroup_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: group_id
         value = self.group_id
@@ -345,10 +346,14 @@ def _write_DescribedGroup_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_members, item in enumerate(value):
-                _write_DescribedGroupMember_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("members_item")
+                _write_DescribedGroupMember_v0(value, w)
         # field: authorized_operations
         if self.authorized_operations != -2147483648:
             raise not_in_version("DescribedGroup", "authorized_operations")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribedGroup")
     except Exception as exc:
@@ -385,7 +390,11 @@ def _write_DescribeGroupsResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_groups, item in enumerate(value):
-                _write_DescribedGroup_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("groups_item")
+                _write_DescribedGroup_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeGroupsResponse")
     except Exception as exc:
@@ -395,7 +404,7 @@ def _write_DescribeGroupsResponse_v0(self, w):
 def _read_DescribeGroupsResponse_v1(buf, pos, view):
     try:
         self = _new(DescribeGroupsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: groups[]
@@ -417,7 +426,7 @@ def _read_DescribeGroupsResponse_v1(buf, pos, view):
 
 def _write_DescribeGroupsResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: groups[]
         value = self.groups
@@ -426,7 +435,11 @@ def _write_DescribeGroupsResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_groups, item in enumerate(value):
-                _write_DescribedGroup_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("groups_item")
+                _write_DescribedGroup_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeGroupsResponse")
     except Exception as exc:
@@ -436,7 +449,7 @@ def _write_DescribeGroupsResponse_v1(self, w):
 def _read_DescribedGroup_v3(buf, pos, view):
     try:
         self = _new(DescribedGroup)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: group_id
@@ -482,7 +495,7 @@ def _read_DescribedGroup_v3(buf, pos, view):
             item, pos = _read_DescribedGroupMember_v0(buf, pos, view)
             append(item)
         self.members = tuple(items)
-        # field: authorized_operations(4)
+        # field: authorized_operations:i
         (self.authorized_operations,) = _R_i(buf, pos)
         pos += 4
         self.unknown_tags = None
@@ -493,7 +506,7 @@ def _read_DescribedGroup_v3(buf, pos, view):
 
 def _write_DescribedGroup_v3(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: group_id
         value = self.group_id
@@ -546,9 +559,13 @@ def _write_DescribedGroup_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_members, item in enumerate(value):
-                _write_DescribedGroupMember_v0(item, w)
-        # field: authorized_operations(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("members_item")
+                _write_DescribedGroupMember_v0(value, w)
+        # field: authorized_operations:i
         w(_W_i(self.authorized_operations))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribedGroup")
     except Exception as exc:
@@ -558,7 +575,7 @@ def _write_DescribedGroup_v3(self, w):
 def _read_DescribeGroupsResponse_v3(buf, pos, view):
     try:
         self = _new(DescribeGroupsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: groups[]
@@ -580,7 +597,7 @@ def _read_DescribeGroupsResponse_v3(buf, pos, view):
 
 def _write_DescribeGroupsResponse_v3(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: groups[]
         value = self.groups
@@ -589,7 +606,11 @@ def _write_DescribeGroupsResponse_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_groups, item in enumerate(value):
-                _write_DescribedGroup_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("groups_item")
+                _write_DescribedGroup_v3(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeGroupsResponse")
     except Exception as exc:
@@ -716,6 +737,7 @@ def _write_DescribedGroupMember_v4(self, w):
         else:
             w(_W_i(len(value)))
             w(value)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribedGroupMember")
     except Exception as exc:
@@ -725,7 +747,7 @@ def _write_DescribedGroupMember_v4(self, w):
 def _read_DescribedGroup_v4(buf, pos, view):
     try:
         self = _new(DescribedGroup)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: group_id
@@ -771,7 +793,7 @@ def _read_DescribedGroup_v4(buf, pos, view):
             item, pos = _read_DescribedGroupMember_v4(buf, pos, view)
             append(item)
         self.members = tuple(items)
-        # field: authorized_operations(4)
+        # field: authorized_operations:i
         (self.authorized_operations,) = _R_i(buf, pos)
         pos += 4
         self.unknown_tags = None
@@ -782,7 +804,7 @@ def _read_DescribedGroup_v4(buf, pos, view):
 
 def _write_DescribedGroup_v4(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: group_id
         value = self.group_id
@@ -835,9 +857,13 @@ def _write_DescribedGroup_v4(self, w):
         else:
             w(_W_i(len(value)))
             for i_members, item in enumerate(value):
-                _write_DescribedGroupMember_v4(item, w)
-        # field: authorized_operations(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("members_item")
+                _write_DescribedGroupMember_v4(value, w)
+        # field: authorized_operations:i
         w(_W_i(self.authorized_operations))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribedGroup")
     except Exception as exc:
@@ -847,7 +873,7 @@ def _write_DescribedGroup_v4(self, w):
 def _read_DescribeGroupsResponse_v4(buf, pos, view):
     try:
         self = _new(DescribeGroupsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: groups[]
@@ -869,7 +895,7 @@ def _read_DescribeGroupsResponse_v4(buf, pos, view):
 
 def _write_DescribeGroupsResponse_v4(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: groups[]
         value = self.groups
@@ -878,7 +904,11 @@ def _write_DescribeGroupsResponse_v4(self, w):
         else:
             w(_W_i(len(value)))
             for i_groups, item in enumerate(value):
-                _write_DescribedGroup_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("groups_item")
+                _write_DescribedGroup_v4(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeGroupsResponse")
     except Exception as exc:
@@ -1074,7 +1104,7 @@ def _write_DescribedGroupMember_v5(self, w):
 def _read_DescribedGroup_v5(buf, pos, view):
     try:
         self = _new(DescribedGroup)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: group_id
@@ -1140,7 +1170,7 @@ def _read_DescribedGroup_v5(buf, pos, view):
             item, pos = _read_DescribedGroupMember_v5(buf, pos, view)
             append(item)
         self.members = tuple(items)
-        # field: authorized_operations(4)
+        # field: authorized_operations:i
         (self.authorized_operations,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -1183,7 +1213,7 @@ def _read_DescribedGroup_v5(buf, pos, view):
 
 def _write_DescribedGroup_v5(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: group_id
         value = self.group_id
@@ -1236,8 +1266,11 @@ def _write_DescribedGroup_v5(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_members, item in enumerate(value):
-                _write_DescribedGroupMember_v5(item, w)
-        # field: authorized_operations(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("members_item")
+                _write_DescribedGroupMember_v5(value, w)
+        # field: authorized_operations:i
         w(_W_i(self.authorized_operations))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1252,7 +1285,7 @@ def _write_DescribedGroup_v5(self, w):
 def _read_DescribeGroupsResponse_v5(buf, pos, view):
     try:
         self = _new(DescribeGroupsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: groups[]
@@ -1310,7 +1343,7 @@ def _read_DescribeGroupsResponse_v5(buf, pos, view):
 
 def _write_DescribeGroupsResponse_v5(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: groups[]
         value = self.groups
@@ -1319,7 +1352,10 @@ def _write_DescribeGroupsResponse_v5(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_groups, item in enumerate(value):
-                _write_DescribedGroup_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("groups_item")
+                _write_DescribedGroup_v5(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1347,5 +1383,5 @@ DescribeGroupsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "132:- 135:member_id 143:client_id 151:client_host 159:member_metadata 167:member_assignment 182:- 184:member_id 195:client_id 206:client_host 217:member_metadata 224:member_assignment 237:- 240:error_code(2) 243:group_id 251:group_state 259:protocol_type 267:protocol_data 275:members[] 293:- 295:error_code(2) 297:group_id 308:group_state 319:protocol_type 330:protocol_data 341:members[] 349:authorized_operations 358:- 361:groups[] 379:- 381:groups[] 395:- 398:throttle_time_ms(4) 401:groups[] 418:- 420:throttle_time_ms(4) 422:groups[] 436:- 439:error_code(2) 442:group_id 450:group_state 458:protocol_type 466:protocol_data 474:members[] 485:authorized_operations(4) 494:- 496:error_code(2) 498:group_id 509:group_state 520:protocol_type 531:protocol_data 542:members[] 550:authorized_operations(4) 558:- 561:throttle_time_ms(4) 564:groups[] 581:- 583:throttle_time_ms(4) 585:groups[] 599:- 602:member_id 610:group_instance_id 621:client_id 629:client_host 637:member_metadata 645:member_assignment 659:- 661:member_id 672:group_instance_id 683:client_id 694:client_host 705:member_metadata 712:member_assignment 725:- 728:error_code(2) 731:group_id 739:group_state 747:protocol_type 755:protocol_data 763:members[] 774:authorized_operations(4) 783:- 785:error_code(2) 787:group_id 798:group_state 809:protocol_type 820:protocol_data 831:members[] 839:authorized_operations(4) 847:- 850:throttle_time_ms(4) 853:groups[] 870:- 872:throttle_time_ms(4) 874:groups[] 888:- 891:member_id 903:group_instance_id 918:client_id 930:client_host 942:member_metadata 954:member_assignment 966:tagged_fields 1004:- 1006:member_id 1017:group_instance_id 1028:client_id 1039:client_host 1050:member_metadata 1057:member_assignment 1064:tagged_fields 1074:- 1077:error_code(2) 1080:group_id 1092:group_state 1104:protocol_type 1116:protocol_data 1128:members[] 1143:authorized_operations(4) 1146:tagged_fields 1184:- 1186:error_code(2) 1188:group_id 1199:group_state 1210:protocol_type 1221:protocol_data 1232:members[] 1240:authorized_operations(4) 1242:tagged_fields 1252:- 1255:throttle_time_ms(4) 1258:groups[] 1273:tagged_fields 1311:- 1313:throttle_time_ms(4) 1315:groups[] 1323:tagged_fields"
+    "132:- 135:member_id 143:client_id 151:client_host 159:member_metadata 167:member_assignment 182:- 184:member_id 195:client_id 206:client_host 217:member_metadata 224:member_assignment 231:unknown_tags 238:- 241:error_code:h 244:group_id 252:group_state 260:protocol_type 268:protocol_data 276:members[] 294:- 296:error_code:h 298:group_id 309:group_state 320:protocol_type 331:protocol_data 342:members[] 353:authorized_operations 356:unknown_tags 363:- 366:groups[] 384:- 386:groups[] 397:unknown_tags 404:- 407:throttle_time_ms:i 410:groups[] 427:- 429:throttle_time_ms:i 431:groups[] 442:unknown_tags 449:- 452:error_code:h 455:group_id 463:group_state 471:protocol_type 479:protocol_data 487:members[] 498:authorized_operations:i 507:- 509:error_code:h 511:group_id 522:group_state 533:protocol_type 544:protocol_data 555:members[] 566:authorized_operations:i 568:unknown_tags 575:- 578:throttle_time_ms:i 581:groups[] 598:- 600:throttle_time_ms:i 602:groups[] 613:unknown_tags 620:- 623:member_id 631:group_instance_id 642:client_id 650:client_host 658:member_metadata 666:member_assignment 680:- 682:member_id 693:group_instance_id 704:client_id 715:client_host 726:member_metadata 733:member_assignment 740:unknown_tags 747:- 750:error_code:h 753:group_id 761:group_state 769:protocol_type 777:protocol_data 785:members[] 796:authorized_operations:i 805:- 807:error_code:h 809:group_id 820:group_state 831:protocol_type 842:protocol_data 853:members[] 864:authorized_operations:i 866:unknown_tags 873:- 876:throttle_time_ms:i 879:groups[] 896:- 898:throttle_time_ms:i 900:groups[] 911:unknown_tags 918:- 921:member_id 933:group_instance_id 948:client_id 960:client_host 972:member_metadata 984:member_assignment 996:tagged_fields 1034:- 1036:member_id 1047:group_instance_id 1058:client_id 1069:client_host 1080:member_metadata 1087:member_assignment 1094:tagged_fields 1104:- 1107:error_code:h 1110:group_id 1122:group_state 1134:protocol_type 1146:protocol_data 1158:members[] 1173:authorized_operations:i 1176:tagged_fields 1214:- 1216:error_code:h 1218:group_id 1229:group_state 1240:protocol_type 1251:protocol_data 1262:members[] 1273:authorized_operations:i 1275:tagged_fields 1285:- 1288:throttle_time_ms:i 1291:groups[] 1306:tagged_fields 1344:- 1346:throttle_time_ms:i 1348:groups[] 1359:tagged_fields"
 )

@@ -119,6 +119,7 @@ def _write_DescribableLogDirTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribableLogDirTopic")
     except Exception as exc:
@@ -157,7 +158,11 @@ def _write_DescribeLogDirsRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_DescribableLogDirTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_DescribableLogDirTopic_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeLogDirsRequest")
     except Exception as exc:
@@ -326,7 +331,10 @@ def _write_DescribeLogDirsRequest_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_DescribableLogDirTopic_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_DescribableLogDirTopic_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -352,5 +360,5 @@ DescribeLogDirsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "78:- 81:topic 89:partitions 102:- 104:topic 115:partitions 128:- 131:topics[] 151:- 153:topics[] 167:- 170:topic 182:partitions 193:tagged_fields 231:- 233:topic 244:partitions 251:tagged_fields 261:- 264:topics[] 282:tagged_fields 320:- 322:topics[] 330:tagged_fields"
+    "78:- 81:topic 89:partitions 102:- 104:topic 115:partitions 122:unknown_tags 129:- 132:topics[] 152:- 154:topics[] 165:unknown_tags 172:- 175:topic 187:partitions 198:tagged_fields 236:- 238:topic 249:partitions 256:tagged_fields 266:- 269:topics[] 287:tagged_fields 325:- 327:topics[] 338:tagged_fields"
 )

@@ -155,7 +155,7 @@ DescribeLogDirsResponse.DescribeLogDirsPartition = DescribeLogDirsPartition
 def _read_DescribeLogDirsPartition_v0(buf, pos, view):
     try:
         self = _new(DescribeLogDirsPartition)
-        # field: partition_index(4) partition_size(8) offset_lag(8) is_future_key(1)
+        # field: partition_index:i partition_size:q offset_lag:q is_future_key:?
         (self.partition_index, self.partition_size, self.offset_lag, self.is_future_key,) = _R_iqq_(buf, pos)
         pos += 21
         self.unknown_tags = None
@@ -166,8 +166,9 @@ def _read_DescribeLogDirsPartition_v0(buf, pos, view):
 
 def _write_DescribeLogDirsPartition_v0(self, w):
     try:
-        # field: partition_index(4) partition_size(8) offset_lag(8) is_future_key(1)
+        # field: partition_index:i partition_size:q offset_lag:q is_future_key:?
         w(_W_iqq_(self.partition_index, self.partition_size, self.offset_lag, self.is_future_key))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeLogDirsPartition")
     except Exception as exc:
@@ -222,7 +223,11 @@ def _write_DescribeLogDirsTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_DescribeLogDirsPartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_DescribeLogDirsPartition_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeLogDirsTopic")
     except Exception as exc:
@@ -232,7 +237,7 @@ def _write_DescribeLogDirsTopic_v0(self, w):
 def _read_DescribeLogDirsResult_v0(buf, pos, view):
     try:
         self = _new(DescribeLogDirsResult)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: log_dir
@@ -264,7 +269,7 @@ def _read_DescribeLogDirsResult_v0(buf, pos, view):
 
 def _write_DescribeLogDirsResult_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: log_dir
         value = self.log_dir
@@ -284,7 +289,11 @@ def _write_DescribeLogDirsResult_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_DescribeLogDirsTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_DescribeLogDirsTopic_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeLogDirsResult")
     except Exception as exc:
@@ -294,7 +303,7 @@ def _write_DescribeLogDirsResult_v0(self, w):
 def _read_DescribeLogDirsResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeLogDirsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
@@ -317,7 +326,7 @@ def _read_DescribeLogDirsResponse_v0(buf, pos, view):
 
 def _write_DescribeLogDirsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: results[]
         value = self.results
@@ -326,7 +335,11 @@ def _write_DescribeLogDirsResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_results, item in enumerate(value):
-                _write_DescribeLogDirsResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_DescribeLogDirsResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("DescribeLogDirsResponse")
     except Exception as exc:
@@ -336,7 +349,7 @@ def _write_DescribeLogDirsResponse_v0(self, w):
 def _read_DescribeLogDirsPartition_v2(buf, pos, view):
     try:
         self = _new(DescribeLogDirsPartition)
-        # field: partition_index(4) partition_size(8) offset_lag(8) is_future_key(1)
+        # field: partition_index:i partition_size:q offset_lag:q is_future_key:?
         (self.partition_index, self.partition_size, self.offset_lag, self.is_future_key,) = _R_iqq_(buf, pos)
         pos += 21
         # field: tagged_fields
@@ -379,7 +392,7 @@ def _read_DescribeLogDirsPartition_v2(buf, pos, view):
 
 def _write_DescribeLogDirsPartition_v2(self, w):
     try:
-        # field: partition_index(4) partition_size(8) offset_lag(8) is_future_key(1)
+        # field: partition_index:i partition_size:q offset_lag:q is_future_key:?
         w(_W_iqq_(self.partition_index, self.partition_size, self.offset_lag, self.is_future_key))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -479,7 +492,10 @@ def _write_DescribeLogDirsTopic_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_DescribeLogDirsPartition_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_DescribeLogDirsPartition_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -493,7 +509,7 @@ def _write_DescribeLogDirsTopic_v2(self, w):
 def _read_DescribeLogDirsResult_v2(buf, pos, view):
     try:
         self = _new(DescribeLogDirsResult)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: log_dir
@@ -565,7 +581,7 @@ def _read_DescribeLogDirsResult_v2(buf, pos, view):
 
 def _write_DescribeLogDirsResult_v2(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: log_dir
         value = self.log_dir
@@ -585,7 +601,10 @@ def _write_DescribeLogDirsResult_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_DescribeLogDirsTopic_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_DescribeLogDirsTopic_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -599,7 +618,7 @@ def _write_DescribeLogDirsResult_v2(self, w):
 def _read_DescribeLogDirsResponse_v2(buf, pos, view):
     try:
         self = _new(DescribeLogDirsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
@@ -658,7 +677,7 @@ def _read_DescribeLogDirsResponse_v2(buf, pos, view):
 
 def _write_DescribeLogDirsResponse_v2(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: results[]
         value = self.results
@@ -667,7 +686,10 @@ def _write_DescribeLogDirsResponse_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_results, item in enumerate(value):
-                _write_DescribeLogDirsResult_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_DescribeLogDirsResult_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -681,7 +703,7 @@ def _write_DescribeLogDirsResponse_v2(self, w):
 def _read_DescribeLogDirsResponse_v3(buf, pos, view):
     try:
         self = _new(DescribeLogDirsResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: results[]
@@ -739,7 +761,7 @@ def _read_DescribeLogDirsResponse_v3(buf, pos, view):
 
 def _write_DescribeLogDirsResponse_v3(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: results[]
         value = self.results
@@ -748,7 +770,10 @@ def _write_DescribeLogDirsResponse_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_results, item in enumerate(value):
-                _write_DescribeLogDirsResult_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_DescribeLogDirsResult_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -762,7 +787,7 @@ def _write_DescribeLogDirsResponse_v3(self, w):
 def _read_DescribeLogDirsResult_v4(buf, pos, view):
     try:
         self = _new(DescribeLogDirsResult)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: log_dir
@@ -792,7 +817,7 @@ def _read_DescribeLogDirsResult_v4(buf, pos, view):
             item, pos = _read_DescribeLogDirsTopic_v2(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: total_bytes(8) usable_bytes(8)
+        # field: total_bytes:q usable_bytes:q
         (self.total_bytes, self.usable_bytes,) = _R_qq(buf, pos)
         pos += 16
         # field: tagged_fields
@@ -835,7 +860,7 @@ def _read_DescribeLogDirsResult_v4(buf, pos, view):
 
 def _write_DescribeLogDirsResult_v4(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: log_dir
         value = self.log_dir
@@ -855,8 +880,11 @@ def _write_DescribeLogDirsResult_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_DescribeLogDirsTopic_v2(item, w)
-        # field: total_bytes(8) usable_bytes(8)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_DescribeLogDirsTopic_v2(value, w)
+        # field: total_bytes:q usable_bytes:q
         w(_W_qq(self.total_bytes, self.usable_bytes))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -871,7 +899,7 @@ def _write_DescribeLogDirsResult_v4(self, w):
 def _read_DescribeLogDirsResponse_v4(buf, pos, view):
     try:
         self = _new(DescribeLogDirsResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: results[]
@@ -929,7 +957,7 @@ def _read_DescribeLogDirsResponse_v4(buf, pos, view):
 
 def _write_DescribeLogDirsResponse_v4(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: results[]
         value = self.results
@@ -938,7 +966,10 @@ def _write_DescribeLogDirsResponse_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_results, item in enumerate(value):
-                _write_DescribeLogDirsResult_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_DescribeLogDirsResult_v4(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -964,5 +995,5 @@ DescribeLogDirsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "155:- 158:partition_index(4)/partition_size(8)/offset_lag(8)/is_future_key(1) 167:- 169:partition_index(4)/partition_size(8)/offset_lag(8)/is_future_key(1) 177:- 180:name 188:partitions[] 205:- 207:name 218:partitions[] 232:- 235:error_code(2) 238:log_dir 246:topics[] 265:- 267:error_code(2) 269:log_dir 280:topics[] 294:- 297:throttle_time_ms(4) 300:results[] 318:- 320:throttle_time_ms(4) 322:results[] 336:- 339:partition_index(4)/partition_size(8)/offset_lag(8)/is_future_key(1) 342:tagged_fields 380:- 382:partition_index(4)/partition_size(8)/offset_lag(8)/is_future_key(1) 384:tagged_fields 394:- 397:name 409:partitions[] 424:tagged_fields 462:- 464:name 475:partitions[] 483:tagged_fields 493:- 496:error_code(2) 499:log_dir 511:topics[] 528:tagged_fields 566:- 568:error_code(2) 570:log_dir 581:topics[] 589:tagged_fields 599:- 602:throttle_time_ms(4) 605:results[] 621:tagged_fields 659:- 661:throttle_time_ms(4) 663:results[] 671:tagged_fields 681:- 684:throttle_time_ms(4)/error_code(2) 687:results[] 702:tagged_fields 740:- 742:throttle_time_ms(4)/error_code(2) 744:results[] 752:tagged_fields 762:- 765:error_code(2) 768:log_dir 780:topics[] 795:total_bytes(8)/usable_bytes(8) 798:tagged_fields 836:- 838:error_code(2) 840:log_dir 851:topics[] 859:total_bytes(8)/usable_bytes(8) 861:tagged_fields 871:- 874:throttle_time_ms(4)/error_code(2) 877:results[] 892:tagged_fields 930:- 932:throttle_time_ms(4)/error_code(2) 934:results[] 942:tagged_fields"
+    "155:- 158:partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 167:- 169:partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 171:unknown_tags 178:- 181:name 189:partitions[] 206:- 208:name 219:partitions[] 230:unknown_tags 237:- 240:error_code:h 243:log_dir 251:topics[] 270:- 272:error_code:h 274:log_dir 285:topics[] 296:unknown_tags 303:- 306:throttle_time_ms:i 309:results[] 327:- 329:throttle_time_ms:i 331:results[] 342:unknown_tags 349:- 352:partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 355:tagged_fields 393:- 395:partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 397:tagged_fields 407:- 410:name 422:partitions[] 437:tagged_fields 475:- 477:name 488:partitions[] 499:tagged_fields 509:- 512:error_code:h 515:log_dir 527:topics[] 544:tagged_fields 582:- 584:error_code:h 586:log_dir 597:topics[] 608:tagged_fields 618:- 621:throttle_time_ms:i 624:results[] 640:tagged_fields 678:- 680:throttle_time_ms:i 682:results[] 693:tagged_fields 703:- 706:throttle_time_ms:i/error_code:h 709:results[] 724:tagged_fields 762:- 764:throttle_time_ms:i/error_code:h 766:results[] 777:tagged_fields 787:- 790:error_code:h 793:log_dir 805:topics[] 820:total_bytes:q/usable_bytes:q 823:tagged_fields 861:- 863:error_code:h 865:log_dir 876:topics[] 887:total_bytes:q/usable_bytes:q 889:tagged_fields 899:- 902:throttle_time_ms:i/error_code:h 905:results[] 920:tagged_fields 958:- 960:throttle_time_ms:i/error_code:h 962:results[] 973:tagged_fields"
 )

@@ -234,7 +234,10 @@ def _write_DescribeProducersRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicRequest_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicRequest_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -252,5 +255,5 @@ DescribeProducersRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "78:- 81:name 93:partition_indexes 104:tagged_fields 142:- 144:name 155:partition_indexes 162:tagged_fields 172:- 175:topics[] 190:tagged_fields 228:- 230:topics[] 238:tagged_fields"
+    "78:- 81:name 93:partition_indexes 104:tagged_fields 142:- 144:name 155:partition_indexes 162:tagged_fields 172:- 175:topics[] 190:tagged_fields 228:- 230:topics[] 241:tagged_fields"
 )

@@ -153,7 +153,7 @@ DescribeProducersResponse.ProducerState = ProducerState
 def _read_ProducerState_v0(buf, pos, view):
     try:
         self = _new(ProducerState)
-        # field: producer_id(8) producer_epoch(4) last_sequence(4) last_timestamp(8) coordinator_epoch(4) current_txn_start_offset(8)
+        # field: producer_id:q producer_epoch:i last_sequence:i last_timestamp:q coordinator_epoch:i current_txn_start_offset:q
         (self.producer_id, self.producer_epoch, self.last_sequence, self.last_timestamp, self.coordinator_epoch, self.current_txn_start_offset,) = _R_qiiqiq(buf, pos)
         pos += 36
         # field: tagged_fields
@@ -196,7 +196,7 @@ def _read_ProducerState_v0(buf, pos, view):
 
 def _write_ProducerState_v0(self, w):
     try:
-        # field: producer_id(8) producer_epoch(4) last_sequence(4) last_timestamp(8) coordinator_epoch(4) current_txn_start_offset(8)
+        # field: producer_id:q producer_epoch:i last_sequence:i last_timestamp:q coordinator_epoch:i current_txn_start_offset:q
         w(_W_qiiqiq(self.producer_id, self.producer_epoch, self.last_sequence, self.last_timestamp, self.coordinator_epoch, self.current_txn_start_offset))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -211,7 +211,7 @@ def _write_ProducerState_v0(self, w):
 def _read_PartitionResponse_v0(buf, pos, view):
     try:
         self = _new(PartitionResponse)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -284,7 +284,7 @@ def _read_PartitionResponse_v0(buf, pos, view):
 
 def _write_PartitionResponse_v0(self, w):
     try:
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
         # field: error_message
         value = self.error_message
@@ -304,7 +304,10 @@ def _write_PartitionResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_active_producers, item in enumerate(value):
-                _write_ProducerState_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("active_producers_item")
+                _write_ProducerState_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -403,7 +406,10 @@ def _write_TopicResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionResponse_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionResponse_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -417,7 +423,7 @@ def _write_TopicResponse_v0(self, w):
 def _read_DescribeProducersResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeProducersResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -475,7 +481,7 @@ def _read_DescribeProducersResponse_v0(buf, pos, view):
 
 def _write_DescribeProducersResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -484,7 +490,10 @@ def _write_DescribeProducersResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicResponse_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicResponse_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -502,5 +511,5 @@ DescribeProducersResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "153:- 156:producer_id(8)/producer_epoch(4)/last_sequence(4)/last_timestamp(8)/coordinator_epoch(4)/current_txn_start_offset(8) 159:tagged_fields 197:- 199:producer_id(8)/producer_epoch(4)/last_sequence(4)/last_timestamp(8)/coordinator_epoch(4)/current_txn_start_offset(8) 201:tagged_fields 211:- 214:partition_index(4)/error_code(2) 217:error_message 232:active_producers[] 247:tagged_fields 285:- 287:partition_index(4)/error_code(2) 289:error_message 300:active_producers[] 308:tagged_fields 318:- 321:name 333:partitions[] 348:tagged_fields 386:- 388:name 399:partitions[] 407:tagged_fields 417:- 420:throttle_time_ms(4) 423:topics[] 438:tagged_fields 476:- 478:throttle_time_ms(4) 480:topics[] 488:tagged_fields"
+    "153:- 156:producer_id:q/producer_epoch:i/last_sequence:i/last_timestamp:q/coordinator_epoch:i/current_txn_start_offset:q 159:tagged_fields 197:- 199:producer_id:q/producer_epoch:i/last_sequence:i/last_timestamp:q/coordinator_epoch:i/current_txn_start_offset:q 201:tagged_fields 211:- 214:partition_index:i/error_code:h 217:error_message 232:active_producers[] 247:tagged_fields 285:- 287:partition_index:i/error_code:h 289:error_message 300:active_producers[] 311:tagged_fields 321:- 324:name 336:partitions[] 351:tagged_fields 389:- 391:name 402:partitions[] 413:tagged_fields 423:- 426:throttle_time_ms:i 429:topics[] 444:tagged_fields 482:- 484:throttle_time_ms:i 486:topics[] 497:tagged_fields"
 )

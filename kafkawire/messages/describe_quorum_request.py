@@ -99,7 +99,7 @@ DescribeQuorumRequest.PartitionData = PartitionData
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4)
+        # field: partition_index:i
         (self.partition_index,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -142,7 +142,7 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition_index(4)
+        # field: partition_index:i
         w(_W_i(self.partition_index))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -242,7 +242,10 @@ def _write_TopicData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -318,7 +321,10 @@ def _write_DescribeQuorumRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -340,5 +346,5 @@ DescribeQuorumRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "99:- 102:partition_index(4) 105:tagged_fields 143:- 145:partition_index(4) 147:tagged_fields 157:- 160:topic_name 172:partitions[] 187:tagged_fields 225:- 227:topic_name 238:partitions[] 246:tagged_fields 256:- 259:topics[] 274:tagged_fields 312:- 314:topics[] 322:tagged_fields"
+    "99:- 102:partition_index:i 105:tagged_fields 143:- 145:partition_index:i 147:tagged_fields 157:- 160:topic_name 172:partitions[] 187:tagged_fields 225:- 227:topic_name 238:partitions[] 249:tagged_fields 259:- 262:topics[] 277:tagged_fields 315:- 317:topics[] 328:tagged_fields"
 )

@@ -233,7 +233,7 @@ DescribeQuorumResponse.Listener = Listener
 def _read_ReplicaState_v0(buf, pos, view):
     try:
         self = _new(ReplicaState)
-        # field: replica_id(4) log_end_offset(8)
+        # field: replica_id:i log_end_offset:q
         (self.replica_id, self.log_end_offset,) = _R_iq(buf, pos)
         pos += 12
         self.replica_directory_id = ZERO_UUID
@@ -279,7 +279,7 @@ def _read_ReplicaState_v0(buf, pos, view):
 
 def _write_ReplicaState_v0(self, w):
     try:
-        # field: replica_id(4) log_end_offset(8)
+        # field: replica_id:i log_end_offset:q
         w(_W_iq(self.replica_id, self.log_end_offset))
         # field: replica_directory_id
         if self.replica_directory_id != ZERO_UUID:
@@ -297,7 +297,7 @@ def _write_ReplicaState_v0(self, w):
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) error_code(2) leader_id(4) leader_epoch(4) high_watermark(8)
+        # field: partition_index:i error_code:h leader_id:i leader_epoch:i high_watermark:q
         (self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.high_watermark,) = _R_ihiiq(buf, pos)
         pos += 22
         # field: current_voters[]
@@ -371,7 +371,7 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition_index(4) error_code(2) leader_id(4) leader_epoch(4) high_watermark(8)
+        # field: partition_index:i error_code:h leader_id:i leader_epoch:i high_watermark:q
         w(_W_ihiiq(self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.high_watermark))
         # field: current_voters[]
         value = self.current_voters
@@ -380,7 +380,10 @@ def _write_PartitionData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_current_voters, item in enumerate(value):
-                _write_ReplicaState_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("current_voters_item")
+                _write_ReplicaState_v0(value, w)
         # field: observers[]
         value = self.observers
         if value is None:
@@ -388,7 +391,10 @@ def _write_PartitionData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_observers, item in enumerate(value):
-                _write_ReplicaState_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("observers_item")
+                _write_ReplicaState_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -487,7 +493,10 @@ def _write_TopicData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -501,7 +510,7 @@ def _write_TopicData_v0(self, w):
 def _read_DescribeQuorumResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeQuorumResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: topics[]
@@ -561,7 +570,7 @@ def _read_DescribeQuorumResponse_v0(buf, pos, view):
 
 def _write_DescribeQuorumResponse_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: topics[]
         value = self.topics
@@ -570,7 +579,10 @@ def _write_DescribeQuorumResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v0(value, w)
         # field: nodes
         if (self.nodes is None or len(self.nodes) != 0):
             raise not_in_version("DescribeQuorumResponse", "nodes")
@@ -587,7 +599,7 @@ def _write_DescribeQuorumResponse_v0(self, w):
 def _read_ReplicaState_v1(buf, pos, view):
     try:
         self = _new(ReplicaState)
-        # field: replica_id(4) log_end_offset(8) last_fetch_timestamp(8) last_caught_up_timestamp(8)
+        # field: replica_id:i log_end_offset:q last_fetch_timestamp:q last_caught_up_timestamp:q
         (self.replica_id, self.log_end_offset, self.last_fetch_timestamp, self.last_caught_up_timestamp,) = _R_iqqq(buf, pos)
         pos += 28
         self.replica_directory_id = ZERO_UUID
@@ -631,7 +643,7 @@ def _read_ReplicaState_v1(buf, pos, view):
 
 def _write_ReplicaState_v1(self, w):
     try:
-        # field: replica_id(4) log_end_offset(8) last_fetch_timestamp(8) last_caught_up_timestamp(8)
+        # field: replica_id:i log_end_offset:q last_fetch_timestamp:q last_caught_up_timestamp:q
         w(_W_iqqq(self.replica_id, self.log_end_offset, self.last_fetch_timestamp, self.last_caught_up_timestamp))
         # field: replica_directory_id
         if self.replica_directory_id != ZERO_UUID:
@@ -649,7 +661,7 @@ def _write_ReplicaState_v1(self, w):
 def _read_PartitionData_v1(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) error_code(2) leader_id(4) leader_epoch(4) high_watermark(8)
+        # field: partition_index:i error_code:h leader_id:i leader_epoch:i high_watermark:q
         (self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.high_watermark,) = _R_ihiiq(buf, pos)
         pos += 22
         # field: current_voters[]
@@ -723,7 +735,7 @@ def _read_PartitionData_v1(buf, pos, view):
 
 def _write_PartitionData_v1(self, w):
     try:
-        # field: partition_index(4) error_code(2) leader_id(4) leader_epoch(4) high_watermark(8)
+        # field: partition_index:i error_code:h leader_id:i leader_epoch:i high_watermark:q
         w(_W_ihiiq(self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.high_watermark))
         # field: current_voters[]
         value = self.current_voters
@@ -732,7 +744,10 @@ def _write_PartitionData_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_current_voters, item in enumerate(value):
-                _write_ReplicaState_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("current_voters_item")
+                _write_ReplicaState_v1(value, w)
         # field: observers[]
         value = self.observers
         if value is None:
@@ -740,7 +755,10 @@ def _write_PartitionData_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_observers, item in enumerate(value):
-                _write_ReplicaState_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("observers_item")
+                _write_ReplicaState_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -839,7 +857,10 @@ def _write_TopicData_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -853,7 +874,7 @@ def _write_TopicData_v1(self, w):
 def _read_DescribeQuorumResponse_v1(buf, pos, view):
     try:
         self = _new(DescribeQuorumResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: topics[]
@@ -913,7 +934,7 @@ def _read_DescribeQuorumResponse_v1(buf, pos, view):
 
 def _write_DescribeQuorumResponse_v1(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: topics[]
         value = self.topics
@@ -922,7 +943,10 @@ def _write_DescribeQuorumResponse_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v1(value, w)
         # field: nodes
         if (self.nodes is None or len(self.nodes) != 0):
             raise not_in_version("DescribeQuorumResponse", "nodes")
@@ -939,7 +963,7 @@ def _write_DescribeQuorumResponse_v1(self, w):
 def _read_ReplicaState_v2(buf, pos, view):
     try:
         self = _new(ReplicaState)
-        # field: replica_id(4) replica_directory_id(16) log_end_offset(8) last_fetch_timestamp(8) last_caught_up_timestamp(8)
+        # field: replica_id:i replica_directory_id:16s log_end_offset:q last_fetch_timestamp:q last_caught_up_timestamp:q
         (self.replica_id, u_replica_directory_id, self.log_end_offset, self.last_fetch_timestamp, self.last_caught_up_timestamp,) = _R_i16sqqq(buf, pos)
         self.replica_directory_id = uuid_from_bytes(u_replica_directory_id)
         pos += 44
@@ -983,7 +1007,7 @@ def _read_ReplicaState_v2(buf, pos, view):
 
 def _write_ReplicaState_v2(self, w):
     try:
-        # field: replica_id(4) replica_directory_id(16) log_end_offset(8) last_fetch_timestamp(8) last_caught_up_timestamp(8)
+        # field: replica_id:i replica_directory_id:16s log_end_offset:q last_fetch_timestamp:q last_caught_up_timestamp:q
         w(_W_i16sqqq(self.replica_id, self.replica_directory_id.bytes, self.log_end_offset, self.last_fetch_timestamp, self.last_caught_up_timestamp))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -998,7 +1022,7 @@ def _write_ReplicaState_v2(self, w):
 def _read_PartitionData_v2(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -1016,7 +1040,7 @@ def _read_PartitionData_v2(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: leader_id(4) leader_epoch(4) high_watermark(8)
+        # field: leader_id:i leader_epoch:i high_watermark:q
         (self.leader_id, self.leader_epoch, self.high_watermark,) = _R_iiq(buf, pos)
         pos += 16
         # field: current_voters[]
@@ -1089,7 +1113,7 @@ def _read_PartitionData_v2(buf, pos, view):
 
 def _write_PartitionData_v2(self, w):
     try:
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
         # field: error_message
         value = self.error_message
@@ -1102,7 +1126,7 @@ def _write_PartitionData_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: leader_id(4) leader_epoch(4) high_watermark(8)
+        # field: leader_id:i leader_epoch:i high_watermark:q
         w(_W_iiq(self.leader_id, self.leader_epoch, self.high_watermark))
         # field: current_voters[]
         value = self.current_voters
@@ -1111,7 +1135,10 @@ def _write_PartitionData_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_current_voters, item in enumerate(value):
-                _write_ReplicaState_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("current_voters_item")
+                _write_ReplicaState_v2(value, w)
         # field: observers[]
         value = self.observers
         if value is None:
@@ -1119,7 +1146,10 @@ def _write_PartitionData_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_observers, item in enumerate(value):
-                _write_ReplicaState_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("observers_item")
+                _write_ReplicaState_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1218,7 +1248,10 @@ def _write_TopicData_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1256,7 +1289,7 @@ def _read_Listener_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(2)
+        # field: port:H
         (self.port,) = _R_H(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -1321,7 +1354,7 @@ def _write_Listener_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(2)
+        # field: port:H
         w(_W_H(self.port))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1336,7 +1369,7 @@ def _write_Listener_v2(self, w):
 def _read_Node_v2(buf, pos, view):
     try:
         self = _new(Node)
-        # field: node_id(4)
+        # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
         # field: listeners[]
@@ -1394,7 +1427,7 @@ def _read_Node_v2(buf, pos, view):
 
 def _write_Node_v2(self, w):
     try:
-        # field: node_id(4)
+        # field: node_id:i
         w(_W_i(self.node_id))
         # field: listeners[]
         value = self.listeners
@@ -1403,7 +1436,10 @@ def _write_Node_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_listeners, item in enumerate(value):
-                _write_Listener_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("listeners_item")
+                _write_Listener_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1417,7 +1453,7 @@ def _write_Node_v2(self, w):
 def _read_DescribeQuorumResponse_v2(buf, pos, view):
     try:
         self = _new(DescribeQuorumResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -1505,7 +1541,7 @@ def _read_DescribeQuorumResponse_v2(buf, pos, view):
 
 def _write_DescribeQuorumResponse_v2(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -1525,7 +1561,10 @@ def _write_DescribeQuorumResponse_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v2(value, w)
         # field: nodes[]
         value = self.nodes
         if value is None:
@@ -1533,7 +1572,10 @@ def _write_DescribeQuorumResponse_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_nodes, item in enumerate(value):
-                _write_Node_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("nodes_item")
+                _write_Node_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1555,5 +1597,5 @@ DescribeQuorumResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "233:- 236:replica_id(4)/log_end_offset(8) 242:tagged_fields 280:- 282:replica_id(4)/log_end_offset(8) 284:replica_directory_id 287:tagged_fields 297:- 300:partition_index(4)/error_code(2)/leader_id(4)/leader_epoch(4)/high_watermark(8) 303:current_voters[] 318:observers[] 334:tagged_fields 372:- 374:partition_index(4)/error_code(2)/leader_id(4)/leader_epoch(4)/high_watermark(8) 376:current_voters[] 384:observers[] 392:tagged_fields 402:- 405:topic_name 417:partitions[] 432:tagged_fields 470:- 472:topic_name 483:partitions[] 491:tagged_fields 501:- 504:error_code(2) 507:topics[] 524:tagged_fields 562:- 564:error_code(2) 566:topics[] 574:nodes 577:tagged_fields 587:- 590:replica_id(4)/log_end_offset(8)/last_fetch_timestamp(8)/last_caught_up_timestamp(8) 594:tagged_fields 632:- 634:replica_id(4)/log_end_offset(8)/last_fetch_timestamp(8)/last_caught_up_timestamp(8) 636:replica_directory_id 639:tagged_fields 649:- 652:partition_index(4)/error_code(2)/leader_id(4)/leader_epoch(4)/high_watermark(8) 655:current_voters[] 670:observers[] 686:tagged_fields 724:- 726:partition_index(4)/error_code(2)/leader_id(4)/leader_epoch(4)/high_watermark(8) 728:current_voters[] 736:observers[] 744:tagged_fields 754:- 757:topic_name 769:partitions[] 784:tagged_fields 822:- 824:topic_name 835:partitions[] 843:tagged_fields 853:- 856:error_code(2) 859:topics[] 876:tagged_fields 914:- 916:error_code(2) 918:topics[] 926:nodes 929:tagged_fields 939:- 942:replica_id(4)/replica_directory_id(16)/log_end_offset(8)/last_fetch_timestamp(8)/last_caught_up_timestamp(8) 946:tagged_fields 984:- 986:replica_id(4)/replica_directory_id(16)/log_end_offset(8)/last_fetch_timestamp(8)/last_caught_up_timestamp(8) 988:tagged_fields 998:- 1001:partition_index(4)/error_code(2) 1004:error_message 1019:leader_id(4)/leader_epoch(4)/high_watermark(8) 1022:current_voters[] 1037:observers[] 1052:tagged_fields 1090:- 1092:partition_index(4)/error_code(2) 1094:error_message 1105:leader_id(4)/leader_epoch(4)/high_watermark(8) 1107:current_voters[] 1115:observers[] 1123:tagged_fields 1133:- 1136:topic_name 1148:partitions[] 1163:tagged_fields 1201:- 1203:topic_name 1214:partitions[] 1222:tagged_fields 1232:- 1235:name 1247:host 1259:port(2) 1262:tagged_fields 1300:- 1302:name 1313:host 1324:port(2) 1326:tagged_fields 1336:- 1339:node_id(4) 1342:listeners[] 1357:tagged_fields 1395:- 1397:node_id(4) 1399:listeners[] 1407:tagged_fields 1417:- 1420:error_code(2) 1423:error_message 1438:topics[] 1453:nodes[] 1468:tagged_fields 1506:- 1508:error_code(2) 1510:error_message 1521:topics[] 1529:nodes[] 1537:tagged_fields"
+    "233:- 236:replica_id:i/log_end_offset:q 242:tagged_fields 280:- 282:replica_id:i/log_end_offset:q 284:replica_directory_id 287:tagged_fields 297:- 300:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 303:current_voters[] 318:observers[] 334:tagged_fields 372:- 374:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 376:current_voters[] 387:observers[] 398:tagged_fields 408:- 411:topic_name 423:partitions[] 438:tagged_fields 476:- 478:topic_name 489:partitions[] 500:tagged_fields 510:- 513:error_code:h 516:topics[] 533:tagged_fields 571:- 573:error_code:h 575:topics[] 586:nodes 589:tagged_fields 599:- 602:replica_id:i/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 606:tagged_fields 644:- 646:replica_id:i/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 648:replica_directory_id 651:tagged_fields 661:- 664:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 667:current_voters[] 682:observers[] 698:tagged_fields 736:- 738:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 740:current_voters[] 751:observers[] 762:tagged_fields 772:- 775:topic_name 787:partitions[] 802:tagged_fields 840:- 842:topic_name 853:partitions[] 864:tagged_fields 874:- 877:error_code:h 880:topics[] 897:tagged_fields 935:- 937:error_code:h 939:topics[] 950:nodes 953:tagged_fields 963:- 966:replica_id:i/replica_directory_id:16s/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 970:tagged_fields 1008:- 1010:replica_id:i/replica_directory_id:16s/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 1012:tagged_fields 1022:- 1025:partition_index:i/error_code:h 1028:error_message 1043:leader_id:i/leader_epoch:i/high_watermark:q 1046:current_voters[] 1061:observers[] 1076:tagged_fields 1114:- 1116:partition_index:i/error_code:h 1118:error_message 1129:leader_id:i/leader_epoch:i/high_watermark:q 1131:current_voters[] 1142:observers[] 1153:tagged_fields 1163:- 1166:topic_name 1178:partitions[] 1193:tagged_fields 1231:- 1233:topic_name 1244:partitions[] 1255:tagged_fields 1265:- 1268:name 1280:host 1292:port:H 1295:tagged_fields 1333:- 1335:name 1346:host 1357:port:H 1359:tagged_fields 1369:- 1372:node_id:i 1375:listeners[] 1390:tagged_fields 1428:- 1430:node_id:i 1432:listeners[] 1443:tagged_fields 1453:- 1456:error_code:h 1459:error_message 1474:topics[] 1489:nodes[] 1504:tagged_fields 1542:- 1544:error_code:h 1546:error_message 1557:topics[] 1568:nodes[] 1579:tagged_fields"
 )

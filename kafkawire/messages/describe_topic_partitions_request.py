@@ -193,7 +193,7 @@ def _read_Cursor_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: partition_index(4)
+        # field: partition_index:i
         (self.partition_index,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -247,7 +247,7 @@ def _write_Cursor_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: partition_index(4)
+        # field: partition_index:i
         w(_W_i(self.partition_index))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -277,7 +277,7 @@ def _read_DescribeTopicPartitionsRequest_v0(buf, pos, view):
             item, pos = _read_TopicRequest_v0(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: response_partition_limit(4)
+        # field: response_partition_limit:i
         (self.response_partition_limit,) = _R_i(buf, pos)
         pos += 4
         # field: cursor
@@ -333,8 +333,11 @@ def _write_DescribeTopicPartitionsRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicRequest_v0(item, w)
-        # field: response_partition_limit(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicRequest_v0(value, w)
+        # field: response_partition_limit:i
         w(_W_i(self.response_partition_limit))
         # field: cursor
         value = self.cursor
@@ -360,5 +363,5 @@ DescribeTopicPartitionsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "105:- 108:name 120:tagged_fields 158:- 160:name 171:tagged_fields 181:- 184:topic_name 196:partition_index(4) 199:tagged_fields 237:- 239:topic_name 250:partition_index(4) 252:tagged_fields 262:- 265:topics[] 280:response_partition_limit(4) 283:cursor 289:tagged_fields 327:- 329:topics[] 337:response_partition_limit(4) 339:cursor 346:tagged_fields"
+    "105:- 108:name 120:tagged_fields 158:- 160:name 171:tagged_fields 181:- 184:topic_name 196:partition_index:i 199:tagged_fields 237:- 239:topic_name 250:partition_index:i 252:tagged_fields 262:- 265:topics[] 280:response_partition_limit:i 283:cursor 289:tagged_fields 327:- 329:topics[] 340:response_partition_limit:i 342:cursor 349:tagged_fields"
 )

@@ -173,7 +173,7 @@ DescribeTopicPartitionsResponse.Cursor = Cursor
 def _read_DescribeTopicPartitionsResponsePartition_v0(buf, pos, view):
     try:
         self = _new(DescribeTopicPartitionsResponsePartition)
-        # field: error_code(2) partition_index(4) leader_id(4) leader_epoch(4)
+        # field: error_code:h partition_index:i leader_id:i leader_epoch:i
         (self.error_code, self.partition_index, self.leader_id, self.leader_epoch,) = _R_hiii(buf, pos)
         pos += 14
         # field: replica_nodes
@@ -277,7 +277,7 @@ def _read_DescribeTopicPartitionsResponsePartition_v0(buf, pos, view):
 
 def _write_DescribeTopicPartitionsResponsePartition_v0(self, w):
     try:
-        # field: error_code(2) partition_index(4) leader_id(4) leader_epoch(4)
+        # field: error_code:h partition_index:i leader_id:i leader_epoch:i
         w(_W_hiii(self.error_code, self.partition_index, self.leader_id, self.leader_epoch))
         # field: replica_nodes
         value = self.replica_nodes
@@ -327,7 +327,7 @@ def _write_DescribeTopicPartitionsResponsePartition_v0(self, w):
 def _read_DescribeTopicPartitionsResponseTopic_v0(buf, pos, view):
     try:
         self = _new(DescribeTopicPartitionsResponseTopic)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: name
@@ -345,7 +345,7 @@ def _read_DescribeTopicPartitionsResponseTopic_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.name = str(buf[pos:end], "utf-8")
             pos = end
-        # field: topic_id(16) is_internal(1)
+        # field: topic_id:16s is_internal:?
         (u_topic_id, self.is_internal,) = _R_16s_(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 17
@@ -364,7 +364,7 @@ def _read_DescribeTopicPartitionsResponseTopic_v0(buf, pos, view):
             item, pos = _read_DescribeTopicPartitionsResponsePartition_v0(buf, pos, view)
             append(item)
         self.partitions = tuple(items)
-        # field: topic_authorized_operations(4)
+        # field: topic_authorized_operations:i
         (self.topic_authorized_operations,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -407,7 +407,7 @@ def _read_DescribeTopicPartitionsResponseTopic_v0(buf, pos, view):
 
 def _write_DescribeTopicPartitionsResponseTopic_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: name
         value = self.name
@@ -420,7 +420,7 @@ def _write_DescribeTopicPartitionsResponseTopic_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: topic_id(16) is_internal(1)
+        # field: topic_id:16s is_internal:?
         w(_W_16s_(self.topic_id.bytes, self.is_internal))
         # field: partitions[]
         value = self.partitions
@@ -429,8 +429,11 @@ def _write_DescribeTopicPartitionsResponseTopic_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_DescribeTopicPartitionsResponsePartition_v0(item, w)
-        # field: topic_authorized_operations(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_DescribeTopicPartitionsResponsePartition_v0(value, w)
+        # field: topic_authorized_operations:i
         w(_W_i(self.topic_authorized_operations))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -457,7 +460,7 @@ def _read_Cursor_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: partition_index(4)
+        # field: partition_index:i
         (self.partition_index,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -511,7 +514,7 @@ def _write_Cursor_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: partition_index(4)
+        # field: partition_index:i
         w(_W_i(self.partition_index))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -526,7 +529,7 @@ def _write_Cursor_v0(self, w):
 def _read_DescribeTopicPartitionsResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeTopicPartitionsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -590,7 +593,7 @@ def _read_DescribeTopicPartitionsResponse_v0(buf, pos, view):
 
 def _write_DescribeTopicPartitionsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -599,7 +602,10 @@ def _write_DescribeTopicPartitionsResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_DescribeTopicPartitionsResponseTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_DescribeTopicPartitionsResponseTopic_v0(value, w)
         # field: next_cursor
         value = self.next_cursor
         if value is None:
@@ -624,5 +630,5 @@ DescribeTopicPartitionsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "173:- 176:error_code(2)/partition_index(4)/leader_id(4)/leader_epoch(4) 179:replica_nodes 190:isr_nodes 201:eligible_leader_replicas 215:last_known_elr 229:offline_replicas 240:tagged_fields 278:- 280:error_code(2)/partition_index(4)/leader_id(4)/leader_epoch(4) 282:replica_nodes 289:isr_nodes 296:eligible_leader_replicas 303:last_known_elr 310:offline_replicas 317:tagged_fields 327:- 330:error_code(2) 333:name 348:topic_id(16)/is_internal(1) 352:partitions[] 367:topic_authorized_operations(4) 370:tagged_fields 408:- 410:error_code(2) 412:name 423:topic_id(16)/is_internal(1) 425:partitions[] 433:topic_authorized_operations(4) 435:tagged_fields 445:- 448:topic_name 460:partition_index(4) 463:tagged_fields 501:- 503:topic_name 514:partition_index(4) 516:tagged_fields 526:- 529:throttle_time_ms(4) 532:topics[] 547:next_cursor 553:tagged_fields 591:- 593:throttle_time_ms(4) 595:topics[] 603:next_cursor 610:tagged_fields"
+    "173:- 176:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 179:replica_nodes 190:isr_nodes 201:eligible_leader_replicas 215:last_known_elr 229:offline_replicas 240:tagged_fields 278:- 280:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 282:replica_nodes 289:isr_nodes 296:eligible_leader_replicas 303:last_known_elr 310:offline_replicas 317:tagged_fields 327:- 330:error_code:h 333:name 348:topic_id:16s/is_internal:? 352:partitions[] 367:topic_authorized_operations:i 370:tagged_fields 408:- 410:error_code:h 412:name 423:topic_id:16s/is_internal:? 425:partitions[] 436:topic_authorized_operations:i 438:tagged_fields 448:- 451:topic_name 463:partition_index:i 466:tagged_fields 504:- 506:topic_name 517:partition_index:i 519:tagged_fields 529:- 532:throttle_time_ms:i 535:topics[] 550:next_cursor 556:tagged_fields 594:- 596:throttle_time_ms:i 598:topics[] 609:next_cursor 616:tagged_fields"
 )

@@ -221,7 +221,7 @@ def _write_TopicData_v0(self, w):
 def _read_TransactionState_v0(buf, pos, view):
     try:
         self = _new(TransactionState)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: transactional_id
@@ -248,7 +248,7 @@ def _read_TransactionState_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.transaction_state = str(buf[pos:end], "utf-8")
         pos = end
-        # field: transaction_timeout_ms(4) transaction_start_time_ms(8) producer_id(8) producer_epoch(2)
+        # field: transaction_timeout_ms:i transaction_start_time_ms:q producer_id:q producer_epoch:h
         (self.transaction_timeout_ms, self.transaction_start_time_ms, self.producer_id, self.producer_epoch,) = _R_iqqh(buf, pos)
         pos += 22
         # field: topics[]
@@ -306,7 +306,7 @@ def _read_TransactionState_v0(buf, pos, view):
 
 def _write_TransactionState_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: transactional_id
         value = self.transactional_id
@@ -330,7 +330,7 @@ def _write_TransactionState_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: transaction_timeout_ms(4) transaction_start_time_ms(8) producer_id(8) producer_epoch(2)
+        # field: transaction_timeout_ms:i transaction_start_time_ms:q producer_id:q producer_epoch:h
         w(_W_iqqh(self.transaction_timeout_ms, self.transaction_start_time_ms, self.producer_id, self.producer_epoch))
         # field: topics[]
         value = self.topics
@@ -339,7 +339,10 @@ def _write_TransactionState_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -353,7 +356,7 @@ def _write_TransactionState_v0(self, w):
 def _read_DescribeTransactionsResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeTransactionsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: transaction_states[]
@@ -411,7 +414,7 @@ def _read_DescribeTransactionsResponse_v0(buf, pos, view):
 
 def _write_DescribeTransactionsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: transaction_states[]
         value = self.transaction_states
@@ -420,7 +423,10 @@ def _write_DescribeTransactionsResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_transaction_states, item in enumerate(value):
-                _write_TransactionState_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("transaction_states_item")
+                _write_TransactionState_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -438,5 +444,5 @@ DescribeTransactionsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "127:- 130:topic 142:partitions 153:tagged_fields 191:- 193:topic 204:partitions 211:tagged_fields 221:- 224:error_code(2) 227:transactional_id 239:transaction_state 251:transaction_timeout_ms(4)/transaction_start_time_ms(8)/producer_id(8)/producer_epoch(2) 254:topics[] 269:tagged_fields 307:- 309:error_code(2) 311:transactional_id 322:transaction_state 333:transaction_timeout_ms(4)/transaction_start_time_ms(8)/producer_id(8)/producer_epoch(2) 335:topics[] 343:tagged_fields 353:- 356:throttle_time_ms(4) 359:transaction_states[] 374:tagged_fields 412:- 414:throttle_time_ms(4) 416:transaction_states[] 424:tagged_fields"
+    "127:- 130:topic 142:partitions 153:tagged_fields 191:- 193:topic 204:partitions 211:tagged_fields 221:- 224:error_code:h 227:transactional_id 239:transaction_state 251:transaction_timeout_ms:i/transaction_start_time_ms:q/producer_id:q/producer_epoch:h 254:topics[] 269:tagged_fields 307:- 309:error_code:h 311:transactional_id 322:transaction_state 333:transaction_timeout_ms:i/transaction_start_time_ms:q/producer_id:q/producer_epoch:h 335:topics[] 346:tagged_fields 356:- 359:throttle_time_ms:i 362:transaction_states[] 377:tagged_fields 415:- 417:throttle_time_ms:i 419:transaction_states[] 430:tagged_fields"
 )

@@ -214,7 +214,10 @@ def _write_DescribeUserScramCredentialsRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_users, item in enumerate(value):
-                _write_UserName_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("users_item")
+                _write_UserName_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -232,5 +235,5 @@ DescribeUserScramCredentialsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "73:- 76:name 88:tagged_fields 126:- 128:name 139:tagged_fields 149:- 152:users[] 170:tagged_fields 208:- 210:users[] 218:tagged_fields"
+    "73:- 76:name 88:tagged_fields 126:- 128:name 139:tagged_fields 149:- 152:users[] 170:tagged_fields 208:- 210:users[] 221:tagged_fields"
 )

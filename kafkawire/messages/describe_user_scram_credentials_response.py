@@ -121,7 +121,7 @@ DescribeUserScramCredentialsResponse.CredentialInfo = CredentialInfo
 def _read_CredentialInfo_v0(buf, pos, view):
     try:
         self = _new(CredentialInfo)
-        # field: mechanism(1) iterations(4)
+        # field: mechanism:b iterations:i
         (self.mechanism, self.iterations,) = _R_bi(buf, pos)
         pos += 5
         # field: tagged_fields
@@ -164,7 +164,7 @@ def _read_CredentialInfo_v0(buf, pos, view):
 
 def _write_CredentialInfo_v0(self, w):
     try:
-        # field: mechanism(1) iterations(4)
+        # field: mechanism:b iterations:i
         w(_W_bi(self.mechanism, self.iterations))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -191,7 +191,7 @@ def _read_DescribeUserScramCredentialsResult_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.user = str(buf[pos:end], "utf-8")
         pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -275,7 +275,7 @@ def _write_DescribeUserScramCredentialsResult_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -295,7 +295,10 @@ def _write_DescribeUserScramCredentialsResult_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_credential_infos, item in enumerate(value):
-                _write_CredentialInfo_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("credential_infos_item")
+                _write_CredentialInfo_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -309,7 +312,7 @@ def _write_DescribeUserScramCredentialsResult_v0(self, w):
 def _read_DescribeUserScramCredentialsResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeUserScramCredentialsResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -382,7 +385,7 @@ def _read_DescribeUserScramCredentialsResponse_v0(buf, pos, view):
 
 def _write_DescribeUserScramCredentialsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -402,7 +405,10 @@ def _write_DescribeUserScramCredentialsResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_results, item in enumerate(value):
-                _write_DescribeUserScramCredentialsResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_DescribeUserScramCredentialsResult_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -420,5 +426,5 @@ DescribeUserScramCredentialsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "121:- 124:mechanism(1)/iterations(4) 127:tagged_fields 165:- 167:mechanism(1)/iterations(4) 169:tagged_fields 179:- 182:user 194:error_code(2) 197:error_message 212:credential_infos[] 227:tagged_fields 265:- 267:user 278:error_code(2) 280:error_message 291:credential_infos[] 299:tagged_fields 309:- 312:throttle_time_ms(4)/error_code(2) 315:error_message 330:results[] 345:tagged_fields 383:- 385:throttle_time_ms(4)/error_code(2) 387:error_message 398:results[] 406:tagged_fields"
+    "121:- 124:mechanism:b/iterations:i 127:tagged_fields 165:- 167:mechanism:b/iterations:i 169:tagged_fields 179:- 182:user 194:error_code:h 197:error_message 212:credential_infos[] 227:tagged_fields 265:- 267:user 278:error_code:h 280:error_message 291:credential_infos[] 302:tagged_fields 312:- 315:throttle_time_ms:i/error_code:h 318:error_message 333:results[] 348:tagged_fields 386:- 388:throttle_time_ms:i/error_code:h 390:error_message 401:results[] 412:tagged_fields"
 )

@@ -127,6 +127,7 @@ def _write_TopicPartitions_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TopicPartitions")
     except Exception as exc:
@@ -150,7 +151,7 @@ def _read_ElectLeadersRequest_v0(buf, pos, view):
                 item, pos = _read_TopicPartitions_v0(buf, pos, view)
                 append(item)
             self.topic_partitions = tuple(items)
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         self.election_type = 0
@@ -169,12 +170,16 @@ def _write_ElectLeadersRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topic_partitions, item in enumerate(value):
-                _write_TopicPartitions_v0(item, w)
-        # field: timeout_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_partitions_item")
+                _write_TopicPartitions_v0(value, w)
+        # field: timeout_ms:i
         w(_W_i(self.timeout_ms))
         # field: election_type
         if self.election_type != 0:
             raise not_in_version("ElectLeadersRequest", "election_type")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ElectLeadersRequest")
     except Exception as exc:
@@ -184,7 +189,7 @@ def _write_ElectLeadersRequest_v0(self, w):
 def _read_ElectLeadersRequest_v1(buf, pos, view):
     try:
         self = _new(ElectLeadersRequest)
-        # field: election_type(1)
+        # field: election_type:b
         (self.election_type,) = _R_b(buf, pos)
         pos += 1
         # field: topic_partitions[]
@@ -201,7 +206,7 @@ def _read_ElectLeadersRequest_v1(buf, pos, view):
                 item, pos = _read_TopicPartitions_v0(buf, pos, view)
                 append(item)
             self.topic_partitions = tuple(items)
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         self.unknown_tags = None
@@ -212,7 +217,7 @@ def _read_ElectLeadersRequest_v1(buf, pos, view):
 
 def _write_ElectLeadersRequest_v1(self, w):
     try:
-        # field: election_type(1)
+        # field: election_type:b
         w(_W_b(self.election_type))
         # field: topic_partitions[]
         value = self.topic_partitions
@@ -221,9 +226,13 @@ def _write_ElectLeadersRequest_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_topic_partitions, item in enumerate(value):
-                _write_TopicPartitions_v0(item, w)
-        # field: timeout_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_partitions_item")
+                _write_TopicPartitions_v0(value, w)
+        # field: timeout_ms:i
         w(_W_i(self.timeout_ms))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ElectLeadersRequest")
     except Exception as exc:
@@ -327,7 +336,7 @@ def _write_TopicPartitions_v2(self, w):
 def _read_ElectLeadersRequest_v2(buf, pos, view):
     try:
         self = _new(ElectLeadersRequest)
-        # field: election_type(1)
+        # field: election_type:b
         (self.election_type,) = _R_b(buf, pos)
         pos += 1
         # field: topic_partitions[]
@@ -348,7 +357,7 @@ def _read_ElectLeadersRequest_v2(buf, pos, view):
                 item, pos = _read_TopicPartitions_v2(buf, pos, view)
                 append(item)
             self.topic_partitions = tuple(items)
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -391,7 +400,7 @@ def _read_ElectLeadersRequest_v2(buf, pos, view):
 
 def _write_ElectLeadersRequest_v2(self, w):
     try:
-        # field: election_type(1)
+        # field: election_type:b
         w(_W_b(self.election_type))
         # field: topic_partitions[]
         value = self.topic_partitions
@@ -400,8 +409,11 @@ def _write_ElectLeadersRequest_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topic_partitions, item in enumerate(value):
-                _write_TopicPartitions_v2(item, w)
-        # field: timeout_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_partitions_item")
+                _write_TopicPartitions_v2(value, w)
+        # field: timeout_ms:i
         w(_W_i(self.timeout_ms))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -424,5 +436,5 @@ ElectLeadersRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "86:- 89:topic 97:partitions 110:- 112:topic 123:partitions 136:- 139:topic_partitions[] 153:timeout_ms(4) 163:- 165:topic_partitions[] 173:timeout_ms(4) 175:election_type 184:- 187:election_type(1) 190:topic_partitions[] 204:timeout_ms(4) 213:- 215:election_type(1) 217:topic_partitions[] 225:timeout_ms(4) 233:- 236:topic 248:partitions 259:tagged_fields 297:- 299:topic 310:partitions 317:tagged_fields 327:- 330:election_type(1) 333:topic_partitions[] 351:timeout_ms(4) 354:tagged_fields 392:- 394:election_type(1) 396:topic_partitions[] 404:timeout_ms(4) 406:tagged_fields"
+    "86:- 89:topic 97:partitions 110:- 112:topic 123:partitions 130:unknown_tags 137:- 140:topic_partitions[] 154:timeout_ms:i 164:- 166:topic_partitions[] 177:timeout_ms:i 179:election_type 182:unknown_tags 189:- 192:election_type:b 195:topic_partitions[] 209:timeout_ms:i 218:- 220:election_type:b 222:topic_partitions[] 233:timeout_ms:i 235:unknown_tags 242:- 245:topic 257:partitions 268:tagged_fields 306:- 308:topic 319:partitions 326:tagged_fields 336:- 339:election_type:b 342:topic_partitions[] 360:timeout_ms:i 363:tagged_fields 401:- 403:election_type:b 405:topic_partitions[] 416:timeout_ms:i 418:tagged_fields"
 )

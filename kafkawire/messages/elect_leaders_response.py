@@ -113,7 +113,7 @@ ElectLeadersResponse.PartitionResult = PartitionResult
 def _read_PartitionResult_v0(buf, pos, view):
     try:
         self = _new(PartitionResult)
-        # field: partition_id(4) error_code(2)
+        # field: partition_id:i error_code:h
         (self.partition_id, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -135,7 +135,7 @@ def _read_PartitionResult_v0(buf, pos, view):
 
 def _write_PartitionResult_v0(self, w):
     try:
-        # field: partition_id(4) error_code(2)
+        # field: partition_id:i error_code:h
         w(_W_ih(self.partition_id, self.error_code))
         # field: error_message
         value = self.error_message
@@ -148,6 +148,7 @@ def _write_PartitionResult_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("PartitionResult")
     except Exception as exc:
@@ -202,7 +203,11 @@ def _write_ReplicaElectionResult_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partition_result, item in enumerate(value):
-                _write_PartitionResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_result_item")
+                _write_PartitionResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ReplicaElectionResult")
     except Exception as exc:
@@ -212,7 +217,7 @@ def _write_ReplicaElectionResult_v0(self, w):
 def _read_ElectLeadersResponse_v0(buf, pos, view):
     try:
         self = _new(ElectLeadersResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: replica_election_results[]
@@ -235,7 +240,7 @@ def _read_ElectLeadersResponse_v0(buf, pos, view):
 
 def _write_ElectLeadersResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: replica_election_results[]
         value = self.replica_election_results
@@ -244,10 +249,14 @@ def _write_ElectLeadersResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_replica_election_results, item in enumerate(value):
-                _write_ReplicaElectionResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("replica_election_results_item")
+                _write_ReplicaElectionResult_v0(value, w)
         # field: error_code
         if self.error_code != 0:
             raise not_in_version("ElectLeadersResponse", "error_code")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ElectLeadersResponse")
     except Exception as exc:
@@ -257,7 +266,7 @@ def _write_ElectLeadersResponse_v0(self, w):
 def _read_ElectLeadersResponse_v1(buf, pos, view):
     try:
         self = _new(ElectLeadersResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: replica_election_results[]
@@ -279,7 +288,7 @@ def _read_ElectLeadersResponse_v1(buf, pos, view):
 
 def _write_ElectLeadersResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: replica_election_results[]
         value = self.replica_election_results
@@ -288,7 +297,11 @@ def _write_ElectLeadersResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_replica_election_results, item in enumerate(value):
-                _write_ReplicaElectionResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("replica_election_results_item")
+                _write_ReplicaElectionResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ElectLeadersResponse")
     except Exception as exc:
@@ -298,7 +311,7 @@ def _write_ElectLeadersResponse_v1(self, w):
 def _read_PartitionResult_v2(buf, pos, view):
     try:
         self = _new(PartitionResult)
-        # field: partition_id(4) error_code(2)
+        # field: partition_id:i error_code:h
         (self.partition_id, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -356,7 +369,7 @@ def _read_PartitionResult_v2(buf, pos, view):
 
 def _write_PartitionResult_v2(self, w):
     try:
-        # field: partition_id(4) error_code(2)
+        # field: partition_id:i error_code:h
         w(_W_ih(self.partition_id, self.error_code))
         # field: error_message
         value = self.error_message
@@ -467,7 +480,10 @@ def _write_ReplicaElectionResult_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partition_result, item in enumerate(value):
-                _write_PartitionResult_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_result_item")
+                _write_PartitionResult_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -481,7 +497,7 @@ def _write_ReplicaElectionResult_v2(self, w):
 def _read_ElectLeadersResponse_v2(buf, pos, view):
     try:
         self = _new(ElectLeadersResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: replica_election_results[]
@@ -539,7 +555,7 @@ def _read_ElectLeadersResponse_v2(buf, pos, view):
 
 def _write_ElectLeadersResponse_v2(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: replica_election_results[]
         value = self.replica_election_results
@@ -548,7 +564,10 @@ def _write_ElectLeadersResponse_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_replica_election_results, item in enumerate(value):
-                _write_ReplicaElectionResult_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("replica_election_results_item")
+                _write_ReplicaElectionResult_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -570,5 +589,5 @@ ElectLeadersResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "113:- 116:partition_id(4)/error_code(2) 119:error_message 136:- 138:partition_id(4)/error_code(2) 140:error_message 157:- 160:topic 168:partition_result[] 185:- 187:topic 198:partition_result[] 212:- 215:throttle_time_ms(4) 218:replica_election_results[] 236:- 238:throttle_time_ms(4) 240:replica_election_results[] 248:error_code 257:- 260:throttle_time_ms(4)/error_code(2) 263:replica_election_results[] 280:- 282:throttle_time_ms(4)/error_code(2) 284:replica_election_results[] 298:- 301:partition_id(4)/error_code(2) 304:error_message 319:tagged_fields 357:- 359:partition_id(4)/error_code(2) 361:error_message 372:tagged_fields 382:- 385:topic 397:partition_result[] 412:tagged_fields 450:- 452:topic 463:partition_result[] 471:tagged_fields 481:- 484:throttle_time_ms(4)/error_code(2) 487:replica_election_results[] 502:tagged_fields 540:- 542:throttle_time_ms(4)/error_code(2) 544:replica_election_results[] 552:tagged_fields"
+    "113:- 116:partition_id:i/error_code:h 119:error_message 136:- 138:partition_id:i/error_code:h 140:error_message 151:unknown_tags 158:- 161:topic 169:partition_result[] 186:- 188:topic 199:partition_result[] 210:unknown_tags 217:- 220:throttle_time_ms:i 223:replica_election_results[] 241:- 243:throttle_time_ms:i 245:replica_election_results[] 256:error_code 259:unknown_tags 266:- 269:throttle_time_ms:i/error_code:h 272:replica_election_results[] 289:- 291:throttle_time_ms:i/error_code:h 293:replica_election_results[] 304:unknown_tags 311:- 314:partition_id:i/error_code:h 317:error_message 332:tagged_fields 370:- 372:partition_id:i/error_code:h 374:error_message 385:tagged_fields 395:- 398:topic 410:partition_result[] 425:tagged_fields 463:- 465:topic 476:partition_result[] 487:tagged_fields 497:- 500:throttle_time_ms:i/error_code:h 503:replica_election_results[] 518:tagged_fields 556:- 558:throttle_time_ms:i/error_code:h 560:replica_election_results[] 571:tagged_fields"
 )

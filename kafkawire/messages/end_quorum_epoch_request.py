@@ -180,7 +180,7 @@ EndQuorumEpochRequest.LeaderEndpoint = LeaderEndpoint
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) leader_id(4) leader_epoch(4)
+        # field: partition_index:i leader_id:i leader_epoch:i
         (self.partition_index, self.leader_id, self.leader_epoch,) = _R_iii(buf, pos)
         pos += 12
         # field: preferred_successors
@@ -199,7 +199,7 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition_index(4) leader_id(4) leader_epoch(4)
+        # field: partition_index:i leader_id:i leader_epoch:i
         w(_W_iii(self.partition_index, self.leader_id, self.leader_epoch))
         # field: preferred_successors
         value = self.preferred_successors
@@ -208,6 +208,7 @@ def _write_PartitionData_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("PartitionData")
     except Exception as exc:
@@ -262,7 +263,11 @@ def _write_TopicData_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TopicData")
     except Exception as exc:
@@ -321,7 +326,11 @@ def _write_EndQuorumEpochRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("EndQuorumEpochRequest")
     except Exception as exc:
@@ -331,7 +340,7 @@ def _write_EndQuorumEpochRequest_v0(self, w):
 def _read_ReplicaInfo_v1(buf, pos, view):
     try:
         self = _new(ReplicaInfo)
-        # field: candidate_id(4) candidate_directory_id(16)
+        # field: candidate_id:i candidate_directory_id:16s
         (self.candidate_id, u_candidate_directory_id,) = _R_i16s(buf, pos)
         self.candidate_directory_id = uuid_from_bytes(u_candidate_directory_id)
         pos += 20
@@ -375,7 +384,7 @@ def _read_ReplicaInfo_v1(buf, pos, view):
 
 def _write_ReplicaInfo_v1(self, w):
     try:
-        # field: candidate_id(4) candidate_directory_id(16)
+        # field: candidate_id:i candidate_directory_id:16s
         w(_W_i16s(self.candidate_id, self.candidate_directory_id.bytes))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -390,7 +399,7 @@ def _write_ReplicaInfo_v1(self, w):
 def _read_PartitionData_v1(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) leader_id(4) leader_epoch(4)
+        # field: partition_index:i leader_id:i leader_epoch:i
         (self.partition_index, self.leader_id, self.leader_epoch,) = _R_iii(buf, pos)
         pos += 12
         # field: preferred_candidates[]
@@ -449,7 +458,7 @@ def _read_PartitionData_v1(buf, pos, view):
 
 def _write_PartitionData_v1(self, w):
     try:
-        # field: partition_index(4) leader_id(4) leader_epoch(4)
+        # field: partition_index:i leader_id:i leader_epoch:i
         w(_W_iii(self.partition_index, self.leader_id, self.leader_epoch))
         # field: preferred_candidates[]
         value = self.preferred_candidates
@@ -458,7 +467,10 @@ def _write_PartitionData_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_preferred_candidates, item in enumerate(value):
-                _write_ReplicaInfo_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("preferred_candidates_item")
+                _write_ReplicaInfo_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -557,7 +569,10 @@ def _write_TopicData_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -595,7 +610,7 @@ def _read_LeaderEndpoint_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(2)
+        # field: port:H
         (self.port,) = _R_H(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -660,7 +675,7 @@ def _write_LeaderEndpoint_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(2)
+        # field: port:H
         w(_W_H(self.port))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -778,7 +793,10 @@ def _write_EndQuorumEpochRequest_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v1(value, w)
         # field: leader_endpoints[]
         value = self.leader_endpoints
         if value is None:
@@ -786,7 +804,10 @@ def _write_EndQuorumEpochRequest_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_leader_endpoints, item in enumerate(value):
-                _write_LeaderEndpoint_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("leader_endpoints_item")
+                _write_LeaderEndpoint_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -806,5 +827,5 @@ EndQuorumEpochRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "180:- 183:partition_index(4)/leader_id(4)/leader_epoch(4) 186:preferred_successors 200:- 202:partition_index(4)/leader_id(4)/leader_epoch(4) 204:preferred_successors 217:- 220:topic_name 228:partitions[] 245:- 247:topic_name 258:partitions[] 272:- 275:cluster_id 286:topics[] 304:- 306:cluster_id 317:topics[] 331:- 334:candidate_id(4)/candidate_directory_id(16) 338:tagged_fields 376:- 378:candidate_id(4)/candidate_directory_id(16) 380:tagged_fields 390:- 393:partition_index(4)/leader_id(4)/leader_epoch(4) 396:preferred_candidates[] 412:tagged_fields 450:- 452:partition_index(4)/leader_id(4)/leader_epoch(4) 454:preferred_candidates[] 462:tagged_fields 472:- 475:topic_name 487:partitions[] 502:tagged_fields 540:- 542:topic_name 553:partitions[] 561:tagged_fields 571:- 574:name 586:host 598:port(2) 601:tagged_fields 639:- 641:name 652:host 663:port(2) 665:tagged_fields 675:- 678:cluster_id 693:topics[] 708:leader_endpoints[] 723:tagged_fields 761:- 763:cluster_id 774:topics[] 782:leader_endpoints[] 790:tagged_fields"
+    "180:- 183:partition_index:i/leader_id:i/leader_epoch:i 186:preferred_successors 200:- 202:partition_index:i/leader_id:i/leader_epoch:i 204:preferred_successors 211:unknown_tags 218:- 221:topic_name 229:partitions[] 246:- 248:topic_name 259:partitions[] 270:unknown_tags 277:- 280:cluster_id 291:topics[] 309:- 311:cluster_id 322:topics[] 333:unknown_tags 340:- 343:candidate_id:i/candidate_directory_id:16s 347:tagged_fields 385:- 387:candidate_id:i/candidate_directory_id:16s 389:tagged_fields 399:- 402:partition_index:i/leader_id:i/leader_epoch:i 405:preferred_candidates[] 421:tagged_fields 459:- 461:partition_index:i/leader_id:i/leader_epoch:i 463:preferred_candidates[] 474:tagged_fields 484:- 487:topic_name 499:partitions[] 514:tagged_fields 552:- 554:topic_name 565:partitions[] 576:tagged_fields 586:- 589:name 601:host 613:port:H 616:tagged_fields 654:- 656:name 667:host 678:port:H 680:tagged_fields 690:- 693:cluster_id 708:topics[] 723:leader_endpoints[] 738:tagged_fields 776:- 778:cluster_id 789:topics[] 800:leader_endpoints[] 811:tagged_fields"
 )

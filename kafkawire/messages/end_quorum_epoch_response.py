@@ -147,7 +147,7 @@ EndQuorumEpochResponse.NodeEndpoint = NodeEndpoint
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) error_code(2) leader_id(4) leader_epoch(4)
+        # field: partition_index:i error_code:h leader_id:i leader_epoch:i
         (self.partition_index, self.error_code, self.leader_id, self.leader_epoch,) = _R_ihii(buf, pos)
         pos += 14
         self.unknown_tags = None
@@ -158,8 +158,9 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition_index(4) error_code(2) leader_id(4) leader_epoch(4)
+        # field: partition_index:i error_code:h leader_id:i leader_epoch:i
         w(_W_ihii(self.partition_index, self.error_code, self.leader_id, self.leader_epoch))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("PartitionData")
     except Exception as exc:
@@ -214,7 +215,11 @@ def _write_TopicData_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TopicData")
     except Exception as exc:
@@ -224,7 +229,7 @@ def _write_TopicData_v0(self, w):
 def _read_EndQuorumEpochResponse_v0(buf, pos, view):
     try:
         self = _new(EndQuorumEpochResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: topics[]
@@ -247,7 +252,7 @@ def _read_EndQuorumEpochResponse_v0(buf, pos, view):
 
 def _write_EndQuorumEpochResponse_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: topics[]
         value = self.topics
@@ -256,10 +261,14 @@ def _write_EndQuorumEpochResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v0(value, w)
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
             raise not_in_version("EndQuorumEpochResponse", "node_endpoints")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("EndQuorumEpochResponse")
     except Exception as exc:
@@ -269,7 +278,7 @@ def _write_EndQuorumEpochResponse_v0(self, w):
 def _read_PartitionData_v1(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) error_code(2) leader_id(4) leader_epoch(4)
+        # field: partition_index:i error_code:h leader_id:i leader_epoch:i
         (self.partition_index, self.error_code, self.leader_id, self.leader_epoch,) = _R_ihii(buf, pos)
         pos += 14
         # field: tagged_fields
@@ -312,7 +321,7 @@ def _read_PartitionData_v1(buf, pos, view):
 
 def _write_PartitionData_v1(self, w):
     try:
-        # field: partition_index(4) error_code(2) leader_id(4) leader_epoch(4)
+        # field: partition_index:i error_code:h leader_id:i leader_epoch:i
         w(_W_ihii(self.partition_index, self.error_code, self.leader_id, self.leader_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -412,7 +421,10 @@ def _write_TopicData_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -426,7 +438,7 @@ def _write_TopicData_v1(self, w):
 def _read_NodeEndpoint_v1(buf, pos, view):
     try:
         self = _new(NodeEndpoint)
-        # field: node_id(4)
+        # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
         # field: host
@@ -441,7 +453,7 @@ def _read_NodeEndpoint_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(2)
+        # field: port:H
         (self.port,) = _R_H(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -484,7 +496,7 @@ def _read_NodeEndpoint_v1(buf, pos, view):
 
 def _write_NodeEndpoint_v1(self, w):
     try:
-        # field: node_id(4)
+        # field: node_id:i
         w(_W_i(self.node_id))
         # field: host
         value = self.host
@@ -497,7 +509,7 @@ def _write_NodeEndpoint_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(2)
+        # field: port:H
         w(_W_H(self.port))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -512,7 +524,7 @@ def _write_NodeEndpoint_v1(self, w):
 def _read_EndQuorumEpochResponse_v1(buf, pos, view):
     try:
         self = _new(EndQuorumEpochResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: topics[]
@@ -591,7 +603,7 @@ def _read_EndQuorumEpochResponse_v1(buf, pos, view):
 
 def _write_EndQuorumEpochResponse_v1(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: topics[]
         value = self.topics
@@ -600,7 +612,10 @@ def _write_EndQuorumEpochResponse_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v1(value, w)
         tags = []
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
@@ -611,7 +626,10 @@ def _write_EndQuorumEpochResponse_v1(self, w):
             else:
                 sub.append(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
                 for i_node_endpoints, item in enumerate(value):
-                    _write_NodeEndpoint_v1(item, sub.append)
+                    value = item
+                    if value is None:
+                        raise null_not_allowed("node_endpoints_item")
+                    _write_NodeEndpoint_v1(value, sub.append)
             tags.append((0, b"".join(sub)))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -632,5 +650,5 @@ EndQuorumEpochResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "147:- 150:partition_index(4)/error_code(2)/leader_id(4)/leader_epoch(4) 159:- 161:partition_index(4)/error_code(2)/leader_id(4)/leader_epoch(4) 169:- 172:topic_name 180:partitions[] 197:- 199:topic_name 210:partitions[] 224:- 227:error_code(2) 230:topics[] 248:- 250:error_code(2) 252:topics[] 260:node_endpoints 269:- 272:partition_index(4)/error_code(2)/leader_id(4)/leader_epoch(4) 275:tagged_fields 313:- 315:partition_index(4)/error_code(2)/leader_id(4)/leader_epoch(4) 317:tagged_fields 327:- 330:topic_name 342:partitions[] 357:tagged_fields 395:- 397:topic_name 408:partitions[] 416:tagged_fields 426:- 429:node_id(4) 432:host 444:port(2) 447:tagged_fields 485:- 487:node_id(4) 489:host 500:port(2) 502:tagged_fields 512:- 515:error_code(2) 518:topics[] 534:tagged_fields 563:node_endpoints 580:tagged_fields 592:- 594:error_code(2) 596:topics[] 605:node_endpoints 616:tagged_fields"
+    "147:- 150:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 159:- 161:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 163:unknown_tags 170:- 173:topic_name 181:partitions[] 198:- 200:topic_name 211:partitions[] 222:unknown_tags 229:- 232:error_code:h 235:topics[] 253:- 255:error_code:h 257:topics[] 268:node_endpoints 271:unknown_tags 278:- 281:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 284:tagged_fields 322:- 324:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 326:tagged_fields 336:- 339:topic_name 351:partitions[] 366:tagged_fields 404:- 406:topic_name 417:partitions[] 428:tagged_fields 438:- 441:node_id:i 444:host 456:port:H 459:tagged_fields 497:- 499:node_id:i 501:host 512:port:H 514:tagged_fields 524:- 527:error_code:h 530:topics[] 546:tagged_fields 575:node_endpoints 592:tagged_fields 604:- 606:error_code:h 608:topics[] 620:node_endpoints 634:tagged_fields"
 )

@@ -69,7 +69,7 @@ def _read_EndTxnRequest_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.transactional_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: producer_id(8) producer_epoch(2) committed(1)
+        # field: producer_id:q producer_epoch:h committed:?
         (self.producer_id, self.producer_epoch, self.committed,) = _R_qh_(buf, pos)
         pos += 11
         self.unknown_tags = None
@@ -91,8 +91,9 @@ def _write_EndTxnRequest_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: producer_id(8) producer_epoch(2) committed(1)
+        # field: producer_id:q producer_epoch:h committed:?
         w(_W_qh_(self.producer_id, self.producer_epoch, self.committed))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("EndTxnRequest")
     except Exception as exc:
@@ -114,7 +115,7 @@ def _read_EndTxnRequest_v3(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.transactional_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: producer_id(8) producer_epoch(2) committed(1)
+        # field: producer_id:q producer_epoch:h committed:?
         (self.producer_id, self.producer_epoch, self.committed,) = _R_qh_(buf, pos)
         pos += 11
         # field: tagged_fields
@@ -168,7 +169,7 @@ def _write_EndTxnRequest_v3(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: producer_id(8) producer_epoch(2) committed(1)
+        # field: producer_id:q producer_epoch:h committed:?
         w(_W_qh_(self.producer_id, self.producer_epoch, self.committed))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -197,5 +198,5 @@ EndTxnRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "61:- 64:transactional_id 72:producer_id(8)/producer_epoch(2)/committed(1) 81:- 83:transactional_id 94:producer_id(8)/producer_epoch(2)/committed(1) 102:- 105:transactional_id 117:producer_id(8)/producer_epoch(2)/committed(1) 120:tagged_fields 158:- 160:transactional_id 171:producer_id(8)/producer_epoch(2)/committed(1) 173:tagged_fields"
+    "61:- 64:transactional_id 72:producer_id:q/producer_epoch:h/committed:? 81:- 83:transactional_id 94:producer_id:q/producer_epoch:h/committed:? 96:unknown_tags 103:- 106:transactional_id 118:producer_id:q/producer_epoch:h/committed:? 121:tagged_fields 159:- 161:transactional_id 172:producer_id:q/producer_epoch:h/committed:? 174:tagged_fields"
 )

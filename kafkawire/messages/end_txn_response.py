@@ -63,7 +63,7 @@ class EndTxnResponse(_Message):
 def _read_EndTxnResponse_v0(buf, pos, view):
     try:
         self = _new(EndTxnResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         self.producer_id = -1
@@ -76,8 +76,9 @@ def _read_EndTxnResponse_v0(buf, pos, view):
 
 def _write_EndTxnResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("EndTxnResponse")
     except Exception as exc:
@@ -87,7 +88,7 @@ def _write_EndTxnResponse_v0(self, w):
 def _read_EndTxnResponse_v3(buf, pos, view):
     try:
         self = _new(EndTxnResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         self.producer_id = -1
@@ -132,7 +133,7 @@ def _read_EndTxnResponse_v3(buf, pos, view):
 
 def _write_EndTxnResponse_v3(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -147,7 +148,7 @@ def _write_EndTxnResponse_v3(self, w):
 def _read_EndTxnResponse_v5(buf, pos, view):
     try:
         self = _new(EndTxnResponse)
-        # field: throttle_time_ms(4) error_code(2) producer_id(8) producer_epoch(2)
+        # field: throttle_time_ms:i error_code:h producer_id:q producer_epoch:h
         (self.throttle_time_ms, self.error_code, self.producer_id, self.producer_epoch,) = _R_ihqh(buf, pos)
         pos += 16
         # field: tagged_fields
@@ -190,7 +191,7 @@ def _read_EndTxnResponse_v5(buf, pos, view):
 
 def _write_EndTxnResponse_v5(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2) producer_id(8) producer_epoch(2)
+        # field: throttle_time_ms:i error_code:h producer_id:q producer_epoch:h
         w(_W_ihqh(self.throttle_time_ms, self.error_code, self.producer_id, self.producer_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -219,5 +220,5 @@ EndTxnResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "63:- 66:throttle_time_ms(4)/error_code(2) 77:- 79:throttle_time_ms(4)/error_code(2) 87:- 90:throttle_time_ms(4)/error_code(2) 95:tagged_fields 133:- 135:throttle_time_ms(4)/error_code(2) 137:tagged_fields 147:- 150:throttle_time_ms(4)/error_code(2)/producer_id(8)/producer_epoch(2) 153:tagged_fields 191:- 193:throttle_time_ms(4)/error_code(2)/producer_id(8)/producer_epoch(2) 195:tagged_fields"
+    "63:- 66:throttle_time_ms:i/error_code:h 77:- 79:throttle_time_ms:i/error_code:h 81:unknown_tags 88:- 91:throttle_time_ms:i/error_code:h 96:tagged_fields 134:- 136:throttle_time_ms:i/error_code:h 138:tagged_fields 148:- 151:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 154:tagged_fields 192:- 194:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 196:tagged_fields"
 )

@@ -68,7 +68,7 @@ def _read_EnvelopeResponse_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "bytes")
             self.response_data = view[pos:end]
             pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -118,7 +118,7 @@ def _write_EnvelopeResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             w(value)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -137,5 +137,5 @@ EnvelopeResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "53:- 56:response_data 71:error_code(2) 74:tagged_fields 112:- 114:response_data 121:error_code(2) 123:tagged_fields"
+    "53:- 56:response_data 71:error_code:h 74:tagged_fields 112:- 114:response_data 121:error_code:h 123:tagged_fields"
 )

@@ -239,7 +239,7 @@ FetchRequest.ForgottenTopic = ForgottenTopic
 def _read_FetchPartition_v0(buf, pos, view):
     try:
         self = _new(FetchPartition)
-        # field: partition(4) fetch_offset(8) partition_max_bytes(4)
+        # field: partition:i fetch_offset:q partition_max_bytes:i
         (self.partition, self.fetch_offset, self.partition_max_bytes,) = _R_iqi(buf, pos)
         pos += 16
         self.current_leader_epoch = -1
@@ -255,11 +255,12 @@ def _read_FetchPartition_v0(buf, pos, view):
 
 def _write_FetchPartition_v0(self, w):
     try:
-        # field: partition(4) fetch_offset(8) partition_max_bytes(4)
+        # field: partition:i fetch_offset:q partition_max_bytes:i
         w(_W_iqi(self.partition, self.fetch_offset, self.partition_max_bytes))
         # field: last_fetched_epoch
         if self.last_fetched_epoch != -1:
             raise not_in_version("FetchPartition", "last_fetched_epoch")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchPartition")
     except Exception as exc:
@@ -315,7 +316,11 @@ def _write_FetchTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_FetchPartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_FetchPartition_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchTopic")
     except Exception as exc:
@@ -325,7 +330,7 @@ def _write_FetchTopic_v0(self, w):
 def _read_FetchRequest_v0(buf, pos, view):
     try:
         self = _new(FetchRequest)
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4)
+        # field: replica_id:i max_wait_ms:i min_bytes:i
         (self.replica_id, self.max_wait_ms, self.min_bytes,) = _R_iii(buf, pos)
         pos += 12
         # field: topics[]
@@ -354,7 +359,7 @@ def _read_FetchRequest_v0(buf, pos, view):
 
 def _write_FetchRequest_v0(self, w):
     try:
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4)
+        # field: replica_id:i max_wait_ms:i min_bytes:i
         w(_W_iii(self.replica_id, self.max_wait_ms, self.min_bytes))
         # field: topics[]
         value = self.topics
@@ -363,13 +368,17 @@ def _write_FetchRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_FetchTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_FetchTopic_v0(value, w)
         # field: replica_state
         if (self.replica_state is None or not self.replica_state._is_default()):
             raise not_in_version("FetchRequest", "replica_state")
         # field: forgotten_topics_data
         if (self.forgotten_topics_data is None or len(self.forgotten_topics_data) != 0):
             raise not_in_version("FetchRequest", "forgotten_topics_data")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchRequest")
     except Exception as exc:
@@ -379,7 +388,7 @@ def _write_FetchRequest_v0(self, w):
 def _read_FetchRequest_v3(buf, pos, view):
     try:
         self = _new(FetchRequest)
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4) max_bytes(4)
+        # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i
         (self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes,) = _R_iiii(buf, pos)
         pos += 16
         # field: topics[]
@@ -407,7 +416,7 @@ def _read_FetchRequest_v3(buf, pos, view):
 
 def _write_FetchRequest_v3(self, w):
     try:
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4) max_bytes(4)
+        # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i
         w(_W_iiii(self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes))
         # field: topics[]
         value = self.topics
@@ -416,13 +425,17 @@ def _write_FetchRequest_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_FetchTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_FetchTopic_v0(value, w)
         # field: replica_state
         if (self.replica_state is None or not self.replica_state._is_default()):
             raise not_in_version("FetchRequest", "replica_state")
         # field: forgotten_topics_data
         if (self.forgotten_topics_data is None or len(self.forgotten_topics_data) != 0):
             raise not_in_version("FetchRequest", "forgotten_topics_data")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchRequest")
     except Exception as exc:
@@ -432,7 +445,7 @@ def _write_FetchRequest_v3(self, w):
 def _read_FetchRequest_v4(buf, pos, view):
     try:
         self = _new(FetchRequest)
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1)
+        # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b
         (self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level,) = _R_iiiib(buf, pos)
         pos += 17
         # field: topics[]
@@ -459,7 +472,7 @@ def _read_FetchRequest_v4(buf, pos, view):
 
 def _write_FetchRequest_v4(self, w):
     try:
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1)
+        # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b
         w(_W_iiiib(self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level))
         # field: topics[]
         value = self.topics
@@ -468,13 +481,17 @@ def _write_FetchRequest_v4(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_FetchTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_FetchTopic_v0(value, w)
         # field: replica_state
         if (self.replica_state is None or not self.replica_state._is_default()):
             raise not_in_version("FetchRequest", "replica_state")
         # field: forgotten_topics_data
         if (self.forgotten_topics_data is None or len(self.forgotten_topics_data) != 0):
             raise not_in_version("FetchRequest", "forgotten_topics_data")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchRequest")
     except Exception as exc:
@@ -484,7 +501,7 @@ def _write_FetchRequest_v4(self, w):
 def _read_FetchPartition_v5(buf, pos, view):
     try:
         self = _new(FetchPartition)
-        # field: partition(4) fetch_offset(8) log_start_offset(8) partition_max_bytes(4)
+        # field: partition:i fetch_offset:q log_start_offset:q partition_max_bytes:i
         (self.partition, self.fetch_offset, self.log_start_offset, self.partition_max_bytes,) = _R_iqqi(buf, pos)
         pos += 24
         self.current_leader_epoch = -1
@@ -499,11 +516,12 @@ def _read_FetchPartition_v5(buf, pos, view):
 
 def _write_FetchPartition_v5(self, w):
     try:
-        # field: partition(4) fetch_offset(8) log_start_offset(8) partition_max_bytes(4)
+        # field: partition:i fetch_offset:q log_start_offset:q partition_max_bytes:i
         w(_W_iqqi(self.partition, self.fetch_offset, self.log_start_offset, self.partition_max_bytes))
         # field: last_fetched_epoch
         if self.last_fetched_epoch != -1:
             raise not_in_version("FetchPartition", "last_fetched_epoch")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchPartition")
     except Exception as exc:
@@ -559,7 +577,11 @@ def _write_FetchTopic_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_FetchPartition_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_FetchPartition_v5(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchTopic")
     except Exception as exc:
@@ -569,7 +591,7 @@ def _write_FetchTopic_v5(self, w):
 def _read_FetchRequest_v5(buf, pos, view):
     try:
         self = _new(FetchRequest)
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1)
+        # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b
         (self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level,) = _R_iiiib(buf, pos)
         pos += 17
         # field: topics[]
@@ -596,7 +618,7 @@ def _read_FetchRequest_v5(buf, pos, view):
 
 def _write_FetchRequest_v5(self, w):
     try:
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1)
+        # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b
         w(_W_iiiib(self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level))
         # field: topics[]
         value = self.topics
@@ -605,13 +627,17 @@ def _write_FetchRequest_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_FetchTopic_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_FetchTopic_v5(value, w)
         # field: replica_state
         if (self.replica_state is None or not self.replica_state._is_default()):
             raise not_in_version("FetchRequest", "replica_state")
         # field: forgotten_topics_data
         if (self.forgotten_topics_data is None or len(self.forgotten_topics_data) != 0):
             raise not_in_version("FetchRequest", "forgotten_topics_data")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchRequest")
     except Exception as exc:
@@ -663,6 +689,7 @@ def _write_ForgottenTopic_v7(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ForgottenTopic")
     except Exception as exc:
@@ -672,7 +699,7 @@ def _write_ForgottenTopic_v7(self, w):
 def _read_FetchRequest_v7(buf, pos, view):
     try:
         self = _new(FetchRequest)
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1) session_id(4) session_epoch(4)
+        # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         (self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch,) = _R_iiiibii(buf, pos)
         pos += 25
         # field: topics[]
@@ -707,7 +734,7 @@ def _read_FetchRequest_v7(buf, pos, view):
 
 def _write_FetchRequest_v7(self, w):
     try:
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1) session_id(4) session_epoch(4)
+        # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         w(_W_iiiibii(self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch))
         # field: topics[]
         value = self.topics
@@ -716,7 +743,10 @@ def _write_FetchRequest_v7(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_FetchTopic_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_FetchTopic_v5(value, w)
         # field: forgotten_topics_data[]
         value = self.forgotten_topics_data
         if value is None:
@@ -724,10 +754,14 @@ def _write_FetchRequest_v7(self, w):
         else:
             w(_W_i(len(value)))
             for i_forgotten_topics_data, item in enumerate(value):
-                _write_ForgottenTopic_v7(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("forgotten_topics_data_item")
+                _write_ForgottenTopic_v7(value, w)
         # field: replica_state
         if (self.replica_state is None or not self.replica_state._is_default()):
             raise not_in_version("FetchRequest", "replica_state")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchRequest")
     except Exception as exc:
@@ -737,7 +771,7 @@ def _write_FetchRequest_v7(self, w):
 def _read_FetchPartition_v9(buf, pos, view):
     try:
         self = _new(FetchPartition)
-        # field: partition(4) current_leader_epoch(4) fetch_offset(8) log_start_offset(8) partition_max_bytes(4)
+        # field: partition:i current_leader_epoch:i fetch_offset:q log_start_offset:q partition_max_bytes:i
         (self.partition, self.current_leader_epoch, self.fetch_offset, self.log_start_offset, self.partition_max_bytes,) = _R_iiqqi(buf, pos)
         pos += 28
         self.last_fetched_epoch = -1
@@ -751,11 +785,12 @@ def _read_FetchPartition_v9(buf, pos, view):
 
 def _write_FetchPartition_v9(self, w):
     try:
-        # field: partition(4) current_leader_epoch(4) fetch_offset(8) log_start_offset(8) partition_max_bytes(4)
+        # field: partition:i current_leader_epoch:i fetch_offset:q log_start_offset:q partition_max_bytes:i
         w(_W_iiqqi(self.partition, self.current_leader_epoch, self.fetch_offset, self.log_start_offset, self.partition_max_bytes))
         # field: last_fetched_epoch
         if self.last_fetched_epoch != -1:
             raise not_in_version("FetchPartition", "last_fetched_epoch")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchPartition")
     except Exception as exc:
@@ -811,7 +846,11 @@ def _write_FetchTopic_v9(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_FetchPartition_v9(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_FetchPartition_v9(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchTopic")
     except Exception as exc:
@@ -821,7 +860,7 @@ def _write_FetchTopic_v9(self, w):
 def _read_FetchRequest_v9(buf, pos, view):
     try:
         self = _new(FetchRequest)
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1) session_id(4) session_epoch(4)
+        # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         (self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch,) = _R_iiiibii(buf, pos)
         pos += 25
         # field: topics[]
@@ -856,7 +895,7 @@ def _read_FetchRequest_v9(buf, pos, view):
 
 def _write_FetchRequest_v9(self, w):
     try:
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1) session_id(4) session_epoch(4)
+        # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         w(_W_iiiibii(self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch))
         # field: topics[]
         value = self.topics
@@ -865,7 +904,10 @@ def _write_FetchRequest_v9(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_FetchTopic_v9(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_FetchTopic_v9(value, w)
         # field: forgotten_topics_data[]
         value = self.forgotten_topics_data
         if value is None:
@@ -873,10 +915,14 @@ def _write_FetchRequest_v9(self, w):
         else:
             w(_W_i(len(value)))
             for i_forgotten_topics_data, item in enumerate(value):
-                _write_ForgottenTopic_v7(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("forgotten_topics_data_item")
+                _write_ForgottenTopic_v7(value, w)
         # field: replica_state
         if (self.replica_state is None or not self.replica_state._is_default()):
             raise not_in_version("FetchRequest", "replica_state")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchRequest")
     except Exception as exc:
@@ -886,7 +932,7 @@ def _write_FetchRequest_v9(self, w):
 def _read_FetchRequest_v11(buf, pos, view):
     try:
         self = _new(FetchRequest)
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1) session_id(4) session_epoch(4)
+        # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         (self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch,) = _R_iiiibii(buf, pos)
         pos += 25
         # field: topics[]
@@ -928,7 +974,7 @@ def _read_FetchRequest_v11(buf, pos, view):
 
 def _write_FetchRequest_v11(self, w):
     try:
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1) session_id(4) session_epoch(4)
+        # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         w(_W_iiiibii(self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch))
         # field: topics[]
         value = self.topics
@@ -937,7 +983,10 @@ def _write_FetchRequest_v11(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_FetchTopic_v9(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_FetchTopic_v9(value, w)
         # field: forgotten_topics_data[]
         value = self.forgotten_topics_data
         if value is None:
@@ -945,7 +994,10 @@ def _write_FetchRequest_v11(self, w):
         else:
             w(_W_i(len(value)))
             for i_forgotten_topics_data, item in enumerate(value):
-                _write_ForgottenTopic_v7(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("forgotten_topics_data_item")
+                _write_ForgottenTopic_v7(value, w)
         # field: rack_id
         value = self.rack_id
         if value is None:
@@ -960,6 +1012,7 @@ def _write_FetchRequest_v11(self, w):
         # field: replica_state
         if (self.replica_state is None or not self.replica_state._is_default()):
             raise not_in_version("FetchRequest", "replica_state")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchRequest")
     except Exception as exc:
@@ -969,7 +1022,7 @@ def _write_FetchRequest_v11(self, w):
 def _read_FetchPartition_v12(buf, pos, view):
     try:
         self = _new(FetchPartition)
-        # field: partition(4) current_leader_epoch(4) fetch_offset(8) last_fetched_epoch(4) log_start_offset(8) partition_max_bytes(4)
+        # field: partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i
         (self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes,) = _R_iiqiqi(buf, pos)
         pos += 32
         self.replica_directory_id = ZERO_UUID
@@ -1014,7 +1067,7 @@ def _read_FetchPartition_v12(buf, pos, view):
 
 def _write_FetchPartition_v12(self, w):
     try:
-        # field: partition(4) current_leader_epoch(4) fetch_offset(8) last_fetched_epoch(4) log_start_offset(8) partition_max_bytes(4)
+        # field: partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i
         w(_W_iiqiqi(self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1115,7 +1168,10 @@ def _write_FetchTopic_v12(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_FetchPartition_v12(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_FetchPartition_v12(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1224,7 +1280,7 @@ def _write_ForgottenTopic_v12(self, w):
 def _read_FetchRequest_v12(buf, pos, view):
     try:
         self = _new(FetchRequest)
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1) session_id(4) session_epoch(4)
+        # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         (self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch,) = _R_iiiibii(buf, pos)
         pos += 25
         # field: topics[]
@@ -1330,7 +1386,7 @@ def _read_FetchRequest_v12(buf, pos, view):
 
 def _write_FetchRequest_v12(self, w):
     try:
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1) session_id(4) session_epoch(4)
+        # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         w(_W_iiiibii(self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch))
         # field: topics[]
         value = self.topics
@@ -1339,7 +1395,10 @@ def _write_FetchRequest_v12(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_FetchTopic_v12(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_FetchTopic_v12(value, w)
         # field: forgotten_topics_data[]
         value = self.forgotten_topics_data
         if value is None:
@@ -1347,7 +1406,10 @@ def _write_FetchRequest_v12(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_forgotten_topics_data, item in enumerate(value):
-                _write_ForgottenTopic_v12(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("forgotten_topics_data_item")
+                _write_ForgottenTopic_v12(value, w)
         # field: rack_id
         value = self.rack_id
         if value is None:
@@ -1390,7 +1452,7 @@ def _write_FetchRequest_v12(self, w):
 def _read_FetchTopic_v13(buf, pos, view):
     try:
         self = _new(FetchTopic)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -1450,7 +1512,7 @@ def _read_FetchTopic_v13(buf, pos, view):
 
 def _write_FetchTopic_v13(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -1459,7 +1521,10 @@ def _write_FetchTopic_v13(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_FetchPartition_v12(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_FetchPartition_v12(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1473,7 +1538,7 @@ def _write_FetchTopic_v13(self, w):
 def _read_ForgottenTopic_v13(buf, pos, view):
     try:
         self = _new(ForgottenTopic)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -1529,7 +1594,7 @@ def _read_ForgottenTopic_v13(buf, pos, view):
 
 def _write_ForgottenTopic_v13(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions
         value = self.partitions
@@ -1551,7 +1616,7 @@ def _write_ForgottenTopic_v13(self, w):
 def _read_FetchRequest_v13(buf, pos, view):
     try:
         self = _new(FetchRequest)
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1) session_id(4) session_epoch(4)
+        # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         (self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch,) = _R_iiiibii(buf, pos)
         pos += 25
         # field: topics[]
@@ -1657,7 +1722,7 @@ def _read_FetchRequest_v13(buf, pos, view):
 
 def _write_FetchRequest_v13(self, w):
     try:
-        # field: replica_id(4) max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1) session_id(4) session_epoch(4)
+        # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         w(_W_iiiibii(self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch))
         # field: topics[]
         value = self.topics
@@ -1666,7 +1731,10 @@ def _write_FetchRequest_v13(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_FetchTopic_v13(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_FetchTopic_v13(value, w)
         # field: forgotten_topics_data[]
         value = self.forgotten_topics_data
         if value is None:
@@ -1674,7 +1742,10 @@ def _write_FetchRequest_v13(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_forgotten_topics_data, item in enumerate(value):
-                _write_ForgottenTopic_v13(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("forgotten_topics_data_item")
+                _write_ForgottenTopic_v13(value, w)
         # field: rack_id
         value = self.rack_id
         if value is None:
@@ -1717,7 +1788,7 @@ def _write_FetchRequest_v13(self, w):
 def _read_ReplicaState_v15(buf, pos, view):
     try:
         self = _new(ReplicaState)
-        # field: replica_id(4) replica_epoch(8)
+        # field: replica_id:i replica_epoch:q
         (self.replica_id, self.replica_epoch,) = _R_iq(buf, pos)
         pos += 12
         # field: tagged_fields
@@ -1760,7 +1831,7 @@ def _read_ReplicaState_v15(buf, pos, view):
 
 def _write_ReplicaState_v15(self, w):
     try:
-        # field: replica_id(4) replica_epoch(8)
+        # field: replica_id:i replica_epoch:q
         w(_W_iq(self.replica_id, self.replica_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1775,7 +1846,7 @@ def _write_ReplicaState_v15(self, w):
 def _read_FetchRequest_v15(buf, pos, view):
     try:
         self = _new(FetchRequest)
-        # field: max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1) session_id(4) session_epoch(4)
+        # field: max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         (self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch,) = _R_iiibii(buf, pos)
         pos += 21
         # field: topics[]
@@ -1889,7 +1960,7 @@ def _read_FetchRequest_v15(buf, pos, view):
 
 def _write_FetchRequest_v15(self, w):
     try:
-        # field: max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1) session_id(4) session_epoch(4)
+        # field: max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         w(_W_iiibii(self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch))
         # field: topics[]
         value = self.topics
@@ -1898,7 +1969,10 @@ def _write_FetchRequest_v15(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_FetchTopic_v13(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_FetchTopic_v13(value, w)
         # field: forgotten_topics_data[]
         value = self.forgotten_topics_data
         if value is None:
@@ -1906,7 +1980,10 @@ def _write_FetchRequest_v15(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_forgotten_topics_data, item in enumerate(value):
-                _write_ForgottenTopic_v13(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("forgotten_topics_data_item")
+                _write_ForgottenTopic_v13(value, w)
         # field: rack_id
         value = self.rack_id
         if value is None:
@@ -1939,7 +2016,10 @@ def _write_FetchRequest_v15(self, w):
         # field: replica_state
         if (self.replica_state is None or not self.replica_state._is_default()):
             sub = []
-            _write_ReplicaState_v15(self.replica_state, sub.append)
+            value = self.replica_state
+            if value is None:
+                raise null_not_allowed("replica_state")
+            _write_ReplicaState_v15(value, sub.append)
             tags.append((1, b"".join(sub)))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1954,7 +2034,7 @@ def _write_FetchRequest_v15(self, w):
 def _read_FetchPartition_v17(buf, pos, view):
     try:
         self = _new(FetchPartition)
-        # field: partition(4) current_leader_epoch(4) fetch_offset(8) last_fetched_epoch(4) log_start_offset(8) partition_max_bytes(4)
+        # field: partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i
         (self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes,) = _R_iiqiqi(buf, pos)
         pos += 32
         self.remote_partition_max_bytes = 0
@@ -2009,7 +2089,7 @@ def _read_FetchPartition_v17(buf, pos, view):
 
 def _write_FetchPartition_v17(self, w):
     try:
-        # field: partition(4) current_leader_epoch(4) fetch_offset(8) last_fetched_epoch(4) log_start_offset(8) partition_max_bytes(4)
+        # field: partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i
         w(_W_iiqiqi(self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes))
         tags = []
         # field: replica_directory_id
@@ -2030,7 +2110,7 @@ def _write_FetchPartition_v17(self, w):
 def _read_FetchTopic_v17(buf, pos, view):
     try:
         self = _new(FetchTopic)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -2090,7 +2170,7 @@ def _read_FetchTopic_v17(buf, pos, view):
 
 def _write_FetchTopic_v17(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -2099,7 +2179,10 @@ def _write_FetchTopic_v17(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_FetchPartition_v17(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_FetchPartition_v17(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -2113,7 +2196,7 @@ def _write_FetchTopic_v17(self, w):
 def _read_FetchRequest_v17(buf, pos, view):
     try:
         self = _new(FetchRequest)
-        # field: max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1) session_id(4) session_epoch(4)
+        # field: max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         (self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch,) = _R_iiibii(buf, pos)
         pos += 21
         # field: topics[]
@@ -2227,7 +2310,7 @@ def _read_FetchRequest_v17(buf, pos, view):
 
 def _write_FetchRequest_v17(self, w):
     try:
-        # field: max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1) session_id(4) session_epoch(4)
+        # field: max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         w(_W_iiibii(self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch))
         # field: topics[]
         value = self.topics
@@ -2236,7 +2319,10 @@ def _write_FetchRequest_v17(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_FetchTopic_v17(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_FetchTopic_v17(value, w)
         # field: forgotten_topics_data[]
         value = self.forgotten_topics_data
         if value is None:
@@ -2244,7 +2330,10 @@ def _write_FetchRequest_v17(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_forgotten_topics_data, item in enumerate(value):
-                _write_ForgottenTopic_v13(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("forgotten_topics_data_item")
+                _write_ForgottenTopic_v13(value, w)
         # field: rack_id
         value = self.rack_id
         if value is None:
@@ -2277,7 +2366,10 @@ def _write_FetchRequest_v17(self, w):
         # field: replica_state
         if (self.replica_state is None or not self.replica_state._is_default()):
             sub = []
-            _write_ReplicaState_v15(self.replica_state, sub.append)
+            value = self.replica_state
+            if value is None:
+                raise null_not_allowed("replica_state")
+            _write_ReplicaState_v15(value, sub.append)
             tags.append((1, b"".join(sub)))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -2292,7 +2384,7 @@ def _write_FetchRequest_v17(self, w):
 def _read_FetchPartition_v18(buf, pos, view):
     try:
         self = _new(FetchPartition)
-        # field: partition(4) current_leader_epoch(4) fetch_offset(8) last_fetched_epoch(4) log_start_offset(8) partition_max_bytes(4) remote_partition_max_bytes(4)
+        # field: partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i remote_partition_max_bytes:i
         (self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes, self.remote_partition_max_bytes,) = _R_iiqiqii(buf, pos)
         pos += 36
         self.replica_directory_id = ZERO_UUID
@@ -2346,7 +2438,7 @@ def _read_FetchPartition_v18(buf, pos, view):
 
 def _write_FetchPartition_v18(self, w):
     try:
-        # field: partition(4) current_leader_epoch(4) fetch_offset(8) last_fetched_epoch(4) log_start_offset(8) partition_max_bytes(4) remote_partition_max_bytes(4)
+        # field: partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i remote_partition_max_bytes:i
         w(_W_iiqiqii(self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes, self.remote_partition_max_bytes))
         tags = []
         # field: replica_directory_id
@@ -2367,7 +2459,7 @@ def _write_FetchPartition_v18(self, w):
 def _read_FetchTopic_v18(buf, pos, view):
     try:
         self = _new(FetchTopic)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -2427,7 +2519,7 @@ def _read_FetchTopic_v18(buf, pos, view):
 
 def _write_FetchTopic_v18(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -2436,7 +2528,10 @@ def _write_FetchTopic_v18(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_FetchPartition_v18(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_FetchPartition_v18(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -2450,7 +2545,7 @@ def _write_FetchTopic_v18(self, w):
 def _read_FetchRequest_v18(buf, pos, view):
     try:
         self = _new(FetchRequest)
-        # field: max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1) session_id(4) session_epoch(4)
+        # field: max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         (self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch,) = _R_iiibii(buf, pos)
         pos += 21
         # field: topics[]
@@ -2564,7 +2659,7 @@ def _read_FetchRequest_v18(buf, pos, view):
 
 def _write_FetchRequest_v18(self, w):
     try:
-        # field: max_wait_ms(4) min_bytes(4) max_bytes(4) isolation_level(1) session_id(4) session_epoch(4)
+        # field: max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         w(_W_iiibii(self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch))
         # field: topics[]
         value = self.topics
@@ -2573,7 +2668,10 @@ def _write_FetchRequest_v18(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_FetchTopic_v18(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_FetchTopic_v18(value, w)
         # field: forgotten_topics_data[]
         value = self.forgotten_topics_data
         if value is None:
@@ -2581,7 +2679,10 @@ def _write_FetchRequest_v18(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_forgotten_topics_data, item in enumerate(value):
-                _write_ForgottenTopic_v13(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("forgotten_topics_data_item")
+                _write_ForgottenTopic_v13(value, w)
         # field: rack_id
         value = self.rack_id
         if value is None:
@@ -2614,7 +2715,10 @@ def _write_FetchRequest_v18(self, w):
         # field: replica_state
         if (self.replica_state is None or not self.replica_state._is_default()):
             sub = []
-            _write_ReplicaState_v15(self.replica_state, sub.append)
+            value = self.replica_state
+            if value is None:
+                raise null_not_allowed("replica_state")
+            _write_ReplicaState_v15(value, sub.append)
             tags.append((1, b"".join(sub)))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -2669,5 +2773,5 @@ FetchRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "239:- 242:partition(4)/fetch_offset(8)/partition_max_bytes(4) 256:- 258:partition(4)/fetch_offset(8)/partition_max_bytes(4) 260:last_fetched_epoch 269:- 272:topic 280:partitions[] 298:- 300:topic 311:partitions[] 325:- 328:replica_id(4)/max_wait_ms(4)/min_bytes(4) 331:topics[] 355:- 357:replica_id(4)/max_wait_ms(4)/min_bytes(4) 359:topics[] 367:replica_state 370:forgotten_topics_data 379:- 382:replica_id(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4) 385:topics[] 408:- 410:replica_id(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4) 412:topics[] 420:replica_state 423:forgotten_topics_data 432:- 435:replica_id(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1) 438:topics[] 460:- 462:replica_id(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1) 464:topics[] 472:replica_state 475:forgotten_topics_data 484:- 487:partition(4)/fetch_offset(8)/log_start_offset(8)/partition_max_bytes(4) 500:- 502:partition(4)/fetch_offset(8)/log_start_offset(8)/partition_max_bytes(4) 504:last_fetched_epoch 513:- 516:topic 524:partitions[] 542:- 544:topic 555:partitions[] 569:- 572:replica_id(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1) 575:topics[] 597:- 599:replica_id(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1) 601:topics[] 609:replica_state 612:forgotten_topics_data 621:- 624:topic 632:partitions 646:- 648:topic 659:partitions 672:- 675:replica_id(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1)/session_id(4)/session_epoch(4) 678:topics[] 689:forgotten_topics_data[] 708:- 710:replica_id(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1)/session_id(4)/session_epoch(4) 712:topics[] 720:forgotten_topics_data[] 728:replica_state 737:- 740:partition(4)/current_leader_epoch(4)/fetch_offset(8)/log_start_offset(8)/partition_max_bytes(4) 752:- 754:partition(4)/current_leader_epoch(4)/fetch_offset(8)/log_start_offset(8)/partition_max_bytes(4) 756:last_fetched_epoch 765:- 768:topic 776:partitions[] 794:- 796:topic 807:partitions[] 821:- 824:replica_id(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1)/session_id(4)/session_epoch(4) 827:topics[] 838:forgotten_topics_data[] 857:- 859:replica_id(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1)/session_id(4)/session_epoch(4) 861:topics[] 869:forgotten_topics_data[] 877:replica_state 886:- 889:replica_id(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1)/session_id(4)/session_epoch(4) 892:topics[] 903:forgotten_topics_data[] 914:rack_id 929:- 931:replica_id(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1)/session_id(4)/session_epoch(4) 933:topics[] 941:forgotten_topics_data[] 949:rack_id 960:replica_state 969:- 972:partition(4)/current_leader_epoch(4)/fetch_offset(8)/last_fetched_epoch(4)/log_start_offset(8)/partition_max_bytes(4) 977:tagged_fields 1015:- 1017:partition(4)/current_leader_epoch(4)/fetch_offset(8)/last_fetched_epoch(4)/log_start_offset(8)/partition_max_bytes(4) 1019:tagged_fields 1029:- 1032:topic 1044:partitions[] 1060:tagged_fields 1098:- 1100:topic 1111:partitions[] 1119:tagged_fields 1129:- 1132:topic 1144:partitions 1156:tagged_fields 1194:- 1196:topic 1207:partitions 1214:tagged_fields 1224:- 1227:replica_id(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1)/session_id(4)/session_epoch(4) 1230:topics[] 1245:forgotten_topics_data[] 1260:rack_id 1273:tagged_fields 1302:cluster_id 1319:tagged_fields 1331:- 1333:replica_id(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1)/session_id(4)/session_epoch(4) 1335:topics[] 1343:forgotten_topics_data[] 1351:rack_id 1362:replica_state 1366:cluster_id 1380:tagged_fields 1390:- 1393:topic_id(16) 1397:partitions[] 1413:tagged_fields 1451:- 1453:topic_id(16) 1455:partitions[] 1463:tagged_fields 1473:- 1476:topic_id(16) 1480:partitions 1492:tagged_fields 1530:- 1532:topic_id(16) 1534:partitions 1541:tagged_fields 1551:- 1554:replica_id(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1)/session_id(4)/session_epoch(4) 1557:topics[] 1572:forgotten_topics_data[] 1587:rack_id 1600:tagged_fields 1629:cluster_id 1646:tagged_fields 1658:- 1660:replica_id(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1)/session_id(4)/session_epoch(4) 1662:topics[] 1670:forgotten_topics_data[] 1678:rack_id 1689:replica_state 1693:cluster_id 1707:tagged_fields 1717:- 1720:replica_id(4)/replica_epoch(8) 1723:tagged_fields 1761:- 1763:replica_id(4)/replica_epoch(8) 1765:tagged_fields 1775:- 1778:max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1)/session_id(4)/session_epoch(4) 1781:topics[] 1796:forgotten_topics_data[] 1811:rack_id 1825:tagged_fields 1854:cluster_id 1871:tagged_fields 1874:replica_state 1878:tagged_fields 1890:- 1892:max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1)/session_id(4)/session_epoch(4) 1894:topics[] 1902:forgotten_topics_data[] 1910:rack_id 1921:replica_id 1925:cluster_id 1939:replica_state 1944:tagged_fields 1954:- 1957:partition(4)/current_leader_epoch(4)/fetch_offset(8)/last_fetched_epoch(4)/log_start_offset(8)/partition_max_bytes(4) 1962:tagged_fields 1991:replica_directory_id 1998:tagged_fields 2010:- 2012:partition(4)/current_leader_epoch(4)/fetch_offset(8)/last_fetched_epoch(4)/log_start_offset(8)/partition_max_bytes(4) 2015:replica_directory_id 2020:tagged_fields 2030:- 2033:topic_id(16) 2037:partitions[] 2053:tagged_fields 2091:- 2093:topic_id(16) 2095:partitions[] 2103:tagged_fields 2113:- 2116:max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1)/session_id(4)/session_epoch(4) 2119:topics[] 2134:forgotten_topics_data[] 2149:rack_id 2163:tagged_fields 2192:cluster_id 2209:tagged_fields 2212:replica_state 2216:tagged_fields 2228:- 2230:max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1)/session_id(4)/session_epoch(4) 2232:topics[] 2240:forgotten_topics_data[] 2248:rack_id 2259:replica_id 2263:cluster_id 2277:replica_state 2282:tagged_fields 2292:- 2295:partition(4)/current_leader_epoch(4)/fetch_offset(8)/last_fetched_epoch(4)/log_start_offset(8)/partition_max_bytes(4)/remote_partition_max_bytes(4) 2299:tagged_fields 2328:replica_directory_id 2335:tagged_fields 2347:- 2349:partition(4)/current_leader_epoch(4)/fetch_offset(8)/last_fetched_epoch(4)/log_start_offset(8)/partition_max_bytes(4)/remote_partition_max_bytes(4) 2352:replica_directory_id 2357:tagged_fields 2367:- 2370:topic_id(16) 2374:partitions[] 2390:tagged_fields 2428:- 2430:topic_id(16) 2432:partitions[] 2440:tagged_fields 2450:- 2453:max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1)/session_id(4)/session_epoch(4) 2456:topics[] 2471:forgotten_topics_data[] 2486:rack_id 2500:tagged_fields 2529:cluster_id 2546:tagged_fields 2549:replica_state 2553:tagged_fields 2565:- 2567:max_wait_ms(4)/min_bytes(4)/max_bytes(4)/isolation_level(1)/session_id(4)/session_epoch(4) 2569:topics[] 2577:forgotten_topics_data[] 2585:rack_id 2596:replica_id 2600:cluster_id 2614:replica_state 2619:tagged_fields"
+    "239:- 242:partition:i/fetch_offset:q/partition_max_bytes:i 256:- 258:partition:i/fetch_offset:q/partition_max_bytes:i 260:last_fetched_epoch 263:unknown_tags 270:- 273:topic 281:partitions[] 299:- 301:topic 312:partitions[] 323:unknown_tags 330:- 333:replica_id:i/max_wait_ms:i/min_bytes:i 336:topics[] 360:- 362:replica_id:i/max_wait_ms:i/min_bytes:i 364:topics[] 375:replica_state 378:forgotten_topics_data 381:unknown_tags 388:- 391:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i 394:topics[] 417:- 419:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i 421:topics[] 432:replica_state 435:forgotten_topics_data 438:unknown_tags 445:- 448:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 451:topics[] 473:- 475:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 477:topics[] 488:replica_state 491:forgotten_topics_data 494:unknown_tags 501:- 504:partition:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 517:- 519:partition:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 521:last_fetched_epoch 524:unknown_tags 531:- 534:topic 542:partitions[] 560:- 562:topic 573:partitions[] 584:unknown_tags 591:- 594:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 597:topics[] 619:- 621:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 623:topics[] 634:replica_state 637:forgotten_topics_data 640:unknown_tags 647:- 650:topic 658:partitions 672:- 674:topic 685:partitions 692:unknown_tags 699:- 702:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 705:topics[] 716:forgotten_topics_data[] 735:- 737:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 739:topics[] 750:forgotten_topics_data[] 761:replica_state 764:unknown_tags 771:- 774:partition:i/current_leader_epoch:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 786:- 788:partition:i/current_leader_epoch:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 790:last_fetched_epoch 793:unknown_tags 800:- 803:topic 811:partitions[] 829:- 831:topic 842:partitions[] 853:unknown_tags 860:- 863:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 866:topics[] 877:forgotten_topics_data[] 896:- 898:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 900:topics[] 911:forgotten_topics_data[] 922:replica_state 925:unknown_tags 932:- 935:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 938:topics[] 949:forgotten_topics_data[] 960:rack_id 975:- 977:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 979:topics[] 990:forgotten_topics_data[] 1001:rack_id 1012:replica_state 1015:unknown_tags 1022:- 1025:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1030:tagged_fields 1068:- 1070:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1072:tagged_fields 1082:- 1085:topic 1097:partitions[] 1113:tagged_fields 1151:- 1153:topic 1164:partitions[] 1175:tagged_fields 1185:- 1188:topic 1200:partitions 1212:tagged_fields 1250:- 1252:topic 1263:partitions 1270:tagged_fields 1280:- 1283:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1286:topics[] 1301:forgotten_topics_data[] 1316:rack_id 1329:tagged_fields 1358:cluster_id 1375:tagged_fields 1387:- 1389:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1391:topics[] 1402:forgotten_topics_data[] 1413:rack_id 1424:replica_state 1428:cluster_id 1442:tagged_fields 1452:- 1455:topic_id:16s 1459:partitions[] 1475:tagged_fields 1513:- 1515:topic_id:16s 1517:partitions[] 1528:tagged_fields 1538:- 1541:topic_id:16s 1545:partitions 1557:tagged_fields 1595:- 1597:topic_id:16s 1599:partitions 1606:tagged_fields 1616:- 1619:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1622:topics[] 1637:forgotten_topics_data[] 1652:rack_id 1665:tagged_fields 1694:cluster_id 1711:tagged_fields 1723:- 1725:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1727:topics[] 1738:forgotten_topics_data[] 1749:rack_id 1760:replica_state 1764:cluster_id 1778:tagged_fields 1788:- 1791:replica_id:i/replica_epoch:q 1794:tagged_fields 1832:- 1834:replica_id:i/replica_epoch:q 1836:tagged_fields 1846:- 1849:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1852:topics[] 1867:forgotten_topics_data[] 1882:rack_id 1896:tagged_fields 1925:cluster_id 1942:tagged_fields 1945:replica_state 1949:tagged_fields 1961:- 1963:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1965:topics[] 1976:forgotten_topics_data[] 1987:rack_id 1998:replica_id 2002:cluster_id 2016:replica_state 2024:tagged_fields 2034:- 2037:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 2042:tagged_fields 2071:replica_directory_id 2078:tagged_fields 2090:- 2092:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 2095:replica_directory_id 2100:tagged_fields 2110:- 2113:topic_id:16s 2117:partitions[] 2133:tagged_fields 2171:- 2173:topic_id:16s 2175:partitions[] 2186:tagged_fields 2196:- 2199:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2202:topics[] 2217:forgotten_topics_data[] 2232:rack_id 2246:tagged_fields 2275:cluster_id 2292:tagged_fields 2295:replica_state 2299:tagged_fields 2311:- 2313:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2315:topics[] 2326:forgotten_topics_data[] 2337:rack_id 2348:replica_id 2352:cluster_id 2366:replica_state 2374:tagged_fields 2384:- 2387:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i/remote_partition_max_bytes:i 2391:tagged_fields 2420:replica_directory_id 2427:tagged_fields 2439:- 2441:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i/remote_partition_max_bytes:i 2444:replica_directory_id 2449:tagged_fields 2459:- 2462:topic_id:16s 2466:partitions[] 2482:tagged_fields 2520:- 2522:topic_id:16s 2524:partitions[] 2535:tagged_fields 2545:- 2548:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2551:topics[] 2566:forgotten_topics_data[] 2581:rack_id 2595:tagged_fields 2624:cluster_id 2641:tagged_fields 2644:replica_state 2648:tagged_fields 2660:- 2662:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2664:topics[] 2675:forgotten_topics_data[] 2686:rack_id 2697:replica_id 2701:cluster_id 2715:replica_state 2723:tagged_fields"
 )

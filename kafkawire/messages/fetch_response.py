@@ -302,7 +302,7 @@ FetchResponse.NodeEndpoint = NodeEndpoint
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) error_code(2) high_watermark(8)
+        # field: partition_index:i error_code:h high_watermark:q
         (self.partition_index, self.error_code, self.high_watermark,) = _R_ihq(buf, pos)
         pos += 14
         # field: records
@@ -328,7 +328,7 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition_index(4) error_code(2) high_watermark(8)
+        # field: partition_index:i error_code:h high_watermark:q
         w(_W_ihq(self.partition_index, self.error_code, self.high_watermark))
         # field: records
         value = self.records
@@ -349,6 +349,7 @@ def _write_PartitionData_v0(self, w):
         # field: preferred_read_replica
         if self.preferred_read_replica != -1:
             raise not_in_version("PartitionData", "preferred_read_replica")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("PartitionData")
     except Exception as exc:
@@ -404,7 +405,11 @@ def _write_FetchableTopicResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchableTopicResponse")
     except Exception as exc:
@@ -444,13 +449,17 @@ def _write_FetchResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_responses, item in enumerate(value):
-                _write_FetchableTopicResponse_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_FetchableTopicResponse_v0(value, w)
         # field: session_id
         if self.session_id != 0:
             raise not_in_version("FetchResponse", "session_id")
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
             raise not_in_version("FetchResponse", "node_endpoints")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchResponse")
     except Exception as exc:
@@ -460,7 +469,7 @@ def _write_FetchResponse_v0(self, w):
 def _read_FetchResponse_v1(buf, pos, view):
     try:
         self = _new(FetchResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: responses[]
@@ -485,7 +494,7 @@ def _read_FetchResponse_v1(buf, pos, view):
 
 def _write_FetchResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: responses[]
         value = self.responses
@@ -494,13 +503,17 @@ def _write_FetchResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_responses, item in enumerate(value):
-                _write_FetchableTopicResponse_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_FetchableTopicResponse_v0(value, w)
         # field: session_id
         if self.session_id != 0:
             raise not_in_version("FetchResponse", "session_id")
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
             raise not_in_version("FetchResponse", "node_endpoints")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchResponse")
     except Exception as exc:
@@ -510,7 +523,7 @@ def _write_FetchResponse_v1(self, w):
 def _read_AbortedTransaction_v4(buf, pos, view):
     try:
         self = _new(AbortedTransaction)
-        # field: producer_id(8) first_offset(8)
+        # field: producer_id:q first_offset:q
         (self.producer_id, self.first_offset,) = _R_qq(buf, pos)
         pos += 16
         self.unknown_tags = None
@@ -521,8 +534,9 @@ def _read_AbortedTransaction_v4(buf, pos, view):
 
 def _write_AbortedTransaction_v4(self, w):
     try:
-        # field: producer_id(8) first_offset(8)
+        # field: producer_id:q first_offset:q
         w(_W_qq(self.producer_id, self.first_offset))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AbortedTransaction")
     except Exception as exc:
@@ -532,7 +546,7 @@ def _write_AbortedTransaction_v4(self, w):
 def _read_PartitionData_v4(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) error_code(2) high_watermark(8) last_stable_offset(8)
+        # field: partition_index:i error_code:h high_watermark:q last_stable_offset:q
         (self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset,) = _R_ihqq(buf, pos)
         pos += 22
         # field: aborted_transactions[]
@@ -570,7 +584,7 @@ def _read_PartitionData_v4(buf, pos, view):
 
 def _write_PartitionData_v4(self, w):
     try:
-        # field: partition_index(4) error_code(2) high_watermark(8) last_stable_offset(8)
+        # field: partition_index:i error_code:h high_watermark:q last_stable_offset:q
         w(_W_ihqq(self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset))
         # field: aborted_transactions[]
         value = self.aborted_transactions
@@ -579,7 +593,10 @@ def _write_PartitionData_v4(self, w):
         else:
             w(_W_i(len(value)))
             for i_aborted_transactions, item in enumerate(value):
-                _write_AbortedTransaction_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("aborted_transactions_item")
+                _write_AbortedTransaction_v4(value, w)
         # field: records
         value = self.records
         if value is None:
@@ -599,6 +616,7 @@ def _write_PartitionData_v4(self, w):
         # field: preferred_read_replica
         if self.preferred_read_replica != -1:
             raise not_in_version("PartitionData", "preferred_read_replica")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("PartitionData")
     except Exception as exc:
@@ -654,7 +672,11 @@ def _write_FetchableTopicResponse_v4(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v4(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchableTopicResponse")
     except Exception as exc:
@@ -664,7 +686,7 @@ def _write_FetchableTopicResponse_v4(self, w):
 def _read_FetchResponse_v4(buf, pos, view):
     try:
         self = _new(FetchResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: responses[]
@@ -689,7 +711,7 @@ def _read_FetchResponse_v4(buf, pos, view):
 
 def _write_FetchResponse_v4(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: responses[]
         value = self.responses
@@ -698,13 +720,17 @@ def _write_FetchResponse_v4(self, w):
         else:
             w(_W_i(len(value)))
             for i_responses, item in enumerate(value):
-                _write_FetchableTopicResponse_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_FetchableTopicResponse_v4(value, w)
         # field: session_id
         if self.session_id != 0:
             raise not_in_version("FetchResponse", "session_id")
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
             raise not_in_version("FetchResponse", "node_endpoints")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchResponse")
     except Exception as exc:
@@ -714,7 +740,7 @@ def _write_FetchResponse_v4(self, w):
 def _read_PartitionData_v5(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) error_code(2) high_watermark(8) last_stable_offset(8) log_start_offset(8)
+        # field: partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
         (self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset,) = _R_ihqqq(buf, pos)
         pos += 30
         # field: aborted_transactions[]
@@ -751,7 +777,7 @@ def _read_PartitionData_v5(buf, pos, view):
 
 def _write_PartitionData_v5(self, w):
     try:
-        # field: partition_index(4) error_code(2) high_watermark(8) last_stable_offset(8) log_start_offset(8)
+        # field: partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
         w(_W_ihqqq(self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset))
         # field: aborted_transactions[]
         value = self.aborted_transactions
@@ -760,7 +786,10 @@ def _write_PartitionData_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_aborted_transactions, item in enumerate(value):
-                _write_AbortedTransaction_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("aborted_transactions_item")
+                _write_AbortedTransaction_v4(value, w)
         # field: records
         value = self.records
         if value is None:
@@ -780,6 +809,7 @@ def _write_PartitionData_v5(self, w):
         # field: preferred_read_replica
         if self.preferred_read_replica != -1:
             raise not_in_version("PartitionData", "preferred_read_replica")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("PartitionData")
     except Exception as exc:
@@ -835,7 +865,11 @@ def _write_FetchableTopicResponse_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v5(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchableTopicResponse")
     except Exception as exc:
@@ -845,7 +879,7 @@ def _write_FetchableTopicResponse_v5(self, w):
 def _read_FetchResponse_v5(buf, pos, view):
     try:
         self = _new(FetchResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: responses[]
@@ -870,7 +904,7 @@ def _read_FetchResponse_v5(buf, pos, view):
 
 def _write_FetchResponse_v5(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: responses[]
         value = self.responses
@@ -879,13 +913,17 @@ def _write_FetchResponse_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_responses, item in enumerate(value):
-                _write_FetchableTopicResponse_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_FetchableTopicResponse_v5(value, w)
         # field: session_id
         if self.session_id != 0:
             raise not_in_version("FetchResponse", "session_id")
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
             raise not_in_version("FetchResponse", "node_endpoints")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchResponse")
     except Exception as exc:
@@ -895,7 +933,7 @@ def _write_FetchResponse_v5(self, w):
 def _read_FetchResponse_v7(buf, pos, view):
     try:
         self = _new(FetchResponse)
-        # field: throttle_time_ms(4) error_code(2) session_id(4)
+        # field: throttle_time_ms:i error_code:h session_id:i
         (self.throttle_time_ms, self.error_code, self.session_id,) = _R_ihi(buf, pos)
         pos += 10
         # field: responses[]
@@ -918,7 +956,7 @@ def _read_FetchResponse_v7(buf, pos, view):
 
 def _write_FetchResponse_v7(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2) session_id(4)
+        # field: throttle_time_ms:i error_code:h session_id:i
         w(_W_ihi(self.throttle_time_ms, self.error_code, self.session_id))
         # field: responses[]
         value = self.responses
@@ -927,10 +965,14 @@ def _write_FetchResponse_v7(self, w):
         else:
             w(_W_i(len(value)))
             for i_responses, item in enumerate(value):
-                _write_FetchableTopicResponse_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_FetchableTopicResponse_v5(value, w)
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
             raise not_in_version("FetchResponse", "node_endpoints")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchResponse")
     except Exception as exc:
@@ -940,7 +982,7 @@ def _write_FetchResponse_v7(self, w):
 def _read_PartitionData_v11(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) error_code(2) high_watermark(8) last_stable_offset(8) log_start_offset(8)
+        # field: partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
         (self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset,) = _R_ihqqq(buf, pos)
         pos += 30
         # field: aborted_transactions[]
@@ -957,7 +999,7 @@ def _read_PartitionData_v11(buf, pos, view):
                 item, pos = _read_AbortedTransaction_v4(buf, pos, view)
                 append(item)
             self.aborted_transactions = tuple(items)
-        # field: preferred_read_replica(4)
+        # field: preferred_read_replica:i
         (self.preferred_read_replica,) = _R_i(buf, pos)
         pos += 4
         # field: records
@@ -979,7 +1021,7 @@ def _read_PartitionData_v11(buf, pos, view):
 
 def _write_PartitionData_v11(self, w):
     try:
-        # field: partition_index(4) error_code(2) high_watermark(8) last_stable_offset(8) log_start_offset(8)
+        # field: partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
         w(_W_ihqqq(self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset))
         # field: aborted_transactions[]
         value = self.aborted_transactions
@@ -988,8 +1030,11 @@ def _write_PartitionData_v11(self, w):
         else:
             w(_W_i(len(value)))
             for i_aborted_transactions, item in enumerate(value):
-                _write_AbortedTransaction_v4(item, w)
-        # field: preferred_read_replica(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("aborted_transactions_item")
+                _write_AbortedTransaction_v4(value, w)
+        # field: preferred_read_replica:i
         w(_W_i(self.preferred_read_replica))
         # field: records
         value = self.records
@@ -1007,6 +1052,7 @@ def _write_PartitionData_v11(self, w):
         # field: snapshot_id
         if (self.snapshot_id is None or not self.snapshot_id._is_default()):
             raise not_in_version("PartitionData", "snapshot_id")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("PartitionData")
     except Exception as exc:
@@ -1062,7 +1108,11 @@ def _write_FetchableTopicResponse_v11(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v11(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v11(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchableTopicResponse")
     except Exception as exc:
@@ -1072,7 +1122,7 @@ def _write_FetchableTopicResponse_v11(self, w):
 def _read_FetchResponse_v11(buf, pos, view):
     try:
         self = _new(FetchResponse)
-        # field: throttle_time_ms(4) error_code(2) session_id(4)
+        # field: throttle_time_ms:i error_code:h session_id:i
         (self.throttle_time_ms, self.error_code, self.session_id,) = _R_ihi(buf, pos)
         pos += 10
         # field: responses[]
@@ -1095,7 +1145,7 @@ def _read_FetchResponse_v11(buf, pos, view):
 
 def _write_FetchResponse_v11(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2) session_id(4)
+        # field: throttle_time_ms:i error_code:h session_id:i
         w(_W_ihi(self.throttle_time_ms, self.error_code, self.session_id))
         # field: responses[]
         value = self.responses
@@ -1104,10 +1154,14 @@ def _write_FetchResponse_v11(self, w):
         else:
             w(_W_i(len(value)))
             for i_responses, item in enumerate(value):
-                _write_FetchableTopicResponse_v11(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_FetchableTopicResponse_v11(value, w)
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
             raise not_in_version("FetchResponse", "node_endpoints")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FetchResponse")
     except Exception as exc:
@@ -1117,7 +1171,7 @@ def _write_FetchResponse_v11(self, w):
 def _read_AbortedTransaction_v12(buf, pos, view):
     try:
         self = _new(AbortedTransaction)
-        # field: producer_id(8) first_offset(8)
+        # field: producer_id:q first_offset:q
         (self.producer_id, self.first_offset,) = _R_qq(buf, pos)
         pos += 16
         # field: tagged_fields
@@ -1160,7 +1214,7 @@ def _read_AbortedTransaction_v12(buf, pos, view):
 
 def _write_AbortedTransaction_v12(self, w):
     try:
-        # field: producer_id(8) first_offset(8)
+        # field: producer_id:q first_offset:q
         w(_W_qq(self.producer_id, self.first_offset))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1175,7 +1229,7 @@ def _write_AbortedTransaction_v12(self, w):
 def _read_EpochEndOffset_v12(buf, pos, view):
     try:
         self = _new(EpochEndOffset)
-        # field: epoch(4) end_offset(8)
+        # field: epoch:i end_offset:q
         (self.epoch, self.end_offset,) = _R_iq(buf, pos)
         pos += 12
         # field: tagged_fields
@@ -1218,7 +1272,7 @@ def _read_EpochEndOffset_v12(buf, pos, view):
 
 def _write_EpochEndOffset_v12(self, w):
     try:
-        # field: epoch(4) end_offset(8)
+        # field: epoch:i end_offset:q
         w(_W_iq(self.epoch, self.end_offset))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1233,7 +1287,7 @@ def _write_EpochEndOffset_v12(self, w):
 def _read_LeaderIdAndEpoch_v12(buf, pos, view):
     try:
         self = _new(LeaderIdAndEpoch)
-        # field: leader_id(4) leader_epoch(4)
+        # field: leader_id:i leader_epoch:i
         (self.leader_id, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: tagged_fields
@@ -1276,7 +1330,7 @@ def _read_LeaderIdAndEpoch_v12(buf, pos, view):
 
 def _write_LeaderIdAndEpoch_v12(self, w):
     try:
-        # field: leader_id(4) leader_epoch(4)
+        # field: leader_id:i leader_epoch:i
         w(_W_ii(self.leader_id, self.leader_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1291,7 +1345,7 @@ def _write_LeaderIdAndEpoch_v12(self, w):
 def _read_SnapshotId_v12(buf, pos, view):
     try:
         self = _new(SnapshotId)
-        # field: end_offset(8) epoch(4)
+        # field: end_offset:q epoch:i
         (self.end_offset, self.epoch,) = _R_qi(buf, pos)
         pos += 12
         # field: tagged_fields
@@ -1334,7 +1388,7 @@ def _read_SnapshotId_v12(buf, pos, view):
 
 def _write_SnapshotId_v12(self, w):
     try:
-        # field: end_offset(8) epoch(4)
+        # field: end_offset:q epoch:i
         w(_W_qi(self.end_offset, self.epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1349,7 +1403,7 @@ def _write_SnapshotId_v12(self, w):
 def _read_PartitionData_v12(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) error_code(2) high_watermark(8) last_stable_offset(8) log_start_offset(8)
+        # field: partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
         (self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset,) = _R_ihqqq(buf, pos)
         pos += 30
         # field: aborted_transactions[]
@@ -1370,7 +1424,7 @@ def _read_PartitionData_v12(buf, pos, view):
                 item, pos = _read_AbortedTransaction_v12(buf, pos, view)
                 append(item)
             self.aborted_transactions = tuple(items)
-        # field: preferred_read_replica(4)
+        # field: preferred_read_replica:i
         (self.preferred_read_replica,) = _R_i(buf, pos)
         pos += 4
         # field: records
@@ -1449,7 +1503,7 @@ def _read_PartitionData_v12(buf, pos, view):
 
 def _write_PartitionData_v12(self, w):
     try:
-        # field: partition_index(4) error_code(2) high_watermark(8) last_stable_offset(8) log_start_offset(8)
+        # field: partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
         w(_W_ihqqq(self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset))
         # field: aborted_transactions[]
         value = self.aborted_transactions
@@ -1458,8 +1512,11 @@ def _write_PartitionData_v12(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_aborted_transactions, item in enumerate(value):
-                _write_AbortedTransaction_v12(item, w)
-        # field: preferred_read_replica(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("aborted_transactions_item")
+                _write_AbortedTransaction_v12(value, w)
+        # field: preferred_read_replica:i
         w(_W_i(self.preferred_read_replica))
         # field: records
         value = self.records
@@ -1472,17 +1529,26 @@ def _write_PartitionData_v12(self, w):
         # field: diverging_epoch
         if (self.diverging_epoch is None or not self.diverging_epoch._is_default()):
             sub = []
-            _write_EpochEndOffset_v12(self.diverging_epoch, sub.append)
+            value = self.diverging_epoch
+            if value is None:
+                raise null_not_allowed("diverging_epoch")
+            _write_EpochEndOffset_v12(value, sub.append)
             tags.append((0, b"".join(sub)))
         # field: current_leader
         if (self.current_leader is None or not self.current_leader._is_default()):
             sub = []
-            _write_LeaderIdAndEpoch_v12(self.current_leader, sub.append)
+            value = self.current_leader
+            if value is None:
+                raise null_not_allowed("current_leader")
+            _write_LeaderIdAndEpoch_v12(value, sub.append)
             tags.append((1, b"".join(sub)))
         # field: snapshot_id
         if (self.snapshot_id is None or not self.snapshot_id._is_default()):
             sub = []
-            _write_SnapshotId_v12(self.snapshot_id, sub.append)
+            value = self.snapshot_id
+            if value is None:
+                raise null_not_allowed("snapshot_id")
+            _write_SnapshotId_v12(value, sub.append)
             tags.append((2, b"".join(sub)))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1583,7 +1649,10 @@ def _write_FetchableTopicResponse_v12(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v12(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v12(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1597,7 +1666,7 @@ def _write_FetchableTopicResponse_v12(self, w):
 def _read_FetchResponse_v12(buf, pos, view):
     try:
         self = _new(FetchResponse)
-        # field: throttle_time_ms(4) error_code(2) session_id(4)
+        # field: throttle_time_ms:i error_code:h session_id:i
         (self.throttle_time_ms, self.error_code, self.session_id,) = _R_ihi(buf, pos)
         pos += 10
         # field: responses[]
@@ -1656,7 +1725,7 @@ def _read_FetchResponse_v12(buf, pos, view):
 
 def _write_FetchResponse_v12(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2) session_id(4)
+        # field: throttle_time_ms:i error_code:h session_id:i
         w(_W_ihi(self.throttle_time_ms, self.error_code, self.session_id))
         # field: responses[]
         value = self.responses
@@ -1665,7 +1734,10 @@ def _write_FetchResponse_v12(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_responses, item in enumerate(value):
-                _write_FetchableTopicResponse_v12(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_FetchableTopicResponse_v12(value, w)
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
             raise not_in_version("FetchResponse", "node_endpoints")
@@ -1682,7 +1754,7 @@ def _write_FetchResponse_v12(self, w):
 def _read_FetchableTopicResponse_v13(buf, pos, view):
     try:
         self = _new(FetchableTopicResponse)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -1742,7 +1814,7 @@ def _read_FetchableTopicResponse_v13(buf, pos, view):
 
 def _write_FetchableTopicResponse_v13(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -1751,7 +1823,10 @@ def _write_FetchableTopicResponse_v13(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v12(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v12(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1765,7 +1840,7 @@ def _write_FetchableTopicResponse_v13(self, w):
 def _read_FetchResponse_v13(buf, pos, view):
     try:
         self = _new(FetchResponse)
-        # field: throttle_time_ms(4) error_code(2) session_id(4)
+        # field: throttle_time_ms:i error_code:h session_id:i
         (self.throttle_time_ms, self.error_code, self.session_id,) = _R_ihi(buf, pos)
         pos += 10
         # field: responses[]
@@ -1824,7 +1899,7 @@ def _read_FetchResponse_v13(buf, pos, view):
 
 def _write_FetchResponse_v13(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2) session_id(4)
+        # field: throttle_time_ms:i error_code:h session_id:i
         w(_W_ihi(self.throttle_time_ms, self.error_code, self.session_id))
         # field: responses[]
         value = self.responses
@@ -1833,7 +1908,10 @@ def _write_FetchResponse_v13(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_responses, item in enumerate(value):
-                _write_FetchableTopicResponse_v13(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_FetchableTopicResponse_v13(value, w)
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
             raise not_in_version("FetchResponse", "node_endpoints")
@@ -1850,7 +1928,7 @@ def _write_FetchResponse_v13(self, w):
 def _read_NodeEndpoint_v16(buf, pos, view):
     try:
         self = _new(NodeEndpoint)
-        # field: node_id(4)
+        # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
         # field: host
@@ -1865,7 +1943,7 @@ def _read_NodeEndpoint_v16(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(4)
+        # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         # field: rack
@@ -1923,7 +2001,7 @@ def _read_NodeEndpoint_v16(buf, pos, view):
 
 def _write_NodeEndpoint_v16(self, w):
     try:
-        # field: node_id(4)
+        # field: node_id:i
         w(_W_i(self.node_id))
         # field: host
         value = self.host
@@ -1936,7 +2014,7 @@ def _write_NodeEndpoint_v16(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(4)
+        # field: port:i
         w(_W_i(self.port))
         # field: rack
         value = self.rack
@@ -1962,7 +2040,7 @@ def _write_NodeEndpoint_v16(self, w):
 def _read_FetchResponse_v16(buf, pos, view):
     try:
         self = _new(FetchResponse)
-        # field: throttle_time_ms(4) error_code(2) session_id(4)
+        # field: throttle_time_ms:i error_code:h session_id:i
         (self.throttle_time_ms, self.error_code, self.session_id,) = _R_ihi(buf, pos)
         pos += 10
         # field: responses[]
@@ -2041,7 +2119,7 @@ def _read_FetchResponse_v16(buf, pos, view):
 
 def _write_FetchResponse_v16(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2) session_id(4)
+        # field: throttle_time_ms:i error_code:h session_id:i
         w(_W_ihi(self.throttle_time_ms, self.error_code, self.session_id))
         # field: responses[]
         value = self.responses
@@ -2050,7 +2128,10 @@ def _write_FetchResponse_v16(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_responses, item in enumerate(value):
-                _write_FetchableTopicResponse_v13(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_FetchableTopicResponse_v13(value, w)
         tags = []
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
@@ -2061,7 +2142,10 @@ def _write_FetchResponse_v16(self, w):
             else:
                 sub.append(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
                 for i_node_endpoints, item in enumerate(value):
-                    _write_NodeEndpoint_v16(item, sub.append)
+                    value = item
+                    if value is None:
+                        raise null_not_allowed("node_endpoints_item")
+                    _write_NodeEndpoint_v16(value, sub.append)
             tags.append((0, b"".join(sub)))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -2116,5 +2200,5 @@ FetchResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "302:- 305:partition_index(4)/error_code(2)/high_watermark(8) 308:records 329:- 331:partition_index(4)/error_code(2)/high_watermark(8) 333:records 340:diverging_epoch 343:current_leader 346:snapshot_id 349:preferred_read_replica 358:- 361:topic 369:partitions[] 387:- 389:topic 400:partitions[] 414:- 417:responses[] 438:- 440:responses[] 448:session_id 451:node_endpoints 460:- 463:throttle_time_ms(4) 466:responses[] 486:- 488:throttle_time_ms(4) 490:responses[] 498:session_id 501:node_endpoints 510:- 513:producer_id(8)/first_offset(8) 522:- 524:producer_id(8)/first_offset(8) 532:- 535:partition_index(4)/error_code(2)/high_watermark(8)/last_stable_offset(8) 538:aborted_transactions[] 552:records 571:- 573:partition_index(4)/error_code(2)/high_watermark(8)/last_stable_offset(8) 575:aborted_transactions[] 583:records 590:diverging_epoch 593:current_leader 596:snapshot_id 599:preferred_read_replica 608:- 611:topic 619:partitions[] 637:- 639:topic 650:partitions[] 664:- 667:throttle_time_ms(4) 670:responses[] 690:- 692:throttle_time_ms(4) 694:responses[] 702:session_id 705:node_endpoints 714:- 717:partition_index(4)/error_code(2)/high_watermark(8)/last_stable_offset(8)/log_start_offset(8) 720:aborted_transactions[] 734:records 752:- 754:partition_index(4)/error_code(2)/high_watermark(8)/last_stable_offset(8)/log_start_offset(8) 756:aborted_transactions[] 764:records 771:diverging_epoch 774:current_leader 777:snapshot_id 780:preferred_read_replica 789:- 792:topic 800:partitions[] 818:- 820:topic 831:partitions[] 845:- 848:throttle_time_ms(4) 851:responses[] 871:- 873:throttle_time_ms(4) 875:responses[] 883:session_id 886:node_endpoints 895:- 898:throttle_time_ms(4)/error_code(2)/session_id(4) 901:responses[] 919:- 921:throttle_time_ms(4)/error_code(2)/session_id(4) 923:responses[] 931:node_endpoints 940:- 943:partition_index(4)/error_code(2)/high_watermark(8)/last_stable_offset(8)/log_start_offset(8) 946:aborted_transactions[] 960:preferred_read_replica(4) 963:records 980:- 982:partition_index(4)/error_code(2)/high_watermark(8)/last_stable_offset(8)/log_start_offset(8) 984:aborted_transactions[] 992:preferred_read_replica(4) 994:records 1001:diverging_epoch 1004:current_leader 1007:snapshot_id 1016:- 1019:topic 1027:partitions[] 1045:- 1047:topic 1058:partitions[] 1072:- 1075:throttle_time_ms(4)/error_code(2)/session_id(4) 1078:responses[] 1096:- 1098:throttle_time_ms(4)/error_code(2)/session_id(4) 1100:responses[] 1108:node_endpoints 1117:- 1120:producer_id(8)/first_offset(8) 1123:tagged_fields 1161:- 1163:producer_id(8)/first_offset(8) 1165:tagged_fields 1175:- 1178:epoch(4)/end_offset(8) 1181:tagged_fields 1219:- 1221:epoch(4)/end_offset(8) 1223:tagged_fields 1233:- 1236:leader_id(4)/leader_epoch(4) 1239:tagged_fields 1277:- 1279:leader_id(4)/leader_epoch(4) 1281:tagged_fields 1291:- 1294:end_offset(8)/epoch(4) 1297:tagged_fields 1335:- 1337:end_offset(8)/epoch(4) 1339:tagged_fields 1349:- 1352:partition_index(4)/error_code(2)/high_watermark(8)/last_stable_offset(8)/log_start_offset(8) 1355:aborted_transactions[] 1373:preferred_read_replica(4) 1376:records 1391:tagged_fields 1420:diverging_epoch 1424:tagged_fields 1427:current_leader 1431:tagged_fields 1434:snapshot_id 1438:tagged_fields 1450:- 1452:partition_index(4)/error_code(2)/high_watermark(8)/last_stable_offset(8)/log_start_offset(8) 1454:aborted_transactions[] 1462:preferred_read_replica(4) 1464:records 1472:diverging_epoch 1477:current_leader 1482:snapshot_id 1487:tagged_fields 1497:- 1500:topic 1512:partitions[] 1528:tagged_fields 1566:- 1568:topic 1579:partitions[] 1587:tagged_fields 1597:- 1600:throttle_time_ms(4)/error_code(2)/session_id(4) 1603:responses[] 1619:tagged_fields 1657:- 1659:throttle_time_ms(4)/error_code(2)/session_id(4) 1661:responses[] 1669:node_endpoints 1672:tagged_fields 1682:- 1685:topic_id(16) 1689:partitions[] 1705:tagged_fields 1743:- 1745:topic_id(16) 1747:partitions[] 1755:tagged_fields 1765:- 1768:throttle_time_ms(4)/error_code(2)/session_id(4) 1771:responses[] 1787:tagged_fields 1825:- 1827:throttle_time_ms(4)/error_code(2)/session_id(4) 1829:responses[] 1837:node_endpoints 1840:tagged_fields 1850:- 1853:node_id(4) 1856:host 1868:port(4) 1871:rack 1886:tagged_fields 1924:- 1926:node_id(4) 1928:host 1939:port(4) 1941:rack 1952:tagged_fields 1962:- 1965:throttle_time_ms(4)/error_code(2)/session_id(4) 1968:responses[] 1984:tagged_fields 2013:node_endpoints 2030:tagged_fields 2042:- 2044:throttle_time_ms(4)/error_code(2)/session_id(4) 2046:responses[] 2055:node_endpoints 2066:tagged_fields"
+    "302:- 305:partition_index:i/error_code:h/high_watermark:q 308:records 329:- 331:partition_index:i/error_code:h/high_watermark:q 333:records 340:diverging_epoch 343:current_leader 346:snapshot_id 349:preferred_read_replica 352:unknown_tags 359:- 362:topic 370:partitions[] 388:- 390:topic 401:partitions[] 412:unknown_tags 419:- 422:responses[] 443:- 445:responses[] 456:session_id 459:node_endpoints 462:unknown_tags 469:- 472:throttle_time_ms:i 475:responses[] 495:- 497:throttle_time_ms:i 499:responses[] 510:session_id 513:node_endpoints 516:unknown_tags 523:- 526:producer_id:q/first_offset:q 535:- 537:producer_id:q/first_offset:q 539:unknown_tags 546:- 549:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q 552:aborted_transactions[] 566:records 585:- 587:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q 589:aborted_transactions[] 600:records 607:diverging_epoch 610:current_leader 613:snapshot_id 616:preferred_read_replica 619:unknown_tags 626:- 629:topic 637:partitions[] 655:- 657:topic 668:partitions[] 679:unknown_tags 686:- 689:throttle_time_ms:i 692:responses[] 712:- 714:throttle_time_ms:i 716:responses[] 727:session_id 730:node_endpoints 733:unknown_tags 740:- 743:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 746:aborted_transactions[] 760:records 778:- 780:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 782:aborted_transactions[] 793:records 800:diverging_epoch 803:current_leader 806:snapshot_id 809:preferred_read_replica 812:unknown_tags 819:- 822:topic 830:partitions[] 848:- 850:topic 861:partitions[] 872:unknown_tags 879:- 882:throttle_time_ms:i 885:responses[] 905:- 907:throttle_time_ms:i 909:responses[] 920:session_id 923:node_endpoints 926:unknown_tags 933:- 936:throttle_time_ms:i/error_code:h/session_id:i 939:responses[] 957:- 959:throttle_time_ms:i/error_code:h/session_id:i 961:responses[] 972:node_endpoints 975:unknown_tags 982:- 985:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 988:aborted_transactions[] 1002:preferred_read_replica:i 1005:records 1022:- 1024:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1026:aborted_transactions[] 1037:preferred_read_replica:i 1039:records 1046:diverging_epoch 1049:current_leader 1052:snapshot_id 1055:unknown_tags 1062:- 1065:topic 1073:partitions[] 1091:- 1093:topic 1104:partitions[] 1115:unknown_tags 1122:- 1125:throttle_time_ms:i/error_code:h/session_id:i 1128:responses[] 1146:- 1148:throttle_time_ms:i/error_code:h/session_id:i 1150:responses[] 1161:node_endpoints 1164:unknown_tags 1171:- 1174:producer_id:q/first_offset:q 1177:tagged_fields 1215:- 1217:producer_id:q/first_offset:q 1219:tagged_fields 1229:- 1232:epoch:i/end_offset:q 1235:tagged_fields 1273:- 1275:epoch:i/end_offset:q 1277:tagged_fields 1287:- 1290:leader_id:i/leader_epoch:i 1293:tagged_fields 1331:- 1333:leader_id:i/leader_epoch:i 1335:tagged_fields 1345:- 1348:end_offset:q/epoch:i 1351:tagged_fields 1389:- 1391:end_offset:q/epoch:i 1393:tagged_fields 1403:- 1406:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1409:aborted_transactions[] 1427:preferred_read_replica:i 1430:records 1445:tagged_fields 1474:diverging_epoch 1478:tagged_fields 1481:current_leader 1485:tagged_fields 1488:snapshot_id 1492:tagged_fields 1504:- 1506:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1508:aborted_transactions[] 1519:preferred_read_replica:i 1521:records 1529:diverging_epoch 1537:current_leader 1545:snapshot_id 1553:tagged_fields 1563:- 1566:topic 1578:partitions[] 1594:tagged_fields 1632:- 1634:topic 1645:partitions[] 1656:tagged_fields 1666:- 1669:throttle_time_ms:i/error_code:h/session_id:i 1672:responses[] 1688:tagged_fields 1726:- 1728:throttle_time_ms:i/error_code:h/session_id:i 1730:responses[] 1741:node_endpoints 1744:tagged_fields 1754:- 1757:topic_id:16s 1761:partitions[] 1777:tagged_fields 1815:- 1817:topic_id:16s 1819:partitions[] 1830:tagged_fields 1840:- 1843:throttle_time_ms:i/error_code:h/session_id:i 1846:responses[] 1862:tagged_fields 1900:- 1902:throttle_time_ms:i/error_code:h/session_id:i 1904:responses[] 1915:node_endpoints 1918:tagged_fields 1928:- 1931:node_id:i 1934:host 1946:port:i 1949:rack 1964:tagged_fields 2002:- 2004:node_id:i 2006:host 2017:port:i 2019:rack 2030:tagged_fields 2040:- 2043:throttle_time_ms:i/error_code:h/session_id:i 2046:responses[] 2062:tagged_fields 2091:node_endpoints 2108:tagged_fields 2120:- 2122:throttle_time_ms:i/error_code:h/session_id:i 2124:responses[] 2136:node_endpoints 2150:tagged_fields"
 )

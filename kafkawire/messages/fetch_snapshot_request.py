@@ -154,7 +154,7 @@ FetchSnapshotRequest.SnapshotId = SnapshotId
 def _read_SnapshotId_v0(buf, pos, view):
     try:
         self = _new(SnapshotId)
-        # field: end_offset(8) epoch(4)
+        # field: end_offset:q epoch:i
         (self.end_offset, self.epoch,) = _R_qi(buf, pos)
         pos += 12
         # field: tagged_fields
@@ -197,7 +197,7 @@ def _read_SnapshotId_v0(buf, pos, view):
 
 def _write_SnapshotId_v0(self, w):
     try:
-        # field: end_offset(8) epoch(4)
+        # field: end_offset:q epoch:i
         w(_W_qi(self.end_offset, self.epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -212,12 +212,12 @@ def _write_SnapshotId_v0(self, w):
 def _read_PartitionSnapshot_v0(buf, pos, view):
     try:
         self = _new(PartitionSnapshot)
-        # field: partition(4) current_leader_epoch(4)
+        # field: partition:i current_leader_epoch:i
         (self.partition, self.current_leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: snapshot_id
         self.snapshot_id, pos = _read_SnapshotId_v0(buf, pos, view)
-        # field: position(8)
+        # field: position:q
         (self.position,) = _R_q(buf, pos)
         pos += 8
         self.replica_directory_id = ZERO_UUID
@@ -261,11 +261,14 @@ def _read_PartitionSnapshot_v0(buf, pos, view):
 
 def _write_PartitionSnapshot_v0(self, w):
     try:
-        # field: partition(4) current_leader_epoch(4)
+        # field: partition:i current_leader_epoch:i
         w(_W_ii(self.partition, self.current_leader_epoch))
         # field: snapshot_id
-        _write_SnapshotId_v0(self.snapshot_id, w)
-        # field: position(8)
+        value = self.snapshot_id
+        if value is None:
+            raise null_not_allowed("snapshot_id")
+        _write_SnapshotId_v0(value, w)
+        # field: position:q
         w(_W_q(self.position))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -365,7 +368,10 @@ def _write_TopicSnapshot_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionSnapshot_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionSnapshot_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -379,7 +385,7 @@ def _write_TopicSnapshot_v0(self, w):
 def _read_FetchSnapshotRequest_v0(buf, pos, view):
     try:
         self = _new(FetchSnapshotRequest)
-        # field: replica_id(4) max_bytes(4)
+        # field: replica_id:i max_bytes:i
         (self.replica_id, self.max_bytes,) = _R_ii(buf, pos)
         pos += 8
         # field: topics[]
@@ -458,7 +464,7 @@ def _read_FetchSnapshotRequest_v0(buf, pos, view):
 
 def _write_FetchSnapshotRequest_v0(self, w):
     try:
-        # field: replica_id(4) max_bytes(4)
+        # field: replica_id:i max_bytes:i
         w(_W_ii(self.replica_id, self.max_bytes))
         # field: topics[]
         value = self.topics
@@ -467,7 +473,10 @@ def _write_FetchSnapshotRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicSnapshot_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicSnapshot_v0(value, w)
         tags = []
         # field: cluster_id
         if self.cluster_id is not None:
@@ -496,12 +505,12 @@ def _write_FetchSnapshotRequest_v0(self, w):
 def _read_PartitionSnapshot_v1(buf, pos, view):
     try:
         self = _new(PartitionSnapshot)
-        # field: partition(4) current_leader_epoch(4)
+        # field: partition:i current_leader_epoch:i
         (self.partition, self.current_leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: snapshot_id
         self.snapshot_id, pos = _read_SnapshotId_v0(buf, pos, view)
-        # field: position(8)
+        # field: position:q
         (self.position,) = _R_q(buf, pos)
         pos += 8
         self.replica_directory_id = ZERO_UUID
@@ -555,11 +564,14 @@ def _read_PartitionSnapshot_v1(buf, pos, view):
 
 def _write_PartitionSnapshot_v1(self, w):
     try:
-        # field: partition(4) current_leader_epoch(4)
+        # field: partition:i current_leader_epoch:i
         w(_W_ii(self.partition, self.current_leader_epoch))
         # field: snapshot_id
-        _write_SnapshotId_v0(self.snapshot_id, w)
-        # field: position(8)
+        value = self.snapshot_id
+        if value is None:
+            raise null_not_allowed("snapshot_id")
+        _write_SnapshotId_v0(value, w)
+        # field: position:q
         w(_W_q(self.position))
         tags = []
         # field: replica_directory_id
@@ -665,7 +677,10 @@ def _write_TopicSnapshot_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionSnapshot_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionSnapshot_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -679,7 +694,7 @@ def _write_TopicSnapshot_v1(self, w):
 def _read_FetchSnapshotRequest_v1(buf, pos, view):
     try:
         self = _new(FetchSnapshotRequest)
-        # field: replica_id(4) max_bytes(4)
+        # field: replica_id:i max_bytes:i
         (self.replica_id, self.max_bytes,) = _R_ii(buf, pos)
         pos += 8
         # field: topics[]
@@ -758,7 +773,7 @@ def _read_FetchSnapshotRequest_v1(buf, pos, view):
 
 def _write_FetchSnapshotRequest_v1(self, w):
     try:
-        # field: replica_id(4) max_bytes(4)
+        # field: replica_id:i max_bytes:i
         w(_W_ii(self.replica_id, self.max_bytes))
         # field: topics[]
         value = self.topics
@@ -767,7 +782,10 @@ def _write_FetchSnapshotRequest_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicSnapshot_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicSnapshot_v1(value, w)
         tags = []
         # field: cluster_id
         if self.cluster_id is not None:
@@ -802,5 +820,5 @@ FetchSnapshotRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "154:- 157:end_offset(8)/epoch(4) 160:tagged_fields 198:- 200:end_offset(8)/epoch(4) 202:tagged_fields 212:- 215:partition(4)/current_leader_epoch(4) 218:snapshot_id 220:position(8) 224:tagged_fields 262:- 264:partition(4)/current_leader_epoch(4) 266:snapshot_id 268:position(8) 270:tagged_fields 280:- 283:name 295:partitions[] 310:tagged_fields 348:- 350:name 361:partitions[] 369:tagged_fields 379:- 382:replica_id(4)/max_bytes(4) 385:topics[] 401:tagged_fields 430:cluster_id 447:tagged_fields 459:- 461:replica_id(4)/max_bytes(4) 463:topics[] 472:cluster_id 486:tagged_fields 496:- 499:partition(4)/current_leader_epoch(4) 502:snapshot_id 504:position(8) 508:tagged_fields 537:replica_directory_id 544:tagged_fields 556:- 558:partition(4)/current_leader_epoch(4) 560:snapshot_id 562:position(8) 565:replica_directory_id 570:tagged_fields 580:- 583:name 595:partitions[] 610:tagged_fields 648:- 650:name 661:partitions[] 669:tagged_fields 679:- 682:replica_id(4)/max_bytes(4) 685:topics[] 701:tagged_fields 730:cluster_id 747:tagged_fields 759:- 761:replica_id(4)/max_bytes(4) 763:topics[] 772:cluster_id 786:tagged_fields"
+    "154:- 157:end_offset:q/epoch:i 160:tagged_fields 198:- 200:end_offset:q/epoch:i 202:tagged_fields 212:- 215:partition:i/current_leader_epoch:i 218:snapshot_id 220:position:q 224:tagged_fields 262:- 264:partition:i/current_leader_epoch:i 266:snapshot_id 271:position:q 273:tagged_fields 283:- 286:name 298:partitions[] 313:tagged_fields 351:- 353:name 364:partitions[] 375:tagged_fields 385:- 388:replica_id:i/max_bytes:i 391:topics[] 407:tagged_fields 436:cluster_id 453:tagged_fields 465:- 467:replica_id:i/max_bytes:i 469:topics[] 481:cluster_id 495:tagged_fields 505:- 508:partition:i/current_leader_epoch:i 511:snapshot_id 513:position:q 517:tagged_fields 546:replica_directory_id 553:tagged_fields 565:- 567:partition:i/current_leader_epoch:i 569:snapshot_id 574:position:q 577:replica_directory_id 582:tagged_fields 592:- 595:name 607:partitions[] 622:tagged_fields 660:- 662:name 673:partitions[] 684:tagged_fields 694:- 697:replica_id:i/max_bytes:i 700:topics[] 716:tagged_fields 745:cluster_id 762:tagged_fields 774:- 776:replica_id:i/max_bytes:i 778:topics[] 790:cluster_id 804:tagged_fields"
 )

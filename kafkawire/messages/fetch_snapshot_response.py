@@ -220,7 +220,7 @@ FetchSnapshotResponse.NodeEndpoint = NodeEndpoint
 def _read_SnapshotId_v0(buf, pos, view):
     try:
         self = _new(SnapshotId)
-        # field: end_offset(8) epoch(4)
+        # field: end_offset:q epoch:i
         (self.end_offset, self.epoch,) = _R_qi(buf, pos)
         pos += 12
         # field: tagged_fields
@@ -263,7 +263,7 @@ def _read_SnapshotId_v0(buf, pos, view):
 
 def _write_SnapshotId_v0(self, w):
     try:
-        # field: end_offset(8) epoch(4)
+        # field: end_offset:q epoch:i
         w(_W_qi(self.end_offset, self.epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -278,7 +278,7 @@ def _write_SnapshotId_v0(self, w):
 def _read_LeaderIdAndEpoch_v0(buf, pos, view):
     try:
         self = _new(LeaderIdAndEpoch)
-        # field: leader_id(4) leader_epoch(4)
+        # field: leader_id:i leader_epoch:i
         (self.leader_id, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: tagged_fields
@@ -321,7 +321,7 @@ def _read_LeaderIdAndEpoch_v0(buf, pos, view):
 
 def _write_LeaderIdAndEpoch_v0(self, w):
     try:
-        # field: leader_id(4) leader_epoch(4)
+        # field: leader_id:i leader_epoch:i
         w(_W_ii(self.leader_id, self.leader_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -336,12 +336,12 @@ def _write_LeaderIdAndEpoch_v0(self, w):
 def _read_PartitionSnapshot_v0(buf, pos, view):
     try:
         self = _new(PartitionSnapshot)
-        # field: index(4) error_code(2)
+        # field: index:i error_code:h
         (self.index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: snapshot_id
         self.snapshot_id, pos = _read_SnapshotId_v0(buf, pos, view)
-        # field: size(8) position(8)
+        # field: size:q position:q
         (self.size, self.position,) = _R_qq(buf, pos)
         pos += 16
         # field: unaligned_records
@@ -403,11 +403,14 @@ def _read_PartitionSnapshot_v0(buf, pos, view):
 
 def _write_PartitionSnapshot_v0(self, w):
     try:
-        # field: index(4) error_code(2)
+        # field: index:i error_code:h
         w(_W_ih(self.index, self.error_code))
         # field: snapshot_id
-        _write_SnapshotId_v0(self.snapshot_id, w)
-        # field: size(8) position(8)
+        value = self.snapshot_id
+        if value is None:
+            raise null_not_allowed("snapshot_id")
+        _write_SnapshotId_v0(value, w)
+        # field: size:q position:q
         w(_W_qq(self.size, self.position))
         # field: unaligned_records
         value = self.unaligned_records
@@ -420,7 +423,10 @@ def _write_PartitionSnapshot_v0(self, w):
         # field: current_leader
         if (self.current_leader is None or not self.current_leader._is_default()):
             sub = []
-            _write_LeaderIdAndEpoch_v0(self.current_leader, sub.append)
+            value = self.current_leader
+            if value is None:
+                raise null_not_allowed("current_leader")
+            _write_LeaderIdAndEpoch_v0(value, sub.append)
             tags.append((0, b"".join(sub)))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -520,7 +526,10 @@ def _write_TopicSnapshot_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionSnapshot_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionSnapshot_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -534,7 +543,7 @@ def _write_TopicSnapshot_v0(self, w):
 def _read_FetchSnapshotResponse_v0(buf, pos, view):
     try:
         self = _new(FetchSnapshotResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: topics[]
@@ -593,7 +602,7 @@ def _read_FetchSnapshotResponse_v0(buf, pos, view):
 
 def _write_FetchSnapshotResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: topics[]
         value = self.topics
@@ -602,7 +611,10 @@ def _write_FetchSnapshotResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicSnapshot_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicSnapshot_v0(value, w)
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
             raise not_in_version("FetchSnapshotResponse", "node_endpoints")
@@ -619,7 +631,7 @@ def _write_FetchSnapshotResponse_v0(self, w):
 def _read_NodeEndpoint_v1(buf, pos, view):
     try:
         self = _new(NodeEndpoint)
-        # field: node_id(4)
+        # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
         # field: host
@@ -634,7 +646,7 @@ def _read_NodeEndpoint_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(2)
+        # field: port:H
         (self.port,) = _R_H(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -677,7 +689,7 @@ def _read_NodeEndpoint_v1(buf, pos, view):
 
 def _write_NodeEndpoint_v1(self, w):
     try:
-        # field: node_id(4)
+        # field: node_id:i
         w(_W_i(self.node_id))
         # field: host
         value = self.host
@@ -690,7 +702,7 @@ def _write_NodeEndpoint_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(2)
+        # field: port:H
         w(_W_H(self.port))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -705,7 +717,7 @@ def _write_NodeEndpoint_v1(self, w):
 def _read_FetchSnapshotResponse_v1(buf, pos, view):
     try:
         self = _new(FetchSnapshotResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: topics[]
@@ -784,7 +796,7 @@ def _read_FetchSnapshotResponse_v1(buf, pos, view):
 
 def _write_FetchSnapshotResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: topics[]
         value = self.topics
@@ -793,7 +805,10 @@ def _write_FetchSnapshotResponse_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicSnapshot_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicSnapshot_v0(value, w)
         tags = []
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
@@ -804,7 +819,10 @@ def _write_FetchSnapshotResponse_v1(self, w):
             else:
                 sub.append(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
                 for i_node_endpoints, item in enumerate(value):
-                    _write_NodeEndpoint_v1(item, sub.append)
+                    value = item
+                    if value is None:
+                        raise null_not_allowed("node_endpoints_item")
+                    _write_NodeEndpoint_v1(value, sub.append)
             tags.append((0, b"".join(sub)))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -825,5 +843,5 @@ FetchSnapshotResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "220:- 223:end_offset(8)/epoch(4) 226:tagged_fields 264:- 266:end_offset(8)/epoch(4) 268:tagged_fields 278:- 281:leader_id(4)/leader_epoch(4) 284:tagged_fields 322:- 324:leader_id(4)/leader_epoch(4) 326:tagged_fields 336:- 339:index(4)/error_code(2) 342:snapshot_id 344:size(8)/position(8) 347:unaligned_records 359:tagged_fields 388:current_leader 392:tagged_fields 404:- 406:index(4)/error_code(2) 408:snapshot_id 410:size(8)/position(8) 412:unaligned_records 420:current_leader 425:tagged_fields 435:- 438:name 450:partitions[] 465:tagged_fields 503:- 505:name 516:partitions[] 524:tagged_fields 534:- 537:throttle_time_ms(4)/error_code(2) 540:topics[] 556:tagged_fields 594:- 596:throttle_time_ms(4)/error_code(2) 598:topics[] 606:node_endpoints 609:tagged_fields 619:- 622:node_id(4) 625:host 637:port(2) 640:tagged_fields 678:- 680:node_id(4) 682:host 693:port(2) 695:tagged_fields 705:- 708:throttle_time_ms(4)/error_code(2) 711:topics[] 727:tagged_fields 756:node_endpoints 773:tagged_fields 785:- 787:throttle_time_ms(4)/error_code(2) 789:topics[] 798:node_endpoints 809:tagged_fields"
+    "220:- 223:end_offset:q/epoch:i 226:tagged_fields 264:- 266:end_offset:q/epoch:i 268:tagged_fields 278:- 281:leader_id:i/leader_epoch:i 284:tagged_fields 322:- 324:leader_id:i/leader_epoch:i 326:tagged_fields 336:- 339:index:i/error_code:h 342:snapshot_id 344:size:q/position:q 347:unaligned_records 359:tagged_fields 388:current_leader 392:tagged_fields 404:- 406:index:i/error_code:h 408:snapshot_id 413:size:q/position:q 415:unaligned_records 423:current_leader 431:tagged_fields 441:- 444:name 456:partitions[] 471:tagged_fields 509:- 511:name 522:partitions[] 533:tagged_fields 543:- 546:throttle_time_ms:i/error_code:h 549:topics[] 565:tagged_fields 603:- 605:throttle_time_ms:i/error_code:h 607:topics[] 618:node_endpoints 621:tagged_fields 631:- 634:node_id:i 637:host 649:port:H 652:tagged_fields 690:- 692:node_id:i 694:host 705:port:H 707:tagged_fields 717:- 720:throttle_time_ms:i/error_code:h 723:topics[] 739:tagged_fields 768:node_endpoints 785:tagged_fields 797:- 799:throttle_time_ms:i/error_code:h 801:topics[] 813:node_endpoints 827:tagged_fields"
 )

@@ -93,6 +93,7 @@ def _write_FindCoordinatorRequest_v0(self, w):
         # field: coordinator_keys
         if (self.coordinator_keys is None or len(self.coordinator_keys) != 0):
             raise not_in_version("FindCoordinatorRequest", "coordinator_keys")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FindCoordinatorRequest")
     except Exception as exc:
@@ -110,7 +111,7 @@ def _read_FindCoordinatorRequest_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.key = str(buf[pos:end], "utf-8")
         pos = end
-        # field: key_type(1)
+        # field: key_type:b
         (self.key_type,) = _R_b(buf, pos)
         pos += 1
         self.coordinator_keys = ()
@@ -133,11 +134,12 @@ def _write_FindCoordinatorRequest_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: key_type(1)
+        # field: key_type:b
         w(_W_b(self.key_type))
         # field: coordinator_keys
         if (self.coordinator_keys is None or len(self.coordinator_keys) != 0):
             raise not_in_version("FindCoordinatorRequest", "coordinator_keys")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FindCoordinatorRequest")
     except Exception as exc:
@@ -159,7 +161,7 @@ def _read_FindCoordinatorRequest_v3(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.key = str(buf[pos:end], "utf-8")
         pos = end
-        # field: key_type(1)
+        # field: key_type:b
         (self.key_type,) = _R_b(buf, pos)
         pos += 1
         self.coordinator_keys = ()
@@ -214,7 +216,7 @@ def _write_FindCoordinatorRequest_v3(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: key_type(1)
+        # field: key_type:b
         w(_W_b(self.key_type))
         # field: coordinator_keys
         if (self.coordinator_keys is None or len(self.coordinator_keys) != 0):
@@ -232,7 +234,7 @@ def _write_FindCoordinatorRequest_v3(self, w):
 def _read_FindCoordinatorRequest_v4(buf, pos, view):
     try:
         self = _new(FindCoordinatorRequest)
-        # field: key_type(1)
+        # field: key_type:b
         (self.key_type,) = _R_b(buf, pos)
         pos += 1
         # field: coordinator_keys[]
@@ -301,7 +303,7 @@ def _read_FindCoordinatorRequest_v4(buf, pos, view):
 
 def _write_FindCoordinatorRequest_v4(self, w):
     try:
-        # field: key_type(1)
+        # field: key_type:b
         w(_W_b(self.key_type))
         # field: coordinator_keys[]
         value = self.coordinator_keys
@@ -352,5 +354,5 @@ FindCoordinatorRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "58:- 61:key 77:- 79:key 90:key_type 93:coordinator_keys 102:- 105:key 113:key_type(1) 123:- 125:key 136:key_type(1) 138:coordinator_keys 147:- 150:key 162:key_type(1) 166:tagged_fields 204:- 206:key 217:key_type(1) 219:coordinator_keys 222:tagged_fields 232:- 235:key_type(1) 238:coordinator_keys[] 264:tagged_fields 302:- 304:key_type(1) 306:coordinator_keys[] 323:key 326:tagged_fields"
+    "58:- 61:key 77:- 79:key 90:key_type 93:coordinator_keys 96:unknown_tags 103:- 106:key 114:key_type:b 124:- 126:key 137:key_type:b 139:coordinator_keys 142:unknown_tags 149:- 152:key 164:key_type:b 168:tagged_fields 206:- 208:key 219:key_type:b 221:coordinator_keys 224:tagged_fields 234:- 237:key_type:b 240:coordinator_keys[] 266:tagged_fields 304:- 306:key_type:b 308:coordinator_keys[] 325:key 328:tagged_fields"
 )

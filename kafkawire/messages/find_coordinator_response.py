@@ -110,7 +110,7 @@ FindCoordinatorResponse.Coordinator = Coordinator
 def _read_FindCoordinatorResponse_v0(buf, pos, view):
     try:
         self = _new(FindCoordinatorResponse)
-        # field: error_code(2) node_id(4)
+        # field: error_code:h node_id:i
         (self.error_code, self.node_id,) = _R_hi(buf, pos)
         pos += 6
         # field: host
@@ -121,7 +121,7 @@ def _read_FindCoordinatorResponse_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(4)
+        # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         self.throttle_time_ms = 0
@@ -135,7 +135,7 @@ def _read_FindCoordinatorResponse_v0(buf, pos, view):
 
 def _write_FindCoordinatorResponse_v0(self, w):
     try:
-        # field: error_code(2) node_id(4)
+        # field: error_code:h node_id:i
         w(_W_hi(self.error_code, self.node_id))
         # field: host
         value = self.host
@@ -148,11 +148,12 @@ def _write_FindCoordinatorResponse_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: port(4)
+        # field: port:i
         w(_W_i(self.port))
         # field: coordinators
         if (self.coordinators is None or len(self.coordinators) != 0):
             raise not_in_version("FindCoordinatorResponse", "coordinators")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FindCoordinatorResponse")
     except Exception as exc:
@@ -162,7 +163,7 @@ def _write_FindCoordinatorResponse_v0(self, w):
 def _read_FindCoordinatorResponse_v1(buf, pos, view):
     try:
         self = _new(FindCoordinatorResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -176,7 +177,7 @@ def _read_FindCoordinatorResponse_v1(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: node_id(4)
+        # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
         # field: host
@@ -187,7 +188,7 @@ def _read_FindCoordinatorResponse_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(4)
+        # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         self.coordinators = ()
@@ -199,7 +200,7 @@ def _read_FindCoordinatorResponse_v1(buf, pos, view):
 
 def _write_FindCoordinatorResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -212,7 +213,7 @@ def _write_FindCoordinatorResponse_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: node_id(4)
+        # field: node_id:i
         w(_W_i(self.node_id))
         # field: host
         value = self.host
@@ -225,11 +226,12 @@ def _write_FindCoordinatorResponse_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: port(4)
+        # field: port:i
         w(_W_i(self.port))
         # field: coordinators
         if (self.coordinators is None or len(self.coordinators) != 0):
             raise not_in_version("FindCoordinatorResponse", "coordinators")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("FindCoordinatorResponse")
     except Exception as exc:
@@ -239,7 +241,7 @@ def _write_FindCoordinatorResponse_v1(self, w):
 def _read_FindCoordinatorResponse_v3(buf, pos, view):
     try:
         self = _new(FindCoordinatorResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -257,7 +259,7 @@ def _read_FindCoordinatorResponse_v3(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: node_id(4)
+        # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
         # field: host
@@ -272,7 +274,7 @@ def _read_FindCoordinatorResponse_v3(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(4)
+        # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         self.coordinators = ()
@@ -316,7 +318,7 @@ def _read_FindCoordinatorResponse_v3(buf, pos, view):
 
 def _write_FindCoordinatorResponse_v3(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -329,7 +331,7 @@ def _write_FindCoordinatorResponse_v3(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: node_id(4)
+        # field: node_id:i
         w(_W_i(self.node_id))
         # field: host
         value = self.host
@@ -342,7 +344,7 @@ def _write_FindCoordinatorResponse_v3(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(4)
+        # field: port:i
         w(_W_i(self.port))
         # field: coordinators
         if (self.coordinators is None or len(self.coordinators) != 0):
@@ -372,7 +374,7 @@ def _read_Coordinator_v4(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.key = str(buf[pos:end], "utf-8")
         pos = end
-        # field: node_id(4)
+        # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
         # field: host
@@ -387,7 +389,7 @@ def _read_Coordinator_v4(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(4) error_code(2)
+        # field: port:i error_code:h
         (self.port, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -456,7 +458,7 @@ def _write_Coordinator_v4(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: node_id(4)
+        # field: node_id:i
         w(_W_i(self.node_id))
         # field: host
         value = self.host
@@ -469,7 +471,7 @@ def _write_Coordinator_v4(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(4) error_code(2)
+        # field: port:i error_code:h
         w(_W_ih(self.port, self.error_code))
         # field: error_message
         value = self.error_message
@@ -495,7 +497,7 @@ def _write_Coordinator_v4(self, w):
 def _read_FindCoordinatorResponse_v4(buf, pos, view):
     try:
         self = _new(FindCoordinatorResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: coordinators[]
@@ -558,7 +560,7 @@ def _read_FindCoordinatorResponse_v4(buf, pos, view):
 
 def _write_FindCoordinatorResponse_v4(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: coordinators[]
         value = self.coordinators
@@ -567,7 +569,10 @@ def _write_FindCoordinatorResponse_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_coordinators, item in enumerate(value):
-                _write_Coordinator_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("coordinators_item")
+                _write_Coordinator_v4(value, w)
         # field: error_code
         if self.error_code != 0:
             raise not_in_version("FindCoordinatorResponse", "error_code")
@@ -609,5 +614,5 @@ FindCoordinatorResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "110:- 113:error_code(2)/node_id(4) 116:host 124:port(4) 136:- 138:error_code(2)/node_id(4) 140:host 151:port(4) 153:coordinators 162:- 165:throttle_time_ms(4)/error_code(2) 168:error_message 179:node_id(4) 182:host 190:port(4) 200:- 202:throttle_time_ms(4)/error_code(2) 204:error_message 215:node_id(4) 217:host 228:port(4) 230:coordinators 239:- 242:throttle_time_ms(4)/error_code(2) 245:error_message 260:node_id(4) 263:host 275:port(4) 279:tagged_fields 317:- 319:throttle_time_ms(4)/error_code(2) 321:error_message 332:node_id(4) 334:host 345:port(4) 347:coordinators 350:tagged_fields 360:- 363:key 375:node_id(4) 378:host 390:port(4)/error_code(2) 393:error_message 408:tagged_fields 446:- 448:key 459:node_id(4) 461:host 472:port(4)/error_code(2) 474:error_message 485:tagged_fields 495:- 498:throttle_time_ms(4) 501:coordinators[] 521:tagged_fields 559:- 561:throttle_time_ms(4) 563:coordinators[] 571:error_code 574:node_id 577:host 580:port 583:tagged_fields"
+    "110:- 113:error_code:h/node_id:i 116:host 124:port:i 136:- 138:error_code:h/node_id:i 140:host 151:port:i 153:coordinators 156:unknown_tags 163:- 166:throttle_time_ms:i/error_code:h 169:error_message 180:node_id:i 183:host 191:port:i 201:- 203:throttle_time_ms:i/error_code:h 205:error_message 216:node_id:i 218:host 229:port:i 231:coordinators 234:unknown_tags 241:- 244:throttle_time_ms:i/error_code:h 247:error_message 262:node_id:i 265:host 277:port:i 281:tagged_fields 319:- 321:throttle_time_ms:i/error_code:h 323:error_message 334:node_id:i 336:host 347:port:i 349:coordinators 352:tagged_fields 362:- 365:key 377:node_id:i 380:host 392:port:i/error_code:h 395:error_message 410:tagged_fields 448:- 450:key 461:node_id:i 463:host 474:port:i/error_code:h 476:error_message 487:tagged_fields 497:- 500:throttle_time_ms:i 503:coordinators[] 523:tagged_fields 561:- 563:throttle_time_ms:i 565:coordinators[] 576:error_code 579:node_id 582:host 585:port 588:tagged_fields"
 )

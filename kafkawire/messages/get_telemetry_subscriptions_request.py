@@ -52,7 +52,7 @@ class GetTelemetrySubscriptionsRequest(_Message):
 def _read_GetTelemetrySubscriptionsRequest_v0(buf, pos, view):
     try:
         self = _new(GetTelemetrySubscriptionsRequest)
-        # field: client_instance_id(16)
+        # field: client_instance_id:16s
         (u_client_instance_id,) = _R_16s(buf, pos)
         self.client_instance_id = uuid_from_bytes(u_client_instance_id)
         pos += 16
@@ -96,7 +96,7 @@ def _read_GetTelemetrySubscriptionsRequest_v0(buf, pos, view):
 
 def _write_GetTelemetrySubscriptionsRequest_v0(self, w):
     try:
-        # field: client_instance_id(16)
+        # field: client_instance_id:16s
         w(_W_16s(self.client_instance_id.bytes))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -115,5 +115,5 @@ GetTelemetrySubscriptionsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "52:- 55:client_instance_id(16) 59:tagged_fields 97:- 99:client_instance_id(16) 101:tagged_fields"
+    "52:- 55:client_instance_id:16s 59:tagged_fields 97:- 99:client_instance_id:16s 101:tagged_fields"
 )

@@ -80,7 +80,7 @@ class GetTelemetrySubscriptionsResponse(_Message):
 def _read_GetTelemetrySubscriptionsResponse_v0(buf, pos, view):
     try:
         self = _new(GetTelemetrySubscriptionsResponse)
-        # field: throttle_time_ms(4) error_code(2) client_instance_id(16) subscription_id(4)
+        # field: throttle_time_ms:i error_code:h client_instance_id:16s subscription_id:i
         (self.throttle_time_ms, self.error_code, u_client_instance_id, self.subscription_id,) = _R_ih16si(buf, pos)
         self.client_instance_id = uuid_from_bytes(u_client_instance_id)
         pos += 26
@@ -95,7 +95,7 @@ def _read_GetTelemetrySubscriptionsResponse_v0(buf, pos, view):
             raise bad_count(n, 1, pos, len(buf))
         self.accepted_compression_types = _ARRAY_b[n](buf, pos)
         pos += n * 1
-        # field: push_interval_ms(4) telemetry_max_bytes(4) delta_temporality(1)
+        # field: push_interval_ms:i telemetry_max_bytes:i delta_temporality:?
         (self.push_interval_ms, self.telemetry_max_bytes, self.delta_temporality,) = _R_ii_(buf, pos)
         pos += 9
         # field: requested_metrics[]
@@ -163,7 +163,7 @@ def _read_GetTelemetrySubscriptionsResponse_v0(buf, pos, view):
 
 def _write_GetTelemetrySubscriptionsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2) client_instance_id(16) subscription_id(4)
+        # field: throttle_time_ms:i error_code:h client_instance_id:16s subscription_id:i
         w(_W_ih16si(self.throttle_time_ms, self.error_code, self.client_instance_id.bytes, self.subscription_id))
         # field: accepted_compression_types
         value = self.accepted_compression_types
@@ -172,7 +172,7 @@ def _write_GetTelemetrySubscriptionsResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             w(_ARRAYW_b[len(value)](*value))
-        # field: push_interval_ms(4) telemetry_max_bytes(4) delta_temporality(1)
+        # field: push_interval_ms:i telemetry_max_bytes:i delta_temporality:?
         w(_W_ii_(self.push_interval_ms, self.telemetry_max_bytes, self.delta_temporality))
         # field: requested_metrics[]
         value = self.requested_metrics
@@ -208,5 +208,5 @@ GetTelemetrySubscriptionsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "80:- 83:throttle_time_ms(4)/error_code(2)/client_instance_id(16)/subscription_id(4) 87:accepted_compression_types 98:push_interval_ms(4)/telemetry_max_bytes(4)/delta_temporality(1) 101:requested_metrics[] 126:tagged_fields 164:- 166:throttle_time_ms(4)/error_code(2)/client_instance_id(16)/subscription_id(4) 168:accepted_compression_types 175:push_interval_ms(4)/telemetry_max_bytes(4)/delta_temporality(1) 177:requested_metrics[] 194:tagged_fields"
+    "80:- 83:throttle_time_ms:i/error_code:h/client_instance_id:16s/subscription_id:i 87:accepted_compression_types 98:push_interval_ms:i/telemetry_max_bytes:i/delta_temporality:? 101:requested_metrics[] 126:tagged_fields 164:- 166:throttle_time_ms:i/error_code:h/client_instance_id:16s/subscription_id:i 168:accepted_compression_types 175:push_interval_ms:i/telemetry_max_bytes:i/delta_temporality:? 177:requested_metrics[] 194:tagged_fields"
 )

@@ -67,7 +67,7 @@ def _read_HeartbeatRequest_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: generation_id(4)
+        # field: generation_id:i
         (self.generation_id,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
@@ -98,7 +98,7 @@ def _write_HeartbeatRequest_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: generation_id(4)
+        # field: generation_id:i
         w(_W_i(self.generation_id))
         # field: member_id
         value = self.member_id
@@ -114,6 +114,7 @@ def _write_HeartbeatRequest_v0(self, w):
         # field: group_instance_id
         if self.group_instance_id is not None:
             raise not_in_version("HeartbeatRequest", "group_instance_id")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("HeartbeatRequest")
     except Exception as exc:
@@ -131,7 +132,7 @@ def _read_HeartbeatRequest_v3(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: generation_id(4)
+        # field: generation_id:i
         (self.generation_id,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
@@ -172,7 +173,7 @@ def _write_HeartbeatRequest_v3(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: generation_id(4)
+        # field: generation_id:i
         w(_W_i(self.generation_id))
         # field: member_id
         value = self.member_id
@@ -196,6 +197,7 @@ def _write_HeartbeatRequest_v3(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("HeartbeatRequest")
     except Exception as exc:
@@ -217,7 +219,7 @@ def _read_HeartbeatRequest_v4(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: generation_id(4)
+        # field: generation_id:i
         (self.generation_id,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
@@ -298,7 +300,7 @@ def _write_HeartbeatRequest_v4(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: generation_id(4)
+        # field: generation_id:i
         w(_W_i(self.generation_id))
         # field: member_id
         value = self.member_id
@@ -347,5 +349,5 @@ HeartbeatRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "59:- 62:group_id 70:generation_id(4) 73:member_id 88:- 90:group_id 101:generation_id(4) 103:member_id 114:group_instance_id 123:- 126:group_id 134:generation_id(4) 137:member_id 145:group_instance_id 162:- 164:group_id 175:generation_id(4) 177:member_id 188:group_instance_id 205:- 208:group_id 220:generation_id(4) 223:member_id 235:group_instance_id 250:tagged_fields 288:- 290:group_id 301:generation_id(4) 303:member_id 314:group_instance_id 325:tagged_fields"
+    "59:- 62:group_id 70:generation_id:i 73:member_id 88:- 90:group_id 101:generation_id:i 103:member_id 114:group_instance_id 117:unknown_tags 124:- 127:group_id 135:generation_id:i 138:member_id 146:group_instance_id 163:- 165:group_id 176:generation_id:i 178:member_id 189:group_instance_id 200:unknown_tags 207:- 210:group_id 222:generation_id:i 225:member_id 237:group_instance_id 252:tagged_fields 290:- 292:group_id 303:generation_id:i 305:member_id 316:group_instance_id 327:tagged_fields"
 )

@@ -55,7 +55,7 @@ class HeartbeatResponse(_Message):
 def _read_HeartbeatResponse_v0(buf, pos, view):
     try:
         self = _new(HeartbeatResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         self.throttle_time_ms = 0
@@ -67,8 +67,9 @@ def _read_HeartbeatResponse_v0(buf, pos, view):
 
 def _write_HeartbeatResponse_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("HeartbeatResponse")
     except Exception as exc:
@@ -78,7 +79,7 @@ def _write_HeartbeatResponse_v0(self, w):
 def _read_HeartbeatResponse_v1(buf, pos, view):
     try:
         self = _new(HeartbeatResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         self.unknown_tags = None
@@ -89,8 +90,9 @@ def _read_HeartbeatResponse_v1(buf, pos, view):
 
 def _write_HeartbeatResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("HeartbeatResponse")
     except Exception as exc:
@@ -100,7 +102,7 @@ def _write_HeartbeatResponse_v1(self, w):
 def _read_HeartbeatResponse_v4(buf, pos, view):
     try:
         self = _new(HeartbeatResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: tagged_fields
@@ -143,7 +145,7 @@ def _read_HeartbeatResponse_v4(buf, pos, view):
 
 def _write_HeartbeatResponse_v4(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -170,5 +172,5 @@ HeartbeatResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "55:- 58:error_code(2) 68:- 70:error_code(2) 78:- 81:throttle_time_ms(4)/error_code(2) 90:- 92:throttle_time_ms(4)/error_code(2) 100:- 103:throttle_time_ms(4)/error_code(2) 106:tagged_fields 144:- 146:throttle_time_ms(4)/error_code(2) 148:tagged_fields"
+    "55:- 58:error_code:h 68:- 70:error_code:h 72:unknown_tags 79:- 82:throttle_time_ms:i/error_code:h 91:- 93:throttle_time_ms:i/error_code:h 95:unknown_tags 102:- 105:throttle_time_ms:i/error_code:h 108:tagged_fields 146:- 148:throttle_time_ms:i/error_code:h 150:tagged_fields"
 )

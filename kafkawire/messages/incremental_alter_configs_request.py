@@ -123,7 +123,7 @@ def _read_AlterableConfig_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: config_operation(1)
+        # field: config_operation:b
         (self.config_operation,) = _R_b(buf, pos)
         pos += 1
         # field: value
@@ -156,7 +156,7 @@ def _write_AlterableConfig_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: config_operation(1)
+        # field: config_operation:b
         w(_W_b(self.config_operation))
         # field: value
         value = self.value
@@ -169,6 +169,7 @@ def _write_AlterableConfig_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AlterableConfig")
     except Exception as exc:
@@ -178,7 +179,7 @@ def _write_AlterableConfig_v0(self, w):
 def _read_AlterConfigsResource_v0(buf, pos, view):
     try:
         self = _new(AlterConfigsResource)
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -208,7 +209,7 @@ def _read_AlterConfigsResource_v0(buf, pos, view):
 
 def _write_AlterConfigsResource_v0(self, w):
     try:
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -228,7 +229,11 @@ def _write_AlterConfigsResource_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_configs, item in enumerate(value):
-                _write_AlterableConfig_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("configs_item")
+                _write_AlterableConfig_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AlterConfigsResource")
     except Exception as exc:
@@ -249,7 +254,7 @@ def _read_IncrementalAlterConfigsRequest_v0(buf, pos, view):
             item, pos = _read_AlterConfigsResource_v0(buf, pos, view)
             append(item)
         self.resources = tuple(items)
-        # field: validate_only(1)
+        # field: validate_only:?
         (self.validate_only,) = _R__(buf, pos)
         pos += 1
         self.unknown_tags = None
@@ -267,9 +272,13 @@ def _write_IncrementalAlterConfigsRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_resources, item in enumerate(value):
-                _write_AlterConfigsResource_v0(item, w)
-        # field: validate_only(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("resources_item")
+                _write_AlterConfigsResource_v0(value, w)
+        # field: validate_only:?
         w(_W__(self.validate_only))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("IncrementalAlterConfigsRequest")
     except Exception as exc:
@@ -291,7 +300,7 @@ def _read_AlterableConfig_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: config_operation(1)
+        # field: config_operation:b
         (self.config_operation,) = _R_b(buf, pos)
         pos += 1
         # field: value
@@ -360,7 +369,7 @@ def _write_AlterableConfig_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: config_operation(1)
+        # field: config_operation:b
         w(_W_b(self.config_operation))
         # field: value
         value = self.value
@@ -386,7 +395,7 @@ def _write_AlterableConfig_v1(self, w):
 def _read_AlterConfigsResource_v1(buf, pos, view):
     try:
         self = _new(AlterConfigsResource)
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -456,7 +465,7 @@ def _read_AlterConfigsResource_v1(buf, pos, view):
 
 def _write_AlterConfigsResource_v1(self, w):
     try:
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -476,7 +485,10 @@ def _write_AlterConfigsResource_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_configs, item in enumerate(value):
-                _write_AlterableConfig_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("configs_item")
+                _write_AlterableConfig_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -505,7 +517,7 @@ def _read_IncrementalAlterConfigsRequest_v1(buf, pos, view):
             item, pos = _read_AlterConfigsResource_v1(buf, pos, view)
             append(item)
         self.resources = tuple(items)
-        # field: validate_only(1)
+        # field: validate_only:?
         (self.validate_only,) = _R__(buf, pos)
         pos += 1
         # field: tagged_fields
@@ -555,8 +567,11 @@ def _write_IncrementalAlterConfigsRequest_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_resources, item in enumerate(value):
-                _write_AlterConfigsResource_v1(item, w)
-        # field: validate_only(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("resources_item")
+                _write_AlterConfigsResource_v1(value, w)
+        # field: validate_only:?
         w(_W__(self.validate_only))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -577,5 +592,5 @@ IncrementalAlterConfigsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "115:- 118:name 126:config_operation(1) 129:value 146:- 148:name 159:config_operation(1) 161:value 178:- 181:resource_type(1) 184:resource_name 192:configs[] 209:- 211:resource_type(1) 213:resource_name 224:configs[] 238:- 241:resources[] 252:validate_only(1) 261:- 263:resources[] 271:validate_only(1) 279:- 282:name 294:config_operation(1) 297:value 312:tagged_fields 350:- 352:name 363:config_operation(1) 365:value 376:tagged_fields 386:- 389:resource_type(1) 392:resource_name 404:configs[] 419:tagged_fields 457:- 459:resource_type(1) 461:resource_name 472:configs[] 480:tagged_fields 490:- 493:resources[] 508:validate_only(1) 511:tagged_fields 549:- 551:resources[] 559:validate_only(1) 561:tagged_fields"
+    "115:- 118:name 126:config_operation:b 129:value 146:- 148:name 159:config_operation:b 161:value 172:unknown_tags 179:- 182:resource_type:b 185:resource_name 193:configs[] 210:- 212:resource_type:b 214:resource_name 225:configs[] 236:unknown_tags 243:- 246:resources[] 257:validate_only:? 266:- 268:resources[] 279:validate_only:? 281:unknown_tags 288:- 291:name 303:config_operation:b 306:value 321:tagged_fields 359:- 361:name 372:config_operation:b 374:value 385:tagged_fields 395:- 398:resource_type:b 401:resource_name 413:configs[] 428:tagged_fields 466:- 468:resource_type:b 470:resource_name 481:configs[] 492:tagged_fields 502:- 505:resources[] 520:validate_only:? 523:tagged_fields 561:- 563:resources[] 574:validate_only:? 576:tagged_fields"
 )

@@ -87,7 +87,7 @@ IncrementalAlterConfigsResponse.AlterConfigsResourceResponse = AlterConfigsResou
 def _read_AlterConfigsResourceResponse_v0(buf, pos, view):
     try:
         self = _new(AlterConfigsResourceResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -101,7 +101,7 @@ def _read_AlterConfigsResourceResponse_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -120,7 +120,7 @@ def _read_AlterConfigsResourceResponse_v0(buf, pos, view):
 
 def _write_AlterConfigsResourceResponse_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -133,7 +133,7 @@ def _write_AlterConfigsResourceResponse_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -146,6 +146,7 @@ def _write_AlterConfigsResourceResponse_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("AlterConfigsResourceResponse")
     except Exception as exc:
@@ -155,7 +156,7 @@ def _write_AlterConfigsResourceResponse_v0(self, w):
 def _read_IncrementalAlterConfigsResponse_v0(buf, pos, view):
     try:
         self = _new(IncrementalAlterConfigsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: responses[]
@@ -177,7 +178,7 @@ def _read_IncrementalAlterConfigsResponse_v0(buf, pos, view):
 
 def _write_IncrementalAlterConfigsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: responses[]
         value = self.responses
@@ -186,7 +187,11 @@ def _write_IncrementalAlterConfigsResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_responses, item in enumerate(value):
-                _write_AlterConfigsResourceResponse_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_AlterConfigsResourceResponse_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("IncrementalAlterConfigsResponse")
     except Exception as exc:
@@ -196,7 +201,7 @@ def _write_IncrementalAlterConfigsResponse_v0(self, w):
 def _read_AlterConfigsResourceResponse_v1(buf, pos, view):
     try:
         self = _new(AlterConfigsResourceResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -214,7 +219,7 @@ def _read_AlterConfigsResourceResponse_v1(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: resource_type(1)
+        # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
         # field: resource_name
@@ -269,7 +274,7 @@ def _read_AlterConfigsResourceResponse_v1(buf, pos, view):
 
 def _write_AlterConfigsResourceResponse_v1(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -282,7 +287,7 @@ def _write_AlterConfigsResourceResponse_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: resource_type(1)
+        # field: resource_type:b
         w(_W_b(self.resource_type))
         # field: resource_name
         value = self.resource_name
@@ -308,7 +313,7 @@ def _write_AlterConfigsResourceResponse_v1(self, w):
 def _read_IncrementalAlterConfigsResponse_v1(buf, pos, view):
     try:
         self = _new(IncrementalAlterConfigsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: responses[]
@@ -366,7 +371,7 @@ def _read_IncrementalAlterConfigsResponse_v1(buf, pos, view):
 
 def _write_IncrementalAlterConfigsResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: responses[]
         value = self.responses
@@ -375,7 +380,10 @@ def _write_IncrementalAlterConfigsResponse_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_responses, item in enumerate(value):
-                _write_AlterConfigsResourceResponse_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_AlterConfigsResourceResponse_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -395,5 +403,5 @@ IncrementalAlterConfigsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "87:- 90:error_code(2) 93:error_message 104:resource_type(1) 107:resource_name 121:- 123:error_code(2) 125:error_message 136:resource_type(1) 138:resource_name 155:- 158:throttle_time_ms(4) 161:responses[] 178:- 180:throttle_time_ms(4) 182:responses[] 196:- 199:error_code(2) 202:error_message 217:resource_type(1) 220:resource_name 232:tagged_fields 270:- 272:error_code(2) 274:error_message 285:resource_type(1) 287:resource_name 298:tagged_fields 308:- 311:throttle_time_ms(4) 314:responses[] 329:tagged_fields 367:- 369:throttle_time_ms(4) 371:responses[] 379:tagged_fields"
+    "87:- 90:error_code:h 93:error_message 104:resource_type:b 107:resource_name 121:- 123:error_code:h 125:error_message 136:resource_type:b 138:resource_name 149:unknown_tags 156:- 159:throttle_time_ms:i 162:responses[] 179:- 181:throttle_time_ms:i 183:responses[] 194:unknown_tags 201:- 204:error_code:h 207:error_message 222:resource_type:b 225:resource_name 237:tagged_fields 275:- 277:error_code:h 279:error_message 290:resource_type:b 292:resource_name 303:tagged_fields 313:- 316:throttle_time_ms:i 319:responses[] 334:tagged_fields 372:- 374:throttle_time_ms:i 376:responses[] 387:tagged_fields"
 )

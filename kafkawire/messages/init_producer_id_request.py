@@ -72,7 +72,7 @@ def _read_InitProducerIdRequest_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.transactional_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: transaction_timeout_ms(4)
+        # field: transaction_timeout_ms:i
         (self.transaction_timeout_ms,) = _R_i(buf, pos)
         pos += 4
         self.producer_id = -1
@@ -96,7 +96,7 @@ def _write_InitProducerIdRequest_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: transaction_timeout_ms(4)
+        # field: transaction_timeout_ms:i
         w(_W_i(self.transaction_timeout_ms))
         # field: producer_id
         if self.producer_id != -1:
@@ -104,6 +104,7 @@ def _write_InitProducerIdRequest_v0(self, w):
         # field: producer_epoch
         if self.producer_epoch != -1:
             raise not_in_version("InitProducerIdRequest", "producer_epoch")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("InitProducerIdRequest")
     except Exception as exc:
@@ -128,7 +129,7 @@ def _read_InitProducerIdRequest_v2(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.transactional_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: transaction_timeout_ms(4)
+        # field: transaction_timeout_ms:i
         (self.transaction_timeout_ms,) = _R_i(buf, pos)
         pos += 4
         self.producer_id = -1
@@ -184,7 +185,7 @@ def _write_InitProducerIdRequest_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: transaction_timeout_ms(4)
+        # field: transaction_timeout_ms:i
         w(_W_i(self.transaction_timeout_ms))
         # field: producer_id
         if self.producer_id != -1:
@@ -220,7 +221,7 @@ def _read_InitProducerIdRequest_v3(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.transactional_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: transaction_timeout_ms(4) producer_id(8) producer_epoch(2)
+        # field: transaction_timeout_ms:i producer_id:q producer_epoch:h
         (self.transaction_timeout_ms, self.producer_id, self.producer_epoch,) = _R_iqh(buf, pos)
         pos += 14
         # field: tagged_fields
@@ -274,7 +275,7 @@ def _write_InitProducerIdRequest_v3(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: transaction_timeout_ms(4) producer_id(8) producer_epoch(2)
+        # field: transaction_timeout_ms:i producer_id:q producer_epoch:h
         w(_W_iqh(self.transaction_timeout_ms, self.producer_id, self.producer_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -303,5 +304,5 @@ InitProducerIdRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "61:- 64:transactional_id 75:transaction_timeout_ms(4) 86:- 88:transactional_id 99:transaction_timeout_ms(4) 101:producer_id 104:producer_epoch 113:- 116:transactional_id 131:transaction_timeout_ms(4) 136:tagged_fields 174:- 176:transactional_id 187:transaction_timeout_ms(4) 189:producer_id 192:producer_epoch 195:tagged_fields 205:- 208:transactional_id 223:transaction_timeout_ms(4)/producer_id(8)/producer_epoch(2) 226:tagged_fields 264:- 266:transactional_id 277:transaction_timeout_ms(4)/producer_id(8)/producer_epoch(2) 279:tagged_fields"
+    "61:- 64:transactional_id 75:transaction_timeout_ms:i 86:- 88:transactional_id 99:transaction_timeout_ms:i 101:producer_id 104:producer_epoch 107:unknown_tags 114:- 117:transactional_id 132:transaction_timeout_ms:i 137:tagged_fields 175:- 177:transactional_id 188:transaction_timeout_ms:i 190:producer_id 193:producer_epoch 196:tagged_fields 206:- 209:transactional_id 224:transaction_timeout_ms:i/producer_id:q/producer_epoch:h 227:tagged_fields 265:- 267:transactional_id 278:transaction_timeout_ms:i/producer_id:q/producer_epoch:h 280:tagged_fields"
 )

@@ -61,7 +61,7 @@ class InitProducerIdResponse(_Message):
 def _read_InitProducerIdResponse_v0(buf, pos, view):
     try:
         self = _new(InitProducerIdResponse)
-        # field: throttle_time_ms(4) error_code(2) producer_id(8) producer_epoch(2)
+        # field: throttle_time_ms:i error_code:h producer_id:q producer_epoch:h
         (self.throttle_time_ms, self.error_code, self.producer_id, self.producer_epoch,) = _R_ihqh(buf, pos)
         pos += 16
         self.unknown_tags = None
@@ -72,8 +72,9 @@ def _read_InitProducerIdResponse_v0(buf, pos, view):
 
 def _write_InitProducerIdResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2) producer_id(8) producer_epoch(2)
+        # field: throttle_time_ms:i error_code:h producer_id:q producer_epoch:h
         w(_W_ihqh(self.throttle_time_ms, self.error_code, self.producer_id, self.producer_epoch))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("InitProducerIdResponse")
     except Exception as exc:
@@ -83,7 +84,7 @@ def _write_InitProducerIdResponse_v0(self, w):
 def _read_InitProducerIdResponse_v2(buf, pos, view):
     try:
         self = _new(InitProducerIdResponse)
-        # field: throttle_time_ms(4) error_code(2) producer_id(8) producer_epoch(2)
+        # field: throttle_time_ms:i error_code:h producer_id:q producer_epoch:h
         (self.throttle_time_ms, self.error_code, self.producer_id, self.producer_epoch,) = _R_ihqh(buf, pos)
         pos += 16
         # field: tagged_fields
@@ -126,7 +127,7 @@ def _read_InitProducerIdResponse_v2(buf, pos, view):
 
 def _write_InitProducerIdResponse_v2(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2) producer_id(8) producer_epoch(2)
+        # field: throttle_time_ms:i error_code:h producer_id:q producer_epoch:h
         w(_W_ihqh(self.throttle_time_ms, self.error_code, self.producer_id, self.producer_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -155,5 +156,5 @@ InitProducerIdResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "61:- 64:throttle_time_ms(4)/error_code(2)/producer_id(8)/producer_epoch(2) 73:- 75:throttle_time_ms(4)/error_code(2)/producer_id(8)/producer_epoch(2) 83:- 86:throttle_time_ms(4)/error_code(2)/producer_id(8)/producer_epoch(2) 89:tagged_fields 127:- 129:throttle_time_ms(4)/error_code(2)/producer_id(8)/producer_epoch(2) 131:tagged_fields"
+    "61:- 64:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 73:- 75:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 77:unknown_tags 84:- 87:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 90:tagged_fields 128:- 130:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 132:tagged_fields"
 )

@@ -112,7 +112,7 @@ InitializeShareGroupStateRequest.PartitionData = PartitionData
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition(4) state_epoch(4) start_offset(8)
+        # field: partition:i state_epoch:i start_offset:q
         (self.partition, self.state_epoch, self.start_offset,) = _R_iiq(buf, pos)
         pos += 16
         # field: tagged_fields
@@ -155,7 +155,7 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition(4) state_epoch(4) start_offset(8)
+        # field: partition:i state_epoch:i start_offset:q
         w(_W_iiq(self.partition, self.state_epoch, self.start_offset))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -170,7 +170,7 @@ def _write_PartitionData_v0(self, w):
 def _read_InitializeStateData_v0(buf, pos, view):
     try:
         self = _new(InitializeStateData)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -229,7 +229,7 @@ def _read_InitializeStateData_v0(buf, pos, view):
 
 def _write_InitializeStateData_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -238,7 +238,10 @@ def _write_InitializeStateData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -337,7 +340,10 @@ def _write_InitializeShareGroupStateRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_InitializeStateData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_InitializeStateData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -355,5 +361,5 @@ InitializeShareGroupStateRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "112:- 115:partition(4)/state_epoch(4)/start_offset(8) 118:tagged_fields 156:- 158:partition(4)/state_epoch(4)/start_offset(8) 160:tagged_fields 170:- 173:topic_id(16) 177:partitions[] 192:tagged_fields 230:- 232:topic_id(16) 234:partitions[] 242:tagged_fields 252:- 255:group_id 267:topics[] 282:tagged_fields 320:- 322:group_id 333:topics[] 341:tagged_fields"
+    "112:- 115:partition:i/state_epoch:i/start_offset:q 118:tagged_fields 156:- 158:partition:i/state_epoch:i/start_offset:q 160:tagged_fields 170:- 173:topic_id:16s 177:partitions[] 192:tagged_fields 230:- 232:topic_id:16s 234:partitions[] 245:tagged_fields 255:- 258:group_id 270:topics[] 285:tagged_fields 323:- 325:group_id 336:topics[] 347:tagged_fields"
 )

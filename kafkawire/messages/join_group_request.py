@@ -141,6 +141,7 @@ def _write_JoinGroupRequestProtocol_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(value)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("JoinGroupRequestProtocol")
     except Exception as exc:
@@ -158,7 +159,7 @@ def _read_JoinGroupRequest_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: session_timeout_ms(4)
+        # field: session_timeout_ms:i
         (self.session_timeout_ms,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
@@ -210,7 +211,7 @@ def _write_JoinGroupRequest_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: session_timeout_ms(4)
+        # field: session_timeout_ms:i
         w(_W_i(self.session_timeout_ms))
         # field: member_id
         value = self.member_id
@@ -241,10 +242,14 @@ def _write_JoinGroupRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_protocols, item in enumerate(value):
-                _write_JoinGroupRequestProtocol_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("protocols_item")
+                _write_JoinGroupRequestProtocol_v0(value, w)
         # field: group_instance_id
         if self.group_instance_id is not None:
             raise not_in_version("JoinGroupRequest", "group_instance_id")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("JoinGroupRequest")
     except Exception as exc:
@@ -262,7 +267,7 @@ def _read_JoinGroupRequest_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: session_timeout_ms(4) rebalance_timeout_ms(4)
+        # field: session_timeout_ms:i rebalance_timeout_ms:i
         (self.session_timeout_ms, self.rebalance_timeout_ms,) = _R_ii(buf, pos)
         pos += 8
         # field: member_id
@@ -313,7 +318,7 @@ def _write_JoinGroupRequest_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: session_timeout_ms(4) rebalance_timeout_ms(4)
+        # field: session_timeout_ms:i rebalance_timeout_ms:i
         w(_W_ii(self.session_timeout_ms, self.rebalance_timeout_ms))
         # field: member_id
         value = self.member_id
@@ -344,10 +349,14 @@ def _write_JoinGroupRequest_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_protocols, item in enumerate(value):
-                _write_JoinGroupRequestProtocol_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("protocols_item")
+                _write_JoinGroupRequestProtocol_v0(value, w)
         # field: group_instance_id
         if self.group_instance_id is not None:
             raise not_in_version("JoinGroupRequest", "group_instance_id")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("JoinGroupRequest")
     except Exception as exc:
@@ -365,7 +374,7 @@ def _read_JoinGroupRequest_v5(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: session_timeout_ms(4) rebalance_timeout_ms(4)
+        # field: session_timeout_ms:i rebalance_timeout_ms:i
         (self.session_timeout_ms, self.rebalance_timeout_ms,) = _R_ii(buf, pos)
         pos += 8
         # field: member_id
@@ -426,7 +435,7 @@ def _write_JoinGroupRequest_v5(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: session_timeout_ms(4) rebalance_timeout_ms(4)
+        # field: session_timeout_ms:i rebalance_timeout_ms:i
         w(_W_ii(self.session_timeout_ms, self.rebalance_timeout_ms))
         # field: member_id
         value = self.member_id
@@ -468,7 +477,11 @@ def _write_JoinGroupRequest_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_protocols, item in enumerate(value):
-                _write_JoinGroupRequestProtocol_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("protocols_item")
+                _write_JoinGroupRequestProtocol_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("JoinGroupRequest")
     except Exception as exc:
@@ -585,7 +598,7 @@ def _read_JoinGroupRequest_v6(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: session_timeout_ms(4) rebalance_timeout_ms(4)
+        # field: session_timeout_ms:i rebalance_timeout_ms:i
         (self.session_timeout_ms, self.rebalance_timeout_ms,) = _R_ii(buf, pos)
         pos += 8
         # field: member_id
@@ -694,7 +707,7 @@ def _write_JoinGroupRequest_v6(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: session_timeout_ms(4) rebalance_timeout_ms(4)
+        # field: session_timeout_ms:i rebalance_timeout_ms:i
         w(_W_ii(self.session_timeout_ms, self.rebalance_timeout_ms))
         # field: member_id
         value = self.member_id
@@ -736,7 +749,10 @@ def _write_JoinGroupRequest_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_protocols, item in enumerate(value):
-                _write_JoinGroupRequestProtocol_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("protocols_item")
+                _write_JoinGroupRequestProtocol_v6(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -762,7 +778,7 @@ def _read_JoinGroupRequest_v8(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: session_timeout_ms(4) rebalance_timeout_ms(4)
+        # field: session_timeout_ms:i rebalance_timeout_ms:i
         (self.session_timeout_ms, self.rebalance_timeout_ms,) = _R_ii(buf, pos)
         pos += 8
         # field: member_id
@@ -885,7 +901,7 @@ def _write_JoinGroupRequest_v8(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: session_timeout_ms(4) rebalance_timeout_ms(4)
+        # field: session_timeout_ms:i rebalance_timeout_ms:i
         w(_W_ii(self.session_timeout_ms, self.rebalance_timeout_ms))
         # field: member_id
         value = self.member_id
@@ -927,7 +943,10 @@ def _write_JoinGroupRequest_v8(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_protocols, item in enumerate(value):
-                _write_JoinGroupRequestProtocol_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("protocols_item")
+                _write_JoinGroupRequestProtocol_v6(value, w)
         # field: reason
         value = self.reason
         if value is None:
@@ -974,5 +993,5 @@ JoinGroupRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "99:- 102:name 110:metadata 124:- 126:name 137:metadata 150:- 153:group_id 161:session_timeout_ms(4) 164:member_id 172:protocol_type 180:protocols[] 200:- 202:group_id 213:session_timeout_ms(4) 215:member_id 226:protocol_type 237:protocols[] 245:group_instance_id 254:- 257:group_id 265:session_timeout_ms(4)/rebalance_timeout_ms(4) 268:member_id 276:protocol_type 284:protocols[] 303:- 305:group_id 316:session_timeout_ms(4)/rebalance_timeout_ms(4) 318:member_id 329:protocol_type 340:protocols[] 348:group_instance_id 357:- 360:group_id 368:session_timeout_ms(4)/rebalance_timeout_ms(4) 371:member_id 379:group_instance_id 390:protocol_type 398:protocols[] 416:- 418:group_id 429:session_timeout_ms(4)/rebalance_timeout_ms(4) 431:member_id 442:group_instance_id 453:protocol_type 464:protocols[] 478:- 481:name 493:metadata 505:tagged_fields 543:- 545:name 556:metadata 563:tagged_fields 573:- 576:group_id 588:session_timeout_ms(4)/rebalance_timeout_ms(4) 591:member_id 603:group_instance_id 618:protocol_type 630:protocols[] 646:tagged_fields 684:- 686:group_id 697:session_timeout_ms(4)/rebalance_timeout_ms(4) 699:member_id 710:group_instance_id 721:protocol_type 732:protocols[] 740:tagged_fields 750:- 753:group_id 765:session_timeout_ms(4)/rebalance_timeout_ms(4) 768:member_id 780:group_instance_id 795:protocol_type 807:protocols[] 822:reason 837:tagged_fields 875:- 877:group_id 888:session_timeout_ms(4)/rebalance_timeout_ms(4) 890:member_id 901:group_instance_id 912:protocol_type 923:protocols[] 931:reason 942:tagged_fields"
+    "99:- 102:name 110:metadata 124:- 126:name 137:metadata 144:unknown_tags 151:- 154:group_id 162:session_timeout_ms:i 165:member_id 173:protocol_type 181:protocols[] 201:- 203:group_id 214:session_timeout_ms:i 216:member_id 227:protocol_type 238:protocols[] 249:group_instance_id 252:unknown_tags 259:- 262:group_id 270:session_timeout_ms:i/rebalance_timeout_ms:i 273:member_id 281:protocol_type 289:protocols[] 308:- 310:group_id 321:session_timeout_ms:i/rebalance_timeout_ms:i 323:member_id 334:protocol_type 345:protocols[] 356:group_instance_id 359:unknown_tags 366:- 369:group_id 377:session_timeout_ms:i/rebalance_timeout_ms:i 380:member_id 388:group_instance_id 399:protocol_type 407:protocols[] 425:- 427:group_id 438:session_timeout_ms:i/rebalance_timeout_ms:i 440:member_id 451:group_instance_id 462:protocol_type 473:protocols[] 484:unknown_tags 491:- 494:name 506:metadata 518:tagged_fields 556:- 558:name 569:metadata 576:tagged_fields 586:- 589:group_id 601:session_timeout_ms:i/rebalance_timeout_ms:i 604:member_id 616:group_instance_id 631:protocol_type 643:protocols[] 659:tagged_fields 697:- 699:group_id 710:session_timeout_ms:i/rebalance_timeout_ms:i 712:member_id 723:group_instance_id 734:protocol_type 745:protocols[] 756:tagged_fields 766:- 769:group_id 781:session_timeout_ms:i/rebalance_timeout_ms:i 784:member_id 796:group_instance_id 811:protocol_type 823:protocols[] 838:reason 853:tagged_fields 891:- 893:group_id 904:session_timeout_ms:i/rebalance_timeout_ms:i 906:member_id 917:group_instance_id 928:protocol_type 939:protocols[] 950:reason 961:tagged_fields"
 )

@@ -152,6 +152,7 @@ def _write_JoinGroupResponseMember_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(value)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("JoinGroupResponseMember")
     except Exception as exc:
@@ -161,7 +162,7 @@ def _write_JoinGroupResponseMember_v0(self, w):
 def _read_JoinGroupResponse_v0(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
-        # field: error_code(2) generation_id(4)
+        # field: error_code:h generation_id:i
         (self.error_code, self.generation_id,) = _R_hi(buf, pos)
         pos += 6
         # field: protocol_name
@@ -210,7 +211,7 @@ def _read_JoinGroupResponse_v0(buf, pos, view):
 
 def _write_JoinGroupResponse_v0(self, w):
     try:
-        # field: error_code(2) generation_id(4)
+        # field: error_code:h generation_id:i
         w(_W_hi(self.error_code, self.generation_id))
         # field: protocol_name
         value = self.protocol_name
@@ -252,10 +253,14 @@ def _write_JoinGroupResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_members, item in enumerate(value):
-                _write_JoinGroupResponseMember_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("members_item")
+                _write_JoinGroupResponseMember_v0(value, w)
         # field: skip_assignment
         if self.skip_assignment != False:
             raise not_in_version("JoinGroupResponse", "skip_assignment")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("JoinGroupResponse")
     except Exception as exc:
@@ -265,7 +270,7 @@ def _write_JoinGroupResponse_v0(self, w):
 def _read_JoinGroupResponse_v2(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
-        # field: throttle_time_ms(4) error_code(2) generation_id(4)
+        # field: throttle_time_ms:i error_code:h generation_id:i
         (self.throttle_time_ms, self.error_code, self.generation_id,) = _R_ihi(buf, pos)
         pos += 10
         # field: protocol_name
@@ -313,7 +318,7 @@ def _read_JoinGroupResponse_v2(buf, pos, view):
 
 def _write_JoinGroupResponse_v2(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2) generation_id(4)
+        # field: throttle_time_ms:i error_code:h generation_id:i
         w(_W_ihi(self.throttle_time_ms, self.error_code, self.generation_id))
         # field: protocol_name
         value = self.protocol_name
@@ -355,10 +360,14 @@ def _write_JoinGroupResponse_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_members, item in enumerate(value):
-                _write_JoinGroupResponseMember_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("members_item")
+                _write_JoinGroupResponseMember_v0(value, w)
         # field: skip_assignment
         if self.skip_assignment != False:
             raise not_in_version("JoinGroupResponse", "skip_assignment")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("JoinGroupResponse")
     except Exception as exc:
@@ -432,6 +441,7 @@ def _write_JoinGroupResponseMember_v5(self, w):
         else:
             w(_W_i(len(value)))
             w(value)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("JoinGroupResponseMember")
     except Exception as exc:
@@ -441,7 +451,7 @@ def _write_JoinGroupResponseMember_v5(self, w):
 def _read_JoinGroupResponse_v5(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
-        # field: throttle_time_ms(4) error_code(2) generation_id(4)
+        # field: throttle_time_ms:i error_code:h generation_id:i
         (self.throttle_time_ms, self.error_code, self.generation_id,) = _R_ihi(buf, pos)
         pos += 10
         # field: protocol_name
@@ -489,7 +499,7 @@ def _read_JoinGroupResponse_v5(buf, pos, view):
 
 def _write_JoinGroupResponse_v5(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2) generation_id(4)
+        # field: throttle_time_ms:i error_code:h generation_id:i
         w(_W_ihi(self.throttle_time_ms, self.error_code, self.generation_id))
         # field: protocol_name
         value = self.protocol_name
@@ -531,10 +541,14 @@ def _write_JoinGroupResponse_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_members, item in enumerate(value):
-                _write_JoinGroupResponseMember_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("members_item")
+                _write_JoinGroupResponseMember_v5(value, w)
         # field: skip_assignment
         if self.skip_assignment != False:
             raise not_in_version("JoinGroupResponse", "skip_assignment")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("JoinGroupResponse")
     except Exception as exc:
@@ -665,7 +679,7 @@ def _write_JoinGroupResponseMember_v6(self, w):
 def _read_JoinGroupResponse_v6(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
-        # field: throttle_time_ms(4) error_code(2) generation_id(4)
+        # field: throttle_time_ms:i error_code:h generation_id:i
         (self.throttle_time_ms, self.error_code, self.generation_id,) = _R_ihi(buf, pos)
         pos += 10
         # field: protocol_name
@@ -761,7 +775,7 @@ def _read_JoinGroupResponse_v6(buf, pos, view):
 
 def _write_JoinGroupResponse_v6(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2) generation_id(4)
+        # field: throttle_time_ms:i error_code:h generation_id:i
         w(_W_ihi(self.throttle_time_ms, self.error_code, self.generation_id))
         # field: protocol_name
         value = self.protocol_name
@@ -803,7 +817,10 @@ def _write_JoinGroupResponse_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_members, item in enumerate(value):
-                _write_JoinGroupResponseMember_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("members_item")
+                _write_JoinGroupResponseMember_v6(value, w)
         # field: skip_assignment
         if self.skip_assignment != False:
             raise not_in_version("JoinGroupResponse", "skip_assignment")
@@ -820,7 +837,7 @@ def _write_JoinGroupResponse_v6(self, w):
 def _read_JoinGroupResponse_v7(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
-        # field: throttle_time_ms(4) error_code(2) generation_id(4)
+        # field: throttle_time_ms:i error_code:h generation_id:i
         (self.throttle_time_ms, self.error_code, self.generation_id,) = _R_ihi(buf, pos)
         pos += 10
         # field: protocol_type
@@ -933,7 +950,7 @@ def _read_JoinGroupResponse_v7(buf, pos, view):
 
 def _write_JoinGroupResponse_v7(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2) generation_id(4)
+        # field: throttle_time_ms:i error_code:h generation_id:i
         w(_W_ihi(self.throttle_time_ms, self.error_code, self.generation_id))
         # field: protocol_type
         value = self.protocol_type
@@ -986,7 +1003,10 @@ def _write_JoinGroupResponse_v7(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_members, item in enumerate(value):
-                _write_JoinGroupResponseMember_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("members_item")
+                _write_JoinGroupResponseMember_v6(value, w)
         # field: skip_assignment
         if self.skip_assignment != False:
             raise not_in_version("JoinGroupResponse", "skip_assignment")
@@ -1003,7 +1023,7 @@ def _write_JoinGroupResponse_v7(self, w):
 def _read_JoinGroupResponse_v9(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
-        # field: throttle_time_ms(4) error_code(2) generation_id(4)
+        # field: throttle_time_ms:i error_code:h generation_id:i
         (self.throttle_time_ms, self.error_code, self.generation_id,) = _R_ihi(buf, pos)
         pos += 10
         # field: protocol_type
@@ -1048,7 +1068,7 @@ def _read_JoinGroupResponse_v9(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.leader = str(buf[pos:end], "utf-8")
         pos = end
-        # field: skip_assignment(1)
+        # field: skip_assignment:?
         (self.skip_assignment,) = _R__(buf, pos)
         pos += 1
         # field: member_id
@@ -1118,7 +1138,7 @@ def _read_JoinGroupResponse_v9(buf, pos, view):
 
 def _write_JoinGroupResponse_v9(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2) generation_id(4)
+        # field: throttle_time_ms:i error_code:h generation_id:i
         w(_W_ihi(self.throttle_time_ms, self.error_code, self.generation_id))
         # field: protocol_type
         value = self.protocol_type
@@ -1153,7 +1173,7 @@ def _write_JoinGroupResponse_v9(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: skip_assignment(1)
+        # field: skip_assignment:?
         w(_W__(self.skip_assignment))
         # field: member_id
         value = self.member_id
@@ -1173,7 +1193,10 @@ def _write_JoinGroupResponse_v9(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_members, item in enumerate(value):
-                _write_JoinGroupResponseMember_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("members_item")
+                _write_JoinGroupResponseMember_v6(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1209,5 +1232,5 @@ JoinGroupResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "109:- 112:member_id 120:metadata 135:- 137:member_id 148:metadata 161:- 164:error_code(2)/generation_id(4) 167:protocol_name 175:leader 183:member_id 191:members[] 211:- 213:error_code(2)/generation_id(4) 215:protocol_name 226:leader 237:member_id 248:members[] 256:skip_assignment 265:- 268:throttle_time_ms(4)/error_code(2)/generation_id(4) 271:protocol_name 279:leader 287:member_id 295:members[] 314:- 316:throttle_time_ms(4)/error_code(2)/generation_id(4) 318:protocol_name 329:leader 340:member_id 351:members[] 359:skip_assignment 368:- 371:member_id 379:group_instance_id 390:metadata 404:- 406:member_id 417:group_instance_id 428:metadata 441:- 444:throttle_time_ms(4)/error_code(2)/generation_id(4) 447:protocol_name 455:leader 463:member_id 471:members[] 490:- 492:throttle_time_ms(4)/error_code(2)/generation_id(4) 494:protocol_name 505:leader 516:member_id 527:members[] 535:skip_assignment 544:- 547:member_id 559:group_instance_id 574:metadata 586:tagged_fields 624:- 626:member_id 637:group_instance_id 648:metadata 655:tagged_fields 665:- 668:throttle_time_ms(4)/error_code(2)/generation_id(4) 671:protocol_name 683:leader 695:member_id 707:members[] 724:tagged_fields 762:- 764:throttle_time_ms(4)/error_code(2)/generation_id(4) 766:protocol_name 777:leader 788:member_id 799:members[] 807:skip_assignment 810:tagged_fields 820:- 823:throttle_time_ms(4)/error_code(2)/generation_id(4) 826:protocol_type 841:protocol_name 856:leader 868:member_id 880:members[] 896:tagged_fields 934:- 936:throttle_time_ms(4)/error_code(2)/generation_id(4) 938:protocol_type 949:protocol_name 960:leader 971:member_id 982:members[] 990:skip_assignment 993:tagged_fields 1003:- 1006:throttle_time_ms(4)/error_code(2)/generation_id(4) 1009:protocol_type 1024:protocol_name 1039:leader 1051:skip_assignment(1) 1054:member_id 1066:members[] 1081:tagged_fields 1119:- 1121:throttle_time_ms(4)/error_code(2)/generation_id(4) 1123:protocol_type 1134:protocol_name 1145:leader 1156:skip_assignment(1) 1158:member_id 1169:members[] 1177:tagged_fields"
+    "109:- 112:member_id 120:metadata 135:- 137:member_id 148:metadata 155:unknown_tags 162:- 165:error_code:h/generation_id:i 168:protocol_name 176:leader 184:member_id 192:members[] 212:- 214:error_code:h/generation_id:i 216:protocol_name 227:leader 238:member_id 249:members[] 260:skip_assignment 263:unknown_tags 270:- 273:throttle_time_ms:i/error_code:h/generation_id:i 276:protocol_name 284:leader 292:member_id 300:members[] 319:- 321:throttle_time_ms:i/error_code:h/generation_id:i 323:protocol_name 334:leader 345:member_id 356:members[] 367:skip_assignment 370:unknown_tags 377:- 380:member_id 388:group_instance_id 399:metadata 413:- 415:member_id 426:group_instance_id 437:metadata 444:unknown_tags 451:- 454:throttle_time_ms:i/error_code:h/generation_id:i 457:protocol_name 465:leader 473:member_id 481:members[] 500:- 502:throttle_time_ms:i/error_code:h/generation_id:i 504:protocol_name 515:leader 526:member_id 537:members[] 548:skip_assignment 551:unknown_tags 558:- 561:member_id 573:group_instance_id 588:metadata 600:tagged_fields 638:- 640:member_id 651:group_instance_id 662:metadata 669:tagged_fields 679:- 682:throttle_time_ms:i/error_code:h/generation_id:i 685:protocol_name 697:leader 709:member_id 721:members[] 738:tagged_fields 776:- 778:throttle_time_ms:i/error_code:h/generation_id:i 780:protocol_name 791:leader 802:member_id 813:members[] 824:skip_assignment 827:tagged_fields 837:- 840:throttle_time_ms:i/error_code:h/generation_id:i 843:protocol_type 858:protocol_name 873:leader 885:member_id 897:members[] 913:tagged_fields 951:- 953:throttle_time_ms:i/error_code:h/generation_id:i 955:protocol_type 966:protocol_name 977:leader 988:member_id 999:members[] 1010:skip_assignment 1013:tagged_fields 1023:- 1026:throttle_time_ms:i/error_code:h/generation_id:i 1029:protocol_type 1044:protocol_name 1059:leader 1071:skip_assignment:? 1074:member_id 1086:members[] 1101:tagged_fields 1139:- 1141:throttle_time_ms:i/error_code:h/generation_id:i 1143:protocol_type 1154:protocol_name 1165:leader 1176:skip_assignment:? 1178:member_id 1189:members[] 1200:tagged_fields"
 )

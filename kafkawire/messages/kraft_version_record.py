@@ -55,7 +55,7 @@ class KRaftVersionRecord(_Message):
 def _read_KRaftVersionRecord_v0(buf, pos, view):
     try:
         self = _new(KRaftVersionRecord)
-        # field: version(2) kraft_version(2)
+        # field: version:h kraft_version:h
         (self.version, self.kraft_version,) = _R_hh(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -98,7 +98,7 @@ def _read_KRaftVersionRecord_v0(buf, pos, view):
 
 def _write_KRaftVersionRecord_v0(self, w):
     try:
-        # field: version(2) kraft_version(2)
+        # field: version:h kraft_version:h
         w(_W_hh(self.version, self.kraft_version))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -117,5 +117,5 @@ KRaftVersionRecord._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "55:- 58:version(2)/kraft_version(2) 61:tagged_fields 99:- 101:version(2)/kraft_version(2) 103:tagged_fields"
+    "55:- 58:version:h/kraft_version:h 61:tagged_fields 99:- 101:version:h/kraft_version:h 103:tagged_fields"
 )

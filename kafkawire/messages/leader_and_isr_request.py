@@ -211,7 +211,7 @@ def _read_LeaderAndIsrPartitionState_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
         pos += 16
         # field: isr
@@ -221,7 +221,7 @@ def _read_LeaderAndIsrPartitionState_v0(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: partition_epoch(4)
+        # field: partition_epoch:i
         (self.partition_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: replicas
@@ -254,7 +254,7 @@ def _write_LeaderAndIsrPartitionState_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         w(_W_iiii(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch))
         # field: isr
         value = self.isr
@@ -263,7 +263,7 @@ def _write_LeaderAndIsrPartitionState_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
-        # field: partition_epoch(4)
+        # field: partition_epoch:i
         w(_W_i(self.partition_epoch))
         # field: replicas
         value = self.replicas
@@ -275,6 +275,7 @@ def _write_LeaderAndIsrPartitionState_v0(self, w):
         # field: leader_recovery_state
         if self.leader_recovery_state != 0:
             raise not_in_version("LeaderAndIsrPartitionState", "leader_recovery_state")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaderAndIsrPartitionState")
     except Exception as exc:
@@ -284,7 +285,7 @@ def _write_LeaderAndIsrPartitionState_v0(self, w):
 def _read_LeaderAndIsrLiveLeader_v0(buf, pos, view):
     try:
         self = _new(LeaderAndIsrLiveLeader)
-        # field: broker_id(4)
+        # field: broker_id:i
         (self.broker_id,) = _R_i(buf, pos)
         pos += 4
         # field: host_name
@@ -295,7 +296,7 @@ def _read_LeaderAndIsrLiveLeader_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(4)
+        # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         self.unknown_tags = None
@@ -306,7 +307,7 @@ def _read_LeaderAndIsrLiveLeader_v0(buf, pos, view):
 
 def _write_LeaderAndIsrLiveLeader_v0(self, w):
     try:
-        # field: broker_id(4)
+        # field: broker_id:i
         w(_W_i(self.broker_id))
         # field: host_name
         value = self.host_name
@@ -319,8 +320,9 @@ def _write_LeaderAndIsrLiveLeader_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: port(4)
+        # field: port:i
         w(_W_i(self.port))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaderAndIsrLiveLeader")
     except Exception as exc:
@@ -330,7 +332,7 @@ def _write_LeaderAndIsrLiveLeader_v0(self, w):
 def _read_LeaderAndIsrRequest_v0(buf, pos, view):
     try:
         self = _new(LeaderAndIsrRequest)
-        # field: controller_id(4) controller_epoch(4)
+        # field: controller_id:i controller_epoch:i
         (self.controller_id, self.controller_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: ungrouped_partition_states[]
@@ -367,7 +369,7 @@ def _read_LeaderAndIsrRequest_v0(buf, pos, view):
 
 def _write_LeaderAndIsrRequest_v0(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4)
+        # field: controller_id:i controller_epoch:i
         w(_W_ii(self.controller_id, self.controller_epoch))
         # field: ungrouped_partition_states[]
         value = self.ungrouped_partition_states
@@ -376,7 +378,10 @@ def _write_LeaderAndIsrRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_ungrouped_partition_states, item in enumerate(value):
-                _write_LeaderAndIsrPartitionState_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("ungrouped_partition_states_item")
+                _write_LeaderAndIsrPartitionState_v0(value, w)
         # field: live_leaders[]
         value = self.live_leaders
         if value is None:
@@ -384,7 +389,10 @@ def _write_LeaderAndIsrRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_live_leaders, item in enumerate(value):
-                _write_LeaderAndIsrLiveLeader_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("live_leaders_item")
+                _write_LeaderAndIsrLiveLeader_v0(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("LeaderAndIsrRequest", "is_kraft_controller")
@@ -394,6 +402,7 @@ def _write_LeaderAndIsrRequest_v0(self, w):
         # field: topic_states
         if (self.topic_states is None or len(self.topic_states) != 0):
             raise not_in_version("LeaderAndIsrRequest", "topic_states")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaderAndIsrRequest")
     except Exception as exc:
@@ -411,7 +420,7 @@ def _read_LeaderAndIsrPartitionState_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
         pos += 16
         # field: isr
@@ -421,7 +430,7 @@ def _read_LeaderAndIsrPartitionState_v1(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: partition_epoch(4)
+        # field: partition_epoch:i
         (self.partition_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: replicas
@@ -431,7 +440,7 @@ def _read_LeaderAndIsrPartitionState_v1(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: is_new(1)
+        # field: is_new:?
         (self.is_new,) = _R__(buf, pos)
         pos += 1
         self.adding_replicas = ()
@@ -456,7 +465,7 @@ def _write_LeaderAndIsrPartitionState_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         w(_W_iiii(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch))
         # field: isr
         value = self.isr
@@ -465,7 +474,7 @@ def _write_LeaderAndIsrPartitionState_v1(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
-        # field: partition_epoch(4)
+        # field: partition_epoch:i
         w(_W_i(self.partition_epoch))
         # field: replicas
         value = self.replicas
@@ -474,11 +483,12 @@ def _write_LeaderAndIsrPartitionState_v1(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
-        # field: is_new(1)
+        # field: is_new:?
         w(_W__(self.is_new))
         # field: leader_recovery_state
         if self.leader_recovery_state != 0:
             raise not_in_version("LeaderAndIsrPartitionState", "leader_recovery_state")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaderAndIsrPartitionState")
     except Exception as exc:
@@ -488,7 +498,7 @@ def _write_LeaderAndIsrPartitionState_v1(self, w):
 def _read_LeaderAndIsrRequest_v1(buf, pos, view):
     try:
         self = _new(LeaderAndIsrRequest)
-        # field: controller_id(4) controller_epoch(4)
+        # field: controller_id:i controller_epoch:i
         (self.controller_id, self.controller_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: ungrouped_partition_states[]
@@ -525,7 +535,7 @@ def _read_LeaderAndIsrRequest_v1(buf, pos, view):
 
 def _write_LeaderAndIsrRequest_v1(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4)
+        # field: controller_id:i controller_epoch:i
         w(_W_ii(self.controller_id, self.controller_epoch))
         # field: ungrouped_partition_states[]
         value = self.ungrouped_partition_states
@@ -534,7 +544,10 @@ def _write_LeaderAndIsrRequest_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_ungrouped_partition_states, item in enumerate(value):
-                _write_LeaderAndIsrPartitionState_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("ungrouped_partition_states_item")
+                _write_LeaderAndIsrPartitionState_v1(value, w)
         # field: live_leaders[]
         value = self.live_leaders
         if value is None:
@@ -542,7 +555,10 @@ def _write_LeaderAndIsrRequest_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_live_leaders, item in enumerate(value):
-                _write_LeaderAndIsrLiveLeader_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("live_leaders_item")
+                _write_LeaderAndIsrLiveLeader_v0(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("LeaderAndIsrRequest", "is_kraft_controller")
@@ -552,6 +568,7 @@ def _write_LeaderAndIsrRequest_v1(self, w):
         # field: topic_states
         if (self.topic_states is None or len(self.topic_states) != 0):
             raise not_in_version("LeaderAndIsrRequest", "topic_states")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaderAndIsrRequest")
     except Exception as exc:
@@ -561,7 +578,7 @@ def _write_LeaderAndIsrRequest_v1(self, w):
 def _read_LeaderAndIsrPartitionState_v2(buf, pos, view):
     try:
         self = _new(LeaderAndIsrPartitionState)
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
         pos += 16
         # field: isr
@@ -571,7 +588,7 @@ def _read_LeaderAndIsrPartitionState_v2(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: partition_epoch(4)
+        # field: partition_epoch:i
         (self.partition_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: replicas
@@ -581,7 +598,7 @@ def _read_LeaderAndIsrPartitionState_v2(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: is_new(1)
+        # field: is_new:?
         (self.is_new,) = _R__(buf, pos)
         pos += 1
         self.topic_name = ''
@@ -596,7 +613,7 @@ def _read_LeaderAndIsrPartitionState_v2(buf, pos, view):
 
 def _write_LeaderAndIsrPartitionState_v2(self, w):
     try:
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         w(_W_iiii(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch))
         # field: isr
         value = self.isr
@@ -605,7 +622,7 @@ def _write_LeaderAndIsrPartitionState_v2(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
-        # field: partition_epoch(4)
+        # field: partition_epoch:i
         w(_W_i(self.partition_epoch))
         # field: replicas
         value = self.replicas
@@ -614,11 +631,12 @@ def _write_LeaderAndIsrPartitionState_v2(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
-        # field: is_new(1)
+        # field: is_new:?
         w(_W__(self.is_new))
         # field: leader_recovery_state
         if self.leader_recovery_state != 0:
             raise not_in_version("LeaderAndIsrPartitionState", "leader_recovery_state")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaderAndIsrPartitionState")
     except Exception as exc:
@@ -674,7 +692,11 @@ def _write_LeaderAndIsrTopicState_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_partition_states, item in enumerate(value):
-                _write_LeaderAndIsrPartitionState_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_states_item")
+                _write_LeaderAndIsrPartitionState_v2(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaderAndIsrTopicState")
     except Exception as exc:
@@ -684,7 +706,7 @@ def _write_LeaderAndIsrTopicState_v2(self, w):
 def _read_LeaderAndIsrRequest_v2(buf, pos, view):
     try:
         self = _new(LeaderAndIsrRequest)
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i controller_epoch:i broker_epoch:q
         (self.controller_id, self.controller_epoch, self.broker_epoch,) = _R_iiq(buf, pos)
         pos += 16
         # field: topic_states[]
@@ -720,7 +742,7 @@ def _read_LeaderAndIsrRequest_v2(buf, pos, view):
 
 def _write_LeaderAndIsrRequest_v2(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i controller_epoch:i broker_epoch:q
         w(_W_iiq(self.controller_id, self.controller_epoch, self.broker_epoch))
         # field: topic_states[]
         value = self.topic_states
@@ -729,7 +751,10 @@ def _write_LeaderAndIsrRequest_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_topic_states, item in enumerate(value):
-                _write_LeaderAndIsrTopicState_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_states_item")
+                _write_LeaderAndIsrTopicState_v2(value, w)
         # field: live_leaders[]
         value = self.live_leaders
         if value is None:
@@ -737,7 +762,10 @@ def _write_LeaderAndIsrRequest_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_live_leaders, item in enumerate(value):
-                _write_LeaderAndIsrLiveLeader_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("live_leaders_item")
+                _write_LeaderAndIsrLiveLeader_v0(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("LeaderAndIsrRequest", "is_kraft_controller")
@@ -747,6 +775,7 @@ def _write_LeaderAndIsrRequest_v2(self, w):
         # field: ungrouped_partition_states
         if (self.ungrouped_partition_states is None or len(self.ungrouped_partition_states) != 0):
             raise not_in_version("LeaderAndIsrRequest", "ungrouped_partition_states")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaderAndIsrRequest")
     except Exception as exc:
@@ -756,7 +785,7 @@ def _write_LeaderAndIsrRequest_v2(self, w):
 def _read_LeaderAndIsrPartitionState_v3(buf, pos, view):
     try:
         self = _new(LeaderAndIsrPartitionState)
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
         pos += 16
         # field: isr
@@ -766,7 +795,7 @@ def _read_LeaderAndIsrPartitionState_v3(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: partition_epoch(4)
+        # field: partition_epoch:i
         (self.partition_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: replicas
@@ -790,7 +819,7 @@ def _read_LeaderAndIsrPartitionState_v3(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.removing_replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: is_new(1)
+        # field: is_new:?
         (self.is_new,) = _R__(buf, pos)
         pos += 1
         self.topic_name = ''
@@ -803,7 +832,7 @@ def _read_LeaderAndIsrPartitionState_v3(buf, pos, view):
 
 def _write_LeaderAndIsrPartitionState_v3(self, w):
     try:
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         w(_W_iiii(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch))
         # field: isr
         value = self.isr
@@ -812,7 +841,7 @@ def _write_LeaderAndIsrPartitionState_v3(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
-        # field: partition_epoch(4)
+        # field: partition_epoch:i
         w(_W_i(self.partition_epoch))
         # field: replicas
         value = self.replicas
@@ -835,11 +864,12 @@ def _write_LeaderAndIsrPartitionState_v3(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
-        # field: is_new(1)
+        # field: is_new:?
         w(_W__(self.is_new))
         # field: leader_recovery_state
         if self.leader_recovery_state != 0:
             raise not_in_version("LeaderAndIsrPartitionState", "leader_recovery_state")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaderAndIsrPartitionState")
     except Exception as exc:
@@ -895,7 +925,11 @@ def _write_LeaderAndIsrTopicState_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_partition_states, item in enumerate(value):
-                _write_LeaderAndIsrPartitionState_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_states_item")
+                _write_LeaderAndIsrPartitionState_v3(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaderAndIsrTopicState")
     except Exception as exc:
@@ -905,7 +939,7 @@ def _write_LeaderAndIsrTopicState_v3(self, w):
 def _read_LeaderAndIsrRequest_v3(buf, pos, view):
     try:
         self = _new(LeaderAndIsrRequest)
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i controller_epoch:i broker_epoch:q
         (self.controller_id, self.controller_epoch, self.broker_epoch,) = _R_iiq(buf, pos)
         pos += 16
         # field: topic_states[]
@@ -941,7 +975,7 @@ def _read_LeaderAndIsrRequest_v3(buf, pos, view):
 
 def _write_LeaderAndIsrRequest_v3(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i controller_epoch:i broker_epoch:q
         w(_W_iiq(self.controller_id, self.controller_epoch, self.broker_epoch))
         # field: topic_states[]
         value = self.topic_states
@@ -950,7 +984,10 @@ def _write_LeaderAndIsrRequest_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_topic_states, item in enumerate(value):
-                _write_LeaderAndIsrTopicState_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_states_item")
+                _write_LeaderAndIsrTopicState_v3(value, w)
         # field: live_leaders[]
         value = self.live_leaders
         if value is None:
@@ -958,7 +995,10 @@ def _write_LeaderAndIsrRequest_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_live_leaders, item in enumerate(value):
-                _write_LeaderAndIsrLiveLeader_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("live_leaders_item")
+                _write_LeaderAndIsrLiveLeader_v0(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("LeaderAndIsrRequest", "is_kraft_controller")
@@ -968,6 +1008,7 @@ def _write_LeaderAndIsrRequest_v3(self, w):
         # field: ungrouped_partition_states
         if (self.ungrouped_partition_states is None or len(self.ungrouped_partition_states) != 0):
             raise not_in_version("LeaderAndIsrRequest", "ungrouped_partition_states")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaderAndIsrRequest")
     except Exception as exc:
@@ -977,7 +1018,7 @@ def _write_LeaderAndIsrRequest_v3(self, w):
 def _read_LeaderAndIsrPartitionState_v4(buf, pos, view):
     try:
         self = _new(LeaderAndIsrPartitionState)
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
         pos += 16
         # field: isr
@@ -991,7 +1032,7 @@ def _read_LeaderAndIsrPartitionState_v4(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: partition_epoch(4)
+        # field: partition_epoch:i
         (self.partition_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: replicas
@@ -1027,7 +1068,7 @@ def _read_LeaderAndIsrPartitionState_v4(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.removing_replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: is_new(1)
+        # field: is_new:?
         (self.is_new,) = _R__(buf, pos)
         pos += 1
         self.topic_name = ''
@@ -1072,7 +1113,7 @@ def _read_LeaderAndIsrPartitionState_v4(buf, pos, view):
 
 def _write_LeaderAndIsrPartitionState_v4(self, w):
     try:
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         w(_W_iiii(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch))
         # field: isr
         value = self.isr
@@ -1081,7 +1122,7 @@ def _write_LeaderAndIsrPartitionState_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             w(_ARRAYW_i[len(value)](*value))
-        # field: partition_epoch(4)
+        # field: partition_epoch:i
         w(_W_i(self.partition_epoch))
         # field: replicas
         value = self.replicas
@@ -1104,7 +1145,7 @@ def _write_LeaderAndIsrPartitionState_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             w(_ARRAYW_i[len(value)](*value))
-        # field: is_new(1)
+        # field: is_new:?
         w(_W__(self.is_new))
         # field: leader_recovery_state
         if self.leader_recovery_state != 0:
@@ -1208,7 +1249,10 @@ def _write_LeaderAndIsrTopicState_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partition_states, item in enumerate(value):
-                _write_LeaderAndIsrPartitionState_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_states_item")
+                _write_LeaderAndIsrPartitionState_v4(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1222,7 +1266,7 @@ def _write_LeaderAndIsrTopicState_v4(self, w):
 def _read_LeaderAndIsrLiveLeader_v4(buf, pos, view):
     try:
         self = _new(LeaderAndIsrLiveLeader)
-        # field: broker_id(4)
+        # field: broker_id:i
         (self.broker_id,) = _R_i(buf, pos)
         pos += 4
         # field: host_name
@@ -1237,7 +1281,7 @@ def _read_LeaderAndIsrLiveLeader_v4(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(4)
+        # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -1280,7 +1324,7 @@ def _read_LeaderAndIsrLiveLeader_v4(buf, pos, view):
 
 def _write_LeaderAndIsrLiveLeader_v4(self, w):
     try:
-        # field: broker_id(4)
+        # field: broker_id:i
         w(_W_i(self.broker_id))
         # field: host_name
         value = self.host_name
@@ -1293,7 +1337,7 @@ def _write_LeaderAndIsrLiveLeader_v4(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(4)
+        # field: port:i
         w(_W_i(self.port))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1308,7 +1352,7 @@ def _write_LeaderAndIsrLiveLeader_v4(self, w):
 def _read_LeaderAndIsrRequest_v4(buf, pos, view):
     try:
         self = _new(LeaderAndIsrRequest)
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i controller_epoch:i broker_epoch:q
         (self.controller_id, self.controller_epoch, self.broker_epoch,) = _R_iiq(buf, pos)
         pos += 16
         # field: topic_states[]
@@ -1384,7 +1428,7 @@ def _read_LeaderAndIsrRequest_v4(buf, pos, view):
 
 def _write_LeaderAndIsrRequest_v4(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i controller_epoch:i broker_epoch:q
         w(_W_iiq(self.controller_id, self.controller_epoch, self.broker_epoch))
         # field: topic_states[]
         value = self.topic_states
@@ -1393,7 +1437,10 @@ def _write_LeaderAndIsrRequest_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topic_states, item in enumerate(value):
-                _write_LeaderAndIsrTopicState_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_states_item")
+                _write_LeaderAndIsrTopicState_v4(value, w)
         # field: live_leaders[]
         value = self.live_leaders
         if value is None:
@@ -1401,7 +1448,10 @@ def _write_LeaderAndIsrRequest_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_live_leaders, item in enumerate(value):
-                _write_LeaderAndIsrLiveLeader_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("live_leaders_item")
+                _write_LeaderAndIsrLiveLeader_v4(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("LeaderAndIsrRequest", "is_kraft_controller")
@@ -1436,7 +1486,7 @@ def _read_LeaderAndIsrTopicState_v5(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -1506,7 +1556,7 @@ def _write_LeaderAndIsrTopicState_v5(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partition_states[]
         value = self.partition_states
@@ -1515,7 +1565,10 @@ def _write_LeaderAndIsrTopicState_v5(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partition_states, item in enumerate(value):
-                _write_LeaderAndIsrPartitionState_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_states_item")
+                _write_LeaderAndIsrPartitionState_v4(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1529,7 +1582,7 @@ def _write_LeaderAndIsrTopicState_v5(self, w):
 def _read_LeaderAndIsrRequest_v5(buf, pos, view):
     try:
         self = _new(LeaderAndIsrRequest)
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8) type(1)
+        # field: controller_id:i controller_epoch:i broker_epoch:q type:b
         (self.controller_id, self.controller_epoch, self.broker_epoch, self.type,) = _R_iiqb(buf, pos)
         pos += 17
         # field: topic_states[]
@@ -1604,7 +1657,7 @@ def _read_LeaderAndIsrRequest_v5(buf, pos, view):
 
 def _write_LeaderAndIsrRequest_v5(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8) type(1)
+        # field: controller_id:i controller_epoch:i broker_epoch:q type:b
         w(_W_iiqb(self.controller_id, self.controller_epoch, self.broker_epoch, self.type))
         # field: topic_states[]
         value = self.topic_states
@@ -1613,7 +1666,10 @@ def _write_LeaderAndIsrRequest_v5(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topic_states, item in enumerate(value):
-                _write_LeaderAndIsrTopicState_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_states_item")
+                _write_LeaderAndIsrTopicState_v5(value, w)
         # field: live_leaders[]
         value = self.live_leaders
         if value is None:
@@ -1621,7 +1677,10 @@ def _write_LeaderAndIsrRequest_v5(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_live_leaders, item in enumerate(value):
-                _write_LeaderAndIsrLiveLeader_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("live_leaders_item")
+                _write_LeaderAndIsrLiveLeader_v4(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("LeaderAndIsrRequest", "is_kraft_controller")
@@ -1641,7 +1700,7 @@ def _write_LeaderAndIsrRequest_v5(self, w):
 def _read_LeaderAndIsrPartitionState_v6(buf, pos, view):
     try:
         self = _new(LeaderAndIsrPartitionState)
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
         pos += 16
         # field: isr
@@ -1655,7 +1714,7 @@ def _read_LeaderAndIsrPartitionState_v6(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: partition_epoch(4)
+        # field: partition_epoch:i
         (self.partition_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: replicas
@@ -1691,7 +1750,7 @@ def _read_LeaderAndIsrPartitionState_v6(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.removing_replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: is_new(1) leader_recovery_state(1)
+        # field: is_new:? leader_recovery_state:b
         (self.is_new, self.leader_recovery_state,) = _R__b(buf, pos)
         pos += 2
         self.topic_name = ''
@@ -1735,7 +1794,7 @@ def _read_LeaderAndIsrPartitionState_v6(buf, pos, view):
 
 def _write_LeaderAndIsrPartitionState_v6(self, w):
     try:
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         w(_W_iiii(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch))
         # field: isr
         value = self.isr
@@ -1744,7 +1803,7 @@ def _write_LeaderAndIsrPartitionState_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             w(_ARRAYW_i[len(value)](*value))
-        # field: partition_epoch(4)
+        # field: partition_epoch:i
         w(_W_i(self.partition_epoch))
         # field: replicas
         value = self.replicas
@@ -1767,7 +1826,7 @@ def _write_LeaderAndIsrPartitionState_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             w(_ARRAYW_i[len(value)](*value))
-        # field: is_new(1) leader_recovery_state(1)
+        # field: is_new:? leader_recovery_state:b
         w(_W__b(self.is_new, self.leader_recovery_state))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1794,7 +1853,7 @@ def _read_LeaderAndIsrTopicState_v6(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -1864,7 +1923,7 @@ def _write_LeaderAndIsrTopicState_v6(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partition_states[]
         value = self.partition_states
@@ -1873,7 +1932,10 @@ def _write_LeaderAndIsrTopicState_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partition_states, item in enumerate(value):
-                _write_LeaderAndIsrPartitionState_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_states_item")
+                _write_LeaderAndIsrPartitionState_v6(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1887,7 +1949,7 @@ def _write_LeaderAndIsrTopicState_v6(self, w):
 def _read_LeaderAndIsrRequest_v6(buf, pos, view):
     try:
         self = _new(LeaderAndIsrRequest)
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8) type(1)
+        # field: controller_id:i controller_epoch:i broker_epoch:q type:b
         (self.controller_id, self.controller_epoch, self.broker_epoch, self.type,) = _R_iiqb(buf, pos)
         pos += 17
         # field: topic_states[]
@@ -1962,7 +2024,7 @@ def _read_LeaderAndIsrRequest_v6(buf, pos, view):
 
 def _write_LeaderAndIsrRequest_v6(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8) type(1)
+        # field: controller_id:i controller_epoch:i broker_epoch:q type:b
         w(_W_iiqb(self.controller_id, self.controller_epoch, self.broker_epoch, self.type))
         # field: topic_states[]
         value = self.topic_states
@@ -1971,7 +2033,10 @@ def _write_LeaderAndIsrRequest_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topic_states, item in enumerate(value):
-                _write_LeaderAndIsrTopicState_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_states_item")
+                _write_LeaderAndIsrTopicState_v6(value, w)
         # field: live_leaders[]
         value = self.live_leaders
         if value is None:
@@ -1979,7 +2044,10 @@ def _write_LeaderAndIsrRequest_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_live_leaders, item in enumerate(value):
-                _write_LeaderAndIsrLiveLeader_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("live_leaders_item")
+                _write_LeaderAndIsrLiveLeader_v4(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("LeaderAndIsrRequest", "is_kraft_controller")
@@ -1999,7 +2067,7 @@ def _write_LeaderAndIsrRequest_v6(self, w):
 def _read_LeaderAndIsrRequest_v7(buf, pos, view):
     try:
         self = _new(LeaderAndIsrRequest)
-        # field: controller_id(4) is_kraft_controller(1) controller_epoch(4) broker_epoch(8) type(1)
+        # field: controller_id:i is_kraft_controller:? controller_epoch:i broker_epoch:q type:b
         (self.controller_id, self.is_kraft_controller, self.controller_epoch, self.broker_epoch, self.type,) = _R_i_iqb(buf, pos)
         pos += 18
         # field: topic_states[]
@@ -2073,7 +2141,7 @@ def _read_LeaderAndIsrRequest_v7(buf, pos, view):
 
 def _write_LeaderAndIsrRequest_v7(self, w):
     try:
-        # field: controller_id(4) is_kraft_controller(1) controller_epoch(4) broker_epoch(8) type(1)
+        # field: controller_id:i is_kraft_controller:? controller_epoch:i broker_epoch:q type:b
         w(_W_i_iqb(self.controller_id, self.is_kraft_controller, self.controller_epoch, self.broker_epoch, self.type))
         # field: topic_states[]
         value = self.topic_states
@@ -2082,7 +2150,10 @@ def _write_LeaderAndIsrRequest_v7(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topic_states, item in enumerate(value):
-                _write_LeaderAndIsrTopicState_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_states_item")
+                _write_LeaderAndIsrTopicState_v6(value, w)
         # field: live_leaders[]
         value = self.live_leaders
         if value is None:
@@ -2090,7 +2161,10 @@ def _write_LeaderAndIsrRequest_v7(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_live_leaders, item in enumerate(value):
-                _write_LeaderAndIsrLiveLeader_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("live_leaders_item")
+                _write_LeaderAndIsrLiveLeader_v4(value, w)
         # field: ungrouped_partition_states
         if (self.ungrouped_partition_states is None or len(self.ungrouped_partition_states) != 0):
             raise not_in_version("LeaderAndIsrRequest", "ungrouped_partition_states")
@@ -2125,5 +2199,5 @@ LeaderAndIsrRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "203:- 206:topic_name 214:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 217:isr 224:partition_epoch(4) 227:replicas 244:- 246:topic_name 257:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 259:isr 266:partition_epoch(4) 268:replicas 275:leader_recovery_state 284:- 287:broker_id(4) 290:host_name 298:port(4) 307:- 309:broker_id(4) 311:host_name 322:port(4) 330:- 333:controller_id(4)/controller_epoch(4) 336:ungrouped_partition_states[] 347:live_leaders[] 368:- 370:controller_id(4)/controller_epoch(4) 372:ungrouped_partition_states[] 380:live_leaders[] 388:is_kraft_controller 391:type 394:topic_states 403:- 406:topic_name 414:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 417:isr 424:partition_epoch(4) 427:replicas 434:is_new(1) 446:- 448:topic_name 459:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 461:isr 468:partition_epoch(4) 470:replicas 477:is_new(1) 479:leader_recovery_state 488:- 491:controller_id(4)/controller_epoch(4) 494:ungrouped_partition_states[] 505:live_leaders[] 526:- 528:controller_id(4)/controller_epoch(4) 530:ungrouped_partition_states[] 538:live_leaders[] 546:is_kraft_controller 549:type 552:topic_states 561:- 564:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 567:isr 574:partition_epoch(4) 577:replicas 584:is_new(1) 597:- 599:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 601:isr 608:partition_epoch(4) 610:replicas 617:is_new(1) 619:leader_recovery_state 628:- 631:topic_name 639:partition_states[] 657:- 659:topic_name 670:partition_states[] 684:- 687:controller_id(4)/controller_epoch(4)/broker_epoch(8) 690:topic_states[] 701:live_leaders[] 721:- 723:controller_id(4)/controller_epoch(4)/broker_epoch(8) 725:topic_states[] 733:live_leaders[] 741:is_kraft_controller 744:type 747:ungrouped_partition_states 756:- 759:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 762:isr 769:partition_epoch(4) 772:replicas 779:adding_replicas 786:removing_replicas 793:is_new(1) 804:- 806:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 808:isr 815:partition_epoch(4) 817:replicas 824:adding_replicas 831:removing_replicas 838:is_new(1) 840:leader_recovery_state 849:- 852:topic_name 860:partition_states[] 878:- 880:topic_name 891:partition_states[] 905:- 908:controller_id(4)/controller_epoch(4)/broker_epoch(8) 911:topic_states[] 922:live_leaders[] 942:- 944:controller_id(4)/controller_epoch(4)/broker_epoch(8) 946:topic_states[] 954:live_leaders[] 962:is_kraft_controller 965:type 968:ungrouped_partition_states 977:- 980:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 983:isr 994:partition_epoch(4) 997:replicas 1008:adding_replicas 1019:removing_replicas 1030:is_new(1) 1035:tagged_fields 1073:- 1075:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 1077:isr 1084:partition_epoch(4) 1086:replicas 1093:adding_replicas 1100:removing_replicas 1107:is_new(1) 1109:leader_recovery_state 1112:tagged_fields 1122:- 1125:topic_name 1137:partition_states[] 1153:tagged_fields 1191:- 1193:topic_name 1204:partition_states[] 1212:tagged_fields 1222:- 1225:broker_id(4) 1228:host_name 1240:port(4) 1243:tagged_fields 1281:- 1283:broker_id(4) 1285:host_name 1296:port(4) 1298:tagged_fields 1308:- 1311:controller_id(4)/controller_epoch(4)/broker_epoch(8) 1314:topic_states[] 1329:live_leaders[] 1347:tagged_fields 1385:- 1387:controller_id(4)/controller_epoch(4)/broker_epoch(8) 1389:topic_states[] 1397:live_leaders[] 1405:is_kraft_controller 1408:type 1411:ungrouped_partition_states 1414:tagged_fields 1424:- 1427:topic_name 1439:topic_id(16) 1443:partition_states[] 1458:tagged_fields 1496:- 1498:topic_name 1509:topic_id(16) 1511:partition_states[] 1519:tagged_fields 1529:- 1532:controller_id(4)/controller_epoch(4)/broker_epoch(8)/type(1) 1535:topic_states[] 1550:live_leaders[] 1567:tagged_fields 1605:- 1607:controller_id(4)/controller_epoch(4)/broker_epoch(8)/type(1) 1609:topic_states[] 1617:live_leaders[] 1625:is_kraft_controller 1628:ungrouped_partition_states 1631:tagged_fields 1641:- 1644:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 1647:isr 1658:partition_epoch(4) 1661:replicas 1672:adding_replicas 1683:removing_replicas 1694:is_new(1)/leader_recovery_state(1) 1698:tagged_fields 1736:- 1738:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 1740:isr 1747:partition_epoch(4) 1749:replicas 1756:adding_replicas 1763:removing_replicas 1770:is_new(1)/leader_recovery_state(1) 1772:tagged_fields 1782:- 1785:topic_name 1797:topic_id(16) 1801:partition_states[] 1816:tagged_fields 1854:- 1856:topic_name 1867:topic_id(16) 1869:partition_states[] 1877:tagged_fields 1887:- 1890:controller_id(4)/controller_epoch(4)/broker_epoch(8)/type(1) 1893:topic_states[] 1908:live_leaders[] 1925:tagged_fields 1963:- 1965:controller_id(4)/controller_epoch(4)/broker_epoch(8)/type(1) 1967:topic_states[] 1975:live_leaders[] 1983:is_kraft_controller 1986:ungrouped_partition_states 1989:tagged_fields 1999:- 2002:controller_id(4)/is_kraft_controller(1)/controller_epoch(4)/broker_epoch(8)/type(1) 2005:topic_states[] 2020:live_leaders[] 2036:tagged_fields 2074:- 2076:controller_id(4)/is_kraft_controller(1)/controller_epoch(4)/broker_epoch(8)/type(1) 2078:topic_states[] 2086:live_leaders[] 2094:ungrouped_partition_states 2097:tagged_fields"
+    "203:- 206:topic_name 214:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 217:isr 224:partition_epoch:i 227:replicas 244:- 246:topic_name 257:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 259:isr 266:partition_epoch:i 268:replicas 275:leader_recovery_state 278:unknown_tags 285:- 288:broker_id:i 291:host_name 299:port:i 308:- 310:broker_id:i 312:host_name 323:port:i 325:unknown_tags 332:- 335:controller_id:i/controller_epoch:i 338:ungrouped_partition_states[] 349:live_leaders[] 370:- 372:controller_id:i/controller_epoch:i 374:ungrouped_partition_states[] 385:live_leaders[] 396:is_kraft_controller 399:type 402:topic_states 405:unknown_tags 412:- 415:topic_name 423:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 426:isr 433:partition_epoch:i 436:replicas 443:is_new:? 455:- 457:topic_name 468:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 470:isr 477:partition_epoch:i 479:replicas 486:is_new:? 488:leader_recovery_state 491:unknown_tags 498:- 501:controller_id:i/controller_epoch:i 504:ungrouped_partition_states[] 515:live_leaders[] 536:- 538:controller_id:i/controller_epoch:i 540:ungrouped_partition_states[] 551:live_leaders[] 562:is_kraft_controller 565:type 568:topic_states 571:unknown_tags 578:- 581:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 584:isr 591:partition_epoch:i 594:replicas 601:is_new:? 614:- 616:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 618:isr 625:partition_epoch:i 627:replicas 634:is_new:? 636:leader_recovery_state 639:unknown_tags 646:- 649:topic_name 657:partition_states[] 675:- 677:topic_name 688:partition_states[] 699:unknown_tags 706:- 709:controller_id:i/controller_epoch:i/broker_epoch:q 712:topic_states[] 723:live_leaders[] 743:- 745:controller_id:i/controller_epoch:i/broker_epoch:q 747:topic_states[] 758:live_leaders[] 769:is_kraft_controller 772:type 775:ungrouped_partition_states 778:unknown_tags 785:- 788:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 791:isr 798:partition_epoch:i 801:replicas 808:adding_replicas 815:removing_replicas 822:is_new:? 833:- 835:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 837:isr 844:partition_epoch:i 846:replicas 853:adding_replicas 860:removing_replicas 867:is_new:? 869:leader_recovery_state 872:unknown_tags 879:- 882:topic_name 890:partition_states[] 908:- 910:topic_name 921:partition_states[] 932:unknown_tags 939:- 942:controller_id:i/controller_epoch:i/broker_epoch:q 945:topic_states[] 956:live_leaders[] 976:- 978:controller_id:i/controller_epoch:i/broker_epoch:q 980:topic_states[] 991:live_leaders[] 1002:is_kraft_controller 1005:type 1008:ungrouped_partition_states 1011:unknown_tags 1018:- 1021:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1024:isr 1035:partition_epoch:i 1038:replicas 1049:adding_replicas 1060:removing_replicas 1071:is_new:? 1076:tagged_fields 1114:- 1116:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1118:isr 1125:partition_epoch:i 1127:replicas 1134:adding_replicas 1141:removing_replicas 1148:is_new:? 1150:leader_recovery_state 1153:tagged_fields 1163:- 1166:topic_name 1178:partition_states[] 1194:tagged_fields 1232:- 1234:topic_name 1245:partition_states[] 1256:tagged_fields 1266:- 1269:broker_id:i 1272:host_name 1284:port:i 1287:tagged_fields 1325:- 1327:broker_id:i 1329:host_name 1340:port:i 1342:tagged_fields 1352:- 1355:controller_id:i/controller_epoch:i/broker_epoch:q 1358:topic_states[] 1373:live_leaders[] 1391:tagged_fields 1429:- 1431:controller_id:i/controller_epoch:i/broker_epoch:q 1433:topic_states[] 1444:live_leaders[] 1455:is_kraft_controller 1458:type 1461:ungrouped_partition_states 1464:tagged_fields 1474:- 1477:topic_name 1489:topic_id:16s 1493:partition_states[] 1508:tagged_fields 1546:- 1548:topic_name 1559:topic_id:16s 1561:partition_states[] 1572:tagged_fields 1582:- 1585:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1588:topic_states[] 1603:live_leaders[] 1620:tagged_fields 1658:- 1660:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1662:topic_states[] 1673:live_leaders[] 1684:is_kraft_controller 1687:ungrouped_partition_states 1690:tagged_fields 1700:- 1703:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1706:isr 1717:partition_epoch:i 1720:replicas 1731:adding_replicas 1742:removing_replicas 1753:is_new:?/leader_recovery_state:b 1757:tagged_fields 1795:- 1797:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1799:isr 1806:partition_epoch:i 1808:replicas 1815:adding_replicas 1822:removing_replicas 1829:is_new:?/leader_recovery_state:b 1831:tagged_fields 1841:- 1844:topic_name 1856:topic_id:16s 1860:partition_states[] 1875:tagged_fields 1913:- 1915:topic_name 1926:topic_id:16s 1928:partition_states[] 1939:tagged_fields 1949:- 1952:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1955:topic_states[] 1970:live_leaders[] 1987:tagged_fields 2025:- 2027:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 2029:topic_states[] 2040:live_leaders[] 2051:is_kraft_controller 2054:ungrouped_partition_states 2057:tagged_fields 2067:- 2070:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q/type:b 2073:topic_states[] 2088:live_leaders[] 2104:tagged_fields 2142:- 2144:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q/type:b 2146:topic_states[] 2157:live_leaders[] 2168:ungrouped_partition_states 2171:tagged_fields"
 )

@@ -123,7 +123,7 @@ def _read_LeaderAndIsrPartitionError_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         self.unknown_tags = None
@@ -145,8 +145,9 @@ def _write_LeaderAndIsrPartitionError_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaderAndIsrPartitionError")
     except Exception as exc:
@@ -156,7 +157,7 @@ def _write_LeaderAndIsrPartitionError_v0(self, w):
 def _read_LeaderAndIsrResponse_v0(buf, pos, view):
     try:
         self = _new(LeaderAndIsrResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: partition_errors[]
@@ -179,7 +180,7 @@ def _read_LeaderAndIsrResponse_v0(buf, pos, view):
 
 def _write_LeaderAndIsrResponse_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: partition_errors[]
         value = self.partition_errors
@@ -188,10 +189,14 @@ def _write_LeaderAndIsrResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partition_errors, item in enumerate(value):
-                _write_LeaderAndIsrPartitionError_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_errors_item")
+                _write_LeaderAndIsrPartitionError_v0(value, w)
         # field: topics
         if (self.topics is None or len(self.topics) != 0):
             raise not_in_version("LeaderAndIsrResponse", "topics")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaderAndIsrResponse")
     except Exception as exc:
@@ -213,7 +218,7 @@ def _read_LeaderAndIsrPartitionError_v4(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: tagged_fields
@@ -267,7 +272,7 @@ def _write_LeaderAndIsrPartitionError_v4(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -282,7 +287,7 @@ def _write_LeaderAndIsrPartitionError_v4(self, w):
 def _read_LeaderAndIsrResponse_v4(buf, pos, view):
     try:
         self = _new(LeaderAndIsrResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: partition_errors[]
@@ -341,7 +346,7 @@ def _read_LeaderAndIsrResponse_v4(buf, pos, view):
 
 def _write_LeaderAndIsrResponse_v4(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: partition_errors[]
         value = self.partition_errors
@@ -350,7 +355,10 @@ def _write_LeaderAndIsrResponse_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partition_errors, item in enumerate(value):
-                _write_LeaderAndIsrPartitionError_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_errors_item")
+                _write_LeaderAndIsrPartitionError_v4(value, w)
         # field: topics
         if (self.topics is None or len(self.topics) != 0):
             raise not_in_version("LeaderAndIsrResponse", "topics")
@@ -367,7 +375,7 @@ def _write_LeaderAndIsrResponse_v4(self, w):
 def _read_LeaderAndIsrPartitionError_v5(buf, pos, view):
     try:
         self = _new(LeaderAndIsrPartitionError)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         self.topic_name = ''
@@ -411,7 +419,7 @@ def _read_LeaderAndIsrPartitionError_v5(buf, pos, view):
 
 def _write_LeaderAndIsrPartitionError_v5(self, w):
     try:
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -426,7 +434,7 @@ def _write_LeaderAndIsrPartitionError_v5(self, w):
 def _read_LeaderAndIsrTopicError_v5(buf, pos, view):
     try:
         self = _new(LeaderAndIsrTopicError)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -485,7 +493,7 @@ def _read_LeaderAndIsrTopicError_v5(buf, pos, view):
 
 def _write_LeaderAndIsrTopicError_v5(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partition_errors[]
         value = self.partition_errors
@@ -494,7 +502,10 @@ def _write_LeaderAndIsrTopicError_v5(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partition_errors, item in enumerate(value):
-                _write_LeaderAndIsrPartitionError_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_errors_item")
+                _write_LeaderAndIsrPartitionError_v5(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -508,7 +519,7 @@ def _write_LeaderAndIsrTopicError_v5(self, w):
 def _read_LeaderAndIsrResponse_v5(buf, pos, view):
     try:
         self = _new(LeaderAndIsrResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: topics[]
@@ -567,7 +578,7 @@ def _read_LeaderAndIsrResponse_v5(buf, pos, view):
 
 def _write_LeaderAndIsrResponse_v5(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: topics[]
         value = self.topics
@@ -576,7 +587,10 @@ def _write_LeaderAndIsrResponse_v5(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_LeaderAndIsrTopicError_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_LeaderAndIsrTopicError_v5(value, w)
         # field: partition_errors
         if (self.partition_errors is None or len(self.partition_errors) != 0):
             raise not_in_version("LeaderAndIsrResponse", "partition_errors")
@@ -611,5 +625,5 @@ LeaderAndIsrResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "115:- 118:topic_name 126:partition_index(4)/error_code(2) 135:- 137:topic_name 148:partition_index(4)/error_code(2) 156:- 159:error_code(2) 162:partition_errors[] 180:- 182:error_code(2) 184:partition_errors[] 192:topics 201:- 204:topic_name 216:partition_index(4)/error_code(2) 219:tagged_fields 257:- 259:topic_name 270:partition_index(4)/error_code(2) 272:tagged_fields 282:- 285:error_code(2) 288:partition_errors[] 304:tagged_fields 342:- 344:error_code(2) 346:partition_errors[] 354:topics 357:tagged_fields 367:- 370:partition_index(4)/error_code(2) 374:tagged_fields 412:- 414:partition_index(4)/error_code(2) 416:tagged_fields 426:- 429:topic_id(16) 433:partition_errors[] 448:tagged_fields 486:- 488:topic_id(16) 490:partition_errors[] 498:tagged_fields 508:- 511:error_code(2) 514:topics[] 530:tagged_fields 568:- 570:error_code(2) 572:topics[] 580:partition_errors 583:tagged_fields"
+    "115:- 118:topic_name 126:partition_index:i/error_code:h 135:- 137:topic_name 148:partition_index:i/error_code:h 150:unknown_tags 157:- 160:error_code:h 163:partition_errors[] 181:- 183:error_code:h 185:partition_errors[] 196:topics 199:unknown_tags 206:- 209:topic_name 221:partition_index:i/error_code:h 224:tagged_fields 262:- 264:topic_name 275:partition_index:i/error_code:h 277:tagged_fields 287:- 290:error_code:h 293:partition_errors[] 309:tagged_fields 347:- 349:error_code:h 351:partition_errors[] 362:topics 365:tagged_fields 375:- 378:partition_index:i/error_code:h 382:tagged_fields 420:- 422:partition_index:i/error_code:h 424:tagged_fields 434:- 437:topic_id:16s 441:partition_errors[] 456:tagged_fields 494:- 496:topic_id:16s 498:partition_errors[] 509:tagged_fields 519:- 522:error_code:h 525:topics[] 541:tagged_fields 579:- 581:error_code:h 583:topics[] 594:partition_errors 597:tagged_fields"
 )

@@ -89,7 +89,7 @@ LeaderChangeMessage.Voter = Voter
 def _read_Voter_v0(buf, pos, view):
     try:
         self = _new(Voter)
-        # field: voter_id(4)
+        # field: voter_id:i
         (self.voter_id,) = _R_i(buf, pos)
         pos += 4
         self.voter_directory_id = ZERO_UUID
@@ -133,7 +133,7 @@ def _read_Voter_v0(buf, pos, view):
 
 def _write_Voter_v0(self, w):
     try:
-        # field: voter_id(4)
+        # field: voter_id:i
         w(_W_i(self.voter_id))
         # field: voter_directory_id
         if self.voter_directory_id != ZERO_UUID:
@@ -151,7 +151,7 @@ def _write_Voter_v0(self, w):
 def _read_LeaderChangeMessage_v0(buf, pos, view):
     try:
         self = _new(LeaderChangeMessage)
-        # field: version(2) leader_id(4)
+        # field: version:h leader_id:i
         (self.version, self.leader_id,) = _R_hi(buf, pos)
         pos += 6
         # field: voters[]
@@ -224,7 +224,7 @@ def _read_LeaderChangeMessage_v0(buf, pos, view):
 
 def _write_LeaderChangeMessage_v0(self, w):
     try:
-        # field: version(2) leader_id(4)
+        # field: version:h leader_id:i
         w(_W_hi(self.version, self.leader_id))
         # field: voters[]
         value = self.voters
@@ -233,7 +233,10 @@ def _write_LeaderChangeMessage_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_voters, item in enumerate(value):
-                _write_Voter_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("voters_item")
+                _write_Voter_v0(value, w)
         # field: granting_voters[]
         value = self.granting_voters
         if value is None:
@@ -241,7 +244,10 @@ def _write_LeaderChangeMessage_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_granting_voters, item in enumerate(value):
-                _write_Voter_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("granting_voters_item")
+                _write_Voter_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -255,7 +261,7 @@ def _write_LeaderChangeMessage_v0(self, w):
 def _read_Voter_v1(buf, pos, view):
     try:
         self = _new(Voter)
-        # field: voter_id(4) voter_directory_id(16)
+        # field: voter_id:i voter_directory_id:16s
         (self.voter_id, u_voter_directory_id,) = _R_i16s(buf, pos)
         self.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
         pos += 20
@@ -299,7 +305,7 @@ def _read_Voter_v1(buf, pos, view):
 
 def _write_Voter_v1(self, w):
     try:
-        # field: voter_id(4) voter_directory_id(16)
+        # field: voter_id:i voter_directory_id:16s
         w(_W_i16s(self.voter_id, self.voter_directory_id.bytes))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -314,7 +320,7 @@ def _write_Voter_v1(self, w):
 def _read_LeaderChangeMessage_v1(buf, pos, view):
     try:
         self = _new(LeaderChangeMessage)
-        # field: version(2) leader_id(4)
+        # field: version:h leader_id:i
         (self.version, self.leader_id,) = _R_hi(buf, pos)
         pos += 6
         # field: voters[]
@@ -387,7 +393,7 @@ def _read_LeaderChangeMessage_v1(buf, pos, view):
 
 def _write_LeaderChangeMessage_v1(self, w):
     try:
-        # field: version(2) leader_id(4)
+        # field: version:h leader_id:i
         w(_W_hi(self.version, self.leader_id))
         # field: voters[]
         value = self.voters
@@ -396,7 +402,10 @@ def _write_LeaderChangeMessage_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_voters, item in enumerate(value):
-                _write_Voter_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("voters_item")
+                _write_Voter_v1(value, w)
         # field: granting_voters[]
         value = self.granting_voters
         if value is None:
@@ -404,7 +413,10 @@ def _write_LeaderChangeMessage_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_granting_voters, item in enumerate(value):
-                _write_Voter_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("granting_voters_item")
+                _write_Voter_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -424,5 +436,5 @@ LeaderChangeMessage._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "89:- 92:voter_id(4) 96:tagged_fields 134:- 136:voter_id(4) 138:voter_directory_id 141:tagged_fields 151:- 154:version(2)/leader_id(4) 157:voters[] 172:granting_voters[] 187:tagged_fields 225:- 227:version(2)/leader_id(4) 229:voters[] 237:granting_voters[] 245:tagged_fields 255:- 258:voter_id(4)/voter_directory_id(16) 262:tagged_fields 300:- 302:voter_id(4)/voter_directory_id(16) 304:tagged_fields 314:- 317:version(2)/leader_id(4) 320:voters[] 335:granting_voters[] 350:tagged_fields 388:- 390:version(2)/leader_id(4) 392:voters[] 400:granting_voters[] 408:tagged_fields"
+    "89:- 92:voter_id:i 96:tagged_fields 134:- 136:voter_id:i 138:voter_directory_id 141:tagged_fields 151:- 154:version:h/leader_id:i 157:voters[] 172:granting_voters[] 187:tagged_fields 225:- 227:version:h/leader_id:i 229:voters[] 240:granting_voters[] 251:tagged_fields 261:- 264:voter_id:i/voter_directory_id:16s 268:tagged_fields 306:- 308:voter_id:i/voter_directory_id:16s 310:tagged_fields 320:- 323:version:h/leader_id:i 326:voters[] 341:granting_voters[] 356:tagged_fields 394:- 396:version:h/leader_id:i 398:voters[] 409:granting_voters[] 420:tagged_fields"
 )

@@ -135,6 +135,7 @@ def _write_LeaveGroupRequest_v0(self, w):
         # field: members
         if (self.members is None or len(self.members) != 0):
             raise not_in_version("LeaveGroupRequest", "members")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaveGroupRequest")
     except Exception as exc:
@@ -194,6 +195,7 @@ def _write_MemberIdentity_v3(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MemberIdentity")
     except Exception as exc:
@@ -249,10 +251,14 @@ def _write_LeaveGroupRequest_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_members, item in enumerate(value):
-                _write_MemberIdentity_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("members_item")
+                _write_MemberIdentity_v3(value, w)
         # field: member_id
         if self.member_id != '':
             raise not_in_version("LeaveGroupRequest", "member_id")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaveGroupRequest")
     except Exception as exc:
@@ -451,7 +457,10 @@ def _write_LeaveGroupRequest_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_members, item in enumerate(value):
-                _write_MemberIdentity_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("members_item")
+                _write_MemberIdentity_v4(value, w)
         # field: member_id
         if self.member_id != '':
             raise not_in_version("LeaveGroupRequest", "member_id")
@@ -682,7 +691,10 @@ def _write_LeaveGroupRequest_v5(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_members, item in enumerate(value):
-                _write_MemberIdentity_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("members_item")
+                _write_MemberIdentity_v5(value, w)
         # field: member_id
         if self.member_id != '':
             raise not_in_version("LeaveGroupRequest", "member_id")
@@ -713,5 +725,5 @@ LeaveGroupRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "85:- 88:group_id 96:member_id 111:- 113:group_id 124:member_id 135:members 144:- 147:member_id 155:group_instance_id 173:- 175:member_id 186:group_instance_id 203:- 206:group_id 214:members[] 232:- 234:group_id 245:members[] 253:member_id 262:- 265:member_id 277:group_instance_id 293:tagged_fields 331:- 333:member_id 344:group_instance_id 355:tagged_fields 365:- 368:group_id 380:members[] 396:tagged_fields 434:- 436:group_id 447:members[] 455:member_id 458:tagged_fields 468:- 471:member_id 483:group_instance_id 498:reason 513:tagged_fields 551:- 553:member_id 564:group_instance_id 575:reason 586:tagged_fields 596:- 599:group_id 611:members[] 627:tagged_fields 665:- 667:group_id 678:members[] 686:member_id 689:tagged_fields"
+    "85:- 88:group_id 96:member_id 111:- 113:group_id 124:member_id 135:members 138:unknown_tags 145:- 148:member_id 156:group_instance_id 174:- 176:member_id 187:group_instance_id 198:unknown_tags 205:- 208:group_id 216:members[] 234:- 236:group_id 247:members[] 258:member_id 261:unknown_tags 268:- 271:member_id 283:group_instance_id 299:tagged_fields 337:- 339:member_id 350:group_instance_id 361:tagged_fields 371:- 374:group_id 386:members[] 402:tagged_fields 440:- 442:group_id 453:members[] 464:member_id 467:tagged_fields 477:- 480:member_id 492:group_instance_id 507:reason 522:tagged_fields 560:- 562:member_id 573:group_instance_id 584:reason 595:tagged_fields 605:- 608:group_id 620:members[] 636:tagged_fields 674:- 676:group_id 687:members[] 698:member_id 701:tagged_fields"
 )

@@ -87,7 +87,7 @@ LeaveGroupResponse.MemberResponse = MemberResponse
 def _read_LeaveGroupResponse_v0(buf, pos, view):
     try:
         self = _new(LeaveGroupResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         self.throttle_time_ms = 0
@@ -100,11 +100,12 @@ def _read_LeaveGroupResponse_v0(buf, pos, view):
 
 def _write_LeaveGroupResponse_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: members
         if (self.members is None or len(self.members) != 0):
             raise not_in_version("LeaveGroupResponse", "members")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaveGroupResponse")
     except Exception as exc:
@@ -114,7 +115,7 @@ def _write_LeaveGroupResponse_v0(self, w):
 def _read_LeaveGroupResponse_v1(buf, pos, view):
     try:
         self = _new(LeaveGroupResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         self.members = ()
@@ -126,11 +127,12 @@ def _read_LeaveGroupResponse_v1(buf, pos, view):
 
 def _write_LeaveGroupResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: members
         if (self.members is None or len(self.members) != 0):
             raise not_in_version("LeaveGroupResponse", "members")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaveGroupResponse")
     except Exception as exc:
@@ -159,7 +161,7 @@ def _read_MemberResponse_v3(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.group_instance_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         self.unknown_tags = None
@@ -192,8 +194,9 @@ def _write_MemberResponse_v3(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MemberResponse")
     except Exception as exc:
@@ -203,7 +206,7 @@ def _write_MemberResponse_v3(self, w):
 def _read_LeaveGroupResponse_v3(buf, pos, view):
     try:
         self = _new(LeaveGroupResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: members[]
@@ -225,7 +228,7 @@ def _read_LeaveGroupResponse_v3(buf, pos, view):
 
 def _write_LeaveGroupResponse_v3(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: members[]
         value = self.members
@@ -234,7 +237,11 @@ def _write_LeaveGroupResponse_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_members, item in enumerate(value):
-                _write_MemberResponse_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("members_item")
+                _write_MemberResponse_v3(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("LeaveGroupResponse")
     except Exception as exc:
@@ -271,7 +278,7 @@ def _read_MemberResponse_v4(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.group_instance_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -336,7 +343,7 @@ def _write_MemberResponse_v4(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -351,7 +358,7 @@ def _write_MemberResponse_v4(self, w):
 def _read_LeaveGroupResponse_v4(buf, pos, view):
     try:
         self = _new(LeaveGroupResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: members[]
@@ -409,7 +416,7 @@ def _read_LeaveGroupResponse_v4(buf, pos, view):
 
 def _write_LeaveGroupResponse_v4(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: members[]
         value = self.members
@@ -418,7 +425,10 @@ def _write_LeaveGroupResponse_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_members, item in enumerate(value):
-                _write_MemberResponse_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("members_item")
+                _write_MemberResponse_v4(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -446,5 +456,5 @@ LeaveGroupResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "87:- 90:error_code(2) 101:- 103:error_code(2) 105:members 114:- 117:throttle_time_ms(4)/error_code(2) 127:- 129:throttle_time_ms(4)/error_code(2) 131:members 140:- 143:member_id 151:group_instance_id 162:error_code(2) 171:- 173:member_id 184:group_instance_id 195:error_code(2) 203:- 206:throttle_time_ms(4)/error_code(2) 209:members[] 226:- 228:throttle_time_ms(4)/error_code(2) 230:members[] 244:- 247:member_id 259:group_instance_id 274:error_code(2) 277:tagged_fields 315:- 317:member_id 328:group_instance_id 339:error_code(2) 341:tagged_fields 351:- 354:throttle_time_ms(4)/error_code(2) 357:members[] 372:tagged_fields 410:- 412:throttle_time_ms(4)/error_code(2) 414:members[] 422:tagged_fields"
+    "87:- 90:error_code:h 101:- 103:error_code:h 105:members 108:unknown_tags 115:- 118:throttle_time_ms:i/error_code:h 128:- 130:throttle_time_ms:i/error_code:h 132:members 135:unknown_tags 142:- 145:member_id 153:group_instance_id 164:error_code:h 173:- 175:member_id 186:group_instance_id 197:error_code:h 199:unknown_tags 206:- 209:throttle_time_ms:i/error_code:h 212:members[] 229:- 231:throttle_time_ms:i/error_code:h 233:members[] 244:unknown_tags 251:- 254:member_id 266:group_instance_id 281:error_code:h 284:tagged_fields 322:- 324:member_id 335:group_instance_id 346:error_code:h 348:tagged_fields 358:- 361:throttle_time_ms:i/error_code:h 364:members[] 379:tagged_fields 417:- 419:throttle_time_ms:i/error_code:h 421:members[] 432:tagged_fields"
 )

@@ -157,7 +157,7 @@ def _write_ClientMetricsResource_v0(self, w):
 def _read_ListClientMetricsResourcesResponse_v0(buf, pos, view):
     try:
         self = _new(ListClientMetricsResourcesResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: client_metrics_resources[]
@@ -215,7 +215,7 @@ def _read_ListClientMetricsResourcesResponse_v0(buf, pos, view):
 
 def _write_ListClientMetricsResourcesResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: client_metrics_resources[]
         value = self.client_metrics_resources
@@ -224,7 +224,10 @@ def _write_ListClientMetricsResourcesResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_client_metrics_resources, item in enumerate(value):
-                _write_ClientMetricsResource_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("client_metrics_resources_item")
+                _write_ClientMetricsResource_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -242,5 +245,5 @@ ListClientMetricsResourcesResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "81:- 84:name 96:tagged_fields 134:- 136:name 147:tagged_fields 157:- 160:throttle_time_ms(4)/error_code(2) 163:client_metrics_resources[] 178:tagged_fields 216:- 218:throttle_time_ms(4)/error_code(2) 220:client_metrics_resources[] 228:tagged_fields"
+    "81:- 84:name 96:tagged_fields 134:- 136:name 147:tagged_fields 157:- 160:throttle_time_ms:i/error_code:h 163:client_metrics_resources[] 178:tagged_fields 216:- 218:throttle_time_ms:i/error_code:h 220:client_metrics_resources[] 231:tagged_fields"
 )

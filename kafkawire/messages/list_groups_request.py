@@ -69,6 +69,7 @@ def _write_ListGroupsRequest_v0(self, w):
         # field: types_filter
         if (self.types_filter is None or len(self.types_filter) != 0):
             raise not_in_version("ListGroupsRequest", "types_filter")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListGroupsRequest")
     except Exception as exc:
@@ -389,5 +390,5 @@ ListGroupsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "53:- 64:- 66:states_filter 69:types_filter 78:- 83:tagged_fields 121:- 123:states_filter 126:types_filter 129:tagged_fields 139:- 142:states_filter[] 168:tagged_fields 206:- 208:states_filter[] 225:types_filter 228:tagged_fields 238:- 241:states_filter[] 266:types_filter[] 291:tagged_fields 329:- 331:states_filter[] 348:types_filter[] 365:tagged_fields"
+    "53:- 64:- 66:states_filter 69:types_filter 72:unknown_tags 79:- 84:tagged_fields 122:- 124:states_filter 127:types_filter 130:tagged_fields 140:- 143:states_filter[] 169:tagged_fields 207:- 209:states_filter[] 226:types_filter 229:tagged_fields 239:- 242:states_filter[] 267:types_filter[] 292:tagged_fields 330:- 332:states_filter[] 349:types_filter[] 366:tagged_fields"
 )

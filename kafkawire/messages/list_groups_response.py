@@ -138,6 +138,7 @@ def _write_ListedGroup_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListedGroup")
     except Exception as exc:
@@ -147,7 +148,7 @@ def _write_ListedGroup_v0(self, w):
 def _read_ListGroupsResponse_v0(buf, pos, view):
     try:
         self = _new(ListGroupsResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: groups[]
@@ -170,7 +171,7 @@ def _read_ListGroupsResponse_v0(buf, pos, view):
 
 def _write_ListGroupsResponse_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: groups[]
         value = self.groups
@@ -179,7 +180,11 @@ def _write_ListGroupsResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_groups, item in enumerate(value):
-                _write_ListedGroup_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("groups_item")
+                _write_ListedGroup_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListGroupsResponse")
     except Exception as exc:
@@ -189,7 +194,7 @@ def _write_ListGroupsResponse_v0(self, w):
 def _read_ListGroupsResponse_v1(buf, pos, view):
     try:
         self = _new(ListGroupsResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: groups[]
@@ -211,7 +216,7 @@ def _read_ListGroupsResponse_v1(buf, pos, view):
 
 def _write_ListGroupsResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: groups[]
         value = self.groups
@@ -220,7 +225,11 @@ def _write_ListGroupsResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_groups, item in enumerate(value):
-                _write_ListedGroup_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("groups_item")
+                _write_ListedGroup_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListGroupsResponse")
     except Exception as exc:
@@ -331,7 +340,7 @@ def _write_ListedGroup_v3(self, w):
 def _read_ListGroupsResponse_v3(buf, pos, view):
     try:
         self = _new(ListGroupsResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: groups[]
@@ -389,7 +398,7 @@ def _read_ListGroupsResponse_v3(buf, pos, view):
 
 def _write_ListGroupsResponse_v3(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: groups[]
         value = self.groups
@@ -398,7 +407,10 @@ def _write_ListGroupsResponse_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_groups, item in enumerate(value):
-                _write_ListedGroup_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("groups_item")
+                _write_ListedGroup_v3(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -535,7 +547,7 @@ def _write_ListedGroup_v4(self, w):
 def _read_ListGroupsResponse_v4(buf, pos, view):
     try:
         self = _new(ListGroupsResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: groups[]
@@ -593,7 +605,7 @@ def _read_ListGroupsResponse_v4(buf, pos, view):
 
 def _write_ListGroupsResponse_v4(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: groups[]
         value = self.groups
@@ -602,7 +614,10 @@ def _write_ListGroupsResponse_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_groups, item in enumerate(value):
-                _write_ListedGroup_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("groups_item")
+                _write_ListedGroup_v4(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -761,7 +776,7 @@ def _write_ListedGroup_v5(self, w):
 def _read_ListGroupsResponse_v5(buf, pos, view):
     try:
         self = _new(ListGroupsResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: groups[]
@@ -819,7 +834,7 @@ def _read_ListGroupsResponse_v5(buf, pos, view):
 
 def _write_ListGroupsResponse_v5(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: groups[]
         value = self.groups
@@ -828,7 +843,10 @@ def _write_ListGroupsResponse_v5(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_groups, item in enumerate(value):
-                _write_ListedGroup_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("groups_item")
+                _write_ListedGroup_v5(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -856,5 +874,5 @@ ListGroupsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "90:- 93:group_id 101:protocol_type 117:- 119:group_id 130:protocol_type 147:- 150:error_code(2) 153:groups[] 171:- 173:error_code(2) 175:groups[] 189:- 192:throttle_time_ms(4)/error_code(2) 195:groups[] 212:- 214:throttle_time_ms(4)/error_code(2) 216:groups[] 230:- 233:group_id 245:protocol_type 259:tagged_fields 297:- 299:group_id 310:protocol_type 321:tagged_fields 331:- 334:throttle_time_ms(4)/error_code(2) 337:groups[] 352:tagged_fields 390:- 392:throttle_time_ms(4)/error_code(2) 394:groups[] 402:tagged_fields 412:- 415:group_id 427:protocol_type 439:group_state 452:tagged_fields 490:- 492:group_id 503:protocol_type 514:group_state 525:tagged_fields 535:- 538:throttle_time_ms(4)/error_code(2) 541:groups[] 556:tagged_fields 594:- 596:throttle_time_ms(4)/error_code(2) 598:groups[] 606:tagged_fields 616:- 619:group_id 631:protocol_type 643:group_state 655:group_type 667:tagged_fields 705:- 707:group_id 718:protocol_type 729:group_state 740:group_type 751:tagged_fields 761:- 764:throttle_time_ms(4)/error_code(2) 767:groups[] 782:tagged_fields 820:- 822:throttle_time_ms(4)/error_code(2) 824:groups[] 832:tagged_fields"
+    "90:- 93:group_id 101:protocol_type 117:- 119:group_id 130:protocol_type 141:unknown_tags 148:- 151:error_code:h 154:groups[] 172:- 174:error_code:h 176:groups[] 187:unknown_tags 194:- 197:throttle_time_ms:i/error_code:h 200:groups[] 217:- 219:throttle_time_ms:i/error_code:h 221:groups[] 232:unknown_tags 239:- 242:group_id 254:protocol_type 268:tagged_fields 306:- 308:group_id 319:protocol_type 330:tagged_fields 340:- 343:throttle_time_ms:i/error_code:h 346:groups[] 361:tagged_fields 399:- 401:throttle_time_ms:i/error_code:h 403:groups[] 414:tagged_fields 424:- 427:group_id 439:protocol_type 451:group_state 464:tagged_fields 502:- 504:group_id 515:protocol_type 526:group_state 537:tagged_fields 547:- 550:throttle_time_ms:i/error_code:h 553:groups[] 568:tagged_fields 606:- 608:throttle_time_ms:i/error_code:h 610:groups[] 621:tagged_fields 631:- 634:group_id 646:protocol_type 658:group_state 670:group_type 682:tagged_fields 720:- 722:group_id 733:protocol_type 744:group_state 755:group_type 766:tagged_fields 776:- 779:throttle_time_ms:i/error_code:h 782:groups[] 797:tagged_fields 835:- 837:throttle_time_ms:i/error_code:h 839:groups[] 850:tagged_fields"
 )

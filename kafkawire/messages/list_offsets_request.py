@@ -125,7 +125,7 @@ ListOffsetsRequest.ListOffsetsPartition = ListOffsetsPartition
 def _read_ListOffsetsPartition_v0(buf, pos, view):
     try:
         self = _new(ListOffsetsPartition)
-        # field: partition_index(4) timestamp(8) max_num_offsets(4)
+        # field: partition_index:i timestamp:q max_num_offsets:i
         (self.partition_index, self.timestamp, self.max_num_offsets,) = _R_iqi(buf, pos)
         pos += 16
         self.current_leader_epoch = -1
@@ -137,8 +137,9 @@ def _read_ListOffsetsPartition_v0(buf, pos, view):
 
 def _write_ListOffsetsPartition_v0(self, w):
     try:
-        # field: partition_index(4) timestamp(8) max_num_offsets(4)
+        # field: partition_index:i timestamp:q max_num_offsets:i
         w(_W_iqi(self.partition_index, self.timestamp, self.max_num_offsets))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsPartition")
     except Exception as exc:
@@ -193,7 +194,11 @@ def _write_ListOffsetsTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_ListOffsetsPartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_ListOffsetsPartition_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsTopic")
     except Exception as exc:
@@ -203,7 +208,7 @@ def _write_ListOffsetsTopic_v0(self, w):
 def _read_ListOffsetsRequest_v0(buf, pos, view):
     try:
         self = _new(ListOffsetsRequest)
-        # field: replica_id(4)
+        # field: replica_id:i
         (self.replica_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -227,7 +232,7 @@ def _read_ListOffsetsRequest_v0(buf, pos, view):
 
 def _write_ListOffsetsRequest_v0(self, w):
     try:
-        # field: replica_id(4)
+        # field: replica_id:i
         w(_W_i(self.replica_id))
         # field: topics[]
         value = self.topics
@@ -236,10 +241,14 @@ def _write_ListOffsetsRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_ListOffsetsTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_ListOffsetsTopic_v0(value, w)
         # field: isolation_level
         if self.isolation_level != 0:
             raise not_in_version("ListOffsetsRequest", "isolation_level")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsRequest")
     except Exception as exc:
@@ -249,7 +258,7 @@ def _write_ListOffsetsRequest_v0(self, w):
 def _read_ListOffsetsPartition_v1(buf, pos, view):
     try:
         self = _new(ListOffsetsPartition)
-        # field: partition_index(4) timestamp(8)
+        # field: partition_index:i timestamp:q
         (self.partition_index, self.timestamp,) = _R_iq(buf, pos)
         pos += 12
         self.current_leader_epoch = -1
@@ -262,11 +271,12 @@ def _read_ListOffsetsPartition_v1(buf, pos, view):
 
 def _write_ListOffsetsPartition_v1(self, w):
     try:
-        # field: partition_index(4) timestamp(8)
+        # field: partition_index:i timestamp:q
         w(_W_iq(self.partition_index, self.timestamp))
         # field: max_num_offsets
         if self.max_num_offsets != 1:
             raise not_in_version("ListOffsetsPartition", "max_num_offsets")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsPartition")
     except Exception as exc:
@@ -321,7 +331,11 @@ def _write_ListOffsetsTopic_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_ListOffsetsPartition_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_ListOffsetsPartition_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsTopic")
     except Exception as exc:
@@ -331,7 +345,7 @@ def _write_ListOffsetsTopic_v1(self, w):
 def _read_ListOffsetsRequest_v1(buf, pos, view):
     try:
         self = _new(ListOffsetsRequest)
-        # field: replica_id(4)
+        # field: replica_id:i
         (self.replica_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -355,7 +369,7 @@ def _read_ListOffsetsRequest_v1(buf, pos, view):
 
 def _write_ListOffsetsRequest_v1(self, w):
     try:
-        # field: replica_id(4)
+        # field: replica_id:i
         w(_W_i(self.replica_id))
         # field: topics[]
         value = self.topics
@@ -364,10 +378,14 @@ def _write_ListOffsetsRequest_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_ListOffsetsTopic_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_ListOffsetsTopic_v1(value, w)
         # field: isolation_level
         if self.isolation_level != 0:
             raise not_in_version("ListOffsetsRequest", "isolation_level")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsRequest")
     except Exception as exc:
@@ -377,7 +395,7 @@ def _write_ListOffsetsRequest_v1(self, w):
 def _read_ListOffsetsRequest_v2(buf, pos, view):
     try:
         self = _new(ListOffsetsRequest)
-        # field: replica_id(4) isolation_level(1)
+        # field: replica_id:i isolation_level:b
         (self.replica_id, self.isolation_level,) = _R_ib(buf, pos)
         pos += 5
         # field: topics[]
@@ -400,7 +418,7 @@ def _read_ListOffsetsRequest_v2(buf, pos, view):
 
 def _write_ListOffsetsRequest_v2(self, w):
     try:
-        # field: replica_id(4) isolation_level(1)
+        # field: replica_id:i isolation_level:b
         w(_W_ib(self.replica_id, self.isolation_level))
         # field: topics[]
         value = self.topics
@@ -409,7 +427,11 @@ def _write_ListOffsetsRequest_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_ListOffsetsTopic_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_ListOffsetsTopic_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsRequest")
     except Exception as exc:
@@ -419,7 +441,7 @@ def _write_ListOffsetsRequest_v2(self, w):
 def _read_ListOffsetsPartition_v4(buf, pos, view):
     try:
         self = _new(ListOffsetsPartition)
-        # field: partition_index(4) current_leader_epoch(4) timestamp(8)
+        # field: partition_index:i current_leader_epoch:i timestamp:q
         (self.partition_index, self.current_leader_epoch, self.timestamp,) = _R_iiq(buf, pos)
         pos += 16
         self.max_num_offsets = 1
@@ -431,11 +453,12 @@ def _read_ListOffsetsPartition_v4(buf, pos, view):
 
 def _write_ListOffsetsPartition_v4(self, w):
     try:
-        # field: partition_index(4) current_leader_epoch(4) timestamp(8)
+        # field: partition_index:i current_leader_epoch:i timestamp:q
         w(_W_iiq(self.partition_index, self.current_leader_epoch, self.timestamp))
         # field: max_num_offsets
         if self.max_num_offsets != 1:
             raise not_in_version("ListOffsetsPartition", "max_num_offsets")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsPartition")
     except Exception as exc:
@@ -490,7 +513,11 @@ def _write_ListOffsetsTopic_v4(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_ListOffsetsPartition_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_ListOffsetsPartition_v4(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsTopic")
     except Exception as exc:
@@ -500,7 +527,7 @@ def _write_ListOffsetsTopic_v4(self, w):
 def _read_ListOffsetsRequest_v4(buf, pos, view):
     try:
         self = _new(ListOffsetsRequest)
-        # field: replica_id(4) isolation_level(1)
+        # field: replica_id:i isolation_level:b
         (self.replica_id, self.isolation_level,) = _R_ib(buf, pos)
         pos += 5
         # field: topics[]
@@ -523,7 +550,7 @@ def _read_ListOffsetsRequest_v4(buf, pos, view):
 
 def _write_ListOffsetsRequest_v4(self, w):
     try:
-        # field: replica_id(4) isolation_level(1)
+        # field: replica_id:i isolation_level:b
         w(_W_ib(self.replica_id, self.isolation_level))
         # field: topics[]
         value = self.topics
@@ -532,7 +559,11 @@ def _write_ListOffsetsRequest_v4(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_ListOffsetsTopic_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_ListOffsetsTopic_v4(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsRequest")
     except Exception as exc:
@@ -542,7 +573,7 @@ def _write_ListOffsetsRequest_v4(self, w):
 def _read_ListOffsetsPartition_v6(buf, pos, view):
     try:
         self = _new(ListOffsetsPartition)
-        # field: partition_index(4) current_leader_epoch(4) timestamp(8)
+        # field: partition_index:i current_leader_epoch:i timestamp:q
         (self.partition_index, self.current_leader_epoch, self.timestamp,) = _R_iiq(buf, pos)
         pos += 16
         self.max_num_offsets = 1
@@ -586,7 +617,7 @@ def _read_ListOffsetsPartition_v6(buf, pos, view):
 
 def _write_ListOffsetsPartition_v6(self, w):
     try:
-        # field: partition_index(4) current_leader_epoch(4) timestamp(8)
+        # field: partition_index:i current_leader_epoch:i timestamp:q
         w(_W_iiq(self.partition_index, self.current_leader_epoch, self.timestamp))
         # field: max_num_offsets
         if self.max_num_offsets != 1:
@@ -689,7 +720,10 @@ def _write_ListOffsetsTopic_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_ListOffsetsPartition_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_ListOffsetsPartition_v6(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -703,7 +737,7 @@ def _write_ListOffsetsTopic_v6(self, w):
 def _read_ListOffsetsRequest_v6(buf, pos, view):
     try:
         self = _new(ListOffsetsRequest)
-        # field: replica_id(4) isolation_level(1)
+        # field: replica_id:i isolation_level:b
         (self.replica_id, self.isolation_level,) = _R_ib(buf, pos)
         pos += 5
         # field: topics[]
@@ -762,7 +796,7 @@ def _read_ListOffsetsRequest_v6(buf, pos, view):
 
 def _write_ListOffsetsRequest_v6(self, w):
     try:
-        # field: replica_id(4) isolation_level(1)
+        # field: replica_id:i isolation_level:b
         w(_W_ib(self.replica_id, self.isolation_level))
         # field: topics[]
         value = self.topics
@@ -771,7 +805,10 @@ def _write_ListOffsetsRequest_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_ListOffsetsTopic_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_ListOffsetsTopic_v6(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -785,7 +822,7 @@ def _write_ListOffsetsRequest_v6(self, w):
 def _read_ListOffsetsRequest_v10(buf, pos, view):
     try:
         self = _new(ListOffsetsRequest)
-        # field: replica_id(4) isolation_level(1)
+        # field: replica_id:i isolation_level:b
         (self.replica_id, self.isolation_level,) = _R_ib(buf, pos)
         pos += 5
         # field: topics[]
@@ -803,7 +840,7 @@ def _read_ListOffsetsRequest_v10(buf, pos, view):
             item, pos = _read_ListOffsetsTopic_v6(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -846,7 +883,7 @@ def _read_ListOffsetsRequest_v10(buf, pos, view):
 
 def _write_ListOffsetsRequest_v10(self, w):
     try:
-        # field: replica_id(4) isolation_level(1)
+        # field: replica_id:i isolation_level:b
         w(_W_ib(self.replica_id, self.isolation_level))
         # field: topics[]
         value = self.topics
@@ -855,8 +892,11 @@ def _write_ListOffsetsRequest_v10(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_ListOffsetsTopic_v6(item, w)
-        # field: timeout_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_ListOffsetsTopic_v6(value, w)
+        # field: timeout_ms:i
         w(_W_i(self.timeout_ms))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -895,5 +935,5 @@ ListOffsetsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "125:- 128:partition_index(4)/timestamp(8)/max_num_offsets(4) 138:- 140:partition_index(4)/timestamp(8)/max_num_offsets(4) 148:- 151:name 159:partitions[] 176:- 178:name 189:partitions[] 203:- 206:replica_id(4) 209:topics[] 228:- 230:replica_id(4) 232:topics[] 240:isolation_level 249:- 252:partition_index(4)/timestamp(8) 263:- 265:partition_index(4)/timestamp(8) 267:max_num_offsets 276:- 279:name 287:partitions[] 304:- 306:name 317:partitions[] 331:- 334:replica_id(4) 337:topics[] 356:- 358:replica_id(4) 360:topics[] 368:isolation_level 377:- 380:replica_id(4)/isolation_level(1) 383:topics[] 401:- 403:replica_id(4)/isolation_level(1) 405:topics[] 419:- 422:partition_index(4)/current_leader_epoch(4)/timestamp(8) 432:- 434:partition_index(4)/current_leader_epoch(4)/timestamp(8) 436:max_num_offsets 445:- 448:name 456:partitions[] 473:- 475:name 486:partitions[] 500:- 503:replica_id(4)/isolation_level(1) 506:topics[] 524:- 526:replica_id(4)/isolation_level(1) 528:topics[] 542:- 545:partition_index(4)/current_leader_epoch(4)/timestamp(8) 549:tagged_fields 587:- 589:partition_index(4)/current_leader_epoch(4)/timestamp(8) 591:max_num_offsets 594:tagged_fields 604:- 607:name 619:partitions[] 634:tagged_fields 672:- 674:name 685:partitions[] 693:tagged_fields 703:- 706:replica_id(4)/isolation_level(1) 709:topics[] 725:tagged_fields 763:- 765:replica_id(4)/isolation_level(1) 767:topics[] 775:tagged_fields 785:- 788:replica_id(4)/isolation_level(1) 791:topics[] 806:timeout_ms(4) 809:tagged_fields 847:- 849:replica_id(4)/isolation_level(1) 851:topics[] 859:timeout_ms(4) 861:tagged_fields"
+    "125:- 128:partition_index:i/timestamp:q/max_num_offsets:i 138:- 140:partition_index:i/timestamp:q/max_num_offsets:i 142:unknown_tags 149:- 152:name 160:partitions[] 177:- 179:name 190:partitions[] 201:unknown_tags 208:- 211:replica_id:i 214:topics[] 233:- 235:replica_id:i 237:topics[] 248:isolation_level 251:unknown_tags 258:- 261:partition_index:i/timestamp:q 272:- 274:partition_index:i/timestamp:q 276:max_num_offsets 279:unknown_tags 286:- 289:name 297:partitions[] 314:- 316:name 327:partitions[] 338:unknown_tags 345:- 348:replica_id:i 351:topics[] 370:- 372:replica_id:i 374:topics[] 385:isolation_level 388:unknown_tags 395:- 398:replica_id:i/isolation_level:b 401:topics[] 419:- 421:replica_id:i/isolation_level:b 423:topics[] 434:unknown_tags 441:- 444:partition_index:i/current_leader_epoch:i/timestamp:q 454:- 456:partition_index:i/current_leader_epoch:i/timestamp:q 458:max_num_offsets 461:unknown_tags 468:- 471:name 479:partitions[] 496:- 498:name 509:partitions[] 520:unknown_tags 527:- 530:replica_id:i/isolation_level:b 533:topics[] 551:- 553:replica_id:i/isolation_level:b 555:topics[] 566:unknown_tags 573:- 576:partition_index:i/current_leader_epoch:i/timestamp:q 580:tagged_fields 618:- 620:partition_index:i/current_leader_epoch:i/timestamp:q 622:max_num_offsets 625:tagged_fields 635:- 638:name 650:partitions[] 665:tagged_fields 703:- 705:name 716:partitions[] 727:tagged_fields 737:- 740:replica_id:i/isolation_level:b 743:topics[] 759:tagged_fields 797:- 799:replica_id:i/isolation_level:b 801:topics[] 812:tagged_fields 822:- 825:replica_id:i/isolation_level:b 828:topics[] 843:timeout_ms:i 846:tagged_fields 884:- 886:replica_id:i/isolation_level:b 888:topics[] 899:timeout_ms:i 901:tagged_fields"
 )

@@ -125,7 +125,7 @@ ListOffsetsResponse.ListOffsetsPartitionResponse = ListOffsetsPartitionResponse
 def _read_ListOffsetsPartitionResponse_v0(buf, pos, view):
     try:
         self = _new(ListOffsetsPartitionResponse)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: old_style_offsets
@@ -146,7 +146,7 @@ def _read_ListOffsetsPartitionResponse_v0(buf, pos, view):
 
 def _write_ListOffsetsPartitionResponse_v0(self, w):
     try:
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
         # field: old_style_offsets
         value = self.old_style_offsets
@@ -164,6 +164,7 @@ def _write_ListOffsetsPartitionResponse_v0(self, w):
         # field: leader_epoch
         if self.leader_epoch != -1:
             raise not_in_version("ListOffsetsPartitionResponse", "leader_epoch")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsPartitionResponse")
     except Exception as exc:
@@ -218,7 +219,11 @@ def _write_ListOffsetsTopicResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_ListOffsetsPartitionResponse_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_ListOffsetsPartitionResponse_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsTopicResponse")
     except Exception as exc:
@@ -255,7 +260,11 @@ def _write_ListOffsetsResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_ListOffsetsTopicResponse_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_ListOffsetsTopicResponse_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsResponse")
     except Exception as exc:
@@ -265,7 +274,7 @@ def _write_ListOffsetsResponse_v0(self, w):
 def _read_ListOffsetsPartitionResponse_v1(buf, pos, view):
     try:
         self = _new(ListOffsetsPartitionResponse)
-        # field: partition_index(4) error_code(2) timestamp(8) offset(8)
+        # field: partition_index:i error_code:h timestamp:q offset:q
         (self.partition_index, self.error_code, self.timestamp, self.offset,) = _R_ihqq(buf, pos)
         pos += 22
         self.old_style_offsets = ()
@@ -278,7 +287,7 @@ def _read_ListOffsetsPartitionResponse_v1(buf, pos, view):
 
 def _write_ListOffsetsPartitionResponse_v1(self, w):
     try:
-        # field: partition_index(4) error_code(2) timestamp(8) offset(8)
+        # field: partition_index:i error_code:h timestamp:q offset:q
         w(_W_ihqq(self.partition_index, self.error_code, self.timestamp, self.offset))
         # field: old_style_offsets
         if (self.old_style_offsets is None or len(self.old_style_offsets) != 0):
@@ -286,6 +295,7 @@ def _write_ListOffsetsPartitionResponse_v1(self, w):
         # field: leader_epoch
         if self.leader_epoch != -1:
             raise not_in_version("ListOffsetsPartitionResponse", "leader_epoch")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsPartitionResponse")
     except Exception as exc:
@@ -340,7 +350,11 @@ def _write_ListOffsetsTopicResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_ListOffsetsPartitionResponse_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_ListOffsetsPartitionResponse_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsTopicResponse")
     except Exception as exc:
@@ -377,7 +391,11 @@ def _write_ListOffsetsResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_ListOffsetsTopicResponse_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_ListOffsetsTopicResponse_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsResponse")
     except Exception as exc:
@@ -387,7 +405,7 @@ def _write_ListOffsetsResponse_v1(self, w):
 def _read_ListOffsetsResponse_v2(buf, pos, view):
     try:
         self = _new(ListOffsetsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -409,7 +427,7 @@ def _read_ListOffsetsResponse_v2(buf, pos, view):
 
 def _write_ListOffsetsResponse_v2(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -418,7 +436,11 @@ def _write_ListOffsetsResponse_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_ListOffsetsTopicResponse_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_ListOffsetsTopicResponse_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsResponse")
     except Exception as exc:
@@ -428,7 +450,7 @@ def _write_ListOffsetsResponse_v2(self, w):
 def _read_ListOffsetsPartitionResponse_v4(buf, pos, view):
     try:
         self = _new(ListOffsetsPartitionResponse)
-        # field: partition_index(4) error_code(2) timestamp(8) offset(8) leader_epoch(4)
+        # field: partition_index:i error_code:h timestamp:q offset:q leader_epoch:i
         (self.partition_index, self.error_code, self.timestamp, self.offset, self.leader_epoch,) = _R_ihqqi(buf, pos)
         pos += 26
         self.old_style_offsets = ()
@@ -440,11 +462,12 @@ def _read_ListOffsetsPartitionResponse_v4(buf, pos, view):
 
 def _write_ListOffsetsPartitionResponse_v4(self, w):
     try:
-        # field: partition_index(4) error_code(2) timestamp(8) offset(8) leader_epoch(4)
+        # field: partition_index:i error_code:h timestamp:q offset:q leader_epoch:i
         w(_W_ihqqi(self.partition_index, self.error_code, self.timestamp, self.offset, self.leader_epoch))
         # field: old_style_offsets
         if (self.old_style_offsets is None or len(self.old_style_offsets) != 0):
             raise not_in_version("ListOffsetsPartitionResponse", "old_style_offsets")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsPartitionResponse")
     except Exception as exc:
@@ -499,7 +522,11 @@ def _write_ListOffsetsTopicResponse_v4(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_ListOffsetsPartitionResponse_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_ListOffsetsPartitionResponse_v4(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsTopicResponse")
     except Exception as exc:
@@ -509,7 +536,7 @@ def _write_ListOffsetsTopicResponse_v4(self, w):
 def _read_ListOffsetsResponse_v4(buf, pos, view):
     try:
         self = _new(ListOffsetsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -531,7 +558,7 @@ def _read_ListOffsetsResponse_v4(buf, pos, view):
 
 def _write_ListOffsetsResponse_v4(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -540,7 +567,11 @@ def _write_ListOffsetsResponse_v4(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_ListOffsetsTopicResponse_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_ListOffsetsTopicResponse_v4(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ListOffsetsResponse")
     except Exception as exc:
@@ -550,7 +581,7 @@ def _write_ListOffsetsResponse_v4(self, w):
 def _read_ListOffsetsPartitionResponse_v6(buf, pos, view):
     try:
         self = _new(ListOffsetsPartitionResponse)
-        # field: partition_index(4) error_code(2) timestamp(8) offset(8) leader_epoch(4)
+        # field: partition_index:i error_code:h timestamp:q offset:q leader_epoch:i
         (self.partition_index, self.error_code, self.timestamp, self.offset, self.leader_epoch,) = _R_ihqqi(buf, pos)
         pos += 26
         self.old_style_offsets = ()
@@ -594,7 +625,7 @@ def _read_ListOffsetsPartitionResponse_v6(buf, pos, view):
 
 def _write_ListOffsetsPartitionResponse_v6(self, w):
     try:
-        # field: partition_index(4) error_code(2) timestamp(8) offset(8) leader_epoch(4)
+        # field: partition_index:i error_code:h timestamp:q offset:q leader_epoch:i
         w(_W_ihqqi(self.partition_index, self.error_code, self.timestamp, self.offset, self.leader_epoch))
         # field: old_style_offsets
         if (self.old_style_offsets is None or len(self.old_style_offsets) != 0):
@@ -697,7 +728,10 @@ def _write_ListOffsetsTopicResponse_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_ListOffsetsPartitionResponse_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_ListOffsetsPartitionResponse_v6(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -711,7 +745,7 @@ def _write_ListOffsetsTopicResponse_v6(self, w):
 def _read_ListOffsetsResponse_v6(buf, pos, view):
     try:
         self = _new(ListOffsetsResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -769,7 +803,7 @@ def _read_ListOffsetsResponse_v6(buf, pos, view):
 
 def _write_ListOffsetsResponse_v6(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -778,7 +812,10 @@ def _write_ListOffsetsResponse_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_ListOffsetsTopicResponse_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_ListOffsetsTopicResponse_v6(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -816,5 +853,5 @@ ListOffsetsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "125:- 128:partition_index(4)/error_code(2) 131:old_style_offsets 147:- 149:partition_index(4)/error_code(2) 151:old_style_offsets 158:timestamp 161:offset 164:leader_epoch 173:- 176:name 184:partitions[] 201:- 203:name 214:partitions[] 228:- 231:topics[] 249:- 251:topics[] 265:- 268:partition_index(4)/error_code(2)/timestamp(8)/offset(8) 279:- 281:partition_index(4)/error_code(2)/timestamp(8)/offset(8) 283:old_style_offsets 286:leader_epoch 295:- 298:name 306:partitions[] 323:- 325:name 336:partitions[] 350:- 353:topics[] 371:- 373:topics[] 387:- 390:throttle_time_ms(4) 393:topics[] 410:- 412:throttle_time_ms(4) 414:topics[] 428:- 431:partition_index(4)/error_code(2)/timestamp(8)/offset(8)/leader_epoch(4) 441:- 443:partition_index(4)/error_code(2)/timestamp(8)/offset(8)/leader_epoch(4) 445:old_style_offsets 454:- 457:name 465:partitions[] 482:- 484:name 495:partitions[] 509:- 512:throttle_time_ms(4) 515:topics[] 532:- 534:throttle_time_ms(4) 536:topics[] 550:- 553:partition_index(4)/error_code(2)/timestamp(8)/offset(8)/leader_epoch(4) 557:tagged_fields 595:- 597:partition_index(4)/error_code(2)/timestamp(8)/offset(8)/leader_epoch(4) 599:old_style_offsets 602:tagged_fields 612:- 615:name 627:partitions[] 642:tagged_fields 680:- 682:name 693:partitions[] 701:tagged_fields 711:- 714:throttle_time_ms(4) 717:topics[] 732:tagged_fields 770:- 772:throttle_time_ms(4) 774:topics[] 782:tagged_fields"
+    "125:- 128:partition_index:i/error_code:h 131:old_style_offsets 147:- 149:partition_index:i/error_code:h 151:old_style_offsets 158:timestamp 161:offset 164:leader_epoch 167:unknown_tags 174:- 177:name 185:partitions[] 202:- 204:name 215:partitions[] 226:unknown_tags 233:- 236:topics[] 254:- 256:topics[] 267:unknown_tags 274:- 277:partition_index:i/error_code:h/timestamp:q/offset:q 288:- 290:partition_index:i/error_code:h/timestamp:q/offset:q 292:old_style_offsets 295:leader_epoch 298:unknown_tags 305:- 308:name 316:partitions[] 333:- 335:name 346:partitions[] 357:unknown_tags 364:- 367:topics[] 385:- 387:topics[] 398:unknown_tags 405:- 408:throttle_time_ms:i 411:topics[] 428:- 430:throttle_time_ms:i 432:topics[] 443:unknown_tags 450:- 453:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 463:- 465:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 467:old_style_offsets 470:unknown_tags 477:- 480:name 488:partitions[] 505:- 507:name 518:partitions[] 529:unknown_tags 536:- 539:throttle_time_ms:i 542:topics[] 559:- 561:throttle_time_ms:i 563:topics[] 574:unknown_tags 581:- 584:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 588:tagged_fields 626:- 628:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 630:old_style_offsets 633:tagged_fields 643:- 646:name 658:partitions[] 673:tagged_fields 711:- 713:name 724:partitions[] 735:tagged_fields 745:- 748:throttle_time_ms:i 751:topics[] 766:tagged_fields 804:- 806:throttle_time_ms:i 808:topics[] 819:tagged_fields"
 )

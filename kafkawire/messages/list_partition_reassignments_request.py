@@ -175,7 +175,7 @@ def _write_ListPartitionReassignmentsTopics_v0(self, w):
 def _read_ListPartitionReassignmentsRequest_v0(buf, pos, view):
     try:
         self = _new(ListPartitionReassignmentsRequest)
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -236,7 +236,7 @@ def _read_ListPartitionReassignmentsRequest_v0(buf, pos, view):
 
 def _write_ListPartitionReassignmentsRequest_v0(self, w):
     try:
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         w(_W_i(self.timeout_ms))
         # field: topics[]
         value = self.topics
@@ -245,7 +245,10 @@ def _write_ListPartitionReassignmentsRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_ListPartitionReassignmentsTopics_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_ListPartitionReassignmentsTopics_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -263,5 +266,5 @@ ListPartitionReassignmentsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "81:- 84:name 96:partition_indexes 107:tagged_fields 145:- 147:name 158:partition_indexes 165:tagged_fields 175:- 178:timeout_ms(4) 181:topics[] 199:tagged_fields 237:- 239:timeout_ms(4) 241:topics[] 249:tagged_fields"
+    "81:- 84:name 96:partition_indexes 107:tagged_fields 145:- 147:name 158:partition_indexes 165:tagged_fields 175:- 178:timeout_ms:i 181:topics[] 199:tagged_fields 237:- 239:timeout_ms:i 241:topics[] 252:tagged_fields"
 )

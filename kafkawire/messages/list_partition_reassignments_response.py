@@ -121,7 +121,7 @@ ListPartitionReassignmentsResponse.OngoingPartitionReassignment = OngoingPartiti
 def _read_OngoingPartitionReassignment_v0(buf, pos, view):
     try:
         self = _new(OngoingPartitionReassignment)
-        # field: partition_index(4)
+        # field: partition_index:i
         (self.partition_index,) = _R_i(buf, pos)
         pos += 4
         # field: replicas
@@ -197,7 +197,7 @@ def _read_OngoingPartitionReassignment_v0(buf, pos, view):
 
 def _write_OngoingPartitionReassignment_v0(self, w):
     try:
-        # field: partition_index(4)
+        # field: partition_index:i
         w(_W_i(self.partition_index))
         # field: replicas
         value = self.replicas
@@ -318,7 +318,10 @@ def _write_OngoingTopicReassignment_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_OngoingPartitionReassignment_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_OngoingPartitionReassignment_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -332,7 +335,7 @@ def _write_OngoingTopicReassignment_v0(self, w):
 def _read_ListPartitionReassignmentsResponse_v0(buf, pos, view):
     try:
         self = _new(ListPartitionReassignmentsResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -405,7 +408,7 @@ def _read_ListPartitionReassignmentsResponse_v0(buf, pos, view):
 
 def _write_ListPartitionReassignmentsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -425,7 +428,10 @@ def _write_ListPartitionReassignmentsResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_OngoingTopicReassignment_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OngoingTopicReassignment_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -443,5 +449,5 @@ ListPartitionReassignmentsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "121:- 124:partition_index(4) 127:replicas 138:adding_replicas 149:removing_replicas 160:tagged_fields 198:- 200:partition_index(4) 202:replicas 209:adding_replicas 216:removing_replicas 223:tagged_fields 233:- 236:name 248:partitions[] 263:tagged_fields 301:- 303:name 314:partitions[] 322:tagged_fields 332:- 335:throttle_time_ms(4)/error_code(2) 338:error_message 353:topics[] 368:tagged_fields 406:- 408:throttle_time_ms(4)/error_code(2) 410:error_message 421:topics[] 429:tagged_fields"
+    "121:- 124:partition_index:i 127:replicas 138:adding_replicas 149:removing_replicas 160:tagged_fields 198:- 200:partition_index:i 202:replicas 209:adding_replicas 216:removing_replicas 223:tagged_fields 233:- 236:name 248:partitions[] 263:tagged_fields 301:- 303:name 314:partitions[] 325:tagged_fields 335:- 338:throttle_time_ms:i/error_code:h 341:error_message 356:topics[] 371:tagged_fields 409:- 411:throttle_time_ms:i/error_code:h 413:error_message 424:topics[] 435:tagged_fields"
 )

@@ -213,7 +213,7 @@ def _read_ListTransactionsRequest_v1(buf, pos, view):
             raise bad_count(n, 8, pos, len(buf))
         self.producer_id_filters = _ARRAY_q[n](buf, pos)
         pos += n * 8
-        # field: duration_filter(8)
+        # field: duration_filter:q
         (self.duration_filter,) = _R_q(buf, pos)
         pos += 8
         # field: tagged_fields
@@ -280,7 +280,7 @@ def _write_ListTransactionsRequest_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             w(_ARRAYW_q[len(value)](*value))
-        # field: duration_filter(8)
+        # field: duration_filter:q
         w(_W_q(self.duration_filter))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -301,5 +301,5 @@ ListTransactionsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "60:- 63:state_filters[] 88:producer_id_filters 100:tagged_fields 138:- 140:state_filters[] 157:producer_id_filters 164:duration_filter 167:tagged_fields 177:- 180:state_filters[] 205:producer_id_filters 216:duration_filter(8) 219:tagged_fields 257:- 259:state_filters[] 276:producer_id_filters 283:duration_filter(8) 285:tagged_fields"
+    "60:- 63:state_filters[] 88:producer_id_filters 100:tagged_fields 138:- 140:state_filters[] 157:producer_id_filters 164:duration_filter 167:tagged_fields 177:- 180:state_filters[] 205:producer_id_filters 216:duration_filter:q 219:tagged_fields 257:- 259:state_filters[] 276:producer_id_filters 283:duration_filter:q 285:tagged_fields"
 )

@@ -104,7 +104,7 @@ def _read_TransactionState_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.transactional_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: producer_id(8)
+        # field: producer_id:q
         (self.producer_id,) = _R_q(buf, pos)
         pos += 8
         # field: transaction_state
@@ -170,7 +170,7 @@ def _write_TransactionState_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: producer_id(8)
+        # field: producer_id:q
         w(_W_q(self.producer_id))
         # field: transaction_state
         value = self.transaction_state
@@ -196,7 +196,7 @@ def _write_TransactionState_v0(self, w):
 def _read_ListTransactionsResponse_v0(buf, pos, view):
     try:
         self = _new(ListTransactionsResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: unknown_state_filters[]
@@ -279,7 +279,7 @@ def _read_ListTransactionsResponse_v0(buf, pos, view):
 
 def _write_ListTransactionsResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: unknown_state_filters[]
         value = self.unknown_state_filters
@@ -305,7 +305,10 @@ def _write_ListTransactionsResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_transaction_states, item in enumerate(value):
-                _write_TransactionState_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("transaction_states_item")
+                _write_TransactionState_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -325,5 +328,5 @@ ListTransactionsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "92:- 95:transactional_id 107:producer_id(8) 110:transaction_state 122:tagged_fields 160:- 162:transactional_id 173:producer_id(8) 175:transaction_state 186:tagged_fields 196:- 199:throttle_time_ms(4)/error_code(2) 202:unknown_state_filters[] 227:transaction_states[] 242:tagged_fields 280:- 282:throttle_time_ms(4)/error_code(2) 284:unknown_state_filters[] 301:transaction_states[] 309:tagged_fields"
+    "92:- 95:transactional_id 107:producer_id:q 110:transaction_state 122:tagged_fields 160:- 162:transactional_id 173:producer_id:q 175:transaction_state 186:tagged_fields 196:- 199:throttle_time_ms:i/error_code:h 202:unknown_state_filters[] 227:transaction_states[] 242:tagged_fields 280:- 282:throttle_time_ms:i/error_code:h 284:unknown_state_filters[] 301:transaction_states[] 312:tagged_fields"
 )

@@ -121,6 +121,7 @@ def _write_MetadataRequestTopic_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataRequestTopic")
     except Exception as exc:
@@ -159,7 +160,10 @@ def _write_MetadataRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_MetadataRequestTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataRequestTopic_v0(value, w)
         # field: allow_auto_topic_creation
         if self.allow_auto_topic_creation != True:
             raise not_in_version("MetadataRequest", "allow_auto_topic_creation")
@@ -169,6 +173,7 @@ def _write_MetadataRequest_v0(self, w):
         # field: include_topic_authorized_operations
         if self.include_topic_authorized_operations != False:
             raise not_in_version("MetadataRequest", "include_topic_authorized_operations")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataRequest")
     except Exception as exc:
@@ -210,7 +215,10 @@ def _write_MetadataRequest_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_MetadataRequestTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataRequestTopic_v0(value, w)
         # field: allow_auto_topic_creation
         if self.allow_auto_topic_creation != True:
             raise not_in_version("MetadataRequest", "allow_auto_topic_creation")
@@ -220,6 +228,7 @@ def _write_MetadataRequest_v1(self, w):
         # field: include_topic_authorized_operations
         if self.include_topic_authorized_operations != False:
             raise not_in_version("MetadataRequest", "include_topic_authorized_operations")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataRequest")
     except Exception as exc:
@@ -243,7 +252,7 @@ def _read_MetadataRequest_v4(buf, pos, view):
                 item, pos = _read_MetadataRequestTopic_v0(buf, pos, view)
                 append(item)
             self.topics = tuple(items)
-        # field: allow_auto_topic_creation(1)
+        # field: allow_auto_topic_creation:?
         (self.allow_auto_topic_creation,) = _R__(buf, pos)
         pos += 1
         self.include_cluster_authorized_operations = False
@@ -263,8 +272,11 @@ def _write_MetadataRequest_v4(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_MetadataRequestTopic_v0(item, w)
-        # field: allow_auto_topic_creation(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataRequestTopic_v0(value, w)
+        # field: allow_auto_topic_creation:?
         w(_W__(self.allow_auto_topic_creation))
         # field: include_cluster_authorized_operations
         if self.include_cluster_authorized_operations != False:
@@ -272,6 +284,7 @@ def _write_MetadataRequest_v4(self, w):
         # field: include_topic_authorized_operations
         if self.include_topic_authorized_operations != False:
             raise not_in_version("MetadataRequest", "include_topic_authorized_operations")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataRequest")
     except Exception as exc:
@@ -295,7 +308,7 @@ def _read_MetadataRequest_v8(buf, pos, view):
                 item, pos = _read_MetadataRequestTopic_v0(buf, pos, view)
                 append(item)
             self.topics = tuple(items)
-        # field: allow_auto_topic_creation(1) include_cluster_authorized_operations(1) include_topic_authorized_operations(1)
+        # field: allow_auto_topic_creation:? include_cluster_authorized_operations:? include_topic_authorized_operations:?
         (self.allow_auto_topic_creation, self.include_cluster_authorized_operations, self.include_topic_authorized_operations,) = _R____(buf, pos)
         pos += 3
         self.unknown_tags = None
@@ -313,9 +326,13 @@ def _write_MetadataRequest_v8(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_MetadataRequestTopic_v0(item, w)
-        # field: allow_auto_topic_creation(1) include_cluster_authorized_operations(1) include_topic_authorized_operations(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataRequestTopic_v0(value, w)
+        # field: allow_auto_topic_creation:? include_cluster_authorized_operations:? include_topic_authorized_operations:?
         w(_W____(self.allow_auto_topic_creation, self.include_cluster_authorized_operations, self.include_topic_authorized_operations))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataRequest")
     except Exception as exc:
@@ -420,7 +437,7 @@ def _read_MetadataRequest_v9(buf, pos, view):
                 item, pos = _read_MetadataRequestTopic_v9(buf, pos, view)
                 append(item)
             self.topics = tuple(items)
-        # field: allow_auto_topic_creation(1) include_cluster_authorized_operations(1) include_topic_authorized_operations(1)
+        # field: allow_auto_topic_creation:? include_cluster_authorized_operations:? include_topic_authorized_operations:?
         (self.allow_auto_topic_creation, self.include_cluster_authorized_operations, self.include_topic_authorized_operations,) = _R____(buf, pos)
         pos += 3
         # field: tagged_fields
@@ -470,8 +487,11 @@ def _write_MetadataRequest_v9(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_MetadataRequestTopic_v9(item, w)
-        # field: allow_auto_topic_creation(1) include_cluster_authorized_operations(1) include_topic_authorized_operations(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataRequestTopic_v9(value, w)
+        # field: allow_auto_topic_creation:? include_cluster_authorized_operations:? include_topic_authorized_operations:?
         w(_W____(self.allow_auto_topic_creation, self.include_cluster_authorized_operations, self.include_topic_authorized_operations))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -486,7 +506,7 @@ def _write_MetadataRequest_v9(self, w):
 def _read_MetadataRequestTopic_v10(buf, pos, view):
     try:
         self = _new(MetadataRequestTopic)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -545,7 +565,7 @@ def _read_MetadataRequestTopic_v10(buf, pos, view):
 
 def _write_MetadataRequestTopic_v10(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: name
         value = self.name
@@ -589,7 +609,7 @@ def _read_MetadataRequest_v10(buf, pos, view):
                 item, pos = _read_MetadataRequestTopic_v10(buf, pos, view)
                 append(item)
             self.topics = tuple(items)
-        # field: allow_auto_topic_creation(1) include_cluster_authorized_operations(1) include_topic_authorized_operations(1)
+        # field: allow_auto_topic_creation:? include_cluster_authorized_operations:? include_topic_authorized_operations:?
         (self.allow_auto_topic_creation, self.include_cluster_authorized_operations, self.include_topic_authorized_operations,) = _R____(buf, pos)
         pos += 3
         # field: tagged_fields
@@ -639,8 +659,11 @@ def _write_MetadataRequest_v10(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_MetadataRequestTopic_v10(item, w)
-        # field: allow_auto_topic_creation(1) include_cluster_authorized_operations(1) include_topic_authorized_operations(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataRequestTopic_v10(value, w)
+        # field: allow_auto_topic_creation:? include_cluster_authorized_operations:? include_topic_authorized_operations:?
         w(_W____(self.allow_auto_topic_creation, self.include_cluster_authorized_operations, self.include_topic_authorized_operations))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -673,7 +696,7 @@ def _read_MetadataRequest_v11(buf, pos, view):
                 item, pos = _read_MetadataRequestTopic_v10(buf, pos, view)
                 append(item)
             self.topics = tuple(items)
-        # field: allow_auto_topic_creation(1) include_topic_authorized_operations(1)
+        # field: allow_auto_topic_creation:? include_topic_authorized_operations:?
         (self.allow_auto_topic_creation, self.include_topic_authorized_operations,) = _R___(buf, pos)
         pos += 2
         self.include_cluster_authorized_operations = False
@@ -724,8 +747,11 @@ def _write_MetadataRequest_v11(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_MetadataRequestTopic_v10(item, w)
-        # field: allow_auto_topic_creation(1) include_topic_authorized_operations(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataRequestTopic_v10(value, w)
+        # field: allow_auto_topic_creation:? include_topic_authorized_operations:?
         w(_W___(self.allow_auto_topic_creation, self.include_topic_authorized_operations))
         # field: include_cluster_authorized_operations
         if self.include_cluster_authorized_operations != False:
@@ -771,5 +797,5 @@ MetadataRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "93:- 96:name 111:- 113:name 130:- 133:topics[] 153:- 155:topics[] 163:allow_auto_topic_creation 166:include_cluster_authorized_operations 169:include_topic_authorized_operations 178:- 181:topics[] 204:- 206:topics[] 214:allow_auto_topic_creation 217:include_cluster_authorized_operations 220:include_topic_authorized_operations 229:- 232:topics[] 246:allow_auto_topic_creation(1) 257:- 259:topics[] 267:allow_auto_topic_creation(1) 269:include_cluster_authorized_operations 272:include_topic_authorized_operations 281:- 284:topics[] 298:allow_auto_topic_creation(1)/include_cluster_authorized_operations(1)/include_topic_authorized_operations(1) 307:- 309:topics[] 317:allow_auto_topic_creation(1)/include_cluster_authorized_operations(1)/include_topic_authorized_operations(1) 325:- 328:name 341:tagged_fields 379:- 381:name 392:tagged_fields 402:- 405:topics[] 423:allow_auto_topic_creation(1)/include_cluster_authorized_operations(1)/include_topic_authorized_operations(1) 426:tagged_fields 464:- 466:topics[] 474:allow_auto_topic_creation(1)/include_cluster_authorized_operations(1)/include_topic_authorized_operations(1) 476:tagged_fields 486:- 489:topic_id(16) 493:name 508:tagged_fields 546:- 548:topic_id(16) 550:name 561:tagged_fields 571:- 574:topics[] 592:allow_auto_topic_creation(1)/include_cluster_authorized_operations(1)/include_topic_authorized_operations(1) 595:tagged_fields 633:- 635:topics[] 643:allow_auto_topic_creation(1)/include_cluster_authorized_operations(1)/include_topic_authorized_operations(1) 645:tagged_fields 655:- 658:topics[] 676:allow_auto_topic_creation(1)/include_topic_authorized_operations(1) 680:tagged_fields 718:- 720:topics[] 728:allow_auto_topic_creation(1)/include_topic_authorized_operations(1) 730:include_cluster_authorized_operations 733:tagged_fields"
+    "93:- 96:name 111:- 113:name 124:unknown_tags 131:- 134:topics[] 154:- 156:topics[] 167:allow_auto_topic_creation 170:include_cluster_authorized_operations 173:include_topic_authorized_operations 176:unknown_tags 183:- 186:topics[] 209:- 211:topics[] 222:allow_auto_topic_creation 225:include_cluster_authorized_operations 228:include_topic_authorized_operations 231:unknown_tags 238:- 241:topics[] 255:allow_auto_topic_creation:? 266:- 268:topics[] 279:allow_auto_topic_creation:? 281:include_cluster_authorized_operations 284:include_topic_authorized_operations 287:unknown_tags 294:- 297:topics[] 311:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 320:- 322:topics[] 333:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 335:unknown_tags 342:- 345:name 358:tagged_fields 396:- 398:name 409:tagged_fields 419:- 422:topics[] 440:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 443:tagged_fields 481:- 483:topics[] 494:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 496:tagged_fields 506:- 509:topic_id:16s 513:name 528:tagged_fields 566:- 568:topic_id:16s 570:name 581:tagged_fields 591:- 594:topics[] 612:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 615:tagged_fields 653:- 655:topics[] 666:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 668:tagged_fields 678:- 681:topics[] 699:allow_auto_topic_creation:?/include_topic_authorized_operations:? 703:tagged_fields 741:- 743:topics[] 754:allow_auto_topic_creation:?/include_topic_authorized_operations:? 756:include_cluster_authorized_operations 759:tagged_fields"
 )

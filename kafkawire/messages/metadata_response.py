@@ -186,7 +186,7 @@ MetadataResponse.MetadataResponsePartition = MetadataResponsePartition
 def _read_MetadataResponseBroker_v0(buf, pos, view):
     try:
         self = _new(MetadataResponseBroker)
-        # field: node_id(4)
+        # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
         # field: host
@@ -197,7 +197,7 @@ def _read_MetadataResponseBroker_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(4)
+        # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         self.rack = None
@@ -209,7 +209,7 @@ def _read_MetadataResponseBroker_v0(buf, pos, view):
 
 def _write_MetadataResponseBroker_v0(self, w):
     try:
-        # field: node_id(4)
+        # field: node_id:i
         w(_W_i(self.node_id))
         # field: host
         value = self.host
@@ -222,8 +222,9 @@ def _write_MetadataResponseBroker_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: port(4)
+        # field: port:i
         w(_W_i(self.port))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataResponseBroker")
     except Exception as exc:
@@ -233,7 +234,7 @@ def _write_MetadataResponseBroker_v0(self, w):
 def _read_MetadataResponsePartition_v0(buf, pos, view):
     try:
         self = _new(MetadataResponsePartition)
-        # field: error_code(2) partition_index(4) leader_id(4)
+        # field: error_code:h partition_index:i leader_id:i
         (self.error_code, self.partition_index, self.leader_id,) = _R_hii(buf, pos)
         pos += 10
         # field: replica_nodes
@@ -260,7 +261,7 @@ def _read_MetadataResponsePartition_v0(buf, pos, view):
 
 def _write_MetadataResponsePartition_v0(self, w):
     try:
-        # field: error_code(2) partition_index(4) leader_id(4)
+        # field: error_code:h partition_index:i leader_id:i
         w(_W_hii(self.error_code, self.partition_index, self.leader_id))
         # field: replica_nodes
         value = self.replica_nodes
@@ -276,6 +277,7 @@ def _write_MetadataResponsePartition_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataResponsePartition")
     except Exception as exc:
@@ -285,7 +287,7 @@ def _write_MetadataResponsePartition_v0(self, w):
 def _read_MetadataResponseTopic_v0(buf, pos, view):
     try:
         self = _new(MetadataResponseTopic)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: name
@@ -318,7 +320,7 @@ def _read_MetadataResponseTopic_v0(buf, pos, view):
 
 def _write_MetadataResponseTopic_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: name
         value = self.name
@@ -338,10 +340,14 @@ def _write_MetadataResponseTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_MetadataResponsePartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_MetadataResponsePartition_v0(value, w)
         # field: topic_authorized_operations
         if self.topic_authorized_operations != -2147483648:
             raise not_in_version("MetadataResponseTopic", "topic_authorized_operations")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataResponseTopic")
     except Exception as exc:
@@ -392,7 +398,10 @@ def _write_MetadataResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_brokers, item in enumerate(value):
-                _write_MetadataResponseBroker_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("brokers_item")
+                _write_MetadataResponseBroker_v0(value, w)
         # field: topics[]
         value = self.topics
         if value is None:
@@ -400,10 +409,14 @@ def _write_MetadataResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_MetadataResponseTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataResponseTopic_v0(value, w)
         # field: cluster_authorized_operations
         if self.cluster_authorized_operations != -2147483648:
             raise not_in_version("MetadataResponse", "cluster_authorized_operations")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataResponse")
     except Exception as exc:
@@ -413,7 +426,7 @@ def _write_MetadataResponse_v0(self, w):
 def _read_MetadataResponseBroker_v1(buf, pos, view):
     try:
         self = _new(MetadataResponseBroker)
-        # field: node_id(4)
+        # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
         # field: host
@@ -424,7 +437,7 @@ def _read_MetadataResponseBroker_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(4)
+        # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         # field: rack
@@ -446,7 +459,7 @@ def _read_MetadataResponseBroker_v1(buf, pos, view):
 
 def _write_MetadataResponseBroker_v1(self, w):
     try:
-        # field: node_id(4)
+        # field: node_id:i
         w(_W_i(self.node_id))
         # field: host
         value = self.host
@@ -459,7 +472,7 @@ def _write_MetadataResponseBroker_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: port(4)
+        # field: port:i
         w(_W_i(self.port))
         # field: rack
         value = self.rack
@@ -472,6 +485,7 @@ def _write_MetadataResponseBroker_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataResponseBroker")
     except Exception as exc:
@@ -481,7 +495,7 @@ def _write_MetadataResponseBroker_v1(self, w):
 def _read_MetadataResponseTopic_v1(buf, pos, view):
     try:
         self = _new(MetadataResponseTopic)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: name
@@ -492,7 +506,7 @@ def _read_MetadataResponseTopic_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: is_internal(1)
+        # field: is_internal:?
         (self.is_internal,) = _R__(buf, pos)
         pos += 1
         # field: partitions[]
@@ -516,7 +530,7 @@ def _read_MetadataResponseTopic_v1(buf, pos, view):
 
 def _write_MetadataResponseTopic_v1(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: name
         value = self.name
@@ -529,7 +543,7 @@ def _write_MetadataResponseTopic_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: is_internal(1)
+        # field: is_internal:?
         w(_W__(self.is_internal))
         # field: partitions[]
         value = self.partitions
@@ -538,10 +552,14 @@ def _write_MetadataResponseTopic_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_MetadataResponsePartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_MetadataResponsePartition_v0(value, w)
         # field: topic_authorized_operations
         if self.topic_authorized_operations != -2147483648:
             raise not_in_version("MetadataResponseTopic", "topic_authorized_operations")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataResponseTopic")
     except Exception as exc:
@@ -562,7 +580,7 @@ def _read_MetadataResponse_v1(buf, pos, view):
             item, pos = _read_MetadataResponseBroker_v1(buf, pos, view)
             append(item)
         self.brokers = tuple(items)
-        # field: controller_id(4)
+        # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -594,8 +612,11 @@ def _write_MetadataResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_brokers, item in enumerate(value):
-                _write_MetadataResponseBroker_v1(item, w)
-        # field: controller_id(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("brokers_item")
+                _write_MetadataResponseBroker_v1(value, w)
+        # field: controller_id:i
         w(_W_i(self.controller_id))
         # field: topics[]
         value = self.topics
@@ -604,10 +625,14 @@ def _write_MetadataResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_MetadataResponseTopic_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataResponseTopic_v1(value, w)
         # field: cluster_authorized_operations
         if self.cluster_authorized_operations != -2147483648:
             raise not_in_version("MetadataResponse", "cluster_authorized_operations")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataResponse")
     except Exception as exc:
@@ -639,7 +664,7 @@ def _read_MetadataResponse_v2(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: controller_id(4)
+        # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -670,7 +695,10 @@ def _write_MetadataResponse_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_brokers, item in enumerate(value):
-                _write_MetadataResponseBroker_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("brokers_item")
+                _write_MetadataResponseBroker_v1(value, w)
         # field: cluster_id
         value = self.cluster_id
         if value is None:
@@ -682,7 +710,7 @@ def _write_MetadataResponse_v2(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: controller_id(4)
+        # field: controller_id:i
         w(_W_i(self.controller_id))
         # field: topics[]
         value = self.topics
@@ -691,10 +719,14 @@ def _write_MetadataResponse_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_MetadataResponseTopic_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataResponseTopic_v1(value, w)
         # field: cluster_authorized_operations
         if self.cluster_authorized_operations != -2147483648:
             raise not_in_version("MetadataResponse", "cluster_authorized_operations")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataResponse")
     except Exception as exc:
@@ -704,7 +736,7 @@ def _write_MetadataResponse_v2(self, w):
 def _read_MetadataResponse_v3(buf, pos, view):
     try:
         self = _new(MetadataResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: brokers[]
@@ -729,7 +761,7 @@ def _read_MetadataResponse_v3(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: controller_id(4)
+        # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -752,7 +784,7 @@ def _read_MetadataResponse_v3(buf, pos, view):
 
 def _write_MetadataResponse_v3(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: brokers[]
         value = self.brokers
@@ -761,7 +793,10 @@ def _write_MetadataResponse_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_brokers, item in enumerate(value):
-                _write_MetadataResponseBroker_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("brokers_item")
+                _write_MetadataResponseBroker_v1(value, w)
         # field: cluster_id
         value = self.cluster_id
         if value is None:
@@ -773,7 +808,7 @@ def _write_MetadataResponse_v3(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: controller_id(4)
+        # field: controller_id:i
         w(_W_i(self.controller_id))
         # field: topics[]
         value = self.topics
@@ -782,10 +817,14 @@ def _write_MetadataResponse_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_MetadataResponseTopic_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataResponseTopic_v1(value, w)
         # field: cluster_authorized_operations
         if self.cluster_authorized_operations != -2147483648:
             raise not_in_version("MetadataResponse", "cluster_authorized_operations")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataResponse")
     except Exception as exc:
@@ -795,7 +834,7 @@ def _write_MetadataResponse_v3(self, w):
 def _read_MetadataResponsePartition_v5(buf, pos, view):
     try:
         self = _new(MetadataResponsePartition)
-        # field: error_code(2) partition_index(4) leader_id(4)
+        # field: error_code:h partition_index:i leader_id:i
         (self.error_code, self.partition_index, self.leader_id,) = _R_hii(buf, pos)
         pos += 10
         # field: replica_nodes
@@ -828,7 +867,7 @@ def _read_MetadataResponsePartition_v5(buf, pos, view):
 
 def _write_MetadataResponsePartition_v5(self, w):
     try:
-        # field: error_code(2) partition_index(4) leader_id(4)
+        # field: error_code:h partition_index:i leader_id:i
         w(_W_hii(self.error_code, self.partition_index, self.leader_id))
         # field: replica_nodes
         value = self.replica_nodes
@@ -851,6 +890,7 @@ def _write_MetadataResponsePartition_v5(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataResponsePartition")
     except Exception as exc:
@@ -860,7 +900,7 @@ def _write_MetadataResponsePartition_v5(self, w):
 def _read_MetadataResponseTopic_v5(buf, pos, view):
     try:
         self = _new(MetadataResponseTopic)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: name
@@ -871,7 +911,7 @@ def _read_MetadataResponseTopic_v5(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: is_internal(1)
+        # field: is_internal:?
         (self.is_internal,) = _R__(buf, pos)
         pos += 1
         # field: partitions[]
@@ -895,7 +935,7 @@ def _read_MetadataResponseTopic_v5(buf, pos, view):
 
 def _write_MetadataResponseTopic_v5(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: name
         value = self.name
@@ -908,7 +948,7 @@ def _write_MetadataResponseTopic_v5(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: is_internal(1)
+        # field: is_internal:?
         w(_W__(self.is_internal))
         # field: partitions[]
         value = self.partitions
@@ -917,10 +957,14 @@ def _write_MetadataResponseTopic_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_MetadataResponsePartition_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_MetadataResponsePartition_v5(value, w)
         # field: topic_authorized_operations
         if self.topic_authorized_operations != -2147483648:
             raise not_in_version("MetadataResponseTopic", "topic_authorized_operations")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataResponseTopic")
     except Exception as exc:
@@ -930,7 +974,7 @@ def _write_MetadataResponseTopic_v5(self, w):
 def _read_MetadataResponse_v5(buf, pos, view):
     try:
         self = _new(MetadataResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: brokers[]
@@ -955,7 +999,7 @@ def _read_MetadataResponse_v5(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: controller_id(4)
+        # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -978,7 +1022,7 @@ def _read_MetadataResponse_v5(buf, pos, view):
 
 def _write_MetadataResponse_v5(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: brokers[]
         value = self.brokers
@@ -987,7 +1031,10 @@ def _write_MetadataResponse_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_brokers, item in enumerate(value):
-                _write_MetadataResponseBroker_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("brokers_item")
+                _write_MetadataResponseBroker_v1(value, w)
         # field: cluster_id
         value = self.cluster_id
         if value is None:
@@ -999,7 +1046,7 @@ def _write_MetadataResponse_v5(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: controller_id(4)
+        # field: controller_id:i
         w(_W_i(self.controller_id))
         # field: topics[]
         value = self.topics
@@ -1008,10 +1055,14 @@ def _write_MetadataResponse_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_MetadataResponseTopic_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataResponseTopic_v5(value, w)
         # field: cluster_authorized_operations
         if self.cluster_authorized_operations != -2147483648:
             raise not_in_version("MetadataResponse", "cluster_authorized_operations")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataResponse")
     except Exception as exc:
@@ -1021,7 +1072,7 @@ def _write_MetadataResponse_v5(self, w):
 def _read_MetadataResponsePartition_v7(buf, pos, view):
     try:
         self = _new(MetadataResponsePartition)
-        # field: error_code(2) partition_index(4) leader_id(4) leader_epoch(4)
+        # field: error_code:h partition_index:i leader_id:i leader_epoch:i
         (self.error_code, self.partition_index, self.leader_id, self.leader_epoch,) = _R_hiii(buf, pos)
         pos += 14
         # field: replica_nodes
@@ -1053,7 +1104,7 @@ def _read_MetadataResponsePartition_v7(buf, pos, view):
 
 def _write_MetadataResponsePartition_v7(self, w):
     try:
-        # field: error_code(2) partition_index(4) leader_id(4) leader_epoch(4)
+        # field: error_code:h partition_index:i leader_id:i leader_epoch:i
         w(_W_hiii(self.error_code, self.partition_index, self.leader_id, self.leader_epoch))
         # field: replica_nodes
         value = self.replica_nodes
@@ -1076,6 +1127,7 @@ def _write_MetadataResponsePartition_v7(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataResponsePartition")
     except Exception as exc:
@@ -1085,7 +1137,7 @@ def _write_MetadataResponsePartition_v7(self, w):
 def _read_MetadataResponseTopic_v7(buf, pos, view):
     try:
         self = _new(MetadataResponseTopic)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: name
@@ -1096,7 +1148,7 @@ def _read_MetadataResponseTopic_v7(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: is_internal(1)
+        # field: is_internal:?
         (self.is_internal,) = _R__(buf, pos)
         pos += 1
         # field: partitions[]
@@ -1120,7 +1172,7 @@ def _read_MetadataResponseTopic_v7(buf, pos, view):
 
 def _write_MetadataResponseTopic_v7(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: name
         value = self.name
@@ -1133,7 +1185,7 @@ def _write_MetadataResponseTopic_v7(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: is_internal(1)
+        # field: is_internal:?
         w(_W__(self.is_internal))
         # field: partitions[]
         value = self.partitions
@@ -1142,10 +1194,14 @@ def _write_MetadataResponseTopic_v7(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_MetadataResponsePartition_v7(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_MetadataResponsePartition_v7(value, w)
         # field: topic_authorized_operations
         if self.topic_authorized_operations != -2147483648:
             raise not_in_version("MetadataResponseTopic", "topic_authorized_operations")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataResponseTopic")
     except Exception as exc:
@@ -1155,7 +1211,7 @@ def _write_MetadataResponseTopic_v7(self, w):
 def _read_MetadataResponse_v7(buf, pos, view):
     try:
         self = _new(MetadataResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: brokers[]
@@ -1180,7 +1236,7 @@ def _read_MetadataResponse_v7(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: controller_id(4)
+        # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -1203,7 +1259,7 @@ def _read_MetadataResponse_v7(buf, pos, view):
 
 def _write_MetadataResponse_v7(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: brokers[]
         value = self.brokers
@@ -1212,7 +1268,10 @@ def _write_MetadataResponse_v7(self, w):
         else:
             w(_W_i(len(value)))
             for i_brokers, item in enumerate(value):
-                _write_MetadataResponseBroker_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("brokers_item")
+                _write_MetadataResponseBroker_v1(value, w)
         # field: cluster_id
         value = self.cluster_id
         if value is None:
@@ -1224,7 +1283,7 @@ def _write_MetadataResponse_v7(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: controller_id(4)
+        # field: controller_id:i
         w(_W_i(self.controller_id))
         # field: topics[]
         value = self.topics
@@ -1233,10 +1292,14 @@ def _write_MetadataResponse_v7(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_MetadataResponseTopic_v7(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataResponseTopic_v7(value, w)
         # field: cluster_authorized_operations
         if self.cluster_authorized_operations != -2147483648:
             raise not_in_version("MetadataResponse", "cluster_authorized_operations")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataResponse")
     except Exception as exc:
@@ -1246,7 +1309,7 @@ def _write_MetadataResponse_v7(self, w):
 def _read_MetadataResponseTopic_v8(buf, pos, view):
     try:
         self = _new(MetadataResponseTopic)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: name
@@ -1257,7 +1320,7 @@ def _read_MetadataResponseTopic_v8(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: is_internal(1)
+        # field: is_internal:?
         (self.is_internal,) = _R__(buf, pos)
         pos += 1
         # field: partitions[]
@@ -1271,7 +1334,7 @@ def _read_MetadataResponseTopic_v8(buf, pos, view):
             item, pos = _read_MetadataResponsePartition_v7(buf, pos, view)
             append(item)
         self.partitions = tuple(items)
-        # field: topic_authorized_operations(4)
+        # field: topic_authorized_operations:i
         (self.topic_authorized_operations,) = _R_i(buf, pos)
         pos += 4
         self.topic_id = ZERO_UUID
@@ -1283,7 +1346,7 @@ def _read_MetadataResponseTopic_v8(buf, pos, view):
 
 def _write_MetadataResponseTopic_v8(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: name
         value = self.name
@@ -1296,7 +1359,7 @@ def _write_MetadataResponseTopic_v8(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: is_internal(1)
+        # field: is_internal:?
         w(_W__(self.is_internal))
         # field: partitions[]
         value = self.partitions
@@ -1305,9 +1368,13 @@ def _write_MetadataResponseTopic_v8(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_MetadataResponsePartition_v7(item, w)
-        # field: topic_authorized_operations(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_MetadataResponsePartition_v7(value, w)
+        # field: topic_authorized_operations:i
         w(_W_i(self.topic_authorized_operations))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataResponseTopic")
     except Exception as exc:
@@ -1317,7 +1384,7 @@ def _write_MetadataResponseTopic_v8(self, w):
 def _read_MetadataResponse_v8(buf, pos, view):
     try:
         self = _new(MetadataResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: brokers[]
@@ -1342,7 +1409,7 @@ def _read_MetadataResponse_v8(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: controller_id(4)
+        # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -1356,7 +1423,7 @@ def _read_MetadataResponse_v8(buf, pos, view):
             item, pos = _read_MetadataResponseTopic_v8(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: cluster_authorized_operations(4)
+        # field: cluster_authorized_operations:i
         (self.cluster_authorized_operations,) = _R_i(buf, pos)
         pos += 4
         self.unknown_tags = None
@@ -1367,7 +1434,7 @@ def _read_MetadataResponse_v8(buf, pos, view):
 
 def _write_MetadataResponse_v8(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: brokers[]
         value = self.brokers
@@ -1376,7 +1443,10 @@ def _write_MetadataResponse_v8(self, w):
         else:
             w(_W_i(len(value)))
             for i_brokers, item in enumerate(value):
-                _write_MetadataResponseBroker_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("brokers_item")
+                _write_MetadataResponseBroker_v1(value, w)
         # field: cluster_id
         value = self.cluster_id
         if value is None:
@@ -1388,7 +1458,7 @@ def _write_MetadataResponse_v8(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: controller_id(4)
+        # field: controller_id:i
         w(_W_i(self.controller_id))
         # field: topics[]
         value = self.topics
@@ -1397,9 +1467,13 @@ def _write_MetadataResponse_v8(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_MetadataResponseTopic_v8(item, w)
-        # field: cluster_authorized_operations(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataResponseTopic_v8(value, w)
+        # field: cluster_authorized_operations:i
         w(_W_i(self.cluster_authorized_operations))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("MetadataResponse")
     except Exception as exc:
@@ -1409,7 +1483,7 @@ def _write_MetadataResponse_v8(self, w):
 def _read_MetadataResponseBroker_v9(buf, pos, view):
     try:
         self = _new(MetadataResponseBroker)
-        # field: node_id(4)
+        # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
         # field: host
@@ -1424,7 +1498,7 @@ def _read_MetadataResponseBroker_v9(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(4)
+        # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         # field: rack
@@ -1482,7 +1556,7 @@ def _read_MetadataResponseBroker_v9(buf, pos, view):
 
 def _write_MetadataResponseBroker_v9(self, w):
     try:
-        # field: node_id(4)
+        # field: node_id:i
         w(_W_i(self.node_id))
         # field: host
         value = self.host
@@ -1495,7 +1569,7 @@ def _write_MetadataResponseBroker_v9(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(4)
+        # field: port:i
         w(_W_i(self.port))
         # field: rack
         value = self.rack
@@ -1521,7 +1595,7 @@ def _write_MetadataResponseBroker_v9(self, w):
 def _read_MetadataResponsePartition_v9(buf, pos, view):
     try:
         self = _new(MetadataResponsePartition)
-        # field: error_code(2) partition_index(4) leader_id(4) leader_epoch(4)
+        # field: error_code:h partition_index:i leader_id:i leader_epoch:i
         (self.error_code, self.partition_index, self.leader_id, self.leader_epoch,) = _R_hiii(buf, pos)
         pos += 14
         # field: replica_nodes
@@ -1597,7 +1671,7 @@ def _read_MetadataResponsePartition_v9(buf, pos, view):
 
 def _write_MetadataResponsePartition_v9(self, w):
     try:
-        # field: error_code(2) partition_index(4) leader_id(4) leader_epoch(4)
+        # field: error_code:h partition_index:i leader_id:i leader_epoch:i
         w(_W_hiii(self.error_code, self.partition_index, self.leader_id, self.leader_epoch))
         # field: replica_nodes
         value = self.replica_nodes
@@ -1633,7 +1707,7 @@ def _write_MetadataResponsePartition_v9(self, w):
 def _read_MetadataResponseTopic_v9(buf, pos, view):
     try:
         self = _new(MetadataResponseTopic)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: name
@@ -1648,7 +1722,7 @@ def _read_MetadataResponseTopic_v9(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: is_internal(1)
+        # field: is_internal:?
         (self.is_internal,) = _R__(buf, pos)
         pos += 1
         # field: partitions[]
@@ -1666,7 +1740,7 @@ def _read_MetadataResponseTopic_v9(buf, pos, view):
             item, pos = _read_MetadataResponsePartition_v9(buf, pos, view)
             append(item)
         self.partitions = tuple(items)
-        # field: topic_authorized_operations(4)
+        # field: topic_authorized_operations:i
         (self.topic_authorized_operations,) = _R_i(buf, pos)
         pos += 4
         self.topic_id = ZERO_UUID
@@ -1710,7 +1784,7 @@ def _read_MetadataResponseTopic_v9(buf, pos, view):
 
 def _write_MetadataResponseTopic_v9(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: name
         value = self.name
@@ -1723,7 +1797,7 @@ def _write_MetadataResponseTopic_v9(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: is_internal(1)
+        # field: is_internal:?
         w(_W__(self.is_internal))
         # field: partitions[]
         value = self.partitions
@@ -1732,8 +1806,11 @@ def _write_MetadataResponseTopic_v9(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_MetadataResponsePartition_v9(item, w)
-        # field: topic_authorized_operations(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_MetadataResponsePartition_v9(value, w)
+        # field: topic_authorized_operations:i
         w(_W_i(self.topic_authorized_operations))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1748,7 +1825,7 @@ def _write_MetadataResponseTopic_v9(self, w):
 def _read_MetadataResponse_v9(buf, pos, view):
     try:
         self = _new(MetadataResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: brokers[]
@@ -1781,7 +1858,7 @@ def _read_MetadataResponse_v9(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: controller_id(4)
+        # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -1799,7 +1876,7 @@ def _read_MetadataResponse_v9(buf, pos, view):
             item, pos = _read_MetadataResponseTopic_v9(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: cluster_authorized_operations(4)
+        # field: cluster_authorized_operations:i
         (self.cluster_authorized_operations,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -1842,7 +1919,7 @@ def _read_MetadataResponse_v9(buf, pos, view):
 
 def _write_MetadataResponse_v9(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: brokers[]
         value = self.brokers
@@ -1851,7 +1928,10 @@ def _write_MetadataResponse_v9(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_brokers, item in enumerate(value):
-                _write_MetadataResponseBroker_v9(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("brokers_item")
+                _write_MetadataResponseBroker_v9(value, w)
         # field: cluster_id
         value = self.cluster_id
         if value is None:
@@ -1863,7 +1943,7 @@ def _write_MetadataResponse_v9(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: controller_id(4)
+        # field: controller_id:i
         w(_W_i(self.controller_id))
         # field: topics[]
         value = self.topics
@@ -1872,8 +1952,11 @@ def _write_MetadataResponse_v9(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_MetadataResponseTopic_v9(item, w)
-        # field: cluster_authorized_operations(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataResponseTopic_v9(value, w)
+        # field: cluster_authorized_operations:i
         w(_W_i(self.cluster_authorized_operations))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1888,7 +1971,7 @@ def _write_MetadataResponse_v9(self, w):
 def _read_MetadataResponseTopic_v10(buf, pos, view):
     try:
         self = _new(MetadataResponseTopic)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: name
@@ -1903,7 +1986,7 @@ def _read_MetadataResponseTopic_v10(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: topic_id(16) is_internal(1)
+        # field: topic_id:16s is_internal:?
         (u_topic_id, self.is_internal,) = _R_16s_(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 17
@@ -1922,7 +2005,7 @@ def _read_MetadataResponseTopic_v10(buf, pos, view):
             item, pos = _read_MetadataResponsePartition_v9(buf, pos, view)
             append(item)
         self.partitions = tuple(items)
-        # field: topic_authorized_operations(4)
+        # field: topic_authorized_operations:i
         (self.topic_authorized_operations,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -1965,7 +2048,7 @@ def _read_MetadataResponseTopic_v10(buf, pos, view):
 
 def _write_MetadataResponseTopic_v10(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: name
         value = self.name
@@ -1978,7 +2061,7 @@ def _write_MetadataResponseTopic_v10(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: topic_id(16) is_internal(1)
+        # field: topic_id:16s is_internal:?
         w(_W_16s_(self.topic_id.bytes, self.is_internal))
         # field: partitions[]
         value = self.partitions
@@ -1987,8 +2070,11 @@ def _write_MetadataResponseTopic_v10(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_MetadataResponsePartition_v9(item, w)
-        # field: topic_authorized_operations(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_MetadataResponsePartition_v9(value, w)
+        # field: topic_authorized_operations:i
         w(_W_i(self.topic_authorized_operations))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -2003,7 +2089,7 @@ def _write_MetadataResponseTopic_v10(self, w):
 def _read_MetadataResponse_v10(buf, pos, view):
     try:
         self = _new(MetadataResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: brokers[]
@@ -2036,7 +2122,7 @@ def _read_MetadataResponse_v10(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: controller_id(4)
+        # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -2054,7 +2140,7 @@ def _read_MetadataResponse_v10(buf, pos, view):
             item, pos = _read_MetadataResponseTopic_v10(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: cluster_authorized_operations(4)
+        # field: cluster_authorized_operations:i
         (self.cluster_authorized_operations,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -2097,7 +2183,7 @@ def _read_MetadataResponse_v10(buf, pos, view):
 
 def _write_MetadataResponse_v10(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: brokers[]
         value = self.brokers
@@ -2106,7 +2192,10 @@ def _write_MetadataResponse_v10(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_brokers, item in enumerate(value):
-                _write_MetadataResponseBroker_v9(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("brokers_item")
+                _write_MetadataResponseBroker_v9(value, w)
         # field: cluster_id
         value = self.cluster_id
         if value is None:
@@ -2118,7 +2207,7 @@ def _write_MetadataResponse_v10(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: controller_id(4)
+        # field: controller_id:i
         w(_W_i(self.controller_id))
         # field: topics[]
         value = self.topics
@@ -2127,8 +2216,11 @@ def _write_MetadataResponse_v10(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_MetadataResponseTopic_v10(item, w)
-        # field: cluster_authorized_operations(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataResponseTopic_v10(value, w)
+        # field: cluster_authorized_operations:i
         w(_W_i(self.cluster_authorized_operations))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -2143,7 +2235,7 @@ def _write_MetadataResponse_v10(self, w):
 def _read_MetadataResponse_v11(buf, pos, view):
     try:
         self = _new(MetadataResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: brokers[]
@@ -2176,7 +2268,7 @@ def _read_MetadataResponse_v11(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: controller_id(4)
+        # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -2235,7 +2327,7 @@ def _read_MetadataResponse_v11(buf, pos, view):
 
 def _write_MetadataResponse_v11(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: brokers[]
         value = self.brokers
@@ -2244,7 +2336,10 @@ def _write_MetadataResponse_v11(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_brokers, item in enumerate(value):
-                _write_MetadataResponseBroker_v9(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("brokers_item")
+                _write_MetadataResponseBroker_v9(value, w)
         # field: cluster_id
         value = self.cluster_id
         if value is None:
@@ -2256,7 +2351,7 @@ def _write_MetadataResponse_v11(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: controller_id(4)
+        # field: controller_id:i
         w(_W_i(self.controller_id))
         # field: topics[]
         value = self.topics
@@ -2265,7 +2360,10 @@ def _write_MetadataResponse_v11(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_MetadataResponseTopic_v10(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataResponseTopic_v10(value, w)
         # field: cluster_authorized_operations
         if self.cluster_authorized_operations != -2147483648:
             raise not_in_version("MetadataResponse", "cluster_authorized_operations")
@@ -2282,7 +2380,7 @@ def _write_MetadataResponse_v11(self, w):
 def _read_MetadataResponseTopic_v12(buf, pos, view):
     try:
         self = _new(MetadataResponseTopic)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: name
@@ -2300,7 +2398,7 @@ def _read_MetadataResponseTopic_v12(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.name = str(buf[pos:end], "utf-8")
             pos = end
-        # field: topic_id(16) is_internal(1)
+        # field: topic_id:16s is_internal:?
         (u_topic_id, self.is_internal,) = _R_16s_(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 17
@@ -2319,7 +2417,7 @@ def _read_MetadataResponseTopic_v12(buf, pos, view):
             item, pos = _read_MetadataResponsePartition_v9(buf, pos, view)
             append(item)
         self.partitions = tuple(items)
-        # field: topic_authorized_operations(4)
+        # field: topic_authorized_operations:i
         (self.topic_authorized_operations,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -2362,7 +2460,7 @@ def _read_MetadataResponseTopic_v12(buf, pos, view):
 
 def _write_MetadataResponseTopic_v12(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: name
         value = self.name
@@ -2375,7 +2473,7 @@ def _write_MetadataResponseTopic_v12(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: topic_id(16) is_internal(1)
+        # field: topic_id:16s is_internal:?
         w(_W_16s_(self.topic_id.bytes, self.is_internal))
         # field: partitions[]
         value = self.partitions
@@ -2384,8 +2482,11 @@ def _write_MetadataResponseTopic_v12(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_MetadataResponsePartition_v9(item, w)
-        # field: topic_authorized_operations(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_MetadataResponsePartition_v9(value, w)
+        # field: topic_authorized_operations:i
         w(_W_i(self.topic_authorized_operations))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -2400,7 +2501,7 @@ def _write_MetadataResponseTopic_v12(self, w):
 def _read_MetadataResponse_v12(buf, pos, view):
     try:
         self = _new(MetadataResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: brokers[]
@@ -2433,7 +2534,7 @@ def _read_MetadataResponse_v12(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: controller_id(4)
+        # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -2492,7 +2593,7 @@ def _read_MetadataResponse_v12(buf, pos, view):
 
 def _write_MetadataResponse_v12(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: brokers[]
         value = self.brokers
@@ -2501,7 +2602,10 @@ def _write_MetadataResponse_v12(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_brokers, item in enumerate(value):
-                _write_MetadataResponseBroker_v9(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("brokers_item")
+                _write_MetadataResponseBroker_v9(value, w)
         # field: cluster_id
         value = self.cluster_id
         if value is None:
@@ -2513,7 +2617,7 @@ def _write_MetadataResponse_v12(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: controller_id(4)
+        # field: controller_id:i
         w(_W_i(self.controller_id))
         # field: topics[]
         value = self.topics
@@ -2522,7 +2626,10 @@ def _write_MetadataResponse_v12(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_MetadataResponseTopic_v12(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_MetadataResponseTopic_v12(value, w)
         # field: cluster_authorized_operations
         if self.cluster_authorized_operations != -2147483648:
             raise not_in_version("MetadataResponse", "cluster_authorized_operations")
@@ -2567,5 +2674,5 @@ MetadataResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "186:- 189:node_id(4) 192:host 200:port(4) 210:- 212:node_id(4) 214:host 225:port(4) 233:- 236:error_code(2)/partition_index(4)/leader_id(4) 239:replica_nodes 246:isr_nodes 261:- 263:error_code(2)/partition_index(4)/leader_id(4) 265:replica_nodes 272:isr_nodes 285:- 288:error_code(2) 291:name 299:partitions[] 319:- 321:error_code(2) 323:name 334:partitions[] 342:topic_authorized_operations 351:- 354:brokers[] 365:topics[] 386:- 388:brokers[] 396:topics[] 404:cluster_authorized_operations 413:- 416:node_id(4) 419:host 427:port(4) 430:rack 447:- 449:node_id(4) 451:host 462:port(4) 464:rack 481:- 484:error_code(2) 487:name 495:is_internal(1) 498:partitions[] 517:- 519:error_code(2) 521:name 532:is_internal(1) 534:partitions[] 542:topic_authorized_operations 551:- 554:brokers[] 565:controller_id(4) 568:topics[] 588:- 590:brokers[] 598:controller_id(4) 600:topics[] 608:cluster_authorized_operations 617:- 620:brokers[] 631:cluster_id 642:controller_id(4) 645:topics[] 664:- 666:brokers[] 674:cluster_id 685:controller_id(4) 687:topics[] 695:cluster_authorized_operations 704:- 707:throttle_time_ms(4) 710:brokers[] 721:cluster_id 732:controller_id(4) 735:topics[] 753:- 755:throttle_time_ms(4) 757:brokers[] 765:cluster_id 776:controller_id(4) 778:topics[] 786:cluster_authorized_operations 795:- 798:error_code(2)/partition_index(4)/leader_id(4) 801:replica_nodes 808:isr_nodes 815:offline_replicas 829:- 831:error_code(2)/partition_index(4)/leader_id(4) 833:replica_nodes 840:isr_nodes 847:offline_replicas 860:- 863:error_code(2) 866:name 874:is_internal(1) 877:partitions[] 896:- 898:error_code(2) 900:name 911:is_internal(1) 913:partitions[] 921:topic_authorized_operations 930:- 933:throttle_time_ms(4) 936:brokers[] 947:cluster_id 958:controller_id(4) 961:topics[] 979:- 981:throttle_time_ms(4) 983:brokers[] 991:cluster_id 1002:controller_id(4) 1004:topics[] 1012:cluster_authorized_operations 1021:- 1024:error_code(2)/partition_index(4)/leader_id(4)/leader_epoch(4) 1027:replica_nodes 1034:isr_nodes 1041:offline_replicas 1054:- 1056:error_code(2)/partition_index(4)/leader_id(4)/leader_epoch(4) 1058:replica_nodes 1065:isr_nodes 1072:offline_replicas 1085:- 1088:error_code(2) 1091:name 1099:is_internal(1) 1102:partitions[] 1121:- 1123:error_code(2) 1125:name 1136:is_internal(1) 1138:partitions[] 1146:topic_authorized_operations 1155:- 1158:throttle_time_ms(4) 1161:brokers[] 1172:cluster_id 1183:controller_id(4) 1186:topics[] 1204:- 1206:throttle_time_ms(4) 1208:brokers[] 1216:cluster_id 1227:controller_id(4) 1229:topics[] 1237:cluster_authorized_operations 1246:- 1249:error_code(2) 1252:name 1260:is_internal(1) 1263:partitions[] 1274:topic_authorized_operations(4) 1284:- 1286:error_code(2) 1288:name 1299:is_internal(1) 1301:partitions[] 1309:topic_authorized_operations(4) 1317:- 1320:throttle_time_ms(4) 1323:brokers[] 1334:cluster_id 1345:controller_id(4) 1348:topics[] 1359:cluster_authorized_operations(4) 1368:- 1370:throttle_time_ms(4) 1372:brokers[] 1380:cluster_id 1391:controller_id(4) 1393:topics[] 1401:cluster_authorized_operations(4) 1409:- 1412:node_id(4) 1415:host 1427:port(4) 1430:rack 1445:tagged_fields 1483:- 1485:node_id(4) 1487:host 1498:port(4) 1500:rack 1511:tagged_fields 1521:- 1524:error_code(2)/partition_index(4)/leader_id(4)/leader_epoch(4) 1527:replica_nodes 1538:isr_nodes 1549:offline_replicas 1560:tagged_fields 1598:- 1600:error_code(2)/partition_index(4)/leader_id(4)/leader_epoch(4) 1602:replica_nodes 1609:isr_nodes 1616:offline_replicas 1623:tagged_fields 1633:- 1636:error_code(2) 1639:name 1651:is_internal(1) 1654:partitions[] 1669:topic_authorized_operations(4) 1673:tagged_fields 1711:- 1713:error_code(2) 1715:name 1726:is_internal(1) 1728:partitions[] 1736:topic_authorized_operations(4) 1738:tagged_fields 1748:- 1751:throttle_time_ms(4) 1754:brokers[] 1769:cluster_id 1784:controller_id(4) 1787:topics[] 1802:cluster_authorized_operations(4) 1805:tagged_fields 1843:- 1845:throttle_time_ms(4) 1847:brokers[] 1855:cluster_id 1866:controller_id(4) 1868:topics[] 1876:cluster_authorized_operations(4) 1878:tagged_fields 1888:- 1891:error_code(2) 1894:name 1906:topic_id(16)/is_internal(1) 1910:partitions[] 1925:topic_authorized_operations(4) 1928:tagged_fields 1966:- 1968:error_code(2) 1970:name 1981:topic_id(16)/is_internal(1) 1983:partitions[] 1991:topic_authorized_operations(4) 1993:tagged_fields 2003:- 2006:throttle_time_ms(4) 2009:brokers[] 2024:cluster_id 2039:controller_id(4) 2042:topics[] 2057:cluster_authorized_operations(4) 2060:tagged_fields 2098:- 2100:throttle_time_ms(4) 2102:brokers[] 2110:cluster_id 2121:controller_id(4) 2123:topics[] 2131:cluster_authorized_operations(4) 2133:tagged_fields 2143:- 2146:throttle_time_ms(4) 2149:brokers[] 2164:cluster_id 2179:controller_id(4) 2182:topics[] 2198:tagged_fields 2236:- 2238:throttle_time_ms(4) 2240:brokers[] 2248:cluster_id 2259:controller_id(4) 2261:topics[] 2269:cluster_authorized_operations 2272:tagged_fields 2282:- 2285:error_code(2) 2288:name 2303:topic_id(16)/is_internal(1) 2307:partitions[] 2322:topic_authorized_operations(4) 2325:tagged_fields 2363:- 2365:error_code(2) 2367:name 2378:topic_id(16)/is_internal(1) 2380:partitions[] 2388:topic_authorized_operations(4) 2390:tagged_fields 2400:- 2403:throttle_time_ms(4) 2406:brokers[] 2421:cluster_id 2436:controller_id(4) 2439:topics[] 2455:tagged_fields 2493:- 2495:throttle_time_ms(4) 2497:brokers[] 2505:cluster_id 2516:controller_id(4) 2518:topics[] 2526:cluster_authorized_operations 2529:tagged_fields"
+    "186:- 189:node_id:i 192:host 200:port:i 210:- 212:node_id:i 214:host 225:port:i 227:unknown_tags 234:- 237:error_code:h/partition_index:i/leader_id:i 240:replica_nodes 247:isr_nodes 262:- 264:error_code:h/partition_index:i/leader_id:i 266:replica_nodes 273:isr_nodes 280:unknown_tags 287:- 290:error_code:h 293:name 301:partitions[] 321:- 323:error_code:h 325:name 336:partitions[] 347:topic_authorized_operations 350:unknown_tags 357:- 360:brokers[] 371:topics[] 392:- 394:brokers[] 405:topics[] 416:cluster_authorized_operations 419:unknown_tags 426:- 429:node_id:i 432:host 440:port:i 443:rack 460:- 462:node_id:i 464:host 475:port:i 477:rack 488:unknown_tags 495:- 498:error_code:h 501:name 509:is_internal:? 512:partitions[] 531:- 533:error_code:h 535:name 546:is_internal:? 548:partitions[] 559:topic_authorized_operations 562:unknown_tags 569:- 572:brokers[] 583:controller_id:i 586:topics[] 606:- 608:brokers[] 619:controller_id:i 621:topics[] 632:cluster_authorized_operations 635:unknown_tags 642:- 645:brokers[] 656:cluster_id 667:controller_id:i 670:topics[] 689:- 691:brokers[] 702:cluster_id 713:controller_id:i 715:topics[] 726:cluster_authorized_operations 729:unknown_tags 736:- 739:throttle_time_ms:i 742:brokers[] 753:cluster_id 764:controller_id:i 767:topics[] 785:- 787:throttle_time_ms:i 789:brokers[] 800:cluster_id 811:controller_id:i 813:topics[] 824:cluster_authorized_operations 827:unknown_tags 834:- 837:error_code:h/partition_index:i/leader_id:i 840:replica_nodes 847:isr_nodes 854:offline_replicas 868:- 870:error_code:h/partition_index:i/leader_id:i 872:replica_nodes 879:isr_nodes 886:offline_replicas 893:unknown_tags 900:- 903:error_code:h 906:name 914:is_internal:? 917:partitions[] 936:- 938:error_code:h 940:name 951:is_internal:? 953:partitions[] 964:topic_authorized_operations 967:unknown_tags 974:- 977:throttle_time_ms:i 980:brokers[] 991:cluster_id 1002:controller_id:i 1005:topics[] 1023:- 1025:throttle_time_ms:i 1027:brokers[] 1038:cluster_id 1049:controller_id:i 1051:topics[] 1062:cluster_authorized_operations 1065:unknown_tags 1072:- 1075:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1078:replica_nodes 1085:isr_nodes 1092:offline_replicas 1105:- 1107:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1109:replica_nodes 1116:isr_nodes 1123:offline_replicas 1130:unknown_tags 1137:- 1140:error_code:h 1143:name 1151:is_internal:? 1154:partitions[] 1173:- 1175:error_code:h 1177:name 1188:is_internal:? 1190:partitions[] 1201:topic_authorized_operations 1204:unknown_tags 1211:- 1214:throttle_time_ms:i 1217:brokers[] 1228:cluster_id 1239:controller_id:i 1242:topics[] 1260:- 1262:throttle_time_ms:i 1264:brokers[] 1275:cluster_id 1286:controller_id:i 1288:topics[] 1299:cluster_authorized_operations 1302:unknown_tags 1309:- 1312:error_code:h 1315:name 1323:is_internal:? 1326:partitions[] 1337:topic_authorized_operations:i 1347:- 1349:error_code:h 1351:name 1362:is_internal:? 1364:partitions[] 1375:topic_authorized_operations:i 1377:unknown_tags 1384:- 1387:throttle_time_ms:i 1390:brokers[] 1401:cluster_id 1412:controller_id:i 1415:topics[] 1426:cluster_authorized_operations:i 1435:- 1437:throttle_time_ms:i 1439:brokers[] 1450:cluster_id 1461:controller_id:i 1463:topics[] 1474:cluster_authorized_operations:i 1476:unknown_tags 1483:- 1486:node_id:i 1489:host 1501:port:i 1504:rack 1519:tagged_fields 1557:- 1559:node_id:i 1561:host 1572:port:i 1574:rack 1585:tagged_fields 1595:- 1598:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1601:replica_nodes 1612:isr_nodes 1623:offline_replicas 1634:tagged_fields 1672:- 1674:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1676:replica_nodes 1683:isr_nodes 1690:offline_replicas 1697:tagged_fields 1707:- 1710:error_code:h 1713:name 1725:is_internal:? 1728:partitions[] 1743:topic_authorized_operations:i 1747:tagged_fields 1785:- 1787:error_code:h 1789:name 1800:is_internal:? 1802:partitions[] 1813:topic_authorized_operations:i 1815:tagged_fields 1825:- 1828:throttle_time_ms:i 1831:brokers[] 1846:cluster_id 1861:controller_id:i 1864:topics[] 1879:cluster_authorized_operations:i 1882:tagged_fields 1920:- 1922:throttle_time_ms:i 1924:brokers[] 1935:cluster_id 1946:controller_id:i 1948:topics[] 1959:cluster_authorized_operations:i 1961:tagged_fields 1971:- 1974:error_code:h 1977:name 1989:topic_id:16s/is_internal:? 1993:partitions[] 2008:topic_authorized_operations:i 2011:tagged_fields 2049:- 2051:error_code:h 2053:name 2064:topic_id:16s/is_internal:? 2066:partitions[] 2077:topic_authorized_operations:i 2079:tagged_fields 2089:- 2092:throttle_time_ms:i 2095:brokers[] 2110:cluster_id 2125:controller_id:i 2128:topics[] 2143:cluster_authorized_operations:i 2146:tagged_fields 2184:- 2186:throttle_time_ms:i 2188:brokers[] 2199:cluster_id 2210:controller_id:i 2212:topics[] 2223:cluster_authorized_operations:i 2225:tagged_fields 2235:- 2238:throttle_time_ms:i 2241:brokers[] 2256:cluster_id 2271:controller_id:i 2274:topics[] 2290:tagged_fields 2328:- 2330:throttle_time_ms:i 2332:brokers[] 2343:cluster_id 2354:controller_id:i 2356:topics[] 2367:cluster_authorized_operations 2370:tagged_fields 2380:- 2383:error_code:h 2386:name 2401:topic_id:16s/is_internal:? 2405:partitions[] 2420:topic_authorized_operations:i 2423:tagged_fields 2461:- 2463:error_code:h 2465:name 2476:topic_id:16s/is_internal:? 2478:partitions[] 2489:topic_authorized_operations:i 2491:tagged_fields 2501:- 2504:throttle_time_ms:i 2507:brokers[] 2522:cluster_id 2537:controller_id:i 2540:topics[] 2556:tagged_fields 2594:- 2596:throttle_time_ms:i 2598:brokers[] 2609:cluster_id 2620:controller_id:i 2622:topics[] 2633:cluster_authorized_operations 2636:tagged_fields"
 )

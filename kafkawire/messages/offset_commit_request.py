@@ -134,7 +134,7 @@ OffsetCommitRequest.OffsetCommitRequestPartition = OffsetCommitRequestPartition
 def _read_OffsetCommitRequestPartition_v0(buf, pos, view):
     try:
         self = _new(OffsetCommitRequestPartition)
-        # field: partition_index(4) committed_offset(8)
+        # field: partition_index:i committed_offset:q
         (self.partition_index, self.committed_offset,) = _R_iq(buf, pos)
         pos += 12
         # field: committed_metadata
@@ -158,7 +158,7 @@ def _read_OffsetCommitRequestPartition_v0(buf, pos, view):
 
 def _write_OffsetCommitRequestPartition_v0(self, w):
     try:
-        # field: partition_index(4) committed_offset(8)
+        # field: partition_index:i committed_offset:q
         w(_W_iq(self.partition_index, self.committed_offset))
         # field: committed_metadata
         value = self.committed_metadata
@@ -174,6 +174,7 @@ def _write_OffsetCommitRequestPartition_v0(self, w):
         # field: commit_timestamp
         if self.commit_timestamp != -1:
             raise not_in_version("OffsetCommitRequestPartition", "commit_timestamp")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetCommitRequestPartition")
     except Exception as exc:
@@ -228,7 +229,11 @@ def _write_OffsetCommitRequestTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_OffsetCommitRequestPartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_OffsetCommitRequestPartition_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetCommitRequestTopic")
     except Exception as exc:
@@ -287,10 +292,14 @@ def _write_OffsetCommitRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetCommitRequestTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetCommitRequestTopic_v0(value, w)
         # field: group_instance_id
         if self.group_instance_id is not None:
             raise not_in_version("OffsetCommitRequest", "group_instance_id")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetCommitRequest")
     except Exception as exc:
@@ -300,7 +309,7 @@ def _write_OffsetCommitRequest_v0(self, w):
 def _read_OffsetCommitRequestPartition_v1(buf, pos, view):
     try:
         self = _new(OffsetCommitRequestPartition)
-        # field: partition_index(4) committed_offset(8) commit_timestamp(8)
+        # field: partition_index:i committed_offset:q commit_timestamp:q
         (self.partition_index, self.committed_offset, self.commit_timestamp,) = _R_iqq(buf, pos)
         pos += 20
         # field: committed_metadata
@@ -323,7 +332,7 @@ def _read_OffsetCommitRequestPartition_v1(buf, pos, view):
 
 def _write_OffsetCommitRequestPartition_v1(self, w):
     try:
-        # field: partition_index(4) committed_offset(8) commit_timestamp(8)
+        # field: partition_index:i committed_offset:q commit_timestamp:q
         w(_W_iqq(self.partition_index, self.committed_offset, self.commit_timestamp))
         # field: committed_metadata
         value = self.committed_metadata
@@ -336,6 +345,7 @@ def _write_OffsetCommitRequestPartition_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetCommitRequestPartition")
     except Exception as exc:
@@ -390,7 +400,11 @@ def _write_OffsetCommitRequestTopic_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_OffsetCommitRequestPartition_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_OffsetCommitRequestPartition_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetCommitRequestTopic")
     except Exception as exc:
@@ -408,7 +422,7 @@ def _read_OffsetCommitRequest_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: generation_id_or_member_epoch(4)
+        # field: generation_id_or_member_epoch:i
         (self.generation_id_or_member_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
@@ -451,7 +465,7 @@ def _write_OffsetCommitRequest_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: generation_id_or_member_epoch(4)
+        # field: generation_id_or_member_epoch:i
         w(_W_i(self.generation_id_or_member_epoch))
         # field: member_id
         value = self.member_id
@@ -471,10 +485,14 @@ def _write_OffsetCommitRequest_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetCommitRequestTopic_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetCommitRequestTopic_v1(value, w)
         # field: group_instance_id
         if self.group_instance_id is not None:
             raise not_in_version("OffsetCommitRequest", "group_instance_id")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetCommitRequest")
     except Exception as exc:
@@ -492,7 +510,7 @@ def _read_OffsetCommitRequest_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: generation_id_or_member_epoch(4)
+        # field: generation_id_or_member_epoch:i
         (self.generation_id_or_member_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
@@ -503,7 +521,7 @@ def _read_OffsetCommitRequest_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: retention_time_ms(8)
+        # field: retention_time_ms:q
         (self.retention_time_ms,) = _R_q(buf, pos)
         pos += 8
         # field: topics[]
@@ -537,7 +555,7 @@ def _write_OffsetCommitRequest_v2(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: generation_id_or_member_epoch(4)
+        # field: generation_id_or_member_epoch:i
         w(_W_i(self.generation_id_or_member_epoch))
         # field: member_id
         value = self.member_id
@@ -550,7 +568,7 @@ def _write_OffsetCommitRequest_v2(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: retention_time_ms(8)
+        # field: retention_time_ms:q
         w(_W_q(self.retention_time_ms))
         # field: topics[]
         value = self.topics
@@ -559,10 +577,14 @@ def _write_OffsetCommitRequest_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetCommitRequestTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetCommitRequestTopic_v0(value, w)
         # field: group_instance_id
         if self.group_instance_id is not None:
             raise not_in_version("OffsetCommitRequest", "group_instance_id")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetCommitRequest")
     except Exception as exc:
@@ -580,7 +602,7 @@ def _read_OffsetCommitRequest_v5(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: generation_id_or_member_epoch(4)
+        # field: generation_id_or_member_epoch:i
         (self.generation_id_or_member_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
@@ -623,7 +645,7 @@ def _write_OffsetCommitRequest_v5(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: generation_id_or_member_epoch(4)
+        # field: generation_id_or_member_epoch:i
         w(_W_i(self.generation_id_or_member_epoch))
         # field: member_id
         value = self.member_id
@@ -643,10 +665,14 @@ def _write_OffsetCommitRequest_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetCommitRequestTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetCommitRequestTopic_v0(value, w)
         # field: group_instance_id
         if self.group_instance_id is not None:
             raise not_in_version("OffsetCommitRequest", "group_instance_id")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetCommitRequest")
     except Exception as exc:
@@ -656,7 +682,7 @@ def _write_OffsetCommitRequest_v5(self, w):
 def _read_OffsetCommitRequestPartition_v6(buf, pos, view):
     try:
         self = _new(OffsetCommitRequestPartition)
-        # field: partition_index(4) committed_offset(8) committed_leader_epoch(4)
+        # field: partition_index:i committed_offset:q committed_leader_epoch:i
         (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
         pos += 16
         # field: committed_metadata
@@ -679,7 +705,7 @@ def _read_OffsetCommitRequestPartition_v6(buf, pos, view):
 
 def _write_OffsetCommitRequestPartition_v6(self, w):
     try:
-        # field: partition_index(4) committed_offset(8) committed_leader_epoch(4)
+        # field: partition_index:i committed_offset:q committed_leader_epoch:i
         w(_W_iqi(self.partition_index, self.committed_offset, self.committed_leader_epoch))
         # field: committed_metadata
         value = self.committed_metadata
@@ -695,6 +721,7 @@ def _write_OffsetCommitRequestPartition_v6(self, w):
         # field: commit_timestamp
         if self.commit_timestamp != -1:
             raise not_in_version("OffsetCommitRequestPartition", "commit_timestamp")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetCommitRequestPartition")
     except Exception as exc:
@@ -749,7 +776,11 @@ def _write_OffsetCommitRequestTopic_v6(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_OffsetCommitRequestPartition_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_OffsetCommitRequestPartition_v6(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetCommitRequestTopic")
     except Exception as exc:
@@ -767,7 +798,7 @@ def _read_OffsetCommitRequest_v6(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: generation_id_or_member_epoch(4)
+        # field: generation_id_or_member_epoch:i
         (self.generation_id_or_member_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
@@ -810,7 +841,7 @@ def _write_OffsetCommitRequest_v6(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: generation_id_or_member_epoch(4)
+        # field: generation_id_or_member_epoch:i
         w(_W_i(self.generation_id_or_member_epoch))
         # field: member_id
         value = self.member_id
@@ -830,10 +861,14 @@ def _write_OffsetCommitRequest_v6(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetCommitRequestTopic_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetCommitRequestTopic_v6(value, w)
         # field: group_instance_id
         if self.group_instance_id is not None:
             raise not_in_version("OffsetCommitRequest", "group_instance_id")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetCommitRequest")
     except Exception as exc:
@@ -851,7 +886,7 @@ def _read_OffsetCommitRequest_v7(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: generation_id_or_member_epoch(4)
+        # field: generation_id_or_member_epoch:i
         (self.generation_id_or_member_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
@@ -904,7 +939,7 @@ def _write_OffsetCommitRequest_v7(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: generation_id_or_member_epoch(4)
+        # field: generation_id_or_member_epoch:i
         w(_W_i(self.generation_id_or_member_epoch))
         # field: member_id
         value = self.member_id
@@ -935,7 +970,11 @@ def _write_OffsetCommitRequest_v7(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetCommitRequestTopic_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetCommitRequestTopic_v6(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetCommitRequest")
     except Exception as exc:
@@ -945,7 +984,7 @@ def _write_OffsetCommitRequest_v7(self, w):
 def _read_OffsetCommitRequestPartition_v8(buf, pos, view):
     try:
         self = _new(OffsetCommitRequestPartition)
-        # field: partition_index(4) committed_offset(8) committed_leader_epoch(4)
+        # field: partition_index:i committed_offset:q committed_leader_epoch:i
         (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
         pos += 16
         # field: committed_metadata
@@ -1004,7 +1043,7 @@ def _read_OffsetCommitRequestPartition_v8(buf, pos, view):
 
 def _write_OffsetCommitRequestPartition_v8(self, w):
     try:
-        # field: partition_index(4) committed_offset(8) committed_leader_epoch(4)
+        # field: partition_index:i committed_offset:q committed_leader_epoch:i
         w(_W_iqi(self.partition_index, self.committed_offset, self.committed_leader_epoch))
         # field: committed_metadata
         value = self.committed_metadata
@@ -1118,7 +1157,10 @@ def _write_OffsetCommitRequestTopic_v8(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_OffsetCommitRequestPartition_v8(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_OffsetCommitRequestPartition_v8(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1144,7 +1186,7 @@ def _read_OffsetCommitRequest_v8(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: generation_id_or_member_epoch(4)
+        # field: generation_id_or_member_epoch:i
         (self.generation_id_or_member_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
@@ -1241,7 +1283,7 @@ def _write_OffsetCommitRequest_v8(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: generation_id_or_member_epoch(4)
+        # field: generation_id_or_member_epoch:i
         w(_W_i(self.generation_id_or_member_epoch))
         # field: member_id
         value = self.member_id
@@ -1272,7 +1314,10 @@ def _write_OffsetCommitRequest_v8(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_OffsetCommitRequestTopic_v8(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetCommitRequestTopic_v8(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1308,5 +1353,5 @@ OffsetCommitRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "134:- 137:partition_index(4)/committed_offset(8) 140:committed_metadata 159:- 161:partition_index(4)/committed_offset(8) 163:committed_metadata 174:commit_timestamp 183:- 186:name 194:partitions[] 211:- 213:name 224:partitions[] 238:- 241:group_id 249:topics[] 270:- 272:group_id 283:topics[] 291:group_instance_id 300:- 303:partition_index(4)/committed_offset(8)/commit_timestamp(8) 306:committed_metadata 324:- 326:partition_index(4)/committed_offset(8)/commit_timestamp(8) 328:committed_metadata 345:- 348:name 356:partitions[] 373:- 375:name 386:partitions[] 400:- 403:group_id 411:generation_id_or_member_epoch(4) 414:member_id 422:topics[] 441:- 443:group_id 454:generation_id_or_member_epoch(4) 456:member_id 467:topics[] 475:group_instance_id 484:- 487:group_id 495:generation_id_or_member_epoch(4) 498:member_id 506:retention_time_ms(8) 509:topics[] 527:- 529:group_id 540:generation_id_or_member_epoch(4) 542:member_id 553:retention_time_ms(8) 555:topics[] 563:group_instance_id 572:- 575:group_id 583:generation_id_or_member_epoch(4) 586:member_id 594:topics[] 613:- 615:group_id 626:generation_id_or_member_epoch(4) 628:member_id 639:topics[] 647:group_instance_id 656:- 659:partition_index(4)/committed_offset(8)/committed_leader_epoch(4) 662:committed_metadata 680:- 682:partition_index(4)/committed_offset(8)/committed_leader_epoch(4) 684:committed_metadata 695:commit_timestamp 704:- 707:name 715:partitions[] 732:- 734:name 745:partitions[] 759:- 762:group_id 770:generation_id_or_member_epoch(4) 773:member_id 781:topics[] 800:- 802:group_id 813:generation_id_or_member_epoch(4) 815:member_id 826:topics[] 834:group_instance_id 843:- 846:group_id 854:generation_id_or_member_epoch(4) 857:member_id 865:group_instance_id 876:topics[] 894:- 896:group_id 907:generation_id_or_member_epoch(4) 909:member_id 920:group_instance_id 931:topics[] 945:- 948:partition_index(4)/committed_offset(8)/committed_leader_epoch(4) 951:committed_metadata 967:tagged_fields 1005:- 1007:partition_index(4)/committed_offset(8)/committed_leader_epoch(4) 1009:committed_metadata 1020:commit_timestamp 1023:tagged_fields 1033:- 1036:name 1048:partitions[] 1063:tagged_fields 1101:- 1103:name 1114:partitions[] 1122:tagged_fields 1132:- 1135:group_id 1147:generation_id_or_member_epoch(4) 1150:member_id 1162:group_instance_id 1177:topics[] 1193:tagged_fields 1231:- 1233:group_id 1244:generation_id_or_member_epoch(4) 1246:member_id 1257:group_instance_id 1268:topics[] 1276:tagged_fields"
+    "134:- 137:partition_index:i/committed_offset:q 140:committed_metadata 159:- 161:partition_index:i/committed_offset:q 163:committed_metadata 174:commit_timestamp 177:unknown_tags 184:- 187:name 195:partitions[] 212:- 214:name 225:partitions[] 236:unknown_tags 243:- 246:group_id 254:topics[] 275:- 277:group_id 288:topics[] 299:group_instance_id 302:unknown_tags 309:- 312:partition_index:i/committed_offset:q/commit_timestamp:q 315:committed_metadata 333:- 335:partition_index:i/committed_offset:q/commit_timestamp:q 337:committed_metadata 348:unknown_tags 355:- 358:name 366:partitions[] 383:- 385:name 396:partitions[] 407:unknown_tags 414:- 417:group_id 425:generation_id_or_member_epoch:i 428:member_id 436:topics[] 455:- 457:group_id 468:generation_id_or_member_epoch:i 470:member_id 481:topics[] 492:group_instance_id 495:unknown_tags 502:- 505:group_id 513:generation_id_or_member_epoch:i 516:member_id 524:retention_time_ms:q 527:topics[] 545:- 547:group_id 558:generation_id_or_member_epoch:i 560:member_id 571:retention_time_ms:q 573:topics[] 584:group_instance_id 587:unknown_tags 594:- 597:group_id 605:generation_id_or_member_epoch:i 608:member_id 616:topics[] 635:- 637:group_id 648:generation_id_or_member_epoch:i 650:member_id 661:topics[] 672:group_instance_id 675:unknown_tags 682:- 685:partition_index:i/committed_offset:q/committed_leader_epoch:i 688:committed_metadata 706:- 708:partition_index:i/committed_offset:q/committed_leader_epoch:i 710:committed_metadata 721:commit_timestamp 724:unknown_tags 731:- 734:name 742:partitions[] 759:- 761:name 772:partitions[] 783:unknown_tags 790:- 793:group_id 801:generation_id_or_member_epoch:i 804:member_id 812:topics[] 831:- 833:group_id 844:generation_id_or_member_epoch:i 846:member_id 857:topics[] 868:group_instance_id 871:unknown_tags 878:- 881:group_id 889:generation_id_or_member_epoch:i 892:member_id 900:group_instance_id 911:topics[] 929:- 931:group_id 942:generation_id_or_member_epoch:i 944:member_id 955:group_instance_id 966:topics[] 977:unknown_tags 984:- 987:partition_index:i/committed_offset:q/committed_leader_epoch:i 990:committed_metadata 1006:tagged_fields 1044:- 1046:partition_index:i/committed_offset:q/committed_leader_epoch:i 1048:committed_metadata 1059:commit_timestamp 1062:tagged_fields 1072:- 1075:name 1087:partitions[] 1102:tagged_fields 1140:- 1142:name 1153:partitions[] 1164:tagged_fields 1174:- 1177:group_id 1189:generation_id_or_member_epoch:i 1192:member_id 1204:group_instance_id 1219:topics[] 1235:tagged_fields 1273:- 1275:group_id 1286:generation_id_or_member_epoch:i 1288:member_id 1299:group_instance_id 1310:topics[] 1321:tagged_fields"
 )

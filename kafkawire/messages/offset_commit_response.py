@@ -107,7 +107,7 @@ OffsetCommitResponse.OffsetCommitResponsePartition = OffsetCommitResponsePartiti
 def _read_OffsetCommitResponsePartition_v0(buf, pos, view):
     try:
         self = _new(OffsetCommitResponsePartition)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         self.unknown_tags = None
@@ -118,8 +118,9 @@ def _read_OffsetCommitResponsePartition_v0(buf, pos, view):
 
 def _write_OffsetCommitResponsePartition_v0(self, w):
     try:
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetCommitResponsePartition")
     except Exception as exc:
@@ -174,7 +175,11 @@ def _write_OffsetCommitResponseTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_OffsetCommitResponsePartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_OffsetCommitResponsePartition_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetCommitResponseTopic")
     except Exception as exc:
@@ -211,7 +216,11 @@ def _write_OffsetCommitResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetCommitResponseTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetCommitResponseTopic_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetCommitResponse")
     except Exception as exc:
@@ -221,7 +230,7 @@ def _write_OffsetCommitResponse_v0(self, w):
 def _read_OffsetCommitResponse_v3(buf, pos, view):
     try:
         self = _new(OffsetCommitResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -243,7 +252,7 @@ def _read_OffsetCommitResponse_v3(buf, pos, view):
 
 def _write_OffsetCommitResponse_v3(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -252,7 +261,11 @@ def _write_OffsetCommitResponse_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetCommitResponseTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetCommitResponseTopic_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetCommitResponse")
     except Exception as exc:
@@ -262,7 +275,7 @@ def _write_OffsetCommitResponse_v3(self, w):
 def _read_OffsetCommitResponsePartition_v8(buf, pos, view):
     try:
         self = _new(OffsetCommitResponsePartition)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: tagged_fields
@@ -305,7 +318,7 @@ def _read_OffsetCommitResponsePartition_v8(buf, pos, view):
 
 def _write_OffsetCommitResponsePartition_v8(self, w):
     try:
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -405,7 +418,10 @@ def _write_OffsetCommitResponseTopic_v8(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_OffsetCommitResponsePartition_v8(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_OffsetCommitResponsePartition_v8(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -419,7 +435,7 @@ def _write_OffsetCommitResponseTopic_v8(self, w):
 def _read_OffsetCommitResponse_v8(buf, pos, view):
     try:
         self = _new(OffsetCommitResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -477,7 +493,7 @@ def _read_OffsetCommitResponse_v8(buf, pos, view):
 
 def _write_OffsetCommitResponse_v8(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -486,7 +502,10 @@ def _write_OffsetCommitResponse_v8(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_OffsetCommitResponseTopic_v8(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetCommitResponseTopic_v8(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -522,5 +541,5 @@ OffsetCommitResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "107:- 110:partition_index(4)/error_code(2) 119:- 121:partition_index(4)/error_code(2) 129:- 132:name 140:partitions[] 157:- 159:name 170:partitions[] 184:- 187:topics[] 205:- 207:topics[] 221:- 224:throttle_time_ms(4) 227:topics[] 244:- 246:throttle_time_ms(4) 248:topics[] 262:- 265:partition_index(4)/error_code(2) 268:tagged_fields 306:- 308:partition_index(4)/error_code(2) 310:tagged_fields 320:- 323:name 335:partitions[] 350:tagged_fields 388:- 390:name 401:partitions[] 409:tagged_fields 419:- 422:throttle_time_ms(4) 425:topics[] 440:tagged_fields 478:- 480:throttle_time_ms(4) 482:topics[] 490:tagged_fields"
+    "107:- 110:partition_index:i/error_code:h 119:- 121:partition_index:i/error_code:h 123:unknown_tags 130:- 133:name 141:partitions[] 158:- 160:name 171:partitions[] 182:unknown_tags 189:- 192:topics[] 210:- 212:topics[] 223:unknown_tags 230:- 233:throttle_time_ms:i 236:topics[] 253:- 255:throttle_time_ms:i 257:topics[] 268:unknown_tags 275:- 278:partition_index:i/error_code:h 281:tagged_fields 319:- 321:partition_index:i/error_code:h 323:tagged_fields 333:- 336:name 348:partitions[] 363:tagged_fields 401:- 403:name 414:partitions[] 425:tagged_fields 435:- 438:throttle_time_ms:i 441:topics[] 456:tagged_fields 494:- 496:throttle_time_ms:i 498:topics[] 509:tagged_fields"
 )

@@ -102,7 +102,7 @@ OffsetDeleteRequest.OffsetDeleteRequestPartition = OffsetDeleteRequestPartition
 def _read_OffsetDeleteRequestPartition_v0(buf, pos, view):
     try:
         self = _new(OffsetDeleteRequestPartition)
-        # field: partition_index(4)
+        # field: partition_index:i
         (self.partition_index,) = _R_i(buf, pos)
         pos += 4
         self.unknown_tags = None
@@ -113,8 +113,9 @@ def _read_OffsetDeleteRequestPartition_v0(buf, pos, view):
 
 def _write_OffsetDeleteRequestPartition_v0(self, w):
     try:
-        # field: partition_index(4)
+        # field: partition_index:i
         w(_W_i(self.partition_index))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetDeleteRequestPartition")
     except Exception as exc:
@@ -169,7 +170,11 @@ def _write_OffsetDeleteRequestTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_OffsetDeleteRequestPartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_OffsetDeleteRequestPartition_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetDeleteRequestTopic")
     except Exception as exc:
@@ -224,7 +229,11 @@ def _write_OffsetDeleteRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetDeleteRequestTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetDeleteRequestTopic_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetDeleteRequest")
     except Exception as exc:
@@ -238,5 +247,5 @@ OffsetDeleteRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "102:- 105:partition_index(4) 114:- 116:partition_index(4) 124:- 127:name 135:partitions[] 152:- 154:name 165:partitions[] 179:- 182:group_id 190:topics[] 207:- 209:group_id 220:topics[]"
+    "102:- 105:partition_index:i 114:- 116:partition_index:i 118:unknown_tags 125:- 128:name 136:partitions[] 153:- 155:name 166:partitions[] 177:unknown_tags 184:- 187:group_id 195:topics[] 212:- 214:group_id 225:topics[] 236:unknown_tags"
 )

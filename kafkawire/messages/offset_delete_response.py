@@ -112,7 +112,7 @@ OffsetDeleteResponse.OffsetDeleteResponsePartition = OffsetDeleteResponsePartiti
 def _read_OffsetDeleteResponsePartition_v0(buf, pos, view):
     try:
         self = _new(OffsetDeleteResponsePartition)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         self.unknown_tags = None
@@ -123,8 +123,9 @@ def _read_OffsetDeleteResponsePartition_v0(buf, pos, view):
 
 def _write_OffsetDeleteResponsePartition_v0(self, w):
     try:
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetDeleteResponsePartition")
     except Exception as exc:
@@ -179,7 +180,11 @@ def _write_OffsetDeleteResponseTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_OffsetDeleteResponsePartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_OffsetDeleteResponsePartition_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetDeleteResponseTopic")
     except Exception as exc:
@@ -189,7 +194,7 @@ def _write_OffsetDeleteResponseTopic_v0(self, w):
 def _read_OffsetDeleteResponse_v0(buf, pos, view):
     try:
         self = _new(OffsetDeleteResponse)
-        # field: error_code(2) throttle_time_ms(4)
+        # field: error_code:h throttle_time_ms:i
         (self.error_code, self.throttle_time_ms,) = _R_hi(buf, pos)
         pos += 6
         # field: topics[]
@@ -211,7 +216,7 @@ def _read_OffsetDeleteResponse_v0(buf, pos, view):
 
 def _write_OffsetDeleteResponse_v0(self, w):
     try:
-        # field: error_code(2) throttle_time_ms(4)
+        # field: error_code:h throttle_time_ms:i
         w(_W_hi(self.error_code, self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -220,7 +225,11 @@ def _write_OffsetDeleteResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetDeleteResponseTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetDeleteResponseTopic_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetDeleteResponse")
     except Exception as exc:
@@ -234,5 +243,5 @@ OffsetDeleteResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "112:- 115:partition_index(4)/error_code(2) 124:- 126:partition_index(4)/error_code(2) 134:- 137:name 145:partitions[] 162:- 164:name 175:partitions[] 189:- 192:error_code(2)/throttle_time_ms(4) 195:topics[] 212:- 214:error_code(2)/throttle_time_ms(4) 216:topics[]"
+    "112:- 115:partition_index:i/error_code:h 124:- 126:partition_index:i/error_code:h 128:unknown_tags 135:- 138:name 146:partitions[] 163:- 165:name 176:partitions[] 187:unknown_tags 194:- 197:error_code:h/throttle_time_ms:i 200:topics[] 217:- 219:error_code:h/throttle_time_ms:i 221:topics[] 232:unknown_tags"
 )

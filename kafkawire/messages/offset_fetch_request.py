@@ -188,6 +188,7 @@ def _write_OffsetFetchRequestTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetFetchRequestTopic")
     except Exception as exc:
@@ -244,13 +245,17 @@ def _write_OffsetFetchRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetFetchRequestTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetFetchRequestTopic_v0(value, w)
         # field: groups
         if (self.groups is None or len(self.groups) != 0):
             raise not_in_version("OffsetFetchRequest", "groups")
         # field: require_stable
         if self.require_stable != False:
             raise not_in_version("OffsetFetchRequest", "require_stable")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetFetchRequest")
     except Exception as exc:
@@ -310,13 +315,17 @@ def _write_OffsetFetchRequest_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetFetchRequestTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetFetchRequestTopic_v0(value, w)
         # field: groups
         if (self.groups is None or len(self.groups) != 0):
             raise not_in_version("OffsetFetchRequest", "groups")
         # field: require_stable
         if self.require_stable != False:
             raise not_in_version("OffsetFetchRequest", "require_stable")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetFetchRequest")
     except Exception as exc:
@@ -510,7 +519,10 @@ def _write_OffsetFetchRequest_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_OffsetFetchRequestTopic_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetFetchRequestTopic_v6(value, w)
         # field: groups
         if (self.groups is None or len(self.groups) != 0):
             raise not_in_version("OffsetFetchRequest", "groups")
@@ -560,7 +572,7 @@ def _read_OffsetFetchRequest_v7(buf, pos, view):
                 item, pos = _read_OffsetFetchRequestTopic_v6(buf, pos, view)
                 append(item)
             self.topics = tuple(items)
-        # field: require_stable(1)
+        # field: require_stable:?
         (self.require_stable,) = _R__(buf, pos)
         pos += 1
         self.groups = ()
@@ -622,8 +634,11 @@ def _write_OffsetFetchRequest_v7(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_OffsetFetchRequestTopic_v6(item, w)
-        # field: require_stable(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetFetchRequestTopic_v6(value, w)
+        # field: require_stable:?
         w(_W__(self.require_stable))
         # field: groups
         if (self.groups is None or len(self.groups) != 0):
@@ -825,7 +840,10 @@ def _write_OffsetFetchRequestGroup_v8(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_OffsetFetchRequestTopics_v8(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetFetchRequestTopics_v8(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -854,7 +872,7 @@ def _read_OffsetFetchRequest_v8(buf, pos, view):
             item, pos = _read_OffsetFetchRequestGroup_v8(buf, pos, view)
             append(item)
         self.groups = tuple(items)
-        # field: require_stable(1)
+        # field: require_stable:?
         (self.require_stable,) = _R__(buf, pos)
         pos += 1
         self.group_id = ''
@@ -906,8 +924,11 @@ def _write_OffsetFetchRequest_v8(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_groups, item in enumerate(value):
-                _write_OffsetFetchRequestGroup_v8(item, w)
-        # field: require_stable(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("groups_item")
+                _write_OffsetFetchRequestGroup_v8(value, w)
+        # field: require_stable:?
         w(_W__(self.require_stable))
         # field: group_id
         if self.group_id != '':
@@ -955,7 +976,7 @@ def _read_OffsetFetchRequestGroup_v9(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.member_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: member_epoch(4)
+        # field: member_epoch:i
         (self.member_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -1038,7 +1059,7 @@ def _write_OffsetFetchRequestGroup_v9(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: member_epoch(4)
+        # field: member_epoch:i
         w(_W_i(self.member_epoch))
         # field: topics[]
         value = self.topics
@@ -1047,7 +1068,10 @@ def _write_OffsetFetchRequestGroup_v9(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_OffsetFetchRequestTopics_v8(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetFetchRequestTopics_v8(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1076,7 +1100,7 @@ def _read_OffsetFetchRequest_v9(buf, pos, view):
             item, pos = _read_OffsetFetchRequestGroup_v9(buf, pos, view)
             append(item)
         self.groups = tuple(items)
-        # field: require_stable(1)
+        # field: require_stable:?
         (self.require_stable,) = _R__(buf, pos)
         pos += 1
         self.group_id = ''
@@ -1128,8 +1152,11 @@ def _write_OffsetFetchRequest_v9(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_groups, item in enumerate(value):
-                _write_OffsetFetchRequestGroup_v9(item, w)
-        # field: require_stable(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("groups_item")
+                _write_OffsetFetchRequestGroup_v9(value, w)
+        # field: require_stable:?
         w(_W__(self.require_stable))
         # field: group_id
         if self.group_id != '':
@@ -1172,5 +1199,5 @@ OffsetFetchRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "147:- 150:name 158:partition_indexes 171:- 173:name 184:partition_indexes 197:- 200:group_id 208:topics[] 227:- 229:group_id 240:topics[] 248:groups 251:require_stable 260:- 263:group_id 271:topics[] 293:- 295:group_id 306:topics[] 314:groups 317:require_stable 326:- 329:name 341:partition_indexes 352:tagged_fields 390:- 392:name 403:partition_indexes 410:tagged_fields 420:- 423:group_id 435:topics[] 455:tagged_fields 493:- 495:group_id 506:topics[] 514:groups 517:require_stable 520:tagged_fields 530:- 533:group_id 545:topics[] 563:require_stable(1) 567:tagged_fields 605:- 607:group_id 618:topics[] 626:require_stable(1) 628:groups 631:tagged_fields 641:- 644:name 656:partition_indexes 667:tagged_fields 705:- 707:name 718:partition_indexes 725:tagged_fields 735:- 738:group_id 750:topics[] 770:tagged_fields 808:- 810:group_id 821:topics[] 829:tagged_fields 839:- 842:groups[] 857:require_stable(1) 862:tagged_fields 900:- 902:groups[] 910:require_stable(1) 912:group_id 915:topics 918:tagged_fields 928:- 931:group_id 943:member_id 958:member_epoch(4) 961:topics[] 979:tagged_fields 1017:- 1019:group_id 1030:member_id 1041:member_epoch(4) 1043:topics[] 1051:tagged_fields 1061:- 1064:groups[] 1079:require_stable(1) 1084:tagged_fields 1122:- 1124:groups[] 1132:require_stable(1) 1134:group_id 1137:topics 1140:tagged_fields"
+    "147:- 150:name 158:partition_indexes 171:- 173:name 184:partition_indexes 191:unknown_tags 198:- 201:group_id 209:topics[] 228:- 230:group_id 241:topics[] 252:groups 255:require_stable 258:unknown_tags 265:- 268:group_id 276:topics[] 298:- 300:group_id 311:topics[] 322:groups 325:require_stable 328:unknown_tags 335:- 338:name 350:partition_indexes 361:tagged_fields 399:- 401:name 412:partition_indexes 419:tagged_fields 429:- 432:group_id 444:topics[] 464:tagged_fields 502:- 504:group_id 515:topics[] 526:groups 529:require_stable 532:tagged_fields 542:- 545:group_id 557:topics[] 575:require_stable:? 579:tagged_fields 617:- 619:group_id 630:topics[] 641:require_stable:? 643:groups 646:tagged_fields 656:- 659:name 671:partition_indexes 682:tagged_fields 720:- 722:name 733:partition_indexes 740:tagged_fields 750:- 753:group_id 765:topics[] 785:tagged_fields 823:- 825:group_id 836:topics[] 847:tagged_fields 857:- 860:groups[] 875:require_stable:? 880:tagged_fields 918:- 920:groups[] 931:require_stable:? 933:group_id 936:topics 939:tagged_fields 949:- 952:group_id 964:member_id 979:member_epoch:i 982:topics[] 1000:tagged_fields 1038:- 1040:group_id 1051:member_id 1062:member_epoch:i 1064:topics[] 1075:tagged_fields 1085:- 1088:groups[] 1103:require_stable:? 1108:tagged_fields 1146:- 1148:groups[] 1159:require_stable:? 1161:group_id 1164:topics 1167:tagged_fields"
 )

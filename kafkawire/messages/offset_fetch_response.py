@@ -214,7 +214,7 @@ OffsetFetchResponse.OffsetFetchResponsePartitions = OffsetFetchResponsePartition
 def _read_OffsetFetchResponsePartition_v0(buf, pos, view):
     try:
         self = _new(OffsetFetchResponsePartition)
-        # field: partition_index(4) committed_offset(8)
+        # field: partition_index:i committed_offset:q
         (self.partition_index, self.committed_offset,) = _R_iq(buf, pos)
         pos += 12
         # field: metadata
@@ -228,7 +228,7 @@ def _read_OffsetFetchResponsePartition_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.metadata = str(buf[pos:end], "utf-8")
             pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         self.committed_leader_epoch = -1
@@ -240,7 +240,7 @@ def _read_OffsetFetchResponsePartition_v0(buf, pos, view):
 
 def _write_OffsetFetchResponsePartition_v0(self, w):
     try:
-        # field: partition_index(4) committed_offset(8)
+        # field: partition_index:i committed_offset:q
         w(_W_iq(self.partition_index, self.committed_offset))
         # field: metadata
         value = self.metadata
@@ -253,8 +253,9 @@ def _write_OffsetFetchResponsePartition_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetFetchResponsePartition")
     except Exception as exc:
@@ -309,7 +310,11 @@ def _write_OffsetFetchResponseTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_OffsetFetchResponsePartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_OffsetFetchResponsePartition_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetFetchResponseTopic")
     except Exception as exc:
@@ -348,10 +353,14 @@ def _write_OffsetFetchResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetFetchResponseTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetFetchResponseTopic_v0(value, w)
         # field: groups
         if (self.groups is None or len(self.groups) != 0):
             raise not_in_version("OffsetFetchResponse", "groups")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetFetchResponse")
     except Exception as exc:
@@ -372,7 +381,7 @@ def _read_OffsetFetchResponse_v2(buf, pos, view):
             item, pos = _read_OffsetFetchResponseTopic_v0(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         self.throttle_time_ms = 0
@@ -392,12 +401,16 @@ def _write_OffsetFetchResponse_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetFetchResponseTopic_v0(item, w)
-        # field: error_code(2)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetFetchResponseTopic_v0(value, w)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: groups
         if (self.groups is None or len(self.groups) != 0):
             raise not_in_version("OffsetFetchResponse", "groups")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetFetchResponse")
     except Exception as exc:
@@ -407,7 +420,7 @@ def _write_OffsetFetchResponse_v2(self, w):
 def _read_OffsetFetchResponse_v3(buf, pos, view):
     try:
         self = _new(OffsetFetchResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -421,7 +434,7 @@ def _read_OffsetFetchResponse_v3(buf, pos, view):
             item, pos = _read_OffsetFetchResponseTopic_v0(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         self.groups = ()
@@ -433,7 +446,7 @@ def _read_OffsetFetchResponse_v3(buf, pos, view):
 
 def _write_OffsetFetchResponse_v3(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -442,12 +455,16 @@ def _write_OffsetFetchResponse_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetFetchResponseTopic_v0(item, w)
-        # field: error_code(2)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetFetchResponseTopic_v0(value, w)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: groups
         if (self.groups is None or len(self.groups) != 0):
             raise not_in_version("OffsetFetchResponse", "groups")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetFetchResponse")
     except Exception as exc:
@@ -457,7 +474,7 @@ def _write_OffsetFetchResponse_v3(self, w):
 def _read_OffsetFetchResponsePartition_v5(buf, pos, view):
     try:
         self = _new(OffsetFetchResponsePartition)
-        # field: partition_index(4) committed_offset(8) committed_leader_epoch(4)
+        # field: partition_index:i committed_offset:q committed_leader_epoch:i
         (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
         pos += 16
         # field: metadata
@@ -471,7 +488,7 @@ def _read_OffsetFetchResponsePartition_v5(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.metadata = str(buf[pos:end], "utf-8")
             pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         self.unknown_tags = None
@@ -482,7 +499,7 @@ def _read_OffsetFetchResponsePartition_v5(buf, pos, view):
 
 def _write_OffsetFetchResponsePartition_v5(self, w):
     try:
-        # field: partition_index(4) committed_offset(8) committed_leader_epoch(4)
+        # field: partition_index:i committed_offset:q committed_leader_epoch:i
         w(_W_iqi(self.partition_index, self.committed_offset, self.committed_leader_epoch))
         # field: metadata
         value = self.metadata
@@ -495,8 +512,9 @@ def _write_OffsetFetchResponsePartition_v5(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetFetchResponsePartition")
     except Exception as exc:
@@ -551,7 +569,11 @@ def _write_OffsetFetchResponseTopic_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_OffsetFetchResponsePartition_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_OffsetFetchResponsePartition_v5(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetFetchResponseTopic")
     except Exception as exc:
@@ -561,7 +583,7 @@ def _write_OffsetFetchResponseTopic_v5(self, w):
 def _read_OffsetFetchResponse_v5(buf, pos, view):
     try:
         self = _new(OffsetFetchResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -575,7 +597,7 @@ def _read_OffsetFetchResponse_v5(buf, pos, view):
             item, pos = _read_OffsetFetchResponseTopic_v5(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         self.groups = ()
@@ -587,7 +609,7 @@ def _read_OffsetFetchResponse_v5(buf, pos, view):
 
 def _write_OffsetFetchResponse_v5(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -596,12 +618,16 @@ def _write_OffsetFetchResponse_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetFetchResponseTopic_v5(item, w)
-        # field: error_code(2)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetFetchResponseTopic_v5(value, w)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: groups
         if (self.groups is None or len(self.groups) != 0):
             raise not_in_version("OffsetFetchResponse", "groups")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetFetchResponse")
     except Exception as exc:
@@ -611,7 +637,7 @@ def _write_OffsetFetchResponse_v5(self, w):
 def _read_OffsetFetchResponsePartition_v6(buf, pos, view):
     try:
         self = _new(OffsetFetchResponsePartition)
-        # field: partition_index(4) committed_offset(8) committed_leader_epoch(4)
+        # field: partition_index:i committed_offset:q committed_leader_epoch:i
         (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
         pos += 16
         # field: metadata
@@ -629,7 +655,7 @@ def _read_OffsetFetchResponsePartition_v6(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.metadata = str(buf[pos:end], "utf-8")
             pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -672,7 +698,7 @@ def _read_OffsetFetchResponsePartition_v6(buf, pos, view):
 
 def _write_OffsetFetchResponsePartition_v6(self, w):
     try:
-        # field: partition_index(4) committed_offset(8) committed_leader_epoch(4)
+        # field: partition_index:i committed_offset:q committed_leader_epoch:i
         w(_W_iqi(self.partition_index, self.committed_offset, self.committed_leader_epoch))
         # field: metadata
         value = self.metadata
@@ -685,7 +711,7 @@ def _write_OffsetFetchResponsePartition_v6(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -785,7 +811,10 @@ def _write_OffsetFetchResponseTopic_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_OffsetFetchResponsePartition_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_OffsetFetchResponsePartition_v6(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -799,7 +828,7 @@ def _write_OffsetFetchResponseTopic_v6(self, w):
 def _read_OffsetFetchResponse_v6(buf, pos, view):
     try:
         self = _new(OffsetFetchResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -817,7 +846,7 @@ def _read_OffsetFetchResponse_v6(buf, pos, view):
             item, pos = _read_OffsetFetchResponseTopic_v6(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         self.groups = ()
@@ -861,7 +890,7 @@ def _read_OffsetFetchResponse_v6(buf, pos, view):
 
 def _write_OffsetFetchResponse_v6(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -870,8 +899,11 @@ def _write_OffsetFetchResponse_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_OffsetFetchResponseTopic_v6(item, w)
-        # field: error_code(2)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetFetchResponseTopic_v6(value, w)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: groups
         if (self.groups is None or len(self.groups) != 0):
@@ -889,7 +921,7 @@ def _write_OffsetFetchResponse_v6(self, w):
 def _read_OffsetFetchResponsePartitions_v8(buf, pos, view):
     try:
         self = _new(OffsetFetchResponsePartitions)
-        # field: partition_index(4) committed_offset(8) committed_leader_epoch(4)
+        # field: partition_index:i committed_offset:q committed_leader_epoch:i
         (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
         pos += 16
         # field: metadata
@@ -907,7 +939,7 @@ def _read_OffsetFetchResponsePartitions_v8(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.metadata = str(buf[pos:end], "utf-8")
             pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -950,7 +982,7 @@ def _read_OffsetFetchResponsePartitions_v8(buf, pos, view):
 
 def _write_OffsetFetchResponsePartitions_v8(self, w):
     try:
-        # field: partition_index(4) committed_offset(8) committed_leader_epoch(4)
+        # field: partition_index:i committed_offset:q committed_leader_epoch:i
         w(_W_iqi(self.partition_index, self.committed_offset, self.committed_leader_epoch))
         # field: metadata
         value = self.metadata
@@ -963,7 +995,7 @@ def _write_OffsetFetchResponsePartitions_v8(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1063,7 +1095,10 @@ def _write_OffsetFetchResponseTopics_v8(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_OffsetFetchResponsePartitions_v8(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_OffsetFetchResponsePartitions_v8(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1104,7 +1139,7 @@ def _read_OffsetFetchResponseGroup_v8(buf, pos, view):
             item, pos = _read_OffsetFetchResponseTopics_v8(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -1165,8 +1200,11 @@ def _write_OffsetFetchResponseGroup_v8(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_OffsetFetchResponseTopics_v8(item, w)
-        # field: error_code(2)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetFetchResponseTopics_v8(value, w)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1181,7 +1219,7 @@ def _write_OffsetFetchResponseGroup_v8(self, w):
 def _read_OffsetFetchResponse_v8(buf, pos, view):
     try:
         self = _new(OffsetFetchResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: groups[]
@@ -1241,7 +1279,7 @@ def _read_OffsetFetchResponse_v8(buf, pos, view):
 
 def _write_OffsetFetchResponse_v8(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: groups[]
         value = self.groups
@@ -1250,7 +1288,10 @@ def _write_OffsetFetchResponse_v8(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_groups, item in enumerate(value):
-                _write_OffsetFetchResponseGroup_v8(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("groups_item")
+                _write_OffsetFetchResponseGroup_v8(value, w)
         # field: topics
         if (self.topics is None or len(self.topics) != 0):
             raise not_in_version("OffsetFetchResponse", "topics")
@@ -1289,5 +1330,5 @@ OffsetFetchResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "214:- 217:partition_index(4)/committed_offset(8) 220:metadata 231:error_code(2) 241:- 243:partition_index(4)/committed_offset(8) 245:metadata 256:error_code(2) 264:- 267:name 275:partitions[] 292:- 294:name 305:partitions[] 319:- 322:topics[] 342:- 344:topics[] 352:groups 361:- 364:topics[] 375:error_code(2) 386:- 388:topics[] 396:error_code(2) 398:groups 407:- 410:throttle_time_ms(4) 413:topics[] 424:error_code(2) 434:- 436:throttle_time_ms(4) 438:topics[] 446:error_code(2) 448:groups 457:- 460:partition_index(4)/committed_offset(8)/committed_leader_epoch(4) 463:metadata 474:error_code(2) 483:- 485:partition_index(4)/committed_offset(8)/committed_leader_epoch(4) 487:metadata 498:error_code(2) 506:- 509:name 517:partitions[] 534:- 536:name 547:partitions[] 561:- 564:throttle_time_ms(4) 567:topics[] 578:error_code(2) 588:- 590:throttle_time_ms(4) 592:topics[] 600:error_code(2) 602:groups 611:- 614:partition_index(4)/committed_offset(8)/committed_leader_epoch(4) 617:metadata 632:error_code(2) 635:tagged_fields 673:- 675:partition_index(4)/committed_offset(8)/committed_leader_epoch(4) 677:metadata 688:error_code(2) 690:tagged_fields 700:- 703:name 715:partitions[] 730:tagged_fields 768:- 770:name 781:partitions[] 789:tagged_fields 799:- 802:throttle_time_ms(4) 805:topics[] 820:error_code(2) 824:tagged_fields 862:- 864:throttle_time_ms(4) 866:topics[] 874:error_code(2) 876:groups 879:tagged_fields 889:- 892:partition_index(4)/committed_offset(8)/committed_leader_epoch(4) 895:metadata 910:error_code(2) 913:tagged_fields 951:- 953:partition_index(4)/committed_offset(8)/committed_leader_epoch(4) 955:metadata 966:error_code(2) 968:tagged_fields 978:- 981:name 993:partitions[] 1008:tagged_fields 1046:- 1048:name 1059:partitions[] 1067:tagged_fields 1077:- 1080:group_id 1092:topics[] 1107:error_code(2) 1110:tagged_fields 1148:- 1150:group_id 1161:topics[] 1169:error_code(2) 1171:tagged_fields 1181:- 1184:throttle_time_ms(4) 1187:groups[] 1204:tagged_fields 1242:- 1244:throttle_time_ms(4) 1246:groups[] 1254:topics 1257:tagged_fields"
+    "214:- 217:partition_index:i/committed_offset:q 220:metadata 231:error_code:h 241:- 243:partition_index:i/committed_offset:q 245:metadata 256:error_code:h 258:unknown_tags 265:- 268:name 276:partitions[] 293:- 295:name 306:partitions[] 317:unknown_tags 324:- 327:topics[] 347:- 349:topics[] 360:groups 363:unknown_tags 370:- 373:topics[] 384:error_code:h 395:- 397:topics[] 408:error_code:h 410:groups 413:unknown_tags 420:- 423:throttle_time_ms:i 426:topics[] 437:error_code:h 447:- 449:throttle_time_ms:i 451:topics[] 462:error_code:h 464:groups 467:unknown_tags 474:- 477:partition_index:i/committed_offset:q/committed_leader_epoch:i 480:metadata 491:error_code:h 500:- 502:partition_index:i/committed_offset:q/committed_leader_epoch:i 504:metadata 515:error_code:h 517:unknown_tags 524:- 527:name 535:partitions[] 552:- 554:name 565:partitions[] 576:unknown_tags 583:- 586:throttle_time_ms:i 589:topics[] 600:error_code:h 610:- 612:throttle_time_ms:i 614:topics[] 625:error_code:h 627:groups 630:unknown_tags 637:- 640:partition_index:i/committed_offset:q/committed_leader_epoch:i 643:metadata 658:error_code:h 661:tagged_fields 699:- 701:partition_index:i/committed_offset:q/committed_leader_epoch:i 703:metadata 714:error_code:h 716:tagged_fields 726:- 729:name 741:partitions[] 756:tagged_fields 794:- 796:name 807:partitions[] 818:tagged_fields 828:- 831:throttle_time_ms:i 834:topics[] 849:error_code:h 853:tagged_fields 891:- 893:throttle_time_ms:i 895:topics[] 906:error_code:h 908:groups 911:tagged_fields 921:- 924:partition_index:i/committed_offset:q/committed_leader_epoch:i 927:metadata 942:error_code:h 945:tagged_fields 983:- 985:partition_index:i/committed_offset:q/committed_leader_epoch:i 987:metadata 998:error_code:h 1000:tagged_fields 1010:- 1013:name 1025:partitions[] 1040:tagged_fields 1078:- 1080:name 1091:partitions[] 1102:tagged_fields 1112:- 1115:group_id 1127:topics[] 1142:error_code:h 1145:tagged_fields 1183:- 1185:group_id 1196:topics[] 1207:error_code:h 1209:tagged_fields 1219:- 1222:throttle_time_ms:i 1225:groups[] 1242:tagged_fields 1280:- 1282:throttle_time_ms:i 1284:groups[] 1295:topics 1298:tagged_fields"
 )

@@ -112,7 +112,7 @@ OffsetForLeaderEpochRequest.OffsetForLeaderPartition = OffsetForLeaderPartition
 def _read_OffsetForLeaderPartition_v0(buf, pos, view):
     try:
         self = _new(OffsetForLeaderPartition)
-        # field: partition(4) leader_epoch(4)
+        # field: partition:i leader_epoch:i
         (self.partition, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         self.current_leader_epoch = -1
@@ -124,8 +124,9 @@ def _read_OffsetForLeaderPartition_v0(buf, pos, view):
 
 def _write_OffsetForLeaderPartition_v0(self, w):
     try:
-        # field: partition(4) leader_epoch(4)
+        # field: partition:i leader_epoch:i
         w(_W_ii(self.partition, self.leader_epoch))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetForLeaderPartition")
     except Exception as exc:
@@ -180,7 +181,11 @@ def _write_OffsetForLeaderTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_OffsetForLeaderPartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_OffsetForLeaderPartition_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetForLeaderTopic")
     except Exception as exc:
@@ -217,7 +222,11 @@ def _write_OffsetForLeaderEpochRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetForLeaderTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetForLeaderTopic_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetForLeaderEpochRequest")
     except Exception as exc:
@@ -227,7 +236,7 @@ def _write_OffsetForLeaderEpochRequest_v0(self, w):
 def _read_OffsetForLeaderPartition_v2(buf, pos, view):
     try:
         self = _new(OffsetForLeaderPartition)
-        # field: partition(4) current_leader_epoch(4) leader_epoch(4)
+        # field: partition:i current_leader_epoch:i leader_epoch:i
         (self.partition, self.current_leader_epoch, self.leader_epoch,) = _R_iii(buf, pos)
         pos += 12
         self.unknown_tags = None
@@ -238,8 +247,9 @@ def _read_OffsetForLeaderPartition_v2(buf, pos, view):
 
 def _write_OffsetForLeaderPartition_v2(self, w):
     try:
-        # field: partition(4) current_leader_epoch(4) leader_epoch(4)
+        # field: partition:i current_leader_epoch:i leader_epoch:i
         w(_W_iii(self.partition, self.current_leader_epoch, self.leader_epoch))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetForLeaderPartition")
     except Exception as exc:
@@ -294,7 +304,11 @@ def _write_OffsetForLeaderTopic_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_OffsetForLeaderPartition_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_OffsetForLeaderPartition_v2(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetForLeaderTopic")
     except Exception as exc:
@@ -331,7 +345,11 @@ def _write_OffsetForLeaderEpochRequest_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetForLeaderTopic_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetForLeaderTopic_v2(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetForLeaderEpochRequest")
     except Exception as exc:
@@ -341,7 +359,7 @@ def _write_OffsetForLeaderEpochRequest_v2(self, w):
 def _read_OffsetForLeaderEpochRequest_v3(buf, pos, view):
     try:
         self = _new(OffsetForLeaderEpochRequest)
-        # field: replica_id(4)
+        # field: replica_id:i
         (self.replica_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -363,7 +381,7 @@ def _read_OffsetForLeaderEpochRequest_v3(buf, pos, view):
 
 def _write_OffsetForLeaderEpochRequest_v3(self, w):
     try:
-        # field: replica_id(4)
+        # field: replica_id:i
         w(_W_i(self.replica_id))
         # field: topics[]
         value = self.topics
@@ -372,7 +390,11 @@ def _write_OffsetForLeaderEpochRequest_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetForLeaderTopic_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetForLeaderTopic_v2(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetForLeaderEpochRequest")
     except Exception as exc:
@@ -382,7 +404,7 @@ def _write_OffsetForLeaderEpochRequest_v3(self, w):
 def _read_OffsetForLeaderPartition_v4(buf, pos, view):
     try:
         self = _new(OffsetForLeaderPartition)
-        # field: partition(4) current_leader_epoch(4) leader_epoch(4)
+        # field: partition:i current_leader_epoch:i leader_epoch:i
         (self.partition, self.current_leader_epoch, self.leader_epoch,) = _R_iii(buf, pos)
         pos += 12
         # field: tagged_fields
@@ -425,7 +447,7 @@ def _read_OffsetForLeaderPartition_v4(buf, pos, view):
 
 def _write_OffsetForLeaderPartition_v4(self, w):
     try:
-        # field: partition(4) current_leader_epoch(4) leader_epoch(4)
+        # field: partition:i current_leader_epoch:i leader_epoch:i
         w(_W_iii(self.partition, self.current_leader_epoch, self.leader_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -525,7 +547,10 @@ def _write_OffsetForLeaderTopic_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_OffsetForLeaderPartition_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_OffsetForLeaderPartition_v4(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -539,7 +564,7 @@ def _write_OffsetForLeaderTopic_v4(self, w):
 def _read_OffsetForLeaderEpochRequest_v4(buf, pos, view):
     try:
         self = _new(OffsetForLeaderEpochRequest)
-        # field: replica_id(4)
+        # field: replica_id:i
         (self.replica_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -597,7 +622,7 @@ def _read_OffsetForLeaderEpochRequest_v4(buf, pos, view):
 
 def _write_OffsetForLeaderEpochRequest_v4(self, w):
     try:
-        # field: replica_id(4)
+        # field: replica_id:i
         w(_W_i(self.replica_id))
         # field: topics[]
         value = self.topics
@@ -606,7 +631,10 @@ def _write_OffsetForLeaderEpochRequest_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_OffsetForLeaderTopic_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetForLeaderTopic_v4(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -632,5 +660,5 @@ OffsetForLeaderEpochRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "112:- 115:partition(4)/leader_epoch(4) 125:- 127:partition(4)/leader_epoch(4) 135:- 138:topic 146:partitions[] 163:- 165:topic 176:partitions[] 190:- 193:topics[] 211:- 213:topics[] 227:- 230:partition(4)/current_leader_epoch(4)/leader_epoch(4) 239:- 241:partition(4)/current_leader_epoch(4)/leader_epoch(4) 249:- 252:topic 260:partitions[] 277:- 279:topic 290:partitions[] 304:- 307:topics[] 325:- 327:topics[] 341:- 344:replica_id(4) 347:topics[] 364:- 366:replica_id(4) 368:topics[] 382:- 385:partition(4)/current_leader_epoch(4)/leader_epoch(4) 388:tagged_fields 426:- 428:partition(4)/current_leader_epoch(4)/leader_epoch(4) 430:tagged_fields 440:- 443:topic 455:partitions[] 470:tagged_fields 508:- 510:topic 521:partitions[] 529:tagged_fields 539:- 542:replica_id(4) 545:topics[] 560:tagged_fields 598:- 600:replica_id(4) 602:topics[] 610:tagged_fields"
+    "112:- 115:partition:i/leader_epoch:i 125:- 127:partition:i/leader_epoch:i 129:unknown_tags 136:- 139:topic 147:partitions[] 164:- 166:topic 177:partitions[] 188:unknown_tags 195:- 198:topics[] 216:- 218:topics[] 229:unknown_tags 236:- 239:partition:i/current_leader_epoch:i/leader_epoch:i 248:- 250:partition:i/current_leader_epoch:i/leader_epoch:i 252:unknown_tags 259:- 262:topic 270:partitions[] 287:- 289:topic 300:partitions[] 311:unknown_tags 318:- 321:topics[] 339:- 341:topics[] 352:unknown_tags 359:- 362:replica_id:i 365:topics[] 382:- 384:replica_id:i 386:topics[] 397:unknown_tags 404:- 407:partition:i/current_leader_epoch:i/leader_epoch:i 410:tagged_fields 448:- 450:partition:i/current_leader_epoch:i/leader_epoch:i 452:tagged_fields 462:- 465:topic 477:partitions[] 492:tagged_fields 530:- 532:topic 543:partitions[] 554:tagged_fields 564:- 567:replica_id:i 570:topics[] 585:tagged_fields 623:- 625:replica_id:i 627:topics[] 638:tagged_fields"
 )

@@ -115,7 +115,7 @@ OffsetForLeaderEpochResponse.EpochEndOffset = EpochEndOffset
 def _read_EpochEndOffset_v0(buf, pos, view):
     try:
         self = _new(EpochEndOffset)
-        # field: error_code(2) partition(4) end_offset(8)
+        # field: error_code:h partition:i end_offset:q
         (self.error_code, self.partition, self.end_offset,) = _R_hiq(buf, pos)
         pos += 14
         self.leader_epoch = -1
@@ -127,8 +127,9 @@ def _read_EpochEndOffset_v0(buf, pos, view):
 
 def _write_EpochEndOffset_v0(self, w):
     try:
-        # field: error_code(2) partition(4) end_offset(8)
+        # field: error_code:h partition:i end_offset:q
         w(_W_hiq(self.error_code, self.partition, self.end_offset))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("EpochEndOffset")
     except Exception as exc:
@@ -183,7 +184,11 @@ def _write_OffsetForLeaderTopicResult_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_EpochEndOffset_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_EpochEndOffset_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetForLeaderTopicResult")
     except Exception as exc:
@@ -220,7 +225,11 @@ def _write_OffsetForLeaderEpochResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetForLeaderTopicResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetForLeaderTopicResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetForLeaderEpochResponse")
     except Exception as exc:
@@ -230,7 +239,7 @@ def _write_OffsetForLeaderEpochResponse_v0(self, w):
 def _read_EpochEndOffset_v1(buf, pos, view):
     try:
         self = _new(EpochEndOffset)
-        # field: error_code(2) partition(4) leader_epoch(4) end_offset(8)
+        # field: error_code:h partition:i leader_epoch:i end_offset:q
         (self.error_code, self.partition, self.leader_epoch, self.end_offset,) = _R_hiiq(buf, pos)
         pos += 18
         self.unknown_tags = None
@@ -241,8 +250,9 @@ def _read_EpochEndOffset_v1(buf, pos, view):
 
 def _write_EpochEndOffset_v1(self, w):
     try:
-        # field: error_code(2) partition(4) leader_epoch(4) end_offset(8)
+        # field: error_code:h partition:i leader_epoch:i end_offset:q
         w(_W_hiiq(self.error_code, self.partition, self.leader_epoch, self.end_offset))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("EpochEndOffset")
     except Exception as exc:
@@ -297,7 +307,11 @@ def _write_OffsetForLeaderTopicResult_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_EpochEndOffset_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_EpochEndOffset_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetForLeaderTopicResult")
     except Exception as exc:
@@ -334,7 +348,11 @@ def _write_OffsetForLeaderEpochResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetForLeaderTopicResult_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetForLeaderTopicResult_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetForLeaderEpochResponse")
     except Exception as exc:
@@ -344,7 +362,7 @@ def _write_OffsetForLeaderEpochResponse_v1(self, w):
 def _read_OffsetForLeaderEpochResponse_v2(buf, pos, view):
     try:
         self = _new(OffsetForLeaderEpochResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -366,7 +384,7 @@ def _read_OffsetForLeaderEpochResponse_v2(buf, pos, view):
 
 def _write_OffsetForLeaderEpochResponse_v2(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -375,7 +393,11 @@ def _write_OffsetForLeaderEpochResponse_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_OffsetForLeaderTopicResult_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetForLeaderTopicResult_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("OffsetForLeaderEpochResponse")
     except Exception as exc:
@@ -385,7 +407,7 @@ def _write_OffsetForLeaderEpochResponse_v2(self, w):
 def _read_EpochEndOffset_v4(buf, pos, view):
     try:
         self = _new(EpochEndOffset)
-        # field: error_code(2) partition(4) leader_epoch(4) end_offset(8)
+        # field: error_code:h partition:i leader_epoch:i end_offset:q
         (self.error_code, self.partition, self.leader_epoch, self.end_offset,) = _R_hiiq(buf, pos)
         pos += 18
         # field: tagged_fields
@@ -428,7 +450,7 @@ def _read_EpochEndOffset_v4(buf, pos, view):
 
 def _write_EpochEndOffset_v4(self, w):
     try:
-        # field: error_code(2) partition(4) leader_epoch(4) end_offset(8)
+        # field: error_code:h partition:i leader_epoch:i end_offset:q
         w(_W_hiiq(self.error_code, self.partition, self.leader_epoch, self.end_offset))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -528,7 +550,10 @@ def _write_OffsetForLeaderTopicResult_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_EpochEndOffset_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_EpochEndOffset_v4(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -542,7 +567,7 @@ def _write_OffsetForLeaderTopicResult_v4(self, w):
 def _read_OffsetForLeaderEpochResponse_v4(buf, pos, view):
     try:
         self = _new(OffsetForLeaderEpochResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -600,7 +625,7 @@ def _read_OffsetForLeaderEpochResponse_v4(buf, pos, view):
 
 def _write_OffsetForLeaderEpochResponse_v4(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -609,7 +634,10 @@ def _write_OffsetForLeaderEpochResponse_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_OffsetForLeaderTopicResult_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_OffsetForLeaderTopicResult_v4(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -635,5 +663,5 @@ OffsetForLeaderEpochResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "115:- 118:error_code(2)/partition(4)/end_offset(8) 128:- 130:error_code(2)/partition(4)/end_offset(8) 138:- 141:topic 149:partitions[] 166:- 168:topic 179:partitions[] 193:- 196:topics[] 214:- 216:topics[] 230:- 233:error_code(2)/partition(4)/leader_epoch(4)/end_offset(8) 242:- 244:error_code(2)/partition(4)/leader_epoch(4)/end_offset(8) 252:- 255:topic 263:partitions[] 280:- 282:topic 293:partitions[] 307:- 310:topics[] 328:- 330:topics[] 344:- 347:throttle_time_ms(4) 350:topics[] 367:- 369:throttle_time_ms(4) 371:topics[] 385:- 388:error_code(2)/partition(4)/leader_epoch(4)/end_offset(8) 391:tagged_fields 429:- 431:error_code(2)/partition(4)/leader_epoch(4)/end_offset(8) 433:tagged_fields 443:- 446:topic 458:partitions[] 473:tagged_fields 511:- 513:topic 524:partitions[] 532:tagged_fields 542:- 545:throttle_time_ms(4) 548:topics[] 563:tagged_fields 601:- 603:throttle_time_ms(4) 605:topics[] 613:tagged_fields"
+    "115:- 118:error_code:h/partition:i/end_offset:q 128:- 130:error_code:h/partition:i/end_offset:q 132:unknown_tags 139:- 142:topic 150:partitions[] 167:- 169:topic 180:partitions[] 191:unknown_tags 198:- 201:topics[] 219:- 221:topics[] 232:unknown_tags 239:- 242:error_code:h/partition:i/leader_epoch:i/end_offset:q 251:- 253:error_code:h/partition:i/leader_epoch:i/end_offset:q 255:unknown_tags 262:- 265:topic 273:partitions[] 290:- 292:topic 303:partitions[] 314:unknown_tags 321:- 324:topics[] 342:- 344:topics[] 355:unknown_tags 362:- 365:throttle_time_ms:i 368:topics[] 385:- 387:throttle_time_ms:i 389:topics[] 400:unknown_tags 407:- 410:error_code:h/partition:i/leader_epoch:i/end_offset:q 413:tagged_fields 451:- 453:error_code:h/partition:i/leader_epoch:i/end_offset:q 455:tagged_fields 465:- 468:topic 480:partitions[] 495:tagged_fields 533:- 535:topic 546:partitions[] 557:tagged_fields 567:- 570:throttle_time_ms:i 573:topics[] 588:tagged_fields 626:- 628:throttle_time_ms:i 630:topics[] 641:tagged_fields"
 )

@@ -113,7 +113,7 @@ ProduceRequest.PartitionProduceData = PartitionProduceData
 def _read_PartitionProduceData_v0(buf, pos, view):
     try:
         self = _new(PartitionProduceData)
-        # field: index(4)
+        # field: index:i
         (self.index,) = _R_i(buf, pos)
         pos += 4
         # field: records
@@ -135,7 +135,7 @@ def _read_PartitionProduceData_v0(buf, pos, view):
 
 def _write_PartitionProduceData_v0(self, w):
     try:
-        # field: index(4)
+        # field: index:i
         w(_W_i(self.index))
         # field: records
         value = self.records
@@ -144,6 +144,7 @@ def _write_PartitionProduceData_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(value)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("PartitionProduceData")
     except Exception as exc:
@@ -198,7 +199,11 @@ def _write_TopicProduceData_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partition_data, item in enumerate(value):
-                _write_PartitionProduceData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_data_item")
+                _write_PartitionProduceData_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TopicProduceData")
     except Exception as exc:
@@ -208,7 +213,7 @@ def _write_TopicProduceData_v0(self, w):
 def _read_ProduceRequest_v0(buf, pos, view):
     try:
         self = _new(ProduceRequest)
-        # field: acks(2) timeout_ms(4)
+        # field: acks:h timeout_ms:i
         (self.acks, self.timeout_ms,) = _R_hi(buf, pos)
         pos += 6
         # field: topic_data[]
@@ -231,7 +236,7 @@ def _read_ProduceRequest_v0(buf, pos, view):
 
 def _write_ProduceRequest_v0(self, w):
     try:
-        # field: acks(2) timeout_ms(4)
+        # field: acks:h timeout_ms:i
         w(_W_hi(self.acks, self.timeout_ms))
         # field: topic_data[]
         value = self.topic_data
@@ -240,10 +245,14 @@ def _write_ProduceRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topic_data, item in enumerate(value):
-                _write_TopicProduceData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_data_item")
+                _write_TopicProduceData_v0(value, w)
         # field: transactional_id
         if self.transactional_id is not None:
             raise not_in_version("ProduceRequest", "transactional_id")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ProduceRequest")
     except Exception as exc:
@@ -264,7 +273,7 @@ def _read_ProduceRequest_v3(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.transactional_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: acks(2) timeout_ms(4)
+        # field: acks:h timeout_ms:i
         (self.acks, self.timeout_ms,) = _R_hi(buf, pos)
         pos += 6
         # field: topic_data[]
@@ -297,7 +306,7 @@ def _write_ProduceRequest_v3(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: acks(2) timeout_ms(4)
+        # field: acks:h timeout_ms:i
         w(_W_hi(self.acks, self.timeout_ms))
         # field: topic_data[]
         value = self.topic_data
@@ -306,7 +315,11 @@ def _write_ProduceRequest_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_topic_data, item in enumerate(value):
-                _write_TopicProduceData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_data_item")
+                _write_TopicProduceData_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ProduceRequest")
     except Exception as exc:
@@ -316,7 +329,7 @@ def _write_ProduceRequest_v3(self, w):
 def _read_PartitionProduceData_v9(buf, pos, view):
     try:
         self = _new(PartitionProduceData)
-        # field: index(4)
+        # field: index:i
         (self.index,) = _R_i(buf, pos)
         pos += 4
         # field: records
@@ -374,7 +387,7 @@ def _read_PartitionProduceData_v9(buf, pos, view):
 
 def _write_PartitionProduceData_v9(self, w):
     try:
-        # field: index(4)
+        # field: index:i
         w(_W_i(self.index))
         # field: records
         value = self.records
@@ -481,7 +494,10 @@ def _write_TopicProduceData_v9(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partition_data, item in enumerate(value):
-                _write_PartitionProduceData_v9(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_data_item")
+                _write_PartitionProduceData_v9(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -510,7 +526,7 @@ def _read_ProduceRequest_v9(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.transactional_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: acks(2) timeout_ms(4)
+        # field: acks:h timeout_ms:i
         (self.acks, self.timeout_ms,) = _R_hi(buf, pos)
         pos += 6
         # field: topic_data[]
@@ -579,7 +595,7 @@ def _write_ProduceRequest_v9(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: acks(2) timeout_ms(4)
+        # field: acks:h timeout_ms:i
         w(_W_hi(self.acks, self.timeout_ms))
         # field: topic_data[]
         value = self.topic_data
@@ -588,7 +604,10 @@ def _write_ProduceRequest_v9(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topic_data, item in enumerate(value):
-                _write_TopicProduceData_v9(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_data_item")
+                _write_TopicProduceData_v9(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -628,5 +647,5 @@ ProduceRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "113:- 116:index(4) 119:records 136:- 138:index(4) 140:records 153:- 156:name 164:partition_data[] 181:- 183:name 194:partition_data[] 208:- 211:acks(2)/timeout_ms(4) 214:topic_data[] 232:- 234:acks(2)/timeout_ms(4) 236:topic_data[] 244:transactional_id 253:- 256:transactional_id 267:acks(2)/timeout_ms(4) 270:topic_data[] 287:- 289:transactional_id 300:acks(2)/timeout_ms(4) 302:topic_data[] 316:- 319:index(4) 322:records 337:tagged_fields 375:- 377:index(4) 379:records 386:tagged_fields 396:- 399:name 411:partition_data[] 426:tagged_fields 464:- 466:name 477:partition_data[] 485:tagged_fields 495:- 498:transactional_id 513:acks(2)/timeout_ms(4) 516:topic_data[] 531:tagged_fields 569:- 571:transactional_id 582:acks(2)/timeout_ms(4) 584:topic_data[] 592:tagged_fields"
+    "113:- 116:index:i 119:records 136:- 138:index:i 140:records 147:unknown_tags 154:- 157:name 165:partition_data[] 182:- 184:name 195:partition_data[] 206:unknown_tags 213:- 216:acks:h/timeout_ms:i 219:topic_data[] 237:- 239:acks:h/timeout_ms:i 241:topic_data[] 252:transactional_id 255:unknown_tags 262:- 265:transactional_id 276:acks:h/timeout_ms:i 279:topic_data[] 296:- 298:transactional_id 309:acks:h/timeout_ms:i 311:topic_data[] 322:unknown_tags 329:- 332:index:i 335:records 350:tagged_fields 388:- 390:index:i 392:records 399:tagged_fields 409:- 412:name 424:partition_data[] 439:tagged_fields 477:- 479:name 490:partition_data[] 501:tagged_fields 511:- 514:transactional_id 529:acks:h/timeout_ms:i 532:topic_data[] 547:tagged_fields 585:- 587:transactional_id 598:acks:h/timeout_ms:i 600:topic_data[] 611:tagged_fields"
 )

@@ -220,7 +220,7 @@ ProduceResponse.NodeEndpoint = NodeEndpoint
 def _read_PartitionProduceResponse_v0(buf, pos, view):
     try:
         self = _new(PartitionProduceResponse)
-        # field: index(4) error_code(2) base_offset(8)
+        # field: index:i error_code:h base_offset:q
         (self.index, self.error_code, self.base_offset,) = _R_ihq(buf, pos)
         pos += 14
         self.log_append_time_ms = -1
@@ -235,11 +235,12 @@ def _read_PartitionProduceResponse_v0(buf, pos, view):
 
 def _write_PartitionProduceResponse_v0(self, w):
     try:
-        # field: index(4) error_code(2) base_offset(8)
+        # field: index:i error_code:h base_offset:q
         w(_W_ihq(self.index, self.error_code, self.base_offset))
         # field: current_leader
         if (self.current_leader is None or not self.current_leader._is_default()):
             raise not_in_version("PartitionProduceResponse", "current_leader")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("PartitionProduceResponse")
     except Exception as exc:
@@ -294,7 +295,11 @@ def _write_TopicProduceResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partition_responses, item in enumerate(value):
-                _write_PartitionProduceResponse_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_responses_item")
+                _write_PartitionProduceResponse_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TopicProduceResponse")
     except Exception as exc:
@@ -332,10 +337,14 @@ def _write_ProduceResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_responses, item in enumerate(value):
-                _write_TopicProduceResponse_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_TopicProduceResponse_v0(value, w)
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
             raise not_in_version("ProduceResponse", "node_endpoints")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ProduceResponse")
     except Exception as exc:
@@ -356,7 +365,7 @@ def _read_ProduceResponse_v1(buf, pos, view):
             item, pos = _read_TopicProduceResponse_v0(buf, pos, view)
             append(item)
         self.responses = tuple(items)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         self.node_endpoints = ()
@@ -375,12 +384,16 @@ def _write_ProduceResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_responses, item in enumerate(value):
-                _write_TopicProduceResponse_v0(item, w)
-        # field: throttle_time_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_TopicProduceResponse_v0(value, w)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
             raise not_in_version("ProduceResponse", "node_endpoints")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ProduceResponse")
     except Exception as exc:
@@ -390,7 +403,7 @@ def _write_ProduceResponse_v1(self, w):
 def _read_PartitionProduceResponse_v2(buf, pos, view):
     try:
         self = _new(PartitionProduceResponse)
-        # field: index(4) error_code(2) base_offset(8) log_append_time_ms(8)
+        # field: index:i error_code:h base_offset:q log_append_time_ms:q
         (self.index, self.error_code, self.base_offset, self.log_append_time_ms,) = _R_ihqq(buf, pos)
         pos += 22
         self.log_start_offset = -1
@@ -404,11 +417,12 @@ def _read_PartitionProduceResponse_v2(buf, pos, view):
 
 def _write_PartitionProduceResponse_v2(self, w):
     try:
-        # field: index(4) error_code(2) base_offset(8) log_append_time_ms(8)
+        # field: index:i error_code:h base_offset:q log_append_time_ms:q
         w(_W_ihqq(self.index, self.error_code, self.base_offset, self.log_append_time_ms))
         # field: current_leader
         if (self.current_leader is None or not self.current_leader._is_default()):
             raise not_in_version("PartitionProduceResponse", "current_leader")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("PartitionProduceResponse")
     except Exception as exc:
@@ -463,7 +477,11 @@ def _write_TopicProduceResponse_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_partition_responses, item in enumerate(value):
-                _write_PartitionProduceResponse_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_responses_item")
+                _write_PartitionProduceResponse_v2(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TopicProduceResponse")
     except Exception as exc:
@@ -484,7 +502,7 @@ def _read_ProduceResponse_v2(buf, pos, view):
             item, pos = _read_TopicProduceResponse_v2(buf, pos, view)
             append(item)
         self.responses = tuple(items)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         self.node_endpoints = ()
@@ -503,12 +521,16 @@ def _write_ProduceResponse_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_responses, item in enumerate(value):
-                _write_TopicProduceResponse_v2(item, w)
-        # field: throttle_time_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_TopicProduceResponse_v2(value, w)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
             raise not_in_version("ProduceResponse", "node_endpoints")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ProduceResponse")
     except Exception as exc:
@@ -518,7 +540,7 @@ def _write_ProduceResponse_v2(self, w):
 def _read_PartitionProduceResponse_v5(buf, pos, view):
     try:
         self = _new(PartitionProduceResponse)
-        # field: index(4) error_code(2) base_offset(8) log_append_time_ms(8) log_start_offset(8)
+        # field: index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
         (self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset,) = _R_ihqqq(buf, pos)
         pos += 30
         self.record_errors = ()
@@ -531,11 +553,12 @@ def _read_PartitionProduceResponse_v5(buf, pos, view):
 
 def _write_PartitionProduceResponse_v5(self, w):
     try:
-        # field: index(4) error_code(2) base_offset(8) log_append_time_ms(8) log_start_offset(8)
+        # field: index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
         w(_W_ihqqq(self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset))
         # field: current_leader
         if (self.current_leader is None or not self.current_leader._is_default()):
             raise not_in_version("PartitionProduceResponse", "current_leader")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("PartitionProduceResponse")
     except Exception as exc:
@@ -590,7 +613,11 @@ def _write_TopicProduceResponse_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_partition_responses, item in enumerate(value):
-                _write_PartitionProduceResponse_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_responses_item")
+                _write_PartitionProduceResponse_v5(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TopicProduceResponse")
     except Exception as exc:
@@ -611,7 +638,7 @@ def _read_ProduceResponse_v5(buf, pos, view):
             item, pos = _read_TopicProduceResponse_v5(buf, pos, view)
             append(item)
         self.responses = tuple(items)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         self.node_endpoints = ()
@@ -630,12 +657,16 @@ def _write_ProduceResponse_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_responses, item in enumerate(value):
-                _write_TopicProduceResponse_v5(item, w)
-        # field: throttle_time_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_TopicProduceResponse_v5(value, w)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
             raise not_in_version("ProduceResponse", "node_endpoints")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ProduceResponse")
     except Exception as exc:
@@ -645,7 +676,7 @@ def _write_ProduceResponse_v5(self, w):
 def _read_BatchIndexAndErrorMessage_v8(buf, pos, view):
     try:
         self = _new(BatchIndexAndErrorMessage)
-        # field: batch_index(4)
+        # field: batch_index:i
         (self.batch_index,) = _R_i(buf, pos)
         pos += 4
         # field: batch_index_error_message
@@ -667,7 +698,7 @@ def _read_BatchIndexAndErrorMessage_v8(buf, pos, view):
 
 def _write_BatchIndexAndErrorMessage_v8(self, w):
     try:
-        # field: batch_index(4)
+        # field: batch_index:i
         w(_W_i(self.batch_index))
         # field: batch_index_error_message
         value = self.batch_index_error_message
@@ -680,6 +711,7 @@ def _write_BatchIndexAndErrorMessage_v8(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("BatchIndexAndErrorMessage")
     except Exception as exc:
@@ -689,7 +721,7 @@ def _write_BatchIndexAndErrorMessage_v8(self, w):
 def _read_PartitionProduceResponse_v8(buf, pos, view):
     try:
         self = _new(PartitionProduceResponse)
-        # field: index(4) error_code(2) base_offset(8) log_append_time_ms(8) log_start_offset(8)
+        # field: index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
         (self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset,) = _R_ihqqq(buf, pos)
         pos += 30
         # field: record_errors[]
@@ -722,7 +754,7 @@ def _read_PartitionProduceResponse_v8(buf, pos, view):
 
 def _write_PartitionProduceResponse_v8(self, w):
     try:
-        # field: index(4) error_code(2) base_offset(8) log_append_time_ms(8) log_start_offset(8)
+        # field: index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
         w(_W_ihqqq(self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset))
         # field: record_errors[]
         value = self.record_errors
@@ -731,7 +763,10 @@ def _write_PartitionProduceResponse_v8(self, w):
         else:
             w(_W_i(len(value)))
             for i_record_errors, item in enumerate(value):
-                _write_BatchIndexAndErrorMessage_v8(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("record_errors_item")
+                _write_BatchIndexAndErrorMessage_v8(value, w)
         # field: error_message
         value = self.error_message
         if value is None:
@@ -746,6 +781,7 @@ def _write_PartitionProduceResponse_v8(self, w):
         # field: current_leader
         if (self.current_leader is None or not self.current_leader._is_default()):
             raise not_in_version("PartitionProduceResponse", "current_leader")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("PartitionProduceResponse")
     except Exception as exc:
@@ -800,7 +836,11 @@ def _write_TopicProduceResponse_v8(self, w):
         else:
             w(_W_i(len(value)))
             for i_partition_responses, item in enumerate(value):
-                _write_PartitionProduceResponse_v8(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_responses_item")
+                _write_PartitionProduceResponse_v8(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TopicProduceResponse")
     except Exception as exc:
@@ -821,7 +861,7 @@ def _read_ProduceResponse_v8(buf, pos, view):
             item, pos = _read_TopicProduceResponse_v8(buf, pos, view)
             append(item)
         self.responses = tuple(items)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         self.node_endpoints = ()
@@ -840,12 +880,16 @@ def _write_ProduceResponse_v8(self, w):
         else:
             w(_W_i(len(value)))
             for i_responses, item in enumerate(value):
-                _write_TopicProduceResponse_v8(item, w)
-        # field: throttle_time_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_TopicProduceResponse_v8(value, w)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
             raise not_in_version("ProduceResponse", "node_endpoints")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ProduceResponse")
     except Exception as exc:
@@ -855,7 +899,7 @@ def _write_ProduceResponse_v8(self, w):
 def _read_BatchIndexAndErrorMessage_v9(buf, pos, view):
     try:
         self = _new(BatchIndexAndErrorMessage)
-        # field: batch_index(4)
+        # field: batch_index:i
         (self.batch_index,) = _R_i(buf, pos)
         pos += 4
         # field: batch_index_error_message
@@ -913,7 +957,7 @@ def _read_BatchIndexAndErrorMessage_v9(buf, pos, view):
 
 def _write_BatchIndexAndErrorMessage_v9(self, w):
     try:
-        # field: batch_index(4)
+        # field: batch_index:i
         w(_W_i(self.batch_index))
         # field: batch_index_error_message
         value = self.batch_index_error_message
@@ -939,7 +983,7 @@ def _write_BatchIndexAndErrorMessage_v9(self, w):
 def _read_PartitionProduceResponse_v9(buf, pos, view):
     try:
         self = _new(PartitionProduceResponse)
-        # field: index(4) error_code(2) base_offset(8) log_append_time_ms(8) log_start_offset(8)
+        # field: index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
         (self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset,) = _R_ihqqq(buf, pos)
         pos += 30
         # field: record_errors[]
@@ -1012,7 +1056,7 @@ def _read_PartitionProduceResponse_v9(buf, pos, view):
 
 def _write_PartitionProduceResponse_v9(self, w):
     try:
-        # field: index(4) error_code(2) base_offset(8) log_append_time_ms(8) log_start_offset(8)
+        # field: index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
         w(_W_ihqqq(self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset))
         # field: record_errors[]
         value = self.record_errors
@@ -1021,7 +1065,10 @@ def _write_PartitionProduceResponse_v9(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_record_errors, item in enumerate(value):
-                _write_BatchIndexAndErrorMessage_v9(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("record_errors_item")
+                _write_BatchIndexAndErrorMessage_v9(value, w)
         # field: error_message
         value = self.error_message
         if value is None:
@@ -1134,7 +1181,10 @@ def _write_TopicProduceResponse_v9(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partition_responses, item in enumerate(value):
-                _write_PartitionProduceResponse_v9(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_responses_item")
+                _write_PartitionProduceResponse_v9(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1163,7 +1213,7 @@ def _read_ProduceResponse_v9(buf, pos, view):
             item, pos = _read_TopicProduceResponse_v9(buf, pos, view)
             append(item)
         self.responses = tuple(items)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         self.node_endpoints = ()
@@ -1214,8 +1264,11 @@ def _write_ProduceResponse_v9(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_responses, item in enumerate(value):
-                _write_TopicProduceResponse_v9(item, w)
-        # field: throttle_time_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_TopicProduceResponse_v9(value, w)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
@@ -1233,7 +1286,7 @@ def _write_ProduceResponse_v9(self, w):
 def _read_LeaderIdAndEpoch_v10(buf, pos, view):
     try:
         self = _new(LeaderIdAndEpoch)
-        # field: leader_id(4) leader_epoch(4)
+        # field: leader_id:i leader_epoch:i
         (self.leader_id, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: tagged_fields
@@ -1276,7 +1329,7 @@ def _read_LeaderIdAndEpoch_v10(buf, pos, view):
 
 def _write_LeaderIdAndEpoch_v10(self, w):
     try:
-        # field: leader_id(4) leader_epoch(4)
+        # field: leader_id:i leader_epoch:i
         w(_W_ii(self.leader_id, self.leader_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1291,7 +1344,7 @@ def _write_LeaderIdAndEpoch_v10(self, w):
 def _read_PartitionProduceResponse_v10(buf, pos, view):
     try:
         self = _new(PartitionProduceResponse)
-        # field: index(4) error_code(2) base_offset(8) log_append_time_ms(8) log_start_offset(8)
+        # field: index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
         (self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset,) = _R_ihqqq(buf, pos)
         pos += 30
         # field: record_errors[]
@@ -1371,7 +1424,7 @@ def _read_PartitionProduceResponse_v10(buf, pos, view):
 
 def _write_PartitionProduceResponse_v10(self, w):
     try:
-        # field: index(4) error_code(2) base_offset(8) log_append_time_ms(8) log_start_offset(8)
+        # field: index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
         w(_W_ihqqq(self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset))
         # field: record_errors[]
         value = self.record_errors
@@ -1380,7 +1433,10 @@ def _write_PartitionProduceResponse_v10(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_record_errors, item in enumerate(value):
-                _write_BatchIndexAndErrorMessage_v9(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("record_errors_item")
+                _write_BatchIndexAndErrorMessage_v9(value, w)
         # field: error_message
         value = self.error_message
         if value is None:
@@ -1396,7 +1452,10 @@ def _write_PartitionProduceResponse_v10(self, w):
         # field: current_leader
         if (self.current_leader is None or not self.current_leader._is_default()):
             sub = []
-            _write_LeaderIdAndEpoch_v10(self.current_leader, sub.append)
+            value = self.current_leader
+            if value is None:
+                raise null_not_allowed("current_leader")
+            _write_LeaderIdAndEpoch_v10(value, sub.append)
             tags.append((0, b"".join(sub)))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1496,7 +1555,10 @@ def _write_TopicProduceResponse_v10(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partition_responses, item in enumerate(value):
-                _write_PartitionProduceResponse_v10(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_responses_item")
+                _write_PartitionProduceResponse_v10(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1510,7 +1572,7 @@ def _write_TopicProduceResponse_v10(self, w):
 def _read_NodeEndpoint_v10(buf, pos, view):
     try:
         self = _new(NodeEndpoint)
-        # field: node_id(4)
+        # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
         # field: host
@@ -1525,7 +1587,7 @@ def _read_NodeEndpoint_v10(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(4)
+        # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         # field: rack
@@ -1583,7 +1645,7 @@ def _read_NodeEndpoint_v10(buf, pos, view):
 
 def _write_NodeEndpoint_v10(self, w):
     try:
-        # field: node_id(4)
+        # field: node_id:i
         w(_W_i(self.node_id))
         # field: host
         value = self.host
@@ -1596,7 +1658,7 @@ def _write_NodeEndpoint_v10(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(4)
+        # field: port:i
         w(_W_i(self.port))
         # field: rack
         value = self.rack
@@ -1637,7 +1699,7 @@ def _read_ProduceResponse_v10(buf, pos, view):
             item, pos = _read_TopicProduceResponse_v10(buf, pos, view)
             append(item)
         self.responses = tuple(items)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         self.node_endpoints = ()
@@ -1708,8 +1770,11 @@ def _write_ProduceResponse_v10(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_responses, item in enumerate(value):
-                _write_TopicProduceResponse_v10(item, w)
-        # field: throttle_time_ms(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_TopicProduceResponse_v10(value, w)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         tags = []
         # field: node_endpoints
@@ -1721,7 +1786,10 @@ def _write_ProduceResponse_v10(self, w):
             else:
                 sub.append(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
                 for i_node_endpoints, item in enumerate(value):
-                    _write_NodeEndpoint_v10(item, sub.append)
+                    value = item
+                    if value is None:
+                        raise null_not_allowed("node_endpoints_item")
+                    _write_NodeEndpoint_v10(value, sub.append)
             tags.append((0, b"".join(sub)))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1762,5 +1830,5 @@ ProduceResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "220:- 223:index(4)/error_code(2)/base_offset(8) 236:- 238:index(4)/error_code(2)/base_offset(8) 240:current_leader 249:- 252:name 260:partition_responses[] 277:- 279:name 290:partition_responses[] 304:- 307:responses[] 326:- 328:responses[] 336:node_endpoints 345:- 348:responses[] 359:throttle_time_ms(4) 369:- 371:responses[] 379:throttle_time_ms(4) 381:node_endpoints 390:- 393:index(4)/error_code(2)/base_offset(8)/log_append_time_ms(8) 405:- 407:index(4)/error_code(2)/base_offset(8)/log_append_time_ms(8) 409:current_leader 418:- 421:name 429:partition_responses[] 446:- 448:name 459:partition_responses[] 473:- 476:responses[] 487:throttle_time_ms(4) 497:- 499:responses[] 507:throttle_time_ms(4) 509:node_endpoints 518:- 521:index(4)/error_code(2)/base_offset(8)/log_append_time_ms(8)/log_start_offset(8) 532:- 534:index(4)/error_code(2)/base_offset(8)/log_append_time_ms(8)/log_start_offset(8) 536:current_leader 545:- 548:name 556:partition_responses[] 573:- 575:name 586:partition_responses[] 600:- 603:responses[] 614:throttle_time_ms(4) 624:- 626:responses[] 634:throttle_time_ms(4) 636:node_endpoints 645:- 648:batch_index(4) 651:batch_index_error_message 668:- 670:batch_index(4) 672:batch_index_error_message 689:- 692:index(4)/error_code(2)/base_offset(8)/log_append_time_ms(8)/log_start_offset(8) 695:record_errors[] 706:error_message 723:- 725:index(4)/error_code(2)/base_offset(8)/log_append_time_ms(8)/log_start_offset(8) 727:record_errors[] 735:error_message 746:current_leader 755:- 758:name 766:partition_responses[] 783:- 785:name 796:partition_responses[] 810:- 813:responses[] 824:throttle_time_ms(4) 834:- 836:responses[] 844:throttle_time_ms(4) 846:node_endpoints 855:- 858:batch_index(4) 861:batch_index_error_message 876:tagged_fields 914:- 916:batch_index(4) 918:batch_index_error_message 929:tagged_fields 939:- 942:index(4)/error_code(2)/base_offset(8)/log_append_time_ms(8)/log_start_offset(8) 945:record_errors[] 960:error_message 975:tagged_fields 1013:- 1015:index(4)/error_code(2)/base_offset(8)/log_append_time_ms(8)/log_start_offset(8) 1017:record_errors[] 1025:error_message 1036:current_leader 1039:tagged_fields 1049:- 1052:name 1064:partition_responses[] 1079:tagged_fields 1117:- 1119:name 1130:partition_responses[] 1138:tagged_fields 1148:- 1151:responses[] 1166:throttle_time_ms(4) 1170:tagged_fields 1208:- 1210:responses[] 1218:throttle_time_ms(4) 1220:node_endpoints 1223:tagged_fields 1233:- 1236:leader_id(4)/leader_epoch(4) 1239:tagged_fields 1277:- 1279:leader_id(4)/leader_epoch(4) 1281:tagged_fields 1291:- 1294:index(4)/error_code(2)/base_offset(8)/log_append_time_ms(8)/log_start_offset(8) 1297:record_errors[] 1312:error_message 1327:tagged_fields 1356:current_leader 1360:tagged_fields 1372:- 1374:index(4)/error_code(2)/base_offset(8)/log_append_time_ms(8)/log_start_offset(8) 1376:record_errors[] 1384:error_message 1396:current_leader 1401:tagged_fields 1411:- 1414:name 1426:partition_responses[] 1441:tagged_fields 1479:- 1481:name 1492:partition_responses[] 1500:tagged_fields 1510:- 1513:node_id(4) 1516:host 1528:port(4) 1531:rack 1546:tagged_fields 1584:- 1586:node_id(4) 1588:host 1599:port(4) 1601:rack 1612:tagged_fields 1622:- 1625:responses[] 1640:throttle_time_ms(4) 1644:tagged_fields 1673:node_endpoints 1690:tagged_fields 1702:- 1704:responses[] 1712:throttle_time_ms(4) 1715:node_endpoints 1726:tagged_fields"
+    "220:- 223:index:i/error_code:h/base_offset:q 236:- 238:index:i/error_code:h/base_offset:q 240:current_leader 243:unknown_tags 250:- 253:name 261:partition_responses[] 278:- 280:name 291:partition_responses[] 302:unknown_tags 309:- 312:responses[] 331:- 333:responses[] 344:node_endpoints 347:unknown_tags 354:- 357:responses[] 368:throttle_time_ms:i 378:- 380:responses[] 391:throttle_time_ms:i 393:node_endpoints 396:unknown_tags 403:- 406:index:i/error_code:h/base_offset:q/log_append_time_ms:q 418:- 420:index:i/error_code:h/base_offset:q/log_append_time_ms:q 422:current_leader 425:unknown_tags 432:- 435:name 443:partition_responses[] 460:- 462:name 473:partition_responses[] 484:unknown_tags 491:- 494:responses[] 505:throttle_time_ms:i 515:- 517:responses[] 528:throttle_time_ms:i 530:node_endpoints 533:unknown_tags 540:- 543:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 554:- 556:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 558:current_leader 561:unknown_tags 568:- 571:name 579:partition_responses[] 596:- 598:name 609:partition_responses[] 620:unknown_tags 627:- 630:responses[] 641:throttle_time_ms:i 651:- 653:responses[] 664:throttle_time_ms:i 666:node_endpoints 669:unknown_tags 676:- 679:batch_index:i 682:batch_index_error_message 699:- 701:batch_index:i 703:batch_index_error_message 714:unknown_tags 721:- 724:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 727:record_errors[] 738:error_message 755:- 757:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 759:record_errors[] 770:error_message 781:current_leader 784:unknown_tags 791:- 794:name 802:partition_responses[] 819:- 821:name 832:partition_responses[] 843:unknown_tags 850:- 853:responses[] 864:throttle_time_ms:i 874:- 876:responses[] 887:throttle_time_ms:i 889:node_endpoints 892:unknown_tags 899:- 902:batch_index:i 905:batch_index_error_message 920:tagged_fields 958:- 960:batch_index:i 962:batch_index_error_message 973:tagged_fields 983:- 986:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 989:record_errors[] 1004:error_message 1019:tagged_fields 1057:- 1059:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1061:record_errors[] 1072:error_message 1083:current_leader 1086:tagged_fields 1096:- 1099:name 1111:partition_responses[] 1126:tagged_fields 1164:- 1166:name 1177:partition_responses[] 1188:tagged_fields 1198:- 1201:responses[] 1216:throttle_time_ms:i 1220:tagged_fields 1258:- 1260:responses[] 1271:throttle_time_ms:i 1273:node_endpoints 1276:tagged_fields 1286:- 1289:leader_id:i/leader_epoch:i 1292:tagged_fields 1330:- 1332:leader_id:i/leader_epoch:i 1334:tagged_fields 1344:- 1347:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1350:record_errors[] 1365:error_message 1380:tagged_fields 1409:current_leader 1413:tagged_fields 1425:- 1427:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1429:record_errors[] 1440:error_message 1452:current_leader 1460:tagged_fields 1470:- 1473:name 1485:partition_responses[] 1500:tagged_fields 1538:- 1540:name 1551:partition_responses[] 1562:tagged_fields 1572:- 1575:node_id:i 1578:host 1590:port:i 1593:rack 1608:tagged_fields 1646:- 1648:node_id:i 1650:host 1661:port:i 1663:rack 1674:tagged_fields 1684:- 1687:responses[] 1702:throttle_time_ms:i 1706:tagged_fields 1735:node_endpoints 1752:tagged_fields 1764:- 1766:responses[] 1777:throttle_time_ms:i 1780:node_endpoints 1794:tagged_fields"
 )

@@ -64,7 +64,7 @@ class PushTelemetryRequest(_Message):
 def _read_PushTelemetryRequest_v0(buf, pos, view):
     try:
         self = _new(PushTelemetryRequest)
-        # field: client_instance_id(16) subscription_id(4) terminating(1) compression_type(1)
+        # field: client_instance_id:16s subscription_id:i terminating:? compression_type:b
         (u_client_instance_id, self.subscription_id, self.terminating, self.compression_type,) = _R_16si_b(buf, pos)
         self.client_instance_id = uuid_from_bytes(u_client_instance_id)
         pos += 22
@@ -120,7 +120,7 @@ def _read_PushTelemetryRequest_v0(buf, pos, view):
 
 def _write_PushTelemetryRequest_v0(self, w):
     try:
-        # field: client_instance_id(16) subscription_id(4) terminating(1) compression_type(1)
+        # field: client_instance_id:16s subscription_id:i terminating:? compression_type:b
         w(_W_16si_b(self.client_instance_id.bytes, self.subscription_id, self.terminating, self.compression_type))
         # field: metrics
         value = self.metrics
@@ -146,5 +146,5 @@ PushTelemetryRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "64:- 67:client_instance_id(16)/subscription_id(4)/terminating(1)/compression_type(1) 71:metrics 83:tagged_fields 121:- 123:client_instance_id(16)/subscription_id(4)/terminating(1)/compression_type(1) 125:metrics 132:tagged_fields"
+    "64:- 67:client_instance_id:16s/subscription_id:i/terminating:?/compression_type:b 71:metrics 83:tagged_fields 121:- 123:client_instance_id:16s/subscription_id:i/terminating:?/compression_type:b 125:metrics 132:tagged_fields"
 )

@@ -55,7 +55,7 @@ class PushTelemetryResponse(_Message):
 def _read_PushTelemetryResponse_v0(buf, pos, view):
     try:
         self = _new(PushTelemetryResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: tagged_fields
@@ -98,7 +98,7 @@ def _read_PushTelemetryResponse_v0(buf, pos, view):
 
 def _write_PushTelemetryResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -117,5 +117,5 @@ PushTelemetryResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "55:- 58:throttle_time_ms(4)/error_code(2) 61:tagged_fields 99:- 101:throttle_time_ms(4)/error_code(2) 103:tagged_fields"
+    "55:- 58:throttle_time_ms:i/error_code:h 61:tagged_fields 99:- 101:throttle_time_ms:i/error_code:h 103:tagged_fields"
 )

@@ -109,7 +109,7 @@ ReadShareGroupStateRequest.PartitionData = PartitionData
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition(4) leader_epoch(4)
+        # field: partition:i leader_epoch:i
         (self.partition, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: tagged_fields
@@ -152,7 +152,7 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition(4) leader_epoch(4)
+        # field: partition:i leader_epoch:i
         w(_W_ii(self.partition, self.leader_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -167,7 +167,7 @@ def _write_PartitionData_v0(self, w):
 def _read_ReadStateData_v0(buf, pos, view):
     try:
         self = _new(ReadStateData)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -226,7 +226,7 @@ def _read_ReadStateData_v0(buf, pos, view):
 
 def _write_ReadStateData_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -235,7 +235,10 @@ def _write_ReadStateData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -334,7 +337,10 @@ def _write_ReadShareGroupStateRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_ReadStateData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_ReadStateData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -352,5 +358,5 @@ ReadShareGroupStateRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "109:- 112:partition(4)/leader_epoch(4) 115:tagged_fields 153:- 155:partition(4)/leader_epoch(4) 157:tagged_fields 167:- 170:topic_id(16) 174:partitions[] 189:tagged_fields 227:- 229:topic_id(16) 231:partitions[] 239:tagged_fields 249:- 252:group_id 264:topics[] 279:tagged_fields 317:- 319:group_id 330:topics[] 338:tagged_fields"
+    "109:- 112:partition:i/leader_epoch:i 115:tagged_fields 153:- 155:partition:i/leader_epoch:i 157:tagged_fields 167:- 170:topic_id:16s 174:partitions[] 189:tagged_fields 227:- 229:topic_id:16s 231:partitions[] 242:tagged_fields 252:- 255:group_id 267:topics[] 282:tagged_fields 320:- 322:group_id 333:topics[] 344:tagged_fields"
 )

@@ -154,7 +154,7 @@ ReadShareGroupStateResponse.StateBatch = StateBatch
 def _read_StateBatch_v0(buf, pos, view):
     try:
         self = _new(StateBatch)
-        # field: first_offset(8) last_offset(8) delivery_state(1) delivery_count(2)
+        # field: first_offset:q last_offset:q delivery_state:b delivery_count:h
         (self.first_offset, self.last_offset, self.delivery_state, self.delivery_count,) = _R_qqbh(buf, pos)
         pos += 19
         # field: tagged_fields
@@ -197,7 +197,7 @@ def _read_StateBatch_v0(buf, pos, view):
 
 def _write_StateBatch_v0(self, w):
     try:
-        # field: first_offset(8) last_offset(8) delivery_state(1) delivery_count(2)
+        # field: first_offset:q last_offset:q delivery_state:b delivery_count:h
         w(_W_qqbh(self.first_offset, self.last_offset, self.delivery_state, self.delivery_count))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -212,7 +212,7 @@ def _write_StateBatch_v0(self, w):
 def _read_PartitionResult_v0(buf, pos, view):
     try:
         self = _new(PartitionResult)
-        # field: partition(4) error_code(2)
+        # field: partition:i error_code:h
         (self.partition, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -230,7 +230,7 @@ def _read_PartitionResult_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: state_epoch(4) start_offset(8)
+        # field: state_epoch:i start_offset:q
         (self.state_epoch, self.start_offset,) = _R_iq(buf, pos)
         pos += 12
         # field: state_batches[]
@@ -288,7 +288,7 @@ def _read_PartitionResult_v0(buf, pos, view):
 
 def _write_PartitionResult_v0(self, w):
     try:
-        # field: partition(4) error_code(2)
+        # field: partition:i error_code:h
         w(_W_ih(self.partition, self.error_code))
         # field: error_message
         value = self.error_message
@@ -301,7 +301,7 @@ def _write_PartitionResult_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: state_epoch(4) start_offset(8)
+        # field: state_epoch:i start_offset:q
         w(_W_iq(self.state_epoch, self.start_offset))
         # field: state_batches[]
         value = self.state_batches
@@ -310,7 +310,10 @@ def _write_PartitionResult_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_state_batches, item in enumerate(value):
-                _write_StateBatch_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("state_batches_item")
+                _write_StateBatch_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -324,7 +327,7 @@ def _write_PartitionResult_v0(self, w):
 def _read_ReadStateResult_v0(buf, pos, view):
     try:
         self = _new(ReadStateResult)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -383,7 +386,7 @@ def _read_ReadStateResult_v0(buf, pos, view):
 
 def _write_ReadStateResult_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -392,7 +395,10 @@ def _write_ReadStateResult_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionResult_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -468,7 +474,10 @@ def _write_ReadShareGroupStateResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_results, item in enumerate(value):
-                _write_ReadStateResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_ReadStateResult_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -486,5 +495,5 @@ ReadShareGroupStateResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "154:- 157:first_offset(8)/last_offset(8)/delivery_state(1)/delivery_count(2) 160:tagged_fields 198:- 200:first_offset(8)/last_offset(8)/delivery_state(1)/delivery_count(2) 202:tagged_fields 212:- 215:partition(4)/error_code(2) 218:error_message 233:state_epoch(4)/start_offset(8) 236:state_batches[] 251:tagged_fields 289:- 291:partition(4)/error_code(2) 293:error_message 304:state_epoch(4)/start_offset(8) 306:state_batches[] 314:tagged_fields 324:- 327:topic_id(16) 331:partitions[] 346:tagged_fields 384:- 386:topic_id(16) 388:partitions[] 396:tagged_fields 406:- 409:results[] 424:tagged_fields 462:- 464:results[] 472:tagged_fields"
+    "154:- 157:first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 160:tagged_fields 198:- 200:first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 202:tagged_fields 212:- 215:partition:i/error_code:h 218:error_message 233:state_epoch:i/start_offset:q 236:state_batches[] 251:tagged_fields 289:- 291:partition:i/error_code:h 293:error_message 304:state_epoch:i/start_offset:q 306:state_batches[] 317:tagged_fields 327:- 330:topic_id:16s 334:partitions[] 349:tagged_fields 387:- 389:topic_id:16s 391:partitions[] 402:tagged_fields 412:- 415:results[] 430:tagged_fields 468:- 470:results[] 481:tagged_fields"
 )

@@ -117,7 +117,7 @@ ReadShareGroupStateSummaryResponse.PartitionResult = PartitionResult
 def _read_PartitionResult_v0(buf, pos, view):
     try:
         self = _new(PartitionResult)
-        # field: partition(4) error_code(2)
+        # field: partition:i error_code:h
         (self.partition, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -135,7 +135,7 @@ def _read_PartitionResult_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: state_epoch(4) start_offset(8)
+        # field: state_epoch:i start_offset:q
         (self.state_epoch, self.start_offset,) = _R_iq(buf, pos)
         pos += 12
         # field: tagged_fields
@@ -178,7 +178,7 @@ def _read_PartitionResult_v0(buf, pos, view):
 
 def _write_PartitionResult_v0(self, w):
     try:
-        # field: partition(4) error_code(2)
+        # field: partition:i error_code:h
         w(_W_ih(self.partition, self.error_code))
         # field: error_message
         value = self.error_message
@@ -191,7 +191,7 @@ def _write_PartitionResult_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: state_epoch(4) start_offset(8)
+        # field: state_epoch:i start_offset:q
         w(_W_iq(self.state_epoch, self.start_offset))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -206,7 +206,7 @@ def _write_PartitionResult_v0(self, w):
 def _read_ReadStateSummaryResult_v0(buf, pos, view):
     try:
         self = _new(ReadStateSummaryResult)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -265,7 +265,7 @@ def _read_ReadStateSummaryResult_v0(buf, pos, view):
 
 def _write_ReadStateSummaryResult_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -274,7 +274,10 @@ def _write_ReadStateSummaryResult_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionResult_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -350,7 +353,10 @@ def _write_ReadShareGroupStateSummaryResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_results, item in enumerate(value):
-                _write_ReadStateSummaryResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_ReadStateSummaryResult_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -368,5 +374,5 @@ ReadShareGroupStateSummaryResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "117:- 120:partition(4)/error_code(2) 123:error_message 138:state_epoch(4)/start_offset(8) 141:tagged_fields 179:- 181:partition(4)/error_code(2) 183:error_message 194:state_epoch(4)/start_offset(8) 196:tagged_fields 206:- 209:topic_id(16) 213:partitions[] 228:tagged_fields 266:- 268:topic_id(16) 270:partitions[] 278:tagged_fields 288:- 291:results[] 306:tagged_fields 344:- 346:results[] 354:tagged_fields"
+    "117:- 120:partition:i/error_code:h 123:error_message 138:state_epoch:i/start_offset:q 141:tagged_fields 179:- 181:partition:i/error_code:h 183:error_message 194:state_epoch:i/start_offset:q 196:tagged_fields 206:- 209:topic_id:16s 213:partitions[] 228:tagged_fields 266:- 268:topic_id:16s 270:partitions[] 281:tagged_fields 291:- 294:results[] 309:tagged_fields 347:- 349:results[] 360:tagged_fields"
 )

@@ -73,7 +73,7 @@ def _read_RemoveRaftVoterRequest_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: voter_id(4) voter_directory_id(16)
+        # field: voter_id:i voter_directory_id:16s
         (self.voter_id, u_voter_directory_id,) = _R_i16s(buf, pos)
         self.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
         pos += 20
@@ -128,7 +128,7 @@ def _write_RemoveRaftVoterRequest_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: voter_id(4) voter_directory_id(16)
+        # field: voter_id:i voter_directory_id:16s
         w(_W_i16s(self.voter_id, self.voter_directory_id.bytes))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -147,5 +147,5 @@ RemoveRaftVoterRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "58:- 61:cluster_id 76:voter_id(4)/voter_directory_id(16) 80:tagged_fields 118:- 120:cluster_id 131:voter_id(4)/voter_directory_id(16) 133:tagged_fields"
+    "58:- 61:cluster_id 76:voter_id:i/voter_directory_id:16s 80:tagged_fields 118:- 120:cluster_id 131:voter_id:i/voter_directory_id:16s 133:tagged_fields"
 )

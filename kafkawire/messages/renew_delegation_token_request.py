@@ -63,7 +63,7 @@ def _read_RenewDelegationTokenRequest_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "bytes")
         self.hmac = view[pos:end]
         pos = end
-        # field: renew_period_ms(8)
+        # field: renew_period_ms:q
         (self.renew_period_ms,) = _R_q(buf, pos)
         pos += 8
         self.unknown_tags = None
@@ -81,8 +81,9 @@ def _write_RenewDelegationTokenRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(value)
-        # field: renew_period_ms(8)
+        # field: renew_period_ms:q
         w(_W_q(self.renew_period_ms))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("RenewDelegationTokenRequest")
     except Exception as exc:
@@ -104,7 +105,7 @@ def _read_RenewDelegationTokenRequest_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "bytes")
         self.hmac = view[pos:end]
         pos = end
-        # field: renew_period_ms(8)
+        # field: renew_period_ms:q
         (self.renew_period_ms,) = _R_q(buf, pos)
         pos += 8
         # field: tagged_fields
@@ -154,7 +155,7 @@ def _write_RenewDelegationTokenRequest_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             w(value)
-        # field: renew_period_ms(8)
+        # field: renew_period_ms:q
         w(_W_q(self.renew_period_ms))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -177,5 +178,5 @@ RenewDelegationTokenRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "55:- 58:hmac 66:renew_period_ms(8) 75:- 77:hmac 84:renew_period_ms(8) 92:- 95:hmac 107:renew_period_ms(8) 110:tagged_fields 148:- 150:hmac 157:renew_period_ms(8) 159:tagged_fields"
+    "55:- 58:hmac 66:renew_period_ms:q 75:- 77:hmac 84:renew_period_ms:q 86:unknown_tags 93:- 96:hmac 108:renew_period_ms:q 111:tagged_fields 149:- 151:hmac 158:renew_period_ms:q 160:tagged_fields"
 )

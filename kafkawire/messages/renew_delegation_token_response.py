@@ -58,7 +58,7 @@ class RenewDelegationTokenResponse(_Message):
 def _read_RenewDelegationTokenResponse_v0(buf, pos, view):
     try:
         self = _new(RenewDelegationTokenResponse)
-        # field: error_code(2) expiry_timestamp_ms(8) throttle_time_ms(4)
+        # field: error_code:h expiry_timestamp_ms:q throttle_time_ms:i
         (self.error_code, self.expiry_timestamp_ms, self.throttle_time_ms,) = _R_hqi(buf, pos)
         pos += 14
         self.unknown_tags = None
@@ -69,8 +69,9 @@ def _read_RenewDelegationTokenResponse_v0(buf, pos, view):
 
 def _write_RenewDelegationTokenResponse_v0(self, w):
     try:
-        # field: error_code(2) expiry_timestamp_ms(8) throttle_time_ms(4)
+        # field: error_code:h expiry_timestamp_ms:q throttle_time_ms:i
         w(_W_hqi(self.error_code, self.expiry_timestamp_ms, self.throttle_time_ms))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("RenewDelegationTokenResponse")
     except Exception as exc:
@@ -80,7 +81,7 @@ def _write_RenewDelegationTokenResponse_v0(self, w):
 def _read_RenewDelegationTokenResponse_v2(buf, pos, view):
     try:
         self = _new(RenewDelegationTokenResponse)
-        # field: error_code(2) expiry_timestamp_ms(8) throttle_time_ms(4)
+        # field: error_code:h expiry_timestamp_ms:q throttle_time_ms:i
         (self.error_code, self.expiry_timestamp_ms, self.throttle_time_ms,) = _R_hqi(buf, pos)
         pos += 14
         # field: tagged_fields
@@ -123,7 +124,7 @@ def _read_RenewDelegationTokenResponse_v2(buf, pos, view):
 
 def _write_RenewDelegationTokenResponse_v2(self, w):
     try:
-        # field: error_code(2) expiry_timestamp_ms(8) throttle_time_ms(4)
+        # field: error_code:h expiry_timestamp_ms:q throttle_time_ms:i
         w(_W_hqi(self.error_code, self.expiry_timestamp_ms, self.throttle_time_ms))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -146,5 +147,5 @@ RenewDelegationTokenResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "58:- 61:error_code(2)/expiry_timestamp_ms(8)/throttle_time_ms(4) 70:- 72:error_code(2)/expiry_timestamp_ms(8)/throttle_time_ms(4) 80:- 83:error_code(2)/expiry_timestamp_ms(8)/throttle_time_ms(4) 86:tagged_fields 124:- 126:error_code(2)/expiry_timestamp_ms(8)/throttle_time_ms(4) 128:tagged_fields"
+    "58:- 61:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 70:- 72:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 74:unknown_tags 81:- 84:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 87:tagged_fields 125:- 127:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 129:tagged_fields"
 )

@@ -61,7 +61,7 @@ class RequestHeader(_Message):
 def _read_RequestHeader_v0(buf, pos, view):
     try:
         self = _new(RequestHeader)
-        # field: request_api_key(2) request_api_version(2) correlation_id(4)
+        # field: request_api_key:h request_api_version:h correlation_id:i
         (self.request_api_key, self.request_api_version, self.correlation_id,) = _R_hhi(buf, pos)
         pos += 8
         self.client_id = ''
@@ -73,8 +73,9 @@ def _read_RequestHeader_v0(buf, pos, view):
 
 def _write_RequestHeader_v0(self, w):
     try:
-        # field: request_api_key(2) request_api_version(2) correlation_id(4)
+        # field: request_api_key:h request_api_version:h correlation_id:i
         w(_W_hhi(self.request_api_key, self.request_api_version, self.correlation_id))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("RequestHeader")
     except Exception as exc:
@@ -84,7 +85,7 @@ def _write_RequestHeader_v0(self, w):
 def _read_RequestHeader_v1(buf, pos, view):
     try:
         self = _new(RequestHeader)
-        # field: request_api_key(2) request_api_version(2) correlation_id(4)
+        # field: request_api_key:h request_api_version:h correlation_id:i
         (self.request_api_key, self.request_api_version, self.correlation_id,) = _R_hhi(buf, pos)
         pos += 8
         # field: client_id
@@ -106,7 +107,7 @@ def _read_RequestHeader_v1(buf, pos, view):
 
 def _write_RequestHeader_v1(self, w):
     try:
-        # field: request_api_key(2) request_api_version(2) correlation_id(4)
+        # field: request_api_key:h request_api_version:h correlation_id:i
         w(_W_hhi(self.request_api_key, self.request_api_version, self.correlation_id))
         # field: client_id
         value = self.client_id
@@ -119,6 +120,7 @@ def _write_RequestHeader_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("RequestHeader")
     except Exception as exc:
@@ -128,7 +130,7 @@ def _write_RequestHeader_v1(self, w):
 def _read_RequestHeader_v2(buf, pos, view):
     try:
         self = _new(RequestHeader)
-        # field: request_api_key(2) request_api_version(2) correlation_id(4)
+        # field: request_api_key:h request_api_version:h correlation_id:i
         (self.request_api_key, self.request_api_version, self.correlation_id,) = _R_hhi(buf, pos)
         pos += 8
         # field: client_id
@@ -182,7 +184,7 @@ def _read_RequestHeader_v2(buf, pos, view):
 
 def _write_RequestHeader_v2(self, w):
     try:
-        # field: request_api_key(2) request_api_version(2) correlation_id(4)
+        # field: request_api_key:h request_api_version:h correlation_id:i
         w(_W_hhi(self.request_api_key, self.request_api_version, self.correlation_id))
         # field: client_id
         value = self.client_id
@@ -216,5 +218,5 @@ RequestHeader._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "61:- 64:request_api_key(2)/request_api_version(2)/correlation_id(4) 74:- 76:request_api_key(2)/request_api_version(2)/correlation_id(4) 84:- 87:request_api_key(2)/request_api_version(2)/correlation_id(4) 90:client_id 107:- 109:request_api_key(2)/request_api_version(2)/correlation_id(4) 111:client_id 128:- 131:request_api_key(2)/request_api_version(2)/correlation_id(4) 134:client_id 145:tagged_fields 183:- 185:request_api_key(2)/request_api_version(2)/correlation_id(4) 187:client_id 198:tagged_fields"
+    "61:- 64:request_api_key:h/request_api_version:h/correlation_id:i 74:- 76:request_api_key:h/request_api_version:h/correlation_id:i 78:unknown_tags 85:- 88:request_api_key:h/request_api_version:h/correlation_id:i 91:client_id 108:- 110:request_api_key:h/request_api_version:h/correlation_id:i 112:client_id 123:unknown_tags 130:- 133:request_api_key:h/request_api_version:h/correlation_id:i 136:client_id 147:tagged_fields 185:- 187:request_api_key:h/request_api_version:h/correlation_id:i 189:client_id 200:tagged_fields"
 )

@@ -50,7 +50,7 @@ class ResponseHeader(_Message):
 def _read_ResponseHeader_v0(buf, pos, view):
     try:
         self = _new(ResponseHeader)
-        # field: correlation_id(4)
+        # field: correlation_id:i
         (self.correlation_id,) = _R_i(buf, pos)
         pos += 4
         self.unknown_tags = None
@@ -61,8 +61,9 @@ def _read_ResponseHeader_v0(buf, pos, view):
 
 def _write_ResponseHeader_v0(self, w):
     try:
-        # field: correlation_id(4)
+        # field: correlation_id:i
         w(_W_i(self.correlation_id))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("ResponseHeader")
     except Exception as exc:
@@ -72,7 +73,7 @@ def _write_ResponseHeader_v0(self, w):
 def _read_ResponseHeader_v1(buf, pos, view):
     try:
         self = _new(ResponseHeader)
-        # field: correlation_id(4)
+        # field: correlation_id:i
         (self.correlation_id,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -115,7 +116,7 @@ def _read_ResponseHeader_v1(buf, pos, view):
 
 def _write_ResponseHeader_v1(self, w):
     try:
-        # field: correlation_id(4)
+        # field: correlation_id:i
         w(_W_i(self.correlation_id))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -136,5 +137,5 @@ ResponseHeader._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "50:- 53:correlation_id(4) 62:- 64:correlation_id(4) 72:- 75:correlation_id(4) 78:tagged_fields 116:- 118:correlation_id(4) 120:tagged_fields"
+    "50:- 53:correlation_id:i 62:- 64:correlation_id:i 66:unknown_tags 73:- 76:correlation_id:i 79:tagged_fields 117:- 119:correlation_id:i 121:tagged_fields"
 )

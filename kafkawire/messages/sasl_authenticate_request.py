@@ -73,6 +73,7 @@ def _write_SaslAuthenticateRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(value)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("SaslAuthenticateRequest")
     except Exception as exc:
@@ -162,5 +163,5 @@ SaslAuthenticateRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "50:- 53:auth_bytes 67:- 69:auth_bytes 82:- 85:auth_bytes 97:tagged_fields 135:- 137:auth_bytes 144:tagged_fields"
+    "50:- 53:auth_bytes 67:- 69:auth_bytes 76:unknown_tags 83:- 86:auth_bytes 98:tagged_fields 136:- 138:auth_bytes 145:tagged_fields"
 )

@@ -61,7 +61,7 @@ class SaslAuthenticateResponse(_Message):
 def _read_SaslAuthenticateResponse_v0(buf, pos, view):
     try:
         self = _new(SaslAuthenticateResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -92,7 +92,7 @@ def _read_SaslAuthenticateResponse_v0(buf, pos, view):
 
 def _write_SaslAuthenticateResponse_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -112,6 +112,7 @@ def _write_SaslAuthenticateResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(value)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("SaslAuthenticateResponse")
     except Exception as exc:
@@ -121,7 +122,7 @@ def _write_SaslAuthenticateResponse_v0(self, w):
 def _read_SaslAuthenticateResponse_v1(buf, pos, view):
     try:
         self = _new(SaslAuthenticateResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -143,7 +144,7 @@ def _read_SaslAuthenticateResponse_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "bytes")
         self.auth_bytes = view[pos:end]
         pos = end
-        # field: session_lifetime_ms(8)
+        # field: session_lifetime_ms:q
         (self.session_lifetime_ms,) = _R_q(buf, pos)
         pos += 8
         self.unknown_tags = None
@@ -154,7 +155,7 @@ def _read_SaslAuthenticateResponse_v1(buf, pos, view):
 
 def _write_SaslAuthenticateResponse_v1(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -174,8 +175,9 @@ def _write_SaslAuthenticateResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             w(value)
-        # field: session_lifetime_ms(8)
+        # field: session_lifetime_ms:q
         w(_W_q(self.session_lifetime_ms))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("SaslAuthenticateResponse")
     except Exception as exc:
@@ -185,7 +187,7 @@ def _write_SaslAuthenticateResponse_v1(self, w):
 def _read_SaslAuthenticateResponse_v2(buf, pos, view):
     try:
         self = _new(SaslAuthenticateResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -215,7 +217,7 @@ def _read_SaslAuthenticateResponse_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "bytes")
         self.auth_bytes = view[pos:end]
         pos = end
-        # field: session_lifetime_ms(8)
+        # field: session_lifetime_ms:q
         (self.session_lifetime_ms,) = _R_q(buf, pos)
         pos += 8
         # field: tagged_fields
@@ -258,7 +260,7 @@ def _read_SaslAuthenticateResponse_v2(buf, pos, view):
 
 def _write_SaslAuthenticateResponse_v2(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -278,7 +280,7 @@ def _write_SaslAuthenticateResponse_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             w(value)
-        # field: session_lifetime_ms(8)
+        # field: session_lifetime_ms:q
         w(_W_q(self.session_lifetime_ms))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -301,5 +303,5 @@ SaslAuthenticateResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "61:- 64:error_code(2) 67:error_message 78:auth_bytes 93:- 95:error_code(2) 97:error_message 108:auth_bytes 121:- 124:error_code(2) 127:error_message 138:auth_bytes 146:session_lifetime_ms(8) 155:- 157:error_code(2) 159:error_message 170:auth_bytes 177:session_lifetime_ms(8) 185:- 188:error_code(2) 191:error_message 206:auth_bytes 218:session_lifetime_ms(8) 221:tagged_fields 259:- 261:error_code(2) 263:error_message 274:auth_bytes 281:session_lifetime_ms(8) 283:tagged_fields"
+    "61:- 64:error_code:h 67:error_message 78:auth_bytes 93:- 95:error_code:h 97:error_message 108:auth_bytes 115:unknown_tags 122:- 125:error_code:h 128:error_message 139:auth_bytes 147:session_lifetime_ms:q 156:- 158:error_code:h 160:error_message 171:auth_bytes 178:session_lifetime_ms:q 180:unknown_tags 187:- 190:error_code:h 193:error_message 208:auth_bytes 220:session_lifetime_ms:q 223:tagged_fields 261:- 263:error_code:h 265:error_message 276:auth_bytes 283:session_lifetime_ms:q 285:tagged_fields"
 )

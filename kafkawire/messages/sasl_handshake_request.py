@@ -77,6 +77,7 @@ def _write_SaslHandshakeRequest_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("SaslHandshakeRequest")
     except Exception as exc:
@@ -92,5 +93,5 @@ SaslHandshakeRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "50:- 53:mechanism 67:- 69:mechanism"
+    "50:- 53:mechanism 67:- 69:mechanism 80:unknown_tags"
 )

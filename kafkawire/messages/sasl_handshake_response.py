@@ -53,7 +53,7 @@ class SaslHandshakeResponse(_Message):
 def _read_SaslHandshakeResponse_v0(buf, pos, view):
     try:
         self = _new(SaslHandshakeResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: mechanisms[]
@@ -81,7 +81,7 @@ def _read_SaslHandshakeResponse_v0(buf, pos, view):
 
 def _write_SaslHandshakeResponse_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: mechanisms[]
         value = self.mechanisms
@@ -100,6 +100,7 @@ def _write_SaslHandshakeResponse_v0(self, w):
                         raise string_too_long(n)
                     w(_W_h(n))
                     w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("SaslHandshakeResponse")
     except Exception as exc:
@@ -115,5 +116,5 @@ SaslHandshakeResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "53:- 56:error_code(2) 59:mechanisms[] 82:- 84:error_code(2) 86:mechanisms[]"
+    "53:- 56:error_code:h 59:mechanisms[] 82:- 84:error_code:h 86:mechanisms[] 103:unknown_tags"
 )

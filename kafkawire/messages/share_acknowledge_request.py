@@ -146,7 +146,7 @@ ShareAcknowledgeRequest.AcknowledgementBatch = AcknowledgementBatch
 def _read_AcknowledgementBatch_v0(buf, pos, view):
     try:
         self = _new(AcknowledgementBatch)
-        # field: first_offset(8) last_offset(8)
+        # field: first_offset:q last_offset:q
         (self.first_offset, self.last_offset,) = _R_qq(buf, pos)
         pos += 16
         # field: acknowledge_types
@@ -200,7 +200,7 @@ def _read_AcknowledgementBatch_v0(buf, pos, view):
 
 def _write_AcknowledgementBatch_v0(self, w):
     try:
-        # field: first_offset(8) last_offset(8)
+        # field: first_offset:q last_offset:q
         w(_W_qq(self.first_offset, self.last_offset))
         # field: acknowledge_types
         value = self.acknowledge_types
@@ -222,7 +222,7 @@ def _write_AcknowledgementBatch_v0(self, w):
 def _read_AcknowledgePartition_v0(buf, pos, view):
     try:
         self = _new(AcknowledgePartition)
-        # field: partition_index(4)
+        # field: partition_index:i
         (self.partition_index,) = _R_i(buf, pos)
         pos += 4
         # field: acknowledgement_batches[]
@@ -280,7 +280,7 @@ def _read_AcknowledgePartition_v0(buf, pos, view):
 
 def _write_AcknowledgePartition_v0(self, w):
     try:
-        # field: partition_index(4)
+        # field: partition_index:i
         w(_W_i(self.partition_index))
         # field: acknowledgement_batches[]
         value = self.acknowledgement_batches
@@ -289,7 +289,10 @@ def _write_AcknowledgePartition_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_acknowledgement_batches, item in enumerate(value):
-                _write_AcknowledgementBatch_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("acknowledgement_batches_item")
+                _write_AcknowledgementBatch_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -303,7 +306,7 @@ def _write_AcknowledgePartition_v0(self, w):
 def _read_AcknowledgeTopic_v0(buf, pos, view):
     try:
         self = _new(AcknowledgeTopic)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -362,7 +365,7 @@ def _read_AcknowledgeTopic_v0(buf, pos, view):
 
 def _write_AcknowledgeTopic_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -371,7 +374,10 @@ def _write_AcknowledgeTopic_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_AcknowledgePartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_AcknowledgePartition_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -415,7 +421,7 @@ def _read_ShareAcknowledgeRequest_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.member_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: share_session_epoch(4)
+        # field: share_session_epoch:i
         (self.share_session_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -495,7 +501,7 @@ def _write_ShareAcknowledgeRequest_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: share_session_epoch(4)
+        # field: share_session_epoch:i
         w(_W_i(self.share_session_epoch))
         # field: topics[]
         value = self.topics
@@ -504,7 +510,10 @@ def _write_ShareAcknowledgeRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_AcknowledgeTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_AcknowledgeTopic_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -522,5 +531,5 @@ ShareAcknowledgeRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "146:- 149:first_offset(8)/last_offset(8) 152:acknowledge_types 163:tagged_fields 201:- 203:first_offset(8)/last_offset(8) 205:acknowledge_types 212:tagged_fields 222:- 225:partition_index(4) 228:acknowledgement_batches[] 243:tagged_fields 281:- 283:partition_index(4) 285:acknowledgement_batches[] 293:tagged_fields 303:- 306:topic_id(16) 310:partitions[] 325:tagged_fields 363:- 365:topic_id(16) 367:partitions[] 375:tagged_fields 385:- 388:group_id 403:member_id 418:share_session_epoch(4) 421:topics[] 436:tagged_fields 474:- 476:group_id 487:member_id 498:share_session_epoch(4) 500:topics[] 508:tagged_fields"
+    "146:- 149:first_offset:q/last_offset:q 152:acknowledge_types 163:tagged_fields 201:- 203:first_offset:q/last_offset:q 205:acknowledge_types 212:tagged_fields 222:- 225:partition_index:i 228:acknowledgement_batches[] 243:tagged_fields 281:- 283:partition_index:i 285:acknowledgement_batches[] 296:tagged_fields 306:- 309:topic_id:16s 313:partitions[] 328:tagged_fields 366:- 368:topic_id:16s 370:partitions[] 381:tagged_fields 391:- 394:group_id 409:member_id 424:share_session_epoch:i 427:topics[] 442:tagged_fields 480:- 482:group_id 493:member_id 504:share_session_epoch:i 506:topics[] 517:tagged_fields"
 )

@@ -186,7 +186,7 @@ ShareAcknowledgeResponse.NodeEndpoint = NodeEndpoint
 def _read_LeaderIdAndEpoch_v0(buf, pos, view):
     try:
         self = _new(LeaderIdAndEpoch)
-        # field: leader_id(4) leader_epoch(4)
+        # field: leader_id:i leader_epoch:i
         (self.leader_id, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: tagged_fields
@@ -229,7 +229,7 @@ def _read_LeaderIdAndEpoch_v0(buf, pos, view):
 
 def _write_LeaderIdAndEpoch_v0(self, w):
     try:
-        # field: leader_id(4) leader_epoch(4)
+        # field: leader_id:i leader_epoch:i
         w(_W_ii(self.leader_id, self.leader_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -244,7 +244,7 @@ def _write_LeaderIdAndEpoch_v0(self, w):
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -304,7 +304,7 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
         # field: error_message
         value = self.error_message
@@ -318,7 +318,10 @@ def _write_PartitionData_v0(self, w):
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
         # field: current_leader
-        _write_LeaderIdAndEpoch_v0(self.current_leader, w)
+        value = self.current_leader
+        if value is None:
+            raise null_not_allowed("current_leader")
+        _write_LeaderIdAndEpoch_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -332,7 +335,7 @@ def _write_PartitionData_v0(self, w):
 def _read_ShareAcknowledgeTopicResponse_v0(buf, pos, view):
     try:
         self = _new(ShareAcknowledgeTopicResponse)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -391,7 +394,7 @@ def _read_ShareAcknowledgeTopicResponse_v0(buf, pos, view):
 
 def _write_ShareAcknowledgeTopicResponse_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -400,7 +403,10 @@ def _write_ShareAcknowledgeTopicResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -414,7 +420,7 @@ def _write_ShareAcknowledgeTopicResponse_v0(self, w):
 def _read_NodeEndpoint_v0(buf, pos, view):
     try:
         self = _new(NodeEndpoint)
-        # field: node_id(4)
+        # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
         # field: host
@@ -429,7 +435,7 @@ def _read_NodeEndpoint_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(4)
+        # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         # field: rack
@@ -487,7 +493,7 @@ def _read_NodeEndpoint_v0(buf, pos, view):
 
 def _write_NodeEndpoint_v0(self, w):
     try:
-        # field: node_id(4)
+        # field: node_id:i
         w(_W_i(self.node_id))
         # field: host
         value = self.host
@@ -500,7 +506,7 @@ def _write_NodeEndpoint_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(4)
+        # field: port:i
         w(_W_i(self.port))
         # field: rack
         value = self.rack
@@ -526,7 +532,7 @@ def _write_NodeEndpoint_v0(self, w):
 def _read_ShareAcknowledgeResponse_v0(buf, pos, view):
     try:
         self = _new(ShareAcknowledgeResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -614,7 +620,7 @@ def _read_ShareAcknowledgeResponse_v0(buf, pos, view):
 
 def _write_ShareAcknowledgeResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -634,7 +640,10 @@ def _write_ShareAcknowledgeResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_responses, item in enumerate(value):
-                _write_ShareAcknowledgeTopicResponse_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_ShareAcknowledgeTopicResponse_v0(value, w)
         # field: node_endpoints[]
         value = self.node_endpoints
         if value is None:
@@ -642,7 +651,10 @@ def _write_ShareAcknowledgeResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_node_endpoints, item in enumerate(value):
-                _write_NodeEndpoint_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("node_endpoints_item")
+                _write_NodeEndpoint_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -660,5 +672,5 @@ ShareAcknowledgeResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "186:- 189:leader_id(4)/leader_epoch(4) 192:tagged_fields 230:- 232:leader_id(4)/leader_epoch(4) 234:tagged_fields 244:- 247:partition_index(4)/error_code(2) 250:error_message 265:current_leader 267:tagged_fields 305:- 307:partition_index(4)/error_code(2) 309:error_message 320:current_leader 322:tagged_fields 332:- 335:topic_id(16) 339:partitions[] 354:tagged_fields 392:- 394:topic_id(16) 396:partitions[] 404:tagged_fields 414:- 417:node_id(4) 420:host 432:port(4) 435:rack 450:tagged_fields 488:- 490:node_id(4) 492:host 503:port(4) 505:rack 516:tagged_fields 526:- 529:throttle_time_ms(4)/error_code(2) 532:error_message 547:responses[] 562:node_endpoints[] 577:tagged_fields 615:- 617:throttle_time_ms(4)/error_code(2) 619:error_message 630:responses[] 638:node_endpoints[] 646:tagged_fields"
+    "186:- 189:leader_id:i/leader_epoch:i 192:tagged_fields 230:- 232:leader_id:i/leader_epoch:i 234:tagged_fields 244:- 247:partition_index:i/error_code:h 250:error_message 265:current_leader 267:tagged_fields 305:- 307:partition_index:i/error_code:h 309:error_message 320:current_leader 325:tagged_fields 335:- 338:topic_id:16s 342:partitions[] 357:tagged_fields 395:- 397:topic_id:16s 399:partitions[] 410:tagged_fields 420:- 423:node_id:i 426:host 438:port:i 441:rack 456:tagged_fields 494:- 496:node_id:i 498:host 509:port:i 511:rack 522:tagged_fields 532:- 535:throttle_time_ms:i/error_code:h 538:error_message 553:responses[] 568:node_endpoints[] 583:tagged_fields 621:- 623:throttle_time_ms:i/error_code:h 625:error_message 636:responses[] 647:node_endpoints[] 658:tagged_fields"
 )

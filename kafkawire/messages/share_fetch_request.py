@@ -193,7 +193,7 @@ ShareFetchRequest.ForgottenTopic = ForgottenTopic
 def _read_AcknowledgementBatch_v0(buf, pos, view):
     try:
         self = _new(AcknowledgementBatch)
-        # field: first_offset(8) last_offset(8)
+        # field: first_offset:q last_offset:q
         (self.first_offset, self.last_offset,) = _R_qq(buf, pos)
         pos += 16
         # field: acknowledge_types
@@ -247,7 +247,7 @@ def _read_AcknowledgementBatch_v0(buf, pos, view):
 
 def _write_AcknowledgementBatch_v0(self, w):
     try:
-        # field: first_offset(8) last_offset(8)
+        # field: first_offset:q last_offset:q
         w(_W_qq(self.first_offset, self.last_offset))
         # field: acknowledge_types
         value = self.acknowledge_types
@@ -269,7 +269,7 @@ def _write_AcknowledgementBatch_v0(self, w):
 def _read_FetchPartition_v0(buf, pos, view):
     try:
         self = _new(FetchPartition)
-        # field: partition_index(4) partition_max_bytes(4)
+        # field: partition_index:i partition_max_bytes:i
         (self.partition_index, self.partition_max_bytes,) = _R_ii(buf, pos)
         pos += 8
         # field: acknowledgement_batches[]
@@ -327,7 +327,7 @@ def _read_FetchPartition_v0(buf, pos, view):
 
 def _write_FetchPartition_v0(self, w):
     try:
-        # field: partition_index(4) partition_max_bytes(4)
+        # field: partition_index:i partition_max_bytes:i
         w(_W_ii(self.partition_index, self.partition_max_bytes))
         # field: acknowledgement_batches[]
         value = self.acknowledgement_batches
@@ -336,7 +336,10 @@ def _write_FetchPartition_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_acknowledgement_batches, item in enumerate(value):
-                _write_AcknowledgementBatch_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("acknowledgement_batches_item")
+                _write_AcknowledgementBatch_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -350,7 +353,7 @@ def _write_FetchPartition_v0(self, w):
 def _read_FetchTopic_v0(buf, pos, view):
     try:
         self = _new(FetchTopic)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -409,7 +412,7 @@ def _read_FetchTopic_v0(buf, pos, view):
 
 def _write_FetchTopic_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -418,7 +421,10 @@ def _write_FetchTopic_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_FetchPartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_FetchPartition_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -432,7 +438,7 @@ def _write_FetchTopic_v0(self, w):
 def _read_ForgottenTopic_v0(buf, pos, view):
     try:
         self = _new(ForgottenTopic)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -487,7 +493,7 @@ def _read_ForgottenTopic_v0(buf, pos, view):
 
 def _write_ForgottenTopic_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions
         value = self.partitions
@@ -539,7 +545,7 @@ def _read_ShareFetchRequest_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.member_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: share_session_epoch(4) max_wait_ms(4) min_bytes(4) max_bytes(4)
+        # field: share_session_epoch:i max_wait_ms:i min_bytes:i max_bytes:i
         (self.share_session_epoch, self.max_wait_ms, self.min_bytes, self.max_bytes,) = _R_iiii(buf, pos)
         pos += 16
         # field: topics[]
@@ -634,7 +640,7 @@ def _write_ShareFetchRequest_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: share_session_epoch(4) max_wait_ms(4) min_bytes(4) max_bytes(4)
+        # field: share_session_epoch:i max_wait_ms:i min_bytes:i max_bytes:i
         w(_W_iiii(self.share_session_epoch, self.max_wait_ms, self.min_bytes, self.max_bytes))
         # field: topics[]
         value = self.topics
@@ -643,7 +649,10 @@ def _write_ShareFetchRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_FetchTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_FetchTopic_v0(value, w)
         # field: forgotten_topics_data[]
         value = self.forgotten_topics_data
         if value is None:
@@ -651,7 +660,10 @@ def _write_ShareFetchRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_forgotten_topics_data, item in enumerate(value):
-                _write_ForgottenTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("forgotten_topics_data_item")
+                _write_ForgottenTopic_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -669,5 +681,5 @@ ShareFetchRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "193:- 196:first_offset(8)/last_offset(8) 199:acknowledge_types 210:tagged_fields 248:- 250:first_offset(8)/last_offset(8) 252:acknowledge_types 259:tagged_fields 269:- 272:partition_index(4)/partition_max_bytes(4) 275:acknowledgement_batches[] 290:tagged_fields 328:- 330:partition_index(4)/partition_max_bytes(4) 332:acknowledgement_batches[] 340:tagged_fields 350:- 353:topic_id(16) 357:partitions[] 372:tagged_fields 410:- 412:topic_id(16) 414:partitions[] 422:tagged_fields 432:- 435:topic_id(16) 439:partitions 450:tagged_fields 488:- 490:topic_id(16) 492:partitions 499:tagged_fields 509:- 512:group_id 527:member_id 542:share_session_epoch(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4) 545:topics[] 560:forgotten_topics_data[] 575:tagged_fields 613:- 615:group_id 626:member_id 637:share_session_epoch(4)/max_wait_ms(4)/min_bytes(4)/max_bytes(4) 639:topics[] 647:forgotten_topics_data[] 655:tagged_fields"
+    "193:- 196:first_offset:q/last_offset:q 199:acknowledge_types 210:tagged_fields 248:- 250:first_offset:q/last_offset:q 252:acknowledge_types 259:tagged_fields 269:- 272:partition_index:i/partition_max_bytes:i 275:acknowledgement_batches[] 290:tagged_fields 328:- 330:partition_index:i/partition_max_bytes:i 332:acknowledgement_batches[] 343:tagged_fields 353:- 356:topic_id:16s 360:partitions[] 375:tagged_fields 413:- 415:topic_id:16s 417:partitions[] 428:tagged_fields 438:- 441:topic_id:16s 445:partitions 456:tagged_fields 494:- 496:topic_id:16s 498:partitions 505:tagged_fields 515:- 518:group_id 533:member_id 548:share_session_epoch:i/max_wait_ms:i/min_bytes:i/max_bytes:i 551:topics[] 566:forgotten_topics_data[] 581:tagged_fields 619:- 621:group_id 632:member_id 643:share_session_epoch:i/max_wait_ms:i/min_bytes:i/max_bytes:i 645:topics[] 656:forgotten_topics_data[] 667:tagged_fields"
 )

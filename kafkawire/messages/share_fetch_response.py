@@ -229,7 +229,7 @@ ShareFetchResponse.NodeEndpoint = NodeEndpoint
 def _read_LeaderIdAndEpoch_v0(buf, pos, view):
     try:
         self = _new(LeaderIdAndEpoch)
-        # field: leader_id(4) leader_epoch(4)
+        # field: leader_id:i leader_epoch:i
         (self.leader_id, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: tagged_fields
@@ -272,7 +272,7 @@ def _read_LeaderIdAndEpoch_v0(buf, pos, view):
 
 def _write_LeaderIdAndEpoch_v0(self, w):
     try:
-        # field: leader_id(4) leader_epoch(4)
+        # field: leader_id:i leader_epoch:i
         w(_W_ii(self.leader_id, self.leader_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -287,7 +287,7 @@ def _write_LeaderIdAndEpoch_v0(self, w):
 def _read_AcquiredRecords_v0(buf, pos, view):
     try:
         self = _new(AcquiredRecords)
-        # field: first_offset(8) last_offset(8) delivery_count(2)
+        # field: first_offset:q last_offset:q delivery_count:h
         (self.first_offset, self.last_offset, self.delivery_count,) = _R_qqh(buf, pos)
         pos += 18
         # field: tagged_fields
@@ -330,7 +330,7 @@ def _read_AcquiredRecords_v0(buf, pos, view):
 
 def _write_AcquiredRecords_v0(self, w):
     try:
-        # field: first_offset(8) last_offset(8) delivery_count(2)
+        # field: first_offset:q last_offset:q delivery_count:h
         w(_W_qqh(self.first_offset, self.last_offset, self.delivery_count))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -345,7 +345,7 @@ def _write_AcquiredRecords_v0(self, w):
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -363,7 +363,7 @@ def _read_PartitionData_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
-        # field: acknowledge_error_code(2)
+        # field: acknowledge_error_code:h
         (self.acknowledge_error_code,) = _R_h(buf, pos)
         pos += 2
         # field: acknowledge_error_message
@@ -453,7 +453,7 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
         # field: error_message
         value = self.error_message
@@ -466,7 +466,7 @@ def _write_PartitionData_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: acknowledge_error_code(2)
+        # field: acknowledge_error_code:h
         w(_W_h(self.acknowledge_error_code))
         # field: acknowledge_error_message
         value = self.acknowledge_error_message
@@ -480,7 +480,10 @@ def _write_PartitionData_v0(self, w):
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
         # field: current_leader
-        _write_LeaderIdAndEpoch_v0(self.current_leader, w)
+        value = self.current_leader
+        if value is None:
+            raise null_not_allowed("current_leader")
+        _write_LeaderIdAndEpoch_v0(value, w)
         # field: records
         value = self.records
         if value is None:
@@ -495,7 +498,10 @@ def _write_PartitionData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_acquired_records, item in enumerate(value):
-                _write_AcquiredRecords_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("acquired_records_item")
+                _write_AcquiredRecords_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -509,7 +515,7 @@ def _write_PartitionData_v0(self, w):
 def _read_ShareFetchableTopicResponse_v0(buf, pos, view):
     try:
         self = _new(ShareFetchableTopicResponse)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -568,7 +574,7 @@ def _read_ShareFetchableTopicResponse_v0(buf, pos, view):
 
 def _write_ShareFetchableTopicResponse_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -577,7 +583,10 @@ def _write_ShareFetchableTopicResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -591,7 +600,7 @@ def _write_ShareFetchableTopicResponse_v0(self, w):
 def _read_NodeEndpoint_v0(buf, pos, view):
     try:
         self = _new(NodeEndpoint)
-        # field: node_id(4)
+        # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
         # field: host
@@ -606,7 +615,7 @@ def _read_NodeEndpoint_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(4)
+        # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         # field: rack
@@ -664,7 +673,7 @@ def _read_NodeEndpoint_v0(buf, pos, view):
 
 def _write_NodeEndpoint_v0(self, w):
     try:
-        # field: node_id(4)
+        # field: node_id:i
         w(_W_i(self.node_id))
         # field: host
         value = self.host
@@ -677,7 +686,7 @@ def _write_NodeEndpoint_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(4)
+        # field: port:i
         w(_W_i(self.port))
         # field: rack
         value = self.rack
@@ -703,7 +712,7 @@ def _write_NodeEndpoint_v0(self, w):
 def _read_ShareFetchResponse_v0(buf, pos, view):
     try:
         self = _new(ShareFetchResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -791,7 +800,7 @@ def _read_ShareFetchResponse_v0(buf, pos, view):
 
 def _write_ShareFetchResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -811,7 +820,10 @@ def _write_ShareFetchResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_responses, item in enumerate(value):
-                _write_ShareFetchableTopicResponse_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("responses_item")
+                _write_ShareFetchableTopicResponse_v0(value, w)
         # field: node_endpoints[]
         value = self.node_endpoints
         if value is None:
@@ -819,7 +831,10 @@ def _write_ShareFetchResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_node_endpoints, item in enumerate(value):
-                _write_NodeEndpoint_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("node_endpoints_item")
+                _write_NodeEndpoint_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -837,5 +852,5 @@ ShareFetchResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "229:- 232:leader_id(4)/leader_epoch(4) 235:tagged_fields 273:- 275:leader_id(4)/leader_epoch(4) 277:tagged_fields 287:- 290:first_offset(8)/last_offset(8)/delivery_count(2) 293:tagged_fields 331:- 333:first_offset(8)/last_offset(8)/delivery_count(2) 335:tagged_fields 345:- 348:partition_index(4)/error_code(2) 351:error_message 366:acknowledge_error_code(2) 369:acknowledge_error_message 384:current_leader 386:records 401:acquired_records[] 416:tagged_fields 454:- 456:partition_index(4)/error_code(2) 458:error_message 469:acknowledge_error_code(2) 471:acknowledge_error_message 482:current_leader 484:records 491:acquired_records[] 499:tagged_fields 509:- 512:topic_id(16) 516:partitions[] 531:tagged_fields 569:- 571:topic_id(16) 573:partitions[] 581:tagged_fields 591:- 594:node_id(4) 597:host 609:port(4) 612:rack 627:tagged_fields 665:- 667:node_id(4) 669:host 680:port(4) 682:rack 693:tagged_fields 703:- 706:throttle_time_ms(4)/error_code(2) 709:error_message 724:responses[] 739:node_endpoints[] 754:tagged_fields 792:- 794:throttle_time_ms(4)/error_code(2) 796:error_message 807:responses[] 815:node_endpoints[] 823:tagged_fields"
+    "229:- 232:leader_id:i/leader_epoch:i 235:tagged_fields 273:- 275:leader_id:i/leader_epoch:i 277:tagged_fields 287:- 290:first_offset:q/last_offset:q/delivery_count:h 293:tagged_fields 331:- 333:first_offset:q/last_offset:q/delivery_count:h 335:tagged_fields 345:- 348:partition_index:i/error_code:h 351:error_message 366:acknowledge_error_code:h 369:acknowledge_error_message 384:current_leader 386:records 401:acquired_records[] 416:tagged_fields 454:- 456:partition_index:i/error_code:h 458:error_message 469:acknowledge_error_code:h 471:acknowledge_error_message 482:current_leader 487:records 494:acquired_records[] 505:tagged_fields 515:- 518:topic_id:16s 522:partitions[] 537:tagged_fields 575:- 577:topic_id:16s 579:partitions[] 590:tagged_fields 600:- 603:node_id:i 606:host 618:port:i 621:rack 636:tagged_fields 674:- 676:node_id:i 678:host 689:port:i 691:rack 702:tagged_fields 712:- 715:throttle_time_ms:i/error_code:h 718:error_message 733:responses[] 748:node_endpoints[] 763:tagged_fields 801:- 803:throttle_time_ms:i/error_code:h 805:error_message 816:responses[] 827:node_endpoints[] 838:tagged_fields"
 )

@@ -201,7 +201,7 @@ ShareGroupDescribeResponse.Member = Member
 def _read_TopicPartitions_v0(buf, pos, view):
     try:
         self = _new(TopicPartitions)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -268,7 +268,7 @@ def _read_TopicPartitions_v0(buf, pos, view):
 
 def _write_TopicPartitions_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: topic_name
         value = self.topic_name
@@ -363,7 +363,10 @@ def _write_Assignment_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topic_partitions, item in enumerate(value):
-                _write_TopicPartitions_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_partitions_item")
+                _write_TopicPartitions_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -404,7 +407,7 @@ def _read_Member_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.rack_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: member_epoch(4)
+        # field: member_epoch:i
         (self.member_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: client_id
@@ -520,7 +523,7 @@ def _write_Member_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: member_epoch(4)
+        # field: member_epoch:i
         w(_W_i(self.member_epoch))
         # field: client_id
         value = self.client_id
@@ -562,7 +565,10 @@ def _write_Member_v0(self, w):
                     w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
                     w(raw)
         # field: assignment
-        _write_Assignment_v0(self.assignment, w)
+        value = self.assignment
+        if value is None:
+            raise null_not_allowed("assignment")
+        _write_Assignment_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -576,7 +582,7 @@ def _write_Member_v0(self, w):
 def _read_DescribedGroup_v0(buf, pos, view):
     try:
         self = _new(DescribedGroup)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -618,7 +624,7 @@ def _read_DescribedGroup_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_state = str(buf[pos:end], "utf-8")
         pos = end
-        # field: group_epoch(4) assignment_epoch(4)
+        # field: group_epoch:i assignment_epoch:i
         (self.group_epoch, self.assignment_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: assignor_name
@@ -648,7 +654,7 @@ def _read_DescribedGroup_v0(buf, pos, view):
             item, pos = _read_Member_v0(buf, pos, view)
             append(item)
         self.members = tuple(items)
-        # field: authorized_operations(4)
+        # field: authorized_operations:i
         (self.authorized_operations,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -691,7 +697,7 @@ def _read_DescribedGroup_v0(buf, pos, view):
 
 def _write_DescribedGroup_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -726,7 +732,7 @@ def _write_DescribedGroup_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: group_epoch(4) assignment_epoch(4)
+        # field: group_epoch:i assignment_epoch:i
         w(_W_ii(self.group_epoch, self.assignment_epoch))
         # field: assignor_name
         value = self.assignor_name
@@ -746,8 +752,11 @@ def _write_DescribedGroup_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_members, item in enumerate(value):
-                _write_Member_v0(item, w)
-        # field: authorized_operations(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("members_item")
+                _write_Member_v0(value, w)
+        # field: authorized_operations:i
         w(_W_i(self.authorized_operations))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -762,7 +771,7 @@ def _write_DescribedGroup_v0(self, w):
 def _read_ShareGroupDescribeResponse_v0(buf, pos, view):
     try:
         self = _new(ShareGroupDescribeResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: groups[]
@@ -820,7 +829,7 @@ def _read_ShareGroupDescribeResponse_v0(buf, pos, view):
 
 def _write_ShareGroupDescribeResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: groups[]
         value = self.groups
@@ -829,7 +838,10 @@ def _write_ShareGroupDescribeResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_groups, item in enumerate(value):
-                _write_DescribedGroup_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("groups_item")
+                _write_DescribedGroup_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -847,5 +859,5 @@ ShareGroupDescribeResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "201:- 204:topic_id(16) 208:topic_name 220:partitions 231:tagged_fields 269:- 271:topic_id(16) 273:topic_name 284:partitions 291:tagged_fields 301:- 304:topic_partitions[] 319:tagged_fields 357:- 359:topic_partitions[] 367:tagged_fields 377:- 380:member_id 392:rack_id 407:member_epoch(4) 410:client_id 422:client_host 434:subscribed_topic_names[] 459:assignment 461:tagged_fields 499:- 501:member_id 512:rack_id 523:member_epoch(4) 525:client_id 536:client_host 547:subscribed_topic_names[] 564:assignment 566:tagged_fields 576:- 579:error_code(2) 582:error_message 597:group_id 609:group_state 621:group_epoch(4)/assignment_epoch(4) 624:assignor_name 636:members[] 651:authorized_operations(4) 654:tagged_fields 692:- 694:error_code(2) 696:error_message 707:group_id 718:group_state 729:group_epoch(4)/assignment_epoch(4) 731:assignor_name 742:members[] 750:authorized_operations(4) 752:tagged_fields 762:- 765:throttle_time_ms(4) 768:groups[] 783:tagged_fields 821:- 823:throttle_time_ms(4) 825:groups[] 833:tagged_fields"
+    "201:- 204:topic_id:16s 208:topic_name 220:partitions 231:tagged_fields 269:- 271:topic_id:16s 273:topic_name 284:partitions 291:tagged_fields 301:- 304:topic_partitions[] 319:tagged_fields 357:- 359:topic_partitions[] 370:tagged_fields 380:- 383:member_id 395:rack_id 410:member_epoch:i 413:client_id 425:client_host 437:subscribed_topic_names[] 462:assignment 464:tagged_fields 502:- 504:member_id 515:rack_id 526:member_epoch:i 528:client_id 539:client_host 550:subscribed_topic_names[] 567:assignment 572:tagged_fields 582:- 585:error_code:h 588:error_message 603:group_id 615:group_state 627:group_epoch:i/assignment_epoch:i 630:assignor_name 642:members[] 657:authorized_operations:i 660:tagged_fields 698:- 700:error_code:h 702:error_message 713:group_id 724:group_state 735:group_epoch:i/assignment_epoch:i 737:assignor_name 748:members[] 759:authorized_operations:i 761:tagged_fields 771:- 774:throttle_time_ms:i 777:groups[] 792:tagged_fields 830:- 832:throttle_time_ms:i 834:groups[] 845:tagged_fields"
 )

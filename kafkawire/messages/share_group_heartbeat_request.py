@@ -86,7 +86,7 @@ def _read_ShareGroupHeartbeatRequest_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: member_epoch(4)
+        # field: member_epoch:i
         (self.member_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: rack_id
@@ -194,7 +194,7 @@ def _write_ShareGroupHeartbeatRequest_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: member_epoch(4)
+        # field: member_epoch:i
         w(_W_i(self.member_epoch))
         # field: rack_id
         value = self.rack_id
@@ -241,5 +241,5 @@ ShareGroupHeartbeatRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "62:- 65:group_id 77:member_id 89:member_epoch(4) 92:rack_id 107:subscribed_topic_names[] 135:tagged_fields 173:- 175:group_id 186:member_id 197:member_epoch(4) 199:rack_id 210:subscribed_topic_names[] 227:tagged_fields"
+    "62:- 65:group_id 77:member_id 89:member_epoch:i 92:rack_id 107:subscribed_topic_names[] 135:tagged_fields 173:- 175:group_id 186:member_id 197:member_epoch:i 199:rack_id 210:subscribed_topic_names[] 227:tagged_fields"
 )

@@ -125,7 +125,7 @@ ShareGroupHeartbeatResponse.Assignment = Assignment
 def _read_TopicPartitions_v0(buf, pos, view):
     try:
         self = _new(TopicPartitions)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -180,7 +180,7 @@ def _read_TopicPartitions_v0(buf, pos, view):
 
 def _write_TopicPartitions_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions
         value = self.partitions
@@ -264,7 +264,10 @@ def _write_Assignment_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topic_partitions, item in enumerate(value):
-                _write_TopicPartitions_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_partitions_item")
+                _write_TopicPartitions_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -278,7 +281,7 @@ def _write_Assignment_v0(self, w):
 def _read_ShareGroupHeartbeatResponse_v0(buf, pos, view):
     try:
         self = _new(ShareGroupHeartbeatResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -311,7 +314,7 @@ def _read_ShareGroupHeartbeatResponse_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.member_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: member_epoch(4) heartbeat_interval_ms(4)
+        # field: member_epoch:i heartbeat_interval_ms:i
         (self.member_epoch, self.heartbeat_interval_ms,) = _R_ii(buf, pos)
         pos += 8
         # field: assignment
@@ -360,7 +363,7 @@ def _read_ShareGroupHeartbeatResponse_v0(buf, pos, view):
 
 def _write_ShareGroupHeartbeatResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -384,7 +387,7 @@ def _write_ShareGroupHeartbeatResponse_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: member_epoch(4) heartbeat_interval_ms(4)
+        # field: member_epoch:i heartbeat_interval_ms:i
         w(_W_ii(self.member_epoch, self.heartbeat_interval_ms))
         # field: assignment
         value = self.assignment
@@ -410,5 +413,5 @@ ShareGroupHeartbeatResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "125:- 128:topic_id(16) 132:partitions 143:tagged_fields 181:- 183:topic_id(16) 185:partitions 192:tagged_fields 202:- 205:topic_partitions[] 220:tagged_fields 258:- 260:topic_partitions[] 268:tagged_fields 278:- 281:throttle_time_ms(4)/error_code(2) 284:error_message 299:member_id 314:member_epoch(4)/heartbeat_interval_ms(4) 317:assignment 323:tagged_fields 361:- 363:throttle_time_ms(4)/error_code(2) 365:error_message 376:member_id 387:member_epoch(4)/heartbeat_interval_ms(4) 389:assignment 396:tagged_fields"
+    "125:- 128:topic_id:16s 132:partitions 143:tagged_fields 181:- 183:topic_id:16s 185:partitions 192:tagged_fields 202:- 205:topic_partitions[] 220:tagged_fields 258:- 260:topic_partitions[] 271:tagged_fields 281:- 284:throttle_time_ms:i/error_code:h 287:error_message 302:member_id 317:member_epoch:i/heartbeat_interval_ms:i 320:assignment 326:tagged_fields 364:- 366:throttle_time_ms:i/error_code:h 368:error_message 379:member_id 390:member_epoch:i/heartbeat_interval_ms:i 392:assignment 399:tagged_fields"
 )

@@ -50,7 +50,7 @@ class SnapshotFooterRecord(_Message):
 def _read_SnapshotFooterRecord_v0(buf, pos, view):
     try:
         self = _new(SnapshotFooterRecord)
-        # field: version(2)
+        # field: version:h
         (self.version,) = _R_h(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -93,7 +93,7 @@ def _read_SnapshotFooterRecord_v0(buf, pos, view):
 
 def _write_SnapshotFooterRecord_v0(self, w):
     try:
-        # field: version(2)
+        # field: version:h
         w(_W_h(self.version))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -112,5 +112,5 @@ SnapshotFooterRecord._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "50:- 53:version(2) 56:tagged_fields 94:- 96:version(2) 98:tagged_fields"
+    "50:- 53:version:h 56:tagged_fields 94:- 96:version:h 98:tagged_fields"
 )

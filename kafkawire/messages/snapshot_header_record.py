@@ -55,7 +55,7 @@ class SnapshotHeaderRecord(_Message):
 def _read_SnapshotHeaderRecord_v0(buf, pos, view):
     try:
         self = _new(SnapshotHeaderRecord)
-        # field: version(2) last_contained_log_timestamp(8)
+        # field: version:h last_contained_log_timestamp:q
         (self.version, self.last_contained_log_timestamp,) = _R_hq(buf, pos)
         pos += 10
         # field: tagged_fields
@@ -98,7 +98,7 @@ def _read_SnapshotHeaderRecord_v0(buf, pos, view):
 
 def _write_SnapshotHeaderRecord_v0(self, w):
     try:
-        # field: version(2) last_contained_log_timestamp(8)
+        # field: version:h last_contained_log_timestamp:q
         w(_W_hq(self.version, self.last_contained_log_timestamp))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -117,5 +117,5 @@ SnapshotHeaderRecord._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "55:- 58:version(2)/last_contained_log_timestamp(8) 61:tagged_fields 99:- 101:version(2)/last_contained_log_timestamp(8) 103:tagged_fields"
+    "55:- 58:version:h/last_contained_log_timestamp:q 61:tagged_fields 99:- 101:version:h/last_contained_log_timestamp:q 103:tagged_fields"
 )

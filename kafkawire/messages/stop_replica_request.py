@@ -196,7 +196,7 @@ def _read_StopReplicaPartitionV0_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: partition_index(4)
+        # field: partition_index:i
         (self.partition_index,) = _R_i(buf, pos)
         pos += 4
         self.unknown_tags = None
@@ -218,8 +218,9 @@ def _write_StopReplicaPartitionV0_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: partition_index(4)
+        # field: partition_index:i
         w(_W_i(self.partition_index))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("StopReplicaPartitionV0")
     except Exception as exc:
@@ -229,7 +230,7 @@ def _write_StopReplicaPartitionV0_v0(self, w):
 def _read_StopReplicaRequest_v0(buf, pos, view):
     try:
         self = _new(StopReplicaRequest)
-        # field: controller_id(4) controller_epoch(4) delete_partitions(1)
+        # field: controller_id:i controller_epoch:i delete_partitions:?
         (self.controller_id, self.controller_epoch, self.delete_partitions,) = _R_ii_(buf, pos)
         pos += 9
         # field: ungrouped_partitions[]
@@ -255,7 +256,7 @@ def _read_StopReplicaRequest_v0(buf, pos, view):
 
 def _write_StopReplicaRequest_v0(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4) delete_partitions(1)
+        # field: controller_id:i controller_epoch:i delete_partitions:?
         w(_W_ii_(self.controller_id, self.controller_epoch, self.delete_partitions))
         # field: ungrouped_partitions[]
         value = self.ungrouped_partitions
@@ -264,7 +265,10 @@ def _write_StopReplicaRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_ungrouped_partitions, item in enumerate(value):
-                _write_StopReplicaPartitionV0_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("ungrouped_partitions_item")
+                _write_StopReplicaPartitionV0_v0(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("StopReplicaRequest", "is_kraft_controller")
@@ -274,6 +278,7 @@ def _write_StopReplicaRequest_v0(self, w):
         # field: topic_states
         if (self.topic_states is None or len(self.topic_states) != 0):
             raise not_in_version("StopReplicaRequest", "topic_states")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("StopReplicaRequest")
     except Exception as exc:
@@ -324,6 +329,7 @@ def _write_StopReplicaTopicV1_v1(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("StopReplicaTopicV1")
     except Exception as exc:
@@ -333,7 +339,7 @@ def _write_StopReplicaTopicV1_v1(self, w):
 def _read_StopReplicaRequest_v1(buf, pos, view):
     try:
         self = _new(StopReplicaRequest)
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8) delete_partitions(1)
+        # field: controller_id:i controller_epoch:i broker_epoch:q delete_partitions:?
         (self.controller_id, self.controller_epoch, self.broker_epoch, self.delete_partitions,) = _R_iiq_(buf, pos)
         pos += 17
         # field: topics[]
@@ -358,7 +364,7 @@ def _read_StopReplicaRequest_v1(buf, pos, view):
 
 def _write_StopReplicaRequest_v1(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8) delete_partitions(1)
+        # field: controller_id:i controller_epoch:i broker_epoch:q delete_partitions:?
         w(_W_iiq_(self.controller_id, self.controller_epoch, self.broker_epoch, self.delete_partitions))
         # field: topics[]
         value = self.topics
@@ -367,7 +373,10 @@ def _write_StopReplicaRequest_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_StopReplicaTopicV1_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_StopReplicaTopicV1_v1(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("StopReplicaRequest", "is_kraft_controller")
@@ -377,6 +386,7 @@ def _write_StopReplicaRequest_v1(self, w):
         # field: topic_states
         if (self.topic_states is None or len(self.topic_states) != 0):
             raise not_in_version("StopReplicaRequest", "topic_states")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("StopReplicaRequest")
     except Exception as exc:
@@ -480,7 +490,7 @@ def _write_StopReplicaTopicV1_v2(self, w):
 def _read_StopReplicaRequest_v2(buf, pos, view):
     try:
         self = _new(StopReplicaRequest)
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8) delete_partitions(1)
+        # field: controller_id:i controller_epoch:i broker_epoch:q delete_partitions:?
         (self.controller_id, self.controller_epoch, self.broker_epoch, self.delete_partitions,) = _R_iiq_(buf, pos)
         pos += 17
         # field: topics[]
@@ -541,7 +551,7 @@ def _read_StopReplicaRequest_v2(buf, pos, view):
 
 def _write_StopReplicaRequest_v2(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8) delete_partitions(1)
+        # field: controller_id:i controller_epoch:i broker_epoch:q delete_partitions:?
         w(_W_iiq_(self.controller_id, self.controller_epoch, self.broker_epoch, self.delete_partitions))
         # field: topics[]
         value = self.topics
@@ -550,7 +560,10 @@ def _write_StopReplicaRequest_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_StopReplicaTopicV1_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_StopReplicaTopicV1_v2(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("StopReplicaRequest", "is_kraft_controller")
@@ -573,7 +586,7 @@ def _write_StopReplicaRequest_v2(self, w):
 def _read_StopReplicaPartitionState_v3(buf, pos, view):
     try:
         self = _new(StopReplicaPartitionState)
-        # field: partition_index(4) leader_epoch(4) delete_partition(1)
+        # field: partition_index:i leader_epoch:i delete_partition:?
         (self.partition_index, self.leader_epoch, self.delete_partition,) = _R_ii_(buf, pos)
         pos += 9
         # field: tagged_fields
@@ -616,7 +629,7 @@ def _read_StopReplicaPartitionState_v3(buf, pos, view):
 
 def _write_StopReplicaPartitionState_v3(self, w):
     try:
-        # field: partition_index(4) leader_epoch(4) delete_partition(1)
+        # field: partition_index:i leader_epoch:i delete_partition:?
         w(_W_ii_(self.partition_index, self.leader_epoch, self.delete_partition))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -716,7 +729,10 @@ def _write_StopReplicaTopicState_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partition_states, item in enumerate(value):
-                _write_StopReplicaPartitionState_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_states_item")
+                _write_StopReplicaPartitionState_v3(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -730,7 +746,7 @@ def _write_StopReplicaTopicState_v3(self, w):
 def _read_StopReplicaRequest_v3(buf, pos, view):
     try:
         self = _new(StopReplicaRequest)
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i controller_epoch:i broker_epoch:q
         (self.controller_id, self.controller_epoch, self.broker_epoch,) = _R_iiq(buf, pos)
         pos += 16
         # field: topic_states[]
@@ -792,7 +808,7 @@ def _read_StopReplicaRequest_v3(buf, pos, view):
 
 def _write_StopReplicaRequest_v3(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i controller_epoch:i broker_epoch:q
         w(_W_iiq(self.controller_id, self.controller_epoch, self.broker_epoch))
         # field: topic_states[]
         value = self.topic_states
@@ -801,7 +817,10 @@ def _write_StopReplicaRequest_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topic_states, item in enumerate(value):
-                _write_StopReplicaTopicState_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_states_item")
+                _write_StopReplicaTopicState_v3(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("StopReplicaRequest", "is_kraft_controller")
@@ -827,7 +846,7 @@ def _write_StopReplicaRequest_v3(self, w):
 def _read_StopReplicaRequest_v4(buf, pos, view):
     try:
         self = _new(StopReplicaRequest)
-        # field: controller_id(4) is_kraft_controller(1) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i is_kraft_controller:? controller_epoch:i broker_epoch:q
         (self.controller_id, self.is_kraft_controller, self.controller_epoch, self.broker_epoch,) = _R_i_iq(buf, pos)
         pos += 17
         # field: topic_states[]
@@ -888,7 +907,7 @@ def _read_StopReplicaRequest_v4(buf, pos, view):
 
 def _write_StopReplicaRequest_v4(self, w):
     try:
-        # field: controller_id(4) is_kraft_controller(1) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i is_kraft_controller:? controller_epoch:i broker_epoch:q
         w(_W_i_iq(self.controller_id, self.is_kraft_controller, self.controller_epoch, self.broker_epoch))
         # field: topic_states[]
         value = self.topic_states
@@ -897,7 +916,10 @@ def _write_StopReplicaRequest_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topic_states, item in enumerate(value):
-                _write_StopReplicaTopicState_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_states_item")
+                _write_StopReplicaTopicState_v3(value, w)
         # field: delete_partitions
         if self.delete_partitions != False:
             raise not_in_version("StopReplicaRequest", "delete_partitions")
@@ -932,5 +954,5 @@ StopReplicaRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "188:- 191:topic_name 199:partition_index(4) 208:- 210:topic_name 221:partition_index(4) 229:- 232:controller_id(4)/controller_epoch(4)/delete_partitions(1) 235:ungrouped_partitions[] 256:- 258:controller_id(4)/controller_epoch(4)/delete_partitions(1) 260:ungrouped_partitions[] 268:is_kraft_controller 271:topics 274:topic_states 283:- 286:name 294:partition_indexes 307:- 309:name 320:partition_indexes 333:- 336:controller_id(4)/controller_epoch(4)/broker_epoch(8)/delete_partitions(1) 339:topics[] 359:- 361:controller_id(4)/controller_epoch(4)/broker_epoch(8)/delete_partitions(1) 363:topics[] 371:is_kraft_controller 374:ungrouped_partitions 377:topic_states 386:- 389:name 401:partition_indexes 412:tagged_fields 450:- 452:name 463:partition_indexes 470:tagged_fields 480:- 483:controller_id(4)/controller_epoch(4)/broker_epoch(8)/delete_partitions(1) 486:topics[] 504:tagged_fields 542:- 544:controller_id(4)/controller_epoch(4)/broker_epoch(8)/delete_partitions(1) 546:topics[] 554:is_kraft_controller 557:ungrouped_partitions 560:topic_states 563:tagged_fields 573:- 576:partition_index(4)/leader_epoch(4)/delete_partition(1) 579:tagged_fields 617:- 619:partition_index(4)/leader_epoch(4)/delete_partition(1) 621:tagged_fields 631:- 634:topic_name 646:partition_states[] 661:tagged_fields 699:- 701:topic_name 712:partition_states[] 720:tagged_fields 730:- 733:controller_id(4)/controller_epoch(4)/broker_epoch(8) 736:topic_states[] 755:tagged_fields 793:- 795:controller_id(4)/controller_epoch(4)/broker_epoch(8) 797:topic_states[] 805:is_kraft_controller 808:delete_partitions 811:ungrouped_partitions 814:topics 817:tagged_fields 827:- 830:controller_id(4)/is_kraft_controller(1)/controller_epoch(4)/broker_epoch(8) 833:topic_states[] 851:tagged_fields 889:- 891:controller_id(4)/is_kraft_controller(1)/controller_epoch(4)/broker_epoch(8) 893:topic_states[] 901:delete_partitions 904:ungrouped_partitions 907:topics 910:tagged_fields"
+    "188:- 191:topic_name 199:partition_index:i 208:- 210:topic_name 221:partition_index:i 223:unknown_tags 230:- 233:controller_id:i/controller_epoch:i/delete_partitions:? 236:ungrouped_partitions[] 257:- 259:controller_id:i/controller_epoch:i/delete_partitions:? 261:ungrouped_partitions[] 272:is_kraft_controller 275:topics 278:topic_states 281:unknown_tags 288:- 291:name 299:partition_indexes 312:- 314:name 325:partition_indexes 332:unknown_tags 339:- 342:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 345:topics[] 365:- 367:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 369:topics[] 380:is_kraft_controller 383:ungrouped_partitions 386:topic_states 389:unknown_tags 396:- 399:name 411:partition_indexes 422:tagged_fields 460:- 462:name 473:partition_indexes 480:tagged_fields 490:- 493:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 496:topics[] 514:tagged_fields 552:- 554:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 556:topics[] 567:is_kraft_controller 570:ungrouped_partitions 573:topic_states 576:tagged_fields 586:- 589:partition_index:i/leader_epoch:i/delete_partition:? 592:tagged_fields 630:- 632:partition_index:i/leader_epoch:i/delete_partition:? 634:tagged_fields 644:- 647:topic_name 659:partition_states[] 674:tagged_fields 712:- 714:topic_name 725:partition_states[] 736:tagged_fields 746:- 749:controller_id:i/controller_epoch:i/broker_epoch:q 752:topic_states[] 771:tagged_fields 809:- 811:controller_id:i/controller_epoch:i/broker_epoch:q 813:topic_states[] 824:is_kraft_controller 827:delete_partitions 830:ungrouped_partitions 833:topics 836:tagged_fields 846:- 849:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 852:topic_states[] 870:tagged_fields 908:- 910:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 912:topic_states[] 923:delete_partitions 926:ungrouped_partitions 929:topics 932:tagged_fields"
 )

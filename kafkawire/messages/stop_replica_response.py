@@ -92,7 +92,7 @@ def _read_StopReplicaPartitionError_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         self.unknown_tags = None
@@ -114,8 +114,9 @@ def _write_StopReplicaPartitionError_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("StopReplicaPartitionError")
     except Exception as exc:
@@ -125,7 +126,7 @@ def _write_StopReplicaPartitionError_v0(self, w):
 def _read_StopReplicaResponse_v0(buf, pos, view):
     try:
         self = _new(StopReplicaResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: partition_errors[]
@@ -147,7 +148,7 @@ def _read_StopReplicaResponse_v0(buf, pos, view):
 
 def _write_StopReplicaResponse_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: partition_errors[]
         value = self.partition_errors
@@ -156,7 +157,11 @@ def _write_StopReplicaResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partition_errors, item in enumerate(value):
-                _write_StopReplicaPartitionError_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_errors_item")
+                _write_StopReplicaPartitionError_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("StopReplicaResponse")
     except Exception as exc:
@@ -178,7 +183,7 @@ def _read_StopReplicaPartitionError_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: tagged_fields
@@ -232,7 +237,7 @@ def _write_StopReplicaPartitionError_v2(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -247,7 +252,7 @@ def _write_StopReplicaPartitionError_v2(self, w):
 def _read_StopReplicaResponse_v2(buf, pos, view):
     try:
         self = _new(StopReplicaResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: partition_errors[]
@@ -305,7 +310,7 @@ def _read_StopReplicaResponse_v2(buf, pos, view):
 
 def _write_StopReplicaResponse_v2(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: partition_errors[]
         value = self.partition_errors
@@ -314,7 +319,10 @@ def _write_StopReplicaResponse_v2(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partition_errors, item in enumerate(value):
-                _write_StopReplicaPartitionError_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_errors_item")
+                _write_StopReplicaPartitionError_v2(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -340,5 +348,5 @@ StopReplicaResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "84:- 87:topic_name 95:partition_index(4)/error_code(2) 104:- 106:topic_name 117:partition_index(4)/error_code(2) 125:- 128:error_code(2) 131:partition_errors[] 148:- 150:error_code(2) 152:partition_errors[] 166:- 169:topic_name 181:partition_index(4)/error_code(2) 184:tagged_fields 222:- 224:topic_name 235:partition_index(4)/error_code(2) 237:tagged_fields 247:- 250:error_code(2) 253:partition_errors[] 268:tagged_fields 306:- 308:error_code(2) 310:partition_errors[] 318:tagged_fields"
+    "84:- 87:topic_name 95:partition_index:i/error_code:h 104:- 106:topic_name 117:partition_index:i/error_code:h 119:unknown_tags 126:- 129:error_code:h 132:partition_errors[] 149:- 151:error_code:h 153:partition_errors[] 164:unknown_tags 171:- 174:topic_name 186:partition_index:i/error_code:h 189:tagged_fields 227:- 229:topic_name 240:partition_index:i/error_code:h 242:tagged_fields 252:- 255:error_code:h 258:partition_errors[] 273:tagged_fields 311:- 313:error_code:h 315:partition_errors[] 326:tagged_fields"
 )

@@ -136,6 +136,7 @@ def _write_SyncGroupRequestAssignment_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(value)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("SyncGroupRequestAssignment")
     except Exception as exc:
@@ -153,7 +154,7 @@ def _read_SyncGroupRequest_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: generation_id(4)
+        # field: generation_id:i
         (self.generation_id,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
@@ -197,7 +198,7 @@ def _write_SyncGroupRequest_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: generation_id(4)
+        # field: generation_id:i
         w(_W_i(self.generation_id))
         # field: member_id
         value = self.member_id
@@ -217,10 +218,14 @@ def _write_SyncGroupRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_assignments, item in enumerate(value):
-                _write_SyncGroupRequestAssignment_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("assignments_item")
+                _write_SyncGroupRequestAssignment_v0(value, w)
         # field: group_instance_id
         if self.group_instance_id is not None:
             raise not_in_version("SyncGroupRequest", "group_instance_id")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("SyncGroupRequest")
     except Exception as exc:
@@ -238,7 +243,7 @@ def _read_SyncGroupRequest_v3(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: generation_id(4)
+        # field: generation_id:i
         (self.generation_id,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
@@ -292,7 +297,7 @@ def _write_SyncGroupRequest_v3(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: generation_id(4)
+        # field: generation_id:i
         w(_W_i(self.generation_id))
         # field: member_id
         value = self.member_id
@@ -323,7 +328,11 @@ def _write_SyncGroupRequest_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_assignments, item in enumerate(value):
-                _write_SyncGroupRequestAssignment_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("assignments_item")
+                _write_SyncGroupRequestAssignment_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("SyncGroupRequest")
     except Exception as exc:
@@ -440,7 +449,7 @@ def _read_SyncGroupRequest_v4(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: generation_id(4)
+        # field: generation_id:i
         (self.generation_id,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
@@ -538,7 +547,7 @@ def _write_SyncGroupRequest_v4(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: generation_id(4)
+        # field: generation_id:i
         w(_W_i(self.generation_id))
         # field: member_id
         value = self.member_id
@@ -569,7 +578,10 @@ def _write_SyncGroupRequest_v4(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_assignments, item in enumerate(value):
-                _write_SyncGroupRequestAssignment_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("assignments_item")
+                _write_SyncGroupRequestAssignment_v4(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -595,7 +607,7 @@ def _read_SyncGroupRequest_v5(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: generation_id(4)
+        # field: generation_id:i
         (self.generation_id,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
@@ -721,7 +733,7 @@ def _write_SyncGroupRequest_v5(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: generation_id(4)
+        # field: generation_id:i
         w(_W_i(self.generation_id))
         # field: member_id
         value = self.member_id
@@ -774,7 +786,10 @@ def _write_SyncGroupRequest_v5(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_assignments, item in enumerate(value):
-                _write_SyncGroupRequestAssignment_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("assignments_item")
+                _write_SyncGroupRequestAssignment_v4(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -802,5 +817,5 @@ SyncGroupRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "94:- 97:member_id 105:assignment 119:- 121:member_id 132:assignment 145:- 148:group_id 156:generation_id(4) 159:member_id 167:assignments[] 187:- 189:group_id 200:generation_id(4) 202:member_id 213:assignments[] 221:group_instance_id 230:- 233:group_id 241:generation_id(4) 244:member_id 252:group_instance_id 263:assignments[] 282:- 284:group_id 295:generation_id(4) 297:member_id 308:group_instance_id 319:assignments[] 333:- 336:member_id 348:assignment 360:tagged_fields 398:- 400:member_id 411:assignment 418:tagged_fields 428:- 431:group_id 443:generation_id(4) 446:member_id 458:group_instance_id 473:assignments[] 490:tagged_fields 528:- 530:group_id 541:generation_id(4) 543:member_id 554:group_instance_id 565:assignments[] 573:tagged_fields 583:- 586:group_id 598:generation_id(4) 601:member_id 613:group_instance_id 628:protocol_type 643:protocol_name 658:assignments[] 673:tagged_fields 711:- 713:group_id 724:generation_id(4) 726:member_id 737:group_instance_id 748:protocol_type 759:protocol_name 770:assignments[] 778:tagged_fields"
+    "94:- 97:member_id 105:assignment 119:- 121:member_id 132:assignment 139:unknown_tags 146:- 149:group_id 157:generation_id:i 160:member_id 168:assignments[] 188:- 190:group_id 201:generation_id:i 203:member_id 214:assignments[] 225:group_instance_id 228:unknown_tags 235:- 238:group_id 246:generation_id:i 249:member_id 257:group_instance_id 268:assignments[] 287:- 289:group_id 300:generation_id:i 302:member_id 313:group_instance_id 324:assignments[] 335:unknown_tags 342:- 345:member_id 357:assignment 369:tagged_fields 407:- 409:member_id 420:assignment 427:tagged_fields 437:- 440:group_id 452:generation_id:i 455:member_id 467:group_instance_id 482:assignments[] 499:tagged_fields 537:- 539:group_id 550:generation_id:i 552:member_id 563:group_instance_id 574:assignments[] 585:tagged_fields 595:- 598:group_id 610:generation_id:i 613:member_id 625:group_instance_id 640:protocol_type 655:protocol_name 670:assignments[] 685:tagged_fields 723:- 725:group_id 736:generation_id:i 738:member_id 749:group_instance_id 760:protocol_type 771:protocol_name 782:assignments[] 793:tagged_fields"
 )

@@ -64,7 +64,7 @@ class SyncGroupResponse(_Message):
 def _read_SyncGroupResponse_v0(buf, pos, view):
     try:
         self = _new(SyncGroupResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: assignment
@@ -86,7 +86,7 @@ def _read_SyncGroupResponse_v0(buf, pos, view):
 
 def _write_SyncGroupResponse_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: assignment
         value = self.assignment
@@ -95,6 +95,7 @@ def _write_SyncGroupResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(value)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("SyncGroupResponse")
     except Exception as exc:
@@ -104,7 +105,7 @@ def _write_SyncGroupResponse_v0(self, w):
 def _read_SyncGroupResponse_v1(buf, pos, view):
     try:
         self = _new(SyncGroupResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: assignment
@@ -125,7 +126,7 @@ def _read_SyncGroupResponse_v1(buf, pos, view):
 
 def _write_SyncGroupResponse_v1(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: assignment
         value = self.assignment
@@ -134,6 +135,7 @@ def _write_SyncGroupResponse_v1(self, w):
         else:
             w(_W_i(len(value)))
             w(value)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("SyncGroupResponse")
     except Exception as exc:
@@ -143,7 +145,7 @@ def _write_SyncGroupResponse_v1(self, w):
 def _read_SyncGroupResponse_v4(buf, pos, view):
     try:
         self = _new(SyncGroupResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: assignment
@@ -200,7 +202,7 @@ def _read_SyncGroupResponse_v4(buf, pos, view):
 
 def _write_SyncGroupResponse_v4(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: assignment
         value = self.assignment
@@ -222,7 +224,7 @@ def _write_SyncGroupResponse_v4(self, w):
 def _read_SyncGroupResponse_v5(buf, pos, view):
     try:
         self = _new(SyncGroupResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: protocol_type
@@ -307,7 +309,7 @@ def _read_SyncGroupResponse_v5(buf, pos, view):
 
 def _write_SyncGroupResponse_v5(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: protocol_type
         value = self.protocol_type
@@ -365,5 +367,5 @@ SyncGroupResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "64:- 67:error_code(2) 70:assignment 87:- 89:error_code(2) 91:assignment 104:- 107:throttle_time_ms(4)/error_code(2) 110:assignment 126:- 128:throttle_time_ms(4)/error_code(2) 130:assignment 143:- 146:throttle_time_ms(4)/error_code(2) 149:assignment 163:tagged_fields 201:- 203:throttle_time_ms(4)/error_code(2) 205:assignment 212:tagged_fields 222:- 225:throttle_time_ms(4)/error_code(2) 228:protocol_type 243:protocol_name 258:assignment 270:tagged_fields 308:- 310:throttle_time_ms(4)/error_code(2) 312:protocol_type 323:protocol_name 334:assignment 341:tagged_fields"
+    "64:- 67:error_code:h 70:assignment 87:- 89:error_code:h 91:assignment 98:unknown_tags 105:- 108:throttle_time_ms:i/error_code:h 111:assignment 127:- 129:throttle_time_ms:i/error_code:h 131:assignment 138:unknown_tags 145:- 148:throttle_time_ms:i/error_code:h 151:assignment 165:tagged_fields 203:- 205:throttle_time_ms:i/error_code:h 207:assignment 214:tagged_fields 224:- 227:throttle_time_ms:i/error_code:h 230:protocol_type 245:protocol_name 260:assignment 272:tagged_fields 310:- 312:throttle_time_ms:i/error_code:h 314:protocol_type 325:protocol_name 336:assignment 343:tagged_fields"
 )

@@ -137,7 +137,7 @@ TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition = TxnOffsetCommitRequestP
 def _read_TxnOffsetCommitRequestPartition_v0(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitRequestPartition)
-        # field: partition_index(4) committed_offset(8)
+        # field: partition_index:i committed_offset:q
         (self.partition_index, self.committed_offset,) = _R_iq(buf, pos)
         pos += 12
         # field: committed_metadata
@@ -160,7 +160,7 @@ def _read_TxnOffsetCommitRequestPartition_v0(buf, pos, view):
 
 def _write_TxnOffsetCommitRequestPartition_v0(self, w):
     try:
-        # field: partition_index(4) committed_offset(8)
+        # field: partition_index:i committed_offset:q
         w(_W_iq(self.partition_index, self.committed_offset))
         # field: committed_metadata
         value = self.committed_metadata
@@ -173,6 +173,7 @@ def _write_TxnOffsetCommitRequestPartition_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TxnOffsetCommitRequestPartition")
     except Exception as exc:
@@ -227,7 +228,11 @@ def _write_TxnOffsetCommitRequestTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_TxnOffsetCommitRequestPartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_TxnOffsetCommitRequestPartition_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TxnOffsetCommitRequestTopic")
     except Exception as exc:
@@ -253,7 +258,7 @@ def _read_TxnOffsetCommitRequest_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: producer_id(8) producer_epoch(2)
+        # field: producer_id:q producer_epoch:h
         (self.producer_id, self.producer_epoch,) = _R_qh(buf, pos)
         pos += 10
         # field: topics[]
@@ -300,7 +305,7 @@ def _write_TxnOffsetCommitRequest_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: producer_id(8) producer_epoch(2)
+        # field: producer_id:q producer_epoch:h
         w(_W_qh(self.producer_id, self.producer_epoch))
         # field: topics[]
         value = self.topics
@@ -309,7 +314,10 @@ def _write_TxnOffsetCommitRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_TxnOffsetCommitRequestTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TxnOffsetCommitRequestTopic_v0(value, w)
         # field: generation_id
         if self.generation_id != -1:
             raise not_in_version("TxnOffsetCommitRequest", "generation_id")
@@ -319,6 +327,7 @@ def _write_TxnOffsetCommitRequest_v0(self, w):
         # field: group_instance_id
         if self.group_instance_id is not None:
             raise not_in_version("TxnOffsetCommitRequest", "group_instance_id")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TxnOffsetCommitRequest")
     except Exception as exc:
@@ -328,7 +337,7 @@ def _write_TxnOffsetCommitRequest_v0(self, w):
 def _read_TxnOffsetCommitRequestPartition_v2(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitRequestPartition)
-        # field: partition_index(4) committed_offset(8) committed_leader_epoch(4)
+        # field: partition_index:i committed_offset:q committed_leader_epoch:i
         (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
         pos += 16
         # field: committed_metadata
@@ -350,7 +359,7 @@ def _read_TxnOffsetCommitRequestPartition_v2(buf, pos, view):
 
 def _write_TxnOffsetCommitRequestPartition_v2(self, w):
     try:
-        # field: partition_index(4) committed_offset(8) committed_leader_epoch(4)
+        # field: partition_index:i committed_offset:q committed_leader_epoch:i
         w(_W_iqi(self.partition_index, self.committed_offset, self.committed_leader_epoch))
         # field: committed_metadata
         value = self.committed_metadata
@@ -363,6 +372,7 @@ def _write_TxnOffsetCommitRequestPartition_v2(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TxnOffsetCommitRequestPartition")
     except Exception as exc:
@@ -417,7 +427,11 @@ def _write_TxnOffsetCommitRequestTopic_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_TxnOffsetCommitRequestPartition_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_TxnOffsetCommitRequestPartition_v2(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TxnOffsetCommitRequestTopic")
     except Exception as exc:
@@ -443,7 +457,7 @@ def _read_TxnOffsetCommitRequest_v2(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: producer_id(8) producer_epoch(2)
+        # field: producer_id:q producer_epoch:h
         (self.producer_id, self.producer_epoch,) = _R_qh(buf, pos)
         pos += 10
         # field: topics[]
@@ -490,7 +504,7 @@ def _write_TxnOffsetCommitRequest_v2(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: producer_id(8) producer_epoch(2)
+        # field: producer_id:q producer_epoch:h
         w(_W_qh(self.producer_id, self.producer_epoch))
         # field: topics[]
         value = self.topics
@@ -499,7 +513,10 @@ def _write_TxnOffsetCommitRequest_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_TxnOffsetCommitRequestTopic_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TxnOffsetCommitRequestTopic_v2(value, w)
         # field: generation_id
         if self.generation_id != -1:
             raise not_in_version("TxnOffsetCommitRequest", "generation_id")
@@ -509,6 +526,7 @@ def _write_TxnOffsetCommitRequest_v2(self, w):
         # field: group_instance_id
         if self.group_instance_id is not None:
             raise not_in_version("TxnOffsetCommitRequest", "group_instance_id")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TxnOffsetCommitRequest")
     except Exception as exc:
@@ -518,7 +536,7 @@ def _write_TxnOffsetCommitRequest_v2(self, w):
 def _read_TxnOffsetCommitRequestPartition_v3(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitRequestPartition)
-        # field: partition_index(4) committed_offset(8) committed_leader_epoch(4)
+        # field: partition_index:i committed_offset:q committed_leader_epoch:i
         (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
         pos += 16
         # field: committed_metadata
@@ -576,7 +594,7 @@ def _read_TxnOffsetCommitRequestPartition_v3(buf, pos, view):
 
 def _write_TxnOffsetCommitRequestPartition_v3(self, w):
     try:
-        # field: partition_index(4) committed_offset(8) committed_leader_epoch(4)
+        # field: partition_index:i committed_offset:q committed_leader_epoch:i
         w(_W_iqi(self.partition_index, self.committed_offset, self.committed_leader_epoch))
         # field: committed_metadata
         value = self.committed_metadata
@@ -687,7 +705,10 @@ def _write_TxnOffsetCommitRequestTopic_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_TxnOffsetCommitRequestPartition_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_TxnOffsetCommitRequestPartition_v3(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -725,7 +746,7 @@ def _read_TxnOffsetCommitRequest_v3(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
-        # field: producer_id(8) producer_epoch(2) generation_id(4)
+        # field: producer_id:q producer_epoch:h generation_id:i
         (self.producer_id, self.producer_epoch, self.generation_id,) = _R_qhi(buf, pos)
         pos += 14
         # field: member_id
@@ -832,7 +853,7 @@ def _write_TxnOffsetCommitRequest_v3(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: producer_id(8) producer_epoch(2) generation_id(4)
+        # field: producer_id:q producer_epoch:h generation_id:i
         w(_W_qhi(self.producer_id, self.producer_epoch, self.generation_id))
         # field: member_id
         value = self.member_id
@@ -863,7 +884,10 @@ def _write_TxnOffsetCommitRequest_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TxnOffsetCommitRequestTopic_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TxnOffsetCommitRequestTopic_v3(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -889,5 +913,5 @@ TxnOffsetCommitRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "137:- 140:partition_index(4)/committed_offset(8) 143:committed_metadata 161:- 163:partition_index(4)/committed_offset(8) 165:committed_metadata 182:- 185:name 193:partitions[] 210:- 212:name 223:partitions[] 237:- 240:transactional_id 248:group_id 256:producer_id(8)/producer_epoch(2) 259:topics[] 279:- 281:transactional_id 292:group_id 303:producer_id(8)/producer_epoch(2) 305:topics[] 313:generation_id 316:member_id 319:group_instance_id 328:- 331:partition_index(4)/committed_offset(8)/committed_leader_epoch(4) 334:committed_metadata 351:- 353:partition_index(4)/committed_offset(8)/committed_leader_epoch(4) 355:committed_metadata 372:- 375:name 383:partitions[] 400:- 402:name 413:partitions[] 427:- 430:transactional_id 438:group_id 446:producer_id(8)/producer_epoch(2) 449:topics[] 469:- 471:transactional_id 482:group_id 493:producer_id(8)/producer_epoch(2) 495:topics[] 503:generation_id 506:member_id 509:group_instance_id 518:- 521:partition_index(4)/committed_offset(8)/committed_leader_epoch(4) 524:committed_metadata 539:tagged_fields 577:- 579:partition_index(4)/committed_offset(8)/committed_leader_epoch(4) 581:committed_metadata 592:tagged_fields 602:- 605:name 617:partitions[] 632:tagged_fields 670:- 672:name 683:partitions[] 691:tagged_fields 701:- 704:transactional_id 716:group_id 728:producer_id(8)/producer_epoch(2)/generation_id(4) 731:member_id 743:group_instance_id 758:topics[] 773:tagged_fields 811:- 813:transactional_id 824:group_id 835:producer_id(8)/producer_epoch(2)/generation_id(4) 837:member_id 848:group_instance_id 859:topics[] 867:tagged_fields"
+    "137:- 140:partition_index:i/committed_offset:q 143:committed_metadata 161:- 163:partition_index:i/committed_offset:q 165:committed_metadata 176:unknown_tags 183:- 186:name 194:partitions[] 211:- 213:name 224:partitions[] 235:unknown_tags 242:- 245:transactional_id 253:group_id 261:producer_id:q/producer_epoch:h 264:topics[] 284:- 286:transactional_id 297:group_id 308:producer_id:q/producer_epoch:h 310:topics[] 321:generation_id 324:member_id 327:group_instance_id 330:unknown_tags 337:- 340:partition_index:i/committed_offset:q/committed_leader_epoch:i 343:committed_metadata 360:- 362:partition_index:i/committed_offset:q/committed_leader_epoch:i 364:committed_metadata 375:unknown_tags 382:- 385:name 393:partitions[] 410:- 412:name 423:partitions[] 434:unknown_tags 441:- 444:transactional_id 452:group_id 460:producer_id:q/producer_epoch:h 463:topics[] 483:- 485:transactional_id 496:group_id 507:producer_id:q/producer_epoch:h 509:topics[] 520:generation_id 523:member_id 526:group_instance_id 529:unknown_tags 536:- 539:partition_index:i/committed_offset:q/committed_leader_epoch:i 542:committed_metadata 557:tagged_fields 595:- 597:partition_index:i/committed_offset:q/committed_leader_epoch:i 599:committed_metadata 610:tagged_fields 620:- 623:name 635:partitions[] 650:tagged_fields 688:- 690:name 701:partitions[] 712:tagged_fields 722:- 725:transactional_id 737:group_id 749:producer_id:q/producer_epoch:h/generation_id:i 752:member_id 764:group_instance_id 779:topics[] 794:tagged_fields 832:- 834:transactional_id 845:group_id 856:producer_id:q/producer_epoch:h/generation_id:i 858:member_id 869:group_instance_id 880:topics[] 891:tagged_fields"
 )

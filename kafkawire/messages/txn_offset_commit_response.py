@@ -107,7 +107,7 @@ TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition = TxnOffsetCommitRespon
 def _read_TxnOffsetCommitResponsePartition_v0(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitResponsePartition)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         self.unknown_tags = None
@@ -118,8 +118,9 @@ def _read_TxnOffsetCommitResponsePartition_v0(buf, pos, view):
 
 def _write_TxnOffsetCommitResponsePartition_v0(self, w):
     try:
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TxnOffsetCommitResponsePartition")
     except Exception as exc:
@@ -174,7 +175,11 @@ def _write_TxnOffsetCommitResponseTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_TxnOffsetCommitResponsePartition_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_TxnOffsetCommitResponsePartition_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TxnOffsetCommitResponseTopic")
     except Exception as exc:
@@ -184,7 +189,7 @@ def _write_TxnOffsetCommitResponseTopic_v0(self, w):
 def _read_TxnOffsetCommitResponse_v0(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -206,7 +211,7 @@ def _read_TxnOffsetCommitResponse_v0(buf, pos, view):
 
 def _write_TxnOffsetCommitResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -215,7 +220,11 @@ def _write_TxnOffsetCommitResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_TxnOffsetCommitResponseTopic_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TxnOffsetCommitResponseTopic_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("TxnOffsetCommitResponse")
     except Exception as exc:
@@ -225,7 +234,7 @@ def _write_TxnOffsetCommitResponse_v0(self, w):
 def _read_TxnOffsetCommitResponsePartition_v3(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitResponsePartition)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: tagged_fields
@@ -268,7 +277,7 @@ def _read_TxnOffsetCommitResponsePartition_v3(buf, pos, view):
 
 def _write_TxnOffsetCommitResponsePartition_v3(self, w):
     try:
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -368,7 +377,10 @@ def _write_TxnOffsetCommitResponseTopic_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_TxnOffsetCommitResponsePartition_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_TxnOffsetCommitResponsePartition_v3(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -382,7 +394,7 @@ def _write_TxnOffsetCommitResponseTopic_v3(self, w):
 def _read_TxnOffsetCommitResponse_v3(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitResponse)
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -440,7 +452,7 @@ def _read_TxnOffsetCommitResponse_v3(buf, pos, view):
 
 def _write_TxnOffsetCommitResponse_v3(self, w):
     try:
-        # field: throttle_time_ms(4)
+        # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
         # field: topics[]
         value = self.topics
@@ -449,7 +461,10 @@ def _write_TxnOffsetCommitResponse_v3(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TxnOffsetCommitResponseTopic_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TxnOffsetCommitResponseTopic_v3(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -475,5 +490,5 @@ TxnOffsetCommitResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "107:- 110:partition_index(4)/error_code(2) 119:- 121:partition_index(4)/error_code(2) 129:- 132:name 140:partitions[] 157:- 159:name 170:partitions[] 184:- 187:throttle_time_ms(4) 190:topics[] 207:- 209:throttle_time_ms(4) 211:topics[] 225:- 228:partition_index(4)/error_code(2) 231:tagged_fields 269:- 271:partition_index(4)/error_code(2) 273:tagged_fields 283:- 286:name 298:partitions[] 313:tagged_fields 351:- 353:name 364:partitions[] 372:tagged_fields 382:- 385:throttle_time_ms(4) 388:topics[] 403:tagged_fields 441:- 443:throttle_time_ms(4) 445:topics[] 453:tagged_fields"
+    "107:- 110:partition_index:i/error_code:h 119:- 121:partition_index:i/error_code:h 123:unknown_tags 130:- 133:name 141:partitions[] 158:- 160:name 171:partitions[] 182:unknown_tags 189:- 192:throttle_time_ms:i 195:topics[] 212:- 214:throttle_time_ms:i 216:topics[] 227:unknown_tags 234:- 237:partition_index:i/error_code:h 240:tagged_fields 278:- 280:partition_index:i/error_code:h 282:tagged_fields 292:- 295:name 307:partitions[] 322:tagged_fields 360:- 362:name 373:partitions[] 384:tagged_fields 394:- 397:throttle_time_ms:i 400:topics[] 415:tagged_fields 453:- 455:throttle_time_ms:i 457:topics[] 468:tagged_fields"
 )

@@ -50,7 +50,7 @@ class UnregisterBrokerRequest(_Message):
 def _read_UnregisterBrokerRequest_v0(buf, pos, view):
     try:
         self = _new(UnregisterBrokerRequest)
-        # field: broker_id(4)
+        # field: broker_id:i
         (self.broker_id,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -93,7 +93,7 @@ def _read_UnregisterBrokerRequest_v0(buf, pos, view):
 
 def _write_UnregisterBrokerRequest_v0(self, w):
     try:
-        # field: broker_id(4)
+        # field: broker_id:i
         w(_W_i(self.broker_id))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -112,5 +112,5 @@ UnregisterBrokerRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "50:- 53:broker_id(4) 56:tagged_fields 94:- 96:broker_id(4) 98:tagged_fields"
+    "50:- 53:broker_id:i 56:tagged_fields 94:- 96:broker_id:i 98:tagged_fields"
 )

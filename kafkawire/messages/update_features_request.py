@@ -106,7 +106,7 @@ def _read_FeatureUpdateKey_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.feature = str(buf[pos:end], "utf-8")
         pos = end
-        # field: max_version_level(2) allow_downgrade(1)
+        # field: max_version_level:h allow_downgrade:?
         (self.max_version_level, self.allow_downgrade,) = _R_h_(buf, pos)
         pos += 3
         self.upgrade_type = 1
@@ -161,7 +161,7 @@ def _write_FeatureUpdateKey_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: max_version_level(2) allow_downgrade(1)
+        # field: max_version_level:h allow_downgrade:?
         w(_W_h_(self.max_version_level, self.allow_downgrade))
         # field: upgrade_type
         if self.upgrade_type != 1:
@@ -179,7 +179,7 @@ def _write_FeatureUpdateKey_v0(self, w):
 def _read_UpdateFeaturesRequest_v0(buf, pos, view):
     try:
         self = _new(UpdateFeaturesRequest)
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         # field: feature_updates[]
@@ -238,7 +238,7 @@ def _read_UpdateFeaturesRequest_v0(buf, pos, view):
 
 def _write_UpdateFeaturesRequest_v0(self, w):
     try:
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         w(_W_i(self.timeout_ms))
         # field: feature_updates[]
         value = self.feature_updates
@@ -247,7 +247,10 @@ def _write_UpdateFeaturesRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_feature_updates, item in enumerate(value):
-                _write_FeatureUpdateKey_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("feature_updates_item")
+                _write_FeatureUpdateKey_v0(value, w)
         # field: validate_only
         if self.validate_only != False:
             raise not_in_version("UpdateFeaturesRequest", "validate_only")
@@ -276,7 +279,7 @@ def _read_FeatureUpdateKey_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.feature = str(buf[pos:end], "utf-8")
         pos = end
-        # field: max_version_level(2) upgrade_type(1)
+        # field: max_version_level:h upgrade_type:b
         (self.max_version_level, self.upgrade_type,) = _R_hb(buf, pos)
         pos += 3
         self.allow_downgrade = False
@@ -331,7 +334,7 @@ def _write_FeatureUpdateKey_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: max_version_level(2) upgrade_type(1)
+        # field: max_version_level:h upgrade_type:b
         w(_W_hb(self.max_version_level, self.upgrade_type))
         # field: allow_downgrade
         if self.allow_downgrade != False:
@@ -349,7 +352,7 @@ def _write_FeatureUpdateKey_v1(self, w):
 def _read_UpdateFeaturesRequest_v1(buf, pos, view):
     try:
         self = _new(UpdateFeaturesRequest)
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         # field: feature_updates[]
@@ -367,7 +370,7 @@ def _read_UpdateFeaturesRequest_v1(buf, pos, view):
             item, pos = _read_FeatureUpdateKey_v1(buf, pos, view)
             append(item)
         self.feature_updates = tuple(items)
-        # field: validate_only(1)
+        # field: validate_only:?
         (self.validate_only,) = _R__(buf, pos)
         pos += 1
         # field: tagged_fields
@@ -410,7 +413,7 @@ def _read_UpdateFeaturesRequest_v1(buf, pos, view):
 
 def _write_UpdateFeaturesRequest_v1(self, w):
     try:
-        # field: timeout_ms(4)
+        # field: timeout_ms:i
         w(_W_i(self.timeout_ms))
         # field: feature_updates[]
         value = self.feature_updates
@@ -419,8 +422,11 @@ def _write_UpdateFeaturesRequest_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_feature_updates, item in enumerate(value):
-                _write_FeatureUpdateKey_v1(item, w)
-        # field: validate_only(1)
+                value = item
+                if value is None:
+                    raise null_not_allowed("feature_updates_item")
+                _write_FeatureUpdateKey_v1(value, w)
+        # field: validate_only:?
         w(_W__(self.validate_only))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -443,5 +449,5 @@ UpdateFeaturesRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "94:- 97:feature 109:max_version_level(2)/allow_downgrade(1) 113:tagged_fields 151:- 153:feature 164:max_version_level(2)/allow_downgrade(1) 166:upgrade_type 169:tagged_fields 179:- 182:timeout_ms(4) 185:feature_updates[] 201:tagged_fields 239:- 241:timeout_ms(4) 243:feature_updates[] 251:validate_only 254:tagged_fields 264:- 267:feature 279:max_version_level(2)/upgrade_type(1) 283:tagged_fields 321:- 323:feature 334:max_version_level(2)/upgrade_type(1) 336:allow_downgrade 339:tagged_fields 349:- 352:timeout_ms(4) 355:feature_updates[] 370:validate_only(1) 373:tagged_fields 411:- 413:timeout_ms(4) 415:feature_updates[] 423:validate_only(1) 425:tagged_fields"
+    "94:- 97:feature 109:max_version_level:h/allow_downgrade:? 113:tagged_fields 151:- 153:feature 164:max_version_level:h/allow_downgrade:? 166:upgrade_type 169:tagged_fields 179:- 182:timeout_ms:i 185:feature_updates[] 201:tagged_fields 239:- 241:timeout_ms:i 243:feature_updates[] 254:validate_only 257:tagged_fields 267:- 270:feature 282:max_version_level:h/upgrade_type:b 286:tagged_fields 324:- 326:feature 337:max_version_level:h/upgrade_type:b 339:allow_downgrade 342:tagged_fields 352:- 355:timeout_ms:i 358:feature_updates[] 373:validate_only:? 376:tagged_fields 414:- 416:timeout_ms:i 418:feature_updates[] 429:validate_only:? 431:tagged_fields"
 )

@@ -102,7 +102,7 @@ def _read_UpdatableFeatureResult_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.feature = str(buf[pos:end], "utf-8")
         pos = end
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
@@ -171,7 +171,7 @@ def _write_UpdatableFeatureResult_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: error_message
         value = self.error_message
@@ -197,7 +197,7 @@ def _write_UpdatableFeatureResult_v0(self, w):
 def _read_UpdateFeaturesResponse_v0(buf, pos, view):
     try:
         self = _new(UpdateFeaturesResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -270,7 +270,7 @@ def _read_UpdateFeaturesResponse_v0(buf, pos, view):
 
 def _write_UpdateFeaturesResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -290,7 +290,10 @@ def _write_UpdateFeaturesResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_results, item in enumerate(value):
-                _write_UpdatableFeatureResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("results_item")
+                _write_UpdatableFeatureResult_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -304,7 +307,7 @@ def _write_UpdateFeaturesResponse_v0(self, w):
 def _read_UpdateFeaturesResponse_v2(buf, pos, view):
     try:
         self = _new(UpdateFeaturesResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
@@ -363,7 +366,7 @@ def _read_UpdateFeaturesResponse_v2(buf, pos, view):
 
 def _write_UpdateFeaturesResponse_v2(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         # field: error_message
         value = self.error_message
@@ -397,5 +400,5 @@ UpdateFeaturesResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "90:- 93:feature 105:error_code(2) 108:error_message 123:tagged_fields 161:- 163:feature 174:error_code(2) 176:error_message 187:tagged_fields 197:- 200:throttle_time_ms(4)/error_code(2) 203:error_message 218:results[] 233:tagged_fields 271:- 273:throttle_time_ms(4)/error_code(2) 275:error_message 286:results[] 294:tagged_fields 304:- 307:throttle_time_ms(4)/error_code(2) 310:error_message 326:tagged_fields 364:- 366:throttle_time_ms(4)/error_code(2) 368:error_message 379:tagged_fields"
+    "90:- 93:feature 105:error_code:h 108:error_message 123:tagged_fields 161:- 163:feature 174:error_code:h 176:error_message 187:tagged_fields 197:- 200:throttle_time_ms:i/error_code:h 203:error_message 218:results[] 233:tagged_fields 271:- 273:throttle_time_ms:i/error_code:h 275:error_message 286:results[] 297:tagged_fields 307:- 310:throttle_time_ms:i/error_code:h 313:error_message 329:tagged_fields 367:- 369:throttle_time_ms:i/error_code:h 371:error_message 382:tagged_fields"
 )

@@ -236,7 +236,7 @@ def _read_UpdateMetadataPartitionState_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
         pos += 16
         # field: isr
@@ -246,7 +246,7 @@ def _read_UpdateMetadataPartitionState_v0(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: zk_version(4)
+        # field: zk_version:i
         (self.zk_version,) = _R_i(buf, pos)
         pos += 4
         # field: replicas
@@ -276,7 +276,7 @@ def _write_UpdateMetadataPartitionState_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         w(_W_iiii(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch))
         # field: isr
         value = self.isr
@@ -285,7 +285,7 @@ def _write_UpdateMetadataPartitionState_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
-        # field: zk_version(4)
+        # field: zk_version:i
         w(_W_i(self.zk_version))
         # field: replicas
         value = self.replicas
@@ -294,6 +294,7 @@ def _write_UpdateMetadataPartitionState_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("UpdateMetadataPartitionState")
     except Exception as exc:
@@ -303,7 +304,7 @@ def _write_UpdateMetadataPartitionState_v0(self, w):
 def _read_UpdateMetadataBroker_v0(buf, pos, view):
     try:
         self = _new(UpdateMetadataBroker)
-        # field: id(4)
+        # field: id:i
         (self.id,) = _R_i(buf, pos)
         pos += 4
         # field: v0_host
@@ -314,7 +315,7 @@ def _read_UpdateMetadataBroker_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.v0_host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: v0_port(4)
+        # field: v0_port:i
         (self.v0_port,) = _R_i(buf, pos)
         pos += 4
         self.endpoints = ()
@@ -327,7 +328,7 @@ def _read_UpdateMetadataBroker_v0(buf, pos, view):
 
 def _write_UpdateMetadataBroker_v0(self, w):
     try:
-        # field: id(4)
+        # field: id:i
         w(_W_i(self.id))
         # field: v0_host
         value = self.v0_host
@@ -340,8 +341,9 @@ def _write_UpdateMetadataBroker_v0(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: v0_port(4)
+        # field: v0_port:i
         w(_W_i(self.v0_port))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("UpdateMetadataBroker")
     except Exception as exc:
@@ -351,7 +353,7 @@ def _write_UpdateMetadataBroker_v0(self, w):
 def _read_UpdateMetadataRequest_v0(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
-        # field: controller_id(4) controller_epoch(4)
+        # field: controller_id:i controller_epoch:i
         (self.controller_id, self.controller_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: ungrouped_partition_states[]
@@ -388,7 +390,7 @@ def _read_UpdateMetadataRequest_v0(buf, pos, view):
 
 def _write_UpdateMetadataRequest_v0(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4)
+        # field: controller_id:i controller_epoch:i
         w(_W_ii(self.controller_id, self.controller_epoch))
         # field: ungrouped_partition_states[]
         value = self.ungrouped_partition_states
@@ -397,7 +399,10 @@ def _write_UpdateMetadataRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_ungrouped_partition_states, item in enumerate(value):
-                _write_UpdateMetadataPartitionState_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("ungrouped_partition_states_item")
+                _write_UpdateMetadataPartitionState_v0(value, w)
         # field: live_brokers[]
         value = self.live_brokers
         if value is None:
@@ -405,7 +410,10 @@ def _write_UpdateMetadataRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_live_brokers, item in enumerate(value):
-                _write_UpdateMetadataBroker_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("live_brokers_item")
+                _write_UpdateMetadataBroker_v0(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("UpdateMetadataRequest", "is_kraft_controller")
@@ -415,6 +423,7 @@ def _write_UpdateMetadataRequest_v0(self, w):
         # field: topic_states
         if (self.topic_states is None or len(self.topic_states) != 0):
             raise not_in_version("UpdateMetadataRequest", "topic_states")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("UpdateMetadataRequest")
     except Exception as exc:
@@ -424,7 +433,7 @@ def _write_UpdateMetadataRequest_v0(self, w):
 def _read_UpdateMetadataEndpoint_v1(buf, pos, view):
     try:
         self = _new(UpdateMetadataEndpoint)
-        # field: port(4)
+        # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         # field: host
@@ -435,7 +444,7 @@ def _read_UpdateMetadataEndpoint_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: security_protocol(2)
+        # field: security_protocol:h
         (self.security_protocol,) = _R_h(buf, pos)
         pos += 2
         self.listener = ''
@@ -447,7 +456,7 @@ def _read_UpdateMetadataEndpoint_v1(buf, pos, view):
 
 def _write_UpdateMetadataEndpoint_v1(self, w):
     try:
-        # field: port(4)
+        # field: port:i
         w(_W_i(self.port))
         # field: host
         value = self.host
@@ -460,8 +469,9 @@ def _write_UpdateMetadataEndpoint_v1(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: security_protocol(2)
+        # field: security_protocol:h
         w(_W_h(self.security_protocol))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("UpdateMetadataEndpoint")
     except Exception as exc:
@@ -471,7 +481,7 @@ def _write_UpdateMetadataEndpoint_v1(self, w):
 def _read_UpdateMetadataBroker_v1(buf, pos, view):
     try:
         self = _new(UpdateMetadataBroker)
-        # field: id(4)
+        # field: id:i
         (self.id,) = _R_i(buf, pos)
         pos += 4
         # field: endpoints[]
@@ -496,7 +506,7 @@ def _read_UpdateMetadataBroker_v1(buf, pos, view):
 
 def _write_UpdateMetadataBroker_v1(self, w):
     try:
-        # field: id(4)
+        # field: id:i
         w(_W_i(self.id))
         # field: endpoints[]
         value = self.endpoints
@@ -505,7 +515,11 @@ def _write_UpdateMetadataBroker_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_endpoints, item in enumerate(value):
-                _write_UpdateMetadataEndpoint_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("endpoints_item")
+                _write_UpdateMetadataEndpoint_v1(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("UpdateMetadataBroker")
     except Exception as exc:
@@ -515,7 +529,7 @@ def _write_UpdateMetadataBroker_v1(self, w):
 def _read_UpdateMetadataRequest_v1(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
-        # field: controller_id(4) controller_epoch(4)
+        # field: controller_id:i controller_epoch:i
         (self.controller_id, self.controller_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: ungrouped_partition_states[]
@@ -552,7 +566,7 @@ def _read_UpdateMetadataRequest_v1(buf, pos, view):
 
 def _write_UpdateMetadataRequest_v1(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4)
+        # field: controller_id:i controller_epoch:i
         w(_W_ii(self.controller_id, self.controller_epoch))
         # field: ungrouped_partition_states[]
         value = self.ungrouped_partition_states
@@ -561,7 +575,10 @@ def _write_UpdateMetadataRequest_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_ungrouped_partition_states, item in enumerate(value):
-                _write_UpdateMetadataPartitionState_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("ungrouped_partition_states_item")
+                _write_UpdateMetadataPartitionState_v0(value, w)
         # field: live_brokers[]
         value = self.live_brokers
         if value is None:
@@ -569,7 +586,10 @@ def _write_UpdateMetadataRequest_v1(self, w):
         else:
             w(_W_i(len(value)))
             for i_live_brokers, item in enumerate(value):
-                _write_UpdateMetadataBroker_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("live_brokers_item")
+                _write_UpdateMetadataBroker_v1(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("UpdateMetadataRequest", "is_kraft_controller")
@@ -579,6 +599,7 @@ def _write_UpdateMetadataRequest_v1(self, w):
         # field: topic_states
         if (self.topic_states is None or len(self.topic_states) != 0):
             raise not_in_version("UpdateMetadataRequest", "topic_states")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("UpdateMetadataRequest")
     except Exception as exc:
@@ -588,7 +609,7 @@ def _write_UpdateMetadataRequest_v1(self, w):
 def _read_UpdateMetadataBroker_v2(buf, pos, view):
     try:
         self = _new(UpdateMetadataBroker)
-        # field: id(4)
+        # field: id:i
         (self.id,) = _R_i(buf, pos)
         pos += 4
         # field: endpoints[]
@@ -623,7 +644,7 @@ def _read_UpdateMetadataBroker_v2(buf, pos, view):
 
 def _write_UpdateMetadataBroker_v2(self, w):
     try:
-        # field: id(4)
+        # field: id:i
         w(_W_i(self.id))
         # field: endpoints[]
         value = self.endpoints
@@ -632,7 +653,10 @@ def _write_UpdateMetadataBroker_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_endpoints, item in enumerate(value):
-                _write_UpdateMetadataEndpoint_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("endpoints_item")
+                _write_UpdateMetadataEndpoint_v1(value, w)
         # field: rack
         value = self.rack
         if value is None:
@@ -644,6 +668,7 @@ def _write_UpdateMetadataBroker_v2(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("UpdateMetadataBroker")
     except Exception as exc:
@@ -653,7 +678,7 @@ def _write_UpdateMetadataBroker_v2(self, w):
 def _read_UpdateMetadataRequest_v2(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
-        # field: controller_id(4) controller_epoch(4)
+        # field: controller_id:i controller_epoch:i
         (self.controller_id, self.controller_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: ungrouped_partition_states[]
@@ -690,7 +715,7 @@ def _read_UpdateMetadataRequest_v2(buf, pos, view):
 
 def _write_UpdateMetadataRequest_v2(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4)
+        # field: controller_id:i controller_epoch:i
         w(_W_ii(self.controller_id, self.controller_epoch))
         # field: ungrouped_partition_states[]
         value = self.ungrouped_partition_states
@@ -699,7 +724,10 @@ def _write_UpdateMetadataRequest_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_ungrouped_partition_states, item in enumerate(value):
-                _write_UpdateMetadataPartitionState_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("ungrouped_partition_states_item")
+                _write_UpdateMetadataPartitionState_v0(value, w)
         # field: live_brokers[]
         value = self.live_brokers
         if value is None:
@@ -707,7 +735,10 @@ def _write_UpdateMetadataRequest_v2(self, w):
         else:
             w(_W_i(len(value)))
             for i_live_brokers, item in enumerate(value):
-                _write_UpdateMetadataBroker_v2(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("live_brokers_item")
+                _write_UpdateMetadataBroker_v2(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("UpdateMetadataRequest", "is_kraft_controller")
@@ -717,6 +748,7 @@ def _write_UpdateMetadataRequest_v2(self, w):
         # field: topic_states
         if (self.topic_states is None or len(self.topic_states) != 0):
             raise not_in_version("UpdateMetadataRequest", "topic_states")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("UpdateMetadataRequest")
     except Exception as exc:
@@ -726,7 +758,7 @@ def _write_UpdateMetadataRequest_v2(self, w):
 def _read_UpdateMetadataEndpoint_v3(buf, pos, view):
     try:
         self = _new(UpdateMetadataEndpoint)
-        # field: port(4)
+        # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         # field: host
@@ -745,7 +777,7 @@ def _read_UpdateMetadataEndpoint_v3(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.listener = str(buf[pos:end], "utf-8")
         pos = end
-        # field: security_protocol(2)
+        # field: security_protocol:h
         (self.security_protocol,) = _R_h(buf, pos)
         pos += 2
         self.unknown_tags = None
@@ -756,7 +788,7 @@ def _read_UpdateMetadataEndpoint_v3(buf, pos, view):
 
 def _write_UpdateMetadataEndpoint_v3(self, w):
     try:
-        # field: port(4)
+        # field: port:i
         w(_W_i(self.port))
         # field: host
         value = self.host
@@ -780,8 +812,9 @@ def _write_UpdateMetadataEndpoint_v3(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: security_protocol(2)
+        # field: security_protocol:h
         w(_W_h(self.security_protocol))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("UpdateMetadataEndpoint")
     except Exception as exc:
@@ -791,7 +824,7 @@ def _write_UpdateMetadataEndpoint_v3(self, w):
 def _read_UpdateMetadataBroker_v3(buf, pos, view):
     try:
         self = _new(UpdateMetadataBroker)
-        # field: id(4)
+        # field: id:i
         (self.id,) = _R_i(buf, pos)
         pos += 4
         # field: endpoints[]
@@ -826,7 +859,7 @@ def _read_UpdateMetadataBroker_v3(buf, pos, view):
 
 def _write_UpdateMetadataBroker_v3(self, w):
     try:
-        # field: id(4)
+        # field: id:i
         w(_W_i(self.id))
         # field: endpoints[]
         value = self.endpoints
@@ -835,7 +868,10 @@ def _write_UpdateMetadataBroker_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_endpoints, item in enumerate(value):
-                _write_UpdateMetadataEndpoint_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("endpoints_item")
+                _write_UpdateMetadataEndpoint_v3(value, w)
         # field: rack
         value = self.rack
         if value is None:
@@ -847,6 +883,7 @@ def _write_UpdateMetadataBroker_v3(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("UpdateMetadataBroker")
     except Exception as exc:
@@ -856,7 +893,7 @@ def _write_UpdateMetadataBroker_v3(self, w):
 def _read_UpdateMetadataRequest_v3(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
-        # field: controller_id(4) controller_epoch(4)
+        # field: controller_id:i controller_epoch:i
         (self.controller_id, self.controller_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: ungrouped_partition_states[]
@@ -893,7 +930,7 @@ def _read_UpdateMetadataRequest_v3(buf, pos, view):
 
 def _write_UpdateMetadataRequest_v3(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4)
+        # field: controller_id:i controller_epoch:i
         w(_W_ii(self.controller_id, self.controller_epoch))
         # field: ungrouped_partition_states[]
         value = self.ungrouped_partition_states
@@ -902,7 +939,10 @@ def _write_UpdateMetadataRequest_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_ungrouped_partition_states, item in enumerate(value):
-                _write_UpdateMetadataPartitionState_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("ungrouped_partition_states_item")
+                _write_UpdateMetadataPartitionState_v0(value, w)
         # field: live_brokers[]
         value = self.live_brokers
         if value is None:
@@ -910,7 +950,10 @@ def _write_UpdateMetadataRequest_v3(self, w):
         else:
             w(_W_i(len(value)))
             for i_live_brokers, item in enumerate(value):
-                _write_UpdateMetadataBroker_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("live_brokers_item")
+                _write_UpdateMetadataBroker_v3(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("UpdateMetadataRequest", "is_kraft_controller")
@@ -920,6 +963,7 @@ def _write_UpdateMetadataRequest_v3(self, w):
         # field: topic_states
         if (self.topic_states is None or len(self.topic_states) != 0):
             raise not_in_version("UpdateMetadataRequest", "topic_states")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("UpdateMetadataRequest")
     except Exception as exc:
@@ -937,7 +981,7 @@ def _read_UpdateMetadataPartitionState_v4(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
         pos += 16
         # field: isr
@@ -947,7 +991,7 @@ def _read_UpdateMetadataPartitionState_v4(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: zk_version(4)
+        # field: zk_version:i
         (self.zk_version,) = _R_i(buf, pos)
         pos += 4
         # field: replicas
@@ -983,7 +1027,7 @@ def _write_UpdateMetadataPartitionState_v4(self, w):
                 raise string_too_long(n)
             w(_W_h(n))
             w(raw)
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         w(_W_iiii(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch))
         # field: isr
         value = self.isr
@@ -992,7 +1036,7 @@ def _write_UpdateMetadataPartitionState_v4(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
-        # field: zk_version(4)
+        # field: zk_version:i
         w(_W_i(self.zk_version))
         # field: replicas
         value = self.replicas
@@ -1008,6 +1052,7 @@ def _write_UpdateMetadataPartitionState_v4(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("UpdateMetadataPartitionState")
     except Exception as exc:
@@ -1017,7 +1062,7 @@ def _write_UpdateMetadataPartitionState_v4(self, w):
 def _read_UpdateMetadataRequest_v4(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
-        # field: controller_id(4) controller_epoch(4)
+        # field: controller_id:i controller_epoch:i
         (self.controller_id, self.controller_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: ungrouped_partition_states[]
@@ -1054,7 +1099,7 @@ def _read_UpdateMetadataRequest_v4(buf, pos, view):
 
 def _write_UpdateMetadataRequest_v4(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4)
+        # field: controller_id:i controller_epoch:i
         w(_W_ii(self.controller_id, self.controller_epoch))
         # field: ungrouped_partition_states[]
         value = self.ungrouped_partition_states
@@ -1063,7 +1108,10 @@ def _write_UpdateMetadataRequest_v4(self, w):
         else:
             w(_W_i(len(value)))
             for i_ungrouped_partition_states, item in enumerate(value):
-                _write_UpdateMetadataPartitionState_v4(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("ungrouped_partition_states_item")
+                _write_UpdateMetadataPartitionState_v4(value, w)
         # field: live_brokers[]
         value = self.live_brokers
         if value is None:
@@ -1071,7 +1119,10 @@ def _write_UpdateMetadataRequest_v4(self, w):
         else:
             w(_W_i(len(value)))
             for i_live_brokers, item in enumerate(value):
-                _write_UpdateMetadataBroker_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("live_brokers_item")
+                _write_UpdateMetadataBroker_v3(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("UpdateMetadataRequest", "is_kraft_controller")
@@ -1081,6 +1132,7 @@ def _write_UpdateMetadataRequest_v4(self, w):
         # field: topic_states
         if (self.topic_states is None or len(self.topic_states) != 0):
             raise not_in_version("UpdateMetadataRequest", "topic_states")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("UpdateMetadataRequest")
     except Exception as exc:
@@ -1090,7 +1142,7 @@ def _write_UpdateMetadataRequest_v4(self, w):
 def _read_UpdateMetadataPartitionState_v5(buf, pos, view):
     try:
         self = _new(UpdateMetadataPartitionState)
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
         pos += 16
         # field: isr
@@ -1100,7 +1152,7 @@ def _read_UpdateMetadataPartitionState_v5(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: zk_version(4)
+        # field: zk_version:i
         (self.zk_version,) = _R_i(buf, pos)
         pos += 4
         # field: replicas
@@ -1126,7 +1178,7 @@ def _read_UpdateMetadataPartitionState_v5(buf, pos, view):
 
 def _write_UpdateMetadataPartitionState_v5(self, w):
     try:
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         w(_W_iiii(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch))
         # field: isr
         value = self.isr
@@ -1135,7 +1187,7 @@ def _write_UpdateMetadataPartitionState_v5(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
-        # field: zk_version(4)
+        # field: zk_version:i
         w(_W_i(self.zk_version))
         # field: replicas
         value = self.replicas
@@ -1151,6 +1203,7 @@ def _write_UpdateMetadataPartitionState_v5(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("UpdateMetadataPartitionState")
     except Exception as exc:
@@ -1206,7 +1259,11 @@ def _write_UpdateMetadataTopicState_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_partition_states, item in enumerate(value):
-                _write_UpdateMetadataPartitionState_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_states_item")
+                _write_UpdateMetadataPartitionState_v5(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("UpdateMetadataTopicState")
     except Exception as exc:
@@ -1216,7 +1273,7 @@ def _write_UpdateMetadataTopicState_v5(self, w):
 def _read_UpdateMetadataRequest_v5(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i controller_epoch:i broker_epoch:q
         (self.controller_id, self.controller_epoch, self.broker_epoch,) = _R_iiq(buf, pos)
         pos += 16
         # field: topic_states[]
@@ -1252,7 +1309,7 @@ def _read_UpdateMetadataRequest_v5(buf, pos, view):
 
 def _write_UpdateMetadataRequest_v5(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i controller_epoch:i broker_epoch:q
         w(_W_iiq(self.controller_id, self.controller_epoch, self.broker_epoch))
         # field: topic_states[]
         value = self.topic_states
@@ -1261,7 +1318,10 @@ def _write_UpdateMetadataRequest_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_topic_states, item in enumerate(value):
-                _write_UpdateMetadataTopicState_v5(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_states_item")
+                _write_UpdateMetadataTopicState_v5(value, w)
         # field: live_brokers[]
         value = self.live_brokers
         if value is None:
@@ -1269,7 +1329,10 @@ def _write_UpdateMetadataRequest_v5(self, w):
         else:
             w(_W_i(len(value)))
             for i_live_brokers, item in enumerate(value):
-                _write_UpdateMetadataBroker_v3(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("live_brokers_item")
+                _write_UpdateMetadataBroker_v3(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("UpdateMetadataRequest", "is_kraft_controller")
@@ -1279,6 +1342,7 @@ def _write_UpdateMetadataRequest_v5(self, w):
         # field: ungrouped_partition_states
         if (self.ungrouped_partition_states is None or len(self.ungrouped_partition_states) != 0):
             raise not_in_version("UpdateMetadataRequest", "ungrouped_partition_states")
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("UpdateMetadataRequest")
     except Exception as exc:
@@ -1288,7 +1352,7 @@ def _write_UpdateMetadataRequest_v5(self, w):
 def _read_UpdateMetadataPartitionState_v6(buf, pos, view):
     try:
         self = _new(UpdateMetadataPartitionState)
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
         pos += 16
         # field: isr
@@ -1302,7 +1366,7 @@ def _read_UpdateMetadataPartitionState_v6(buf, pos, view):
             raise bad_count(n, 4, pos, len(buf))
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
-        # field: zk_version(4)
+        # field: zk_version:i
         (self.zk_version,) = _R_i(buf, pos)
         pos += 4
         # field: replicas
@@ -1368,7 +1432,7 @@ def _read_UpdateMetadataPartitionState_v6(buf, pos, view):
 
 def _write_UpdateMetadataPartitionState_v6(self, w):
     try:
-        # field: partition_index(4) controller_epoch(4) leader(4) leader_epoch(4)
+        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         w(_W_iiii(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch))
         # field: isr
         value = self.isr
@@ -1377,7 +1441,7 @@ def _write_UpdateMetadataPartitionState_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             w(_ARRAYW_i[len(value)](*value))
-        # field: zk_version(4)
+        # field: zk_version:i
         w(_W_i(self.zk_version))
         # field: replicas
         value = self.replicas
@@ -1492,7 +1556,10 @@ def _write_UpdateMetadataTopicState_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partition_states, item in enumerate(value):
-                _write_UpdateMetadataPartitionState_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_states_item")
+                _write_UpdateMetadataPartitionState_v6(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1506,7 +1573,7 @@ def _write_UpdateMetadataTopicState_v6(self, w):
 def _read_UpdateMetadataEndpoint_v6(buf, pos, view):
     try:
         self = _new(UpdateMetadataEndpoint)
-        # field: port(4)
+        # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         # field: host
@@ -1533,7 +1600,7 @@ def _read_UpdateMetadataEndpoint_v6(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.listener = str(buf[pos:end], "utf-8")
         pos = end
-        # field: security_protocol(2)
+        # field: security_protocol:h
         (self.security_protocol,) = _R_h(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -1576,7 +1643,7 @@ def _read_UpdateMetadataEndpoint_v6(buf, pos, view):
 
 def _write_UpdateMetadataEndpoint_v6(self, w):
     try:
-        # field: port(4)
+        # field: port:i
         w(_W_i(self.port))
         # field: host
         value = self.host
@@ -1600,7 +1667,7 @@ def _write_UpdateMetadataEndpoint_v6(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: security_protocol(2)
+        # field: security_protocol:h
         w(_W_h(self.security_protocol))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1615,7 +1682,7 @@ def _write_UpdateMetadataEndpoint_v6(self, w):
 def _read_UpdateMetadataBroker_v6(buf, pos, view):
     try:
         self = _new(UpdateMetadataBroker)
-        # field: id(4)
+        # field: id:i
         (self.id,) = _R_i(buf, pos)
         pos += 4
         # field: endpoints[]
@@ -1690,7 +1757,7 @@ def _read_UpdateMetadataBroker_v6(buf, pos, view):
 
 def _write_UpdateMetadataBroker_v6(self, w):
     try:
-        # field: id(4)
+        # field: id:i
         w(_W_i(self.id))
         # field: endpoints[]
         value = self.endpoints
@@ -1699,7 +1766,10 @@ def _write_UpdateMetadataBroker_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_endpoints, item in enumerate(value):
-                _write_UpdateMetadataEndpoint_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("endpoints_item")
+                _write_UpdateMetadataEndpoint_v6(value, w)
         # field: rack
         value = self.rack
         if value is None:
@@ -1724,7 +1794,7 @@ def _write_UpdateMetadataBroker_v6(self, w):
 def _read_UpdateMetadataRequest_v6(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i controller_epoch:i broker_epoch:q
         (self.controller_id, self.controller_epoch, self.broker_epoch,) = _R_iiq(buf, pos)
         pos += 16
         # field: topic_states[]
@@ -1800,7 +1870,7 @@ def _read_UpdateMetadataRequest_v6(buf, pos, view):
 
 def _write_UpdateMetadataRequest_v6(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i controller_epoch:i broker_epoch:q
         w(_W_iiq(self.controller_id, self.controller_epoch, self.broker_epoch))
         # field: topic_states[]
         value = self.topic_states
@@ -1809,7 +1879,10 @@ def _write_UpdateMetadataRequest_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topic_states, item in enumerate(value):
-                _write_UpdateMetadataTopicState_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_states_item")
+                _write_UpdateMetadataTopicState_v6(value, w)
         # field: live_brokers[]
         value = self.live_brokers
         if value is None:
@@ -1817,7 +1890,10 @@ def _write_UpdateMetadataRequest_v6(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_live_brokers, item in enumerate(value):
-                _write_UpdateMetadataBroker_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("live_brokers_item")
+                _write_UpdateMetadataBroker_v6(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("UpdateMetadataRequest", "is_kraft_controller")
@@ -1852,7 +1928,7 @@ def _read_UpdateMetadataTopicState_v7(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -1922,7 +1998,7 @@ def _write_UpdateMetadataTopicState_v7(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partition_states[]
         value = self.partition_states
@@ -1931,7 +2007,10 @@ def _write_UpdateMetadataTopicState_v7(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partition_states, item in enumerate(value):
-                _write_UpdateMetadataPartitionState_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partition_states_item")
+                _write_UpdateMetadataPartitionState_v6(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -1945,7 +2024,7 @@ def _write_UpdateMetadataTopicState_v7(self, w):
 def _read_UpdateMetadataRequest_v7(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i controller_epoch:i broker_epoch:q
         (self.controller_id, self.controller_epoch, self.broker_epoch,) = _R_iiq(buf, pos)
         pos += 16
         # field: topic_states[]
@@ -2021,7 +2100,7 @@ def _read_UpdateMetadataRequest_v7(buf, pos, view):
 
 def _write_UpdateMetadataRequest_v7(self, w):
     try:
-        # field: controller_id(4) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i controller_epoch:i broker_epoch:q
         w(_W_iiq(self.controller_id, self.controller_epoch, self.broker_epoch))
         # field: topic_states[]
         value = self.topic_states
@@ -2030,7 +2109,10 @@ def _write_UpdateMetadataRequest_v7(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topic_states, item in enumerate(value):
-                _write_UpdateMetadataTopicState_v7(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_states_item")
+                _write_UpdateMetadataTopicState_v7(value, w)
         # field: live_brokers[]
         value = self.live_brokers
         if value is None:
@@ -2038,7 +2120,10 @@ def _write_UpdateMetadataRequest_v7(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_live_brokers, item in enumerate(value):
-                _write_UpdateMetadataBroker_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("live_brokers_item")
+                _write_UpdateMetadataBroker_v6(value, w)
         # field: is_kraft_controller
         if self.is_kraft_controller != False:
             raise not_in_version("UpdateMetadataRequest", "is_kraft_controller")
@@ -2061,7 +2146,7 @@ def _write_UpdateMetadataRequest_v7(self, w):
 def _read_UpdateMetadataRequest_v8(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
-        # field: controller_id(4) is_kraft_controller(1) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i is_kraft_controller:? controller_epoch:i broker_epoch:q
         (self.controller_id, self.is_kraft_controller, self.controller_epoch, self.broker_epoch,) = _R_i_iq(buf, pos)
         pos += 17
         # field: topic_states[]
@@ -2144,7 +2229,7 @@ def _read_UpdateMetadataRequest_v8(buf, pos, view):
 
 def _write_UpdateMetadataRequest_v8(self, w):
     try:
-        # field: controller_id(4) is_kraft_controller(1) controller_epoch(4) broker_epoch(8)
+        # field: controller_id:i is_kraft_controller:? controller_epoch:i broker_epoch:q
         w(_W_i_iq(self.controller_id, self.is_kraft_controller, self.controller_epoch, self.broker_epoch))
         # field: topic_states[]
         value = self.topic_states
@@ -2153,7 +2238,10 @@ def _write_UpdateMetadataRequest_v8(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topic_states, item in enumerate(value):
-                _write_UpdateMetadataTopicState_v7(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topic_states_item")
+                _write_UpdateMetadataTopicState_v7(value, w)
         # field: live_brokers[]
         value = self.live_brokers
         if value is None:
@@ -2161,7 +2249,10 @@ def _write_UpdateMetadataRequest_v8(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_live_brokers, item in enumerate(value):
-                _write_UpdateMetadataBroker_v6(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("live_brokers_item")
+                _write_UpdateMetadataBroker_v6(value, w)
         # field: ungrouped_partition_states
         if (self.ungrouped_partition_states is None or len(self.ungrouped_partition_states) != 0):
             raise not_in_version("UpdateMetadataRequest", "ungrouped_partition_states")
@@ -2204,5 +2295,5 @@ UpdateMetadataRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "228:- 231:topic_name 239:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 242:isr 249:zk_version(4) 252:replicas 266:- 268:topic_name 279:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 281:isr 288:zk_version(4) 290:replicas 303:- 306:id(4) 309:v0_host 317:v0_port(4) 328:- 330:id(4) 332:v0_host 343:v0_port(4) 351:- 354:controller_id(4)/controller_epoch(4) 357:ungrouped_partition_states[] 368:live_brokers[] 389:- 391:controller_id(4)/controller_epoch(4) 393:ungrouped_partition_states[] 401:live_brokers[] 409:is_kraft_controller 412:type 415:topic_states 424:- 427:port(4) 430:host 438:security_protocol(2) 448:- 450:port(4) 452:host 463:security_protocol(2) 471:- 474:id(4) 477:endpoints[] 497:- 499:id(4) 501:endpoints[] 515:- 518:controller_id(4)/controller_epoch(4) 521:ungrouped_partition_states[] 532:live_brokers[] 553:- 555:controller_id(4)/controller_epoch(4) 557:ungrouped_partition_states[] 565:live_brokers[] 573:is_kraft_controller 576:type 579:topic_states 588:- 591:id(4) 594:endpoints[] 605:rack 624:- 626:id(4) 628:endpoints[] 636:rack 653:- 656:controller_id(4)/controller_epoch(4) 659:ungrouped_partition_states[] 670:live_brokers[] 691:- 693:controller_id(4)/controller_epoch(4) 695:ungrouped_partition_states[] 703:live_brokers[] 711:is_kraft_controller 714:type 717:topic_states 726:- 729:port(4) 732:host 740:listener 748:security_protocol(2) 757:- 759:port(4) 761:host 772:listener 783:security_protocol(2) 791:- 794:id(4) 797:endpoints[] 808:rack 827:- 829:id(4) 831:endpoints[] 839:rack 856:- 859:controller_id(4)/controller_epoch(4) 862:ungrouped_partition_states[] 873:live_brokers[] 894:- 896:controller_id(4)/controller_epoch(4) 898:ungrouped_partition_states[] 906:live_brokers[] 914:is_kraft_controller 917:type 920:topic_states 929:- 932:topic_name 940:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 943:isr 950:zk_version(4) 953:replicas 960:offline_replicas 973:- 975:topic_name 986:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 988:isr 995:zk_version(4) 997:replicas 1004:offline_replicas 1017:- 1020:controller_id(4)/controller_epoch(4) 1023:ungrouped_partition_states[] 1034:live_brokers[] 1055:- 1057:controller_id(4)/controller_epoch(4) 1059:ungrouped_partition_states[] 1067:live_brokers[] 1075:is_kraft_controller 1078:type 1081:topic_states 1090:- 1093:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 1096:isr 1103:zk_version(4) 1106:replicas 1113:offline_replicas 1127:- 1129:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 1131:isr 1138:zk_version(4) 1140:replicas 1147:offline_replicas 1160:- 1163:topic_name 1171:partition_states[] 1189:- 1191:topic_name 1202:partition_states[] 1216:- 1219:controller_id(4)/controller_epoch(4)/broker_epoch(8) 1222:topic_states[] 1233:live_brokers[] 1253:- 1255:controller_id(4)/controller_epoch(4)/broker_epoch(8) 1257:topic_states[] 1265:live_brokers[] 1273:is_kraft_controller 1276:type 1279:ungrouped_partition_states 1288:- 1291:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 1294:isr 1305:zk_version(4) 1308:replicas 1319:offline_replicas 1331:tagged_fields 1369:- 1371:partition_index(4)/controller_epoch(4)/leader(4)/leader_epoch(4) 1373:isr 1380:zk_version(4) 1382:replicas 1389:offline_replicas 1396:tagged_fields 1406:- 1409:topic_name 1421:partition_states[] 1437:tagged_fields 1475:- 1477:topic_name 1488:partition_states[] 1496:tagged_fields 1506:- 1509:port(4) 1512:host 1524:listener 1536:security_protocol(2) 1539:tagged_fields 1577:- 1579:port(4) 1581:host 1592:listener 1603:security_protocol(2) 1605:tagged_fields 1615:- 1618:id(4) 1621:endpoints[] 1636:rack 1653:tagged_fields 1691:- 1693:id(4) 1695:endpoints[] 1703:rack 1714:tagged_fields 1724:- 1727:controller_id(4)/controller_epoch(4)/broker_epoch(8) 1730:topic_states[] 1745:live_brokers[] 1763:tagged_fields 1801:- 1803:controller_id(4)/controller_epoch(4)/broker_epoch(8) 1805:topic_states[] 1813:live_brokers[] 1821:is_kraft_controller 1824:type 1827:ungrouped_partition_states 1830:tagged_fields 1840:- 1843:topic_name 1855:topic_id(16) 1859:partition_states[] 1874:tagged_fields 1912:- 1914:topic_name 1925:topic_id(16) 1927:partition_states[] 1935:tagged_fields 1945:- 1948:controller_id(4)/controller_epoch(4)/broker_epoch(8) 1951:topic_states[] 1966:live_brokers[] 1984:tagged_fields 2022:- 2024:controller_id(4)/controller_epoch(4)/broker_epoch(8) 2026:topic_states[] 2034:live_brokers[] 2042:is_kraft_controller 2045:type 2048:ungrouped_partition_states 2051:tagged_fields 2061:- 2064:controller_id(4)/is_kraft_controller(1)/controller_epoch(4)/broker_epoch(8) 2067:topic_states[] 2082:live_brokers[] 2099:tagged_fields 2128:type 2133:tagged_fields 2145:- 2147:controller_id(4)/is_kraft_controller(1)/controller_epoch(4)/broker_epoch(8) 2149:topic_states[] 2157:live_brokers[] 2165:ungrouped_partition_states 2169:type 2174:tagged_fields"
+    "228:- 231:topic_name 239:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 242:isr 249:zk_version:i 252:replicas 266:- 268:topic_name 279:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 281:isr 288:zk_version:i 290:replicas 297:unknown_tags 304:- 307:id:i 310:v0_host 318:v0_port:i 329:- 331:id:i 333:v0_host 344:v0_port:i 346:unknown_tags 353:- 356:controller_id:i/controller_epoch:i 359:ungrouped_partition_states[] 370:live_brokers[] 391:- 393:controller_id:i/controller_epoch:i 395:ungrouped_partition_states[] 406:live_brokers[] 417:is_kraft_controller 420:type 423:topic_states 426:unknown_tags 433:- 436:port:i 439:host 447:security_protocol:h 457:- 459:port:i 461:host 472:security_protocol:h 474:unknown_tags 481:- 484:id:i 487:endpoints[] 507:- 509:id:i 511:endpoints[] 522:unknown_tags 529:- 532:controller_id:i/controller_epoch:i 535:ungrouped_partition_states[] 546:live_brokers[] 567:- 569:controller_id:i/controller_epoch:i 571:ungrouped_partition_states[] 582:live_brokers[] 593:is_kraft_controller 596:type 599:topic_states 602:unknown_tags 609:- 612:id:i 615:endpoints[] 626:rack 645:- 647:id:i 649:endpoints[] 660:rack 671:unknown_tags 678:- 681:controller_id:i/controller_epoch:i 684:ungrouped_partition_states[] 695:live_brokers[] 716:- 718:controller_id:i/controller_epoch:i 720:ungrouped_partition_states[] 731:live_brokers[] 742:is_kraft_controller 745:type 748:topic_states 751:unknown_tags 758:- 761:port:i 764:host 772:listener 780:security_protocol:h 789:- 791:port:i 793:host 804:listener 815:security_protocol:h 817:unknown_tags 824:- 827:id:i 830:endpoints[] 841:rack 860:- 862:id:i 864:endpoints[] 875:rack 886:unknown_tags 893:- 896:controller_id:i/controller_epoch:i 899:ungrouped_partition_states[] 910:live_brokers[] 931:- 933:controller_id:i/controller_epoch:i 935:ungrouped_partition_states[] 946:live_brokers[] 957:is_kraft_controller 960:type 963:topic_states 966:unknown_tags 973:- 976:topic_name 984:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 987:isr 994:zk_version:i 997:replicas 1004:offline_replicas 1017:- 1019:topic_name 1030:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1032:isr 1039:zk_version:i 1041:replicas 1048:offline_replicas 1055:unknown_tags 1062:- 1065:controller_id:i/controller_epoch:i 1068:ungrouped_partition_states[] 1079:live_brokers[] 1100:- 1102:controller_id:i/controller_epoch:i 1104:ungrouped_partition_states[] 1115:live_brokers[] 1126:is_kraft_controller 1129:type 1132:topic_states 1135:unknown_tags 1142:- 1145:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1148:isr 1155:zk_version:i 1158:replicas 1165:offline_replicas 1179:- 1181:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1183:isr 1190:zk_version:i 1192:replicas 1199:offline_replicas 1206:unknown_tags 1213:- 1216:topic_name 1224:partition_states[] 1242:- 1244:topic_name 1255:partition_states[] 1266:unknown_tags 1273:- 1276:controller_id:i/controller_epoch:i/broker_epoch:q 1279:topic_states[] 1290:live_brokers[] 1310:- 1312:controller_id:i/controller_epoch:i/broker_epoch:q 1314:topic_states[] 1325:live_brokers[] 1336:is_kraft_controller 1339:type 1342:ungrouped_partition_states 1345:unknown_tags 1352:- 1355:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1358:isr 1369:zk_version:i 1372:replicas 1383:offline_replicas 1395:tagged_fields 1433:- 1435:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1437:isr 1444:zk_version:i 1446:replicas 1453:offline_replicas 1460:tagged_fields 1470:- 1473:topic_name 1485:partition_states[] 1501:tagged_fields 1539:- 1541:topic_name 1552:partition_states[] 1563:tagged_fields 1573:- 1576:port:i 1579:host 1591:listener 1603:security_protocol:h 1606:tagged_fields 1644:- 1646:port:i 1648:host 1659:listener 1670:security_protocol:h 1672:tagged_fields 1682:- 1685:id:i 1688:endpoints[] 1703:rack 1720:tagged_fields 1758:- 1760:id:i 1762:endpoints[] 1773:rack 1784:tagged_fields 1794:- 1797:controller_id:i/controller_epoch:i/broker_epoch:q 1800:topic_states[] 1815:live_brokers[] 1833:tagged_fields 1871:- 1873:controller_id:i/controller_epoch:i/broker_epoch:q 1875:topic_states[] 1886:live_brokers[] 1897:is_kraft_controller 1900:type 1903:ungrouped_partition_states 1906:tagged_fields 1916:- 1919:topic_name 1931:topic_id:16s 1935:partition_states[] 1950:tagged_fields 1988:- 1990:topic_name 2001:topic_id:16s 2003:partition_states[] 2014:tagged_fields 2024:- 2027:controller_id:i/controller_epoch:i/broker_epoch:q 2030:topic_states[] 2045:live_brokers[] 2063:tagged_fields 2101:- 2103:controller_id:i/controller_epoch:i/broker_epoch:q 2105:topic_states[] 2116:live_brokers[] 2127:is_kraft_controller 2130:type 2133:ungrouped_partition_states 2136:tagged_fields 2146:- 2149:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 2152:topic_states[] 2167:live_brokers[] 2184:tagged_fields 2213:type 2218:tagged_fields 2230:- 2232:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 2234:topic_states[] 2245:live_brokers[] 2256:ungrouped_partition_states 2260:type 2265:tagged_fields"
 )

@@ -50,7 +50,7 @@ class UpdateMetadataResponse(_Message):
 def _read_UpdateMetadataResponse_v0(buf, pos, view):
     try:
         self = _new(UpdateMetadataResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         self.unknown_tags = None
@@ -61,8 +61,9 @@ def _read_UpdateMetadataResponse_v0(buf, pos, view):
 
 def _write_UpdateMetadataResponse_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("UpdateMetadataResponse")
     except Exception as exc:
@@ -72,7 +73,7 @@ def _write_UpdateMetadataResponse_v0(self, w):
 def _read_UpdateMetadataResponse_v6(buf, pos, view):
     try:
         self = _new(UpdateMetadataResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -115,7 +116,7 @@ def _read_UpdateMetadataResponse_v6(buf, pos, view):
 
 def _write_UpdateMetadataResponse_v6(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -150,5 +151,5 @@ UpdateMetadataResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "50:- 53:error_code(2) 62:- 64:error_code(2) 72:- 75:error_code(2) 78:tagged_fields 116:- 118:error_code(2) 120:tagged_fields"
+    "50:- 53:error_code:h 62:- 64:error_code:h 66:unknown_tags 73:- 76:error_code:h 79:tagged_fields 117:- 119:error_code:h 121:tagged_fields"
 )

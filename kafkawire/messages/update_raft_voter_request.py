@@ -152,7 +152,7 @@ def _read_Listener_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(2)
+        # field: port:H
         (self.port,) = _R_H(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -217,7 +217,7 @@ def _write_Listener_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(2)
+        # field: port:H
         w(_W_H(self.port))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -232,7 +232,7 @@ def _write_Listener_v0(self, w):
 def _read_KRaftVersionFeature_v0(buf, pos, view):
     try:
         self = _new(KRaftVersionFeature)
-        # field: min_supported_version(2) max_supported_version(2)
+        # field: min_supported_version:h max_supported_version:h
         (self.min_supported_version, self.max_supported_version,) = _R_hh(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -275,7 +275,7 @@ def _read_KRaftVersionFeature_v0(buf, pos, view):
 
 def _write_KRaftVersionFeature_v0(self, w):
     try:
-        # field: min_supported_version(2) max_supported_version(2)
+        # field: min_supported_version:h max_supported_version:h
         w(_W_hh(self.min_supported_version, self.max_supported_version))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -305,7 +305,7 @@ def _read_UpdateRaftVoterRequest_v0(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: current_leader_epoch(4) voter_id(4) voter_directory_id(16)
+        # field: current_leader_epoch:i voter_id:i voter_directory_id:16s
         (self.current_leader_epoch, self.voter_id, u_voter_directory_id,) = _R_ii16s(buf, pos)
         self.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
         pos += 24
@@ -377,7 +377,7 @@ def _write_UpdateRaftVoterRequest_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: current_leader_epoch(4) voter_id(4) voter_directory_id(16)
+        # field: current_leader_epoch:i voter_id:i voter_directory_id:16s
         w(_W_ii16s(self.current_leader_epoch, self.voter_id, self.voter_directory_id.bytes))
         # field: listeners[]
         value = self.listeners
@@ -386,9 +386,15 @@ def _write_UpdateRaftVoterRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_listeners, item in enumerate(value):
-                _write_Listener_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("listeners_item")
+                _write_Listener_v0(value, w)
         # field: kraft_version_feature
-        _write_KRaftVersionFeature_v0(self.kraft_version_feature, w)
+        value = self.kraft_version_feature
+        if value is None:
+            raise null_not_allowed("kraft_version_feature")
+        _write_KRaftVersionFeature_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -406,5 +412,5 @@ UpdateRaftVoterRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "128:- 131:name 143:host 155:port(2) 158:tagged_fields 196:- 198:name 209:host 220:port(2) 222:tagged_fields 232:- 235:min_supported_version(2)/max_supported_version(2) 238:tagged_fields 276:- 278:min_supported_version(2)/max_supported_version(2) 280:tagged_fields 290:- 293:cluster_id 308:current_leader_epoch(4)/voter_id(4)/voter_directory_id(16) 312:listeners[] 327:kraft_version_feature 329:tagged_fields 367:- 369:cluster_id 380:current_leader_epoch(4)/voter_id(4)/voter_directory_id(16) 382:listeners[] 390:kraft_version_feature 392:tagged_fields"
+    "128:- 131:name 143:host 155:port:H 158:tagged_fields 196:- 198:name 209:host 220:port:H 222:tagged_fields 232:- 235:min_supported_version:h/max_supported_version:h 238:tagged_fields 276:- 278:min_supported_version:h/max_supported_version:h 280:tagged_fields 290:- 293:cluster_id 308:current_leader_epoch:i/voter_id:i/voter_directory_id:16s 312:listeners[] 327:kraft_version_feature 329:tagged_fields 367:- 369:cluster_id 380:current_leader_epoch:i/voter_id:i/voter_directory_id:16s 382:listeners[] 393:kraft_version_feature 398:tagged_fields"
 )

@@ -94,7 +94,7 @@ UpdateRaftVoterResponse.CurrentLeader = CurrentLeader
 def _read_CurrentLeader_v0(buf, pos, view):
     try:
         self = _new(CurrentLeader)
-        # field: leader_id(4) leader_epoch(4)
+        # field: leader_id:i leader_epoch:i
         (self.leader_id, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: host
@@ -109,7 +109,7 @@ def _read_CurrentLeader_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(4)
+        # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -152,7 +152,7 @@ def _read_CurrentLeader_v0(buf, pos, view):
 
 def _write_CurrentLeader_v0(self, w):
     try:
-        # field: leader_id(4) leader_epoch(4)
+        # field: leader_id:i leader_epoch:i
         w(_W_ii(self.leader_id, self.leader_epoch))
         # field: host
         value = self.host
@@ -165,7 +165,7 @@ def _write_CurrentLeader_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(4)
+        # field: port:i
         w(_W_i(self.port))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -180,7 +180,7 @@ def _write_CurrentLeader_v0(self, w):
 def _read_UpdateRaftVoterResponse_v0(buf, pos, view):
     try:
         self = _new(UpdateRaftVoterResponse)
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: tagged_fields
@@ -230,13 +230,16 @@ def _read_UpdateRaftVoterResponse_v0(buf, pos, view):
 
 def _write_UpdateRaftVoterResponse_v0(self, w):
     try:
-        # field: throttle_time_ms(4) error_code(2)
+        # field: throttle_time_ms:i error_code:h
         w(_W_ih(self.throttle_time_ms, self.error_code))
         tags = []
         # field: current_leader
         if (self.current_leader is None or not self.current_leader._is_default()):
             sub = []
-            _write_CurrentLeader_v0(self.current_leader, sub.append)
+            value = self.current_leader
+            if value is None:
+                raise null_not_allowed("current_leader")
+            _write_CurrentLeader_v0(value, sub.append)
             tags.append((0, b"".join(sub)))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -255,5 +258,5 @@ UpdateRaftVoterResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "94:- 97:leader_id(4)/leader_epoch(4) 100:host 112:port(4) 115:tagged_fields 153:- 155:leader_id(4)/leader_epoch(4) 157:host 168:port(4) 170:tagged_fields 180:- 183:throttle_time_ms(4)/error_code(2) 186:tagged_fields 215:current_leader 219:tagged_fields 231:- 233:throttle_time_ms(4)/error_code(2) 236:current_leader 241:tagged_fields"
+    "94:- 97:leader_id:i/leader_epoch:i 100:host 112:port:i 115:tagged_fields 153:- 155:leader_id:i/leader_epoch:i 157:host 168:port:i 170:tagged_fields 180:- 183:throttle_time_ms:i/error_code:h 186:tagged_fields 215:current_leader 219:tagged_fields 231:- 233:throttle_time_ms:i/error_code:h 236:current_leader 244:tagged_fields"
 )

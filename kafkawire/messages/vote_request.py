@@ -127,7 +127,7 @@ VoteRequest.PartitionData = PartitionData
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) candidate_epoch(4) candidate_id(4) last_offset_epoch(4) last_offset(8)
+        # field: partition_index:i candidate_epoch:i candidate_id:i last_offset_epoch:i last_offset:q
         (self.partition_index, self.candidate_epoch, self.candidate_id, self.last_offset_epoch, self.last_offset,) = _R_iiiiq(buf, pos)
         pos += 24
         self.candidate_directory_id = ZERO_UUID
@@ -172,7 +172,7 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition_index(4) candidate_epoch(4) candidate_id(4) last_offset_epoch(4) last_offset(8)
+        # field: partition_index:i candidate_epoch:i candidate_id:i last_offset_epoch:i last_offset:q
         w(_W_iiiiq(self.partition_index, self.candidate_epoch, self.candidate_id, self.last_offset_epoch, self.last_offset))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -272,7 +272,10 @@ def _write_TopicData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -375,7 +378,10 @@ def _write_VoteRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -389,7 +395,7 @@ def _write_VoteRequest_v0(self, w):
 def _read_PartitionData_v1(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) candidate_epoch(4) candidate_id(4) candidate_directory_id(16) voter_directory_id(16) last_offset_epoch(4) last_offset(8)
+        # field: partition_index:i candidate_epoch:i candidate_id:i candidate_directory_id:16s voter_directory_id:16s last_offset_epoch:i last_offset:q
         (self.partition_index, self.candidate_epoch, self.candidate_id, u_candidate_directory_id, u_voter_directory_id, self.last_offset_epoch, self.last_offset,) = _R_iii16s16siq(buf, pos)
         self.candidate_directory_id = uuid_from_bytes(u_candidate_directory_id)
         self.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
@@ -434,7 +440,7 @@ def _read_PartitionData_v1(buf, pos, view):
 
 def _write_PartitionData_v1(self, w):
     try:
-        # field: partition_index(4) candidate_epoch(4) candidate_id(4) candidate_directory_id(16) voter_directory_id(16) last_offset_epoch(4) last_offset(8)
+        # field: partition_index:i candidate_epoch:i candidate_id:i candidate_directory_id:16s voter_directory_id:16s last_offset_epoch:i last_offset:q
         w(_W_iii16s16siq(self.partition_index, self.candidate_epoch, self.candidate_id, self.candidate_directory_id.bytes, self.voter_directory_id.bytes, self.last_offset_epoch, self.last_offset))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -534,7 +540,10 @@ def _write_TopicData_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -563,7 +572,7 @@ def _read_VoteRequest_v1(buf, pos, view):
                 raise bad_length(n, pos, len(buf), "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: voter_id(4)
+        # field: voter_id:i
         (self.voter_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
@@ -632,7 +641,7 @@ def _write_VoteRequest_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: voter_id(4)
+        # field: voter_id:i
         w(_W_i(self.voter_id))
         # field: topics[]
         value = self.topics
@@ -641,7 +650,10 @@ def _write_VoteRequest_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -661,5 +673,5 @@ VoteRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "127:- 130:partition_index(4)/candidate_epoch(4)/candidate_id(4)/last_offset_epoch(4)/last_offset(8) 135:tagged_fields 173:- 175:partition_index(4)/candidate_epoch(4)/candidate_id(4)/last_offset_epoch(4)/last_offset(8) 177:tagged_fields 187:- 190:topic_name 202:partitions[] 217:tagged_fields 255:- 257:topic_name 268:partitions[] 276:tagged_fields 286:- 289:cluster_id 304:topics[] 320:tagged_fields 358:- 360:cluster_id 371:topics[] 379:tagged_fields 389:- 392:partition_index(4)/candidate_epoch(4)/candidate_id(4)/candidate_directory_id(16)/voter_directory_id(16)/last_offset_epoch(4)/last_offset(8) 397:tagged_fields 435:- 437:partition_index(4)/candidate_epoch(4)/candidate_id(4)/candidate_directory_id(16)/voter_directory_id(16)/last_offset_epoch(4)/last_offset(8) 439:tagged_fields 449:- 452:topic_name 464:partitions[] 479:tagged_fields 517:- 519:topic_name 530:partitions[] 538:tagged_fields 548:- 551:cluster_id 566:voter_id(4) 569:topics[] 584:tagged_fields 622:- 624:cluster_id 635:voter_id(4) 637:topics[] 645:tagged_fields"
+    "127:- 130:partition_index:i/candidate_epoch:i/candidate_id:i/last_offset_epoch:i/last_offset:q 135:tagged_fields 173:- 175:partition_index:i/candidate_epoch:i/candidate_id:i/last_offset_epoch:i/last_offset:q 177:tagged_fields 187:- 190:topic_name 202:partitions[] 217:tagged_fields 255:- 257:topic_name 268:partitions[] 279:tagged_fields 289:- 292:cluster_id 307:topics[] 323:tagged_fields 361:- 363:cluster_id 374:topics[] 385:tagged_fields 395:- 398:partition_index:i/candidate_epoch:i/candidate_id:i/candidate_directory_id:16s/voter_directory_id:16s/last_offset_epoch:i/last_offset:q 403:tagged_fields 441:- 443:partition_index:i/candidate_epoch:i/candidate_id:i/candidate_directory_id:16s/voter_directory_id:16s/last_offset_epoch:i/last_offset:q 445:tagged_fields 455:- 458:topic_name 470:partitions[] 485:tagged_fields 523:- 525:topic_name 536:partitions[] 547:tagged_fields 557:- 560:cluster_id 575:voter_id:i 578:topics[] 593:tagged_fields 631:- 633:cluster_id 644:voter_id:i 646:topics[] 657:tagged_fields"
 )

@@ -150,7 +150,7 @@ VoteResponse.NodeEndpoint = NodeEndpoint
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition_index(4) error_code(2) leader_id(4) leader_epoch(4) vote_granted(1)
+        # field: partition_index:i error_code:h leader_id:i leader_epoch:i vote_granted:?
         (self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.vote_granted,) = _R_ihii_(buf, pos)
         pos += 15
         # field: tagged_fields
@@ -193,7 +193,7 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition_index(4) error_code(2) leader_id(4) leader_epoch(4) vote_granted(1)
+        # field: partition_index:i error_code:h leader_id:i leader_epoch:i vote_granted:?
         w(_W_ihii_(self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.vote_granted))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -293,7 +293,10 @@ def _write_TopicData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -307,7 +310,7 @@ def _write_TopicData_v0(self, w):
 def _read_VoteResponse_v0(buf, pos, view):
     try:
         self = _new(VoteResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: topics[]
@@ -366,7 +369,7 @@ def _read_VoteResponse_v0(buf, pos, view):
 
 def _write_VoteResponse_v0(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: topics[]
         value = self.topics
@@ -375,7 +378,10 @@ def _write_VoteResponse_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v0(value, w)
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
             raise not_in_version("VoteResponse", "node_endpoints")
@@ -392,7 +398,7 @@ def _write_VoteResponse_v0(self, w):
 def _read_NodeEndpoint_v1(buf, pos, view):
     try:
         self = _new(NodeEndpoint)
-        # field: node_id(4)
+        # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
         # field: host
@@ -407,7 +413,7 @@ def _read_NodeEndpoint_v1(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(2)
+        # field: port:H
         (self.port,) = _R_H(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -450,7 +456,7 @@ def _read_NodeEndpoint_v1(buf, pos, view):
 
 def _write_NodeEndpoint_v1(self, w):
     try:
-        # field: node_id(4)
+        # field: node_id:i
         w(_W_i(self.node_id))
         # field: host
         value = self.host
@@ -463,7 +469,7 @@ def _write_NodeEndpoint_v1(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(2)
+        # field: port:H
         w(_W_H(self.port))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -478,7 +484,7 @@ def _write_NodeEndpoint_v1(self, w):
 def _read_VoteResponse_v1(buf, pos, view):
     try:
         self = _new(VoteResponse)
-        # field: error_code(2)
+        # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: topics[]
@@ -557,7 +563,7 @@ def _read_VoteResponse_v1(buf, pos, view):
 
 def _write_VoteResponse_v1(self, w):
     try:
-        # field: error_code(2)
+        # field: error_code:h
         w(_W_h(self.error_code))
         # field: topics[]
         value = self.topics
@@ -566,7 +572,10 @@ def _write_VoteResponse_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_TopicData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_TopicData_v0(value, w)
         tags = []
         # field: node_endpoints
         if (self.node_endpoints is None or len(self.node_endpoints) != 0):
@@ -577,7 +586,10 @@ def _write_VoteResponse_v1(self, w):
             else:
                 sub.append(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
                 for i_node_endpoints, item in enumerate(value):
-                    _write_NodeEndpoint_v1(item, sub.append)
+                    value = item
+                    if value is None:
+                        raise null_not_allowed("node_endpoints_item")
+                    _write_NodeEndpoint_v1(value, sub.append)
             tags.append((0, b"".join(sub)))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -598,5 +610,5 @@ VoteResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "150:- 153:partition_index(4)/error_code(2)/leader_id(4)/leader_epoch(4)/vote_granted(1) 156:tagged_fields 194:- 196:partition_index(4)/error_code(2)/leader_id(4)/leader_epoch(4)/vote_granted(1) 198:tagged_fields 208:- 211:topic_name 223:partitions[] 238:tagged_fields 276:- 278:topic_name 289:partitions[] 297:tagged_fields 307:- 310:error_code(2) 313:topics[] 329:tagged_fields 367:- 369:error_code(2) 371:topics[] 379:node_endpoints 382:tagged_fields 392:- 395:node_id(4) 398:host 410:port(2) 413:tagged_fields 451:- 453:node_id(4) 455:host 466:port(2) 468:tagged_fields 478:- 481:error_code(2) 484:topics[] 500:tagged_fields 529:node_endpoints 546:tagged_fields 558:- 560:error_code(2) 562:topics[] 571:node_endpoints 582:tagged_fields"
+    "150:- 153:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/vote_granted:? 156:tagged_fields 194:- 196:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/vote_granted:? 198:tagged_fields 208:- 211:topic_name 223:partitions[] 238:tagged_fields 276:- 278:topic_name 289:partitions[] 300:tagged_fields 310:- 313:error_code:h 316:topics[] 332:tagged_fields 370:- 372:error_code:h 374:topics[] 385:node_endpoints 388:tagged_fields 398:- 401:node_id:i 404:host 416:port:H 419:tagged_fields 457:- 459:node_id:i 461:host 472:port:H 474:tagged_fields 484:- 487:error_code:h 490:topics[] 506:tagged_fields 535:node_endpoints 552:tagged_fields 564:- 566:error_code:h 568:topics[] 580:node_endpoints 594:tagged_fields"
 )

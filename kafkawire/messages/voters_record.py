@@ -172,7 +172,7 @@ def _read_Endpoint_v0(buf, pos, view):
             raise bad_length(n, pos, len(buf), "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
-        # field: port(2)
+        # field: port:H
         (self.port,) = _R_H(buf, pos)
         pos += 2
         # field: tagged_fields
@@ -237,7 +237,7 @@ def _write_Endpoint_v0(self, w):
                 raise string_too_long(n)
             w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
             w(raw)
-        # field: port(2)
+        # field: port:H
         w(_W_H(self.port))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -252,7 +252,7 @@ def _write_Endpoint_v0(self, w):
 def _read_KRaftVersionFeature_v0(buf, pos, view):
     try:
         self = _new(KRaftVersionFeature)
-        # field: min_supported_version(2) max_supported_version(2)
+        # field: min_supported_version:h max_supported_version:h
         (self.min_supported_version, self.max_supported_version,) = _R_hh(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -295,7 +295,7 @@ def _read_KRaftVersionFeature_v0(buf, pos, view):
 
 def _write_KRaftVersionFeature_v0(self, w):
     try:
-        # field: min_supported_version(2) max_supported_version(2)
+        # field: min_supported_version:h max_supported_version:h
         w(_W_hh(self.min_supported_version, self.max_supported_version))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -310,7 +310,7 @@ def _write_KRaftVersionFeature_v0(self, w):
 def _read_Voter_v0(buf, pos, view):
     try:
         self = _new(Voter)
-        # field: voter_id(4) voter_directory_id(16)
+        # field: voter_id:i voter_directory_id:16s
         (self.voter_id, u_voter_directory_id,) = _R_i16s(buf, pos)
         self.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
         pos += 20
@@ -371,7 +371,7 @@ def _read_Voter_v0(buf, pos, view):
 
 def _write_Voter_v0(self, w):
     try:
-        # field: voter_id(4) voter_directory_id(16)
+        # field: voter_id:i voter_directory_id:16s
         w(_W_i16s(self.voter_id, self.voter_directory_id.bytes))
         # field: endpoints[]
         value = self.endpoints
@@ -380,9 +380,15 @@ def _write_Voter_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_endpoints, item in enumerate(value):
-                _write_Endpoint_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("endpoints_item")
+                _write_Endpoint_v0(value, w)
         # field: kraft_version_feature
-        _write_KRaftVersionFeature_v0(self.kraft_version_feature, w)
+        value = self.kraft_version_feature
+        if value is None:
+            raise null_not_allowed("kraft_version_feature")
+        _write_KRaftVersionFeature_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -396,7 +402,7 @@ def _write_Voter_v0(self, w):
 def _read_VotersRecord_v0(buf, pos, view):
     try:
         self = _new(VotersRecord)
-        # field: version(2)
+        # field: version:h
         (self.version,) = _R_h(buf, pos)
         pos += 2
         # field: voters[]
@@ -454,7 +460,7 @@ def _read_VotersRecord_v0(buf, pos, view):
 
 def _write_VotersRecord_v0(self, w):
     try:
-        # field: version(2)
+        # field: version:h
         w(_W_h(self.version))
         # field: voters[]
         value = self.voters
@@ -463,7 +469,10 @@ def _write_VotersRecord_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_voters, item in enumerate(value):
-                _write_Voter_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("voters_item")
+                _write_Voter_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -481,5 +490,5 @@ VotersRecord._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "148:- 151:name 163:host 175:port(2) 178:tagged_fields 216:- 218:name 229:host 240:port(2) 242:tagged_fields 252:- 255:min_supported_version(2)/max_supported_version(2) 258:tagged_fields 296:- 298:min_supported_version(2)/max_supported_version(2) 300:tagged_fields 310:- 313:voter_id(4)/voter_directory_id(16) 317:endpoints[] 332:kraft_version_feature 334:tagged_fields 372:- 374:voter_id(4)/voter_directory_id(16) 376:endpoints[] 384:kraft_version_feature 386:tagged_fields 396:- 399:version(2) 402:voters[] 417:tagged_fields 455:- 457:version(2) 459:voters[] 467:tagged_fields"
+    "148:- 151:name 163:host 175:port:H 178:tagged_fields 216:- 218:name 229:host 240:port:H 242:tagged_fields 252:- 255:min_supported_version:h/max_supported_version:h 258:tagged_fields 296:- 298:min_supported_version:h/max_supported_version:h 300:tagged_fields 310:- 313:voter_id:i/voter_directory_id:16s 317:endpoints[] 332:kraft_version_feature 334:tagged_fields 372:- 374:voter_id:i/voter_directory_id:16s 376:endpoints[] 387:kraft_version_feature 392:tagged_fields 402:- 405:version:h 408:voters[] 423:tagged_fields 461:- 463:version:h 465:voters[] 476:tagged_fields"
 )

@@ -152,7 +152,7 @@ WriteShareGroupStateRequest.StateBatch = StateBatch
 def _read_StateBatch_v0(buf, pos, view):
     try:
         self = _new(StateBatch)
-        # field: first_offset(8) last_offset(8) delivery_state(1) delivery_count(2)
+        # field: first_offset:q last_offset:q delivery_state:b delivery_count:h
         (self.first_offset, self.last_offset, self.delivery_state, self.delivery_count,) = _R_qqbh(buf, pos)
         pos += 19
         # field: tagged_fields
@@ -195,7 +195,7 @@ def _read_StateBatch_v0(buf, pos, view):
 
 def _write_StateBatch_v0(self, w):
     try:
-        # field: first_offset(8) last_offset(8) delivery_state(1) delivery_count(2)
+        # field: first_offset:q last_offset:q delivery_state:b delivery_count:h
         w(_W_qqbh(self.first_offset, self.last_offset, self.delivery_state, self.delivery_count))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -210,7 +210,7 @@ def _write_StateBatch_v0(self, w):
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
-        # field: partition(4) state_epoch(4) leader_epoch(4) start_offset(8)
+        # field: partition:i state_epoch:i leader_epoch:i start_offset:q
         (self.partition, self.state_epoch, self.leader_epoch, self.start_offset,) = _R_iiiq(buf, pos)
         pos += 20
         # field: state_batches[]
@@ -268,7 +268,7 @@ def _read_PartitionData_v0(buf, pos, view):
 
 def _write_PartitionData_v0(self, w):
     try:
-        # field: partition(4) state_epoch(4) leader_epoch(4) start_offset(8)
+        # field: partition:i state_epoch:i leader_epoch:i start_offset:q
         w(_W_iiiq(self.partition, self.state_epoch, self.leader_epoch, self.start_offset))
         # field: state_batches[]
         value = self.state_batches
@@ -277,7 +277,10 @@ def _write_PartitionData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_state_batches, item in enumerate(value):
-                _write_StateBatch_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("state_batches_item")
+                _write_StateBatch_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -291,7 +294,7 @@ def _write_PartitionData_v0(self, w):
 def _read_WriteStateData_v0(buf, pos, view):
     try:
         self = _new(WriteStateData)
-        # field: topic_id(16)
+        # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
         pos += 16
@@ -350,7 +353,7 @@ def _read_WriteStateData_v0(buf, pos, view):
 
 def _write_WriteStateData_v0(self, w):
     try:
-        # field: topic_id(16)
+        # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
         # field: partitions[]
         value = self.partitions
@@ -359,7 +362,10 @@ def _write_WriteStateData_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_PartitionData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_PartitionData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -458,7 +464,10 @@ def _write_WriteShareGroupStateRequest_v0(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_WriteStateData_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_WriteStateData_v0(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -476,5 +485,5 @@ WriteShareGroupStateRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "152:- 155:first_offset(8)/last_offset(8)/delivery_state(1)/delivery_count(2) 158:tagged_fields 196:- 198:first_offset(8)/last_offset(8)/delivery_state(1)/delivery_count(2) 200:tagged_fields 210:- 213:partition(4)/state_epoch(4)/leader_epoch(4)/start_offset(8) 216:state_batches[] 231:tagged_fields 269:- 271:partition(4)/state_epoch(4)/leader_epoch(4)/start_offset(8) 273:state_batches[] 281:tagged_fields 291:- 294:topic_id(16) 298:partitions[] 313:tagged_fields 351:- 353:topic_id(16) 355:partitions[] 363:tagged_fields 373:- 376:group_id 388:topics[] 403:tagged_fields 441:- 443:group_id 454:topics[] 462:tagged_fields"
+    "152:- 155:first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 158:tagged_fields 196:- 198:first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 200:tagged_fields 210:- 213:partition:i/state_epoch:i/leader_epoch:i/start_offset:q 216:state_batches[] 231:tagged_fields 269:- 271:partition:i/state_epoch:i/leader_epoch:i/start_offset:q 273:state_batches[] 284:tagged_fields 294:- 297:topic_id:16s 301:partitions[] 316:tagged_fields 354:- 356:topic_id:16s 358:partitions[] 369:tagged_fields 379:- 382:group_id 394:topics[] 409:tagged_fields 447:- 449:group_id 460:topics[] 471:tagged_fields"
 )

@@ -156,6 +156,7 @@ def _write_WritableTxnMarkerTopic_v0(self, w):
         else:
             w(_W_i(len(value)))
             w(_ARRAYW_i[len(value)](*value))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("WritableTxnMarkerTopic")
     except Exception as exc:
@@ -165,7 +166,7 @@ def _write_WritableTxnMarkerTopic_v0(self, w):
 def _read_WritableTxnMarker_v0(buf, pos, view):
     try:
         self = _new(WritableTxnMarker)
-        # field: producer_id(8) producer_epoch(2) transaction_result(1)
+        # field: producer_id:q producer_epoch:h transaction_result:?
         (self.producer_id, self.producer_epoch, self.transaction_result,) = _R_qh_(buf, pos)
         pos += 11
         # field: topics[]
@@ -179,7 +180,7 @@ def _read_WritableTxnMarker_v0(buf, pos, view):
             item, pos = _read_WritableTxnMarkerTopic_v0(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: coordinator_epoch(4)
+        # field: coordinator_epoch:i
         (self.coordinator_epoch,) = _R_i(buf, pos)
         pos += 4
         self.unknown_tags = None
@@ -190,7 +191,7 @@ def _read_WritableTxnMarker_v0(buf, pos, view):
 
 def _write_WritableTxnMarker_v0(self, w):
     try:
-        # field: producer_id(8) producer_epoch(2) transaction_result(1)
+        # field: producer_id:q producer_epoch:h transaction_result:?
         w(_W_qh_(self.producer_id, self.producer_epoch, self.transaction_result))
         # field: topics[]
         value = self.topics
@@ -199,9 +200,13 @@ def _write_WritableTxnMarker_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_WritableTxnMarkerTopic_v0(item, w)
-        # field: coordinator_epoch(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_WritableTxnMarkerTopic_v0(value, w)
+        # field: coordinator_epoch:i
         w(_W_i(self.coordinator_epoch))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("WritableTxnMarker")
     except Exception as exc:
@@ -237,7 +242,11 @@ def _write_WriteTxnMarkersRequest_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_markers, item in enumerate(value):
-                _write_WritableTxnMarker_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("markers_item")
+                _write_WritableTxnMarker_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("WriteTxnMarkersRequest")
     except Exception as exc:
@@ -341,7 +350,7 @@ def _write_WritableTxnMarkerTopic_v1(self, w):
 def _read_WritableTxnMarker_v1(buf, pos, view):
     try:
         self = _new(WritableTxnMarker)
-        # field: producer_id(8) producer_epoch(2) transaction_result(1)
+        # field: producer_id:q producer_epoch:h transaction_result:?
         (self.producer_id, self.producer_epoch, self.transaction_result,) = _R_qh_(buf, pos)
         pos += 11
         # field: topics[]
@@ -359,7 +368,7 @@ def _read_WritableTxnMarker_v1(buf, pos, view):
             item, pos = _read_WritableTxnMarkerTopic_v1(buf, pos, view)
             append(item)
         self.topics = tuple(items)
-        # field: coordinator_epoch(4)
+        # field: coordinator_epoch:i
         (self.coordinator_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
@@ -402,7 +411,7 @@ def _read_WritableTxnMarker_v1(buf, pos, view):
 
 def _write_WritableTxnMarker_v1(self, w):
     try:
-        # field: producer_id(8) producer_epoch(2) transaction_result(1)
+        # field: producer_id:q producer_epoch:h transaction_result:?
         w(_W_qh_(self.producer_id, self.producer_epoch, self.transaction_result))
         # field: topics[]
         value = self.topics
@@ -411,8 +420,11 @@ def _write_WritableTxnMarker_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_WritableTxnMarkerTopic_v1(item, w)
-        # field: coordinator_epoch(4)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_WritableTxnMarkerTopic_v1(value, w)
+        # field: coordinator_epoch:i
         w(_W_i(self.coordinator_epoch))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -489,7 +501,10 @@ def _write_WriteTxnMarkersRequest_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_markers, item in enumerate(value):
-                _write_WritableTxnMarker_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("markers_item")
+                _write_WritableTxnMarker_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -509,5 +524,5 @@ WriteTxnMarkersRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "115:- 118:name 126:partition_indexes 139:- 141:name 152:partition_indexes 165:- 168:producer_id(8)/producer_epoch(2)/transaction_result(1) 171:topics[] 182:coordinator_epoch(4) 191:- 193:producer_id(8)/producer_epoch(2)/transaction_result(1) 195:topics[] 203:coordinator_epoch(4) 211:- 214:markers[] 231:- 233:markers[] 247:- 250:name 262:partition_indexes 273:tagged_fields 311:- 313:name 324:partition_indexes 331:tagged_fields 341:- 344:producer_id(8)/producer_epoch(2)/transaction_result(1) 347:topics[] 362:coordinator_epoch(4) 365:tagged_fields 403:- 405:producer_id(8)/producer_epoch(2)/transaction_result(1) 407:topics[] 415:coordinator_epoch(4) 417:tagged_fields 427:- 430:markers[] 445:tagged_fields 483:- 485:markers[] 493:tagged_fields"
+    "115:- 118:name 126:partition_indexes 139:- 141:name 152:partition_indexes 159:unknown_tags 166:- 169:producer_id:q/producer_epoch:h/transaction_result:? 172:topics[] 183:coordinator_epoch:i 192:- 194:producer_id:q/producer_epoch:h/transaction_result:? 196:topics[] 207:coordinator_epoch:i 209:unknown_tags 216:- 219:markers[] 236:- 238:markers[] 249:unknown_tags 256:- 259:name 271:partition_indexes 282:tagged_fields 320:- 322:name 333:partition_indexes 340:tagged_fields 350:- 353:producer_id:q/producer_epoch:h/transaction_result:? 356:topics[] 371:coordinator_epoch:i 374:tagged_fields 412:- 414:producer_id:q/producer_epoch:h/transaction_result:? 416:topics[] 427:coordinator_epoch:i 429:tagged_fields 439:- 442:markers[] 457:tagged_fields 495:- 497:markers[] 508:tagged_fields"
 )

@@ -132,7 +132,7 @@ WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult = WritableTxnMarkerPart
 def _read_WritableTxnMarkerPartitionResult_v0(buf, pos, view):
     try:
         self = _new(WritableTxnMarkerPartitionResult)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         self.unknown_tags = None
@@ -143,8 +143,9 @@ def _read_WritableTxnMarkerPartitionResult_v0(buf, pos, view):
 
 def _write_WritableTxnMarkerPartitionResult_v0(self, w):
     try:
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("WritableTxnMarkerPartitionResult")
     except Exception as exc:
@@ -199,7 +200,11 @@ def _write_WritableTxnMarkerTopicResult_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_partitions, item in enumerate(value):
-                _write_WritableTxnMarkerPartitionResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_WritableTxnMarkerPartitionResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("WritableTxnMarkerTopicResult")
     except Exception as exc:
@@ -209,7 +214,7 @@ def _write_WritableTxnMarkerTopicResult_v0(self, w):
 def _read_WritableTxnMarkerResult_v0(buf, pos, view):
     try:
         self = _new(WritableTxnMarkerResult)
-        # field: producer_id(8)
+        # field: producer_id:q
         (self.producer_id,) = _R_q(buf, pos)
         pos += 8
         # field: topics[]
@@ -231,7 +236,7 @@ def _read_WritableTxnMarkerResult_v0(buf, pos, view):
 
 def _write_WritableTxnMarkerResult_v0(self, w):
     try:
-        # field: producer_id(8)
+        # field: producer_id:q
         w(_W_q(self.producer_id))
         # field: topics[]
         value = self.topics
@@ -240,7 +245,11 @@ def _write_WritableTxnMarkerResult_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_topics, item in enumerate(value):
-                _write_WritableTxnMarkerTopicResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_WritableTxnMarkerTopicResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("WritableTxnMarkerResult")
     except Exception as exc:
@@ -276,7 +285,11 @@ def _write_WriteTxnMarkersResponse_v0(self, w):
         else:
             w(_W_i(len(value)))
             for i_markers, item in enumerate(value):
-                _write_WritableTxnMarkerResult_v0(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("markers_item")
+                _write_WritableTxnMarkerResult_v0(value, w)
+        # field: unknown_tags
         if self.unknown_tags:
             raise tags_not_supported("WriteTxnMarkersResponse")
     except Exception as exc:
@@ -286,7 +299,7 @@ def _write_WriteTxnMarkersResponse_v0(self, w):
 def _read_WritableTxnMarkerPartitionResult_v1(buf, pos, view):
     try:
         self = _new(WritableTxnMarkerPartitionResult)
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: tagged_fields
@@ -329,7 +342,7 @@ def _read_WritableTxnMarkerPartitionResult_v1(buf, pos, view):
 
 def _write_WritableTxnMarkerPartitionResult_v1(self, w):
     try:
-        # field: partition_index(4) error_code(2)
+        # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -429,7 +442,10 @@ def _write_WritableTxnMarkerTopicResult_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_partitions, item in enumerate(value):
-                _write_WritableTxnMarkerPartitionResult_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("partitions_item")
+                _write_WritableTxnMarkerPartitionResult_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -443,7 +459,7 @@ def _write_WritableTxnMarkerTopicResult_v1(self, w):
 def _read_WritableTxnMarkerResult_v1(buf, pos, view):
     try:
         self = _new(WritableTxnMarkerResult)
-        # field: producer_id(8)
+        # field: producer_id:q
         (self.producer_id,) = _R_q(buf, pos)
         pos += 8
         # field: topics[]
@@ -501,7 +517,7 @@ def _read_WritableTxnMarkerResult_v1(buf, pos, view):
 
 def _write_WritableTxnMarkerResult_v1(self, w):
     try:
-        # field: producer_id(8)
+        # field: producer_id:q
         w(_W_q(self.producer_id))
         # field: topics[]
         value = self.topics
@@ -510,7 +526,10 @@ def _write_WritableTxnMarkerResult_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_topics, item in enumerate(value):
-                _write_WritableTxnMarkerTopicResult_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("topics_item")
+                _write_WritableTxnMarkerTopicResult_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -586,7 +605,10 @@ def _write_WriteTxnMarkersResponse_v1(self, w):
         else:
             w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
             for i_markers, item in enumerate(value):
-                _write_WritableTxnMarkerResult_v1(item, w)
+                value = item
+                if value is None:
+                    raise null_not_allowed("markers_item")
+                _write_WritableTxnMarkerResult_v1(value, w)
         # field: tagged_fields
         unknown = self.unknown_tags
         if unknown:
@@ -606,5 +628,5 @@ WriteTxnMarkersResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "132:- 135:partition_index(4)/error_code(2) 144:- 146:partition_index(4)/error_code(2) 154:- 157:name 165:partitions[] 182:- 184:name 195:partitions[] 209:- 212:producer_id(8) 215:topics[] 232:- 234:producer_id(8) 236:topics[] 250:- 253:markers[] 270:- 272:markers[] 286:- 289:partition_index(4)/error_code(2) 292:tagged_fields 330:- 332:partition_index(4)/error_code(2) 334:tagged_fields 344:- 347:name 359:partitions[] 374:tagged_fields 412:- 414:name 425:partitions[] 433:tagged_fields 443:- 446:producer_id(8) 449:topics[] 464:tagged_fields 502:- 504:producer_id(8) 506:topics[] 514:tagged_fields 524:- 527:markers[] 542:tagged_fields 580:- 582:markers[] 590:tagged_fields"
+    "132:- 135:partition_index:i/error_code:h 144:- 146:partition_index:i/error_code:h 148:unknown_tags 155:- 158:name 166:partitions[] 183:- 185:name 196:partitions[] 207:unknown_tags 214:- 217:producer_id:q 220:topics[] 237:- 239:producer_id:q 241:topics[] 252:unknown_tags 259:- 262:markers[] 279:- 281:markers[] 292:unknown_tags 299:- 302:partition_index:i/error_code:h 305:tagged_fields 343:- 345:partition_index:i/error_code:h 347:tagged_fields 357:- 360:name 372:partitions[] 387:tagged_fields 425:- 427:name 438:partitions[] 449:tagged_fields 459:- 462:producer_id:q 465:topics[] 480:tagged_fields 518:- 520:producer_id:q 522:topics[] 533:tagged_fields 543:- 546:markers[] 561:tagged_fields 599:- 601:markers[] 612:tagged_fields"
 )
