@@ -32,11 +32,21 @@ class ValueType:
     min_size: int = 1  # the fewest bytes one element can take (array allocation guard)
 
 
+def slot_name(spec_field: FieldSpec) -> str:
+    """Where the field's value lives: struct-typed fields with an empty-struct default sit in a private
+    slot behind a property, so a default struct is only built when user code reads it."""
+    return f"_{spec_field.snake_name}" if parse_default(spec_field) == "struct" else spec_field.snake_name
+
+
 @dataclass
 class FieldLayout:
     spec: FieldSpec
     name: str  # snake_case attribute
     value: ValueType
+
+    @property
+    def slot(self) -> str:
+        return slot_name(self.spec)
 
 
 @dataclass
@@ -63,6 +73,10 @@ class Absent:
     default: object  # Python value, NULL, or "struct"
     checked: bool  # write raises when the value is not the default (not ignorable)
 
+    @property
+    def slot(self) -> str:
+        return slot_name(self.spec)
+
 
 @dataclass
 class Tagged:
@@ -71,6 +85,10 @@ class Tagged:
     tag: int
     value: ValueType
     default: object
+
+    @property
+    def slot(self) -> str:
+        return slot_name(self.spec)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from pathlib import Path
 import jinja2
 
 from .defaults import NULL, parse_default
-from .layout import layout, python_literal
+from .layout import layout, python_literal, slot_name
 from .model import FieldSpec, MessageSpec, StructSpec
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -29,12 +29,11 @@ def _environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["fmtname"] = format_name
-    env.filters["self_attr"] = lambda name: f"self.{name}"
     env.filters["run_target"] = lambda f: f"u_{f.name}" if f.value.kind == "uuid" else f"self.{f.name}"
     env.filters["write_arg"] = lambda f: f"self.{f.name}.bytes" if f.value.kind == "uuid" else f"self.{f.name}"
     env.filters["literal"] = python_literal
     env.filters["run_label"] = lambda run: " ".join(f"{f.name}:{f.value.code}" for f in run.fields)
-    env.filters["differs"] = lambda item, expr: differs(item.spec, item.default, expr)
+    env.filters["differs"] = lambda item: differs(item.spec, item.default, f"self.{item.slot}")
     return env
 
 
@@ -48,8 +47,8 @@ def differs(spec_field: FieldSpec, default, expr: str) -> str:
     kind = spec_field.type.kind
     if default is NULL:
         return f"{expr} is not None"
-    if default == "struct":
-        return f"({expr} is None or not {expr}._is_default())"
+    if default == "struct":  # expr is the private slot, which holds ABSENT until a struct is set
+        return f"({expr} is not _ABSENT and ({expr} is None or not {expr}._is_default()))"
     if kind in ("array", "bytes"):
         return f"({expr} is None or len({expr}) != 0)"
     return f"{expr} != {python_literal(default, kind)}"
@@ -58,6 +57,7 @@ def differs(spec_field: FieldSpec, default, expr: str) -> str:
 @dataclass
 class ClassField:
     name: str
+    slot: str
     init_default: str
     lazy: bool
     struct: str
@@ -154,9 +154,9 @@ class ModuleRenderer:
         for f in struct.fields:
             default = parse_default(f)
             lazy = default == "struct"
-            init_default = "_LAZY" if lazy else python_literal(default, f.type.kind)
-            fields.append(ClassField(f.snake_name, init_default, lazy, f.type.struct_name or "",
-                                     differs(f, default, f"self.{f.snake_name}")))
+            init_default = "_ABSENT" if lazy else python_literal(default, f.type.kind)
+            fields.append(ClassField(f.snake_name, slot_name(f), init_default, lazy, f.type.struct_name or "",
+                                     differs(f, default, f"self.{slot_name(f)}")))
         qualname = struct.name if top else f"{self.spec.name}.{struct.name}"
         return ClassInfo(struct.name, qualname, top, str(struct.versions), fields)
 

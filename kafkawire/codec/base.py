@@ -20,21 +20,12 @@ class Struct:
     """A generated struct: slots named as the spec's fields in snake_case, plus ``unknown_tags``.
 
     ``unknown_tags`` maps tag numbers the spec does not know to their raw value bytes; they are written
-    back on encode. A struct-typed field left at its default is created on first access.
+    back on encode. A struct-typed field left at its default is created on first access (its slot holds
+    ``ABSENT`` until then, behind a property of the field's name).
     """
 
     __slots__ = ()
     _FIELDS: tuple[str, ...] = ()
-    _LAZY_DEFAULTS: dict = {}
-
-    def __getattr__(self, name: str):
-        # Only reached when a slot is unset: struct defaults are built on first access, not per decode.
-        factory = type(self)._LAZY_DEFAULTS.get(name)
-        if factory is None:
-            raise AttributeError(f"{type(self).__qualname__!s} has no attribute {name!r}")
-        value = factory()
-        setattr(self, name, value)
-        return value
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -85,7 +76,15 @@ class Message(Struct):
         ``bytes`` and ``records`` fields come back as memoryview slices of ``buf`` (no copy). With
         ``exact``, bytes left after the message are an error.
         """
-        message, end = _decode(cls, buf, version, 0)
+        reader = cls._READERS.get(version)
+        if reader is None or len(buf) > _PAUSE_GC_ABOVE or type(buf) is memoryview:
+            message, end = _decode(cls, buf, version, 0)  # the general path
+        else:
+            try:  # small bytes or bytearray: the short path
+                message, end = reader(buf, 0, memoryview(buf))
+            except DecodeError as exc:
+                exc.path.insert(0, cls.NAME)
+                raise
         if exact and end != len(buf):
             raise DecodeError(f"{len(buf) - end} trailing bytes after the message", end, [cls.NAME])
         return message

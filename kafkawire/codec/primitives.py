@@ -10,7 +10,7 @@ from struct import Struct
 
 __all__ = [
     "Invalid", "read_uvarint", "uvarint", "fixed_array_reader", "fixed_array_writer", "uuid_from_bytes",
-    "ZERO_UUID", "SMALL_UVARINTS", "write_tags", "bad_count", "bad_length",
+    "ZERO_UUID", "SMALL_UVARINTS", "write_tags", "bad_count", "bad_length", "ABSENT", "struct_field", "UVARINT2", "UVARINT3",
 ]
 
 
@@ -46,6 +46,8 @@ def read_uvarint(buf, pos: int) -> tuple[int, int]:
 
 
 SMALL_UVARINTS = tuple(bytes((n,)) for n in range(0x80))
+UVARINT2 = Struct("BB").pack  # writers inline the 2- and 3-byte varints with these
+UVARINT3 = Struct("BBB").pack
 
 
 def uvarint(value: int) -> bytes:
@@ -98,7 +100,9 @@ def fixed_array_writer(code: str) -> _FormatCache:
 
 ZERO_UUID = uuid.UUID(int=0)
 _new_uuid = object.__new__
-_set_attribute = object.__setattr__
+_set_uuid_int = uuid.UUID.int.__set__  # the slot descriptors: UUID.__setattr__ refuses all writes
+_set_uuid_is_safe = uuid.UUID.is_safe.__set__
+_UNKNOWN_SAFETY = uuid.SafeUUID.unknown
 _int_from_bytes = int.from_bytes
 
 
@@ -108,9 +112,36 @@ def uuid_from_bytes(raw) -> uuid.UUID:
     if not value:
         return ZERO_UUID
     result = _new_uuid(uuid.UUID)
-    _set_attribute(result, "int", value)
-    _set_attribute(result, "is_safe", uuid.SafeUUID.unknown)
+    _set_uuid_int(result, value)
+    _set_uuid_is_safe(result, _UNKNOWN_SAFETY)
     return result
+
+
+class _Absent:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+# Stored in the slot of a struct-typed field left at its default (an empty struct): readers and
+# writers test for it by identity, and the struct is only built if user code reads the field.
+ABSENT = _Absent()
+
+
+def struct_field(slot: str, struct_class) -> property:
+    """The public attribute of a struct-typed field kept in ``slot``, building the default on first read."""
+    def get(self):
+        value = getattr(self, slot)
+        if value is ABSENT:
+            value = struct_class()
+            setattr(self, slot, value)
+        return value
+
+    def set(self, value) -> None:
+        setattr(self, slot, value)
+
+    return property(get, set, doc=f"{struct_class.__qualname__} (default: an empty one)")
 
 
 def bad_count(count: int, element_size: int, pos: int, end: int) -> Invalid:

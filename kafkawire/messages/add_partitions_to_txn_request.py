@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -129,19 +128,20 @@ AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction = AddPartitionsToTxnTran
 def _read_AddPartitionsToTxnTopic_v0(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partitions = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.unknown_tags = None
@@ -180,12 +180,13 @@ def _write_AddPartitionsToTxnTopic_v0(self, w):
 def _read_AddPartitionsToTxnRequest_v0(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnRequest)
+        blen = len(buf)
         # field: v3_and_below_transactional_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.v3_and_below_transactional_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: v3_and_below_producer_id:q v3_and_below_producer_epoch:h
@@ -194,8 +195,8 @@ def _read_AddPartitionsToTxnRequest_v0(buf, pos, view):
         # field: v3_and_below_topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_v3_and_below_topics in range(n):
@@ -248,27 +249,40 @@ def _write_AddPartitionsToTxnRequest_v0(self, w):
 def _read_AddPartitionsToTxnTopic_v3(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnTopic)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partitions = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: tagged_fields
@@ -281,8 +295,8 @@ def _read_AddPartitionsToTxnTopic_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -297,8 +311,8 @@ def _read_AddPartitionsToTxnTopic_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -320,14 +334,30 @@ def _write_AddPartitionsToTxnTopic_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -342,16 +372,23 @@ def _write_AddPartitionsToTxnTopic_v3(self, w):
 def _read_AddPartitionsToTxnRequest_v3(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnRequest)
+        blen = len(buf)
         # field: v3_and_below_transactional_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.v3_and_below_transactional_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: v3_and_below_producer_id:q v3_and_below_producer_epoch:h
@@ -361,11 +398,17 @@ def _read_AddPartitionsToTxnRequest_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_v3_and_below_topics in range(n):
@@ -383,8 +426,8 @@ def _read_AddPartitionsToTxnRequest_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -399,8 +442,8 @@ def _read_AddPartitionsToTxnRequest_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -422,7 +465,15 @@ def _write_AddPartitionsToTxnRequest_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: v3_and_below_producer_id:q v3_and_below_producer_epoch:h
         w(_W_qh(self.v3_and_below_producer_id, self.v3_and_below_producer_epoch))
@@ -431,7 +482,15 @@ def _write_AddPartitionsToTxnRequest_v3(self, w):
         if value is None:
             raise null_not_allowed("v3_and_below_topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_v3_and_below_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -453,16 +512,23 @@ def _write_AddPartitionsToTxnRequest_v3(self, w):
 def _read_AddPartitionsToTxnTransaction_v4(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnTransaction)
+        blen = len(buf)
         # field: transactional_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.transactional_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: producer_id:q producer_epoch:h verify_only:?
@@ -472,11 +538,17 @@ def _read_AddPartitionsToTxnTransaction_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -493,8 +565,8 @@ def _read_AddPartitionsToTxnTransaction_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -509,8 +581,8 @@ def _read_AddPartitionsToTxnTransaction_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -532,7 +604,15 @@ def _write_AddPartitionsToTxnTransaction_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: producer_id:q producer_epoch:h verify_only:?
         w(_W_qh_(self.producer_id, self.producer_epoch, self.verify_only))
@@ -541,7 +621,15 @@ def _write_AddPartitionsToTxnTransaction_v4(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -560,15 +648,22 @@ def _write_AddPartitionsToTxnTransaction_v4(self, w):
 def _read_AddPartitionsToTxnRequest_v4(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnRequest)
+        blen = len(buf)
         # field: transactions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 14 > len(buf) - pos:
-            raise bad_count(n, 14, pos, len(buf))
+        if n < 0 or n * 14 > blen - pos:
+            raise bad_count(n, 14, pos, blen)
         items = []
         append = items.append
         for i_transactions in range(n):
@@ -589,8 +684,8 @@ def _read_AddPartitionsToTxnRequest_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -605,8 +700,8 @@ def _read_AddPartitionsToTxnRequest_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -624,7 +719,15 @@ def _write_AddPartitionsToTxnRequest_v4(self, w):
         if value is None:
             raise null_not_allowed("transactions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_transactions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -669,5 +772,5 @@ AddPartitionsToTxnRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "129:- 132:name 140:partitions 153:- 155:name 166:partitions 173:unknown_tags 180:- 183:v3_and_below_transactional_id 191:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 194:v3_and_below_topics[] 212:- 214:v3_and_below_transactional_id 225:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 227:v3_and_below_topics[] 238:transactions 241:unknown_tags 248:- 251:name 263:partitions 274:tagged_fields 312:- 314:name 325:partitions 332:tagged_fields 342:- 345:v3_and_below_transactional_id 357:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 360:v3_and_below_topics[] 376:tagged_fields 414:- 416:v3_and_below_transactional_id 427:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 429:v3_and_below_topics[] 440:transactions 443:tagged_fields 453:- 456:transactional_id 468:producer_id:q/producer_epoch:h/verify_only:? 471:topics[] 486:tagged_fields 524:- 526:transactional_id 537:producer_id:q/producer_epoch:h/verify_only:? 539:topics[] 550:tagged_fields 560:- 563:transactions[] 582:tagged_fields 620:- 622:transactions[] 633:v3_and_below_transactional_id 636:v3_and_below_producer_id 639:v3_and_below_producer_epoch 642:v3_and_below_topics 645:tagged_fields"
+    "128:- 132:name 140:partitions 153:- 155:name 166:partitions 173:unknown_tags 180:- 184:v3_and_below_transactional_id 192:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 195:v3_and_below_topics[] 213:- 215:v3_and_below_transactional_id 226:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 228:v3_and_below_topics[] 239:transactions 242:unknown_tags 249:- 253:name 271:partitions 288:tagged_fields 326:- 328:name 347:partitions 362:tagged_fields 372:- 376:v3_and_below_transactional_id 394:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 397:v3_and_below_topics[] 419:tagged_fields 457:- 459:v3_and_below_transactional_id 478:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 480:v3_and_below_topics[] 499:transactions 502:tagged_fields 512:- 516:transactional_id 534:producer_id:q/producer_epoch:h/verify_only:? 537:topics[] 558:tagged_fields 596:- 598:transactional_id 617:producer_id:q/producer_epoch:h/verify_only:? 619:topics[] 638:tagged_fields 648:- 652:transactions[] 677:tagged_fields 715:- 717:transactions[] 736:v3_and_below_transactional_id 739:v3_and_below_producer_id 742:v3_and_below_producer_epoch 745:v3_and_below_topics 748:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -162,19 +161,20 @@ def _write_AddPartitionsToTxnPartitionResult_v0(self, w):
 def _read_AddPartitionsToTxnTopicResult_v0(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnTopicResult)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: results_by_partition[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_results_by_partition in range(n):
@@ -221,14 +221,15 @@ def _write_AddPartitionsToTxnTopicResult_v0(self, w):
 def _read_AddPartitionsToTxnResponse_v0(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results_by_topic_v3_and_below[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_results_by_topic_v3_and_below in range(n):
@@ -271,6 +272,7 @@ def _write_AddPartitionsToTxnResponse_v0(self, w):
 def _read_AddPartitionsToTxnPartitionResult_v3(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnPartitionResult)
+        blen = len(buf)
         # field: partition_index:i partition_error_code:h
         (self.partition_index, self.partition_error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -284,8 +286,8 @@ def _read_AddPartitionsToTxnPartitionResult_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -300,8 +302,8 @@ def _read_AddPartitionsToTxnPartitionResult_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -329,27 +331,40 @@ def _write_AddPartitionsToTxnPartitionResult_v3(self, w):
 def _read_AddPartitionsToTxnTopicResult_v3(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnTopicResult)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: results_by_partition[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_results_by_partition in range(n):
@@ -366,8 +381,8 @@ def _read_AddPartitionsToTxnTopicResult_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -382,8 +397,8 @@ def _read_AddPartitionsToTxnTopicResult_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -405,14 +420,30 @@ def _write_AddPartitionsToTxnTopicResult_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: results_by_partition[]
         value = self.results_by_partition
         if value is None:
             raise null_not_allowed("results_by_partition")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_results_by_partition, item in enumerate(value):
                 value = item
                 if value is None:
@@ -431,6 +462,7 @@ def _write_AddPartitionsToTxnTopicResult_v3(self, w):
 def _read_AddPartitionsToTxnResponse_v3(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -438,11 +470,17 @@ def _read_AddPartitionsToTxnResponse_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_results_by_topic_v3_and_below in range(n):
@@ -461,8 +499,8 @@ def _read_AddPartitionsToTxnResponse_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -477,8 +515,8 @@ def _read_AddPartitionsToTxnResponse_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -498,7 +536,15 @@ def _write_AddPartitionsToTxnResponse_v3(self, w):
         if value is None:
             raise null_not_allowed("results_by_topic_v3_and_below")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_results_by_topic_v3_and_below, item in enumerate(value):
                 value = item
                 if value is None:
@@ -520,27 +566,40 @@ def _write_AddPartitionsToTxnResponse_v3(self, w):
 def _read_AddPartitionsToTxnResult_v4(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnResult)
+        blen = len(buf)
         # field: transactional_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.transactional_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: topic_results[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topic_results in range(n):
@@ -557,8 +616,8 @@ def _read_AddPartitionsToTxnResult_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -573,8 +632,8 @@ def _read_AddPartitionsToTxnResult_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -596,14 +655,30 @@ def _write_AddPartitionsToTxnResult_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: topic_results[]
         value = self.topic_results
         if value is None:
             raise null_not_allowed("topic_results")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topic_results, item in enumerate(value):
                 value = item
                 if value is None:
@@ -622,6 +697,7 @@ def _write_AddPartitionsToTxnResult_v4(self, w):
 def _read_AddPartitionsToTxnResponse_v4(buf, pos, view):
     try:
         self = _new(AddPartitionsToTxnResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -629,11 +705,17 @@ def _read_AddPartitionsToTxnResponse_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_results_by_transaction in range(n):
@@ -651,8 +733,8 @@ def _read_AddPartitionsToTxnResponse_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -667,8 +749,8 @@ def _read_AddPartitionsToTxnResponse_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -688,7 +770,15 @@ def _write_AddPartitionsToTxnResponse_v4(self, w):
         if value is None:
             raise null_not_allowed("results_by_transaction")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_results_by_transaction, item in enumerate(value):
                 value = item
                 if value is None:
@@ -724,5 +814,5 @@ AddPartitionsToTxnResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "139:- 142:partition_index:i/partition_error_code:h 151:- 153:partition_index:i/partition_error_code:h 155:unknown_tags 162:- 165:name 173:results_by_partition[] 190:- 192:name 203:results_by_partition[] 214:unknown_tags 221:- 224:throttle_time_ms:i 227:results_by_topic_v3_and_below[] 246:- 248:throttle_time_ms:i 250:results_by_topic_v3_and_below[] 261:results_by_transaction 264:unknown_tags 271:- 274:partition_index:i/partition_error_code:h 277:tagged_fields 315:- 317:partition_index:i/partition_error_code:h 319:tagged_fields 329:- 332:name 344:results_by_partition[] 359:tagged_fields 397:- 399:name 410:results_by_partition[] 421:tagged_fields 431:- 434:throttle_time_ms:i 437:results_by_topic_v3_and_below[] 454:tagged_fields 492:- 494:throttle_time_ms:i 496:results_by_topic_v3_and_below[] 507:results_by_transaction 510:tagged_fields 520:- 523:transactional_id 535:topic_results[] 550:tagged_fields 588:- 590:transactional_id 601:topic_results[] 612:tagged_fields 622:- 625:throttle_time_ms:i/error_code:h 628:results_by_transaction[] 644:tagged_fields 682:- 684:throttle_time_ms:i/error_code:h 686:results_by_transaction[] 697:results_by_topic_v3_and_below 700:tagged_fields"
+    "138:- 141:partition_index:i/partition_error_code:h 150:- 152:partition_index:i/partition_error_code:h 154:unknown_tags 161:- 165:name 173:results_by_partition[] 190:- 192:name 203:results_by_partition[] 214:unknown_tags 221:- 225:throttle_time_ms:i 228:results_by_topic_v3_and_below[] 247:- 249:throttle_time_ms:i 251:results_by_topic_v3_and_below[] 262:results_by_transaction 265:unknown_tags 272:- 276:partition_index:i/partition_error_code:h 279:tagged_fields 317:- 319:partition_index:i/partition_error_code:h 321:tagged_fields 331:- 335:name 353:results_by_partition[] 374:tagged_fields 412:- 414:name 433:results_by_partition[] 452:tagged_fields 462:- 466:throttle_time_ms:i 469:results_by_topic_v3_and_below[] 492:tagged_fields 530:- 532:throttle_time_ms:i 534:results_by_topic_v3_and_below[] 553:results_by_transaction 556:tagged_fields 566:- 570:transactional_id 588:topic_results[] 609:tagged_fields 647:- 649:transactional_id 668:topic_results[] 687:tagged_fields 697:- 701:throttle_time_ms:i/error_code:h 704:results_by_transaction[] 726:tagged_fields 764:- 766:throttle_time_ms:i/error_code:h 768:results_by_transaction[] 787:results_by_topic_v3_and_below 790:tagged_fields"
 )

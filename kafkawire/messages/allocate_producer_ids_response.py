@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -61,6 +60,7 @@ class AllocateProducerIdsResponse(_Message):
 def _read_AllocateProducerIdsResponse_v0(buf, pos, view):
     try:
         self = _new(AllocateProducerIdsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h producer_id_start:q producer_id_len:i
         (self.throttle_time_ms, self.error_code, self.producer_id_start, self.producer_id_len,) = _R_ihqi(buf, pos)
         pos += 18
@@ -74,8 +74,8 @@ def _read_AllocateProducerIdsResponse_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -90,8 +90,8 @@ def _read_AllocateProducerIdsResponse_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -123,5 +123,5 @@ AllocateProducerIdsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "61:- 64:throttle_time_ms:i/error_code:h/producer_id_start:q/producer_id_len:i 67:tagged_fields 105:- 107:throttle_time_ms:i/error_code:h/producer_id_start:q/producer_id_len:i 109:tagged_fields"
+    "60:- 64:throttle_time_ms:i/error_code:h/producer_id_start:q/producer_id_len:i 67:tagged_fields 105:- 107:throttle_time_ms:i/error_code:h/producer_id_start:q/producer_id_len:i 109:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R__ = _Format(">?").unpack_from
 _W__ = _Format(">?").pack
 _R_d_ = _Format(">d?").unpack_from
@@ -138,12 +137,13 @@ AlterClientQuotasRequest.OpData = OpData
 def _read_EntityData_v0(buf, pos, view):
     try:
         self = _new(EntityData)
+        blen = len(buf)
         # field: entity_type
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.entity_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: entity_name
@@ -153,8 +153,8 @@ def _read_EntityData_v0(buf, pos, view):
             self.entity_name = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.entity_name = str(buf[pos:end], "utf-8")
             pos = end
         self.unknown_tags = None
@@ -197,12 +197,13 @@ def _write_EntityData_v0(self, w):
 def _read_OpData_v0(buf, pos, view):
     try:
         self = _new(OpData)
+        blen = len(buf)
         # field: key
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.key = str(buf[pos:end], "utf-8")
         pos = end
         # field: value:d remove:?
@@ -239,11 +240,12 @@ def _write_OpData_v0(self, w):
 def _read_EntryData_v0(buf, pos, view):
     try:
         self = _new(EntryData)
+        blen = len(buf)
         # field: entity[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_entity in range(n):
@@ -253,8 +255,8 @@ def _read_EntryData_v0(buf, pos, view):
         # field: ops[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 11 > len(buf) - pos:
-            raise bad_count(n, 11, pos, len(buf))
+        if n < 0 or n * 11 > blen - pos:
+            raise bad_count(n, 11, pos, blen)
         items = []
         append = items.append
         for i_ops in range(n):
@@ -301,11 +303,12 @@ def _write_EntryData_v0(self, w):
 def _read_AlterClientQuotasRequest_v0(buf, pos, view):
     try:
         self = _new(AlterClientQuotasRequest)
+        blen = len(buf)
         # field: entries[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_entries in range(n):
@@ -346,22 +349,35 @@ def _write_AlterClientQuotasRequest_v0(self, w):
 def _read_EntityData_v1(buf, pos, view):
     try:
         self = _new(EntityData)
+        blen = len(buf)
         # field: entity_type
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.entity_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: entity_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -369,8 +385,8 @@ def _read_EntityData_v1(buf, pos, view):
             self.entity_name = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.entity_name = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -383,8 +399,8 @@ def _read_EntityData_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -399,8 +415,8 @@ def _read_EntityData_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -422,7 +438,15 @@ def _write_EntityData_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: entity_name
         value = self.entity_name
@@ -433,7 +457,15 @@ def _write_EntityData_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -448,16 +480,23 @@ def _write_EntityData_v1(self, w):
 def _read_OpData_v1(buf, pos, view):
     try:
         self = _new(OpData)
+        blen = len(buf)
         # field: key
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.key = str(buf[pos:end], "utf-8")
         pos = end
         # field: value:d remove:?
@@ -473,8 +512,8 @@ def _read_OpData_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -489,8 +528,8 @@ def _read_OpData_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -512,7 +551,15 @@ def _write_OpData_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: value:d remove:?
         w(_W_d_(self.value, self.remove))
@@ -529,15 +576,22 @@ def _write_OpData_v1(self, w):
 def _read_EntryData_v1(buf, pos, view):
     try:
         self = _new(EntryData)
+        blen = len(buf)
         # field: entity[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_entity in range(n):
@@ -548,11 +602,17 @@ def _read_EntryData_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 11 > len(buf) - pos:
-            raise bad_count(n, 11, pos, len(buf))
+        if n < 0 or n * 11 > blen - pos:
+            raise bad_count(n, 11, pos, blen)
         items = []
         append = items.append
         for i_ops in range(n):
@@ -569,8 +629,8 @@ def _read_EntryData_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -585,8 +645,8 @@ def _read_EntryData_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -604,7 +664,15 @@ def _write_EntryData_v1(self, w):
         if value is None:
             raise null_not_allowed("entity")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_entity, item in enumerate(value):
                 value = item
                 if value is None:
@@ -615,7 +683,15 @@ def _write_EntryData_v1(self, w):
         if value is None:
             raise null_not_allowed("ops")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_ops, item in enumerate(value):
                 value = item
                 if value is None:
@@ -634,15 +710,22 @@ def _write_EntryData_v1(self, w):
 def _read_AlterClientQuotasRequest_v1(buf, pos, view):
     try:
         self = _new(AlterClientQuotasRequest)
+        blen = len(buf)
         # field: entries[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_entries in range(n):
@@ -662,8 +745,8 @@ def _read_AlterClientQuotasRequest_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -678,8 +761,8 @@ def _read_AlterClientQuotasRequest_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -697,7 +780,15 @@ def _write_AlterClientQuotasRequest_v1(self, w):
         if value is None:
             raise null_not_allowed("entries")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_entries, item in enumerate(value):
                 value = item
                 if value is None:
@@ -724,5 +815,5 @@ AlterClientQuotasRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "138:- 141:entity_type 149:entity_name 166:- 168:entity_type 179:entity_name 190:unknown_tags 197:- 200:key 208:value:d/remove:? 217:- 219:key 230:value:d/remove:? 232:unknown_tags 239:- 242:entity[] 253:ops[] 270:- 272:entity[] 283:ops[] 294:unknown_tags 301:- 304:entries[] 315:validate_only:? 324:- 326:entries[] 337:validate_only:? 339:unknown_tags 346:- 349:entity_type 361:entity_name 376:tagged_fields 414:- 416:entity_type 427:entity_name 438:tagged_fields 448:- 451:key 463:value:d/remove:? 466:tagged_fields 504:- 506:key 517:value:d/remove:? 519:tagged_fields 529:- 532:entity[] 547:ops[] 562:tagged_fields 600:- 602:entity[] 613:ops[] 624:tagged_fields 634:- 637:entries[] 652:validate_only:? 655:tagged_fields 693:- 695:entries[] 706:validate_only:? 708:tagged_fields"
+    "137:- 141:entity_type 149:entity_name 166:- 168:entity_type 179:entity_name 190:unknown_tags 197:- 201:key 209:value:d/remove:? 218:- 220:key 231:value:d/remove:? 233:unknown_tags 240:- 244:entity[] 255:ops[] 272:- 274:entity[] 285:ops[] 296:unknown_tags 303:- 307:entries[] 318:validate_only:? 327:- 329:entries[] 340:validate_only:? 342:unknown_tags 349:- 353:entity_type 371:entity_name 392:tagged_fields 430:- 432:entity_type 451:entity_name 470:tagged_fields 480:- 484:key 502:value:d/remove:? 505:tagged_fields 543:- 545:key 564:value:d/remove:? 566:tagged_fields 576:- 580:entity[] 601:ops[] 622:tagged_fields 660:- 662:entity[] 681:ops[] 700:tagged_fields 710:- 714:entries[] 735:validate_only:? 738:tagged_fields 776:- 778:entries[] 797:validate_only:? 799:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R__ = _Format(">?").unpack_from
 _W__ = _Format(">?").pack
 _R_b = _Format(">b").unpack_from
@@ -112,12 +111,13 @@ AlterConfigsRequest.AlterableConfig = AlterableConfig
 def _read_AlterableConfig_v0(buf, pos, view):
     try:
         self = _new(AlterableConfig)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: value
@@ -127,8 +127,8 @@ def _read_AlterableConfig_v0(buf, pos, view):
             self.value = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
         self.unknown_tags = None
@@ -171,6 +171,7 @@ def _write_AlterableConfig_v0(self, w):
 def _read_AlterConfigsResource_v0(buf, pos, view):
     try:
         self = _new(AlterConfigsResource)
+        blen = len(buf)
         # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
@@ -178,15 +179,15 @@ def _read_AlterConfigsResource_v0(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: configs[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_configs in range(n):
@@ -235,11 +236,12 @@ def _write_AlterConfigsResource_v0(self, w):
 def _read_AlterConfigsRequest_v0(buf, pos, view):
     try:
         self = _new(AlterConfigsRequest)
+        blen = len(buf)
         # field: resources[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_resources in range(n):
@@ -280,22 +282,35 @@ def _write_AlterConfigsRequest_v0(self, w):
 def _read_AlterableConfig_v2(buf, pos, view):
     try:
         self = _new(AlterableConfig)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: value
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -303,8 +318,8 @@ def _read_AlterableConfig_v2(buf, pos, view):
             self.value = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -317,8 +332,8 @@ def _read_AlterableConfig_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -333,8 +348,8 @@ def _read_AlterableConfig_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -356,7 +371,15 @@ def _write_AlterableConfig_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: value
         value = self.value
@@ -367,7 +390,15 @@ def _write_AlterableConfig_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -382,6 +413,7 @@ def _write_AlterableConfig_v2(self, w):
 def _read_AlterConfigsResource_v2(buf, pos, view):
     try:
         self = _new(AlterConfigsResource)
+        blen = len(buf)
         # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
@@ -389,23 +421,35 @@ def _read_AlterConfigsResource_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: configs[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_configs in range(n):
@@ -422,8 +466,8 @@ def _read_AlterConfigsResource_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -438,8 +482,8 @@ def _read_AlterConfigsResource_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -463,14 +507,30 @@ def _write_AlterConfigsResource_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: configs[]
         value = self.configs
         if value is None:
             raise null_not_allowed("configs")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_configs, item in enumerate(value):
                 value = item
                 if value is None:
@@ -489,15 +549,22 @@ def _write_AlterConfigsResource_v2(self, w):
 def _read_AlterConfigsRequest_v2(buf, pos, view):
     try:
         self = _new(AlterConfigsRequest)
+        blen = len(buf)
         # field: resources[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_resources in range(n):
@@ -517,8 +584,8 @@ def _read_AlterConfigsRequest_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -533,8 +600,8 @@ def _read_AlterConfigsRequest_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -552,7 +619,15 @@ def _write_AlterConfigsRequest_v2(self, w):
         if value is None:
             raise null_not_allowed("resources")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_resources, item in enumerate(value):
                 value = item
                 if value is None:
@@ -581,5 +656,5 @@ AlterConfigsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "112:- 115:name 123:value 140:- 142:name 153:value 164:unknown_tags 171:- 174:resource_type:b 177:resource_name 185:configs[] 202:- 204:resource_type:b 206:resource_name 217:configs[] 228:unknown_tags 235:- 238:resources[] 249:validate_only:? 258:- 260:resources[] 271:validate_only:? 273:unknown_tags 280:- 283:name 295:value 310:tagged_fields 348:- 350:name 361:value 372:tagged_fields 382:- 385:resource_type:b 388:resource_name 400:configs[] 415:tagged_fields 453:- 455:resource_type:b 457:resource_name 468:configs[] 479:tagged_fields 489:- 492:resources[] 507:validate_only:? 510:tagged_fields 548:- 550:resources[] 561:validate_only:? 563:tagged_fields"
+    "111:- 115:name 123:value 140:- 142:name 153:value 164:unknown_tags 171:- 175:resource_type:b 178:resource_name 186:configs[] 203:- 205:resource_type:b 207:resource_name 218:configs[] 229:unknown_tags 236:- 240:resources[] 251:validate_only:? 260:- 262:resources[] 273:validate_only:? 275:unknown_tags 282:- 286:name 304:value 325:tagged_fields 363:- 365:name 384:value 403:tagged_fields 413:- 417:resource_type:b 420:resource_name 438:configs[] 459:tagged_fields 497:- 499:resource_type:b 501:resource_name 520:configs[] 539:tagged_fields 549:- 553:resources[] 574:validate_only:? 577:tagged_fields 615:- 617:resources[] 636:validate_only:? 638:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s = _Format(">16s").unpack_from
 _W_16s = _Format(">16s").pack
 _R_bi = _Format(">bi").unpack_from
@@ -136,6 +135,7 @@ AlterPartitionResponse.PartitionData = PartitionData
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
+        blen = len(buf)
         # field: partition_index:i error_code:h leader_id:i leader_epoch:i
         (self.partition_index, self.error_code, self.leader_id, self.leader_epoch,) = _R_ihii(buf, pos)
         pos += 14
@@ -143,11 +143,17 @@ def _read_PartitionData_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: partition_epoch:i
@@ -164,8 +170,8 @@ def _read_PartitionData_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -180,8 +186,8 @@ def _read_PartitionData_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -201,7 +207,15 @@ def _write_PartitionData_v0(self, w):
         if value is None:
             raise null_not_allowed("isr")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: partition_epoch:i
         w(_W_i(self.partition_epoch))
@@ -218,27 +232,40 @@ def _write_PartitionData_v0(self, w):
 def _read_TopicData_v0(buf, pos, view):
     try:
         self = _new(TopicData)
+        blen = len(buf)
         # field: topic_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 20 > len(buf) - pos:
-            raise bad_count(n, 20, pos, len(buf))
+        if n < 0 or n * 20 > blen - pos:
+            raise bad_count(n, 20, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -256,8 +283,8 @@ def _read_TopicData_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -272,8 +299,8 @@ def _read_TopicData_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -295,14 +322,30 @@ def _write_TopicData_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -321,6 +364,7 @@ def _write_TopicData_v0(self, w):
 def _read_AlterPartitionResponse_v0(buf, pos, view):
     try:
         self = _new(AlterPartitionResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -328,11 +372,17 @@ def _read_AlterPartitionResponse_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -349,8 +399,8 @@ def _read_AlterPartitionResponse_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -365,8 +415,8 @@ def _read_AlterPartitionResponse_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -386,7 +436,15 @@ def _write_AlterPartitionResponse_v0(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -405,6 +463,7 @@ def _write_AlterPartitionResponse_v0(self, w):
 def _read_PartitionData_v1(buf, pos, view):
     try:
         self = _new(PartitionData)
+        blen = len(buf)
         # field: partition_index:i error_code:h leader_id:i leader_epoch:i
         (self.partition_index, self.error_code, self.leader_id, self.leader_epoch,) = _R_ihii(buf, pos)
         pos += 14
@@ -412,11 +471,17 @@ def _read_PartitionData_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: leader_recovery_state:b partition_epoch:i
@@ -432,8 +497,8 @@ def _read_PartitionData_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -448,8 +513,8 @@ def _read_PartitionData_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -469,7 +534,15 @@ def _write_PartitionData_v1(self, w):
         if value is None:
             raise null_not_allowed("isr")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: leader_recovery_state:b partition_epoch:i
         w(_W_bi(self.leader_recovery_state, self.partition_epoch))
@@ -486,27 +559,40 @@ def _write_PartitionData_v1(self, w):
 def _read_TopicData_v1(buf, pos, view):
     try:
         self = _new(TopicData)
+        blen = len(buf)
         # field: topic_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 21 > len(buf) - pos:
-            raise bad_count(n, 21, pos, len(buf))
+        if n < 0 or n * 21 > blen - pos:
+            raise bad_count(n, 21, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -524,8 +610,8 @@ def _read_TopicData_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -540,8 +626,8 @@ def _read_TopicData_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -563,14 +649,30 @@ def _write_TopicData_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -589,6 +691,7 @@ def _write_TopicData_v1(self, w):
 def _read_AlterPartitionResponse_v1(buf, pos, view):
     try:
         self = _new(AlterPartitionResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -596,11 +699,17 @@ def _read_AlterPartitionResponse_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -617,8 +726,8 @@ def _read_AlterPartitionResponse_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -633,8 +742,8 @@ def _read_AlterPartitionResponse_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -654,7 +763,15 @@ def _write_AlterPartitionResponse_v1(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -673,6 +790,7 @@ def _write_AlterPartitionResponse_v1(self, w):
 def _read_TopicData_v2(buf, pos, view):
     try:
         self = _new(TopicData)
+        blen = len(buf)
         # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
@@ -681,11 +799,17 @@ def _read_TopicData_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 21 > len(buf) - pos:
-            raise bad_count(n, 21, pos, len(buf))
+        if n < 0 or n * 21 > blen - pos:
+            raise bad_count(n, 21, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -703,8 +827,8 @@ def _read_TopicData_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -719,8 +843,8 @@ def _read_TopicData_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -740,7 +864,15 @@ def _write_TopicData_v2(self, w):
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -759,6 +891,7 @@ def _write_TopicData_v2(self, w):
 def _read_AlterPartitionResponse_v2(buf, pos, view):
     try:
         self = _new(AlterPartitionResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -766,11 +899,17 @@ def _read_AlterPartitionResponse_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -787,8 +926,8 @@ def _read_AlterPartitionResponse_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -803,8 +942,8 @@ def _read_AlterPartitionResponse_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -824,7 +963,15 @@ def _write_AlterPartitionResponse_v2(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -853,5 +1000,5 @@ AlterPartitionResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "136:- 139:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 142:isr 153:partition_epoch:i 157:tagged_fields 195:- 197:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 199:isr 206:partition_epoch:i 208:tagged_fields 218:- 221:topic_name 233:partitions[] 249:tagged_fields 287:- 289:topic_name 300:partitions[] 311:tagged_fields 321:- 324:throttle_time_ms:i/error_code:h 327:topics[] 342:tagged_fields 380:- 382:throttle_time_ms:i/error_code:h 384:topics[] 395:tagged_fields 405:- 408:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 411:isr 422:leader_recovery_state:b/partition_epoch:i 425:tagged_fields 463:- 465:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 467:isr 474:leader_recovery_state:b/partition_epoch:i 476:tagged_fields 486:- 489:topic_name 501:partitions[] 517:tagged_fields 555:- 557:topic_name 568:partitions[] 579:tagged_fields 589:- 592:throttle_time_ms:i/error_code:h 595:topics[] 610:tagged_fields 648:- 650:throttle_time_ms:i/error_code:h 652:topics[] 663:tagged_fields 673:- 676:topic_id:16s 680:partitions[] 696:tagged_fields 734:- 736:topic_id:16s 738:partitions[] 749:tagged_fields 759:- 762:throttle_time_ms:i/error_code:h 765:topics[] 780:tagged_fields 818:- 820:throttle_time_ms:i/error_code:h 822:topics[] 833:tagged_fields"
+    "135:- 139:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 142:isr 159:partition_epoch:i 163:tagged_fields 201:- 203:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 205:isr 220:partition_epoch:i 222:tagged_fields 232:- 236:topic_name 254:partitions[] 276:tagged_fields 314:- 316:topic_name 335:partitions[] 354:tagged_fields 364:- 368:throttle_time_ms:i/error_code:h 371:topics[] 392:tagged_fields 430:- 432:throttle_time_ms:i/error_code:h 434:topics[] 453:tagged_fields 463:- 467:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 470:isr 487:leader_recovery_state:b/partition_epoch:i 490:tagged_fields 528:- 530:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 532:isr 547:leader_recovery_state:b/partition_epoch:i 549:tagged_fields 559:- 563:topic_name 581:partitions[] 603:tagged_fields 641:- 643:topic_name 662:partitions[] 681:tagged_fields 691:- 695:throttle_time_ms:i/error_code:h 698:topics[] 719:tagged_fields 757:- 759:throttle_time_ms:i/error_code:h 761:topics[] 780:tagged_fields 790:- 794:topic_id:16s 798:partitions[] 820:tagged_fields 858:- 860:topic_id:16s 862:partitions[] 881:tagged_fields 891:- 895:throttle_time_ms:i/error_code:h 898:topics[] 919:tagged_fields 957:- 959:throttle_time_ms:i/error_code:h 961:topics[] 980:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R__ = _Format(">?").unpack_from
 _W__ = _Format(">?").pack
 _R_h = _Format(">h").unpack_from
@@ -186,14 +185,15 @@ def _write_ApiVersion_v0(self, w):
 def _read_ApiVersionsResponse_v0(buf, pos, view):
     try:
         self = _new(ApiVersionsResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: api_keys[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_api_keys in range(n):
@@ -236,14 +236,15 @@ def _write_ApiVersionsResponse_v0(self, w):
 def _read_ApiVersionsResponse_v1(buf, pos, view):
     try:
         self = _new(ApiVersionsResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: api_keys[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_api_keys in range(n):
@@ -290,6 +291,7 @@ def _write_ApiVersionsResponse_v1(self, w):
 def _read_ApiVersion_v3(buf, pos, view):
     try:
         self = _new(ApiVersion)
+        blen = len(buf)
         # field: api_key:h min_version:h max_version:h
         (self.api_key, self.min_version, self.max_version,) = _R_hhh(buf, pos)
         pos += 6
@@ -303,8 +305,8 @@ def _read_ApiVersion_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -319,8 +321,8 @@ def _read_ApiVersion_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -348,16 +350,23 @@ def _write_ApiVersion_v3(self, w):
 def _read_SupportedFeatureKey_v3(buf, pos, view):
     try:
         self = _new(SupportedFeatureKey)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: min_version:h max_version:h
@@ -373,8 +382,8 @@ def _read_SupportedFeatureKey_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -389,8 +398,8 @@ def _read_SupportedFeatureKey_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -412,7 +421,15 @@ def _write_SupportedFeatureKey_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: min_version:h max_version:h
         w(_W_hh(self.min_version, self.max_version))
@@ -429,16 +446,23 @@ def _write_SupportedFeatureKey_v3(self, w):
 def _read_FinalizedFeatureKey_v3(buf, pos, view):
     try:
         self = _new(FinalizedFeatureKey)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: max_version_level:h min_version_level:h
@@ -454,8 +478,8 @@ def _read_FinalizedFeatureKey_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -470,8 +494,8 @@ def _read_FinalizedFeatureKey_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -493,7 +517,15 @@ def _write_FinalizedFeatureKey_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: max_version_level:h min_version_level:h
         w(_W_hh(self.max_version_level, self.min_version_level))
@@ -510,6 +542,7 @@ def _write_FinalizedFeatureKey_v3(self, w):
 def _read_ApiVersionsResponse_v3(buf, pos, view):
     try:
         self = _new(ApiVersionsResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -517,11 +550,17 @@ def _read_ApiVersionsResponse_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_api_keys in range(n):
@@ -545,8 +584,8 @@ def _read_ApiVersionsResponse_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -561,18 +600,24 @@ def _read_ApiVersionsResponse_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: supported_features
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
                     else:
                         n, pos = read_uvarint(buf, pos)
                     n -= 1
-                    if n < 0 or n * 6 > len(buf) - pos:
-                        raise bad_count(n, 6, pos, len(buf))
+                    if n < 0 or n * 6 > blen - pos:
+                        raise bad_count(n, 6, pos, blen)
                     items = []
                     append = items.append
                     for i_supported_features in range(n):
@@ -596,11 +641,17 @@ def _read_ApiVersionsResponse_v3(buf, pos, view):
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
                     else:
                         n, pos = read_uvarint(buf, pos)
                     n -= 1
-                    if n < 0 or n * 6 > len(buf) - pos:
-                        raise bad_count(n, 6, pos, len(buf))
+                    if n < 0 or n * 6 > blen - pos:
+                        raise bad_count(n, 6, pos, blen)
                     items = []
                     append = items.append
                     for i_finalized_features in range(n):
@@ -638,7 +689,15 @@ def _write_ApiVersionsResponse_v3(self, w):
         if value is None:
             raise null_not_allowed("api_keys")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_api_keys, item in enumerate(value):
                 value = item
                 if value is None:
@@ -654,7 +713,15 @@ def _write_ApiVersionsResponse_v3(self, w):
             if value is None:
                 raise null_not_allowed("supported_features")
             else:
-                sub.append(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+                k = len(value) + 1
+                if k < 0x80:
+                    sub.append(SMALL_UVARINTS[k])
+                elif k < 0x4000:
+                    sub.append(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                elif k < 0x200000:
+                    sub.append(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                else:
+                    sub.append(uvarint(k))
                 for i_supported_features, item in enumerate(value):
                     value = item
                     if value is None:
@@ -673,7 +740,15 @@ def _write_ApiVersionsResponse_v3(self, w):
             if value is None:
                 raise null_not_allowed("finalized_features")
             else:
-                sub.append(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+                k = len(value) + 1
+                if k < 0x80:
+                    sub.append(SMALL_UVARINTS[k])
+                elif k < 0x4000:
+                    sub.append(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                elif k < 0x200000:
+                    sub.append(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                else:
+                    sub.append(uvarint(k))
                 for i_finalized_features, item in enumerate(value):
                     value = item
                     if value is None:
@@ -710,5 +785,5 @@ ApiVersionsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "163:- 166:api_key:h/min_version:h/max_version:h 175:- 177:api_key:h/min_version:h/max_version:h 179:unknown_tags 186:- 189:error_code:h 192:api_keys[] 214:- 216:error_code:h 218:api_keys[] 229:unknown_tags 236:- 239:error_code:h 242:api_keys[] 253:throttle_time_ms:i 266:- 268:error_code:h 270:api_keys[] 281:throttle_time_ms:i 283:unknown_tags 290:- 293:api_key:h/min_version:h/max_version:h 296:tagged_fields 334:- 336:api_key:h/min_version:h/max_version:h 338:tagged_fields 348:- 351:name 363:min_version:h/max_version:h 366:tagged_fields 404:- 406:name 417:min_version:h/max_version:h 419:tagged_fields 429:- 432:name 444:max_version_level:h/min_version_level:h 447:tagged_fields 485:- 487:name 498:max_version_level:h/min_version_level:h 500:tagged_fields 510:- 513:error_code:h 516:api_keys[] 531:throttle_time_ms:i 538:tagged_fields 567:supported_features 584:tagged_fields 587:finalized_features_epoch 592:tagged_fields 595:finalized_features 612:tagged_fields 615:zk_migration_ready 620:tagged_fields 632:- 634:error_code:h 636:api_keys[] 647:throttle_time_ms:i 650:supported_features 664:finalized_features_epoch 669:finalized_features 683:zk_migration_ready 688:tagged_fields"
+    "162:- 165:api_key:h/min_version:h/max_version:h 174:- 176:api_key:h/min_version:h/max_version:h 178:unknown_tags 185:- 189:error_code:h 192:api_keys[] 214:- 216:error_code:h 218:api_keys[] 229:unknown_tags 236:- 240:error_code:h 243:api_keys[] 254:throttle_time_ms:i 267:- 269:error_code:h 271:api_keys[] 282:throttle_time_ms:i 284:unknown_tags 291:- 295:api_key:h/min_version:h/max_version:h 298:tagged_fields 336:- 338:api_key:h/min_version:h/max_version:h 340:tagged_fields 350:- 354:name 372:min_version:h/max_version:h 375:tagged_fields 413:- 415:name 434:min_version:h/max_version:h 436:tagged_fields 446:- 450:name 468:max_version_level:h/min_version_level:h 471:tagged_fields 509:- 511:name 530:max_version_level:h/min_version_level:h 532:tagged_fields 542:- 546:error_code:h 549:api_keys[] 570:throttle_time_ms:i 577:tagged_fields 606:supported_features 629:tagged_fields 632:finalized_features_epoch 637:tagged_fields 640:finalized_features 663:tagged_fields 666:zk_migration_ready 671:tagged_fields 683:- 685:error_code:h 687:api_keys[] 706:throttle_time_ms:i 709:supported_features 731:finalized_features_epoch 736:finalized_features 758:zk_migration_ready 763:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s = _Format(">16s").unpack_from
 _W_16s = _Format(">16s").pack
 _R_h = _Format(">h").unpack_from
@@ -135,6 +134,7 @@ AssignReplicasToDirsRequest.PartitionData = PartitionData
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
+        blen = len(buf)
         # field: partition_index:i
         (self.partition_index,) = _R_i(buf, pos)
         pos += 4
@@ -148,8 +148,8 @@ def _read_PartitionData_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -164,8 +164,8 @@ def _read_PartitionData_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -193,6 +193,7 @@ def _write_PartitionData_v0(self, w):
 def _read_TopicData_v0(buf, pos, view):
     try:
         self = _new(TopicData)
+        blen = len(buf)
         # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
@@ -201,11 +202,17 @@ def _read_TopicData_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 5 > len(buf) - pos:
-            raise bad_count(n, 5, pos, len(buf))
+        if n < 0 or n * 5 > blen - pos:
+            raise bad_count(n, 5, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -222,8 +229,8 @@ def _read_TopicData_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -238,8 +245,8 @@ def _read_TopicData_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -259,7 +266,15 @@ def _write_TopicData_v0(self, w):
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -278,6 +293,7 @@ def _write_TopicData_v0(self, w):
 def _read_DirectoryData_v0(buf, pos, view):
     try:
         self = _new(DirectoryData)
+        blen = len(buf)
         # field: id:16s
         (u_id,) = _R_16s(buf, pos)
         self.id = uuid_from_bytes(u_id)
@@ -286,11 +302,17 @@ def _read_DirectoryData_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -307,8 +329,8 @@ def _read_DirectoryData_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -323,8 +345,8 @@ def _read_DirectoryData_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -344,7 +366,15 @@ def _write_DirectoryData_v0(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -363,6 +393,7 @@ def _write_DirectoryData_v0(self, w):
 def _read_AssignReplicasToDirsRequest_v0(buf, pos, view):
     try:
         self = _new(AssignReplicasToDirsRequest)
+        blen = len(buf)
         # field: broker_id:i broker_epoch:q
         (self.broker_id, self.broker_epoch,) = _R_iq(buf, pos)
         pos += 12
@@ -370,11 +401,17 @@ def _read_AssignReplicasToDirsRequest_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_directories in range(n):
@@ -391,8 +428,8 @@ def _read_AssignReplicasToDirsRequest_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -407,8 +444,8 @@ def _read_AssignReplicasToDirsRequest_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -428,7 +465,15 @@ def _write_AssignReplicasToDirsRequest_v0(self, w):
         if value is None:
             raise null_not_allowed("directories")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_directories, item in enumerate(value):
                 value = item
                 if value is None:
@@ -451,5 +496,5 @@ AssignReplicasToDirsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "135:- 138:partition_index:i 141:tagged_fields 179:- 181:partition_index:i 183:tagged_fields 193:- 196:topic_id:16s 200:partitions[] 215:tagged_fields 253:- 255:topic_id:16s 257:partitions[] 268:tagged_fields 278:- 281:id:16s 285:topics[] 300:tagged_fields 338:- 340:id:16s 342:topics[] 353:tagged_fields 363:- 366:broker_id:i/broker_epoch:q 369:directories[] 384:tagged_fields 422:- 424:broker_id:i/broker_epoch:q 426:directories[] 437:tagged_fields"
+    "134:- 138:partition_index:i 141:tagged_fields 179:- 181:partition_index:i 183:tagged_fields 193:- 197:topic_id:16s 201:partitions[] 222:tagged_fields 260:- 262:topic_id:16s 264:partitions[] 283:tagged_fields 293:- 297:id:16s 301:topics[] 322:tagged_fields 360:- 362:id:16s 364:topics[] 383:tagged_fields 393:- 397:broker_id:i/broker_epoch:q 400:directories[] 421:tagged_fields 459:- 461:broker_id:i/broker_epoch:q 463:directories[] 482:tagged_fields"
 )

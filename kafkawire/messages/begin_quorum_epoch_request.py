@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_H = _Format(">H").unpack_from
 _W_H = _Format(">H").pack
 _R_h = _Format(">h").unpack_from
@@ -176,19 +175,20 @@ def _write_PartitionData_v0(self, w):
 def _read_TopicData_v0(buf, pos, view):
     try:
         self = _new(TopicData)
+        blen = len(buf)
         # field: topic_name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 12 > len(buf) - pos:
-            raise bad_count(n, 12, pos, len(buf))
+        if n < 0 or n * 12 > blen - pos:
+            raise bad_count(n, 12, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -235,6 +235,7 @@ def _write_TopicData_v0(self, w):
 def _read_BeginQuorumEpochRequest_v0(buf, pos, view):
     try:
         self = _new(BeginQuorumEpochRequest)
+        blen = len(buf)
         # field: cluster_id
         n = _R_h(buf, pos)[0]
         pos += 2
@@ -242,15 +243,15 @@ def _read_BeginQuorumEpochRequest_v0(buf, pos, view):
             self.cluster_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -299,6 +300,7 @@ def _write_BeginQuorumEpochRequest_v0(self, w):
 def _read_PartitionData_v1(buf, pos, view):
     try:
         self = _new(PartitionData)
+        blen = len(buf)
         # field: partition_index:i voter_directory_id:16s leader_id:i leader_epoch:i
         (self.partition_index, u_voter_directory_id, self.leader_id, self.leader_epoch,) = _R_i16sii(buf, pos)
         self.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
@@ -313,8 +315,8 @@ def _read_PartitionData_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -329,8 +331,8 @@ def _read_PartitionData_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -358,27 +360,40 @@ def _write_PartitionData_v1(self, w):
 def _read_TopicData_v1(buf, pos, view):
     try:
         self = _new(TopicData)
+        blen = len(buf)
         # field: topic_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 29 > len(buf) - pos:
-            raise bad_count(n, 29, pos, len(buf))
+        if n < 0 or n * 29 > blen - pos:
+            raise bad_count(n, 29, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -395,8 +410,8 @@ def _read_TopicData_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -411,8 +426,8 @@ def _read_TopicData_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -434,14 +449,30 @@ def _write_TopicData_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -460,28 +491,41 @@ def _write_TopicData_v1(self, w):
 def _read_LeaderEndpoint_v1(buf, pos, view):
     try:
         self = _new(LeaderEndpoint)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: host
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:H
@@ -497,8 +541,8 @@ def _read_LeaderEndpoint_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -513,8 +557,8 @@ def _read_LeaderEndpoint_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -536,7 +580,15 @@ def _write_LeaderEndpoint_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: host
         value = self.host
@@ -547,7 +599,15 @@ def _write_LeaderEndpoint_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: port:H
         w(_W_H(self.port))
@@ -564,10 +624,17 @@ def _write_LeaderEndpoint_v1(self, w):
 def _read_BeginQuorumEpochRequest_v1(buf, pos, view):
     try:
         self = _new(BeginQuorumEpochRequest)
+        blen = len(buf)
         # field: cluster_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -575,8 +642,8 @@ def _read_BeginQuorumEpochRequest_v1(buf, pos, view):
             self.cluster_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: voter_id:i
@@ -586,11 +653,17 @@ def _read_BeginQuorumEpochRequest_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -601,11 +674,17 @@ def _read_BeginQuorumEpochRequest_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 5 > len(buf) - pos:
-            raise bad_count(n, 5, pos, len(buf))
+        if n < 0 or n * 5 > blen - pos:
+            raise bad_count(n, 5, pos, blen)
         items = []
         append = items.append
         for i_leader_endpoints in range(n):
@@ -622,8 +701,8 @@ def _read_BeginQuorumEpochRequest_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -638,8 +717,8 @@ def _read_BeginQuorumEpochRequest_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -661,7 +740,15 @@ def _write_BeginQuorumEpochRequest_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: voter_id:i
         w(_W_i(self.voter_id))
@@ -670,7 +757,15 @@ def _write_BeginQuorumEpochRequest_v1(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -681,7 +776,15 @@ def _write_BeginQuorumEpochRequest_v1(self, w):
         if value is None:
             raise null_not_allowed("leader_endpoints")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_leader_endpoints, item in enumerate(value):
                 value = item
                 if value is None:
@@ -706,5 +809,5 @@ BeginQuorumEpochRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "152:- 155:partition_index:i/leader_id:i/leader_epoch:i 165:- 167:partition_index:i/leader_id:i/leader_epoch:i 169:unknown_tags 176:- 179:topic_name 187:partitions[] 204:- 206:topic_name 217:partitions[] 228:unknown_tags 235:- 238:cluster_id 249:topics[] 268:- 270:cluster_id 281:topics[] 292:unknown_tags 299:- 302:partition_index:i/voter_directory_id:16s/leader_id:i/leader_epoch:i 306:tagged_fields 344:- 346:partition_index:i/voter_directory_id:16s/leader_id:i/leader_epoch:i 348:tagged_fields 358:- 361:topic_name 373:partitions[] 388:tagged_fields 426:- 428:topic_name 439:partitions[] 450:tagged_fields 460:- 463:name 475:host 487:port:H 490:tagged_fields 528:- 530:name 541:host 552:port:H 554:tagged_fields 564:- 567:cluster_id 582:voter_id:i 585:topics[] 600:leader_endpoints[] 615:tagged_fields 653:- 655:cluster_id 666:voter_id:i 668:topics[] 679:leader_endpoints[] 690:tagged_fields"
+    "151:- 154:partition_index:i/leader_id:i/leader_epoch:i 164:- 166:partition_index:i/leader_id:i/leader_epoch:i 168:unknown_tags 175:- 179:topic_name 187:partitions[] 204:- 206:topic_name 217:partitions[] 228:unknown_tags 235:- 239:cluster_id 250:topics[] 269:- 271:cluster_id 282:topics[] 293:unknown_tags 300:- 304:partition_index:i/voter_directory_id:16s/leader_id:i/leader_epoch:i 308:tagged_fields 346:- 348:partition_index:i/voter_directory_id:16s/leader_id:i/leader_epoch:i 350:tagged_fields 360:- 364:topic_name 382:partitions[] 403:tagged_fields 441:- 443:topic_name 462:partitions[] 481:tagged_fields 491:- 495:name 513:host 531:port:H 534:tagged_fields 572:- 574:name 593:host 612:port:H 614:tagged_fields 624:- 628:cluster_id 649:voter_id:i 652:topics[] 673:leader_endpoints[] 694:tagged_fields 732:- 734:cluster_id 753:voter_id:i 755:topics[] 774:leader_endpoints[] 793:tagged_fields"
 )

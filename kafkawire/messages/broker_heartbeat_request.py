@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -67,6 +66,7 @@ class BrokerHeartbeatRequest(_Message):
 def _read_BrokerHeartbeatRequest_v0(buf, pos, view):
     try:
         self = _new(BrokerHeartbeatRequest)
+        blen = len(buf)
         # field: broker_id:i broker_epoch:q current_metadata_offset:q want_fence:? want_shut_down:?
         (self.broker_id, self.broker_epoch, self.current_metadata_offset, self.want_fence, self.want_shut_down,) = _R_iqq__(buf, pos)
         pos += 22
@@ -81,8 +81,8 @@ def _read_BrokerHeartbeatRequest_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -97,8 +97,8 @@ def _read_BrokerHeartbeatRequest_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -129,6 +129,7 @@ def _write_BrokerHeartbeatRequest_v0(self, w):
 def _read_BrokerHeartbeatRequest_v1(buf, pos, view):
     try:
         self = _new(BrokerHeartbeatRequest)
+        blen = len(buf)
         # field: broker_id:i broker_epoch:q current_metadata_offset:q want_fence:? want_shut_down:?
         (self.broker_id, self.broker_epoch, self.current_metadata_offset, self.want_fence, self.want_shut_down,) = _R_iqq__(buf, pos)
         pos += 22
@@ -143,8 +144,8 @@ def _read_BrokerHeartbeatRequest_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -159,22 +160,28 @@ def _read_BrokerHeartbeatRequest_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: offline_log_dirs
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
                     else:
                         n, pos = read_uvarint(buf, pos)
                     n -= 1
-                    if n < 0 or n * 16 > len(buf) - pos:
-                        raise bad_count(n, 16, pos, len(buf))
+                    if n < 0 or n * 16 > blen - pos:
+                        raise bad_count(n, 16, pos, blen)
                     items = []
                     append = items.append
                     for i_offline_log_dirs in range(n):
-                        if len(buf) < pos + 16:
+                        if blen < pos + 16:
                             raise _Invalid("truncated: the buffer ends inside a uuid", pos)
                         item = uuid_from_bytes(buf[pos:pos + 16])
                         pos += 16
@@ -206,7 +213,15 @@ def _write_BrokerHeartbeatRequest_v1(self, w):
             if value is None:
                 raise null_not_allowed("offline_log_dirs")
             else:
-                sub.append(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+                k = len(value) + 1
+                if k < 0x80:
+                    sub.append(SMALL_UVARINTS[k])
+                elif k < 0x4000:
+                    sub.append(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                elif k < 0x200000:
+                    sub.append(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                else:
+                    sub.append(uvarint(k))
                 for i_offline_log_dirs, item in enumerate(value):
                     sub.append(item.bytes)
             tags.append((0, b"".join(sub)))
@@ -229,5 +244,5 @@ BrokerHeartbeatRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "67:- 70:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 74:tagged_fields 112:- 114:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 116:offline_log_dirs 119:tagged_fields 129:- 132:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 136:tagged_fields 165:offline_log_dirs 185:tagged_fields 197:- 199:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 202:offline_log_dirs 213:tagged_fields"
+    "66:- 70:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 74:tagged_fields 112:- 114:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 116:offline_log_dirs 119:tagged_fields 129:- 133:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 137:tagged_fields 166:offline_log_dirs 192:tagged_fields 204:- 206:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 209:offline_log_dirs 228:tagged_fields"
 )

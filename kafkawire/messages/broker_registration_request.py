@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s = _Format(">16s").unpack_from
 _W_16s = _Format(">16s").pack
 _R_Hh = _Format(">Hh").unpack_from
@@ -145,28 +144,41 @@ BrokerRegistrationRequest.Feature = Feature
 def _read_Listener_v0(buf, pos, view):
     try:
         self = _new(Listener)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: host
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:H security_protocol:h
@@ -182,8 +194,8 @@ def _read_Listener_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -198,8 +210,8 @@ def _read_Listener_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -221,7 +233,15 @@ def _write_Listener_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: host
         value = self.host
@@ -232,7 +252,15 @@ def _write_Listener_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: port:H security_protocol:h
         w(_W_Hh(self.port, self.security_protocol))
@@ -249,16 +277,23 @@ def _write_Listener_v0(self, w):
 def _read_Feature_v0(buf, pos, view):
     try:
         self = _new(Feature)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: min_supported_version:h max_supported_version:h
@@ -274,8 +309,8 @@ def _read_Feature_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -290,8 +325,8 @@ def _read_Feature_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -313,7 +348,15 @@ def _write_Feature_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: min_supported_version:h max_supported_version:h
         w(_W_hh(self.min_supported_version, self.max_supported_version))
@@ -330,6 +373,7 @@ def _write_Feature_v0(self, w):
 def _read_BrokerRegistrationRequest_v0(buf, pos, view):
     try:
         self = _new(BrokerRegistrationRequest)
+        blen = len(buf)
         # field: broker_id:i
         (self.broker_id,) = _R_i(buf, pos)
         pos += 4
@@ -337,12 +381,18 @@ def _read_BrokerRegistrationRequest_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.cluster_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: incarnation_id:16s
@@ -353,11 +403,17 @@ def _read_BrokerRegistrationRequest_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_listeners in range(n):
@@ -368,11 +424,17 @@ def _read_BrokerRegistrationRequest_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_features in range(n):
@@ -383,6 +445,12 @@ def _read_BrokerRegistrationRequest_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -390,8 +458,8 @@ def _read_BrokerRegistrationRequest_v0(buf, pos, view):
             self.rack = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.rack = str(buf[pos:end], "utf-8")
             pos = end
         self.is_migrating_zk_broker = False
@@ -407,8 +475,8 @@ def _read_BrokerRegistrationRequest_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -423,8 +491,8 @@ def _read_BrokerRegistrationRequest_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -448,7 +516,15 @@ def _write_BrokerRegistrationRequest_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: incarnation_id:16s
         w(_W_16s(self.incarnation_id.bytes))
@@ -457,7 +533,15 @@ def _write_BrokerRegistrationRequest_v0(self, w):
         if value is None:
             raise null_not_allowed("listeners")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_listeners, item in enumerate(value):
                 value = item
                 if value is None:
@@ -468,7 +552,15 @@ def _write_BrokerRegistrationRequest_v0(self, w):
         if value is None:
             raise null_not_allowed("features")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_features, item in enumerate(value):
                 value = item
                 if value is None:
@@ -483,7 +575,15 @@ def _write_BrokerRegistrationRequest_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: is_migrating_zk_broker
         if self.is_migrating_zk_broker != False:
@@ -501,6 +601,7 @@ def _write_BrokerRegistrationRequest_v0(self, w):
 def _read_BrokerRegistrationRequest_v1(buf, pos, view):
     try:
         self = _new(BrokerRegistrationRequest)
+        blen = len(buf)
         # field: broker_id:i
         (self.broker_id,) = _R_i(buf, pos)
         pos += 4
@@ -508,12 +609,18 @@ def _read_BrokerRegistrationRequest_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.cluster_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: incarnation_id:16s
@@ -524,11 +631,17 @@ def _read_BrokerRegistrationRequest_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_listeners in range(n):
@@ -539,11 +652,17 @@ def _read_BrokerRegistrationRequest_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_features in range(n):
@@ -554,6 +673,12 @@ def _read_BrokerRegistrationRequest_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -561,8 +686,8 @@ def _read_BrokerRegistrationRequest_v1(buf, pos, view):
             self.rack = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.rack = str(buf[pos:end], "utf-8")
             pos = end
         # field: is_migrating_zk_broker:?
@@ -580,8 +705,8 @@ def _read_BrokerRegistrationRequest_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -596,8 +721,8 @@ def _read_BrokerRegistrationRequest_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -621,7 +746,15 @@ def _write_BrokerRegistrationRequest_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: incarnation_id:16s
         w(_W_16s(self.incarnation_id.bytes))
@@ -630,7 +763,15 @@ def _write_BrokerRegistrationRequest_v1(self, w):
         if value is None:
             raise null_not_allowed("listeners")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_listeners, item in enumerate(value):
                 value = item
                 if value is None:
@@ -641,7 +782,15 @@ def _write_BrokerRegistrationRequest_v1(self, w):
         if value is None:
             raise null_not_allowed("features")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_features, item in enumerate(value):
                 value = item
                 if value is None:
@@ -656,7 +805,15 @@ def _write_BrokerRegistrationRequest_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: is_migrating_zk_broker:?
         w(_W__(self.is_migrating_zk_broker))
@@ -673,6 +830,7 @@ def _write_BrokerRegistrationRequest_v1(self, w):
 def _read_BrokerRegistrationRequest_v2(buf, pos, view):
     try:
         self = _new(BrokerRegistrationRequest)
+        blen = len(buf)
         # field: broker_id:i
         (self.broker_id,) = _R_i(buf, pos)
         pos += 4
@@ -680,12 +838,18 @@ def _read_BrokerRegistrationRequest_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.cluster_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: incarnation_id:16s
@@ -696,11 +860,17 @@ def _read_BrokerRegistrationRequest_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_listeners in range(n):
@@ -711,11 +881,17 @@ def _read_BrokerRegistrationRequest_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_features in range(n):
@@ -726,6 +902,12 @@ def _read_BrokerRegistrationRequest_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -733,8 +915,8 @@ def _read_BrokerRegistrationRequest_v2(buf, pos, view):
             self.rack = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.rack = str(buf[pos:end], "utf-8")
             pos = end
         # field: is_migrating_zk_broker:?
@@ -744,15 +926,21 @@ def _read_BrokerRegistrationRequest_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 16 > len(buf) - pos:
-            raise bad_count(n, 16, pos, len(buf))
+        if n < 0 or n * 16 > blen - pos:
+            raise bad_count(n, 16, pos, blen)
         items = []
         append = items.append
         for i_log_dirs in range(n):
-            if len(buf) < pos + 16:
+            if blen < pos + 16:
                 raise _Invalid("truncated: the buffer ends inside a uuid", pos)
             item = uuid_from_bytes(buf[pos:pos + 16])
             pos += 16
@@ -769,8 +957,8 @@ def _read_BrokerRegistrationRequest_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -785,8 +973,8 @@ def _read_BrokerRegistrationRequest_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -810,7 +998,15 @@ def _write_BrokerRegistrationRequest_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: incarnation_id:16s
         w(_W_16s(self.incarnation_id.bytes))
@@ -819,7 +1015,15 @@ def _write_BrokerRegistrationRequest_v2(self, w):
         if value is None:
             raise null_not_allowed("listeners")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_listeners, item in enumerate(value):
                 value = item
                 if value is None:
@@ -830,7 +1034,15 @@ def _write_BrokerRegistrationRequest_v2(self, w):
         if value is None:
             raise null_not_allowed("features")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_features, item in enumerate(value):
                 value = item
                 if value is None:
@@ -845,7 +1057,15 @@ def _write_BrokerRegistrationRequest_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: is_migrating_zk_broker:?
         w(_W__(self.is_migrating_zk_broker))
@@ -854,7 +1074,15 @@ def _write_BrokerRegistrationRequest_v2(self, w):
         if value is None:
             raise null_not_allowed("log_dirs")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_log_dirs, item in enumerate(value):
                 w(item.bytes)
         # field: tagged_fields
@@ -870,6 +1098,7 @@ def _write_BrokerRegistrationRequest_v2(self, w):
 def _read_BrokerRegistrationRequest_v3(buf, pos, view):
     try:
         self = _new(BrokerRegistrationRequest)
+        blen = len(buf)
         # field: broker_id:i
         (self.broker_id,) = _R_i(buf, pos)
         pos += 4
@@ -877,12 +1106,18 @@ def _read_BrokerRegistrationRequest_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.cluster_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: incarnation_id:16s
@@ -893,11 +1128,17 @@ def _read_BrokerRegistrationRequest_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_listeners in range(n):
@@ -908,11 +1149,17 @@ def _read_BrokerRegistrationRequest_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_features in range(n):
@@ -923,6 +1170,12 @@ def _read_BrokerRegistrationRequest_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -930,8 +1183,8 @@ def _read_BrokerRegistrationRequest_v3(buf, pos, view):
             self.rack = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.rack = str(buf[pos:end], "utf-8")
             pos = end
         # field: is_migrating_zk_broker:?
@@ -941,15 +1194,21 @@ def _read_BrokerRegistrationRequest_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 16 > len(buf) - pos:
-            raise bad_count(n, 16, pos, len(buf))
+        if n < 0 or n * 16 > blen - pos:
+            raise bad_count(n, 16, pos, blen)
         items = []
         append = items.append
         for i_log_dirs in range(n):
-            if len(buf) < pos + 16:
+            if blen < pos + 16:
                 raise _Invalid("truncated: the buffer ends inside a uuid", pos)
             item = uuid_from_bytes(buf[pos:pos + 16])
             pos += 16
@@ -968,8 +1227,8 @@ def _read_BrokerRegistrationRequest_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -984,8 +1243,8 @@ def _read_BrokerRegistrationRequest_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1009,7 +1268,15 @@ def _write_BrokerRegistrationRequest_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: incarnation_id:16s
         w(_W_16s(self.incarnation_id.bytes))
@@ -1018,7 +1285,15 @@ def _write_BrokerRegistrationRequest_v3(self, w):
         if value is None:
             raise null_not_allowed("listeners")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_listeners, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1029,7 +1304,15 @@ def _write_BrokerRegistrationRequest_v3(self, w):
         if value is None:
             raise null_not_allowed("features")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_features, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1044,7 +1327,15 @@ def _write_BrokerRegistrationRequest_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: is_migrating_zk_broker:?
         w(_W__(self.is_migrating_zk_broker))
@@ -1053,7 +1344,15 @@ def _write_BrokerRegistrationRequest_v3(self, w):
         if value is None:
             raise null_not_allowed("log_dirs")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_log_dirs, item in enumerate(value):
                 w(item.bytes)
         # field: previous_broker_epoch:q
@@ -1083,5 +1382,5 @@ BrokerRegistrationRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "145:- 148:name 160:host 172:port:H/security_protocol:h 175:tagged_fields 213:- 215:name 226:host 237:port:H/security_protocol:h 239:tagged_fields 249:- 252:name 264:min_supported_version:h/max_supported_version:h 267:tagged_fields 305:- 307:name 318:min_supported_version:h/max_supported_version:h 320:tagged_fields 330:- 333:broker_id:i 336:cluster_id 348:incarnation_id:16s 352:listeners[] 367:features[] 382:rack 400:tagged_fields 438:- 440:broker_id:i 442:cluster_id 453:incarnation_id:16s 455:listeners[] 466:features[] 477:rack 488:is_migrating_zk_broker 491:tagged_fields 501:- 504:broker_id:i 507:cluster_id 519:incarnation_id:16s 523:listeners[] 538:features[] 553:rack 568:is_migrating_zk_broker:? 573:tagged_fields 611:- 613:broker_id:i 615:cluster_id 626:incarnation_id:16s 628:listeners[] 639:features[] 650:rack 661:is_migrating_zk_broker:? 663:tagged_fields 673:- 676:broker_id:i 679:cluster_id 691:incarnation_id:16s 695:listeners[] 710:features[] 725:rack 740:is_migrating_zk_broker:? 743:log_dirs[] 762:tagged_fields 800:- 802:broker_id:i 804:cluster_id 815:incarnation_id:16s 817:listeners[] 828:features[] 839:rack 850:is_migrating_zk_broker:? 852:log_dirs[] 860:tagged_fields 870:- 873:broker_id:i 876:cluster_id 888:incarnation_id:16s 892:listeners[] 907:features[] 922:rack 937:is_migrating_zk_broker:? 940:log_dirs[] 958:previous_broker_epoch:q 961:tagged_fields 999:- 1001:broker_id:i 1003:cluster_id 1014:incarnation_id:16s 1016:listeners[] 1027:features[] 1038:rack 1049:is_migrating_zk_broker:? 1051:log_dirs[] 1059:previous_broker_epoch:q 1061:tagged_fields"
+    "144:- 148:name 166:host 184:port:H/security_protocol:h 187:tagged_fields 225:- 227:name 246:host 265:port:H/security_protocol:h 267:tagged_fields 277:- 281:name 299:min_supported_version:h/max_supported_version:h 302:tagged_fields 340:- 342:name 361:min_supported_version:h/max_supported_version:h 363:tagged_fields 373:- 377:broker_id:i 380:cluster_id 398:incarnation_id:16s 402:listeners[] 423:features[] 444:rack 468:tagged_fields 506:- 508:broker_id:i 510:cluster_id 529:incarnation_id:16s 531:listeners[] 550:features[] 569:rack 588:is_migrating_zk_broker 591:tagged_fields 601:- 605:broker_id:i 608:cluster_id 626:incarnation_id:16s 630:listeners[] 651:features[] 672:rack 693:is_migrating_zk_broker:? 698:tagged_fields 736:- 738:broker_id:i 740:cluster_id 759:incarnation_id:16s 761:listeners[] 780:features[] 799:rack 818:is_migrating_zk_broker:? 820:tagged_fields 830:- 834:broker_id:i 837:cluster_id 855:incarnation_id:16s 859:listeners[] 880:features[] 901:rack 922:is_migrating_zk_broker:? 925:log_dirs[] 950:tagged_fields 988:- 990:broker_id:i 992:cluster_id 1011:incarnation_id:16s 1013:listeners[] 1032:features[] 1051:rack 1070:is_migrating_zk_broker:? 1072:log_dirs[] 1088:tagged_fields 1098:- 1102:broker_id:i 1105:cluster_id 1123:incarnation_id:16s 1127:listeners[] 1148:features[] 1169:rack 1190:is_migrating_zk_broker:? 1193:log_dirs[] 1217:previous_broker_epoch:q 1220:tagged_fields 1258:- 1260:broker_id:i 1262:cluster_id 1281:incarnation_id:16s 1283:listeners[] 1302:features[] 1321:rack 1340:is_migrating_zk_broker:? 1342:log_dirs[] 1358:previous_broker_epoch:q 1360:tagged_fields"
 )

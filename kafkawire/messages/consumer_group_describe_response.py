@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s = _Format(">16s").unpack_from
 _W_16s = _Format(">16s").pack
 _R_h = _Format(">h").unpack_from
@@ -151,7 +150,7 @@ class DescribedGroup(_Struct):
 class Member(_Struct):
     """ConsumerGroupDescribeResponse.Member, versions 0."""
 
-    __slots__ = ("member_id", "instance_id", "rack_id", "member_epoch", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "assignment", "target_assignment", "unknown_tags")
+    __slots__ = ("member_id", "instance_id", "rack_id", "member_epoch", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "_assignment", "_target_assignment", "unknown_tags")
     _FIELDS = ("member_id", "instance_id", "rack_id", "member_epoch", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "assignment", "target_assignment",)
 
     def __init__(
@@ -164,8 +163,8 @@ class Member(_Struct):
         client_host='',
         subscribed_topic_names=(),
         subscribed_topic_regex=None,
-        assignment=_LAZY,
-        target_assignment=_LAZY,
+        assignment=_ABSENT,
+        target_assignment=_ABSENT,
         unknown_tags=None,
     ):
         self.member_id = member_id
@@ -176,10 +175,8 @@ class Member(_Struct):
         self.client_host = client_host
         self.subscribed_topic_names = subscribed_topic_names
         self.subscribed_topic_regex = subscribed_topic_regex
-        if assignment is not _LAZY:
-            self.assignment = assignment
-        if target_assignment is not _LAZY:
-            self.target_assignment = target_assignment
+        self._assignment = assignment
+        self._target_assignment = target_assignment
         self.unknown_tags = unknown_tags
 
     def _is_default(self):
@@ -192,11 +189,12 @@ class Member(_Struct):
             self.client_host != '' or
             (self.subscribed_topic_names is None or len(self.subscribed_topic_names) != 0) or
             self.subscribed_topic_regex is not None or
-            (self.assignment is None or not self.assignment._is_default()) or
-            (self.target_assignment is None or not self.target_assignment._is_default()) or
+            (self._assignment is not _ABSENT and (self._assignment is None or not self._assignment._is_default())) or
+            (self._target_assignment is not _ABSENT and (self._target_assignment is None or not self._target_assignment._is_default())) or
             self.unknown_tags
         )
-Member._LAZY_DEFAULTS = { "assignment": Assignment, "target_assignment": Assignment, }
+Member.assignment = struct_field("_assignment", Assignment)
+Member.target_assignment = struct_field("_target_assignment", Assignment)
 TopicPartitions.__qualname__ = "ConsumerGroupDescribeResponse.TopicPartitions"
 ConsumerGroupDescribeResponse.TopicPartitions = TopicPartitions
 Assignment.__qualname__ = "ConsumerGroupDescribeResponse.Assignment"
@@ -211,6 +209,7 @@ ConsumerGroupDescribeResponse.Member = Member
 def _read_TopicPartitions_v0(buf, pos, view):
     try:
         self = _new(TopicPartitions)
+        blen = len(buf)
         # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
@@ -219,23 +218,35 @@ def _read_TopicPartitions_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partitions = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: tagged_fields
@@ -248,8 +259,8 @@ def _read_TopicPartitions_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -264,8 +275,8 @@ def _read_TopicPartitions_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -289,14 +300,30 @@ def _write_TopicPartitions_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -311,15 +338,22 @@ def _write_TopicPartitions_v0(self, w):
 def _read_Assignment_v0(buf, pos, view):
     try:
         self = _new(Assignment)
+        blen = len(buf)
         # field: topic_partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 19 > len(buf) - pos:
-            raise bad_count(n, 19, pos, len(buf))
+        if n < 0 or n * 19 > blen - pos:
+            raise bad_count(n, 19, pos, blen)
         items = []
         append = items.append
         for i_topic_partitions in range(n):
@@ -336,8 +370,8 @@ def _read_Assignment_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -352,8 +386,8 @@ def _read_Assignment_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -371,7 +405,15 @@ def _write_Assignment_v0(self, w):
         if value is None:
             raise null_not_allowed("topic_partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topic_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -390,22 +432,35 @@ def _write_Assignment_v0(self, w):
 def _read_Member_v0(buf, pos, view):
     try:
         self = _new(Member)
+        blen = len(buf)
         # field: member_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: instance_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -413,14 +468,20 @@ def _read_Member_v0(buf, pos, view):
             self.instance_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.instance_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: rack_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -428,8 +489,8 @@ def _read_Member_v0(buf, pos, view):
             self.rack_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.rack_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: member_epoch:i
@@ -439,47 +500,71 @@ def _read_Member_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.client_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: client_host
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.client_host = str(buf[pos:end], "utf-8")
         pos = end
         # field: subscribed_topic_names[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 1 > len(buf) - pos:
-            raise bad_count(n, 1, pos, len(buf))
+        if n < 0 or n * 1 > blen - pos:
+            raise bad_count(n, 1, pos, blen)
         items = []
         append = items.append
         for i_subscribed_topic_names in range(n):
             n = buf[pos]
             if n < 0x80:
                 pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
             else:
                 n, pos = read_uvarint(buf, pos)
             n -= 1
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             item = str(buf[pos:end], "utf-8")
             pos = end
             append(item)
@@ -488,6 +573,12 @@ def _read_Member_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -495,14 +586,14 @@ def _read_Member_v0(buf, pos, view):
             self.subscribed_topic_regex = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.subscribed_topic_regex = str(buf[pos:end], "utf-8")
             pos = end
         # field: assignment
-        self.assignment, pos = _read_Assignment_v0(buf, pos, view)
+        self._assignment, pos = _read_Assignment_v0(buf, pos, view)
         # field: target_assignment
-        self.target_assignment, pos = _read_Assignment_v0(buf, pos, view)
+        self._target_assignment, pos = _read_Assignment_v0(buf, pos, view)
         # field: tagged_fields
         n = buf[pos]
         if n == 0:
@@ -513,8 +604,8 @@ def _read_Member_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -529,8 +620,8 @@ def _read_Member_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -552,7 +643,15 @@ def _write_Member_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: instance_id
         value = self.instance_id
@@ -563,7 +662,15 @@ def _write_Member_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: rack_id
         value = self.rack_id
@@ -574,7 +681,15 @@ def _write_Member_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: member_epoch:i
         w(_W_i(self.member_epoch))
@@ -587,7 +702,15 @@ def _write_Member_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: client_host
         value = self.client_host
@@ -598,14 +721,30 @@ def _write_Member_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: subscribed_topic_names[]
         value = self.subscribed_topic_names
         if value is None:
             raise null_not_allowed("subscribed_topic_names")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_subscribed_topic_names, item in enumerate(value):
                 value = item
                 if value is None:
@@ -615,7 +754,15 @@ def _write_Member_v0(self, w):
                     n = len(raw)
                     if n > 0x7FFF:
                         raise string_too_long(n)
-                    w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+                    k = n + 1
+                    if k < 0x80:
+                        w(SMALL_UVARINTS[k])
+                    elif k < 0x4000:
+                        w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                    elif k < 0x200000:
+                        w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                    else:
+                        w(uvarint(k))
                     w(raw)
         # field: subscribed_topic_regex
         value = self.subscribed_topic_regex
@@ -626,7 +773,15 @@ def _write_Member_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: assignment
         value = self.assignment
@@ -651,6 +806,7 @@ def _write_Member_v0(self, w):
 def _read_DescribedGroup_v0(buf, pos, view):
     try:
         self = _new(DescribedGroup)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -658,6 +814,12 @@ def _read_DescribedGroup_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -665,32 +827,44 @@ def _read_DescribedGroup_v0(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: group_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: group_state
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_state = str(buf[pos:end], "utf-8")
         pos = end
         # field: group_epoch:i assignment_epoch:i
@@ -700,23 +874,35 @@ def _read_DescribedGroup_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.assignor_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: members[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 16 > len(buf) - pos:
-            raise bad_count(n, 16, pos, len(buf))
+        if n < 0 or n * 16 > blen - pos:
+            raise bad_count(n, 16, pos, blen)
         items = []
         append = items.append
         for i_members in range(n):
@@ -736,8 +922,8 @@ def _read_DescribedGroup_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -752,8 +938,8 @@ def _read_DescribedGroup_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -777,7 +963,15 @@ def _write_DescribedGroup_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: group_id
         value = self.group_id
@@ -788,7 +982,15 @@ def _write_DescribedGroup_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: group_state
         value = self.group_state
@@ -799,7 +1001,15 @@ def _write_DescribedGroup_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: group_epoch:i assignment_epoch:i
         w(_W_ii(self.group_epoch, self.assignment_epoch))
@@ -812,14 +1022,30 @@ def _write_DescribedGroup_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: members[]
         value = self.members
         if value is None:
             raise null_not_allowed("members")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_members, item in enumerate(value):
                 value = item
                 if value is None:
@@ -840,6 +1066,7 @@ def _write_DescribedGroup_v0(self, w):
 def _read_ConsumerGroupDescribeResponse_v0(buf, pos, view):
     try:
         self = _new(ConsumerGroupDescribeResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -847,11 +1074,17 @@ def _read_ConsumerGroupDescribeResponse_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 20 > len(buf) - pos:
-            raise bad_count(n, 20, pos, len(buf))
+        if n < 0 or n * 20 > blen - pos:
+            raise bad_count(n, 20, pos, blen)
         items = []
         append = items.append
         for i_groups in range(n):
@@ -868,8 +1101,8 @@ def _read_ConsumerGroupDescribeResponse_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -884,8 +1117,8 @@ def _read_ConsumerGroupDescribeResponse_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -905,7 +1138,15 @@ def _write_ConsumerGroupDescribeResponse_v0(self, w):
         if value is None:
             raise null_not_allowed("groups")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_groups, item in enumerate(value):
                 value = item
                 if value is None:
@@ -928,5 +1169,5 @@ ConsumerGroupDescribeResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "211:- 214:topic_id:16s 218:topic_name 230:partitions 241:tagged_fields 279:- 281:topic_id:16s 283:topic_name 294:partitions 301:tagged_fields 311:- 314:topic_partitions[] 329:tagged_fields 367:- 369:topic_partitions[] 380:tagged_fields 390:- 393:member_id 405:instance_id 420:rack_id 435:member_epoch:i 438:client_id 450:client_host 462:subscribed_topic_names[] 487:subscribed_topic_regex 502:assignment 504:target_assignment 506:tagged_fields 544:- 546:member_id 557:instance_id 568:rack_id 579:member_epoch:i 581:client_id 592:client_host 603:subscribed_topic_names[] 620:subscribed_topic_regex 631:assignment 636:target_assignment 641:tagged_fields 651:- 654:error_code:h 657:error_message 672:group_id 684:group_state 696:group_epoch:i/assignment_epoch:i 699:assignor_name 711:members[] 726:authorized_operations:i 729:tagged_fields 767:- 769:error_code:h 771:error_message 782:group_id 793:group_state 804:group_epoch:i/assignment_epoch:i 806:assignor_name 817:members[] 828:authorized_operations:i 830:tagged_fields 840:- 843:throttle_time_ms:i 846:groups[] 861:tagged_fields 899:- 901:throttle_time_ms:i 903:groups[] 914:tagged_fields"
+    "209:- 213:topic_id:16s 217:topic_name 235:partitions 252:tagged_fields 290:- 292:topic_id:16s 294:topic_name 313:partitions 328:tagged_fields 338:- 342:topic_partitions[] 363:tagged_fields 401:- 403:topic_partitions[] 422:tagged_fields 432:- 436:member_id 454:instance_id 475:rack_id 496:member_epoch:i 499:client_id 517:client_host 535:subscribed_topic_names[] 572:subscribed_topic_regex 593:assignment 595:target_assignment 597:tagged_fields 635:- 637:member_id 656:instance_id 675:rack_id 694:member_epoch:i 696:client_id 715:client_host 734:subscribed_topic_names[] 767:subscribed_topic_regex 786:assignment 791:target_assignment 796:tagged_fields 806:- 810:error_code:h 813:error_message 834:group_id 852:group_state 870:group_epoch:i/assignment_epoch:i 873:assignor_name 891:members[] 912:authorized_operations:i 915:tagged_fields 953:- 955:error_code:h 957:error_message 976:group_id 995:group_state 1014:group_epoch:i/assignment_epoch:i 1016:assignor_name 1035:members[] 1054:authorized_operations:i 1056:tagged_fields 1066:- 1070:throttle_time_ms:i 1073:groups[] 1094:tagged_fields 1132:- 1134:throttle_time_ms:i 1136:groups[] 1155:tagged_fields"
 )

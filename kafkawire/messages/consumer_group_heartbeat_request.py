@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s = _Format(">16s").unpack_from
 _W_16s = _Format(">16s").pack
 _R_h = _Format(">h").unpack_from
@@ -107,6 +106,7 @@ ConsumerGroupHeartbeatRequest.TopicPartitions = TopicPartitions
 def _read_TopicPartitions_v0(buf, pos, view):
     try:
         self = _new(TopicPartitions)
+        blen = len(buf)
         # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
@@ -115,11 +115,17 @@ def _read_TopicPartitions_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partitions = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: tagged_fields
@@ -132,8 +138,8 @@ def _read_TopicPartitions_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -148,8 +154,8 @@ def _read_TopicPartitions_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -169,7 +175,15 @@ def _write_TopicPartitions_v0(self, w):
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -184,28 +198,41 @@ def _write_TopicPartitions_v0(self, w):
 def _read_ConsumerGroupHeartbeatRequest_v0(buf, pos, view):
     try:
         self = _new(ConsumerGroupHeartbeatRequest)
+        blen = len(buf)
         # field: group_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: member_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: member_epoch:i
@@ -215,6 +242,12 @@ def _read_ConsumerGroupHeartbeatRequest_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -222,14 +255,20 @@ def _read_ConsumerGroupHeartbeatRequest_v0(buf, pos, view):
             self.instance_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.instance_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: rack_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -237,8 +276,8 @@ def _read_ConsumerGroupHeartbeatRequest_v0(buf, pos, view):
             self.rack_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.rack_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: rebalance_timeout_ms:i
@@ -248,26 +287,38 @@ def _read_ConsumerGroupHeartbeatRequest_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.subscribed_topic_names = None
         else:
-            if n < 0 or n * 1 > len(buf) - pos:
-                raise bad_count(n, 1, pos, len(buf))
+            if n < 0 or n * 1 > blen - pos:
+                raise bad_count(n, 1, pos, blen)
             items = []
             append = items.append
             for i_subscribed_topic_names in range(n):
                 n = buf[pos]
                 if n < 0x80:
                     pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
                 else:
                     n, pos = read_uvarint(buf, pos)
                 n -= 1
                 end = pos + n
-                if n < 0 or end > len(buf) or n > 0x7FFF:
-                    raise bad_length(n, pos, len(buf), "string")
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
                 item = str(buf[pos:end], "utf-8")
                 pos = end
                 append(item)
@@ -276,6 +327,12 @@ def _read_ConsumerGroupHeartbeatRequest_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -283,22 +340,28 @@ def _read_ConsumerGroupHeartbeatRequest_v0(buf, pos, view):
             self.server_assignor = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.server_assignor = str(buf[pos:end], "utf-8")
             pos = end
         # field: topic_partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.topic_partitions = None
         else:
-            if n < 0 or n * 18 > len(buf) - pos:
-                raise bad_count(n, 18, pos, len(buf))
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
             items = []
             append = items.append
             for i_topic_partitions in range(n):
@@ -316,8 +379,8 @@ def _read_ConsumerGroupHeartbeatRequest_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -332,8 +395,8 @@ def _read_ConsumerGroupHeartbeatRequest_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -355,7 +418,15 @@ def _write_ConsumerGroupHeartbeatRequest_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: member_id
         value = self.member_id
@@ -366,7 +437,15 @@ def _write_ConsumerGroupHeartbeatRequest_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: member_epoch:i
         w(_W_i(self.member_epoch))
@@ -379,7 +458,15 @@ def _write_ConsumerGroupHeartbeatRequest_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: rack_id
         value = self.rack_id
@@ -390,7 +477,15 @@ def _write_ConsumerGroupHeartbeatRequest_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: rebalance_timeout_ms:i
         w(_W_i(self.rebalance_timeout_ms))
@@ -399,7 +494,15 @@ def _write_ConsumerGroupHeartbeatRequest_v0(self, w):
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_subscribed_topic_names, item in enumerate(value):
                 value = item
                 if value is None:
@@ -409,7 +512,15 @@ def _write_ConsumerGroupHeartbeatRequest_v0(self, w):
                     n = len(raw)
                     if n > 0x7FFF:
                         raise string_too_long(n)
-                    w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+                    k = n + 1
+                    if k < 0x80:
+                        w(SMALL_UVARINTS[k])
+                    elif k < 0x4000:
+                        w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                    elif k < 0x200000:
+                        w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                    else:
+                        w(uvarint(k))
                     w(raw)
         # field: server_assignor
         value = self.server_assignor
@@ -420,14 +531,30 @@ def _write_ConsumerGroupHeartbeatRequest_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: topic_partitions[]
         value = self.topic_partitions
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topic_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -449,28 +576,41 @@ def _write_ConsumerGroupHeartbeatRequest_v0(self, w):
 def _read_ConsumerGroupHeartbeatRequest_v1(buf, pos, view):
     try:
         self = _new(ConsumerGroupHeartbeatRequest)
+        blen = len(buf)
         # field: group_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: member_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: member_epoch:i
@@ -480,6 +620,12 @@ def _read_ConsumerGroupHeartbeatRequest_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -487,14 +633,20 @@ def _read_ConsumerGroupHeartbeatRequest_v1(buf, pos, view):
             self.instance_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.instance_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: rack_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -502,8 +654,8 @@ def _read_ConsumerGroupHeartbeatRequest_v1(buf, pos, view):
             self.rack_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.rack_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: rebalance_timeout_ms:i
@@ -513,26 +665,38 @@ def _read_ConsumerGroupHeartbeatRequest_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.subscribed_topic_names = None
         else:
-            if n < 0 or n * 1 > len(buf) - pos:
-                raise bad_count(n, 1, pos, len(buf))
+            if n < 0 or n * 1 > blen - pos:
+                raise bad_count(n, 1, pos, blen)
             items = []
             append = items.append
             for i_subscribed_topic_names in range(n):
                 n = buf[pos]
                 if n < 0x80:
                     pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
                 else:
                     n, pos = read_uvarint(buf, pos)
                 n -= 1
                 end = pos + n
-                if n < 0 or end > len(buf) or n > 0x7FFF:
-                    raise bad_length(n, pos, len(buf), "string")
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
                 item = str(buf[pos:end], "utf-8")
                 pos = end
                 append(item)
@@ -541,6 +705,12 @@ def _read_ConsumerGroupHeartbeatRequest_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -548,14 +718,20 @@ def _read_ConsumerGroupHeartbeatRequest_v1(buf, pos, view):
             self.subscribed_topic_regex = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.subscribed_topic_regex = str(buf[pos:end], "utf-8")
             pos = end
         # field: server_assignor
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -563,22 +739,28 @@ def _read_ConsumerGroupHeartbeatRequest_v1(buf, pos, view):
             self.server_assignor = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.server_assignor = str(buf[pos:end], "utf-8")
             pos = end
         # field: topic_partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.topic_partitions = None
         else:
-            if n < 0 or n * 18 > len(buf) - pos:
-                raise bad_count(n, 18, pos, len(buf))
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
             items = []
             append = items.append
             for i_topic_partitions in range(n):
@@ -595,8 +777,8 @@ def _read_ConsumerGroupHeartbeatRequest_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -611,8 +793,8 @@ def _read_ConsumerGroupHeartbeatRequest_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -634,7 +816,15 @@ def _write_ConsumerGroupHeartbeatRequest_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: member_id
         value = self.member_id
@@ -645,7 +835,15 @@ def _write_ConsumerGroupHeartbeatRequest_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: member_epoch:i
         w(_W_i(self.member_epoch))
@@ -658,7 +856,15 @@ def _write_ConsumerGroupHeartbeatRequest_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: rack_id
         value = self.rack_id
@@ -669,7 +875,15 @@ def _write_ConsumerGroupHeartbeatRequest_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: rebalance_timeout_ms:i
         w(_W_i(self.rebalance_timeout_ms))
@@ -678,7 +892,15 @@ def _write_ConsumerGroupHeartbeatRequest_v1(self, w):
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_subscribed_topic_names, item in enumerate(value):
                 value = item
                 if value is None:
@@ -688,7 +910,15 @@ def _write_ConsumerGroupHeartbeatRequest_v1(self, w):
                     n = len(raw)
                     if n > 0x7FFF:
                         raise string_too_long(n)
-                    w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+                    k = n + 1
+                    if k < 0x80:
+                        w(SMALL_UVARINTS[k])
+                    elif k < 0x4000:
+                        w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                    elif k < 0x200000:
+                        w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                    else:
+                        w(uvarint(k))
                     w(raw)
         # field: subscribed_topic_regex
         value = self.subscribed_topic_regex
@@ -699,7 +929,15 @@ def _write_ConsumerGroupHeartbeatRequest_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: server_assignor
         value = self.server_assignor
@@ -710,14 +948,30 @@ def _write_ConsumerGroupHeartbeatRequest_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: topic_partitions[]
         value = self.topic_partitions
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topic_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -742,5 +996,5 @@ ConsumerGroupHeartbeatRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "107:- 110:topic_id:16s 114:partitions 125:tagged_fields 163:- 165:topic_id:16s 167:partitions 174:tagged_fields 184:- 187:group_id 199:member_id 211:member_epoch:i 214:instance_id 229:rack_id 244:rebalance_timeout_ms:i 247:subscribed_topic_names[] 275:server_assignor 290:topic_partitions[] 309:tagged_fields 347:- 349:group_id 360:member_id 371:member_epoch:i 373:instance_id 384:rack_id 395:rebalance_timeout_ms:i 397:subscribed_topic_names[] 414:server_assignor 425:topic_partitions[] 436:subscribed_topic_regex 439:tagged_fields 449:- 452:group_id 464:member_id 476:member_epoch:i 479:instance_id 494:rack_id 509:rebalance_timeout_ms:i 512:subscribed_topic_names[] 540:subscribed_topic_regex 555:server_assignor 570:topic_partitions[] 588:tagged_fields 626:- 628:group_id 639:member_id 650:member_epoch:i 652:instance_id 663:rack_id 674:rebalance_timeout_ms:i 676:subscribed_topic_names[] 693:subscribed_topic_regex 704:server_assignor 715:topic_partitions[] 726:tagged_fields"
+    "106:- 110:topic_id:16s 114:partitions 131:tagged_fields 169:- 171:topic_id:16s 173:partitions 188:tagged_fields 198:- 202:group_id 220:member_id 238:member_epoch:i 241:instance_id 262:rack_id 283:rebalance_timeout_ms:i 286:subscribed_topic_names[] 326:server_assignor 347:topic_partitions[] 372:tagged_fields 410:- 412:group_id 431:member_id 450:member_epoch:i 452:instance_id 471:rack_id 490:rebalance_timeout_ms:i 492:subscribed_topic_names[] 525:server_assignor 544:topic_partitions[] 563:subscribed_topic_regex 566:tagged_fields 576:- 580:group_id 598:member_id 616:member_epoch:i 619:instance_id 640:rack_id 661:rebalance_timeout_ms:i 664:subscribed_topic_names[] 704:subscribed_topic_regex 725:server_assignor 746:topic_partitions[] 770:tagged_fields 808:- 810:group_id 829:member_id 848:member_epoch:i 850:instance_id 869:rack_id 888:rebalance_timeout_ms:i 890:subscribed_topic_names[] 923:subscribed_topic_regex 942:server_assignor 961:topic_partitions[] 980:tagged_fields"
 )

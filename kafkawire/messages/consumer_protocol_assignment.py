@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -81,19 +80,20 @@ ConsumerProtocolAssignment.TopicPartition = TopicPartition
 def _read_TopicPartition_v0(buf, pos, view):
     try:
         self = _new(TopicPartition)
+        blen = len(buf)
         # field: topic
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partitions = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.unknown_tags = None
@@ -132,11 +132,12 @@ def _write_TopicPartition_v0(self, w):
 def _read_ConsumerProtocolAssignment_v0(buf, pos, view):
     try:
         self = _new(ConsumerProtocolAssignment)
+        blen = len(buf)
         # field: assigned_partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_assigned_partitions in range(n):
@@ -150,8 +151,8 @@ def _read_ConsumerProtocolAssignment_v0(buf, pos, view):
             self.user_data = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf):
-                raise bad_length(n, pos, len(buf), "bytes")
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
             self.user_data = view[pos:end]
             pos = end
         self.unknown_tags = None
@@ -200,5 +201,5 @@ ConsumerProtocolAssignment._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "81:- 84:topic 92:partitions 105:- 107:topic 118:partitions 125:unknown_tags 132:- 135:assigned_partitions[] 146:user_data 163:- 165:assigned_partitions[] 176:user_data 183:unknown_tags"
+    "80:- 84:topic 92:partitions 105:- 107:topic 118:partitions 125:unknown_tags 132:- 136:assigned_partitions[] 147:user_data 164:- 166:assigned_partitions[] 177:user_data 184:unknown_tags"
 )

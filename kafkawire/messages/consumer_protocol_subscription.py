@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -90,19 +89,20 @@ ConsumerProtocolSubscription.TopicPartition = TopicPartition
 def _read_ConsumerProtocolSubscription_v0(buf, pos, view):
     try:
         self = _new(ConsumerProtocolSubscription)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 2 > len(buf) - pos:
-            raise bad_count(n, 2, pos, len(buf))
+        if n < 0 or n * 2 > blen - pos:
+            raise bad_count(n, 2, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
             n = _R_h(buf, pos)[0]
             pos += 2
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             item = str(buf[pos:end], "utf-8")
             pos = end
             append(item)
@@ -114,8 +114,8 @@ def _read_ConsumerProtocolSubscription_v0(buf, pos, view):
             self.user_data = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf):
-                raise bad_length(n, pos, len(buf), "bytes")
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
             self.user_data = view[pos:end]
             pos = end
         self.owned_partitions = ()
@@ -163,19 +163,20 @@ def _write_ConsumerProtocolSubscription_v0(self, w):
 def _read_TopicPartition_v1(buf, pos, view):
     try:
         self = _new(TopicPartition)
+        blen = len(buf)
         # field: topic
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partitions = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.unknown_tags = None
@@ -214,19 +215,20 @@ def _write_TopicPartition_v1(self, w):
 def _read_ConsumerProtocolSubscription_v1(buf, pos, view):
     try:
         self = _new(ConsumerProtocolSubscription)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 2 > len(buf) - pos:
-            raise bad_count(n, 2, pos, len(buf))
+        if n < 0 or n * 2 > blen - pos:
+            raise bad_count(n, 2, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
             n = _R_h(buf, pos)[0]
             pos += 2
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             item = str(buf[pos:end], "utf-8")
             pos = end
             append(item)
@@ -238,15 +240,15 @@ def _read_ConsumerProtocolSubscription_v1(buf, pos, view):
             self.user_data = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf):
-                raise bad_length(n, pos, len(buf), "bytes")
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
             self.user_data = view[pos:end]
             pos = end
         # field: owned_partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_owned_partitions in range(n):
@@ -308,19 +310,20 @@ def _write_ConsumerProtocolSubscription_v1(self, w):
 def _read_ConsumerProtocolSubscription_v2(buf, pos, view):
     try:
         self = _new(ConsumerProtocolSubscription)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 2 > len(buf) - pos:
-            raise bad_count(n, 2, pos, len(buf))
+        if n < 0 or n * 2 > blen - pos:
+            raise bad_count(n, 2, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
             n = _R_h(buf, pos)[0]
             pos += 2
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             item = str(buf[pos:end], "utf-8")
             pos = end
             append(item)
@@ -332,15 +335,15 @@ def _read_ConsumerProtocolSubscription_v2(buf, pos, view):
             self.user_data = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf):
-                raise bad_length(n, pos, len(buf), "bytes")
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
             self.user_data = view[pos:end]
             pos = end
         # field: owned_partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_owned_partitions in range(n):
@@ -406,19 +409,20 @@ def _write_ConsumerProtocolSubscription_v2(self, w):
 def _read_ConsumerProtocolSubscription_v3(buf, pos, view):
     try:
         self = _new(ConsumerProtocolSubscription)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 2 > len(buf) - pos:
-            raise bad_count(n, 2, pos, len(buf))
+        if n < 0 or n * 2 > blen - pos:
+            raise bad_count(n, 2, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
             n = _R_h(buf, pos)[0]
             pos += 2
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             item = str(buf[pos:end], "utf-8")
             pos = end
             append(item)
@@ -430,15 +434,15 @@ def _read_ConsumerProtocolSubscription_v3(buf, pos, view):
             self.user_data = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf):
-                raise bad_length(n, pos, len(buf), "bytes")
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
             self.user_data = view[pos:end]
             pos = end
         # field: owned_partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_owned_partitions in range(n):
@@ -455,8 +459,8 @@ def _read_ConsumerProtocolSubscription_v3(buf, pos, view):
             self.rack_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.rack_id = str(buf[pos:end], "utf-8")
             pos = end
         self.unknown_tags = None
@@ -535,5 +539,5 @@ ConsumerProtocolSubscription._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "90:- 93:topics[] 110:user_data 130:- 132:topics[] 149:user_data 156:unknown_tags 163:- 166:topic 174:partitions 187:- 189:topic 200:partitions 207:unknown_tags 214:- 217:topics[] 234:user_data 245:owned_partitions[] 264:- 266:topics[] 283:user_data 290:owned_partitions[] 301:unknown_tags 308:- 311:topics[] 328:user_data 339:owned_partitions[] 350:generation_id:i 360:- 362:topics[] 379:user_data 386:owned_partitions[] 397:generation_id:i 399:unknown_tags 406:- 409:topics[] 426:user_data 437:owned_partitions[] 448:generation_id:i 451:rack_id 468:- 470:topics[] 487:user_data 494:owned_partitions[] 505:generation_id:i 507:rack_id 518:unknown_tags"
+    "89:- 93:topics[] 110:user_data 130:- 132:topics[] 149:user_data 156:unknown_tags 163:- 167:topic 175:partitions 188:- 190:topic 201:partitions 208:unknown_tags 215:- 219:topics[] 236:user_data 247:owned_partitions[] 266:- 268:topics[] 285:user_data 292:owned_partitions[] 303:unknown_tags 310:- 314:topics[] 331:user_data 342:owned_partitions[] 353:generation_id:i 363:- 365:topics[] 382:user_data 389:owned_partitions[] 400:generation_id:i 402:unknown_tags 409:- 413:topics[] 430:user_data 441:owned_partitions[] 452:generation_id:i 455:rack_id 472:- 474:topics[] 491:user_data 498:owned_partitions[] 509:generation_id:i 511:rack_id 522:unknown_tags"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -102,6 +101,7 @@ def _write_ControlledShutdownRequest_v2(self, w):
 def _read_ControlledShutdownRequest_v3(buf, pos, view):
     try:
         self = _new(ControlledShutdownRequest)
+        blen = len(buf)
         # field: broker_id:i broker_epoch:q
         (self.broker_id, self.broker_epoch,) = _R_iq(buf, pos)
         pos += 12
@@ -115,8 +115,8 @@ def _read_ControlledShutdownRequest_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -131,8 +131,8 @@ def _read_ControlledShutdownRequest_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -170,5 +170,5 @@ ControlledShutdownRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "55:- 58:broker_id:i 68:- 70:broker_id:i 72:unknown_tags 79:- 82:broker_id:i/broker_epoch:q 91:- 93:broker_id:i/broker_epoch:q 95:unknown_tags 102:- 105:broker_id:i/broker_epoch:q 108:tagged_fields 146:- 148:broker_id:i/broker_epoch:q 150:tagged_fields"
+    "54:- 57:broker_id:i 67:- 69:broker_id:i 71:unknown_tags 78:- 81:broker_id:i/broker_epoch:q 90:- 92:broker_id:i/broker_epoch:q 94:unknown_tags 101:- 105:broker_id:i/broker_epoch:q 108:tagged_fields 146:- 148:broker_id:i/broker_epoch:q 150:tagged_fields"
 )

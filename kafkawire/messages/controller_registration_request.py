@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_Hh = _Format(">Hh").unpack_from
 _W_Hh = _Format(">Hh").pack
 _R_h = _Format(">h").unpack_from
@@ -129,28 +128,41 @@ ControllerRegistrationRequest.Feature = Feature
 def _read_Listener_v0(buf, pos, view):
     try:
         self = _new(Listener)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: host
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:H security_protocol:h
@@ -166,8 +178,8 @@ def _read_Listener_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -182,8 +194,8 @@ def _read_Listener_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -205,7 +217,15 @@ def _write_Listener_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: host
         value = self.host
@@ -216,7 +236,15 @@ def _write_Listener_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: port:H security_protocol:h
         w(_W_Hh(self.port, self.security_protocol))
@@ -233,16 +261,23 @@ def _write_Listener_v0(self, w):
 def _read_Feature_v0(buf, pos, view):
     try:
         self = _new(Feature)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: min_supported_version:h max_supported_version:h
@@ -258,8 +293,8 @@ def _read_Feature_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -274,8 +309,8 @@ def _read_Feature_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -297,7 +332,15 @@ def _write_Feature_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: min_supported_version:h max_supported_version:h
         w(_W_hh(self.min_supported_version, self.max_supported_version))
@@ -314,6 +357,7 @@ def _write_Feature_v0(self, w):
 def _read_ControllerRegistrationRequest_v0(buf, pos, view):
     try:
         self = _new(ControllerRegistrationRequest)
+        blen = len(buf)
         # field: controller_id:i incarnation_id:16s zk_migration_ready:?
         (self.controller_id, u_incarnation_id, self.zk_migration_ready,) = _R_i16s_(buf, pos)
         self.incarnation_id = uuid_from_bytes(u_incarnation_id)
@@ -322,11 +366,17 @@ def _read_ControllerRegistrationRequest_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_listeners in range(n):
@@ -337,11 +387,17 @@ def _read_ControllerRegistrationRequest_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_features in range(n):
@@ -358,8 +414,8 @@ def _read_ControllerRegistrationRequest_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -374,8 +430,8 @@ def _read_ControllerRegistrationRequest_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -395,7 +451,15 @@ def _write_ControllerRegistrationRequest_v0(self, w):
         if value is None:
             raise null_not_allowed("listeners")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_listeners, item in enumerate(value):
                 value = item
                 if value is None:
@@ -406,7 +470,15 @@ def _write_ControllerRegistrationRequest_v0(self, w):
         if value is None:
             raise null_not_allowed("features")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_features, item in enumerate(value):
                 value = item
                 if value is None:
@@ -429,5 +501,5 @@ ControllerRegistrationRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "129:- 132:name 144:host 156:port:H/security_protocol:h 159:tagged_fields 197:- 199:name 210:host 221:port:H/security_protocol:h 223:tagged_fields 233:- 236:name 248:min_supported_version:h/max_supported_version:h 251:tagged_fields 289:- 291:name 302:min_supported_version:h/max_supported_version:h 304:tagged_fields 314:- 317:controller_id:i/incarnation_id:16s/zk_migration_ready:? 321:listeners[] 336:features[] 351:tagged_fields 389:- 391:controller_id:i/incarnation_id:16s/zk_migration_ready:? 393:listeners[] 404:features[] 415:tagged_fields"
+    "128:- 132:name 150:host 168:port:H/security_protocol:h 171:tagged_fields 209:- 211:name 230:host 249:port:H/security_protocol:h 251:tagged_fields 261:- 265:name 283:min_supported_version:h/max_supported_version:h 286:tagged_fields 324:- 326:name 345:min_supported_version:h/max_supported_version:h 347:tagged_fields 357:- 361:controller_id:i/incarnation_id:16s/zk_migration_ready:? 365:listeners[] 386:features[] 407:tagged_fields 445:- 447:controller_id:i/incarnation_id:16s/zk_migration_ready:? 449:listeners[] 468:features[] 487:tagged_fields"
 )

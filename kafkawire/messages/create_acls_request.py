@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_b = _Format(">b").unpack_from
 _W_b = _Format(">b").pack
 _R_bb = _Format(">bb").unpack_from
@@ -95,6 +94,7 @@ CreateAclsRequest.AclCreation = AclCreation
 def _read_AclCreation_v0(buf, pos, view):
     try:
         self = _new(AclCreation)
+        blen = len(buf)
         # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
@@ -102,24 +102,24 @@ def _read_AclCreation_v0(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: principal
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal = str(buf[pos:end], "utf-8")
         pos = end
         # field: host
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: operation:b permission_type:b
@@ -184,11 +184,12 @@ def _write_AclCreation_v0(self, w):
 def _read_CreateAclsRequest_v0(buf, pos, view):
     try:
         self = _new(CreateAclsRequest)
+        blen = len(buf)
         # field: creations[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 9 > len(buf) - pos:
-            raise bad_count(n, 9, pos, len(buf))
+        if n < 0 or n * 9 > blen - pos:
+            raise bad_count(n, 9, pos, blen)
         items = []
         append = items.append
         for i_creations in range(n):
@@ -224,6 +225,7 @@ def _write_CreateAclsRequest_v0(self, w):
 def _read_AclCreation_v1(buf, pos, view):
     try:
         self = _new(AclCreation)
+        blen = len(buf)
         # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
@@ -231,8 +233,8 @@ def _read_AclCreation_v1(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: resource_pattern_type:b
@@ -242,16 +244,16 @@ def _read_AclCreation_v1(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal = str(buf[pos:end], "utf-8")
         pos = end
         # field: host
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: operation:b permission_type:b
@@ -314,11 +316,12 @@ def _write_AclCreation_v1(self, w):
 def _read_CreateAclsRequest_v1(buf, pos, view):
     try:
         self = _new(CreateAclsRequest)
+        blen = len(buf)
         # field: creations[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_creations in range(n):
@@ -354,6 +357,7 @@ def _write_CreateAclsRequest_v1(self, w):
 def _read_AclCreation_v2(buf, pos, view):
     try:
         self = _new(AclCreation)
+        blen = len(buf)
         # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
@@ -361,12 +365,18 @@ def _read_AclCreation_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: resource_pattern_type:b
@@ -376,24 +386,36 @@ def _read_AclCreation_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal = str(buf[pos:end], "utf-8")
         pos = end
         # field: host
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: operation:b permission_type:b
@@ -409,8 +431,8 @@ def _read_AclCreation_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -425,8 +447,8 @@ def _read_AclCreation_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -450,7 +472,15 @@ def _write_AclCreation_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: resource_pattern_type:b
         w(_W_b(self.resource_pattern_type))
@@ -463,7 +493,15 @@ def _write_AclCreation_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: host
         value = self.host
@@ -474,7 +512,15 @@ def _write_AclCreation_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
@@ -491,15 +537,22 @@ def _write_AclCreation_v2(self, w):
 def _read_CreateAclsRequest_v2(buf, pos, view):
     try:
         self = _new(CreateAclsRequest)
+        blen = len(buf)
         # field: creations[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_creations in range(n):
@@ -516,8 +569,8 @@ def _read_CreateAclsRequest_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -532,8 +585,8 @@ def _read_CreateAclsRequest_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -551,7 +604,15 @@ def _write_CreateAclsRequest_v2(self, w):
         if value is None:
             raise null_not_allowed("creations")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_creations, item in enumerate(value):
                 value = item
                 if value is None:
@@ -580,5 +641,5 @@ CreateAclsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "95:- 98:resource_type:b 101:resource_name 109:principal 117:host 125:operation:b/permission_type:b 135:- 137:resource_type:b 139:resource_name 150:principal 161:host 172:operation:b/permission_type:b 174:resource_pattern_type 177:unknown_tags 184:- 187:creations[] 204:- 206:creations[] 217:unknown_tags 224:- 227:resource_type:b 230:resource_name 238:resource_pattern_type:b 241:principal 249:host 257:operation:b/permission_type:b 266:- 268:resource_type:b 270:resource_name 281:resource_pattern_type:b 283:principal 294:host 305:operation:b/permission_type:b 307:unknown_tags 314:- 317:creations[] 334:- 336:creations[] 347:unknown_tags 354:- 357:resource_type:b 360:resource_name 372:resource_pattern_type:b 375:principal 387:host 399:operation:b/permission_type:b 402:tagged_fields 440:- 442:resource_type:b 444:resource_name 455:resource_pattern_type:b 457:principal 468:host 479:operation:b/permission_type:b 481:tagged_fields 491:- 494:creations[] 509:tagged_fields 547:- 549:creations[] 560:tagged_fields"
+    "94:- 98:resource_type:b 101:resource_name 109:principal 117:host 125:operation:b/permission_type:b 135:- 137:resource_type:b 139:resource_name 150:principal 161:host 172:operation:b/permission_type:b 174:resource_pattern_type 177:unknown_tags 184:- 188:creations[] 205:- 207:creations[] 218:unknown_tags 225:- 229:resource_type:b 232:resource_name 240:resource_pattern_type:b 243:principal 251:host 259:operation:b/permission_type:b 268:- 270:resource_type:b 272:resource_name 283:resource_pattern_type:b 285:principal 296:host 307:operation:b/permission_type:b 309:unknown_tags 316:- 320:creations[] 337:- 339:creations[] 350:unknown_tags 357:- 361:resource_type:b 364:resource_name 382:resource_pattern_type:b 385:principal 403:host 421:operation:b/permission_type:b 424:tagged_fields 462:- 464:resource_type:b 466:resource_name 485:resource_pattern_type:b 487:principal 506:host 525:operation:b/permission_type:b 527:tagged_fields 537:- 541:creations[] 562:tagged_fields 600:- 602:creations[] 621:tagged_fields"
 )

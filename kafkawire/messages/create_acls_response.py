@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -79,6 +78,7 @@ CreateAclsResponse.AclCreationResult = AclCreationResult
 def _read_AclCreationResult_v0(buf, pos, view):
     try:
         self = _new(AclCreationResult)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -89,8 +89,8 @@ def _read_AclCreationResult_v0(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         self.unknown_tags = None
@@ -124,14 +124,15 @@ def _write_AclCreationResult_v0(self, w):
 def _read_CreateAclsResponse_v0(buf, pos, view):
     try:
         self = _new(CreateAclsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_results in range(n):
@@ -169,6 +170,7 @@ def _write_CreateAclsResponse_v0(self, w):
 def _read_AclCreationResult_v2(buf, pos, view):
     try:
         self = _new(AclCreationResult)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -176,6 +178,12 @@ def _read_AclCreationResult_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -183,8 +191,8 @@ def _read_AclCreationResult_v2(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -197,8 +205,8 @@ def _read_AclCreationResult_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -213,8 +221,8 @@ def _read_AclCreationResult_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -238,7 +246,15 @@ def _write_AclCreationResult_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -253,6 +269,7 @@ def _write_AclCreationResult_v2(self, w):
 def _read_CreateAclsResponse_v2(buf, pos, view):
     try:
         self = _new(CreateAclsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -260,11 +277,17 @@ def _read_CreateAclsResponse_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_results in range(n):
@@ -281,8 +304,8 @@ def _read_CreateAclsResponse_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -297,8 +320,8 @@ def _read_CreateAclsResponse_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -318,7 +341,15 @@ def _write_CreateAclsResponse_v2(self, w):
         if value is None:
             raise null_not_allowed("results")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_results, item in enumerate(value):
                 value = item
                 if value is None:
@@ -347,5 +378,5 @@ CreateAclsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "79:- 82:error_code:h 85:error_message 102:- 104:error_code:h 106:error_message 117:unknown_tags 124:- 127:throttle_time_ms:i 130:results[] 147:- 149:throttle_time_ms:i 151:results[] 162:unknown_tags 169:- 172:error_code:h 175:error_message 190:tagged_fields 228:- 230:error_code:h 232:error_message 243:tagged_fields 253:- 256:throttle_time_ms:i 259:results[] 274:tagged_fields 312:- 314:throttle_time_ms:i 316:results[] 327:tagged_fields"
+    "78:- 82:error_code:h 85:error_message 102:- 104:error_code:h 106:error_message 117:unknown_tags 124:- 128:throttle_time_ms:i 131:results[] 148:- 150:throttle_time_ms:i 152:results[] 163:unknown_tags 170:- 174:error_code:h 177:error_message 198:tagged_fields 236:- 238:error_code:h 240:error_message 259:tagged_fields 269:- 273:throttle_time_ms:i 276:results[] 297:tagged_fields 335:- 337:throttle_time_ms:i 339:results[] 358:tagged_fields"
 )

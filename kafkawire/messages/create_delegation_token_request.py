@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -87,20 +86,21 @@ CreateDelegationTokenRequest.CreatableRenewers = CreatableRenewers
 def _read_CreatableRenewers_v0(buf, pos, view):
     try:
         self = _new(CreatableRenewers)
+        blen = len(buf)
         # field: principal_type
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: principal_name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_name = str(buf[pos:end], "utf-8")
         pos = end
         self.unknown_tags = None
@@ -143,11 +143,12 @@ def _write_CreatableRenewers_v0(self, w):
 def _read_CreateDelegationTokenRequest_v0(buf, pos, view):
     try:
         self = _new(CreateDelegationTokenRequest)
+        blen = len(buf)
         # field: renewers[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_renewers in range(n):
@@ -196,28 +197,41 @@ def _write_CreateDelegationTokenRequest_v0(self, w):
 def _read_CreatableRenewers_v2(buf, pos, view):
     try:
         self = _new(CreatableRenewers)
+        blen = len(buf)
         # field: principal_type
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: principal_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: tagged_fields
@@ -230,8 +244,8 @@ def _read_CreatableRenewers_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -246,8 +260,8 @@ def _read_CreatableRenewers_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -269,7 +283,15 @@ def _write_CreatableRenewers_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: principal_name
         value = self.principal_name
@@ -280,7 +302,15 @@ def _write_CreatableRenewers_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -295,15 +325,22 @@ def _write_CreatableRenewers_v2(self, w):
 def _read_CreateDelegationTokenRequest_v2(buf, pos, view):
     try:
         self = _new(CreateDelegationTokenRequest)
+        blen = len(buf)
         # field: renewers[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_renewers in range(n):
@@ -325,8 +362,8 @@ def _read_CreateDelegationTokenRequest_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -341,8 +378,8 @@ def _read_CreateDelegationTokenRequest_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -360,7 +397,15 @@ def _write_CreateDelegationTokenRequest_v2(self, w):
         if value is None:
             raise null_not_allowed("renewers")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_renewers, item in enumerate(value):
                 value = item
                 if value is None:
@@ -387,10 +432,17 @@ def _write_CreateDelegationTokenRequest_v2(self, w):
 def _read_CreateDelegationTokenRequest_v3(buf, pos, view):
     try:
         self = _new(CreateDelegationTokenRequest)
+        blen = len(buf)
         # field: owner_principal_type
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -398,14 +450,20 @@ def _read_CreateDelegationTokenRequest_v3(buf, pos, view):
             self.owner_principal_type = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.owner_principal_type = str(buf[pos:end], "utf-8")
             pos = end
         # field: owner_principal_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -413,19 +471,25 @@ def _read_CreateDelegationTokenRequest_v3(buf, pos, view):
             self.owner_principal_name = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.owner_principal_name = str(buf[pos:end], "utf-8")
             pos = end
         # field: renewers[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_renewers in range(n):
@@ -445,8 +509,8 @@ def _read_CreateDelegationTokenRequest_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -461,8 +525,8 @@ def _read_CreateDelegationTokenRequest_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -484,7 +548,15 @@ def _write_CreateDelegationTokenRequest_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: owner_principal_name
         value = self.owner_principal_name
@@ -495,14 +567,30 @@ def _write_CreateDelegationTokenRequest_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: renewers[]
         value = self.renewers
         if value is None:
             raise null_not_allowed("renewers")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_renewers, item in enumerate(value):
                 value = item
                 if value is None:
@@ -533,5 +621,5 @@ CreateDelegationTokenRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "87:- 90:principal_type 98:principal_name 112:- 114:principal_type 125:principal_name 136:unknown_tags 143:- 146:renewers[] 157:max_lifetime_ms:q 168:- 170:renewers[] 181:max_lifetime_ms:q 183:owner_principal_type 186:owner_principal_name 189:unknown_tags 196:- 199:principal_type 211:principal_name 223:tagged_fields 261:- 263:principal_type 274:principal_name 285:tagged_fields 295:- 298:renewers[] 313:max_lifetime_ms:q 318:tagged_fields 356:- 358:renewers[] 369:max_lifetime_ms:q 371:owner_principal_type 374:owner_principal_name 377:tagged_fields 387:- 390:owner_principal_type 405:owner_principal_name 420:renewers[] 435:max_lifetime_ms:q 438:tagged_fields 476:- 478:owner_principal_type 489:owner_principal_name 500:renewers[] 511:max_lifetime_ms:q 513:tagged_fields"
+    "86:- 90:principal_type 98:principal_name 112:- 114:principal_type 125:principal_name 136:unknown_tags 143:- 147:renewers[] 158:max_lifetime_ms:q 169:- 171:renewers[] 182:max_lifetime_ms:q 184:owner_principal_type 187:owner_principal_name 190:unknown_tags 197:- 201:principal_type 219:principal_name 237:tagged_fields 275:- 277:principal_type 296:principal_name 315:tagged_fields 325:- 329:renewers[] 350:max_lifetime_ms:q 355:tagged_fields 393:- 395:renewers[] 414:max_lifetime_ms:q 416:owner_principal_type 419:owner_principal_name 422:tagged_fields 432:- 436:owner_principal_type 457:owner_principal_name 478:renewers[] 499:max_lifetime_ms:q 502:tagged_fields 540:- 542:owner_principal_type 561:owner_principal_name 580:renewers[] 599:max_lifetime_ms:q 601:tagged_fields"
 )

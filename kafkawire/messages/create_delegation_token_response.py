@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -82,6 +81,7 @@ class CreateDelegationTokenResponse(_Message):
 def _read_CreateDelegationTokenResponse_v0(buf, pos, view):
     try:
         self = _new(CreateDelegationTokenResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -89,16 +89,16 @@ def _read_CreateDelegationTokenResponse_v0(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: principal_name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: issue_timestamp_ms:q expiry_timestamp_ms:q max_timestamp_ms:q
@@ -108,16 +108,16 @@ def _read_CreateDelegationTokenResponse_v0(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.token_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: hmac
         n = _R_i(buf, pos)[0]
         pos += 4
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.hmac = view[pos:end]
         pos = end
         # field: throttle_time_ms:i
@@ -195,6 +195,7 @@ def _write_CreateDelegationTokenResponse_v0(self, w):
 def _read_CreateDelegationTokenResponse_v2(buf, pos, view):
     try:
         self = _new(CreateDelegationTokenResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -202,24 +203,36 @@ def _read_CreateDelegationTokenResponse_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: principal_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: issue_timestamp_ms:q expiry_timestamp_ms:q max_timestamp_ms:q
@@ -229,24 +242,36 @@ def _read_CreateDelegationTokenResponse_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.token_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: hmac
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.hmac = view[pos:end]
         pos = end
         # field: throttle_time_ms:i
@@ -264,8 +289,8 @@ def _read_CreateDelegationTokenResponse_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -280,8 +305,8 @@ def _read_CreateDelegationTokenResponse_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -305,7 +330,15 @@ def _write_CreateDelegationTokenResponse_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: principal_name
         value = self.principal_name
@@ -316,7 +349,15 @@ def _write_CreateDelegationTokenResponse_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: issue_timestamp_ms:q expiry_timestamp_ms:q max_timestamp_ms:q
         w(_W_qqq(self.issue_timestamp_ms, self.expiry_timestamp_ms, self.max_timestamp_ms))
@@ -329,14 +370,30 @@ def _write_CreateDelegationTokenResponse_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: hmac
         value = self.hmac
         if value is None:
             raise null_not_allowed("hmac")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(value)
         # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
@@ -359,6 +416,7 @@ def _write_CreateDelegationTokenResponse_v2(self, w):
 def _read_CreateDelegationTokenResponse_v3(buf, pos, view):
     try:
         self = _new(CreateDelegationTokenResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -366,48 +424,72 @@ def _read_CreateDelegationTokenResponse_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: principal_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: token_requester_principal_type
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.token_requester_principal_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: token_requester_principal_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.token_requester_principal_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: issue_timestamp_ms:q expiry_timestamp_ms:q max_timestamp_ms:q
@@ -417,24 +499,36 @@ def _read_CreateDelegationTokenResponse_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.token_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: hmac
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.hmac = view[pos:end]
         pos = end
         # field: throttle_time_ms:i
@@ -450,8 +544,8 @@ def _read_CreateDelegationTokenResponse_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -466,8 +560,8 @@ def _read_CreateDelegationTokenResponse_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -491,7 +585,15 @@ def _write_CreateDelegationTokenResponse_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: principal_name
         value = self.principal_name
@@ -502,7 +604,15 @@ def _write_CreateDelegationTokenResponse_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: token_requester_principal_type
         value = self.token_requester_principal_type
@@ -513,7 +623,15 @@ def _write_CreateDelegationTokenResponse_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: token_requester_principal_name
         value = self.token_requester_principal_name
@@ -524,7 +642,15 @@ def _write_CreateDelegationTokenResponse_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: issue_timestamp_ms:q expiry_timestamp_ms:q max_timestamp_ms:q
         w(_W_qqq(self.issue_timestamp_ms, self.expiry_timestamp_ms, self.max_timestamp_ms))
@@ -537,14 +663,30 @@ def _write_CreateDelegationTokenResponse_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: hmac
         value = self.hmac
         if value is None:
             raise null_not_allowed("hmac")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(value)
         # field: throttle_time_ms:i
         w(_W_i(self.throttle_time_ms))
@@ -571,5 +713,5 @@ CreateDelegationTokenResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "82:- 85:error_code:h 88:principal_type 96:principal_name 104:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 107:token_id 115:hmac 123:throttle_time_ms:i 134:- 136:error_code:h 138:principal_type 149:principal_name 160:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 162:token_id 173:hmac 180:throttle_time_ms:i 182:token_requester_principal_type 185:token_requester_principal_name 188:unknown_tags 195:- 198:error_code:h 201:principal_type 213:principal_name 225:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 228:token_id 240:hmac 252:throttle_time_ms:i 257:tagged_fields 295:- 297:error_code:h 299:principal_type 310:principal_name 321:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 323:token_id 334:hmac 341:throttle_time_ms:i 343:token_requester_principal_type 346:token_requester_principal_name 349:tagged_fields 359:- 362:error_code:h 365:principal_type 377:principal_name 389:token_requester_principal_type 401:token_requester_principal_name 413:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 416:token_id 428:hmac 440:throttle_time_ms:i 443:tagged_fields 481:- 483:error_code:h 485:principal_type 496:principal_name 507:token_requester_principal_type 518:token_requester_principal_name 529:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 531:token_id 542:hmac 549:throttle_time_ms:i 551:tagged_fields"
+    "81:- 85:error_code:h 88:principal_type 96:principal_name 104:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 107:token_id 115:hmac 123:throttle_time_ms:i 134:- 136:error_code:h 138:principal_type 149:principal_name 160:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 162:token_id 173:hmac 180:throttle_time_ms:i 182:token_requester_principal_type 185:token_requester_principal_name 188:unknown_tags 195:- 199:error_code:h 202:principal_type 220:principal_name 238:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 241:token_id 259:hmac 277:throttle_time_ms:i 282:tagged_fields 320:- 322:error_code:h 324:principal_type 343:principal_name 362:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 364:token_id 383:hmac 398:throttle_time_ms:i 400:token_requester_principal_type 403:token_requester_principal_name 406:tagged_fields 416:- 420:error_code:h 423:principal_type 441:principal_name 459:token_requester_principal_type 477:token_requester_principal_name 495:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 498:token_id 516:hmac 534:throttle_time_ms:i 537:tagged_fields 575:- 577:error_code:h 579:principal_type 598:principal_name 617:token_requester_principal_type 636:token_requester_principal_name 655:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 657:token_id 676:hmac 691:throttle_time_ms:i 693:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -112,11 +111,12 @@ CreatePartitionsRequest.CreatePartitionsAssignment = CreatePartitionsAssignment
 def _read_CreatePartitionsAssignment_v0(buf, pos, view):
     try:
         self = _new(CreatePartitionsAssignment)
+        blen = len(buf)
         # field: broker_ids
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.broker_ids = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.unknown_tags = None
@@ -144,12 +144,13 @@ def _write_CreatePartitionsAssignment_v0(self, w):
 def _read_CreatePartitionsTopic_v0(buf, pos, view):
     try:
         self = _new(CreatePartitionsTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: count:i
@@ -161,8 +162,8 @@ def _read_CreatePartitionsTopic_v0(buf, pos, view):
         if n == -1:
             self.assignments = None
         else:
-            if n < 0 or n * 4 > len(buf) - pos:
-                raise bad_count(n, 4, pos, len(buf))
+            if n < 0 or n * 4 > blen - pos:
+                raise bad_count(n, 4, pos, blen)
             items = []
             append = items.append
             for i_assignments in range(n):
@@ -211,11 +212,12 @@ def _write_CreatePartitionsTopic_v0(self, w):
 def _read_CreatePartitionsRequest_v0(buf, pos, view):
     try:
         self = _new(CreatePartitionsRequest)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -256,15 +258,22 @@ def _write_CreatePartitionsRequest_v0(self, w):
 def _read_CreatePartitionsAssignment_v2(buf, pos, view):
     try:
         self = _new(CreatePartitionsAssignment)
+        blen = len(buf)
         # field: broker_ids
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.broker_ids = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: tagged_fields
@@ -277,8 +286,8 @@ def _read_CreatePartitionsAssignment_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -293,8 +302,8 @@ def _read_CreatePartitionsAssignment_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -312,7 +321,15 @@ def _write_CreatePartitionsAssignment_v2(self, w):
         if value is None:
             raise null_not_allowed("broker_ids")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -327,16 +344,23 @@ def _write_CreatePartitionsAssignment_v2(self, w):
 def _read_CreatePartitionsTopic_v2(buf, pos, view):
     try:
         self = _new(CreatePartitionsTopic)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: count:i
@@ -346,14 +370,20 @@ def _read_CreatePartitionsTopic_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.assignments = None
         else:
-            if n < 0 or n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n < 0 or n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             items = []
             append = items.append
             for i_assignments in range(n):
@@ -370,8 +400,8 @@ def _read_CreatePartitionsTopic_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -386,8 +416,8 @@ def _read_CreatePartitionsTopic_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -409,7 +439,15 @@ def _write_CreatePartitionsTopic_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: count:i
         w(_W_i(self.count))
@@ -418,7 +456,15 @@ def _write_CreatePartitionsTopic_v2(self, w):
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_assignments, item in enumerate(value):
                 value = item
                 if value is None:
@@ -437,15 +483,22 @@ def _write_CreatePartitionsTopic_v2(self, w):
 def _read_CreatePartitionsRequest_v2(buf, pos, view):
     try:
         self = _new(CreatePartitionsRequest)
+        blen = len(buf)
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -465,8 +518,8 @@ def _read_CreatePartitionsRequest_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -481,8 +534,8 @@ def _read_CreatePartitionsRequest_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -500,7 +553,15 @@ def _write_CreatePartitionsRequest_v2(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -531,5 +592,5 @@ CreatePartitionsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "112:- 115:broker_ids 128:- 130:broker_ids 137:unknown_tags 144:- 147:name 155:count:i 158:assignments[] 178:- 180:name 191:count:i 193:assignments[] 204:unknown_tags 211:- 214:topics[] 225:timeout_ms:i/validate_only:? 234:- 236:topics[] 247:timeout_ms:i/validate_only:? 249:unknown_tags 256:- 259:broker_ids 270:tagged_fields 308:- 310:broker_ids 317:tagged_fields 327:- 330:name 342:count:i 345:assignments[] 363:tagged_fields 401:- 403:name 414:count:i 416:assignments[] 427:tagged_fields 437:- 440:topics[] 455:timeout_ms:i/validate_only:? 458:tagged_fields 496:- 498:topics[] 509:timeout_ms:i/validate_only:? 511:tagged_fields"
+    "111:- 115:broker_ids 128:- 130:broker_ids 137:unknown_tags 144:- 148:name 156:count:i 159:assignments[] 179:- 181:name 192:count:i 194:assignments[] 205:unknown_tags 212:- 216:topics[] 227:timeout_ms:i/validate_only:? 236:- 238:topics[] 249:timeout_ms:i/validate_only:? 251:unknown_tags 258:- 262:broker_ids 279:tagged_fields 317:- 319:broker_ids 334:tagged_fields 344:- 348:name 366:count:i 369:assignments[] 393:tagged_fields 431:- 433:name 452:count:i 454:assignments[] 473:tagged_fields 483:- 487:topics[] 508:timeout_ms:i/validate_only:? 511:tagged_fields 549:- 551:topics[] 570:timeout_ms:i/validate_only:? 572:tagged_fields"
 )

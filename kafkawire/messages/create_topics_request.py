@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -149,14 +148,15 @@ CreateTopicsRequest.CreatableTopicConfig = CreatableTopicConfig
 def _read_CreatableReplicaAssignment_v0(buf, pos, view):
     try:
         self = _new(CreatableReplicaAssignment)
+        blen = len(buf)
         # field: partition_index:i
         (self.partition_index,) = _R_i(buf, pos)
         pos += 4
         # field: broker_ids
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.broker_ids = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.unknown_tags = None
@@ -186,12 +186,13 @@ def _write_CreatableReplicaAssignment_v0(self, w):
 def _read_CreatableTopicConfig_v0(buf, pos, view):
     try:
         self = _new(CreatableTopicConfig)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: value
@@ -201,8 +202,8 @@ def _read_CreatableTopicConfig_v0(buf, pos, view):
             self.value = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
         self.unknown_tags = None
@@ -245,12 +246,13 @@ def _write_CreatableTopicConfig_v0(self, w):
 def _read_CreatableTopic_v0(buf, pos, view):
     try:
         self = _new(CreatableTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: num_partitions:i replication_factor:h
@@ -259,8 +261,8 @@ def _read_CreatableTopic_v0(buf, pos, view):
         # field: assignments[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_assignments in range(n):
@@ -270,8 +272,8 @@ def _read_CreatableTopic_v0(buf, pos, view):
         # field: configs[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_configs in range(n):
@@ -331,11 +333,12 @@ def _write_CreatableTopic_v0(self, w):
 def _read_CreateTopicsRequest_v0(buf, pos, view):
     try:
         self = _new(CreateTopicsRequest)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 16 > len(buf) - pos:
-            raise bad_count(n, 16, pos, len(buf))
+        if n < 0 or n * 16 > blen - pos:
+            raise bad_count(n, 16, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -380,11 +383,12 @@ def _write_CreateTopicsRequest_v0(self, w):
 def _read_CreateTopicsRequest_v1(buf, pos, view):
     try:
         self = _new(CreateTopicsRequest)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 16 > len(buf) - pos:
-            raise bad_count(n, 16, pos, len(buf))
+        if n < 0 or n * 16 > blen - pos:
+            raise bad_count(n, 16, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -425,6 +429,7 @@ def _write_CreateTopicsRequest_v1(self, w):
 def _read_CreatableReplicaAssignment_v5(buf, pos, view):
     try:
         self = _new(CreatableReplicaAssignment)
+        blen = len(buf)
         # field: partition_index:i
         (self.partition_index,) = _R_i(buf, pos)
         pos += 4
@@ -432,11 +437,17 @@ def _read_CreatableReplicaAssignment_v5(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.broker_ids = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: tagged_fields
@@ -449,8 +460,8 @@ def _read_CreatableReplicaAssignment_v5(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -465,8 +476,8 @@ def _read_CreatableReplicaAssignment_v5(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -486,7 +497,15 @@ def _write_CreatableReplicaAssignment_v5(self, w):
         if value is None:
             raise null_not_allowed("broker_ids")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -501,22 +520,35 @@ def _write_CreatableReplicaAssignment_v5(self, w):
 def _read_CreatableTopicConfig_v5(buf, pos, view):
     try:
         self = _new(CreatableTopicConfig)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: value
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -524,8 +556,8 @@ def _read_CreatableTopicConfig_v5(buf, pos, view):
             self.value = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -538,8 +570,8 @@ def _read_CreatableTopicConfig_v5(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -554,8 +586,8 @@ def _read_CreatableTopicConfig_v5(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -577,7 +609,15 @@ def _write_CreatableTopicConfig_v5(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: value
         value = self.value
@@ -588,7 +628,15 @@ def _write_CreatableTopicConfig_v5(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -603,16 +651,23 @@ def _write_CreatableTopicConfig_v5(self, w):
 def _read_CreatableTopic_v5(buf, pos, view):
     try:
         self = _new(CreatableTopic)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: num_partitions:i replication_factor:h
@@ -622,11 +677,17 @@ def _read_CreatableTopic_v5(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_assignments in range(n):
@@ -637,11 +698,17 @@ def _read_CreatableTopic_v5(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_configs in range(n):
@@ -658,8 +725,8 @@ def _read_CreatableTopic_v5(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -674,8 +741,8 @@ def _read_CreatableTopic_v5(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -697,7 +764,15 @@ def _write_CreatableTopic_v5(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: num_partitions:i replication_factor:h
         w(_W_ih(self.num_partitions, self.replication_factor))
@@ -706,7 +781,15 @@ def _write_CreatableTopic_v5(self, w):
         if value is None:
             raise null_not_allowed("assignments")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_assignments, item in enumerate(value):
                 value = item
                 if value is None:
@@ -717,7 +800,15 @@ def _write_CreatableTopic_v5(self, w):
         if value is None:
             raise null_not_allowed("configs")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_configs, item in enumerate(value):
                 value = item
                 if value is None:
@@ -736,15 +827,22 @@ def _write_CreatableTopic_v5(self, w):
 def _read_CreateTopicsRequest_v5(buf, pos, view):
     try:
         self = _new(CreateTopicsRequest)
+        blen = len(buf)
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -764,8 +862,8 @@ def _read_CreateTopicsRequest_v5(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -780,8 +878,8 @@ def _read_CreateTopicsRequest_v5(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -799,7 +897,15 @@ def _write_CreateTopicsRequest_v5(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -838,5 +944,5 @@ CreateTopicsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "149:- 152:partition_index:i 155:broker_ids 168:- 170:partition_index:i 172:broker_ids 179:unknown_tags 186:- 189:name 197:value 214:- 216:name 227:value 238:unknown_tags 245:- 248:name 256:num_partitions:i/replication_factor:h 259:assignments[] 270:configs[] 287:- 289:name 300:num_partitions:i/replication_factor:h 302:assignments[] 313:configs[] 324:unknown_tags 331:- 334:topics[] 345:timeout_ms:i 355:- 357:topics[] 368:timeout_ms:i 370:validate_only 373:unknown_tags 380:- 383:topics[] 394:timeout_ms:i/validate_only:? 403:- 405:topics[] 416:timeout_ms:i/validate_only:? 418:unknown_tags 425:- 428:partition_index:i 431:broker_ids 442:tagged_fields 480:- 482:partition_index:i 484:broker_ids 491:tagged_fields 501:- 504:name 516:value 531:tagged_fields 569:- 571:name 582:value 593:tagged_fields 603:- 606:name 618:num_partitions:i/replication_factor:h 621:assignments[] 636:configs[] 651:tagged_fields 689:- 691:name 702:num_partitions:i/replication_factor:h 704:assignments[] 715:configs[] 726:tagged_fields 736:- 739:topics[] 754:timeout_ms:i/validate_only:? 757:tagged_fields 795:- 797:topics[] 808:timeout_ms:i/validate_only:? 810:tagged_fields"
+    "148:- 152:partition_index:i 155:broker_ids 168:- 170:partition_index:i 172:broker_ids 179:unknown_tags 186:- 190:name 198:value 215:- 217:name 228:value 239:unknown_tags 246:- 250:name 258:num_partitions:i/replication_factor:h 261:assignments[] 272:configs[] 289:- 291:name 302:num_partitions:i/replication_factor:h 304:assignments[] 315:configs[] 326:unknown_tags 333:- 337:topics[] 348:timeout_ms:i 358:- 360:topics[] 371:timeout_ms:i 373:validate_only 376:unknown_tags 383:- 387:topics[] 398:timeout_ms:i/validate_only:? 407:- 409:topics[] 420:timeout_ms:i/validate_only:? 422:unknown_tags 429:- 433:partition_index:i 436:broker_ids 453:tagged_fields 491:- 493:partition_index:i 495:broker_ids 510:tagged_fields 520:- 524:name 542:value 563:tagged_fields 601:- 603:name 622:value 641:tagged_fields 651:- 655:name 673:num_partitions:i/replication_factor:h 676:assignments[] 697:configs[] 718:tagged_fields 756:- 758:name 777:num_partitions:i/replication_factor:h 779:assignments[] 798:configs[] 817:tagged_fields 827:- 831:topics[] 852:timeout_ms:i/validate_only:? 855:tagged_fields 893:- 895:topics[] 914:timeout_ms:i/validate_only:? 916:tagged_fields"
 )

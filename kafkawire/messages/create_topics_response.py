@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16sh = _Format(">16sh").unpack_from
 _W_16sh = _Format(">16sh").pack
 _R__b_ = _Format(">?b?").unpack_from
@@ -138,12 +137,13 @@ CreateTopicsResponse.CreatableTopicConfigs = CreatableTopicConfigs
 def _read_CreatableTopicResult_v0(buf, pos, view):
     try:
         self = _new(CreatableTopicResult)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: error_code:h
@@ -186,11 +186,12 @@ def _write_CreatableTopicResult_v0(self, w):
 def _read_CreateTopicsResponse_v0(buf, pos, view):
     try:
         self = _new(CreateTopicsResponse)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -227,12 +228,13 @@ def _write_CreateTopicsResponse_v0(self, w):
 def _read_CreatableTopicResult_v1(buf, pos, view):
     try:
         self = _new(CreatableTopicResult)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: error_code:h
@@ -245,8 +247,8 @@ def _read_CreatableTopicResult_v1(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         self.topic_id = ZERO_UUID
@@ -296,11 +298,12 @@ def _write_CreatableTopicResult_v1(self, w):
 def _read_CreateTopicsResponse_v1(buf, pos, view):
     try:
         self = _new(CreateTopicsResponse)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -337,14 +340,15 @@ def _write_CreateTopicsResponse_v1(self, w):
 def _read_CreateTopicsResponse_v2(buf, pos, view):
     try:
         self = _new(CreateTopicsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -382,22 +386,35 @@ def _write_CreateTopicsResponse_v2(self, w):
 def _read_CreatableTopicConfigs_v5(buf, pos, view):
     try:
         self = _new(CreatableTopicConfigs)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: value
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -405,8 +422,8 @@ def _read_CreatableTopicConfigs_v5(buf, pos, view):
             self.value = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
         # field: read_only:? config_source:b is_sensitive:?
@@ -422,8 +439,8 @@ def _read_CreatableTopicConfigs_v5(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -438,8 +455,8 @@ def _read_CreatableTopicConfigs_v5(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -461,7 +478,15 @@ def _write_CreatableTopicConfigs_v5(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: value
         value = self.value
@@ -472,7 +497,15 @@ def _write_CreatableTopicConfigs_v5(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: read_only:? config_source:b is_sensitive:?
         w(_W__b_(self.read_only, self.config_source, self.is_sensitive))
@@ -489,16 +522,23 @@ def _write_CreatableTopicConfigs_v5(self, w):
 def _read_CreatableTopicResult_v5(buf, pos, view):
     try:
         self = _new(CreatableTopicResult)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: error_code:h
@@ -508,6 +548,12 @@ def _read_CreatableTopicResult_v5(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -515,8 +561,8 @@ def _read_CreatableTopicResult_v5(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: num_partitions:i replication_factor:h
@@ -526,14 +572,20 @@ def _read_CreatableTopicResult_v5(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.configs = None
         else:
-            if n < 0 or n * 6 > len(buf) - pos:
-                raise bad_count(n, 6, pos, len(buf))
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
             items = []
             append = items.append
             for i_configs in range(n):
@@ -552,8 +604,8 @@ def _read_CreatableTopicResult_v5(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -568,8 +620,8 @@ def _read_CreatableTopicResult_v5(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: topic_config_error_code
                     self.topic_config_error_code = _R_h(buf, pos)[0]
@@ -599,7 +651,15 @@ def _write_CreatableTopicResult_v5(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: error_code:h
         w(_W_h(self.error_code))
@@ -612,7 +672,15 @@ def _write_CreatableTopicResult_v5(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: num_partitions:i replication_factor:h
         w(_W_ih(self.num_partitions, self.replication_factor))
@@ -621,7 +689,15 @@ def _write_CreatableTopicResult_v5(self, w):
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_configs, item in enumerate(value):
                 value = item
                 if value is None:
@@ -646,6 +722,7 @@ def _write_CreatableTopicResult_v5(self, w):
 def _read_CreateTopicsResponse_v5(buf, pos, view):
     try:
         self = _new(CreateTopicsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -653,11 +730,17 @@ def _read_CreateTopicsResponse_v5(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 12 > len(buf) - pos:
-            raise bad_count(n, 12, pos, len(buf))
+        if n < 0 or n * 12 > blen - pos:
+            raise bad_count(n, 12, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -674,8 +757,8 @@ def _read_CreateTopicsResponse_v5(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -690,8 +773,8 @@ def _read_CreateTopicsResponse_v5(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -711,7 +794,15 @@ def _write_CreateTopicsResponse_v5(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -730,16 +821,23 @@ def _write_CreateTopicsResponse_v5(self, w):
 def _read_CreatableTopicResult_v7(buf, pos, view):
     try:
         self = _new(CreatableTopicResult)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: topic_id:16s error_code:h
@@ -750,6 +848,12 @@ def _read_CreatableTopicResult_v7(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -757,8 +861,8 @@ def _read_CreatableTopicResult_v7(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: num_partitions:i replication_factor:h
@@ -768,14 +872,20 @@ def _read_CreatableTopicResult_v7(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.configs = None
         else:
-            if n < 0 or n * 6 > len(buf) - pos:
-                raise bad_count(n, 6, pos, len(buf))
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
             items = []
             append = items.append
             for i_configs in range(n):
@@ -793,8 +903,8 @@ def _read_CreatableTopicResult_v7(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -809,8 +919,8 @@ def _read_CreatableTopicResult_v7(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: topic_config_error_code
                     self.topic_config_error_code = _R_h(buf, pos)[0]
@@ -840,7 +950,15 @@ def _write_CreatableTopicResult_v7(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: topic_id:16s error_code:h
         w(_W_16sh(self.topic_id.bytes, self.error_code))
@@ -853,7 +971,15 @@ def _write_CreatableTopicResult_v7(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: num_partitions:i replication_factor:h
         w(_W_ih(self.num_partitions, self.replication_factor))
@@ -862,7 +988,15 @@ def _write_CreatableTopicResult_v7(self, w):
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_configs, item in enumerate(value):
                 value = item
                 if value is None:
@@ -887,6 +1021,7 @@ def _write_CreatableTopicResult_v7(self, w):
 def _read_CreateTopicsResponse_v7(buf, pos, view):
     try:
         self = _new(CreateTopicsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -894,11 +1029,17 @@ def _read_CreateTopicsResponse_v7(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 28 > len(buf) - pos:
-            raise bad_count(n, 28, pos, len(buf))
+        if n < 0 or n * 28 > blen - pos:
+            raise bad_count(n, 28, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -915,8 +1056,8 @@ def _read_CreateTopicsResponse_v7(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -931,8 +1072,8 @@ def _read_CreateTopicsResponse_v7(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -952,7 +1093,15 @@ def _write_CreateTopicsResponse_v7(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -989,5 +1138,5 @@ CreateTopicsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "138:- 141:name 149:error_code:h 164:- 166:name 177:error_code:h 179:unknown_tags 186:- 189:topics[] 207:- 209:topics[] 220:unknown_tags 227:- 230:name 238:error_code:h 241:error_message 263:- 265:name 276:error_code:h 278:error_message 289:unknown_tags 296:- 299:topics[] 317:- 319:topics[] 330:unknown_tags 337:- 340:throttle_time_ms:i 343:topics[] 360:- 362:throttle_time_ms:i 364:topics[] 375:unknown_tags 382:- 385:name 397:value 412:read_only:?/config_source:b/is_sensitive:? 415:tagged_fields 453:- 455:name 466:value 477:read_only:?/config_source:b/is_sensitive:? 479:tagged_fields 489:- 492:name 504:error_code:h 507:error_message 522:num_partitions:i/replication_factor:h 525:configs[] 545:tagged_fields 574:topic_config_error_code 579:tagged_fields 591:- 593:name 604:error_code:h 606:error_message 617:num_partitions:i/replication_factor:h 619:configs[] 631:topic_config_error_code 636:tagged_fields 646:- 649:throttle_time_ms:i 652:topics[] 667:tagged_fields 705:- 707:throttle_time_ms:i 709:topics[] 720:tagged_fields 730:- 733:name 745:topic_id:16s/error_code:h 749:error_message 764:num_partitions:i/replication_factor:h 767:configs[] 786:tagged_fields 815:topic_config_error_code 820:tagged_fields 832:- 834:name 845:topic_id:16s/error_code:h 847:error_message 858:num_partitions:i/replication_factor:h 860:configs[] 872:topic_config_error_code 877:tagged_fields 887:- 890:throttle_time_ms:i 893:topics[] 908:tagged_fields 946:- 948:throttle_time_ms:i 950:topics[] 961:tagged_fields"
+    "137:- 141:name 149:error_code:h 164:- 166:name 177:error_code:h 179:unknown_tags 186:- 190:topics[] 208:- 210:topics[] 221:unknown_tags 228:- 232:name 240:error_code:h 243:error_message 265:- 267:name 278:error_code:h 280:error_message 291:unknown_tags 298:- 302:topics[] 320:- 322:topics[] 333:unknown_tags 340:- 344:throttle_time_ms:i 347:topics[] 364:- 366:throttle_time_ms:i 368:topics[] 379:unknown_tags 386:- 390:name 408:value 429:read_only:?/config_source:b/is_sensitive:? 432:tagged_fields 470:- 472:name 491:value 510:read_only:?/config_source:b/is_sensitive:? 512:tagged_fields 522:- 526:name 544:error_code:h 547:error_message 568:num_partitions:i/replication_factor:h 571:configs[] 597:tagged_fields 626:topic_config_error_code 631:tagged_fields 643:- 645:name 664:error_code:h 666:error_message 685:num_partitions:i/replication_factor:h 687:configs[] 707:topic_config_error_code 712:tagged_fields 722:- 726:throttle_time_ms:i 729:topics[] 750:tagged_fields 788:- 790:throttle_time_ms:i 792:topics[] 811:tagged_fields 821:- 825:name 843:topic_id:16s/error_code:h 847:error_message 868:num_partitions:i/replication_factor:h 871:configs[] 896:tagged_fields 925:topic_config_error_code 930:tagged_fields 942:- 944:name 963:topic_id:16s/error_code:h 965:error_message 984:num_partitions:i/replication_factor:h 986:configs[] 1006:topic_config_error_code 1011:tagged_fields 1021:- 1025:throttle_time_ms:i 1028:topics[] 1049:tagged_fields 1087:- 1089:throttle_time_ms:i 1091:topics[] 1110:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_b = _Format(">b").unpack_from
 _W_b = _Format(">b").pack
 _R_bb = _Format(">bb").unpack_from
@@ -95,6 +94,7 @@ DeleteAclsRequest.DeleteAclsFilter = DeleteAclsFilter
 def _read_DeleteAclsFilter_v0(buf, pos, view):
     try:
         self = _new(DeleteAclsFilter)
+        blen = len(buf)
         # field: resource_type_filter:b
         (self.resource_type_filter,) = _R_b(buf, pos)
         pos += 1
@@ -105,8 +105,8 @@ def _read_DeleteAclsFilter_v0(buf, pos, view):
             self.resource_name_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.resource_name_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: principal_filter
@@ -116,8 +116,8 @@ def _read_DeleteAclsFilter_v0(buf, pos, view):
             self.principal_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.principal_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: host_filter
@@ -127,8 +127,8 @@ def _read_DeleteAclsFilter_v0(buf, pos, view):
             self.host_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.host_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: operation:b permission_type:b
@@ -193,11 +193,12 @@ def _write_DeleteAclsFilter_v0(self, w):
 def _read_DeleteAclsRequest_v0(buf, pos, view):
     try:
         self = _new(DeleteAclsRequest)
+        blen = len(buf)
         # field: filters[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 9 > len(buf) - pos:
-            raise bad_count(n, 9, pos, len(buf))
+        if n < 0 or n * 9 > blen - pos:
+            raise bad_count(n, 9, pos, blen)
         items = []
         append = items.append
         for i_filters in range(n):
@@ -233,6 +234,7 @@ def _write_DeleteAclsRequest_v0(self, w):
 def _read_DeleteAclsFilter_v1(buf, pos, view):
     try:
         self = _new(DeleteAclsFilter)
+        blen = len(buf)
         # field: resource_type_filter:b
         (self.resource_type_filter,) = _R_b(buf, pos)
         pos += 1
@@ -243,8 +245,8 @@ def _read_DeleteAclsFilter_v1(buf, pos, view):
             self.resource_name_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.resource_name_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: pattern_type_filter:b
@@ -257,8 +259,8 @@ def _read_DeleteAclsFilter_v1(buf, pos, view):
             self.principal_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.principal_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: host_filter
@@ -268,8 +270,8 @@ def _read_DeleteAclsFilter_v1(buf, pos, view):
             self.host_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.host_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: operation:b permission_type:b
@@ -332,11 +334,12 @@ def _write_DeleteAclsFilter_v1(self, w):
 def _read_DeleteAclsRequest_v1(buf, pos, view):
     try:
         self = _new(DeleteAclsRequest)
+        blen = len(buf)
         # field: filters[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_filters in range(n):
@@ -372,6 +375,7 @@ def _write_DeleteAclsRequest_v1(self, w):
 def _read_DeleteAclsFilter_v2(buf, pos, view):
     try:
         self = _new(DeleteAclsFilter)
+        blen = len(buf)
         # field: resource_type_filter:b
         (self.resource_type_filter,) = _R_b(buf, pos)
         pos += 1
@@ -379,6 +383,12 @@ def _read_DeleteAclsFilter_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -386,8 +396,8 @@ def _read_DeleteAclsFilter_v2(buf, pos, view):
             self.resource_name_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.resource_name_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: pattern_type_filter:b
@@ -397,6 +407,12 @@ def _read_DeleteAclsFilter_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -404,14 +420,20 @@ def _read_DeleteAclsFilter_v2(buf, pos, view):
             self.principal_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.principal_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: host_filter
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -419,8 +441,8 @@ def _read_DeleteAclsFilter_v2(buf, pos, view):
             self.host_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.host_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: operation:b permission_type:b
@@ -436,8 +458,8 @@ def _read_DeleteAclsFilter_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -452,8 +474,8 @@ def _read_DeleteAclsFilter_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -477,7 +499,15 @@ def _write_DeleteAclsFilter_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: pattern_type_filter:b
         w(_W_b(self.pattern_type_filter))
@@ -490,7 +520,15 @@ def _write_DeleteAclsFilter_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: host_filter
         value = self.host_filter
@@ -501,7 +539,15 @@ def _write_DeleteAclsFilter_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
@@ -518,15 +564,22 @@ def _write_DeleteAclsFilter_v2(self, w):
 def _read_DeleteAclsRequest_v2(buf, pos, view):
     try:
         self = _new(DeleteAclsRequest)
+        blen = len(buf)
         # field: filters[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_filters in range(n):
@@ -543,8 +596,8 @@ def _read_DeleteAclsRequest_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -559,8 +612,8 @@ def _read_DeleteAclsRequest_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -578,7 +631,15 @@ def _write_DeleteAclsRequest_v2(self, w):
         if value is None:
             raise null_not_allowed("filters")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_filters, item in enumerate(value):
                 value = item
                 if value is None:
@@ -607,5 +668,5 @@ DeleteAclsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "95:- 98:resource_type_filter:b 101:resource_name_filter 112:principal_filter 123:host_filter 134:operation:b/permission_type:b 144:- 146:resource_type_filter:b 148:resource_name_filter 159:principal_filter 170:host_filter 181:operation:b/permission_type:b 183:pattern_type_filter 186:unknown_tags 193:- 196:filters[] 213:- 215:filters[] 226:unknown_tags 233:- 236:resource_type_filter:b 239:resource_name_filter 250:pattern_type_filter:b 253:principal_filter 264:host_filter 275:operation:b/permission_type:b 284:- 286:resource_type_filter:b 288:resource_name_filter 299:pattern_type_filter:b 301:principal_filter 312:host_filter 323:operation:b/permission_type:b 325:unknown_tags 332:- 335:filters[] 352:- 354:filters[] 365:unknown_tags 372:- 375:resource_type_filter:b 378:resource_name_filter 393:pattern_type_filter:b 396:principal_filter 411:host_filter 426:operation:b/permission_type:b 429:tagged_fields 467:- 469:resource_type_filter:b 471:resource_name_filter 482:pattern_type_filter:b 484:principal_filter 495:host_filter 506:operation:b/permission_type:b 508:tagged_fields 518:- 521:filters[] 536:tagged_fields 574:- 576:filters[] 587:tagged_fields"
+    "94:- 98:resource_type_filter:b 101:resource_name_filter 112:principal_filter 123:host_filter 134:operation:b/permission_type:b 144:- 146:resource_type_filter:b 148:resource_name_filter 159:principal_filter 170:host_filter 181:operation:b/permission_type:b 183:pattern_type_filter 186:unknown_tags 193:- 197:filters[] 214:- 216:filters[] 227:unknown_tags 234:- 238:resource_type_filter:b 241:resource_name_filter 252:pattern_type_filter:b 255:principal_filter 266:host_filter 277:operation:b/permission_type:b 286:- 288:resource_type_filter:b 290:resource_name_filter 301:pattern_type_filter:b 303:principal_filter 314:host_filter 325:operation:b/permission_type:b 327:unknown_tags 334:- 338:filters[] 355:- 357:filters[] 368:unknown_tags 375:- 379:resource_type_filter:b 382:resource_name_filter 403:pattern_type_filter:b 406:principal_filter 427:host_filter 448:operation:b/permission_type:b 451:tagged_fields 489:- 491:resource_type_filter:b 493:resource_name_filter 512:pattern_type_filter:b 514:principal_filter 533:host_filter 552:operation:b/permission_type:b 554:tagged_fields 564:- 568:filters[] 589:tagged_fields 627:- 629:filters[] 648:tagged_fields"
 )

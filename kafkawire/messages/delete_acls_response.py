@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_b = _Format(">b").unpack_from
 _W_b = _Format(">b").pack
 _R_bb = _Format(">bb").unpack_from
@@ -133,6 +132,7 @@ DeleteAclsResponse.DeleteAclsMatchingAcl = DeleteAclsMatchingAcl
 def _read_DeleteAclsMatchingAcl_v0(buf, pos, view):
     try:
         self = _new(DeleteAclsMatchingAcl)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -143,8 +143,8 @@ def _read_DeleteAclsMatchingAcl_v0(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: resource_type:b
@@ -154,24 +154,24 @@ def _read_DeleteAclsMatchingAcl_v0(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: principal
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal = str(buf[pos:end], "utf-8")
         pos = end
         # field: host
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: operation:b permission_type:b
@@ -249,6 +249,7 @@ def _write_DeleteAclsMatchingAcl_v0(self, w):
 def _read_DeleteAclsFilterResult_v0(buf, pos, view):
     try:
         self = _new(DeleteAclsFilterResult)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -259,15 +260,15 @@ def _read_DeleteAclsFilterResult_v0(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: matching_acls[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 13 > len(buf) - pos:
-            raise bad_count(n, 13, pos, len(buf))
+        if n < 0 or n * 13 > blen - pos:
+            raise bad_count(n, 13, pos, blen)
         items = []
         append = items.append
         for i_matching_acls in range(n):
@@ -316,14 +317,15 @@ def _write_DeleteAclsFilterResult_v0(self, w):
 def _read_DeleteAclsResponse_v0(buf, pos, view):
     try:
         self = _new(DeleteAclsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: filter_results[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_filter_results in range(n):
@@ -361,6 +363,7 @@ def _write_DeleteAclsResponse_v0(self, w):
 def _read_DeleteAclsMatchingAcl_v1(buf, pos, view):
     try:
         self = _new(DeleteAclsMatchingAcl)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -371,8 +374,8 @@ def _read_DeleteAclsMatchingAcl_v1(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: resource_type:b
@@ -382,8 +385,8 @@ def _read_DeleteAclsMatchingAcl_v1(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: pattern_type:b
@@ -393,16 +396,16 @@ def _read_DeleteAclsMatchingAcl_v1(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal = str(buf[pos:end], "utf-8")
         pos = end
         # field: host
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: operation:b permission_type:b
@@ -478,6 +481,7 @@ def _write_DeleteAclsMatchingAcl_v1(self, w):
 def _read_DeleteAclsFilterResult_v1(buf, pos, view):
     try:
         self = _new(DeleteAclsFilterResult)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -488,15 +492,15 @@ def _read_DeleteAclsFilterResult_v1(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: matching_acls[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 14 > len(buf) - pos:
-            raise bad_count(n, 14, pos, len(buf))
+        if n < 0 or n * 14 > blen - pos:
+            raise bad_count(n, 14, pos, blen)
         items = []
         append = items.append
         for i_matching_acls in range(n):
@@ -545,14 +549,15 @@ def _write_DeleteAclsFilterResult_v1(self, w):
 def _read_DeleteAclsResponse_v1(buf, pos, view):
     try:
         self = _new(DeleteAclsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: filter_results[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_filter_results in range(n):
@@ -590,6 +595,7 @@ def _write_DeleteAclsResponse_v1(self, w):
 def _read_DeleteAclsMatchingAcl_v2(buf, pos, view):
     try:
         self = _new(DeleteAclsMatchingAcl)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -597,6 +603,12 @@ def _read_DeleteAclsMatchingAcl_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -604,8 +616,8 @@ def _read_DeleteAclsMatchingAcl_v2(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: resource_type:b
@@ -615,12 +627,18 @@ def _read_DeleteAclsMatchingAcl_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: pattern_type:b
@@ -630,24 +648,36 @@ def _read_DeleteAclsMatchingAcl_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal = str(buf[pos:end], "utf-8")
         pos = end
         # field: host
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: operation:b permission_type:b
@@ -663,8 +693,8 @@ def _read_DeleteAclsMatchingAcl_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -679,8 +709,8 @@ def _read_DeleteAclsMatchingAcl_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -704,7 +734,15 @@ def _write_DeleteAclsMatchingAcl_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: resource_type:b
         w(_W_b(self.resource_type))
@@ -717,7 +755,15 @@ def _write_DeleteAclsMatchingAcl_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: pattern_type:b
         w(_W_b(self.pattern_type))
@@ -730,7 +776,15 @@ def _write_DeleteAclsMatchingAcl_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: host
         value = self.host
@@ -741,7 +795,15 @@ def _write_DeleteAclsMatchingAcl_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
@@ -758,6 +820,7 @@ def _write_DeleteAclsMatchingAcl_v2(self, w):
 def _read_DeleteAclsFilterResult_v2(buf, pos, view):
     try:
         self = _new(DeleteAclsFilterResult)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -765,6 +828,12 @@ def _read_DeleteAclsFilterResult_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -772,19 +841,25 @@ def _read_DeleteAclsFilterResult_v2(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: matching_acls[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 11 > len(buf) - pos:
-            raise bad_count(n, 11, pos, len(buf))
+        if n < 0 or n * 11 > blen - pos:
+            raise bad_count(n, 11, pos, blen)
         items = []
         append = items.append
         for i_matching_acls in range(n):
@@ -801,8 +876,8 @@ def _read_DeleteAclsFilterResult_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -817,8 +892,8 @@ def _read_DeleteAclsFilterResult_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -842,14 +917,30 @@ def _write_DeleteAclsFilterResult_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: matching_acls[]
         value = self.matching_acls
         if value is None:
             raise null_not_allowed("matching_acls")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_matching_acls, item in enumerate(value):
                 value = item
                 if value is None:
@@ -868,6 +959,7 @@ def _write_DeleteAclsFilterResult_v2(self, w):
 def _read_DeleteAclsResponse_v2(buf, pos, view):
     try:
         self = _new(DeleteAclsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -875,11 +967,17 @@ def _read_DeleteAclsResponse_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 5 > len(buf) - pos:
-            raise bad_count(n, 5, pos, len(buf))
+        if n < 0 or n * 5 > blen - pos:
+            raise bad_count(n, 5, pos, blen)
         items = []
         append = items.append
         for i_filter_results in range(n):
@@ -896,8 +994,8 @@ def _read_DeleteAclsResponse_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -912,8 +1010,8 @@ def _read_DeleteAclsResponse_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -933,7 +1031,15 @@ def _write_DeleteAclsResponse_v2(self, w):
         if value is None:
             raise null_not_allowed("filter_results")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_filter_results, item in enumerate(value):
                 value = item
                 if value is None:
@@ -962,5 +1068,5 @@ DeleteAclsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "133:- 136:error_code:h 139:error_message 150:resource_type:b 153:resource_name 161:principal 169:host 177:operation:b/permission_type:b 187:- 189:error_code:h 191:error_message 202:resource_type:b 204:resource_name 215:principal 226:host 237:operation:b/permission_type:b 239:pattern_type 242:unknown_tags 249:- 252:error_code:h 255:error_message 266:matching_acls[] 283:- 285:error_code:h 287:error_message 298:matching_acls[] 309:unknown_tags 316:- 319:throttle_time_ms:i 322:filter_results[] 339:- 341:throttle_time_ms:i 343:filter_results[] 354:unknown_tags 361:- 364:error_code:h 367:error_message 378:resource_type:b 381:resource_name 389:pattern_type:b 392:principal 400:host 408:operation:b/permission_type:b 417:- 419:error_code:h 421:error_message 432:resource_type:b 434:resource_name 445:pattern_type:b 447:principal 458:host 469:operation:b/permission_type:b 471:unknown_tags 478:- 481:error_code:h 484:error_message 495:matching_acls[] 512:- 514:error_code:h 516:error_message 527:matching_acls[] 538:unknown_tags 545:- 548:throttle_time_ms:i 551:filter_results[] 568:- 570:throttle_time_ms:i 572:filter_results[] 583:unknown_tags 590:- 593:error_code:h 596:error_message 611:resource_type:b 614:resource_name 626:pattern_type:b 629:principal 641:host 653:operation:b/permission_type:b 656:tagged_fields 694:- 696:error_code:h 698:error_message 709:resource_type:b 711:resource_name 722:pattern_type:b 724:principal 735:host 746:operation:b/permission_type:b 748:tagged_fields 758:- 761:error_code:h 764:error_message 779:matching_acls[] 794:tagged_fields 832:- 834:error_code:h 836:error_message 847:matching_acls[] 858:tagged_fields 868:- 871:throttle_time_ms:i 874:filter_results[] 889:tagged_fields 927:- 929:throttle_time_ms:i 931:filter_results[] 942:tagged_fields"
+    "132:- 136:error_code:h 139:error_message 150:resource_type:b 153:resource_name 161:principal 169:host 177:operation:b/permission_type:b 187:- 189:error_code:h 191:error_message 202:resource_type:b 204:resource_name 215:principal 226:host 237:operation:b/permission_type:b 239:pattern_type 242:unknown_tags 249:- 253:error_code:h 256:error_message 267:matching_acls[] 284:- 286:error_code:h 288:error_message 299:matching_acls[] 310:unknown_tags 317:- 321:throttle_time_ms:i 324:filter_results[] 341:- 343:throttle_time_ms:i 345:filter_results[] 356:unknown_tags 363:- 367:error_code:h 370:error_message 381:resource_type:b 384:resource_name 392:pattern_type:b 395:principal 403:host 411:operation:b/permission_type:b 420:- 422:error_code:h 424:error_message 435:resource_type:b 437:resource_name 448:pattern_type:b 450:principal 461:host 472:operation:b/permission_type:b 474:unknown_tags 481:- 485:error_code:h 488:error_message 499:matching_acls[] 516:- 518:error_code:h 520:error_message 531:matching_acls[] 542:unknown_tags 549:- 553:throttle_time_ms:i 556:filter_results[] 573:- 575:throttle_time_ms:i 577:filter_results[] 588:unknown_tags 595:- 599:error_code:h 602:error_message 623:resource_type:b 626:resource_name 644:pattern_type:b 647:principal 665:host 683:operation:b/permission_type:b 686:tagged_fields 724:- 726:error_code:h 728:error_message 747:resource_type:b 749:resource_name 768:pattern_type:b 770:principal 789:host 808:operation:b/permission_type:b 810:tagged_fields 820:- 824:error_code:h 827:error_message 848:matching_acls[] 869:tagged_fields 907:- 909:error_code:h 911:error_message 930:matching_acls[] 949:tagged_fields 959:- 963:throttle_time_ms:i 966:filter_results[] 987:tagged_fields 1025:- 1027:throttle_time_ms:i 1029:filter_results[] 1048:tagged_fields"
 )

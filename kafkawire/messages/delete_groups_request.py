@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -50,19 +49,20 @@ class DeleteGroupsRequest(_Message):
 def _read_DeleteGroupsRequest_v0(buf, pos, view):
     try:
         self = _new(DeleteGroupsRequest)
+        blen = len(buf)
         # field: groups_names[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 2 > len(buf) - pos:
-            raise bad_count(n, 2, pos, len(buf))
+        if n < 0 or n * 2 > blen - pos:
+            raise bad_count(n, 2, pos, blen)
         items = []
         append = items.append
         for i_groups_names in range(n):
             n = _R_h(buf, pos)[0]
             pos += 2
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             item = str(buf[pos:end], "utf-8")
             pos = end
             append(item)
@@ -102,27 +102,40 @@ def _write_DeleteGroupsRequest_v0(self, w):
 def _read_DeleteGroupsRequest_v2(buf, pos, view):
     try:
         self = _new(DeleteGroupsRequest)
+        blen = len(buf)
         # field: groups_names[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 1 > len(buf) - pos:
-            raise bad_count(n, 1, pos, len(buf))
+        if n < 0 or n * 1 > blen - pos:
+            raise bad_count(n, 1, pos, blen)
         items = []
         append = items.append
         for i_groups_names in range(n):
             n = buf[pos]
             if n < 0x80:
                 pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
             else:
                 n, pos = read_uvarint(buf, pos)
             n -= 1
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             item = str(buf[pos:end], "utf-8")
             pos = end
             append(item)
@@ -137,8 +150,8 @@ def _read_DeleteGroupsRequest_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -153,8 +166,8 @@ def _read_DeleteGroupsRequest_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -172,7 +185,15 @@ def _write_DeleteGroupsRequest_v2(self, w):
         if value is None:
             raise null_not_allowed("groups_names")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_groups_names, item in enumerate(value):
                 value = item
                 if value is None:
@@ -182,7 +203,15 @@ def _write_DeleteGroupsRequest_v2(self, w):
                     n = len(raw)
                     if n > 0x7FFF:
                         raise string_too_long(n)
-                    w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+                    k = n + 1
+                    if k < 0x80:
+                        w(SMALL_UVARINTS[k])
+                    elif k < 0x4000:
+                        w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                    elif k < 0x200000:
+                        w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                    else:
+                        w(uvarint(k))
                     w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -205,5 +234,5 @@ DeleteGroupsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "50:- 53:groups_names[] 76:- 78:groups_names[] 95:unknown_tags 102:- 105:groups_names[] 130:tagged_fields 168:- 170:groups_names[] 187:tagged_fields"
+    "49:- 53:groups_names[] 76:- 78:groups_names[] 95:unknown_tags 102:- 106:groups_names[] 143:tagged_fields 181:- 183:groups_names[] 216:tagged_fields"
 )

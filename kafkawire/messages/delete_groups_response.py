@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -79,12 +78,13 @@ DeleteGroupsResponse.DeletableGroupResult = DeletableGroupResult
 def _read_DeletableGroupResult_v0(buf, pos, view):
     try:
         self = _new(DeletableGroupResult)
+        blen = len(buf)
         # field: group_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: error_code:h
@@ -121,14 +121,15 @@ def _write_DeletableGroupResult_v0(self, w):
 def _read_DeleteGroupsResponse_v0(buf, pos, view):
     try:
         self = _new(DeleteGroupsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_results in range(n):
@@ -166,16 +167,23 @@ def _write_DeleteGroupsResponse_v0(self, w):
 def _read_DeletableGroupResult_v2(buf, pos, view):
     try:
         self = _new(DeletableGroupResult)
+        blen = len(buf)
         # field: group_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: error_code:h
@@ -191,8 +199,8 @@ def _read_DeletableGroupResult_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -207,8 +215,8 @@ def _read_DeletableGroupResult_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -230,7 +238,15 @@ def _write_DeletableGroupResult_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: error_code:h
         w(_W_h(self.error_code))
@@ -247,6 +263,7 @@ def _write_DeletableGroupResult_v2(self, w):
 def _read_DeleteGroupsResponse_v2(buf, pos, view):
     try:
         self = _new(DeleteGroupsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -254,11 +271,17 @@ def _read_DeleteGroupsResponse_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_results in range(n):
@@ -275,8 +298,8 @@ def _read_DeleteGroupsResponse_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -291,8 +314,8 @@ def _read_DeleteGroupsResponse_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -312,7 +335,15 @@ def _write_DeleteGroupsResponse_v2(self, w):
         if value is None:
             raise null_not_allowed("results")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_results, item in enumerate(value):
                 value = item
                 if value is None:
@@ -339,5 +370,5 @@ DeleteGroupsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "79:- 82:group_id 90:error_code:h 99:- 101:group_id 112:error_code:h 114:unknown_tags 121:- 124:throttle_time_ms:i 127:results[] 144:- 146:throttle_time_ms:i 148:results[] 159:unknown_tags 166:- 169:group_id 181:error_code:h 184:tagged_fields 222:- 224:group_id 235:error_code:h 237:tagged_fields 247:- 250:throttle_time_ms:i 253:results[] 268:tagged_fields 306:- 308:throttle_time_ms:i 310:results[] 321:tagged_fields"
+    "78:- 82:group_id 90:error_code:h 99:- 101:group_id 112:error_code:h 114:unknown_tags 121:- 125:throttle_time_ms:i 128:results[] 145:- 147:throttle_time_ms:i 149:results[] 160:unknown_tags 167:- 171:group_id 189:error_code:h 192:tagged_fields 230:- 232:group_id 251:error_code:h 253:tagged_fields 263:- 267:throttle_time_ms:i 270:results[] 291:tagged_fields 329:- 331:throttle_time_ms:i 333:results[] 352:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -133,19 +132,20 @@ def _write_DeleteRecordsPartitionResult_v0(self, w):
 def _read_DeleteRecordsTopicResult_v0(buf, pos, view):
     try:
         self = _new(DeleteRecordsTopicResult)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 14 > len(buf) - pos:
-            raise bad_count(n, 14, pos, len(buf))
+        if n < 0 or n * 14 > blen - pos:
+            raise bad_count(n, 14, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -192,14 +192,15 @@ def _write_DeleteRecordsTopicResult_v0(self, w):
 def _read_DeleteRecordsResponse_v0(buf, pos, view):
     try:
         self = _new(DeleteRecordsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -237,6 +238,7 @@ def _write_DeleteRecordsResponse_v0(self, w):
 def _read_DeleteRecordsPartitionResult_v2(buf, pos, view):
     try:
         self = _new(DeleteRecordsPartitionResult)
+        blen = len(buf)
         # field: partition_index:i low_watermark:q error_code:h
         (self.partition_index, self.low_watermark, self.error_code,) = _R_iqh(buf, pos)
         pos += 14
@@ -250,8 +252,8 @@ def _read_DeleteRecordsPartitionResult_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -266,8 +268,8 @@ def _read_DeleteRecordsPartitionResult_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -295,27 +297,40 @@ def _write_DeleteRecordsPartitionResult_v2(self, w):
 def _read_DeleteRecordsTopicResult_v2(buf, pos, view):
     try:
         self = _new(DeleteRecordsTopicResult)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 15 > len(buf) - pos:
-            raise bad_count(n, 15, pos, len(buf))
+        if n < 0 or n * 15 > blen - pos:
+            raise bad_count(n, 15, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -332,8 +347,8 @@ def _read_DeleteRecordsTopicResult_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -348,8 +363,8 @@ def _read_DeleteRecordsTopicResult_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -371,14 +386,30 @@ def _write_DeleteRecordsTopicResult_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -397,6 +428,7 @@ def _write_DeleteRecordsTopicResult_v2(self, w):
 def _read_DeleteRecordsResponse_v2(buf, pos, view):
     try:
         self = _new(DeleteRecordsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -404,11 +436,17 @@ def _read_DeleteRecordsResponse_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -425,8 +463,8 @@ def _read_DeleteRecordsResponse_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -441,8 +479,8 @@ def _read_DeleteRecordsResponse_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -462,7 +500,15 @@ def _write_DeleteRecordsResponse_v2(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -489,5 +535,5 @@ DeleteRecordsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "110:- 113:partition_index:i/low_watermark:q/error_code:h 122:- 124:partition_index:i/low_watermark:q/error_code:h 126:unknown_tags 133:- 136:name 144:partitions[] 161:- 163:name 174:partitions[] 185:unknown_tags 192:- 195:throttle_time_ms:i 198:topics[] 215:- 217:throttle_time_ms:i 219:topics[] 230:unknown_tags 237:- 240:partition_index:i/low_watermark:q/error_code:h 243:tagged_fields 281:- 283:partition_index:i/low_watermark:q/error_code:h 285:tagged_fields 295:- 298:name 310:partitions[] 325:tagged_fields 363:- 365:name 376:partitions[] 387:tagged_fields 397:- 400:throttle_time_ms:i 403:topics[] 418:tagged_fields 456:- 458:throttle_time_ms:i 460:topics[] 471:tagged_fields"
+    "109:- 112:partition_index:i/low_watermark:q/error_code:h 121:- 123:partition_index:i/low_watermark:q/error_code:h 125:unknown_tags 132:- 136:name 144:partitions[] 161:- 163:name 174:partitions[] 185:unknown_tags 192:- 196:throttle_time_ms:i 199:topics[] 216:- 218:throttle_time_ms:i 220:topics[] 231:unknown_tags 238:- 242:partition_index:i/low_watermark:q/error_code:h 245:tagged_fields 283:- 285:partition_index:i/low_watermark:q/error_code:h 287:tagged_fields 297:- 301:name 319:partitions[] 340:tagged_fields 378:- 380:name 399:partitions[] 418:tagged_fields 428:- 432:throttle_time_ms:i 435:topics[] 456:tagged_fields 494:- 496:throttle_time_ms:i 498:topics[] 517:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_b = _Format(">b").unpack_from
 _W_b = _Format(">b").pack
 _R_bb = _Format(">bb").unpack_from
@@ -72,6 +71,7 @@ class DescribeAclsRequest(_Message):
 def _read_DescribeAclsRequest_v0(buf, pos, view):
     try:
         self = _new(DescribeAclsRequest)
+        blen = len(buf)
         # field: resource_type_filter:b
         (self.resource_type_filter,) = _R_b(buf, pos)
         pos += 1
@@ -82,8 +82,8 @@ def _read_DescribeAclsRequest_v0(buf, pos, view):
             self.resource_name_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.resource_name_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: principal_filter
@@ -93,8 +93,8 @@ def _read_DescribeAclsRequest_v0(buf, pos, view):
             self.principal_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.principal_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: host_filter
@@ -104,8 +104,8 @@ def _read_DescribeAclsRequest_v0(buf, pos, view):
             self.host_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.host_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: operation:b permission_type:b
@@ -170,6 +170,7 @@ def _write_DescribeAclsRequest_v0(self, w):
 def _read_DescribeAclsRequest_v1(buf, pos, view):
     try:
         self = _new(DescribeAclsRequest)
+        blen = len(buf)
         # field: resource_type_filter:b
         (self.resource_type_filter,) = _R_b(buf, pos)
         pos += 1
@@ -180,8 +181,8 @@ def _read_DescribeAclsRequest_v1(buf, pos, view):
             self.resource_name_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.resource_name_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: pattern_type_filter:b
@@ -194,8 +195,8 @@ def _read_DescribeAclsRequest_v1(buf, pos, view):
             self.principal_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.principal_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: host_filter
@@ -205,8 +206,8 @@ def _read_DescribeAclsRequest_v1(buf, pos, view):
             self.host_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.host_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: operation:b permission_type:b
@@ -269,6 +270,7 @@ def _write_DescribeAclsRequest_v1(self, w):
 def _read_DescribeAclsRequest_v2(buf, pos, view):
     try:
         self = _new(DescribeAclsRequest)
+        blen = len(buf)
         # field: resource_type_filter:b
         (self.resource_type_filter,) = _R_b(buf, pos)
         pos += 1
@@ -276,6 +278,12 @@ def _read_DescribeAclsRequest_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -283,8 +291,8 @@ def _read_DescribeAclsRequest_v2(buf, pos, view):
             self.resource_name_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.resource_name_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: pattern_type_filter:b
@@ -294,6 +302,12 @@ def _read_DescribeAclsRequest_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -301,14 +315,20 @@ def _read_DescribeAclsRequest_v2(buf, pos, view):
             self.principal_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.principal_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: host_filter
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -316,8 +336,8 @@ def _read_DescribeAclsRequest_v2(buf, pos, view):
             self.host_filter = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.host_filter = str(buf[pos:end], "utf-8")
             pos = end
         # field: operation:b permission_type:b
@@ -333,8 +353,8 @@ def _read_DescribeAclsRequest_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -349,8 +369,8 @@ def _read_DescribeAclsRequest_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -374,7 +394,15 @@ def _write_DescribeAclsRequest_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: pattern_type_filter:b
         w(_W_b(self.pattern_type_filter))
@@ -387,7 +415,15 @@ def _write_DescribeAclsRequest_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: host_filter
         value = self.host_filter
@@ -398,7 +434,15 @@ def _write_DescribeAclsRequest_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
@@ -425,5 +469,5 @@ DescribeAclsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "72:- 75:resource_type_filter:b 78:resource_name_filter 89:principal_filter 100:host_filter 111:operation:b/permission_type:b 121:- 123:resource_type_filter:b 125:resource_name_filter 136:principal_filter 147:host_filter 158:operation:b/permission_type:b 160:pattern_type_filter 163:unknown_tags 170:- 173:resource_type_filter:b 176:resource_name_filter 187:pattern_type_filter:b 190:principal_filter 201:host_filter 212:operation:b/permission_type:b 221:- 223:resource_type_filter:b 225:resource_name_filter 236:pattern_type_filter:b 238:principal_filter 249:host_filter 260:operation:b/permission_type:b 262:unknown_tags 269:- 272:resource_type_filter:b 275:resource_name_filter 290:pattern_type_filter:b 293:principal_filter 308:host_filter 323:operation:b/permission_type:b 326:tagged_fields 364:- 366:resource_type_filter:b 368:resource_name_filter 379:pattern_type_filter:b 381:principal_filter 392:host_filter 403:operation:b/permission_type:b 405:tagged_fields"
+    "71:- 75:resource_type_filter:b 78:resource_name_filter 89:principal_filter 100:host_filter 111:operation:b/permission_type:b 121:- 123:resource_type_filter:b 125:resource_name_filter 136:principal_filter 147:host_filter 158:operation:b/permission_type:b 160:pattern_type_filter 163:unknown_tags 170:- 174:resource_type_filter:b 177:resource_name_filter 188:pattern_type_filter:b 191:principal_filter 202:host_filter 213:operation:b/permission_type:b 222:- 224:resource_type_filter:b 226:resource_name_filter 237:pattern_type_filter:b 239:principal_filter 250:host_filter 261:operation:b/permission_type:b 263:unknown_tags 270:- 274:resource_type_filter:b 277:resource_name_filter 298:pattern_type_filter:b 301:principal_filter 322:host_filter 343:operation:b/permission_type:b 346:tagged_fields 384:- 386:resource_type_filter:b 388:resource_name_filter 407:pattern_type_filter:b 409:principal_filter 428:host_filter 447:operation:b/permission_type:b 449:tagged_fields"
 )

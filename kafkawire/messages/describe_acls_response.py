@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_b = _Format(">b").unpack_from
 _W_b = _Format(">b").pack
 _R_bb = _Format(">bb").unpack_from
@@ -129,20 +128,21 @@ DescribeAclsResponse.AclDescription = AclDescription
 def _read_AclDescription_v0(buf, pos, view):
     try:
         self = _new(AclDescription)
+        blen = len(buf)
         # field: principal
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal = str(buf[pos:end], "utf-8")
         pos = end
         # field: host
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: operation:b permission_type:b
@@ -190,6 +190,7 @@ def _write_AclDescription_v0(self, w):
 def _read_DescribeAclsResource_v0(buf, pos, view):
     try:
         self = _new(DescribeAclsResource)
+        blen = len(buf)
         # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
@@ -197,15 +198,15 @@ def _read_DescribeAclsResource_v0(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: acls[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_acls in range(n):
@@ -258,6 +259,7 @@ def _write_DescribeAclsResource_v0(self, w):
 def _read_DescribeAclsResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeAclsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -268,15 +270,15 @@ def _read_DescribeAclsResponse_v0(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: resources[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_resources in range(n):
@@ -325,6 +327,7 @@ def _write_DescribeAclsResponse_v0(self, w):
 def _read_DescribeAclsResource_v1(buf, pos, view):
     try:
         self = _new(DescribeAclsResource)
+        blen = len(buf)
         # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
@@ -332,8 +335,8 @@ def _read_DescribeAclsResource_v1(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: pattern_type:b
@@ -342,8 +345,8 @@ def _read_DescribeAclsResource_v1(buf, pos, view):
         # field: acls[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_acls in range(n):
@@ -394,6 +397,7 @@ def _write_DescribeAclsResource_v1(self, w):
 def _read_DescribeAclsResponse_v1(buf, pos, view):
     try:
         self = _new(DescribeAclsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -404,15 +408,15 @@ def _read_DescribeAclsResponse_v1(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: resources[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_resources in range(n):
@@ -461,28 +465,41 @@ def _write_DescribeAclsResponse_v1(self, w):
 def _read_AclDescription_v2(buf, pos, view):
     try:
         self = _new(AclDescription)
+        blen = len(buf)
         # field: principal
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal = str(buf[pos:end], "utf-8")
         pos = end
         # field: host
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: operation:b permission_type:b
@@ -498,8 +515,8 @@ def _read_AclDescription_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -514,8 +531,8 @@ def _read_AclDescription_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -537,7 +554,15 @@ def _write_AclDescription_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: host
         value = self.host
@@ -548,7 +573,15 @@ def _write_AclDescription_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: operation:b permission_type:b
         w(_W_bb(self.operation, self.permission_type))
@@ -565,6 +598,7 @@ def _write_AclDescription_v2(self, w):
 def _read_DescribeAclsResource_v2(buf, pos, view):
     try:
         self = _new(DescribeAclsResource)
+        blen = len(buf)
         # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
@@ -572,12 +606,18 @@ def _read_DescribeAclsResource_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: pattern_type:b
@@ -587,11 +627,17 @@ def _read_DescribeAclsResource_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 5 > len(buf) - pos:
-            raise bad_count(n, 5, pos, len(buf))
+        if n < 0 or n * 5 > blen - pos:
+            raise bad_count(n, 5, pos, blen)
         items = []
         append = items.append
         for i_acls in range(n):
@@ -608,8 +654,8 @@ def _read_DescribeAclsResource_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -624,8 +670,8 @@ def _read_DescribeAclsResource_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -649,7 +695,15 @@ def _write_DescribeAclsResource_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: pattern_type:b
         w(_W_b(self.pattern_type))
@@ -658,7 +712,15 @@ def _write_DescribeAclsResource_v2(self, w):
         if value is None:
             raise null_not_allowed("acls")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_acls, item in enumerate(value):
                 value = item
                 if value is None:
@@ -677,6 +739,7 @@ def _write_DescribeAclsResource_v2(self, w):
 def _read_DescribeAclsResponse_v2(buf, pos, view):
     try:
         self = _new(DescribeAclsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -684,6 +747,12 @@ def _read_DescribeAclsResponse_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -691,19 +760,25 @@ def _read_DescribeAclsResponse_v2(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: resources[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 5 > len(buf) - pos:
-            raise bad_count(n, 5, pos, len(buf))
+        if n < 0 or n * 5 > blen - pos:
+            raise bad_count(n, 5, pos, blen)
         items = []
         append = items.append
         for i_resources in range(n):
@@ -720,8 +795,8 @@ def _read_DescribeAclsResponse_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -736,8 +811,8 @@ def _read_DescribeAclsResponse_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -761,14 +836,30 @@ def _write_DescribeAclsResponse_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: resources[]
         value = self.resources
         if value is None:
             raise null_not_allowed("resources")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_resources, item in enumerate(value):
                 value = item
                 if value is None:
@@ -797,5 +888,5 @@ DescribeAclsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "129:- 132:principal 140:host 148:operation:b/permission_type:b 157:- 159:principal 170:host 181:operation:b/permission_type:b 183:unknown_tags 190:- 193:resource_type:b 196:resource_name 204:acls[] 222:- 224:resource_type:b 226:resource_name 237:acls[] 248:pattern_type 251:unknown_tags 258:- 261:throttle_time_ms:i/error_code:h 264:error_message 275:resources[] 292:- 294:throttle_time_ms:i/error_code:h 296:error_message 307:resources[] 318:unknown_tags 325:- 328:resource_type:b 331:resource_name 339:pattern_type:b 342:acls[] 359:- 361:resource_type:b 363:resource_name 374:pattern_type:b 376:acls[] 387:unknown_tags 394:- 397:throttle_time_ms:i/error_code:h 400:error_message 411:resources[] 428:- 430:throttle_time_ms:i/error_code:h 432:error_message 443:resources[] 454:unknown_tags 461:- 464:principal 476:host 488:operation:b/permission_type:b 491:tagged_fields 529:- 531:principal 542:host 553:operation:b/permission_type:b 555:tagged_fields 565:- 568:resource_type:b 571:resource_name 583:pattern_type:b 586:acls[] 601:tagged_fields 639:- 641:resource_type:b 643:resource_name 654:pattern_type:b 656:acls[] 667:tagged_fields 677:- 680:throttle_time_ms:i/error_code:h 683:error_message 698:resources[] 713:tagged_fields 751:- 753:throttle_time_ms:i/error_code:h 755:error_message 766:resources[] 777:tagged_fields"
+    "128:- 132:principal 140:host 148:operation:b/permission_type:b 157:- 159:principal 170:host 181:operation:b/permission_type:b 183:unknown_tags 190:- 194:resource_type:b 197:resource_name 205:acls[] 223:- 225:resource_type:b 227:resource_name 238:acls[] 249:pattern_type 252:unknown_tags 259:- 263:throttle_time_ms:i/error_code:h 266:error_message 277:resources[] 294:- 296:throttle_time_ms:i/error_code:h 298:error_message 309:resources[] 320:unknown_tags 327:- 331:resource_type:b 334:resource_name 342:pattern_type:b 345:acls[] 362:- 364:resource_type:b 366:resource_name 377:pattern_type:b 379:acls[] 390:unknown_tags 397:- 401:throttle_time_ms:i/error_code:h 404:error_message 415:resources[] 432:- 434:throttle_time_ms:i/error_code:h 436:error_message 447:resources[] 458:unknown_tags 465:- 469:principal 487:host 505:operation:b/permission_type:b 508:tagged_fields 546:- 548:principal 567:host 586:operation:b/permission_type:b 588:tagged_fields 598:- 602:resource_type:b 605:resource_name 623:pattern_type:b 626:acls[] 647:tagged_fields 685:- 687:resource_type:b 689:resource_name 708:pattern_type:b 710:acls[] 729:tagged_fields 739:- 743:throttle_time_ms:i/error_code:h 746:error_message 767:resources[] 788:tagged_fields 826:- 828:throttle_time_ms:i/error_code:h 830:error_message 849:resources[] 868:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R__ = _Format(">?").unpack_from
 _W__ = _Format(">?").pack
 _R_b = _Format(">b").unpack_from
@@ -86,12 +85,13 @@ DescribeClientQuotasRequest.ComponentData = ComponentData
 def _read_ComponentData_v0(buf, pos, view):
     try:
         self = _new(ComponentData)
+        blen = len(buf)
         # field: entity_type
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.entity_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: match_type:b
@@ -104,8 +104,8 @@ def _read_ComponentData_v0(buf, pos, view):
             self.match = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.match = str(buf[pos:end], "utf-8")
             pos = end
         self.unknown_tags = None
@@ -150,11 +150,12 @@ def _write_ComponentData_v0(self, w):
 def _read_DescribeClientQuotasRequest_v0(buf, pos, view):
     try:
         self = _new(DescribeClientQuotasRequest)
+        blen = len(buf)
         # field: components[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 5 > len(buf) - pos:
-            raise bad_count(n, 5, pos, len(buf))
+        if n < 0 or n * 5 > blen - pos:
+            raise bad_count(n, 5, pos, blen)
         items = []
         append = items.append
         for i_components in range(n):
@@ -195,16 +196,23 @@ def _write_DescribeClientQuotasRequest_v0(self, w):
 def _read_ComponentData_v1(buf, pos, view):
     try:
         self = _new(ComponentData)
+        blen = len(buf)
         # field: entity_type
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.entity_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: match_type:b
@@ -214,6 +222,12 @@ def _read_ComponentData_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -221,8 +235,8 @@ def _read_ComponentData_v1(buf, pos, view):
             self.match = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.match = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -235,8 +249,8 @@ def _read_ComponentData_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -251,8 +265,8 @@ def _read_ComponentData_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -274,7 +288,15 @@ def _write_ComponentData_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: match_type:b
         w(_W_b(self.match_type))
@@ -287,7 +309,15 @@ def _write_ComponentData_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -302,15 +332,22 @@ def _write_ComponentData_v1(self, w):
 def _read_DescribeClientQuotasRequest_v1(buf, pos, view):
     try:
         self = _new(DescribeClientQuotasRequest)
+        blen = len(buf)
         # field: components[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_components in range(n):
@@ -330,8 +367,8 @@ def _read_DescribeClientQuotasRequest_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -346,8 +383,8 @@ def _read_DescribeClientQuotasRequest_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -365,7 +402,15 @@ def _write_DescribeClientQuotasRequest_v1(self, w):
         if value is None:
             raise null_not_allowed("components")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_components, item in enumerate(value):
                 value = item
                 if value is None:
@@ -392,5 +437,5 @@ DescribeClientQuotasRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "86:- 89:entity_type 97:match_type:b 100:match 117:- 119:entity_type 130:match_type:b 132:match 143:unknown_tags 150:- 153:components[] 164:strict:? 173:- 175:components[] 186:strict:? 188:unknown_tags 195:- 198:entity_type 210:match_type:b 213:match 228:tagged_fields 266:- 268:entity_type 279:match_type:b 281:match 292:tagged_fields 302:- 305:components[] 320:strict:? 323:tagged_fields 361:- 363:components[] 374:strict:? 376:tagged_fields"
+    "85:- 89:entity_type 97:match_type:b 100:match 117:- 119:entity_type 130:match_type:b 132:match 143:unknown_tags 150:- 154:components[] 165:strict:? 174:- 176:components[] 187:strict:? 189:unknown_tags 196:- 200:entity_type 218:match_type:b 221:match 242:tagged_fields 280:- 282:entity_type 301:match_type:b 303:match 322:tagged_fields 332:- 336:components[] 357:strict:? 360:tagged_fields 398:- 400:components[] 419:strict:? 421:tagged_fields"
 )

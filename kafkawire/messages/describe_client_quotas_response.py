@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_d = _Format(">d").unpack_from
 _W_d = _Format(">d").pack
 _R_h = _Format(">h").unpack_from
@@ -141,12 +140,13 @@ DescribeClientQuotasResponse.ValueData = ValueData
 def _read_EntityData_v0(buf, pos, view):
     try:
         self = _new(EntityData)
+        blen = len(buf)
         # field: entity_type
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.entity_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: entity_name
@@ -156,8 +156,8 @@ def _read_EntityData_v0(buf, pos, view):
             self.entity_name = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.entity_name = str(buf[pos:end], "utf-8")
             pos = end
         self.unknown_tags = None
@@ -200,12 +200,13 @@ def _write_EntityData_v0(self, w):
 def _read_ValueData_v0(buf, pos, view):
     try:
         self = _new(ValueData)
+        blen = len(buf)
         # field: key
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.key = str(buf[pos:end], "utf-8")
         pos = end
         # field: value:d
@@ -242,11 +243,12 @@ def _write_ValueData_v0(self, w):
 def _read_EntryData_v0(buf, pos, view):
     try:
         self = _new(EntryData)
+        blen = len(buf)
         # field: entity[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_entity in range(n):
@@ -256,8 +258,8 @@ def _read_EntryData_v0(buf, pos, view):
         # field: values[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_values in range(n):
@@ -304,6 +306,7 @@ def _write_EntryData_v0(self, w):
 def _read_DescribeClientQuotasResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeClientQuotasResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -314,8 +317,8 @@ def _read_DescribeClientQuotasResponse_v0(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: entries[]
@@ -324,8 +327,8 @@ def _read_DescribeClientQuotasResponse_v0(buf, pos, view):
         if n == -1:
             self.entries = None
         else:
-            if n < 0 or n * 8 > len(buf) - pos:
-                raise bad_count(n, 8, pos, len(buf))
+            if n < 0 or n * 8 > blen - pos:
+                raise bad_count(n, 8, pos, blen)
             items = []
             append = items.append
             for i_entries in range(n):
@@ -374,22 +377,35 @@ def _write_DescribeClientQuotasResponse_v0(self, w):
 def _read_EntityData_v1(buf, pos, view):
     try:
         self = _new(EntityData)
+        blen = len(buf)
         # field: entity_type
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.entity_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: entity_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -397,8 +413,8 @@ def _read_EntityData_v1(buf, pos, view):
             self.entity_name = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.entity_name = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -411,8 +427,8 @@ def _read_EntityData_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -427,8 +443,8 @@ def _read_EntityData_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -450,7 +466,15 @@ def _write_EntityData_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: entity_name
         value = self.entity_name
@@ -461,7 +485,15 @@ def _write_EntityData_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -476,16 +508,23 @@ def _write_EntityData_v1(self, w):
 def _read_ValueData_v1(buf, pos, view):
     try:
         self = _new(ValueData)
+        blen = len(buf)
         # field: key
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.key = str(buf[pos:end], "utf-8")
         pos = end
         # field: value:d
@@ -501,8 +540,8 @@ def _read_ValueData_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -517,8 +556,8 @@ def _read_ValueData_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -540,7 +579,15 @@ def _write_ValueData_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: value:d
         w(_W_d(self.value))
@@ -557,15 +604,22 @@ def _write_ValueData_v1(self, w):
 def _read_EntryData_v1(buf, pos, view):
     try:
         self = _new(EntryData)
+        blen = len(buf)
         # field: entity[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_entity in range(n):
@@ -576,11 +630,17 @@ def _read_EntryData_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_values in range(n):
@@ -597,8 +657,8 @@ def _read_EntryData_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -613,8 +673,8 @@ def _read_EntryData_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -632,7 +692,15 @@ def _write_EntryData_v1(self, w):
         if value is None:
             raise null_not_allowed("entity")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_entity, item in enumerate(value):
                 value = item
                 if value is None:
@@ -643,7 +711,15 @@ def _write_EntryData_v1(self, w):
         if value is None:
             raise null_not_allowed("values")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_values, item in enumerate(value):
                 value = item
                 if value is None:
@@ -662,6 +738,7 @@ def _write_EntryData_v1(self, w):
 def _read_DescribeClientQuotasResponse_v1(buf, pos, view):
     try:
         self = _new(DescribeClientQuotasResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -669,6 +746,12 @@ def _read_DescribeClientQuotasResponse_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -676,22 +759,28 @@ def _read_DescribeClientQuotasResponse_v1(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: entries[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.entries = None
         else:
-            if n < 0 or n * 3 > len(buf) - pos:
-                raise bad_count(n, 3, pos, len(buf))
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
             items = []
             append = items.append
             for i_entries in range(n):
@@ -708,8 +797,8 @@ def _read_DescribeClientQuotasResponse_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -724,8 +813,8 @@ def _read_DescribeClientQuotasResponse_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -749,14 +838,30 @@ def _write_DescribeClientQuotasResponse_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: entries[]
         value = self.entries
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_entries, item in enumerate(value):
                 value = item
                 if value is None:
@@ -781,5 +886,5 @@ DescribeClientQuotasResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "141:- 144:entity_type 152:entity_name 169:- 171:entity_type 182:entity_name 193:unknown_tags 200:- 203:key 211:value:d 220:- 222:key 233:value:d 235:unknown_tags 242:- 245:entity[] 256:values[] 273:- 275:entity[] 286:values[] 297:unknown_tags 304:- 307:throttle_time_ms:i/error_code:h 310:error_message 321:entries[] 341:- 343:throttle_time_ms:i/error_code:h 345:error_message 356:entries[] 367:unknown_tags 374:- 377:entity_type 389:entity_name 404:tagged_fields 442:- 444:entity_type 455:entity_name 466:tagged_fields 476:- 479:key 491:value:d 494:tagged_fields 532:- 534:key 545:value:d 547:tagged_fields 557:- 560:entity[] 575:values[] 590:tagged_fields 628:- 630:entity[] 641:values[] 652:tagged_fields 662:- 665:throttle_time_ms:i/error_code:h 668:error_message 683:entries[] 701:tagged_fields 739:- 741:throttle_time_ms:i/error_code:h 743:error_message 754:entries[] 765:tagged_fields"
+    "140:- 144:entity_type 152:entity_name 169:- 171:entity_type 182:entity_name 193:unknown_tags 200:- 204:key 212:value:d 221:- 223:key 234:value:d 236:unknown_tags 243:- 247:entity[] 258:values[] 275:- 277:entity[] 288:values[] 299:unknown_tags 306:- 310:throttle_time_ms:i/error_code:h 313:error_message 324:entries[] 344:- 346:throttle_time_ms:i/error_code:h 348:error_message 359:entries[] 370:unknown_tags 377:- 381:entity_type 399:entity_name 420:tagged_fields 458:- 460:entity_type 479:entity_name 498:tagged_fields 508:- 512:key 530:value:d 533:tagged_fields 571:- 573:key 592:value:d 594:tagged_fields 604:- 608:entity[] 629:values[] 650:tagged_fields 688:- 690:entity[] 709:values[] 728:tagged_fields 738:- 742:throttle_time_ms:i/error_code:h 745:error_message 766:entries[] 790:tagged_fields 828:- 830:throttle_time_ms:i/error_code:h 832:error_message 851:entries[] 870:tagged_fields"
 )

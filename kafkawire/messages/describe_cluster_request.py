@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R__ = _Format(">?").unpack_from
 _W__ = _Format(">?").pack
 _R__b = _Format(">?b").unpack_from
@@ -57,6 +56,7 @@ class DescribeClusterRequest(_Message):
 def _read_DescribeClusterRequest_v0(buf, pos, view):
     try:
         self = _new(DescribeClusterRequest)
+        blen = len(buf)
         # field: include_cluster_authorized_operations:?
         (self.include_cluster_authorized_operations,) = _R__(buf, pos)
         pos += 1
@@ -71,8 +71,8 @@ def _read_DescribeClusterRequest_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -87,8 +87,8 @@ def _read_DescribeClusterRequest_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -119,6 +119,7 @@ def _write_DescribeClusterRequest_v0(self, w):
 def _read_DescribeClusterRequest_v1(buf, pos, view):
     try:
         self = _new(DescribeClusterRequest)
+        blen = len(buf)
         # field: include_cluster_authorized_operations:? endpoint_type:b
         (self.include_cluster_authorized_operations, self.endpoint_type,) = _R__b(buf, pos)
         pos += 2
@@ -132,8 +133,8 @@ def _read_DescribeClusterRequest_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -148,8 +149,8 @@ def _read_DescribeClusterRequest_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -183,5 +184,5 @@ DescribeClusterRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "57:- 60:include_cluster_authorized_operations:? 64:tagged_fields 102:- 104:include_cluster_authorized_operations:? 106:endpoint_type 109:tagged_fields 119:- 122:include_cluster_authorized_operations:?/endpoint_type:b 125:tagged_fields 163:- 165:include_cluster_authorized_operations:?/endpoint_type:b 167:tagged_fields"
+    "56:- 60:include_cluster_authorized_operations:? 64:tagged_fields 102:- 104:include_cluster_authorized_operations:? 106:endpoint_type 109:tagged_fields 119:- 123:include_cluster_authorized_operations:?/endpoint_type:b 126:tagged_fields 164:- 166:include_cluster_authorized_operations:?/endpoint_type:b 168:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R__ = _Format(">?").unpack_from
 _W__ = _Format(">?").pack
 _R___ = _Format(">??").unpack_from
@@ -91,6 +90,7 @@ DescribeConfigsRequest.DescribeConfigsResource = DescribeConfigsResource
 def _read_DescribeConfigsResource_v0(buf, pos, view):
     try:
         self = _new(DescribeConfigsResource)
+        blen = len(buf)
         # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
@@ -98,8 +98,8 @@ def _read_DescribeConfigsResource_v0(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: configuration_keys[]
@@ -108,16 +108,16 @@ def _read_DescribeConfigsResource_v0(buf, pos, view):
         if n == -1:
             self.configuration_keys = None
         else:
-            if n < 0 or n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n < 0 or n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             items = []
             append = items.append
             for i_configuration_keys in range(n):
                 n = _R_h(buf, pos)[0]
                 pos += 2
                 end = pos + n
-                if n < 0 or end > len(buf) or n > 0x7FFF:
-                    raise bad_length(n, pos, len(buf), "string")
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
                 item = str(buf[pos:end], "utf-8")
                 pos = end
                 append(item)
@@ -170,11 +170,12 @@ def _write_DescribeConfigsResource_v0(self, w):
 def _read_DescribeConfigsRequest_v0(buf, pos, view):
     try:
         self = _new(DescribeConfigsRequest)
+        blen = len(buf)
         # field: resources[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_resources in range(n):
@@ -218,11 +219,12 @@ def _write_DescribeConfigsRequest_v0(self, w):
 def _read_DescribeConfigsRequest_v1(buf, pos, view):
     try:
         self = _new(DescribeConfigsRequest)
+        blen = len(buf)
         # field: resources[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_resources in range(n):
@@ -267,11 +269,12 @@ def _write_DescribeConfigsRequest_v1(self, w):
 def _read_DescribeConfigsRequest_v3(buf, pos, view):
     try:
         self = _new(DescribeConfigsRequest)
+        blen = len(buf)
         # field: resources[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_resources in range(n):
@@ -312,6 +315,7 @@ def _write_DescribeConfigsRequest_v3(self, w):
 def _read_DescribeConfigsResource_v4(buf, pos, view):
     try:
         self = _new(DescribeConfigsResource)
+        blen = len(buf)
         # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
@@ -319,38 +323,56 @@ def _read_DescribeConfigsResource_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: configuration_keys[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.configuration_keys = None
         else:
-            if n < 0 or n * 1 > len(buf) - pos:
-                raise bad_count(n, 1, pos, len(buf))
+            if n < 0 or n * 1 > blen - pos:
+                raise bad_count(n, 1, pos, blen)
             items = []
             append = items.append
             for i_configuration_keys in range(n):
                 n = buf[pos]
                 if n < 0x80:
                     pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
                 else:
                     n, pos = read_uvarint(buf, pos)
                 n -= 1
                 end = pos + n
-                if n < 0 or end > len(buf) or n > 0x7FFF:
-                    raise bad_length(n, pos, len(buf), "string")
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
                 item = str(buf[pos:end], "utf-8")
                 pos = end
                 append(item)
@@ -365,8 +387,8 @@ def _read_DescribeConfigsResource_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -381,8 +403,8 @@ def _read_DescribeConfigsResource_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -406,14 +428,30 @@ def _write_DescribeConfigsResource_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: configuration_keys[]
         value = self.configuration_keys
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_configuration_keys, item in enumerate(value):
                 value = item
                 if value is None:
@@ -423,7 +461,15 @@ def _write_DescribeConfigsResource_v4(self, w):
                     n = len(raw)
                     if n > 0x7FFF:
                         raise string_too_long(n)
-                    w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+                    k = n + 1
+                    if k < 0x80:
+                        w(SMALL_UVARINTS[k])
+                    elif k < 0x4000:
+                        w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                    elif k < 0x200000:
+                        w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                    else:
+                        w(uvarint(k))
                     w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -438,15 +484,22 @@ def _write_DescribeConfigsResource_v4(self, w):
 def _read_DescribeConfigsRequest_v4(buf, pos, view):
     try:
         self = _new(DescribeConfigsRequest)
+        blen = len(buf)
         # field: resources[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_resources in range(n):
@@ -466,8 +519,8 @@ def _read_DescribeConfigsRequest_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -482,8 +535,8 @@ def _read_DescribeConfigsRequest_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -501,7 +554,15 @@ def _write_DescribeConfigsRequest_v4(self, w):
         if value is None:
             raise null_not_allowed("resources")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_resources, item in enumerate(value):
                 value = item
                 if value is None:
@@ -534,5 +595,5 @@ DescribeConfigsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "91:- 94:resource_type:b 97:resource_name 105:configuration_keys[] 131:- 133:resource_type:b 135:resource_name 146:configuration_keys[] 163:unknown_tags 170:- 173:resources[] 192:- 194:resources[] 205:include_synonyms 208:include_documentation 211:unknown_tags 218:- 221:resources[] 232:include_synonyms:? 242:- 244:resources[] 255:include_synonyms:? 257:include_documentation 260:unknown_tags 267:- 270:resources[] 281:include_synonyms:?/include_documentation:? 290:- 292:resources[] 303:include_synonyms:?/include_documentation:? 305:unknown_tags 312:- 315:resource_type:b 318:resource_name 330:configuration_keys[] 358:tagged_fields 396:- 398:resource_type:b 400:resource_name 411:configuration_keys[] 428:tagged_fields 438:- 441:resources[] 456:include_synonyms:?/include_documentation:? 459:tagged_fields 497:- 499:resources[] 510:include_synonyms:?/include_documentation:? 512:tagged_fields"
+    "90:- 94:resource_type:b 97:resource_name 105:configuration_keys[] 131:- 133:resource_type:b 135:resource_name 146:configuration_keys[] 163:unknown_tags 170:- 174:resources[] 193:- 195:resources[] 206:include_synonyms 209:include_documentation 212:unknown_tags 219:- 223:resources[] 234:include_synonyms:? 244:- 246:resources[] 257:include_synonyms:? 259:include_documentation 262:unknown_tags 269:- 273:resources[] 284:include_synonyms:?/include_documentation:? 293:- 295:resources[] 306:include_synonyms:?/include_documentation:? 308:unknown_tags 315:- 319:resource_type:b 322:resource_name 340:configuration_keys[] 380:tagged_fields 418:- 420:resource_type:b 422:resource_name 441:configuration_keys[] 474:tagged_fields 484:- 488:resources[] 509:include_synonyms:?/include_documentation:? 512:tagged_fields 550:- 552:resources[] 571:include_synonyms:?/include_documentation:? 573:tagged_fields"
 )

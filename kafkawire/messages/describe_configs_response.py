@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R____ = _Format(">???").unpack_from
 _W____ = _Format(">???").pack
 _R__b_ = _Format(">?b?").unpack_from
@@ -170,12 +169,13 @@ DescribeConfigsResponse.DescribeConfigsSynonym = DescribeConfigsSynonym
 def _read_DescribeConfigsResourceResult_v0(buf, pos, view):
     try:
         self = _new(DescribeConfigsResourceResult)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: value
@@ -185,8 +185,8 @@ def _read_DescribeConfigsResourceResult_v0(buf, pos, view):
             self.value = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
         # field: read_only:? is_default:? is_sensitive:?
@@ -238,6 +238,7 @@ def _write_DescribeConfigsResourceResult_v0(self, w):
 def _read_DescribeConfigsResult_v0(buf, pos, view):
     try:
         self = _new(DescribeConfigsResult)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -248,8 +249,8 @@ def _read_DescribeConfigsResult_v0(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: resource_type:b
@@ -259,15 +260,15 @@ def _read_DescribeConfigsResult_v0(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: configs[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_configs in range(n):
@@ -329,14 +330,15 @@ def _write_DescribeConfigsResult_v0(self, w):
 def _read_DescribeConfigsResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeConfigsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 11 > len(buf) - pos:
-            raise bad_count(n, 11, pos, len(buf))
+        if n < 0 or n * 11 > blen - pos:
+            raise bad_count(n, 11, pos, blen)
         items = []
         append = items.append
         for i_results in range(n):
@@ -374,12 +376,13 @@ def _write_DescribeConfigsResponse_v0(self, w):
 def _read_DescribeConfigsSynonym_v1(buf, pos, view):
     try:
         self = _new(DescribeConfigsSynonym)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: value
@@ -389,8 +392,8 @@ def _read_DescribeConfigsSynonym_v1(buf, pos, view):
             self.value = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
         # field: source:b
@@ -438,12 +441,13 @@ def _write_DescribeConfigsSynonym_v1(self, w):
 def _read_DescribeConfigsResourceResult_v1(buf, pos, view):
     try:
         self = _new(DescribeConfigsResourceResult)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: value
@@ -453,8 +457,8 @@ def _read_DescribeConfigsResourceResult_v1(buf, pos, view):
             self.value = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
         # field: read_only:? config_source:b is_sensitive:?
@@ -463,8 +467,8 @@ def _read_DescribeConfigsResourceResult_v1(buf, pos, view):
         # field: synonyms[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 5 > len(buf) - pos:
-            raise bad_count(n, 5, pos, len(buf))
+        if n < 0 or n * 5 > blen - pos:
+            raise bad_count(n, 5, pos, blen)
         items = []
         append = items.append
         for i_synonyms in range(n):
@@ -530,6 +534,7 @@ def _write_DescribeConfigsResourceResult_v1(self, w):
 def _read_DescribeConfigsResult_v1(buf, pos, view):
     try:
         self = _new(DescribeConfigsResult)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -540,8 +545,8 @@ def _read_DescribeConfigsResult_v1(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: resource_type:b
@@ -551,15 +556,15 @@ def _read_DescribeConfigsResult_v1(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: configs[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 11 > len(buf) - pos:
-            raise bad_count(n, 11, pos, len(buf))
+        if n < 0 or n * 11 > blen - pos:
+            raise bad_count(n, 11, pos, blen)
         items = []
         append = items.append
         for i_configs in range(n):
@@ -621,14 +626,15 @@ def _write_DescribeConfigsResult_v1(self, w):
 def _read_DescribeConfigsResponse_v1(buf, pos, view):
     try:
         self = _new(DescribeConfigsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 11 > len(buf) - pos:
-            raise bad_count(n, 11, pos, len(buf))
+        if n < 0 or n * 11 > blen - pos:
+            raise bad_count(n, 11, pos, blen)
         items = []
         append = items.append
         for i_results in range(n):
@@ -666,12 +672,13 @@ def _write_DescribeConfigsResponse_v1(self, w):
 def _read_DescribeConfigsResourceResult_v3(buf, pos, view):
     try:
         self = _new(DescribeConfigsResourceResult)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: value
@@ -681,8 +688,8 @@ def _read_DescribeConfigsResourceResult_v3(buf, pos, view):
             self.value = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
         # field: read_only:? config_source:b is_sensitive:?
@@ -691,8 +698,8 @@ def _read_DescribeConfigsResourceResult_v3(buf, pos, view):
         # field: synonyms[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 5 > len(buf) - pos:
-            raise bad_count(n, 5, pos, len(buf))
+        if n < 0 or n * 5 > blen - pos:
+            raise bad_count(n, 5, pos, blen)
         items = []
         append = items.append
         for i_synonyms in range(n):
@@ -709,8 +716,8 @@ def _read_DescribeConfigsResourceResult_v3(buf, pos, view):
             self.documentation = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.documentation = str(buf[pos:end], "utf-8")
             pos = end
         self.is_default = False
@@ -783,6 +790,7 @@ def _write_DescribeConfigsResourceResult_v3(self, w):
 def _read_DescribeConfigsResult_v3(buf, pos, view):
     try:
         self = _new(DescribeConfigsResult)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -793,8 +801,8 @@ def _read_DescribeConfigsResult_v3(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: resource_type:b
@@ -804,15 +812,15 @@ def _read_DescribeConfigsResult_v3(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: configs[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 14 > len(buf) - pos:
-            raise bad_count(n, 14, pos, len(buf))
+        if n < 0 or n * 14 > blen - pos:
+            raise bad_count(n, 14, pos, blen)
         items = []
         append = items.append
         for i_configs in range(n):
@@ -874,14 +882,15 @@ def _write_DescribeConfigsResult_v3(self, w):
 def _read_DescribeConfigsResponse_v3(buf, pos, view):
     try:
         self = _new(DescribeConfigsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: results[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 11 > len(buf) - pos:
-            raise bad_count(n, 11, pos, len(buf))
+        if n < 0 or n * 11 > blen - pos:
+            raise bad_count(n, 11, pos, blen)
         items = []
         append = items.append
         for i_results in range(n):
@@ -919,22 +928,35 @@ def _write_DescribeConfigsResponse_v3(self, w):
 def _read_DescribeConfigsSynonym_v4(buf, pos, view):
     try:
         self = _new(DescribeConfigsSynonym)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: value
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -942,8 +964,8 @@ def _read_DescribeConfigsSynonym_v4(buf, pos, view):
             self.value = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
         # field: source:b
@@ -959,8 +981,8 @@ def _read_DescribeConfigsSynonym_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -975,8 +997,8 @@ def _read_DescribeConfigsSynonym_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -998,7 +1020,15 @@ def _write_DescribeConfigsSynonym_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: value
         value = self.value
@@ -1009,7 +1039,15 @@ def _write_DescribeConfigsSynonym_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: source:b
         w(_W_b(self.source))
@@ -1026,22 +1064,35 @@ def _write_DescribeConfigsSynonym_v4(self, w):
 def _read_DescribeConfigsResourceResult_v4(buf, pos, view):
     try:
         self = _new(DescribeConfigsResourceResult)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: value
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -1049,8 +1100,8 @@ def _read_DescribeConfigsResourceResult_v4(buf, pos, view):
             self.value = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
         # field: read_only:? config_source:b is_sensitive:?
@@ -1060,11 +1111,17 @@ def _read_DescribeConfigsResourceResult_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_synonyms in range(n):
@@ -1078,6 +1135,12 @@ def _read_DescribeConfigsResourceResult_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -1085,8 +1148,8 @@ def _read_DescribeConfigsResourceResult_v4(buf, pos, view):
             self.documentation = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.documentation = str(buf[pos:end], "utf-8")
             pos = end
         self.is_default = False
@@ -1100,8 +1163,8 @@ def _read_DescribeConfigsResourceResult_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1116,8 +1179,8 @@ def _read_DescribeConfigsResourceResult_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1139,7 +1202,15 @@ def _write_DescribeConfigsResourceResult_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: value
         value = self.value
@@ -1150,7 +1221,15 @@ def _write_DescribeConfigsResourceResult_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: read_only:? config_source:b is_sensitive:?
         w(_W__b_(self.read_only, self.config_source, self.is_sensitive))
@@ -1159,7 +1238,15 @@ def _write_DescribeConfigsResourceResult_v4(self, w):
         if value is None:
             raise null_not_allowed("synonyms")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_synonyms, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1176,7 +1263,15 @@ def _write_DescribeConfigsResourceResult_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: is_default
         if self.is_default != False:
@@ -1194,6 +1289,7 @@ def _write_DescribeConfigsResourceResult_v4(self, w):
 def _read_DescribeConfigsResult_v4(buf, pos, view):
     try:
         self = _new(DescribeConfigsResult)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -1201,6 +1297,12 @@ def _read_DescribeConfigsResult_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -1208,8 +1310,8 @@ def _read_DescribeConfigsResult_v4(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: resource_type:b
@@ -1219,23 +1321,35 @@ def _read_DescribeConfigsResult_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: configs[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 9 > len(buf) - pos:
-            raise bad_count(n, 9, pos, len(buf))
+        if n < 0 or n * 9 > blen - pos:
+            raise bad_count(n, 9, pos, blen)
         items = []
         append = items.append
         for i_configs in range(n):
@@ -1252,8 +1366,8 @@ def _read_DescribeConfigsResult_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1268,8 +1382,8 @@ def _read_DescribeConfigsResult_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1293,7 +1407,15 @@ def _write_DescribeConfigsResult_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: resource_type:b
         w(_W_b(self.resource_type))
@@ -1306,14 +1428,30 @@ def _write_DescribeConfigsResult_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: configs[]
         value = self.configs
         if value is None:
             raise null_not_allowed("configs")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_configs, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1332,6 +1470,7 @@ def _write_DescribeConfigsResult_v4(self, w):
 def _read_DescribeConfigsResponse_v4(buf, pos, view):
     try:
         self = _new(DescribeConfigsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -1339,11 +1478,17 @@ def _read_DescribeConfigsResponse_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_results in range(n):
@@ -1360,8 +1505,8 @@ def _read_DescribeConfigsResponse_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1376,8 +1521,8 @@ def _read_DescribeConfigsResponse_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1397,7 +1542,15 @@ def _write_DescribeConfigsResponse_v4(self, w):
         if value is None:
             raise null_not_allowed("results")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_results, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1428,5 +1581,5 @@ DescribeConfigsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "170:- 173:name 181:value 192:read_only:?/is_default:?/is_sensitive:? 205:- 207:name 218:value 229:read_only:?/is_default:?/is_sensitive:? 231:unknown_tags 238:- 241:error_code:h 244:error_message 255:resource_type:b 258:resource_name 266:configs[] 283:- 285:error_code:h 287:error_message 298:resource_type:b 300:resource_name 311:configs[] 322:unknown_tags 329:- 332:throttle_time_ms:i 335:results[] 352:- 354:throttle_time_ms:i 356:results[] 367:unknown_tags 374:- 377:name 385:value 396:source:b 405:- 407:name 418:value 429:source:b 431:unknown_tags 438:- 441:name 449:value 460:read_only:?/config_source:b/is_sensitive:? 463:synonyms[] 483:- 485:name 496:value 507:read_only:?/config_source:b/is_sensitive:? 509:synonyms[] 520:is_default 523:unknown_tags 530:- 533:error_code:h 536:error_message 547:resource_type:b 550:resource_name 558:configs[] 575:- 577:error_code:h 579:error_message 590:resource_type:b 592:resource_name 603:configs[] 614:unknown_tags 621:- 624:throttle_time_ms:i 627:results[] 644:- 646:throttle_time_ms:i 648:results[] 659:unknown_tags 666:- 669:name 677:value 688:read_only:?/config_source:b/is_sensitive:? 691:synonyms[] 702:config_type:b 705:documentation 723:- 725:name 736:value 747:read_only:?/config_source:b/is_sensitive:? 749:synonyms[] 760:config_type:b 762:documentation 773:is_default 776:unknown_tags 783:- 786:error_code:h 789:error_message 800:resource_type:b 803:resource_name 811:configs[] 828:- 830:error_code:h 832:error_message 843:resource_type:b 845:resource_name 856:configs[] 867:unknown_tags 874:- 877:throttle_time_ms:i 880:results[] 897:- 899:throttle_time_ms:i 901:results[] 912:unknown_tags 919:- 922:name 934:value 949:source:b 952:tagged_fields 990:- 992:name 1003:value 1014:source:b 1016:tagged_fields 1026:- 1029:name 1041:value 1056:read_only:?/config_source:b/is_sensitive:? 1059:synonyms[] 1074:config_type:b 1077:documentation 1093:tagged_fields 1131:- 1133:name 1144:value 1155:read_only:?/config_source:b/is_sensitive:? 1157:synonyms[] 1168:config_type:b 1170:documentation 1181:is_default 1184:tagged_fields 1194:- 1197:error_code:h 1200:error_message 1215:resource_type:b 1218:resource_name 1230:configs[] 1245:tagged_fields 1283:- 1285:error_code:h 1287:error_message 1298:resource_type:b 1300:resource_name 1311:configs[] 1322:tagged_fields 1332:- 1335:throttle_time_ms:i 1338:results[] 1353:tagged_fields 1391:- 1393:throttle_time_ms:i 1395:results[] 1406:tagged_fields"
+    "169:- 173:name 181:value 192:read_only:?/is_default:?/is_sensitive:? 205:- 207:name 218:value 229:read_only:?/is_default:?/is_sensitive:? 231:unknown_tags 238:- 242:error_code:h 245:error_message 256:resource_type:b 259:resource_name 267:configs[] 284:- 286:error_code:h 288:error_message 299:resource_type:b 301:resource_name 312:configs[] 323:unknown_tags 330:- 334:throttle_time_ms:i 337:results[] 354:- 356:throttle_time_ms:i 358:results[] 369:unknown_tags 376:- 380:name 388:value 399:source:b 408:- 410:name 421:value 432:source:b 434:unknown_tags 441:- 445:name 453:value 464:read_only:?/config_source:b/is_sensitive:? 467:synonyms[] 487:- 489:name 500:value 511:read_only:?/config_source:b/is_sensitive:? 513:synonyms[] 524:is_default 527:unknown_tags 534:- 538:error_code:h 541:error_message 552:resource_type:b 555:resource_name 563:configs[] 580:- 582:error_code:h 584:error_message 595:resource_type:b 597:resource_name 608:configs[] 619:unknown_tags 626:- 630:throttle_time_ms:i 633:results[] 650:- 652:throttle_time_ms:i 654:results[] 665:unknown_tags 672:- 676:name 684:value 695:read_only:?/config_source:b/is_sensitive:? 698:synonyms[] 709:config_type:b 712:documentation 730:- 732:name 743:value 754:read_only:?/config_source:b/is_sensitive:? 756:synonyms[] 767:config_type:b 769:documentation 780:is_default 783:unknown_tags 790:- 794:error_code:h 797:error_message 808:resource_type:b 811:resource_name 819:configs[] 836:- 838:error_code:h 840:error_message 851:resource_type:b 853:resource_name 864:configs[] 875:unknown_tags 882:- 886:throttle_time_ms:i 889:results[] 906:- 908:throttle_time_ms:i 910:results[] 921:unknown_tags 928:- 932:name 950:value 971:source:b 974:tagged_fields 1012:- 1014:name 1033:value 1052:source:b 1054:tagged_fields 1064:- 1068:name 1086:value 1107:read_only:?/config_source:b/is_sensitive:? 1110:synonyms[] 1131:config_type:b 1134:documentation 1156:tagged_fields 1194:- 1196:name 1215:value 1234:read_only:?/config_source:b/is_sensitive:? 1236:synonyms[] 1255:config_type:b 1257:documentation 1276:is_default 1279:tagged_fields 1289:- 1293:error_code:h 1296:error_message 1317:resource_type:b 1320:resource_name 1338:configs[] 1359:tagged_fields 1397:- 1399:error_code:h 1401:error_message 1420:resource_type:b 1422:resource_name 1441:configs[] 1460:tagged_fields 1470:- 1474:throttle_time_ms:i 1477:results[] 1498:tagged_fields 1536:- 1538:throttle_time_ms:i 1540:results[] 1559:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -76,20 +75,21 @@ DescribeDelegationTokenRequest.DescribeDelegationTokenOwner = DescribeDelegation
 def _read_DescribeDelegationTokenOwner_v0(buf, pos, view):
     try:
         self = _new(DescribeDelegationTokenOwner)
+        blen = len(buf)
         # field: principal_type
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: principal_name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_name = str(buf[pos:end], "utf-8")
         pos = end
         self.unknown_tags = None
@@ -132,14 +132,15 @@ def _write_DescribeDelegationTokenOwner_v0(self, w):
 def _read_DescribeDelegationTokenRequest_v0(buf, pos, view):
     try:
         self = _new(DescribeDelegationTokenRequest)
+        blen = len(buf)
         # field: owners[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n == -1:
             self.owners = None
         else:
-            if n < 0 or n * 4 > len(buf) - pos:
-                raise bad_count(n, 4, pos, len(buf))
+            if n < 0 or n * 4 > blen - pos:
+                raise bad_count(n, 4, pos, blen)
             items = []
             append = items.append
             for i_owners in range(n):
@@ -175,28 +176,41 @@ def _write_DescribeDelegationTokenRequest_v0(self, w):
 def _read_DescribeDelegationTokenOwner_v2(buf, pos, view):
     try:
         self = _new(DescribeDelegationTokenOwner)
+        blen = len(buf)
         # field: principal_type
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: principal_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: tagged_fields
@@ -209,8 +223,8 @@ def _read_DescribeDelegationTokenOwner_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -225,8 +239,8 @@ def _read_DescribeDelegationTokenOwner_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -248,7 +262,15 @@ def _write_DescribeDelegationTokenOwner_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: principal_name
         value = self.principal_name
@@ -259,7 +281,15 @@ def _write_DescribeDelegationTokenOwner_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -274,18 +304,25 @@ def _write_DescribeDelegationTokenOwner_v2(self, w):
 def _read_DescribeDelegationTokenRequest_v2(buf, pos, view):
     try:
         self = _new(DescribeDelegationTokenRequest)
+        blen = len(buf)
         # field: owners[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.owners = None
         else:
-            if n < 0 or n * 3 > len(buf) - pos:
-                raise bad_count(n, 3, pos, len(buf))
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
             items = []
             append = items.append
             for i_owners in range(n):
@@ -302,8 +339,8 @@ def _read_DescribeDelegationTokenRequest_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -318,8 +355,8 @@ def _read_DescribeDelegationTokenRequest_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -337,7 +374,15 @@ def _write_DescribeDelegationTokenRequest_v2(self, w):
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_owners, item in enumerate(value):
                 value = item
                 if value is None:
@@ -366,5 +411,5 @@ DescribeDelegationTokenRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "76:- 79:principal_type 87:principal_name 101:- 103:principal_type 114:principal_name 125:unknown_tags 132:- 135:owners[] 155:- 157:owners[] 168:unknown_tags 175:- 178:principal_type 190:principal_name 202:tagged_fields 240:- 242:principal_type 253:principal_name 264:tagged_fields 274:- 277:owners[] 295:tagged_fields 333:- 335:owners[] 346:tagged_fields"
+    "75:- 79:principal_type 87:principal_name 101:- 103:principal_type 114:principal_name 125:unknown_tags 132:- 136:owners[] 156:- 158:owners[] 169:unknown_tags 176:- 180:principal_type 198:principal_name 216:tagged_fields 254:- 256:principal_type 275:principal_name 294:tagged_fields 304:- 308:owners[] 332:tagged_fields 370:- 372:owners[] 391:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -134,20 +133,21 @@ DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer = DescribedDeleg
 def _read_DescribedDelegationTokenRenewer_v0(buf, pos, view):
     try:
         self = _new(DescribedDelegationTokenRenewer)
+        blen = len(buf)
         # field: principal_type
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: principal_name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_name = str(buf[pos:end], "utf-8")
         pos = end
         self.unknown_tags = None
@@ -190,20 +190,21 @@ def _write_DescribedDelegationTokenRenewer_v0(self, w):
 def _read_DescribedDelegationToken_v0(buf, pos, view):
     try:
         self = _new(DescribedDelegationToken)
+        blen = len(buf)
         # field: principal_type
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: principal_name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: issue_timestamp:q expiry_timestamp:q max_timestamp:q
@@ -213,23 +214,23 @@ def _read_DescribedDelegationToken_v0(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.token_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: hmac
         n = _R_i(buf, pos)[0]
         pos += 4
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.hmac = view[pos:end]
         pos = end
         # field: renewers[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_renewers in range(n):
@@ -315,14 +316,15 @@ def _write_DescribedDelegationToken_v0(self, w):
 def _read_DescribeDelegationTokenResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeDelegationTokenResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: tokens[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 38 > len(buf) - pos:
-            raise bad_count(n, 38, pos, len(buf))
+        if n < 0 or n * 38 > blen - pos:
+            raise bad_count(n, 38, pos, blen)
         items = []
         append = items.append
         for i_tokens in range(n):
@@ -365,28 +367,41 @@ def _write_DescribeDelegationTokenResponse_v0(self, w):
 def _read_DescribedDelegationTokenRenewer_v2(buf, pos, view):
     try:
         self = _new(DescribedDelegationTokenRenewer)
+        blen = len(buf)
         # field: principal_type
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: principal_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: tagged_fields
@@ -399,8 +414,8 @@ def _read_DescribedDelegationTokenRenewer_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -415,8 +430,8 @@ def _read_DescribedDelegationTokenRenewer_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -438,7 +453,15 @@ def _write_DescribedDelegationTokenRenewer_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: principal_name
         value = self.principal_name
@@ -449,7 +472,15 @@ def _write_DescribedDelegationTokenRenewer_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -464,28 +495,41 @@ def _write_DescribedDelegationTokenRenewer_v2(self, w):
 def _read_DescribedDelegationToken_v2(buf, pos, view):
     try:
         self = _new(DescribedDelegationToken)
+        blen = len(buf)
         # field: principal_type
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: principal_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: issue_timestamp:q expiry_timestamp:q max_timestamp:q
@@ -495,35 +539,53 @@ def _read_DescribedDelegationToken_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.token_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: hmac
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.hmac = view[pos:end]
         pos = end
         # field: renewers[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_renewers in range(n):
@@ -542,8 +604,8 @@ def _read_DescribedDelegationToken_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -558,8 +620,8 @@ def _read_DescribedDelegationToken_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -581,7 +643,15 @@ def _write_DescribedDelegationToken_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: principal_name
         value = self.principal_name
@@ -592,7 +662,15 @@ def _write_DescribedDelegationToken_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: issue_timestamp:q expiry_timestamp:q max_timestamp:q
         w(_W_qqq(self.issue_timestamp, self.expiry_timestamp, self.max_timestamp))
@@ -605,21 +683,45 @@ def _write_DescribedDelegationToken_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: hmac
         value = self.hmac
         if value is None:
             raise null_not_allowed("hmac")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(value)
         # field: renewers[]
         value = self.renewers
         if value is None:
             raise null_not_allowed("renewers")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_renewers, item in enumerate(value):
                 value = item
                 if value is None:
@@ -644,6 +746,7 @@ def _write_DescribedDelegationToken_v2(self, w):
 def _read_DescribeDelegationTokenResponse_v2(buf, pos, view):
     try:
         self = _new(DescribeDelegationTokenResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -651,11 +754,17 @@ def _read_DescribeDelegationTokenResponse_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 30 > len(buf) - pos:
-            raise bad_count(n, 30, pos, len(buf))
+        if n < 0 or n * 30 > blen - pos:
+            raise bad_count(n, 30, pos, blen)
         items = []
         append = items.append
         for i_tokens in range(n):
@@ -675,8 +784,8 @@ def _read_DescribeDelegationTokenResponse_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -691,8 +800,8 @@ def _read_DescribeDelegationTokenResponse_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -712,7 +821,15 @@ def _write_DescribeDelegationTokenResponse_v2(self, w):
         if value is None:
             raise null_not_allowed("tokens")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_tokens, item in enumerate(value):
                 value = item
                 if value is None:
@@ -733,52 +850,77 @@ def _write_DescribeDelegationTokenResponse_v2(self, w):
 def _read_DescribedDelegationToken_v3(buf, pos, view):
     try:
         self = _new(DescribedDelegationToken)
+        blen = len(buf)
         # field: principal_type
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: principal_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.principal_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: token_requester_principal_type
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.token_requester_principal_type = str(buf[pos:end], "utf-8")
         pos = end
         # field: token_requester_principal_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.token_requester_principal_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: issue_timestamp:q expiry_timestamp:q max_timestamp:q
@@ -788,35 +930,53 @@ def _read_DescribedDelegationToken_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.token_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: hmac
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.hmac = view[pos:end]
         pos = end
         # field: renewers[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_renewers in range(n):
@@ -833,8 +993,8 @@ def _read_DescribedDelegationToken_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -849,8 +1009,8 @@ def _read_DescribedDelegationToken_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -872,7 +1032,15 @@ def _write_DescribedDelegationToken_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: principal_name
         value = self.principal_name
@@ -883,7 +1051,15 @@ def _write_DescribedDelegationToken_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: token_requester_principal_type
         value = self.token_requester_principal_type
@@ -894,7 +1070,15 @@ def _write_DescribedDelegationToken_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: token_requester_principal_name
         value = self.token_requester_principal_name
@@ -905,7 +1089,15 @@ def _write_DescribedDelegationToken_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: issue_timestamp:q expiry_timestamp:q max_timestamp:q
         w(_W_qqq(self.issue_timestamp, self.expiry_timestamp, self.max_timestamp))
@@ -918,21 +1110,45 @@ def _write_DescribedDelegationToken_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: hmac
         value = self.hmac
         if value is None:
             raise null_not_allowed("hmac")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(value)
         # field: renewers[]
         value = self.renewers
         if value is None:
             raise null_not_allowed("renewers")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_renewers, item in enumerate(value):
                 value = item
                 if value is None:
@@ -951,6 +1167,7 @@ def _write_DescribedDelegationToken_v3(self, w):
 def _read_DescribeDelegationTokenResponse_v3(buf, pos, view):
     try:
         self = _new(DescribeDelegationTokenResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -958,11 +1175,17 @@ def _read_DescribeDelegationTokenResponse_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 32 > len(buf) - pos:
-            raise bad_count(n, 32, pos, len(buf))
+        if n < 0 or n * 32 > blen - pos:
+            raise bad_count(n, 32, pos, blen)
         items = []
         append = items.append
         for i_tokens in range(n):
@@ -982,8 +1205,8 @@ def _read_DescribeDelegationTokenResponse_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -998,8 +1221,8 @@ def _read_DescribeDelegationTokenResponse_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1019,7 +1242,15 @@ def _write_DescribeDelegationTokenResponse_v3(self, w):
         if value is None:
             raise null_not_allowed("tokens")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_tokens, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1050,5 +1281,5 @@ DescribeDelegationTokenResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "134:- 137:principal_type 145:principal_name 159:- 161:principal_type 172:principal_name 183:unknown_tags 190:- 193:principal_type 201:principal_name 209:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 212:token_id 220:hmac 228:renewers[] 247:- 249:principal_type 260:principal_name 271:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 273:token_id 284:hmac 291:renewers[] 302:token_requester_principal_type 305:token_requester_principal_name 308:unknown_tags 315:- 318:error_code:h 321:tokens[] 332:throttle_time_ms:i 341:- 343:error_code:h 345:tokens[] 356:throttle_time_ms:i 358:unknown_tags 365:- 368:principal_type 380:principal_name 392:tagged_fields 430:- 432:principal_type 443:principal_name 454:tagged_fields 464:- 467:principal_type 479:principal_name 491:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 494:token_id 506:hmac 518:renewers[] 535:tagged_fields 573:- 575:principal_type 586:principal_name 597:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 599:token_id 610:hmac 617:renewers[] 628:token_requester_principal_type 631:token_requester_principal_name 634:tagged_fields 644:- 647:error_code:h 650:tokens[] 665:throttle_time_ms:i 668:tagged_fields 706:- 708:error_code:h 710:tokens[] 721:throttle_time_ms:i 723:tagged_fields 733:- 736:principal_type 748:principal_name 760:token_requester_principal_type 772:token_requester_principal_name 784:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 787:token_id 799:hmac 811:renewers[] 826:tagged_fields 864:- 866:principal_type 877:principal_name 888:token_requester_principal_type 899:token_requester_principal_name 910:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 912:token_id 923:hmac 930:renewers[] 941:tagged_fields 951:- 954:error_code:h 957:tokens[] 972:throttle_time_ms:i 975:tagged_fields 1013:- 1015:error_code:h 1017:tokens[] 1028:throttle_time_ms:i 1030:tagged_fields"
+    "133:- 137:principal_type 145:principal_name 159:- 161:principal_type 172:principal_name 183:unknown_tags 190:- 194:principal_type 202:principal_name 210:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 213:token_id 221:hmac 229:renewers[] 248:- 250:principal_type 261:principal_name 272:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 274:token_id 285:hmac 292:renewers[] 303:token_requester_principal_type 306:token_requester_principal_name 309:unknown_tags 316:- 320:error_code:h 323:tokens[] 334:throttle_time_ms:i 343:- 345:error_code:h 347:tokens[] 358:throttle_time_ms:i 360:unknown_tags 367:- 371:principal_type 389:principal_name 407:tagged_fields 445:- 447:principal_type 466:principal_name 485:tagged_fields 495:- 499:principal_type 517:principal_name 535:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 538:token_id 556:hmac 574:renewers[] 597:tagged_fields 635:- 637:principal_type 656:principal_name 675:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 677:token_id 696:hmac 711:renewers[] 730:token_requester_principal_type 733:token_requester_principal_name 736:tagged_fields 746:- 750:error_code:h 753:tokens[] 774:throttle_time_ms:i 777:tagged_fields 815:- 817:error_code:h 819:tokens[] 838:throttle_time_ms:i 840:tagged_fields 850:- 854:principal_type 872:principal_name 890:token_requester_principal_type 908:token_requester_principal_name 926:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 929:token_id 947:hmac 965:renewers[] 986:tagged_fields 1024:- 1026:principal_type 1045:principal_name 1064:token_requester_principal_type 1083:token_requester_principal_name 1102:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 1104:token_id 1123:hmac 1138:renewers[] 1157:tagged_fields 1167:- 1171:error_code:h 1174:tokens[] 1195:throttle_time_ms:i 1198:tagged_fields 1236:- 1238:error_code:h 1240:tokens[] 1259:throttle_time_ms:i 1261:tagged_fields"
 )

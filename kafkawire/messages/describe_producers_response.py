@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -153,6 +152,7 @@ DescribeProducersResponse.ProducerState = ProducerState
 def _read_ProducerState_v0(buf, pos, view):
     try:
         self = _new(ProducerState)
+        blen = len(buf)
         # field: producer_id:q producer_epoch:i last_sequence:i last_timestamp:q coordinator_epoch:i current_txn_start_offset:q
         (self.producer_id, self.producer_epoch, self.last_sequence, self.last_timestamp, self.coordinator_epoch, self.current_txn_start_offset,) = _R_qiiqiq(buf, pos)
         pos += 36
@@ -166,8 +166,8 @@ def _read_ProducerState_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -182,8 +182,8 @@ def _read_ProducerState_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -211,6 +211,7 @@ def _write_ProducerState_v0(self, w):
 def _read_PartitionResponse_v0(buf, pos, view):
     try:
         self = _new(PartitionResponse)
+        blen = len(buf)
         # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -218,6 +219,12 @@ def _read_PartitionResponse_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -225,19 +232,25 @@ def _read_PartitionResponse_v0(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: active_producers[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 37 > len(buf) - pos:
-            raise bad_count(n, 37, pos, len(buf))
+        if n < 0 or n * 37 > blen - pos:
+            raise bad_count(n, 37, pos, blen)
         items = []
         append = items.append
         for i_active_producers in range(n):
@@ -254,8 +267,8 @@ def _read_PartitionResponse_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -270,8 +283,8 @@ def _read_PartitionResponse_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -295,14 +308,30 @@ def _write_PartitionResponse_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: active_producers[]
         value = self.active_producers
         if value is None:
             raise null_not_allowed("active_producers")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_active_producers, item in enumerate(value):
                 value = item
                 if value is None:
@@ -321,27 +350,40 @@ def _write_PartitionResponse_v0(self, w):
 def _read_TopicResponse_v0(buf, pos, view):
     try:
         self = _new(TopicResponse)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 9 > len(buf) - pos:
-            raise bad_count(n, 9, pos, len(buf))
+        if n < 0 or n * 9 > blen - pos:
+            raise bad_count(n, 9, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -358,8 +400,8 @@ def _read_TopicResponse_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -374,8 +416,8 @@ def _read_TopicResponse_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -397,14 +439,30 @@ def _write_TopicResponse_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -423,6 +481,7 @@ def _write_TopicResponse_v0(self, w):
 def _read_DescribeProducersResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeProducersResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -430,11 +489,17 @@ def _read_DescribeProducersResponse_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -451,8 +516,8 @@ def _read_DescribeProducersResponse_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -467,8 +532,8 @@ def _read_DescribeProducersResponse_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -488,7 +553,15 @@ def _write_DescribeProducersResponse_v0(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -511,5 +584,5 @@ DescribeProducersResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "153:- 156:producer_id:q/producer_epoch:i/last_sequence:i/last_timestamp:q/coordinator_epoch:i/current_txn_start_offset:q 159:tagged_fields 197:- 199:producer_id:q/producer_epoch:i/last_sequence:i/last_timestamp:q/coordinator_epoch:i/current_txn_start_offset:q 201:tagged_fields 211:- 214:partition_index:i/error_code:h 217:error_message 232:active_producers[] 247:tagged_fields 285:- 287:partition_index:i/error_code:h 289:error_message 300:active_producers[] 311:tagged_fields 321:- 324:name 336:partitions[] 351:tagged_fields 389:- 391:name 402:partitions[] 413:tagged_fields 423:- 426:throttle_time_ms:i 429:topics[] 444:tagged_fields 482:- 484:throttle_time_ms:i 486:topics[] 497:tagged_fields"
+    "152:- 156:producer_id:q/producer_epoch:i/last_sequence:i/last_timestamp:q/coordinator_epoch:i/current_txn_start_offset:q 159:tagged_fields 197:- 199:producer_id:q/producer_epoch:i/last_sequence:i/last_timestamp:q/coordinator_epoch:i/current_txn_start_offset:q 201:tagged_fields 211:- 215:partition_index:i/error_code:h 218:error_message 239:active_producers[] 260:tagged_fields 298:- 300:partition_index:i/error_code:h 302:error_message 321:active_producers[] 340:tagged_fields 350:- 354:name 372:partitions[] 393:tagged_fields 431:- 433:name 452:partitions[] 471:tagged_fields 481:- 485:throttle_time_ms:i 488:topics[] 509:tagged_fields 547:- 549:throttle_time_ms:i 551:topics[] 570:tagged_fields"
 )

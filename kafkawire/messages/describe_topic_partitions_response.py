@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s_ = _Format(">16s?").unpack_from
 _W_16s_ = _Format(">16s?").pack
 _R_h = _Format(">h").unpack_from
@@ -173,6 +172,7 @@ DescribeTopicPartitionsResponse.Cursor = Cursor
 def _read_DescribeTopicPartitionsResponsePartition_v0(buf, pos, view):
     try:
         self = _new(DescribeTopicPartitionsResponsePartition)
+        blen = len(buf)
         # field: error_code:h partition_index:i leader_id:i leader_epoch:i
         (self.error_code, self.partition_index, self.leader_id, self.leader_epoch,) = _R_hiii(buf, pos)
         pos += 14
@@ -180,61 +180,91 @@ def _read_DescribeTopicPartitionsResponsePartition_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.replica_nodes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: isr_nodes
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.isr_nodes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: eligible_leader_replicas
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.eligible_leader_replicas = None
         else:
-            if n < 0 or n * 4 > len(buf) - pos:
-                raise bad_count(n, 4, pos, len(buf))
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
             self.eligible_leader_replicas = _ARRAY_i[n](buf, pos)
             pos += n * 4
         # field: last_known_elr
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.last_known_elr = None
         else:
-            if n < 0 or n * 4 > len(buf) - pos:
-                raise bad_count(n, 4, pos, len(buf))
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
             self.last_known_elr = _ARRAY_i[n](buf, pos)
             pos += n * 4
         # field: offline_replicas
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.offline_replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: tagged_fields
@@ -247,8 +277,8 @@ def _read_DescribeTopicPartitionsResponsePartition_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -263,8 +293,8 @@ def _read_DescribeTopicPartitionsResponsePartition_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -284,35 +314,75 @@ def _write_DescribeTopicPartitionsResponsePartition_v0(self, w):
         if value is None:
             raise null_not_allowed("replica_nodes")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: isr_nodes
         value = self.isr_nodes
         if value is None:
             raise null_not_allowed("isr_nodes")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: eligible_leader_replicas
         value = self.eligible_leader_replicas
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: last_known_elr
         value = self.last_known_elr
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: offline_replicas
         value = self.offline_replicas
         if value is None:
             raise null_not_allowed("offline_replicas")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -327,6 +397,7 @@ def _write_DescribeTopicPartitionsResponsePartition_v0(self, w):
 def _read_DescribeTopicPartitionsResponseTopic_v0(buf, pos, view):
     try:
         self = _new(DescribeTopicPartitionsResponseTopic)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -334,6 +405,12 @@ def _read_DescribeTopicPartitionsResponseTopic_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -341,8 +418,8 @@ def _read_DescribeTopicPartitionsResponseTopic_v0(buf, pos, view):
             self.name = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.name = str(buf[pos:end], "utf-8")
             pos = end
         # field: topic_id:16s is_internal:?
@@ -353,11 +430,17 @@ def _read_DescribeTopicPartitionsResponseTopic_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 20 > len(buf) - pos:
-            raise bad_count(n, 20, pos, len(buf))
+        if n < 0 or n * 20 > blen - pos:
+            raise bad_count(n, 20, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -377,8 +460,8 @@ def _read_DescribeTopicPartitionsResponseTopic_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -393,8 +476,8 @@ def _read_DescribeTopicPartitionsResponseTopic_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -418,7 +501,15 @@ def _write_DescribeTopicPartitionsResponseTopic_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: topic_id:16s is_internal:?
         w(_W_16s_(self.topic_id.bytes, self.is_internal))
@@ -427,7 +518,15 @@ def _write_DescribeTopicPartitionsResponseTopic_v0(self, w):
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -448,16 +547,23 @@ def _write_DescribeTopicPartitionsResponseTopic_v0(self, w):
 def _read_Cursor_v0(buf, pos, view):
     try:
         self = _new(Cursor)
+        blen = len(buf)
         # field: topic_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_index:i
@@ -473,8 +579,8 @@ def _read_Cursor_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -489,8 +595,8 @@ def _read_Cursor_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -512,7 +618,15 @@ def _write_Cursor_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partition_index:i
         w(_W_i(self.partition_index))
@@ -529,6 +643,7 @@ def _write_Cursor_v0(self, w):
 def _read_DescribeTopicPartitionsResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeTopicPartitionsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -536,11 +651,17 @@ def _read_DescribeTopicPartitionsResponse_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 26 > len(buf) - pos:
-            raise bad_count(n, 26, pos, len(buf))
+        if n < 0 or n * 26 > blen - pos:
+            raise bad_count(n, 26, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -563,8 +684,8 @@ def _read_DescribeTopicPartitionsResponse_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -579,8 +700,8 @@ def _read_DescribeTopicPartitionsResponse_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -600,7 +721,15 @@ def _write_DescribeTopicPartitionsResponse_v0(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -630,5 +759,5 @@ DescribeTopicPartitionsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "173:- 176:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 179:replica_nodes 190:isr_nodes 201:eligible_leader_replicas 215:last_known_elr 229:offline_replicas 240:tagged_fields 278:- 280:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 282:replica_nodes 289:isr_nodes 296:eligible_leader_replicas 303:last_known_elr 310:offline_replicas 317:tagged_fields 327:- 330:error_code:h 333:name 348:topic_id:16s/is_internal:? 352:partitions[] 367:topic_authorized_operations:i 370:tagged_fields 408:- 410:error_code:h 412:name 423:topic_id:16s/is_internal:? 425:partitions[] 436:topic_authorized_operations:i 438:tagged_fields 448:- 451:topic_name 463:partition_index:i 466:tagged_fields 504:- 506:topic_name 517:partition_index:i 519:tagged_fields 529:- 532:throttle_time_ms:i 535:topics[] 550:next_cursor 556:tagged_fields 594:- 596:throttle_time_ms:i 598:topics[] 609:next_cursor 616:tagged_fields"
+    "172:- 176:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 179:replica_nodes 196:isr_nodes 213:eligible_leader_replicas 233:last_known_elr 253:offline_replicas 270:tagged_fields 308:- 310:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 312:replica_nodes 327:isr_nodes 342:eligible_leader_replicas 357:last_known_elr 372:offline_replicas 387:tagged_fields 397:- 401:error_code:h 404:name 425:topic_id:16s/is_internal:? 429:partitions[] 450:topic_authorized_operations:i 453:tagged_fields 491:- 493:error_code:h 495:name 514:topic_id:16s/is_internal:? 516:partitions[] 535:topic_authorized_operations:i 537:tagged_fields 547:- 551:topic_name 569:partition_index:i 572:tagged_fields 610:- 612:topic_name 631:partition_index:i 633:tagged_fields 643:- 647:throttle_time_ms:i 650:topics[] 671:next_cursor 677:tagged_fields 715:- 717:throttle_time_ms:i 719:topics[] 738:next_cursor 745:tagged_fields"
 )

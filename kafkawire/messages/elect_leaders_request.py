@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_b = _Format(">b").unpack_from
 _W_b = _Format(">b").pack
 _R_h = _Format(">h").unpack_from
@@ -86,19 +85,20 @@ ElectLeadersRequest.TopicPartitions = TopicPartitions
 def _read_TopicPartitions_v0(buf, pos, view):
     try:
         self = _new(TopicPartitions)
+        blen = len(buf)
         # field: topic
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partitions = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.unknown_tags = None
@@ -137,14 +137,15 @@ def _write_TopicPartitions_v0(self, w):
 def _read_ElectLeadersRequest_v0(buf, pos, view):
     try:
         self = _new(ElectLeadersRequest)
+        blen = len(buf)
         # field: topic_partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n == -1:
             self.topic_partitions = None
         else:
-            if n < 0 or n * 6 > len(buf) - pos:
-                raise bad_count(n, 6, pos, len(buf))
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
             items = []
             append = items.append
             for i_topic_partitions in range(n):
@@ -189,6 +190,7 @@ def _write_ElectLeadersRequest_v0(self, w):
 def _read_ElectLeadersRequest_v1(buf, pos, view):
     try:
         self = _new(ElectLeadersRequest)
+        blen = len(buf)
         # field: election_type:b
         (self.election_type,) = _R_b(buf, pos)
         pos += 1
@@ -198,8 +200,8 @@ def _read_ElectLeadersRequest_v1(buf, pos, view):
         if n == -1:
             self.topic_partitions = None
         else:
-            if n < 0 or n * 6 > len(buf) - pos:
-                raise bad_count(n, 6, pos, len(buf))
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
             items = []
             append = items.append
             for i_topic_partitions in range(n):
@@ -242,27 +244,40 @@ def _write_ElectLeadersRequest_v1(self, w):
 def _read_TopicPartitions_v2(buf, pos, view):
     try:
         self = _new(TopicPartitions)
+        blen = len(buf)
         # field: topic
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partitions = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: tagged_fields
@@ -275,8 +290,8 @@ def _read_TopicPartitions_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -291,8 +306,8 @@ def _read_TopicPartitions_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -314,14 +329,30 @@ def _write_TopicPartitions_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -336,6 +367,7 @@ def _write_TopicPartitions_v2(self, w):
 def _read_ElectLeadersRequest_v2(buf, pos, view):
     try:
         self = _new(ElectLeadersRequest)
+        blen = len(buf)
         # field: election_type:b
         (self.election_type,) = _R_b(buf, pos)
         pos += 1
@@ -343,14 +375,20 @@ def _read_ElectLeadersRequest_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.topic_partitions = None
         else:
-            if n < 0 or n * 3 > len(buf) - pos:
-                raise bad_count(n, 3, pos, len(buf))
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
             items = []
             append = items.append
             for i_topic_partitions in range(n):
@@ -370,8 +408,8 @@ def _read_ElectLeadersRequest_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -386,8 +424,8 @@ def _read_ElectLeadersRequest_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -407,7 +445,15 @@ def _write_ElectLeadersRequest_v2(self, w):
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topic_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -436,5 +482,5 @@ ElectLeadersRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "86:- 89:topic 97:partitions 110:- 112:topic 123:partitions 130:unknown_tags 137:- 140:topic_partitions[] 154:timeout_ms:i 164:- 166:topic_partitions[] 177:timeout_ms:i 179:election_type 182:unknown_tags 189:- 192:election_type:b 195:topic_partitions[] 209:timeout_ms:i 218:- 220:election_type:b 222:topic_partitions[] 233:timeout_ms:i 235:unknown_tags 242:- 245:topic 257:partitions 268:tagged_fields 306:- 308:topic 319:partitions 326:tagged_fields 336:- 339:election_type:b 342:topic_partitions[] 360:timeout_ms:i 363:tagged_fields 401:- 403:election_type:b 405:topic_partitions[] 416:timeout_ms:i 418:tagged_fields"
+    "85:- 89:topic 97:partitions 110:- 112:topic 123:partitions 130:unknown_tags 137:- 141:topic_partitions[] 155:timeout_ms:i 165:- 167:topic_partitions[] 178:timeout_ms:i 180:election_type 183:unknown_tags 190:- 194:election_type:b 197:topic_partitions[] 211:timeout_ms:i 220:- 222:election_type:b 224:topic_partitions[] 235:timeout_ms:i 237:unknown_tags 244:- 248:topic 266:partitions 283:tagged_fields 321:- 323:topic 342:partitions 357:tagged_fields 367:- 371:election_type:b 374:topic_partitions[] 398:timeout_ms:i 401:tagged_fields 439:- 441:election_type:b 443:topic_partitions[] 462:timeout_ms:i 464:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -113,6 +112,7 @@ ElectLeadersResponse.PartitionResult = PartitionResult
 def _read_PartitionResult_v0(buf, pos, view):
     try:
         self = _new(PartitionResult)
+        blen = len(buf)
         # field: partition_id:i error_code:h
         (self.partition_id, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -123,8 +123,8 @@ def _read_PartitionResult_v0(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         self.unknown_tags = None
@@ -158,19 +158,20 @@ def _write_PartitionResult_v0(self, w):
 def _read_ReplicaElectionResult_v0(buf, pos, view):
     try:
         self = _new(ReplicaElectionResult)
+        blen = len(buf)
         # field: topic
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_result[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_partition_result in range(n):
@@ -217,14 +218,15 @@ def _write_ReplicaElectionResult_v0(self, w):
 def _read_ElectLeadersResponse_v0(buf, pos, view):
     try:
         self = _new(ElectLeadersResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: replica_election_results[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_replica_election_results in range(n):
@@ -266,14 +268,15 @@ def _write_ElectLeadersResponse_v0(self, w):
 def _read_ElectLeadersResponse_v1(buf, pos, view):
     try:
         self = _new(ElectLeadersResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: replica_election_results[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_replica_election_results in range(n):
@@ -311,6 +314,7 @@ def _write_ElectLeadersResponse_v1(self, w):
 def _read_PartitionResult_v2(buf, pos, view):
     try:
         self = _new(PartitionResult)
+        blen = len(buf)
         # field: partition_id:i error_code:h
         (self.partition_id, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -318,6 +322,12 @@ def _read_PartitionResult_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -325,8 +335,8 @@ def _read_PartitionResult_v2(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -339,8 +349,8 @@ def _read_PartitionResult_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -355,8 +365,8 @@ def _read_PartitionResult_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -380,7 +390,15 @@ def _write_PartitionResult_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -395,27 +413,40 @@ def _write_PartitionResult_v2(self, w):
 def _read_ReplicaElectionResult_v2(buf, pos, view):
     try:
         self = _new(ReplicaElectionResult)
+        blen = len(buf)
         # field: topic
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_result[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_partition_result in range(n):
@@ -432,8 +463,8 @@ def _read_ReplicaElectionResult_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -448,8 +479,8 @@ def _read_ReplicaElectionResult_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -471,14 +502,30 @@ def _write_ReplicaElectionResult_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partition_result[]
         value = self.partition_result
         if value is None:
             raise null_not_allowed("partition_result")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partition_result, item in enumerate(value):
                 value = item
                 if value is None:
@@ -497,6 +544,7 @@ def _write_ReplicaElectionResult_v2(self, w):
 def _read_ElectLeadersResponse_v2(buf, pos, view):
     try:
         self = _new(ElectLeadersResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -504,11 +552,17 @@ def _read_ElectLeadersResponse_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_replica_election_results in range(n):
@@ -525,8 +579,8 @@ def _read_ElectLeadersResponse_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -541,8 +595,8 @@ def _read_ElectLeadersResponse_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -562,7 +616,15 @@ def _write_ElectLeadersResponse_v2(self, w):
         if value is None:
             raise null_not_allowed("replica_election_results")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_replica_election_results, item in enumerate(value):
                 value = item
                 if value is None:
@@ -589,5 +651,5 @@ ElectLeadersResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "113:- 116:partition_id:i/error_code:h 119:error_message 136:- 138:partition_id:i/error_code:h 140:error_message 151:unknown_tags 158:- 161:topic 169:partition_result[] 186:- 188:topic 199:partition_result[] 210:unknown_tags 217:- 220:throttle_time_ms:i 223:replica_election_results[] 241:- 243:throttle_time_ms:i 245:replica_election_results[] 256:error_code 259:unknown_tags 266:- 269:throttle_time_ms:i/error_code:h 272:replica_election_results[] 289:- 291:throttle_time_ms:i/error_code:h 293:replica_election_results[] 304:unknown_tags 311:- 314:partition_id:i/error_code:h 317:error_message 332:tagged_fields 370:- 372:partition_id:i/error_code:h 374:error_message 385:tagged_fields 395:- 398:topic 410:partition_result[] 425:tagged_fields 463:- 465:topic 476:partition_result[] 487:tagged_fields 497:- 500:throttle_time_ms:i/error_code:h 503:replica_election_results[] 518:tagged_fields 556:- 558:throttle_time_ms:i/error_code:h 560:replica_election_results[] 571:tagged_fields"
+    "112:- 116:partition_id:i/error_code:h 119:error_message 136:- 138:partition_id:i/error_code:h 140:error_message 151:unknown_tags 158:- 162:topic 170:partition_result[] 187:- 189:topic 200:partition_result[] 211:unknown_tags 218:- 222:throttle_time_ms:i 225:replica_election_results[] 243:- 245:throttle_time_ms:i 247:replica_election_results[] 258:error_code 261:unknown_tags 268:- 272:throttle_time_ms:i/error_code:h 275:replica_election_results[] 292:- 294:throttle_time_ms:i/error_code:h 296:replica_election_results[] 307:unknown_tags 314:- 318:partition_id:i/error_code:h 321:error_message 342:tagged_fields 380:- 382:partition_id:i/error_code:h 384:error_message 403:tagged_fields 413:- 417:topic 435:partition_result[] 456:tagged_fields 494:- 496:topic 515:partition_result[] 534:tagged_fields 544:- 548:throttle_time_ms:i/error_code:h 551:replica_election_results[] 572:tagged_fields 610:- 612:throttle_time_ms:i/error_code:h 614:replica_election_results[] 633:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_H = _Format(">H").unpack_from
 _W_H = _Format(">H").pack
 _R_h = _Format(">h").unpack_from
@@ -170,19 +169,20 @@ def _write_PartitionData_v0(self, w):
 def _read_TopicData_v0(buf, pos, view):
     try:
         self = _new(TopicData)
+        blen = len(buf)
         # field: topic_name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 14 > len(buf) - pos:
-            raise bad_count(n, 14, pos, len(buf))
+        if n < 0 or n * 14 > blen - pos:
+            raise bad_count(n, 14, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -229,14 +229,15 @@ def _write_TopicData_v0(self, w):
 def _read_EndQuorumEpochResponse_v0(buf, pos, view):
     try:
         self = _new(EndQuorumEpochResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -278,6 +279,7 @@ def _write_EndQuorumEpochResponse_v0(self, w):
 def _read_PartitionData_v1(buf, pos, view):
     try:
         self = _new(PartitionData)
+        blen = len(buf)
         # field: partition_index:i error_code:h leader_id:i leader_epoch:i
         (self.partition_index, self.error_code, self.leader_id, self.leader_epoch,) = _R_ihii(buf, pos)
         pos += 14
@@ -291,8 +293,8 @@ def _read_PartitionData_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -307,8 +309,8 @@ def _read_PartitionData_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -336,27 +338,40 @@ def _write_PartitionData_v1(self, w):
 def _read_TopicData_v1(buf, pos, view):
     try:
         self = _new(TopicData)
+        blen = len(buf)
         # field: topic_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 15 > len(buf) - pos:
-            raise bad_count(n, 15, pos, len(buf))
+        if n < 0 or n * 15 > blen - pos:
+            raise bad_count(n, 15, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -373,8 +388,8 @@ def _read_TopicData_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -389,8 +404,8 @@ def _read_TopicData_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -412,14 +427,30 @@ def _write_TopicData_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -438,6 +469,7 @@ def _write_TopicData_v1(self, w):
 def _read_NodeEndpoint_v1(buf, pos, view):
     try:
         self = _new(NodeEndpoint)
+        blen = len(buf)
         # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
@@ -445,12 +477,18 @@ def _read_NodeEndpoint_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:H
@@ -466,8 +504,8 @@ def _read_NodeEndpoint_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -482,8 +520,8 @@ def _read_NodeEndpoint_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -507,7 +545,15 @@ def _write_NodeEndpoint_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: port:H
         w(_W_H(self.port))
@@ -524,6 +570,7 @@ def _write_NodeEndpoint_v1(self, w):
 def _read_EndQuorumEpochResponse_v1(buf, pos, view):
     try:
         self = _new(EndQuorumEpochResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -531,11 +578,17 @@ def _read_EndQuorumEpochResponse_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -553,8 +606,8 @@ def _read_EndQuorumEpochResponse_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -569,18 +622,24 @@ def _read_EndQuorumEpochResponse_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: node_endpoints
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
                     else:
                         n, pos = read_uvarint(buf, pos)
                     n -= 1
-                    if n < 0 or n * 8 > len(buf) - pos:
-                        raise bad_count(n, 8, pos, len(buf))
+                    if n < 0 or n * 8 > blen - pos:
+                        raise bad_count(n, 8, pos, blen)
                     items = []
                     append = items.append
                     for i_node_endpoints in range(n):
@@ -610,7 +669,15 @@ def _write_EndQuorumEpochResponse_v1(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -624,7 +691,15 @@ def _write_EndQuorumEpochResponse_v1(self, w):
             if value is None:
                 raise null_not_allowed("node_endpoints")
             else:
-                sub.append(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+                k = len(value) + 1
+                if k < 0x80:
+                    sub.append(SMALL_UVARINTS[k])
+                elif k < 0x4000:
+                    sub.append(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                elif k < 0x200000:
+                    sub.append(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                else:
+                    sub.append(uvarint(k))
                 for i_node_endpoints, item in enumerate(value):
                     value = item
                     if value is None:
@@ -650,5 +725,5 @@ EndQuorumEpochResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "147:- 150:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 159:- 161:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 163:unknown_tags 170:- 173:topic_name 181:partitions[] 198:- 200:topic_name 211:partitions[] 222:unknown_tags 229:- 232:error_code:h 235:topics[] 253:- 255:error_code:h 257:topics[] 268:node_endpoints 271:unknown_tags 278:- 281:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 284:tagged_fields 322:- 324:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 326:tagged_fields 336:- 339:topic_name 351:partitions[] 366:tagged_fields 404:- 406:topic_name 417:partitions[] 428:tagged_fields 438:- 441:node_id:i 444:host 456:port:H 459:tagged_fields 497:- 499:node_id:i 501:host 512:port:H 514:tagged_fields 524:- 527:error_code:h 530:topics[] 546:tagged_fields 575:node_endpoints 592:tagged_fields 604:- 606:error_code:h 608:topics[] 620:node_endpoints 634:tagged_fields"
+    "146:- 149:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 158:- 160:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 162:unknown_tags 169:- 173:topic_name 181:partitions[] 198:- 200:topic_name 211:partitions[] 222:unknown_tags 229:- 233:error_code:h 236:topics[] 254:- 256:error_code:h 258:topics[] 269:node_endpoints 272:unknown_tags 279:- 283:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 286:tagged_fields 324:- 326:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 328:tagged_fields 338:- 342:topic_name 360:partitions[] 381:tagged_fields 419:- 421:topic_name 440:partitions[] 459:tagged_fields 469:- 473:node_id:i 476:host 494:port:H 497:tagged_fields 535:- 537:node_id:i 539:host 558:port:H 560:tagged_fields 570:- 574:error_code:h 577:topics[] 599:tagged_fields 628:node_endpoints 651:tagged_fields 663:- 665:error_code:h 667:topics[] 687:node_endpoints 709:tagged_fields"
 )

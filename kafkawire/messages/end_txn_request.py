@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -61,12 +60,13 @@ class EndTxnRequest(_Message):
 def _read_EndTxnRequest_v0(buf, pos, view):
     try:
         self = _new(EndTxnRequest)
+        blen = len(buf)
         # field: transactional_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.transactional_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: producer_id:q producer_epoch:h committed:?
@@ -103,16 +103,23 @@ def _write_EndTxnRequest_v0(self, w):
 def _read_EndTxnRequest_v3(buf, pos, view):
     try:
         self = _new(EndTxnRequest)
+        blen = len(buf)
         # field: transactional_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.transactional_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: producer_id:q producer_epoch:h committed:?
@@ -128,8 +135,8 @@ def _read_EndTxnRequest_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -144,8 +151,8 @@ def _read_EndTxnRequest_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -167,7 +174,15 @@ def _write_EndTxnRequest_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: producer_id:q producer_epoch:h committed:?
         w(_W_qh_(self.producer_id, self.producer_epoch, self.committed))
@@ -198,5 +213,5 @@ EndTxnRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "61:- 64:transactional_id 72:producer_id:q/producer_epoch:h/committed:? 81:- 83:transactional_id 94:producer_id:q/producer_epoch:h/committed:? 96:unknown_tags 103:- 106:transactional_id 118:producer_id:q/producer_epoch:h/committed:? 121:tagged_fields 159:- 161:transactional_id 172:producer_id:q/producer_epoch:h/committed:? 174:tagged_fields"
+    "60:- 64:transactional_id 72:producer_id:q/producer_epoch:h/committed:? 81:- 83:transactional_id 94:producer_id:q/producer_epoch:h/committed:? 96:unknown_tags 103:- 107:transactional_id 125:producer_id:q/producer_epoch:h/committed:? 128:tagged_fields 166:- 168:transactional_id 187:producer_id:q/producer_epoch:h/committed:? 189:tagged_fields"
 )

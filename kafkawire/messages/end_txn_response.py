@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -88,6 +87,7 @@ def _write_EndTxnResponse_v0(self, w):
 def _read_EndTxnResponse_v3(buf, pos, view):
     try:
         self = _new(EndTxnResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -103,8 +103,8 @@ def _read_EndTxnResponse_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -119,8 +119,8 @@ def _read_EndTxnResponse_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -148,6 +148,7 @@ def _write_EndTxnResponse_v3(self, w):
 def _read_EndTxnResponse_v5(buf, pos, view):
     try:
         self = _new(EndTxnResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h producer_id:q producer_epoch:h
         (self.throttle_time_ms, self.error_code, self.producer_id, self.producer_epoch,) = _R_ihqh(buf, pos)
         pos += 16
@@ -161,8 +162,8 @@ def _read_EndTxnResponse_v5(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -177,8 +178,8 @@ def _read_EndTxnResponse_v5(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -220,5 +221,5 @@ EndTxnResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "63:- 66:throttle_time_ms:i/error_code:h 77:- 79:throttle_time_ms:i/error_code:h 81:unknown_tags 88:- 91:throttle_time_ms:i/error_code:h 96:tagged_fields 134:- 136:throttle_time_ms:i/error_code:h 138:tagged_fields 148:- 151:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 154:tagged_fields 192:- 194:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 196:tagged_fields"
+    "62:- 65:throttle_time_ms:i/error_code:h 76:- 78:throttle_time_ms:i/error_code:h 80:unknown_tags 87:- 91:throttle_time_ms:i/error_code:h 96:tagged_fields 134:- 136:throttle_time_ms:i/error_code:h 138:tagged_fields 148:- 152:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 155:tagged_fields 193:- 195:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 197:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -53,10 +52,17 @@ class EnvelopeResponse(_Message):
 def _read_EnvelopeResponse_v0(buf, pos, view):
     try:
         self = _new(EnvelopeResponse)
+        blen = len(buf)
         # field: response_data
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -64,8 +70,8 @@ def _read_EnvelopeResponse_v0(buf, pos, view):
             self.response_data = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf):
-                raise bad_length(n, pos, len(buf), "bytes")
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
             self.response_data = view[pos:end]
             pos = end
         # field: error_code:h
@@ -81,8 +87,8 @@ def _read_EnvelopeResponse_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -97,8 +103,8 @@ def _read_EnvelopeResponse_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -116,7 +122,15 @@ def _write_EnvelopeResponse_v0(self, w):
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(value)
         # field: error_code:h
         w(_W_h(self.error_code))
@@ -137,5 +151,5 @@ EnvelopeResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "53:- 56:response_data 71:error_code:h 74:tagged_fields 112:- 114:response_data 121:error_code:h 123:tagged_fields"
+    "52:- 56:response_data 77:error_code:h 80:tagged_fields 118:- 120:response_data 135:error_code:h 137:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_hqi = _Format(">hqi").unpack_from
@@ -81,6 +80,7 @@ def _write_ExpireDelegationTokenResponse_v0(self, w):
 def _read_ExpireDelegationTokenResponse_v2(buf, pos, view):
     try:
         self = _new(ExpireDelegationTokenResponse)
+        blen = len(buf)
         # field: error_code:h expiry_timestamp_ms:q throttle_time_ms:i
         (self.error_code, self.expiry_timestamp_ms, self.throttle_time_ms,) = _R_hqi(buf, pos)
         pos += 14
@@ -94,8 +94,8 @@ def _read_ExpireDelegationTokenResponse_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -110,8 +110,8 @@ def _read_ExpireDelegationTokenResponse_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -147,5 +147,5 @@ ExpireDelegationTokenResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "58:- 61:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 70:- 72:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 74:unknown_tags 81:- 84:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 87:tagged_fields 125:- 127:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 129:tagged_fields"
+    "57:- 60:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 69:- 71:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 73:unknown_tags 80:- 84:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 87:tagged_fields 125:- 127:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 129:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s = _Format(">16s").unpack_from
 _W_16s = _Format(">16s").pack
 _R_h = _Format(">h").unpack_from
@@ -50,7 +49,7 @@ _ARRAYW_i = fixed_array_writer("i")
 class FetchRequest(_Message):
     """FetchRequest, versions 0-18."""
 
-    __slots__ = ("cluster_id", "replica_id", "replica_state", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "session_id", "session_epoch", "topics", "forgotten_topics_data", "rack_id", "unknown_tags")
+    __slots__ = ("cluster_id", "replica_id", "_replica_state", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "session_id", "session_epoch", "topics", "forgotten_topics_data", "rack_id", "unknown_tags")
     _FIELDS = ("cluster_id", "replica_id", "replica_state", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "session_id", "session_epoch", "topics", "forgotten_topics_data", "rack_id",)
     NAME = "FetchRequest"
     API_KEY = 1
@@ -61,7 +60,7 @@ class FetchRequest(_Message):
         self, *,
         cluster_id=None,
         replica_id=-1,
-        replica_state=_LAZY,
+        replica_state=_ABSENT,
         max_wait_ms=0,
         min_bytes=0,
         max_bytes=2147483647,
@@ -75,8 +74,7 @@ class FetchRequest(_Message):
     ):
         self.cluster_id = cluster_id
         self.replica_id = replica_id
-        if replica_state is not _LAZY:
-            self.replica_state = replica_state
+        self._replica_state = replica_state
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
@@ -92,7 +90,7 @@ class FetchRequest(_Message):
         return not (
             self.cluster_id is not None or
             self.replica_id != -1 or
-            (self.replica_state is None or not self.replica_state._is_default()) or
+            (self._replica_state is not _ABSENT and (self._replica_state is None or not self._replica_state._is_default())) or
             self.max_wait_ms != 0 or
             self.min_bytes != 0 or
             self.max_bytes != 2147483647 or
@@ -224,7 +222,7 @@ class ForgottenTopic(_Struct):
             (self.partitions is None or len(self.partitions) != 0) or
             self.unknown_tags
         )
-FetchRequest._LAZY_DEFAULTS = { "replica_state": ReplicaState, }
+FetchRequest.replica_state = struct_field("_replica_state", ReplicaState)
 ReplicaState.__qualname__ = "FetchRequest.ReplicaState"
 FetchRequest.ReplicaState = ReplicaState
 FetchTopic.__qualname__ = "FetchRequest.FetchTopic"
@@ -270,19 +268,20 @@ def _write_FetchPartition_v0(self, w):
 def _read_FetchTopic_v0(buf, pos, view):
     try:
         self = _new(FetchTopic)
+        blen = len(buf)
         # field: topic
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 16 > len(buf) - pos:
-            raise bad_count(n, 16, pos, len(buf))
+        if n < 0 or n * 16 > blen - pos:
+            raise bad_count(n, 16, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -330,14 +329,15 @@ def _write_FetchTopic_v0(self, w):
 def _read_FetchRequest_v0(buf, pos, view):
     try:
         self = _new(FetchRequest)
+        blen = len(buf)
         # field: replica_id:i max_wait_ms:i min_bytes:i
         (self.replica_id, self.max_wait_ms, self.min_bytes,) = _R_iii(buf, pos)
         pos += 12
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -345,6 +345,7 @@ def _read_FetchRequest_v0(buf, pos, view):
             append(item)
         self.topics = tuple(items)
         self.cluster_id = None
+        self._replica_state = _ABSENT
         self.max_bytes = 2147483647
         self.isolation_level = 0
         self.session_id = 0
@@ -373,7 +374,7 @@ def _write_FetchRequest_v0(self, w):
                     raise null_not_allowed("topics_item")
                 _write_FetchTopic_v0(value, w)
         # field: replica_state
-        if (self.replica_state is None or not self.replica_state._is_default()):
+        if (self._replica_state is not _ABSENT and (self._replica_state is None or not self._replica_state._is_default())):
             raise not_in_version("FetchRequest", "replica_state")
         # field: forgotten_topics_data
         if (self.forgotten_topics_data is None or len(self.forgotten_topics_data) != 0):
@@ -388,14 +389,15 @@ def _write_FetchRequest_v0(self, w):
 def _read_FetchRequest_v3(buf, pos, view):
     try:
         self = _new(FetchRequest)
+        blen = len(buf)
         # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i
         (self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes,) = _R_iiii(buf, pos)
         pos += 16
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -403,6 +405,7 @@ def _read_FetchRequest_v3(buf, pos, view):
             append(item)
         self.topics = tuple(items)
         self.cluster_id = None
+        self._replica_state = _ABSENT
         self.isolation_level = 0
         self.session_id = 0
         self.session_epoch = -1
@@ -430,7 +433,7 @@ def _write_FetchRequest_v3(self, w):
                     raise null_not_allowed("topics_item")
                 _write_FetchTopic_v0(value, w)
         # field: replica_state
-        if (self.replica_state is None or not self.replica_state._is_default()):
+        if (self._replica_state is not _ABSENT and (self._replica_state is None or not self._replica_state._is_default())):
             raise not_in_version("FetchRequest", "replica_state")
         # field: forgotten_topics_data
         if (self.forgotten_topics_data is None or len(self.forgotten_topics_data) != 0):
@@ -445,14 +448,15 @@ def _write_FetchRequest_v3(self, w):
 def _read_FetchRequest_v4(buf, pos, view):
     try:
         self = _new(FetchRequest)
+        blen = len(buf)
         # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b
         (self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level,) = _R_iiiib(buf, pos)
         pos += 17
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -460,6 +464,7 @@ def _read_FetchRequest_v4(buf, pos, view):
             append(item)
         self.topics = tuple(items)
         self.cluster_id = None
+        self._replica_state = _ABSENT
         self.session_id = 0
         self.session_epoch = -1
         self.forgotten_topics_data = ()
@@ -486,7 +491,7 @@ def _write_FetchRequest_v4(self, w):
                     raise null_not_allowed("topics_item")
                 _write_FetchTopic_v0(value, w)
         # field: replica_state
-        if (self.replica_state is None or not self.replica_state._is_default()):
+        if (self._replica_state is not _ABSENT and (self._replica_state is None or not self._replica_state._is_default())):
             raise not_in_version("FetchRequest", "replica_state")
         # field: forgotten_topics_data
         if (self.forgotten_topics_data is None or len(self.forgotten_topics_data) != 0):
@@ -531,19 +536,20 @@ def _write_FetchPartition_v5(self, w):
 def _read_FetchTopic_v5(buf, pos, view):
     try:
         self = _new(FetchTopic)
+        blen = len(buf)
         # field: topic
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 24 > len(buf) - pos:
-            raise bad_count(n, 24, pos, len(buf))
+        if n < 0 or n * 24 > blen - pos:
+            raise bad_count(n, 24, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -591,14 +597,15 @@ def _write_FetchTopic_v5(self, w):
 def _read_FetchRequest_v5(buf, pos, view):
     try:
         self = _new(FetchRequest)
+        blen = len(buf)
         # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b
         (self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level,) = _R_iiiib(buf, pos)
         pos += 17
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -606,6 +613,7 @@ def _read_FetchRequest_v5(buf, pos, view):
             append(item)
         self.topics = tuple(items)
         self.cluster_id = None
+        self._replica_state = _ABSENT
         self.session_id = 0
         self.session_epoch = -1
         self.forgotten_topics_data = ()
@@ -632,7 +640,7 @@ def _write_FetchRequest_v5(self, w):
                     raise null_not_allowed("topics_item")
                 _write_FetchTopic_v5(value, w)
         # field: replica_state
-        if (self.replica_state is None or not self.replica_state._is_default()):
+        if (self._replica_state is not _ABSENT and (self._replica_state is None or not self._replica_state._is_default())):
             raise not_in_version("FetchRequest", "replica_state")
         # field: forgotten_topics_data
         if (self.forgotten_topics_data is None or len(self.forgotten_topics_data) != 0):
@@ -647,19 +655,20 @@ def _write_FetchRequest_v5(self, w):
 def _read_ForgottenTopic_v7(buf, pos, view):
     try:
         self = _new(ForgottenTopic)
+        blen = len(buf)
         # field: topic
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partitions = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.topic_id = ZERO_UUID
@@ -699,14 +708,15 @@ def _write_ForgottenTopic_v7(self, w):
 def _read_FetchRequest_v7(buf, pos, view):
     try:
         self = _new(FetchRequest)
+        blen = len(buf)
         # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         (self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch,) = _R_iiiibii(buf, pos)
         pos += 25
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -716,8 +726,8 @@ def _read_FetchRequest_v7(buf, pos, view):
         # field: forgotten_topics_data[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_forgotten_topics_data in range(n):
@@ -725,6 +735,7 @@ def _read_FetchRequest_v7(buf, pos, view):
             append(item)
         self.forgotten_topics_data = tuple(items)
         self.cluster_id = None
+        self._replica_state = _ABSENT
         self.rack_id = ''
         self.unknown_tags = None
         return self, pos
@@ -759,7 +770,7 @@ def _write_FetchRequest_v7(self, w):
                     raise null_not_allowed("forgotten_topics_data_item")
                 _write_ForgottenTopic_v7(value, w)
         # field: replica_state
-        if (self.replica_state is None or not self.replica_state._is_default()):
+        if (self._replica_state is not _ABSENT and (self._replica_state is None or not self._replica_state._is_default())):
             raise not_in_version("FetchRequest", "replica_state")
         # field: unknown_tags
         if self.unknown_tags:
@@ -800,19 +811,20 @@ def _write_FetchPartition_v9(self, w):
 def _read_FetchTopic_v9(buf, pos, view):
     try:
         self = _new(FetchTopic)
+        blen = len(buf)
         # field: topic
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 28 > len(buf) - pos:
-            raise bad_count(n, 28, pos, len(buf))
+        if n < 0 or n * 28 > blen - pos:
+            raise bad_count(n, 28, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -860,14 +872,15 @@ def _write_FetchTopic_v9(self, w):
 def _read_FetchRequest_v9(buf, pos, view):
     try:
         self = _new(FetchRequest)
+        blen = len(buf)
         # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         (self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch,) = _R_iiiibii(buf, pos)
         pos += 25
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -877,8 +890,8 @@ def _read_FetchRequest_v9(buf, pos, view):
         # field: forgotten_topics_data[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_forgotten_topics_data in range(n):
@@ -886,6 +899,7 @@ def _read_FetchRequest_v9(buf, pos, view):
             append(item)
         self.forgotten_topics_data = tuple(items)
         self.cluster_id = None
+        self._replica_state = _ABSENT
         self.rack_id = ''
         self.unknown_tags = None
         return self, pos
@@ -920,7 +934,7 @@ def _write_FetchRequest_v9(self, w):
                     raise null_not_allowed("forgotten_topics_data_item")
                 _write_ForgottenTopic_v7(value, w)
         # field: replica_state
-        if (self.replica_state is None or not self.replica_state._is_default()):
+        if (self._replica_state is not _ABSENT and (self._replica_state is None or not self._replica_state._is_default())):
             raise not_in_version("FetchRequest", "replica_state")
         # field: unknown_tags
         if self.unknown_tags:
@@ -932,14 +946,15 @@ def _write_FetchRequest_v9(self, w):
 def _read_FetchRequest_v11(buf, pos, view):
     try:
         self = _new(FetchRequest)
+        blen = len(buf)
         # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         (self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch,) = _R_iiiibii(buf, pos)
         pos += 25
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -949,8 +964,8 @@ def _read_FetchRequest_v11(buf, pos, view):
         # field: forgotten_topics_data[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_forgotten_topics_data in range(n):
@@ -961,11 +976,12 @@ def _read_FetchRequest_v11(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.rack_id = str(buf[pos:end], "utf-8")
         pos = end
         self.cluster_id = None
+        self._replica_state = _ABSENT
         self.unknown_tags = None
         return self, pos
     except Exception as exc:
@@ -1010,7 +1026,7 @@ def _write_FetchRequest_v11(self, w):
             w(_W_h(n))
             w(raw)
         # field: replica_state
-        if (self.replica_state is None or not self.replica_state._is_default()):
+        if (self._replica_state is not _ABSENT and (self._replica_state is None or not self._replica_state._is_default())):
             raise not_in_version("FetchRequest", "replica_state")
         # field: unknown_tags
         if self.unknown_tags:
@@ -1022,6 +1038,7 @@ def _write_FetchRequest_v11(self, w):
 def _read_FetchPartition_v12(buf, pos, view):
     try:
         self = _new(FetchPartition)
+        blen = len(buf)
         # field: partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i
         (self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes,) = _R_iiqiqi(buf, pos)
         pos += 32
@@ -1037,8 +1054,8 @@ def _read_FetchPartition_v12(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1053,8 +1070,8 @@ def _read_FetchPartition_v12(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1082,27 +1099,40 @@ def _write_FetchPartition_v12(self, w):
 def _read_FetchTopic_v12(buf, pos, view):
     try:
         self = _new(FetchTopic)
+        blen = len(buf)
         # field: topic
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 33 > len(buf) - pos:
-            raise bad_count(n, 33, pos, len(buf))
+        if n < 0 or n * 33 > blen - pos:
+            raise bad_count(n, 33, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -1120,8 +1150,8 @@ def _read_FetchTopic_v12(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1136,8 +1166,8 @@ def _read_FetchTopic_v12(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1159,14 +1189,30 @@ def _write_FetchTopic_v12(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1185,27 +1231,40 @@ def _write_FetchTopic_v12(self, w):
 def _read_ForgottenTopic_v12(buf, pos, view):
     try:
         self = _new(ForgottenTopic)
+        blen = len(buf)
         # field: topic
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partitions = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.topic_id = ZERO_UUID
@@ -1219,8 +1278,8 @@ def _read_ForgottenTopic_v12(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1235,8 +1294,8 @@ def _read_ForgottenTopic_v12(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1258,14 +1317,30 @@ def _write_ForgottenTopic_v12(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1280,6 +1355,7 @@ def _write_ForgottenTopic_v12(self, w):
 def _read_FetchRequest_v12(buf, pos, view):
     try:
         self = _new(FetchRequest)
+        blen = len(buf)
         # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         (self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch,) = _R_iiiibii(buf, pos)
         pos += 25
@@ -1287,11 +1363,17 @@ def _read_FetchRequest_v12(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -1302,11 +1384,17 @@ def _read_FetchRequest_v12(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_forgotten_topics_data in range(n):
@@ -1317,14 +1405,21 @@ def _read_FetchRequest_v12(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.rack_id = str(buf[pos:end], "utf-8")
         pos = end
+        self._replica_state = _ABSENT
         self.cluster_id = None
         # field: tagged_fields
         n = buf[pos]
@@ -1336,8 +1431,8 @@ def _read_FetchRequest_v12(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1352,13 +1447,19 @@ def _read_FetchRequest_v12(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: cluster_id
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
                     else:
                         n, pos = read_uvarint(buf, pos)
                     n -= 1
@@ -1366,8 +1467,8 @@ def _read_FetchRequest_v12(buf, pos, view):
                         self.cluster_id = None
                     else:
                         end = pos + n
-                        if n < 0 or end > len(buf) or n > 0x7FFF:
-                            raise bad_length(n, pos, len(buf), "string")
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
                         self.cluster_id = str(buf[pos:end], "utf-8")
                         pos = end
                     if pos != end:
@@ -1393,7 +1494,15 @@ def _write_FetchRequest_v12(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1404,7 +1513,15 @@ def _write_FetchRequest_v12(self, w):
         if value is None:
             raise null_not_allowed("forgotten_topics_data")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_forgotten_topics_data, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1419,10 +1536,18 @@ def _write_FetchRequest_v12(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: replica_state
-        if (self.replica_state is None or not self.replica_state._is_default()):
+        if (self._replica_state is not _ABSENT and (self._replica_state is None or not self._replica_state._is_default())):
             raise not_in_version("FetchRequest", "replica_state")
         tags = []
         # field: cluster_id
@@ -1436,7 +1561,15 @@ def _write_FetchRequest_v12(self, w):
                 n = len(raw)
                 if n > 0x7FFF:
                     raise string_too_long(n)
-                sub.append(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+                k = n + 1
+                if k < 0x80:
+                    sub.append(SMALL_UVARINTS[k])
+                elif k < 0x4000:
+                    sub.append(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                elif k < 0x200000:
+                    sub.append(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                else:
+                    sub.append(uvarint(k))
                 sub.append(raw)
             tags.append((0, b"".join(sub)))
         # field: tagged_fields
@@ -1452,6 +1585,7 @@ def _write_FetchRequest_v12(self, w):
 def _read_FetchTopic_v13(buf, pos, view):
     try:
         self = _new(FetchTopic)
+        blen = len(buf)
         # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
@@ -1460,11 +1594,17 @@ def _read_FetchTopic_v13(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 33 > len(buf) - pos:
-            raise bad_count(n, 33, pos, len(buf))
+        if n < 0 or n * 33 > blen - pos:
+            raise bad_count(n, 33, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -1482,8 +1622,8 @@ def _read_FetchTopic_v13(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1498,8 +1638,8 @@ def _read_FetchTopic_v13(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1519,7 +1659,15 @@ def _write_FetchTopic_v13(self, w):
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1538,6 +1686,7 @@ def _write_FetchTopic_v13(self, w):
 def _read_ForgottenTopic_v13(buf, pos, view):
     try:
         self = _new(ForgottenTopic)
+        blen = len(buf)
         # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
@@ -1546,11 +1695,17 @@ def _read_ForgottenTopic_v13(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partitions = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.topic = ''
@@ -1564,8 +1719,8 @@ def _read_ForgottenTopic_v13(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1580,8 +1735,8 @@ def _read_ForgottenTopic_v13(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1601,7 +1756,15 @@ def _write_ForgottenTopic_v13(self, w):
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1616,6 +1779,7 @@ def _write_ForgottenTopic_v13(self, w):
 def _read_FetchRequest_v13(buf, pos, view):
     try:
         self = _new(FetchRequest)
+        blen = len(buf)
         # field: replica_id:i max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         (self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch,) = _R_iiiibii(buf, pos)
         pos += 25
@@ -1623,11 +1787,17 @@ def _read_FetchRequest_v13(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -1638,11 +1808,17 @@ def _read_FetchRequest_v13(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_forgotten_topics_data in range(n):
@@ -1653,14 +1829,21 @@ def _read_FetchRequest_v13(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.rack_id = str(buf[pos:end], "utf-8")
         pos = end
+        self._replica_state = _ABSENT
         self.cluster_id = None
         # field: tagged_fields
         n = buf[pos]
@@ -1672,8 +1855,8 @@ def _read_FetchRequest_v13(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1688,13 +1871,19 @@ def _read_FetchRequest_v13(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: cluster_id
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
                     else:
                         n, pos = read_uvarint(buf, pos)
                     n -= 1
@@ -1702,8 +1891,8 @@ def _read_FetchRequest_v13(buf, pos, view):
                         self.cluster_id = None
                     else:
                         end = pos + n
-                        if n < 0 or end > len(buf) or n > 0x7FFF:
-                            raise bad_length(n, pos, len(buf), "string")
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
                         self.cluster_id = str(buf[pos:end], "utf-8")
                         pos = end
                     if pos != end:
@@ -1729,7 +1918,15 @@ def _write_FetchRequest_v13(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1740,7 +1937,15 @@ def _write_FetchRequest_v13(self, w):
         if value is None:
             raise null_not_allowed("forgotten_topics_data")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_forgotten_topics_data, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1755,10 +1960,18 @@ def _write_FetchRequest_v13(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: replica_state
-        if (self.replica_state is None or not self.replica_state._is_default()):
+        if (self._replica_state is not _ABSENT and (self._replica_state is None or not self._replica_state._is_default())):
             raise not_in_version("FetchRequest", "replica_state")
         tags = []
         # field: cluster_id
@@ -1772,7 +1985,15 @@ def _write_FetchRequest_v13(self, w):
                 n = len(raw)
                 if n > 0x7FFF:
                     raise string_too_long(n)
-                sub.append(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+                k = n + 1
+                if k < 0x80:
+                    sub.append(SMALL_UVARINTS[k])
+                elif k < 0x4000:
+                    sub.append(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                elif k < 0x200000:
+                    sub.append(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                else:
+                    sub.append(uvarint(k))
                 sub.append(raw)
             tags.append((0, b"".join(sub)))
         # field: tagged_fields
@@ -1788,6 +2009,7 @@ def _write_FetchRequest_v13(self, w):
 def _read_ReplicaState_v15(buf, pos, view):
     try:
         self = _new(ReplicaState)
+        blen = len(buf)
         # field: replica_id:i replica_epoch:q
         (self.replica_id, self.replica_epoch,) = _R_iq(buf, pos)
         pos += 12
@@ -1801,8 +2023,8 @@ def _read_ReplicaState_v15(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1817,8 +2039,8 @@ def _read_ReplicaState_v15(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1846,6 +2068,7 @@ def _write_ReplicaState_v15(self, w):
 def _read_FetchRequest_v15(buf, pos, view):
     try:
         self = _new(FetchRequest)
+        blen = len(buf)
         # field: max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         (self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch,) = _R_iiibii(buf, pos)
         pos += 21
@@ -1853,11 +2076,17 @@ def _read_FetchRequest_v15(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -1868,11 +2097,17 @@ def _read_FetchRequest_v15(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_forgotten_topics_data in range(n):
@@ -1883,16 +2118,23 @@ def _read_FetchRequest_v15(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.rack_id = str(buf[pos:end], "utf-8")
         pos = end
         self.replica_id = -1
         self.cluster_id = None
+        self._replica_state = _ABSENT
         # field: tagged_fields
         n = buf[pos]
         if n == 0:
@@ -1903,8 +2145,8 @@ def _read_FetchRequest_v15(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1919,13 +2161,19 @@ def _read_FetchRequest_v15(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: cluster_id
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
                     else:
                         n, pos = read_uvarint(buf, pos)
                     n -= 1
@@ -1933,8 +2181,8 @@ def _read_FetchRequest_v15(buf, pos, view):
                         self.cluster_id = None
                     else:
                         end = pos + n
-                        if n < 0 or end > len(buf) or n > 0x7FFF:
-                            raise bad_length(n, pos, len(buf), "string")
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
                         self.cluster_id = str(buf[pos:end], "utf-8")
                         pos = end
                     if pos != end:
@@ -1943,7 +2191,7 @@ def _read_FetchRequest_v15(buf, pos, view):
                     continue
                 elif tag == 1:
                     # field: replica_state
-                    self.replica_state, pos = _read_ReplicaState_v15(buf, pos, view)
+                    self._replica_state, pos = _read_ReplicaState_v15(buf, pos, view)
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
@@ -1967,7 +2215,15 @@ def _write_FetchRequest_v15(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1978,7 +2234,15 @@ def _write_FetchRequest_v15(self, w):
         if value is None:
             raise null_not_allowed("forgotten_topics_data")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_forgotten_topics_data, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1993,7 +2257,15 @@ def _write_FetchRequest_v15(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: replica_id
         if self.replica_id != -1:
@@ -2010,11 +2282,19 @@ def _write_FetchRequest_v15(self, w):
                 n = len(raw)
                 if n > 0x7FFF:
                     raise string_too_long(n)
-                sub.append(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+                k = n + 1
+                if k < 0x80:
+                    sub.append(SMALL_UVARINTS[k])
+                elif k < 0x4000:
+                    sub.append(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                elif k < 0x200000:
+                    sub.append(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                else:
+                    sub.append(uvarint(k))
                 sub.append(raw)
             tags.append((0, b"".join(sub)))
         # field: replica_state
-        if (self.replica_state is None or not self.replica_state._is_default()):
+        if (self._replica_state is not _ABSENT and (self._replica_state is None or not self._replica_state._is_default())):
             sub = []
             value = self.replica_state
             if value is None:
@@ -2034,6 +2314,7 @@ def _write_FetchRequest_v15(self, w):
 def _read_FetchPartition_v17(buf, pos, view):
     try:
         self = _new(FetchPartition)
+        blen = len(buf)
         # field: partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i
         (self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes,) = _R_iiqiqi(buf, pos)
         pos += 32
@@ -2049,8 +2330,8 @@ def _read_FetchPartition_v17(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -2065,11 +2346,11 @@ def _read_FetchPartition_v17(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: replica_directory_id
-                    if len(buf) < pos + 16:
+                    if blen < pos + 16:
                         raise _Invalid("truncated: the buffer ends inside a uuid", pos)
                     self.replica_directory_id = uuid_from_bytes(buf[pos:pos + 16])
                     pos += 16
@@ -2110,6 +2391,7 @@ def _write_FetchPartition_v17(self, w):
 def _read_FetchTopic_v17(buf, pos, view):
     try:
         self = _new(FetchTopic)
+        blen = len(buf)
         # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
@@ -2118,11 +2400,17 @@ def _read_FetchTopic_v17(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 33 > len(buf) - pos:
-            raise bad_count(n, 33, pos, len(buf))
+        if n < 0 or n * 33 > blen - pos:
+            raise bad_count(n, 33, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -2140,8 +2428,8 @@ def _read_FetchTopic_v17(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -2156,8 +2444,8 @@ def _read_FetchTopic_v17(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -2177,7 +2465,15 @@ def _write_FetchTopic_v17(self, w):
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2196,6 +2492,7 @@ def _write_FetchTopic_v17(self, w):
 def _read_FetchRequest_v17(buf, pos, view):
     try:
         self = _new(FetchRequest)
+        blen = len(buf)
         # field: max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         (self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch,) = _R_iiibii(buf, pos)
         pos += 21
@@ -2203,11 +2500,17 @@ def _read_FetchRequest_v17(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -2218,11 +2521,17 @@ def _read_FetchRequest_v17(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_forgotten_topics_data in range(n):
@@ -2233,16 +2542,23 @@ def _read_FetchRequest_v17(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.rack_id = str(buf[pos:end], "utf-8")
         pos = end
         self.replica_id = -1
         self.cluster_id = None
+        self._replica_state = _ABSENT
         # field: tagged_fields
         n = buf[pos]
         if n == 0:
@@ -2253,8 +2569,8 @@ def _read_FetchRequest_v17(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -2269,13 +2585,19 @@ def _read_FetchRequest_v17(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: cluster_id
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
                     else:
                         n, pos = read_uvarint(buf, pos)
                     n -= 1
@@ -2283,8 +2605,8 @@ def _read_FetchRequest_v17(buf, pos, view):
                         self.cluster_id = None
                     else:
                         end = pos + n
-                        if n < 0 or end > len(buf) or n > 0x7FFF:
-                            raise bad_length(n, pos, len(buf), "string")
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
                         self.cluster_id = str(buf[pos:end], "utf-8")
                         pos = end
                     if pos != end:
@@ -2293,7 +2615,7 @@ def _read_FetchRequest_v17(buf, pos, view):
                     continue
                 elif tag == 1:
                     # field: replica_state
-                    self.replica_state, pos = _read_ReplicaState_v15(buf, pos, view)
+                    self._replica_state, pos = _read_ReplicaState_v15(buf, pos, view)
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
@@ -2317,7 +2639,15 @@ def _write_FetchRequest_v17(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2328,7 +2658,15 @@ def _write_FetchRequest_v17(self, w):
         if value is None:
             raise null_not_allowed("forgotten_topics_data")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_forgotten_topics_data, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2343,7 +2681,15 @@ def _write_FetchRequest_v17(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: replica_id
         if self.replica_id != -1:
@@ -2360,11 +2706,19 @@ def _write_FetchRequest_v17(self, w):
                 n = len(raw)
                 if n > 0x7FFF:
                     raise string_too_long(n)
-                sub.append(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+                k = n + 1
+                if k < 0x80:
+                    sub.append(SMALL_UVARINTS[k])
+                elif k < 0x4000:
+                    sub.append(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                elif k < 0x200000:
+                    sub.append(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                else:
+                    sub.append(uvarint(k))
                 sub.append(raw)
             tags.append((0, b"".join(sub)))
         # field: replica_state
-        if (self.replica_state is None or not self.replica_state._is_default()):
+        if (self._replica_state is not _ABSENT and (self._replica_state is None or not self._replica_state._is_default())):
             sub = []
             value = self.replica_state
             if value is None:
@@ -2384,6 +2738,7 @@ def _write_FetchRequest_v17(self, w):
 def _read_FetchPartition_v18(buf, pos, view):
     try:
         self = _new(FetchPartition)
+        blen = len(buf)
         # field: partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i remote_partition_max_bytes:i
         (self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes, self.remote_partition_max_bytes,) = _R_iiqiqii(buf, pos)
         pos += 36
@@ -2398,8 +2753,8 @@ def _read_FetchPartition_v18(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -2414,11 +2769,11 @@ def _read_FetchPartition_v18(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: replica_directory_id
-                    if len(buf) < pos + 16:
+                    if blen < pos + 16:
                         raise _Invalid("truncated: the buffer ends inside a uuid", pos)
                     self.replica_directory_id = uuid_from_bytes(buf[pos:pos + 16])
                     pos += 16
@@ -2459,6 +2814,7 @@ def _write_FetchPartition_v18(self, w):
 def _read_FetchTopic_v18(buf, pos, view):
     try:
         self = _new(FetchTopic)
+        blen = len(buf)
         # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
@@ -2467,11 +2823,17 @@ def _read_FetchTopic_v18(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 37 > len(buf) - pos:
-            raise bad_count(n, 37, pos, len(buf))
+        if n < 0 or n * 37 > blen - pos:
+            raise bad_count(n, 37, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -2489,8 +2851,8 @@ def _read_FetchTopic_v18(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -2505,8 +2867,8 @@ def _read_FetchTopic_v18(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -2526,7 +2888,15 @@ def _write_FetchTopic_v18(self, w):
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2545,6 +2915,7 @@ def _write_FetchTopic_v18(self, w):
 def _read_FetchRequest_v18(buf, pos, view):
     try:
         self = _new(FetchRequest)
+        blen = len(buf)
         # field: max_wait_ms:i min_bytes:i max_bytes:i isolation_level:b session_id:i session_epoch:i
         (self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch,) = _R_iiibii(buf, pos)
         pos += 21
@@ -2552,11 +2923,17 @@ def _read_FetchRequest_v18(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -2567,11 +2944,17 @@ def _read_FetchRequest_v18(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_forgotten_topics_data in range(n):
@@ -2582,16 +2965,23 @@ def _read_FetchRequest_v18(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.rack_id = str(buf[pos:end], "utf-8")
         pos = end
         self.replica_id = -1
         self.cluster_id = None
+        self._replica_state = _ABSENT
         # field: tagged_fields
         n = buf[pos]
         if n == 0:
@@ -2602,8 +2992,8 @@ def _read_FetchRequest_v18(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -2618,13 +3008,19 @@ def _read_FetchRequest_v18(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: cluster_id
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
                     else:
                         n, pos = read_uvarint(buf, pos)
                     n -= 1
@@ -2632,8 +3028,8 @@ def _read_FetchRequest_v18(buf, pos, view):
                         self.cluster_id = None
                     else:
                         end = pos + n
-                        if n < 0 or end > len(buf) or n > 0x7FFF:
-                            raise bad_length(n, pos, len(buf), "string")
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
                         self.cluster_id = str(buf[pos:end], "utf-8")
                         pos = end
                     if pos != end:
@@ -2642,7 +3038,7 @@ def _read_FetchRequest_v18(buf, pos, view):
                     continue
                 elif tag == 1:
                     # field: replica_state
-                    self.replica_state, pos = _read_ReplicaState_v15(buf, pos, view)
+                    self._replica_state, pos = _read_ReplicaState_v15(buf, pos, view)
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
@@ -2666,7 +3062,15 @@ def _write_FetchRequest_v18(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2677,7 +3081,15 @@ def _write_FetchRequest_v18(self, w):
         if value is None:
             raise null_not_allowed("forgotten_topics_data")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_forgotten_topics_data, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2692,7 +3104,15 @@ def _write_FetchRequest_v18(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: replica_id
         if self.replica_id != -1:
@@ -2709,11 +3129,19 @@ def _write_FetchRequest_v18(self, w):
                 n = len(raw)
                 if n > 0x7FFF:
                     raise string_too_long(n)
-                sub.append(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+                k = n + 1
+                if k < 0x80:
+                    sub.append(SMALL_UVARINTS[k])
+                elif k < 0x4000:
+                    sub.append(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                elif k < 0x200000:
+                    sub.append(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                else:
+                    sub.append(uvarint(k))
                 sub.append(raw)
             tags.append((0, b"".join(sub)))
         # field: replica_state
-        if (self.replica_state is None or not self.replica_state._is_default()):
+        if (self._replica_state is not _ABSENT and (self._replica_state is None or not self._replica_state._is_default())):
             sub = []
             value = self.replica_state
             if value is None:
@@ -2773,5 +3201,5 @@ FetchRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "239:- 242:partition:i/fetch_offset:q/partition_max_bytes:i 256:- 258:partition:i/fetch_offset:q/partition_max_bytes:i 260:last_fetched_epoch 263:unknown_tags 270:- 273:topic 281:partitions[] 299:- 301:topic 312:partitions[] 323:unknown_tags 330:- 333:replica_id:i/max_wait_ms:i/min_bytes:i 336:topics[] 360:- 362:replica_id:i/max_wait_ms:i/min_bytes:i 364:topics[] 375:replica_state 378:forgotten_topics_data 381:unknown_tags 388:- 391:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i 394:topics[] 417:- 419:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i 421:topics[] 432:replica_state 435:forgotten_topics_data 438:unknown_tags 445:- 448:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 451:topics[] 473:- 475:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 477:topics[] 488:replica_state 491:forgotten_topics_data 494:unknown_tags 501:- 504:partition:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 517:- 519:partition:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 521:last_fetched_epoch 524:unknown_tags 531:- 534:topic 542:partitions[] 560:- 562:topic 573:partitions[] 584:unknown_tags 591:- 594:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 597:topics[] 619:- 621:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 623:topics[] 634:replica_state 637:forgotten_topics_data 640:unknown_tags 647:- 650:topic 658:partitions 672:- 674:topic 685:partitions 692:unknown_tags 699:- 702:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 705:topics[] 716:forgotten_topics_data[] 735:- 737:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 739:topics[] 750:forgotten_topics_data[] 761:replica_state 764:unknown_tags 771:- 774:partition:i/current_leader_epoch:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 786:- 788:partition:i/current_leader_epoch:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 790:last_fetched_epoch 793:unknown_tags 800:- 803:topic 811:partitions[] 829:- 831:topic 842:partitions[] 853:unknown_tags 860:- 863:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 866:topics[] 877:forgotten_topics_data[] 896:- 898:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 900:topics[] 911:forgotten_topics_data[] 922:replica_state 925:unknown_tags 932:- 935:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 938:topics[] 949:forgotten_topics_data[] 960:rack_id 975:- 977:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 979:topics[] 990:forgotten_topics_data[] 1001:rack_id 1012:replica_state 1015:unknown_tags 1022:- 1025:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1030:tagged_fields 1068:- 1070:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1072:tagged_fields 1082:- 1085:topic 1097:partitions[] 1113:tagged_fields 1151:- 1153:topic 1164:partitions[] 1175:tagged_fields 1185:- 1188:topic 1200:partitions 1212:tagged_fields 1250:- 1252:topic 1263:partitions 1270:tagged_fields 1280:- 1283:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1286:topics[] 1301:forgotten_topics_data[] 1316:rack_id 1329:tagged_fields 1358:cluster_id 1375:tagged_fields 1387:- 1389:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1391:topics[] 1402:forgotten_topics_data[] 1413:rack_id 1424:replica_state 1428:cluster_id 1442:tagged_fields 1452:- 1455:topic_id:16s 1459:partitions[] 1475:tagged_fields 1513:- 1515:topic_id:16s 1517:partitions[] 1528:tagged_fields 1538:- 1541:topic_id:16s 1545:partitions 1557:tagged_fields 1595:- 1597:topic_id:16s 1599:partitions 1606:tagged_fields 1616:- 1619:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1622:topics[] 1637:forgotten_topics_data[] 1652:rack_id 1665:tagged_fields 1694:cluster_id 1711:tagged_fields 1723:- 1725:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1727:topics[] 1738:forgotten_topics_data[] 1749:rack_id 1760:replica_state 1764:cluster_id 1778:tagged_fields 1788:- 1791:replica_id:i/replica_epoch:q 1794:tagged_fields 1832:- 1834:replica_id:i/replica_epoch:q 1836:tagged_fields 1846:- 1849:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1852:topics[] 1867:forgotten_topics_data[] 1882:rack_id 1896:tagged_fields 1925:cluster_id 1942:tagged_fields 1945:replica_state 1949:tagged_fields 1961:- 1963:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1965:topics[] 1976:forgotten_topics_data[] 1987:rack_id 1998:replica_id 2002:cluster_id 2016:replica_state 2024:tagged_fields 2034:- 2037:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 2042:tagged_fields 2071:replica_directory_id 2078:tagged_fields 2090:- 2092:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 2095:replica_directory_id 2100:tagged_fields 2110:- 2113:topic_id:16s 2117:partitions[] 2133:tagged_fields 2171:- 2173:topic_id:16s 2175:partitions[] 2186:tagged_fields 2196:- 2199:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2202:topics[] 2217:forgotten_topics_data[] 2232:rack_id 2246:tagged_fields 2275:cluster_id 2292:tagged_fields 2295:replica_state 2299:tagged_fields 2311:- 2313:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2315:topics[] 2326:forgotten_topics_data[] 2337:rack_id 2348:replica_id 2352:cluster_id 2366:replica_state 2374:tagged_fields 2384:- 2387:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i/remote_partition_max_bytes:i 2391:tagged_fields 2420:replica_directory_id 2427:tagged_fields 2439:- 2441:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i/remote_partition_max_bytes:i 2444:replica_directory_id 2449:tagged_fields 2459:- 2462:topic_id:16s 2466:partitions[] 2482:tagged_fields 2520:- 2522:topic_id:16s 2524:partitions[] 2535:tagged_fields 2545:- 2548:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2551:topics[] 2566:forgotten_topics_data[] 2581:rack_id 2595:tagged_fields 2624:cluster_id 2641:tagged_fields 2644:replica_state 2648:tagged_fields 2660:- 2662:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2664:topics[] 2675:forgotten_topics_data[] 2686:rack_id 2697:replica_id 2701:cluster_id 2715:replica_state 2723:tagged_fields"
+    "237:- 240:partition:i/fetch_offset:q/partition_max_bytes:i 254:- 256:partition:i/fetch_offset:q/partition_max_bytes:i 258:last_fetched_epoch 261:unknown_tags 268:- 272:topic 280:partitions[] 298:- 300:topic 311:partitions[] 322:unknown_tags 329:- 333:replica_id:i/max_wait_ms:i/min_bytes:i 336:topics[] 361:- 363:replica_id:i/max_wait_ms:i/min_bytes:i 365:topics[] 376:replica_state 379:forgotten_topics_data 382:unknown_tags 389:- 393:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i 396:topics[] 420:- 422:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i 424:topics[] 435:replica_state 438:forgotten_topics_data 441:unknown_tags 448:- 452:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 455:topics[] 478:- 480:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 482:topics[] 493:replica_state 496:forgotten_topics_data 499:unknown_tags 506:- 509:partition:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 522:- 524:partition:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 526:last_fetched_epoch 529:unknown_tags 536:- 540:topic 548:partitions[] 566:- 568:topic 579:partitions[] 590:unknown_tags 597:- 601:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 604:topics[] 627:- 629:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 631:topics[] 642:replica_state 645:forgotten_topics_data 648:unknown_tags 655:- 659:topic 667:partitions 681:- 683:topic 694:partitions 701:unknown_tags 708:- 712:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 715:topics[] 726:forgotten_topics_data[] 746:- 748:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 750:topics[] 761:forgotten_topics_data[] 772:replica_state 775:unknown_tags 782:- 785:partition:i/current_leader_epoch:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 797:- 799:partition:i/current_leader_epoch:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 801:last_fetched_epoch 804:unknown_tags 811:- 815:topic 823:partitions[] 841:- 843:topic 854:partitions[] 865:unknown_tags 872:- 876:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 879:topics[] 890:forgotten_topics_data[] 910:- 912:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 914:topics[] 925:forgotten_topics_data[] 936:replica_state 939:unknown_tags 946:- 950:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 953:topics[] 964:forgotten_topics_data[] 975:rack_id 991:- 993:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 995:topics[] 1006:forgotten_topics_data[] 1017:rack_id 1028:replica_state 1031:unknown_tags 1038:- 1042:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1047:tagged_fields 1085:- 1087:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1089:tagged_fields 1099:- 1103:topic 1121:partitions[] 1143:tagged_fields 1181:- 1183:topic 1202:partitions[] 1221:tagged_fields 1231:- 1235:topic 1253:partitions 1271:tagged_fields 1309:- 1311:topic 1330:partitions 1345:tagged_fields 1355:- 1359:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1362:topics[] 1383:forgotten_topics_data[] 1404:rack_id 1424:tagged_fields 1453:cluster_id 1476:tagged_fields 1488:- 1490:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1492:topics[] 1511:forgotten_topics_data[] 1530:rack_id 1549:replica_state 1553:cluster_id 1575:tagged_fields 1585:- 1589:topic_id:16s 1593:partitions[] 1615:tagged_fields 1653:- 1655:topic_id:16s 1657:partitions[] 1676:tagged_fields 1686:- 1690:topic_id:16s 1694:partitions 1712:tagged_fields 1750:- 1752:topic_id:16s 1754:partitions 1769:tagged_fields 1779:- 1783:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1786:topics[] 1807:forgotten_topics_data[] 1828:rack_id 1848:tagged_fields 1877:cluster_id 1900:tagged_fields 1912:- 1914:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1916:topics[] 1935:forgotten_topics_data[] 1954:rack_id 1973:replica_state 1977:cluster_id 1999:tagged_fields 2009:- 2013:replica_id:i/replica_epoch:q 2016:tagged_fields 2054:- 2056:replica_id:i/replica_epoch:q 2058:tagged_fields 2068:- 2072:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2075:topics[] 2096:forgotten_topics_data[] 2117:rack_id 2138:tagged_fields 2167:cluster_id 2190:tagged_fields 2193:replica_state 2197:tagged_fields 2209:- 2211:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2213:topics[] 2232:forgotten_topics_data[] 2251:rack_id 2270:replica_id 2274:cluster_id 2296:replica_state 2304:tagged_fields 2314:- 2318:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 2323:tagged_fields 2352:replica_directory_id 2359:tagged_fields 2371:- 2373:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 2376:replica_directory_id 2381:tagged_fields 2391:- 2395:topic_id:16s 2399:partitions[] 2421:tagged_fields 2459:- 2461:topic_id:16s 2463:partitions[] 2482:tagged_fields 2492:- 2496:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2499:topics[] 2520:forgotten_topics_data[] 2541:rack_id 2562:tagged_fields 2591:cluster_id 2614:tagged_fields 2617:replica_state 2621:tagged_fields 2633:- 2635:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2637:topics[] 2656:forgotten_topics_data[] 2675:rack_id 2694:replica_id 2698:cluster_id 2720:replica_state 2728:tagged_fields 2738:- 2742:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i/remote_partition_max_bytes:i 2746:tagged_fields 2775:replica_directory_id 2782:tagged_fields 2794:- 2796:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i/remote_partition_max_bytes:i 2799:replica_directory_id 2804:tagged_fields 2814:- 2818:topic_id:16s 2822:partitions[] 2844:tagged_fields 2882:- 2884:topic_id:16s 2886:partitions[] 2905:tagged_fields 2915:- 2919:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2922:topics[] 2943:forgotten_topics_data[] 2964:rack_id 2985:tagged_fields 3014:cluster_id 3037:tagged_fields 3040:replica_state 3044:tagged_fields 3056:- 3058:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 3060:topics[] 3079:forgotten_topics_data[] 3098:rack_id 3117:replica_id 3121:cluster_id 3143:replica_state 3151:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s = _Format(">16s").unpack_from
 _W_16s = _Format(">16s").pack
 _R_h = _Format(">h").unpack_from
@@ -106,7 +105,7 @@ class FetchableTopicResponse(_Struct):
 class PartitionData(_Struct):
     """FetchResponse.PartitionData, versions 0-18."""
 
-    __slots__ = ("partition_index", "error_code", "high_watermark", "last_stable_offset", "log_start_offset", "diverging_epoch", "current_leader", "snapshot_id", "aborted_transactions", "preferred_read_replica", "records", "unknown_tags")
+    __slots__ = ("partition_index", "error_code", "high_watermark", "last_stable_offset", "log_start_offset", "_diverging_epoch", "_current_leader", "_snapshot_id", "aborted_transactions", "preferred_read_replica", "records", "unknown_tags")
     _FIELDS = ("partition_index", "error_code", "high_watermark", "last_stable_offset", "log_start_offset", "diverging_epoch", "current_leader", "snapshot_id", "aborted_transactions", "preferred_read_replica", "records",)
 
     def __init__(
@@ -116,9 +115,9 @@ class PartitionData(_Struct):
         high_watermark=0,
         last_stable_offset=-1,
         log_start_offset=-1,
-        diverging_epoch=_LAZY,
-        current_leader=_LAZY,
-        snapshot_id=_LAZY,
+        diverging_epoch=_ABSENT,
+        current_leader=_ABSENT,
+        snapshot_id=_ABSENT,
         aborted_transactions=(),
         preferred_read_replica=-1,
         records=None,
@@ -129,12 +128,9 @@ class PartitionData(_Struct):
         self.high_watermark = high_watermark
         self.last_stable_offset = last_stable_offset
         self.log_start_offset = log_start_offset
-        if diverging_epoch is not _LAZY:
-            self.diverging_epoch = diverging_epoch
-        if current_leader is not _LAZY:
-            self.current_leader = current_leader
-        if snapshot_id is not _LAZY:
-            self.snapshot_id = snapshot_id
+        self._diverging_epoch = diverging_epoch
+        self._current_leader = current_leader
+        self._snapshot_id = snapshot_id
         self.aborted_transactions = aborted_transactions
         self.preferred_read_replica = preferred_read_replica
         self.records = records
@@ -147,9 +143,9 @@ class PartitionData(_Struct):
             self.high_watermark != 0 or
             self.last_stable_offset != -1 or
             self.log_start_offset != -1 or
-            (self.diverging_epoch is None or not self.diverging_epoch._is_default()) or
-            (self.current_leader is None or not self.current_leader._is_default()) or
-            (self.snapshot_id is None or not self.snapshot_id._is_default()) or
+            (self._diverging_epoch is not _ABSENT and (self._diverging_epoch is None or not self._diverging_epoch._is_default())) or
+            (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())) or
+            (self._snapshot_id is not _ABSENT and (self._snapshot_id is None or not self._snapshot_id._is_default())) or
             (self.aborted_transactions is None or len(self.aborted_transactions) != 0) or
             self.preferred_read_replica != -1 or
             self.records is not None or
@@ -281,7 +277,9 @@ class NodeEndpoint(_Struct):
             self.rack is not None or
             self.unknown_tags
         )
-PartitionData._LAZY_DEFAULTS = { "diverging_epoch": EpochEndOffset, "current_leader": LeaderIdAndEpoch, "snapshot_id": SnapshotId, }
+PartitionData.diverging_epoch = struct_field("_diverging_epoch", EpochEndOffset)
+PartitionData.current_leader = struct_field("_current_leader", LeaderIdAndEpoch)
+PartitionData.snapshot_id = struct_field("_snapshot_id", SnapshotId)
 FetchableTopicResponse.__qualname__ = "FetchResponse.FetchableTopicResponse"
 FetchResponse.FetchableTopicResponse = FetchableTopicResponse
 PartitionData.__qualname__ = "FetchResponse.PartitionData"
@@ -302,6 +300,7 @@ FetchResponse.NodeEndpoint = NodeEndpoint
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
+        blen = len(buf)
         # field: partition_index:i error_code:h high_watermark:q
         (self.partition_index, self.error_code, self.high_watermark,) = _R_ihq(buf, pos)
         pos += 14
@@ -312,12 +311,15 @@ def _read_PartitionData_v0(buf, pos, view):
             self.records = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf):
-                raise bad_length(n, pos, len(buf), "records")
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "records")
             self.records = view[pos:end]
             pos = end
         self.last_stable_offset = -1
         self.log_start_offset = -1
+        self._diverging_epoch = _ABSENT
+        self._current_leader = _ABSENT
+        self._snapshot_id = _ABSENT
         self.aborted_transactions = ()
         self.preferred_read_replica = -1
         self.unknown_tags = None
@@ -338,13 +340,13 @@ def _write_PartitionData_v0(self, w):
             w(_W_i(len(value)))
             w(value)
         # field: diverging_epoch
-        if (self.diverging_epoch is None or not self.diverging_epoch._is_default()):
+        if (self._diverging_epoch is not _ABSENT and (self._diverging_epoch is None or not self._diverging_epoch._is_default())):
             raise not_in_version("PartitionData", "diverging_epoch")
         # field: current_leader
-        if (self.current_leader is None or not self.current_leader._is_default()):
+        if (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())):
             raise not_in_version("PartitionData", "current_leader")
         # field: snapshot_id
-        if (self.snapshot_id is None or not self.snapshot_id._is_default()):
+        if (self._snapshot_id is not _ABSENT and (self._snapshot_id is None or not self._snapshot_id._is_default())):
             raise not_in_version("PartitionData", "snapshot_id")
         # field: preferred_read_replica
         if self.preferred_read_replica != -1:
@@ -359,19 +361,20 @@ def _write_PartitionData_v0(self, w):
 def _read_FetchableTopicResponse_v0(buf, pos, view):
     try:
         self = _new(FetchableTopicResponse)
+        blen = len(buf)
         # field: topic
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -419,11 +422,12 @@ def _write_FetchableTopicResponse_v0(self, w):
 def _read_FetchResponse_v0(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        blen = len(buf)
         # field: responses[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -469,14 +473,15 @@ def _write_FetchResponse_v0(self, w):
 def _read_FetchResponse_v1(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: responses[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -546,6 +551,7 @@ def _write_AbortedTransaction_v4(self, w):
 def _read_PartitionData_v4(buf, pos, view):
     try:
         self = _new(PartitionData)
+        blen = len(buf)
         # field: partition_index:i error_code:h high_watermark:q last_stable_offset:q
         (self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset,) = _R_ihqq(buf, pos)
         pos += 22
@@ -555,8 +561,8 @@ def _read_PartitionData_v4(buf, pos, view):
         if n == -1:
             self.aborted_transactions = None
         else:
-            if n < 0 or n * 16 > len(buf) - pos:
-                raise bad_count(n, 16, pos, len(buf))
+            if n < 0 or n * 16 > blen - pos:
+                raise bad_count(n, 16, pos, blen)
             items = []
             append = items.append
             for i_aborted_transactions in range(n):
@@ -570,11 +576,14 @@ def _read_PartitionData_v4(buf, pos, view):
             self.records = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf):
-                raise bad_length(n, pos, len(buf), "records")
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "records")
             self.records = view[pos:end]
             pos = end
         self.log_start_offset = -1
+        self._diverging_epoch = _ABSENT
+        self._current_leader = _ABSENT
+        self._snapshot_id = _ABSENT
         self.preferred_read_replica = -1
         self.unknown_tags = None
         return self, pos
@@ -605,13 +614,13 @@ def _write_PartitionData_v4(self, w):
             w(_W_i(len(value)))
             w(value)
         # field: diverging_epoch
-        if (self.diverging_epoch is None or not self.diverging_epoch._is_default()):
+        if (self._diverging_epoch is not _ABSENT and (self._diverging_epoch is None or not self._diverging_epoch._is_default())):
             raise not_in_version("PartitionData", "diverging_epoch")
         # field: current_leader
-        if (self.current_leader is None or not self.current_leader._is_default()):
+        if (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())):
             raise not_in_version("PartitionData", "current_leader")
         # field: snapshot_id
-        if (self.snapshot_id is None or not self.snapshot_id._is_default()):
+        if (self._snapshot_id is not _ABSENT and (self._snapshot_id is None or not self._snapshot_id._is_default())):
             raise not_in_version("PartitionData", "snapshot_id")
         # field: preferred_read_replica
         if self.preferred_read_replica != -1:
@@ -626,19 +635,20 @@ def _write_PartitionData_v4(self, w):
 def _read_FetchableTopicResponse_v4(buf, pos, view):
     try:
         self = _new(FetchableTopicResponse)
+        blen = len(buf)
         # field: topic
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 30 > len(buf) - pos:
-            raise bad_count(n, 30, pos, len(buf))
+        if n < 0 or n * 30 > blen - pos:
+            raise bad_count(n, 30, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -686,14 +696,15 @@ def _write_FetchableTopicResponse_v4(self, w):
 def _read_FetchResponse_v4(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: responses[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -740,6 +751,7 @@ def _write_FetchResponse_v4(self, w):
 def _read_PartitionData_v5(buf, pos, view):
     try:
         self = _new(PartitionData)
+        blen = len(buf)
         # field: partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
         (self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset,) = _R_ihqqq(buf, pos)
         pos += 30
@@ -749,8 +761,8 @@ def _read_PartitionData_v5(buf, pos, view):
         if n == -1:
             self.aborted_transactions = None
         else:
-            if n < 0 or n * 16 > len(buf) - pos:
-                raise bad_count(n, 16, pos, len(buf))
+            if n < 0 or n * 16 > blen - pos:
+                raise bad_count(n, 16, pos, blen)
             items = []
             append = items.append
             for i_aborted_transactions in range(n):
@@ -764,10 +776,13 @@ def _read_PartitionData_v5(buf, pos, view):
             self.records = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf):
-                raise bad_length(n, pos, len(buf), "records")
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "records")
             self.records = view[pos:end]
             pos = end
+        self._diverging_epoch = _ABSENT
+        self._current_leader = _ABSENT
+        self._snapshot_id = _ABSENT
         self.preferred_read_replica = -1
         self.unknown_tags = None
         return self, pos
@@ -798,13 +813,13 @@ def _write_PartitionData_v5(self, w):
             w(_W_i(len(value)))
             w(value)
         # field: diverging_epoch
-        if (self.diverging_epoch is None or not self.diverging_epoch._is_default()):
+        if (self._diverging_epoch is not _ABSENT and (self._diverging_epoch is None or not self._diverging_epoch._is_default())):
             raise not_in_version("PartitionData", "diverging_epoch")
         # field: current_leader
-        if (self.current_leader is None or not self.current_leader._is_default()):
+        if (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())):
             raise not_in_version("PartitionData", "current_leader")
         # field: snapshot_id
-        if (self.snapshot_id is None or not self.snapshot_id._is_default()):
+        if (self._snapshot_id is not _ABSENT and (self._snapshot_id is None or not self._snapshot_id._is_default())):
             raise not_in_version("PartitionData", "snapshot_id")
         # field: preferred_read_replica
         if self.preferred_read_replica != -1:
@@ -819,19 +834,20 @@ def _write_PartitionData_v5(self, w):
 def _read_FetchableTopicResponse_v5(buf, pos, view):
     try:
         self = _new(FetchableTopicResponse)
+        blen = len(buf)
         # field: topic
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 38 > len(buf) - pos:
-            raise bad_count(n, 38, pos, len(buf))
+        if n < 0 or n * 38 > blen - pos:
+            raise bad_count(n, 38, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -879,14 +895,15 @@ def _write_FetchableTopicResponse_v5(self, w):
 def _read_FetchResponse_v5(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: responses[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -933,14 +950,15 @@ def _write_FetchResponse_v5(self, w):
 def _read_FetchResponse_v7(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h session_id:i
         (self.throttle_time_ms, self.error_code, self.session_id,) = _R_ihi(buf, pos)
         pos += 10
         # field: responses[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -982,6 +1000,7 @@ def _write_FetchResponse_v7(self, w):
 def _read_PartitionData_v11(buf, pos, view):
     try:
         self = _new(PartitionData)
+        blen = len(buf)
         # field: partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
         (self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset,) = _R_ihqqq(buf, pos)
         pos += 30
@@ -991,8 +1010,8 @@ def _read_PartitionData_v11(buf, pos, view):
         if n == -1:
             self.aborted_transactions = None
         else:
-            if n < 0 or n * 16 > len(buf) - pos:
-                raise bad_count(n, 16, pos, len(buf))
+            if n < 0 or n * 16 > blen - pos:
+                raise bad_count(n, 16, pos, blen)
             items = []
             append = items.append
             for i_aborted_transactions in range(n):
@@ -1009,10 +1028,13 @@ def _read_PartitionData_v11(buf, pos, view):
             self.records = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf):
-                raise bad_length(n, pos, len(buf), "records")
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "records")
             self.records = view[pos:end]
             pos = end
+        self._diverging_epoch = _ABSENT
+        self._current_leader = _ABSENT
+        self._snapshot_id = _ABSENT
         self.unknown_tags = None
         return self, pos
     except Exception as exc:
@@ -1044,13 +1066,13 @@ def _write_PartitionData_v11(self, w):
             w(_W_i(len(value)))
             w(value)
         # field: diverging_epoch
-        if (self.diverging_epoch is None or not self.diverging_epoch._is_default()):
+        if (self._diverging_epoch is not _ABSENT and (self._diverging_epoch is None or not self._diverging_epoch._is_default())):
             raise not_in_version("PartitionData", "diverging_epoch")
         # field: current_leader
-        if (self.current_leader is None or not self.current_leader._is_default()):
+        if (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())):
             raise not_in_version("PartitionData", "current_leader")
         # field: snapshot_id
-        if (self.snapshot_id is None or not self.snapshot_id._is_default()):
+        if (self._snapshot_id is not _ABSENT and (self._snapshot_id is None or not self._snapshot_id._is_default())):
             raise not_in_version("PartitionData", "snapshot_id")
         # field: unknown_tags
         if self.unknown_tags:
@@ -1062,19 +1084,20 @@ def _write_PartitionData_v11(self, w):
 def _read_FetchableTopicResponse_v11(buf, pos, view):
     try:
         self = _new(FetchableTopicResponse)
+        blen = len(buf)
         # field: topic
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 42 > len(buf) - pos:
-            raise bad_count(n, 42, pos, len(buf))
+        if n < 0 or n * 42 > blen - pos:
+            raise bad_count(n, 42, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -1122,14 +1145,15 @@ def _write_FetchableTopicResponse_v11(self, w):
 def _read_FetchResponse_v11(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h session_id:i
         (self.throttle_time_ms, self.error_code, self.session_id,) = _R_ihi(buf, pos)
         pos += 10
         # field: responses[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -1171,6 +1195,7 @@ def _write_FetchResponse_v11(self, w):
 def _read_AbortedTransaction_v12(buf, pos, view):
     try:
         self = _new(AbortedTransaction)
+        blen = len(buf)
         # field: producer_id:q first_offset:q
         (self.producer_id, self.first_offset,) = _R_qq(buf, pos)
         pos += 16
@@ -1184,8 +1209,8 @@ def _read_AbortedTransaction_v12(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1200,8 +1225,8 @@ def _read_AbortedTransaction_v12(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1229,6 +1254,7 @@ def _write_AbortedTransaction_v12(self, w):
 def _read_EpochEndOffset_v12(buf, pos, view):
     try:
         self = _new(EpochEndOffset)
+        blen = len(buf)
         # field: epoch:i end_offset:q
         (self.epoch, self.end_offset,) = _R_iq(buf, pos)
         pos += 12
@@ -1242,8 +1268,8 @@ def _read_EpochEndOffset_v12(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1258,8 +1284,8 @@ def _read_EpochEndOffset_v12(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1287,6 +1313,7 @@ def _write_EpochEndOffset_v12(self, w):
 def _read_LeaderIdAndEpoch_v12(buf, pos, view):
     try:
         self = _new(LeaderIdAndEpoch)
+        blen = len(buf)
         # field: leader_id:i leader_epoch:i
         (self.leader_id, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
@@ -1300,8 +1327,8 @@ def _read_LeaderIdAndEpoch_v12(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1316,8 +1343,8 @@ def _read_LeaderIdAndEpoch_v12(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1345,6 +1372,7 @@ def _write_LeaderIdAndEpoch_v12(self, w):
 def _read_SnapshotId_v12(buf, pos, view):
     try:
         self = _new(SnapshotId)
+        blen = len(buf)
         # field: end_offset:q epoch:i
         (self.end_offset, self.epoch,) = _R_qi(buf, pos)
         pos += 12
@@ -1358,8 +1386,8 @@ def _read_SnapshotId_v12(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1374,8 +1402,8 @@ def _read_SnapshotId_v12(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1403,6 +1431,7 @@ def _write_SnapshotId_v12(self, w):
 def _read_PartitionData_v12(buf, pos, view):
     try:
         self = _new(PartitionData)
+        blen = len(buf)
         # field: partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
         (self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset,) = _R_ihqqq(buf, pos)
         pos += 30
@@ -1410,14 +1439,20 @@ def _read_PartitionData_v12(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.aborted_transactions = None
         else:
-            if n < 0 or n * 17 > len(buf) - pos:
-                raise bad_count(n, 17, pos, len(buf))
+            if n < 0 or n * 17 > blen - pos:
+                raise bad_count(n, 17, pos, blen)
             items = []
             append = items.append
             for i_aborted_transactions in range(n):
@@ -1431,6 +1466,12 @@ def _read_PartitionData_v12(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -1438,10 +1479,13 @@ def _read_PartitionData_v12(buf, pos, view):
             self.records = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf):
-                raise bad_length(n, pos, len(buf), "records")
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "records")
             self.records = view[pos:end]
             pos = end
+        self._diverging_epoch = _ABSENT
+        self._current_leader = _ABSENT
+        self._snapshot_id = _ABSENT
         # field: tagged_fields
         n = buf[pos]
         if n == 0:
@@ -1452,8 +1496,8 @@ def _read_PartitionData_v12(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1468,25 +1512,25 @@ def _read_PartitionData_v12(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: diverging_epoch
-                    self.diverging_epoch, pos = _read_EpochEndOffset_v12(buf, pos, view)
+                    self._diverging_epoch, pos = _read_EpochEndOffset_v12(buf, pos, view)
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 elif tag == 1:
                     # field: current_leader
-                    self.current_leader, pos = _read_LeaderIdAndEpoch_v12(buf, pos, view)
+                    self._current_leader, pos = _read_LeaderIdAndEpoch_v12(buf, pos, view)
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 elif tag == 2:
                     # field: snapshot_id
-                    self.snapshot_id, pos = _read_SnapshotId_v12(buf, pos, view)
+                    self._snapshot_id, pos = _read_SnapshotId_v12(buf, pos, view)
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
@@ -1510,7 +1554,15 @@ def _write_PartitionData_v12(self, w):
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_aborted_transactions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1523,11 +1575,19 @@ def _write_PartitionData_v12(self, w):
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(value)
         tags = []
         # field: diverging_epoch
-        if (self.diverging_epoch is None or not self.diverging_epoch._is_default()):
+        if (self._diverging_epoch is not _ABSENT and (self._diverging_epoch is None or not self._diverging_epoch._is_default())):
             sub = []
             value = self.diverging_epoch
             if value is None:
@@ -1535,7 +1595,7 @@ def _write_PartitionData_v12(self, w):
             _write_EpochEndOffset_v12(value, sub.append)
             tags.append((0, b"".join(sub)))
         # field: current_leader
-        if (self.current_leader is None or not self.current_leader._is_default()):
+        if (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())):
             sub = []
             value = self.current_leader
             if value is None:
@@ -1543,7 +1603,7 @@ def _write_PartitionData_v12(self, w):
             _write_LeaderIdAndEpoch_v12(value, sub.append)
             tags.append((1, b"".join(sub)))
         # field: snapshot_id
-        if (self.snapshot_id is None or not self.snapshot_id._is_default()):
+        if (self._snapshot_id is not _ABSENT and (self._snapshot_id is None or not self._snapshot_id._is_default())):
             sub = []
             value = self.snapshot_id
             if value is None:
@@ -1563,27 +1623,40 @@ def _write_PartitionData_v12(self, w):
 def _read_FetchableTopicResponse_v12(buf, pos, view):
     try:
         self = _new(FetchableTopicResponse)
+        blen = len(buf)
         # field: topic
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 37 > len(buf) - pos:
-            raise bad_count(n, 37, pos, len(buf))
+        if n < 0 or n * 37 > blen - pos:
+            raise bad_count(n, 37, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -1601,8 +1674,8 @@ def _read_FetchableTopicResponse_v12(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1617,8 +1690,8 @@ def _read_FetchableTopicResponse_v12(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1640,14 +1713,30 @@ def _write_FetchableTopicResponse_v12(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1666,6 +1755,7 @@ def _write_FetchableTopicResponse_v12(self, w):
 def _read_FetchResponse_v12(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h session_id:i
         (self.throttle_time_ms, self.error_code, self.session_id,) = _R_ihi(buf, pos)
         pos += 10
@@ -1673,11 +1763,17 @@ def _read_FetchResponse_v12(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -1695,8 +1791,8 @@ def _read_FetchResponse_v12(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1711,8 +1807,8 @@ def _read_FetchResponse_v12(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1732,7 +1828,15 @@ def _write_FetchResponse_v12(self, w):
         if value is None:
             raise null_not_allowed("responses")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_responses, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1754,6 +1858,7 @@ def _write_FetchResponse_v12(self, w):
 def _read_FetchableTopicResponse_v13(buf, pos, view):
     try:
         self = _new(FetchableTopicResponse)
+        blen = len(buf)
         # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
@@ -1762,11 +1867,17 @@ def _read_FetchableTopicResponse_v13(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 37 > len(buf) - pos:
-            raise bad_count(n, 37, pos, len(buf))
+        if n < 0 or n * 37 > blen - pos:
+            raise bad_count(n, 37, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -1784,8 +1895,8 @@ def _read_FetchableTopicResponse_v13(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1800,8 +1911,8 @@ def _read_FetchableTopicResponse_v13(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1821,7 +1932,15 @@ def _write_FetchableTopicResponse_v13(self, w):
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1840,6 +1959,7 @@ def _write_FetchableTopicResponse_v13(self, w):
 def _read_FetchResponse_v13(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h session_id:i
         (self.throttle_time_ms, self.error_code, self.session_id,) = _R_ihi(buf, pos)
         pos += 10
@@ -1847,11 +1967,17 @@ def _read_FetchResponse_v13(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -1869,8 +1995,8 @@ def _read_FetchResponse_v13(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1885,8 +2011,8 @@ def _read_FetchResponse_v13(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1906,7 +2032,15 @@ def _write_FetchResponse_v13(self, w):
         if value is None:
             raise null_not_allowed("responses")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_responses, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1928,6 +2062,7 @@ def _write_FetchResponse_v13(self, w):
 def _read_NodeEndpoint_v16(buf, pos, view):
     try:
         self = _new(NodeEndpoint)
+        blen = len(buf)
         # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
@@ -1935,12 +2070,18 @@ def _read_NodeEndpoint_v16(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:i
@@ -1950,6 +2091,12 @@ def _read_NodeEndpoint_v16(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -1957,8 +2104,8 @@ def _read_NodeEndpoint_v16(buf, pos, view):
             self.rack = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.rack = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -1971,8 +2118,8 @@ def _read_NodeEndpoint_v16(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1987,8 +2134,8 @@ def _read_NodeEndpoint_v16(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -2012,7 +2159,15 @@ def _write_NodeEndpoint_v16(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: port:i
         w(_W_i(self.port))
@@ -2025,7 +2180,15 @@ def _write_NodeEndpoint_v16(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -2040,6 +2203,7 @@ def _write_NodeEndpoint_v16(self, w):
 def _read_FetchResponse_v16(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h session_id:i
         (self.throttle_time_ms, self.error_code, self.session_id,) = _R_ihi(buf, pos)
         pos += 10
@@ -2047,11 +2211,17 @@ def _read_FetchResponse_v16(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -2069,8 +2239,8 @@ def _read_FetchResponse_v16(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -2085,18 +2255,24 @@ def _read_FetchResponse_v16(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: node_endpoints
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
                     else:
                         n, pos = read_uvarint(buf, pos)
                     n -= 1
-                    if n < 0 or n * 11 > len(buf) - pos:
-                        raise bad_count(n, 11, pos, len(buf))
+                    if n < 0 or n * 11 > blen - pos:
+                        raise bad_count(n, 11, pos, blen)
                     items = []
                     append = items.append
                     for i_node_endpoints in range(n):
@@ -2126,7 +2302,15 @@ def _write_FetchResponse_v16(self, w):
         if value is None:
             raise null_not_allowed("responses")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_responses, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2140,7 +2324,15 @@ def _write_FetchResponse_v16(self, w):
             if value is None:
                 raise null_not_allowed("node_endpoints")
             else:
-                sub.append(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+                k = len(value) + 1
+                if k < 0x80:
+                    sub.append(SMALL_UVARINTS[k])
+                elif k < 0x4000:
+                    sub.append(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                elif k < 0x200000:
+                    sub.append(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                else:
+                    sub.append(uvarint(k))
                 for i_node_endpoints, item in enumerate(value):
                     value = item
                     if value is None:
@@ -2200,5 +2392,5 @@ FetchResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "302:- 305:partition_index:i/error_code:h/high_watermark:q 308:records 329:- 331:partition_index:i/error_code:h/high_watermark:q 333:records 340:diverging_epoch 343:current_leader 346:snapshot_id 349:preferred_read_replica 352:unknown_tags 359:- 362:topic 370:partitions[] 388:- 390:topic 401:partitions[] 412:unknown_tags 419:- 422:responses[] 443:- 445:responses[] 456:session_id 459:node_endpoints 462:unknown_tags 469:- 472:throttle_time_ms:i 475:responses[] 495:- 497:throttle_time_ms:i 499:responses[] 510:session_id 513:node_endpoints 516:unknown_tags 523:- 526:producer_id:q/first_offset:q 535:- 537:producer_id:q/first_offset:q 539:unknown_tags 546:- 549:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q 552:aborted_transactions[] 566:records 585:- 587:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q 589:aborted_transactions[] 600:records 607:diverging_epoch 610:current_leader 613:snapshot_id 616:preferred_read_replica 619:unknown_tags 626:- 629:topic 637:partitions[] 655:- 657:topic 668:partitions[] 679:unknown_tags 686:- 689:throttle_time_ms:i 692:responses[] 712:- 714:throttle_time_ms:i 716:responses[] 727:session_id 730:node_endpoints 733:unknown_tags 740:- 743:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 746:aborted_transactions[] 760:records 778:- 780:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 782:aborted_transactions[] 793:records 800:diverging_epoch 803:current_leader 806:snapshot_id 809:preferred_read_replica 812:unknown_tags 819:- 822:topic 830:partitions[] 848:- 850:topic 861:partitions[] 872:unknown_tags 879:- 882:throttle_time_ms:i 885:responses[] 905:- 907:throttle_time_ms:i 909:responses[] 920:session_id 923:node_endpoints 926:unknown_tags 933:- 936:throttle_time_ms:i/error_code:h/session_id:i 939:responses[] 957:- 959:throttle_time_ms:i/error_code:h/session_id:i 961:responses[] 972:node_endpoints 975:unknown_tags 982:- 985:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 988:aborted_transactions[] 1002:preferred_read_replica:i 1005:records 1022:- 1024:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1026:aborted_transactions[] 1037:preferred_read_replica:i 1039:records 1046:diverging_epoch 1049:current_leader 1052:snapshot_id 1055:unknown_tags 1062:- 1065:topic 1073:partitions[] 1091:- 1093:topic 1104:partitions[] 1115:unknown_tags 1122:- 1125:throttle_time_ms:i/error_code:h/session_id:i 1128:responses[] 1146:- 1148:throttle_time_ms:i/error_code:h/session_id:i 1150:responses[] 1161:node_endpoints 1164:unknown_tags 1171:- 1174:producer_id:q/first_offset:q 1177:tagged_fields 1215:- 1217:producer_id:q/first_offset:q 1219:tagged_fields 1229:- 1232:epoch:i/end_offset:q 1235:tagged_fields 1273:- 1275:epoch:i/end_offset:q 1277:tagged_fields 1287:- 1290:leader_id:i/leader_epoch:i 1293:tagged_fields 1331:- 1333:leader_id:i/leader_epoch:i 1335:tagged_fields 1345:- 1348:end_offset:q/epoch:i 1351:tagged_fields 1389:- 1391:end_offset:q/epoch:i 1393:tagged_fields 1403:- 1406:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1409:aborted_transactions[] 1427:preferred_read_replica:i 1430:records 1445:tagged_fields 1474:diverging_epoch 1478:tagged_fields 1481:current_leader 1485:tagged_fields 1488:snapshot_id 1492:tagged_fields 1504:- 1506:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1508:aborted_transactions[] 1519:preferred_read_replica:i 1521:records 1529:diverging_epoch 1537:current_leader 1545:snapshot_id 1553:tagged_fields 1563:- 1566:topic 1578:partitions[] 1594:tagged_fields 1632:- 1634:topic 1645:partitions[] 1656:tagged_fields 1666:- 1669:throttle_time_ms:i/error_code:h/session_id:i 1672:responses[] 1688:tagged_fields 1726:- 1728:throttle_time_ms:i/error_code:h/session_id:i 1730:responses[] 1741:node_endpoints 1744:tagged_fields 1754:- 1757:topic_id:16s 1761:partitions[] 1777:tagged_fields 1815:- 1817:topic_id:16s 1819:partitions[] 1830:tagged_fields 1840:- 1843:throttle_time_ms:i/error_code:h/session_id:i 1846:responses[] 1862:tagged_fields 1900:- 1902:throttle_time_ms:i/error_code:h/session_id:i 1904:responses[] 1915:node_endpoints 1918:tagged_fields 1928:- 1931:node_id:i 1934:host 1946:port:i 1949:rack 1964:tagged_fields 2002:- 2004:node_id:i 2006:host 2017:port:i 2019:rack 2030:tagged_fields 2040:- 2043:throttle_time_ms:i/error_code:h/session_id:i 2046:responses[] 2062:tagged_fields 2091:node_endpoints 2108:tagged_fields 2120:- 2122:throttle_time_ms:i/error_code:h/session_id:i 2124:responses[] 2136:node_endpoints 2150:tagged_fields"
+    "300:- 304:partition_index:i/error_code:h/high_watermark:q 307:records 331:- 333:partition_index:i/error_code:h/high_watermark:q 335:records 342:diverging_epoch 345:current_leader 348:snapshot_id 351:preferred_read_replica 354:unknown_tags 361:- 365:topic 373:partitions[] 391:- 393:topic 404:partitions[] 415:unknown_tags 422:- 426:responses[] 447:- 449:responses[] 460:session_id 463:node_endpoints 466:unknown_tags 473:- 477:throttle_time_ms:i 480:responses[] 500:- 502:throttle_time_ms:i 504:responses[] 515:session_id 518:node_endpoints 521:unknown_tags 528:- 531:producer_id:q/first_offset:q 540:- 542:producer_id:q/first_offset:q 544:unknown_tags 551:- 555:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q 558:aborted_transactions[] 572:records 594:- 596:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q 598:aborted_transactions[] 609:records 616:diverging_epoch 619:current_leader 622:snapshot_id 625:preferred_read_replica 628:unknown_tags 635:- 639:topic 647:partitions[] 665:- 667:topic 678:partitions[] 689:unknown_tags 696:- 700:throttle_time_ms:i 703:responses[] 723:- 725:throttle_time_ms:i 727:responses[] 738:session_id 741:node_endpoints 744:unknown_tags 751:- 755:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 758:aborted_transactions[] 772:records 793:- 795:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 797:aborted_transactions[] 808:records 815:diverging_epoch 818:current_leader 821:snapshot_id 824:preferred_read_replica 827:unknown_tags 834:- 838:topic 846:partitions[] 864:- 866:topic 877:partitions[] 888:unknown_tags 895:- 899:throttle_time_ms:i 902:responses[] 922:- 924:throttle_time_ms:i 926:responses[] 937:session_id 940:node_endpoints 943:unknown_tags 950:- 954:throttle_time_ms:i/error_code:h/session_id:i 957:responses[] 975:- 977:throttle_time_ms:i/error_code:h/session_id:i 979:responses[] 990:node_endpoints 993:unknown_tags 1000:- 1004:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1007:aborted_transactions[] 1021:preferred_read_replica:i 1024:records 1044:- 1046:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1048:aborted_transactions[] 1059:preferred_read_replica:i 1061:records 1068:diverging_epoch 1071:current_leader 1074:snapshot_id 1077:unknown_tags 1084:- 1088:topic 1096:partitions[] 1114:- 1116:topic 1127:partitions[] 1138:unknown_tags 1145:- 1149:throttle_time_ms:i/error_code:h/session_id:i 1152:responses[] 1170:- 1172:throttle_time_ms:i/error_code:h/session_id:i 1174:responses[] 1185:node_endpoints 1188:unknown_tags 1195:- 1199:producer_id:q/first_offset:q 1202:tagged_fields 1240:- 1242:producer_id:q/first_offset:q 1244:tagged_fields 1254:- 1258:epoch:i/end_offset:q 1261:tagged_fields 1299:- 1301:epoch:i/end_offset:q 1303:tagged_fields 1313:- 1317:leader_id:i/leader_epoch:i 1320:tagged_fields 1358:- 1360:leader_id:i/leader_epoch:i 1362:tagged_fields 1372:- 1376:end_offset:q/epoch:i 1379:tagged_fields 1417:- 1419:end_offset:q/epoch:i 1421:tagged_fields 1431:- 1435:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1438:aborted_transactions[] 1462:preferred_read_replica:i 1465:records 1489:tagged_fields 1518:diverging_epoch 1522:tagged_fields 1525:current_leader 1529:tagged_fields 1532:snapshot_id 1536:tagged_fields 1548:- 1550:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1552:aborted_transactions[] 1571:preferred_read_replica:i 1573:records 1589:diverging_epoch 1597:current_leader 1605:snapshot_id 1613:tagged_fields 1623:- 1627:topic 1645:partitions[] 1667:tagged_fields 1705:- 1707:topic 1726:partitions[] 1745:tagged_fields 1755:- 1759:throttle_time_ms:i/error_code:h/session_id:i 1762:responses[] 1784:tagged_fields 1822:- 1824:throttle_time_ms:i/error_code:h/session_id:i 1826:responses[] 1845:node_endpoints 1848:tagged_fields 1858:- 1862:topic_id:16s 1866:partitions[] 1888:tagged_fields 1926:- 1928:topic_id:16s 1930:partitions[] 1949:tagged_fields 1959:- 1963:throttle_time_ms:i/error_code:h/session_id:i 1966:responses[] 1988:tagged_fields 2026:- 2028:throttle_time_ms:i/error_code:h/session_id:i 2030:responses[] 2049:node_endpoints 2052:tagged_fields 2062:- 2066:node_id:i 2069:host 2087:port:i 2090:rack 2111:tagged_fields 2149:- 2151:node_id:i 2153:host 2172:port:i 2174:rack 2193:tagged_fields 2203:- 2207:throttle_time_ms:i/error_code:h/session_id:i 2210:responses[] 2232:tagged_fields 2261:node_endpoints 2284:tagged_fields 2296:- 2298:throttle_time_ms:i/error_code:h/session_id:i 2300:responses[] 2320:node_endpoints 2342:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -88,22 +87,21 @@ class TopicSnapshot(_Struct):
 class PartitionSnapshot(_Struct):
     """FetchSnapshotRequest.PartitionSnapshot, versions 0-1."""
 
-    __slots__ = ("partition", "current_leader_epoch", "snapshot_id", "position", "replica_directory_id", "unknown_tags")
+    __slots__ = ("partition", "current_leader_epoch", "_snapshot_id", "position", "replica_directory_id", "unknown_tags")
     _FIELDS = ("partition", "current_leader_epoch", "snapshot_id", "position", "replica_directory_id",)
 
     def __init__(
         self, *,
         partition=0,
         current_leader_epoch=0,
-        snapshot_id=_LAZY,
+        snapshot_id=_ABSENT,
         position=0,
         replica_directory_id=ZERO_UUID,
         unknown_tags=None,
     ):
         self.partition = partition
         self.current_leader_epoch = current_leader_epoch
-        if snapshot_id is not _LAZY:
-            self.snapshot_id = snapshot_id
+        self._snapshot_id = snapshot_id
         self.position = position
         self.replica_directory_id = replica_directory_id
         self.unknown_tags = unknown_tags
@@ -112,7 +110,7 @@ class PartitionSnapshot(_Struct):
         return not (
             self.partition != 0 or
             self.current_leader_epoch != 0 or
-            (self.snapshot_id is None or not self.snapshot_id._is_default()) or
+            (self._snapshot_id is not _ABSENT and (self._snapshot_id is None or not self._snapshot_id._is_default())) or
             self.position != 0 or
             self.replica_directory_id != ZERO_UUID or
             self.unknown_tags
@@ -141,7 +139,7 @@ class SnapshotId(_Struct):
             self.epoch != 0 or
             self.unknown_tags
         )
-PartitionSnapshot._LAZY_DEFAULTS = { "snapshot_id": SnapshotId, }
+PartitionSnapshot.snapshot_id = struct_field("_snapshot_id", SnapshotId)
 TopicSnapshot.__qualname__ = "FetchSnapshotRequest.TopicSnapshot"
 FetchSnapshotRequest.TopicSnapshot = TopicSnapshot
 PartitionSnapshot.__qualname__ = "FetchSnapshotRequest.PartitionSnapshot"
@@ -154,6 +152,7 @@ FetchSnapshotRequest.SnapshotId = SnapshotId
 def _read_SnapshotId_v0(buf, pos, view):
     try:
         self = _new(SnapshotId)
+        blen = len(buf)
         # field: end_offset:q epoch:i
         (self.end_offset, self.epoch,) = _R_qi(buf, pos)
         pos += 12
@@ -167,8 +166,8 @@ def _read_SnapshotId_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -183,8 +182,8 @@ def _read_SnapshotId_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -212,11 +211,12 @@ def _write_SnapshotId_v0(self, w):
 def _read_PartitionSnapshot_v0(buf, pos, view):
     try:
         self = _new(PartitionSnapshot)
+        blen = len(buf)
         # field: partition:i current_leader_epoch:i
         (self.partition, self.current_leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: snapshot_id
-        self.snapshot_id, pos = _read_SnapshotId_v0(buf, pos, view)
+        self._snapshot_id, pos = _read_SnapshotId_v0(buf, pos, view)
         # field: position:q
         (self.position,) = _R_q(buf, pos)
         pos += 8
@@ -231,8 +231,8 @@ def _read_PartitionSnapshot_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -247,8 +247,8 @@ def _read_PartitionSnapshot_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -283,27 +283,40 @@ def _write_PartitionSnapshot_v0(self, w):
 def _read_TopicSnapshot_v0(buf, pos, view):
     try:
         self = _new(TopicSnapshot)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 30 > len(buf) - pos:
-            raise bad_count(n, 30, pos, len(buf))
+        if n < 0 or n * 30 > blen - pos:
+            raise bad_count(n, 30, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -320,8 +333,8 @@ def _read_TopicSnapshot_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -336,8 +349,8 @@ def _read_TopicSnapshot_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -359,14 +372,30 @@ def _write_TopicSnapshot_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -385,6 +414,7 @@ def _write_TopicSnapshot_v0(self, w):
 def _read_FetchSnapshotRequest_v0(buf, pos, view):
     try:
         self = _new(FetchSnapshotRequest)
+        blen = len(buf)
         # field: replica_id:i max_bytes:i
         (self.replica_id, self.max_bytes,) = _R_ii(buf, pos)
         pos += 8
@@ -392,11 +422,17 @@ def _read_FetchSnapshotRequest_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -414,8 +450,8 @@ def _read_FetchSnapshotRequest_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -430,13 +466,19 @@ def _read_FetchSnapshotRequest_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: cluster_id
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
                     else:
                         n, pos = read_uvarint(buf, pos)
                     n -= 1
@@ -444,8 +486,8 @@ def _read_FetchSnapshotRequest_v0(buf, pos, view):
                         self.cluster_id = None
                     else:
                         end = pos + n
-                        if n < 0 or end > len(buf) or n > 0x7FFF:
-                            raise bad_length(n, pos, len(buf), "string")
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
                         self.cluster_id = str(buf[pos:end], "utf-8")
                         pos = end
                     if pos != end:
@@ -471,7 +513,15 @@ def _write_FetchSnapshotRequest_v0(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -489,7 +539,15 @@ def _write_FetchSnapshotRequest_v0(self, w):
                 n = len(raw)
                 if n > 0x7FFF:
                     raise string_too_long(n)
-                sub.append(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+                k = n + 1
+                if k < 0x80:
+                    sub.append(SMALL_UVARINTS[k])
+                elif k < 0x4000:
+                    sub.append(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                elif k < 0x200000:
+                    sub.append(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                else:
+                    sub.append(uvarint(k))
                 sub.append(raw)
             tags.append((0, b"".join(sub)))
         # field: tagged_fields
@@ -505,11 +563,12 @@ def _write_FetchSnapshotRequest_v0(self, w):
 def _read_PartitionSnapshot_v1(buf, pos, view):
     try:
         self = _new(PartitionSnapshot)
+        blen = len(buf)
         # field: partition:i current_leader_epoch:i
         (self.partition, self.current_leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: snapshot_id
-        self.snapshot_id, pos = _read_SnapshotId_v0(buf, pos, view)
+        self._snapshot_id, pos = _read_SnapshotId_v0(buf, pos, view)
         # field: position:q
         (self.position,) = _R_q(buf, pos)
         pos += 8
@@ -524,8 +583,8 @@ def _read_PartitionSnapshot_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -540,11 +599,11 @@ def _read_PartitionSnapshot_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: replica_directory_id
-                    if len(buf) < pos + 16:
+                    if blen < pos + 16:
                         raise _Invalid("truncated: the buffer ends inside a uuid", pos)
                     self.replica_directory_id = uuid_from_bytes(buf[pos:pos + 16])
                     pos += 16
@@ -592,27 +651,40 @@ def _write_PartitionSnapshot_v1(self, w):
 def _read_TopicSnapshot_v1(buf, pos, view):
     try:
         self = _new(TopicSnapshot)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 30 > len(buf) - pos:
-            raise bad_count(n, 30, pos, len(buf))
+        if n < 0 or n * 30 > blen - pos:
+            raise bad_count(n, 30, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -629,8 +701,8 @@ def _read_TopicSnapshot_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -645,8 +717,8 @@ def _read_TopicSnapshot_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -668,14 +740,30 @@ def _write_TopicSnapshot_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -694,6 +782,7 @@ def _write_TopicSnapshot_v1(self, w):
 def _read_FetchSnapshotRequest_v1(buf, pos, view):
     try:
         self = _new(FetchSnapshotRequest)
+        blen = len(buf)
         # field: replica_id:i max_bytes:i
         (self.replica_id, self.max_bytes,) = _R_ii(buf, pos)
         pos += 8
@@ -701,11 +790,17 @@ def _read_FetchSnapshotRequest_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -723,8 +818,8 @@ def _read_FetchSnapshotRequest_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -739,13 +834,19 @@ def _read_FetchSnapshotRequest_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: cluster_id
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
                     else:
                         n, pos = read_uvarint(buf, pos)
                     n -= 1
@@ -753,8 +854,8 @@ def _read_FetchSnapshotRequest_v1(buf, pos, view):
                         self.cluster_id = None
                     else:
                         end = pos + n
-                        if n < 0 or end > len(buf) or n > 0x7FFF:
-                            raise bad_length(n, pos, len(buf), "string")
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
                         self.cluster_id = str(buf[pos:end], "utf-8")
                         pos = end
                     if pos != end:
@@ -780,7 +881,15 @@ def _write_FetchSnapshotRequest_v1(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -798,7 +907,15 @@ def _write_FetchSnapshotRequest_v1(self, w):
                 n = len(raw)
                 if n > 0x7FFF:
                     raise string_too_long(n)
-                sub.append(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+                k = n + 1
+                if k < 0x80:
+                    sub.append(SMALL_UVARINTS[k])
+                elif k < 0x4000:
+                    sub.append(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                elif k < 0x200000:
+                    sub.append(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                else:
+                    sub.append(uvarint(k))
                 sub.append(raw)
             tags.append((0, b"".join(sub)))
         # field: tagged_fields
@@ -820,5 +937,5 @@ FetchSnapshotRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "154:- 157:end_offset:q/epoch:i 160:tagged_fields 198:- 200:end_offset:q/epoch:i 202:tagged_fields 212:- 215:partition:i/current_leader_epoch:i 218:snapshot_id 220:position:q 224:tagged_fields 262:- 264:partition:i/current_leader_epoch:i 266:snapshot_id 271:position:q 273:tagged_fields 283:- 286:name 298:partitions[] 313:tagged_fields 351:- 353:name 364:partitions[] 375:tagged_fields 385:- 388:replica_id:i/max_bytes:i 391:topics[] 407:tagged_fields 436:cluster_id 453:tagged_fields 465:- 467:replica_id:i/max_bytes:i 469:topics[] 481:cluster_id 495:tagged_fields 505:- 508:partition:i/current_leader_epoch:i 511:snapshot_id 513:position:q 517:tagged_fields 546:replica_directory_id 553:tagged_fields 565:- 567:partition:i/current_leader_epoch:i 569:snapshot_id 574:position:q 577:replica_directory_id 582:tagged_fields 592:- 595:name 607:partitions[] 622:tagged_fields 660:- 662:name 673:partitions[] 684:tagged_fields 694:- 697:replica_id:i/max_bytes:i 700:topics[] 716:tagged_fields 745:cluster_id 762:tagged_fields 774:- 776:replica_id:i/max_bytes:i 778:topics[] 790:cluster_id 804:tagged_fields"
+    "152:- 156:end_offset:q/epoch:i 159:tagged_fields 197:- 199:end_offset:q/epoch:i 201:tagged_fields 211:- 215:partition:i/current_leader_epoch:i 218:snapshot_id 220:position:q 224:tagged_fields 262:- 264:partition:i/current_leader_epoch:i 266:snapshot_id 271:position:q 273:tagged_fields 283:- 287:name 305:partitions[] 326:tagged_fields 364:- 366:name 385:partitions[] 404:tagged_fields 414:- 418:replica_id:i/max_bytes:i 421:topics[] 443:tagged_fields 472:cluster_id 495:tagged_fields 507:- 509:replica_id:i/max_bytes:i 511:topics[] 531:cluster_id 553:tagged_fields 563:- 567:partition:i/current_leader_epoch:i 570:snapshot_id 572:position:q 576:tagged_fields 605:replica_directory_id 612:tagged_fields 624:- 626:partition:i/current_leader_epoch:i 628:snapshot_id 633:position:q 636:replica_directory_id 641:tagged_fields 651:- 655:name 673:partitions[] 694:tagged_fields 732:- 734:name 753:partitions[] 772:tagged_fields 782:- 786:replica_id:i/max_bytes:i 789:topics[] 811:tagged_fields 840:cluster_id 863:tagged_fields 875:- 877:replica_id:i/max_bytes:i 879:topics[] 899:cluster_id 921:tagged_fields"
 )

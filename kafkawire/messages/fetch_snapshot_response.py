@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_H = _Format(">H").unpack_from
 _W_H = _Format(">H").pack
 _R_h = _Format(">h").unpack_from
@@ -92,15 +91,15 @@ class TopicSnapshot(_Struct):
 class PartitionSnapshot(_Struct):
     """FetchSnapshotResponse.PartitionSnapshot, versions 0-1."""
 
-    __slots__ = ("index", "error_code", "snapshot_id", "current_leader", "size", "position", "unaligned_records", "unknown_tags")
+    __slots__ = ("index", "error_code", "_snapshot_id", "_current_leader", "size", "position", "unaligned_records", "unknown_tags")
     _FIELDS = ("index", "error_code", "snapshot_id", "current_leader", "size", "position", "unaligned_records",)
 
     def __init__(
         self, *,
         index=0,
         error_code=0,
-        snapshot_id=_LAZY,
-        current_leader=_LAZY,
+        snapshot_id=_ABSENT,
+        current_leader=_ABSENT,
         size=0,
         position=0,
         unaligned_records=None,
@@ -108,10 +107,8 @@ class PartitionSnapshot(_Struct):
     ):
         self.index = index
         self.error_code = error_code
-        if snapshot_id is not _LAZY:
-            self.snapshot_id = snapshot_id
-        if current_leader is not _LAZY:
-            self.current_leader = current_leader
+        self._snapshot_id = snapshot_id
+        self._current_leader = current_leader
         self.size = size
         self.position = position
         self.unaligned_records = unaligned_records
@@ -121,8 +118,8 @@ class PartitionSnapshot(_Struct):
         return not (
             self.index != 0 or
             self.error_code != 0 or
-            (self.snapshot_id is None or not self.snapshot_id._is_default()) or
-            (self.current_leader is None or not self.current_leader._is_default()) or
+            (self._snapshot_id is not _ABSENT and (self._snapshot_id is None or not self._snapshot_id._is_default())) or
+            (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())) or
             self.size != 0 or
             self.position != 0 or
             self.unaligned_records is not None or
@@ -203,7 +200,8 @@ class NodeEndpoint(_Struct):
             self.port != 0 or
             self.unknown_tags
         )
-PartitionSnapshot._LAZY_DEFAULTS = { "snapshot_id": SnapshotId, "current_leader": LeaderIdAndEpoch, }
+PartitionSnapshot.snapshot_id = struct_field("_snapshot_id", SnapshotId)
+PartitionSnapshot.current_leader = struct_field("_current_leader", LeaderIdAndEpoch)
 TopicSnapshot.__qualname__ = "FetchSnapshotResponse.TopicSnapshot"
 FetchSnapshotResponse.TopicSnapshot = TopicSnapshot
 PartitionSnapshot.__qualname__ = "FetchSnapshotResponse.PartitionSnapshot"
@@ -220,6 +218,7 @@ FetchSnapshotResponse.NodeEndpoint = NodeEndpoint
 def _read_SnapshotId_v0(buf, pos, view):
     try:
         self = _new(SnapshotId)
+        blen = len(buf)
         # field: end_offset:q epoch:i
         (self.end_offset, self.epoch,) = _R_qi(buf, pos)
         pos += 12
@@ -233,8 +232,8 @@ def _read_SnapshotId_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -249,8 +248,8 @@ def _read_SnapshotId_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -278,6 +277,7 @@ def _write_SnapshotId_v0(self, w):
 def _read_LeaderIdAndEpoch_v0(buf, pos, view):
     try:
         self = _new(LeaderIdAndEpoch)
+        blen = len(buf)
         # field: leader_id:i leader_epoch:i
         (self.leader_id, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
@@ -291,8 +291,8 @@ def _read_LeaderIdAndEpoch_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -307,8 +307,8 @@ def _read_LeaderIdAndEpoch_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -336,11 +336,12 @@ def _write_LeaderIdAndEpoch_v0(self, w):
 def _read_PartitionSnapshot_v0(buf, pos, view):
     try:
         self = _new(PartitionSnapshot)
+        blen = len(buf)
         # field: index:i error_code:h
         (self.index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: snapshot_id
-        self.snapshot_id, pos = _read_SnapshotId_v0(buf, pos, view)
+        self._snapshot_id, pos = _read_SnapshotId_v0(buf, pos, view)
         # field: size:q position:q
         (self.size, self.position,) = _R_qq(buf, pos)
         pos += 16
@@ -348,14 +349,21 @@ def _read_PartitionSnapshot_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "records")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "records")
         self.unaligned_records = view[pos:end]
         pos = end
+        self._current_leader = _ABSENT
         # field: tagged_fields
         n = buf[pos]
         if n == 0:
@@ -366,8 +374,8 @@ def _read_PartitionSnapshot_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -382,11 +390,11 @@ def _read_PartitionSnapshot_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: current_leader
-                    self.current_leader, pos = _read_LeaderIdAndEpoch_v0(buf, pos, view)
+                    self._current_leader, pos = _read_LeaderIdAndEpoch_v0(buf, pos, view)
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
@@ -417,11 +425,19 @@ def _write_PartitionSnapshot_v0(self, w):
         if value is None:
             raise null_not_allowed("unaligned_records")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(value)
         tags = []
         # field: current_leader
-        if (self.current_leader is None or not self.current_leader._is_default()):
+        if (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())):
             sub = []
             value = self.current_leader
             if value is None:
@@ -441,27 +457,40 @@ def _write_PartitionSnapshot_v0(self, w):
 def _read_TopicSnapshot_v0(buf, pos, view):
     try:
         self = _new(TopicSnapshot)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 37 > len(buf) - pos:
-            raise bad_count(n, 37, pos, len(buf))
+        if n < 0 or n * 37 > blen - pos:
+            raise bad_count(n, 37, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -478,8 +507,8 @@ def _read_TopicSnapshot_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -494,8 +523,8 @@ def _read_TopicSnapshot_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -517,14 +546,30 @@ def _write_TopicSnapshot_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -543,6 +588,7 @@ def _write_TopicSnapshot_v0(self, w):
 def _read_FetchSnapshotResponse_v0(buf, pos, view):
     try:
         self = _new(FetchSnapshotResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -550,11 +596,17 @@ def _read_FetchSnapshotResponse_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -572,8 +624,8 @@ def _read_FetchSnapshotResponse_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -588,8 +640,8 @@ def _read_FetchSnapshotResponse_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -609,7 +661,15 @@ def _write_FetchSnapshotResponse_v0(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -631,6 +691,7 @@ def _write_FetchSnapshotResponse_v0(self, w):
 def _read_NodeEndpoint_v1(buf, pos, view):
     try:
         self = _new(NodeEndpoint)
+        blen = len(buf)
         # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
@@ -638,12 +699,18 @@ def _read_NodeEndpoint_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:H
@@ -659,8 +726,8 @@ def _read_NodeEndpoint_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -675,8 +742,8 @@ def _read_NodeEndpoint_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -700,7 +767,15 @@ def _write_NodeEndpoint_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: port:H
         w(_W_H(self.port))
@@ -717,6 +792,7 @@ def _write_NodeEndpoint_v1(self, w):
 def _read_FetchSnapshotResponse_v1(buf, pos, view):
     try:
         self = _new(FetchSnapshotResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -724,11 +800,17 @@ def _read_FetchSnapshotResponse_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -746,8 +828,8 @@ def _read_FetchSnapshotResponse_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -762,18 +844,24 @@ def _read_FetchSnapshotResponse_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: node_endpoints
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
                     else:
                         n, pos = read_uvarint(buf, pos)
                     n -= 1
-                    if n < 0 or n * 8 > len(buf) - pos:
-                        raise bad_count(n, 8, pos, len(buf))
+                    if n < 0 or n * 8 > blen - pos:
+                        raise bad_count(n, 8, pos, blen)
                     items = []
                     append = items.append
                     for i_node_endpoints in range(n):
@@ -803,7 +891,15 @@ def _write_FetchSnapshotResponse_v1(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -817,7 +913,15 @@ def _write_FetchSnapshotResponse_v1(self, w):
             if value is None:
                 raise null_not_allowed("node_endpoints")
             else:
-                sub.append(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+                k = len(value) + 1
+                if k < 0x80:
+                    sub.append(SMALL_UVARINTS[k])
+                elif k < 0x4000:
+                    sub.append(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                elif k < 0x200000:
+                    sub.append(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                else:
+                    sub.append(uvarint(k))
                 for i_node_endpoints, item in enumerate(value):
                     value = item
                     if value is None:
@@ -843,5 +947,5 @@ FetchSnapshotResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "220:- 223:end_offset:q/epoch:i 226:tagged_fields 264:- 266:end_offset:q/epoch:i 268:tagged_fields 278:- 281:leader_id:i/leader_epoch:i 284:tagged_fields 322:- 324:leader_id:i/leader_epoch:i 326:tagged_fields 336:- 339:index:i/error_code:h 342:snapshot_id 344:size:q/position:q 347:unaligned_records 359:tagged_fields 388:current_leader 392:tagged_fields 404:- 406:index:i/error_code:h 408:snapshot_id 413:size:q/position:q 415:unaligned_records 423:current_leader 431:tagged_fields 441:- 444:name 456:partitions[] 471:tagged_fields 509:- 511:name 522:partitions[] 533:tagged_fields 543:- 546:throttle_time_ms:i/error_code:h 549:topics[] 565:tagged_fields 603:- 605:throttle_time_ms:i/error_code:h 607:topics[] 618:node_endpoints 621:tagged_fields 631:- 634:node_id:i 637:host 649:port:H 652:tagged_fields 690:- 692:node_id:i 694:host 705:port:H 707:tagged_fields 717:- 720:throttle_time_ms:i/error_code:h 723:topics[] 739:tagged_fields 768:node_endpoints 785:tagged_fields 797:- 799:throttle_time_ms:i/error_code:h 801:topics[] 813:node_endpoints 827:tagged_fields"
+    "218:- 222:end_offset:q/epoch:i 225:tagged_fields 263:- 265:end_offset:q/epoch:i 267:tagged_fields 277:- 281:leader_id:i/leader_epoch:i 284:tagged_fields 322:- 324:leader_id:i/leader_epoch:i 326:tagged_fields 336:- 340:index:i/error_code:h 343:snapshot_id 345:size:q/position:q 348:unaligned_records 367:tagged_fields 396:current_leader 400:tagged_fields 412:- 414:index:i/error_code:h 416:snapshot_id 421:size:q/position:q 423:unaligned_records 439:current_leader 447:tagged_fields 457:- 461:name 479:partitions[] 500:tagged_fields 538:- 540:name 559:partitions[] 578:tagged_fields 588:- 592:throttle_time_ms:i/error_code:h 595:topics[] 617:tagged_fields 655:- 657:throttle_time_ms:i/error_code:h 659:topics[] 678:node_endpoints 681:tagged_fields 691:- 695:node_id:i 698:host 716:port:H 719:tagged_fields 757:- 759:node_id:i 761:host 780:port:H 782:tagged_fields 792:- 796:throttle_time_ms:i/error_code:h 799:topics[] 821:tagged_fields 850:node_endpoints 873:tagged_fields 885:- 887:throttle_time_ms:i/error_code:h 889:topics[] 909:node_endpoints 931:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_b = _Format(">b").unpack_from
 _W_b = _Format(">b").pack
 _R_h = _Format(">h").unpack_from
@@ -58,12 +57,13 @@ class FindCoordinatorRequest(_Message):
 def _read_FindCoordinatorRequest_v0(buf, pos, view):
     try:
         self = _new(FindCoordinatorRequest)
+        blen = len(buf)
         # field: key
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.key = str(buf[pos:end], "utf-8")
         pos = end
         self.key_type = 0
@@ -103,12 +103,13 @@ def _write_FindCoordinatorRequest_v0(self, w):
 def _read_FindCoordinatorRequest_v1(buf, pos, view):
     try:
         self = _new(FindCoordinatorRequest)
+        blen = len(buf)
         # field: key
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.key = str(buf[pos:end], "utf-8")
         pos = end
         # field: key_type:b
@@ -149,16 +150,23 @@ def _write_FindCoordinatorRequest_v1(self, w):
 def _read_FindCoordinatorRequest_v3(buf, pos, view):
     try:
         self = _new(FindCoordinatorRequest)
+        blen = len(buf)
         # field: key
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.key = str(buf[pos:end], "utf-8")
         pos = end
         # field: key_type:b
@@ -175,8 +183,8 @@ def _read_FindCoordinatorRequest_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -191,8 +199,8 @@ def _read_FindCoordinatorRequest_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -214,7 +222,15 @@ def _write_FindCoordinatorRequest_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: key_type:b
         w(_W_b(self.key_type))
@@ -234,6 +250,7 @@ def _write_FindCoordinatorRequest_v3(self, w):
 def _read_FindCoordinatorRequest_v4(buf, pos, view):
     try:
         self = _new(FindCoordinatorRequest)
+        blen = len(buf)
         # field: key_type:b
         (self.key_type,) = _R_b(buf, pos)
         pos += 1
@@ -241,23 +258,35 @@ def _read_FindCoordinatorRequest_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 1 > len(buf) - pos:
-            raise bad_count(n, 1, pos, len(buf))
+        if n < 0 or n * 1 > blen - pos:
+            raise bad_count(n, 1, pos, blen)
         items = []
         append = items.append
         for i_coordinator_keys in range(n):
             n = buf[pos]
             if n < 0x80:
                 pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
             else:
                 n, pos = read_uvarint(buf, pos)
             n -= 1
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             item = str(buf[pos:end], "utf-8")
             pos = end
             append(item)
@@ -273,8 +302,8 @@ def _read_FindCoordinatorRequest_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -289,8 +318,8 @@ def _read_FindCoordinatorRequest_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -310,7 +339,15 @@ def _write_FindCoordinatorRequest_v4(self, w):
         if value is None:
             raise null_not_allowed("coordinator_keys")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_coordinator_keys, item in enumerate(value):
                 value = item
                 if value is None:
@@ -320,7 +357,15 @@ def _write_FindCoordinatorRequest_v4(self, w):
                     n = len(raw)
                     if n > 0x7FFF:
                         raise string_too_long(n)
-                    w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+                    k = n + 1
+                    if k < 0x80:
+                        w(SMALL_UVARINTS[k])
+                    elif k < 0x4000:
+                        w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                    elif k < 0x200000:
+                        w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                    else:
+                        w(uvarint(k))
                     w(raw)
         # field: key
         if self.key != '':
@@ -354,5 +399,5 @@ FindCoordinatorRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "58:- 61:key 77:- 79:key 90:key_type 93:coordinator_keys 96:unknown_tags 103:- 106:key 114:key_type:b 124:- 126:key 137:key_type:b 139:coordinator_keys 142:unknown_tags 149:- 152:key 164:key_type:b 168:tagged_fields 206:- 208:key 219:key_type:b 221:coordinator_keys 224:tagged_fields 234:- 237:key_type:b 240:coordinator_keys[] 266:tagged_fields 304:- 306:key_type:b 308:coordinator_keys[] 325:key 328:tagged_fields"
+    "57:- 61:key 77:- 79:key 90:key_type 93:coordinator_keys 96:unknown_tags 103:- 107:key 115:key_type:b 125:- 127:key 138:key_type:b 140:coordinator_keys 143:unknown_tags 150:- 154:key 172:key_type:b 176:tagged_fields 214:- 216:key 235:key_type:b 237:coordinator_keys 240:tagged_fields 250:- 254:key_type:b 257:coordinator_keys[] 295:tagged_fields 333:- 335:key_type:b 337:coordinator_keys[] 370:key 373:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_hi = _Format(">hi").unpack_from
@@ -110,6 +109,7 @@ FindCoordinatorResponse.Coordinator = Coordinator
 def _read_FindCoordinatorResponse_v0(buf, pos, view):
     try:
         self = _new(FindCoordinatorResponse)
+        blen = len(buf)
         # field: error_code:h node_id:i
         (self.error_code, self.node_id,) = _R_hi(buf, pos)
         pos += 6
@@ -117,8 +117,8 @@ def _read_FindCoordinatorResponse_v0(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:i
@@ -163,6 +163,7 @@ def _write_FindCoordinatorResponse_v0(self, w):
 def _read_FindCoordinatorResponse_v1(buf, pos, view):
     try:
         self = _new(FindCoordinatorResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -173,8 +174,8 @@ def _read_FindCoordinatorResponse_v1(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: node_id:i
@@ -184,8 +185,8 @@ def _read_FindCoordinatorResponse_v1(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:i
@@ -241,6 +242,7 @@ def _write_FindCoordinatorResponse_v1(self, w):
 def _read_FindCoordinatorResponse_v3(buf, pos, view):
     try:
         self = _new(FindCoordinatorResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -248,6 +250,12 @@ def _read_FindCoordinatorResponse_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -255,8 +263,8 @@ def _read_FindCoordinatorResponse_v3(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: node_id:i
@@ -266,12 +274,18 @@ def _read_FindCoordinatorResponse_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:i
@@ -288,8 +302,8 @@ def _read_FindCoordinatorResponse_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -304,8 +318,8 @@ def _read_FindCoordinatorResponse_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -329,7 +343,15 @@ def _write_FindCoordinatorResponse_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: node_id:i
         w(_W_i(self.node_id))
@@ -342,7 +364,15 @@ def _write_FindCoordinatorResponse_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: port:i
         w(_W_i(self.port))
@@ -362,16 +392,23 @@ def _write_FindCoordinatorResponse_v3(self, w):
 def _read_Coordinator_v4(buf, pos, view):
     try:
         self = _new(Coordinator)
+        blen = len(buf)
         # field: key
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.key = str(buf[pos:end], "utf-8")
         pos = end
         # field: node_id:i
@@ -381,12 +418,18 @@ def _read_Coordinator_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:i error_code:h
@@ -396,6 +439,12 @@ def _read_Coordinator_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -403,8 +452,8 @@ def _read_Coordinator_v4(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -417,8 +466,8 @@ def _read_Coordinator_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -433,8 +482,8 @@ def _read_Coordinator_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -456,7 +505,15 @@ def _write_Coordinator_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: node_id:i
         w(_W_i(self.node_id))
@@ -469,7 +526,15 @@ def _write_Coordinator_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: port:i error_code:h
         w(_W_ih(self.port, self.error_code))
@@ -482,7 +547,15 @@ def _write_Coordinator_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -497,6 +570,7 @@ def _write_Coordinator_v4(self, w):
 def _read_FindCoordinatorResponse_v4(buf, pos, view):
     try:
         self = _new(FindCoordinatorResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -504,11 +578,17 @@ def _read_FindCoordinatorResponse_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 14 > len(buf) - pos:
-            raise bad_count(n, 14, pos, len(buf))
+        if n < 0 or n * 14 > blen - pos:
+            raise bad_count(n, 14, pos, blen)
         items = []
         append = items.append
         for i_coordinators in range(n):
@@ -530,8 +610,8 @@ def _read_FindCoordinatorResponse_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -546,8 +626,8 @@ def _read_FindCoordinatorResponse_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -567,7 +647,15 @@ def _write_FindCoordinatorResponse_v4(self, w):
         if value is None:
             raise null_not_allowed("coordinators")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_coordinators, item in enumerate(value):
                 value = item
                 if value is None:
@@ -614,5 +702,5 @@ FindCoordinatorResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "110:- 113:error_code:h/node_id:i 116:host 124:port:i 136:- 138:error_code:h/node_id:i 140:host 151:port:i 153:coordinators 156:unknown_tags 163:- 166:throttle_time_ms:i/error_code:h 169:error_message 180:node_id:i 183:host 191:port:i 201:- 203:throttle_time_ms:i/error_code:h 205:error_message 216:node_id:i 218:host 229:port:i 231:coordinators 234:unknown_tags 241:- 244:throttle_time_ms:i/error_code:h 247:error_message 262:node_id:i 265:host 277:port:i 281:tagged_fields 319:- 321:throttle_time_ms:i/error_code:h 323:error_message 334:node_id:i 336:host 347:port:i 349:coordinators 352:tagged_fields 362:- 365:key 377:node_id:i 380:host 392:port:i/error_code:h 395:error_message 410:tagged_fields 448:- 450:key 461:node_id:i 463:host 474:port:i/error_code:h 476:error_message 487:tagged_fields 497:- 500:throttle_time_ms:i 503:coordinators[] 523:tagged_fields 561:- 563:throttle_time_ms:i 565:coordinators[] 576:error_code 579:node_id 582:host 585:port 588:tagged_fields"
+    "109:- 113:error_code:h/node_id:i 116:host 124:port:i 136:- 138:error_code:h/node_id:i 140:host 151:port:i 153:coordinators 156:unknown_tags 163:- 167:throttle_time_ms:i/error_code:h 170:error_message 181:node_id:i 184:host 192:port:i 202:- 204:throttle_time_ms:i/error_code:h 206:error_message 217:node_id:i 219:host 230:port:i 232:coordinators 235:unknown_tags 242:- 246:throttle_time_ms:i/error_code:h 249:error_message 270:node_id:i 273:host 291:port:i 295:tagged_fields 333:- 335:throttle_time_ms:i/error_code:h 337:error_message 356:node_id:i 358:host 377:port:i 379:coordinators 382:tagged_fields 392:- 396:key 414:node_id:i 417:host 435:port:i/error_code:h 438:error_message 459:tagged_fields 497:- 499:key 518:node_id:i 520:host 539:port:i/error_code:h 541:error_message 560:tagged_fields 570:- 574:throttle_time_ms:i 577:coordinators[] 603:tagged_fields 641:- 643:throttle_time_ms:i 645:coordinators[] 664:error_code 667:node_id 670:host 673:port 676:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s = _Format(">16s").unpack_from
 _W_16s = _Format(">16s").pack
 _R_h = _Format(">h").unpack_from
@@ -52,6 +51,7 @@ class GetTelemetrySubscriptionsRequest(_Message):
 def _read_GetTelemetrySubscriptionsRequest_v0(buf, pos, view):
     try:
         self = _new(GetTelemetrySubscriptionsRequest)
+        blen = len(buf)
         # field: client_instance_id:16s
         (u_client_instance_id,) = _R_16s(buf, pos)
         self.client_instance_id = uuid_from_bytes(u_client_instance_id)
@@ -66,8 +66,8 @@ def _read_GetTelemetrySubscriptionsRequest_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -82,8 +82,8 @@ def _read_GetTelemetrySubscriptionsRequest_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -115,5 +115,5 @@ GetTelemetrySubscriptionsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "52:- 55:client_instance_id:16s 59:tagged_fields 97:- 99:client_instance_id:16s 101:tagged_fields"
+    "51:- 55:client_instance_id:16s 59:tagged_fields 97:- 99:client_instance_id:16s 101:tagged_fields"
 )

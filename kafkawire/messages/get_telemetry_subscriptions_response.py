@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -80,6 +79,7 @@ class GetTelemetrySubscriptionsResponse(_Message):
 def _read_GetTelemetrySubscriptionsResponse_v0(buf, pos, view):
     try:
         self = _new(GetTelemetrySubscriptionsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h client_instance_id:16s subscription_id:i
         (self.throttle_time_ms, self.error_code, u_client_instance_id, self.subscription_id,) = _R_ih16si(buf, pos)
         self.client_instance_id = uuid_from_bytes(u_client_instance_id)
@@ -88,11 +88,17 @@ def _read_GetTelemetrySubscriptionsResponse_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 1 > len(buf) - pos:
-            raise bad_count(n, 1, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 1, pos, blen)
         self.accepted_compression_types = _ARRAY_b[n](buf, pos)
         pos += n * 1
         # field: push_interval_ms:i telemetry_max_bytes:i delta_temporality:?
@@ -102,23 +108,35 @@ def _read_GetTelemetrySubscriptionsResponse_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 1 > len(buf) - pos:
-            raise bad_count(n, 1, pos, len(buf))
+        if n < 0 or n * 1 > blen - pos:
+            raise bad_count(n, 1, pos, blen)
         items = []
         append = items.append
         for i_requested_metrics in range(n):
             n = buf[pos]
             if n < 0x80:
                 pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
             else:
                 n, pos = read_uvarint(buf, pos)
             n -= 1
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             item = str(buf[pos:end], "utf-8")
             pos = end
             append(item)
@@ -133,8 +151,8 @@ def _read_GetTelemetrySubscriptionsResponse_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -149,8 +167,8 @@ def _read_GetTelemetrySubscriptionsResponse_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -170,7 +188,15 @@ def _write_GetTelemetrySubscriptionsResponse_v0(self, w):
         if value is None:
             raise null_not_allowed("accepted_compression_types")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_b[len(value)](*value))
         # field: push_interval_ms:i telemetry_max_bytes:i delta_temporality:?
         w(_W_ii_(self.push_interval_ms, self.telemetry_max_bytes, self.delta_temporality))
@@ -179,7 +205,15 @@ def _write_GetTelemetrySubscriptionsResponse_v0(self, w):
         if value is None:
             raise null_not_allowed("requested_metrics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_requested_metrics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -189,7 +223,15 @@ def _write_GetTelemetrySubscriptionsResponse_v0(self, w):
                     n = len(raw)
                     if n > 0x7FFF:
                         raise string_too_long(n)
-                    w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+                    k = n + 1
+                    if k < 0x80:
+                        w(SMALL_UVARINTS[k])
+                    elif k < 0x4000:
+                        w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                    elif k < 0x200000:
+                        w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                    else:
+                        w(uvarint(k))
                     w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -208,5 +250,5 @@ GetTelemetrySubscriptionsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "80:- 83:throttle_time_ms:i/error_code:h/client_instance_id:16s/subscription_id:i 87:accepted_compression_types 98:push_interval_ms:i/telemetry_max_bytes:i/delta_temporality:? 101:requested_metrics[] 126:tagged_fields 164:- 166:throttle_time_ms:i/error_code:h/client_instance_id:16s/subscription_id:i 168:accepted_compression_types 175:push_interval_ms:i/telemetry_max_bytes:i/delta_temporality:? 177:requested_metrics[] 194:tagged_fields"
+    "79:- 83:throttle_time_ms:i/error_code:h/client_instance_id:16s/subscription_id:i 87:accepted_compression_types 104:push_interval_ms:i/telemetry_max_bytes:i/delta_temporality:? 107:requested_metrics[] 144:tagged_fields 182:- 184:throttle_time_ms:i/error_code:h/client_instance_id:16s/subscription_id:i 186:accepted_compression_types 201:push_interval_ms:i/telemetry_max_bytes:i/delta_temporality:? 203:requested_metrics[] 236:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -102,6 +101,7 @@ def _write_HeartbeatResponse_v1(self, w):
 def _read_HeartbeatResponse_v4(buf, pos, view):
     try:
         self = _new(HeartbeatResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -115,8 +115,8 @@ def _read_HeartbeatResponse_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -131,8 +131,8 @@ def _read_HeartbeatResponse_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -172,5 +172,5 @@ HeartbeatResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "55:- 58:error_code:h 68:- 70:error_code:h 72:unknown_tags 79:- 82:throttle_time_ms:i/error_code:h 91:- 93:throttle_time_ms:i/error_code:h 95:unknown_tags 102:- 105:throttle_time_ms:i/error_code:h 108:tagged_fields 146:- 148:throttle_time_ms:i/error_code:h 150:tagged_fields"
+    "54:- 57:error_code:h 67:- 69:error_code:h 71:unknown_tags 78:- 81:throttle_time_ms:i/error_code:h 90:- 92:throttle_time_ms:i/error_code:h 94:unknown_tags 101:- 105:throttle_time_ms:i/error_code:h 108:tagged_fields 146:- 148:throttle_time_ms:i/error_code:h 150:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R__ = _Format(">?").unpack_from
 _W__ = _Format(">?").pack
 _R_b = _Format(">b").unpack_from
@@ -115,12 +114,13 @@ IncrementalAlterConfigsRequest.AlterableConfig = AlterableConfig
 def _read_AlterableConfig_v0(buf, pos, view):
     try:
         self = _new(AlterableConfig)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: config_operation:b
@@ -133,8 +133,8 @@ def _read_AlterableConfig_v0(buf, pos, view):
             self.value = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
         self.unknown_tags = None
@@ -179,6 +179,7 @@ def _write_AlterableConfig_v0(self, w):
 def _read_AlterConfigsResource_v0(buf, pos, view):
     try:
         self = _new(AlterConfigsResource)
+        blen = len(buf)
         # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
@@ -186,15 +187,15 @@ def _read_AlterConfigsResource_v0(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: configs[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 5 > len(buf) - pos:
-            raise bad_count(n, 5, pos, len(buf))
+        if n < 0 or n * 5 > blen - pos:
+            raise bad_count(n, 5, pos, blen)
         items = []
         append = items.append
         for i_configs in range(n):
@@ -243,11 +244,12 @@ def _write_AlterConfigsResource_v0(self, w):
 def _read_IncrementalAlterConfigsRequest_v0(buf, pos, view):
     try:
         self = _new(IncrementalAlterConfigsRequest)
+        blen = len(buf)
         # field: resources[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_resources in range(n):
@@ -288,16 +290,23 @@ def _write_IncrementalAlterConfigsRequest_v0(self, w):
 def _read_AlterableConfig_v1(buf, pos, view):
     try:
         self = _new(AlterableConfig)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: config_operation:b
@@ -307,6 +316,12 @@ def _read_AlterableConfig_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -314,8 +329,8 @@ def _read_AlterableConfig_v1(buf, pos, view):
             self.value = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.value = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -328,8 +343,8 @@ def _read_AlterableConfig_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -344,8 +359,8 @@ def _read_AlterableConfig_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -367,7 +382,15 @@ def _write_AlterableConfig_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: config_operation:b
         w(_W_b(self.config_operation))
@@ -380,7 +403,15 @@ def _write_AlterableConfig_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -395,6 +426,7 @@ def _write_AlterableConfig_v1(self, w):
 def _read_AlterConfigsResource_v1(buf, pos, view):
     try:
         self = _new(AlterConfigsResource)
+        blen = len(buf)
         # field: resource_type:b
         (self.resource_type,) = _R_b(buf, pos)
         pos += 1
@@ -402,23 +434,35 @@ def _read_AlterConfigsResource_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.resource_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: configs[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_configs in range(n):
@@ -435,8 +479,8 @@ def _read_AlterConfigsResource_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -451,8 +495,8 @@ def _read_AlterConfigsResource_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -476,14 +520,30 @@ def _write_AlterConfigsResource_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: configs[]
         value = self.configs
         if value is None:
             raise null_not_allowed("configs")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_configs, item in enumerate(value):
                 value = item
                 if value is None:
@@ -502,15 +562,22 @@ def _write_AlterConfigsResource_v1(self, w):
 def _read_IncrementalAlterConfigsRequest_v1(buf, pos, view):
     try:
         self = _new(IncrementalAlterConfigsRequest)
+        blen = len(buf)
         # field: resources[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_resources in range(n):
@@ -530,8 +597,8 @@ def _read_IncrementalAlterConfigsRequest_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -546,8 +613,8 @@ def _read_IncrementalAlterConfigsRequest_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -565,7 +632,15 @@ def _write_IncrementalAlterConfigsRequest_v1(self, w):
         if value is None:
             raise null_not_allowed("resources")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_resources, item in enumerate(value):
                 value = item
                 if value is None:
@@ -592,5 +667,5 @@ IncrementalAlterConfigsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "115:- 118:name 126:config_operation:b 129:value 146:- 148:name 159:config_operation:b 161:value 172:unknown_tags 179:- 182:resource_type:b 185:resource_name 193:configs[] 210:- 212:resource_type:b 214:resource_name 225:configs[] 236:unknown_tags 243:- 246:resources[] 257:validate_only:? 266:- 268:resources[] 279:validate_only:? 281:unknown_tags 288:- 291:name 303:config_operation:b 306:value 321:tagged_fields 359:- 361:name 372:config_operation:b 374:value 385:tagged_fields 395:- 398:resource_type:b 401:resource_name 413:configs[] 428:tagged_fields 466:- 468:resource_type:b 470:resource_name 481:configs[] 492:tagged_fields 502:- 505:resources[] 520:validate_only:? 523:tagged_fields 561:- 563:resources[] 574:validate_only:? 576:tagged_fields"
+    "114:- 118:name 126:config_operation:b 129:value 146:- 148:name 159:config_operation:b 161:value 172:unknown_tags 179:- 183:resource_type:b 186:resource_name 194:configs[] 211:- 213:resource_type:b 215:resource_name 226:configs[] 237:unknown_tags 244:- 248:resources[] 259:validate_only:? 268:- 270:resources[] 281:validate_only:? 283:unknown_tags 290:- 294:name 312:config_operation:b 315:value 336:tagged_fields 374:- 376:name 395:config_operation:b 397:value 416:tagged_fields 426:- 430:resource_type:b 433:resource_name 451:configs[] 472:tagged_fields 510:- 512:resource_type:b 514:resource_name 533:configs[] 552:tagged_fields 562:- 566:resources[] 587:validate_only:? 590:tagged_fields 628:- 630:resources[] 649:validate_only:? 651:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -61,6 +60,7 @@ class InitProducerIdRequest(_Message):
 def _read_InitProducerIdRequest_v0(buf, pos, view):
     try:
         self = _new(InitProducerIdRequest)
+        blen = len(buf)
         # field: transactional_id
         n = _R_h(buf, pos)[0]
         pos += 2
@@ -68,8 +68,8 @@ def _read_InitProducerIdRequest_v0(buf, pos, view):
             self.transactional_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.transactional_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: transaction_timeout_ms:i
@@ -114,10 +114,17 @@ def _write_InitProducerIdRequest_v0(self, w):
 def _read_InitProducerIdRequest_v2(buf, pos, view):
     try:
         self = _new(InitProducerIdRequest)
+        blen = len(buf)
         # field: transactional_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -125,8 +132,8 @@ def _read_InitProducerIdRequest_v2(buf, pos, view):
             self.transactional_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.transactional_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: transaction_timeout_ms:i
@@ -144,8 +151,8 @@ def _read_InitProducerIdRequest_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -160,8 +167,8 @@ def _read_InitProducerIdRequest_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -183,7 +190,15 @@ def _write_InitProducerIdRequest_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: transaction_timeout_ms:i
         w(_W_i(self.transaction_timeout_ms))
@@ -206,10 +221,17 @@ def _write_InitProducerIdRequest_v2(self, w):
 def _read_InitProducerIdRequest_v3(buf, pos, view):
     try:
         self = _new(InitProducerIdRequest)
+        blen = len(buf)
         # field: transactional_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -217,8 +239,8 @@ def _read_InitProducerIdRequest_v3(buf, pos, view):
             self.transactional_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.transactional_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: transaction_timeout_ms:i producer_id:q producer_epoch:h
@@ -234,8 +256,8 @@ def _read_InitProducerIdRequest_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -250,8 +272,8 @@ def _read_InitProducerIdRequest_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -273,7 +295,15 @@ def _write_InitProducerIdRequest_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: transaction_timeout_ms:i producer_id:q producer_epoch:h
         w(_W_iqh(self.transaction_timeout_ms, self.producer_id, self.producer_epoch))
@@ -304,5 +334,5 @@ InitProducerIdRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "61:- 64:transactional_id 75:transaction_timeout_ms:i 86:- 88:transactional_id 99:transaction_timeout_ms:i 101:producer_id 104:producer_epoch 107:unknown_tags 114:- 117:transactional_id 132:transaction_timeout_ms:i 137:tagged_fields 175:- 177:transactional_id 188:transaction_timeout_ms:i 190:producer_id 193:producer_epoch 196:tagged_fields 206:- 209:transactional_id 224:transaction_timeout_ms:i/producer_id:q/producer_epoch:h 227:tagged_fields 265:- 267:transactional_id 278:transaction_timeout_ms:i/producer_id:q/producer_epoch:h 280:tagged_fields"
+    "60:- 64:transactional_id 75:transaction_timeout_ms:i 86:- 88:transactional_id 99:transaction_timeout_ms:i 101:producer_id 104:producer_epoch 107:unknown_tags 114:- 118:transactional_id 139:transaction_timeout_ms:i 144:tagged_fields 182:- 184:transactional_id 203:transaction_timeout_ms:i 205:producer_id 208:producer_epoch 211:tagged_fields 221:- 225:transactional_id 246:transaction_timeout_ms:i/producer_id:q/producer_epoch:h 249:tagged_fields 287:- 289:transactional_id 308:transaction_timeout_ms:i/producer_id:q/producer_epoch:h 310:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -84,6 +83,7 @@ def _write_InitProducerIdResponse_v0(self, w):
 def _read_InitProducerIdResponse_v2(buf, pos, view):
     try:
         self = _new(InitProducerIdResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h producer_id:q producer_epoch:h
         (self.throttle_time_ms, self.error_code, self.producer_id, self.producer_epoch,) = _R_ihqh(buf, pos)
         pos += 16
@@ -97,8 +97,8 @@ def _read_InitProducerIdResponse_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -113,8 +113,8 @@ def _read_InitProducerIdResponse_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -156,5 +156,5 @@ InitProducerIdResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "61:- 64:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 73:- 75:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 77:unknown_tags 84:- 87:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 90:tagged_fields 128:- 130:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 132:tagged_fields"
+    "60:- 63:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 72:- 74:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 76:unknown_tags 83:- 87:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 90:tagged_fields 128:- 130:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 132:tagged_fields"
 )

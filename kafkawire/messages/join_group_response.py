@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R__ = _Format(">?").unpack_from
 _W__ = _Format(">?").pack
 _R_h = _Format(">h").unpack_from
@@ -109,20 +108,21 @@ JoinGroupResponse.JoinGroupResponseMember = JoinGroupResponseMember
 def _read_JoinGroupResponseMember_v0(buf, pos, view):
     try:
         self = _new(JoinGroupResponseMember)
+        blen = len(buf)
         # field: member_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: metadata
         n = _R_i(buf, pos)[0]
         pos += 4
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.metadata = view[pos:end]
         pos = end
         self.group_instance_id = None
@@ -162,6 +162,7 @@ def _write_JoinGroupResponseMember_v0(self, w):
 def _read_JoinGroupResponse_v0(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
+        blen = len(buf)
         # field: error_code:h generation_id:i
         (self.error_code, self.generation_id,) = _R_hi(buf, pos)
         pos += 6
@@ -169,31 +170,31 @@ def _read_JoinGroupResponse_v0(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.protocol_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: leader
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.leader = str(buf[pos:end], "utf-8")
         pos = end
         # field: member_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: members[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_members in range(n):
@@ -270,6 +271,7 @@ def _write_JoinGroupResponse_v0(self, w):
 def _read_JoinGroupResponse_v2(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h generation_id:i
         (self.throttle_time_ms, self.error_code, self.generation_id,) = _R_ihi(buf, pos)
         pos += 10
@@ -277,31 +279,31 @@ def _read_JoinGroupResponse_v2(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.protocol_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: leader
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.leader = str(buf[pos:end], "utf-8")
         pos = end
         # field: member_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: members[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_members in range(n):
@@ -377,12 +379,13 @@ def _write_JoinGroupResponse_v2(self, w):
 def _read_JoinGroupResponseMember_v5(buf, pos, view):
     try:
         self = _new(JoinGroupResponseMember)
+        blen = len(buf)
         # field: member_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: group_instance_id
@@ -392,16 +395,16 @@ def _read_JoinGroupResponseMember_v5(buf, pos, view):
             self.group_instance_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.group_instance_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: metadata
         n = _R_i(buf, pos)[0]
         pos += 4
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.metadata = view[pos:end]
         pos = end
         self.unknown_tags = None
@@ -451,6 +454,7 @@ def _write_JoinGroupResponseMember_v5(self, w):
 def _read_JoinGroupResponse_v5(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h generation_id:i
         (self.throttle_time_ms, self.error_code, self.generation_id,) = _R_ihi(buf, pos)
         pos += 10
@@ -458,31 +462,31 @@ def _read_JoinGroupResponse_v5(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.protocol_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: leader
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.leader = str(buf[pos:end], "utf-8")
         pos = end
         # field: member_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: members[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_members in range(n):
@@ -558,22 +562,35 @@ def _write_JoinGroupResponse_v5(self, w):
 def _read_JoinGroupResponseMember_v6(buf, pos, view):
     try:
         self = _new(JoinGroupResponseMember)
+        blen = len(buf)
         # field: member_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: group_instance_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -581,20 +598,26 @@ def _read_JoinGroupResponseMember_v6(buf, pos, view):
             self.group_instance_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.group_instance_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: metadata
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.metadata = view[pos:end]
         pos = end
         # field: tagged_fields
@@ -607,8 +630,8 @@ def _read_JoinGroupResponseMember_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -623,8 +646,8 @@ def _read_JoinGroupResponseMember_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -646,7 +669,15 @@ def _write_JoinGroupResponseMember_v6(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: group_instance_id
         value = self.group_instance_id
@@ -657,14 +688,30 @@ def _write_JoinGroupResponseMember_v6(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: metadata
         value = self.metadata
         if value is None:
             raise null_not_allowed("metadata")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(value)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -679,6 +726,7 @@ def _write_JoinGroupResponseMember_v6(self, w):
 def _read_JoinGroupResponse_v6(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h generation_id:i
         (self.throttle_time_ms, self.error_code, self.generation_id,) = _R_ihi(buf, pos)
         pos += 10
@@ -686,47 +734,71 @@ def _read_JoinGroupResponse_v6(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.protocol_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: leader
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.leader = str(buf[pos:end], "utf-8")
         pos = end
         # field: member_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: members[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_members in range(n):
@@ -745,8 +817,8 @@ def _read_JoinGroupResponse_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -761,8 +833,8 @@ def _read_JoinGroupResponse_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -786,7 +858,15 @@ def _write_JoinGroupResponse_v6(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: leader
         value = self.leader
@@ -797,7 +877,15 @@ def _write_JoinGroupResponse_v6(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: member_id
         value = self.member_id
@@ -808,14 +896,30 @@ def _write_JoinGroupResponse_v6(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: members[]
         value = self.members
         if value is None:
             raise null_not_allowed("members")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_members, item in enumerate(value):
                 value = item
                 if value is None:
@@ -837,6 +941,7 @@ def _write_JoinGroupResponse_v6(self, w):
 def _read_JoinGroupResponse_v7(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h generation_id:i
         (self.throttle_time_ms, self.error_code, self.generation_id,) = _R_ihi(buf, pos)
         pos += 10
@@ -844,6 +949,12 @@ def _read_JoinGroupResponse_v7(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -851,14 +962,20 @@ def _read_JoinGroupResponse_v7(buf, pos, view):
             self.protocol_type = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.protocol_type = str(buf[pos:end], "utf-8")
             pos = end
         # field: protocol_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -866,43 +983,61 @@ def _read_JoinGroupResponse_v7(buf, pos, view):
             self.protocol_name = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.protocol_name = str(buf[pos:end], "utf-8")
             pos = end
         # field: leader
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.leader = str(buf[pos:end], "utf-8")
         pos = end
         # field: member_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: members[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_members in range(n):
@@ -920,8 +1055,8 @@ def _read_JoinGroupResponse_v7(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -936,8 +1071,8 @@ def _read_JoinGroupResponse_v7(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -961,7 +1096,15 @@ def _write_JoinGroupResponse_v7(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: protocol_name
         value = self.protocol_name
@@ -972,7 +1115,15 @@ def _write_JoinGroupResponse_v7(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: leader
         value = self.leader
@@ -983,7 +1134,15 @@ def _write_JoinGroupResponse_v7(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: member_id
         value = self.member_id
@@ -994,14 +1153,30 @@ def _write_JoinGroupResponse_v7(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: members[]
         value = self.members
         if value is None:
             raise null_not_allowed("members")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_members, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1023,6 +1198,7 @@ def _write_JoinGroupResponse_v7(self, w):
 def _read_JoinGroupResponse_v9(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h generation_id:i
         (self.throttle_time_ms, self.error_code, self.generation_id,) = _R_ihi(buf, pos)
         pos += 10
@@ -1030,6 +1206,12 @@ def _read_JoinGroupResponse_v9(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -1037,14 +1219,20 @@ def _read_JoinGroupResponse_v9(buf, pos, view):
             self.protocol_type = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.protocol_type = str(buf[pos:end], "utf-8")
             pos = end
         # field: protocol_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -1052,20 +1240,26 @@ def _read_JoinGroupResponse_v9(buf, pos, view):
             self.protocol_name = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.protocol_name = str(buf[pos:end], "utf-8")
             pos = end
         # field: leader
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.leader = str(buf[pos:end], "utf-8")
         pos = end
         # field: skip_assignment:?
@@ -1075,23 +1269,35 @@ def _read_JoinGroupResponse_v9(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: members[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_members in range(n):
@@ -1108,8 +1314,8 @@ def _read_JoinGroupResponse_v9(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1124,8 +1330,8 @@ def _read_JoinGroupResponse_v9(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1149,7 +1355,15 @@ def _write_JoinGroupResponse_v9(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: protocol_name
         value = self.protocol_name
@@ -1160,7 +1374,15 @@ def _write_JoinGroupResponse_v9(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: leader
         value = self.leader
@@ -1171,7 +1393,15 @@ def _write_JoinGroupResponse_v9(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: skip_assignment:?
         w(_W__(self.skip_assignment))
@@ -1184,14 +1414,30 @@ def _write_JoinGroupResponse_v9(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: members[]
         value = self.members
         if value is None:
             raise null_not_allowed("members")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_members, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1232,5 +1478,5 @@ JoinGroupResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "109:- 112:member_id 120:metadata 135:- 137:member_id 148:metadata 155:unknown_tags 162:- 165:error_code:h/generation_id:i 168:protocol_name 176:leader 184:member_id 192:members[] 212:- 214:error_code:h/generation_id:i 216:protocol_name 227:leader 238:member_id 249:members[] 260:skip_assignment 263:unknown_tags 270:- 273:throttle_time_ms:i/error_code:h/generation_id:i 276:protocol_name 284:leader 292:member_id 300:members[] 319:- 321:throttle_time_ms:i/error_code:h/generation_id:i 323:protocol_name 334:leader 345:member_id 356:members[] 367:skip_assignment 370:unknown_tags 377:- 380:member_id 388:group_instance_id 399:metadata 413:- 415:member_id 426:group_instance_id 437:metadata 444:unknown_tags 451:- 454:throttle_time_ms:i/error_code:h/generation_id:i 457:protocol_name 465:leader 473:member_id 481:members[] 500:- 502:throttle_time_ms:i/error_code:h/generation_id:i 504:protocol_name 515:leader 526:member_id 537:members[] 548:skip_assignment 551:unknown_tags 558:- 561:member_id 573:group_instance_id 588:metadata 600:tagged_fields 638:- 640:member_id 651:group_instance_id 662:metadata 669:tagged_fields 679:- 682:throttle_time_ms:i/error_code:h/generation_id:i 685:protocol_name 697:leader 709:member_id 721:members[] 738:tagged_fields 776:- 778:throttle_time_ms:i/error_code:h/generation_id:i 780:protocol_name 791:leader 802:member_id 813:members[] 824:skip_assignment 827:tagged_fields 837:- 840:throttle_time_ms:i/error_code:h/generation_id:i 843:protocol_type 858:protocol_name 873:leader 885:member_id 897:members[] 913:tagged_fields 951:- 953:throttle_time_ms:i/error_code:h/generation_id:i 955:protocol_type 966:protocol_name 977:leader 988:member_id 999:members[] 1010:skip_assignment 1013:tagged_fields 1023:- 1026:throttle_time_ms:i/error_code:h/generation_id:i 1029:protocol_type 1044:protocol_name 1059:leader 1071:skip_assignment:? 1074:member_id 1086:members[] 1101:tagged_fields 1139:- 1141:throttle_time_ms:i/error_code:h/generation_id:i 1143:protocol_type 1154:protocol_name 1165:leader 1176:skip_assignment:? 1178:member_id 1189:members[] 1200:tagged_fields"
+    "108:- 112:member_id 120:metadata 135:- 137:member_id 148:metadata 155:unknown_tags 162:- 166:error_code:h/generation_id:i 169:protocol_name 177:leader 185:member_id 193:members[] 213:- 215:error_code:h/generation_id:i 217:protocol_name 228:leader 239:member_id 250:members[] 261:skip_assignment 264:unknown_tags 271:- 275:throttle_time_ms:i/error_code:h/generation_id:i 278:protocol_name 286:leader 294:member_id 302:members[] 321:- 323:throttle_time_ms:i/error_code:h/generation_id:i 325:protocol_name 336:leader 347:member_id 358:members[] 369:skip_assignment 372:unknown_tags 379:- 383:member_id 391:group_instance_id 402:metadata 416:- 418:member_id 429:group_instance_id 440:metadata 447:unknown_tags 454:- 458:throttle_time_ms:i/error_code:h/generation_id:i 461:protocol_name 469:leader 477:member_id 485:members[] 504:- 506:throttle_time_ms:i/error_code:h/generation_id:i 508:protocol_name 519:leader 530:member_id 541:members[] 552:skip_assignment 555:unknown_tags 562:- 566:member_id 584:group_instance_id 605:metadata 623:tagged_fields 661:- 663:member_id 682:group_instance_id 701:metadata 716:tagged_fields 726:- 730:throttle_time_ms:i/error_code:h/generation_id:i 733:protocol_name 751:leader 769:member_id 787:members[] 810:tagged_fields 848:- 850:throttle_time_ms:i/error_code:h/generation_id:i 852:protocol_name 871:leader 890:member_id 909:members[] 928:skip_assignment 931:tagged_fields 941:- 945:throttle_time_ms:i/error_code:h/generation_id:i 948:protocol_type 969:protocol_name 990:leader 1008:member_id 1026:members[] 1048:tagged_fields 1086:- 1088:throttle_time_ms:i/error_code:h/generation_id:i 1090:protocol_type 1109:protocol_name 1128:leader 1147:member_id 1166:members[] 1185:skip_assignment 1188:tagged_fields 1198:- 1202:throttle_time_ms:i/error_code:h/generation_id:i 1205:protocol_type 1226:protocol_name 1247:leader 1265:skip_assignment:? 1268:member_id 1286:members[] 1307:tagged_fields 1345:- 1347:throttle_time_ms:i/error_code:h/generation_id:i 1349:protocol_type 1368:protocol_name 1387:leader 1406:skip_assignment:? 1408:member_id 1427:members[] 1446:tagged_fields"
 )

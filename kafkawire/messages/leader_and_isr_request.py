@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s = _Format(">16s").unpack_from
 _W_16s = _Format(">16s").pack
 _R__ = _Format(">?").unpack_from
@@ -203,12 +202,13 @@ LeaderAndIsrRequest.LeaderAndIsrLiveLeader = LeaderAndIsrLiveLeader
 def _read_LeaderAndIsrPartitionState_v0(buf, pos, view):
     try:
         self = _new(LeaderAndIsrPartitionState)
+        blen = len(buf)
         # field: topic_name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
@@ -217,8 +217,8 @@ def _read_LeaderAndIsrPartitionState_v0(buf, pos, view):
         # field: isr
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: partition_epoch:i
@@ -227,8 +227,8 @@ def _read_LeaderAndIsrPartitionState_v0(buf, pos, view):
         # field: replicas
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.adding_replicas = ()
@@ -285,6 +285,7 @@ def _write_LeaderAndIsrPartitionState_v0(self, w):
 def _read_LeaderAndIsrLiveLeader_v0(buf, pos, view):
     try:
         self = _new(LeaderAndIsrLiveLeader)
+        blen = len(buf)
         # field: broker_id:i
         (self.broker_id,) = _R_i(buf, pos)
         pos += 4
@@ -292,8 +293,8 @@ def _read_LeaderAndIsrLiveLeader_v0(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:i
@@ -332,14 +333,15 @@ def _write_LeaderAndIsrLiveLeader_v0(self, w):
 def _read_LeaderAndIsrRequest_v0(buf, pos, view):
     try:
         self = _new(LeaderAndIsrRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i
         (self.controller_id, self.controller_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: ungrouped_partition_states[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 30 > len(buf) - pos:
-            raise bad_count(n, 30, pos, len(buf))
+        if n < 0 or n * 30 > blen - pos:
+            raise bad_count(n, 30, pos, blen)
         items = []
         append = items.append
         for i_ungrouped_partition_states in range(n):
@@ -349,8 +351,8 @@ def _read_LeaderAndIsrRequest_v0(buf, pos, view):
         # field: live_leaders[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_live_leaders in range(n):
@@ -412,12 +414,13 @@ def _write_LeaderAndIsrRequest_v0(self, w):
 def _read_LeaderAndIsrPartitionState_v1(buf, pos, view):
     try:
         self = _new(LeaderAndIsrPartitionState)
+        blen = len(buf)
         # field: topic_name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
@@ -426,8 +429,8 @@ def _read_LeaderAndIsrPartitionState_v1(buf, pos, view):
         # field: isr
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: partition_epoch:i
@@ -436,8 +439,8 @@ def _read_LeaderAndIsrPartitionState_v1(buf, pos, view):
         # field: replicas
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: is_new:?
@@ -498,14 +501,15 @@ def _write_LeaderAndIsrPartitionState_v1(self, w):
 def _read_LeaderAndIsrRequest_v1(buf, pos, view):
     try:
         self = _new(LeaderAndIsrRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i
         (self.controller_id, self.controller_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: ungrouped_partition_states[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 31 > len(buf) - pos:
-            raise bad_count(n, 31, pos, len(buf))
+        if n < 0 or n * 31 > blen - pos:
+            raise bad_count(n, 31, pos, blen)
         items = []
         append = items.append
         for i_ungrouped_partition_states in range(n):
@@ -515,8 +519,8 @@ def _read_LeaderAndIsrRequest_v1(buf, pos, view):
         # field: live_leaders[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_live_leaders in range(n):
@@ -578,14 +582,15 @@ def _write_LeaderAndIsrRequest_v1(self, w):
 def _read_LeaderAndIsrPartitionState_v2(buf, pos, view):
     try:
         self = _new(LeaderAndIsrPartitionState)
+        blen = len(buf)
         # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
         pos += 16
         # field: isr
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: partition_epoch:i
@@ -594,8 +599,8 @@ def _read_LeaderAndIsrPartitionState_v2(buf, pos, view):
         # field: replicas
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: is_new:?
@@ -646,19 +651,20 @@ def _write_LeaderAndIsrPartitionState_v2(self, w):
 def _read_LeaderAndIsrTopicState_v2(buf, pos, view):
     try:
         self = _new(LeaderAndIsrTopicState)
+        blen = len(buf)
         # field: topic_name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_states[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 29 > len(buf) - pos:
-            raise bad_count(n, 29, pos, len(buf))
+        if n < 0 or n * 29 > blen - pos:
+            raise bad_count(n, 29, pos, blen)
         items = []
         append = items.append
         for i_partition_states in range(n):
@@ -706,14 +712,15 @@ def _write_LeaderAndIsrTopicState_v2(self, w):
 def _read_LeaderAndIsrRequest_v2(buf, pos, view):
     try:
         self = _new(LeaderAndIsrRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i broker_epoch:q
         (self.controller_id, self.controller_epoch, self.broker_epoch,) = _R_iiq(buf, pos)
         pos += 16
         # field: topic_states[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topic_states in range(n):
@@ -723,8 +730,8 @@ def _read_LeaderAndIsrRequest_v2(buf, pos, view):
         # field: live_leaders[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_live_leaders in range(n):
@@ -785,14 +792,15 @@ def _write_LeaderAndIsrRequest_v2(self, w):
 def _read_LeaderAndIsrPartitionState_v3(buf, pos, view):
     try:
         self = _new(LeaderAndIsrPartitionState)
+        blen = len(buf)
         # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
         pos += 16
         # field: isr
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: partition_epoch:i
@@ -801,22 +809,22 @@ def _read_LeaderAndIsrPartitionState_v3(buf, pos, view):
         # field: replicas
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: adding_replicas
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.adding_replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: removing_replicas
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.removing_replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: is_new:?
@@ -879,19 +887,20 @@ def _write_LeaderAndIsrPartitionState_v3(self, w):
 def _read_LeaderAndIsrTopicState_v3(buf, pos, view):
     try:
         self = _new(LeaderAndIsrTopicState)
+        blen = len(buf)
         # field: topic_name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_states[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 37 > len(buf) - pos:
-            raise bad_count(n, 37, pos, len(buf))
+        if n < 0 or n * 37 > blen - pos:
+            raise bad_count(n, 37, pos, blen)
         items = []
         append = items.append
         for i_partition_states in range(n):
@@ -939,14 +948,15 @@ def _write_LeaderAndIsrTopicState_v3(self, w):
 def _read_LeaderAndIsrRequest_v3(buf, pos, view):
     try:
         self = _new(LeaderAndIsrRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i broker_epoch:q
         (self.controller_id, self.controller_epoch, self.broker_epoch,) = _R_iiq(buf, pos)
         pos += 16
         # field: topic_states[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topic_states in range(n):
@@ -956,8 +966,8 @@ def _read_LeaderAndIsrRequest_v3(buf, pos, view):
         # field: live_leaders[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_live_leaders in range(n):
@@ -1018,6 +1028,7 @@ def _write_LeaderAndIsrRequest_v3(self, w):
 def _read_LeaderAndIsrPartitionState_v4(buf, pos, view):
     try:
         self = _new(LeaderAndIsrPartitionState)
+        blen = len(buf)
         # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
         pos += 16
@@ -1025,11 +1036,17 @@ def _read_LeaderAndIsrPartitionState_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: partition_epoch:i
@@ -1039,33 +1056,51 @@ def _read_LeaderAndIsrPartitionState_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: adding_replicas
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.adding_replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: removing_replicas
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.removing_replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: is_new:?
@@ -1083,8 +1118,8 @@ def _read_LeaderAndIsrPartitionState_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1099,8 +1134,8 @@ def _read_LeaderAndIsrPartitionState_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1120,7 +1155,15 @@ def _write_LeaderAndIsrPartitionState_v4(self, w):
         if value is None:
             raise null_not_allowed("isr")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: partition_epoch:i
         w(_W_i(self.partition_epoch))
@@ -1129,21 +1172,45 @@ def _write_LeaderAndIsrPartitionState_v4(self, w):
         if value is None:
             raise null_not_allowed("replicas")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: adding_replicas
         value = self.adding_replicas
         if value is None:
             raise null_not_allowed("adding_replicas")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: removing_replicas
         value = self.removing_replicas
         if value is None:
             raise null_not_allowed("removing_replicas")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: is_new:?
         w(_W__(self.is_new))
@@ -1163,27 +1230,40 @@ def _write_LeaderAndIsrPartitionState_v4(self, w):
 def _read_LeaderAndIsrTopicState_v4(buf, pos, view):
     try:
         self = _new(LeaderAndIsrTopicState)
+        blen = len(buf)
         # field: topic_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_states[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 26 > len(buf) - pos:
-            raise bad_count(n, 26, pos, len(buf))
+        if n < 0 or n * 26 > blen - pos:
+            raise bad_count(n, 26, pos, blen)
         items = []
         append = items.append
         for i_partition_states in range(n):
@@ -1201,8 +1281,8 @@ def _read_LeaderAndIsrTopicState_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1217,8 +1297,8 @@ def _read_LeaderAndIsrTopicState_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1240,14 +1320,30 @@ def _write_LeaderAndIsrTopicState_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partition_states[]
         value = self.partition_states
         if value is None:
             raise null_not_allowed("partition_states")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partition_states, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1266,6 +1362,7 @@ def _write_LeaderAndIsrTopicState_v4(self, w):
 def _read_LeaderAndIsrLiveLeader_v4(buf, pos, view):
     try:
         self = _new(LeaderAndIsrLiveLeader)
+        blen = len(buf)
         # field: broker_id:i
         (self.broker_id,) = _R_i(buf, pos)
         pos += 4
@@ -1273,12 +1370,18 @@ def _read_LeaderAndIsrLiveLeader_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:i
@@ -1294,8 +1397,8 @@ def _read_LeaderAndIsrLiveLeader_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1310,8 +1413,8 @@ def _read_LeaderAndIsrLiveLeader_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1335,7 +1438,15 @@ def _write_LeaderAndIsrLiveLeader_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: port:i
         w(_W_i(self.port))
@@ -1352,6 +1463,7 @@ def _write_LeaderAndIsrLiveLeader_v4(self, w):
 def _read_LeaderAndIsrRequest_v4(buf, pos, view):
     try:
         self = _new(LeaderAndIsrRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i broker_epoch:q
         (self.controller_id, self.controller_epoch, self.broker_epoch,) = _R_iiq(buf, pos)
         pos += 16
@@ -1359,11 +1471,17 @@ def _read_LeaderAndIsrRequest_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topic_states in range(n):
@@ -1374,11 +1492,17 @@ def _read_LeaderAndIsrRequest_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_live_leaders in range(n):
@@ -1398,8 +1522,8 @@ def _read_LeaderAndIsrRequest_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1414,8 +1538,8 @@ def _read_LeaderAndIsrRequest_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1435,7 +1559,15 @@ def _write_LeaderAndIsrRequest_v4(self, w):
         if value is None:
             raise null_not_allowed("topic_states")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topic_states, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1446,7 +1578,15 @@ def _write_LeaderAndIsrRequest_v4(self, w):
         if value is None:
             raise null_not_allowed("live_leaders")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_live_leaders, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1474,16 +1614,23 @@ def _write_LeaderAndIsrRequest_v4(self, w):
 def _read_LeaderAndIsrTopicState_v5(buf, pos, view):
     try:
         self = _new(LeaderAndIsrTopicState)
+        blen = len(buf)
         # field: topic_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: topic_id:16s
@@ -1494,11 +1641,17 @@ def _read_LeaderAndIsrTopicState_v5(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 26 > len(buf) - pos:
-            raise bad_count(n, 26, pos, len(buf))
+        if n < 0 or n * 26 > blen - pos:
+            raise bad_count(n, 26, pos, blen)
         items = []
         append = items.append
         for i_partition_states in range(n):
@@ -1515,8 +1668,8 @@ def _read_LeaderAndIsrTopicState_v5(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1531,8 +1684,8 @@ def _read_LeaderAndIsrTopicState_v5(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1554,7 +1707,15 @@ def _write_LeaderAndIsrTopicState_v5(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
@@ -1563,7 +1724,15 @@ def _write_LeaderAndIsrTopicState_v5(self, w):
         if value is None:
             raise null_not_allowed("partition_states")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partition_states, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1582,6 +1751,7 @@ def _write_LeaderAndIsrTopicState_v5(self, w):
 def _read_LeaderAndIsrRequest_v5(buf, pos, view):
     try:
         self = _new(LeaderAndIsrRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i broker_epoch:q type:b
         (self.controller_id, self.controller_epoch, self.broker_epoch, self.type,) = _R_iiqb(buf, pos)
         pos += 17
@@ -1589,11 +1759,17 @@ def _read_LeaderAndIsrRequest_v5(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 19 > len(buf) - pos:
-            raise bad_count(n, 19, pos, len(buf))
+        if n < 0 or n * 19 > blen - pos:
+            raise bad_count(n, 19, pos, blen)
         items = []
         append = items.append
         for i_topic_states in range(n):
@@ -1604,11 +1780,17 @@ def _read_LeaderAndIsrRequest_v5(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_live_leaders in range(n):
@@ -1627,8 +1809,8 @@ def _read_LeaderAndIsrRequest_v5(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1643,8 +1825,8 @@ def _read_LeaderAndIsrRequest_v5(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1664,7 +1846,15 @@ def _write_LeaderAndIsrRequest_v5(self, w):
         if value is None:
             raise null_not_allowed("topic_states")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topic_states, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1675,7 +1865,15 @@ def _write_LeaderAndIsrRequest_v5(self, w):
         if value is None:
             raise null_not_allowed("live_leaders")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_live_leaders, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1700,6 +1898,7 @@ def _write_LeaderAndIsrRequest_v5(self, w):
 def _read_LeaderAndIsrPartitionState_v6(buf, pos, view):
     try:
         self = _new(LeaderAndIsrPartitionState)
+        blen = len(buf)
         # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
         pos += 16
@@ -1707,11 +1906,17 @@ def _read_LeaderAndIsrPartitionState_v6(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: partition_epoch:i
@@ -1721,33 +1926,51 @@ def _read_LeaderAndIsrPartitionState_v6(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: adding_replicas
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.adding_replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: removing_replicas
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.removing_replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: is_new:? leader_recovery_state:b
@@ -1764,8 +1987,8 @@ def _read_LeaderAndIsrPartitionState_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1780,8 +2003,8 @@ def _read_LeaderAndIsrPartitionState_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1801,7 +2024,15 @@ def _write_LeaderAndIsrPartitionState_v6(self, w):
         if value is None:
             raise null_not_allowed("isr")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: partition_epoch:i
         w(_W_i(self.partition_epoch))
@@ -1810,21 +2041,45 @@ def _write_LeaderAndIsrPartitionState_v6(self, w):
         if value is None:
             raise null_not_allowed("replicas")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: adding_replicas
         value = self.adding_replicas
         if value is None:
             raise null_not_allowed("adding_replicas")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: removing_replicas
         value = self.removing_replicas
         if value is None:
             raise null_not_allowed("removing_replicas")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: is_new:? leader_recovery_state:b
         w(_W__b(self.is_new, self.leader_recovery_state))
@@ -1841,16 +2096,23 @@ def _write_LeaderAndIsrPartitionState_v6(self, w):
 def _read_LeaderAndIsrTopicState_v6(buf, pos, view):
     try:
         self = _new(LeaderAndIsrTopicState)
+        blen = len(buf)
         # field: topic_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: topic_id:16s
@@ -1861,11 +2123,17 @@ def _read_LeaderAndIsrTopicState_v6(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 27 > len(buf) - pos:
-            raise bad_count(n, 27, pos, len(buf))
+        if n < 0 or n * 27 > blen - pos:
+            raise bad_count(n, 27, pos, blen)
         items = []
         append = items.append
         for i_partition_states in range(n):
@@ -1882,8 +2150,8 @@ def _read_LeaderAndIsrTopicState_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1898,8 +2166,8 @@ def _read_LeaderAndIsrTopicState_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1921,7 +2189,15 @@ def _write_LeaderAndIsrTopicState_v6(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
@@ -1930,7 +2206,15 @@ def _write_LeaderAndIsrTopicState_v6(self, w):
         if value is None:
             raise null_not_allowed("partition_states")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partition_states, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1949,6 +2233,7 @@ def _write_LeaderAndIsrTopicState_v6(self, w):
 def _read_LeaderAndIsrRequest_v6(buf, pos, view):
     try:
         self = _new(LeaderAndIsrRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i broker_epoch:q type:b
         (self.controller_id, self.controller_epoch, self.broker_epoch, self.type,) = _R_iiqb(buf, pos)
         pos += 17
@@ -1956,11 +2241,17 @@ def _read_LeaderAndIsrRequest_v6(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 19 > len(buf) - pos:
-            raise bad_count(n, 19, pos, len(buf))
+        if n < 0 or n * 19 > blen - pos:
+            raise bad_count(n, 19, pos, blen)
         items = []
         append = items.append
         for i_topic_states in range(n):
@@ -1971,11 +2262,17 @@ def _read_LeaderAndIsrRequest_v6(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_live_leaders in range(n):
@@ -1994,8 +2291,8 @@ def _read_LeaderAndIsrRequest_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -2010,8 +2307,8 @@ def _read_LeaderAndIsrRequest_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -2031,7 +2328,15 @@ def _write_LeaderAndIsrRequest_v6(self, w):
         if value is None:
             raise null_not_allowed("topic_states")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topic_states, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2042,7 +2347,15 @@ def _write_LeaderAndIsrRequest_v6(self, w):
         if value is None:
             raise null_not_allowed("live_leaders")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_live_leaders, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2067,6 +2380,7 @@ def _write_LeaderAndIsrRequest_v6(self, w):
 def _read_LeaderAndIsrRequest_v7(buf, pos, view):
     try:
         self = _new(LeaderAndIsrRequest)
+        blen = len(buf)
         # field: controller_id:i is_kraft_controller:? controller_epoch:i broker_epoch:q type:b
         (self.controller_id, self.is_kraft_controller, self.controller_epoch, self.broker_epoch, self.type,) = _R_i_iqb(buf, pos)
         pos += 18
@@ -2074,11 +2388,17 @@ def _read_LeaderAndIsrRequest_v7(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 19 > len(buf) - pos:
-            raise bad_count(n, 19, pos, len(buf))
+        if n < 0 or n * 19 > blen - pos:
+            raise bad_count(n, 19, pos, blen)
         items = []
         append = items.append
         for i_topic_states in range(n):
@@ -2089,11 +2409,17 @@ def _read_LeaderAndIsrRequest_v7(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_live_leaders in range(n):
@@ -2111,8 +2437,8 @@ def _read_LeaderAndIsrRequest_v7(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -2127,8 +2453,8 @@ def _read_LeaderAndIsrRequest_v7(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -2148,7 +2474,15 @@ def _write_LeaderAndIsrRequest_v7(self, w):
         if value is None:
             raise null_not_allowed("topic_states")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topic_states, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2159,7 +2493,15 @@ def _write_LeaderAndIsrRequest_v7(self, w):
         if value is None:
             raise null_not_allowed("live_leaders")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_live_leaders, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2199,5 +2541,5 @@ LeaderAndIsrRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "203:- 206:topic_name 214:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 217:isr 224:partition_epoch:i 227:replicas 244:- 246:topic_name 257:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 259:isr 266:partition_epoch:i 268:replicas 275:leader_recovery_state 278:unknown_tags 285:- 288:broker_id:i 291:host_name 299:port:i 308:- 310:broker_id:i 312:host_name 323:port:i 325:unknown_tags 332:- 335:controller_id:i/controller_epoch:i 338:ungrouped_partition_states[] 349:live_leaders[] 370:- 372:controller_id:i/controller_epoch:i 374:ungrouped_partition_states[] 385:live_leaders[] 396:is_kraft_controller 399:type 402:topic_states 405:unknown_tags 412:- 415:topic_name 423:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 426:isr 433:partition_epoch:i 436:replicas 443:is_new:? 455:- 457:topic_name 468:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 470:isr 477:partition_epoch:i 479:replicas 486:is_new:? 488:leader_recovery_state 491:unknown_tags 498:- 501:controller_id:i/controller_epoch:i 504:ungrouped_partition_states[] 515:live_leaders[] 536:- 538:controller_id:i/controller_epoch:i 540:ungrouped_partition_states[] 551:live_leaders[] 562:is_kraft_controller 565:type 568:topic_states 571:unknown_tags 578:- 581:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 584:isr 591:partition_epoch:i 594:replicas 601:is_new:? 614:- 616:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 618:isr 625:partition_epoch:i 627:replicas 634:is_new:? 636:leader_recovery_state 639:unknown_tags 646:- 649:topic_name 657:partition_states[] 675:- 677:topic_name 688:partition_states[] 699:unknown_tags 706:- 709:controller_id:i/controller_epoch:i/broker_epoch:q 712:topic_states[] 723:live_leaders[] 743:- 745:controller_id:i/controller_epoch:i/broker_epoch:q 747:topic_states[] 758:live_leaders[] 769:is_kraft_controller 772:type 775:ungrouped_partition_states 778:unknown_tags 785:- 788:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 791:isr 798:partition_epoch:i 801:replicas 808:adding_replicas 815:removing_replicas 822:is_new:? 833:- 835:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 837:isr 844:partition_epoch:i 846:replicas 853:adding_replicas 860:removing_replicas 867:is_new:? 869:leader_recovery_state 872:unknown_tags 879:- 882:topic_name 890:partition_states[] 908:- 910:topic_name 921:partition_states[] 932:unknown_tags 939:- 942:controller_id:i/controller_epoch:i/broker_epoch:q 945:topic_states[] 956:live_leaders[] 976:- 978:controller_id:i/controller_epoch:i/broker_epoch:q 980:topic_states[] 991:live_leaders[] 1002:is_kraft_controller 1005:type 1008:ungrouped_partition_states 1011:unknown_tags 1018:- 1021:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1024:isr 1035:partition_epoch:i 1038:replicas 1049:adding_replicas 1060:removing_replicas 1071:is_new:? 1076:tagged_fields 1114:- 1116:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1118:isr 1125:partition_epoch:i 1127:replicas 1134:adding_replicas 1141:removing_replicas 1148:is_new:? 1150:leader_recovery_state 1153:tagged_fields 1163:- 1166:topic_name 1178:partition_states[] 1194:tagged_fields 1232:- 1234:topic_name 1245:partition_states[] 1256:tagged_fields 1266:- 1269:broker_id:i 1272:host_name 1284:port:i 1287:tagged_fields 1325:- 1327:broker_id:i 1329:host_name 1340:port:i 1342:tagged_fields 1352:- 1355:controller_id:i/controller_epoch:i/broker_epoch:q 1358:topic_states[] 1373:live_leaders[] 1391:tagged_fields 1429:- 1431:controller_id:i/controller_epoch:i/broker_epoch:q 1433:topic_states[] 1444:live_leaders[] 1455:is_kraft_controller 1458:type 1461:ungrouped_partition_states 1464:tagged_fields 1474:- 1477:topic_name 1489:topic_id:16s 1493:partition_states[] 1508:tagged_fields 1546:- 1548:topic_name 1559:topic_id:16s 1561:partition_states[] 1572:tagged_fields 1582:- 1585:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1588:topic_states[] 1603:live_leaders[] 1620:tagged_fields 1658:- 1660:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1662:topic_states[] 1673:live_leaders[] 1684:is_kraft_controller 1687:ungrouped_partition_states 1690:tagged_fields 1700:- 1703:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1706:isr 1717:partition_epoch:i 1720:replicas 1731:adding_replicas 1742:removing_replicas 1753:is_new:?/leader_recovery_state:b 1757:tagged_fields 1795:- 1797:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1799:isr 1806:partition_epoch:i 1808:replicas 1815:adding_replicas 1822:removing_replicas 1829:is_new:?/leader_recovery_state:b 1831:tagged_fields 1841:- 1844:topic_name 1856:topic_id:16s 1860:partition_states[] 1875:tagged_fields 1913:- 1915:topic_name 1926:topic_id:16s 1928:partition_states[] 1939:tagged_fields 1949:- 1952:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1955:topic_states[] 1970:live_leaders[] 1987:tagged_fields 2025:- 2027:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 2029:topic_states[] 2040:live_leaders[] 2051:is_kraft_controller 2054:ungrouped_partition_states 2057:tagged_fields 2067:- 2070:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q/type:b 2073:topic_states[] 2088:live_leaders[] 2104:tagged_fields 2142:- 2144:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q/type:b 2146:topic_states[] 2157:live_leaders[] 2168:ungrouped_partition_states 2171:tagged_fields"
+    "202:- 206:topic_name 214:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 217:isr 224:partition_epoch:i 227:replicas 244:- 246:topic_name 257:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 259:isr 266:partition_epoch:i 268:replicas 275:leader_recovery_state 278:unknown_tags 285:- 289:broker_id:i 292:host_name 300:port:i 309:- 311:broker_id:i 313:host_name 324:port:i 326:unknown_tags 333:- 337:controller_id:i/controller_epoch:i 340:ungrouped_partition_states[] 351:live_leaders[] 372:- 374:controller_id:i/controller_epoch:i 376:ungrouped_partition_states[] 387:live_leaders[] 398:is_kraft_controller 401:type 404:topic_states 407:unknown_tags 414:- 418:topic_name 426:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 429:isr 436:partition_epoch:i 439:replicas 446:is_new:? 458:- 460:topic_name 471:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 473:isr 480:partition_epoch:i 482:replicas 489:is_new:? 491:leader_recovery_state 494:unknown_tags 501:- 505:controller_id:i/controller_epoch:i 508:ungrouped_partition_states[] 519:live_leaders[] 540:- 542:controller_id:i/controller_epoch:i 544:ungrouped_partition_states[] 555:live_leaders[] 566:is_kraft_controller 569:type 572:topic_states 575:unknown_tags 582:- 586:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 589:isr 596:partition_epoch:i 599:replicas 606:is_new:? 619:- 621:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 623:isr 630:partition_epoch:i 632:replicas 639:is_new:? 641:leader_recovery_state 644:unknown_tags 651:- 655:topic_name 663:partition_states[] 681:- 683:topic_name 694:partition_states[] 705:unknown_tags 712:- 716:controller_id:i/controller_epoch:i/broker_epoch:q 719:topic_states[] 730:live_leaders[] 750:- 752:controller_id:i/controller_epoch:i/broker_epoch:q 754:topic_states[] 765:live_leaders[] 776:is_kraft_controller 779:type 782:ungrouped_partition_states 785:unknown_tags 792:- 796:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 799:isr 806:partition_epoch:i 809:replicas 816:adding_replicas 823:removing_replicas 830:is_new:? 841:- 843:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 845:isr 852:partition_epoch:i 854:replicas 861:adding_replicas 868:removing_replicas 875:is_new:? 877:leader_recovery_state 880:unknown_tags 887:- 891:topic_name 899:partition_states[] 917:- 919:topic_name 930:partition_states[] 941:unknown_tags 948:- 952:controller_id:i/controller_epoch:i/broker_epoch:q 955:topic_states[] 966:live_leaders[] 986:- 988:controller_id:i/controller_epoch:i/broker_epoch:q 990:topic_states[] 1001:live_leaders[] 1012:is_kraft_controller 1015:type 1018:ungrouped_partition_states 1021:unknown_tags 1028:- 1032:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1035:isr 1052:partition_epoch:i 1055:replicas 1072:adding_replicas 1089:removing_replicas 1106:is_new:? 1111:tagged_fields 1149:- 1151:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1153:isr 1168:partition_epoch:i 1170:replicas 1185:adding_replicas 1200:removing_replicas 1215:is_new:? 1217:leader_recovery_state 1220:tagged_fields 1230:- 1234:topic_name 1252:partition_states[] 1274:tagged_fields 1312:- 1314:topic_name 1333:partition_states[] 1352:tagged_fields 1362:- 1366:broker_id:i 1369:host_name 1387:port:i 1390:tagged_fields 1428:- 1430:broker_id:i 1432:host_name 1451:port:i 1453:tagged_fields 1463:- 1467:controller_id:i/controller_epoch:i/broker_epoch:q 1470:topic_states[] 1491:live_leaders[] 1515:tagged_fields 1553:- 1555:controller_id:i/controller_epoch:i/broker_epoch:q 1557:topic_states[] 1576:live_leaders[] 1595:is_kraft_controller 1598:type 1601:ungrouped_partition_states 1604:tagged_fields 1614:- 1618:topic_name 1636:topic_id:16s 1640:partition_states[] 1661:tagged_fields 1699:- 1701:topic_name 1720:topic_id:16s 1722:partition_states[] 1741:tagged_fields 1751:- 1755:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1758:topic_states[] 1779:live_leaders[] 1802:tagged_fields 1840:- 1842:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1844:topic_states[] 1863:live_leaders[] 1882:is_kraft_controller 1885:ungrouped_partition_states 1888:tagged_fields 1898:- 1902:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1905:isr 1922:partition_epoch:i 1925:replicas 1942:adding_replicas 1959:removing_replicas 1976:is_new:?/leader_recovery_state:b 1980:tagged_fields 2018:- 2020:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 2022:isr 2037:partition_epoch:i 2039:replicas 2054:adding_replicas 2069:removing_replicas 2084:is_new:?/leader_recovery_state:b 2086:tagged_fields 2096:- 2100:topic_name 2118:topic_id:16s 2122:partition_states[] 2143:tagged_fields 2181:- 2183:topic_name 2202:topic_id:16s 2204:partition_states[] 2223:tagged_fields 2233:- 2237:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 2240:topic_states[] 2261:live_leaders[] 2284:tagged_fields 2322:- 2324:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 2326:topic_states[] 2345:live_leaders[] 2364:is_kraft_controller 2367:ungrouped_partition_states 2370:tagged_fields 2380:- 2384:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q/type:b 2387:topic_states[] 2408:live_leaders[] 2430:tagged_fields 2468:- 2470:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q/type:b 2472:topic_states[] 2491:live_leaders[] 2510:ungrouped_partition_states 2513:tagged_fields"
 )

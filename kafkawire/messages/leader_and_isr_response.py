@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s = _Format(">16s").unpack_from
 _W_16s = _Format(">16s").pack
 _R_h = _Format(">h").unpack_from
@@ -115,12 +114,13 @@ LeaderAndIsrResponse.LeaderAndIsrTopicError = LeaderAndIsrTopicError
 def _read_LeaderAndIsrPartitionError_v0(buf, pos, view):
     try:
         self = _new(LeaderAndIsrPartitionError)
+        blen = len(buf)
         # field: topic_name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_index:i error_code:h
@@ -157,14 +157,15 @@ def _write_LeaderAndIsrPartitionError_v0(self, w):
 def _read_LeaderAndIsrResponse_v0(buf, pos, view):
     try:
         self = _new(LeaderAndIsrResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: partition_errors[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_partition_errors in range(n):
@@ -206,16 +207,23 @@ def _write_LeaderAndIsrResponse_v0(self, w):
 def _read_LeaderAndIsrPartitionError_v4(buf, pos, view):
     try:
         self = _new(LeaderAndIsrPartitionError)
+        blen = len(buf)
         # field: topic_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_index:i error_code:h
@@ -231,8 +239,8 @@ def _read_LeaderAndIsrPartitionError_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -247,8 +255,8 @@ def _read_LeaderAndIsrPartitionError_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -270,7 +278,15 @@ def _write_LeaderAndIsrPartitionError_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
@@ -287,6 +303,7 @@ def _write_LeaderAndIsrPartitionError_v4(self, w):
 def _read_LeaderAndIsrResponse_v4(buf, pos, view):
     try:
         self = _new(LeaderAndIsrResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -294,11 +311,17 @@ def _read_LeaderAndIsrResponse_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_partition_errors in range(n):
@@ -316,8 +339,8 @@ def _read_LeaderAndIsrResponse_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -332,8 +355,8 @@ def _read_LeaderAndIsrResponse_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -353,7 +376,15 @@ def _write_LeaderAndIsrResponse_v4(self, w):
         if value is None:
             raise null_not_allowed("partition_errors")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partition_errors, item in enumerate(value):
                 value = item
                 if value is None:
@@ -375,6 +406,7 @@ def _write_LeaderAndIsrResponse_v4(self, w):
 def _read_LeaderAndIsrPartitionError_v5(buf, pos, view):
     try:
         self = _new(LeaderAndIsrPartitionError)
+        blen = len(buf)
         # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -389,8 +421,8 @@ def _read_LeaderAndIsrPartitionError_v5(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -405,8 +437,8 @@ def _read_LeaderAndIsrPartitionError_v5(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -434,6 +466,7 @@ def _write_LeaderAndIsrPartitionError_v5(self, w):
 def _read_LeaderAndIsrTopicError_v5(buf, pos, view):
     try:
         self = _new(LeaderAndIsrTopicError)
+        blen = len(buf)
         # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
@@ -442,11 +475,17 @@ def _read_LeaderAndIsrTopicError_v5(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_partition_errors in range(n):
@@ -463,8 +502,8 @@ def _read_LeaderAndIsrTopicError_v5(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -479,8 +518,8 @@ def _read_LeaderAndIsrTopicError_v5(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -500,7 +539,15 @@ def _write_LeaderAndIsrTopicError_v5(self, w):
         if value is None:
             raise null_not_allowed("partition_errors")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partition_errors, item in enumerate(value):
                 value = item
                 if value is None:
@@ -519,6 +566,7 @@ def _write_LeaderAndIsrTopicError_v5(self, w):
 def _read_LeaderAndIsrResponse_v5(buf, pos, view):
     try:
         self = _new(LeaderAndIsrResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -526,11 +574,17 @@ def _read_LeaderAndIsrResponse_v5(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -548,8 +602,8 @@ def _read_LeaderAndIsrResponse_v5(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -564,8 +618,8 @@ def _read_LeaderAndIsrResponse_v5(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -585,7 +639,15 @@ def _write_LeaderAndIsrResponse_v5(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -625,5 +687,5 @@ LeaderAndIsrResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "115:- 118:topic_name 126:partition_index:i/error_code:h 135:- 137:topic_name 148:partition_index:i/error_code:h 150:unknown_tags 157:- 160:error_code:h 163:partition_errors[] 181:- 183:error_code:h 185:partition_errors[] 196:topics 199:unknown_tags 206:- 209:topic_name 221:partition_index:i/error_code:h 224:tagged_fields 262:- 264:topic_name 275:partition_index:i/error_code:h 277:tagged_fields 287:- 290:error_code:h 293:partition_errors[] 309:tagged_fields 347:- 349:error_code:h 351:partition_errors[] 362:topics 365:tagged_fields 375:- 378:partition_index:i/error_code:h 382:tagged_fields 420:- 422:partition_index:i/error_code:h 424:tagged_fields 434:- 437:topic_id:16s 441:partition_errors[] 456:tagged_fields 494:- 496:topic_id:16s 498:partition_errors[] 509:tagged_fields 519:- 522:error_code:h 525:topics[] 541:tagged_fields 579:- 581:error_code:h 583:topics[] 594:partition_errors 597:tagged_fields"
+    "114:- 118:topic_name 126:partition_index:i/error_code:h 135:- 137:topic_name 148:partition_index:i/error_code:h 150:unknown_tags 157:- 161:error_code:h 164:partition_errors[] 182:- 184:error_code:h 186:partition_errors[] 197:topics 200:unknown_tags 207:- 211:topic_name 229:partition_index:i/error_code:h 232:tagged_fields 270:- 272:topic_name 291:partition_index:i/error_code:h 293:tagged_fields 303:- 307:error_code:h 310:partition_errors[] 332:tagged_fields 370:- 372:error_code:h 374:partition_errors[] 393:topics 396:tagged_fields 406:- 410:partition_index:i/error_code:h 414:tagged_fields 452:- 454:partition_index:i/error_code:h 456:tagged_fields 466:- 470:topic_id:16s 474:partition_errors[] 495:tagged_fields 533:- 535:topic_id:16s 537:partition_errors[] 556:tagged_fields 566:- 570:error_code:h 573:topics[] 595:tagged_fields 633:- 635:error_code:h 637:topics[] 656:partition_errors 659:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_hi = _Format(">hi").unpack_from
@@ -89,6 +88,7 @@ LeaderChangeMessage.Voter = Voter
 def _read_Voter_v0(buf, pos, view):
     try:
         self = _new(Voter)
+        blen = len(buf)
         # field: voter_id:i
         (self.voter_id,) = _R_i(buf, pos)
         pos += 4
@@ -103,8 +103,8 @@ def _read_Voter_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -119,8 +119,8 @@ def _read_Voter_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -151,6 +151,7 @@ def _write_Voter_v0(self, w):
 def _read_LeaderChangeMessage_v0(buf, pos, view):
     try:
         self = _new(LeaderChangeMessage)
+        blen = len(buf)
         # field: version:h leader_id:i
         (self.version, self.leader_id,) = _R_hi(buf, pos)
         pos += 6
@@ -158,11 +159,17 @@ def _read_LeaderChangeMessage_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 5 > len(buf) - pos:
-            raise bad_count(n, 5, pos, len(buf))
+        if n < 0 or n * 5 > blen - pos:
+            raise bad_count(n, 5, pos, blen)
         items = []
         append = items.append
         for i_voters in range(n):
@@ -173,11 +180,17 @@ def _read_LeaderChangeMessage_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 5 > len(buf) - pos:
-            raise bad_count(n, 5, pos, len(buf))
+        if n < 0 or n * 5 > blen - pos:
+            raise bad_count(n, 5, pos, blen)
         items = []
         append = items.append
         for i_granting_voters in range(n):
@@ -194,8 +207,8 @@ def _read_LeaderChangeMessage_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -210,8 +223,8 @@ def _read_LeaderChangeMessage_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -231,7 +244,15 @@ def _write_LeaderChangeMessage_v0(self, w):
         if value is None:
             raise null_not_allowed("voters")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_voters, item in enumerate(value):
                 value = item
                 if value is None:
@@ -242,7 +263,15 @@ def _write_LeaderChangeMessage_v0(self, w):
         if value is None:
             raise null_not_allowed("granting_voters")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_granting_voters, item in enumerate(value):
                 value = item
                 if value is None:
@@ -261,6 +290,7 @@ def _write_LeaderChangeMessage_v0(self, w):
 def _read_Voter_v1(buf, pos, view):
     try:
         self = _new(Voter)
+        blen = len(buf)
         # field: voter_id:i voter_directory_id:16s
         (self.voter_id, u_voter_directory_id,) = _R_i16s(buf, pos)
         self.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
@@ -275,8 +305,8 @@ def _read_Voter_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -291,8 +321,8 @@ def _read_Voter_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -320,6 +350,7 @@ def _write_Voter_v1(self, w):
 def _read_LeaderChangeMessage_v1(buf, pos, view):
     try:
         self = _new(LeaderChangeMessage)
+        blen = len(buf)
         # field: version:h leader_id:i
         (self.version, self.leader_id,) = _R_hi(buf, pos)
         pos += 6
@@ -327,11 +358,17 @@ def _read_LeaderChangeMessage_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 21 > len(buf) - pos:
-            raise bad_count(n, 21, pos, len(buf))
+        if n < 0 or n * 21 > blen - pos:
+            raise bad_count(n, 21, pos, blen)
         items = []
         append = items.append
         for i_voters in range(n):
@@ -342,11 +379,17 @@ def _read_LeaderChangeMessage_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 21 > len(buf) - pos:
-            raise bad_count(n, 21, pos, len(buf))
+        if n < 0 or n * 21 > blen - pos:
+            raise bad_count(n, 21, pos, blen)
         items = []
         append = items.append
         for i_granting_voters in range(n):
@@ -363,8 +406,8 @@ def _read_LeaderChangeMessage_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -379,8 +422,8 @@ def _read_LeaderChangeMessage_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -400,7 +443,15 @@ def _write_LeaderChangeMessage_v1(self, w):
         if value is None:
             raise null_not_allowed("voters")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_voters, item in enumerate(value):
                 value = item
                 if value is None:
@@ -411,7 +462,15 @@ def _write_LeaderChangeMessage_v1(self, w):
         if value is None:
             raise null_not_allowed("granting_voters")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_granting_voters, item in enumerate(value):
                 value = item
                 if value is None:
@@ -436,5 +495,5 @@ LeaderChangeMessage._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "89:- 92:voter_id:i 96:tagged_fields 134:- 136:voter_id:i 138:voter_directory_id 141:tagged_fields 151:- 154:version:h/leader_id:i 157:voters[] 172:granting_voters[] 187:tagged_fields 225:- 227:version:h/leader_id:i 229:voters[] 240:granting_voters[] 251:tagged_fields 261:- 264:voter_id:i/voter_directory_id:16s 268:tagged_fields 306:- 308:voter_id:i/voter_directory_id:16s 310:tagged_fields 320:- 323:version:h/leader_id:i 326:voters[] 341:granting_voters[] 356:tagged_fields 394:- 396:version:h/leader_id:i 398:voters[] 409:granting_voters[] 420:tagged_fields"
+    "88:- 92:voter_id:i 96:tagged_fields 134:- 136:voter_id:i 138:voter_directory_id 141:tagged_fields 151:- 155:version:h/leader_id:i 158:voters[] 179:granting_voters[] 200:tagged_fields 238:- 240:version:h/leader_id:i 242:voters[] 261:granting_voters[] 280:tagged_fields 290:- 294:voter_id:i/voter_directory_id:16s 298:tagged_fields 336:- 338:voter_id:i/voter_directory_id:16s 340:tagged_fields 350:- 354:version:h/leader_id:i 357:voters[] 378:granting_voters[] 399:tagged_fields 437:- 439:version:h/leader_id:i 441:voters[] 460:granting_voters[] 479:tagged_fields"
 )

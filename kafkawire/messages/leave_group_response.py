@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -142,12 +141,13 @@ def _write_LeaveGroupResponse_v1(self, w):
 def _read_MemberResponse_v3(buf, pos, view):
     try:
         self = _new(MemberResponse)
+        blen = len(buf)
         # field: member_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: group_instance_id
@@ -157,8 +157,8 @@ def _read_MemberResponse_v3(buf, pos, view):
             self.group_instance_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.group_instance_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: error_code:h
@@ -206,14 +206,15 @@ def _write_MemberResponse_v3(self, w):
 def _read_LeaveGroupResponse_v3(buf, pos, view):
     try:
         self = _new(LeaveGroupResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: members[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_members in range(n):
@@ -251,22 +252,35 @@ def _write_LeaveGroupResponse_v3(self, w):
 def _read_MemberResponse_v4(buf, pos, view):
     try:
         self = _new(MemberResponse)
+        blen = len(buf)
         # field: member_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: group_instance_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -274,8 +288,8 @@ def _read_MemberResponse_v4(buf, pos, view):
             self.group_instance_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.group_instance_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: error_code:h
@@ -291,8 +305,8 @@ def _read_MemberResponse_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -307,8 +321,8 @@ def _read_MemberResponse_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -330,7 +344,15 @@ def _write_MemberResponse_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: group_instance_id
         value = self.group_instance_id
@@ -341,7 +363,15 @@ def _write_MemberResponse_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: error_code:h
         w(_W_h(self.error_code))
@@ -358,6 +388,7 @@ def _write_MemberResponse_v4(self, w):
 def _read_LeaveGroupResponse_v4(buf, pos, view):
     try:
         self = _new(LeaveGroupResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -365,11 +396,17 @@ def _read_LeaveGroupResponse_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 5 > len(buf) - pos:
-            raise bad_count(n, 5, pos, len(buf))
+        if n < 0 or n * 5 > blen - pos:
+            raise bad_count(n, 5, pos, blen)
         items = []
         append = items.append
         for i_members in range(n):
@@ -386,8 +423,8 @@ def _read_LeaveGroupResponse_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -402,8 +439,8 @@ def _read_LeaveGroupResponse_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -423,7 +460,15 @@ def _write_LeaveGroupResponse_v4(self, w):
         if value is None:
             raise null_not_allowed("members")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_members, item in enumerate(value):
                 value = item
                 if value is None:
@@ -456,5 +501,5 @@ LeaveGroupResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "87:- 90:error_code:h 101:- 103:error_code:h 105:members 108:unknown_tags 115:- 118:throttle_time_ms:i/error_code:h 128:- 130:throttle_time_ms:i/error_code:h 132:members 135:unknown_tags 142:- 145:member_id 153:group_instance_id 164:error_code:h 173:- 175:member_id 186:group_instance_id 197:error_code:h 199:unknown_tags 206:- 209:throttle_time_ms:i/error_code:h 212:members[] 229:- 231:throttle_time_ms:i/error_code:h 233:members[] 244:unknown_tags 251:- 254:member_id 266:group_instance_id 281:error_code:h 284:tagged_fields 322:- 324:member_id 335:group_instance_id 346:error_code:h 348:tagged_fields 358:- 361:throttle_time_ms:i/error_code:h 364:members[] 379:tagged_fields 417:- 419:throttle_time_ms:i/error_code:h 421:members[] 432:tagged_fields"
+    "86:- 89:error_code:h 100:- 102:error_code:h 104:members 107:unknown_tags 114:- 117:throttle_time_ms:i/error_code:h 127:- 129:throttle_time_ms:i/error_code:h 131:members 134:unknown_tags 141:- 145:member_id 153:group_instance_id 164:error_code:h 173:- 175:member_id 186:group_instance_id 197:error_code:h 199:unknown_tags 206:- 210:throttle_time_ms:i/error_code:h 213:members[] 230:- 232:throttle_time_ms:i/error_code:h 234:members[] 245:unknown_tags 252:- 256:member_id 274:group_instance_id 295:error_code:h 298:tagged_fields 336:- 338:member_id 357:group_instance_id 376:error_code:h 378:tagged_fields 388:- 392:throttle_time_ms:i/error_code:h 395:members[] 416:tagged_fields 454:- 456:throttle_time_ms:i/error_code:h 458:members[] 477:tagged_fields"
 )

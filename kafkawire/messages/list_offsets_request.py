@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -149,19 +148,20 @@ def _write_ListOffsetsPartition_v0(self, w):
 def _read_ListOffsetsTopic_v0(buf, pos, view):
     try:
         self = _new(ListOffsetsTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 16 > len(buf) - pos:
-            raise bad_count(n, 16, pos, len(buf))
+        if n < 0 or n * 16 > blen - pos:
+            raise bad_count(n, 16, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -208,14 +208,15 @@ def _write_ListOffsetsTopic_v0(self, w):
 def _read_ListOffsetsRequest_v0(buf, pos, view):
     try:
         self = _new(ListOffsetsRequest)
+        blen = len(buf)
         # field: replica_id:i
         (self.replica_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -286,19 +287,20 @@ def _write_ListOffsetsPartition_v1(self, w):
 def _read_ListOffsetsTopic_v1(buf, pos, view):
     try:
         self = _new(ListOffsetsTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 12 > len(buf) - pos:
-            raise bad_count(n, 12, pos, len(buf))
+        if n < 0 or n * 12 > blen - pos:
+            raise bad_count(n, 12, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -345,14 +347,15 @@ def _write_ListOffsetsTopic_v1(self, w):
 def _read_ListOffsetsRequest_v1(buf, pos, view):
     try:
         self = _new(ListOffsetsRequest)
+        blen = len(buf)
         # field: replica_id:i
         (self.replica_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -395,14 +398,15 @@ def _write_ListOffsetsRequest_v1(self, w):
 def _read_ListOffsetsRequest_v2(buf, pos, view):
     try:
         self = _new(ListOffsetsRequest)
+        blen = len(buf)
         # field: replica_id:i isolation_level:b
         (self.replica_id, self.isolation_level,) = _R_ib(buf, pos)
         pos += 5
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -468,19 +472,20 @@ def _write_ListOffsetsPartition_v4(self, w):
 def _read_ListOffsetsTopic_v4(buf, pos, view):
     try:
         self = _new(ListOffsetsTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 16 > len(buf) - pos:
-            raise bad_count(n, 16, pos, len(buf))
+        if n < 0 or n * 16 > blen - pos:
+            raise bad_count(n, 16, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -527,14 +532,15 @@ def _write_ListOffsetsTopic_v4(self, w):
 def _read_ListOffsetsRequest_v4(buf, pos, view):
     try:
         self = _new(ListOffsetsRequest)
+        blen = len(buf)
         # field: replica_id:i isolation_level:b
         (self.replica_id, self.isolation_level,) = _R_ib(buf, pos)
         pos += 5
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -573,6 +579,7 @@ def _write_ListOffsetsRequest_v4(self, w):
 def _read_ListOffsetsPartition_v6(buf, pos, view):
     try:
         self = _new(ListOffsetsPartition)
+        blen = len(buf)
         # field: partition_index:i current_leader_epoch:i timestamp:q
         (self.partition_index, self.current_leader_epoch, self.timestamp,) = _R_iiq(buf, pos)
         pos += 16
@@ -587,8 +594,8 @@ def _read_ListOffsetsPartition_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -603,8 +610,8 @@ def _read_ListOffsetsPartition_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -635,27 +642,40 @@ def _write_ListOffsetsPartition_v6(self, w):
 def _read_ListOffsetsTopic_v6(buf, pos, view):
     try:
         self = _new(ListOffsetsTopic)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 17 > len(buf) - pos:
-            raise bad_count(n, 17, pos, len(buf))
+        if n < 0 or n * 17 > blen - pos:
+            raise bad_count(n, 17, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -672,8 +692,8 @@ def _read_ListOffsetsTopic_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -688,8 +708,8 @@ def _read_ListOffsetsTopic_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -711,14 +731,30 @@ def _write_ListOffsetsTopic_v6(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -737,6 +773,7 @@ def _write_ListOffsetsTopic_v6(self, w):
 def _read_ListOffsetsRequest_v6(buf, pos, view):
     try:
         self = _new(ListOffsetsRequest)
+        blen = len(buf)
         # field: replica_id:i isolation_level:b
         (self.replica_id, self.isolation_level,) = _R_ib(buf, pos)
         pos += 5
@@ -744,11 +781,17 @@ def _read_ListOffsetsRequest_v6(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -766,8 +809,8 @@ def _read_ListOffsetsRequest_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -782,8 +825,8 @@ def _read_ListOffsetsRequest_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -803,7 +846,15 @@ def _write_ListOffsetsRequest_v6(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -822,6 +873,7 @@ def _write_ListOffsetsRequest_v6(self, w):
 def _read_ListOffsetsRequest_v10(buf, pos, view):
     try:
         self = _new(ListOffsetsRequest)
+        blen = len(buf)
         # field: replica_id:i isolation_level:b
         (self.replica_id, self.isolation_level,) = _R_ib(buf, pos)
         pos += 5
@@ -829,11 +881,17 @@ def _read_ListOffsetsRequest_v10(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -853,8 +911,8 @@ def _read_ListOffsetsRequest_v10(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -869,8 +927,8 @@ def _read_ListOffsetsRequest_v10(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -890,7 +948,15 @@ def _write_ListOffsetsRequest_v10(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -935,5 +1001,5 @@ ListOffsetsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "125:- 128:partition_index:i/timestamp:q/max_num_offsets:i 138:- 140:partition_index:i/timestamp:q/max_num_offsets:i 142:unknown_tags 149:- 152:name 160:partitions[] 177:- 179:name 190:partitions[] 201:unknown_tags 208:- 211:replica_id:i 214:topics[] 233:- 235:replica_id:i 237:topics[] 248:isolation_level 251:unknown_tags 258:- 261:partition_index:i/timestamp:q 272:- 274:partition_index:i/timestamp:q 276:max_num_offsets 279:unknown_tags 286:- 289:name 297:partitions[] 314:- 316:name 327:partitions[] 338:unknown_tags 345:- 348:replica_id:i 351:topics[] 370:- 372:replica_id:i 374:topics[] 385:isolation_level 388:unknown_tags 395:- 398:replica_id:i/isolation_level:b 401:topics[] 419:- 421:replica_id:i/isolation_level:b 423:topics[] 434:unknown_tags 441:- 444:partition_index:i/current_leader_epoch:i/timestamp:q 454:- 456:partition_index:i/current_leader_epoch:i/timestamp:q 458:max_num_offsets 461:unknown_tags 468:- 471:name 479:partitions[] 496:- 498:name 509:partitions[] 520:unknown_tags 527:- 530:replica_id:i/isolation_level:b 533:topics[] 551:- 553:replica_id:i/isolation_level:b 555:topics[] 566:unknown_tags 573:- 576:partition_index:i/current_leader_epoch:i/timestamp:q 580:tagged_fields 618:- 620:partition_index:i/current_leader_epoch:i/timestamp:q 622:max_num_offsets 625:tagged_fields 635:- 638:name 650:partitions[] 665:tagged_fields 703:- 705:name 716:partitions[] 727:tagged_fields 737:- 740:replica_id:i/isolation_level:b 743:topics[] 759:tagged_fields 797:- 799:replica_id:i/isolation_level:b 801:topics[] 812:tagged_fields 822:- 825:replica_id:i/isolation_level:b 828:topics[] 843:timeout_ms:i 846:tagged_fields 884:- 886:replica_id:i/isolation_level:b 888:topics[] 899:timeout_ms:i 901:tagged_fields"
+    "124:- 127:partition_index:i/timestamp:q/max_num_offsets:i 137:- 139:partition_index:i/timestamp:q/max_num_offsets:i 141:unknown_tags 148:- 152:name 160:partitions[] 177:- 179:name 190:partitions[] 201:unknown_tags 208:- 212:replica_id:i 215:topics[] 234:- 236:replica_id:i 238:topics[] 249:isolation_level 252:unknown_tags 259:- 262:partition_index:i/timestamp:q 273:- 275:partition_index:i/timestamp:q 277:max_num_offsets 280:unknown_tags 287:- 291:name 299:partitions[] 316:- 318:name 329:partitions[] 340:unknown_tags 347:- 351:replica_id:i 354:topics[] 373:- 375:replica_id:i 377:topics[] 388:isolation_level 391:unknown_tags 398:- 402:replica_id:i/isolation_level:b 405:topics[] 423:- 425:replica_id:i/isolation_level:b 427:topics[] 438:unknown_tags 445:- 448:partition_index:i/current_leader_epoch:i/timestamp:q 458:- 460:partition_index:i/current_leader_epoch:i/timestamp:q 462:max_num_offsets 465:unknown_tags 472:- 476:name 484:partitions[] 501:- 503:name 514:partitions[] 525:unknown_tags 532:- 536:replica_id:i/isolation_level:b 539:topics[] 557:- 559:replica_id:i/isolation_level:b 561:topics[] 572:unknown_tags 579:- 583:partition_index:i/current_leader_epoch:i/timestamp:q 587:tagged_fields 625:- 627:partition_index:i/current_leader_epoch:i/timestamp:q 629:max_num_offsets 632:tagged_fields 642:- 646:name 664:partitions[] 685:tagged_fields 723:- 725:name 744:partitions[] 763:tagged_fields 773:- 777:replica_id:i/isolation_level:b 780:topics[] 802:tagged_fields 840:- 842:replica_id:i/isolation_level:b 844:topics[] 863:tagged_fields 873:- 877:replica_id:i/isolation_level:b 880:topics[] 901:timeout_ms:i 904:tagged_fields 942:- 944:replica_id:i/isolation_level:b 946:topics[] 965:timeout_ms:i 967:tagged_fields"
 )

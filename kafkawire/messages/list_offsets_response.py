@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -125,14 +124,15 @@ ListOffsetsResponse.ListOffsetsPartitionResponse = ListOffsetsPartitionResponse
 def _read_ListOffsetsPartitionResponse_v0(buf, pos, view):
     try:
         self = _new(ListOffsetsPartitionResponse)
+        blen = len(buf)
         # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: old_style_offsets
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 8, pos, blen)
         self.old_style_offsets = _ARRAY_q[n](buf, pos)
         pos += n * 8
         self.timestamp = -1
@@ -174,19 +174,20 @@ def _write_ListOffsetsPartitionResponse_v0(self, w):
 def _read_ListOffsetsTopicResponse_v0(buf, pos, view):
     try:
         self = _new(ListOffsetsTopicResponse)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -233,11 +234,12 @@ def _write_ListOffsetsTopicResponse_v0(self, w):
 def _read_ListOffsetsResponse_v0(buf, pos, view):
     try:
         self = _new(ListOffsetsResponse)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -305,19 +307,20 @@ def _write_ListOffsetsPartitionResponse_v1(self, w):
 def _read_ListOffsetsTopicResponse_v1(buf, pos, view):
     try:
         self = _new(ListOffsetsTopicResponse)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 22 > len(buf) - pos:
-            raise bad_count(n, 22, pos, len(buf))
+        if n < 0 or n * 22 > blen - pos:
+            raise bad_count(n, 22, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -364,11 +367,12 @@ def _write_ListOffsetsTopicResponse_v1(self, w):
 def _read_ListOffsetsResponse_v1(buf, pos, view):
     try:
         self = _new(ListOffsetsResponse)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -405,14 +409,15 @@ def _write_ListOffsetsResponse_v1(self, w):
 def _read_ListOffsetsResponse_v2(buf, pos, view):
     try:
         self = _new(ListOffsetsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -477,19 +482,20 @@ def _write_ListOffsetsPartitionResponse_v4(self, w):
 def _read_ListOffsetsTopicResponse_v4(buf, pos, view):
     try:
         self = _new(ListOffsetsTopicResponse)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 26 > len(buf) - pos:
-            raise bad_count(n, 26, pos, len(buf))
+        if n < 0 or n * 26 > blen - pos:
+            raise bad_count(n, 26, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -536,14 +542,15 @@ def _write_ListOffsetsTopicResponse_v4(self, w):
 def _read_ListOffsetsResponse_v4(buf, pos, view):
     try:
         self = _new(ListOffsetsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -581,6 +588,7 @@ def _write_ListOffsetsResponse_v4(self, w):
 def _read_ListOffsetsPartitionResponse_v6(buf, pos, view):
     try:
         self = _new(ListOffsetsPartitionResponse)
+        blen = len(buf)
         # field: partition_index:i error_code:h timestamp:q offset:q leader_epoch:i
         (self.partition_index, self.error_code, self.timestamp, self.offset, self.leader_epoch,) = _R_ihqqi(buf, pos)
         pos += 26
@@ -595,8 +603,8 @@ def _read_ListOffsetsPartitionResponse_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -611,8 +619,8 @@ def _read_ListOffsetsPartitionResponse_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -643,27 +651,40 @@ def _write_ListOffsetsPartitionResponse_v6(self, w):
 def _read_ListOffsetsTopicResponse_v6(buf, pos, view):
     try:
         self = _new(ListOffsetsTopicResponse)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 27 > len(buf) - pos:
-            raise bad_count(n, 27, pos, len(buf))
+        if n < 0 or n * 27 > blen - pos:
+            raise bad_count(n, 27, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -680,8 +701,8 @@ def _read_ListOffsetsTopicResponse_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -696,8 +717,8 @@ def _read_ListOffsetsTopicResponse_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -719,14 +740,30 @@ def _write_ListOffsetsTopicResponse_v6(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -745,6 +782,7 @@ def _write_ListOffsetsTopicResponse_v6(self, w):
 def _read_ListOffsetsResponse_v6(buf, pos, view):
     try:
         self = _new(ListOffsetsResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -752,11 +790,17 @@ def _read_ListOffsetsResponse_v6(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -773,8 +817,8 @@ def _read_ListOffsetsResponse_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -789,8 +833,8 @@ def _read_ListOffsetsResponse_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -810,7 +854,15 @@ def _write_ListOffsetsResponse_v6(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -853,5 +905,5 @@ ListOffsetsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "125:- 128:partition_index:i/error_code:h 131:old_style_offsets 147:- 149:partition_index:i/error_code:h 151:old_style_offsets 158:timestamp 161:offset 164:leader_epoch 167:unknown_tags 174:- 177:name 185:partitions[] 202:- 204:name 215:partitions[] 226:unknown_tags 233:- 236:topics[] 254:- 256:topics[] 267:unknown_tags 274:- 277:partition_index:i/error_code:h/timestamp:q/offset:q 288:- 290:partition_index:i/error_code:h/timestamp:q/offset:q 292:old_style_offsets 295:leader_epoch 298:unknown_tags 305:- 308:name 316:partitions[] 333:- 335:name 346:partitions[] 357:unknown_tags 364:- 367:topics[] 385:- 387:topics[] 398:unknown_tags 405:- 408:throttle_time_ms:i 411:topics[] 428:- 430:throttle_time_ms:i 432:topics[] 443:unknown_tags 450:- 453:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 463:- 465:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 467:old_style_offsets 470:unknown_tags 477:- 480:name 488:partitions[] 505:- 507:name 518:partitions[] 529:unknown_tags 536:- 539:throttle_time_ms:i 542:topics[] 559:- 561:throttle_time_ms:i 563:topics[] 574:unknown_tags 581:- 584:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 588:tagged_fields 626:- 628:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 630:old_style_offsets 633:tagged_fields 643:- 646:name 658:partitions[] 673:tagged_fields 711:- 713:name 724:partitions[] 735:tagged_fields 745:- 748:throttle_time_ms:i 751:topics[] 766:tagged_fields 804:- 806:throttle_time_ms:i 808:topics[] 819:tagged_fields"
+    "124:- 128:partition_index:i/error_code:h 131:old_style_offsets 147:- 149:partition_index:i/error_code:h 151:old_style_offsets 158:timestamp 161:offset 164:leader_epoch 167:unknown_tags 174:- 178:name 186:partitions[] 203:- 205:name 216:partitions[] 227:unknown_tags 234:- 238:topics[] 256:- 258:topics[] 269:unknown_tags 276:- 279:partition_index:i/error_code:h/timestamp:q/offset:q 290:- 292:partition_index:i/error_code:h/timestamp:q/offset:q 294:old_style_offsets 297:leader_epoch 300:unknown_tags 307:- 311:name 319:partitions[] 336:- 338:name 349:partitions[] 360:unknown_tags 367:- 371:topics[] 389:- 391:topics[] 402:unknown_tags 409:- 413:throttle_time_ms:i 416:topics[] 433:- 435:throttle_time_ms:i 437:topics[] 448:unknown_tags 455:- 458:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 468:- 470:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 472:old_style_offsets 475:unknown_tags 482:- 486:name 494:partitions[] 511:- 513:name 524:partitions[] 535:unknown_tags 542:- 546:throttle_time_ms:i 549:topics[] 566:- 568:throttle_time_ms:i 570:topics[] 581:unknown_tags 588:- 592:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 596:tagged_fields 634:- 636:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 638:old_style_offsets 641:tagged_fields 651:- 655:name 673:partitions[] 694:tagged_fields 732:- 734:name 753:partitions[] 772:tagged_fields 782:- 786:throttle_time_ms:i 789:topics[] 810:tagged_fields 848:- 850:throttle_time_ms:i 852:topics[] 871:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -81,27 +80,40 @@ ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics = ListPartiti
 def _read_ListPartitionReassignmentsTopics_v0(buf, pos, view):
     try:
         self = _new(ListPartitionReassignmentsTopics)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_indexes
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partition_indexes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: tagged_fields
@@ -114,8 +126,8 @@ def _read_ListPartitionReassignmentsTopics_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -130,8 +142,8 @@ def _read_ListPartitionReassignmentsTopics_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -153,14 +165,30 @@ def _write_ListPartitionReassignmentsTopics_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partition_indexes
         value = self.partition_indexes
         if value is None:
             raise null_not_allowed("partition_indexes")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -175,6 +203,7 @@ def _write_ListPartitionReassignmentsTopics_v0(self, w):
 def _read_ListPartitionReassignmentsRequest_v0(buf, pos, view):
     try:
         self = _new(ListPartitionReassignmentsRequest)
+        blen = len(buf)
         # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
@@ -182,14 +211,20 @@ def _read_ListPartitionReassignmentsRequest_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.topics = None
         else:
-            if n < 0 or n * 3 > len(buf) - pos:
-                raise bad_count(n, 3, pos, len(buf))
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
             items = []
             append = items.append
             for i_topics in range(n):
@@ -206,8 +241,8 @@ def _read_ListPartitionReassignmentsRequest_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -222,8 +257,8 @@ def _read_ListPartitionReassignmentsRequest_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -243,7 +278,15 @@ def _write_ListPartitionReassignmentsRequest_v0(self, w):
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -266,5 +309,5 @@ ListPartitionReassignmentsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "81:- 84:name 96:partition_indexes 107:tagged_fields 145:- 147:name 158:partition_indexes 165:tagged_fields 175:- 178:timeout_ms:i 181:topics[] 199:tagged_fields 237:- 239:timeout_ms:i 241:topics[] 252:tagged_fields"
+    "80:- 84:name 102:partition_indexes 119:tagged_fields 157:- 159:name 178:partition_indexes 193:tagged_fields 203:- 207:timeout_ms:i 210:topics[] 234:tagged_fields 272:- 274:timeout_ms:i 276:topics[] 295:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s = _Format(">16s").unpack_from
 _W_16s = _Format(">16s").pack
 _R__ = _Format(">?").unpack_from
@@ -93,12 +92,13 @@ MetadataRequest.MetadataRequestTopic = MetadataRequestTopic
 def _read_MetadataRequestTopic_v0(buf, pos, view):
     try:
         self = _new(MetadataRequestTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         self.topic_id = ZERO_UUID
@@ -131,11 +131,12 @@ def _write_MetadataRequestTopic_v0(self, w):
 def _read_MetadataRequest_v0(buf, pos, view):
     try:
         self = _new(MetadataRequest)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 2 > len(buf) - pos:
-            raise bad_count(n, 2, pos, len(buf))
+        if n < 0 or n * 2 > blen - pos:
+            raise bad_count(n, 2, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -183,14 +184,15 @@ def _write_MetadataRequest_v0(self, w):
 def _read_MetadataRequest_v1(buf, pos, view):
     try:
         self = _new(MetadataRequest)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n == -1:
             self.topics = None
         else:
-            if n < 0 or n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n < 0 or n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             items = []
             append = items.append
             for i_topics in range(n):
@@ -238,14 +240,15 @@ def _write_MetadataRequest_v1(self, w):
 def _read_MetadataRequest_v4(buf, pos, view):
     try:
         self = _new(MetadataRequest)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n == -1:
             self.topics = None
         else:
-            if n < 0 or n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n < 0 or n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             items = []
             append = items.append
             for i_topics in range(n):
@@ -294,14 +297,15 @@ def _write_MetadataRequest_v4(self, w):
 def _read_MetadataRequest_v8(buf, pos, view):
     try:
         self = _new(MetadataRequest)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n == -1:
             self.topics = None
         else:
-            if n < 0 or n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n < 0 or n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             items = []
             append = items.append
             for i_topics in range(n):
@@ -342,16 +346,23 @@ def _write_MetadataRequest_v8(self, w):
 def _read_MetadataRequestTopic_v9(buf, pos, view):
     try:
         self = _new(MetadataRequestTopic)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         self.topic_id = ZERO_UUID
@@ -365,8 +376,8 @@ def _read_MetadataRequestTopic_v9(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -381,8 +392,8 @@ def _read_MetadataRequestTopic_v9(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -404,7 +415,15 @@ def _write_MetadataRequestTopic_v9(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -419,18 +438,25 @@ def _write_MetadataRequestTopic_v9(self, w):
 def _read_MetadataRequest_v9(buf, pos, view):
     try:
         self = _new(MetadataRequest)
+        blen = len(buf)
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.topics = None
         else:
-            if n < 0 or n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n < 0 or n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             items = []
             append = items.append
             for i_topics in range(n):
@@ -450,8 +476,8 @@ def _read_MetadataRequest_v9(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -466,8 +492,8 @@ def _read_MetadataRequest_v9(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -485,7 +511,15 @@ def _write_MetadataRequest_v9(self, w):
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -506,6 +540,7 @@ def _write_MetadataRequest_v9(self, w):
 def _read_MetadataRequestTopic_v10(buf, pos, view):
     try:
         self = _new(MetadataRequestTopic)
+        blen = len(buf)
         # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
@@ -514,6 +549,12 @@ def _read_MetadataRequestTopic_v10(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -521,8 +562,8 @@ def _read_MetadataRequestTopic_v10(buf, pos, view):
             self.name = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.name = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -535,8 +576,8 @@ def _read_MetadataRequestTopic_v10(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -551,8 +592,8 @@ def _read_MetadataRequestTopic_v10(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -576,7 +617,15 @@ def _write_MetadataRequestTopic_v10(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -591,18 +640,25 @@ def _write_MetadataRequestTopic_v10(self, w):
 def _read_MetadataRequest_v10(buf, pos, view):
     try:
         self = _new(MetadataRequest)
+        blen = len(buf)
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.topics = None
         else:
-            if n < 0 or n * 18 > len(buf) - pos:
-                raise bad_count(n, 18, pos, len(buf))
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
             items = []
             append = items.append
             for i_topics in range(n):
@@ -622,8 +678,8 @@ def _read_MetadataRequest_v10(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -638,8 +694,8 @@ def _read_MetadataRequest_v10(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -657,7 +713,15 @@ def _write_MetadataRequest_v10(self, w):
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -678,18 +742,25 @@ def _write_MetadataRequest_v10(self, w):
 def _read_MetadataRequest_v11(buf, pos, view):
     try:
         self = _new(MetadataRequest)
+        blen = len(buf)
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.topics = None
         else:
-            if n < 0 or n * 18 > len(buf) - pos:
-                raise bad_count(n, 18, pos, len(buf))
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
             items = []
             append = items.append
             for i_topics in range(n):
@@ -710,8 +781,8 @@ def _read_MetadataRequest_v11(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -726,8 +797,8 @@ def _read_MetadataRequest_v11(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -745,7 +816,15 @@ def _write_MetadataRequest_v11(self, w):
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -797,5 +876,5 @@ MetadataRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "93:- 96:name 111:- 113:name 124:unknown_tags 131:- 134:topics[] 154:- 156:topics[] 167:allow_auto_topic_creation 170:include_cluster_authorized_operations 173:include_topic_authorized_operations 176:unknown_tags 183:- 186:topics[] 209:- 211:topics[] 222:allow_auto_topic_creation 225:include_cluster_authorized_operations 228:include_topic_authorized_operations 231:unknown_tags 238:- 241:topics[] 255:allow_auto_topic_creation:? 266:- 268:topics[] 279:allow_auto_topic_creation:? 281:include_cluster_authorized_operations 284:include_topic_authorized_operations 287:unknown_tags 294:- 297:topics[] 311:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 320:- 322:topics[] 333:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 335:unknown_tags 342:- 345:name 358:tagged_fields 396:- 398:name 409:tagged_fields 419:- 422:topics[] 440:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 443:tagged_fields 481:- 483:topics[] 494:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 496:tagged_fields 506:- 509:topic_id:16s 513:name 528:tagged_fields 566:- 568:topic_id:16s 570:name 581:tagged_fields 591:- 594:topics[] 612:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 615:tagged_fields 653:- 655:topics[] 666:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 668:tagged_fields 678:- 681:topics[] 699:allow_auto_topic_creation:?/include_topic_authorized_operations:? 703:tagged_fields 741:- 743:topics[] 754:allow_auto_topic_creation:?/include_topic_authorized_operations:? 756:include_cluster_authorized_operations 759:tagged_fields"
+    "92:- 96:name 111:- 113:name 124:unknown_tags 131:- 135:topics[] 155:- 157:topics[] 168:allow_auto_topic_creation 171:include_cluster_authorized_operations 174:include_topic_authorized_operations 177:unknown_tags 184:- 188:topics[] 211:- 213:topics[] 224:allow_auto_topic_creation 227:include_cluster_authorized_operations 230:include_topic_authorized_operations 233:unknown_tags 240:- 244:topics[] 258:allow_auto_topic_creation:? 269:- 271:topics[] 282:allow_auto_topic_creation:? 284:include_cluster_authorized_operations 287:include_topic_authorized_operations 290:unknown_tags 297:- 301:topics[] 315:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 324:- 326:topics[] 337:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 339:unknown_tags 346:- 350:name 369:tagged_fields 407:- 409:name 428:tagged_fields 438:- 442:topics[] 466:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 469:tagged_fields 507:- 509:topics[] 528:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 530:tagged_fields 540:- 544:topic_id:16s 548:name 569:tagged_fields 607:- 609:topic_id:16s 611:name 630:tagged_fields 640:- 644:topics[] 668:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 671:tagged_fields 709:- 711:topics[] 730:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 732:tagged_fields 742:- 746:topics[] 770:allow_auto_topic_creation:?/include_topic_authorized_operations:? 774:tagged_fields 812:- 814:topics[] 833:allow_auto_topic_creation:?/include_topic_authorized_operations:? 835:include_cluster_authorized_operations 838:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s_ = _Format(">16s?").unpack_from
 _W_16s_ = _Format(">16s?").pack
 _R__ = _Format(">?").unpack_from
@@ -186,6 +185,7 @@ MetadataResponse.MetadataResponsePartition = MetadataResponsePartition
 def _read_MetadataResponseBroker_v0(buf, pos, view):
     try:
         self = _new(MetadataResponseBroker)
+        blen = len(buf)
         # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
@@ -193,8 +193,8 @@ def _read_MetadataResponseBroker_v0(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:i
@@ -234,21 +234,22 @@ def _write_MetadataResponseBroker_v0(self, w):
 def _read_MetadataResponsePartition_v0(buf, pos, view):
     try:
         self = _new(MetadataResponsePartition)
+        blen = len(buf)
         # field: error_code:h partition_index:i leader_id:i
         (self.error_code, self.partition_index, self.leader_id,) = _R_hii(buf, pos)
         pos += 10
         # field: replica_nodes
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.replica_nodes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: isr_nodes
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.isr_nodes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.leader_epoch = -1
@@ -287,6 +288,7 @@ def _write_MetadataResponsePartition_v0(self, w):
 def _read_MetadataResponseTopic_v0(buf, pos, view):
     try:
         self = _new(MetadataResponseTopic)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -294,15 +296,15 @@ def _read_MetadataResponseTopic_v0(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -357,11 +359,12 @@ def _write_MetadataResponseTopic_v0(self, w):
 def _read_MetadataResponse_v0(buf, pos, view):
     try:
         self = _new(MetadataResponse)
+        blen = len(buf)
         # field: brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_brokers in range(n):
@@ -371,8 +374,8 @@ def _read_MetadataResponse_v0(buf, pos, view):
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -426,6 +429,7 @@ def _write_MetadataResponse_v0(self, w):
 def _read_MetadataResponseBroker_v1(buf, pos, view):
     try:
         self = _new(MetadataResponseBroker)
+        blen = len(buf)
         # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
@@ -433,8 +437,8 @@ def _read_MetadataResponseBroker_v1(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:i
@@ -447,8 +451,8 @@ def _read_MetadataResponseBroker_v1(buf, pos, view):
             self.rack = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.rack = str(buf[pos:end], "utf-8")
             pos = end
         self.unknown_tags = None
@@ -495,6 +499,7 @@ def _write_MetadataResponseBroker_v1(self, w):
 def _read_MetadataResponseTopic_v1(buf, pos, view):
     try:
         self = _new(MetadataResponseTopic)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -502,8 +507,8 @@ def _read_MetadataResponseTopic_v1(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: is_internal:?
@@ -512,8 +517,8 @@ def _read_MetadataResponseTopic_v1(buf, pos, view):
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -569,11 +574,12 @@ def _write_MetadataResponseTopic_v1(self, w):
 def _read_MetadataResponse_v1(buf, pos, view):
     try:
         self = _new(MetadataResponse)
+        blen = len(buf)
         # field: brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 12 > len(buf) - pos:
-            raise bad_count(n, 12, pos, len(buf))
+        if n < 0 or n * 12 > blen - pos:
+            raise bad_count(n, 12, pos, blen)
         items = []
         append = items.append
         for i_brokers in range(n):
@@ -586,8 +592,8 @@ def _read_MetadataResponse_v1(buf, pos, view):
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 9 > len(buf) - pos:
-            raise bad_count(n, 9, pos, len(buf))
+        if n < 0 or n * 9 > blen - pos:
+            raise bad_count(n, 9, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -642,11 +648,12 @@ def _write_MetadataResponse_v1(self, w):
 def _read_MetadataResponse_v2(buf, pos, view):
     try:
         self = _new(MetadataResponse)
+        blen = len(buf)
         # field: brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 12 > len(buf) - pos:
-            raise bad_count(n, 12, pos, len(buf))
+        if n < 0 or n * 12 > blen - pos:
+            raise bad_count(n, 12, pos, blen)
         items = []
         append = items.append
         for i_brokers in range(n):
@@ -660,8 +667,8 @@ def _read_MetadataResponse_v2(buf, pos, view):
             self.cluster_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: controller_id:i
@@ -670,8 +677,8 @@ def _read_MetadataResponse_v2(buf, pos, view):
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 9 > len(buf) - pos:
-            raise bad_count(n, 9, pos, len(buf))
+        if n < 0 or n * 9 > blen - pos:
+            raise bad_count(n, 9, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -736,14 +743,15 @@ def _write_MetadataResponse_v2(self, w):
 def _read_MetadataResponse_v3(buf, pos, view):
     try:
         self = _new(MetadataResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 12 > len(buf) - pos:
-            raise bad_count(n, 12, pos, len(buf))
+        if n < 0 or n * 12 > blen - pos:
+            raise bad_count(n, 12, pos, blen)
         items = []
         append = items.append
         for i_brokers in range(n):
@@ -757,8 +765,8 @@ def _read_MetadataResponse_v3(buf, pos, view):
             self.cluster_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: controller_id:i
@@ -767,8 +775,8 @@ def _read_MetadataResponse_v3(buf, pos, view):
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 9 > len(buf) - pos:
-            raise bad_count(n, 9, pos, len(buf))
+        if n < 0 or n * 9 > blen - pos:
+            raise bad_count(n, 9, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -834,28 +842,29 @@ def _write_MetadataResponse_v3(self, w):
 def _read_MetadataResponsePartition_v5(buf, pos, view):
     try:
         self = _new(MetadataResponsePartition)
+        blen = len(buf)
         # field: error_code:h partition_index:i leader_id:i
         (self.error_code, self.partition_index, self.leader_id,) = _R_hii(buf, pos)
         pos += 10
         # field: replica_nodes
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.replica_nodes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: isr_nodes
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.isr_nodes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: offline_replicas
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.offline_replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.leader_epoch = -1
@@ -900,6 +909,7 @@ def _write_MetadataResponsePartition_v5(self, w):
 def _read_MetadataResponseTopic_v5(buf, pos, view):
     try:
         self = _new(MetadataResponseTopic)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -907,8 +917,8 @@ def _read_MetadataResponseTopic_v5(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: is_internal:?
@@ -917,8 +927,8 @@ def _read_MetadataResponseTopic_v5(buf, pos, view):
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 22 > len(buf) - pos:
-            raise bad_count(n, 22, pos, len(buf))
+        if n < 0 or n * 22 > blen - pos:
+            raise bad_count(n, 22, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -974,14 +984,15 @@ def _write_MetadataResponseTopic_v5(self, w):
 def _read_MetadataResponse_v5(buf, pos, view):
     try:
         self = _new(MetadataResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 12 > len(buf) - pos:
-            raise bad_count(n, 12, pos, len(buf))
+        if n < 0 or n * 12 > blen - pos:
+            raise bad_count(n, 12, pos, blen)
         items = []
         append = items.append
         for i_brokers in range(n):
@@ -995,8 +1006,8 @@ def _read_MetadataResponse_v5(buf, pos, view):
             self.cluster_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: controller_id:i
@@ -1005,8 +1016,8 @@ def _read_MetadataResponse_v5(buf, pos, view):
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 9 > len(buf) - pos:
-            raise bad_count(n, 9, pos, len(buf))
+        if n < 0 or n * 9 > blen - pos:
+            raise bad_count(n, 9, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -1072,28 +1083,29 @@ def _write_MetadataResponse_v5(self, w):
 def _read_MetadataResponsePartition_v7(buf, pos, view):
     try:
         self = _new(MetadataResponsePartition)
+        blen = len(buf)
         # field: error_code:h partition_index:i leader_id:i leader_epoch:i
         (self.error_code, self.partition_index, self.leader_id, self.leader_epoch,) = _R_hiii(buf, pos)
         pos += 14
         # field: replica_nodes
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.replica_nodes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: isr_nodes
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.isr_nodes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: offline_replicas
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.offline_replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.unknown_tags = None
@@ -1137,6 +1149,7 @@ def _write_MetadataResponsePartition_v7(self, w):
 def _read_MetadataResponseTopic_v7(buf, pos, view):
     try:
         self = _new(MetadataResponseTopic)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -1144,8 +1157,8 @@ def _read_MetadataResponseTopic_v7(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: is_internal:?
@@ -1154,8 +1167,8 @@ def _read_MetadataResponseTopic_v7(buf, pos, view):
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 26 > len(buf) - pos:
-            raise bad_count(n, 26, pos, len(buf))
+        if n < 0 or n * 26 > blen - pos:
+            raise bad_count(n, 26, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -1211,14 +1224,15 @@ def _write_MetadataResponseTopic_v7(self, w):
 def _read_MetadataResponse_v7(buf, pos, view):
     try:
         self = _new(MetadataResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 12 > len(buf) - pos:
-            raise bad_count(n, 12, pos, len(buf))
+        if n < 0 or n * 12 > blen - pos:
+            raise bad_count(n, 12, pos, blen)
         items = []
         append = items.append
         for i_brokers in range(n):
@@ -1232,8 +1246,8 @@ def _read_MetadataResponse_v7(buf, pos, view):
             self.cluster_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: controller_id:i
@@ -1242,8 +1256,8 @@ def _read_MetadataResponse_v7(buf, pos, view):
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 9 > len(buf) - pos:
-            raise bad_count(n, 9, pos, len(buf))
+        if n < 0 or n * 9 > blen - pos:
+            raise bad_count(n, 9, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -1309,6 +1323,7 @@ def _write_MetadataResponse_v7(self, w):
 def _read_MetadataResponseTopic_v8(buf, pos, view):
     try:
         self = _new(MetadataResponseTopic)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -1316,8 +1331,8 @@ def _read_MetadataResponseTopic_v8(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: is_internal:?
@@ -1326,8 +1341,8 @@ def _read_MetadataResponseTopic_v8(buf, pos, view):
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 26 > len(buf) - pos:
-            raise bad_count(n, 26, pos, len(buf))
+        if n < 0 or n * 26 > blen - pos:
+            raise bad_count(n, 26, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -1384,14 +1399,15 @@ def _write_MetadataResponseTopic_v8(self, w):
 def _read_MetadataResponse_v8(buf, pos, view):
     try:
         self = _new(MetadataResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 12 > len(buf) - pos:
-            raise bad_count(n, 12, pos, len(buf))
+        if n < 0 or n * 12 > blen - pos:
+            raise bad_count(n, 12, pos, blen)
         items = []
         append = items.append
         for i_brokers in range(n):
@@ -1405,8 +1421,8 @@ def _read_MetadataResponse_v8(buf, pos, view):
             self.cluster_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: controller_id:i
@@ -1415,8 +1431,8 @@ def _read_MetadataResponse_v8(buf, pos, view):
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 13 > len(buf) - pos:
-            raise bad_count(n, 13, pos, len(buf))
+        if n < 0 or n * 13 > blen - pos:
+            raise bad_count(n, 13, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -1483,6 +1499,7 @@ def _write_MetadataResponse_v8(self, w):
 def _read_MetadataResponseBroker_v9(buf, pos, view):
     try:
         self = _new(MetadataResponseBroker)
+        blen = len(buf)
         # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
@@ -1490,12 +1507,18 @@ def _read_MetadataResponseBroker_v9(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:i
@@ -1505,6 +1528,12 @@ def _read_MetadataResponseBroker_v9(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -1512,8 +1541,8 @@ def _read_MetadataResponseBroker_v9(buf, pos, view):
             self.rack = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.rack = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -1526,8 +1555,8 @@ def _read_MetadataResponseBroker_v9(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1542,8 +1571,8 @@ def _read_MetadataResponseBroker_v9(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1567,7 +1596,15 @@ def _write_MetadataResponseBroker_v9(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: port:i
         w(_W_i(self.port))
@@ -1580,7 +1617,15 @@ def _write_MetadataResponseBroker_v9(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1595,6 +1640,7 @@ def _write_MetadataResponseBroker_v9(self, w):
 def _read_MetadataResponsePartition_v9(buf, pos, view):
     try:
         self = _new(MetadataResponsePartition)
+        blen = len(buf)
         # field: error_code:h partition_index:i leader_id:i leader_epoch:i
         (self.error_code, self.partition_index, self.leader_id, self.leader_epoch,) = _R_hiii(buf, pos)
         pos += 14
@@ -1602,33 +1648,51 @@ def _read_MetadataResponsePartition_v9(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.replica_nodes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: isr_nodes
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.isr_nodes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: offline_replicas
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.offline_replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: tagged_fields
@@ -1641,8 +1705,8 @@ def _read_MetadataResponsePartition_v9(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1657,8 +1721,8 @@ def _read_MetadataResponsePartition_v9(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1678,21 +1742,45 @@ def _write_MetadataResponsePartition_v9(self, w):
         if value is None:
             raise null_not_allowed("replica_nodes")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: isr_nodes
         value = self.isr_nodes
         if value is None:
             raise null_not_allowed("isr_nodes")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: offline_replicas
         value = self.offline_replicas
         if value is None:
             raise null_not_allowed("offline_replicas")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1707,6 +1795,7 @@ def _write_MetadataResponsePartition_v9(self, w):
 def _read_MetadataResponseTopic_v9(buf, pos, view):
     try:
         self = _new(MetadataResponseTopic)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -1714,12 +1803,18 @@ def _read_MetadataResponseTopic_v9(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: is_internal:?
@@ -1729,11 +1824,17 @@ def _read_MetadataResponseTopic_v9(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -1754,8 +1855,8 @@ def _read_MetadataResponseTopic_v9(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1770,8 +1871,8 @@ def _read_MetadataResponseTopic_v9(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1795,7 +1896,15 @@ def _write_MetadataResponseTopic_v9(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: is_internal:?
         w(_W__(self.is_internal))
@@ -1804,7 +1913,15 @@ def _write_MetadataResponseTopic_v9(self, w):
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1825,6 +1942,7 @@ def _write_MetadataResponseTopic_v9(self, w):
 def _read_MetadataResponse_v9(buf, pos, view):
     try:
         self = _new(MetadataResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -1832,11 +1950,17 @@ def _read_MetadataResponse_v9(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 11 > len(buf) - pos:
-            raise bad_count(n, 11, pos, len(buf))
+        if n < 0 or n * 11 > blen - pos:
+            raise bad_count(n, 11, pos, blen)
         items = []
         append = items.append
         for i_brokers in range(n):
@@ -1847,6 +1971,12 @@ def _read_MetadataResponse_v9(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -1854,8 +1984,8 @@ def _read_MetadataResponse_v9(buf, pos, view):
             self.cluster_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: controller_id:i
@@ -1865,11 +1995,17 @@ def _read_MetadataResponse_v9(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -1889,8 +2025,8 @@ def _read_MetadataResponse_v9(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1905,8 +2041,8 @@ def _read_MetadataResponse_v9(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1926,7 +2062,15 @@ def _write_MetadataResponse_v9(self, w):
         if value is None:
             raise null_not_allowed("brokers")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_brokers, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1941,7 +2085,15 @@ def _write_MetadataResponse_v9(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: controller_id:i
         w(_W_i(self.controller_id))
@@ -1950,7 +2102,15 @@ def _write_MetadataResponse_v9(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1971,6 +2131,7 @@ def _write_MetadataResponse_v9(self, w):
 def _read_MetadataResponseTopic_v10(buf, pos, view):
     try:
         self = _new(MetadataResponseTopic)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -1978,12 +2139,18 @@ def _read_MetadataResponseTopic_v10(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: topic_id:16s is_internal:?
@@ -1994,11 +2161,17 @@ def _read_MetadataResponseTopic_v10(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -2018,8 +2191,8 @@ def _read_MetadataResponseTopic_v10(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -2034,8 +2207,8 @@ def _read_MetadataResponseTopic_v10(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -2059,7 +2232,15 @@ def _write_MetadataResponseTopic_v10(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: topic_id:16s is_internal:?
         w(_W_16s_(self.topic_id.bytes, self.is_internal))
@@ -2068,7 +2249,15 @@ def _write_MetadataResponseTopic_v10(self, w):
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2089,6 +2278,7 @@ def _write_MetadataResponseTopic_v10(self, w):
 def _read_MetadataResponse_v10(buf, pos, view):
     try:
         self = _new(MetadataResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -2096,11 +2286,17 @@ def _read_MetadataResponse_v10(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 11 > len(buf) - pos:
-            raise bad_count(n, 11, pos, len(buf))
+        if n < 0 or n * 11 > blen - pos:
+            raise bad_count(n, 11, pos, blen)
         items = []
         append = items.append
         for i_brokers in range(n):
@@ -2111,6 +2307,12 @@ def _read_MetadataResponse_v10(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -2118,8 +2320,8 @@ def _read_MetadataResponse_v10(buf, pos, view):
             self.cluster_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: controller_id:i
@@ -2129,11 +2331,17 @@ def _read_MetadataResponse_v10(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 26 > len(buf) - pos:
-            raise bad_count(n, 26, pos, len(buf))
+        if n < 0 or n * 26 > blen - pos:
+            raise bad_count(n, 26, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -2153,8 +2361,8 @@ def _read_MetadataResponse_v10(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -2169,8 +2377,8 @@ def _read_MetadataResponse_v10(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -2190,7 +2398,15 @@ def _write_MetadataResponse_v10(self, w):
         if value is None:
             raise null_not_allowed("brokers")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_brokers, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2205,7 +2421,15 @@ def _write_MetadataResponse_v10(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: controller_id:i
         w(_W_i(self.controller_id))
@@ -2214,7 +2438,15 @@ def _write_MetadataResponse_v10(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2235,6 +2467,7 @@ def _write_MetadataResponse_v10(self, w):
 def _read_MetadataResponse_v11(buf, pos, view):
     try:
         self = _new(MetadataResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -2242,11 +2475,17 @@ def _read_MetadataResponse_v11(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 11 > len(buf) - pos:
-            raise bad_count(n, 11, pos, len(buf))
+        if n < 0 or n * 11 > blen - pos:
+            raise bad_count(n, 11, pos, blen)
         items = []
         append = items.append
         for i_brokers in range(n):
@@ -2257,6 +2496,12 @@ def _read_MetadataResponse_v11(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -2264,8 +2509,8 @@ def _read_MetadataResponse_v11(buf, pos, view):
             self.cluster_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: controller_id:i
@@ -2275,11 +2520,17 @@ def _read_MetadataResponse_v11(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 26 > len(buf) - pos:
-            raise bad_count(n, 26, pos, len(buf))
+        if n < 0 or n * 26 > blen - pos:
+            raise bad_count(n, 26, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -2297,8 +2548,8 @@ def _read_MetadataResponse_v11(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -2313,8 +2564,8 @@ def _read_MetadataResponse_v11(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -2334,7 +2585,15 @@ def _write_MetadataResponse_v11(self, w):
         if value is None:
             raise null_not_allowed("brokers")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_brokers, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2349,7 +2608,15 @@ def _write_MetadataResponse_v11(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: controller_id:i
         w(_W_i(self.controller_id))
@@ -2358,7 +2625,15 @@ def _write_MetadataResponse_v11(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2380,6 +2655,7 @@ def _write_MetadataResponse_v11(self, w):
 def _read_MetadataResponseTopic_v12(buf, pos, view):
     try:
         self = _new(MetadataResponseTopic)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -2387,6 +2663,12 @@ def _read_MetadataResponseTopic_v12(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -2394,8 +2676,8 @@ def _read_MetadataResponseTopic_v12(buf, pos, view):
             self.name = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.name = str(buf[pos:end], "utf-8")
             pos = end
         # field: topic_id:16s is_internal:?
@@ -2406,11 +2688,17 @@ def _read_MetadataResponseTopic_v12(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -2430,8 +2718,8 @@ def _read_MetadataResponseTopic_v12(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -2446,8 +2734,8 @@ def _read_MetadataResponseTopic_v12(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -2471,7 +2759,15 @@ def _write_MetadataResponseTopic_v12(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: topic_id:16s is_internal:?
         w(_W_16s_(self.topic_id.bytes, self.is_internal))
@@ -2480,7 +2776,15 @@ def _write_MetadataResponseTopic_v12(self, w):
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2501,6 +2805,7 @@ def _write_MetadataResponseTopic_v12(self, w):
 def _read_MetadataResponse_v12(buf, pos, view):
     try:
         self = _new(MetadataResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -2508,11 +2813,17 @@ def _read_MetadataResponse_v12(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 11 > len(buf) - pos:
-            raise bad_count(n, 11, pos, len(buf))
+        if n < 0 or n * 11 > blen - pos:
+            raise bad_count(n, 11, pos, blen)
         items = []
         append = items.append
         for i_brokers in range(n):
@@ -2523,6 +2834,12 @@ def _read_MetadataResponse_v12(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -2530,8 +2847,8 @@ def _read_MetadataResponse_v12(buf, pos, view):
             self.cluster_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: controller_id:i
@@ -2541,11 +2858,17 @@ def _read_MetadataResponse_v12(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 26 > len(buf) - pos:
-            raise bad_count(n, 26, pos, len(buf))
+        if n < 0 or n * 26 > blen - pos:
+            raise bad_count(n, 26, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -2563,8 +2886,8 @@ def _read_MetadataResponse_v12(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -2579,8 +2902,8 @@ def _read_MetadataResponse_v12(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -2600,7 +2923,15 @@ def _write_MetadataResponse_v12(self, w):
         if value is None:
             raise null_not_allowed("brokers")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_brokers, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2615,7 +2946,15 @@ def _write_MetadataResponse_v12(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: controller_id:i
         w(_W_i(self.controller_id))
@@ -2624,7 +2963,15 @@ def _write_MetadataResponse_v12(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2674,5 +3021,5 @@ MetadataResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "186:- 189:node_id:i 192:host 200:port:i 210:- 212:node_id:i 214:host 225:port:i 227:unknown_tags 234:- 237:error_code:h/partition_index:i/leader_id:i 240:replica_nodes 247:isr_nodes 262:- 264:error_code:h/partition_index:i/leader_id:i 266:replica_nodes 273:isr_nodes 280:unknown_tags 287:- 290:error_code:h 293:name 301:partitions[] 321:- 323:error_code:h 325:name 336:partitions[] 347:topic_authorized_operations 350:unknown_tags 357:- 360:brokers[] 371:topics[] 392:- 394:brokers[] 405:topics[] 416:cluster_authorized_operations 419:unknown_tags 426:- 429:node_id:i 432:host 440:port:i 443:rack 460:- 462:node_id:i 464:host 475:port:i 477:rack 488:unknown_tags 495:- 498:error_code:h 501:name 509:is_internal:? 512:partitions[] 531:- 533:error_code:h 535:name 546:is_internal:? 548:partitions[] 559:topic_authorized_operations 562:unknown_tags 569:- 572:brokers[] 583:controller_id:i 586:topics[] 606:- 608:brokers[] 619:controller_id:i 621:topics[] 632:cluster_authorized_operations 635:unknown_tags 642:- 645:brokers[] 656:cluster_id 667:controller_id:i 670:topics[] 689:- 691:brokers[] 702:cluster_id 713:controller_id:i 715:topics[] 726:cluster_authorized_operations 729:unknown_tags 736:- 739:throttle_time_ms:i 742:brokers[] 753:cluster_id 764:controller_id:i 767:topics[] 785:- 787:throttle_time_ms:i 789:brokers[] 800:cluster_id 811:controller_id:i 813:topics[] 824:cluster_authorized_operations 827:unknown_tags 834:- 837:error_code:h/partition_index:i/leader_id:i 840:replica_nodes 847:isr_nodes 854:offline_replicas 868:- 870:error_code:h/partition_index:i/leader_id:i 872:replica_nodes 879:isr_nodes 886:offline_replicas 893:unknown_tags 900:- 903:error_code:h 906:name 914:is_internal:? 917:partitions[] 936:- 938:error_code:h 940:name 951:is_internal:? 953:partitions[] 964:topic_authorized_operations 967:unknown_tags 974:- 977:throttle_time_ms:i 980:brokers[] 991:cluster_id 1002:controller_id:i 1005:topics[] 1023:- 1025:throttle_time_ms:i 1027:brokers[] 1038:cluster_id 1049:controller_id:i 1051:topics[] 1062:cluster_authorized_operations 1065:unknown_tags 1072:- 1075:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1078:replica_nodes 1085:isr_nodes 1092:offline_replicas 1105:- 1107:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1109:replica_nodes 1116:isr_nodes 1123:offline_replicas 1130:unknown_tags 1137:- 1140:error_code:h 1143:name 1151:is_internal:? 1154:partitions[] 1173:- 1175:error_code:h 1177:name 1188:is_internal:? 1190:partitions[] 1201:topic_authorized_operations 1204:unknown_tags 1211:- 1214:throttle_time_ms:i 1217:brokers[] 1228:cluster_id 1239:controller_id:i 1242:topics[] 1260:- 1262:throttle_time_ms:i 1264:brokers[] 1275:cluster_id 1286:controller_id:i 1288:topics[] 1299:cluster_authorized_operations 1302:unknown_tags 1309:- 1312:error_code:h 1315:name 1323:is_internal:? 1326:partitions[] 1337:topic_authorized_operations:i 1347:- 1349:error_code:h 1351:name 1362:is_internal:? 1364:partitions[] 1375:topic_authorized_operations:i 1377:unknown_tags 1384:- 1387:throttle_time_ms:i 1390:brokers[] 1401:cluster_id 1412:controller_id:i 1415:topics[] 1426:cluster_authorized_operations:i 1435:- 1437:throttle_time_ms:i 1439:brokers[] 1450:cluster_id 1461:controller_id:i 1463:topics[] 1474:cluster_authorized_operations:i 1476:unknown_tags 1483:- 1486:node_id:i 1489:host 1501:port:i 1504:rack 1519:tagged_fields 1557:- 1559:node_id:i 1561:host 1572:port:i 1574:rack 1585:tagged_fields 1595:- 1598:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1601:replica_nodes 1612:isr_nodes 1623:offline_replicas 1634:tagged_fields 1672:- 1674:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1676:replica_nodes 1683:isr_nodes 1690:offline_replicas 1697:tagged_fields 1707:- 1710:error_code:h 1713:name 1725:is_internal:? 1728:partitions[] 1743:topic_authorized_operations:i 1747:tagged_fields 1785:- 1787:error_code:h 1789:name 1800:is_internal:? 1802:partitions[] 1813:topic_authorized_operations:i 1815:tagged_fields 1825:- 1828:throttle_time_ms:i 1831:brokers[] 1846:cluster_id 1861:controller_id:i 1864:topics[] 1879:cluster_authorized_operations:i 1882:tagged_fields 1920:- 1922:throttle_time_ms:i 1924:brokers[] 1935:cluster_id 1946:controller_id:i 1948:topics[] 1959:cluster_authorized_operations:i 1961:tagged_fields 1971:- 1974:error_code:h 1977:name 1989:topic_id:16s/is_internal:? 1993:partitions[] 2008:topic_authorized_operations:i 2011:tagged_fields 2049:- 2051:error_code:h 2053:name 2064:topic_id:16s/is_internal:? 2066:partitions[] 2077:topic_authorized_operations:i 2079:tagged_fields 2089:- 2092:throttle_time_ms:i 2095:brokers[] 2110:cluster_id 2125:controller_id:i 2128:topics[] 2143:cluster_authorized_operations:i 2146:tagged_fields 2184:- 2186:throttle_time_ms:i 2188:brokers[] 2199:cluster_id 2210:controller_id:i 2212:topics[] 2223:cluster_authorized_operations:i 2225:tagged_fields 2235:- 2238:throttle_time_ms:i 2241:brokers[] 2256:cluster_id 2271:controller_id:i 2274:topics[] 2290:tagged_fields 2328:- 2330:throttle_time_ms:i 2332:brokers[] 2343:cluster_id 2354:controller_id:i 2356:topics[] 2367:cluster_authorized_operations 2370:tagged_fields 2380:- 2383:error_code:h 2386:name 2401:topic_id:16s/is_internal:? 2405:partitions[] 2420:topic_authorized_operations:i 2423:tagged_fields 2461:- 2463:error_code:h 2465:name 2476:topic_id:16s/is_internal:? 2478:partitions[] 2489:topic_authorized_operations:i 2491:tagged_fields 2501:- 2504:throttle_time_ms:i 2507:brokers[] 2522:cluster_id 2537:controller_id:i 2540:topics[] 2556:tagged_fields 2594:- 2596:throttle_time_ms:i 2598:brokers[] 2609:cluster_id 2620:controller_id:i 2622:topics[] 2633:cluster_authorized_operations 2636:tagged_fields"
+    "185:- 189:node_id:i 192:host 200:port:i 210:- 212:node_id:i 214:host 225:port:i 227:unknown_tags 234:- 238:error_code:h/partition_index:i/leader_id:i 241:replica_nodes 248:isr_nodes 263:- 265:error_code:h/partition_index:i/leader_id:i 267:replica_nodes 274:isr_nodes 281:unknown_tags 288:- 292:error_code:h 295:name 303:partitions[] 323:- 325:error_code:h 327:name 338:partitions[] 349:topic_authorized_operations 352:unknown_tags 359:- 363:brokers[] 374:topics[] 395:- 397:brokers[] 408:topics[] 419:cluster_authorized_operations 422:unknown_tags 429:- 433:node_id:i 436:host 444:port:i 447:rack 464:- 466:node_id:i 468:host 479:port:i 481:rack 492:unknown_tags 499:- 503:error_code:h 506:name 514:is_internal:? 517:partitions[] 536:- 538:error_code:h 540:name 551:is_internal:? 553:partitions[] 564:topic_authorized_operations 567:unknown_tags 574:- 578:brokers[] 589:controller_id:i 592:topics[] 612:- 614:brokers[] 625:controller_id:i 627:topics[] 638:cluster_authorized_operations 641:unknown_tags 648:- 652:brokers[] 663:cluster_id 674:controller_id:i 677:topics[] 696:- 698:brokers[] 709:cluster_id 720:controller_id:i 722:topics[] 733:cluster_authorized_operations 736:unknown_tags 743:- 747:throttle_time_ms:i 750:brokers[] 761:cluster_id 772:controller_id:i 775:topics[] 793:- 795:throttle_time_ms:i 797:brokers[] 808:cluster_id 819:controller_id:i 821:topics[] 832:cluster_authorized_operations 835:unknown_tags 842:- 846:error_code:h/partition_index:i/leader_id:i 849:replica_nodes 856:isr_nodes 863:offline_replicas 877:- 879:error_code:h/partition_index:i/leader_id:i 881:replica_nodes 888:isr_nodes 895:offline_replicas 902:unknown_tags 909:- 913:error_code:h 916:name 924:is_internal:? 927:partitions[] 946:- 948:error_code:h 950:name 961:is_internal:? 963:partitions[] 974:topic_authorized_operations 977:unknown_tags 984:- 988:throttle_time_ms:i 991:brokers[] 1002:cluster_id 1013:controller_id:i 1016:topics[] 1034:- 1036:throttle_time_ms:i 1038:brokers[] 1049:cluster_id 1060:controller_id:i 1062:topics[] 1073:cluster_authorized_operations 1076:unknown_tags 1083:- 1087:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1090:replica_nodes 1097:isr_nodes 1104:offline_replicas 1117:- 1119:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1121:replica_nodes 1128:isr_nodes 1135:offline_replicas 1142:unknown_tags 1149:- 1153:error_code:h 1156:name 1164:is_internal:? 1167:partitions[] 1186:- 1188:error_code:h 1190:name 1201:is_internal:? 1203:partitions[] 1214:topic_authorized_operations 1217:unknown_tags 1224:- 1228:throttle_time_ms:i 1231:brokers[] 1242:cluster_id 1253:controller_id:i 1256:topics[] 1274:- 1276:throttle_time_ms:i 1278:brokers[] 1289:cluster_id 1300:controller_id:i 1302:topics[] 1313:cluster_authorized_operations 1316:unknown_tags 1323:- 1327:error_code:h 1330:name 1338:is_internal:? 1341:partitions[] 1352:topic_authorized_operations:i 1362:- 1364:error_code:h 1366:name 1377:is_internal:? 1379:partitions[] 1390:topic_authorized_operations:i 1392:unknown_tags 1399:- 1403:throttle_time_ms:i 1406:brokers[] 1417:cluster_id 1428:controller_id:i 1431:topics[] 1442:cluster_authorized_operations:i 1451:- 1453:throttle_time_ms:i 1455:brokers[] 1466:cluster_id 1477:controller_id:i 1479:topics[] 1490:cluster_authorized_operations:i 1492:unknown_tags 1499:- 1503:node_id:i 1506:host 1524:port:i 1527:rack 1548:tagged_fields 1586:- 1588:node_id:i 1590:host 1609:port:i 1611:rack 1630:tagged_fields 1640:- 1644:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1647:replica_nodes 1664:isr_nodes 1681:offline_replicas 1698:tagged_fields 1736:- 1738:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1740:replica_nodes 1755:isr_nodes 1770:offline_replicas 1785:tagged_fields 1795:- 1799:error_code:h 1802:name 1820:is_internal:? 1823:partitions[] 1844:topic_authorized_operations:i 1848:tagged_fields 1886:- 1888:error_code:h 1890:name 1909:is_internal:? 1911:partitions[] 1930:topic_authorized_operations:i 1932:tagged_fields 1942:- 1946:throttle_time_ms:i 1949:brokers[] 1970:cluster_id 1991:controller_id:i 1994:topics[] 2015:cluster_authorized_operations:i 2018:tagged_fields 2056:- 2058:throttle_time_ms:i 2060:brokers[] 2079:cluster_id 2098:controller_id:i 2100:topics[] 2119:cluster_authorized_operations:i 2121:tagged_fields 2131:- 2135:error_code:h 2138:name 2156:topic_id:16s/is_internal:? 2160:partitions[] 2181:topic_authorized_operations:i 2184:tagged_fields 2222:- 2224:error_code:h 2226:name 2245:topic_id:16s/is_internal:? 2247:partitions[] 2266:topic_authorized_operations:i 2268:tagged_fields 2278:- 2282:throttle_time_ms:i 2285:brokers[] 2306:cluster_id 2327:controller_id:i 2330:topics[] 2351:cluster_authorized_operations:i 2354:tagged_fields 2392:- 2394:throttle_time_ms:i 2396:brokers[] 2415:cluster_id 2434:controller_id:i 2436:topics[] 2455:cluster_authorized_operations:i 2457:tagged_fields 2467:- 2471:throttle_time_ms:i 2474:brokers[] 2495:cluster_id 2516:controller_id:i 2519:topics[] 2541:tagged_fields 2579:- 2581:throttle_time_ms:i 2583:brokers[] 2602:cluster_id 2621:controller_id:i 2623:topics[] 2642:cluster_authorized_operations 2645:tagged_fields 2655:- 2659:error_code:h 2662:name 2683:topic_id:16s/is_internal:? 2687:partitions[] 2708:topic_authorized_operations:i 2711:tagged_fields 2749:- 2751:error_code:h 2753:name 2772:topic_id:16s/is_internal:? 2774:partitions[] 2793:topic_authorized_operations:i 2795:tagged_fields 2805:- 2809:throttle_time_ms:i 2812:brokers[] 2833:cluster_id 2854:controller_id:i 2857:topics[] 2879:tagged_fields 2917:- 2919:throttle_time_ms:i 2921:brokers[] 2940:cluster_id 2959:controller_id:i 2961:topics[] 2980:cluster_authorized_operations 2983:tagged_fields"
 )

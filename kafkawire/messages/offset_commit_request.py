@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -134,6 +133,7 @@ OffsetCommitRequest.OffsetCommitRequestPartition = OffsetCommitRequestPartition
 def _read_OffsetCommitRequestPartition_v0(buf, pos, view):
     try:
         self = _new(OffsetCommitRequestPartition)
+        blen = len(buf)
         # field: partition_index:i committed_offset:q
         (self.partition_index, self.committed_offset,) = _R_iq(buf, pos)
         pos += 12
@@ -144,8 +144,8 @@ def _read_OffsetCommitRequestPartition_v0(buf, pos, view):
             self.committed_metadata = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.committed_metadata = str(buf[pos:end], "utf-8")
             pos = end
         self.committed_leader_epoch = -1
@@ -184,19 +184,20 @@ def _write_OffsetCommitRequestPartition_v0(self, w):
 def _read_OffsetCommitRequestTopic_v0(buf, pos, view):
     try:
         self = _new(OffsetCommitRequestTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 14 > len(buf) - pos:
-            raise bad_count(n, 14, pos, len(buf))
+        if n < 0 or n * 14 > blen - pos:
+            raise bad_count(n, 14, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -243,19 +244,20 @@ def _write_OffsetCommitRequestTopic_v0(self, w):
 def _read_OffsetCommitRequest_v0(buf, pos, view):
     try:
         self = _new(OffsetCommitRequest)
+        blen = len(buf)
         # field: group_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -309,6 +311,7 @@ def _write_OffsetCommitRequest_v0(self, w):
 def _read_OffsetCommitRequestPartition_v1(buf, pos, view):
     try:
         self = _new(OffsetCommitRequestPartition)
+        blen = len(buf)
         # field: partition_index:i committed_offset:q commit_timestamp:q
         (self.partition_index, self.committed_offset, self.commit_timestamp,) = _R_iqq(buf, pos)
         pos += 20
@@ -319,8 +322,8 @@ def _read_OffsetCommitRequestPartition_v1(buf, pos, view):
             self.committed_metadata = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.committed_metadata = str(buf[pos:end], "utf-8")
             pos = end
         self.committed_leader_epoch = -1
@@ -355,19 +358,20 @@ def _write_OffsetCommitRequestPartition_v1(self, w):
 def _read_OffsetCommitRequestTopic_v1(buf, pos, view):
     try:
         self = _new(OffsetCommitRequestTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 22 > len(buf) - pos:
-            raise bad_count(n, 22, pos, len(buf))
+        if n < 0 or n * 22 > blen - pos:
+            raise bad_count(n, 22, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -414,12 +418,13 @@ def _write_OffsetCommitRequestTopic_v1(self, w):
 def _read_OffsetCommitRequest_v1(buf, pos, view):
     try:
         self = _new(OffsetCommitRequest)
+        blen = len(buf)
         # field: group_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: generation_id_or_member_epoch:i
@@ -429,15 +434,15 @@ def _read_OffsetCommitRequest_v1(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -502,12 +507,13 @@ def _write_OffsetCommitRequest_v1(self, w):
 def _read_OffsetCommitRequest_v2(buf, pos, view):
     try:
         self = _new(OffsetCommitRequest)
+        blen = len(buf)
         # field: group_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: generation_id_or_member_epoch:i
@@ -517,8 +523,8 @@ def _read_OffsetCommitRequest_v2(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: retention_time_ms:q
@@ -527,8 +533,8 @@ def _read_OffsetCommitRequest_v2(buf, pos, view):
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -594,12 +600,13 @@ def _write_OffsetCommitRequest_v2(self, w):
 def _read_OffsetCommitRequest_v5(buf, pos, view):
     try:
         self = _new(OffsetCommitRequest)
+        blen = len(buf)
         # field: group_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: generation_id_or_member_epoch:i
@@ -609,15 +616,15 @@ def _read_OffsetCommitRequest_v5(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -682,6 +689,7 @@ def _write_OffsetCommitRequest_v5(self, w):
 def _read_OffsetCommitRequestPartition_v6(buf, pos, view):
     try:
         self = _new(OffsetCommitRequestPartition)
+        blen = len(buf)
         # field: partition_index:i committed_offset:q committed_leader_epoch:i
         (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
         pos += 16
@@ -692,8 +700,8 @@ def _read_OffsetCommitRequestPartition_v6(buf, pos, view):
             self.committed_metadata = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.committed_metadata = str(buf[pos:end], "utf-8")
             pos = end
         self.commit_timestamp = -1
@@ -731,19 +739,20 @@ def _write_OffsetCommitRequestPartition_v6(self, w):
 def _read_OffsetCommitRequestTopic_v6(buf, pos, view):
     try:
         self = _new(OffsetCommitRequestTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -790,12 +799,13 @@ def _write_OffsetCommitRequestTopic_v6(self, w):
 def _read_OffsetCommitRequest_v6(buf, pos, view):
     try:
         self = _new(OffsetCommitRequest)
+        blen = len(buf)
         # field: group_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: generation_id_or_member_epoch:i
@@ -805,15 +815,15 @@ def _read_OffsetCommitRequest_v6(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -878,12 +888,13 @@ def _write_OffsetCommitRequest_v6(self, w):
 def _read_OffsetCommitRequest_v7(buf, pos, view):
     try:
         self = _new(OffsetCommitRequest)
+        blen = len(buf)
         # field: group_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: generation_id_or_member_epoch:i
@@ -893,8 +904,8 @@ def _read_OffsetCommitRequest_v7(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: group_instance_id
@@ -904,15 +915,15 @@ def _read_OffsetCommitRequest_v7(buf, pos, view):
             self.group_instance_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.group_instance_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -984,6 +995,7 @@ def _write_OffsetCommitRequest_v7(self, w):
 def _read_OffsetCommitRequestPartition_v8(buf, pos, view):
     try:
         self = _new(OffsetCommitRequestPartition)
+        blen = len(buf)
         # field: partition_index:i committed_offset:q committed_leader_epoch:i
         (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
         pos += 16
@@ -991,6 +1003,12 @@ def _read_OffsetCommitRequestPartition_v8(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -998,8 +1016,8 @@ def _read_OffsetCommitRequestPartition_v8(buf, pos, view):
             self.committed_metadata = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.committed_metadata = str(buf[pos:end], "utf-8")
             pos = end
         self.commit_timestamp = -1
@@ -1013,8 +1031,8 @@ def _read_OffsetCommitRequestPartition_v8(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1029,8 +1047,8 @@ def _read_OffsetCommitRequestPartition_v8(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1054,7 +1072,15 @@ def _write_OffsetCommitRequestPartition_v8(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: commit_timestamp
         if self.commit_timestamp != -1:
@@ -1072,27 +1098,40 @@ def _write_OffsetCommitRequestPartition_v8(self, w):
 def _read_OffsetCommitRequestTopic_v8(buf, pos, view):
     try:
         self = _new(OffsetCommitRequestTopic)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -1109,8 +1148,8 @@ def _read_OffsetCommitRequestTopic_v8(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1125,8 +1164,8 @@ def _read_OffsetCommitRequestTopic_v8(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1148,14 +1187,30 @@ def _write_OffsetCommitRequestTopic_v8(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1174,16 +1229,23 @@ def _write_OffsetCommitRequestTopic_v8(self, w):
 def _read_OffsetCommitRequest_v8(buf, pos, view):
     try:
         self = _new(OffsetCommitRequest)
+        blen = len(buf)
         # field: group_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: generation_id_or_member_epoch:i
@@ -1193,18 +1255,30 @@ def _read_OffsetCommitRequest_v8(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: group_instance_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -1212,19 +1286,25 @@ def _read_OffsetCommitRequest_v8(buf, pos, view):
             self.group_instance_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.group_instance_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -1242,8 +1322,8 @@ def _read_OffsetCommitRequest_v8(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1258,8 +1338,8 @@ def _read_OffsetCommitRequest_v8(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1281,7 +1361,15 @@ def _write_OffsetCommitRequest_v8(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: generation_id_or_member_epoch:i
         w(_W_i(self.generation_id_or_member_epoch))
@@ -1294,7 +1382,15 @@ def _write_OffsetCommitRequest_v8(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: group_instance_id
         value = self.group_instance_id
@@ -1305,14 +1401,30 @@ def _write_OffsetCommitRequest_v8(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: topics[]
         value = self.topics
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1353,5 +1465,5 @@ OffsetCommitRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "134:- 137:partition_index:i/committed_offset:q 140:committed_metadata 159:- 161:partition_index:i/committed_offset:q 163:committed_metadata 174:commit_timestamp 177:unknown_tags 184:- 187:name 195:partitions[] 212:- 214:name 225:partitions[] 236:unknown_tags 243:- 246:group_id 254:topics[] 275:- 277:group_id 288:topics[] 299:group_instance_id 302:unknown_tags 309:- 312:partition_index:i/committed_offset:q/commit_timestamp:q 315:committed_metadata 333:- 335:partition_index:i/committed_offset:q/commit_timestamp:q 337:committed_metadata 348:unknown_tags 355:- 358:name 366:partitions[] 383:- 385:name 396:partitions[] 407:unknown_tags 414:- 417:group_id 425:generation_id_or_member_epoch:i 428:member_id 436:topics[] 455:- 457:group_id 468:generation_id_or_member_epoch:i 470:member_id 481:topics[] 492:group_instance_id 495:unknown_tags 502:- 505:group_id 513:generation_id_or_member_epoch:i 516:member_id 524:retention_time_ms:q 527:topics[] 545:- 547:group_id 558:generation_id_or_member_epoch:i 560:member_id 571:retention_time_ms:q 573:topics[] 584:group_instance_id 587:unknown_tags 594:- 597:group_id 605:generation_id_or_member_epoch:i 608:member_id 616:topics[] 635:- 637:group_id 648:generation_id_or_member_epoch:i 650:member_id 661:topics[] 672:group_instance_id 675:unknown_tags 682:- 685:partition_index:i/committed_offset:q/committed_leader_epoch:i 688:committed_metadata 706:- 708:partition_index:i/committed_offset:q/committed_leader_epoch:i 710:committed_metadata 721:commit_timestamp 724:unknown_tags 731:- 734:name 742:partitions[] 759:- 761:name 772:partitions[] 783:unknown_tags 790:- 793:group_id 801:generation_id_or_member_epoch:i 804:member_id 812:topics[] 831:- 833:group_id 844:generation_id_or_member_epoch:i 846:member_id 857:topics[] 868:group_instance_id 871:unknown_tags 878:- 881:group_id 889:generation_id_or_member_epoch:i 892:member_id 900:group_instance_id 911:topics[] 929:- 931:group_id 942:generation_id_or_member_epoch:i 944:member_id 955:group_instance_id 966:topics[] 977:unknown_tags 984:- 987:partition_index:i/committed_offset:q/committed_leader_epoch:i 990:committed_metadata 1006:tagged_fields 1044:- 1046:partition_index:i/committed_offset:q/committed_leader_epoch:i 1048:committed_metadata 1059:commit_timestamp 1062:tagged_fields 1072:- 1075:name 1087:partitions[] 1102:tagged_fields 1140:- 1142:name 1153:partitions[] 1164:tagged_fields 1174:- 1177:group_id 1189:generation_id_or_member_epoch:i 1192:member_id 1204:group_instance_id 1219:topics[] 1235:tagged_fields 1273:- 1275:group_id 1286:generation_id_or_member_epoch:i 1288:member_id 1299:group_instance_id 1310:topics[] 1321:tagged_fields"
+    "133:- 137:partition_index:i/committed_offset:q 140:committed_metadata 159:- 161:partition_index:i/committed_offset:q 163:committed_metadata 174:commit_timestamp 177:unknown_tags 184:- 188:name 196:partitions[] 213:- 215:name 226:partitions[] 237:unknown_tags 244:- 248:group_id 256:topics[] 277:- 279:group_id 290:topics[] 301:group_instance_id 304:unknown_tags 311:- 315:partition_index:i/committed_offset:q/commit_timestamp:q 318:committed_metadata 336:- 338:partition_index:i/committed_offset:q/commit_timestamp:q 340:committed_metadata 351:unknown_tags 358:- 362:name 370:partitions[] 387:- 389:name 400:partitions[] 411:unknown_tags 418:- 422:group_id 430:generation_id_or_member_epoch:i 433:member_id 441:topics[] 460:- 462:group_id 473:generation_id_or_member_epoch:i 475:member_id 486:topics[] 497:group_instance_id 500:unknown_tags 507:- 511:group_id 519:generation_id_or_member_epoch:i 522:member_id 530:retention_time_ms:q 533:topics[] 551:- 553:group_id 564:generation_id_or_member_epoch:i 566:member_id 577:retention_time_ms:q 579:topics[] 590:group_instance_id 593:unknown_tags 600:- 604:group_id 612:generation_id_or_member_epoch:i 615:member_id 623:topics[] 642:- 644:group_id 655:generation_id_or_member_epoch:i 657:member_id 668:topics[] 679:group_instance_id 682:unknown_tags 689:- 693:partition_index:i/committed_offset:q/committed_leader_epoch:i 696:committed_metadata 714:- 716:partition_index:i/committed_offset:q/committed_leader_epoch:i 718:committed_metadata 729:commit_timestamp 732:unknown_tags 739:- 743:name 751:partitions[] 768:- 770:name 781:partitions[] 792:unknown_tags 799:- 803:group_id 811:generation_id_or_member_epoch:i 814:member_id 822:topics[] 841:- 843:group_id 854:generation_id_or_member_epoch:i 856:member_id 867:topics[] 878:group_instance_id 881:unknown_tags 888:- 892:group_id 900:generation_id_or_member_epoch:i 903:member_id 911:group_instance_id 922:topics[] 940:- 942:group_id 953:generation_id_or_member_epoch:i 955:member_id 966:group_instance_id 977:topics[] 988:unknown_tags 995:- 999:partition_index:i/committed_offset:q/committed_leader_epoch:i 1002:committed_metadata 1024:tagged_fields 1062:- 1064:partition_index:i/committed_offset:q/committed_leader_epoch:i 1066:committed_metadata 1085:commit_timestamp 1088:tagged_fields 1098:- 1102:name 1120:partitions[] 1141:tagged_fields 1179:- 1181:name 1200:partitions[] 1219:tagged_fields 1229:- 1233:group_id 1251:generation_id_or_member_epoch:i 1254:member_id 1272:group_instance_id 1293:topics[] 1315:tagged_fields 1353:- 1355:group_id 1374:generation_id_or_member_epoch:i 1376:member_id 1395:group_instance_id 1414:topics[] 1433:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -125,19 +124,20 @@ def _write_OffsetDeleteRequestPartition_v0(self, w):
 def _read_OffsetDeleteRequestTopic_v0(buf, pos, view):
     try:
         self = _new(OffsetDeleteRequestTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0 or n * 4 > blen - pos:
+            raise bad_count(n, 4, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -184,19 +184,20 @@ def _write_OffsetDeleteRequestTopic_v0(self, w):
 def _read_OffsetDeleteRequest_v0(buf, pos, view):
     try:
         self = _new(OffsetDeleteRequest)
+        blen = len(buf)
         # field: group_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -247,5 +248,5 @@ OffsetDeleteRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "102:- 105:partition_index:i 114:- 116:partition_index:i 118:unknown_tags 125:- 128:name 136:partitions[] 153:- 155:name 166:partitions[] 177:unknown_tags 184:- 187:group_id 195:topics[] 212:- 214:group_id 225:topics[] 236:unknown_tags"
+    "101:- 104:partition_index:i 113:- 115:partition_index:i 117:unknown_tags 124:- 128:name 136:partitions[] 153:- 155:name 166:partitions[] 177:unknown_tags 184:- 188:group_id 196:topics[] 213:- 215:group_id 226:topics[] 237:unknown_tags"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_hi = _Format(">hi").unpack_from
@@ -135,19 +134,20 @@ def _write_OffsetDeleteResponsePartition_v0(self, w):
 def _read_OffsetDeleteResponseTopic_v0(buf, pos, view):
     try:
         self = _new(OffsetDeleteResponseTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -194,14 +194,15 @@ def _write_OffsetDeleteResponseTopic_v0(self, w):
 def _read_OffsetDeleteResponse_v0(buf, pos, view):
     try:
         self = _new(OffsetDeleteResponse)
+        blen = len(buf)
         # field: error_code:h throttle_time_ms:i
         (self.error_code, self.throttle_time_ms,) = _R_hi(buf, pos)
         pos += 6
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -243,5 +244,5 @@ OffsetDeleteResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "112:- 115:partition_index:i/error_code:h 124:- 126:partition_index:i/error_code:h 128:unknown_tags 135:- 138:name 146:partitions[] 163:- 165:name 176:partitions[] 187:unknown_tags 194:- 197:error_code:h/throttle_time_ms:i 200:topics[] 217:- 219:error_code:h/throttle_time_ms:i 221:topics[] 232:unknown_tags"
+    "111:- 114:partition_index:i/error_code:h 123:- 125:partition_index:i/error_code:h 127:unknown_tags 134:- 138:name 146:partitions[] 163:- 165:name 176:partitions[] 187:unknown_tags 194:- 198:error_code:h/throttle_time_ms:i 201:topics[] 218:- 220:error_code:h/throttle_time_ms:i 222:topics[] 233:unknown_tags"
 )

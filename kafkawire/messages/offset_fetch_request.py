@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R__ = _Format(">?").unpack_from
 _W__ = _Format(">?").pack
 _R_h = _Format(">h").unpack_from
@@ -147,19 +146,20 @@ OffsetFetchRequest.OffsetFetchRequestTopics = OffsetFetchRequestTopics
 def _read_OffsetFetchRequestTopic_v0(buf, pos, view):
     try:
         self = _new(OffsetFetchRequestTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_indexes
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partition_indexes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.unknown_tags = None
@@ -198,19 +198,20 @@ def _write_OffsetFetchRequestTopic_v0(self, w):
 def _read_OffsetFetchRequest_v0(buf, pos, view):
     try:
         self = _new(OffsetFetchRequest)
+        blen = len(buf)
         # field: group_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -265,12 +266,13 @@ def _write_OffsetFetchRequest_v0(self, w):
 def _read_OffsetFetchRequest_v2(buf, pos, view):
     try:
         self = _new(OffsetFetchRequest)
+        blen = len(buf)
         # field: group_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: topics[]
@@ -279,8 +281,8 @@ def _read_OffsetFetchRequest_v2(buf, pos, view):
         if n == -1:
             self.topics = None
         else:
-            if n < 0 or n * 6 > len(buf) - pos:
-                raise bad_count(n, 6, pos, len(buf))
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
             items = []
             append = items.append
             for i_topics in range(n):
@@ -335,27 +337,40 @@ def _write_OffsetFetchRequest_v2(self, w):
 def _read_OffsetFetchRequestTopic_v6(buf, pos, view):
     try:
         self = _new(OffsetFetchRequestTopic)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_indexes
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partition_indexes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: tagged_fields
@@ -368,8 +383,8 @@ def _read_OffsetFetchRequestTopic_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -384,8 +399,8 @@ def _read_OffsetFetchRequestTopic_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -407,14 +422,30 @@ def _write_OffsetFetchRequestTopic_v6(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partition_indexes
         value = self.partition_indexes
         if value is None:
             raise null_not_allowed("partition_indexes")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -429,30 +460,43 @@ def _write_OffsetFetchRequestTopic_v6(self, w):
 def _read_OffsetFetchRequest_v6(buf, pos, view):
     try:
         self = _new(OffsetFetchRequest)
+        blen = len(buf)
         # field: group_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.topics = None
         else:
-            if n < 0 or n * 3 > len(buf) - pos:
-                raise bad_count(n, 3, pos, len(buf))
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
             items = []
             append = items.append
             for i_topics in range(n):
@@ -471,8 +515,8 @@ def _read_OffsetFetchRequest_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -487,8 +531,8 @@ def _read_OffsetFetchRequest_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -510,14 +554,30 @@ def _write_OffsetFetchRequest_v6(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: topics[]
         value = self.topics
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -542,30 +602,43 @@ def _write_OffsetFetchRequest_v6(self, w):
 def _read_OffsetFetchRequest_v7(buf, pos, view):
     try:
         self = _new(OffsetFetchRequest)
+        blen = len(buf)
         # field: group_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.topics = None
         else:
-            if n < 0 or n * 3 > len(buf) - pos:
-                raise bad_count(n, 3, pos, len(buf))
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
             items = []
             append = items.append
             for i_topics in range(n):
@@ -586,8 +659,8 @@ def _read_OffsetFetchRequest_v7(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -602,8 +675,8 @@ def _read_OffsetFetchRequest_v7(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -625,14 +698,30 @@ def _write_OffsetFetchRequest_v7(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: topics[]
         value = self.topics
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -656,27 +745,40 @@ def _write_OffsetFetchRequest_v7(self, w):
 def _read_OffsetFetchRequestTopics_v8(buf, pos, view):
     try:
         self = _new(OffsetFetchRequestTopics)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_indexes
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partition_indexes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: tagged_fields
@@ -689,8 +791,8 @@ def _read_OffsetFetchRequestTopics_v8(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -705,8 +807,8 @@ def _read_OffsetFetchRequestTopics_v8(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -728,14 +830,30 @@ def _write_OffsetFetchRequestTopics_v8(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partition_indexes
         value = self.partition_indexes
         if value is None:
             raise null_not_allowed("partition_indexes")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -750,30 +868,43 @@ def _write_OffsetFetchRequestTopics_v8(self, w):
 def _read_OffsetFetchRequestGroup_v8(buf, pos, view):
     try:
         self = _new(OffsetFetchRequestGroup)
+        blen = len(buf)
         # field: group_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.topics = None
         else:
-            if n < 0 or n * 3 > len(buf) - pos:
-                raise bad_count(n, 3, pos, len(buf))
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
             items = []
             append = items.append
             for i_topics in range(n):
@@ -792,8 +923,8 @@ def _read_OffsetFetchRequestGroup_v8(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -808,8 +939,8 @@ def _read_OffsetFetchRequestGroup_v8(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -831,14 +962,30 @@ def _write_OffsetFetchRequestGroup_v8(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: topics[]
         value = self.topics
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -857,15 +1004,22 @@ def _write_OffsetFetchRequestGroup_v8(self, w):
 def _read_OffsetFetchRequest_v8(buf, pos, view):
     try:
         self = _new(OffsetFetchRequest)
+        blen = len(buf)
         # field: groups[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_groups in range(n):
@@ -887,8 +1041,8 @@ def _read_OffsetFetchRequest_v8(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -903,8 +1057,8 @@ def _read_OffsetFetchRequest_v8(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -922,7 +1076,15 @@ def _write_OffsetFetchRequest_v8(self, w):
         if value is None:
             raise null_not_allowed("groups")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_groups, item in enumerate(value):
                 value = item
                 if value is None:
@@ -949,22 +1111,35 @@ def _write_OffsetFetchRequest_v8(self, w):
 def _read_OffsetFetchRequestGroup_v9(buf, pos, view):
     try:
         self = _new(OffsetFetchRequestGroup)
+        blen = len(buf)
         # field: group_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: member_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -972,8 +1147,8 @@ def _read_OffsetFetchRequestGroup_v9(buf, pos, view):
             self.member_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.member_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: member_epoch:i
@@ -983,14 +1158,20 @@ def _read_OffsetFetchRequestGroup_v9(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         if n == -1:
             self.topics = None
         else:
-            if n < 0 or n * 3 > len(buf) - pos:
-                raise bad_count(n, 3, pos, len(buf))
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
             items = []
             append = items.append
             for i_topics in range(n):
@@ -1007,8 +1188,8 @@ def _read_OffsetFetchRequestGroup_v9(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1023,8 +1204,8 @@ def _read_OffsetFetchRequestGroup_v9(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1046,7 +1227,15 @@ def _write_OffsetFetchRequestGroup_v9(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: member_id
         value = self.member_id
@@ -1057,7 +1246,15 @@ def _write_OffsetFetchRequestGroup_v9(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: member_epoch:i
         w(_W_i(self.member_epoch))
@@ -1066,7 +1263,15 @@ def _write_OffsetFetchRequestGroup_v9(self, w):
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1085,15 +1290,22 @@ def _write_OffsetFetchRequestGroup_v9(self, w):
 def _read_OffsetFetchRequest_v9(buf, pos, view):
     try:
         self = _new(OffsetFetchRequest)
+        blen = len(buf)
         # field: groups[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_groups in range(n):
@@ -1115,8 +1327,8 @@ def _read_OffsetFetchRequest_v9(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1131,8 +1343,8 @@ def _read_OffsetFetchRequest_v9(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1150,7 +1362,15 @@ def _write_OffsetFetchRequest_v9(self, w):
         if value is None:
             raise null_not_allowed("groups")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_groups, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1199,5 +1419,5 @@ OffsetFetchRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "147:- 150:name 158:partition_indexes 171:- 173:name 184:partition_indexes 191:unknown_tags 198:- 201:group_id 209:topics[] 228:- 230:group_id 241:topics[] 252:groups 255:require_stable 258:unknown_tags 265:- 268:group_id 276:topics[] 298:- 300:group_id 311:topics[] 322:groups 325:require_stable 328:unknown_tags 335:- 338:name 350:partition_indexes 361:tagged_fields 399:- 401:name 412:partition_indexes 419:tagged_fields 429:- 432:group_id 444:topics[] 464:tagged_fields 502:- 504:group_id 515:topics[] 526:groups 529:require_stable 532:tagged_fields 542:- 545:group_id 557:topics[] 575:require_stable:? 579:tagged_fields 617:- 619:group_id 630:topics[] 641:require_stable:? 643:groups 646:tagged_fields 656:- 659:name 671:partition_indexes 682:tagged_fields 720:- 722:name 733:partition_indexes 740:tagged_fields 750:- 753:group_id 765:topics[] 785:tagged_fields 823:- 825:group_id 836:topics[] 847:tagged_fields 857:- 860:groups[] 875:require_stable:? 880:tagged_fields 918:- 920:groups[] 931:require_stable:? 933:group_id 936:topics 939:tagged_fields 949:- 952:group_id 964:member_id 979:member_epoch:i 982:topics[] 1000:tagged_fields 1038:- 1040:group_id 1051:member_id 1062:member_epoch:i 1064:topics[] 1075:tagged_fields 1085:- 1088:groups[] 1103:require_stable:? 1108:tagged_fields 1146:- 1148:groups[] 1159:require_stable:? 1161:group_id 1164:topics 1167:tagged_fields"
+    "146:- 150:name 158:partition_indexes 171:- 173:name 184:partition_indexes 191:unknown_tags 198:- 202:group_id 210:topics[] 229:- 231:group_id 242:topics[] 253:groups 256:require_stable 259:unknown_tags 266:- 270:group_id 278:topics[] 300:- 302:group_id 313:topics[] 324:groups 327:require_stable 330:unknown_tags 337:- 341:name 359:partition_indexes 376:tagged_fields 414:- 416:name 435:partition_indexes 450:tagged_fields 460:- 464:group_id 482:topics[] 508:tagged_fields 546:- 548:group_id 567:topics[] 586:groups 589:require_stable 592:tagged_fields 602:- 606:group_id 624:topics[] 648:require_stable:? 652:tagged_fields 690:- 692:group_id 711:topics[] 730:require_stable:? 732:groups 735:tagged_fields 745:- 749:name 767:partition_indexes 784:tagged_fields 822:- 824:name 843:partition_indexes 858:tagged_fields 868:- 872:group_id 890:topics[] 916:tagged_fields 954:- 956:group_id 975:topics[] 994:tagged_fields 1004:- 1008:groups[] 1029:require_stable:? 1034:tagged_fields 1072:- 1074:groups[] 1093:require_stable:? 1095:group_id 1098:topics 1101:tagged_fields 1111:- 1115:group_id 1133:member_id 1154:member_epoch:i 1157:topics[] 1181:tagged_fields 1219:- 1221:group_id 1240:member_id 1259:member_epoch:i 1261:topics[] 1280:tagged_fields 1290:- 1294:groups[] 1315:require_stable:? 1320:tagged_fields 1358:- 1360:groups[] 1379:require_stable:? 1381:group_id 1384:topics 1387:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -214,6 +213,7 @@ OffsetFetchResponse.OffsetFetchResponsePartitions = OffsetFetchResponsePartition
 def _read_OffsetFetchResponsePartition_v0(buf, pos, view):
     try:
         self = _new(OffsetFetchResponsePartition)
+        blen = len(buf)
         # field: partition_index:i committed_offset:q
         (self.partition_index, self.committed_offset,) = _R_iq(buf, pos)
         pos += 12
@@ -224,8 +224,8 @@ def _read_OffsetFetchResponsePartition_v0(buf, pos, view):
             self.metadata = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.metadata = str(buf[pos:end], "utf-8")
             pos = end
         # field: error_code:h
@@ -265,19 +265,20 @@ def _write_OffsetFetchResponsePartition_v0(self, w):
 def _read_OffsetFetchResponseTopic_v0(buf, pos, view):
     try:
         self = _new(OffsetFetchResponseTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 16 > len(buf) - pos:
-            raise bad_count(n, 16, pos, len(buf))
+        if n < 0 or n * 16 > blen - pos:
+            raise bad_count(n, 16, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -324,11 +325,12 @@ def _write_OffsetFetchResponseTopic_v0(self, w):
 def _read_OffsetFetchResponse_v0(buf, pos, view):
     try:
         self = _new(OffsetFetchResponse)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -370,11 +372,12 @@ def _write_OffsetFetchResponse_v0(self, w):
 def _read_OffsetFetchResponse_v2(buf, pos, view):
     try:
         self = _new(OffsetFetchResponse)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -420,14 +423,15 @@ def _write_OffsetFetchResponse_v2(self, w):
 def _read_OffsetFetchResponse_v3(buf, pos, view):
     try:
         self = _new(OffsetFetchResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -474,6 +478,7 @@ def _write_OffsetFetchResponse_v3(self, w):
 def _read_OffsetFetchResponsePartition_v5(buf, pos, view):
     try:
         self = _new(OffsetFetchResponsePartition)
+        blen = len(buf)
         # field: partition_index:i committed_offset:q committed_leader_epoch:i
         (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
         pos += 16
@@ -484,8 +489,8 @@ def _read_OffsetFetchResponsePartition_v5(buf, pos, view):
             self.metadata = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.metadata = str(buf[pos:end], "utf-8")
             pos = end
         # field: error_code:h
@@ -524,19 +529,20 @@ def _write_OffsetFetchResponsePartition_v5(self, w):
 def _read_OffsetFetchResponseTopic_v5(buf, pos, view):
     try:
         self = _new(OffsetFetchResponseTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 20 > len(buf) - pos:
-            raise bad_count(n, 20, pos, len(buf))
+        if n < 0 or n * 20 > blen - pos:
+            raise bad_count(n, 20, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -583,14 +589,15 @@ def _write_OffsetFetchResponseTopic_v5(self, w):
 def _read_OffsetFetchResponse_v5(buf, pos, view):
     try:
         self = _new(OffsetFetchResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -637,6 +644,7 @@ def _write_OffsetFetchResponse_v5(self, w):
 def _read_OffsetFetchResponsePartition_v6(buf, pos, view):
     try:
         self = _new(OffsetFetchResponsePartition)
+        blen = len(buf)
         # field: partition_index:i committed_offset:q committed_leader_epoch:i
         (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
         pos += 16
@@ -644,6 +652,12 @@ def _read_OffsetFetchResponsePartition_v6(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -651,8 +665,8 @@ def _read_OffsetFetchResponsePartition_v6(buf, pos, view):
             self.metadata = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.metadata = str(buf[pos:end], "utf-8")
             pos = end
         # field: error_code:h
@@ -668,8 +682,8 @@ def _read_OffsetFetchResponsePartition_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -684,8 +698,8 @@ def _read_OffsetFetchResponsePartition_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -709,7 +723,15 @@ def _write_OffsetFetchResponsePartition_v6(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: error_code:h
         w(_W_h(self.error_code))
@@ -726,27 +748,40 @@ def _write_OffsetFetchResponsePartition_v6(self, w):
 def _read_OffsetFetchResponseTopic_v6(buf, pos, view):
     try:
         self = _new(OffsetFetchResponseTopic)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 20 > len(buf) - pos:
-            raise bad_count(n, 20, pos, len(buf))
+        if n < 0 or n * 20 > blen - pos:
+            raise bad_count(n, 20, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -763,8 +798,8 @@ def _read_OffsetFetchResponseTopic_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -779,8 +814,8 @@ def _read_OffsetFetchResponseTopic_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -802,14 +837,30 @@ def _write_OffsetFetchResponseTopic_v6(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -828,6 +879,7 @@ def _write_OffsetFetchResponseTopic_v6(self, w):
 def _read_OffsetFetchResponse_v6(buf, pos, view):
     try:
         self = _new(OffsetFetchResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -835,11 +887,17 @@ def _read_OffsetFetchResponse_v6(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -860,8 +918,8 @@ def _read_OffsetFetchResponse_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -876,8 +934,8 @@ def _read_OffsetFetchResponse_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -897,7 +955,15 @@ def _write_OffsetFetchResponse_v6(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -921,6 +987,7 @@ def _write_OffsetFetchResponse_v6(self, w):
 def _read_OffsetFetchResponsePartitions_v8(buf, pos, view):
     try:
         self = _new(OffsetFetchResponsePartitions)
+        blen = len(buf)
         # field: partition_index:i committed_offset:q committed_leader_epoch:i
         (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
         pos += 16
@@ -928,6 +995,12 @@ def _read_OffsetFetchResponsePartitions_v8(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -935,8 +1008,8 @@ def _read_OffsetFetchResponsePartitions_v8(buf, pos, view):
             self.metadata = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.metadata = str(buf[pos:end], "utf-8")
             pos = end
         # field: error_code:h
@@ -952,8 +1025,8 @@ def _read_OffsetFetchResponsePartitions_v8(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -968,8 +1041,8 @@ def _read_OffsetFetchResponsePartitions_v8(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -993,7 +1066,15 @@ def _write_OffsetFetchResponsePartitions_v8(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: error_code:h
         w(_W_h(self.error_code))
@@ -1010,27 +1091,40 @@ def _write_OffsetFetchResponsePartitions_v8(self, w):
 def _read_OffsetFetchResponseTopics_v8(buf, pos, view):
     try:
         self = _new(OffsetFetchResponseTopics)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 20 > len(buf) - pos:
-            raise bad_count(n, 20, pos, len(buf))
+        if n < 0 or n * 20 > blen - pos:
+            raise bad_count(n, 20, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -1047,8 +1141,8 @@ def _read_OffsetFetchResponseTopics_v8(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1063,8 +1157,8 @@ def _read_OffsetFetchResponseTopics_v8(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1086,14 +1180,30 @@ def _write_OffsetFetchResponseTopics_v8(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1112,27 +1222,40 @@ def _write_OffsetFetchResponseTopics_v8(self, w):
 def _read_OffsetFetchResponseGroup_v8(buf, pos, view):
     try:
         self = _new(OffsetFetchResponseGroup)
+        blen = len(buf)
         # field: group_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -1152,8 +1275,8 @@ def _read_OffsetFetchResponseGroup_v8(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1168,8 +1291,8 @@ def _read_OffsetFetchResponseGroup_v8(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1191,14 +1314,30 @@ def _write_OffsetFetchResponseGroup_v8(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: topics[]
         value = self.topics
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1219,6 +1358,7 @@ def _write_OffsetFetchResponseGroup_v8(self, w):
 def _read_OffsetFetchResponse_v8(buf, pos, view):
     try:
         self = _new(OffsetFetchResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -1226,11 +1366,17 @@ def _read_OffsetFetchResponse_v8(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 5 > len(buf) - pos:
-            raise bad_count(n, 5, pos, len(buf))
+        if n < 0 or n * 5 > blen - pos:
+            raise bad_count(n, 5, pos, blen)
         items = []
         append = items.append
         for i_groups in range(n):
@@ -1249,8 +1395,8 @@ def _read_OffsetFetchResponse_v8(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1265,8 +1411,8 @@ def _read_OffsetFetchResponse_v8(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1286,7 +1432,15 @@ def _write_OffsetFetchResponse_v8(self, w):
         if value is None:
             raise null_not_allowed("groups")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_groups, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1330,5 +1484,5 @@ OffsetFetchResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "214:- 217:partition_index:i/committed_offset:q 220:metadata 231:error_code:h 241:- 243:partition_index:i/committed_offset:q 245:metadata 256:error_code:h 258:unknown_tags 265:- 268:name 276:partitions[] 293:- 295:name 306:partitions[] 317:unknown_tags 324:- 327:topics[] 347:- 349:topics[] 360:groups 363:unknown_tags 370:- 373:topics[] 384:error_code:h 395:- 397:topics[] 408:error_code:h 410:groups 413:unknown_tags 420:- 423:throttle_time_ms:i 426:topics[] 437:error_code:h 447:- 449:throttle_time_ms:i 451:topics[] 462:error_code:h 464:groups 467:unknown_tags 474:- 477:partition_index:i/committed_offset:q/committed_leader_epoch:i 480:metadata 491:error_code:h 500:- 502:partition_index:i/committed_offset:q/committed_leader_epoch:i 504:metadata 515:error_code:h 517:unknown_tags 524:- 527:name 535:partitions[] 552:- 554:name 565:partitions[] 576:unknown_tags 583:- 586:throttle_time_ms:i 589:topics[] 600:error_code:h 610:- 612:throttle_time_ms:i 614:topics[] 625:error_code:h 627:groups 630:unknown_tags 637:- 640:partition_index:i/committed_offset:q/committed_leader_epoch:i 643:metadata 658:error_code:h 661:tagged_fields 699:- 701:partition_index:i/committed_offset:q/committed_leader_epoch:i 703:metadata 714:error_code:h 716:tagged_fields 726:- 729:name 741:partitions[] 756:tagged_fields 794:- 796:name 807:partitions[] 818:tagged_fields 828:- 831:throttle_time_ms:i 834:topics[] 849:error_code:h 853:tagged_fields 891:- 893:throttle_time_ms:i 895:topics[] 906:error_code:h 908:groups 911:tagged_fields 921:- 924:partition_index:i/committed_offset:q/committed_leader_epoch:i 927:metadata 942:error_code:h 945:tagged_fields 983:- 985:partition_index:i/committed_offset:q/committed_leader_epoch:i 987:metadata 998:error_code:h 1000:tagged_fields 1010:- 1013:name 1025:partitions[] 1040:tagged_fields 1078:- 1080:name 1091:partitions[] 1102:tagged_fields 1112:- 1115:group_id 1127:topics[] 1142:error_code:h 1145:tagged_fields 1183:- 1185:group_id 1196:topics[] 1207:error_code:h 1209:tagged_fields 1219:- 1222:throttle_time_ms:i 1225:groups[] 1242:tagged_fields 1280:- 1282:throttle_time_ms:i 1284:groups[] 1295:topics 1298:tagged_fields"
+    "213:- 217:partition_index:i/committed_offset:q 220:metadata 231:error_code:h 241:- 243:partition_index:i/committed_offset:q 245:metadata 256:error_code:h 258:unknown_tags 265:- 269:name 277:partitions[] 294:- 296:name 307:partitions[] 318:unknown_tags 325:- 329:topics[] 349:- 351:topics[] 362:groups 365:unknown_tags 372:- 376:topics[] 387:error_code:h 398:- 400:topics[] 411:error_code:h 413:groups 416:unknown_tags 423:- 427:throttle_time_ms:i 430:topics[] 441:error_code:h 451:- 453:throttle_time_ms:i 455:topics[] 466:error_code:h 468:groups 471:unknown_tags 478:- 482:partition_index:i/committed_offset:q/committed_leader_epoch:i 485:metadata 496:error_code:h 505:- 507:partition_index:i/committed_offset:q/committed_leader_epoch:i 509:metadata 520:error_code:h 522:unknown_tags 529:- 533:name 541:partitions[] 558:- 560:name 571:partitions[] 582:unknown_tags 589:- 593:throttle_time_ms:i 596:topics[] 607:error_code:h 617:- 619:throttle_time_ms:i 621:topics[] 632:error_code:h 634:groups 637:unknown_tags 644:- 648:partition_index:i/committed_offset:q/committed_leader_epoch:i 651:metadata 672:error_code:h 675:tagged_fields 713:- 715:partition_index:i/committed_offset:q/committed_leader_epoch:i 717:metadata 736:error_code:h 738:tagged_fields 748:- 752:name 770:partitions[] 791:tagged_fields 829:- 831:name 850:partitions[] 869:tagged_fields 879:- 883:throttle_time_ms:i 886:topics[] 907:error_code:h 911:tagged_fields 949:- 951:throttle_time_ms:i 953:topics[] 972:error_code:h 974:groups 977:tagged_fields 987:- 991:partition_index:i/committed_offset:q/committed_leader_epoch:i 994:metadata 1015:error_code:h 1018:tagged_fields 1056:- 1058:partition_index:i/committed_offset:q/committed_leader_epoch:i 1060:metadata 1079:error_code:h 1081:tagged_fields 1091:- 1095:name 1113:partitions[] 1134:tagged_fields 1172:- 1174:name 1193:partitions[] 1212:tagged_fields 1222:- 1226:group_id 1244:topics[] 1265:error_code:h 1268:tagged_fields 1306:- 1308:group_id 1327:topics[] 1346:error_code:h 1348:tagged_fields 1358:- 1362:throttle_time_ms:i 1365:groups[] 1388:tagged_fields 1426:- 1428:throttle_time_ms:i 1430:groups[] 1449:topics 1452:tagged_fields"
 )

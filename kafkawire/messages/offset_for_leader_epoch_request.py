@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -136,19 +135,20 @@ def _write_OffsetForLeaderPartition_v0(self, w):
 def _read_OffsetForLeaderTopic_v0(buf, pos, view):
     try:
         self = _new(OffsetForLeaderTopic)
+        blen = len(buf)
         # field: topic
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -195,11 +195,12 @@ def _write_OffsetForLeaderTopic_v0(self, w):
 def _read_OffsetForLeaderEpochRequest_v0(buf, pos, view):
     try:
         self = _new(OffsetForLeaderEpochRequest)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -259,19 +260,20 @@ def _write_OffsetForLeaderPartition_v2(self, w):
 def _read_OffsetForLeaderTopic_v2(buf, pos, view):
     try:
         self = _new(OffsetForLeaderTopic)
+        blen = len(buf)
         # field: topic
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 12 > len(buf) - pos:
-            raise bad_count(n, 12, pos, len(buf))
+        if n < 0 or n * 12 > blen - pos:
+            raise bad_count(n, 12, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -318,11 +320,12 @@ def _write_OffsetForLeaderTopic_v2(self, w):
 def _read_OffsetForLeaderEpochRequest_v2(buf, pos, view):
     try:
         self = _new(OffsetForLeaderEpochRequest)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -359,14 +362,15 @@ def _write_OffsetForLeaderEpochRequest_v2(self, w):
 def _read_OffsetForLeaderEpochRequest_v3(buf, pos, view):
     try:
         self = _new(OffsetForLeaderEpochRequest)
+        blen = len(buf)
         # field: replica_id:i
         (self.replica_id,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -404,6 +408,7 @@ def _write_OffsetForLeaderEpochRequest_v3(self, w):
 def _read_OffsetForLeaderPartition_v4(buf, pos, view):
     try:
         self = _new(OffsetForLeaderPartition)
+        blen = len(buf)
         # field: partition:i current_leader_epoch:i leader_epoch:i
         (self.partition, self.current_leader_epoch, self.leader_epoch,) = _R_iii(buf, pos)
         pos += 12
@@ -417,8 +422,8 @@ def _read_OffsetForLeaderPartition_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -433,8 +438,8 @@ def _read_OffsetForLeaderPartition_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -462,27 +467,40 @@ def _write_OffsetForLeaderPartition_v4(self, w):
 def _read_OffsetForLeaderTopic_v4(buf, pos, view):
     try:
         self = _new(OffsetForLeaderTopic)
+        blen = len(buf)
         # field: topic
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 13 > len(buf) - pos:
-            raise bad_count(n, 13, pos, len(buf))
+        if n < 0 or n * 13 > blen - pos:
+            raise bad_count(n, 13, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -499,8 +517,8 @@ def _read_OffsetForLeaderTopic_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -515,8 +533,8 @@ def _read_OffsetForLeaderTopic_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -538,14 +556,30 @@ def _write_OffsetForLeaderTopic_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -564,6 +598,7 @@ def _write_OffsetForLeaderTopic_v4(self, w):
 def _read_OffsetForLeaderEpochRequest_v4(buf, pos, view):
     try:
         self = _new(OffsetForLeaderEpochRequest)
+        blen = len(buf)
         # field: replica_id:i
         (self.replica_id,) = _R_i(buf, pos)
         pos += 4
@@ -571,11 +606,17 @@ def _read_OffsetForLeaderEpochRequest_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -592,8 +633,8 @@ def _read_OffsetForLeaderEpochRequest_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -608,8 +649,8 @@ def _read_OffsetForLeaderEpochRequest_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -629,7 +670,15 @@ def _write_OffsetForLeaderEpochRequest_v4(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -660,5 +709,5 @@ OffsetForLeaderEpochRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "112:- 115:partition:i/leader_epoch:i 125:- 127:partition:i/leader_epoch:i 129:unknown_tags 136:- 139:topic 147:partitions[] 164:- 166:topic 177:partitions[] 188:unknown_tags 195:- 198:topics[] 216:- 218:topics[] 229:unknown_tags 236:- 239:partition:i/current_leader_epoch:i/leader_epoch:i 248:- 250:partition:i/current_leader_epoch:i/leader_epoch:i 252:unknown_tags 259:- 262:topic 270:partitions[] 287:- 289:topic 300:partitions[] 311:unknown_tags 318:- 321:topics[] 339:- 341:topics[] 352:unknown_tags 359:- 362:replica_id:i 365:topics[] 382:- 384:replica_id:i 386:topics[] 397:unknown_tags 404:- 407:partition:i/current_leader_epoch:i/leader_epoch:i 410:tagged_fields 448:- 450:partition:i/current_leader_epoch:i/leader_epoch:i 452:tagged_fields 462:- 465:topic 477:partitions[] 492:tagged_fields 530:- 532:topic 543:partitions[] 554:tagged_fields 564:- 567:replica_id:i 570:topics[] 585:tagged_fields 623:- 625:replica_id:i 627:topics[] 638:tagged_fields"
+    "111:- 114:partition:i/leader_epoch:i 124:- 126:partition:i/leader_epoch:i 128:unknown_tags 135:- 139:topic 147:partitions[] 164:- 166:topic 177:partitions[] 188:unknown_tags 195:- 199:topics[] 217:- 219:topics[] 230:unknown_tags 237:- 240:partition:i/current_leader_epoch:i/leader_epoch:i 249:- 251:partition:i/current_leader_epoch:i/leader_epoch:i 253:unknown_tags 260:- 264:topic 272:partitions[] 289:- 291:topic 302:partitions[] 313:unknown_tags 320:- 324:topics[] 342:- 344:topics[] 355:unknown_tags 362:- 366:replica_id:i 369:topics[] 386:- 388:replica_id:i 390:topics[] 401:unknown_tags 408:- 412:partition:i/current_leader_epoch:i/leader_epoch:i 415:tagged_fields 453:- 455:partition:i/current_leader_epoch:i/leader_epoch:i 457:tagged_fields 467:- 471:topic 489:partitions[] 510:tagged_fields 548:- 550:topic 569:partitions[] 588:tagged_fields 598:- 602:replica_id:i 605:topics[] 626:tagged_fields 664:- 666:replica_id:i 668:topics[] 687:tagged_fields"
 )

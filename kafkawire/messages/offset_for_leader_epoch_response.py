@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_hiiq = _Format(">hiiq").unpack_from
@@ -139,19 +138,20 @@ def _write_EpochEndOffset_v0(self, w):
 def _read_OffsetForLeaderTopicResult_v0(buf, pos, view):
     try:
         self = _new(OffsetForLeaderTopicResult)
+        blen = len(buf)
         # field: topic
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 14 > len(buf) - pos:
-            raise bad_count(n, 14, pos, len(buf))
+        if n < 0 or n * 14 > blen - pos:
+            raise bad_count(n, 14, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -198,11 +198,12 @@ def _write_OffsetForLeaderTopicResult_v0(self, w):
 def _read_OffsetForLeaderEpochResponse_v0(buf, pos, view):
     try:
         self = _new(OffsetForLeaderEpochResponse)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -262,19 +263,20 @@ def _write_EpochEndOffset_v1(self, w):
 def _read_OffsetForLeaderTopicResult_v1(buf, pos, view):
     try:
         self = _new(OffsetForLeaderTopicResult)
+        blen = len(buf)
         # field: topic
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -321,11 +323,12 @@ def _write_OffsetForLeaderTopicResult_v1(self, w):
 def _read_OffsetForLeaderEpochResponse_v1(buf, pos, view):
     try:
         self = _new(OffsetForLeaderEpochResponse)
+        blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -362,14 +365,15 @@ def _write_OffsetForLeaderEpochResponse_v1(self, w):
 def _read_OffsetForLeaderEpochResponse_v2(buf, pos, view):
     try:
         self = _new(OffsetForLeaderEpochResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -407,6 +411,7 @@ def _write_OffsetForLeaderEpochResponse_v2(self, w):
 def _read_EpochEndOffset_v4(buf, pos, view):
     try:
         self = _new(EpochEndOffset)
+        blen = len(buf)
         # field: error_code:h partition:i leader_epoch:i end_offset:q
         (self.error_code, self.partition, self.leader_epoch, self.end_offset,) = _R_hiiq(buf, pos)
         pos += 18
@@ -420,8 +425,8 @@ def _read_EpochEndOffset_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -436,8 +441,8 @@ def _read_EpochEndOffset_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -465,27 +470,40 @@ def _write_EpochEndOffset_v4(self, w):
 def _read_OffsetForLeaderTopicResult_v4(buf, pos, view):
     try:
         self = _new(OffsetForLeaderTopicResult)
+        blen = len(buf)
         # field: topic
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 19 > len(buf) - pos:
-            raise bad_count(n, 19, pos, len(buf))
+        if n < 0 or n * 19 > blen - pos:
+            raise bad_count(n, 19, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -502,8 +520,8 @@ def _read_OffsetForLeaderTopicResult_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -518,8 +536,8 @@ def _read_OffsetForLeaderTopicResult_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -541,14 +559,30 @@ def _write_OffsetForLeaderTopicResult_v4(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -567,6 +601,7 @@ def _write_OffsetForLeaderTopicResult_v4(self, w):
 def _read_OffsetForLeaderEpochResponse_v4(buf, pos, view):
     try:
         self = _new(OffsetForLeaderEpochResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -574,11 +609,17 @@ def _read_OffsetForLeaderEpochResponse_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -595,8 +636,8 @@ def _read_OffsetForLeaderEpochResponse_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -611,8 +652,8 @@ def _read_OffsetForLeaderEpochResponse_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -632,7 +673,15 @@ def _write_OffsetForLeaderEpochResponse_v4(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -663,5 +712,5 @@ OffsetForLeaderEpochResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "115:- 118:error_code:h/partition:i/end_offset:q 128:- 130:error_code:h/partition:i/end_offset:q 132:unknown_tags 139:- 142:topic 150:partitions[] 167:- 169:topic 180:partitions[] 191:unknown_tags 198:- 201:topics[] 219:- 221:topics[] 232:unknown_tags 239:- 242:error_code:h/partition:i/leader_epoch:i/end_offset:q 251:- 253:error_code:h/partition:i/leader_epoch:i/end_offset:q 255:unknown_tags 262:- 265:topic 273:partitions[] 290:- 292:topic 303:partitions[] 314:unknown_tags 321:- 324:topics[] 342:- 344:topics[] 355:unknown_tags 362:- 365:throttle_time_ms:i 368:topics[] 385:- 387:throttle_time_ms:i 389:topics[] 400:unknown_tags 407:- 410:error_code:h/partition:i/leader_epoch:i/end_offset:q 413:tagged_fields 451:- 453:error_code:h/partition:i/leader_epoch:i/end_offset:q 455:tagged_fields 465:- 468:topic 480:partitions[] 495:tagged_fields 533:- 535:topic 546:partitions[] 557:tagged_fields 567:- 570:throttle_time_ms:i 573:topics[] 588:tagged_fields 626:- 628:throttle_time_ms:i 630:topics[] 641:tagged_fields"
+    "114:- 117:error_code:h/partition:i/end_offset:q 127:- 129:error_code:h/partition:i/end_offset:q 131:unknown_tags 138:- 142:topic 150:partitions[] 167:- 169:topic 180:partitions[] 191:unknown_tags 198:- 202:topics[] 220:- 222:topics[] 233:unknown_tags 240:- 243:error_code:h/partition:i/leader_epoch:i/end_offset:q 252:- 254:error_code:h/partition:i/leader_epoch:i/end_offset:q 256:unknown_tags 263:- 267:topic 275:partitions[] 292:- 294:topic 305:partitions[] 316:unknown_tags 323:- 327:topics[] 345:- 347:topics[] 358:unknown_tags 365:- 369:throttle_time_ms:i 372:topics[] 389:- 391:throttle_time_ms:i 393:topics[] 404:unknown_tags 411:- 415:error_code:h/partition:i/leader_epoch:i/end_offset:q 418:tagged_fields 456:- 458:error_code:h/partition:i/leader_epoch:i/end_offset:q 460:tagged_fields 470:- 474:topic 492:partitions[] 513:tagged_fields 551:- 553:topic 572:partitions[] 591:tagged_fields 601:- 605:throttle_time_ms:i 608:topics[] 629:tagged_fields 667:- 669:throttle_time_ms:i 671:topics[] 690:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_hi = _Format(">hi").unpack_from
@@ -113,6 +112,7 @@ ProduceRequest.PartitionProduceData = PartitionProduceData
 def _read_PartitionProduceData_v0(buf, pos, view):
     try:
         self = _new(PartitionProduceData)
+        blen = len(buf)
         # field: index:i
         (self.index,) = _R_i(buf, pos)
         pos += 4
@@ -123,8 +123,8 @@ def _read_PartitionProduceData_v0(buf, pos, view):
             self.records = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf):
-                raise bad_length(n, pos, len(buf), "records")
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "records")
             self.records = view[pos:end]
             pos = end
         self.unknown_tags = None
@@ -154,19 +154,20 @@ def _write_PartitionProduceData_v0(self, w):
 def _read_TopicProduceData_v0(buf, pos, view):
     try:
         self = _new(TopicProduceData)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_data[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_partition_data in range(n):
@@ -213,14 +214,15 @@ def _write_TopicProduceData_v0(self, w):
 def _read_ProduceRequest_v0(buf, pos, view):
     try:
         self = _new(ProduceRequest)
+        blen = len(buf)
         # field: acks:h timeout_ms:i
         (self.acks, self.timeout_ms,) = _R_hi(buf, pos)
         pos += 6
         # field: topic_data[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topic_data in range(n):
@@ -262,6 +264,7 @@ def _write_ProduceRequest_v0(self, w):
 def _read_ProduceRequest_v3(buf, pos, view):
     try:
         self = _new(ProduceRequest)
+        blen = len(buf)
         # field: transactional_id
         n = _R_h(buf, pos)[0]
         pos += 2
@@ -269,8 +272,8 @@ def _read_ProduceRequest_v3(buf, pos, view):
             self.transactional_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.transactional_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: acks:h timeout_ms:i
@@ -279,8 +282,8 @@ def _read_ProduceRequest_v3(buf, pos, view):
         # field: topic_data[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topic_data in range(n):
@@ -329,6 +332,7 @@ def _write_ProduceRequest_v3(self, w):
 def _read_PartitionProduceData_v9(buf, pos, view):
     try:
         self = _new(PartitionProduceData)
+        blen = len(buf)
         # field: index:i
         (self.index,) = _R_i(buf, pos)
         pos += 4
@@ -336,6 +340,12 @@ def _read_PartitionProduceData_v9(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -343,8 +353,8 @@ def _read_PartitionProduceData_v9(buf, pos, view):
             self.records = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf):
-                raise bad_length(n, pos, len(buf), "records")
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "records")
             self.records = view[pos:end]
             pos = end
         # field: tagged_fields
@@ -357,8 +367,8 @@ def _read_PartitionProduceData_v9(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -373,8 +383,8 @@ def _read_PartitionProduceData_v9(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -394,7 +404,15 @@ def _write_PartitionProduceData_v9(self, w):
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(value)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -409,27 +427,40 @@ def _write_PartitionProduceData_v9(self, w):
 def _read_TopicProduceData_v9(buf, pos, view):
     try:
         self = _new(TopicProduceData)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_data[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_partition_data in range(n):
@@ -446,8 +477,8 @@ def _read_TopicProduceData_v9(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -462,8 +493,8 @@ def _read_TopicProduceData_v9(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -485,14 +516,30 @@ def _write_TopicProduceData_v9(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partition_data[]
         value = self.partition_data
         if value is None:
             raise null_not_allowed("partition_data")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partition_data, item in enumerate(value):
                 value = item
                 if value is None:
@@ -511,10 +558,17 @@ def _write_TopicProduceData_v9(self, w):
 def _read_ProduceRequest_v9(buf, pos, view):
     try:
         self = _new(ProduceRequest)
+        blen = len(buf)
         # field: transactional_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -522,8 +576,8 @@ def _read_ProduceRequest_v9(buf, pos, view):
             self.transactional_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.transactional_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: acks:h timeout_ms:i
@@ -533,11 +587,17 @@ def _read_ProduceRequest_v9(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topic_data in range(n):
@@ -554,8 +614,8 @@ def _read_ProduceRequest_v9(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -570,8 +630,8 @@ def _read_ProduceRequest_v9(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -593,7 +653,15 @@ def _write_ProduceRequest_v9(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: acks:h timeout_ms:i
         w(_W_hi(self.acks, self.timeout_ms))
@@ -602,7 +670,15 @@ def _write_ProduceRequest_v9(self, w):
         if value is None:
             raise null_not_allowed("topic_data")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topic_data, item in enumerate(value):
                 value = item
                 if value is None:
@@ -647,5 +723,5 @@ ProduceRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "113:- 116:index:i 119:records 136:- 138:index:i 140:records 147:unknown_tags 154:- 157:name 165:partition_data[] 182:- 184:name 195:partition_data[] 206:unknown_tags 213:- 216:acks:h/timeout_ms:i 219:topic_data[] 237:- 239:acks:h/timeout_ms:i 241:topic_data[] 252:transactional_id 255:unknown_tags 262:- 265:transactional_id 276:acks:h/timeout_ms:i 279:topic_data[] 296:- 298:transactional_id 309:acks:h/timeout_ms:i 311:topic_data[] 322:unknown_tags 329:- 332:index:i 335:records 350:tagged_fields 388:- 390:index:i 392:records 399:tagged_fields 409:- 412:name 424:partition_data[] 439:tagged_fields 477:- 479:name 490:partition_data[] 501:tagged_fields 511:- 514:transactional_id 529:acks:h/timeout_ms:i 532:topic_data[] 547:tagged_fields 585:- 587:transactional_id 598:acks:h/timeout_ms:i 600:topic_data[] 611:tagged_fields"
+    "112:- 116:index:i 119:records 136:- 138:index:i 140:records 147:unknown_tags 154:- 158:name 166:partition_data[] 183:- 185:name 196:partition_data[] 207:unknown_tags 214:- 218:acks:h/timeout_ms:i 221:topic_data[] 239:- 241:acks:h/timeout_ms:i 243:topic_data[] 254:transactional_id 257:unknown_tags 264:- 268:transactional_id 279:acks:h/timeout_ms:i 282:topic_data[] 299:- 301:transactional_id 312:acks:h/timeout_ms:i 314:topic_data[] 325:unknown_tags 332:- 336:index:i 339:records 360:tagged_fields 398:- 400:index:i 402:records 417:tagged_fields 427:- 431:name 449:partition_data[] 470:tagged_fields 508:- 510:name 529:partition_data[] 548:tagged_fields 558:- 562:transactional_id 583:acks:h/timeout_ms:i 586:topic_data[] 607:tagged_fields 645:- 647:transactional_id 666:acks:h/timeout_ms:i 668:topic_data[] 687:tagged_fields"
 )

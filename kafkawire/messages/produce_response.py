@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -87,7 +86,7 @@ class TopicProduceResponse(_Struct):
 class PartitionProduceResponse(_Struct):
     """ProduceResponse.PartitionProduceResponse, versions 0-11."""
 
-    __slots__ = ("index", "error_code", "base_offset", "log_append_time_ms", "log_start_offset", "record_errors", "error_message", "current_leader", "unknown_tags")
+    __slots__ = ("index", "error_code", "base_offset", "log_append_time_ms", "log_start_offset", "record_errors", "error_message", "_current_leader", "unknown_tags")
     _FIELDS = ("index", "error_code", "base_offset", "log_append_time_ms", "log_start_offset", "record_errors", "error_message", "current_leader",)
 
     def __init__(
@@ -99,7 +98,7 @@ class PartitionProduceResponse(_Struct):
         log_start_offset=-1,
         record_errors=(),
         error_message=None,
-        current_leader=_LAZY,
+        current_leader=_ABSENT,
         unknown_tags=None,
     ):
         self.index = index
@@ -109,8 +108,7 @@ class PartitionProduceResponse(_Struct):
         self.log_start_offset = log_start_offset
         self.record_errors = record_errors
         self.error_message = error_message
-        if current_leader is not _LAZY:
-            self.current_leader = current_leader
+        self._current_leader = current_leader
         self.unknown_tags = unknown_tags
 
     def _is_default(self):
@@ -122,7 +120,7 @@ class PartitionProduceResponse(_Struct):
             self.log_start_offset != -1 or
             (self.record_errors is None or len(self.record_errors) != 0) or
             self.error_message is not None or
-            (self.current_leader is None or not self.current_leader._is_default()) or
+            (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())) or
             self.unknown_tags
         )
 
@@ -203,7 +201,7 @@ class NodeEndpoint(_Struct):
             self.rack is not None or
             self.unknown_tags
         )
-PartitionProduceResponse._LAZY_DEFAULTS = { "current_leader": LeaderIdAndEpoch, }
+PartitionProduceResponse.current_leader = struct_field("_current_leader", LeaderIdAndEpoch)
 TopicProduceResponse.__qualname__ = "ProduceResponse.TopicProduceResponse"
 ProduceResponse.TopicProduceResponse = TopicProduceResponse
 PartitionProduceResponse.__qualname__ = "ProduceResponse.PartitionProduceResponse"
@@ -227,6 +225,7 @@ def _read_PartitionProduceResponse_v0(buf, pos, view):
         self.log_start_offset = -1
         self.record_errors = ()
         self.error_message = None
+        self._current_leader = _ABSENT
         self.unknown_tags = None
         return self, pos
     except Exception as exc:
@@ -238,7 +237,7 @@ def _write_PartitionProduceResponse_v0(self, w):
         # field: index:i error_code:h base_offset:q
         w(_W_ihq(self.index, self.error_code, self.base_offset))
         # field: current_leader
-        if (self.current_leader is None or not self.current_leader._is_default()):
+        if (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())):
             raise not_in_version("PartitionProduceResponse", "current_leader")
         # field: unknown_tags
         if self.unknown_tags:
@@ -250,19 +249,20 @@ def _write_PartitionProduceResponse_v0(self, w):
 def _read_TopicProduceResponse_v0(buf, pos, view):
     try:
         self = _new(TopicProduceResponse)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_responses[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 14 > len(buf) - pos:
-            raise bad_count(n, 14, pos, len(buf))
+        if n < 0 or n * 14 > blen - pos:
+            raise bad_count(n, 14, pos, blen)
         items = []
         append = items.append
         for i_partition_responses in range(n):
@@ -309,11 +309,12 @@ def _write_TopicProduceResponse_v0(self, w):
 def _read_ProduceResponse_v0(buf, pos, view):
     try:
         self = _new(ProduceResponse)
+        blen = len(buf)
         # field: responses[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -354,11 +355,12 @@ def _write_ProduceResponse_v0(self, w):
 def _read_ProduceResponse_v1(buf, pos, view):
     try:
         self = _new(ProduceResponse)
+        blen = len(buf)
         # field: responses[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -409,6 +411,7 @@ def _read_PartitionProduceResponse_v2(buf, pos, view):
         self.log_start_offset = -1
         self.record_errors = ()
         self.error_message = None
+        self._current_leader = _ABSENT
         self.unknown_tags = None
         return self, pos
     except Exception as exc:
@@ -420,7 +423,7 @@ def _write_PartitionProduceResponse_v2(self, w):
         # field: index:i error_code:h base_offset:q log_append_time_ms:q
         w(_W_ihqq(self.index, self.error_code, self.base_offset, self.log_append_time_ms))
         # field: current_leader
-        if (self.current_leader is None or not self.current_leader._is_default()):
+        if (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())):
             raise not_in_version("PartitionProduceResponse", "current_leader")
         # field: unknown_tags
         if self.unknown_tags:
@@ -432,19 +435,20 @@ def _write_PartitionProduceResponse_v2(self, w):
 def _read_TopicProduceResponse_v2(buf, pos, view):
     try:
         self = _new(TopicProduceResponse)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_responses[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 22 > len(buf) - pos:
-            raise bad_count(n, 22, pos, len(buf))
+        if n < 0 or n * 22 > blen - pos:
+            raise bad_count(n, 22, pos, blen)
         items = []
         append = items.append
         for i_partition_responses in range(n):
@@ -491,11 +495,12 @@ def _write_TopicProduceResponse_v2(self, w):
 def _read_ProduceResponse_v2(buf, pos, view):
     try:
         self = _new(ProduceResponse)
+        blen = len(buf)
         # field: responses[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -545,6 +550,7 @@ def _read_PartitionProduceResponse_v5(buf, pos, view):
         pos += 30
         self.record_errors = ()
         self.error_message = None
+        self._current_leader = _ABSENT
         self.unknown_tags = None
         return self, pos
     except Exception as exc:
@@ -556,7 +562,7 @@ def _write_PartitionProduceResponse_v5(self, w):
         # field: index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
         w(_W_ihqqq(self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset))
         # field: current_leader
-        if (self.current_leader is None or not self.current_leader._is_default()):
+        if (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())):
             raise not_in_version("PartitionProduceResponse", "current_leader")
         # field: unknown_tags
         if self.unknown_tags:
@@ -568,19 +574,20 @@ def _write_PartitionProduceResponse_v5(self, w):
 def _read_TopicProduceResponse_v5(buf, pos, view):
     try:
         self = _new(TopicProduceResponse)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_responses[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 30 > len(buf) - pos:
-            raise bad_count(n, 30, pos, len(buf))
+        if n < 0 or n * 30 > blen - pos:
+            raise bad_count(n, 30, pos, blen)
         items = []
         append = items.append
         for i_partition_responses in range(n):
@@ -627,11 +634,12 @@ def _write_TopicProduceResponse_v5(self, w):
 def _read_ProduceResponse_v5(buf, pos, view):
     try:
         self = _new(ProduceResponse)
+        blen = len(buf)
         # field: responses[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -676,6 +684,7 @@ def _write_ProduceResponse_v5(self, w):
 def _read_BatchIndexAndErrorMessage_v8(buf, pos, view):
     try:
         self = _new(BatchIndexAndErrorMessage)
+        blen = len(buf)
         # field: batch_index:i
         (self.batch_index,) = _R_i(buf, pos)
         pos += 4
@@ -686,8 +695,8 @@ def _read_BatchIndexAndErrorMessage_v8(buf, pos, view):
             self.batch_index_error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.batch_index_error_message = str(buf[pos:end], "utf-8")
             pos = end
         self.unknown_tags = None
@@ -721,14 +730,15 @@ def _write_BatchIndexAndErrorMessage_v8(self, w):
 def _read_PartitionProduceResponse_v8(buf, pos, view):
     try:
         self = _new(PartitionProduceResponse)
+        blen = len(buf)
         # field: index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
         (self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset,) = _R_ihqqq(buf, pos)
         pos += 30
         # field: record_errors[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_record_errors in range(n):
@@ -742,10 +752,11 @@ def _read_PartitionProduceResponse_v8(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
+        self._current_leader = _ABSENT
         self.unknown_tags = None
         return self, pos
     except Exception as exc:
@@ -779,7 +790,7 @@ def _write_PartitionProduceResponse_v8(self, w):
             w(_W_h(n))
             w(raw)
         # field: current_leader
-        if (self.current_leader is None or not self.current_leader._is_default()):
+        if (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())):
             raise not_in_version("PartitionProduceResponse", "current_leader")
         # field: unknown_tags
         if self.unknown_tags:
@@ -791,19 +802,20 @@ def _write_PartitionProduceResponse_v8(self, w):
 def _read_TopicProduceResponse_v8(buf, pos, view):
     try:
         self = _new(TopicProduceResponse)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_responses[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 36 > len(buf) - pos:
-            raise bad_count(n, 36, pos, len(buf))
+        if n < 0 or n * 36 > blen - pos:
+            raise bad_count(n, 36, pos, blen)
         items = []
         append = items.append
         for i_partition_responses in range(n):
@@ -850,11 +862,12 @@ def _write_TopicProduceResponse_v8(self, w):
 def _read_ProduceResponse_v8(buf, pos, view):
     try:
         self = _new(ProduceResponse)
+        blen = len(buf)
         # field: responses[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -899,6 +912,7 @@ def _write_ProduceResponse_v8(self, w):
 def _read_BatchIndexAndErrorMessage_v9(buf, pos, view):
     try:
         self = _new(BatchIndexAndErrorMessage)
+        blen = len(buf)
         # field: batch_index:i
         (self.batch_index,) = _R_i(buf, pos)
         pos += 4
@@ -906,6 +920,12 @@ def _read_BatchIndexAndErrorMessage_v9(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -913,8 +933,8 @@ def _read_BatchIndexAndErrorMessage_v9(buf, pos, view):
             self.batch_index_error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.batch_index_error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -927,8 +947,8 @@ def _read_BatchIndexAndErrorMessage_v9(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -943,8 +963,8 @@ def _read_BatchIndexAndErrorMessage_v9(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -968,7 +988,15 @@ def _write_BatchIndexAndErrorMessage_v9(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -983,6 +1011,7 @@ def _write_BatchIndexAndErrorMessage_v9(self, w):
 def _read_PartitionProduceResponse_v9(buf, pos, view):
     try:
         self = _new(PartitionProduceResponse)
+        blen = len(buf)
         # field: index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
         (self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset,) = _R_ihqqq(buf, pos)
         pos += 30
@@ -990,11 +1019,17 @@ def _read_PartitionProduceResponse_v9(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_record_errors in range(n):
@@ -1005,6 +1040,12 @@ def _read_PartitionProduceResponse_v9(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -1012,10 +1053,11 @@ def _read_PartitionProduceResponse_v9(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
+        self._current_leader = _ABSENT
         # field: tagged_fields
         n = buf[pos]
         if n == 0:
@@ -1026,8 +1068,8 @@ def _read_PartitionProduceResponse_v9(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1042,8 +1084,8 @@ def _read_PartitionProduceResponse_v9(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1063,7 +1105,15 @@ def _write_PartitionProduceResponse_v9(self, w):
         if value is None:
             raise null_not_allowed("record_errors")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_record_errors, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1078,10 +1128,18 @@ def _write_PartitionProduceResponse_v9(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: current_leader
-        if (self.current_leader is None or not self.current_leader._is_default()):
+        if (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())):
             raise not_in_version("PartitionProduceResponse", "current_leader")
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1096,27 +1154,40 @@ def _write_PartitionProduceResponse_v9(self, w):
 def _read_TopicProduceResponse_v9(buf, pos, view):
     try:
         self = _new(TopicProduceResponse)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_responses[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 33 > len(buf) - pos:
-            raise bad_count(n, 33, pos, len(buf))
+        if n < 0 or n * 33 > blen - pos:
+            raise bad_count(n, 33, pos, blen)
         items = []
         append = items.append
         for i_partition_responses in range(n):
@@ -1133,8 +1204,8 @@ def _read_TopicProduceResponse_v9(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1149,8 +1220,8 @@ def _read_TopicProduceResponse_v9(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1172,14 +1243,30 @@ def _write_TopicProduceResponse_v9(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partition_responses[]
         value = self.partition_responses
         if value is None:
             raise null_not_allowed("partition_responses")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partition_responses, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1198,15 +1285,22 @@ def _write_TopicProduceResponse_v9(self, w):
 def _read_ProduceResponse_v9(buf, pos, view):
     try:
         self = _new(ProduceResponse)
+        blen = len(buf)
         # field: responses[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -1227,8 +1321,8 @@ def _read_ProduceResponse_v9(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1243,8 +1337,8 @@ def _read_ProduceResponse_v9(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1262,7 +1356,15 @@ def _write_ProduceResponse_v9(self, w):
         if value is None:
             raise null_not_allowed("responses")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_responses, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1286,6 +1388,7 @@ def _write_ProduceResponse_v9(self, w):
 def _read_LeaderIdAndEpoch_v10(buf, pos, view):
     try:
         self = _new(LeaderIdAndEpoch)
+        blen = len(buf)
         # field: leader_id:i leader_epoch:i
         (self.leader_id, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
@@ -1299,8 +1402,8 @@ def _read_LeaderIdAndEpoch_v10(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1315,8 +1418,8 @@ def _read_LeaderIdAndEpoch_v10(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1344,6 +1447,7 @@ def _write_LeaderIdAndEpoch_v10(self, w):
 def _read_PartitionProduceResponse_v10(buf, pos, view):
     try:
         self = _new(PartitionProduceResponse)
+        blen = len(buf)
         # field: index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
         (self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset,) = _R_ihqqq(buf, pos)
         pos += 30
@@ -1351,11 +1455,17 @@ def _read_PartitionProduceResponse_v10(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_record_errors in range(n):
@@ -1366,6 +1476,12 @@ def _read_PartitionProduceResponse_v10(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -1373,10 +1489,11 @@ def _read_PartitionProduceResponse_v10(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
+        self._current_leader = _ABSENT
         # field: tagged_fields
         n = buf[pos]
         if n == 0:
@@ -1387,8 +1504,8 @@ def _read_PartitionProduceResponse_v10(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1403,11 +1520,11 @@ def _read_PartitionProduceResponse_v10(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: current_leader
-                    self.current_leader, pos = _read_LeaderIdAndEpoch_v10(buf, pos, view)
+                    self._current_leader, pos = _read_LeaderIdAndEpoch_v10(buf, pos, view)
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
@@ -1431,7 +1548,15 @@ def _write_PartitionProduceResponse_v10(self, w):
         if value is None:
             raise null_not_allowed("record_errors")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_record_errors, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1446,11 +1571,19 @@ def _write_PartitionProduceResponse_v10(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         tags = []
         # field: current_leader
-        if (self.current_leader is None or not self.current_leader._is_default()):
+        if (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())):
             sub = []
             value = self.current_leader
             if value is None:
@@ -1470,27 +1603,40 @@ def _write_PartitionProduceResponse_v10(self, w):
 def _read_TopicProduceResponse_v10(buf, pos, view):
     try:
         self = _new(TopicProduceResponse)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_responses[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 33 > len(buf) - pos:
-            raise bad_count(n, 33, pos, len(buf))
+        if n < 0 or n * 33 > blen - pos:
+            raise bad_count(n, 33, pos, blen)
         items = []
         append = items.append
         for i_partition_responses in range(n):
@@ -1507,8 +1653,8 @@ def _read_TopicProduceResponse_v10(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1523,8 +1669,8 @@ def _read_TopicProduceResponse_v10(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1546,14 +1692,30 @@ def _write_TopicProduceResponse_v10(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partition_responses[]
         value = self.partition_responses
         if value is None:
             raise null_not_allowed("partition_responses")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partition_responses, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1572,6 +1734,7 @@ def _write_TopicProduceResponse_v10(self, w):
 def _read_NodeEndpoint_v10(buf, pos, view):
     try:
         self = _new(NodeEndpoint)
+        blen = len(buf)
         # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
@@ -1579,12 +1742,18 @@ def _read_NodeEndpoint_v10(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:i
@@ -1594,6 +1763,12 @@ def _read_NodeEndpoint_v10(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -1601,8 +1776,8 @@ def _read_NodeEndpoint_v10(buf, pos, view):
             self.rack = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.rack = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -1615,8 +1790,8 @@ def _read_NodeEndpoint_v10(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1631,8 +1806,8 @@ def _read_NodeEndpoint_v10(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1656,7 +1831,15 @@ def _write_NodeEndpoint_v10(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: port:i
         w(_W_i(self.port))
@@ -1669,7 +1852,15 @@ def _write_NodeEndpoint_v10(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1684,15 +1875,22 @@ def _write_NodeEndpoint_v10(self, w):
 def _read_ProduceResponse_v10(buf, pos, view):
     try:
         self = _new(ProduceResponse)
+        blen = len(buf)
         # field: responses[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -1713,8 +1911,8 @@ def _read_ProduceResponse_v10(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1729,18 +1927,24 @@ def _read_ProduceResponse_v10(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: node_endpoints
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
                     else:
                         n, pos = read_uvarint(buf, pos)
                     n -= 1
-                    if n < 0 or n * 11 > len(buf) - pos:
-                        raise bad_count(n, 11, pos, len(buf))
+                    if n < 0 or n * 11 > blen - pos:
+                        raise bad_count(n, 11, pos, blen)
                     items = []
                     append = items.append
                     for i_node_endpoints in range(n):
@@ -1768,7 +1972,15 @@ def _write_ProduceResponse_v10(self, w):
         if value is None:
             raise null_not_allowed("responses")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_responses, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1784,7 +1996,15 @@ def _write_ProduceResponse_v10(self, w):
             if value is None:
                 raise null_not_allowed("node_endpoints")
             else:
-                sub.append(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+                k = len(value) + 1
+                if k < 0x80:
+                    sub.append(SMALL_UVARINTS[k])
+                elif k < 0x4000:
+                    sub.append(UVARINT2(k & 0x7F | 0x80, k >> 7))
+                elif k < 0x200000:
+                    sub.append(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+                else:
+                    sub.append(uvarint(k))
                 for i_node_endpoints, item in enumerate(value):
                     value = item
                     if value is None:
@@ -1830,5 +2050,5 @@ ProduceResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "220:- 223:index:i/error_code:h/base_offset:q 236:- 238:index:i/error_code:h/base_offset:q 240:current_leader 243:unknown_tags 250:- 253:name 261:partition_responses[] 278:- 280:name 291:partition_responses[] 302:unknown_tags 309:- 312:responses[] 331:- 333:responses[] 344:node_endpoints 347:unknown_tags 354:- 357:responses[] 368:throttle_time_ms:i 378:- 380:responses[] 391:throttle_time_ms:i 393:node_endpoints 396:unknown_tags 403:- 406:index:i/error_code:h/base_offset:q/log_append_time_ms:q 418:- 420:index:i/error_code:h/base_offset:q/log_append_time_ms:q 422:current_leader 425:unknown_tags 432:- 435:name 443:partition_responses[] 460:- 462:name 473:partition_responses[] 484:unknown_tags 491:- 494:responses[] 505:throttle_time_ms:i 515:- 517:responses[] 528:throttle_time_ms:i 530:node_endpoints 533:unknown_tags 540:- 543:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 554:- 556:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 558:current_leader 561:unknown_tags 568:- 571:name 579:partition_responses[] 596:- 598:name 609:partition_responses[] 620:unknown_tags 627:- 630:responses[] 641:throttle_time_ms:i 651:- 653:responses[] 664:throttle_time_ms:i 666:node_endpoints 669:unknown_tags 676:- 679:batch_index:i 682:batch_index_error_message 699:- 701:batch_index:i 703:batch_index_error_message 714:unknown_tags 721:- 724:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 727:record_errors[] 738:error_message 755:- 757:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 759:record_errors[] 770:error_message 781:current_leader 784:unknown_tags 791:- 794:name 802:partition_responses[] 819:- 821:name 832:partition_responses[] 843:unknown_tags 850:- 853:responses[] 864:throttle_time_ms:i 874:- 876:responses[] 887:throttle_time_ms:i 889:node_endpoints 892:unknown_tags 899:- 902:batch_index:i 905:batch_index_error_message 920:tagged_fields 958:- 960:batch_index:i 962:batch_index_error_message 973:tagged_fields 983:- 986:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 989:record_errors[] 1004:error_message 1019:tagged_fields 1057:- 1059:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1061:record_errors[] 1072:error_message 1083:current_leader 1086:tagged_fields 1096:- 1099:name 1111:partition_responses[] 1126:tagged_fields 1164:- 1166:name 1177:partition_responses[] 1188:tagged_fields 1198:- 1201:responses[] 1216:throttle_time_ms:i 1220:tagged_fields 1258:- 1260:responses[] 1271:throttle_time_ms:i 1273:node_endpoints 1276:tagged_fields 1286:- 1289:leader_id:i/leader_epoch:i 1292:tagged_fields 1330:- 1332:leader_id:i/leader_epoch:i 1334:tagged_fields 1344:- 1347:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1350:record_errors[] 1365:error_message 1380:tagged_fields 1409:current_leader 1413:tagged_fields 1425:- 1427:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1429:record_errors[] 1440:error_message 1452:current_leader 1460:tagged_fields 1470:- 1473:name 1485:partition_responses[] 1500:tagged_fields 1538:- 1540:name 1551:partition_responses[] 1562:tagged_fields 1572:- 1575:node_id:i 1578:host 1590:port:i 1593:rack 1608:tagged_fields 1646:- 1648:node_id:i 1650:host 1661:port:i 1663:rack 1674:tagged_fields 1684:- 1687:responses[] 1702:throttle_time_ms:i 1706:tagged_fields 1735:node_endpoints 1752:tagged_fields 1764:- 1766:responses[] 1777:throttle_time_ms:i 1780:node_endpoints 1794:tagged_fields"
+    "218:- 221:index:i/error_code:h/base_offset:q 235:- 237:index:i/error_code:h/base_offset:q 239:current_leader 242:unknown_tags 249:- 253:name 261:partition_responses[] 278:- 280:name 291:partition_responses[] 302:unknown_tags 309:- 313:responses[] 332:- 334:responses[] 345:node_endpoints 348:unknown_tags 355:- 359:responses[] 370:throttle_time_ms:i 380:- 382:responses[] 393:throttle_time_ms:i 395:node_endpoints 398:unknown_tags 405:- 408:index:i/error_code:h/base_offset:q/log_append_time_ms:q 421:- 423:index:i/error_code:h/base_offset:q/log_append_time_ms:q 425:current_leader 428:unknown_tags 435:- 439:name 447:partition_responses[] 464:- 466:name 477:partition_responses[] 488:unknown_tags 495:- 499:responses[] 510:throttle_time_ms:i 520:- 522:responses[] 533:throttle_time_ms:i 535:node_endpoints 538:unknown_tags 545:- 548:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 560:- 562:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 564:current_leader 567:unknown_tags 574:- 578:name 586:partition_responses[] 603:- 605:name 616:partition_responses[] 627:unknown_tags 634:- 638:responses[] 649:throttle_time_ms:i 659:- 661:responses[] 672:throttle_time_ms:i 674:node_endpoints 677:unknown_tags 684:- 688:batch_index:i 691:batch_index_error_message 708:- 710:batch_index:i 712:batch_index_error_message 723:unknown_tags 730:- 734:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 737:record_errors[] 748:error_message 766:- 768:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 770:record_errors[] 781:error_message 792:current_leader 795:unknown_tags 802:- 806:name 814:partition_responses[] 831:- 833:name 844:partition_responses[] 855:unknown_tags 862:- 866:responses[] 877:throttle_time_ms:i 887:- 889:responses[] 900:throttle_time_ms:i 902:node_endpoints 905:unknown_tags 912:- 916:batch_index:i 919:batch_index_error_message 940:tagged_fields 978:- 980:batch_index:i 982:batch_index_error_message 1001:tagged_fields 1011:- 1015:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1018:record_errors[] 1039:error_message 1061:tagged_fields 1099:- 1101:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1103:record_errors[] 1122:error_message 1141:current_leader 1144:tagged_fields 1154:- 1158:name 1176:partition_responses[] 1197:tagged_fields 1235:- 1237:name 1256:partition_responses[] 1275:tagged_fields 1285:- 1289:responses[] 1310:throttle_time_ms:i 1314:tagged_fields 1352:- 1354:responses[] 1373:throttle_time_ms:i 1375:node_endpoints 1378:tagged_fields 1388:- 1392:leader_id:i/leader_epoch:i 1395:tagged_fields 1433:- 1435:leader_id:i/leader_epoch:i 1437:tagged_fields 1447:- 1451:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1454:record_errors[] 1475:error_message 1497:tagged_fields 1526:current_leader 1530:tagged_fields 1542:- 1544:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1546:record_errors[] 1565:error_message 1585:current_leader 1593:tagged_fields 1603:- 1607:name 1625:partition_responses[] 1646:tagged_fields 1684:- 1686:name 1705:partition_responses[] 1724:tagged_fields 1734:- 1738:node_id:i 1741:host 1759:port:i 1762:rack 1783:tagged_fields 1821:- 1823:node_id:i 1825:host 1844:port:i 1846:rack 1865:tagged_fields 1875:- 1879:responses[] 1900:throttle_time_ms:i 1904:tagged_fields 1933:node_endpoints 1956:tagged_fields 1968:- 1970:responses[] 1989:throttle_time_ms:i 1992:node_endpoints 2014:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s = _Format(">16s").unpack_from
 _W_16s = _Format(">16s").pack
 _R_h = _Format(">h").unpack_from
@@ -117,6 +116,7 @@ ReadShareGroupStateSummaryResponse.PartitionResult = PartitionResult
 def _read_PartitionResult_v0(buf, pos, view):
     try:
         self = _new(PartitionResult)
+        blen = len(buf)
         # field: partition:i error_code:h
         (self.partition, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -124,6 +124,12 @@ def _read_PartitionResult_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -131,8 +137,8 @@ def _read_PartitionResult_v0(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: state_epoch:i start_offset:q
@@ -148,8 +154,8 @@ def _read_PartitionResult_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -164,8 +170,8 @@ def _read_PartitionResult_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -189,7 +195,15 @@ def _write_PartitionResult_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: state_epoch:i start_offset:q
         w(_W_iq(self.state_epoch, self.start_offset))
@@ -206,6 +220,7 @@ def _write_PartitionResult_v0(self, w):
 def _read_ReadStateSummaryResult_v0(buf, pos, view):
     try:
         self = _new(ReadStateSummaryResult)
+        blen = len(buf)
         # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
@@ -214,11 +229,17 @@ def _read_ReadStateSummaryResult_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 20 > len(buf) - pos:
-            raise bad_count(n, 20, pos, len(buf))
+        if n < 0 or n * 20 > blen - pos:
+            raise bad_count(n, 20, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -235,8 +256,8 @@ def _read_ReadStateSummaryResult_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -251,8 +272,8 @@ def _read_ReadStateSummaryResult_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -272,7 +293,15 @@ def _write_ReadStateSummaryResult_v0(self, w):
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -291,15 +320,22 @@ def _write_ReadStateSummaryResult_v0(self, w):
 def _read_ReadShareGroupStateSummaryResponse_v0(buf, pos, view):
     try:
         self = _new(ReadShareGroupStateSummaryResponse)
+        blen = len(buf)
         # field: results[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_results in range(n):
@@ -316,8 +352,8 @@ def _read_ReadShareGroupStateSummaryResponse_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -332,8 +368,8 @@ def _read_ReadShareGroupStateSummaryResponse_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -351,7 +387,15 @@ def _write_ReadShareGroupStateSummaryResponse_v0(self, w):
         if value is None:
             raise null_not_allowed("results")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_results, item in enumerate(value):
                 value = item
                 if value is None:
@@ -374,5 +418,5 @@ ReadShareGroupStateSummaryResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "117:- 120:partition:i/error_code:h 123:error_message 138:state_epoch:i/start_offset:q 141:tagged_fields 179:- 181:partition:i/error_code:h 183:error_message 194:state_epoch:i/start_offset:q 196:tagged_fields 206:- 209:topic_id:16s 213:partitions[] 228:tagged_fields 266:- 268:topic_id:16s 270:partitions[] 281:tagged_fields 291:- 294:results[] 309:tagged_fields 347:- 349:results[] 360:tagged_fields"
+    "116:- 120:partition:i/error_code:h 123:error_message 144:state_epoch:i/start_offset:q 147:tagged_fields 185:- 187:partition:i/error_code:h 189:error_message 208:state_epoch:i/start_offset:q 210:tagged_fields 220:- 224:topic_id:16s 228:partitions[] 249:tagged_fields 287:- 289:topic_id:16s 291:partitions[] 310:tagged_fields 320:- 324:results[] 345:tagged_fields 383:- 385:results[] 404:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -55,12 +54,13 @@ class RenewDelegationTokenRequest(_Message):
 def _read_RenewDelegationTokenRequest_v0(buf, pos, view):
     try:
         self = _new(RenewDelegationTokenRequest)
+        blen = len(buf)
         # field: hmac
         n = _R_i(buf, pos)[0]
         pos += 4
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.hmac = view[pos:end]
         pos = end
         # field: renew_period_ms:q
@@ -93,16 +93,23 @@ def _write_RenewDelegationTokenRequest_v0(self, w):
 def _read_RenewDelegationTokenRequest_v2(buf, pos, view):
     try:
         self = _new(RenewDelegationTokenRequest)
+        blen = len(buf)
         # field: hmac
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.hmac = view[pos:end]
         pos = end
         # field: renew_period_ms:q
@@ -118,8 +125,8 @@ def _read_RenewDelegationTokenRequest_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -134,8 +141,8 @@ def _read_RenewDelegationTokenRequest_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -153,7 +160,15 @@ def _write_RenewDelegationTokenRequest_v2(self, w):
         if value is None:
             raise null_not_allowed("hmac")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(value)
         # field: renew_period_ms:q
         w(_W_q(self.renew_period_ms))
@@ -178,5 +193,5 @@ RenewDelegationTokenRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "55:- 58:hmac 66:renew_period_ms:q 75:- 77:hmac 84:renew_period_ms:q 86:unknown_tags 93:- 96:hmac 108:renew_period_ms:q 111:tagged_fields 149:- 151:hmac 158:renew_period_ms:q 160:tagged_fields"
+    "54:- 58:hmac 66:renew_period_ms:q 75:- 77:hmac 84:renew_period_ms:q 86:unknown_tags 93:- 97:hmac 115:renew_period_ms:q 118:tagged_fields 156:- 158:hmac 173:renew_period_ms:q 175:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_hhi = _Format(">hhi").unpack_from
@@ -85,6 +84,7 @@ def _write_RequestHeader_v0(self, w):
 def _read_RequestHeader_v1(buf, pos, view):
     try:
         self = _new(RequestHeader)
+        blen = len(buf)
         # field: request_api_key:h request_api_version:h correlation_id:i
         (self.request_api_key, self.request_api_version, self.correlation_id,) = _R_hhi(buf, pos)
         pos += 8
@@ -95,8 +95,8 @@ def _read_RequestHeader_v1(buf, pos, view):
             self.client_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.client_id = str(buf[pos:end], "utf-8")
             pos = end
         self.unknown_tags = None
@@ -130,6 +130,7 @@ def _write_RequestHeader_v1(self, w):
 def _read_RequestHeader_v2(buf, pos, view):
     try:
         self = _new(RequestHeader)
+        blen = len(buf)
         # field: request_api_key:h request_api_version:h correlation_id:i
         (self.request_api_key, self.request_api_version, self.correlation_id,) = _R_hhi(buf, pos)
         pos += 8
@@ -140,8 +141,8 @@ def _read_RequestHeader_v2(buf, pos, view):
             self.client_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.client_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -154,8 +155,8 @@ def _read_RequestHeader_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -170,8 +171,8 @@ def _read_RequestHeader_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -218,5 +219,5 @@ RequestHeader._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "61:- 64:request_api_key:h/request_api_version:h/correlation_id:i 74:- 76:request_api_key:h/request_api_version:h/correlation_id:i 78:unknown_tags 85:- 88:request_api_key:h/request_api_version:h/correlation_id:i 91:client_id 108:- 110:request_api_key:h/request_api_version:h/correlation_id:i 112:client_id 123:unknown_tags 130:- 133:request_api_key:h/request_api_version:h/correlation_id:i 136:client_id 147:tagged_fields 185:- 187:request_api_key:h/request_api_version:h/correlation_id:i 189:client_id 200:tagged_fields"
+    "60:- 63:request_api_key:h/request_api_version:h/correlation_id:i 73:- 75:request_api_key:h/request_api_version:h/correlation_id:i 77:unknown_tags 84:- 88:request_api_key:h/request_api_version:h/correlation_id:i 91:client_id 108:- 110:request_api_key:h/request_api_version:h/correlation_id:i 112:client_id 123:unknown_tags 130:- 134:request_api_key:h/request_api_version:h/correlation_id:i 137:client_id 148:tagged_fields 186:- 188:request_api_key:h/request_api_version:h/correlation_id:i 190:client_id 201:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -61,6 +60,7 @@ class SaslAuthenticateResponse(_Message):
 def _read_SaslAuthenticateResponse_v0(buf, pos, view):
     try:
         self = _new(SaslAuthenticateResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -71,16 +71,16 @@ def _read_SaslAuthenticateResponse_v0(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: auth_bytes
         n = _R_i(buf, pos)[0]
         pos += 4
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.auth_bytes = view[pos:end]
         pos = end
         self.session_lifetime_ms = 0
@@ -122,6 +122,7 @@ def _write_SaslAuthenticateResponse_v0(self, w):
 def _read_SaslAuthenticateResponse_v1(buf, pos, view):
     try:
         self = _new(SaslAuthenticateResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -132,16 +133,16 @@ def _read_SaslAuthenticateResponse_v1(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: auth_bytes
         n = _R_i(buf, pos)[0]
         pos += 4
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.auth_bytes = view[pos:end]
         pos = end
         # field: session_lifetime_ms:q
@@ -187,6 +188,7 @@ def _write_SaslAuthenticateResponse_v1(self, w):
 def _read_SaslAuthenticateResponse_v2(buf, pos, view):
     try:
         self = _new(SaslAuthenticateResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -194,6 +196,12 @@ def _read_SaslAuthenticateResponse_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -201,20 +209,26 @@ def _read_SaslAuthenticateResponse_v2(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: auth_bytes
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.auth_bytes = view[pos:end]
         pos = end
         # field: session_lifetime_ms:q
@@ -230,8 +244,8 @@ def _read_SaslAuthenticateResponse_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -246,8 +260,8 @@ def _read_SaslAuthenticateResponse_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -271,14 +285,30 @@ def _write_SaslAuthenticateResponse_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: auth_bytes
         value = self.auth_bytes
         if value is None:
             raise null_not_allowed("auth_bytes")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(value)
         # field: session_lifetime_ms:q
         w(_W_q(self.session_lifetime_ms))
@@ -303,5 +333,5 @@ SaslAuthenticateResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "61:- 64:error_code:h 67:error_message 78:auth_bytes 93:- 95:error_code:h 97:error_message 108:auth_bytes 115:unknown_tags 122:- 125:error_code:h 128:error_message 139:auth_bytes 147:session_lifetime_ms:q 156:- 158:error_code:h 160:error_message 171:auth_bytes 178:session_lifetime_ms:q 180:unknown_tags 187:- 190:error_code:h 193:error_message 208:auth_bytes 220:session_lifetime_ms:q 223:tagged_fields 261:- 263:error_code:h 265:error_message 276:auth_bytes 283:session_lifetime_ms:q 285:tagged_fields"
+    "60:- 64:error_code:h 67:error_message 78:auth_bytes 93:- 95:error_code:h 97:error_message 108:auth_bytes 115:unknown_tags 122:- 126:error_code:h 129:error_message 140:auth_bytes 148:session_lifetime_ms:q 157:- 159:error_code:h 161:error_message 172:auth_bytes 179:session_lifetime_ms:q 181:unknown_tags 188:- 192:error_code:h 195:error_message 216:auth_bytes 234:session_lifetime_ms:q 237:tagged_fields 275:- 277:error_code:h 279:error_message 298:auth_bytes 313:session_lifetime_ms:q 315:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s = _Format(">16s").unpack_from
 _W_16s = _Format(">16s").pack
 _R_h = _Format(">h").unpack_from
@@ -91,7 +90,7 @@ class ShareAcknowledgeTopicResponse(_Struct):
 class PartitionData(_Struct):
     """ShareAcknowledgeResponse.PartitionData, versions 0."""
 
-    __slots__ = ("partition_index", "error_code", "error_message", "current_leader", "unknown_tags")
+    __slots__ = ("partition_index", "error_code", "error_message", "_current_leader", "unknown_tags")
     _FIELDS = ("partition_index", "error_code", "error_message", "current_leader",)
 
     def __init__(
@@ -99,14 +98,13 @@ class PartitionData(_Struct):
         partition_index=0,
         error_code=0,
         error_message=None,
-        current_leader=_LAZY,
+        current_leader=_ABSENT,
         unknown_tags=None,
     ):
         self.partition_index = partition_index
         self.error_code = error_code
         self.error_message = error_message
-        if current_leader is not _LAZY:
-            self.current_leader = current_leader
+        self._current_leader = current_leader
         self.unknown_tags = unknown_tags
 
     def _is_default(self):
@@ -114,7 +112,7 @@ class PartitionData(_Struct):
             self.partition_index != 0 or
             self.error_code != 0 or
             self.error_message is not None or
-            (self.current_leader is None or not self.current_leader._is_default()) or
+            (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())) or
             self.unknown_tags
         )
 
@@ -171,7 +169,7 @@ class NodeEndpoint(_Struct):
             self.rack is not None or
             self.unknown_tags
         )
-PartitionData._LAZY_DEFAULTS = { "current_leader": LeaderIdAndEpoch, }
+PartitionData.current_leader = struct_field("_current_leader", LeaderIdAndEpoch)
 ShareAcknowledgeTopicResponse.__qualname__ = "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse"
 ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse = ShareAcknowledgeTopicResponse
 PartitionData.__qualname__ = "ShareAcknowledgeResponse.PartitionData"
@@ -186,6 +184,7 @@ ShareAcknowledgeResponse.NodeEndpoint = NodeEndpoint
 def _read_LeaderIdAndEpoch_v0(buf, pos, view):
     try:
         self = _new(LeaderIdAndEpoch)
+        blen = len(buf)
         # field: leader_id:i leader_epoch:i
         (self.leader_id, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
@@ -199,8 +198,8 @@ def _read_LeaderIdAndEpoch_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -215,8 +214,8 @@ def _read_LeaderIdAndEpoch_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -244,6 +243,7 @@ def _write_LeaderIdAndEpoch_v0(self, w):
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
+        blen = len(buf)
         # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -251,6 +251,12 @@ def _read_PartitionData_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -258,12 +264,12 @@ def _read_PartitionData_v0(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: current_leader
-        self.current_leader, pos = _read_LeaderIdAndEpoch_v0(buf, pos, view)
+        self._current_leader, pos = _read_LeaderIdAndEpoch_v0(buf, pos, view)
         # field: tagged_fields
         n = buf[pos]
         if n == 0:
@@ -274,8 +280,8 @@ def _read_PartitionData_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -290,8 +296,8 @@ def _read_PartitionData_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -315,7 +321,15 @@ def _write_PartitionData_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: current_leader
         value = self.current_leader
@@ -335,6 +349,7 @@ def _write_PartitionData_v0(self, w):
 def _read_ShareAcknowledgeTopicResponse_v0(buf, pos, view):
     try:
         self = _new(ShareAcknowledgeTopicResponse)
+        blen = len(buf)
         # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
@@ -343,11 +358,17 @@ def _read_ShareAcknowledgeTopicResponse_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 17 > len(buf) - pos:
-            raise bad_count(n, 17, pos, len(buf))
+        if n < 0 or n * 17 > blen - pos:
+            raise bad_count(n, 17, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -364,8 +385,8 @@ def _read_ShareAcknowledgeTopicResponse_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -380,8 +401,8 @@ def _read_ShareAcknowledgeTopicResponse_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -401,7 +422,15 @@ def _write_ShareAcknowledgeTopicResponse_v0(self, w):
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -420,6 +449,7 @@ def _write_ShareAcknowledgeTopicResponse_v0(self, w):
 def _read_NodeEndpoint_v0(buf, pos, view):
     try:
         self = _new(NodeEndpoint)
+        blen = len(buf)
         # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
@@ -427,12 +457,18 @@ def _read_NodeEndpoint_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:i
@@ -442,6 +478,12 @@ def _read_NodeEndpoint_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -449,8 +491,8 @@ def _read_NodeEndpoint_v0(buf, pos, view):
             self.rack = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.rack = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -463,8 +505,8 @@ def _read_NodeEndpoint_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -479,8 +521,8 @@ def _read_NodeEndpoint_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -504,7 +546,15 @@ def _write_NodeEndpoint_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: port:i
         w(_W_i(self.port))
@@ -517,7 +567,15 @@ def _write_NodeEndpoint_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -532,6 +590,7 @@ def _write_NodeEndpoint_v0(self, w):
 def _read_ShareAcknowledgeResponse_v0(buf, pos, view):
     try:
         self = _new(ShareAcknowledgeResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -539,6 +598,12 @@ def _read_ShareAcknowledgeResponse_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -546,19 +611,25 @@ def _read_ShareAcknowledgeResponse_v0(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: responses[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -569,11 +640,17 @@ def _read_ShareAcknowledgeResponse_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 11 > len(buf) - pos:
-            raise bad_count(n, 11, pos, len(buf))
+        if n < 0 or n * 11 > blen - pos:
+            raise bad_count(n, 11, pos, blen)
         items = []
         append = items.append
         for i_node_endpoints in range(n):
@@ -590,8 +667,8 @@ def _read_ShareAcknowledgeResponse_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -606,8 +683,8 @@ def _read_ShareAcknowledgeResponse_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -631,14 +708,30 @@ def _write_ShareAcknowledgeResponse_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: responses[]
         value = self.responses
         if value is None:
             raise null_not_allowed("responses")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_responses, item in enumerate(value):
                 value = item
                 if value is None:
@@ -649,7 +742,15 @@ def _write_ShareAcknowledgeResponse_v0(self, w):
         if value is None:
             raise null_not_allowed("node_endpoints")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_node_endpoints, item in enumerate(value):
                 value = item
                 if value is None:
@@ -672,5 +773,5 @@ ShareAcknowledgeResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "186:- 189:leader_id:i/leader_epoch:i 192:tagged_fields 230:- 232:leader_id:i/leader_epoch:i 234:tagged_fields 244:- 247:partition_index:i/error_code:h 250:error_message 265:current_leader 267:tagged_fields 305:- 307:partition_index:i/error_code:h 309:error_message 320:current_leader 325:tagged_fields 335:- 338:topic_id:16s 342:partitions[] 357:tagged_fields 395:- 397:topic_id:16s 399:partitions[] 410:tagged_fields 420:- 423:node_id:i 426:host 438:port:i 441:rack 456:tagged_fields 494:- 496:node_id:i 498:host 509:port:i 511:rack 522:tagged_fields 532:- 535:throttle_time_ms:i/error_code:h 538:error_message 553:responses[] 568:node_endpoints[] 583:tagged_fields 621:- 623:throttle_time_ms:i/error_code:h 625:error_message 636:responses[] 647:node_endpoints[] 658:tagged_fields"
+    "184:- 188:leader_id:i/leader_epoch:i 191:tagged_fields 229:- 231:leader_id:i/leader_epoch:i 233:tagged_fields 243:- 247:partition_index:i/error_code:h 250:error_message 271:current_leader 273:tagged_fields 311:- 313:partition_index:i/error_code:h 315:error_message 334:current_leader 339:tagged_fields 349:- 353:topic_id:16s 357:partitions[] 378:tagged_fields 416:- 418:topic_id:16s 420:partitions[] 439:tagged_fields 449:- 453:node_id:i 456:host 474:port:i 477:rack 498:tagged_fields 536:- 538:node_id:i 540:host 559:port:i 561:rack 580:tagged_fields 590:- 594:throttle_time_ms:i/error_code:h 597:error_message 618:responses[] 639:node_endpoints[] 660:tagged_fields 698:- 700:throttle_time_ms:i/error_code:h 702:error_message 721:responses[] 740:node_endpoints[] 759:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s = _Format(">16s").unpack_from
 _W_16s = _Format(">16s").pack
 _R_h = _Format(">h").unpack_from
@@ -93,7 +92,7 @@ class ShareFetchableTopicResponse(_Struct):
 class PartitionData(_Struct):
     """ShareFetchResponse.PartitionData, versions 0."""
 
-    __slots__ = ("partition_index", "error_code", "error_message", "acknowledge_error_code", "acknowledge_error_message", "current_leader", "records", "acquired_records", "unknown_tags")
+    __slots__ = ("partition_index", "error_code", "error_message", "acknowledge_error_code", "acknowledge_error_message", "_current_leader", "records", "acquired_records", "unknown_tags")
     _FIELDS = ("partition_index", "error_code", "error_message", "acknowledge_error_code", "acknowledge_error_message", "current_leader", "records", "acquired_records",)
 
     def __init__(
@@ -103,7 +102,7 @@ class PartitionData(_Struct):
         error_message=None,
         acknowledge_error_code=0,
         acknowledge_error_message=None,
-        current_leader=_LAZY,
+        current_leader=_ABSENT,
         records=None,
         acquired_records=(),
         unknown_tags=None,
@@ -113,8 +112,7 @@ class PartitionData(_Struct):
         self.error_message = error_message
         self.acknowledge_error_code = acknowledge_error_code
         self.acknowledge_error_message = acknowledge_error_message
-        if current_leader is not _LAZY:
-            self.current_leader = current_leader
+        self._current_leader = current_leader
         self.records = records
         self.acquired_records = acquired_records
         self.unknown_tags = unknown_tags
@@ -126,7 +124,7 @@ class PartitionData(_Struct):
             self.error_message is not None or
             self.acknowledge_error_code != 0 or
             self.acknowledge_error_message is not None or
-            (self.current_leader is None or not self.current_leader._is_default()) or
+            (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())) or
             self.records is not None or
             (self.acquired_records is None or len(self.acquired_records) != 0) or
             self.unknown_tags
@@ -212,7 +210,7 @@ class NodeEndpoint(_Struct):
             self.rack is not None or
             self.unknown_tags
         )
-PartitionData._LAZY_DEFAULTS = { "current_leader": LeaderIdAndEpoch, }
+PartitionData.current_leader = struct_field("_current_leader", LeaderIdAndEpoch)
 ShareFetchableTopicResponse.__qualname__ = "ShareFetchResponse.ShareFetchableTopicResponse"
 ShareFetchResponse.ShareFetchableTopicResponse = ShareFetchableTopicResponse
 PartitionData.__qualname__ = "ShareFetchResponse.PartitionData"
@@ -229,6 +227,7 @@ ShareFetchResponse.NodeEndpoint = NodeEndpoint
 def _read_LeaderIdAndEpoch_v0(buf, pos, view):
     try:
         self = _new(LeaderIdAndEpoch)
+        blen = len(buf)
         # field: leader_id:i leader_epoch:i
         (self.leader_id, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
@@ -242,8 +241,8 @@ def _read_LeaderIdAndEpoch_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -258,8 +257,8 @@ def _read_LeaderIdAndEpoch_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -287,6 +286,7 @@ def _write_LeaderIdAndEpoch_v0(self, w):
 def _read_AcquiredRecords_v0(buf, pos, view):
     try:
         self = _new(AcquiredRecords)
+        blen = len(buf)
         # field: first_offset:q last_offset:q delivery_count:h
         (self.first_offset, self.last_offset, self.delivery_count,) = _R_qqh(buf, pos)
         pos += 18
@@ -300,8 +300,8 @@ def _read_AcquiredRecords_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -316,8 +316,8 @@ def _read_AcquiredRecords_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -345,6 +345,7 @@ def _write_AcquiredRecords_v0(self, w):
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
+        blen = len(buf)
         # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -352,6 +353,12 @@ def _read_PartitionData_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -359,8 +366,8 @@ def _read_PartitionData_v0(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: acknowledge_error_code:h
@@ -370,6 +377,12 @@ def _read_PartitionData_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -377,16 +390,22 @@ def _read_PartitionData_v0(buf, pos, view):
             self.acknowledge_error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.acknowledge_error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: current_leader
-        self.current_leader, pos = _read_LeaderIdAndEpoch_v0(buf, pos, view)
+        self._current_leader, pos = _read_LeaderIdAndEpoch_v0(buf, pos, view)
         # field: records
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -394,19 +413,25 @@ def _read_PartitionData_v0(buf, pos, view):
             self.records = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf):
-                raise bad_length(n, pos, len(buf), "records")
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "records")
             self.records = view[pos:end]
             pos = end
         # field: acquired_records[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 19 > len(buf) - pos:
-            raise bad_count(n, 19, pos, len(buf))
+        if n < 0 or n * 19 > blen - pos:
+            raise bad_count(n, 19, pos, blen)
         items = []
         append = items.append
         for i_acquired_records in range(n):
@@ -423,8 +448,8 @@ def _read_PartitionData_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -439,8 +464,8 @@ def _read_PartitionData_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -464,7 +489,15 @@ def _write_PartitionData_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: acknowledge_error_code:h
         w(_W_h(self.acknowledge_error_code))
@@ -477,7 +510,15 @@ def _write_PartitionData_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: current_leader
         value = self.current_leader
@@ -489,14 +530,30 @@ def _write_PartitionData_v0(self, w):
         if value is None:
             w(b"\x00")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(value)
         # field: acquired_records[]
         value = self.acquired_records
         if value is None:
             raise null_not_allowed("acquired_records")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_acquired_records, item in enumerate(value):
                 value = item
                 if value is None:
@@ -515,6 +572,7 @@ def _write_PartitionData_v0(self, w):
 def _read_ShareFetchableTopicResponse_v0(buf, pos, view):
     try:
         self = _new(ShareFetchableTopicResponse)
+        blen = len(buf)
         # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
@@ -523,11 +581,17 @@ def _read_ShareFetchableTopicResponse_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 22 > len(buf) - pos:
-            raise bad_count(n, 22, pos, len(buf))
+        if n < 0 or n * 22 > blen - pos:
+            raise bad_count(n, 22, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -544,8 +608,8 @@ def _read_ShareFetchableTopicResponse_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -560,8 +624,8 @@ def _read_ShareFetchableTopicResponse_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -581,7 +645,15 @@ def _write_ShareFetchableTopicResponse_v0(self, w):
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -600,6 +672,7 @@ def _write_ShareFetchableTopicResponse_v0(self, w):
 def _read_NodeEndpoint_v0(buf, pos, view):
     try:
         self = _new(NodeEndpoint)
+        blen = len(buf)
         # field: node_id:i
         (self.node_id,) = _R_i(buf, pos)
         pos += 4
@@ -607,12 +680,18 @@ def _read_NodeEndpoint_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:i
@@ -622,6 +701,12 @@ def _read_NodeEndpoint_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -629,8 +714,8 @@ def _read_NodeEndpoint_v0(buf, pos, view):
             self.rack = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.rack = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -643,8 +728,8 @@ def _read_NodeEndpoint_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -659,8 +744,8 @@ def _read_NodeEndpoint_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -684,7 +769,15 @@ def _write_NodeEndpoint_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: port:i
         w(_W_i(self.port))
@@ -697,7 +790,15 @@ def _write_NodeEndpoint_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -712,6 +813,7 @@ def _write_NodeEndpoint_v0(self, w):
 def _read_ShareFetchResponse_v0(buf, pos, view):
     try:
         self = _new(ShareFetchResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -719,6 +821,12 @@ def _read_ShareFetchResponse_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -726,19 +834,25 @@ def _read_ShareFetchResponse_v0(buf, pos, view):
             self.error_message = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.error_message = str(buf[pos:end], "utf-8")
             pos = end
         # field: responses[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_responses in range(n):
@@ -749,11 +863,17 @@ def _read_ShareFetchResponse_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 11 > len(buf) - pos:
-            raise bad_count(n, 11, pos, len(buf))
+        if n < 0 or n * 11 > blen - pos:
+            raise bad_count(n, 11, pos, blen)
         items = []
         append = items.append
         for i_node_endpoints in range(n):
@@ -770,8 +890,8 @@ def _read_ShareFetchResponse_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -786,8 +906,8 @@ def _read_ShareFetchResponse_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -811,14 +931,30 @@ def _write_ShareFetchResponse_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: responses[]
         value = self.responses
         if value is None:
             raise null_not_allowed("responses")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_responses, item in enumerate(value):
                 value = item
                 if value is None:
@@ -829,7 +965,15 @@ def _write_ShareFetchResponse_v0(self, w):
         if value is None:
             raise null_not_allowed("node_endpoints")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_node_endpoints, item in enumerate(value):
                 value = item
                 if value is None:
@@ -852,5 +996,5 @@ ShareFetchResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "229:- 232:leader_id:i/leader_epoch:i 235:tagged_fields 273:- 275:leader_id:i/leader_epoch:i 277:tagged_fields 287:- 290:first_offset:q/last_offset:q/delivery_count:h 293:tagged_fields 331:- 333:first_offset:q/last_offset:q/delivery_count:h 335:tagged_fields 345:- 348:partition_index:i/error_code:h 351:error_message 366:acknowledge_error_code:h 369:acknowledge_error_message 384:current_leader 386:records 401:acquired_records[] 416:tagged_fields 454:- 456:partition_index:i/error_code:h 458:error_message 469:acknowledge_error_code:h 471:acknowledge_error_message 482:current_leader 487:records 494:acquired_records[] 505:tagged_fields 515:- 518:topic_id:16s 522:partitions[] 537:tagged_fields 575:- 577:topic_id:16s 579:partitions[] 590:tagged_fields 600:- 603:node_id:i 606:host 618:port:i 621:rack 636:tagged_fields 674:- 676:node_id:i 678:host 689:port:i 691:rack 702:tagged_fields 712:- 715:throttle_time_ms:i/error_code:h 718:error_message 733:responses[] 748:node_endpoints[] 763:tagged_fields 801:- 803:throttle_time_ms:i/error_code:h 805:error_message 816:responses[] 827:node_endpoints[] 838:tagged_fields"
+    "227:- 231:leader_id:i/leader_epoch:i 234:tagged_fields 272:- 274:leader_id:i/leader_epoch:i 276:tagged_fields 286:- 290:first_offset:q/last_offset:q/delivery_count:h 293:tagged_fields 331:- 333:first_offset:q/last_offset:q/delivery_count:h 335:tagged_fields 345:- 349:partition_index:i/error_code:h 352:error_message 373:acknowledge_error_code:h 376:acknowledge_error_message 397:current_leader 399:records 420:acquired_records[] 441:tagged_fields 479:- 481:partition_index:i/error_code:h 483:error_message 502:acknowledge_error_code:h 504:acknowledge_error_message 523:current_leader 528:records 543:acquired_records[] 562:tagged_fields 572:- 576:topic_id:16s 580:partitions[] 601:tagged_fields 639:- 641:topic_id:16s 643:partitions[] 662:tagged_fields 672:- 676:node_id:i 679:host 697:port:i 700:rack 721:tagged_fields 759:- 761:node_id:i 763:host 782:port:i 784:rack 803:tagged_fields 813:- 817:throttle_time_ms:i/error_code:h 820:error_message 841:responses[] 862:node_endpoints[] 883:tagged_fields 921:- 923:throttle_time_ms:i/error_code:h 925:error_message 944:responses[] 963:node_endpoints[] 982:tagged_fields"
 )

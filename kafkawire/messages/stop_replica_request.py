@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -188,12 +187,13 @@ StopReplicaRequest.StopReplicaPartitionState = StopReplicaPartitionState
 def _read_StopReplicaPartitionV0_v0(buf, pos, view):
     try:
         self = _new(StopReplicaPartitionV0)
+        blen = len(buf)
         # field: topic_name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_index:i
@@ -230,14 +230,15 @@ def _write_StopReplicaPartitionV0_v0(self, w):
 def _read_StopReplicaRequest_v0(buf, pos, view):
     try:
         self = _new(StopReplicaRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i delete_partitions:?
         (self.controller_id, self.controller_epoch, self.delete_partitions,) = _R_ii_(buf, pos)
         pos += 9
         # field: ungrouped_partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_ungrouped_partitions in range(n):
@@ -288,19 +289,20 @@ def _write_StopReplicaRequest_v0(self, w):
 def _read_StopReplicaTopicV1_v1(buf, pos, view):
     try:
         self = _new(StopReplicaTopicV1)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_indexes
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partition_indexes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.unknown_tags = None
@@ -339,14 +341,15 @@ def _write_StopReplicaTopicV1_v1(self, w):
 def _read_StopReplicaRequest_v1(buf, pos, view):
     try:
         self = _new(StopReplicaRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i broker_epoch:q delete_partitions:?
         (self.controller_id, self.controller_epoch, self.broker_epoch, self.delete_partitions,) = _R_iiq_(buf, pos)
         pos += 17
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -396,27 +399,40 @@ def _write_StopReplicaRequest_v1(self, w):
 def _read_StopReplicaTopicV1_v2(buf, pos, view):
     try:
         self = _new(StopReplicaTopicV1)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_indexes
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partition_indexes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: tagged_fields
@@ -429,8 +445,8 @@ def _read_StopReplicaTopicV1_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -445,8 +461,8 @@ def _read_StopReplicaTopicV1_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -468,14 +484,30 @@ def _write_StopReplicaTopicV1_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partition_indexes
         value = self.partition_indexes
         if value is None:
             raise null_not_allowed("partition_indexes")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -490,6 +522,7 @@ def _write_StopReplicaTopicV1_v2(self, w):
 def _read_StopReplicaRequest_v2(buf, pos, view):
     try:
         self = _new(StopReplicaRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i broker_epoch:q delete_partitions:?
         (self.controller_id, self.controller_epoch, self.broker_epoch, self.delete_partitions,) = _R_iiq_(buf, pos)
         pos += 17
@@ -497,11 +530,17 @@ def _read_StopReplicaRequest_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -521,8 +560,8 @@ def _read_StopReplicaRequest_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -537,8 +576,8 @@ def _read_StopReplicaRequest_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -558,7 +597,15 @@ def _write_StopReplicaRequest_v2(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -586,6 +633,7 @@ def _write_StopReplicaRequest_v2(self, w):
 def _read_StopReplicaPartitionState_v3(buf, pos, view):
     try:
         self = _new(StopReplicaPartitionState)
+        blen = len(buf)
         # field: partition_index:i leader_epoch:i delete_partition:?
         (self.partition_index, self.leader_epoch, self.delete_partition,) = _R_ii_(buf, pos)
         pos += 9
@@ -599,8 +647,8 @@ def _read_StopReplicaPartitionState_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -615,8 +663,8 @@ def _read_StopReplicaPartitionState_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -644,27 +692,40 @@ def _write_StopReplicaPartitionState_v3(self, w):
 def _read_StopReplicaTopicState_v3(buf, pos, view):
     try:
         self = _new(StopReplicaTopicState)
+        blen = len(buf)
         # field: topic_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_states[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_partition_states in range(n):
@@ -681,8 +742,8 @@ def _read_StopReplicaTopicState_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -697,8 +758,8 @@ def _read_StopReplicaTopicState_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -720,14 +781,30 @@ def _write_StopReplicaTopicState_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partition_states[]
         value = self.partition_states
         if value is None:
             raise null_not_allowed("partition_states")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partition_states, item in enumerate(value):
                 value = item
                 if value is None:
@@ -746,6 +823,7 @@ def _write_StopReplicaTopicState_v3(self, w):
 def _read_StopReplicaRequest_v3(buf, pos, view):
     try:
         self = _new(StopReplicaRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i broker_epoch:q
         (self.controller_id, self.controller_epoch, self.broker_epoch,) = _R_iiq(buf, pos)
         pos += 16
@@ -753,11 +831,17 @@ def _read_StopReplicaRequest_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topic_states in range(n):
@@ -778,8 +862,8 @@ def _read_StopReplicaRequest_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -794,8 +878,8 @@ def _read_StopReplicaRequest_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -815,7 +899,15 @@ def _write_StopReplicaRequest_v3(self, w):
         if value is None:
             raise null_not_allowed("topic_states")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topic_states, item in enumerate(value):
                 value = item
                 if value is None:
@@ -846,6 +938,7 @@ def _write_StopReplicaRequest_v3(self, w):
 def _read_StopReplicaRequest_v4(buf, pos, view):
     try:
         self = _new(StopReplicaRequest)
+        blen = len(buf)
         # field: controller_id:i is_kraft_controller:? controller_epoch:i broker_epoch:q
         (self.controller_id, self.is_kraft_controller, self.controller_epoch, self.broker_epoch,) = _R_i_iq(buf, pos)
         pos += 17
@@ -853,11 +946,17 @@ def _read_StopReplicaRequest_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topic_states in range(n):
@@ -877,8 +976,8 @@ def _read_StopReplicaRequest_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -893,8 +992,8 @@ def _read_StopReplicaRequest_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -914,7 +1013,15 @@ def _write_StopReplicaRequest_v4(self, w):
         if value is None:
             raise null_not_allowed("topic_states")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topic_states, item in enumerate(value):
                 value = item
                 if value is None:
@@ -954,5 +1061,5 @@ StopReplicaRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "188:- 191:topic_name 199:partition_index:i 208:- 210:topic_name 221:partition_index:i 223:unknown_tags 230:- 233:controller_id:i/controller_epoch:i/delete_partitions:? 236:ungrouped_partitions[] 257:- 259:controller_id:i/controller_epoch:i/delete_partitions:? 261:ungrouped_partitions[] 272:is_kraft_controller 275:topics 278:topic_states 281:unknown_tags 288:- 291:name 299:partition_indexes 312:- 314:name 325:partition_indexes 332:unknown_tags 339:- 342:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 345:topics[] 365:- 367:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 369:topics[] 380:is_kraft_controller 383:ungrouped_partitions 386:topic_states 389:unknown_tags 396:- 399:name 411:partition_indexes 422:tagged_fields 460:- 462:name 473:partition_indexes 480:tagged_fields 490:- 493:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 496:topics[] 514:tagged_fields 552:- 554:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 556:topics[] 567:is_kraft_controller 570:ungrouped_partitions 573:topic_states 576:tagged_fields 586:- 589:partition_index:i/leader_epoch:i/delete_partition:? 592:tagged_fields 630:- 632:partition_index:i/leader_epoch:i/delete_partition:? 634:tagged_fields 644:- 647:topic_name 659:partition_states[] 674:tagged_fields 712:- 714:topic_name 725:partition_states[] 736:tagged_fields 746:- 749:controller_id:i/controller_epoch:i/broker_epoch:q 752:topic_states[] 771:tagged_fields 809:- 811:controller_id:i/controller_epoch:i/broker_epoch:q 813:topic_states[] 824:is_kraft_controller 827:delete_partitions 830:ungrouped_partitions 833:topics 836:tagged_fields 846:- 849:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 852:topic_states[] 870:tagged_fields 908:- 910:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 912:topic_states[] 923:delete_partitions 926:ungrouped_partitions 929:topics 932:tagged_fields"
+    "187:- 191:topic_name 199:partition_index:i 208:- 210:topic_name 221:partition_index:i 223:unknown_tags 230:- 234:controller_id:i/controller_epoch:i/delete_partitions:? 237:ungrouped_partitions[] 258:- 260:controller_id:i/controller_epoch:i/delete_partitions:? 262:ungrouped_partitions[] 273:is_kraft_controller 276:topics 279:topic_states 282:unknown_tags 289:- 293:name 301:partition_indexes 314:- 316:name 327:partition_indexes 334:unknown_tags 341:- 345:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 348:topics[] 368:- 370:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 372:topics[] 383:is_kraft_controller 386:ungrouped_partitions 389:topic_states 392:unknown_tags 399:- 403:name 421:partition_indexes 438:tagged_fields 476:- 478:name 497:partition_indexes 512:tagged_fields 522:- 526:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 529:topics[] 553:tagged_fields 591:- 593:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 595:topics[] 614:is_kraft_controller 617:ungrouped_partitions 620:topic_states 623:tagged_fields 633:- 637:partition_index:i/leader_epoch:i/delete_partition:? 640:tagged_fields 678:- 680:partition_index:i/leader_epoch:i/delete_partition:? 682:tagged_fields 692:- 696:topic_name 714:partition_states[] 735:tagged_fields 773:- 775:topic_name 794:partition_states[] 813:tagged_fields 823:- 827:controller_id:i/controller_epoch:i/broker_epoch:q 830:topic_states[] 855:tagged_fields 893:- 895:controller_id:i/controller_epoch:i/broker_epoch:q 897:topic_states[] 916:is_kraft_controller 919:delete_partitions 922:ungrouped_partitions 925:topics 928:tagged_fields 938:- 942:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 945:topic_states[] 969:tagged_fields 1007:- 1009:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 1011:topic_states[] 1030:delete_partitions 1033:ungrouped_partitions 1036:topics 1039:tagged_fields"
 )

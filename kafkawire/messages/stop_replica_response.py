@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -84,12 +83,13 @@ StopReplicaResponse.StopReplicaPartitionError = StopReplicaPartitionError
 def _read_StopReplicaPartitionError_v0(buf, pos, view):
     try:
         self = _new(StopReplicaPartitionError)
+        blen = len(buf)
         # field: topic_name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_index:i error_code:h
@@ -126,14 +126,15 @@ def _write_StopReplicaPartitionError_v0(self, w):
 def _read_StopReplicaResponse_v0(buf, pos, view):
     try:
         self = _new(StopReplicaResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: partition_errors[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_partition_errors in range(n):
@@ -171,16 +172,23 @@ def _write_StopReplicaResponse_v0(self, w):
 def _read_StopReplicaPartitionError_v2(buf, pos, view):
     try:
         self = _new(StopReplicaPartitionError)
+        blen = len(buf)
         # field: topic_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_index:i error_code:h
@@ -196,8 +204,8 @@ def _read_StopReplicaPartitionError_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -212,8 +220,8 @@ def _read_StopReplicaPartitionError_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -235,7 +243,15 @@ def _write_StopReplicaPartitionError_v2(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partition_index:i error_code:h
         w(_W_ih(self.partition_index, self.error_code))
@@ -252,6 +268,7 @@ def _write_StopReplicaPartitionError_v2(self, w):
 def _read_StopReplicaResponse_v2(buf, pos, view):
     try:
         self = _new(StopReplicaResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -259,11 +276,17 @@ def _read_StopReplicaResponse_v2(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_partition_errors in range(n):
@@ -280,8 +303,8 @@ def _read_StopReplicaResponse_v2(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -296,8 +319,8 @@ def _read_StopReplicaResponse_v2(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -317,7 +340,15 @@ def _write_StopReplicaResponse_v2(self, w):
         if value is None:
             raise null_not_allowed("partition_errors")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partition_errors, item in enumerate(value):
                 value = item
                 if value is None:
@@ -348,5 +379,5 @@ StopReplicaResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "84:- 87:topic_name 95:partition_index:i/error_code:h 104:- 106:topic_name 117:partition_index:i/error_code:h 119:unknown_tags 126:- 129:error_code:h 132:partition_errors[] 149:- 151:error_code:h 153:partition_errors[] 164:unknown_tags 171:- 174:topic_name 186:partition_index:i/error_code:h 189:tagged_fields 227:- 229:topic_name 240:partition_index:i/error_code:h 242:tagged_fields 252:- 255:error_code:h 258:partition_errors[] 273:tagged_fields 311:- 313:error_code:h 315:partition_errors[] 326:tagged_fields"
+    "83:- 87:topic_name 95:partition_index:i/error_code:h 104:- 106:topic_name 117:partition_index:i/error_code:h 119:unknown_tags 126:- 130:error_code:h 133:partition_errors[] 150:- 152:error_code:h 154:partition_errors[] 165:unknown_tags 172:- 176:topic_name 194:partition_index:i/error_code:h 197:tagged_fields 235:- 237:topic_name 256:partition_index:i/error_code:h 258:tagged_fields 268:- 272:error_code:h 275:partition_errors[] 296:tagged_fields 334:- 336:error_code:h 338:partition_errors[] 357:tagged_fields"
 )

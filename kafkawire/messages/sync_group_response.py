@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -64,6 +63,7 @@ class SyncGroupResponse(_Message):
 def _read_SyncGroupResponse_v0(buf, pos, view):
     try:
         self = _new(SyncGroupResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -71,8 +71,8 @@ def _read_SyncGroupResponse_v0(buf, pos, view):
         n = _R_i(buf, pos)[0]
         pos += 4
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.assignment = view[pos:end]
         pos = end
         self.throttle_time_ms = 0
@@ -105,6 +105,7 @@ def _write_SyncGroupResponse_v0(self, w):
 def _read_SyncGroupResponse_v1(buf, pos, view):
     try:
         self = _new(SyncGroupResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -112,8 +113,8 @@ def _read_SyncGroupResponse_v1(buf, pos, view):
         n = _R_i(buf, pos)[0]
         pos += 4
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.assignment = view[pos:end]
         pos = end
         self.protocol_type = None
@@ -145,6 +146,7 @@ def _write_SyncGroupResponse_v1(self, w):
 def _read_SyncGroupResponse_v4(buf, pos, view):
     try:
         self = _new(SyncGroupResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -152,12 +154,18 @@ def _read_SyncGroupResponse_v4(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.assignment = view[pos:end]
         pos = end
         self.protocol_type = None
@@ -172,8 +180,8 @@ def _read_SyncGroupResponse_v4(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -188,8 +196,8 @@ def _read_SyncGroupResponse_v4(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -209,7 +217,15 @@ def _write_SyncGroupResponse_v4(self, w):
         if value is None:
             raise null_not_allowed("assignment")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(value)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -224,6 +240,7 @@ def _write_SyncGroupResponse_v4(self, w):
 def _read_SyncGroupResponse_v5(buf, pos, view):
     try:
         self = _new(SyncGroupResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -231,6 +248,12 @@ def _read_SyncGroupResponse_v5(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -238,14 +261,20 @@ def _read_SyncGroupResponse_v5(buf, pos, view):
             self.protocol_type = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.protocol_type = str(buf[pos:end], "utf-8")
             pos = end
         # field: protocol_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -253,20 +282,26 @@ def _read_SyncGroupResponse_v5(buf, pos, view):
             self.protocol_name = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.protocol_name = str(buf[pos:end], "utf-8")
             pos = end
         # field: assignment
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf):
-            raise bad_length(n, pos, len(buf), "bytes")
+        if n < 0 or end > blen:
+            raise bad_length(n, pos, blen, "bytes")
         self.assignment = view[pos:end]
         pos = end
         # field: tagged_fields
@@ -279,8 +314,8 @@ def _read_SyncGroupResponse_v5(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -295,8 +330,8 @@ def _read_SyncGroupResponse_v5(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -320,7 +355,15 @@ def _write_SyncGroupResponse_v5(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: protocol_name
         value = self.protocol_name
@@ -331,14 +374,30 @@ def _write_SyncGroupResponse_v5(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: assignment
         value = self.assignment
         if value is None:
             raise null_not_allowed("assignment")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(value)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -367,5 +426,5 @@ SyncGroupResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "64:- 67:error_code:h 70:assignment 87:- 89:error_code:h 91:assignment 98:unknown_tags 105:- 108:throttle_time_ms:i/error_code:h 111:assignment 127:- 129:throttle_time_ms:i/error_code:h 131:assignment 138:unknown_tags 145:- 148:throttle_time_ms:i/error_code:h 151:assignment 165:tagged_fields 203:- 205:throttle_time_ms:i/error_code:h 207:assignment 214:tagged_fields 224:- 227:throttle_time_ms:i/error_code:h 230:protocol_type 245:protocol_name 260:assignment 272:tagged_fields 310:- 312:throttle_time_ms:i/error_code:h 314:protocol_type 325:protocol_name 336:assignment 343:tagged_fields"
+    "63:- 67:error_code:h 70:assignment 87:- 89:error_code:h 91:assignment 98:unknown_tags 105:- 109:throttle_time_ms:i/error_code:h 112:assignment 128:- 130:throttle_time_ms:i/error_code:h 132:assignment 139:unknown_tags 146:- 150:throttle_time_ms:i/error_code:h 153:assignment 173:tagged_fields 211:- 213:throttle_time_ms:i/error_code:h 215:assignment 230:tagged_fields 240:- 244:throttle_time_ms:i/error_code:h 247:protocol_type 268:protocol_name 289:assignment 307:tagged_fields 345:- 347:throttle_time_ms:i/error_code:h 349:protocol_type 368:protocol_name 387:assignment 402:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -137,6 +136,7 @@ TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition = TxnOffsetCommitRequestP
 def _read_TxnOffsetCommitRequestPartition_v0(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitRequestPartition)
+        blen = len(buf)
         # field: partition_index:i committed_offset:q
         (self.partition_index, self.committed_offset,) = _R_iq(buf, pos)
         pos += 12
@@ -147,8 +147,8 @@ def _read_TxnOffsetCommitRequestPartition_v0(buf, pos, view):
             self.committed_metadata = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.committed_metadata = str(buf[pos:end], "utf-8")
             pos = end
         self.committed_leader_epoch = -1
@@ -183,19 +183,20 @@ def _write_TxnOffsetCommitRequestPartition_v0(self, w):
 def _read_TxnOffsetCommitRequestTopic_v0(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitRequestTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 14 > len(buf) - pos:
-            raise bad_count(n, 14, pos, len(buf))
+        if n < 0 or n * 14 > blen - pos:
+            raise bad_count(n, 14, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -242,20 +243,21 @@ def _write_TxnOffsetCommitRequestTopic_v0(self, w):
 def _read_TxnOffsetCommitRequest_v0(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitRequest)
+        blen = len(buf)
         # field: transactional_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.transactional_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: group_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: producer_id:q producer_epoch:h
@@ -264,8 +266,8 @@ def _read_TxnOffsetCommitRequest_v0(buf, pos, view):
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -337,6 +339,7 @@ def _write_TxnOffsetCommitRequest_v0(self, w):
 def _read_TxnOffsetCommitRequestPartition_v2(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitRequestPartition)
+        blen = len(buf)
         # field: partition_index:i committed_offset:q committed_leader_epoch:i
         (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
         pos += 16
@@ -347,8 +350,8 @@ def _read_TxnOffsetCommitRequestPartition_v2(buf, pos, view):
             self.committed_metadata = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.committed_metadata = str(buf[pos:end], "utf-8")
             pos = end
         self.unknown_tags = None
@@ -382,19 +385,20 @@ def _write_TxnOffsetCommitRequestPartition_v2(self, w):
 def _read_TxnOffsetCommitRequestTopic_v2(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitRequestTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -441,20 +445,21 @@ def _write_TxnOffsetCommitRequestTopic_v2(self, w):
 def _read_TxnOffsetCommitRequest_v2(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitRequest)
+        blen = len(buf)
         # field: transactional_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.transactional_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: group_id
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: producer_id:q producer_epoch:h
@@ -463,8 +468,8 @@ def _read_TxnOffsetCommitRequest_v2(buf, pos, view):
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -536,6 +541,7 @@ def _write_TxnOffsetCommitRequest_v2(self, w):
 def _read_TxnOffsetCommitRequestPartition_v3(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitRequestPartition)
+        blen = len(buf)
         # field: partition_index:i committed_offset:q committed_leader_epoch:i
         (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
         pos += 16
@@ -543,6 +549,12 @@ def _read_TxnOffsetCommitRequestPartition_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -550,8 +562,8 @@ def _read_TxnOffsetCommitRequestPartition_v3(buf, pos, view):
             self.committed_metadata = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.committed_metadata = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
@@ -564,8 +576,8 @@ def _read_TxnOffsetCommitRequestPartition_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -580,8 +592,8 @@ def _read_TxnOffsetCommitRequestPartition_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -605,7 +617,15 @@ def _write_TxnOffsetCommitRequestPartition_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -620,27 +640,40 @@ def _write_TxnOffsetCommitRequestPartition_v3(self, w):
 def _read_TxnOffsetCommitRequestTopic_v3(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitRequestTopic)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -657,8 +690,8 @@ def _read_TxnOffsetCommitRequestTopic_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -673,8 +706,8 @@ def _read_TxnOffsetCommitRequestTopic_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -696,14 +729,30 @@ def _write_TxnOffsetCommitRequestTopic_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -722,28 +771,41 @@ def _write_TxnOffsetCommitRequestTopic_v3(self, w):
 def _read_TxnOffsetCommitRequest_v3(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitRequest)
+        blen = len(buf)
         # field: transactional_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.transactional_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: group_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: producer_id:q producer_epoch:h generation_id:i
@@ -753,18 +815,30 @@ def _read_TxnOffsetCommitRequest_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.member_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: group_instance_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -772,19 +846,25 @@ def _read_TxnOffsetCommitRequest_v3(buf, pos, view):
             self.group_instance_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.group_instance_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -801,8 +881,8 @@ def _read_TxnOffsetCommitRequest_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -817,8 +897,8 @@ def _read_TxnOffsetCommitRequest_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -840,7 +920,15 @@ def _write_TxnOffsetCommitRequest_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: group_id
         value = self.group_id
@@ -851,7 +939,15 @@ def _write_TxnOffsetCommitRequest_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: producer_id:q producer_epoch:h generation_id:i
         w(_W_qhi(self.producer_id, self.producer_epoch, self.generation_id))
@@ -864,7 +960,15 @@ def _write_TxnOffsetCommitRequest_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: group_instance_id
         value = self.group_instance_id
@@ -875,14 +979,30 @@ def _write_TxnOffsetCommitRequest_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: topics[]
         value = self.topics
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -913,5 +1033,5 @@ TxnOffsetCommitRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "137:- 140:partition_index:i/committed_offset:q 143:committed_metadata 161:- 163:partition_index:i/committed_offset:q 165:committed_metadata 176:unknown_tags 183:- 186:name 194:partitions[] 211:- 213:name 224:partitions[] 235:unknown_tags 242:- 245:transactional_id 253:group_id 261:producer_id:q/producer_epoch:h 264:topics[] 284:- 286:transactional_id 297:group_id 308:producer_id:q/producer_epoch:h 310:topics[] 321:generation_id 324:member_id 327:group_instance_id 330:unknown_tags 337:- 340:partition_index:i/committed_offset:q/committed_leader_epoch:i 343:committed_metadata 360:- 362:partition_index:i/committed_offset:q/committed_leader_epoch:i 364:committed_metadata 375:unknown_tags 382:- 385:name 393:partitions[] 410:- 412:name 423:partitions[] 434:unknown_tags 441:- 444:transactional_id 452:group_id 460:producer_id:q/producer_epoch:h 463:topics[] 483:- 485:transactional_id 496:group_id 507:producer_id:q/producer_epoch:h 509:topics[] 520:generation_id 523:member_id 526:group_instance_id 529:unknown_tags 536:- 539:partition_index:i/committed_offset:q/committed_leader_epoch:i 542:committed_metadata 557:tagged_fields 595:- 597:partition_index:i/committed_offset:q/committed_leader_epoch:i 599:committed_metadata 610:tagged_fields 620:- 623:name 635:partitions[] 650:tagged_fields 688:- 690:name 701:partitions[] 712:tagged_fields 722:- 725:transactional_id 737:group_id 749:producer_id:q/producer_epoch:h/generation_id:i 752:member_id 764:group_instance_id 779:topics[] 794:tagged_fields 832:- 834:transactional_id 845:group_id 856:producer_id:q/producer_epoch:h/generation_id:i 858:member_id 869:group_instance_id 880:topics[] 891:tagged_fields"
+    "136:- 140:partition_index:i/committed_offset:q 143:committed_metadata 161:- 163:partition_index:i/committed_offset:q 165:committed_metadata 176:unknown_tags 183:- 187:name 195:partitions[] 212:- 214:name 225:partitions[] 236:unknown_tags 243:- 247:transactional_id 255:group_id 263:producer_id:q/producer_epoch:h 266:topics[] 286:- 288:transactional_id 299:group_id 310:producer_id:q/producer_epoch:h 312:topics[] 323:generation_id 326:member_id 329:group_instance_id 332:unknown_tags 339:- 343:partition_index:i/committed_offset:q/committed_leader_epoch:i 346:committed_metadata 363:- 365:partition_index:i/committed_offset:q/committed_leader_epoch:i 367:committed_metadata 378:unknown_tags 385:- 389:name 397:partitions[] 414:- 416:name 427:partitions[] 438:unknown_tags 445:- 449:transactional_id 457:group_id 465:producer_id:q/producer_epoch:h 468:topics[] 488:- 490:transactional_id 501:group_id 512:producer_id:q/producer_epoch:h 514:topics[] 525:generation_id 528:member_id 531:group_instance_id 534:unknown_tags 541:- 545:partition_index:i/committed_offset:q/committed_leader_epoch:i 548:committed_metadata 569:tagged_fields 607:- 609:partition_index:i/committed_offset:q/committed_leader_epoch:i 611:committed_metadata 630:tagged_fields 640:- 644:name 662:partitions[] 683:tagged_fields 721:- 723:name 742:partitions[] 761:tagged_fields 771:- 775:transactional_id 793:group_id 811:producer_id:q/producer_epoch:h/generation_id:i 814:member_id 832:group_instance_id 853:topics[] 874:tagged_fields 912:- 914:transactional_id 933:group_id 952:producer_id:q/producer_epoch:h/generation_id:i 954:member_id 973:group_instance_id 992:topics[] 1011:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -130,19 +129,20 @@ def _write_TxnOffsetCommitResponsePartition_v0(self, w):
 def _read_TxnOffsetCommitResponseTopic_v0(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitResponseTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -189,14 +189,15 @@ def _write_TxnOffsetCommitResponseTopic_v0(self, w):
 def _read_TxnOffsetCommitResponse_v0(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -234,6 +235,7 @@ def _write_TxnOffsetCommitResponse_v0(self, w):
 def _read_TxnOffsetCommitResponsePartition_v3(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitResponsePartition)
+        blen = len(buf)
         # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -247,8 +249,8 @@ def _read_TxnOffsetCommitResponsePartition_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -263,8 +265,8 @@ def _read_TxnOffsetCommitResponsePartition_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -292,27 +294,40 @@ def _write_TxnOffsetCommitResponsePartition_v3(self, w):
 def _read_TxnOffsetCommitResponseTopic_v3(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitResponseTopic)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -329,8 +344,8 @@ def _read_TxnOffsetCommitResponseTopic_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -345,8 +360,8 @@ def _read_TxnOffsetCommitResponseTopic_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -368,14 +383,30 @@ def _write_TxnOffsetCommitResponseTopic_v3(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -394,6 +425,7 @@ def _write_TxnOffsetCommitResponseTopic_v3(self, w):
 def _read_TxnOffsetCommitResponse_v3(buf, pos, view):
     try:
         self = _new(TxnOffsetCommitResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
@@ -401,11 +433,17 @@ def _read_TxnOffsetCommitResponse_v3(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -422,8 +460,8 @@ def _read_TxnOffsetCommitResponse_v3(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -438,8 +476,8 @@ def _read_TxnOffsetCommitResponse_v3(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -459,7 +497,15 @@ def _write_TxnOffsetCommitResponse_v3(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -490,5 +536,5 @@ TxnOffsetCommitResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "107:- 110:partition_index:i/error_code:h 119:- 121:partition_index:i/error_code:h 123:unknown_tags 130:- 133:name 141:partitions[] 158:- 160:name 171:partitions[] 182:unknown_tags 189:- 192:throttle_time_ms:i 195:topics[] 212:- 214:throttle_time_ms:i 216:topics[] 227:unknown_tags 234:- 237:partition_index:i/error_code:h 240:tagged_fields 278:- 280:partition_index:i/error_code:h 282:tagged_fields 292:- 295:name 307:partitions[] 322:tagged_fields 360:- 362:name 373:partitions[] 384:tagged_fields 394:- 397:throttle_time_ms:i 400:topics[] 415:tagged_fields 453:- 455:throttle_time_ms:i 457:topics[] 468:tagged_fields"
+    "106:- 109:partition_index:i/error_code:h 118:- 120:partition_index:i/error_code:h 122:unknown_tags 129:- 133:name 141:partitions[] 158:- 160:name 171:partitions[] 182:unknown_tags 189:- 193:throttle_time_ms:i 196:topics[] 213:- 215:throttle_time_ms:i 217:topics[] 228:unknown_tags 235:- 239:partition_index:i/error_code:h 242:tagged_fields 280:- 282:partition_index:i/error_code:h 284:tagged_fields 294:- 298:name 316:partitions[] 337:tagged_fields 375:- 377:name 396:partitions[] 415:tagged_fields 425:- 429:throttle_time_ms:i 432:topics[] 453:tagged_fields 491:- 493:throttle_time_ms:i 495:topics[] 514:tagged_fields"
 )

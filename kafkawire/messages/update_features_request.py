@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R__ = _Format(">?").unpack_from
 _W__ = _Format(">?").pack
 _R_h = _Format(">h").unpack_from
@@ -94,16 +93,23 @@ UpdateFeaturesRequest.FeatureUpdateKey = FeatureUpdateKey
 def _read_FeatureUpdateKey_v0(buf, pos, view):
     try:
         self = _new(FeatureUpdateKey)
+        blen = len(buf)
         # field: feature
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.feature = str(buf[pos:end], "utf-8")
         pos = end
         # field: max_version_level:h allow_downgrade:?
@@ -120,8 +126,8 @@ def _read_FeatureUpdateKey_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -136,8 +142,8 @@ def _read_FeatureUpdateKey_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -159,7 +165,15 @@ def _write_FeatureUpdateKey_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: max_version_level:h allow_downgrade:?
         w(_W_h_(self.max_version_level, self.allow_downgrade))
@@ -179,6 +193,7 @@ def _write_FeatureUpdateKey_v0(self, w):
 def _read_UpdateFeaturesRequest_v0(buf, pos, view):
     try:
         self = _new(UpdateFeaturesRequest)
+        blen = len(buf)
         # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
@@ -186,11 +201,17 @@ def _read_UpdateFeaturesRequest_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 5 > len(buf) - pos:
-            raise bad_count(n, 5, pos, len(buf))
+        if n < 0 or n * 5 > blen - pos:
+            raise bad_count(n, 5, pos, blen)
         items = []
         append = items.append
         for i_feature_updates in range(n):
@@ -208,8 +229,8 @@ def _read_UpdateFeaturesRequest_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -224,8 +245,8 @@ def _read_UpdateFeaturesRequest_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -245,7 +266,15 @@ def _write_UpdateFeaturesRequest_v0(self, w):
         if value is None:
             raise null_not_allowed("feature_updates")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_feature_updates, item in enumerate(value):
                 value = item
                 if value is None:
@@ -267,16 +296,23 @@ def _write_UpdateFeaturesRequest_v0(self, w):
 def _read_FeatureUpdateKey_v1(buf, pos, view):
     try:
         self = _new(FeatureUpdateKey)
+        blen = len(buf)
         # field: feature
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.feature = str(buf[pos:end], "utf-8")
         pos = end
         # field: max_version_level:h upgrade_type:b
@@ -293,8 +329,8 @@ def _read_FeatureUpdateKey_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -309,8 +345,8 @@ def _read_FeatureUpdateKey_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -332,7 +368,15 @@ def _write_FeatureUpdateKey_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: max_version_level:h upgrade_type:b
         w(_W_hb(self.max_version_level, self.upgrade_type))
@@ -352,6 +396,7 @@ def _write_FeatureUpdateKey_v1(self, w):
 def _read_UpdateFeaturesRequest_v1(buf, pos, view):
     try:
         self = _new(UpdateFeaturesRequest)
+        blen = len(buf)
         # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
@@ -359,11 +404,17 @@ def _read_UpdateFeaturesRequest_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 5 > len(buf) - pos:
-            raise bad_count(n, 5, pos, len(buf))
+        if n < 0 or n * 5 > blen - pos:
+            raise bad_count(n, 5, pos, blen)
         items = []
         append = items.append
         for i_feature_updates in range(n):
@@ -383,8 +434,8 @@ def _read_UpdateFeaturesRequest_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -399,8 +450,8 @@ def _read_UpdateFeaturesRequest_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -420,7 +471,15 @@ def _write_UpdateFeaturesRequest_v1(self, w):
         if value is None:
             raise null_not_allowed("feature_updates")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_feature_updates, item in enumerate(value):
                 value = item
                 if value is None:
@@ -449,5 +508,5 @@ UpdateFeaturesRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "94:- 97:feature 109:max_version_level:h/allow_downgrade:? 113:tagged_fields 151:- 153:feature 164:max_version_level:h/allow_downgrade:? 166:upgrade_type 169:tagged_fields 179:- 182:timeout_ms:i 185:feature_updates[] 201:tagged_fields 239:- 241:timeout_ms:i 243:feature_updates[] 254:validate_only 257:tagged_fields 267:- 270:feature 282:max_version_level:h/upgrade_type:b 286:tagged_fields 324:- 326:feature 337:max_version_level:h/upgrade_type:b 339:allow_downgrade 342:tagged_fields 352:- 355:timeout_ms:i 358:feature_updates[] 373:validate_only:? 376:tagged_fields 414:- 416:timeout_ms:i 418:feature_updates[] 429:validate_only:? 431:tagged_fields"
+    "93:- 97:feature 115:max_version_level:h/allow_downgrade:? 119:tagged_fields 157:- 159:feature 178:max_version_level:h/allow_downgrade:? 180:upgrade_type 183:tagged_fields 193:- 197:timeout_ms:i 200:feature_updates[] 222:tagged_fields 260:- 262:timeout_ms:i 264:feature_updates[] 283:validate_only 286:tagged_fields 296:- 300:feature 318:max_version_level:h/upgrade_type:b 322:tagged_fields 360:- 362:feature 381:max_version_level:h/upgrade_type:b 383:allow_downgrade 386:tagged_fields 396:- 400:timeout_ms:i 403:feature_updates[] 424:validate_only:? 427:tagged_fields 465:- 467:timeout_ms:i 469:feature_updates[] 488:validate_only:? 490:tagged_fields"
 )

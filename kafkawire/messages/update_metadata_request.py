@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s = _Format(">16s").unpack_from
 _W_16s = _Format(">16s").pack
 _R_b = _Format(">b").unpack_from
@@ -228,12 +227,13 @@ UpdateMetadataRequest.UpdateMetadataEndpoint = UpdateMetadataEndpoint
 def _read_UpdateMetadataPartitionState_v0(buf, pos, view):
     try:
         self = _new(UpdateMetadataPartitionState)
+        blen = len(buf)
         # field: topic_name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
@@ -242,8 +242,8 @@ def _read_UpdateMetadataPartitionState_v0(buf, pos, view):
         # field: isr
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: zk_version:i
@@ -252,8 +252,8 @@ def _read_UpdateMetadataPartitionState_v0(buf, pos, view):
         # field: replicas
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.offline_replicas = ()
@@ -304,6 +304,7 @@ def _write_UpdateMetadataPartitionState_v0(self, w):
 def _read_UpdateMetadataBroker_v0(buf, pos, view):
     try:
         self = _new(UpdateMetadataBroker)
+        blen = len(buf)
         # field: id:i
         (self.id,) = _R_i(buf, pos)
         pos += 4
@@ -311,8 +312,8 @@ def _read_UpdateMetadataBroker_v0(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.v0_host = str(buf[pos:end], "utf-8")
         pos = end
         # field: v0_port:i
@@ -353,14 +354,15 @@ def _write_UpdateMetadataBroker_v0(self, w):
 def _read_UpdateMetadataRequest_v0(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i
         (self.controller_id, self.controller_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: ungrouped_partition_states[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 30 > len(buf) - pos:
-            raise bad_count(n, 30, pos, len(buf))
+        if n < 0 or n * 30 > blen - pos:
+            raise bad_count(n, 30, pos, blen)
         items = []
         append = items.append
         for i_ungrouped_partition_states in range(n):
@@ -370,8 +372,8 @@ def _read_UpdateMetadataRequest_v0(buf, pos, view):
         # field: live_brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_live_brokers in range(n):
@@ -433,6 +435,7 @@ def _write_UpdateMetadataRequest_v0(self, w):
 def _read_UpdateMetadataEndpoint_v1(buf, pos, view):
     try:
         self = _new(UpdateMetadataEndpoint)
+        blen = len(buf)
         # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
@@ -440,8 +443,8 @@ def _read_UpdateMetadataEndpoint_v1(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: security_protocol:h
@@ -481,14 +484,15 @@ def _write_UpdateMetadataEndpoint_v1(self, w):
 def _read_UpdateMetadataBroker_v1(buf, pos, view):
     try:
         self = _new(UpdateMetadataBroker)
+        blen = len(buf)
         # field: id:i
         (self.id,) = _R_i(buf, pos)
         pos += 4
         # field: endpoints[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_endpoints in range(n):
@@ -529,14 +533,15 @@ def _write_UpdateMetadataBroker_v1(self, w):
 def _read_UpdateMetadataRequest_v1(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i
         (self.controller_id, self.controller_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: ungrouped_partition_states[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 30 > len(buf) - pos:
-            raise bad_count(n, 30, pos, len(buf))
+        if n < 0 or n * 30 > blen - pos:
+            raise bad_count(n, 30, pos, blen)
         items = []
         append = items.append
         for i_ungrouped_partition_states in range(n):
@@ -546,8 +551,8 @@ def _read_UpdateMetadataRequest_v1(buf, pos, view):
         # field: live_brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_live_brokers in range(n):
@@ -609,14 +614,15 @@ def _write_UpdateMetadataRequest_v1(self, w):
 def _read_UpdateMetadataBroker_v2(buf, pos, view):
     try:
         self = _new(UpdateMetadataBroker)
+        blen = len(buf)
         # field: id:i
         (self.id,) = _R_i(buf, pos)
         pos += 4
         # field: endpoints[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 8 > len(buf) - pos:
-            raise bad_count(n, 8, pos, len(buf))
+        if n < 0 or n * 8 > blen - pos:
+            raise bad_count(n, 8, pos, blen)
         items = []
         append = items.append
         for i_endpoints in range(n):
@@ -630,8 +636,8 @@ def _read_UpdateMetadataBroker_v2(buf, pos, view):
             self.rack = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.rack = str(buf[pos:end], "utf-8")
             pos = end
         self.v0_host = ''
@@ -678,14 +684,15 @@ def _write_UpdateMetadataBroker_v2(self, w):
 def _read_UpdateMetadataRequest_v2(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i
         (self.controller_id, self.controller_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: ungrouped_partition_states[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 30 > len(buf) - pos:
-            raise bad_count(n, 30, pos, len(buf))
+        if n < 0 or n * 30 > blen - pos:
+            raise bad_count(n, 30, pos, blen)
         items = []
         append = items.append
         for i_ungrouped_partition_states in range(n):
@@ -695,8 +702,8 @@ def _read_UpdateMetadataRequest_v2(buf, pos, view):
         # field: live_brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_live_brokers in range(n):
@@ -758,6 +765,7 @@ def _write_UpdateMetadataRequest_v2(self, w):
 def _read_UpdateMetadataEndpoint_v3(buf, pos, view):
     try:
         self = _new(UpdateMetadataEndpoint)
+        blen = len(buf)
         # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
@@ -765,16 +773,16 @@ def _read_UpdateMetadataEndpoint_v3(buf, pos, view):
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: listener
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.listener = str(buf[pos:end], "utf-8")
         pos = end
         # field: security_protocol:h
@@ -824,14 +832,15 @@ def _write_UpdateMetadataEndpoint_v3(self, w):
 def _read_UpdateMetadataBroker_v3(buf, pos, view):
     try:
         self = _new(UpdateMetadataBroker)
+        blen = len(buf)
         # field: id:i
         (self.id,) = _R_i(buf, pos)
         pos += 4
         # field: endpoints[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_endpoints in range(n):
@@ -845,8 +854,8 @@ def _read_UpdateMetadataBroker_v3(buf, pos, view):
             self.rack = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.rack = str(buf[pos:end], "utf-8")
             pos = end
         self.v0_host = ''
@@ -893,14 +902,15 @@ def _write_UpdateMetadataBroker_v3(self, w):
 def _read_UpdateMetadataRequest_v3(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i
         (self.controller_id, self.controller_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: ungrouped_partition_states[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 30 > len(buf) - pos:
-            raise bad_count(n, 30, pos, len(buf))
+        if n < 0 or n * 30 > blen - pos:
+            raise bad_count(n, 30, pos, blen)
         items = []
         append = items.append
         for i_ungrouped_partition_states in range(n):
@@ -910,8 +920,8 @@ def _read_UpdateMetadataRequest_v3(buf, pos, view):
         # field: live_brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_live_brokers in range(n):
@@ -973,12 +983,13 @@ def _write_UpdateMetadataRequest_v3(self, w):
 def _read_UpdateMetadataPartitionState_v4(buf, pos, view):
     try:
         self = _new(UpdateMetadataPartitionState)
+        blen = len(buf)
         # field: topic_name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
@@ -987,8 +998,8 @@ def _read_UpdateMetadataPartitionState_v4(buf, pos, view):
         # field: isr
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: zk_version:i
@@ -997,15 +1008,15 @@ def _read_UpdateMetadataPartitionState_v4(buf, pos, view):
         # field: replicas
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: offline_replicas
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.offline_replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.unknown_tags = None
@@ -1062,14 +1073,15 @@ def _write_UpdateMetadataPartitionState_v4(self, w):
 def _read_UpdateMetadataRequest_v4(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i
         (self.controller_id, self.controller_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: ungrouped_partition_states[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 34 > len(buf) - pos:
-            raise bad_count(n, 34, pos, len(buf))
+        if n < 0 or n * 34 > blen - pos:
+            raise bad_count(n, 34, pos, blen)
         items = []
         append = items.append
         for i_ungrouped_partition_states in range(n):
@@ -1079,8 +1091,8 @@ def _read_UpdateMetadataRequest_v4(buf, pos, view):
         # field: live_brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_live_brokers in range(n):
@@ -1142,14 +1154,15 @@ def _write_UpdateMetadataRequest_v4(self, w):
 def _read_UpdateMetadataPartitionState_v5(buf, pos, view):
     try:
         self = _new(UpdateMetadataPartitionState)
+        blen = len(buf)
         # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
         pos += 16
         # field: isr
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: zk_version:i
@@ -1158,15 +1171,15 @@ def _read_UpdateMetadataPartitionState_v5(buf, pos, view):
         # field: replicas
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: offline_replicas
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.offline_replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.topic_name = ''
@@ -1213,19 +1226,20 @@ def _write_UpdateMetadataPartitionState_v5(self, w):
 def _read_UpdateMetadataTopicState_v5(buf, pos, view):
     try:
         self = _new(UpdateMetadataTopicState)
+        blen = len(buf)
         # field: topic_name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_states[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 32 > len(buf) - pos:
-            raise bad_count(n, 32, pos, len(buf))
+        if n < 0 or n * 32 > blen - pos:
+            raise bad_count(n, 32, pos, blen)
         items = []
         append = items.append
         for i_partition_states in range(n):
@@ -1273,14 +1287,15 @@ def _write_UpdateMetadataTopicState_v5(self, w):
 def _read_UpdateMetadataRequest_v5(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i broker_epoch:q
         (self.controller_id, self.controller_epoch, self.broker_epoch,) = _R_iiq(buf, pos)
         pos += 16
         # field: topic_states[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topic_states in range(n):
@@ -1290,8 +1305,8 @@ def _read_UpdateMetadataRequest_v5(buf, pos, view):
         # field: live_brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_live_brokers in range(n):
@@ -1352,6 +1367,7 @@ def _write_UpdateMetadataRequest_v5(self, w):
 def _read_UpdateMetadataPartitionState_v6(buf, pos, view):
     try:
         self = _new(UpdateMetadataPartitionState)
+        blen = len(buf)
         # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
         (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
         pos += 16
@@ -1359,11 +1375,17 @@ def _read_UpdateMetadataPartitionState_v6(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.isr = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: zk_version:i
@@ -1373,22 +1395,34 @@ def _read_UpdateMetadataPartitionState_v6(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: offline_replicas
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.offline_replicas = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.topic_name = ''
@@ -1402,8 +1436,8 @@ def _read_UpdateMetadataPartitionState_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1418,8 +1452,8 @@ def _read_UpdateMetadataPartitionState_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1439,7 +1473,15 @@ def _write_UpdateMetadataPartitionState_v6(self, w):
         if value is None:
             raise null_not_allowed("isr")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: zk_version:i
         w(_W_i(self.zk_version))
@@ -1448,14 +1490,30 @@ def _write_UpdateMetadataPartitionState_v6(self, w):
         if value is None:
             raise null_not_allowed("replicas")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: offline_replicas
         value = self.offline_replicas
         if value is None:
             raise null_not_allowed("offline_replicas")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1470,27 +1528,40 @@ def _write_UpdateMetadataPartitionState_v6(self, w):
 def _read_UpdateMetadataTopicState_v6(buf, pos, view):
     try:
         self = _new(UpdateMetadataTopicState)
+        blen = len(buf)
         # field: topic_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_states[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 24 > len(buf) - pos:
-            raise bad_count(n, 24, pos, len(buf))
+        if n < 0 or n * 24 > blen - pos:
+            raise bad_count(n, 24, pos, blen)
         items = []
         append = items.append
         for i_partition_states in range(n):
@@ -1508,8 +1579,8 @@ def _read_UpdateMetadataTopicState_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1524,8 +1595,8 @@ def _read_UpdateMetadataTopicState_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1547,14 +1618,30 @@ def _write_UpdateMetadataTopicState_v6(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partition_states[]
         value = self.partition_states
         if value is None:
             raise null_not_allowed("partition_states")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partition_states, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1573,6 +1660,7 @@ def _write_UpdateMetadataTopicState_v6(self, w):
 def _read_UpdateMetadataEndpoint_v6(buf, pos, view):
     try:
         self = _new(UpdateMetadataEndpoint)
+        blen = len(buf)
         # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
@@ -1580,24 +1668,36 @@ def _read_UpdateMetadataEndpoint_v6(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: listener
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.listener = str(buf[pos:end], "utf-8")
         pos = end
         # field: security_protocol:h
@@ -1613,8 +1713,8 @@ def _read_UpdateMetadataEndpoint_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1629,8 +1729,8 @@ def _read_UpdateMetadataEndpoint_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1654,7 +1754,15 @@ def _write_UpdateMetadataEndpoint_v6(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: listener
         value = self.listener
@@ -1665,7 +1773,15 @@ def _write_UpdateMetadataEndpoint_v6(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: security_protocol:h
         w(_W_h(self.security_protocol))
@@ -1682,6 +1798,7 @@ def _write_UpdateMetadataEndpoint_v6(self, w):
 def _read_UpdateMetadataBroker_v6(buf, pos, view):
     try:
         self = _new(UpdateMetadataBroker)
+        blen = len(buf)
         # field: id:i
         (self.id,) = _R_i(buf, pos)
         pos += 4
@@ -1689,11 +1806,17 @@ def _read_UpdateMetadataBroker_v6(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 9 > len(buf) - pos:
-            raise bad_count(n, 9, pos, len(buf))
+        if n < 0 or n * 9 > blen - pos:
+            raise bad_count(n, 9, pos, blen)
         items = []
         append = items.append
         for i_endpoints in range(n):
@@ -1704,6 +1827,12 @@ def _read_UpdateMetadataBroker_v6(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -1711,8 +1840,8 @@ def _read_UpdateMetadataBroker_v6(buf, pos, view):
             self.rack = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.rack = str(buf[pos:end], "utf-8")
             pos = end
         self.v0_host = ''
@@ -1727,8 +1856,8 @@ def _read_UpdateMetadataBroker_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1743,8 +1872,8 @@ def _read_UpdateMetadataBroker_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1764,7 +1893,15 @@ def _write_UpdateMetadataBroker_v6(self, w):
         if value is None:
             raise null_not_allowed("endpoints")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_endpoints, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1779,7 +1916,15 @@ def _write_UpdateMetadataBroker_v6(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -1794,6 +1939,7 @@ def _write_UpdateMetadataBroker_v6(self, w):
 def _read_UpdateMetadataRequest_v6(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i broker_epoch:q
         (self.controller_id, self.controller_epoch, self.broker_epoch,) = _R_iiq(buf, pos)
         pos += 16
@@ -1801,11 +1947,17 @@ def _read_UpdateMetadataRequest_v6(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topic_states in range(n):
@@ -1816,11 +1968,17 @@ def _read_UpdateMetadataRequest_v6(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_live_brokers in range(n):
@@ -1840,8 +1998,8 @@ def _read_UpdateMetadataRequest_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1856,8 +2014,8 @@ def _read_UpdateMetadataRequest_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1877,7 +2035,15 @@ def _write_UpdateMetadataRequest_v6(self, w):
         if value is None:
             raise null_not_allowed("topic_states")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topic_states, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1888,7 +2054,15 @@ def _write_UpdateMetadataRequest_v6(self, w):
         if value is None:
             raise null_not_allowed("live_brokers")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_live_brokers, item in enumerate(value):
                 value = item
                 if value is None:
@@ -1916,16 +2090,23 @@ def _write_UpdateMetadataRequest_v6(self, w):
 def _read_UpdateMetadataTopicState_v7(buf, pos, view):
     try:
         self = _new(UpdateMetadataTopicState)
+        blen = len(buf)
         # field: topic_name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.topic_name = str(buf[pos:end], "utf-8")
         pos = end
         # field: topic_id:16s
@@ -1936,11 +2117,17 @@ def _read_UpdateMetadataTopicState_v7(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 24 > len(buf) - pos:
-            raise bad_count(n, 24, pos, len(buf))
+        if n < 0 or n * 24 > blen - pos:
+            raise bad_count(n, 24, pos, blen)
         items = []
         append = items.append
         for i_partition_states in range(n):
@@ -1957,8 +2144,8 @@ def _read_UpdateMetadataTopicState_v7(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -1973,8 +2160,8 @@ def _read_UpdateMetadataTopicState_v7(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -1996,7 +2183,15 @@ def _write_UpdateMetadataTopicState_v7(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: topic_id:16s
         w(_W_16s(self.topic_id.bytes))
@@ -2005,7 +2200,15 @@ def _write_UpdateMetadataTopicState_v7(self, w):
         if value is None:
             raise null_not_allowed("partition_states")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partition_states, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2024,6 +2227,7 @@ def _write_UpdateMetadataTopicState_v7(self, w):
 def _read_UpdateMetadataRequest_v7(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
+        blen = len(buf)
         # field: controller_id:i controller_epoch:i broker_epoch:q
         (self.controller_id, self.controller_epoch, self.broker_epoch,) = _R_iiq(buf, pos)
         pos += 16
@@ -2031,11 +2235,17 @@ def _read_UpdateMetadataRequest_v7(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 19 > len(buf) - pos:
-            raise bad_count(n, 19, pos, len(buf))
+        if n < 0 or n * 19 > blen - pos:
+            raise bad_count(n, 19, pos, blen)
         items = []
         append = items.append
         for i_topic_states in range(n):
@@ -2046,11 +2256,17 @@ def _read_UpdateMetadataRequest_v7(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_live_brokers in range(n):
@@ -2070,8 +2286,8 @@ def _read_UpdateMetadataRequest_v7(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -2086,8 +2302,8 @@ def _read_UpdateMetadataRequest_v7(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -2107,7 +2323,15 @@ def _write_UpdateMetadataRequest_v7(self, w):
         if value is None:
             raise null_not_allowed("topic_states")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topic_states, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2118,7 +2342,15 @@ def _write_UpdateMetadataRequest_v7(self, w):
         if value is None:
             raise null_not_allowed("live_brokers")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_live_brokers, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2146,6 +2378,7 @@ def _write_UpdateMetadataRequest_v7(self, w):
 def _read_UpdateMetadataRequest_v8(buf, pos, view):
     try:
         self = _new(UpdateMetadataRequest)
+        blen = len(buf)
         # field: controller_id:i is_kraft_controller:? controller_epoch:i broker_epoch:q
         (self.controller_id, self.is_kraft_controller, self.controller_epoch, self.broker_epoch,) = _R_i_iq(buf, pos)
         pos += 17
@@ -2153,11 +2386,17 @@ def _read_UpdateMetadataRequest_v8(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 19 > len(buf) - pos:
-            raise bad_count(n, 19, pos, len(buf))
+        if n < 0 or n * 19 > blen - pos:
+            raise bad_count(n, 19, pos, blen)
         items = []
         append = items.append
         for i_topic_states in range(n):
@@ -2168,11 +2407,17 @@ def _read_UpdateMetadataRequest_v8(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_live_brokers in range(n):
@@ -2191,8 +2436,8 @@ def _read_UpdateMetadataRequest_v8(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -2207,8 +2452,8 @@ def _read_UpdateMetadataRequest_v8(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: type
                     self.type = _R_b(buf, pos)[0]
@@ -2236,7 +2481,15 @@ def _write_UpdateMetadataRequest_v8(self, w):
         if value is None:
             raise null_not_allowed("topic_states")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topic_states, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2247,7 +2500,15 @@ def _write_UpdateMetadataRequest_v8(self, w):
         if value is None:
             raise null_not_allowed("live_brokers")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_live_brokers, item in enumerate(value):
                 value = item
                 if value is None:
@@ -2295,5 +2556,5 @@ UpdateMetadataRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "228:- 231:topic_name 239:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 242:isr 249:zk_version:i 252:replicas 266:- 268:topic_name 279:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 281:isr 288:zk_version:i 290:replicas 297:unknown_tags 304:- 307:id:i 310:v0_host 318:v0_port:i 329:- 331:id:i 333:v0_host 344:v0_port:i 346:unknown_tags 353:- 356:controller_id:i/controller_epoch:i 359:ungrouped_partition_states[] 370:live_brokers[] 391:- 393:controller_id:i/controller_epoch:i 395:ungrouped_partition_states[] 406:live_brokers[] 417:is_kraft_controller 420:type 423:topic_states 426:unknown_tags 433:- 436:port:i 439:host 447:security_protocol:h 457:- 459:port:i 461:host 472:security_protocol:h 474:unknown_tags 481:- 484:id:i 487:endpoints[] 507:- 509:id:i 511:endpoints[] 522:unknown_tags 529:- 532:controller_id:i/controller_epoch:i 535:ungrouped_partition_states[] 546:live_brokers[] 567:- 569:controller_id:i/controller_epoch:i 571:ungrouped_partition_states[] 582:live_brokers[] 593:is_kraft_controller 596:type 599:topic_states 602:unknown_tags 609:- 612:id:i 615:endpoints[] 626:rack 645:- 647:id:i 649:endpoints[] 660:rack 671:unknown_tags 678:- 681:controller_id:i/controller_epoch:i 684:ungrouped_partition_states[] 695:live_brokers[] 716:- 718:controller_id:i/controller_epoch:i 720:ungrouped_partition_states[] 731:live_brokers[] 742:is_kraft_controller 745:type 748:topic_states 751:unknown_tags 758:- 761:port:i 764:host 772:listener 780:security_protocol:h 789:- 791:port:i 793:host 804:listener 815:security_protocol:h 817:unknown_tags 824:- 827:id:i 830:endpoints[] 841:rack 860:- 862:id:i 864:endpoints[] 875:rack 886:unknown_tags 893:- 896:controller_id:i/controller_epoch:i 899:ungrouped_partition_states[] 910:live_brokers[] 931:- 933:controller_id:i/controller_epoch:i 935:ungrouped_partition_states[] 946:live_brokers[] 957:is_kraft_controller 960:type 963:topic_states 966:unknown_tags 973:- 976:topic_name 984:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 987:isr 994:zk_version:i 997:replicas 1004:offline_replicas 1017:- 1019:topic_name 1030:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1032:isr 1039:zk_version:i 1041:replicas 1048:offline_replicas 1055:unknown_tags 1062:- 1065:controller_id:i/controller_epoch:i 1068:ungrouped_partition_states[] 1079:live_brokers[] 1100:- 1102:controller_id:i/controller_epoch:i 1104:ungrouped_partition_states[] 1115:live_brokers[] 1126:is_kraft_controller 1129:type 1132:topic_states 1135:unknown_tags 1142:- 1145:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1148:isr 1155:zk_version:i 1158:replicas 1165:offline_replicas 1179:- 1181:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1183:isr 1190:zk_version:i 1192:replicas 1199:offline_replicas 1206:unknown_tags 1213:- 1216:topic_name 1224:partition_states[] 1242:- 1244:topic_name 1255:partition_states[] 1266:unknown_tags 1273:- 1276:controller_id:i/controller_epoch:i/broker_epoch:q 1279:topic_states[] 1290:live_brokers[] 1310:- 1312:controller_id:i/controller_epoch:i/broker_epoch:q 1314:topic_states[] 1325:live_brokers[] 1336:is_kraft_controller 1339:type 1342:ungrouped_partition_states 1345:unknown_tags 1352:- 1355:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1358:isr 1369:zk_version:i 1372:replicas 1383:offline_replicas 1395:tagged_fields 1433:- 1435:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1437:isr 1444:zk_version:i 1446:replicas 1453:offline_replicas 1460:tagged_fields 1470:- 1473:topic_name 1485:partition_states[] 1501:tagged_fields 1539:- 1541:topic_name 1552:partition_states[] 1563:tagged_fields 1573:- 1576:port:i 1579:host 1591:listener 1603:security_protocol:h 1606:tagged_fields 1644:- 1646:port:i 1648:host 1659:listener 1670:security_protocol:h 1672:tagged_fields 1682:- 1685:id:i 1688:endpoints[] 1703:rack 1720:tagged_fields 1758:- 1760:id:i 1762:endpoints[] 1773:rack 1784:tagged_fields 1794:- 1797:controller_id:i/controller_epoch:i/broker_epoch:q 1800:topic_states[] 1815:live_brokers[] 1833:tagged_fields 1871:- 1873:controller_id:i/controller_epoch:i/broker_epoch:q 1875:topic_states[] 1886:live_brokers[] 1897:is_kraft_controller 1900:type 1903:ungrouped_partition_states 1906:tagged_fields 1916:- 1919:topic_name 1931:topic_id:16s 1935:partition_states[] 1950:tagged_fields 1988:- 1990:topic_name 2001:topic_id:16s 2003:partition_states[] 2014:tagged_fields 2024:- 2027:controller_id:i/controller_epoch:i/broker_epoch:q 2030:topic_states[] 2045:live_brokers[] 2063:tagged_fields 2101:- 2103:controller_id:i/controller_epoch:i/broker_epoch:q 2105:topic_states[] 2116:live_brokers[] 2127:is_kraft_controller 2130:type 2133:ungrouped_partition_states 2136:tagged_fields 2146:- 2149:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 2152:topic_states[] 2167:live_brokers[] 2184:tagged_fields 2213:type 2218:tagged_fields 2230:- 2232:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 2234:topic_states[] 2245:live_brokers[] 2256:ungrouped_partition_states 2260:type 2265:tagged_fields"
+    "227:- 231:topic_name 239:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 242:isr 249:zk_version:i 252:replicas 266:- 268:topic_name 279:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 281:isr 288:zk_version:i 290:replicas 297:unknown_tags 304:- 308:id:i 311:v0_host 319:v0_port:i 330:- 332:id:i 334:v0_host 345:v0_port:i 347:unknown_tags 354:- 358:controller_id:i/controller_epoch:i 361:ungrouped_partition_states[] 372:live_brokers[] 393:- 395:controller_id:i/controller_epoch:i 397:ungrouped_partition_states[] 408:live_brokers[] 419:is_kraft_controller 422:type 425:topic_states 428:unknown_tags 435:- 439:port:i 442:host 450:security_protocol:h 460:- 462:port:i 464:host 475:security_protocol:h 477:unknown_tags 484:- 488:id:i 491:endpoints[] 511:- 513:id:i 515:endpoints[] 526:unknown_tags 533:- 537:controller_id:i/controller_epoch:i 540:ungrouped_partition_states[] 551:live_brokers[] 572:- 574:controller_id:i/controller_epoch:i 576:ungrouped_partition_states[] 587:live_brokers[] 598:is_kraft_controller 601:type 604:topic_states 607:unknown_tags 614:- 618:id:i 621:endpoints[] 632:rack 651:- 653:id:i 655:endpoints[] 666:rack 677:unknown_tags 684:- 688:controller_id:i/controller_epoch:i 691:ungrouped_partition_states[] 702:live_brokers[] 723:- 725:controller_id:i/controller_epoch:i 727:ungrouped_partition_states[] 738:live_brokers[] 749:is_kraft_controller 752:type 755:topic_states 758:unknown_tags 765:- 769:port:i 772:host 780:listener 788:security_protocol:h 797:- 799:port:i 801:host 812:listener 823:security_protocol:h 825:unknown_tags 832:- 836:id:i 839:endpoints[] 850:rack 869:- 871:id:i 873:endpoints[] 884:rack 895:unknown_tags 902:- 906:controller_id:i/controller_epoch:i 909:ungrouped_partition_states[] 920:live_brokers[] 941:- 943:controller_id:i/controller_epoch:i 945:ungrouped_partition_states[] 956:live_brokers[] 967:is_kraft_controller 970:type 973:topic_states 976:unknown_tags 983:- 987:topic_name 995:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 998:isr 1005:zk_version:i 1008:replicas 1015:offline_replicas 1028:- 1030:topic_name 1041:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1043:isr 1050:zk_version:i 1052:replicas 1059:offline_replicas 1066:unknown_tags 1073:- 1077:controller_id:i/controller_epoch:i 1080:ungrouped_partition_states[] 1091:live_brokers[] 1112:- 1114:controller_id:i/controller_epoch:i 1116:ungrouped_partition_states[] 1127:live_brokers[] 1138:is_kraft_controller 1141:type 1144:topic_states 1147:unknown_tags 1154:- 1158:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1161:isr 1168:zk_version:i 1171:replicas 1178:offline_replicas 1192:- 1194:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1196:isr 1203:zk_version:i 1205:replicas 1212:offline_replicas 1219:unknown_tags 1226:- 1230:topic_name 1238:partition_states[] 1256:- 1258:topic_name 1269:partition_states[] 1280:unknown_tags 1287:- 1291:controller_id:i/controller_epoch:i/broker_epoch:q 1294:topic_states[] 1305:live_brokers[] 1325:- 1327:controller_id:i/controller_epoch:i/broker_epoch:q 1329:topic_states[] 1340:live_brokers[] 1351:is_kraft_controller 1354:type 1357:ungrouped_partition_states 1360:unknown_tags 1367:- 1371:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1374:isr 1391:zk_version:i 1394:replicas 1411:offline_replicas 1429:tagged_fields 1467:- 1469:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1471:isr 1486:zk_version:i 1488:replicas 1503:offline_replicas 1518:tagged_fields 1528:- 1532:topic_name 1550:partition_states[] 1572:tagged_fields 1610:- 1612:topic_name 1631:partition_states[] 1650:tagged_fields 1660:- 1664:port:i 1667:host 1685:listener 1703:security_protocol:h 1706:tagged_fields 1744:- 1746:port:i 1748:host 1767:listener 1786:security_protocol:h 1788:tagged_fields 1798:- 1802:id:i 1805:endpoints[] 1826:rack 1849:tagged_fields 1887:- 1889:id:i 1891:endpoints[] 1910:rack 1929:tagged_fields 1939:- 1943:controller_id:i/controller_epoch:i/broker_epoch:q 1946:topic_states[] 1967:live_brokers[] 1991:tagged_fields 2029:- 2031:controller_id:i/controller_epoch:i/broker_epoch:q 2033:topic_states[] 2052:live_brokers[] 2071:is_kraft_controller 2074:type 2077:ungrouped_partition_states 2080:tagged_fields 2090:- 2094:topic_name 2112:topic_id:16s 2116:partition_states[] 2137:tagged_fields 2175:- 2177:topic_name 2196:topic_id:16s 2198:partition_states[] 2217:tagged_fields 2227:- 2231:controller_id:i/controller_epoch:i/broker_epoch:q 2234:topic_states[] 2255:live_brokers[] 2279:tagged_fields 2317:- 2319:controller_id:i/controller_epoch:i/broker_epoch:q 2321:topic_states[] 2340:live_brokers[] 2359:is_kraft_controller 2362:type 2365:ungrouped_partition_states 2368:tagged_fields 2378:- 2382:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 2385:topic_states[] 2406:live_brokers[] 2429:tagged_fields 2458:type 2463:tagged_fields 2475:- 2477:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 2479:topic_states[] 2498:live_brokers[] 2517:ungrouped_partition_states 2521:type 2526:tagged_fields"
 )

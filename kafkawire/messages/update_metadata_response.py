@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -73,6 +72,7 @@ def _write_UpdateMetadataResponse_v0(self, w):
 def _read_UpdateMetadataResponse_v6(buf, pos, view):
     try:
         self = _new(UpdateMetadataResponse)
+        blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
@@ -86,8 +86,8 @@ def _read_UpdateMetadataResponse_v6(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -102,8 +102,8 @@ def _read_UpdateMetadataResponse_v6(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -151,5 +151,5 @@ UpdateMetadataResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "50:- 53:error_code:h 62:- 64:error_code:h 66:unknown_tags 73:- 76:error_code:h 79:tagged_fields 117:- 119:error_code:h 121:tagged_fields"
+    "49:- 52:error_code:h 61:- 63:error_code:h 65:unknown_tags 72:- 76:error_code:h 79:tagged_fields 117:- 119:error_code:h 121:tagged_fields"
 )

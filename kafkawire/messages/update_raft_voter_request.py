@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_H = _Format(">H").unpack_from
 _W_H = _Format(">H").pack
 _R_h = _Format(">h").unpack_from
@@ -30,7 +29,7 @@ _W_ii16s = _Format(">ii16s").pack
 class UpdateRaftVoterRequest(_Message):
     """UpdateRaftVoterRequest, versions 0."""
 
-    __slots__ = ("cluster_id", "current_leader_epoch", "voter_id", "voter_directory_id", "listeners", "kraft_version_feature", "unknown_tags")
+    __slots__ = ("cluster_id", "current_leader_epoch", "voter_id", "voter_directory_id", "listeners", "_kraft_version_feature", "unknown_tags")
     _FIELDS = ("cluster_id", "current_leader_epoch", "voter_id", "voter_directory_id", "listeners", "kraft_version_feature",)
     NAME = "UpdateRaftVoterRequest"
     API_KEY = 82
@@ -44,7 +43,7 @@ class UpdateRaftVoterRequest(_Message):
         voter_id=0,
         voter_directory_id=ZERO_UUID,
         listeners=(),
-        kraft_version_feature=_LAZY,
+        kraft_version_feature=_ABSENT,
         unknown_tags=None,
     ):
         self.cluster_id = cluster_id
@@ -52,8 +51,7 @@ class UpdateRaftVoterRequest(_Message):
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
         self.listeners = listeners
-        if kraft_version_feature is not _LAZY:
-            self.kraft_version_feature = kraft_version_feature
+        self._kraft_version_feature = kraft_version_feature
         self.unknown_tags = unknown_tags
 
     def _is_default(self):
@@ -63,7 +61,7 @@ class UpdateRaftVoterRequest(_Message):
             self.voter_id != 0 or
             self.voter_directory_id != ZERO_UUID or
             (self.listeners is None or len(self.listeners) != 0) or
-            (self.kraft_version_feature is None or not self.kraft_version_feature._is_default()) or
+            (self._kraft_version_feature is not _ABSENT and (self._kraft_version_feature is None or not self._kraft_version_feature._is_default())) or
             self.unknown_tags
         )
 
@@ -117,7 +115,7 @@ class KRaftVersionFeature(_Struct):
             self.max_supported_version != 0 or
             self.unknown_tags
         )
-UpdateRaftVoterRequest._LAZY_DEFAULTS = { "kraft_version_feature": KRaftVersionFeature, }
+UpdateRaftVoterRequest.kraft_version_feature = struct_field("_kraft_version_feature", KRaftVersionFeature)
 Listener.__qualname__ = "UpdateRaftVoterRequest.Listener"
 UpdateRaftVoterRequest.Listener = Listener
 KRaftVersionFeature.__qualname__ = "UpdateRaftVoterRequest.KRaftVersionFeature"
@@ -128,28 +126,41 @@ UpdateRaftVoterRequest.KRaftVersionFeature = KRaftVersionFeature
 def _read_Listener_v0(buf, pos, view):
     try:
         self = _new(Listener)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: host
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:H
@@ -165,8 +176,8 @@ def _read_Listener_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -181,8 +192,8 @@ def _read_Listener_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -204,7 +215,15 @@ def _write_Listener_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: host
         value = self.host
@@ -215,7 +234,15 @@ def _write_Listener_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: port:H
         w(_W_H(self.port))
@@ -232,6 +259,7 @@ def _write_Listener_v0(self, w):
 def _read_KRaftVersionFeature_v0(buf, pos, view):
     try:
         self = _new(KRaftVersionFeature)
+        blen = len(buf)
         # field: min_supported_version:h max_supported_version:h
         (self.min_supported_version, self.max_supported_version,) = _R_hh(buf, pos)
         pos += 4
@@ -245,8 +273,8 @@ def _read_KRaftVersionFeature_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -261,8 +289,8 @@ def _read_KRaftVersionFeature_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -290,10 +318,17 @@ def _write_KRaftVersionFeature_v0(self, w):
 def _read_UpdateRaftVoterRequest_v0(buf, pos, view):
     try:
         self = _new(UpdateRaftVoterRequest)
+        blen = len(buf)
         # field: cluster_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -301,8 +336,8 @@ def _read_UpdateRaftVoterRequest_v0(buf, pos, view):
             self.cluster_id = None
         else:
             end = pos + n
-            if n < 0 or end > len(buf) or n > 0x7FFF:
-                raise bad_length(n, pos, len(buf), "string")
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
             self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: current_leader_epoch:i voter_id:i voter_directory_id:16s
@@ -313,11 +348,17 @@ def _read_UpdateRaftVoterRequest_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 5 > len(buf) - pos:
-            raise bad_count(n, 5, pos, len(buf))
+        if n < 0 or n * 5 > blen - pos:
+            raise bad_count(n, 5, pos, blen)
         items = []
         append = items.append
         for i_listeners in range(n):
@@ -325,7 +366,7 @@ def _read_UpdateRaftVoterRequest_v0(buf, pos, view):
             append(item)
         self.listeners = tuple(items)
         # field: kraft_version_feature
-        self.kraft_version_feature, pos = _read_KRaftVersionFeature_v0(buf, pos, view)
+        self._kraft_version_feature, pos = _read_KRaftVersionFeature_v0(buf, pos, view)
         # field: tagged_fields
         n = buf[pos]
         if n == 0:
@@ -336,8 +377,8 @@ def _read_UpdateRaftVoterRequest_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -352,8 +393,8 @@ def _read_UpdateRaftVoterRequest_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -375,7 +416,15 @@ def _write_UpdateRaftVoterRequest_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: current_leader_epoch:i voter_id:i voter_directory_id:16s
         w(_W_ii16s(self.current_leader_epoch, self.voter_id, self.voter_directory_id.bytes))
@@ -384,7 +433,15 @@ def _write_UpdateRaftVoterRequest_v0(self, w):
         if value is None:
             raise null_not_allowed("listeners")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_listeners, item in enumerate(value):
                 value = item
                 if value is None:
@@ -412,5 +469,5 @@ UpdateRaftVoterRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "128:- 131:name 143:host 155:port:H 158:tagged_fields 196:- 198:name 209:host 220:port:H 222:tagged_fields 232:- 235:min_supported_version:h/max_supported_version:h 238:tagged_fields 276:- 278:min_supported_version:h/max_supported_version:h 280:tagged_fields 290:- 293:cluster_id 308:current_leader_epoch:i/voter_id:i/voter_directory_id:16s 312:listeners[] 327:kraft_version_feature 329:tagged_fields 367:- 369:cluster_id 380:current_leader_epoch:i/voter_id:i/voter_directory_id:16s 382:listeners[] 393:kraft_version_feature 398:tagged_fields"
+    "126:- 130:name 148:host 166:port:H 169:tagged_fields 207:- 209:name 228:host 247:port:H 249:tagged_fields 259:- 263:min_supported_version:h/max_supported_version:h 266:tagged_fields 304:- 306:min_supported_version:h/max_supported_version:h 308:tagged_fields 318:- 322:cluster_id 343:current_leader_epoch:i/voter_id:i/voter_directory_id:16s 347:listeners[] 368:kraft_version_feature 370:tagged_fields 408:- 410:cluster_id 429:current_leader_epoch:i/voter_id:i/voter_directory_id:16s 431:listeners[] 450:kraft_version_feature 455:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -28,7 +27,7 @@ _W_ii = _Format(">ii").pack
 class UpdateRaftVoterResponse(_Message):
     """UpdateRaftVoterResponse, versions 0."""
 
-    __slots__ = ("throttle_time_ms", "error_code", "current_leader", "unknown_tags")
+    __slots__ = ("throttle_time_ms", "error_code", "_current_leader", "unknown_tags")
     _FIELDS = ("throttle_time_ms", "error_code", "current_leader",)
     NAME = "UpdateRaftVoterResponse"
     API_KEY = 82
@@ -39,20 +38,19 @@ class UpdateRaftVoterResponse(_Message):
         self, *,
         throttle_time_ms=0,
         error_code=0,
-        current_leader=_LAZY,
+        current_leader=_ABSENT,
         unknown_tags=None,
     ):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
-        if current_leader is not _LAZY:
-            self.current_leader = current_leader
+        self._current_leader = current_leader
         self.unknown_tags = unknown_tags
 
     def _is_default(self):
         return not (
             self.throttle_time_ms != 0 or
             self.error_code != 0 or
-            (self.current_leader is None or not self.current_leader._is_default()) or
+            (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())) or
             self.unknown_tags
         )
 
@@ -85,7 +83,7 @@ class CurrentLeader(_Struct):
             self.port != 0 or
             self.unknown_tags
         )
-UpdateRaftVoterResponse._LAZY_DEFAULTS = { "current_leader": CurrentLeader, }
+UpdateRaftVoterResponse.current_leader = struct_field("_current_leader", CurrentLeader)
 CurrentLeader.__qualname__ = "UpdateRaftVoterResponse.CurrentLeader"
 UpdateRaftVoterResponse.CurrentLeader = CurrentLeader
 
@@ -94,6 +92,7 @@ UpdateRaftVoterResponse.CurrentLeader = CurrentLeader
 def _read_CurrentLeader_v0(buf, pos, view):
     try:
         self = _new(CurrentLeader)
+        blen = len(buf)
         # field: leader_id:i leader_epoch:i
         (self.leader_id, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
@@ -101,12 +100,18 @@ def _read_CurrentLeader_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:i
@@ -122,8 +127,8 @@ def _read_CurrentLeader_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -138,8 +143,8 @@ def _read_CurrentLeader_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -163,7 +168,15 @@ def _write_CurrentLeader_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: port:i
         w(_W_i(self.port))
@@ -180,9 +193,11 @@ def _write_CurrentLeader_v0(self, w):
 def _read_UpdateRaftVoterResponse_v0(buf, pos, view):
     try:
         self = _new(UpdateRaftVoterResponse)
+        blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
+        self._current_leader = _ABSENT
         # field: tagged_fields
         n = buf[pos]
         if n == 0:
@@ -193,8 +208,8 @@ def _read_UpdateRaftVoterResponse_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -209,11 +224,11 @@ def _read_UpdateRaftVoterResponse_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: current_leader
-                    self.current_leader, pos = _read_CurrentLeader_v0(buf, pos, view)
+                    self._current_leader, pos = _read_CurrentLeader_v0(buf, pos, view)
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
@@ -234,7 +249,7 @@ def _write_UpdateRaftVoterResponse_v0(self, w):
         w(_W_ih(self.throttle_time_ms, self.error_code))
         tags = []
         # field: current_leader
-        if (self.current_leader is None or not self.current_leader._is_default()):
+        if (self._current_leader is not _ABSENT and (self._current_leader is None or not self._current_leader._is_default())):
             sub = []
             value = self.current_leader
             if value is None:
@@ -258,5 +273,5 @@ UpdateRaftVoterResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "94:- 97:leader_id:i/leader_epoch:i 100:host 112:port:i 115:tagged_fields 153:- 155:leader_id:i/leader_epoch:i 157:host 168:port:i 170:tagged_fields 180:- 183:throttle_time_ms:i/error_code:h 186:tagged_fields 215:current_leader 219:tagged_fields 231:- 233:throttle_time_ms:i/error_code:h 236:current_leader 244:tagged_fields"
+    "92:- 96:leader_id:i/leader_epoch:i 99:host 117:port:i 120:tagged_fields 158:- 160:leader_id:i/leader_epoch:i 162:host 181:port:i 183:tagged_fields 193:- 197:throttle_time_ms:i/error_code:h 201:tagged_fields 230:current_leader 234:tagged_fields 246:- 248:throttle_time_ms:i/error_code:h 251:current_leader 259:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_H = _Format(">H").unpack_from
 _W_H = _Format(">H").pack
 _R_h = _Format(">h").unpack_from
@@ -58,7 +57,7 @@ class VotersRecord(_Message):
 class Voter(_Struct):
     """VotersRecord.Voter, versions 0."""
 
-    __slots__ = ("voter_id", "voter_directory_id", "endpoints", "kraft_version_feature", "unknown_tags")
+    __slots__ = ("voter_id", "voter_directory_id", "endpoints", "_kraft_version_feature", "unknown_tags")
     _FIELDS = ("voter_id", "voter_directory_id", "endpoints", "kraft_version_feature",)
 
     def __init__(
@@ -66,14 +65,13 @@ class Voter(_Struct):
         voter_id=0,
         voter_directory_id=ZERO_UUID,
         endpoints=(),
-        kraft_version_feature=_LAZY,
+        kraft_version_feature=_ABSENT,
         unknown_tags=None,
     ):
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
         self.endpoints = endpoints
-        if kraft_version_feature is not _LAZY:
-            self.kraft_version_feature = kraft_version_feature
+        self._kraft_version_feature = kraft_version_feature
         self.unknown_tags = unknown_tags
 
     def _is_default(self):
@@ -81,7 +79,7 @@ class Voter(_Struct):
             self.voter_id != 0 or
             self.voter_directory_id != ZERO_UUID or
             (self.endpoints is None or len(self.endpoints) != 0) or
-            (self.kraft_version_feature is None or not self.kraft_version_feature._is_default()) or
+            (self._kraft_version_feature is not _ABSENT and (self._kraft_version_feature is None or not self._kraft_version_feature._is_default())) or
             self.unknown_tags
         )
 
@@ -135,7 +133,7 @@ class KRaftVersionFeature(_Struct):
             self.max_supported_version != 0 or
             self.unknown_tags
         )
-Voter._LAZY_DEFAULTS = { "kraft_version_feature": KRaftVersionFeature, }
+Voter.kraft_version_feature = struct_field("_kraft_version_feature", KRaftVersionFeature)
 Voter.__qualname__ = "VotersRecord.Voter"
 VotersRecord.Voter = Voter
 Endpoint.__qualname__ = "VotersRecord.Endpoint"
@@ -148,28 +146,41 @@ VotersRecord.KRaftVersionFeature = KRaftVersionFeature
 def _read_Endpoint_v0(buf, pos, view):
     try:
         self = _new(Endpoint)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: host
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.host = str(buf[pos:end], "utf-8")
         pos = end
         # field: port:H
@@ -185,8 +196,8 @@ def _read_Endpoint_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -201,8 +212,8 @@ def _read_Endpoint_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -224,7 +235,15 @@ def _write_Endpoint_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: host
         value = self.host
@@ -235,7 +254,15 @@ def _write_Endpoint_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: port:H
         w(_W_H(self.port))
@@ -252,6 +279,7 @@ def _write_Endpoint_v0(self, w):
 def _read_KRaftVersionFeature_v0(buf, pos, view):
     try:
         self = _new(KRaftVersionFeature)
+        blen = len(buf)
         # field: min_supported_version:h max_supported_version:h
         (self.min_supported_version, self.max_supported_version,) = _R_hh(buf, pos)
         pos += 4
@@ -265,8 +293,8 @@ def _read_KRaftVersionFeature_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -281,8 +309,8 @@ def _read_KRaftVersionFeature_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -310,6 +338,7 @@ def _write_KRaftVersionFeature_v0(self, w):
 def _read_Voter_v0(buf, pos, view):
     try:
         self = _new(Voter)
+        blen = len(buf)
         # field: voter_id:i voter_directory_id:16s
         (self.voter_id, u_voter_directory_id,) = _R_i16s(buf, pos)
         self.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
@@ -318,11 +347,17 @@ def _read_Voter_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 5 > len(buf) - pos:
-            raise bad_count(n, 5, pos, len(buf))
+        if n < 0 or n * 5 > blen - pos:
+            raise bad_count(n, 5, pos, blen)
         items = []
         append = items.append
         for i_endpoints in range(n):
@@ -330,7 +365,7 @@ def _read_Voter_v0(buf, pos, view):
             append(item)
         self.endpoints = tuple(items)
         # field: kraft_version_feature
-        self.kraft_version_feature, pos = _read_KRaftVersionFeature_v0(buf, pos, view)
+        self._kraft_version_feature, pos = _read_KRaftVersionFeature_v0(buf, pos, view)
         # field: tagged_fields
         n = buf[pos]
         if n == 0:
@@ -341,8 +376,8 @@ def _read_Voter_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -357,8 +392,8 @@ def _read_Voter_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -378,7 +413,15 @@ def _write_Voter_v0(self, w):
         if value is None:
             raise null_not_allowed("endpoints")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_endpoints, item in enumerate(value):
                 value = item
                 if value is None:
@@ -402,6 +445,7 @@ def _write_Voter_v0(self, w):
 def _read_VotersRecord_v0(buf, pos, view):
     try:
         self = _new(VotersRecord)
+        blen = len(buf)
         # field: version:h
         (self.version,) = _R_h(buf, pos)
         pos += 2
@@ -409,11 +453,17 @@ def _read_VotersRecord_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 27 > len(buf) - pos:
-            raise bad_count(n, 27, pos, len(buf))
+        if n < 0 or n * 27 > blen - pos:
+            raise bad_count(n, 27, pos, blen)
         items = []
         append = items.append
         for i_voters in range(n):
@@ -430,8 +480,8 @@ def _read_VotersRecord_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -446,8 +496,8 @@ def _read_VotersRecord_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -467,7 +517,15 @@ def _write_VotersRecord_v0(self, w):
         if value is None:
             raise null_not_allowed("voters")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_voters, item in enumerate(value):
                 value = item
                 if value is None:
@@ -490,5 +548,5 @@ VotersRecord._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "148:- 151:name 163:host 175:port:H 178:tagged_fields 216:- 218:name 229:host 240:port:H 242:tagged_fields 252:- 255:min_supported_version:h/max_supported_version:h 258:tagged_fields 296:- 298:min_supported_version:h/max_supported_version:h 300:tagged_fields 310:- 313:voter_id:i/voter_directory_id:16s 317:endpoints[] 332:kraft_version_feature 334:tagged_fields 372:- 374:voter_id:i/voter_directory_id:16s 376:endpoints[] 387:kraft_version_feature 392:tagged_fields 402:- 405:version:h 408:voters[] 423:tagged_fields 461:- 463:version:h 465:voters[] 476:tagged_fields"
+    "146:- 150:name 168:host 186:port:H 189:tagged_fields 227:- 229:name 248:host 267:port:H 269:tagged_fields 279:- 283:min_supported_version:h/max_supported_version:h 286:tagged_fields 324:- 326:min_supported_version:h/max_supported_version:h 328:tagged_fields 338:- 342:voter_id:i/voter_directory_id:16s 346:endpoints[] 367:kraft_version_feature 369:tagged_fields 407:- 409:voter_id:i/voter_directory_id:16s 411:endpoints[] 430:kraft_version_feature 435:tagged_fields 445:- 449:version:h 452:voters[] 473:tagged_fields 511:- 513:version:h 515:voters[] 534:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_16s = _Format(">16s").unpack_from
 _W_16s = _Format(">16s").pack
 _R_h = _Format(">h").unpack_from
@@ -152,6 +151,7 @@ WriteShareGroupStateRequest.StateBatch = StateBatch
 def _read_StateBatch_v0(buf, pos, view):
     try:
         self = _new(StateBatch)
+        blen = len(buf)
         # field: first_offset:q last_offset:q delivery_state:b delivery_count:h
         (self.first_offset, self.last_offset, self.delivery_state, self.delivery_count,) = _R_qqbh(buf, pos)
         pos += 19
@@ -165,8 +165,8 @@ def _read_StateBatch_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -181,8 +181,8 @@ def _read_StateBatch_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -210,6 +210,7 @@ def _write_StateBatch_v0(self, w):
 def _read_PartitionData_v0(buf, pos, view):
     try:
         self = _new(PartitionData)
+        blen = len(buf)
         # field: partition:i state_epoch:i leader_epoch:i start_offset:q
         (self.partition, self.state_epoch, self.leader_epoch, self.start_offset,) = _R_iiiq(buf, pos)
         pos += 20
@@ -217,11 +218,17 @@ def _read_PartitionData_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 20 > len(buf) - pos:
-            raise bad_count(n, 20, pos, len(buf))
+        if n < 0 or n * 20 > blen - pos:
+            raise bad_count(n, 20, pos, blen)
         items = []
         append = items.append
         for i_state_batches in range(n):
@@ -238,8 +245,8 @@ def _read_PartitionData_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -254,8 +261,8 @@ def _read_PartitionData_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -275,7 +282,15 @@ def _write_PartitionData_v0(self, w):
         if value is None:
             raise null_not_allowed("state_batches")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_state_batches, item in enumerate(value):
                 value = item
                 if value is None:
@@ -294,6 +309,7 @@ def _write_PartitionData_v0(self, w):
 def _read_WriteStateData_v0(buf, pos, view):
     try:
         self = _new(WriteStateData)
+        blen = len(buf)
         # field: topic_id:16s
         (u_topic_id,) = _R_16s(buf, pos)
         self.topic_id = uuid_from_bytes(u_topic_id)
@@ -302,11 +318,17 @@ def _read_WriteStateData_v0(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 22 > len(buf) - pos:
-            raise bad_count(n, 22, pos, len(buf))
+        if n < 0 or n * 22 > blen - pos:
+            raise bad_count(n, 22, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -323,8 +345,8 @@ def _read_WriteStateData_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -339,8 +361,8 @@ def _read_WriteStateData_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -360,7 +382,15 @@ def _write_WriteStateData_v0(self, w):
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -379,27 +409,40 @@ def _write_WriteStateData_v0(self, w):
 def _read_WriteShareGroupStateRequest_v0(buf, pos, view):
     try:
         self = _new(WriteShareGroupStateRequest)
+        blen = len(buf)
         # field: group_id
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.group_id = str(buf[pos:end], "utf-8")
         pos = end
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 18 > len(buf) - pos:
-            raise bad_count(n, 18, pos, len(buf))
+        if n < 0 or n * 18 > blen - pos:
+            raise bad_count(n, 18, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -416,8 +459,8 @@ def _read_WriteShareGroupStateRequest_v0(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -432,8 +475,8 @@ def _read_WriteShareGroupStateRequest_v0(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -455,14 +498,30 @@ def _write_WriteShareGroupStateRequest_v0(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: topics[]
         value = self.topics
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -485,5 +544,5 @@ WriteShareGroupStateRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "152:- 155:first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 158:tagged_fields 196:- 198:first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 200:tagged_fields 210:- 213:partition:i/state_epoch:i/leader_epoch:i/start_offset:q 216:state_batches[] 231:tagged_fields 269:- 271:partition:i/state_epoch:i/leader_epoch:i/start_offset:q 273:state_batches[] 284:tagged_fields 294:- 297:topic_id:16s 301:partitions[] 316:tagged_fields 354:- 356:topic_id:16s 358:partitions[] 369:tagged_fields 379:- 382:group_id 394:topics[] 409:tagged_fields 447:- 449:group_id 460:topics[] 471:tagged_fields"
+    "151:- 155:first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 158:tagged_fields 196:- 198:first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 200:tagged_fields 210:- 214:partition:i/state_epoch:i/leader_epoch:i/start_offset:q 217:state_batches[] 238:tagged_fields 276:- 278:partition:i/state_epoch:i/leader_epoch:i/start_offset:q 280:state_batches[] 299:tagged_fields 309:- 313:topic_id:16s 317:partitions[] 338:tagged_fields 376:- 378:topic_id:16s 380:partitions[] 399:tagged_fields 409:- 413:group_id 431:topics[] 452:tagged_fields 490:- 492:group_id 511:topics[] 530:tagged_fields"
 )

@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -115,19 +114,20 @@ WriteTxnMarkersRequest.WritableTxnMarkerTopic = WritableTxnMarkerTopic
 def _read_WritableTxnMarkerTopic_v0(buf, pos, view):
     try:
         self = _new(WritableTxnMarkerTopic)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_indexes
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partition_indexes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         self.unknown_tags = None
@@ -166,14 +166,15 @@ def _write_WritableTxnMarkerTopic_v0(self, w):
 def _read_WritableTxnMarker_v0(buf, pos, view):
     try:
         self = _new(WritableTxnMarker)
+        blen = len(buf)
         # field: producer_id:q producer_epoch:h transaction_result:?
         (self.producer_id, self.producer_epoch, self.transaction_result,) = _R_qh_(buf, pos)
         pos += 11
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -216,11 +217,12 @@ def _write_WritableTxnMarker_v0(self, w):
 def _read_WriteTxnMarkersRequest_v0(buf, pos, view):
     try:
         self = _new(WriteTxnMarkersRequest)
+        blen = len(buf)
         # field: markers[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 19 > len(buf) - pos:
-            raise bad_count(n, 19, pos, len(buf))
+        if n < 0 or n * 19 > blen - pos:
+            raise bad_count(n, 19, pos, blen)
         items = []
         append = items.append
         for i_markers in range(n):
@@ -256,27 +258,40 @@ def _write_WriteTxnMarkersRequest_v0(self, w):
 def _read_WritableTxnMarkerTopic_v1(buf, pos, view):
     try:
         self = _new(WritableTxnMarkerTopic)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partition_indexes
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 4 > len(buf) - pos:
-            raise bad_count(n, 4, pos, len(buf))
+        if n < 0:
+            raise bad_count(n, 4, pos, blen)
         self.partition_indexes = _ARRAY_i[n](buf, pos)
         pos += n * 4
         # field: tagged_fields
@@ -289,8 +304,8 @@ def _read_WritableTxnMarkerTopic_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -305,8 +320,8 @@ def _read_WritableTxnMarkerTopic_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -328,14 +343,30 @@ def _write_WritableTxnMarkerTopic_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partition_indexes
         value = self.partition_indexes
         if value is None:
             raise null_not_allowed("partition_indexes")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(_ARRAYW_i[len(value)](*value))
         # field: tagged_fields
         unknown = self.unknown_tags
@@ -350,6 +381,7 @@ def _write_WritableTxnMarkerTopic_v1(self, w):
 def _read_WritableTxnMarker_v1(buf, pos, view):
     try:
         self = _new(WritableTxnMarker)
+        blen = len(buf)
         # field: producer_id:q producer_epoch:h transaction_result:?
         (self.producer_id, self.producer_epoch, self.transaction_result,) = _R_qh_(buf, pos)
         pos += 11
@@ -357,11 +389,17 @@ def _read_WritableTxnMarker_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -381,8 +419,8 @@ def _read_WritableTxnMarker_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -397,8 +435,8 @@ def _read_WritableTxnMarker_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -418,7 +456,15 @@ def _write_WritableTxnMarker_v1(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -439,15 +485,22 @@ def _write_WritableTxnMarker_v1(self, w):
 def _read_WriteTxnMarkersRequest_v1(buf, pos, view):
     try:
         self = _new(WriteTxnMarkersRequest)
+        blen = len(buf)
         # field: markers[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 17 > len(buf) - pos:
-            raise bad_count(n, 17, pos, len(buf))
+        if n < 0 or n * 17 > blen - pos:
+            raise bad_count(n, 17, pos, blen)
         items = []
         append = items.append
         for i_markers in range(n):
@@ -464,8 +517,8 @@ def _read_WriteTxnMarkersRequest_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -480,8 +533,8 @@ def _read_WriteTxnMarkersRequest_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -499,7 +552,15 @@ def _write_WriteTxnMarkersRequest_v1(self, w):
         if value is None:
             raise null_not_allowed("markers")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_markers, item in enumerate(value):
                 value = item
                 if value is None:
@@ -524,5 +585,5 @@ WriteTxnMarkersRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "115:- 118:name 126:partition_indexes 139:- 141:name 152:partition_indexes 159:unknown_tags 166:- 169:producer_id:q/producer_epoch:h/transaction_result:? 172:topics[] 183:coordinator_epoch:i 192:- 194:producer_id:q/producer_epoch:h/transaction_result:? 196:topics[] 207:coordinator_epoch:i 209:unknown_tags 216:- 219:markers[] 236:- 238:markers[] 249:unknown_tags 256:- 259:name 271:partition_indexes 282:tagged_fields 320:- 322:name 333:partition_indexes 340:tagged_fields 350:- 353:producer_id:q/producer_epoch:h/transaction_result:? 356:topics[] 371:coordinator_epoch:i 374:tagged_fields 412:- 414:producer_id:q/producer_epoch:h/transaction_result:? 416:topics[] 427:coordinator_epoch:i 429:tagged_fields 439:- 442:markers[] 457:tagged_fields 495:- 497:markers[] 508:tagged_fields"
+    "114:- 118:name 126:partition_indexes 139:- 141:name 152:partition_indexes 159:unknown_tags 166:- 170:producer_id:q/producer_epoch:h/transaction_result:? 173:topics[] 184:coordinator_epoch:i 193:- 195:producer_id:q/producer_epoch:h/transaction_result:? 197:topics[] 208:coordinator_epoch:i 210:unknown_tags 217:- 221:markers[] 238:- 240:markers[] 251:unknown_tags 258:- 262:name 280:partition_indexes 297:tagged_fields 335:- 337:name 356:partition_indexes 371:tagged_fields 381:- 385:producer_id:q/producer_epoch:h/transaction_result:? 388:topics[] 409:coordinator_epoch:i 412:tagged_fields 450:- 452:producer_id:q/producer_epoch:h/transaction_result:? 454:topics[] 473:coordinator_epoch:i 475:tagged_fields 485:- 489:markers[] 510:tagged_fields 548:- 550:markers[] 569:tagged_fields"
 )

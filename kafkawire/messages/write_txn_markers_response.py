@@ -9,12 +9,11 @@ from kafkawire.codec.failures import (
     string_too_long, tags_not_supported,
 )
 from kafkawire.codec.primitives import (
-    SMALL_UVARINTS, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length, fixed_array_reader,
-    fixed_array_writer, read_uvarint, uvarint, uuid_from_bytes, write_tags,
+    ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
+    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
-_LAZY = object()  # "not given": a struct-typed field left at its default is built on first access
 _R_h = _Format(">h").unpack_from
 _W_h = _Format(">h").pack
 _R_i = _Format(">i").unpack_from
@@ -155,19 +154,20 @@ def _write_WritableTxnMarkerPartitionResult_v0(self, w):
 def _read_WritableTxnMarkerTopicResult_v0(buf, pos, view):
     try:
         self = _new(WritableTxnMarkerTopicResult)
+        blen = len(buf)
         # field: name
         n = _R_h(buf, pos)[0]
         pos += 2
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -214,14 +214,15 @@ def _write_WritableTxnMarkerTopicResult_v0(self, w):
 def _read_WritableTxnMarkerResult_v0(buf, pos, view):
     try:
         self = _new(WritableTxnMarkerResult)
+        blen = len(buf)
         # field: producer_id:q
         (self.producer_id,) = _R_q(buf, pos)
         pos += 8
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 6 > len(buf) - pos:
-            raise bad_count(n, 6, pos, len(buf))
+        if n < 0 or n * 6 > blen - pos:
+            raise bad_count(n, 6, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -259,11 +260,12 @@ def _write_WritableTxnMarkerResult_v0(self, w):
 def _read_WriteTxnMarkersResponse_v0(buf, pos, view):
     try:
         self = _new(WriteTxnMarkersResponse)
+        blen = len(buf)
         # field: markers[]
         n = _R_i(buf, pos)[0]
         pos += 4
-        if n < 0 or n * 12 > len(buf) - pos:
-            raise bad_count(n, 12, pos, len(buf))
+        if n < 0 or n * 12 > blen - pos:
+            raise bad_count(n, 12, pos, blen)
         items = []
         append = items.append
         for i_markers in range(n):
@@ -299,6 +301,7 @@ def _write_WriteTxnMarkersResponse_v0(self, w):
 def _read_WritableTxnMarkerPartitionResult_v1(buf, pos, view):
     try:
         self = _new(WritableTxnMarkerPartitionResult)
+        blen = len(buf)
         # field: partition_index:i error_code:h
         (self.partition_index, self.error_code,) = _R_ih(buf, pos)
         pos += 6
@@ -312,8 +315,8 @@ def _read_WritableTxnMarkerPartitionResult_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -328,8 +331,8 @@ def _read_WritableTxnMarkerPartitionResult_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -357,27 +360,40 @@ def _write_WritableTxnMarkerPartitionResult_v1(self, w):
 def _read_WritableTxnMarkerTopicResult_v1(buf, pos, view):
     try:
         self = _new(WritableTxnMarkerTopicResult)
+        blen = len(buf)
         # field: name
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
         end = pos + n
-        if n < 0 or end > len(buf) or n > 0x7FFF:
-            raise bad_length(n, pos, len(buf), "string")
+        if n < 0 or end > blen or n > 0x7FFF:
+            raise bad_length(n, pos, blen, "string")
         self.name = str(buf[pos:end], "utf-8")
         pos = end
         # field: partitions[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 7 > len(buf) - pos:
-            raise bad_count(n, 7, pos, len(buf))
+        if n < 0 or n * 7 > blen - pos:
+            raise bad_count(n, 7, pos, blen)
         items = []
         append = items.append
         for i_partitions in range(n):
@@ -394,8 +410,8 @@ def _read_WritableTxnMarkerTopicResult_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -410,8 +426,8 @@ def _read_WritableTxnMarkerTopicResult_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -433,14 +449,30 @@ def _write_WritableTxnMarkerTopicResult_v1(self, w):
             n = len(raw)
             if n > 0x7FFF:
                 raise string_too_long(n)
-            w(SMALL_UVARINTS[n + 1] if n < 0x7F else uvarint(n + 1))
+            k = n + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             w(raw)
         # field: partitions[]
         value = self.partitions
         if value is None:
             raise null_not_allowed("partitions")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_partitions, item in enumerate(value):
                 value = item
                 if value is None:
@@ -459,6 +491,7 @@ def _write_WritableTxnMarkerTopicResult_v1(self, w):
 def _read_WritableTxnMarkerResult_v1(buf, pos, view):
     try:
         self = _new(WritableTxnMarkerResult)
+        blen = len(buf)
         # field: producer_id:q
         (self.producer_id,) = _R_q(buf, pos)
         pos += 8
@@ -466,11 +499,17 @@ def _read_WritableTxnMarkerResult_v1(buf, pos, view):
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 3 > len(buf) - pos:
-            raise bad_count(n, 3, pos, len(buf))
+        if n < 0 or n * 3 > blen - pos:
+            raise bad_count(n, 3, pos, blen)
         items = []
         append = items.append
         for i_topics in range(n):
@@ -487,8 +526,8 @@ def _read_WritableTxnMarkerResult_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -503,8 +542,8 @@ def _read_WritableTxnMarkerResult_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -524,7 +563,15 @@ def _write_WritableTxnMarkerResult_v1(self, w):
         if value is None:
             raise null_not_allowed("topics")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_topics, item in enumerate(value):
                 value = item
                 if value is None:
@@ -543,15 +590,22 @@ def _write_WritableTxnMarkerResult_v1(self, w):
 def _read_WriteTxnMarkersResponse_v1(buf, pos, view):
     try:
         self = _new(WriteTxnMarkersResponse)
+        blen = len(buf)
         # field: markers[]
         n = buf[pos]
         if n < 0x80:
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            n = (n & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
+        elif buf[pos + 2] < 0x80:
+            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+            pos += 3
         else:
             n, pos = read_uvarint(buf, pos)
         n -= 1
-        if n < 0 or n * 10 > len(buf) - pos:
-            raise bad_count(n, 10, pos, len(buf))
+        if n < 0 or n * 10 > blen - pos:
+            raise bad_count(n, 10, pos, blen)
         items = []
         append = items.append
         for i_markers in range(n):
@@ -568,8 +622,8 @@ def _read_WriteTxnMarkersResponse_v1(buf, pos, view):
                 pos += 1
             else:
                 n, pos = read_uvarint(buf, pos)
-            if n * 2 > len(buf) - pos:
-                raise bad_count(n, 2, pos, len(buf))
+            if n * 2 > blen - pos:
+                raise bad_count(n, 2, pos, blen)
             unknown = None
             for _ in range(n):
                 tag = buf[pos]
@@ -584,8 +638,8 @@ def _read_WriteTxnMarkersResponse_v1(buf, pos, view):
                     size, pos = read_uvarint(buf, pos)
                 start = pos
                 end = pos + size
-                if end > len(buf):
-                    raise bad_length(size, pos, len(buf), "tagged field")
+                if end > blen:
+                    raise bad_length(size, pos, blen, "tagged field")
                 if unknown is None:
                     unknown = {}
                 unknown[tag] = bytes(buf[pos:end])
@@ -603,7 +657,15 @@ def _write_WriteTxnMarkersResponse_v1(self, w):
         if value is None:
             raise null_not_allowed("markers")
         else:
-            w(SMALL_UVARINTS[len(value) + 1] if len(value) < 0x7F else uvarint(len(value) + 1))
+            k = len(value) + 1
+            if k < 0x80:
+                w(SMALL_UVARINTS[k])
+            elif k < 0x4000:
+                w(UVARINT2(k & 0x7F | 0x80, k >> 7))
+            elif k < 0x200000:
+                w(UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14))
+            else:
+                w(uvarint(k))
             for i_markers, item in enumerate(value):
                 value = item
                 if value is None:
@@ -628,5 +690,5 @@ WriteTxnMarkersResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "132:- 135:partition_index:i/error_code:h 144:- 146:partition_index:i/error_code:h 148:unknown_tags 155:- 158:name 166:partitions[] 183:- 185:name 196:partitions[] 207:unknown_tags 214:- 217:producer_id:q 220:topics[] 237:- 239:producer_id:q 241:topics[] 252:unknown_tags 259:- 262:markers[] 279:- 281:markers[] 292:unknown_tags 299:- 302:partition_index:i/error_code:h 305:tagged_fields 343:- 345:partition_index:i/error_code:h 347:tagged_fields 357:- 360:name 372:partitions[] 387:tagged_fields 425:- 427:name 438:partitions[] 449:tagged_fields 459:- 462:producer_id:q 465:topics[] 480:tagged_fields 518:- 520:producer_id:q 522:topics[] 533:tagged_fields 543:- 546:markers[] 561:tagged_fields 599:- 601:markers[] 612:tagged_fields"
+    "131:- 134:partition_index:i/error_code:h 143:- 145:partition_index:i/error_code:h 147:unknown_tags 154:- 158:name 166:partitions[] 183:- 185:name 196:partitions[] 207:unknown_tags 214:- 218:producer_id:q 221:topics[] 238:- 240:producer_id:q 242:topics[] 253:unknown_tags 260:- 264:markers[] 281:- 283:markers[] 294:unknown_tags 301:- 305:partition_index:i/error_code:h 308:tagged_fields 346:- 348:partition_index:i/error_code:h 350:tagged_fields 360:- 364:name 382:partitions[] 403:tagged_fields 441:- 443:name 462:partitions[] 481:tagged_fields 491:- 495:producer_id:q 498:topics[] 519:tagged_fields 557:- 559:producer_id:q 561:topics[] 580:tagged_fields 590:- 594:markers[] 615:tagged_fields 653:- 655:markers[] 674:tagged_fields"
 )
