@@ -128,12 +128,13 @@ def _decode(cls, buf, version: int, pos: int):
     if len(buf) - pos > _PAUSE_GC_ABOVE and gc.isenabled():
         gc.disable()
         try:
-            return reader(buf, pos, view)
-        except DecodeError as exc:
-            exc.path.insert(0, cls.NAME)
-            raise
+            return _read(cls, reader, buf, pos, view)
         finally:
             gc.enable()
+    return _read(cls, reader, buf, pos, view)
+
+
+def _read(cls, reader, buf, pos: int, view):
     try:
         return reader(buf, pos, view)
     except DecodeError as exc:
