@@ -38,15 +38,21 @@ def slot_name(spec_field: FieldSpec) -> str:
     return f"_{spec_field.snake_name}" if parse_default(spec_field) == "struct" else spec_field.snake_name
 
 
-@dataclass
-class FieldLayout:
+class _Slotted:
+    """A laid-out field knows which slot holds its value (see slot_name)."""
+
     spec: FieldSpec
-    name: str  # snake_case attribute
-    value: ValueType
 
     @property
     def slot(self) -> str:
         return slot_name(self.spec)
+
+
+@dataclass
+class FieldLayout(_Slotted):
+    spec: FieldSpec
+    name: str  # snake_case attribute
+    value: ValueType
 
 
 @dataclass
@@ -65,7 +71,7 @@ class Run:
 
 
 @dataclass
-class Absent:
+class Absent(_Slotted):
     """A field the version does not carry: read sets its default, write refuses a non-default value."""
 
     spec: FieldSpec
@@ -73,22 +79,14 @@ class Absent:
     default: object  # Python value, NULL, or "struct"
     checked: bool  # write raises when the value is not the default (not ignorable)
 
-    @property
-    def slot(self) -> str:
-        return slot_name(self.spec)
-
 
 @dataclass
-class Tagged:
+class Tagged(_Slotted):
     spec: FieldSpec
     name: str
     tag: int
     value: ValueType
     default: object
-
-    @property
-    def slot(self) -> str:
-        return slot_name(self.spec)
 
 
 @dataclass

@@ -76,10 +76,6 @@ class ClassInfo:
     def doc(self) -> str:
         return f"{self.qualname}, versions {self.versions}."
 
-    @property
-    def lazy(self) -> bool:
-        return any(f.lazy for f in self.fields)
-
 
 class ModuleRenderer:
     """Renders one spec into one module's source."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from .errors import DecodeError
@@ -28,8 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return _run(args, parser)
-    except BrokenPipeError:  # e.g. `kafkawire apis | head`
-        sys.stderr.close()
+    except BrokenPipeError:  # e.g. `kafkawire apis | head`: stop quietly, as other filters do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 0
 
 
