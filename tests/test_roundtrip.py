@@ -22,6 +22,7 @@ import uuid
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.database import InMemoryExampleDatabase
 
 from codegen.parse import parse_directory
 from strategies import (
@@ -35,10 +36,12 @@ from strategies import (
 SETTINGS = settings(
     max_examples=int(os.environ.get("KAFKAWIRE_ROUNDTRIP_EXAMPLES", "10")),
     deadline=None,
-    # Not database=None: Hypothesis' pytest plugin re-wraps a parametrized test's settings once per
-    # case (each new settings object's parent is the previous one), and settings.database is only
-    # cached when it is not None, so with None each lookup walks the whole chain; after ~1000 cases in
-    # one worker that is a RecursionError. The default (.hypothesis/, git-ignored) keeps it at one step.
+    database=InMemoryExampleDatabase(),
+    # An explicit, non-None database. Hypothesis' pytest plugin re-wraps a parametrized test's settings
+    # once per case (each new settings object's parent is the previous one), and settings.database is
+    # only cached when it is not None; with None (which the "ci" profile, loaded whenever $CI is set,
+    # makes the default) each lookup walks the whole chain, and after ~1000 cases in one worker that is
+    # a RecursionError. An in-memory database caches at every level and keeps CI runs independent.
     # message_class is a function-scoped fixture, but it only looks a class up: nothing to reset.
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
                            HealthCheck.function_scoped_fixture],
