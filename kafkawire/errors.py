@@ -48,3 +48,30 @@ class EncodeError(KafkaWireError):
 
 class UnsupportedVersionError(EncodeError):
     """Writing a version the message lacks, or a field the version cannot carry (as upstream refuses)."""
+
+
+class RecordsError(DecodeError):
+    """A ``records`` blob that does not read: a wrong length, a negative count, a varint that overflows,
+    a control record that is too short. ``offset`` is the byte position in the blob given to the
+    reader; ``base_offset`` is the Kafka offset of the batch (or legacy message) it happened in."""
+
+    def __init__(self, reason: str, offset: int | None = None, base_offset: int | None = None,
+                 path: list[str] | None = None):
+        super().__init__(reason, offset, path)
+        self.base_offset = base_offset
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return f"batch at offset {self.base_offset}: {text}" if self.base_offset is not None else text
+
+
+class CorruptRecordError(RecordsError):
+    """A batch or legacy message whose stored CRC does not match its bytes."""
+
+
+class CompressionError(RecordsError):
+    """Compressed data that does not decompress (truncated, garbage, an unknown codec)."""
+
+
+class DecompressionLimitError(CompressionError):
+    """Compressed data that would expand beyond the configured limit (64 MiB per batch by default)."""
