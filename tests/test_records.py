@@ -204,8 +204,8 @@ def test_legacy_round_trip(magic, codec, records, base_offset, log_append, gaps)
     assert [(r.key, r.value) for r in got] == [(k, v) for k, v, _ in records]
     if magic == 0:
         assert all(r.timestamp == -1 and r.timestamp_type is TimestampType.NO_TIMESTAMP for r in got)
-    elif timestamp_type is TimestampType.LOG_APPEND_TIME and codec != Codec.NONE:
-        assert all(r.timestamp == 777 for r in got)  # the wrapper's time overrides the inner ones
+    elif timestamp_type is TimestampType.LOG_APPEND_TIME:
+        assert all(r.timestamp == 777 for r in got)  # the append time, in every message as Java writes it
     else:
         assert [r.timestamp for r in got] == [t for _, _, t in records]
     if codec != Codec.NONE and records:

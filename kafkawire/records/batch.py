@@ -15,7 +15,7 @@ from .record import Record, TimestampType
 from .varints import read_varint, read_varlong
 
 __all__ = ["RecordBatch", "CODEC_MASK", "TIMESTAMP_TYPE_FLAG", "TRANSACTIONAL_FLAG", "CONTROL_FLAG",
-           "DELETE_HORIZON_FLAG", "NO_PRODUCER_ID", "NO_SEQUENCE", "wrap_int64"]
+           "DELETE_HORIZON_FLAG", "NO_PRODUCER_ID", "NO_SEQUENCE", "wrap_int64", "increment_sequence"]
 
 CODEC_MASK = 0x07
 TIMESTAMP_TYPE_FLAG = 0x08
@@ -95,11 +95,13 @@ class RecordBatch:
         """The sequence of the last record (wrapping at int32 as Kafka's DefaultRecordBatch does)."""
         if self.base_sequence == NO_SEQUENCE:
             return NO_SEQUENCE
-        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+        return increment_sequence(self.base_sequence, self.last_offset_delta)
 
     def __repr__(self) -> str:
+        codec = self.attributes & CODEC_MASK
+        codec_name = Codec(codec).name if codec <= max(Codec) else f"unknown({codec})"
         return (f"RecordBatch(base_offset={self.base_offset}, count={self.count}, size={self.size}, "
-                f"compression={self.compression.name}, timestamp_type={self.timestamp_type.name}, "
+                f"compression={codec_name}, timestamp_type={self.timestamp_type.name}, "
                 f"producer_id={self.producer_id}, transactional={self.is_transactional}, "
                 f"control={self.is_control})")
 
@@ -279,6 +281,13 @@ def _read_records(data: bytes, count: int, base_offset: int, base_timestamp: int
         if not error.path and error.offset is not None and error.offset < size:
             error.path = [f"records[{index}]"]
         raise
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """``sequence + increment``, wrapping past the int32 maximum to 0 as Kafka's sequences do."""
+    if sequence > 0x7FFFFFFF - increment:
+        return increment - (0x7FFFFFFF - sequence) - 1
+    return sequence + increment
 
 
 def wrap_int64(value: int) -> int:

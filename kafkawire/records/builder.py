@@ -195,6 +195,8 @@ class LegacyMessageSetBuilder:
             raise ValueError(f"offset {offset} does not follow {self._messages[-1][0]}")
         if self.magic == 0:
             timestamp = _NO_TIMESTAMP
+        elif self.timestamp_type == TimestampType.LOG_APPEND_TIME and self.log_append_time is not None:
+            timestamp = self.log_append_time  # Java writes the append time into every message
         elif timestamp is None:
             timestamp = _now_ms()
         elif timestamp < _NO_TIMESTAMP:

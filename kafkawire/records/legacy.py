@@ -125,8 +125,10 @@ class LegacyBatch:
         return False
 
     def __repr__(self) -> str:
+        codec = self.attributes & LEGACY_CODEC_MASK
+        codec_name = Codec(codec).name if codec <= max(Codec) else f"unknown({codec})"
         return (f"LegacyBatch(magic={self.magic}, offset={self.offset}, size={self.size}, "
-                f"compression={self.compression.name}, timestamp_type={self.timestamp_type.name})")
+                f"compression={codec_name}, timestamp_type={self.timestamp_type.name})")
 
     # ---- integrity ------------------------------------------------------------------------------
     def computed_crc(self) -> int:
@@ -181,10 +183,16 @@ class LegacyBatch:
         if not inner:
             return []
         timestamp_type = self.timestamp_type
-        if self.magic == 0:
-            first = 0  # magic 0: inner offsets are absolute
+        if self.magic == 0 or self.offset == 0:
+            # magic 0: inner offsets are absolute; so are they under a magic-1 wrapper with offset 0,
+            # which some librdkafka versions write (AbstractLegacyRecordBatch accepts it)
+            first = 0
         else:
-            first = self.offset - inner[-1].offset  # magic 1: relative, the wrapper holds the last one
+            last_inner = inner[-1].offset  # magic 1: relative, and the wrapper holds the last one
+            if self.offset < last_inner:
+                raise RecordsError(f"wrapper offset {self.offset} is below its last inner offset {last_inner}",
+                                   self.position, self.offset)
+            first = self.offset - last_inner
         records = []
         for message in inner:
             if self.magic == 1 and timestamp_type is TimestampType.LOG_APPEND_TIME:
