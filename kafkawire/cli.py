@@ -24,6 +24,21 @@ def main(argv: list[str] | None = None) -> int:
     inspect.add_argument("--version", type=int, help="the response's API version")
     inspect.add_argument("--hex", action="store_true", help="the input is hex text (whitespace ignored)")
 
+    broker = commands.add_parser("broker", help="run the reference broker")
+    broker.add_argument("--data-dir", required=True, help="where partition logs and offsets live")
+    broker.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    broker.add_argument("--port", type=int, default=9092, help="port to listen on (default 9092; 0 picks one)")
+    broker.add_argument("--advertised-host", help="host name clients are told to connect to")
+    broker.add_argument("--partitions", type=int, default=1, help="partitions of auto-created topics (num.partitions)")
+    broker.add_argument("--no-auto-create", action="store_true", help="refuse topics that were not created")
+    broker.add_argument("--segment-bytes", type=int, default=1 << 30, help="log.segment.bytes")
+    broker.add_argument("--retention-ms", type=int, default=7 * 24 * 3600 * 1000, help="log.retention.ms")
+    broker.add_argument("--retention-bytes", type=int, default=-1, help="log.retention.bytes (-1: no limit)")
+    broker.add_argument("--remote-dir", help="a directory to use as the remote tier (tiered storage)")
+    broker.add_argument("--remote-latency-ms", type=float, default=0.0, help="added latency of remote reads")
+    broker.add_argument("--rebalance-delay-ms", type=int, default=3000, help="group.initial.rebalance.delay.ms")
+    broker.add_argument("-v", "--verbose", action="store_true", help="log each connection problem")
+
     commands.add_parser("demo", help="an end-to-end run on embedded defaults")
 
     args = parser.parse_args(argv)
@@ -39,10 +54,39 @@ def _run(args, parser) -> int:
         return _apis(args)
     if args.command == "inspect":
         return _inspect(args, parser)
+    if args.command == "broker":
+        return _broker(args)
     if args.command == "demo":
         from .demo import run
         return run()
     return 2
+
+
+def _broker(args) -> int:
+    import asyncio
+    import logging
+
+    from .broker import Broker, BrokerConfig
+
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = BrokerConfig(
+        data_dir=args.data_dir, host=args.host, port=args.port, advertised_host=args.advertised_host,
+        num_partitions=args.partitions, auto_create_topics=not args.no_auto_create,
+        segment_bytes=args.segment_bytes, retention_ms=args.retention_ms, retention_bytes=args.retention_bytes,
+        remote_dir=args.remote_dir, remote_read_latency_ms=args.remote_latency_ms,
+        group_initial_rebalance_delay_ms=args.rebalance_delay_ms)
+
+    async def serve() -> None:
+        async with Broker(config) as broker:
+            print(f"kafkawire broker on {broker.bootstrap} (data in {config.data_dir})", flush=True)
+            await broker.serve_forever()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+    return 0
 
 
 def _apis(args) -> int:

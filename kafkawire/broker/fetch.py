@@ -1,0 +1,168 @@
+"""The fetch path: KIP-74's read loop, parked fetches (MinBytes / MaxWaitMs) and the remote tier.
+
+``read_partitions`` is Kafka's ``readFromLog``: partitions in fetch-context order, each limited by
+``min(PartitionMaxBytes, bytes left of MaxBytes)``; the first partition that returns bytes may exceed
+both limits by its first whole batch; a later partition whose first batch does not fit returns
+nothing. Only the first partition whose offset lies in the remote tier is read remotely; its bytes
+count against MaxBytes like any other (upstream's later fix of the overshoot).
+
+``FetchPurgatory`` parks fetches that found too little data: appends wake the fetches watching that
+partition, which complete once the bytes available reach MinBytes; otherwise a timer ends them at
+MaxWaitMs. A parked fetch is a future and a timer handle: idle, it costs nothing.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from ..error_codes import ErrorCode
+from .sessions import SessionPartition
+from .storage import OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
+
+__all__ = ["PartitionRead", "read_partitions", "FetchPurgatory", "DelayedFetch"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PartitionRead:
+    """One partition of a fetch: what was asked (``request``) and what the read found."""
+
+    request: SessionPartition
+    topic: str | None  # None: the topic (or topic id) is unknown
+    partition: int
+    log: PartitionLog | None
+    error: ErrorCode = ErrorCode.NONE
+    records: bytes = b""
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    remote: bool = False  # read from the remote tier
+    fetch_metadata: object = None  # where the read started in the log, for parked fetches
+
+
+async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_max_bytes_limit: bool = False,
+                          use_remote_max_bytes: bool = False, remote_wait_s: float = 0.5) -> int:
+    """Read every partition in order under KIP-74's limits; returns the bytes read in all."""
+    limit = max_bytes
+    min_one_message = not hard_max_bytes_limit
+    remote_taken = False
+    total = 0
+    for read in reads:
+        read.records, read.error, read.remote = b"", ErrorCode.NONE, False
+        log = read.log
+        if log is None:
+            read.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if read.topic is not None else ErrorCode.UNKNOWN_TOPIC_ID
+            continue
+        # snapshots taken before the read, as Partition.readRecords takes them
+        read.high_watermark = log.high_watermark
+        read.last_stable_offset = log.high_watermark  # no transactions here: the LSO is the high watermark
+        read.log_start_offset = log.log_start_offset
+        adjusted = min(read.request.partition_max_bytes, limit)
+        try:
+            result = log.read(read.request.fetch_offset, adjusted, min_one_message)
+            records = b"" if result.first_entry_incomplete and not hard_max_bytes_limit else result.records
+            read.fetch_metadata = result.fetch_offset_metadata
+        except OffsetInRemoteTier:
+            if remote_taken:
+                records = b""  # only the first remote partition of a request is read remotely
+            else:
+                remote_taken = True
+                records = await _read_remote(read, limit, min_one_message, use_remote_max_bytes, remote_wait_s)
+                read.remote = True
+        except OffsetOutOfRange:
+            read.error = ErrorCode.OFFSET_OUT_OF_RANGE
+            continue
+        read.records = records
+        if records:
+            min_one_message = False  # only the first partition with data gets the exemption
+            limit = max(0, limit - len(records))
+            total += len(records)
+    return total
+
+
+async def _read_remote(read: PartitionRead, limit: int, min_one_message: bool, use_remote_max_bytes: bool,
+                       wait_s: float) -> bytes:
+    request = read.request
+    partition_limit = request.partition_max_bytes
+    if use_remote_max_bytes and request.remote_partition_max_bytes is not None:
+        partition_limit = request.remote_partition_max_bytes
+    max_bytes = min(partition_limit, limit)
+    task = asyncio.ensure_future(asyncio.to_thread(read.log.read_remote, request.fetch_offset, max_bytes,
+                                                   min_one_message))
+    try:
+        result = await asyncio.wait_for(asyncio.shield(task), wait_s)
+    except TimeoutError:
+        log.info("remote read of %s-%d at %d took longer than %.0f ms: empty records", read.topic, read.partition,
+                 request.fetch_offset, wait_s * 1000)
+        return b""  # the client retries the same offset
+    except OffsetOutOfRange:
+        read.error = ErrorCode.OFFSET_OUT_OF_RANGE
+        return b""
+    return result.records
+
+
+class DelayedFetch:
+    """A fetch waiting for MinBytes: completes when enough bytes are available (Kafka's DelayedFetch
+    condition G: the sum over partitions of min(bytes after the fetch position, PartitionMaxBytes)),
+    or at once when a partition's log moved under it (condition F: its fetch position is now on an
+    older segment, or beyond the end)."""
+
+    def __init__(self, reads: list[PartitionRead], min_bytes: int):
+        self.reads = reads
+        self.min_bytes = min_bytes
+        self.done = asyncio.get_running_loop().create_future()
+
+    def try_complete(self) -> bool:
+        if self.done.done():
+            return True
+        available = 0
+        for read in self.reads:
+            if read.log is None:
+                continue
+            try:
+                if read.log.must_complete_fetch(read.request.fetch_offset, fetch_metadata=read.fetch_metadata):
+                    self.done.set_result(True)
+                    return True
+                available += read.log.bytes_available(read.request.fetch_offset, read.request.partition_max_bytes)
+            except (OffsetOutOfRange, OffsetInRemoteTier):
+                self.done.set_result(True)  # the partition changed under the fetch: answer now
+                return True
+            if available >= self.min_bytes:
+                self.done.set_result(True)
+                return True
+        return False
+
+
+class FetchPurgatory:
+    """Parked fetches, watched by partition."""
+
+    def __init__(self):
+        self._watchers: dict[tuple[str, int], set[DelayedFetch]] = {}
+
+    def __len__(self) -> int:
+        return len({id(d) for watchers in self._watchers.values() for d in watchers})
+
+    async def park(self, delayed: DelayedFetch, max_wait_s: float) -> None:
+        """Wait until ``delayed`` completes or ``max_wait_s`` passes."""
+        keys = [(read.topic, read.partition) for read in delayed.reads if read.log is not None]
+        for key in keys:
+            self._watchers.setdefault(key, set()).add(delayed)
+        try:
+            if not delayed.try_complete():  # data may have arrived while the first read ran
+                await asyncio.wait_for(asyncio.shield(delayed.done), max_wait_s)
+        except TimeoutError:
+            pass
+        finally:
+            for key in keys:
+                watchers = self._watchers.get(key)
+                if watchers is not None:
+                    watchers.discard(delayed)
+                    if not watchers:
+                        del self._watchers[key]
+
+    def notify(self, topic: str, partition: int) -> None:
+        """Data was appended to a partition: wake the fetches that now have enough."""
+        for delayed in list(self._watchers.get((topic, partition), ())):
+            delayed.try_complete()

@@ -1,0 +1,399 @@
+"""Request handlers: one coroutine per API, each taking the decoded request and its version and
+returning the response message (or None when the request expects no response: Produce with acks=0).
+
+Group APIs go to the GroupCoordinator; fetch limits live in ``fetch``; storage in ``storage``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from pathlib import Path
+
+from .. import messages as m
+from ..codec.primitives import ZERO_UUID
+from ..error_codes import ErrorCode
+from .config import BrokerConfig
+from .fetch import DelayedFetch, FetchPurgatory, PartitionRead, read_partitions
+from .groups import GroupCoordinator
+from .sessions import FetchSessionCache, SessionPartition
+from .storage import LogAppendError
+from .topics import TopicError, TopicManager
+from .versions import SUPPORTED_VERSIONS
+
+__all__ = ["Handlers"]
+
+log = logging.getLogger(__name__)
+
+_NO_OPERATIONS = -(1 << 31)  # authorized operations not computed
+_LATEST, _EARLIEST, _MAX_TIMESTAMP, _EARLIEST_LOCAL, _LATEST_TIERED = -1, -2, -3, -4, -5
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Handlers:
+    """The broker's request handlers over its shared state."""
+
+    def __init__(self, config: BrokerConfig, topics: TopicManager, groups: GroupCoordinator, port: int):
+        self.config = config
+        self.topics = topics
+        self.groups = groups
+        self.port = port
+        self.purgatory = FetchPurgatory()
+        self.sessions = FetchSessionCache(config.fetch_session_cache_slots, config.fetch_session_eviction_ms)
+        self.producer_ids = _ProducerIdBlock(config.data_dir / "producer_ids.json")
+        self.table = {
+            18: self.api_versions, 3: self.metadata, 0: self.produce, 1: self.fetch, 2: self.list_offsets,
+            19: self.create_topics, 20: self.delete_topics, 32: self.describe_configs, 22: self.init_producer_id,
+            10: self.find_coordinator, 14: self.groups.sync_group, 12: self.groups.heartbeat,
+            13: self.groups.leave_group, 8: self.groups.offset_commit, 9: self.groups.offset_fetch,
+            16: self.groups.list_groups, 15: self.groups.describe_groups,
+        }
+
+    async def handle(self, api_key: int, request, version: int, client_id: str | None, client_host: str):
+        """The response to one request (None: no response is sent)."""
+        if api_key == 11:  # JoinGroup records who the member is
+            return await self.groups.join_group(request, version, client_id or "", client_host)
+        return await self.table[api_key](request, version)
+
+    # ---- ApiVersions ----------------------------------------------------------------------------
+    async def api_versions(self, request, version: int):
+        keys = [m.ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
+                for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())]
+        return m.ApiVersionsResponse(error_code=0, api_keys=keys)
+
+    # ---- Metadata -------------------------------------------------------------------------------
+    async def metadata(self, request, version: int):
+        broker = m.MetadataResponse.MetadataResponseBroker(node_id=self.config.node_id, host=self.config.advertised,
+                                                           port=self.port, rack=None)
+        if request.topics is None or (version == 0 and not request.topics):
+            wanted = [(topic.name, None) for topic in self.topics.topics.values()]
+        else:
+            wanted = [(t.name, t.topic_id if version >= 10 else None) for t in request.topics]
+        auto_create = self.config.auto_create_topics and (version < 4 or request.allow_auto_topic_creation)
+        results = []
+        for name, topic_id in wanted:
+            topic = self.topics.get(name) if name is not None else self.topics.by_id.get(topic_id)
+            error = ErrorCode.NONE
+            if topic is None and name is not None and auto_create:
+                try:
+                    topic = self.topics.create(name)
+                except TopicError as failure:
+                    error = failure.code
+            if topic is None:
+                error = error or (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID)
+                results.append(m.MetadataResponse.MetadataResponseTopic(
+                    error_code=error, name=name, topic_id=topic_id or ZERO_UUID, is_internal=False, partitions=[],
+                    topic_authorized_operations=_NO_OPERATIONS))
+                continue
+            node = self.config.node_id
+            partitions = [m.MetadataResponse.MetadataResponsePartition(
+                error_code=0, partition_index=index, leader_id=node, leader_epoch=0, replica_nodes=[node],
+                isr_nodes=[node], offline_replicas=[]) for index in range(len(topic.partitions))]
+            results.append(m.MetadataResponse.MetadataResponseTopic(
+                error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
+                partitions=partitions, topic_authorized_operations=_NO_OPERATIONS))
+        return m.MetadataResponse(brokers=[broker], cluster_id=self.config.cluster_id,
+                                  controller_id=self.config.node_id, topics=results)
+
+    # ---- Produce --------------------------------------------------------------------------------
+    async def produce(self, request, version: int):
+        if request.transactional_id is not None:
+            error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # no transactions on this broker
+        elif request.acks not in (-1, 0, 1):
+            error = ErrorCode.INVALID_REQUIRED_ACKS
+        else:
+            error = ErrorCode.NONE
+        now = _now_ms()
+        responses = []
+        for topic_data in request.topic_data:
+            partitions = []
+            for data in topic_data.partition_data:
+                partitions.append(self._append(topic_data.name, data.index, data.records, now, error))
+            responses.append(m.ProduceResponse.TopicProduceResponse(name=topic_data.name,
+                                                                    partition_responses=partitions))
+        if request.acks == 0:
+            return None
+        return m.ProduceResponse(responses=responses)
+
+    def _append(self, topic: str, partition: int, records, now: int, error: ErrorCode):
+        response = m.ProduceResponse.PartitionProduceResponse(index=partition, base_offset=-1,
+                                                             log_append_time_ms=-1, log_start_offset=-1)
+        partition_log = self.topics.log(topic, partition)
+        if error:
+            response.error_code = error
+        elif partition_log is None:
+            response.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif records is None:
+            response.error_code = ErrorCode.CORRUPT_MESSAGE
+        else:
+            try:
+                result = partition_log.append(records, now_ms=now)
+            except LogAppendError as failure:
+                response.error_code = failure.error_code
+                response.error_message = failure.message
+                response.log_start_offset = partition_log.log_start_offset
+                return response
+            response.base_offset = result.base_offset
+            response.log_append_time_ms = result.log_append_time
+            response.log_start_offset = result.log_start_offset
+            if not result.duplicate:
+                self.purgatory.notify(topic, partition)
+        return response
+
+    # ---- Fetch ----------------------------------------------------------------------------------
+    async def fetch(self, request, version: int):
+        max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, self.config.fetch_max_bytes)
+        min_bytes = min(request.min_bytes, max_bytes)
+        use_ids = version >= 13
+        requested = []
+        for topic in request.topics:
+            name = topic.topic if not use_ids else self._topic_name(topic.topic_id)
+            for p in topic.partitions:
+                key = (name if name is not None else topic.topic_id, p.partition)
+                requested.append(SessionPartition(key, p.fetch_offset, p.partition_max_bytes,
+                                                  p.remote_partition_max_bytes if version >= 18 else None))
+        forgotten = []
+        if version >= 7:
+            for topic in request.forgotten_topics_data:
+                name = topic.topic if not use_ids else self._topic_name(topic.topic_id)
+                forgotten += [(name if name is not None else topic.topic_id, p) for p in topic.partitions]
+        epoch = request.session_epoch if version >= 7 else -1
+        context = self.sessions.context(request.session_id if version >= 7 else 0, epoch, requested, forgotten)
+        if context.error:
+            return m.FetchResponse(error_code=context.error, session_id=0, responses=[])
+        known, unknown = [], []
+        for partition in context.partitions:
+            name = partition.key[0] if isinstance(partition.key[0], str) else None
+            read = PartitionRead(partition, name, partition.key[1],
+                                 self.topics.log(name, partition.key[1]) if name is not None else None)
+            (known if read.log is not None else unknown).append(read)
+        reads = known + unknown  # unknown partitions are not read, and go at the end
+        options = dict(use_remote_max_bytes=version >= 18, remote_wait_s=self.config.remote_fetch_max_wait_ms / 1000)
+        total = await read_partitions(reads, max_bytes, **options)
+        must_answer = (request.max_wait_ms <= 0 or not known or total >= min_bytes or unknown
+                       or any(r.error or r.remote for r in reads))
+        if not must_answer:
+            await self.purgatory.park(DelayedFetch(known, min_bytes), request.max_wait_ms / 1000)
+            total = await read_partitions(reads, max_bytes, **options)  # re-read everything, as Kafka does
+        return self._fetch_response(context, reads, version, request.isolation_level if version >= 4 else 0)
+
+    def _fetch_response(self, context, reads: list[PartitionRead], version: int, isolation_level: int):
+        # Partitions are grouped into topics as they come, consecutively (as FetchResponse.toMessage
+        # does), so a topic can appear twice: once for its read partitions, once for unknown ones.
+        topics = []
+        for read in reads:
+            if not context.include(read.request, len(read.records), read.high_watermark, read.log_start_offset,
+                                   read.error):
+                continue
+            data = m.FetchResponse.PartitionData(
+                partition_index=read.partition, error_code=read.error, high_watermark=read.high_watermark,
+                last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
+                aborted_transactions=[] if isolation_level == 1 else None, preferred_read_replica=-1,
+                records=read.records)
+            key = read.request.key[0]
+            if not topics or topics[-1][0] != key:
+                if read.topic is not None and self.topics.get(read.topic) is not None:
+                    topic_id = self.topics.get(read.topic).topic_id
+                else:
+                    topic_id = key if isinstance(key, uuid.UUID) else ZERO_UUID
+                topics.append((key, m.FetchResponse.FetchableTopicResponse(
+                    topic=read.topic or "", topic_id=topic_id, partitions=[])))
+            topics[-1][1].partitions.append(data)
+        context.finish([read.request for read in reads if read.records])
+        return m.FetchResponse(error_code=0, session_id=context.response_session_id,
+                               responses=[topic for _, topic in topics])
+
+    def _topic_name(self, topic_id) -> str | None:
+        topic = self.topics.by_id.get(topic_id)
+        return topic.name if topic is not None else None
+
+    # ---- ListOffsets ----------------------------------------------------------------------------
+    async def list_offsets(self, request, version: int):
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                result = m.ListOffsetsResponse.ListOffsetsPartitionResponse(
+                    partition_index=p.partition_index, timestamp=-1, offset=-1,
+                    leader_epoch=0 if version >= 4 else -1)
+                partition_log = self.topics.log(topic.name, p.partition_index)
+                if partition_log is None:
+                    result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    found = self._offset_for(partition_log, p.timestamp)
+                    if found is not None:
+                        result.offset, result.timestamp = found
+                    if version == 0:
+                        result.old_style_offsets = [result.offset] if found is not None else []
+                partitions.append(result)
+            topics.append(m.ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+        return m.ListOffsetsResponse(topics=topics)
+
+    @staticmethod
+    def _offset_for(partition_log, timestamp: int) -> tuple[int, int] | None:
+        if timestamp == _LATEST:
+            return partition_log.log_end_offset, -1
+        if timestamp == _LATEST_TIERED:
+            return partition_log.highest_offset_in_remote_storage, -1
+        if timestamp == _EARLIEST:
+            return partition_log.log_start_offset, -1
+        if timestamp == _EARLIEST_LOCAL:
+            return partition_log.local_log_start_offset, -1
+        if timestamp == _MAX_TIMESTAMP:
+            found = partition_log.max_timestamp_offset()
+            return (found[0], found[1]) if found is not None else (-1, -1)
+        found = partition_log.offset_for_timestamp(timestamp)
+        return (found[0], found[1]) if found is not None else None
+
+    # ---- topics ---------------------------------------------------------------------------------
+    async def create_topics(self, request, version: int):
+        results = []
+        for creatable in request.topics:
+            result = m.CreateTopicsResponse.CreatableTopicResult(name=creatable.name, error_code=0,
+                                                                 num_partitions=-1, replication_factor=-1)
+            try:
+                if creatable.assignments:
+                    raise TopicError(ErrorCode.INVALID_REQUEST, "manual replica assignments are not supported")
+                configs = {c.name: c.value for c in creatable.configs}
+                topic = self.topics.create(creatable.name, creatable.num_partitions, creatable.replication_factor,
+                                           configs, validate_only=request.validate_only if version >= 1 else False)
+            except TopicError as failure:
+                result.error_code = failure.code
+                result.error_message = failure.message
+            else:
+                result.topic_id = topic.topic_id
+                result.num_partitions = creatable.num_partitions if creatable.num_partitions != -1 else (
+                    self.config.num_partitions)
+                result.replication_factor = 1
+                result.configs = [m.CreateTopicsResponse.CreatableTopicConfigs(
+                    name=name, value=value, read_only=False, config_source=1, is_sensitive=False)
+                    for name, value in sorted(topic.configs.items())]
+            results.append(result)
+        return m.CreateTopicsResponse(topics=results)
+
+    async def delete_topics(self, request, version: int):
+        if version >= 6:
+            wanted = [(t.name if t.name is not None else self._topic_name(t.topic_id), t.topic_id)
+                      for t in request.topics]
+        else:
+            wanted = [(name, ZERO_UUID) for name in request.topic_names]
+        results = []
+        for name, topic_id in wanted:
+            result = m.DeleteTopicsResponse.DeletableTopicResult(name=name, topic_id=topic_id, error_code=0)
+            if name is None:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+            else:
+                try:
+                    deleted = self.topics.delete(name)
+                    result.topic_id = deleted.topic_id
+                except TopicError as failure:
+                    result.error_code = failure.code
+                    result.error_message = failure.message
+            results.append(result)
+        return m.DeleteTopicsResponse(responses=results)
+
+    async def describe_configs(self, request, version: int):
+        results = []
+        for resource in request.resources:
+            result = m.DescribeConfigsResponse.DescribeConfigsResult(
+                error_code=0, resource_type=resource.resource_type, resource_name=resource.resource_name, configs=[])
+            if resource.resource_type == 2:  # TOPIC
+                topic = self.topics.get(resource.resource_name)
+                if topic is None:
+                    result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    result.configs = self._config_entries(self._topic_configs(topic), topic.configs,
+                                                          resource.configuration_keys)
+            elif resource.resource_type == 4:  # BROKER
+                result.configs = self._config_entries(self._broker_configs(), {}, resource.configuration_keys)
+            else:
+                result.error_code = ErrorCode.INVALID_REQUEST
+                result.error_message = f"resource type {resource.resource_type} is not supported"
+            results.append(result)
+        return m.DescribeConfigsResponse(results=results)
+
+    def _topic_configs(self, topic) -> dict[str, str]:
+        c = self.config
+        values = {"cleanup.policy": "delete", "retention.ms": str(c.retention_ms),
+                  "retention.bytes": str(c.retention_bytes), "segment.bytes": str(c.segment_bytes),
+                  "max.message.bytes": str(c.message_max_bytes), "message.timestamp.type": "CreateTime",
+                  "remote.storage.enable": "false", "local.retention.ms": "-2", "local.retention.bytes": "-2"}
+        values.update(c.topic_defaults)
+        values.update(topic.configs)
+        return values
+
+    def _broker_configs(self) -> dict[str, str]:
+        c = self.config
+        return {"num.partitions": str(c.num_partitions), "auto.create.topics.enable": str(c.auto_create_topics).lower(),
+                "log.segment.bytes": str(c.segment_bytes), "log.retention.ms": str(c.retention_ms),
+                "message.max.bytes": str(c.message_max_bytes), "fetch.max.bytes": str(c.fetch_max_bytes)}
+
+    @staticmethod
+    def _config_entries(values: dict[str, str], explicit: dict[str, str], keys):
+        entries = []
+        for name, value in sorted(values.items()):
+            if keys is not None and name not in keys:
+                continue
+            is_default = name not in explicit
+            entries.append(m.DescribeConfigsResponse.DescribeConfigsResourceResult(
+                name=name, value=value, read_only=False,  # is_default is v0 only, which is not served
+                config_source=5 if is_default else 1, is_sensitive=False, synonyms=[],
+                config_type=_CONFIG_TYPES.get(name, 2)))
+        return entries
+
+    # ---- producers and coordinators --------------------------------------------------------------
+    async def init_producer_id(self, request, version: int):
+        if request.transactional_id is not None:
+            return m.InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                            producer_id=-1, producer_epoch=-1)
+        if version >= 3 and request.producer_id >= 0:
+            # an idempotent producer bumping its epoch keeps its id (KIP-360)
+            epoch = request.producer_epoch + 1
+            if epoch <= 0x7FFF:
+                return m.InitProducerIdResponse(error_code=0, producer_id=request.producer_id, producer_epoch=epoch)
+        return m.InitProducerIdResponse(error_code=0, producer_id=self.producer_ids.next(), producer_epoch=0)
+
+    async def find_coordinator(self, request, version: int):
+        host, port, node = self.config.advertised, self.port, self.config.node_id
+        if version >= 4:
+            return m.FindCoordinatorResponse(coordinators=[
+                m.FindCoordinatorResponse.Coordinator(key=key, node_id=node, host=host, port=port, error_code=0)
+                for key in request.coordinator_keys])
+        if version >= 1 and request.key_type != 0:
+            return m.FindCoordinatorResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                             error_message="transactions are not supported", node_id=-1, host="",
+                                             port=-1)
+        return m.FindCoordinatorResponse(error_code=0, node_id=node, host=host, port=port)
+
+
+_CONFIG_TYPES = {"retention.ms": 5, "retention.bytes": 5, "segment.bytes": 3, "max.message.bytes": 3,
+                 "local.retention.ms": 5, "local.retention.bytes": 5, "remote.storage.enable": 1,
+                 "cleanup.policy": 7, "num.partitions": 3, "auto.create.topics.enable": 1, "log.segment.bytes": 3,
+                 "log.retention.ms": 5, "message.max.bytes": 3, "fetch.max.bytes": 3}
+
+
+class _ProducerIdBlock:
+    """Producer ids, unique across restarts: the next free id is persisted before ids are handed out,
+    a block at a time, as Kafka's controller allocates them."""
+
+    BLOCK = 1000
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._next = 0
+        self._end = 0
+
+    def next(self) -> int:
+        if self._next >= self._end:
+            start = json.loads(self.path.read_text())["next"] if self.path.exists() else 0
+            self._next, self._end = start, start + self.BLOCK
+            temporary = self.path.with_suffix(".tmp")
+            temporary.write_text(json.dumps({"next": self._end}))
+            os.replace(temporary, self.path)
+        self._next += 1
+        return self._next - 1

@@ -1,0 +1,203 @@
+"""Checking a Produce request's records for one partition before anything is appended.
+
+The checks, their order and their error codes follow Kafka 4.0 (apache/kafka 1eb76443):
+
+1. ``ProduceRequest.validateRecords`` (v3+), iterating with ``ByteBufferLogInputStream.nextBatchSize``:
+   an entry size below 14 or a magic outside 0..2 -> CORRUPT_MESSAGE (2); no complete batch ->
+   INVALID_RECORD (87); magic != 2 -> INVALID_RECORD (87) ("only allowed to contain record batches with
+   magic version 2"; Kafka 4 refuses magic 0/1 this way, not with UNSUPPORTED_FOR_MESSAGE_FORMAT, which
+   is left for idempotent/transactional batches converted to an older format); a second complete batch ->
+   INVALID_RECORD (87) ("exactly one record batch per partition"). Trailing bytes shorter than a batch
+   are dropped, as ``UnifiedLog.trimInvalidBytes`` drops them.
+2. ``UnifiedLog.analyzeAndValidateRecords``: base offset != 0 -> INVALID_RECORD; batch size >
+   max.message.bytes -> MESSAGE_TOO_LARGE (10); bad CRC-32C (or a batch shorter than its header) ->
+   CORRUPT_MESSAGE (2); an unknown codec (5-7) -> UNKNOWN_SERVER_ERROR (-1), as ``CompressionType.forId``
+   throws a non-API exception there.
+3. ``LogValidator.validateBatch``: last offset delta + 1 <= 0, records count <= 0, or the two disagreeing
+   -> INVALID_RECORD; a control batch from a client -> INVALID_RECORD; a producer id with a negative
+   base sequence -> INVALID_RECORD.
+4. ``LogValidator.validateRecord`` / ``validateTimestamp`` (when ``LogConfig.validate_records``): records
+   that do not decode -> INVALID_RECORD; timestamps outside message.timestamp.before/after.max.ms, or a
+   batch claiming LogAppendTime on a LogAppendTime topic (or with no timestamp) -> INVALID_TIMESTAMP (32),
+   with per-record errors. The batch MaxTimestamp is recomputed from the records (CreateTime).
+5. A transactional batch -> INVALID_TXN_STATE (48): this broker has no transaction coordinator, so no
+   transaction is ever ongoing or verified (``UnifiedLog.analyzeAndValidateProducerState``, "Record was
+   not part of an ongoing transaction").
+"""
+from __future__ import annotations
+
+from array import array
+
+from crc32c import crc32c
+
+from ...error_codes import ErrorCode
+from ...errors import RecordsError
+from ...records.batch import CODEC_MASK, CONTROL_FLAG, TIMESTAMP_TYPE_FLAG, TRANSACTIONAL_FLAG, RecordBatch
+from ...records.layouts import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET
+from .config import LogConfig
+from .errors import LogAppendError
+from .segment import HEADER
+
+__all__ = ["ValidatedBatch", "validate_produce_records"]
+
+_MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0
+_INT32_MAX = 0x7FFFFFFF
+
+
+class ValidatedBatch:
+    """The one batch of a produce, checked: its bytes and the header fields the log needs."""
+
+    __slots__ = ("view", "size", "attributes", "last_offset_delta", "max_timestamp", "producer_id", "producer_epoch",
+                 "base_sequence", "count", "new_max_timestamp", "new_attributes")
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence < 0:
+            return -1
+        return (self.base_sequence + self.last_offset_delta) & _INT32_MAX
+
+
+def _entry_size(view: memoryview, position: int) -> int | None:
+    """``ByteBufferLogInputStream.nextBatchSize`` + ``nextBatch``: the size of the entry at ``position``,
+    None when the bytes left hold no complete entry; CORRUPT_MESSAGE for an impossible size or magic."""
+    remaining = len(view) - position
+    if remaining < LOG_OVERHEAD:
+        return None
+    size = int.from_bytes(view[position + 8:position + 12], "big", signed=True)
+    if size < _MIN_ENTRY_SIZE:
+        raise LogAppendError(ErrorCode.CORRUPT_MESSAGE,
+                             f"Record size {size} is less than the minimum record overhead ({_MIN_ENTRY_SIZE})")
+    if remaining < MAGIC_OFFSET + 1:
+        return None
+    magic = view[position + MAGIC_OFFSET]
+    if magic > 2:  # a signed byte: 128..255 are negative
+        raise LogAppendError(ErrorCode.CORRUPT_MESSAGE,
+                             f"Invalid magic found in record: {magic - 256 if magic > 127 else magic}")
+    if remaining < size + LOG_OVERHEAD:
+        return None
+    return size + LOG_OVERHEAD
+
+
+def validate_produce_records(records, config: LogConfig, now_ms: int, partition: str = "") -> ValidatedBatch:
+    view = records if isinstance(records, memoryview) else memoryview(records)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    # 1. ProduceRequest.validateRecords
+    size = _entry_size(view, 0)
+    if size is None:
+        raise LogAppendError(ErrorCode.INVALID_RECORD,
+                             "Produce requests must have at least one record batch per partition")
+    if view[MAGIC_OFFSET] != 2:
+        raise LogAppendError(ErrorCode.INVALID_RECORD,
+                             "Produce requests are only allowed to contain record batches with magic version 2")
+    if _entry_size(view, size) is not None:
+        raise LogAppendError(ErrorCode.INVALID_RECORD,
+                             "Produce requests are only allowed to contain exactly one record batch per partition")
+    view = view[:size]  # trimInvalidBytes: a trailing partial entry is dropped
+
+    # 2. UnifiedLog.analyzeAndValidateRecords
+    base_offset = int.from_bytes(view[0:8], "big", signed=True)
+    if base_offset != 0:
+        raise LogAppendError(ErrorCode.INVALID_RECORD, f"The baseOffset of the record batch in the append to "
+                                                       f"{partition} should be 0, but it is {base_offset}")
+    if size > config.max_message_bytes:
+        raise LogAppendError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"The record batch size in the append to {partition} is {size} bytes which exceeds "
+                             f"the maximum configured value of {config.max_message_bytes}.")
+    if size < BATCH_HEADER_SIZE:
+        raise LogAppendError(ErrorCode.CORRUPT_MESSAGE,
+                             f"Record batch is corrupt (the size {size} is smaller than the minimum allowed "
+                             f"overhead {BATCH_HEADER_SIZE})")
+    (_, _, _, _, crc, attributes, last_offset_delta, _base_timestamp, max_timestamp, producer_id, producer_epoch,
+     base_sequence, count) = HEADER.unpack_from(view)
+    if crc32c(view[21:]) != crc:
+        raise LogAppendError(ErrorCode.CORRUPT_MESSAGE,
+                             f"Record is corrupt (stored crc = {crc}) in topic partition {partition}.")
+    codec = attributes & CODEC_MASK
+    if codec > 4:
+        raise LogAppendError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Unknown compression type id: {codec}")
+
+    # 3. LogValidator.validateBatch (origin CLIENT)
+    count_from_offsets = last_offset_delta + 1
+    if count_from_offsets <= 0:
+        raise LogAppendError(ErrorCode.INVALID_RECORD,
+                             f"Batch has an invalid offset range: [0, {last_offset_delta}] in topic partition "
+                             f"{partition}")
+    if count <= 0:
+        raise LogAppendError(ErrorCode.INVALID_RECORD,
+                             f"Invalid reported count for record batch: {count} in topic partition {partition}")
+    if count_from_offsets != count:
+        raise LogAppendError(ErrorCode.INVALID_RECORD,
+                             f"Inconsistent batch offset range [0, {last_offset_delta}] and count of records "
+                             f"{count} in topic partition {partition}")
+    if attributes & CONTROL_FLAG:
+        raise LogAppendError(ErrorCode.INVALID_RECORD,
+                             f"Clients are not allowed to write control records in topic partition {partition}")
+    if producer_id >= 0 and base_sequence < 0:
+        raise LogAppendError(ErrorCode.INVALID_RECORD,
+                             f"Invalid sequence number {base_sequence} in record batch with producerId "
+                             f"{producer_id} in topic partition {partition}")
+
+    # 4. records and timestamps
+    log_append_time = config.log_append_time
+    batch_says_log_append_time = bool(attributes & TIMESTAMP_TYPE_FLAG)
+    new_max_timestamp = max_timestamp
+    if config.validate_records:
+        new_max_timestamp = _validate_records(view, config, now_ms, count, codec, batch_says_log_append_time)
+    elif batch_says_log_append_time and (log_append_time or max_timestamp == -1):
+        raise LogAppendError(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid "
+                                                          "timestamp", [(0, "Producer should not set timestamp "
+                                                                            "type to LogAppendTime.")])
+    if log_append_time:
+        new_max_timestamp = now_ms
+
+    # 5. transactions
+    if attributes & TRANSACTIONAL_FLAG:
+        raise LogAppendError(ErrorCode.INVALID_TXN_STATE, "Record was not part of an ongoing transaction")
+
+    batch = ValidatedBatch()
+    batch.view = view
+    batch.size = size
+    batch.attributes = attributes
+    batch.last_offset_delta = last_offset_delta
+    batch.max_timestamp = max_timestamp
+    batch.producer_id = producer_id
+    batch.producer_epoch = producer_epoch
+    batch.base_sequence = base_sequence
+    batch.count = count
+    batch.new_max_timestamp = new_max_timestamp
+    batch.new_attributes = (attributes | TIMESTAMP_TYPE_FLAG) if log_append_time else (attributes & ~TIMESTAMP_TYPE_FLAG)
+    return batch
+
+
+def _validate_records(view: memoryview, config: LogConfig, now_ms: int, count: int, codec: int,
+                      batch_says_log_append_time: bool) -> int:
+    """Decode the records as LogValidator iterates them; return the batch's true max timestamp."""
+    try:
+        columns = RecordBatch(view).columns()
+    except RecordsError as error:
+        raise LogAppendError(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {error}") from None
+    offsets, timestamps = columns.offsets, columns.timestamps
+    if codec and offsets != array("q", range(count)):  # the base offset is 0: offsets are the deltas
+        # LogValidator would rebuild (recompress) a compressed batch whose inner offsets are not 0..n-1
+        # (old clients' bug); this broker refuses it instead.
+        raise LogAppendError(ErrorCode.INVALID_RECORD, f"Inner record offsets must be 0..{count - 1}")
+    log_append_time = config.log_append_time
+    before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
+    lowest, highest = min(timestamps), max(timestamps)
+    if not batch_says_log_append_time and (
+            log_append_time or (lowest >= 0 and now_ms - lowest <= before and highest - now_ms <= after)):
+        return highest  # the common case, checked without a loop in Python
+    errors = []
+    for index, (offset, timestamp) in enumerate(zip(offsets, timestamps)):
+        if not log_append_time and timestamp != -1:
+            if now_ms - timestamp > before or timestamp - now_ms > after:
+                errors.append((index, f"Timestamp {timestamp} of message with offset {offset} is out of range. "
+                                      f"The timestamp should be within [{now_ms - before}, {now_ms + after}]"))
+        elif batch_says_log_append_time:
+            errors.append((index, "Invalid timestamp type in message. Producer should not set timestamp type to "
+                                  "LogAppendTime."))
+    if errors:
+        raise LogAppendError(ErrorCode.INVALID_TIMESTAMP,
+                             "One or more records have been rejected due to invalid timestamp", errors)
+    return max(highest, -1)

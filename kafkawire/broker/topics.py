@@ -1,0 +1,193 @@
+"""Topics: names, ids, partitions and configs, and the partition logs under the data directory.
+
+Topic metadata (id, partition count, configs) is kept in ``DATA/topics.json`` so that topic ids
+survive a restart; the logs themselves live in Kafka's layout, ``DATA/<topic>-<partition>/``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..error_codes import ErrorCode
+from .config import BrokerConfig
+from .storage import LogConfig, PartitionLog, RemoteStore
+
+__all__ = ["Topic", "TopicManager", "TopicError", "TOPIC_CONFIGS"]
+
+_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+_MAX_NAME_LENGTH = 249
+_METADATA_FILE = "topics.json"
+
+# The topic configs this broker understands: Kafka name -> (LogConfig field, parser).
+TOPIC_CONFIGS = {
+    "retention.ms": ("retention_ms", int),
+    "retention.bytes": ("retention_bytes", int),
+    "segment.bytes": ("segment_bytes", int),
+    "max.message.bytes": ("max_message_bytes", int),
+    "message.timestamp.type": ("message_timestamp_type", str),
+    "remote.storage.enable": ("remote_storage_enable", lambda text: text.strip().lower() == "true"),
+    "local.retention.ms": ("local_retention_ms", int),
+    "local.retention.bytes": ("local_retention_bytes", int),
+    "cleanup.policy": (None, str),  # only "delete": this broker does not compact
+}
+
+
+class TopicError(Exception):
+    """A topic operation refused with a Kafka error code."""
+
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    configs: dict[str, str]
+    partitions: list[PartitionLog] = field(default_factory=list)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name.startswith("__")
+
+
+class TopicManager:
+    """The broker's topics. Not thread-safe: the event loop owns it."""
+
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        self.topics: dict[str, Topic] = {}
+        self.by_id: dict[uuid.UUID, Topic] = {}
+        self.remote = (RemoteStore(config.remote_dir, config.remote_read_latency_ms)
+                       if config.remote_dir is not None else None)
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+    def load(self) -> None:
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        path = self.config.data_dir / _METADATA_FILE
+        if not path.exists():
+            return
+        for entry in json.loads(path.read_text()):
+            topic = Topic(entry["name"], uuid.UUID(entry["id"]), dict(entry["configs"]))
+            topic.partitions = [self._open_log(topic, index) for index in range(entry["partitions"])]
+            self._add(topic)
+
+    def close(self) -> None:
+        for topic in self.topics.values():
+            for log in topic.partitions:
+                log.close()
+
+    def _save(self) -> None:
+        entries = [{"name": t.name, "id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
+                   for t in self.topics.values()]
+        path = self.config.data_dir / _METADATA_FILE
+        temporary = path.with_suffix(".tmp")
+        with open(temporary, "w") as out:
+            json.dump(entries, out, indent=1)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)  # atomic: a crash leaves the old or the new file, never half of one
+
+    def _add(self, topic: Topic) -> None:
+        self.topics[topic.name] = topic
+        self.by_id[topic.topic_id] = topic
+
+    # ---- queries ----------------------------------------------------------------------------------
+    def get(self, name: str) -> Topic | None:
+        return self.topics.get(name)
+
+    def log(self, name: str, partition: int) -> PartitionLog | None:
+        topic = self.topics.get(name)
+        if topic is None or not 0 <= partition < len(topic.partitions):
+            return None
+        return topic.partitions[partition]
+
+    def all_logs(self):
+        for topic in self.topics.values():
+            for index, log in enumerate(topic.partitions):
+                yield topic, index, log
+
+    # ---- changes ----------------------------------------------------------------------------------
+    def create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+               configs: dict[str, str] | None = None, validate_only: bool = False) -> Topic:
+        _check_name(name)
+        if name in self.topics:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if num_partitions == -1:
+            num_partitions = self.config.num_partitions
+        if num_partitions <= 0:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be larger than 0.")
+        if replication_factor not in (-1, 1):
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"Replication factor {replication_factor} is larger than the 1 available broker.")
+        merged = dict(self.config.topic_defaults)
+        merged.update(configs or {})
+        _log_config(self.config, merged)  # validates
+        topic = Topic(name, uuid.uuid4(), merged)
+        if validate_only:
+            return topic
+        topic.partitions = [self._open_log(topic, index) for index in range(num_partitions)]
+        self._add(topic)
+        self._save()
+        return topic
+
+    def delete(self, name: str) -> Topic:
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        del self.by_id[topic.topic_id]
+        self._save()
+        for log in topic.partitions:
+            log.delete()  # the local directory and any remote copies
+        return topic
+
+    def _log_dir(self, name: str, partition: int) -> Path:
+        return self.config.data_dir / f"{name}-{partition}"
+
+    def _open_log(self, topic: Topic, partition: int) -> PartitionLog:
+        log_config = _log_config(self.config, topic.configs)
+        remote = self.remote if log_config.remote_storage_enable else None
+        return PartitionLog(self._log_dir(topic.name, partition), log_config, remote=remote)
+
+
+def _check_name(name: str) -> None:
+    if not name or name in (".", ".."):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name '{name}' is illegal.")
+    if len(name) > _MAX_NAME_LENGTH:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic name is longer than the maximum of {_MAX_NAME_LENGTH} characters.")
+    if not _LEGAL_NAME.fullmatch(name):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic name '{name}' contains characters other than ASCII alphanumerics, '.', '_' and '-'.")
+
+
+def _log_config(config: BrokerConfig, configs: dict[str, str]) -> LogConfig:
+    values = {"segment_bytes": config.segment_bytes, "retention_ms": config.retention_ms,
+              "retention_bytes": config.retention_bytes, "max_message_bytes": config.message_max_bytes}
+    for name, text in configs.items():
+        if name not in TOPIC_CONFIGS:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+        attribute, parse = TOPIC_CONFIGS[name]
+        try:
+            value = parse(text)
+        except (TypeError, ValueError):
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {text} for configuration {name}") from None
+        if name == "cleanup.policy":
+            if value != "delete":
+                raise TopicError(ErrorCode.INVALID_CONFIG, "cleanup.policy: this broker supports only 'delete'")
+            continue
+        if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {text} for configuration {name}")
+        values[attribute] = value
+    if values.get("remote_storage_enable") and config.remote_dir is None:
+        raise TopicError(ErrorCode.INVALID_CONFIG, "remote.storage.enable needs a broker started with a remote tier")
+    try:
+        return LogConfig(**values)
+    except ValueError as error:
+        raise TopicError(ErrorCode.INVALID_CONFIG, str(error)) from None
