@@ -30,6 +30,7 @@ class ValueType:
     child_write: str = ""  # the struct's writer version suffix
     version: int = 0  # the version this struct value is read at
     min_size: int = 1  # the fewest bytes one element can take (array allocation guard)
+    inline: "StructLayout | None" = None  # for an array's struct element: read in the loop, no call
 
 
 def slot_name(spec_field: FieldSpec) -> str:
@@ -104,6 +105,16 @@ class StructLayout:
         for item in self.items:
             total += item.size if isinstance(item, Run) else item.value.min_size
         return total
+
+    def uses_view(self) -> bool:
+        """Whether this layout slices the memoryview itself (bytes or records fields)."""
+        values = [f.value for f in self.items if not isinstance(f, Run)] + [t.value for t in self.tagged]
+        for value in values:
+            while value.kind == "array":
+                value = value.element
+            if value.kind in ("bytes", "records"):
+                return True
+        return False
 
     def children(self) -> list[ValueType]:
         """The struct values this layout reads, to lay out first."""

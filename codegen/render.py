@@ -29,7 +29,7 @@ def _environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["fmtname"] = format_name
-    env.filters["run_target"] = lambda f: f"u_{f.name}" if f.value.kind == "uuid" else f"self.{f.name}"
+    env.filters["run_target"] = lambda f, obj="self": f"u_{f.name}" if f.value.kind == "uuid" else f"{obj}.{f.name}"
     env.filters["write_arg"] = lambda f: f"self.{f.name}.bytes" if f.value.kind == "uuid" else f"self.{f.name}"
     env.filters["literal"] = python_literal
     env.filters["run_label"] = lambda run: " ".join(f"{f.name}:{f.value.code}" for f in run.fields)
@@ -90,6 +90,9 @@ class ModuleRenderer:
         self._readers: dict[tuple[str, int], str] = {}
         self._writers: dict[tuple[str, int], str] = {}
         self._min_sizes: dict[tuple[str, int], int] = {}
+        self._layouts: dict[tuple[str, int], object] = {}
+        self._views: dict[tuple[str, int], bool] = {}
+        self._array_names: dict[tuple[str, int], set[str]] = {}  # arrays read in a reader's own code
         self._reader_texts: dict[tuple[str, str], str] = {}
         self._writer_texts: dict[tuple[str, str], str] = {}
 
@@ -100,12 +103,31 @@ class ModuleRenderer:
             return self._readers[key], self._writers[key]
         struct = self.structs[struct_name]
         laid = layout(self.spec, struct, version)
+        uses_view = laid.uses_view()
         for child in laid.children():
             child.child, child.child_write = self.resolve(child.struct, child.version)
+            child_key = (child.struct, child.version)
             if not child.nullable:
-                child.min_size = self._min_sizes[(child.struct, child.version)]
+                child.min_size = self._min_sizes[child_key]
+            uses_view = uses_view or self._views[child_key]
+        # Arrays of structs read each element in their own loop, with no call (to any depth), unless
+        # an array of the same name is read inline inside: both loops would count in i_{name}, which
+        # error messages read.
+        names = {name for name, _ in _array_elements(laid)}
+        for name, value in _array_elements(laid):
+            child_key = (value.struct, value.version)
+            if value.kind == "struct" and name not in self._array_names[child_key]:
+                value.inline = self._layouts[child_key]
+                names |= self._array_names[child_key]
+        self._array_names[key] = names
         self._min_sizes[key] = laid.min_size()
-        reader = self.reader_template.render(L=laid, function=_PLACEHOLDER, cls=struct_name)
+        self._layouts[key] = laid
+        self._views[key] = uses_view
+        # The message's own reader is called by Message.decode with view=None for bytes input; it
+        # makes the memoryview only if some field of the version slices it.
+        make_view = uses_view and struct_name == self.spec.name
+        reader = self.reader_template.render(L=laid, function=_PLACEHOLDER, cls=struct_name,
+                                             make_view=make_view)
         writer = self.writer_template.render(L=laid, function=_PLACEHOLDER, cls=struct_name)
         self._readers[key] = self._dedupe(self._reader_texts, "_read", struct_name, version, reader)
         self._writers[key] = self._dedupe(self._writer_texts, "_write", struct_name, version, writer)
@@ -131,15 +153,19 @@ class ModuleRenderer:
         used = {name for name, _ in self._readers}
         classes = [self._class_info(self.structs[name], name == spec.name)
                    for name in self.structs if name in used]
+        top_readers = {f"_read_{spec.name}_{suffix}" for _, suffix in readers}
+        self.functions = _referenced(self.functions, top_readers)
         source = "\n\n".join(self.functions)
         formats = sorted(set(re.findall(r"\b_[RW]_(\w+)\(", source)) | {"h", "i"})
         arrays = sorted(set(re.findall(r"\b_ARRAYW?_(\w+)\[", source)))
+        compact_arrays = sorted(set(re.findall(r"\b_ARRAYC_(\w+)\[", source)))
         module = self.env.get_template("module.py.j2").render(
             spec=spec,
             classes=classes,
             functions=self.functions,
             formats=[(name, name.replace("_", "?")) for name in formats],
             arrays=[(name, name.replace("_", "?")) for name in arrays],
+            compact_arrays=[(name, name.replace("_", "?")) for name in compact_arrays],
             readers=readers,
             writers=writers,
         )
@@ -155,6 +181,37 @@ class ModuleRenderer:
                                      differs(f, default, f"self.{slot_name(f)}")))
         qualname = struct.name if top else f"{self.spec.name}.{struct.name}"
         return ClassInfo(struct.name, qualname, top, str(struct.versions), fields)
+
+
+def _array_elements(laid) -> list:
+    """(name, element type) of the layout's arrays (tagged ones aside: an inlined struct's variables would
+    overwrite those of the tag loop around it)."""
+    fields = [f for item in laid.items for f in (item.fields if hasattr(item, "fields") else [item])]
+    found = []
+    for f in fields:
+        value = f.value
+        while value.kind == "array":
+            value = value.element
+            found.append((f.name, value))
+    return found
+
+
+_DEF = re.compile(r"^def (_read_\w+)\(")
+
+
+def _referenced(functions: list[str], roots: set[str]) -> list[str]:
+    """Drop the readers nothing calls (a struct read only inline, in its parent's loop)."""
+    while True:
+        kept = []
+        for text in functions:
+            match = _DEF.match(text)
+            if match and match.group(1) not in roots and not any(
+                    match.group(1) + "(" in other for other in functions if other is not text):
+                continue
+            kept.append(text)
+        if len(kept) == len(functions):
+            return kept
+        functions = kept
 
 
 _MARKER = re.compile(r"^\s*# field: (.+?)\s*$")

@@ -76,15 +76,16 @@ class Message(Struct):
         ``bytes`` and ``records`` fields come back as memoryview slices of ``buf`` (no copy). With
         ``exact``, bytes left after the message are an error.
         """
-        reader = cls._READERS.get(version)
-        if reader is None or len(buf) > _PAUSE_GC_ABOVE or type(buf) is memoryview:
-            message, end = _decode(cls, buf, version, 0)  # the general path
-        else:
-            try:  # small bytes or bytearray: the short path
-                message, end = reader(buf, 0, memoryview(buf))
+        if type(buf) is not memoryview and len(buf) <= _PAUSE_GC_ABOVE:
+            try:  # small bytes or bytearray: the short path (the reader makes a memoryview if it needs one)
+                message, end = cls._READERS[version](buf, 0, None)
             except DecodeError as exc:
                 exc.path.insert(0, cls.NAME)
                 raise
+            except KeyError:  # readers raise only DecodeError: this is an unknown version
+                message, end = _decode(cls, buf, version, 0)
+        else:
+            message, end = _decode(cls, buf, version, 0)  # the general path
         if exact and end != len(buf):
             raise DecodeError(f"{len(buf) - end} trailing bytes after the message", end, [cls.NAME])
         return message
@@ -115,7 +116,7 @@ def _decode(cls, buf, version: int, pos: int):
     reader = cls._READERS.get(version)
     if reader is None:
         raise DecodeError(f"unknown version {version} (valid: {_range_text(cls.VALID_VERSIONS)})", pos,
-                          [cls.NAME])
+                          [cls.NAME]) from None  # (decode's short path comes here from a KeyError)
     if type(buf) is memoryview:
         if buf.format != "B" or buf.ndim != 1:
             buf = buf.cast("B")

@@ -61,12 +61,15 @@ def _segment(label: str | None, frame_locals: dict) -> str | None:
 
 
 def decode_failure(exc: BaseException, lines: FieldLines) -> DecodeError:
-    """Called in a reader's ``except`` clause: the DecodeError to raise, with this level's path segment."""
+    """Called in a reader's ``except`` clause: the DecodeError to raise, with this level's path segments."""
     label, frame_locals = _locate(exc, lines)
+    # A struct read inline in its parent's array loop labels its fields "array[]>field".
+    *arrays, label = label.split(">") if label is not None else [None]
+    segments = [_segment(array, frame_locals) for array in arrays]
     segment = _segment(label, frame_locals)
     if isinstance(exc, DecodeError):  # from a nested struct's reader: add our part of the path
         if segment is not None:
-            exc.path.insert(0, segment)
+            exc.path[:0] = segments + [segment]
         return exc
     if isinstance(exc, Invalid):
         reason, offset = exc.reason, exc.offset
@@ -74,7 +77,7 @@ def decode_failure(exc: BaseException, lines: FieldLines) -> DecodeError:
         reason, offset = _describe_read_error(exc), frame_locals.get("pos")
         if label is not None and ":" in label and offset is not None:
             segment, offset = _truncated_run_field(label, offset, frame_locals.get("buf"))
-    return DecodeError(reason, offset, [segment] if segment is not None else [])
+    return DecodeError(reason, offset, segments + [segment] if segment is not None else segments)
 
 
 def _truncated_run_field(label: str, offset: int, buf) -> tuple[str, int]:

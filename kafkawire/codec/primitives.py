@@ -9,7 +9,8 @@ import uuid
 from struct import Struct
 
 __all__ = [
-    "Invalid", "read_uvarint", "uvarint", "fixed_array_reader", "fixed_array_writer", "uuid_from_bytes",
+    "Invalid", "read_uvarint", "uvarint", "fixed_array_reader", "fixed_array_writer", "compact_array_reader",
+    "uuid_from_bytes", "read_unknown_tags",
     "ZERO_UUID", "SMALL_UVARINTS", "write_tags", "bad_count", "bad_length", "ABSENT", "struct_field", "UVARINT2", "UVARINT3",
 ]
 
@@ -43,6 +44,25 @@ def read_uvarint(buf, pos: int) -> tuple[int, int]:
     if value > 0xFFFFFFFF:
         raise Invalid("varint overflows 32 bits", start)
     return value, pos
+
+
+def read_unknown_tags(buf, pos: int) -> tuple[dict | None, int]:
+    """A tag section at ``pos`` whose tags are all unknown: their raw values by tag (None if empty)."""
+    count, pos = read_uvarint(buf, pos)
+    end = len(buf)
+    if count * 2 > end - pos:
+        raise bad_count(count, 2, pos, end)
+    unknown = None
+    for _ in range(count):
+        tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        if pos + size > end:
+            raise bad_length(size, pos, end, "tagged field")
+        if unknown is None:
+            unknown = {}
+        unknown[tag] = bytes(buf[pos:pos + size])
+        pos += size
+    return unknown, pos
 
 
 SMALL_UVARINTS = tuple(bytes((n,)) for n in range(0x80))
@@ -89,6 +109,35 @@ def fixed_array_reader(code: str) -> _FormatCache:
     if code not in _ARRAY_READERS:
         _ARRAY_READERS[code] = _FormatCache(code, "unpack_from")
     return _ARRAY_READERS[code]
+
+
+_COMPACT_READERS: dict[str, list] = {}
+
+
+def compact_array_reader(code: str) -> list:
+    """``reader[b](buf, pos)`` unpacks the ``b - 1`` values of a compact array whose count is the one
+    byte ``b`` (below 0x80), starting at ``pos`` (just after that byte); ``b == 0``, a null, is refused.
+
+    A list indexed by the count byte, so that the generated code finds the unpacker without arithmetic
+    or hashing; each entry is compiled on first use.
+    """
+    readers = _COMPACT_READERS.get(code)
+    if readers is None:
+        readers = [_null_array] + [_compile_on_first_call(code, count) for count in range(127)]
+        _COMPACT_READERS[code] = readers
+    return readers
+
+
+def _null_array(buf, pos: int):
+    raise Invalid("negative length -1 for a non-nullable array", pos)
+
+
+def _compile_on_first_call(code: str, count: int):
+    def first_call(buf, pos: int):
+        function = fixed_array_reader(code)[count]
+        _COMPACT_READERS[code][count + 1] = function
+        return function(buf, pos)
+    return first_call
 
 
 def fixed_array_writer(code: str) -> _FormatCache:

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -24,6 +25,7 @@ _R_qh_ = _Format(">qh?").unpack_from
 _W_qh_ = _Format(">qh?").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class AddPartitionsToTxnRequest(_Message):
@@ -125,31 +127,6 @@ AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction = AddPartitionsToTxnTran
 
 
 
-def _read_AddPartitionsToTxnTopic_v0(buf, pos, view):
-    try:
-        self = _new(AddPartitionsToTxnTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partitions = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_AddPartitionsToTxnTopic_v0(self, w):
     try:
         # field: name
@@ -197,11 +174,26 @@ def _read_AddPartitionsToTxnRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_v3_and_below_topics in range(n):
-            item, pos = _read_AddPartitionsToTxnTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(AddPartitionsToTxnTopic)  # AddPartitionsToTxnTopic read in this loop
+            # field: v3_and_below_topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: v3_and_below_topics[]>partitions
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.partitions = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            item.unknown_tags = None
+            items[i_v3_and_below_topics] = item
         self.v3_and_below_topics = tuple(items)
         self.transactions = ()
         self.unknown_tags = None
@@ -244,83 +236,6 @@ def _write_AddPartitionsToTxnRequest_v0(self, w):
             raise tags_not_supported("AddPartitionsToTxnRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AddPartitionsToTxnTopic_v3(buf, pos, view):
-    try:
-        self = _new(AddPartitionsToTxnTopic)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partitions = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AddPartitionsToTxnTopic_v3(self, w):
@@ -375,22 +290,20 @@ def _read_AddPartitionsToTxnRequest_v3(buf, pos, view):
         blen = len(buf)
         # field: v3_and_below_transactional_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.v3_and_below_transactional_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.v3_and_below_transactional_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.v3_and_below_transactional_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: v3_and_below_producer_id:q v3_and_below_producer_epoch:h
         (self.v3_and_below_producer_id, self.v3_and_below_producer_epoch,) = _R_qh(buf, pos)
         pos += 10
@@ -409,46 +322,52 @@ def _read_AddPartitionsToTxnRequest_v3(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_v3_and_below_topics in range(n):
-            item, pos = _read_AddPartitionsToTxnTopic_v3(buf, pos, view)
-            append(item)
+            item = _new(AddPartitionsToTxnTopic)  # AddPartitionsToTxnTopic read in this loop
+            # field: v3_and_below_topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: v3_and_below_topics[]>partitions
+            n = buf[pos]
+            if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                item.partitions = _ARRAYC_i[n](buf, pos + 1)
+                pos += 4 * n - 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item.partitions = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+            # field: v3_and_below_topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_v3_and_below_topics] = item
         self.v3_and_below_topics = tuple(items)
         self.transactions = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -507,90 +426,6 @@ def _write_AddPartitionsToTxnRequest_v3(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AddPartitionsToTxnTransaction_v4(buf, pos, view):
-    try:
-        self = _new(AddPartitionsToTxnTransaction)
-        blen = len(buf)
-        # field: transactional_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.transactional_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: producer_id:q producer_epoch:h verify_only:?
-        (self.producer_id, self.producer_epoch, self.verify_only,) = _R_qh_(buf, pos)
-        pos += 11
-        # field: topics[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 3 > blen - pos:
-            raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
-        for i_topics in range(n):
-            item, pos = _read_AddPartitionsToTxnTopic_v3(buf, pos, view)
-            append(item)
-        self.topics = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AddPartitionsToTxnTransaction_v4(self, w):
@@ -664,49 +499,100 @@ def _read_AddPartitionsToTxnRequest_v4(buf, pos, view):
         n -= 1
         if n < 0 or n * 14 > blen - pos:
             raise bad_count(n, 14, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_transactions in range(n):
-            item, pos = _read_AddPartitionsToTxnTransaction_v4(buf, pos, view)
-            append(item)
+            item = _new(AddPartitionsToTxnTransaction)  # AddPartitionsToTxnTransaction read in this loop
+            # field: transactions[]>transactional_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.transactional_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.transactional_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: transactions[]>producer_id:q producer_epoch:h verify_only:?
+            (item.producer_id, item.producer_epoch, item.verify_only,) = _R_qh_(buf, pos)
+            pos += 11
+            # field: transactions[]>topics[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
+            items1 = [None] * n
+            for i_topics in range(n):
+                item1 = _new(AddPartitionsToTxnTopic)  # AddPartitionsToTxnTopic read in this loop
+                # field: transactions[]>topics[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: transactions[]>topics[]>partitions
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.partitions = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.partitions = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: transactions[]>topics[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_topics] = item1
+            item.topics = tuple(items1)
+            # field: transactions[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_transactions] = item
         self.transactions = tuple(items)
         self.v3_and_below_transactional_id = ''
         self.v3_and_below_producer_id = 0
         self.v3_and_below_producer_epoch = 0
         self.v3_and_below_topics = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -772,5 +658,5 @@ AddPartitionsToTxnRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "128:- 132:name 140:partitions 153:- 155:name 166:partitions 173:unknown_tags 180:- 184:v3_and_below_transactional_id 192:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 195:v3_and_below_topics[] 213:- 215:v3_and_below_transactional_id 226:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 228:v3_and_below_topics[] 239:transactions 242:unknown_tags 249:- 253:name 271:partitions 288:tagged_fields 326:- 328:name 347:partitions 362:tagged_fields 372:- 376:v3_and_below_transactional_id 394:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 397:v3_and_below_topics[] 419:tagged_fields 457:- 459:v3_and_below_transactional_id 478:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 480:v3_and_below_topics[] 499:transactions 502:tagged_fields 512:- 516:transactional_id 534:producer_id:q/producer_epoch:h/verify_only:? 537:topics[] 558:tagged_fields 596:- 598:transactional_id 617:producer_id:q/producer_epoch:h/verify_only:? 619:topics[] 638:tagged_fields 648:- 652:transactions[] 677:tagged_fields 715:- 717:transactions[] 736:v3_and_below_transactional_id 739:v3_and_below_producer_id 742:v3_and_below_producer_epoch 745:v3_and_below_topics 748:tagged_fields"
+    "130:- 132:name 143:partitions 150:unknown_tags 157:- 161:v3_and_below_transactional_id 169:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 172:v3_and_below_topics[] 180:v3_and_below_topics[]>name 188:v3_and_below_topics[]>partitions 205:- 207:v3_and_below_transactional_id 218:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 220:v3_and_below_topics[] 231:transactions 234:unknown_tags 241:- 243:name 262:partitions 277:tagged_fields 287:- 291:v3_and_below_transactional_id 307:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 310:v3_and_below_topics[] 328:v3_and_below_topics[]>name 344:v3_and_below_topics[]>partitions 356:v3_and_below_topics[]>tagged_fields 365:tagged_fields 376:- 378:v3_and_below_transactional_id 397:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 399:v3_and_below_topics[] 418:transactions 421:tagged_fields 431:- 433:transactional_id 452:producer_id:q/producer_epoch:h/verify_only:? 454:topics[] 473:tagged_fields 483:- 487:transactions[] 505:transactions[]>transactional_id 521:transactions[]>producer_id:q/producer_epoch:h/verify_only:? 524:transactions[]>topics[] 542:transactions[]>topics[]>name 558:transactions[]>topics[]>partitions 570:transactions[]>topics[]>tagged_fields 578:transactions[]>tagged_fields 590:tagged_fields 601:- 603:transactions[] 622:v3_and_below_transactional_id 625:v3_and_below_producer_id 628:v3_and_below_producer_epoch 631:v3_and_below_topics 634:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -135,18 +136,6 @@ AddPartitionsToTxnResponse.AddPartitionsToTxnResult = AddPartitionsToTxnResult
 
 
 
-def _read_AddPartitionsToTxnPartitionResult_v0(buf, pos, view):
-    try:
-        self = _new(AddPartitionsToTxnPartitionResult)
-        # field: partition_index:i partition_error_code:h
-        (self.partition_index, self.partition_error_code,) = _R_ih(buf, pos)
-        pos += 6
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_AddPartitionsToTxnPartitionResult_v0(self, w):
     try:
         # field: partition_index:i partition_error_code:h
@@ -156,35 +145,6 @@ def _write_AddPartitionsToTxnPartitionResult_v0(self, w):
             raise tags_not_supported("AddPartitionsToTxnPartitionResult")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AddPartitionsToTxnTopicResult_v0(buf, pos, view):
-    try:
-        self = _new(AddPartitionsToTxnTopicResult)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: results_by_partition[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 6 > blen - pos:
-            raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
-        for i_results_by_partition in range(n):
-            item, pos = _read_AddPartitionsToTxnPartitionResult_v0(buf, pos, view)
-            append(item)
-        self.results_by_partition = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AddPartitionsToTxnTopicResult_v0(self, w):
@@ -230,11 +190,33 @@ def _read_AddPartitionsToTxnResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results_by_topic_v3_and_below in range(n):
-            item, pos = _read_AddPartitionsToTxnTopicResult_v0(buf, pos, view)
-            append(item)
+            item = _new(AddPartitionsToTxnTopicResult)  # AddPartitionsToTxnTopicResult read in this loop
+            # field: results_by_topic_v3_and_below[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: results_by_topic_v3_and_below[]>results_by_partition[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
+            items1 = [None] * n
+            for i_results_by_partition in range(n):
+                item1 = _new(AddPartitionsToTxnPartitionResult)  # AddPartitionsToTxnPartitionResult read in this loop
+                # field: results_by_topic_v3_and_below[]>results_by_partition[]>partition_index:i partition_error_code:h
+                (item1.partition_index, item1.partition_error_code,) = _R_ih(buf, pos)
+                pos += 6
+                item1.unknown_tags = None
+                items1[i_results_by_partition] = item1
+            item.results_by_partition = tuple(items1)
+            item.unknown_tags = None
+            items[i_results_by_topic_v3_and_below] = item
         self.results_by_topic_v3_and_below = tuple(items)
         self.error_code = 0
         self.results_by_transaction = ()
@@ -269,51 +251,6 @@ def _write_AddPartitionsToTxnResponse_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_AddPartitionsToTxnPartitionResult_v3(buf, pos, view):
-    try:
-        self = _new(AddPartitionsToTxnPartitionResult)
-        blen = len(buf)
-        # field: partition_index:i partition_error_code:h
-        (self.partition_index, self.partition_error_code,) = _R_ih(buf, pos)
-        pos += 6
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_AddPartitionsToTxnPartitionResult_v3(self, w):
     try:
         # field: partition_index:i partition_error_code:h
@@ -326,87 +263,6 @@ def _write_AddPartitionsToTxnPartitionResult_v3(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AddPartitionsToTxnTopicResult_v3(buf, pos, view):
-    try:
-        self = _new(AddPartitionsToTxnTopicResult)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: results_by_partition[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 7 > blen - pos:
-            raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
-        for i_results_by_partition in range(n):
-            item, pos = _read_AddPartitionsToTxnPartitionResult_v3(buf, pos, view)
-            append(item)
-        self.results_by_partition = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AddPartitionsToTxnTopicResult_v3(self, w):
@@ -481,47 +337,70 @@ def _read_AddPartitionsToTxnResponse_v3(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results_by_topic_v3_and_below in range(n):
-            item, pos = _read_AddPartitionsToTxnTopicResult_v3(buf, pos, view)
-            append(item)
+            item = _new(AddPartitionsToTxnTopicResult)  # AddPartitionsToTxnTopicResult read in this loop
+            # field: results_by_topic_v3_and_below[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: results_by_topic_v3_and_below[]>results_by_partition[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 7 > blen - pos:
+                raise bad_count(n, 7, pos, blen)
+            items1 = [None] * n
+            for i_results_by_partition in range(n):
+                item1 = _new(AddPartitionsToTxnPartitionResult)  # AddPartitionsToTxnPartitionResult read in this loop
+                # field: results_by_topic_v3_and_below[]>results_by_partition[]>partition_index:i partition_error_code:h
+                (item1.partition_index, item1.partition_error_code,) = _R_ih(buf, pos)
+                pos += 6
+                # field: results_by_topic_v3_and_below[]>results_by_partition[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_results_by_partition] = item1
+            item.results_by_partition = tuple(items1)
+            # field: results_by_topic_v3_and_below[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_results_by_topic_v3_and_below] = item
         self.results_by_topic_v3_and_below = tuple(items)
         self.error_code = 0
         self.results_by_transaction = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -561,87 +440,6 @@ def _write_AddPartitionsToTxnResponse_v3(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AddPartitionsToTxnResult_v4(buf, pos, view):
-    try:
-        self = _new(AddPartitionsToTxnResult)
-        blen = len(buf)
-        # field: transactional_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.transactional_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: topic_results[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 3 > blen - pos:
-            raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
-        for i_topic_results in range(n):
-            item, pos = _read_AddPartitionsToTxnTopicResult_v3(buf, pos, view)
-            append(item)
-        self.topic_results = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AddPartitionsToTxnResult_v4(self, w):
@@ -716,46 +514,111 @@ def _read_AddPartitionsToTxnResponse_v4(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results_by_transaction in range(n):
-            item, pos = _read_AddPartitionsToTxnResult_v4(buf, pos, view)
-            append(item)
+            item = _new(AddPartitionsToTxnResult)  # AddPartitionsToTxnResult read in this loop
+            # field: results_by_transaction[]>transactional_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.transactional_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.transactional_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: results_by_transaction[]>topic_results[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
+            items1 = [None] * n
+            for i_topic_results in range(n):
+                item1 = _new(AddPartitionsToTxnTopicResult)  # AddPartitionsToTxnTopicResult read in this loop
+                # field: results_by_transaction[]>topic_results[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: results_by_transaction[]>topic_results[]>results_by_partition[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 7 > blen - pos:
+                    raise bad_count(n, 7, pos, blen)
+                items2 = [None] * n
+                for i_results_by_partition in range(n):
+                    item2 = _new(AddPartitionsToTxnPartitionResult)  # AddPartitionsToTxnPartitionResult read in this loop
+                    # field: results_by_transaction[]>topic_results[]>results_by_partition[]>partition_index:i partition_error_code:h
+                    (item2.partition_index, item2.partition_error_code,) = _R_ih(buf, pos)
+                    pos += 6
+                    # field: results_by_transaction[]>topic_results[]>results_by_partition[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_results_by_partition] = item2
+                item1.results_by_partition = tuple(items2)
+                # field: results_by_transaction[]>topic_results[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_topic_results] = item1
+            item.topic_results = tuple(items1)
+            # field: results_by_transaction[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_results_by_transaction] = item
         self.results_by_transaction = tuple(items)
         self.results_by_topic_v3_and_below = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -814,5 +677,5 @@ AddPartitionsToTxnResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "138:- 141:partition_index:i/partition_error_code:h 150:- 152:partition_index:i/partition_error_code:h 154:unknown_tags 161:- 165:name 173:results_by_partition[] 190:- 192:name 203:results_by_partition[] 214:unknown_tags 221:- 225:throttle_time_ms:i 228:results_by_topic_v3_and_below[] 247:- 249:throttle_time_ms:i 251:results_by_topic_v3_and_below[] 262:results_by_transaction 265:unknown_tags 272:- 276:partition_index:i/partition_error_code:h 279:tagged_fields 317:- 319:partition_index:i/partition_error_code:h 321:tagged_fields 331:- 335:name 353:results_by_partition[] 374:tagged_fields 412:- 414:name 433:results_by_partition[] 452:tagged_fields 462:- 466:throttle_time_ms:i 469:results_by_topic_v3_and_below[] 492:tagged_fields 530:- 532:throttle_time_ms:i 534:results_by_topic_v3_and_below[] 553:results_by_transaction 556:tagged_fields 566:- 570:transactional_id 588:topic_results[] 609:tagged_fields 647:- 649:transactional_id 668:topic_results[] 687:tagged_fields 697:- 701:throttle_time_ms:i/error_code:h 704:results_by_transaction[] 726:tagged_fields 764:- 766:throttle_time_ms:i/error_code:h 768:results_by_transaction[] 787:results_by_topic_v3_and_below 790:tagged_fields"
+    "139:- 141:partition_index:i/partition_error_code:h 143:unknown_tags 150:- 152:name 163:results_by_partition[] 174:unknown_tags 181:- 185:throttle_time_ms:i 188:results_by_topic_v3_and_below[] 196:results_by_topic_v3_and_below[]>name 204:results_by_topic_v3_and_below[]>results_by_partition[] 212:results_by_topic_v3_and_below[]>results_by_partition[]>partition_index:i/partition_error_code:h 229:- 231:throttle_time_ms:i 233:results_by_topic_v3_and_below[] 244:results_by_transaction 247:unknown_tags 254:- 256:partition_index:i/partition_error_code:h 258:tagged_fields 268:- 270:name 289:results_by_partition[] 308:tagged_fields 318:- 322:throttle_time_ms:i 325:results_by_topic_v3_and_below[] 343:results_by_topic_v3_and_below[]>name 359:results_by_topic_v3_and_below[]>results_by_partition[] 377:results_by_topic_v3_and_below[]>results_by_partition[]>partition_index:i/partition_error_code:h 380:results_by_topic_v3_and_below[]>results_by_partition[]>tagged_fields 388:results_by_topic_v3_and_below[]>tagged_fields 398:tagged_fields 409:- 411:throttle_time_ms:i 413:results_by_topic_v3_and_below[] 432:results_by_transaction 435:tagged_fields 445:- 447:transactional_id 466:topic_results[] 485:tagged_fields 495:- 499:throttle_time_ms:i/error_code:h 502:results_by_transaction[] 520:results_by_transaction[]>transactional_id 536:results_by_transaction[]>topic_results[] 554:results_by_transaction[]>topic_results[]>name 570:results_by_transaction[]>topic_results[]>results_by_partition[] 588:results_by_transaction[]>topic_results[]>results_by_partition[]>partition_index:i/partition_error_code:h 591:results_by_transaction[]>topic_results[]>results_by_partition[]>tagged_fields 599:results_by_transaction[]>topic_results[]>tagged_fields 607:results_by_transaction[]>tagged_fields 616:tagged_fields 627:- 629:throttle_time_ms:i/error_code:h 631:results_by_transaction[] 650:results_by_topic_v3_and_below 653:tagged_fields"
 )

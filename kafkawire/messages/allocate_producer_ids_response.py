@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -65,38 +66,11 @@ def _read_AllocateProducerIdsResponse_v0(buf, pos, view):
         (self.throttle_time_ms, self.error_code, self.producer_id_start, self.producer_id_len,) = _R_ihqi(buf, pos)
         pos += 18
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -123,5 +97,5 @@ AllocateProducerIdsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "60:- 64:throttle_time_ms:i/error_code:h/producer_id_start:q/producer_id_len:i 67:tagged_fields 105:- 107:throttle_time_ms:i/error_code:h/producer_id_start:q/producer_id_len:i 109:tagged_fields"
+    "61:- 65:throttle_time_ms:i/error_code:h/producer_id_start:q/producer_id_len:i 68:tagged_fields 79:- 81:throttle_time_ms:i/error_code:h/producer_id_start:q/producer_id_len:i 83:tagged_fields"
 )

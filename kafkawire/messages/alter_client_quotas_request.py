@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -134,35 +135,6 @@ AlterClientQuotasRequest.OpData = OpData
 
 
 
-def _read_EntityData_v0(buf, pos, view):
-    try:
-        self = _new(EntityData)
-        blen = len(buf)
-        # field: entity_type
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.entity_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: entity_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.entity_name = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.entity_name = str(buf[pos:end], "utf-8")
-            pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_EntityData_v0(self, w):
     try:
         # field: entity_type
@@ -194,27 +166,6 @@ def _write_EntityData_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_OpData_v0(buf, pos, view):
-    try:
-        self = _new(OpData)
-        blen = len(buf)
-        # field: key
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.key = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: value:d remove:?
-        (self.value, self.remove,) = _R_d_(buf, pos)
-        pos += 9
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OpData_v0(self, w):
     try:
         # field: key
@@ -235,38 +186,6 @@ def _write_OpData_v0(self, w):
             raise tags_not_supported("OpData")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_EntryData_v0(buf, pos, view):
-    try:
-        self = _new(EntryData)
-        blen = len(buf)
-        # field: entity[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 4 > blen - pos:
-            raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
-        for i_entity in range(n):
-            item, pos = _read_EntityData_v0(buf, pos, view)
-            append(item)
-        self.entity = tuple(items)
-        # field: ops[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 11 > blen - pos:
-            raise bad_count(n, 11, pos, blen)
-        items = []
-        append = items.append
-        for i_ops in range(n):
-            item, pos = _read_OpData_v0(buf, pos, view)
-            append(item)
-        self.ops = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_EntryData_v0(self, w):
@@ -309,11 +228,63 @@ def _read_AlterClientQuotasRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 8 > blen - pos:
             raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_entries in range(n):
-            item, pos = _read_EntryData_v0(buf, pos, view)
-            append(item)
+            item = _new(EntryData)  # EntryData read in this loop
+            # field: entries[]>entity[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 4 > blen - pos:
+                raise bad_count(n, 4, pos, blen)
+            items1 = [None] * n
+            for i_entity in range(n):
+                item1 = _new(EntityData)  # EntityData read in this loop
+                # field: entries[]>entity[]>entity_type
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.entity_type = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: entries[]>entity[]>entity_name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.entity_name = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.entity_name = str(buf[pos:end], "utf-8")
+                    pos = end
+                item1.unknown_tags = None
+                items1[i_entity] = item1
+            item.entity = tuple(items1)
+            # field: entries[]>ops[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 11 > blen - pos:
+                raise bad_count(n, 11, pos, blen)
+            items1 = [None] * n
+            for i_ops in range(n):
+                item1 = _new(OpData)  # OpData read in this loop
+                # field: entries[]>ops[]>key
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.key = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: entries[]>ops[]>value:d remove:?
+                (item1.value, item1.remove,) = _R_d_(buf, pos)
+                pos += 9
+                item1.unknown_tags = None
+                items1[i_ops] = item1
+            item.ops = tuple(items1)
+            item.unknown_tags = None
+            items[i_entries] = item
         self.entries = tuple(items)
         # field: validate_only:?
         (self.validate_only,) = _R__(buf, pos)
@@ -344,87 +315,6 @@ def _write_AlterClientQuotasRequest_v0(self, w):
             raise tags_not_supported("AlterClientQuotasRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_EntityData_v1(buf, pos, view):
-    try:
-        self = _new(EntityData)
-        blen = len(buf)
-        # field: entity_type
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.entity_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: entity_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.entity_name = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.entity_name = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_EntityData_v1(self, w):
@@ -477,69 +367,6 @@ def _write_EntityData_v1(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_OpData_v1(buf, pos, view):
-    try:
-        self = _new(OpData)
-        blen = len(buf)
-        # field: key
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.key = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: value:d remove:?
-        (self.value, self.remove,) = _R_d_(buf, pos)
-        pos += 9
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OpData_v1(self, w):
     try:
         # field: key
@@ -571,90 +398,6 @@ def _write_OpData_v1(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_EntryData_v1(buf, pos, view):
-    try:
-        self = _new(EntryData)
-        blen = len(buf)
-        # field: entity[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 3 > blen - pos:
-            raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
-        for i_entity in range(n):
-            item, pos = _read_EntityData_v1(buf, pos, view)
-            append(item)
-        self.entity = tuple(items)
-        # field: ops[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 11 > blen - pos:
-            raise bad_count(n, 11, pos, blen)
-        items = []
-        append = items.append
-        for i_ops in range(n):
-            item, pos = _read_OpData_v1(buf, pos, view)
-            append(item)
-        self.ops = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_EntryData_v1(self, w):
@@ -726,48 +469,136 @@ def _read_AlterClientQuotasRequest_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_entries in range(n):
-            item, pos = _read_EntryData_v1(buf, pos, view)
-            append(item)
+            item = _new(EntryData)  # EntryData read in this loop
+            # field: entries[]>entity[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
+            items1 = [None] * n
+            for i_entity in range(n):
+                item1 = _new(EntityData)  # EntityData read in this loop
+                # field: entries[]>entity[]>entity_type
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.entity_type = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.entity_type = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: entries[]>entity[]>entity_name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.entity_name = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.entity_name = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.entity_name = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.entity_name = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: entries[]>entity[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_entity] = item1
+            item.entity = tuple(items1)
+            # field: entries[]>ops[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 11 > blen - pos:
+                raise bad_count(n, 11, pos, blen)
+            items1 = [None] * n
+            for i_ops in range(n):
+                item1 = _new(OpData)  # OpData read in this loop
+                # field: entries[]>ops[]>key
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.key = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.key = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: entries[]>ops[]>value:d remove:?
+                (item1.value, item1.remove,) = _R_d_(buf, pos)
+                pos += 9
+                # field: entries[]>ops[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_ops] = item1
+            item.ops = tuple(items1)
+            # field: entries[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_entries] = item
         self.entries = tuple(items)
         # field: validate_only:?
         (self.validate_only,) = _R__(buf, pos)
         pos += 1
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -815,5 +646,5 @@ AlterClientQuotasRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "137:- 141:entity_type 149:entity_name 166:- 168:entity_type 179:entity_name 190:unknown_tags 197:- 201:key 209:value:d/remove:? 218:- 220:key 231:value:d/remove:? 233:unknown_tags 240:- 244:entity[] 255:ops[] 272:- 274:entity[] 285:ops[] 296:unknown_tags 303:- 307:entries[] 318:validate_only:? 327:- 329:entries[] 340:validate_only:? 342:unknown_tags 349:- 353:entity_type 371:entity_name 392:tagged_fields 430:- 432:entity_type 451:entity_name 470:tagged_fields 480:- 484:key 502:value:d/remove:? 505:tagged_fields 543:- 545:key 564:value:d/remove:? 566:tagged_fields 576:- 580:entity[] 601:ops[] 622:tagged_fields 660:- 662:entity[] 681:ops[] 700:tagged_fields 710:- 714:entries[] 735:validate_only:? 738:tagged_fields 776:- 778:entries[] 797:validate_only:? 799:tagged_fields"
+    "138:- 140:entity_type 151:entity_name 162:unknown_tags 169:- 171:key 182:value:d/remove:? 184:unknown_tags 191:- 193:entity[] 204:ops[] 215:unknown_tags 222:- 226:entries[] 234:entries[]>entity[] 242:entries[]>entity[]>entity_type 250:entries[]>entity[]>entity_name 264:entries[]>ops[] 272:entries[]>ops[]>key 280:entries[]>ops[]>value:d/remove:? 289:validate_only:? 298:- 300:entries[] 311:validate_only:? 313:unknown_tags 320:- 322:entity_type 341:entity_name 360:tagged_fields 370:- 372:key 391:value:d/remove:? 393:tagged_fields 403:- 405:entity[] 424:ops[] 443:tagged_fields 453:- 457:entries[] 475:entries[]>entity[] 493:entries[]>entity[]>entity_type 509:entries[]>entity[]>entity_name 532:entries[]>entity[]>tagged_fields 540:entries[]>ops[] 558:entries[]>ops[]>key 574:entries[]>ops[]>value:d/remove:? 577:entries[]>ops[]>tagged_fields 585:entries[]>tagged_fields 593:validate_only:? 596:tagged_fields 607:- 609:entries[] 628:validate_only:? 630:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -108,35 +109,6 @@ AlterConfigsRequest.AlterableConfig = AlterableConfig
 
 
 
-def _read_AlterableConfig_v0(buf, pos, view):
-    try:
-        self = _new(AlterableConfig)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: value
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.value = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.value = str(buf[pos:end], "utf-8")
-            pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_AlterableConfig_v0(self, w):
     try:
         # field: name
@@ -166,38 +138,6 @@ def _write_AlterableConfig_v0(self, w):
             raise tags_not_supported("AlterableConfig")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AlterConfigsResource_v0(buf, pos, view):
-    try:
-        self = _new(AlterConfigsResource)
-        blen = len(buf)
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: configs[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 4 > blen - pos:
-            raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
-        for i_configs in range(n):
-            item, pos = _read_AlterableConfig_v0(buf, pos, view)
-            append(item)
-        self.configs = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AlterConfigsResource_v0(self, w):
@@ -242,11 +182,52 @@ def _read_AlterConfigsRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 7 > blen - pos:
             raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_resources in range(n):
-            item, pos = _read_AlterConfigsResource_v0(buf, pos, view)
-            append(item)
+            item = _new(AlterConfigsResource)  # AlterConfigsResource read in this loop
+            # field: resources[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: resources[]>resource_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.resource_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: resources[]>configs[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 4 > blen - pos:
+                raise bad_count(n, 4, pos, blen)
+            items1 = [None] * n
+            for i_configs in range(n):
+                item1 = _new(AlterableConfig)  # AlterableConfig read in this loop
+                # field: resources[]>configs[]>name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.name = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: resources[]>configs[]>value
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.value = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.value = str(buf[pos:end], "utf-8")
+                    pos = end
+                item1.unknown_tags = None
+                items1[i_configs] = item1
+            item.configs = tuple(items1)
+            item.unknown_tags = None
+            items[i_resources] = item
         self.resources = tuple(items)
         # field: validate_only:?
         (self.validate_only,) = _R__(buf, pos)
@@ -277,87 +258,6 @@ def _write_AlterConfigsRequest_v0(self, w):
             raise tags_not_supported("AlterConfigsRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AlterableConfig_v2(buf, pos, view):
-    try:
-        self = _new(AlterableConfig)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: value
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.value = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.value = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AlterableConfig_v2(self, w):
@@ -408,90 +308,6 @@ def _write_AlterableConfig_v2(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AlterConfigsResource_v2(buf, pos, view):
-    try:
-        self = _new(AlterConfigsResource)
-        blen = len(buf)
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: configs[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 3 > blen - pos:
-            raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
-        for i_configs in range(n):
-            item, pos = _read_AlterableConfig_v2(buf, pos, view)
-            append(item)
-        self.configs = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AlterConfigsResource_v2(self, w):
@@ -565,48 +381,110 @@ def _read_AlterConfigsRequest_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 4 > blen - pos:
             raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_resources in range(n):
-            item, pos = _read_AlterConfigsResource_v2(buf, pos, view)
-            append(item)
+            item = _new(AlterConfigsResource)  # AlterConfigsResource read in this loop
+            # field: resources[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: resources[]>resource_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.resource_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.resource_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: resources[]>configs[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
+            items1 = [None] * n
+            for i_configs in range(n):
+                item1 = _new(AlterableConfig)  # AlterableConfig read in this loop
+                # field: resources[]>configs[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: resources[]>configs[]>value
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.value = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.value = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.value = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.value = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: resources[]>configs[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_configs] = item1
+            item.configs = tuple(items1)
+            # field: resources[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_resources] = item
         self.resources = tuple(items)
         # field: validate_only:?
         (self.validate_only,) = _R__(buf, pos)
         pos += 1
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -656,5 +534,5 @@ AlterConfigsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "111:- 115:name 123:value 140:- 142:name 153:value 164:unknown_tags 171:- 175:resource_type:b 178:resource_name 186:configs[] 203:- 205:resource_type:b 207:resource_name 218:configs[] 229:unknown_tags 236:- 240:resources[] 251:validate_only:? 260:- 262:resources[] 273:validate_only:? 275:unknown_tags 282:- 286:name 304:value 325:tagged_fields 363:- 365:name 384:value 403:tagged_fields 413:- 417:resource_type:b 420:resource_name 438:configs[] 459:tagged_fields 497:- 499:resource_type:b 501:resource_name 520:configs[] 539:tagged_fields 549:- 553:resources[] 574:validate_only:? 577:tagged_fields 615:- 617:resources[] 636:validate_only:? 638:tagged_fields"
+    "112:- 114:name 125:value 136:unknown_tags 143:- 145:resource_type:b 147:resource_name 158:configs[] 169:unknown_tags 176:- 180:resources[] 188:resources[]>resource_type:b 191:resources[]>resource_name 199:resources[]>configs[] 207:resources[]>configs[]>name 215:resources[]>configs[]>value 232:validate_only:? 241:- 243:resources[] 254:validate_only:? 256:unknown_tags 263:- 265:name 284:value 303:tagged_fields 313:- 315:resource_type:b 317:resource_name 336:configs[] 355:tagged_fields 365:- 369:resources[] 387:resources[]>resource_type:b 390:resources[]>resource_name 406:resources[]>configs[] 424:resources[]>configs[]>name 440:resources[]>configs[]>value 463:resources[]>configs[]>tagged_fields 471:resources[]>tagged_fields 479:validate_only:? 482:tagged_fields 493:- 495:resources[] 514:validate_only:? 516:tagged_fields"
 )

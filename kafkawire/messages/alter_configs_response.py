@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -83,41 +84,6 @@ AlterConfigsResponse.AlterConfigsResourceResponse = AlterConfigsResourceResponse
 
 
 
-def _read_AlterConfigsResourceResponse_v0(buf, pos, view):
-    try:
-        self = _new(AlterConfigsResourceResponse)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_AlterConfigsResourceResponse_v0(self, w):
     try:
         # field: error_code:h
@@ -165,11 +131,36 @@ def _read_AlterConfigsResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 7 > blen - pos:
             raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_AlterConfigsResourceResponse_v0(buf, pos, view)
-            append(item)
+            item = _new(AlterConfigsResourceResponse)  # AlterConfigsResourceResponse read in this loop
+            # field: responses[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: responses[]>error_message
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.error_message = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: responses[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: responses[]>resource_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.resource_name = str(buf[pos:end], "utf-8")
+            pos = end
+            item.unknown_tags = None
+            items[i_responses] = item
         self.responses = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -197,93 +188,6 @@ def _write_AlterConfigsResponse_v0(self, w):
             raise tags_not_supported("AlterConfigsResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AlterConfigsResourceResponse_v2(buf, pos, view):
-    try:
-        self = _new(AlterConfigsResourceResponse)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AlterConfigsResourceResponse_v2(self, w):
@@ -362,45 +266,68 @@ def _read_AlterConfigsResponse_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_AlterConfigsResourceResponse_v2(buf, pos, view)
-            append(item)
+            item = _new(AlterConfigsResourceResponse)  # AlterConfigsResourceResponse read in this loop
+            # field: responses[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: responses[]>error_message
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.error_message = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.error_message = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.error_message = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.error_message = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: responses[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: responses[]>resource_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.resource_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.resource_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: responses[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_responses] = item
         self.responses = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -450,5 +377,5 @@ AlterConfigsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "86:- 90:error_code:h 93:error_message 104:resource_type:b 107:resource_name 121:- 123:error_code:h 125:error_message 136:resource_type:b 138:resource_name 149:unknown_tags 156:- 160:throttle_time_ms:i 163:responses[] 180:- 182:throttle_time_ms:i 184:responses[] 195:unknown_tags 202:- 206:error_code:h 209:error_message 230:resource_type:b 233:resource_name 251:tagged_fields 289:- 291:error_code:h 293:error_message 312:resource_type:b 314:resource_name 333:tagged_fields 343:- 347:throttle_time_ms:i 350:responses[] 371:tagged_fields 409:- 411:throttle_time_ms:i 413:responses[] 432:tagged_fields"
+    "87:- 89:error_code:h 91:error_message 102:resource_type:b 104:resource_name 115:unknown_tags 122:- 126:throttle_time_ms:i 129:responses[] 137:responses[]>error_code:h 140:responses[]>error_message 151:responses[]>resource_type:b 154:responses[]>resource_name 171:- 173:throttle_time_ms:i 175:responses[] 186:unknown_tags 193:- 195:error_code:h 197:error_message 216:resource_type:b 218:resource_name 237:tagged_fields 247:- 251:throttle_time_ms:i 254:responses[] 272:responses[]>error_code:h 275:responses[]>error_message 298:responses[]>resource_type:b 301:responses[]>resource_name 317:responses[]>tagged_fields 325:tagged_fields 336:- 338:throttle_time_ms:i 340:responses[] 359:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -112,72 +113,6 @@ AlterPartitionReassignmentsResponse.ReassignablePartitionResponse = Reassignable
 
 
 
-def _read_ReassignablePartitionResponse_v0(buf, pos, view):
-    try:
-        self = _new(ReassignablePartitionResponse)
-        blen = len(buf)
-        # field: partition_index:i error_code:h
-        (self.partition_index, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        # field: error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ReassignablePartitionResponse_v0(self, w):
     try:
         # field: partition_index:i error_code:h
@@ -209,87 +144,6 @@ def _write_ReassignablePartitionResponse_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_ReassignableTopicResponse_v0(buf, pos, view):
-    try:
-        self = _new(ReassignableTopicResponse)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 8 > blen - pos:
-            raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_ReassignablePartitionResponse_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_ReassignableTopicResponse_v0(self, w):
@@ -351,25 +205,27 @@ def _read_AlterPartitionReassignmentsResponse_v0(buf, pos, view):
         pos += 6
         # field: error_message
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.error_message = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.error_message = str(buf[pos:end], "utf-8")
+                pos = end
         # field: responses[]
         n = buf[pos]
         if n < 0x80:
@@ -385,45 +241,91 @@ def _read_AlterPartitionReassignmentsResponse_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_ReassignableTopicResponse_v0(buf, pos, view)
-            append(item)
+            item = _new(ReassignableTopicResponse)  # ReassignableTopicResponse read in this loop
+            # field: responses[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: responses[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 8 > blen - pos:
+                raise bad_count(n, 8, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(ReassignablePartitionResponse)  # ReassignablePartitionResponse read in this loop
+                # field: responses[]>partitions[]>partition_index:i error_code:h
+                (item1.partition_index, item1.error_code,) = _R_ih(buf, pos)
+                pos += 6
+                # field: responses[]>partitions[]>error_message
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.error_message = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.error_message = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.error_message = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.error_message = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: responses[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: responses[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_responses] = item
         self.responses = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -488,5 +390,5 @@ AlterPartitionReassignmentsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "115:- 119:partition_index:i/error_code:h 122:error_message 143:tagged_fields 181:- 183:partition_index:i/error_code:h 185:error_message 204:tagged_fields 214:- 218:name 236:partitions[] 257:tagged_fields 295:- 297:name 316:partitions[] 335:tagged_fields 345:- 349:throttle_time_ms:i/error_code:h 352:error_message 373:responses[] 394:tagged_fields 432:- 434:throttle_time_ms:i/error_code:h 436:error_message 455:responses[] 474:tagged_fields"
+    "116:- 118:partition_index:i/error_code:h 120:error_message 139:tagged_fields 149:- 151:name 170:partitions[] 189:tagged_fields 199:- 203:throttle_time_ms:i/error_code:h 206:error_message 229:responses[] 247:responses[]>name 263:responses[]>partitions[] 281:responses[]>partitions[]>partition_index:i/error_code:h 284:responses[]>partitions[]>error_message 307:responses[]>partitions[]>tagged_fields 315:responses[]>tagged_fields 323:tagged_fields 334:- 336:throttle_time_ms:i/error_code:h 338:error_message 357:responses[] 376:tagged_fields"
 )

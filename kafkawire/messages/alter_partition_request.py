@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -28,6 +29,7 @@ _R_iq = _Format(">iq").unpack_from
 _W_iq = _Format(">iq").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class AlterPartitionRequest(_Message):
@@ -155,73 +157,6 @@ AlterPartitionRequest.BrokerState = BrokerState
 
 
 
-def _read_PartitionData_v0(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i leader_epoch:i
-        (self.partition_index, self.leader_epoch,) = _R_ii(buf, pos)
-        pos += 8
-        # field: new_isr
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.new_isr = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: partition_epoch:i
-        (self.partition_epoch,) = _R_i(buf, pos)
-        pos += 4
-        self.new_isr_with_epochs = ()
-        self.leader_recovery_state = 0
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_PartitionData_v0(self, w):
     try:
         # field: partition_index:i leader_epoch:i
@@ -257,88 +192,6 @@ def _write_PartitionData_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicData_v0(buf, pos, view):
-    try:
-        self = _new(TopicData)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 14 > blen - pos:
-            raise bad_count(n, 14, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicData_v0(self, w):
@@ -413,45 +266,86 @@ def _read_AlterPartitionRequest_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicData_v0(buf, pos, view)
-            append(item)
+            item = _new(TopicData)  # TopicData read in this loop
+            # field: topics[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 14 > blen - pos:
+                raise bad_count(n, 14, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: topics[]>partitions[]>partition_index:i leader_epoch:i
+                (item1.partition_index, item1.leader_epoch,) = _R_ii(buf, pos)
+                pos += 8
+                # field: topics[]>partitions[]>new_isr
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.new_isr = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.new_isr = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>partition_epoch:i
+                (item1.partition_epoch,) = _R_i(buf, pos)
+                pos += 4
+                item1.new_isr_with_epochs = ()
+                item1.leader_recovery_state = 0
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -490,72 +384,6 @@ def _write_AlterPartitionRequest_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_PartitionData_v1(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i leader_epoch:i
-        (self.partition_index, self.leader_epoch,) = _R_ii(buf, pos)
-        pos += 8
-        # field: new_isr
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.new_isr = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: leader_recovery_state:b partition_epoch:i
-        (self.leader_recovery_state, self.partition_epoch,) = _R_bi(buf, pos)
-        pos += 5
-        self.new_isr_with_epochs = ()
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_PartitionData_v1(self, w):
     try:
         # field: partition_index:i leader_epoch:i
@@ -588,88 +416,6 @@ def _write_PartitionData_v1(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicData_v1(buf, pos, view):
-    try:
-        self = _new(TopicData)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 15 > blen - pos:
-            raise bad_count(n, 15, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v1(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicData_v1(self, w):
@@ -744,45 +490,85 @@ def _read_AlterPartitionRequest_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicData_v1(buf, pos, view)
-            append(item)
+            item = _new(TopicData)  # TopicData read in this loop
+            # field: topics[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 15 > blen - pos:
+                raise bad_count(n, 15, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: topics[]>partitions[]>partition_index:i leader_epoch:i
+                (item1.partition_index, item1.leader_epoch,) = _R_ii(buf, pos)
+                pos += 8
+                # field: topics[]>partitions[]>new_isr
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.new_isr = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.new_isr = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>leader_recovery_state:b partition_epoch:i
+                (item1.leader_recovery_state, item1.partition_epoch,) = _R_bi(buf, pos)
+                pos += 5
+                item1.new_isr_with_epochs = ()
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -819,74 +605,6 @@ def _write_AlterPartitionRequest_v1(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicData_v2(buf, pos, view):
-    try:
-        self = _new(TopicData)
-        blen = len(buf)
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 15 > blen - pos:
-            raise bad_count(n, 15, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v1(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_name = ''
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicData_v2(self, w):
@@ -944,45 +662,73 @@ def _read_AlterPartitionRequest_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicData_v2(buf, pos, view)
-            append(item)
+            item = _new(TopicData)  # TopicData read in this loop
+            # field: topics[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 15 > blen - pos:
+                raise bad_count(n, 15, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: topics[]>partitions[]>partition_index:i leader_epoch:i
+                (item1.partition_index, item1.leader_epoch,) = _R_ii(buf, pos)
+                pos += 8
+                # field: topics[]>partitions[]>new_isr
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.new_isr = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.new_isr = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>leader_recovery_state:b partition_epoch:i
+                (item1.leader_recovery_state, item1.partition_epoch,) = _R_bi(buf, pos)
+                pos += 5
+                item1.new_isr_with_epochs = ()
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_name = ''
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1021,51 +767,6 @@ def _write_AlterPartitionRequest_v2(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_BrokerState_v3(buf, pos, view):
-    try:
-        self = _new(BrokerState)
-        blen = len(buf)
-        # field: broker_id:i broker_epoch:q
-        (self.broker_id, self.broker_epoch,) = _R_iq(buf, pos)
-        pos += 12
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_BrokerState_v3(self, w):
     try:
         # field: broker_id:i broker_epoch:q
@@ -1078,76 +779,6 @@ def _write_BrokerState_v3(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_PartitionData_v3(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i leader_epoch:i
-        (self.partition_index, self.leader_epoch,) = _R_ii(buf, pos)
-        pos += 8
-        # field: new_isr_with_epochs[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 13 > blen - pos:
-            raise bad_count(n, 13, pos, blen)
-        items = []
-        append = items.append
-        for i_new_isr_with_epochs in range(n):
-            item, pos = _read_BrokerState_v3(buf, pos, view)
-            append(item)
-        self.new_isr_with_epochs = tuple(items)
-        # field: leader_recovery_state:b partition_epoch:i
-        (self.leader_recovery_state, self.partition_epoch,) = _R_bi(buf, pos)
-        pos += 5
-        self.new_isr = ()
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_PartitionData_v3(self, w):
@@ -1186,74 +817,6 @@ def _write_PartitionData_v3(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicData_v3(buf, pos, view):
-    try:
-        self = _new(TopicData)
-        blen = len(buf)
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 15 > blen - pos:
-            raise bad_count(n, 15, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v3(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_name = ''
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicData_v3(self, w):
@@ -1311,45 +874,90 @@ def _read_AlterPartitionRequest_v3(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicData_v3(buf, pos, view)
-            append(item)
+            item = _new(TopicData)  # TopicData read in this loop
+            # field: topics[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 15 > blen - pos:
+                raise bad_count(n, 15, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: topics[]>partitions[]>partition_index:i leader_epoch:i
+                (item1.partition_index, item1.leader_epoch,) = _R_ii(buf, pos)
+                pos += 8
+                # field: topics[]>partitions[]>new_isr_with_epochs[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 13 > blen - pos:
+                    raise bad_count(n, 13, pos, blen)
+                items2 = [None] * n
+                for i_new_isr_with_epochs in range(n):
+                    item2 = _new(BrokerState)  # BrokerState read in this loop
+                    # field: topics[]>partitions[]>new_isr_with_epochs[]>broker_id:i broker_epoch:q
+                    (item2.broker_id, item2.broker_epoch,) = _R_iq(buf, pos)
+                    pos += 12
+                    # field: topics[]>partitions[]>new_isr_with_epochs[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_new_isr_with_epochs] = item2
+                item1.new_isr_with_epochs = tuple(items2)
+                # field: topics[]>partitions[]>leader_recovery_state:b partition_epoch:i
+                (item1.leader_recovery_state, item1.partition_epoch,) = _R_bi(buf, pos)
+                pos += 5
+                item1.new_isr = ()
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_name = ''
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1401,5 +1009,5 @@ AlterPartitionRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "158:- 162:partition_index:i/leader_epoch:i 165:new_isr 182:partition_epoch:i 187:tagged_fields 225:- 227:partition_index:i/leader_epoch:i 229:new_isr 244:partition_epoch:i 246:new_isr_with_epochs 249:leader_recovery_state 252:tagged_fields 262:- 266:topic_name 284:partitions[] 306:tagged_fields 344:- 346:topic_name 365:partitions[] 384:tagged_fields 394:- 398:broker_id:i/broker_epoch:q 401:topics[] 422:tagged_fields 460:- 462:broker_id:i/broker_epoch:q 464:topics[] 483:tagged_fields 493:- 497:partition_index:i/leader_epoch:i 500:new_isr 517:leader_recovery_state:b/partition_epoch:i 521:tagged_fields 559:- 561:partition_index:i/leader_epoch:i 563:new_isr 578:leader_recovery_state:b/partition_epoch:i 580:new_isr_with_epochs 583:tagged_fields 593:- 597:topic_name 615:partitions[] 637:tagged_fields 675:- 677:topic_name 696:partitions[] 715:tagged_fields 725:- 729:broker_id:i/broker_epoch:q 732:topics[] 753:tagged_fields 791:- 793:broker_id:i/broker_epoch:q 795:topics[] 814:tagged_fields 824:- 828:topic_id:16s 832:partitions[] 854:tagged_fields 892:- 894:topic_id:16s 896:partitions[] 915:tagged_fields 925:- 929:broker_id:i/broker_epoch:q 932:topics[] 953:tagged_fields 991:- 993:broker_id:i/broker_epoch:q 995:topics[] 1014:tagged_fields 1024:- 1028:broker_id:i/broker_epoch:q 1031:tagged_fields 1069:- 1071:broker_id:i/broker_epoch:q 1073:tagged_fields 1083:- 1087:partition_index:i/leader_epoch:i 1090:new_isr_with_epochs[] 1111:leader_recovery_state:b/partition_epoch:i 1115:tagged_fields 1153:- 1155:partition_index:i/leader_epoch:i 1157:new_isr_with_epochs[] 1176:leader_recovery_state:b/partition_epoch:i 1178:new_isr 1181:tagged_fields 1191:- 1195:topic_id:16s 1199:partitions[] 1221:tagged_fields 1259:- 1261:topic_id:16s 1263:partitions[] 1282:tagged_fields 1292:- 1296:broker_id:i/broker_epoch:q 1299:topics[] 1320:tagged_fields 1358:- 1360:broker_id:i/broker_epoch:q 1362:topics[] 1381:tagged_fields"
+    "160:- 162:partition_index:i/leader_epoch:i 164:new_isr 179:partition_epoch:i 181:new_isr_with_epochs 184:leader_recovery_state 187:tagged_fields 197:- 199:topic_name 218:partitions[] 237:tagged_fields 247:- 251:broker_id:i/broker_epoch:q 254:topics[] 272:topics[]>topic_name 288:topics[]>partitions[] 306:topics[]>partitions[]>partition_index:i/leader_epoch:i 309:topics[]>partitions[]>new_isr 321:topics[]>partitions[]>partition_epoch:i 326:topics[]>partitions[]>tagged_fields 335:topics[]>tagged_fields 343:tagged_fields 354:- 356:broker_id:i/broker_epoch:q 358:topics[] 377:tagged_fields 387:- 389:partition_index:i/leader_epoch:i 391:new_isr 406:leader_recovery_state:b/partition_epoch:i 408:new_isr_with_epochs 411:tagged_fields 421:- 423:topic_name 442:partitions[] 461:tagged_fields 471:- 475:broker_id:i/broker_epoch:q 478:topics[] 496:topics[]>topic_name 512:topics[]>partitions[] 530:topics[]>partitions[]>partition_index:i/leader_epoch:i 533:topics[]>partitions[]>new_isr 545:topics[]>partitions[]>leader_recovery_state:b/partition_epoch:i 549:topics[]>partitions[]>tagged_fields 558:topics[]>tagged_fields 566:tagged_fields 577:- 579:broker_id:i/broker_epoch:q 581:topics[] 600:tagged_fields 610:- 612:topic_id:16s 614:partitions[] 633:tagged_fields 643:- 647:broker_id:i/broker_epoch:q 650:topics[] 668:topics[]>topic_id:16s 672:topics[]>partitions[] 690:topics[]>partitions[]>partition_index:i/leader_epoch:i 693:topics[]>partitions[]>new_isr 705:topics[]>partitions[]>leader_recovery_state:b/partition_epoch:i 709:topics[]>partitions[]>tagged_fields 718:topics[]>tagged_fields 726:tagged_fields 737:- 739:broker_id:i/broker_epoch:q 741:topics[] 760:tagged_fields 770:- 772:broker_id:i/broker_epoch:q 774:tagged_fields 784:- 786:partition_index:i/leader_epoch:i 788:new_isr_with_epochs[] 807:leader_recovery_state:b/partition_epoch:i 809:new_isr 812:tagged_fields 822:- 824:topic_id:16s 826:partitions[] 845:tagged_fields 855:- 859:broker_id:i/broker_epoch:q 862:topics[] 880:topics[]>topic_id:16s 884:topics[]>partitions[] 902:topics[]>partitions[]>partition_index:i/leader_epoch:i 905:topics[]>partitions[]>new_isr_with_epochs[] 923:topics[]>partitions[]>new_isr_with_epochs[]>broker_id:i/broker_epoch:q 926:topics[]>partitions[]>new_isr_with_epochs[]>tagged_fields 934:topics[]>partitions[]>leader_recovery_state:b/partition_epoch:i 938:topics[]>partitions[]>tagged_fields 947:topics[]>tagged_fields 955:tagged_fields 966:- 968:broker_id:i/broker_epoch:q 970:topics[] 989:tagged_fields"
 )

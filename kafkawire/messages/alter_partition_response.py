@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -28,6 +29,7 @@ _R_ihii = _Format(">ihii").unpack_from
 _W_ihii = _Format(">ihii").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class AlterPartitionResponse(_Message):
@@ -132,72 +134,6 @@ AlterPartitionResponse.PartitionData = PartitionData
 
 
 
-def _read_PartitionData_v0(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i error_code:h leader_id:i leader_epoch:i
-        (self.partition_index, self.error_code, self.leader_id, self.leader_epoch,) = _R_ihii(buf, pos)
-        pos += 14
-        # field: isr
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.isr = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: partition_epoch:i
-        (self.partition_epoch,) = _R_i(buf, pos)
-        pos += 4
-        self.leader_recovery_state = 0
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_PartitionData_v0(self, w):
     try:
         # field: partition_index:i error_code:h leader_id:i leader_epoch:i
@@ -227,88 +163,6 @@ def _write_PartitionData_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicData_v0(buf, pos, view):
-    try:
-        self = _new(TopicData)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 20 > blen - pos:
-            raise bad_count(n, 20, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicData_v0(self, w):
@@ -383,45 +237,85 @@ def _read_AlterPartitionResponse_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicData_v0(buf, pos, view)
-            append(item)
+            item = _new(TopicData)  # TopicData read in this loop
+            # field: topics[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 20 > blen - pos:
+                raise bad_count(n, 20, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: topics[]>partitions[]>partition_index:i error_code:h leader_id:i leader_epoch:i
+                (item1.partition_index, item1.error_code, item1.leader_id, item1.leader_epoch,) = _R_ihii(buf, pos)
+                pos += 14
+                # field: topics[]>partitions[]>isr
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.isr = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.isr = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>partition_epoch:i
+                (item1.partition_epoch,) = _R_i(buf, pos)
+                pos += 4
+                item1.leader_recovery_state = 0
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -460,71 +354,6 @@ def _write_AlterPartitionResponse_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_PartitionData_v1(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i error_code:h leader_id:i leader_epoch:i
-        (self.partition_index, self.error_code, self.leader_id, self.leader_epoch,) = _R_ihii(buf, pos)
-        pos += 14
-        # field: isr
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.isr = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: leader_recovery_state:b partition_epoch:i
-        (self.leader_recovery_state, self.partition_epoch,) = _R_bi(buf, pos)
-        pos += 5
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_PartitionData_v1(self, w):
     try:
         # field: partition_index:i error_code:h leader_id:i leader_epoch:i
@@ -554,88 +383,6 @@ def _write_PartitionData_v1(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicData_v1(buf, pos, view):
-    try:
-        self = _new(TopicData)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 21 > blen - pos:
-            raise bad_count(n, 21, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v1(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicData_v1(self, w):
@@ -710,45 +457,84 @@ def _read_AlterPartitionResponse_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicData_v1(buf, pos, view)
-            append(item)
+            item = _new(TopicData)  # TopicData read in this loop
+            # field: topics[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 21 > blen - pos:
+                raise bad_count(n, 21, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: topics[]>partitions[]>partition_index:i error_code:h leader_id:i leader_epoch:i
+                (item1.partition_index, item1.error_code, item1.leader_id, item1.leader_epoch,) = _R_ihii(buf, pos)
+                pos += 14
+                # field: topics[]>partitions[]>isr
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.isr = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.isr = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>leader_recovery_state:b partition_epoch:i
+                (item1.leader_recovery_state, item1.partition_epoch,) = _R_bi(buf, pos)
+                pos += 5
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -785,74 +571,6 @@ def _write_AlterPartitionResponse_v1(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicData_v2(buf, pos, view):
-    try:
-        self = _new(TopicData)
-        blen = len(buf)
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 21 > blen - pos:
-            raise bad_count(n, 21, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v1(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_name = ''
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicData_v2(self, w):
@@ -910,45 +628,72 @@ def _read_AlterPartitionResponse_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicData_v2(buf, pos, view)
-            append(item)
+            item = _new(TopicData)  # TopicData read in this loop
+            # field: topics[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 21 > blen - pos:
+                raise bad_count(n, 21, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: topics[]>partitions[]>partition_index:i error_code:h leader_id:i leader_epoch:i
+                (item1.partition_index, item1.error_code, item1.leader_id, item1.leader_epoch,) = _R_ihii(buf, pos)
+                pos += 14
+                # field: topics[]>partitions[]>isr
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.isr = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.isr = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>leader_recovery_state:b partition_epoch:i
+                (item1.leader_recovery_state, item1.partition_epoch,) = _R_bi(buf, pos)
+                pos += 5
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_name = ''
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1000,5 +745,5 @@ AlterPartitionResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "135:- 139:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 142:isr 159:partition_epoch:i 163:tagged_fields 201:- 203:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 205:isr 220:partition_epoch:i 222:tagged_fields 232:- 236:topic_name 254:partitions[] 276:tagged_fields 314:- 316:topic_name 335:partitions[] 354:tagged_fields 364:- 368:throttle_time_ms:i/error_code:h 371:topics[] 392:tagged_fields 430:- 432:throttle_time_ms:i/error_code:h 434:topics[] 453:tagged_fields 463:- 467:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 470:isr 487:leader_recovery_state:b/partition_epoch:i 490:tagged_fields 528:- 530:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 532:isr 547:leader_recovery_state:b/partition_epoch:i 549:tagged_fields 559:- 563:topic_name 581:partitions[] 603:tagged_fields 641:- 643:topic_name 662:partitions[] 681:tagged_fields 691:- 695:throttle_time_ms:i/error_code:h 698:topics[] 719:tagged_fields 757:- 759:throttle_time_ms:i/error_code:h 761:topics[] 780:tagged_fields 790:- 794:topic_id:16s 798:partitions[] 820:tagged_fields 858:- 860:topic_id:16s 862:partitions[] 881:tagged_fields 891:- 895:throttle_time_ms:i/error_code:h 898:topics[] 919:tagged_fields 957:- 959:throttle_time_ms:i/error_code:h 961:topics[] 980:tagged_fields"
+    "137:- 139:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 141:isr 156:partition_epoch:i 158:tagged_fields 168:- 170:topic_name 189:partitions[] 208:tagged_fields 218:- 222:throttle_time_ms:i/error_code:h 225:topics[] 243:topics[]>topic_name 259:topics[]>partitions[] 277:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i 280:topics[]>partitions[]>isr 292:topics[]>partitions[]>partition_epoch:i 296:topics[]>partitions[]>tagged_fields 305:topics[]>tagged_fields 313:tagged_fields 324:- 326:throttle_time_ms:i/error_code:h 328:topics[] 347:tagged_fields 357:- 359:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 361:isr 376:leader_recovery_state:b/partition_epoch:i 378:tagged_fields 388:- 390:topic_name 409:partitions[] 428:tagged_fields 438:- 442:throttle_time_ms:i/error_code:h 445:topics[] 463:topics[]>topic_name 479:topics[]>partitions[] 497:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i 500:topics[]>partitions[]>isr 512:topics[]>partitions[]>leader_recovery_state:b/partition_epoch:i 515:topics[]>partitions[]>tagged_fields 524:topics[]>tagged_fields 532:tagged_fields 543:- 545:throttle_time_ms:i/error_code:h 547:topics[] 566:tagged_fields 576:- 578:topic_id:16s 580:partitions[] 599:tagged_fields 609:- 613:throttle_time_ms:i/error_code:h 616:topics[] 634:topics[]>topic_id:16s 638:topics[]>partitions[] 656:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i 659:topics[]>partitions[]>isr 671:topics[]>partitions[]>leader_recovery_state:b/partition_epoch:i 674:topics[]>partitions[]>tagged_fields 683:topics[]>tagged_fields 691:tagged_fields 702:- 704:throttle_time_ms:i/error_code:h 706:topics[] 725:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -20,6 +21,7 @@ _R_i = _Format(">i").unpack_from
 _W_i = _Format(">i").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class AlterReplicaLogDirsRequest(_Message):
@@ -100,31 +102,6 @@ AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic = AlterReplicaLogDirTopic
 
 
 
-def _read_AlterReplicaLogDirTopic_v0(buf, pos, view):
-    try:
-        self = _new(AlterReplicaLogDirTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partitions = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_AlterReplicaLogDirTopic_v0(self, w):
     try:
         # field: name
@@ -150,35 +127,6 @@ def _write_AlterReplicaLogDirTopic_v0(self, w):
             raise tags_not_supported("AlterReplicaLogDirTopic")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AlterReplicaLogDir_v0(buf, pos, view):
-    try:
-        self = _new(AlterReplicaLogDir)
-        blen = len(buf)
-        # field: path
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.path = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: topics[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 6 > blen - pos:
-            raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
-        for i_topics in range(n):
-            item, pos = _read_AlterReplicaLogDirTopic_v0(buf, pos, view)
-            append(item)
-        self.topics = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AlterReplicaLogDir_v0(self, w):
@@ -221,11 +169,45 @@ def _read_AlterReplicaLogDirsRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_dirs in range(n):
-            item, pos = _read_AlterReplicaLogDir_v0(buf, pos, view)
-            append(item)
+            item = _new(AlterReplicaLogDir)  # AlterReplicaLogDir read in this loop
+            # field: dirs[]>path
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.path = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: dirs[]>topics[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
+            items1 = [None] * n
+            for i_topics in range(n):
+                item1 = _new(AlterReplicaLogDirTopic)  # AlterReplicaLogDirTopic read in this loop
+                # field: dirs[]>topics[]>name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.name = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: dirs[]>topics[]>partitions
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.partitions = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                item1.unknown_tags = None
+                items1[i_topics] = item1
+            item.topics = tuple(items1)
+            item.unknown_tags = None
+            items[i_dirs] = item
         self.dirs = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -251,83 +233,6 @@ def _write_AlterReplicaLogDirsRequest_v0(self, w):
             raise tags_not_supported("AlterReplicaLogDirsRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AlterReplicaLogDirTopic_v2(buf, pos, view):
-    try:
-        self = _new(AlterReplicaLogDirTopic)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partitions = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AlterReplicaLogDirTopic_v2(self, w):
@@ -374,87 +279,6 @@ def _write_AlterReplicaLogDirTopic_v2(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AlterReplicaLogDir_v2(buf, pos, view):
-    try:
-        self = _new(AlterReplicaLogDir)
-        blen = len(buf)
-        # field: path
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.path = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: topics[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 3 > blen - pos:
-            raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
-        for i_topics in range(n):
-            item, pos = _read_AlterReplicaLogDirTopic_v2(buf, pos, view)
-            append(item)
-        self.topics = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AlterReplicaLogDir_v2(self, w):
@@ -526,45 +350,93 @@ def _read_AlterReplicaLogDirsRequest_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_dirs in range(n):
-            item, pos = _read_AlterReplicaLogDir_v2(buf, pos, view)
-            append(item)
+            item = _new(AlterReplicaLogDir)  # AlterReplicaLogDir read in this loop
+            # field: dirs[]>path
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.path = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.path = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: dirs[]>topics[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
+            items1 = [None] * n
+            for i_topics in range(n):
+                item1 = _new(AlterReplicaLogDirTopic)  # AlterReplicaLogDirTopic read in this loop
+                # field: dirs[]>topics[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: dirs[]>topics[]>partitions
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.partitions = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.partitions = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: dirs[]>topics[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_topics] = item1
+            item.topics = tuple(items1)
+            # field: dirs[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_dirs] = item
         self.dirs = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -612,5 +484,5 @@ AlterReplicaLogDirsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "103:- 107:name 115:partitions 128:- 130:name 141:partitions 148:unknown_tags 155:- 159:path 167:topics[] 184:- 186:path 197:topics[] 208:unknown_tags 215:- 219:dirs[] 236:- 238:dirs[] 249:unknown_tags 256:- 260:name 278:partitions 295:tagged_fields 333:- 335:name 354:partitions 369:tagged_fields 379:- 383:path 401:topics[] 422:tagged_fields 460:- 462:path 481:topics[] 500:tagged_fields 510:- 514:dirs[] 535:tagged_fields 573:- 575:dirs[] 594:tagged_fields"
+    "105:- 107:name 118:partitions 125:unknown_tags 132:- 134:path 145:topics[] 156:unknown_tags 163:- 167:dirs[] 175:dirs[]>path 183:dirs[]>topics[] 191:dirs[]>topics[]>name 199:dirs[]>topics[]>partitions 218:- 220:dirs[] 231:unknown_tags 238:- 240:name 259:partitions 274:tagged_fields 284:- 286:path 305:topics[] 324:tagged_fields 334:- 338:dirs[] 356:dirs[]>path 372:dirs[]>topics[] 390:dirs[]>topics[]>name 406:dirs[]>topics[]>partitions 418:dirs[]>topics[]>tagged_fields 426:dirs[]>tagged_fields 434:tagged_fields 445:- 447:dirs[] 466:tagged_fields"
 )

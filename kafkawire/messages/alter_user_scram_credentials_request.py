@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -114,69 +115,6 @@ AlterUserScramCredentialsRequest.ScramCredentialUpsertion = ScramCredentialUpser
 
 
 
-def _read_ScramCredentialDeletion_v0(buf, pos, view):
-    try:
-        self = _new(ScramCredentialDeletion)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: mechanism:b
-        (self.mechanism,) = _R_b(buf, pos)
-        pos += 1
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ScramCredentialDeletion_v0(self, w):
     try:
         # field: name
@@ -208,105 +146,6 @@ def _write_ScramCredentialDeletion_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_ScramCredentialUpsertion_v0(buf, pos, view):
-    try:
-        self = _new(ScramCredentialUpsertion)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: mechanism:b iterations:i
-        (self.mechanism, self.iterations,) = _R_bi(buf, pos)
-        pos += 5
-        # field: salt
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.salt = view[pos:end]
-        pos = end
-        # field: salted_password
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.salted_password = view[pos:end]
-        pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_ScramCredentialUpsertion_v0(self, w):
@@ -375,6 +214,8 @@ def _write_ScramCredentialUpsertion_v0(self, w):
 def _read_AlterUserScramCredentialsRequest_v0(buf, pos, view):
     try:
         self = _new(AlterUserScramCredentialsRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: deletions[]
         n = buf[pos]
@@ -391,11 +232,35 @@ def _read_AlterUserScramCredentialsRequest_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_deletions in range(n):
-            item, pos = _read_ScramCredentialDeletion_v0(buf, pos, view)
-            append(item)
+            item = _new(ScramCredentialDeletion)  # ScramCredentialDeletion read in this loop
+            # field: deletions[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: deletions[]>mechanism:b
+            (item.mechanism,) = _R_b(buf, pos)
+            pos += 1
+            # field: deletions[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_deletions] = item
         self.deletions = tuple(items)
         # field: upsertions[]
         n = buf[pos]
@@ -412,45 +277,78 @@ def _read_AlterUserScramCredentialsRequest_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 9 > blen - pos:
             raise bad_count(n, 9, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_upsertions in range(n):
-            item, pos = _read_ScramCredentialUpsertion_v0(buf, pos, view)
-            append(item)
+            item = _new(ScramCredentialUpsertion)  # ScramCredentialUpsertion read in this loop
+            # field: upsertions[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: upsertions[]>mechanism:b iterations:i
+            (item.mechanism, item.iterations,) = _R_bi(buf, pos)
+            pos += 5
+            # field: upsertions[]>salt
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.salt = view[pos:end]
+            pos = end
+            # field: upsertions[]>salted_password
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.salted_password = view[pos:end]
+            pos = end
+            # field: upsertions[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_upsertions] = item
         self.upsertions = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -513,5 +411,5 @@ AlterUserScramCredentialsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "117:- 121:name 139:mechanism:b 142:tagged_fields 180:- 182:name 201:mechanism:b 203:tagged_fields 213:- 217:name 235:mechanism:b/iterations:i 238:salt 256:salted_password 274:tagged_fields 312:- 314:name 333:mechanism:b/iterations:i 335:salt 350:salted_password 365:tagged_fields 375:- 379:deletions[] 400:upsertions[] 421:tagged_fields 459:- 461:deletions[] 480:upsertions[] 499:tagged_fields"
+    "118:- 120:name 139:mechanism:b 141:tagged_fields 151:- 153:name 172:mechanism:b/iterations:i 174:salt 189:salted_password 204:tagged_fields 214:- 220:deletions[] 238:deletions[]>name 254:deletions[]>mechanism:b 257:deletions[]>tagged_fields 265:upsertions[] 283:upsertions[]>name 299:upsertions[]>mechanism:b/iterations:i 302:upsertions[]>salt 320:upsertions[]>salted_password 338:upsertions[]>tagged_fields 346:tagged_fields 357:- 359:deletions[] 378:upsertions[] 397:tagged_fields"
 )

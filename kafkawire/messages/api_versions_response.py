@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -159,18 +160,6 @@ ApiVersionsResponse.FinalizedFeatureKey = FinalizedFeatureKey
 
 
 
-def _read_ApiVersion_v0(buf, pos, view):
-    try:
-        self = _new(ApiVersion)
-        # field: api_key:h min_version:h max_version:h
-        (self.api_key, self.min_version, self.max_version,) = _R_hhh(buf, pos)
-        pos += 6
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ApiVersion_v0(self, w):
     try:
         # field: api_key:h min_version:h max_version:h
@@ -194,11 +183,14 @@ def _read_ApiVersionsResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_api_keys in range(n):
-            item, pos = _read_ApiVersion_v0(buf, pos, view)
-            append(item)
+            item = _new(ApiVersion)  # ApiVersion read in this loop
+            # field: api_keys[]>api_key:h min_version:h max_version:h
+            (item.api_key, item.min_version, item.max_version,) = _R_hhh(buf, pos)
+            pos += 6
+            item.unknown_tags = None
+            items[i_api_keys] = item
         self.api_keys = tuple(items)
         self.throttle_time_ms = 0
         self.supported_features = ()
@@ -245,11 +237,14 @@ def _read_ApiVersionsResponse_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_api_keys in range(n):
-            item, pos = _read_ApiVersion_v0(buf, pos, view)
-            append(item)
+            item = _new(ApiVersion)  # ApiVersion read in this loop
+            # field: api_keys[]>api_key:h min_version:h max_version:h
+            (item.api_key, item.min_version, item.max_version,) = _R_hhh(buf, pos)
+            pos += 6
+            item.unknown_tags = None
+            items[i_api_keys] = item
         self.api_keys = tuple(items)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
@@ -288,51 +283,6 @@ def _write_ApiVersionsResponse_v1(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_ApiVersion_v3(buf, pos, view):
-    try:
-        self = _new(ApiVersion)
-        blen = len(buf)
-        # field: api_key:h min_version:h max_version:h
-        (self.api_key, self.min_version, self.max_version,) = _R_hhh(buf, pos)
-        pos += 6
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ApiVersion_v3(self, w):
     try:
         # field: api_key:h min_version:h max_version:h
@@ -353,58 +303,29 @@ def _read_SupportedFeatureKey_v3(buf, pos, view):
         blen = len(buf)
         # field: name
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.name = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.name = str(buf[pos:end], "utf-8")
+            pos = end
         # field: min_version:h max_version:h
         (self.min_version, self.max_version,) = _R_hh(buf, pos)
         pos += 4
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -449,58 +370,29 @@ def _read_FinalizedFeatureKey_v3(buf, pos, view):
         blen = len(buf)
         # field: name
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.name = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.name = str(buf[pos:end], "utf-8")
+            pos = end
         # field: max_version_level:h min_version_level:h
         (self.max_version_level, self.min_version_level,) = _R_hh(buf, pos)
         pos += 4
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -561,11 +453,19 @@ def _read_ApiVersionsResponse_v3(buf, pos, view):
         n -= 1
         if n < 0 or n * 7 > blen - pos:
             raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_api_keys in range(n):
-            item, pos = _read_ApiVersion_v3(buf, pos, view)
-            append(item)
+            item = _new(ApiVersion)  # ApiVersion read in this loop
+            # field: api_keys[]>api_key:h min_version:h max_version:h
+            (item.api_key, item.min_version, item.max_version,) = _R_hhh(buf, pos)
+            pos += 6
+            # field: api_keys[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_api_keys] = item
         self.api_keys = tuple(items)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
@@ -575,11 +475,11 @@ def _read_ApiVersionsResponse_v3(buf, pos, view):
         self.finalized_features = ()
         self.zk_migration_ready = False
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
+            n = buf[pos]
             if n < 0x80:
                 pos += 1
             else:
@@ -618,11 +518,10 @@ def _read_ApiVersionsResponse_v3(buf, pos, view):
                     n -= 1
                     if n < 0 or n * 6 > blen - pos:
                         raise bad_count(n, 6, pos, blen)
-                    items = []
-                    append = items.append
+                    items = [None] * n
                     for i_supported_features in range(n):
                         item, pos = _read_SupportedFeatureKey_v3(buf, pos, view)
-                        append(item)
+                        items[i_supported_features] = item
                     self.supported_features = tuple(items)
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
@@ -652,11 +551,10 @@ def _read_ApiVersionsResponse_v3(buf, pos, view):
                     n -= 1
                     if n < 0 or n * 6 > blen - pos:
                         raise bad_count(n, 6, pos, blen)
-                    items = []
-                    append = items.append
+                    items = [None] * n
                     for i_finalized_features in range(n):
                         item, pos = _read_FinalizedFeatureKey_v3(buf, pos, view)
-                        append(item)
+                        items[i_finalized_features] = item
                     self.finalized_features = tuple(items)
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
@@ -785,5 +683,5 @@ ApiVersionsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "162:- 165:api_key:h/min_version:h/max_version:h 174:- 176:api_key:h/min_version:h/max_version:h 178:unknown_tags 185:- 189:error_code:h 192:api_keys[] 214:- 216:error_code:h 218:api_keys[] 229:unknown_tags 236:- 240:error_code:h 243:api_keys[] 254:throttle_time_ms:i 267:- 269:error_code:h 271:api_keys[] 282:throttle_time_ms:i 284:unknown_tags 291:- 295:api_key:h/min_version:h/max_version:h 298:tagged_fields 336:- 338:api_key:h/min_version:h/max_version:h 340:tagged_fields 350:- 354:name 372:min_version:h/max_version:h 375:tagged_fields 413:- 415:name 434:min_version:h/max_version:h 436:tagged_fields 446:- 450:name 468:max_version_level:h/min_version_level:h 471:tagged_fields 509:- 511:name 530:max_version_level:h/min_version_level:h 532:tagged_fields 542:- 546:error_code:h 549:api_keys[] 570:throttle_time_ms:i 577:tagged_fields 606:supported_features 629:tagged_fields 632:finalized_features_epoch 637:tagged_fields 640:finalized_features 663:tagged_fields 666:zk_migration_ready 671:tagged_fields 683:- 685:error_code:h 687:api_keys[] 706:throttle_time_ms:i 709:supported_features 731:finalized_features_epoch 736:finalized_features 758:zk_migration_ready 763:tagged_fields"
+    "163:- 165:api_key:h/min_version:h/max_version:h 167:unknown_tags 174:- 178:error_code:h 181:api_keys[] 189:api_keys[]>api_key:h/min_version:h/max_version:h 206:- 208:error_code:h 210:api_keys[] 221:unknown_tags 228:- 232:error_code:h 235:api_keys[] 243:api_keys[]>api_key:h/min_version:h/max_version:h 249:throttle_time_ms:i 262:- 264:error_code:h 266:api_keys[] 277:throttle_time_ms:i 279:unknown_tags 286:- 288:api_key:h/min_version:h/max_version:h 290:tagged_fields 300:- 304:name 320:min_version:h/max_version:h 323:tagged_fields 334:- 336:name 355:min_version:h/max_version:h 357:tagged_fields 367:- 371:name 387:max_version_level:h/min_version_level:h 390:tagged_fields 401:- 403:name 422:max_version_level:h/min_version_level:h 424:tagged_fields 434:- 438:error_code:h 441:api_keys[] 459:api_keys[]>api_key:h/min_version:h/max_version:h 462:api_keys[]>tagged_fields 470:throttle_time_ms:i 477:tagged_fields 506:supported_features 528:tagged_fields 531:finalized_features_epoch 536:tagged_fields 539:finalized_features 561:tagged_fields 564:zk_migration_ready 569:tagged_fields 581:- 583:error_code:h 585:api_keys[] 604:throttle_time_ms:i 607:supported_features 629:finalized_features_epoch 634:finalized_features 656:zk_migration_ready 661:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -72,38 +73,11 @@ def _read_BrokerHeartbeatRequest_v0(buf, pos, view):
         pos += 22
         self.offline_log_dirs = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -135,11 +109,11 @@ def _read_BrokerHeartbeatRequest_v1(buf, pos, view):
         pos += 22
         self.offline_log_dirs = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
+            n = buf[pos]
             if n < 0x80:
                 pos += 1
             else:
@@ -178,14 +152,13 @@ def _read_BrokerHeartbeatRequest_v1(buf, pos, view):
                     n -= 1
                     if n < 0 or n * 16 > blen - pos:
                         raise bad_count(n, 16, pos, blen)
-                    items = []
-                    append = items.append
+                    items = [None] * n
                     for i_offline_log_dirs in range(n):
                         if blen < pos + 16:
                             raise _Invalid("truncated: the buffer ends inside a uuid", pos)
                         item = uuid_from_bytes(buf[pos:pos + 16])
                         pos += 16
-                        append(item)
+                        items[i_offline_log_dirs] = item
                     self.offline_log_dirs = tuple(items)
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
@@ -244,5 +217,5 @@ BrokerHeartbeatRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "66:- 70:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 74:tagged_fields 112:- 114:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 116:offline_log_dirs 119:tagged_fields 129:- 133:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 137:tagged_fields 166:offline_log_dirs 192:tagged_fields 204:- 206:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 209:offline_log_dirs 228:tagged_fields"
+    "67:- 71:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 75:tagged_fields 86:- 88:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 90:offline_log_dirs 93:tagged_fields 103:- 107:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 111:tagged_fields 140:offline_log_dirs 165:tagged_fields 177:- 179:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 182:offline_log_dirs 201:tagged_fields"
 )

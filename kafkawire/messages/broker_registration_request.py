@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -141,87 +142,6 @@ BrokerRegistrationRequest.Feature = Feature
 
 
 
-def _read_Listener_v0(buf, pos, view):
-    try:
-        self = _new(Listener)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: host
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: port:H security_protocol:h
-        (self.port, self.security_protocol,) = _R_Hh(buf, pos)
-        pos += 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_Listener_v0(self, w):
     try:
         # field: name
@@ -274,69 +194,6 @@ def _write_Listener_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_Feature_v0(buf, pos, view):
-    try:
-        self = _new(Feature)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: min_supported_version:h max_supported_version:h
-        (self.min_supported_version, self.max_supported_version,) = _R_hh(buf, pos)
-        pos += 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_Feature_v0(self, w):
     try:
         # field: name
@@ -379,22 +236,20 @@ def _read_BrokerRegistrationRequest_v0(buf, pos, view):
         pos += 4
         # field: cluster_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.cluster_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.cluster_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.cluster_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: incarnation_id:16s
         (u_incarnation_id,) = _R_16s(buf, pos)
         self.incarnation_id = uuid_from_bytes(u_incarnation_id)
@@ -414,11 +269,51 @@ def _read_BrokerRegistrationRequest_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 7 > blen - pos:
             raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_listeners in range(n):
-            item, pos = _read_Listener_v0(buf, pos, view)
-            append(item)
+            item = _new(Listener)  # Listener read in this loop
+            # field: listeners[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: listeners[]>host
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: listeners[]>port:H security_protocol:h
+            (item.port, item.security_protocol,) = _R_Hh(buf, pos)
+            pos += 4
+            # field: listeners[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_listeners] = item
         self.listeners = tuple(items)
         # field: features[]
         n = buf[pos]
@@ -435,69 +330,68 @@ def _read_BrokerRegistrationRequest_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_features in range(n):
-            item, pos = _read_Feature_v0(buf, pos, view)
-            append(item)
+            item = _new(Feature)  # Feature read in this loop
+            # field: features[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: features[]>min_supported_version:h max_supported_version:h
+            (item.min_supported_version, item.max_supported_version,) = _R_hh(buf, pos)
+            pos += 4
+            # field: features[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_features] = item
         self.features = tuple(items)
         # field: rack
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.rack = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.rack = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.rack = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.rack = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.rack = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.rack = str(buf[pos:end], "utf-8")
+                pos = end
         self.is_migrating_zk_broker = False
         self.log_dirs = ()
         self.previous_broker_epoch = -1
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -607,22 +501,20 @@ def _read_BrokerRegistrationRequest_v1(buf, pos, view):
         pos += 4
         # field: cluster_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.cluster_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.cluster_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.cluster_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: incarnation_id:16s
         (u_incarnation_id,) = _R_16s(buf, pos)
         self.incarnation_id = uuid_from_bytes(u_incarnation_id)
@@ -642,11 +534,51 @@ def _read_BrokerRegistrationRequest_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 7 > blen - pos:
             raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_listeners in range(n):
-            item, pos = _read_Listener_v0(buf, pos, view)
-            append(item)
+            item = _new(Listener)  # Listener read in this loop
+            # field: listeners[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: listeners[]>host
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: listeners[]>port:H security_protocol:h
+            (item.port, item.security_protocol,) = _R_Hh(buf, pos)
+            pos += 4
+            # field: listeners[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_listeners] = item
         self.listeners = tuple(items)
         # field: features[]
         n = buf[pos]
@@ -663,71 +595,70 @@ def _read_BrokerRegistrationRequest_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_features in range(n):
-            item, pos = _read_Feature_v0(buf, pos, view)
-            append(item)
+            item = _new(Feature)  # Feature read in this loop
+            # field: features[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: features[]>min_supported_version:h max_supported_version:h
+            (item.min_supported_version, item.max_supported_version,) = _R_hh(buf, pos)
+            pos += 4
+            # field: features[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_features] = item
         self.features = tuple(items)
         # field: rack
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.rack = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.rack = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.rack = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.rack = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.rack = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.rack = str(buf[pos:end], "utf-8")
+                pos = end
         # field: is_migrating_zk_broker:?
         (self.is_migrating_zk_broker,) = _R__(buf, pos)
         pos += 1
         self.log_dirs = ()
         self.previous_broker_epoch = -1
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -836,22 +767,20 @@ def _read_BrokerRegistrationRequest_v2(buf, pos, view):
         pos += 4
         # field: cluster_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.cluster_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.cluster_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.cluster_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: incarnation_id:16s
         (u_incarnation_id,) = _R_16s(buf, pos)
         self.incarnation_id = uuid_from_bytes(u_incarnation_id)
@@ -871,11 +800,51 @@ def _read_BrokerRegistrationRequest_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 7 > blen - pos:
             raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_listeners in range(n):
-            item, pos = _read_Listener_v0(buf, pos, view)
-            append(item)
+            item = _new(Listener)  # Listener read in this loop
+            # field: listeners[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: listeners[]>host
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: listeners[]>port:H security_protocol:h
+            (item.port, item.security_protocol,) = _R_Hh(buf, pos)
+            pos += 4
+            # field: listeners[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_listeners] = item
         self.listeners = tuple(items)
         # field: features[]
         n = buf[pos]
@@ -892,33 +861,59 @@ def _read_BrokerRegistrationRequest_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_features in range(n):
-            item, pos = _read_Feature_v0(buf, pos, view)
-            append(item)
+            item = _new(Feature)  # Feature read in this loop
+            # field: features[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: features[]>min_supported_version:h max_supported_version:h
+            (item.min_supported_version, item.max_supported_version,) = _R_hh(buf, pos)
+            pos += 4
+            # field: features[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_features] = item
         self.features = tuple(items)
         # field: rack
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.rack = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.rack = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.rack = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.rack = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.rack = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.rack = str(buf[pos:end], "utf-8")
+                pos = end
         # field: is_migrating_zk_broker:?
         (self.is_migrating_zk_broker,) = _R__(buf, pos)
         pos += 1
@@ -937,49 +932,21 @@ def _read_BrokerRegistrationRequest_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 16 > blen - pos:
             raise bad_count(n, 16, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_log_dirs in range(n):
             if blen < pos + 16:
                 raise _Invalid("truncated: the buffer ends inside a uuid", pos)
             item = uuid_from_bytes(buf[pos:pos + 16])
             pos += 16
-            append(item)
+            items[i_log_dirs] = item
         self.log_dirs = tuple(items)
         self.previous_broker_epoch = -1
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1104,22 +1071,20 @@ def _read_BrokerRegistrationRequest_v3(buf, pos, view):
         pos += 4
         # field: cluster_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.cluster_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.cluster_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.cluster_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: incarnation_id:16s
         (u_incarnation_id,) = _R_16s(buf, pos)
         self.incarnation_id = uuid_from_bytes(u_incarnation_id)
@@ -1139,11 +1104,51 @@ def _read_BrokerRegistrationRequest_v3(buf, pos, view):
         n -= 1
         if n < 0 or n * 7 > blen - pos:
             raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_listeners in range(n):
-            item, pos = _read_Listener_v0(buf, pos, view)
-            append(item)
+            item = _new(Listener)  # Listener read in this loop
+            # field: listeners[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: listeners[]>host
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: listeners[]>port:H security_protocol:h
+            (item.port, item.security_protocol,) = _R_Hh(buf, pos)
+            pos += 4
+            # field: listeners[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_listeners] = item
         self.listeners = tuple(items)
         # field: features[]
         n = buf[pos]
@@ -1160,33 +1165,59 @@ def _read_BrokerRegistrationRequest_v3(buf, pos, view):
         n -= 1
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_features in range(n):
-            item, pos = _read_Feature_v0(buf, pos, view)
-            append(item)
+            item = _new(Feature)  # Feature read in this loop
+            # field: features[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: features[]>min_supported_version:h max_supported_version:h
+            (item.min_supported_version, item.max_supported_version,) = _R_hh(buf, pos)
+            pos += 4
+            # field: features[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_features] = item
         self.features = tuple(items)
         # field: rack
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.rack = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.rack = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.rack = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.rack = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.rack = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.rack = str(buf[pos:end], "utf-8")
+                pos = end
         # field: is_migrating_zk_broker:?
         (self.is_migrating_zk_broker,) = _R__(buf, pos)
         pos += 1
@@ -1205,51 +1236,23 @@ def _read_BrokerRegistrationRequest_v3(buf, pos, view):
         n -= 1
         if n < 0 or n * 16 > blen - pos:
             raise bad_count(n, 16, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_log_dirs in range(n):
             if blen < pos + 16:
                 raise _Invalid("truncated: the buffer ends inside a uuid", pos)
             item = uuid_from_bytes(buf[pos:pos + 16])
             pos += 16
-            append(item)
+            items[i_log_dirs] = item
         self.log_dirs = tuple(items)
         # field: previous_broker_epoch:q
         (self.previous_broker_epoch,) = _R_q(buf, pos)
         pos += 8
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1382,5 +1385,5 @@ BrokerRegistrationRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "144:- 148:name 166:host 184:port:H/security_protocol:h 187:tagged_fields 225:- 227:name 246:host 265:port:H/security_protocol:h 267:tagged_fields 277:- 281:name 299:min_supported_version:h/max_supported_version:h 302:tagged_fields 340:- 342:name 361:min_supported_version:h/max_supported_version:h 363:tagged_fields 373:- 377:broker_id:i 380:cluster_id 398:incarnation_id:16s 402:listeners[] 423:features[] 444:rack 468:tagged_fields 506:- 508:broker_id:i 510:cluster_id 529:incarnation_id:16s 531:listeners[] 550:features[] 569:rack 588:is_migrating_zk_broker 591:tagged_fields 601:- 605:broker_id:i 608:cluster_id 626:incarnation_id:16s 630:listeners[] 651:features[] 672:rack 693:is_migrating_zk_broker:? 698:tagged_fields 736:- 738:broker_id:i 740:cluster_id 759:incarnation_id:16s 761:listeners[] 780:features[] 799:rack 818:is_migrating_zk_broker:? 820:tagged_fields 830:- 834:broker_id:i 837:cluster_id 855:incarnation_id:16s 859:listeners[] 880:features[] 901:rack 922:is_migrating_zk_broker:? 925:log_dirs[] 950:tagged_fields 988:- 990:broker_id:i 992:cluster_id 1011:incarnation_id:16s 1013:listeners[] 1032:features[] 1051:rack 1070:is_migrating_zk_broker:? 1072:log_dirs[] 1088:tagged_fields 1098:- 1102:broker_id:i 1105:cluster_id 1123:incarnation_id:16s 1127:listeners[] 1148:features[] 1169:rack 1190:is_migrating_zk_broker:? 1193:log_dirs[] 1217:previous_broker_epoch:q 1220:tagged_fields 1258:- 1260:broker_id:i 1262:cluster_id 1281:incarnation_id:16s 1283:listeners[] 1302:features[] 1321:rack 1340:is_migrating_zk_broker:? 1342:log_dirs[] 1358:previous_broker_epoch:q 1360:tagged_fields"
+    "145:- 147:name 166:host 185:port:H/security_protocol:h 187:tagged_fields 197:- 199:name 218:min_supported_version:h/max_supported_version:h 220:tagged_fields 230:- 234:broker_id:i 237:cluster_id 253:incarnation_id:16s 257:listeners[] 275:listeners[]>name 291:listeners[]>host 307:listeners[]>port:H/security_protocol:h 310:listeners[]>tagged_fields 318:features[] 336:features[]>name 352:features[]>min_supported_version:h/max_supported_version:h 355:features[]>tagged_fields 363:rack 389:tagged_fields 400:- 402:broker_id:i 404:cluster_id 423:incarnation_id:16s 425:listeners[] 444:features[] 463:rack 482:is_migrating_zk_broker 485:tagged_fields 495:- 499:broker_id:i 502:cluster_id 518:incarnation_id:16s 522:listeners[] 540:listeners[]>name 556:listeners[]>host 572:listeners[]>port:H/security_protocol:h 575:listeners[]>tagged_fields 583:features[] 601:features[]>name 617:features[]>min_supported_version:h/max_supported_version:h 620:features[]>tagged_fields 628:rack 651:is_migrating_zk_broker:? 656:tagged_fields 667:- 669:broker_id:i 671:cluster_id 690:incarnation_id:16s 692:listeners[] 711:features[] 730:rack 749:is_migrating_zk_broker:? 751:tagged_fields 761:- 765:broker_id:i 768:cluster_id 784:incarnation_id:16s 788:listeners[] 806:listeners[]>name 822:listeners[]>host 838:listeners[]>port:H/security_protocol:h 841:listeners[]>tagged_fields 849:features[] 867:features[]>name 883:features[]>min_supported_version:h/max_supported_version:h 886:features[]>tagged_fields 894:rack 917:is_migrating_zk_broker:? 920:log_dirs[] 944:tagged_fields 955:- 957:broker_id:i 959:cluster_id 978:incarnation_id:16s 980:listeners[] 999:features[] 1018:rack 1037:is_migrating_zk_broker:? 1039:log_dirs[] 1055:tagged_fields 1065:- 1069:broker_id:i 1072:cluster_id 1088:incarnation_id:16s 1092:listeners[] 1110:listeners[]>name 1126:listeners[]>host 1142:listeners[]>port:H/security_protocol:h 1145:listeners[]>tagged_fields 1153:features[] 1171:features[]>name 1187:features[]>min_supported_version:h/max_supported_version:h 1190:features[]>tagged_fields 1198:rack 1221:is_migrating_zk_broker:? 1224:log_dirs[] 1247:previous_broker_epoch:q 1250:tagged_fields 1261:- 1263:broker_id:i 1265:cluster_id 1284:incarnation_id:16s 1286:listeners[] 1305:features[] 1324:rack 1343:is_migrating_zk_broker:? 1345:log_dirs[] 1361:previous_broker_epoch:q 1363:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -62,38 +63,11 @@ def _read_BrokerRegistrationResponse_v0(buf, pos, view):
         (self.throttle_time_ms, self.error_code, self.broker_epoch,) = _R_ihq(buf, pos)
         pos += 14
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -128,5 +102,5 @@ BrokerRegistrationResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "57:- 61:throttle_time_ms:i/error_code:h/broker_epoch:q 64:tagged_fields 102:- 104:throttle_time_ms:i/error_code:h/broker_epoch:q 106:tagged_fields"
+    "58:- 62:throttle_time_ms:i/error_code:h/broker_epoch:q 65:tagged_fields 76:- 78:throttle_time_ms:i/error_code:h/broker_epoch:q 80:tagged_fields"
 )

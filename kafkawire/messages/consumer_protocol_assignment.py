@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -77,31 +78,6 @@ ConsumerProtocolAssignment.TopicPartition = TopicPartition
 
 
 
-def _read_TopicPartition_v0(buf, pos, view):
-    try:
-        self = _new(TopicPartition)
-        blen = len(buf)
-        # field: topic
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partitions = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_TopicPartition_v0(self, w):
     try:
         # field: topic
@@ -132,17 +108,34 @@ def _write_TopicPartition_v0(self, w):
 def _read_ConsumerProtocolAssignment_v0(buf, pos, view):
     try:
         self = _new(ConsumerProtocolAssignment)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: assigned_partitions[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_assigned_partitions in range(n):
-            item, pos = _read_TopicPartition_v0(buf, pos, view)
-            append(item)
+            item = _new(TopicPartition)  # TopicPartition read in this loop
+            # field: assigned_partitions[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: assigned_partitions[]>partitions
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.partitions = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            item.unknown_tags = None
+            items[i_assigned_partitions] = item
         self.assigned_partitions = tuple(items)
         # field: user_data
         n = _R_i(buf, pos)[0]
@@ -201,5 +194,5 @@ ConsumerProtocolAssignment._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "80:- 84:topic 92:partitions 105:- 107:topic 118:partitions 125:unknown_tags 132:- 136:assigned_partitions[] 147:user_data 164:- 166:assigned_partitions[] 177:user_data 184:unknown_tags"
+    "81:- 83:topic 94:partitions 101:unknown_tags 108:- 114:assigned_partitions[] 122:assigned_partitions[]>topic 130:assigned_partitions[]>partitions 140:user_data 157:- 159:assigned_partitions[] 170:user_data 177:unknown_tags"
 )

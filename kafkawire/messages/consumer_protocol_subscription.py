@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -89,14 +90,15 @@ ConsumerProtocolSubscription.TopicPartition = TopicPartition
 def _read_ConsumerProtocolSubscription_v0(buf, pos, view):
     try:
         self = _new(ConsumerProtocolSubscription)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 2 > blen - pos:
             raise bad_count(n, 2, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
             n = _R_h(buf, pos)[0]
             pos += 2
@@ -105,7 +107,7 @@ def _read_ConsumerProtocolSubscription_v0(buf, pos, view):
                 raise bad_length(n, pos, blen, "string")
             item = str(buf[pos:end], "utf-8")
             pos = end
-            append(item)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: user_data
         n = _R_i(buf, pos)[0]
@@ -160,31 +162,6 @@ def _write_ConsumerProtocolSubscription_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_TopicPartition_v1(buf, pos, view):
-    try:
-        self = _new(TopicPartition)
-        blen = len(buf)
-        # field: topic
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partitions = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_TopicPartition_v1(self, w):
     try:
         # field: topic
@@ -215,14 +192,15 @@ def _write_TopicPartition_v1(self, w):
 def _read_ConsumerProtocolSubscription_v1(buf, pos, view):
     try:
         self = _new(ConsumerProtocolSubscription)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 2 > blen - pos:
             raise bad_count(n, 2, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
             n = _R_h(buf, pos)[0]
             pos += 2
@@ -231,7 +209,7 @@ def _read_ConsumerProtocolSubscription_v1(buf, pos, view):
                 raise bad_length(n, pos, blen, "string")
             item = str(buf[pos:end], "utf-8")
             pos = end
-            append(item)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: user_data
         n = _R_i(buf, pos)[0]
@@ -249,11 +227,26 @@ def _read_ConsumerProtocolSubscription_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_owned_partitions in range(n):
-            item, pos = _read_TopicPartition_v1(buf, pos, view)
-            append(item)
+            item = _new(TopicPartition)  # TopicPartition read in this loop
+            # field: owned_partitions[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: owned_partitions[]>partitions
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.partitions = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            item.unknown_tags = None
+            items[i_owned_partitions] = item
         self.owned_partitions = tuple(items)
         self.generation_id = -1
         self.rack_id = None
@@ -310,14 +303,15 @@ def _write_ConsumerProtocolSubscription_v1(self, w):
 def _read_ConsumerProtocolSubscription_v2(buf, pos, view):
     try:
         self = _new(ConsumerProtocolSubscription)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 2 > blen - pos:
             raise bad_count(n, 2, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
             n = _R_h(buf, pos)[0]
             pos += 2
@@ -326,7 +320,7 @@ def _read_ConsumerProtocolSubscription_v2(buf, pos, view):
                 raise bad_length(n, pos, blen, "string")
             item = str(buf[pos:end], "utf-8")
             pos = end
-            append(item)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: user_data
         n = _R_i(buf, pos)[0]
@@ -344,11 +338,26 @@ def _read_ConsumerProtocolSubscription_v2(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_owned_partitions in range(n):
-            item, pos = _read_TopicPartition_v1(buf, pos, view)
-            append(item)
+            item = _new(TopicPartition)  # TopicPartition read in this loop
+            # field: owned_partitions[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: owned_partitions[]>partitions
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.partitions = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            item.unknown_tags = None
+            items[i_owned_partitions] = item
         self.owned_partitions = tuple(items)
         # field: generation_id:i
         (self.generation_id,) = _R_i(buf, pos)
@@ -409,14 +418,15 @@ def _write_ConsumerProtocolSubscription_v2(self, w):
 def _read_ConsumerProtocolSubscription_v3(buf, pos, view):
     try:
         self = _new(ConsumerProtocolSubscription)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 2 > blen - pos:
             raise bad_count(n, 2, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
             n = _R_h(buf, pos)[0]
             pos += 2
@@ -425,7 +435,7 @@ def _read_ConsumerProtocolSubscription_v3(buf, pos, view):
                 raise bad_length(n, pos, blen, "string")
             item = str(buf[pos:end], "utf-8")
             pos = end
-            append(item)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: user_data
         n = _R_i(buf, pos)[0]
@@ -443,11 +453,26 @@ def _read_ConsumerProtocolSubscription_v3(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_owned_partitions in range(n):
-            item, pos = _read_TopicPartition_v1(buf, pos, view)
-            append(item)
+            item = _new(TopicPartition)  # TopicPartition read in this loop
+            # field: owned_partitions[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: owned_partitions[]>partitions
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.partitions = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            item.unknown_tags = None
+            items[i_owned_partitions] = item
         self.owned_partitions = tuple(items)
         # field: generation_id:i
         (self.generation_id,) = _R_i(buf, pos)
@@ -539,5 +564,5 @@ ConsumerProtocolSubscription._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "89:- 93:topics[] 110:user_data 130:- 132:topics[] 149:user_data 156:unknown_tags 163:- 167:topic 175:partitions 188:- 190:topic 201:partitions 208:unknown_tags 215:- 219:topics[] 236:user_data 247:owned_partitions[] 266:- 268:topics[] 285:user_data 292:owned_partitions[] 303:unknown_tags 310:- 314:topics[] 331:user_data 342:owned_partitions[] 353:generation_id:i 363:- 365:topics[] 382:user_data 389:owned_partitions[] 400:generation_id:i 402:unknown_tags 409:- 413:topics[] 430:user_data 441:owned_partitions[] 452:generation_id:i 455:rack_id 472:- 474:topics[] 491:user_data 498:owned_partitions[] 509:generation_id:i 511:rack_id 522:unknown_tags"
+    "90:- 96:topics[] 112:user_data 132:- 134:topics[] 151:user_data 158:unknown_tags 165:- 167:topic 178:partitions 185:unknown_tags 192:- 198:topics[] 214:user_data 225:owned_partitions[] 233:owned_partitions[]>topic 241:owned_partitions[]>partitions 259:- 261:topics[] 278:user_data 285:owned_partitions[] 296:unknown_tags 303:- 309:topics[] 325:user_data 336:owned_partitions[] 344:owned_partitions[]>topic 352:owned_partitions[]>partitions 362:generation_id:i 372:- 374:topics[] 391:user_data 398:owned_partitions[] 409:generation_id:i 411:unknown_tags 418:- 424:topics[] 440:user_data 451:owned_partitions[] 459:owned_partitions[]>topic 467:owned_partitions[]>partitions 477:generation_id:i 480:rack_id 497:- 499:topics[] 516:user_data 523:owned_partitions[] 534:generation_id:i 536:rack_id 547:unknown_tags"
 )

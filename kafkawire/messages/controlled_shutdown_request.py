@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -106,38 +107,11 @@ def _read_ControlledShutdownRequest_v3(buf, pos, view):
         (self.broker_id, self.broker_epoch,) = _R_iq(buf, pos)
         pos += 12
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -170,5 +144,5 @@ ControlledShutdownRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "54:- 57:broker_id:i 67:- 69:broker_id:i 71:unknown_tags 78:- 81:broker_id:i/broker_epoch:q 90:- 92:broker_id:i/broker_epoch:q 94:unknown_tags 101:- 105:broker_id:i/broker_epoch:q 108:tagged_fields 146:- 148:broker_id:i/broker_epoch:q 150:tagged_fields"
+    "55:- 58:broker_id:i 68:- 70:broker_id:i 72:unknown_tags 79:- 82:broker_id:i/broker_epoch:q 91:- 93:broker_id:i/broker_epoch:q 95:unknown_tags 102:- 106:broker_id:i/broker_epoch:q 109:tagged_fields 120:- 122:broker_id:i/broker_epoch:q 124:tagged_fields"
 )

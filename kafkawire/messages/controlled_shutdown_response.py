@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -75,27 +76,6 @@ ControlledShutdownResponse.RemainingPartition = RemainingPartition
 
 
 
-def _read_RemainingPartition_v0(buf, pos, view):
-    try:
-        self = _new(RemainingPartition)
-        blen = len(buf)
-        # field: topic_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_index:i
-        (self.partition_index,) = _R_i(buf, pos)
-        pos += 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_RemainingPartition_v0(self, w):
     try:
         # field: topic_name
@@ -130,11 +110,22 @@ def _read_ControlledShutdownResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_remaining_partitions in range(n):
-            item, pos = _read_RemainingPartition_v0(buf, pos, view)
-            append(item)
+            item = _new(RemainingPartition)  # RemainingPartition read in this loop
+            # field: remaining_partitions[]>topic_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: remaining_partitions[]>partition_index:i
+            (item.partition_index,) = _R_i(buf, pos)
+            pos += 4
+            item.unknown_tags = None
+            items[i_remaining_partitions] = item
         self.remaining_partitions = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -162,69 +153,6 @@ def _write_ControlledShutdownResponse_v0(self, w):
             raise tags_not_supported("ControlledShutdownResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_RemainingPartition_v3(buf, pos, view):
-    try:
-        self = _new(RemainingPartition)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_index:i
-        (self.partition_index,) = _R_i(buf, pos)
-        pos += 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_RemainingPartition_v3(self, w):
@@ -282,45 +210,42 @@ def _read_ControlledShutdownResponse_v3(buf, pos, view):
         n -= 1
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_remaining_partitions in range(n):
-            item, pos = _read_RemainingPartition_v3(buf, pos, view)
-            append(item)
+            item = _new(RemainingPartition)  # RemainingPartition read in this loop
+            # field: remaining_partitions[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: remaining_partitions[]>partition_index:i
+            (item.partition_index,) = _R_i(buf, pos)
+            pos += 4
+            # field: remaining_partitions[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_remaining_partitions] = item
         self.remaining_partitions = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -372,5 +297,5 @@ ControlledShutdownResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "78:- 82:topic_name 90:partition_index:i 99:- 101:topic_name 112:partition_index:i 114:unknown_tags 121:- 125:error_code:h 128:remaining_partitions[] 145:- 147:error_code:h 149:remaining_partitions[] 160:unknown_tags 167:- 171:topic_name 189:partition_index:i 192:tagged_fields 230:- 232:topic_name 251:partition_index:i 253:tagged_fields 263:- 267:error_code:h 270:remaining_partitions[] 291:tagged_fields 329:- 331:error_code:h 333:remaining_partitions[] 352:tagged_fields"
+    "79:- 81:topic_name 92:partition_index:i 94:unknown_tags 101:- 105:error_code:h 108:remaining_partitions[] 116:remaining_partitions[]>topic_name 124:remaining_partitions[]>partition_index:i 136:- 138:error_code:h 140:remaining_partitions[] 151:unknown_tags 158:- 160:topic_name 179:partition_index:i 181:tagged_fields 191:- 195:error_code:h 198:remaining_partitions[] 216:remaining_partitions[]>topic_name 232:remaining_partitions[]>partition_index:i 235:remaining_partitions[]>tagged_fields 243:tagged_fields 254:- 256:error_code:h 258:remaining_partitions[] 277:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -91,47 +92,6 @@ CreateAclsRequest.AclCreation = AclCreation
 
 
 
-def _read_AclCreation_v0(buf, pos, view):
-    try:
-        self = _new(AclCreation)
-        blen = len(buf)
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: principal
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: host
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: operation:b permission_type:b
-        (self.operation, self.permission_type,) = _R_bb(buf, pos)
-        pos += 2
-        self.resource_pattern_type = 3
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_AclCreation_v0(self, w):
     try:
         # field: resource_type:b
@@ -190,11 +150,42 @@ def _read_CreateAclsRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 9 > blen - pos:
             raise bad_count(n, 9, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_creations in range(n):
-            item, pos = _read_AclCreation_v0(buf, pos, view)
-            append(item)
+            item = _new(AclCreation)  # AclCreation read in this loop
+            # field: creations[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: creations[]>resource_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.resource_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: creations[]>principal
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.principal = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: creations[]>host
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.host = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: creations[]>operation:b permission_type:b
+            (item.operation, item.permission_type,) = _R_bb(buf, pos)
+            pos += 2
+            item.resource_pattern_type = 3
+            item.unknown_tags = None
+            items[i_creations] = item
         self.creations = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -220,49 +211,6 @@ def _write_CreateAclsRequest_v0(self, w):
             raise tags_not_supported("CreateAclsRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AclCreation_v1(buf, pos, view):
-    try:
-        self = _new(AclCreation)
-        blen = len(buf)
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: resource_pattern_type:b
-        (self.resource_pattern_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: principal
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: host
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: operation:b permission_type:b
-        (self.operation, self.permission_type,) = _R_bb(buf, pos)
-        pos += 2
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AclCreation_v1(self, w):
@@ -322,11 +270,44 @@ def _read_CreateAclsRequest_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_creations in range(n):
-            item, pos = _read_AclCreation_v1(buf, pos, view)
-            append(item)
+            item = _new(AclCreation)  # AclCreation read in this loop
+            # field: creations[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: creations[]>resource_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.resource_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: creations[]>resource_pattern_type:b
+            (item.resource_pattern_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: creations[]>principal
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.principal = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: creations[]>host
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.host = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: creations[]>operation:b permission_type:b
+            (item.operation, item.permission_type,) = _R_bb(buf, pos)
+            pos += 2
+            item.unknown_tags = None
+            items[i_creations] = item
         self.creations = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -352,111 +333,6 @@ def _write_CreateAclsRequest_v1(self, w):
             raise tags_not_supported("CreateAclsRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AclCreation_v2(buf, pos, view):
-    try:
-        self = _new(AclCreation)
-        blen = len(buf)
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: resource_pattern_type:b
-        (self.resource_pattern_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: principal
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: host
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: operation:b permission_type:b
-        (self.operation, self.permission_type,) = _R_bb(buf, pos)
-        pos += 2
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AclCreation_v2(self, w):
@@ -553,45 +429,80 @@ def _read_CreateAclsRequest_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 8 > blen - pos:
             raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_creations in range(n):
-            item, pos = _read_AclCreation_v2(buf, pos, view)
-            append(item)
+            item = _new(AclCreation)  # AclCreation read in this loop
+            # field: creations[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: creations[]>resource_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.resource_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.resource_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: creations[]>resource_pattern_type:b
+            (item.resource_pattern_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: creations[]>principal
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.principal = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.principal = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: creations[]>host
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: creations[]>operation:b permission_type:b
+            (item.operation, item.permission_type,) = _R_bb(buf, pos)
+            pos += 2
+            # field: creations[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_creations] = item
         self.creations = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -641,5 +552,5 @@ CreateAclsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "94:- 98:resource_type:b 101:resource_name 109:principal 117:host 125:operation:b/permission_type:b 135:- 137:resource_type:b 139:resource_name 150:principal 161:host 172:operation:b/permission_type:b 174:resource_pattern_type 177:unknown_tags 184:- 188:creations[] 205:- 207:creations[] 218:unknown_tags 225:- 229:resource_type:b 232:resource_name 240:resource_pattern_type:b 243:principal 251:host 259:operation:b/permission_type:b 268:- 270:resource_type:b 272:resource_name 283:resource_pattern_type:b 285:principal 296:host 307:operation:b/permission_type:b 309:unknown_tags 316:- 320:creations[] 337:- 339:creations[] 350:unknown_tags 357:- 361:resource_type:b 364:resource_name 382:resource_pattern_type:b 385:principal 403:host 421:operation:b/permission_type:b 424:tagged_fields 462:- 464:resource_type:b 466:resource_name 485:resource_pattern_type:b 487:principal 506:host 525:operation:b/permission_type:b 527:tagged_fields 537:- 541:creations[] 562:tagged_fields 600:- 602:creations[] 621:tagged_fields"
+    "95:- 97:resource_type:b 99:resource_name 110:principal 121:host 132:operation:b/permission_type:b 134:resource_pattern_type 137:unknown_tags 144:- 148:creations[] 156:creations[]>resource_type:b 159:creations[]>resource_name 167:creations[]>principal 175:creations[]>host 183:creations[]>operation:b/permission_type:b 196:- 198:creations[] 209:unknown_tags 216:- 218:resource_type:b 220:resource_name 231:resource_pattern_type:b 233:principal 244:host 255:operation:b/permission_type:b 257:unknown_tags 264:- 268:creations[] 276:creations[]>resource_type:b 279:creations[]>resource_name 287:creations[]>resource_pattern_type:b 290:creations[]>principal 298:creations[]>host 306:creations[]>operation:b/permission_type:b 318:- 320:creations[] 331:unknown_tags 338:- 340:resource_type:b 342:resource_name 361:resource_pattern_type:b 363:principal 382:host 401:operation:b/permission_type:b 403:tagged_fields 413:- 417:creations[] 435:creations[]>resource_type:b 438:creations[]>resource_name 454:creations[]>resource_pattern_type:b 457:creations[]>principal 473:creations[]>host 489:creations[]>operation:b/permission_type:b 492:creations[]>tagged_fields 500:tagged_fields 511:- 513:creations[] 532:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -75,30 +76,6 @@ CreateAclsResponse.AclCreationResult = AclCreationResult
 
 
 
-def _read_AclCreationResult_v0(buf, pos, view):
-    try:
-        self = _new(AclCreationResult)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_AclCreationResult_v0(self, w):
     try:
         # field: error_code:h
@@ -133,11 +110,25 @@ def _read_CreateAclsResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 4 > blen - pos:
             raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results in range(n):
-            item, pos = _read_AclCreationResult_v0(buf, pos, view)
-            append(item)
+            item = _new(AclCreationResult)  # AclCreationResult read in this loop
+            # field: results[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: results[]>error_message
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.error_message = str(buf[pos:end], "utf-8")
+                pos = end
+            item.unknown_tags = None
+            items[i_results] = item
         self.results = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -165,72 +156,6 @@ def _write_CreateAclsResponse_v0(self, w):
             raise tags_not_supported("CreateAclsResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AclCreationResult_v2(buf, pos, view):
-    try:
-        self = _new(AclCreationResult)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AclCreationResult_v2(self, w):
@@ -288,45 +213,49 @@ def _read_CreateAclsResponse_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 4 > blen - pos:
             raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results in range(n):
-            item, pos = _read_AclCreationResult_v2(buf, pos, view)
-            append(item)
+            item = _new(AclCreationResult)  # AclCreationResult read in this loop
+            # field: results[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: results[]>error_message
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.error_message = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.error_message = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.error_message = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.error_message = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: results[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_results] = item
         self.results = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -378,5 +307,5 @@ CreateAclsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "78:- 82:error_code:h 85:error_message 102:- 104:error_code:h 106:error_message 117:unknown_tags 124:- 128:throttle_time_ms:i 131:results[] 148:- 150:throttle_time_ms:i 152:results[] 163:unknown_tags 170:- 174:error_code:h 177:error_message 198:tagged_fields 236:- 238:error_code:h 240:error_message 259:tagged_fields 269:- 273:throttle_time_ms:i 276:results[] 297:tagged_fields 335:- 337:throttle_time_ms:i 339:results[] 358:tagged_fields"
+    "79:- 81:error_code:h 83:error_message 94:unknown_tags 101:- 105:throttle_time_ms:i 108:results[] 116:results[]>error_code:h 119:results[]>error_message 139:- 141:throttle_time_ms:i 143:results[] 154:unknown_tags 161:- 163:error_code:h 165:error_message 184:tagged_fields 194:- 198:throttle_time_ms:i 201:results[] 219:results[]>error_code:h 222:results[]>error_message 245:results[]>tagged_fields 253:tagged_fields 264:- 266:throttle_time_ms:i 268:results[] 287:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -83,32 +84,6 @@ CreateDelegationTokenRequest.CreatableRenewers = CreatableRenewers
 
 
 
-def _read_CreatableRenewers_v0(buf, pos, view):
-    try:
-        self = _new(CreatableRenewers)
-        blen = len(buf)
-        # field: principal_type
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: principal_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_name = str(buf[pos:end], "utf-8")
-        pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_CreatableRenewers_v0(self, w):
     try:
         # field: principal_type
@@ -149,11 +124,27 @@ def _read_CreateDelegationTokenRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 4 > blen - pos:
             raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_renewers in range(n):
-            item, pos = _read_CreatableRenewers_v0(buf, pos, view)
-            append(item)
+            item = _new(CreatableRenewers)  # CreatableRenewers read in this loop
+            # field: renewers[]>principal_type
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.principal_type = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: renewers[]>principal_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.principal_name = str(buf[pos:end], "utf-8")
+            pos = end
+            item.unknown_tags = None
+            items[i_renewers] = item
         self.renewers = tuple(items)
         # field: max_lifetime_ms:q
         (self.max_lifetime_ms,) = _R_q(buf, pos)
@@ -192,84 +183,6 @@ def _write_CreateDelegationTokenRequest_v0(self, w):
             raise tags_not_supported("CreateDelegationTokenRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_CreatableRenewers_v2(buf, pos, view):
-    try:
-        self = _new(CreatableRenewers)
-        blen = len(buf)
-        # field: principal_type
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: principal_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_CreatableRenewers_v2(self, w):
@@ -341,11 +254,48 @@ def _read_CreateDelegationTokenRequest_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_renewers in range(n):
-            item, pos = _read_CreatableRenewers_v2(buf, pos, view)
-            append(item)
+            item = _new(CreatableRenewers)  # CreatableRenewers read in this loop
+            # field: renewers[]>principal_type
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.principal_type = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.principal_type = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: renewers[]>principal_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.principal_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.principal_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: renewers[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_renewers] = item
         self.renewers = tuple(items)
         # field: max_lifetime_ms:q
         (self.max_lifetime_ms,) = _R_q(buf, pos)
@@ -353,38 +303,11 @@ def _read_CreateDelegationTokenRequest_v2(buf, pos, view):
         self.owner_principal_type = ''
         self.owner_principal_name = ''
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -435,46 +358,50 @@ def _read_CreateDelegationTokenRequest_v3(buf, pos, view):
         blen = len(buf)
         # field: owner_principal_type
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.owner_principal_type = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.owner_principal_type = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.owner_principal_type = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.owner_principal_type = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.owner_principal_type = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.owner_principal_type = str(buf[pos:end], "utf-8")
+                pos = end
         # field: owner_principal_name
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.owner_principal_name = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.owner_principal_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.owner_principal_name = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.owner_principal_name = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.owner_principal_name = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.owner_principal_name = str(buf[pos:end], "utf-8")
+                pos = end
         # field: renewers[]
         n = buf[pos]
         if n < 0x80:
@@ -490,48 +417,58 @@ def _read_CreateDelegationTokenRequest_v3(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_renewers in range(n):
-            item, pos = _read_CreatableRenewers_v2(buf, pos, view)
-            append(item)
+            item = _new(CreatableRenewers)  # CreatableRenewers read in this loop
+            # field: renewers[]>principal_type
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.principal_type = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.principal_type = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: renewers[]>principal_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.principal_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.principal_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: renewers[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_renewers] = item
         self.renewers = tuple(items)
         # field: max_lifetime_ms:q
         (self.max_lifetime_ms,) = _R_q(buf, pos)
         pos += 8
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -621,5 +558,5 @@ CreateDelegationTokenRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "86:- 90:principal_type 98:principal_name 112:- 114:principal_type 125:principal_name 136:unknown_tags 143:- 147:renewers[] 158:max_lifetime_ms:q 169:- 171:renewers[] 182:max_lifetime_ms:q 184:owner_principal_type 187:owner_principal_name 190:unknown_tags 197:- 201:principal_type 219:principal_name 237:tagged_fields 275:- 277:principal_type 296:principal_name 315:tagged_fields 325:- 329:renewers[] 350:max_lifetime_ms:q 355:tagged_fields 393:- 395:renewers[] 414:max_lifetime_ms:q 416:owner_principal_type 419:owner_principal_name 422:tagged_fields 432:- 436:owner_principal_type 457:owner_principal_name 478:renewers[] 499:max_lifetime_ms:q 502:tagged_fields 540:- 542:owner_principal_type 561:owner_principal_name 580:renewers[] 599:max_lifetime_ms:q 601:tagged_fields"
+    "87:- 89:principal_type 100:principal_name 111:unknown_tags 118:- 122:renewers[] 130:renewers[]>principal_type 138:renewers[]>principal_name 149:max_lifetime_ms:q 160:- 162:renewers[] 173:max_lifetime_ms:q 175:owner_principal_type 178:owner_principal_name 181:unknown_tags 188:- 190:principal_type 209:principal_name 228:tagged_fields 238:- 242:renewers[] 260:renewers[]>principal_type 276:renewers[]>principal_name 292:renewers[]>tagged_fields 300:max_lifetime_ms:q 305:tagged_fields 316:- 318:renewers[] 337:max_lifetime_ms:q 339:owner_principal_type 342:owner_principal_name 345:tagged_fields 355:- 359:owner_principal_type 382:owner_principal_name 405:renewers[] 423:renewers[]>principal_type 439:renewers[]>principal_name 455:renewers[]>tagged_fields 463:max_lifetime_ms:q 466:tagged_fields 477:- 479:owner_principal_type 498:owner_principal_name 517:renewers[] 536:max_lifetime_ms:q 538:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -81,6 +82,8 @@ class CreateDelegationTokenResponse(_Message):
 def _read_CreateDelegationTokenResponse_v0(buf, pos, view):
     try:
         self = _new(CreateDelegationTokenResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
@@ -195,67 +198,63 @@ def _write_CreateDelegationTokenResponse_v0(self, w):
 def _read_CreateDelegationTokenResponse_v2(buf, pos, view):
     try:
         self = _new(CreateDelegationTokenResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: principal_type
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.principal_type = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_type = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.principal_type = str(buf[pos:end], "utf-8")
+            pos = end
         # field: principal_name
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.principal_name = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_name = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.principal_name = str(buf[pos:end], "utf-8")
+            pos = end
         # field: issue_timestamp_ms:q expiry_timestamp_ms:q max_timestamp_ms:q
         (self.issue_timestamp_ms, self.expiry_timestamp_ms, self.max_timestamp_ms,) = _R_qqq(buf, pos)
         pos += 24
         # field: token_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.token_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.token_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.token_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: hmac
         n = buf[pos]
         if n < 0x80:
@@ -280,38 +279,11 @@ def _read_CreateDelegationTokenResponse_v2(buf, pos, view):
         self.token_requester_principal_type = ''
         self.token_requester_principal_name = ''
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -416,103 +388,95 @@ def _write_CreateDelegationTokenResponse_v2(self, w):
 def _read_CreateDelegationTokenResponse_v3(buf, pos, view):
     try:
         self = _new(CreateDelegationTokenResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: principal_type
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.principal_type = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_type = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.principal_type = str(buf[pos:end], "utf-8")
+            pos = end
         # field: principal_name
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.principal_name = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_name = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.principal_name = str(buf[pos:end], "utf-8")
+            pos = end
         # field: token_requester_principal_type
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.token_requester_principal_type = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.token_requester_principal_type = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.token_requester_principal_type = str(buf[pos:end], "utf-8")
+            pos = end
         # field: token_requester_principal_name
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.token_requester_principal_name = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.token_requester_principal_name = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.token_requester_principal_name = str(buf[pos:end], "utf-8")
+            pos = end
         # field: issue_timestamp_ms:q expiry_timestamp_ms:q max_timestamp_ms:q
         (self.issue_timestamp_ms, self.expiry_timestamp_ms, self.max_timestamp_ms,) = _R_qqq(buf, pos)
         pos += 24
         # field: token_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.token_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.token_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.token_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: hmac
         n = buf[pos]
         if n < 0x80:
@@ -535,38 +499,11 @@ def _read_CreateDelegationTokenResponse_v3(buf, pos, view):
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -713,5 +650,5 @@ CreateDelegationTokenResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "81:- 85:error_code:h 88:principal_type 96:principal_name 104:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 107:token_id 115:hmac 123:throttle_time_ms:i 134:- 136:error_code:h 138:principal_type 149:principal_name 160:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 162:token_id 173:hmac 180:throttle_time_ms:i 182:token_requester_principal_type 185:token_requester_principal_name 188:unknown_tags 195:- 199:error_code:h 202:principal_type 220:principal_name 238:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 241:token_id 259:hmac 277:throttle_time_ms:i 282:tagged_fields 320:- 322:error_code:h 324:principal_type 343:principal_name 362:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 364:token_id 383:hmac 398:throttle_time_ms:i 400:token_requester_principal_type 403:token_requester_principal_name 406:tagged_fields 416:- 420:error_code:h 423:principal_type 441:principal_name 459:token_requester_principal_type 477:token_requester_principal_name 495:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 498:token_id 516:hmac 534:throttle_time_ms:i 537:tagged_fields 575:- 577:error_code:h 579:principal_type 598:principal_name 617:token_requester_principal_type 636:token_requester_principal_name 655:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 657:token_id 676:hmac 691:throttle_time_ms:i 693:tagged_fields"
+    "82:- 88:error_code:h 91:principal_type 99:principal_name 107:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 110:token_id 118:hmac 126:throttle_time_ms:i 137:- 139:error_code:h 141:principal_type 152:principal_name 163:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 165:token_id 176:hmac 183:throttle_time_ms:i 185:token_requester_principal_type 188:token_requester_principal_name 191:unknown_tags 198:- 204:error_code:h 207:principal_type 223:principal_name 239:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 242:token_id 258:hmac 276:throttle_time_ms:i 281:tagged_fields 292:- 294:error_code:h 296:principal_type 315:principal_name 334:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 336:token_id 355:hmac 370:throttle_time_ms:i 372:token_requester_principal_type 375:token_requester_principal_name 378:tagged_fields 388:- 394:error_code:h 397:principal_type 413:principal_name 429:token_requester_principal_type 445:token_requester_principal_name 461:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 464:token_id 480:hmac 498:throttle_time_ms:i 501:tagged_fields 512:- 514:error_code:h 516:principal_type 535:principal_name 554:token_requester_principal_type 573:token_requester_principal_name 592:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 594:token_id 613:hmac 628:throttle_time_ms:i 630:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -22,6 +23,7 @@ _R_i_ = _Format(">i?").unpack_from
 _W_i_ = _Format(">i?").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class CreatePartitionsRequest(_Message):
@@ -108,23 +110,6 @@ CreatePartitionsRequest.CreatePartitionsAssignment = CreatePartitionsAssignment
 
 
 
-def _read_CreatePartitionsAssignment_v0(buf, pos, view):
-    try:
-        self = _new(CreatePartitionsAssignment)
-        blen = len(buf)
-        # field: broker_ids
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.broker_ids = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_CreatePartitionsAssignment_v0(self, w):
     try:
         # field: broker_ids
@@ -139,41 +124,6 @@ def _write_CreatePartitionsAssignment_v0(self, w):
             raise tags_not_supported("CreatePartitionsAssignment")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_CreatePartitionsTopic_v0(buf, pos, view):
-    try:
-        self = _new(CreatePartitionsTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: count:i
-        (self.count,) = _R_i(buf, pos)
-        pos += 4
-        # field: assignments[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n == -1:
-            self.assignments = None
-        else:
-            if n < 0 or n * 4 > blen - pos:
-                raise bad_count(n, 4, pos, blen)
-            items = []
-            append = items.append
-            for i_assignments in range(n):
-                item, pos = _read_CreatePartitionsAssignment_v0(buf, pos, view)
-                append(item)
-            self.assignments = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_CreatePartitionsTopic_v0(self, w):
@@ -218,11 +168,43 @@ def _read_CreatePartitionsRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_CreatePartitionsTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(CreatePartitionsTopic)  # CreatePartitionsTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>count:i
+            (item.count,) = _R_i(buf, pos)
+            pos += 4
+            # field: topics[]>assignments[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n == -1:
+                item.assignments = None
+            else:
+                if n < 0 or n * 4 > blen - pos:
+                    raise bad_count(n, 4, pos, blen)
+                items1 = [None] * n
+                for i_assignments in range(n):
+                    item1 = _new(CreatePartitionsAssignment)  # CreatePartitionsAssignment read in this loop
+                    # field: topics[]>assignments[]>broker_ids
+                    n = _R_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.broker_ids = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                    item1.unknown_tags = None
+                    items1[i_assignments] = item1
+                item.assignments = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: timeout_ms:i validate_only:?
         (self.timeout_ms, self.validate_only,) = _R_i_(buf, pos)
@@ -255,65 +237,6 @@ def _write_CreatePartitionsRequest_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_CreatePartitionsAssignment_v2(buf, pos, view):
-    try:
-        self = _new(CreatePartitionsAssignment)
-        blen = len(buf)
-        # field: broker_ids
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.broker_ids = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_CreatePartitionsAssignment_v2(self, w):
     try:
         # field: broker_ids
@@ -339,93 +262,6 @@ def _write_CreatePartitionsAssignment_v2(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_CreatePartitionsTopic_v2(buf, pos, view):
-    try:
-        self = _new(CreatePartitionsTopic)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: count:i
-        (self.count,) = _R_i(buf, pos)
-        pos += 4
-        # field: assignments[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.assignments = None
-        else:
-            if n < 0 or n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            items = []
-            append = items.append
-            for i_assignments in range(n):
-                item, pos = _read_CreatePartitionsAssignment_v2(buf, pos, view)
-                append(item)
-            self.assignments = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_CreatePartitionsTopic_v2(self, w):
@@ -499,48 +335,86 @@ def _read_CreatePartitionsRequest_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 7 > blen - pos:
             raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_CreatePartitionsTopic_v2(buf, pos, view)
-            append(item)
+            item = _new(CreatePartitionsTopic)  # CreatePartitionsTopic read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>count:i
+            (item.count,) = _R_i(buf, pos)
+            pos += 4
+            # field: topics[]>assignments[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n == -1:
+                item.assignments = None
+            else:
+                if n < 0 or n * 2 > blen - pos:
+                    raise bad_count(n, 2, pos, blen)
+                items1 = [None] * n
+                for i_assignments in range(n):
+                    item1 = _new(CreatePartitionsAssignment)  # CreatePartitionsAssignment read in this loop
+                    # field: topics[]>assignments[]>broker_ids
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                        item1.broker_ids = _ARRAYC_i[n](buf, pos + 1)
+                        pos += 4 * n - 3
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise bad_count(n, 4, pos, blen)
+                        item1.broker_ids = _ARRAY_i[n](buf, pos)
+                        pos += n * 4
+                    # field: topics[]>assignments[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item1.unknown_tags = None
+                    else:
+                        item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items1[i_assignments] = item1
+                item.assignments = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: timeout_ms:i validate_only:?
         (self.timeout_ms, self.validate_only,) = _R_i_(buf, pos)
         pos += 5
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -592,5 +466,5 @@ CreatePartitionsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "111:- 115:broker_ids 128:- 130:broker_ids 137:unknown_tags 144:- 148:name 156:count:i 159:assignments[] 179:- 181:name 192:count:i 194:assignments[] 205:unknown_tags 212:- 216:topics[] 227:timeout_ms:i/validate_only:? 236:- 238:topics[] 249:timeout_ms:i/validate_only:? 251:unknown_tags 258:- 262:broker_ids 279:tagged_fields 317:- 319:broker_ids 334:tagged_fields 344:- 348:name 366:count:i 369:assignments[] 393:tagged_fields 431:- 433:name 452:count:i 454:assignments[] 473:tagged_fields 483:- 487:topics[] 508:timeout_ms:i/validate_only:? 511:tagged_fields 549:- 551:topics[] 570:timeout_ms:i/validate_only:? 572:tagged_fields"
+    "113:- 115:broker_ids 122:unknown_tags 129:- 131:name 142:count:i 144:assignments[] 155:unknown_tags 162:- 166:topics[] 174:topics[]>name 182:topics[]>count:i 185:topics[]>assignments[] 196:topics[]>assignments[]>broker_ids 209:timeout_ms:i/validate_only:? 218:- 220:topics[] 231:timeout_ms:i/validate_only:? 233:unknown_tags 240:- 242:broker_ids 257:tagged_fields 267:- 269:name 288:count:i 290:assignments[] 309:tagged_fields 319:- 323:topics[] 341:topics[]>name 357:topics[]>count:i 360:topics[]>assignments[] 381:topics[]>assignments[]>broker_ids 393:topics[]>assignments[]>tagged_fields 401:topics[]>tagged_fields 409:timeout_ms:i/validate_only:? 412:tagged_fields 423:- 425:topics[] 444:timeout_ms:i/validate_only:? 446:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -24,6 +25,7 @@ _R_ih = _Format(">ih").unpack_from
 _W_ih = _Format(">ih").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class CreateTopicsRequest(_Message):
@@ -145,26 +147,6 @@ CreateTopicsRequest.CreatableTopicConfig = CreatableTopicConfig
 
 
 
-def _read_CreatableReplicaAssignment_v0(buf, pos, view):
-    try:
-        self = _new(CreatableReplicaAssignment)
-        blen = len(buf)
-        # field: partition_index:i
-        (self.partition_index,) = _R_i(buf, pos)
-        pos += 4
-        # field: broker_ids
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.broker_ids = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_CreatableReplicaAssignment_v0(self, w):
     try:
         # field: partition_index:i
@@ -181,35 +163,6 @@ def _write_CreatableReplicaAssignment_v0(self, w):
             raise tags_not_supported("CreatableReplicaAssignment")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_CreatableTopicConfig_v0(buf, pos, view):
-    try:
-        self = _new(CreatableTopicConfig)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: value
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.value = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.value = str(buf[pos:end], "utf-8")
-            pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_CreatableTopicConfig_v0(self, w):
@@ -241,49 +194,6 @@ def _write_CreatableTopicConfig_v0(self, w):
             raise tags_not_supported("CreatableTopicConfig")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_CreatableTopic_v0(buf, pos, view):
-    try:
-        self = _new(CreatableTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: num_partitions:i replication_factor:h
-        (self.num_partitions, self.replication_factor,) = _R_ih(buf, pos)
-        pos += 6
-        # field: assignments[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 8 > blen - pos:
-            raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
-        for i_assignments in range(n):
-            item, pos = _read_CreatableReplicaAssignment_v0(buf, pos, view)
-            append(item)
-        self.assignments = tuple(items)
-        # field: configs[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 4 > blen - pos:
-            raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
-        for i_configs in range(n):
-            item, pos = _read_CreatableTopicConfig_v0(buf, pos, view)
-            append(item)
-        self.configs = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_CreatableTopic_v0(self, w):
@@ -339,11 +249,73 @@ def _read_CreateTopicsRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 16 > blen - pos:
             raise bad_count(n, 16, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_CreatableTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(CreatableTopic)  # CreatableTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>num_partitions:i replication_factor:h
+            (item.num_partitions, item.replication_factor,) = _R_ih(buf, pos)
+            pos += 6
+            # field: topics[]>assignments[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 8 > blen - pos:
+                raise bad_count(n, 8, pos, blen)
+            items1 = [None] * n
+            for i_assignments in range(n):
+                item1 = _new(CreatableReplicaAssignment)  # CreatableReplicaAssignment read in this loop
+                # field: topics[]>assignments[]>partition_index:i
+                (item1.partition_index,) = _R_i(buf, pos)
+                pos += 4
+                # field: topics[]>assignments[]>broker_ids
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.broker_ids = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                item1.unknown_tags = None
+                items1[i_assignments] = item1
+            item.assignments = tuple(items1)
+            # field: topics[]>configs[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 4 > blen - pos:
+                raise bad_count(n, 4, pos, blen)
+            items1 = [None] * n
+            for i_configs in range(n):
+                item1 = _new(CreatableTopicConfig)  # CreatableTopicConfig read in this loop
+                # field: topics[]>configs[]>name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.name = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: topics[]>configs[]>value
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.value = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.value = str(buf[pos:end], "utf-8")
+                    pos = end
+                item1.unknown_tags = None
+                items1[i_configs] = item1
+            item.configs = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
@@ -389,11 +361,73 @@ def _read_CreateTopicsRequest_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 16 > blen - pos:
             raise bad_count(n, 16, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_CreatableTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(CreatableTopic)  # CreatableTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>num_partitions:i replication_factor:h
+            (item.num_partitions, item.replication_factor,) = _R_ih(buf, pos)
+            pos += 6
+            # field: topics[]>assignments[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 8 > blen - pos:
+                raise bad_count(n, 8, pos, blen)
+            items1 = [None] * n
+            for i_assignments in range(n):
+                item1 = _new(CreatableReplicaAssignment)  # CreatableReplicaAssignment read in this loop
+                # field: topics[]>assignments[]>partition_index:i
+                (item1.partition_index,) = _R_i(buf, pos)
+                pos += 4
+                # field: topics[]>assignments[]>broker_ids
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.broker_ids = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                item1.unknown_tags = None
+                items1[i_assignments] = item1
+            item.assignments = tuple(items1)
+            # field: topics[]>configs[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 4 > blen - pos:
+                raise bad_count(n, 4, pos, blen)
+            items1 = [None] * n
+            for i_configs in range(n):
+                item1 = _new(CreatableTopicConfig)  # CreatableTopicConfig read in this loop
+                # field: topics[]>configs[]>name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.name = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: topics[]>configs[]>value
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.value = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.value = str(buf[pos:end], "utf-8")
+                    pos = end
+                item1.unknown_tags = None
+                items1[i_configs] = item1
+            item.configs = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: timeout_ms:i validate_only:?
         (self.timeout_ms, self.validate_only,) = _R_i_(buf, pos)
@@ -426,68 +460,6 @@ def _write_CreateTopicsRequest_v1(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_CreatableReplicaAssignment_v5(buf, pos, view):
-    try:
-        self = _new(CreatableReplicaAssignment)
-        blen = len(buf)
-        # field: partition_index:i
-        (self.partition_index,) = _R_i(buf, pos)
-        pos += 4
-        # field: broker_ids
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.broker_ids = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_CreatableReplicaAssignment_v5(self, w):
     try:
         # field: partition_index:i
@@ -515,87 +487,6 @@ def _write_CreatableReplicaAssignment_v5(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_CreatableTopicConfig_v5(buf, pos, view):
-    try:
-        self = _new(CreatableTopicConfig)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: value
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.value = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.value = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_CreatableTopicConfig_v5(self, w):
@@ -646,111 +537,6 @@ def _write_CreatableTopicConfig_v5(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_CreatableTopic_v5(buf, pos, view):
-    try:
-        self = _new(CreatableTopic)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: num_partitions:i replication_factor:h
-        (self.num_partitions, self.replication_factor,) = _R_ih(buf, pos)
-        pos += 6
-        # field: assignments[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 6 > blen - pos:
-            raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
-        for i_assignments in range(n):
-            item, pos = _read_CreatableReplicaAssignment_v5(buf, pos, view)
-            append(item)
-        self.assignments = tuple(items)
-        # field: configs[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 3 > blen - pos:
-            raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
-        for i_configs in range(n):
-            item, pos = _read_CreatableTopicConfig_v5(buf, pos, view)
-            append(item)
-        self.configs = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_CreatableTopic_v5(self, w):
@@ -843,48 +629,151 @@ def _read_CreateTopicsRequest_v5(buf, pos, view):
         n -= 1
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_CreatableTopic_v5(buf, pos, view)
-            append(item)
+            item = _new(CreatableTopic)  # CreatableTopic read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>num_partitions:i replication_factor:h
+            (item.num_partitions, item.replication_factor,) = _R_ih(buf, pos)
+            pos += 6
+            # field: topics[]>assignments[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
+            items1 = [None] * n
+            for i_assignments in range(n):
+                item1 = _new(CreatableReplicaAssignment)  # CreatableReplicaAssignment read in this loop
+                # field: topics[]>assignments[]>partition_index:i
+                (item1.partition_index,) = _R_i(buf, pos)
+                pos += 4
+                # field: topics[]>assignments[]>broker_ids
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.broker_ids = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.broker_ids = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>assignments[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_assignments] = item1
+            item.assignments = tuple(items1)
+            # field: topics[]>configs[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
+            items1 = [None] * n
+            for i_configs in range(n):
+                item1 = _new(CreatableTopicConfig)  # CreatableTopicConfig read in this loop
+                # field: topics[]>configs[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: topics[]>configs[]>value
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.value = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.value = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.value = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.value = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: topics[]>configs[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_configs] = item1
+            item.configs = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: timeout_ms:i validate_only:?
         (self.timeout_ms, self.validate_only,) = _R_i_(buf, pos)
         pos += 5
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -944,5 +833,5 @@ CreateTopicsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "148:- 152:partition_index:i 155:broker_ids 168:- 170:partition_index:i 172:broker_ids 179:unknown_tags 186:- 190:name 198:value 215:- 217:name 228:value 239:unknown_tags 246:- 250:name 258:num_partitions:i/replication_factor:h 261:assignments[] 272:configs[] 289:- 291:name 302:num_partitions:i/replication_factor:h 304:assignments[] 315:configs[] 326:unknown_tags 333:- 337:topics[] 348:timeout_ms:i 358:- 360:topics[] 371:timeout_ms:i 373:validate_only 376:unknown_tags 383:- 387:topics[] 398:timeout_ms:i/validate_only:? 407:- 409:topics[] 420:timeout_ms:i/validate_only:? 422:unknown_tags 429:- 433:partition_index:i 436:broker_ids 453:tagged_fields 491:- 493:partition_index:i 495:broker_ids 510:tagged_fields 520:- 524:name 542:value 563:tagged_fields 601:- 603:name 622:value 641:tagged_fields 651:- 655:name 673:num_partitions:i/replication_factor:h 676:assignments[] 697:configs[] 718:tagged_fields 756:- 758:name 777:num_partitions:i/replication_factor:h 779:assignments[] 798:configs[] 817:tagged_fields 827:- 831:topics[] 852:timeout_ms:i/validate_only:? 855:tagged_fields 893:- 895:topics[] 914:timeout_ms:i/validate_only:? 916:tagged_fields"
+    "150:- 152:partition_index:i 154:broker_ids 161:unknown_tags 168:- 170:name 181:value 192:unknown_tags 199:- 201:name 212:num_partitions:i/replication_factor:h 214:assignments[] 225:configs[] 236:unknown_tags 243:- 247:topics[] 255:topics[]>name 263:topics[]>num_partitions:i/replication_factor:h 266:topics[]>assignments[] 274:topics[]>assignments[]>partition_index:i 277:topics[]>assignments[]>broker_ids 287:topics[]>configs[] 295:topics[]>configs[]>name 303:topics[]>configs[]>value 320:timeout_ms:i 330:- 332:topics[] 343:timeout_ms:i 345:validate_only 348:unknown_tags 355:- 359:topics[] 367:topics[]>name 375:topics[]>num_partitions:i/replication_factor:h 378:topics[]>assignments[] 386:topics[]>assignments[]>partition_index:i 389:topics[]>assignments[]>broker_ids 399:topics[]>configs[] 407:topics[]>configs[]>name 415:topics[]>configs[]>value 432:timeout_ms:i/validate_only:? 441:- 443:topics[] 454:timeout_ms:i/validate_only:? 456:unknown_tags 463:- 465:partition_index:i 467:broker_ids 482:tagged_fields 492:- 494:name 513:value 532:tagged_fields 542:- 544:name 563:num_partitions:i/replication_factor:h 565:assignments[] 584:configs[] 603:tagged_fields 613:- 617:topics[] 635:topics[]>name 651:topics[]>num_partitions:i/replication_factor:h 654:topics[]>assignments[] 672:topics[]>assignments[]>partition_index:i 675:topics[]>assignments[]>broker_ids 687:topics[]>assignments[]>tagged_fields 695:topics[]>configs[] 713:topics[]>configs[]>name 729:topics[]>configs[]>value 752:topics[]>configs[]>tagged_fields 760:topics[]>tagged_fields 768:timeout_ms:i/validate_only:? 771:tagged_fields 782:- 784:topics[] 803:timeout_ms:i/validate_only:? 805:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -134,33 +135,6 @@ CreateTopicsResponse.CreatableTopicConfigs = CreatableTopicConfigs
 
 
 
-def _read_CreatableTopicResult_v0(buf, pos, view):
-    try:
-        self = _new(CreatableTopicResult)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        self.topic_id = ZERO_UUID
-        self.error_message = ''
-        self.topic_config_error_code = 0
-        self.num_partitions = -1
-        self.replication_factor = -1
-        self.configs = ()
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_CreatableTopicResult_v0(self, w):
     try:
         # field: name
@@ -192,11 +166,28 @@ def _read_CreateTopicsResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 4 > blen - pos:
             raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_CreatableTopicResult_v0(buf, pos, view)
-            append(item)
+            item = _new(CreatableTopicResult)  # CreatableTopicResult read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            item.topic_id = ZERO_UUID
+            item.error_message = ''
+            item.topic_config_error_code = 0
+            item.num_partitions = -1
+            item.replication_factor = -1
+            item.configs = ()
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.throttle_time_ms = 0
         self.unknown_tags = None
@@ -223,43 +214,6 @@ def _write_CreateTopicsResponse_v0(self, w):
             raise tags_not_supported("CreateTopicsResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_CreatableTopicResult_v1(buf, pos, view):
-    try:
-        self = _new(CreatableTopicResult)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        self.topic_id = ZERO_UUID
-        self.topic_config_error_code = 0
-        self.num_partitions = -1
-        self.replication_factor = -1
-        self.configs = ()
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_CreatableTopicResult_v1(self, w):
@@ -304,11 +258,38 @@ def _read_CreateTopicsResponse_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_CreatableTopicResult_v1(buf, pos, view)
-            append(item)
+            item = _new(CreatableTopicResult)  # CreatableTopicResult read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: topics[]>error_message
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.error_message = str(buf[pos:end], "utf-8")
+                pos = end
+            item.topic_id = ZERO_UUID
+            item.topic_config_error_code = 0
+            item.num_partitions = -1
+            item.replication_factor = -1
+            item.configs = ()
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.throttle_time_ms = 0
         self.unknown_tags = None
@@ -349,11 +330,38 @@ def _read_CreateTopicsResponse_v2(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_CreatableTopicResult_v1(buf, pos, view)
-            append(item)
+            item = _new(CreatableTopicResult)  # CreatableTopicResult read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: topics[]>error_message
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.error_message = str(buf[pos:end], "utf-8")
+                pos = end
+            item.topic_id = ZERO_UUID
+            item.topic_config_error_code = 0
+            item.num_partitions = -1
+            item.replication_factor = -1
+            item.configs = ()
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -381,90 +389,6 @@ def _write_CreateTopicsResponse_v2(self, w):
             raise tags_not_supported("CreateTopicsResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_CreatableTopicConfigs_v5(buf, pos, view):
-    try:
-        self = _new(CreatableTopicConfigs)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: value
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.value = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.value = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: read_only:? config_source:b is_sensitive:?
-        (self.read_only, self.config_source, self.is_sensitive,) = _R__b_(buf, pos)
-        pos += 3
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_CreatableTopicConfigs_v5(self, w):
@@ -517,127 +441,6 @@ def _write_CreatableTopicConfigs_v5(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_CreatableTopicResult_v5(buf, pos, view):
-    try:
-        self = _new(CreatableTopicResult)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: num_partitions:i replication_factor:h
-        (self.num_partitions, self.replication_factor,) = _R_ih(buf, pos)
-        pos += 6
-        # field: configs[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.configs = None
-        else:
-            if n < 0 or n * 6 > blen - pos:
-                raise bad_count(n, 6, pos, blen)
-            items = []
-            append = items.append
-            for i_configs in range(n):
-                item, pos = _read_CreatableTopicConfigs_v5(buf, pos, view)
-                append(item)
-            self.configs = tuple(items)
-        self.topic_id = ZERO_UUID
-        self.topic_config_error_code = 0
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if tag == 0:
-                    # field: topic_config_error_code
-                    self.topic_config_error_code = _R_h(buf, pos)[0]
-                    pos += 2
-                    if pos != end:
-                        raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
-                    # field: tagged_fields
-                    continue
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_CreatableTopicResult_v5(self, w):
@@ -741,45 +544,176 @@ def _read_CreateTopicsResponse_v5(buf, pos, view):
         n -= 1
         if n < 0 or n * 12 > blen - pos:
             raise bad_count(n, 12, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_CreatableTopicResult_v5(buf, pos, view)
-            append(item)
+            item = _new(CreatableTopicResult)  # CreatableTopicResult read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: topics[]>error_message
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.error_message = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.error_message = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.error_message = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.error_message = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: topics[]>num_partitions:i replication_factor:h
+            (item.num_partitions, item.replication_factor,) = _R_ih(buf, pos)
+            pos += 6
+            # field: topics[]>configs[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n == -1:
+                item.configs = None
+            else:
+                if n < 0 or n * 6 > blen - pos:
+                    raise bad_count(n, 6, pos, blen)
+                items1 = [None] * n
+                for i_configs in range(n):
+                    item1 = _new(CreatableTopicConfigs)  # CreatableTopicConfigs read in this loop
+                    # field: topics[]>configs[]>name
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        end = pos + n
+                        if n == 0 or end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.name = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.name = str(buf[pos:end], "utf-8")
+                        pos = end
+                    # field: topics[]>configs[]>value
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        if n == 0:
+                            item1.value = None
+                            pos += 1
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise bad_length(n - 1, pos + 1, blen, "string")
+                            item1.value = str(buf[pos + 1:end], "utf-8")
+                            pos = end
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        if n == -1:
+                            item1.value = None
+                        else:
+                            end = pos + n
+                            if n < 0 or end > blen or n > 0x7FFF:
+                                raise bad_length(n, pos, blen, "string")
+                            item1.value = str(buf[pos:end], "utf-8")
+                            pos = end
+                    # field: topics[]>configs[]>read_only:? config_source:b is_sensitive:?
+                    (item1.read_only, item1.config_source, item1.is_sensitive,) = _R__b_(buf, pos)
+                    pos += 3
+                    # field: topics[]>configs[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item1.unknown_tags = None
+                    else:
+                        item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items1[i_configs] = item1
+                item.configs = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.topic_config_error_code = 0
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                if n * 2 > blen - pos:
+                    raise bad_count(n, 2, pos, blen)
+                unknown = None
+                for _ in range(n):
+                    tag = buf[pos]
+                    if tag < 0x80:
+                        pos += 1
+                    else:
+                        tag, pos = read_uvarint(buf, pos)
+                    size = buf[pos]
+                    if size < 0x80:
+                        pos += 1
+                    else:
+                        size, pos = read_uvarint(buf, pos)
+                    start = pos
+                    end = pos + size
+                    if end > blen:
+                        raise bad_length(size, pos, blen, "tagged field")
+                    if tag == 0:
+                        # field: topics[]>topic_config_error_code
+                        item.topic_config_error_code = _R_h(buf, pos)[0]
+                        pos += 2
+                        if pos != end:
+                            raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
+                        # field: topics[]>tagged_fields
+                        continue
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = bytes(buf[pos:end])
+                    pos = end
+                item.unknown_tags = unknown
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -816,127 +750,6 @@ def _write_CreateTopicsResponse_v5(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_CreatableTopicResult_v7(buf, pos, view):
-    try:
-        self = _new(CreatableTopicResult)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: topic_id:16s error_code:h
-        (u_topic_id, self.error_code,) = _R_16sh(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 18
-        # field: error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: num_partitions:i replication_factor:h
-        (self.num_partitions, self.replication_factor,) = _R_ih(buf, pos)
-        pos += 6
-        # field: configs[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.configs = None
-        else:
-            if n < 0 or n * 6 > blen - pos:
-                raise bad_count(n, 6, pos, blen)
-            items = []
-            append = items.append
-            for i_configs in range(n):
-                item, pos = _read_CreatableTopicConfigs_v5(buf, pos, view)
-                append(item)
-            self.configs = tuple(items)
-        self.topic_config_error_code = 0
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if tag == 0:
-                    # field: topic_config_error_code
-                    self.topic_config_error_code = _R_h(buf, pos)[0]
-                    pos += 2
-                    if pos != end:
-                        raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
-                    # field: tagged_fields
-                    continue
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_CreatableTopicResult_v7(self, w):
@@ -1040,45 +853,176 @@ def _read_CreateTopicsResponse_v7(buf, pos, view):
         n -= 1
         if n < 0 or n * 28 > blen - pos:
             raise bad_count(n, 28, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_CreatableTopicResult_v7(buf, pos, view)
-            append(item)
+            item = _new(CreatableTopicResult)  # CreatableTopicResult read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>topic_id:16s error_code:h
+            (u_topic_id, item.error_code,) = _R_16sh(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 18
+            # field: topics[]>error_message
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.error_message = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.error_message = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.error_message = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.error_message = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: topics[]>num_partitions:i replication_factor:h
+            (item.num_partitions, item.replication_factor,) = _R_ih(buf, pos)
+            pos += 6
+            # field: topics[]>configs[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n == -1:
+                item.configs = None
+            else:
+                if n < 0 or n * 6 > blen - pos:
+                    raise bad_count(n, 6, pos, blen)
+                items1 = [None] * n
+                for i_configs in range(n):
+                    item1 = _new(CreatableTopicConfigs)  # CreatableTopicConfigs read in this loop
+                    # field: topics[]>configs[]>name
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        end = pos + n
+                        if n == 0 or end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.name = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.name = str(buf[pos:end], "utf-8")
+                        pos = end
+                    # field: topics[]>configs[]>value
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        if n == 0:
+                            item1.value = None
+                            pos += 1
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise bad_length(n - 1, pos + 1, blen, "string")
+                            item1.value = str(buf[pos + 1:end], "utf-8")
+                            pos = end
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        if n == -1:
+                            item1.value = None
+                        else:
+                            end = pos + n
+                            if n < 0 or end > blen or n > 0x7FFF:
+                                raise bad_length(n, pos, blen, "string")
+                            item1.value = str(buf[pos:end], "utf-8")
+                            pos = end
+                    # field: topics[]>configs[]>read_only:? config_source:b is_sensitive:?
+                    (item1.read_only, item1.config_source, item1.is_sensitive,) = _R__b_(buf, pos)
+                    pos += 3
+                    # field: topics[]>configs[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item1.unknown_tags = None
+                    else:
+                        item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items1[i_configs] = item1
+                item.configs = tuple(items1)
+            item.topic_config_error_code = 0
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                if n * 2 > blen - pos:
+                    raise bad_count(n, 2, pos, blen)
+                unknown = None
+                for _ in range(n):
+                    tag = buf[pos]
+                    if tag < 0x80:
+                        pos += 1
+                    else:
+                        tag, pos = read_uvarint(buf, pos)
+                    size = buf[pos]
+                    if size < 0x80:
+                        pos += 1
+                    else:
+                        size, pos = read_uvarint(buf, pos)
+                    start = pos
+                    end = pos + size
+                    if end > blen:
+                        raise bad_length(size, pos, blen, "tagged field")
+                    if tag == 0:
+                        # field: topics[]>topic_config_error_code
+                        item.topic_config_error_code = _R_h(buf, pos)[0]
+                        pos += 2
+                        if pos != end:
+                            raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
+                        # field: topics[]>tagged_fields
+                        continue
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = bytes(buf[pos:end])
+                    pos = end
+                item.unknown_tags = unknown
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1138,5 +1082,5 @@ CreateTopicsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "137:- 141:name 149:error_code:h 164:- 166:name 177:error_code:h 179:unknown_tags 186:- 190:topics[] 208:- 210:topics[] 221:unknown_tags 228:- 232:name 240:error_code:h 243:error_message 265:- 267:name 278:error_code:h 280:error_message 291:unknown_tags 298:- 302:topics[] 320:- 322:topics[] 333:unknown_tags 340:- 344:throttle_time_ms:i 347:topics[] 364:- 366:throttle_time_ms:i 368:topics[] 379:unknown_tags 386:- 390:name 408:value 429:read_only:?/config_source:b/is_sensitive:? 432:tagged_fields 470:- 472:name 491:value 510:read_only:?/config_source:b/is_sensitive:? 512:tagged_fields 522:- 526:name 544:error_code:h 547:error_message 568:num_partitions:i/replication_factor:h 571:configs[] 597:tagged_fields 626:topic_config_error_code 631:tagged_fields 643:- 645:name 664:error_code:h 666:error_message 685:num_partitions:i/replication_factor:h 687:configs[] 707:topic_config_error_code 712:tagged_fields 722:- 726:throttle_time_ms:i 729:topics[] 750:tagged_fields 788:- 790:throttle_time_ms:i 792:topics[] 811:tagged_fields 821:- 825:name 843:topic_id:16s/error_code:h 847:error_message 868:num_partitions:i/replication_factor:h 871:configs[] 896:tagged_fields 925:topic_config_error_code 930:tagged_fields 942:- 944:name 963:topic_id:16s/error_code:h 965:error_message 984:num_partitions:i/replication_factor:h 986:configs[] 1006:topic_config_error_code 1011:tagged_fields 1021:- 1025:throttle_time_ms:i 1028:topics[] 1049:tagged_fields 1087:- 1089:throttle_time_ms:i 1091:topics[] 1110:tagged_fields"
+    "138:- 140:name 151:error_code:h 153:unknown_tags 160:- 164:topics[] 172:topics[]>name 180:topics[]>error_code:h 199:- 201:topics[] 212:unknown_tags 219:- 221:name 232:error_code:h 234:error_message 245:unknown_tags 252:- 256:topics[] 264:topics[]>name 272:topics[]>error_code:h 275:topics[]>error_message 301:- 303:topics[] 314:unknown_tags 321:- 325:throttle_time_ms:i 328:topics[] 336:topics[]>name 344:topics[]>error_code:h 347:topics[]>error_message 372:- 374:throttle_time_ms:i 376:topics[] 387:unknown_tags 394:- 396:name 415:value 434:read_only:?/config_source:b/is_sensitive:? 436:tagged_fields 446:- 448:name 467:error_code:h 469:error_message 488:num_partitions:i/replication_factor:h 490:configs[] 510:topic_config_error_code 515:tagged_fields 525:- 529:throttle_time_ms:i 532:topics[] 550:topics[]>name 566:topics[]>error_code:h 569:topics[]>error_message 592:topics[]>num_partitions:i/replication_factor:h 595:topics[]>configs[] 616:topics[]>configs[]>name 632:topics[]>configs[]>value 655:topics[]>configs[]>read_only:?/config_source:b/is_sensitive:? 658:topics[]>configs[]>tagged_fields 668:topics[]>tagged_fields 697:topics[]>topic_config_error_code 702:topics[]>tagged_fields 711:tagged_fields 722:- 724:throttle_time_ms:i 726:topics[] 745:tagged_fields 755:- 757:name 776:topic_id:16s/error_code:h 778:error_message 797:num_partitions:i/replication_factor:h 799:configs[] 819:topic_config_error_code 824:tagged_fields 834:- 838:throttle_time_ms:i 841:topics[] 859:topics[]>name 875:topics[]>topic_id:16s/error_code:h 879:topics[]>error_message 902:topics[]>num_partitions:i/replication_factor:h 905:topics[]>configs[] 926:topics[]>configs[]>name 942:topics[]>configs[]>value 965:topics[]>configs[]>read_only:?/config_source:b/is_sensitive:? 968:topics[]>configs[]>tagged_fields 977:topics[]>tagged_fields 1006:topics[]>topic_config_error_code 1011:topics[]>tagged_fields 1020:tagged_fields 1031:- 1033:throttle_time_ms:i 1035:topics[] 1054:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -91,56 +92,6 @@ DeleteAclsRequest.DeleteAclsFilter = DeleteAclsFilter
 
 
 
-def _read_DeleteAclsFilter_v0(buf, pos, view):
-    try:
-        self = _new(DeleteAclsFilter)
-        blen = len(buf)
-        # field: resource_type_filter:b
-        (self.resource_type_filter,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name_filter
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.resource_name_filter = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.resource_name_filter = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: principal_filter
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.principal_filter = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.principal_filter = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: host_filter
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.host_filter = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.host_filter = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: operation:b permission_type:b
-        (self.operation, self.permission_type,) = _R_bb(buf, pos)
-        pos += 2
-        self.pattern_type_filter = 3
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DeleteAclsFilter_v0(self, w):
     try:
         # field: resource_type_filter:b
@@ -199,11 +150,51 @@ def _read_DeleteAclsRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 9 > blen - pos:
             raise bad_count(n, 9, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_filters in range(n):
-            item, pos = _read_DeleteAclsFilter_v0(buf, pos, view)
-            append(item)
+            item = _new(DeleteAclsFilter)  # DeleteAclsFilter read in this loop
+            # field: filters[]>resource_type_filter:b
+            (item.resource_type_filter,) = _R_b(buf, pos)
+            pos += 1
+            # field: filters[]>resource_name_filter
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.resource_name_filter = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.resource_name_filter = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: filters[]>principal_filter
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.principal_filter = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.principal_filter = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: filters[]>host_filter
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.host_filter = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host_filter = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: filters[]>operation:b permission_type:b
+            (item.operation, item.permission_type,) = _R_bb(buf, pos)
+            pos += 2
+            item.pattern_type_filter = 3
+            item.unknown_tags = None
+            items[i_filters] = item
         self.filters = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -229,58 +220,6 @@ def _write_DeleteAclsRequest_v0(self, w):
             raise tags_not_supported("DeleteAclsRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DeleteAclsFilter_v1(buf, pos, view):
-    try:
-        self = _new(DeleteAclsFilter)
-        blen = len(buf)
-        # field: resource_type_filter:b
-        (self.resource_type_filter,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name_filter
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.resource_name_filter = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.resource_name_filter = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: pattern_type_filter:b
-        (self.pattern_type_filter,) = _R_b(buf, pos)
-        pos += 1
-        # field: principal_filter
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.principal_filter = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.principal_filter = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: host_filter
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.host_filter = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.host_filter = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: operation:b permission_type:b
-        (self.operation, self.permission_type,) = _R_bb(buf, pos)
-        pos += 2
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DeleteAclsFilter_v1(self, w):
@@ -340,11 +279,53 @@ def _read_DeleteAclsRequest_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_filters in range(n):
-            item, pos = _read_DeleteAclsFilter_v1(buf, pos, view)
-            append(item)
+            item = _new(DeleteAclsFilter)  # DeleteAclsFilter read in this loop
+            # field: filters[]>resource_type_filter:b
+            (item.resource_type_filter,) = _R_b(buf, pos)
+            pos += 1
+            # field: filters[]>resource_name_filter
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.resource_name_filter = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.resource_name_filter = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: filters[]>pattern_type_filter:b
+            (item.pattern_type_filter,) = _R_b(buf, pos)
+            pos += 1
+            # field: filters[]>principal_filter
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.principal_filter = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.principal_filter = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: filters[]>host_filter
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.host_filter = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host_filter = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: filters[]>operation:b permission_type:b
+            (item.operation, item.permission_type,) = _R_bb(buf, pos)
+            pos += 2
+            item.unknown_tags = None
+            items[i_filters] = item
         self.filters = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -370,120 +351,6 @@ def _write_DeleteAclsRequest_v1(self, w):
             raise tags_not_supported("DeleteAclsRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DeleteAclsFilter_v2(buf, pos, view):
-    try:
-        self = _new(DeleteAclsFilter)
-        blen = len(buf)
-        # field: resource_type_filter:b
-        (self.resource_type_filter,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name_filter
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.resource_name_filter = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.resource_name_filter = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: pattern_type_filter:b
-        (self.pattern_type_filter,) = _R_b(buf, pos)
-        pos += 1
-        # field: principal_filter
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.principal_filter = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.principal_filter = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: host_filter
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.host_filter = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.host_filter = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: operation:b permission_type:b
-        (self.operation, self.permission_type,) = _R_bb(buf, pos)
-        pos += 2
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DeleteAclsFilter_v2(self, w):
@@ -580,45 +447,101 @@ def _read_DeleteAclsRequest_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 8 > blen - pos:
             raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_filters in range(n):
-            item, pos = _read_DeleteAclsFilter_v2(buf, pos, view)
-            append(item)
+            item = _new(DeleteAclsFilter)  # DeleteAclsFilter read in this loop
+            # field: filters[]>resource_type_filter:b
+            (item.resource_type_filter,) = _R_b(buf, pos)
+            pos += 1
+            # field: filters[]>resource_name_filter
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.resource_name_filter = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.resource_name_filter = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.resource_name_filter = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.resource_name_filter = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: filters[]>pattern_type_filter:b
+            (item.pattern_type_filter,) = _R_b(buf, pos)
+            pos += 1
+            # field: filters[]>principal_filter
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.principal_filter = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.principal_filter = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.principal_filter = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.principal_filter = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: filters[]>host_filter
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.host_filter = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.host_filter = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.host_filter = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.host_filter = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: filters[]>operation:b permission_type:b
+            (item.operation, item.permission_type,) = _R_bb(buf, pos)
+            pos += 2
+            # field: filters[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_filters] = item
         self.filters = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -668,5 +591,5 @@ DeleteAclsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "94:- 98:resource_type_filter:b 101:resource_name_filter 112:principal_filter 123:host_filter 134:operation:b/permission_type:b 144:- 146:resource_type_filter:b 148:resource_name_filter 159:principal_filter 170:host_filter 181:operation:b/permission_type:b 183:pattern_type_filter 186:unknown_tags 193:- 197:filters[] 214:- 216:filters[] 227:unknown_tags 234:- 238:resource_type_filter:b 241:resource_name_filter 252:pattern_type_filter:b 255:principal_filter 266:host_filter 277:operation:b/permission_type:b 286:- 288:resource_type_filter:b 290:resource_name_filter 301:pattern_type_filter:b 303:principal_filter 314:host_filter 325:operation:b/permission_type:b 327:unknown_tags 334:- 338:filters[] 355:- 357:filters[] 368:unknown_tags 375:- 379:resource_type_filter:b 382:resource_name_filter 403:pattern_type_filter:b 406:principal_filter 427:host_filter 448:operation:b/permission_type:b 451:tagged_fields 489:- 491:resource_type_filter:b 493:resource_name_filter 512:pattern_type_filter:b 514:principal_filter 533:host_filter 552:operation:b/permission_type:b 554:tagged_fields 564:- 568:filters[] 589:tagged_fields 627:- 629:filters[] 648:tagged_fields"
+    "95:- 97:resource_type_filter:b 99:resource_name_filter 110:principal_filter 121:host_filter 132:operation:b/permission_type:b 134:pattern_type_filter 137:unknown_tags 144:- 148:filters[] 156:filters[]>resource_type_filter:b 159:filters[]>resource_name_filter 170:filters[]>principal_filter 181:filters[]>host_filter 192:filters[]>operation:b/permission_type:b 205:- 207:filters[] 218:unknown_tags 225:- 227:resource_type_filter:b 229:resource_name_filter 240:pattern_type_filter:b 242:principal_filter 253:host_filter 264:operation:b/permission_type:b 266:unknown_tags 273:- 277:filters[] 285:filters[]>resource_type_filter:b 288:filters[]>resource_name_filter 299:filters[]>pattern_type_filter:b 302:filters[]>principal_filter 313:filters[]>host_filter 324:filters[]>operation:b/permission_type:b 336:- 338:filters[] 349:unknown_tags 356:- 358:resource_type_filter:b 360:resource_name_filter 379:pattern_type_filter:b 381:principal_filter 400:host_filter 419:operation:b/permission_type:b 421:tagged_fields 431:- 435:filters[] 453:filters[]>resource_type_filter:b 456:filters[]>resource_name_filter 479:filters[]>pattern_type_filter:b 482:filters[]>principal_filter 505:filters[]>host_filter 528:filters[]>operation:b/permission_type:b 531:filters[]>tagged_fields 539:tagged_fields 550:- 552:filters[] 571:tagged_fields"
 )

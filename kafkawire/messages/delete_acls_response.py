@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -129,61 +130,6 @@ DeleteAclsResponse.DeleteAclsMatchingAcl = DeleteAclsMatchingAcl
 
 
 
-def _read_DeleteAclsMatchingAcl_v0(buf, pos, view):
-    try:
-        self = _new(DeleteAclsMatchingAcl)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: principal
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: host
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: operation:b permission_type:b
-        (self.operation, self.permission_type,) = _R_bb(buf, pos)
-        pos += 2
-        self.pattern_type = 3
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DeleteAclsMatchingAcl_v0(self, w):
     try:
         # field: error_code:h
@@ -246,41 +192,6 @@ def _write_DeleteAclsMatchingAcl_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_DeleteAclsFilterResult_v0(buf, pos, view):
-    try:
-        self = _new(DeleteAclsFilterResult)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: matching_acls[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 13 > blen - pos:
-            raise bad_count(n, 13, pos, blen)
-        items = []
-        append = items.append
-        for i_matching_acls in range(n):
-            item, pos = _read_DeleteAclsMatchingAcl_v0(buf, pos, view)
-            append(item)
-        self.matching_acls = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DeleteAclsFilterResult_v0(self, w):
     try:
         # field: error_code:h
@@ -326,11 +237,81 @@ def _read_DeleteAclsResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 8 > blen - pos:
             raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_filter_results in range(n):
-            item, pos = _read_DeleteAclsFilterResult_v0(buf, pos, view)
-            append(item)
+            item = _new(DeleteAclsFilterResult)  # DeleteAclsFilterResult read in this loop
+            # field: filter_results[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: filter_results[]>error_message
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.error_message = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: filter_results[]>matching_acls[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 13 > blen - pos:
+                raise bad_count(n, 13, pos, blen)
+            items1 = [None] * n
+            for i_matching_acls in range(n):
+                item1 = _new(DeleteAclsMatchingAcl)  # DeleteAclsMatchingAcl read in this loop
+                # field: filter_results[]>matching_acls[]>error_code:h
+                (item1.error_code,) = _R_h(buf, pos)
+                pos += 2
+                # field: filter_results[]>matching_acls[]>error_message
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.error_message = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.error_message = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: filter_results[]>matching_acls[]>resource_type:b
+                (item1.resource_type,) = _R_b(buf, pos)
+                pos += 1
+                # field: filter_results[]>matching_acls[]>resource_name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.resource_name = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: filter_results[]>matching_acls[]>principal
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.principal = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: filter_results[]>matching_acls[]>host
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.host = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: filter_results[]>matching_acls[]>operation:b permission_type:b
+                (item1.operation, item1.permission_type,) = _R_bb(buf, pos)
+                pos += 2
+                item1.pattern_type = 3
+                item1.unknown_tags = None
+                items1[i_matching_acls] = item1
+            item.matching_acls = tuple(items1)
+            item.unknown_tags = None
+            items[i_filter_results] = item
         self.filter_results = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -358,63 +339,6 @@ def _write_DeleteAclsResponse_v0(self, w):
             raise tags_not_supported("DeleteAclsResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DeleteAclsMatchingAcl_v1(buf, pos, view):
-    try:
-        self = _new(DeleteAclsMatchingAcl)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: pattern_type:b
-        (self.pattern_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: principal
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: host
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: operation:b permission_type:b
-        (self.operation, self.permission_type,) = _R_bb(buf, pos)
-        pos += 2
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DeleteAclsMatchingAcl_v1(self, w):
@@ -478,41 +402,6 @@ def _write_DeleteAclsMatchingAcl_v1(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_DeleteAclsFilterResult_v1(buf, pos, view):
-    try:
-        self = _new(DeleteAclsFilterResult)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: matching_acls[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 14 > blen - pos:
-            raise bad_count(n, 14, pos, blen)
-        items = []
-        append = items.append
-        for i_matching_acls in range(n):
-            item, pos = _read_DeleteAclsMatchingAcl_v1(buf, pos, view)
-            append(item)
-        self.matching_acls = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DeleteAclsFilterResult_v1(self, w):
     try:
         # field: error_code:h
@@ -558,11 +447,83 @@ def _read_DeleteAclsResponse_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 8 > blen - pos:
             raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_filter_results in range(n):
-            item, pos = _read_DeleteAclsFilterResult_v1(buf, pos, view)
-            append(item)
+            item = _new(DeleteAclsFilterResult)  # DeleteAclsFilterResult read in this loop
+            # field: filter_results[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: filter_results[]>error_message
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.error_message = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: filter_results[]>matching_acls[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 14 > blen - pos:
+                raise bad_count(n, 14, pos, blen)
+            items1 = [None] * n
+            for i_matching_acls in range(n):
+                item1 = _new(DeleteAclsMatchingAcl)  # DeleteAclsMatchingAcl read in this loop
+                # field: filter_results[]>matching_acls[]>error_code:h
+                (item1.error_code,) = _R_h(buf, pos)
+                pos += 2
+                # field: filter_results[]>matching_acls[]>error_message
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.error_message = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.error_message = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: filter_results[]>matching_acls[]>resource_type:b
+                (item1.resource_type,) = _R_b(buf, pos)
+                pos += 1
+                # field: filter_results[]>matching_acls[]>resource_name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.resource_name = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: filter_results[]>matching_acls[]>pattern_type:b
+                (item1.pattern_type,) = _R_b(buf, pos)
+                pos += 1
+                # field: filter_results[]>matching_acls[]>principal
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.principal = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: filter_results[]>matching_acls[]>host
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.host = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: filter_results[]>matching_acls[]>operation:b permission_type:b
+                (item1.operation, item1.permission_type,) = _R_bb(buf, pos)
+                pos += 2
+                item1.unknown_tags = None
+                items1[i_matching_acls] = item1
+            item.matching_acls = tuple(items1)
+            item.unknown_tags = None
+            items[i_filter_results] = item
         self.filter_results = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -590,135 +551,6 @@ def _write_DeleteAclsResponse_v1(self, w):
             raise tags_not_supported("DeleteAclsResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DeleteAclsMatchingAcl_v2(buf, pos, view):
-    try:
-        self = _new(DeleteAclsMatchingAcl)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: pattern_type:b
-        (self.pattern_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: principal
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: host
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: operation:b permission_type:b
-        (self.operation, self.permission_type,) = _R_bb(buf, pos)
-        pos += 2
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DeleteAclsMatchingAcl_v2(self, w):
@@ -817,93 +649,6 @@ def _write_DeleteAclsMatchingAcl_v2(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_DeleteAclsFilterResult_v2(buf, pos, view):
-    try:
-        self = _new(DeleteAclsFilterResult)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: matching_acls[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 11 > blen - pos:
-            raise bad_count(n, 11, pos, blen)
-        items = []
-        append = items.append
-        for i_matching_acls in range(n):
-            item, pos = _read_DeleteAclsMatchingAcl_v2(buf, pos, view)
-            append(item)
-        self.matching_acls = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DeleteAclsFilterResult_v2(self, w):
     try:
         # field: error_code:h
@@ -978,45 +723,158 @@ def _read_DeleteAclsResponse_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 5 > blen - pos:
             raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_filter_results in range(n):
-            item, pos = _read_DeleteAclsFilterResult_v2(buf, pos, view)
-            append(item)
+            item = _new(DeleteAclsFilterResult)  # DeleteAclsFilterResult read in this loop
+            # field: filter_results[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: filter_results[]>error_message
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.error_message = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.error_message = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.error_message = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.error_message = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: filter_results[]>matching_acls[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 11 > blen - pos:
+                raise bad_count(n, 11, pos, blen)
+            items1 = [None] * n
+            for i_matching_acls in range(n):
+                item1 = _new(DeleteAclsMatchingAcl)  # DeleteAclsMatchingAcl read in this loop
+                # field: filter_results[]>matching_acls[]>error_code:h
+                (item1.error_code,) = _R_h(buf, pos)
+                pos += 2
+                # field: filter_results[]>matching_acls[]>error_message
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.error_message = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.error_message = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.error_message = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.error_message = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: filter_results[]>matching_acls[]>resource_type:b
+                (item1.resource_type,) = _R_b(buf, pos)
+                pos += 1
+                # field: filter_results[]>matching_acls[]>resource_name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.resource_name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.resource_name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: filter_results[]>matching_acls[]>pattern_type:b
+                (item1.pattern_type,) = _R_b(buf, pos)
+                pos += 1
+                # field: filter_results[]>matching_acls[]>principal
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.principal = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.principal = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: filter_results[]>matching_acls[]>host
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.host = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.host = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: filter_results[]>matching_acls[]>operation:b permission_type:b
+                (item1.operation, item1.permission_type,) = _R_bb(buf, pos)
+                pos += 2
+                # field: filter_results[]>matching_acls[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_matching_acls] = item1
+            item.matching_acls = tuple(items1)
+            # field: filter_results[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_filter_results] = item
         self.filter_results = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1068,5 +926,5 @@ DeleteAclsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "132:- 136:error_code:h 139:error_message 150:resource_type:b 153:resource_name 161:principal 169:host 177:operation:b/permission_type:b 187:- 189:error_code:h 191:error_message 202:resource_type:b 204:resource_name 215:principal 226:host 237:operation:b/permission_type:b 239:pattern_type 242:unknown_tags 249:- 253:error_code:h 256:error_message 267:matching_acls[] 284:- 286:error_code:h 288:error_message 299:matching_acls[] 310:unknown_tags 317:- 321:throttle_time_ms:i 324:filter_results[] 341:- 343:throttle_time_ms:i 345:filter_results[] 356:unknown_tags 363:- 367:error_code:h 370:error_message 381:resource_type:b 384:resource_name 392:pattern_type:b 395:principal 403:host 411:operation:b/permission_type:b 420:- 422:error_code:h 424:error_message 435:resource_type:b 437:resource_name 448:pattern_type:b 450:principal 461:host 472:operation:b/permission_type:b 474:unknown_tags 481:- 485:error_code:h 488:error_message 499:matching_acls[] 516:- 518:error_code:h 520:error_message 531:matching_acls[] 542:unknown_tags 549:- 553:throttle_time_ms:i 556:filter_results[] 573:- 575:throttle_time_ms:i 577:filter_results[] 588:unknown_tags 595:- 599:error_code:h 602:error_message 623:resource_type:b 626:resource_name 644:pattern_type:b 647:principal 665:host 683:operation:b/permission_type:b 686:tagged_fields 724:- 726:error_code:h 728:error_message 747:resource_type:b 749:resource_name 768:pattern_type:b 770:principal 789:host 808:operation:b/permission_type:b 810:tagged_fields 820:- 824:error_code:h 827:error_message 848:matching_acls[] 869:tagged_fields 907:- 909:error_code:h 911:error_message 930:matching_acls[] 949:tagged_fields 959:- 963:throttle_time_ms:i 966:filter_results[] 987:tagged_fields 1025:- 1027:throttle_time_ms:i 1029:filter_results[] 1048:tagged_fields"
+    "133:- 135:error_code:h 137:error_message 148:resource_type:b 150:resource_name 161:principal 172:host 183:operation:b/permission_type:b 185:pattern_type 188:unknown_tags 195:- 197:error_code:h 199:error_message 210:matching_acls[] 221:unknown_tags 228:- 232:throttle_time_ms:i 235:filter_results[] 243:filter_results[]>error_code:h 246:filter_results[]>error_message 257:filter_results[]>matching_acls[] 265:filter_results[]>matching_acls[]>error_code:h 268:filter_results[]>matching_acls[]>error_message 279:filter_results[]>matching_acls[]>resource_type:b 282:filter_results[]>matching_acls[]>resource_name 290:filter_results[]>matching_acls[]>principal 298:filter_results[]>matching_acls[]>host 306:filter_results[]>matching_acls[]>operation:b/permission_type:b 322:- 324:throttle_time_ms:i 326:filter_results[] 337:unknown_tags 344:- 346:error_code:h 348:error_message 359:resource_type:b 361:resource_name 372:pattern_type:b 374:principal 385:host 396:operation:b/permission_type:b 398:unknown_tags 405:- 407:error_code:h 409:error_message 420:matching_acls[] 431:unknown_tags 438:- 442:throttle_time_ms:i 445:filter_results[] 453:filter_results[]>error_code:h 456:filter_results[]>error_message 467:filter_results[]>matching_acls[] 475:filter_results[]>matching_acls[]>error_code:h 478:filter_results[]>matching_acls[]>error_message 489:filter_results[]>matching_acls[]>resource_type:b 492:filter_results[]>matching_acls[]>resource_name 500:filter_results[]>matching_acls[]>pattern_type:b 503:filter_results[]>matching_acls[]>principal 511:filter_results[]>matching_acls[]>host 519:filter_results[]>matching_acls[]>operation:b/permission_type:b 534:- 536:throttle_time_ms:i 538:filter_results[] 549:unknown_tags 556:- 558:error_code:h 560:error_message 579:resource_type:b 581:resource_name 600:pattern_type:b 602:principal 621:host 640:operation:b/permission_type:b 642:tagged_fields 652:- 654:error_code:h 656:error_message 675:matching_acls[] 694:tagged_fields 704:- 708:throttle_time_ms:i 711:filter_results[] 729:filter_results[]>error_code:h 732:filter_results[]>error_message 755:filter_results[]>matching_acls[] 773:filter_results[]>matching_acls[]>error_code:h 776:filter_results[]>matching_acls[]>error_message 799:filter_results[]>matching_acls[]>resource_type:b 802:filter_results[]>matching_acls[]>resource_name 818:filter_results[]>matching_acls[]>pattern_type:b 821:filter_results[]>matching_acls[]>principal 837:filter_results[]>matching_acls[]>host 853:filter_results[]>matching_acls[]>operation:b/permission_type:b 856:filter_results[]>matching_acls[]>tagged_fields 864:filter_results[]>tagged_fields 872:tagged_fields 883:- 885:throttle_time_ms:i 887:filter_results[] 906:tagged_fields"
 )

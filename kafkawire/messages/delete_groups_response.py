@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -75,27 +76,6 @@ DeleteGroupsResponse.DeletableGroupResult = DeletableGroupResult
 
 
 
-def _read_DeletableGroupResult_v0(buf, pos, view):
-    try:
-        self = _new(DeletableGroupResult)
-        blen = len(buf)
-        # field: group_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DeletableGroupResult_v0(self, w):
     try:
         # field: group_id
@@ -130,11 +110,22 @@ def _read_DeleteGroupsResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 4 > blen - pos:
             raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results in range(n):
-            item, pos = _read_DeletableGroupResult_v0(buf, pos, view)
-            append(item)
+            item = _new(DeletableGroupResult)  # DeletableGroupResult read in this loop
+            # field: results[]>group_id
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.group_id = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: results[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            item.unknown_tags = None
+            items[i_results] = item
         self.results = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -162,69 +153,6 @@ def _write_DeleteGroupsResponse_v0(self, w):
             raise tags_not_supported("DeleteGroupsResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DeletableGroupResult_v2(buf, pos, view):
-    try:
-        self = _new(DeletableGroupResult)
-        blen = len(buf)
-        # field: group_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DeletableGroupResult_v2(self, w):
@@ -282,45 +210,42 @@ def _read_DeleteGroupsResponse_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 4 > blen - pos:
             raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results in range(n):
-            item, pos = _read_DeletableGroupResult_v2(buf, pos, view)
-            append(item)
+            item = _new(DeletableGroupResult)  # DeletableGroupResult read in this loop
+            # field: results[]>group_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.group_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.group_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: results[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: results[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_results] = item
         self.results = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -370,5 +295,5 @@ DeleteGroupsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "78:- 82:group_id 90:error_code:h 99:- 101:group_id 112:error_code:h 114:unknown_tags 121:- 125:throttle_time_ms:i 128:results[] 145:- 147:throttle_time_ms:i 149:results[] 160:unknown_tags 167:- 171:group_id 189:error_code:h 192:tagged_fields 230:- 232:group_id 251:error_code:h 253:tagged_fields 263:- 267:throttle_time_ms:i 270:results[] 291:tagged_fields 329:- 331:throttle_time_ms:i 333:results[] 352:tagged_fields"
+    "79:- 81:group_id 92:error_code:h 94:unknown_tags 101:- 105:throttle_time_ms:i 108:results[] 116:results[]>group_id 124:results[]>error_code:h 136:- 138:throttle_time_ms:i 140:results[] 151:unknown_tags 158:- 160:group_id 179:error_code:h 181:tagged_fields 191:- 195:throttle_time_ms:i 198:results[] 216:results[]>group_id 232:results[]>error_code:h 235:results[]>tagged_fields 243:tagged_fields 254:- 256:throttle_time_ms:i 258:results[] 277:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -106,18 +107,6 @@ DeleteRecordsResponse.DeleteRecordsPartitionResult = DeleteRecordsPartitionResul
 
 
 
-def _read_DeleteRecordsPartitionResult_v0(buf, pos, view):
-    try:
-        self = _new(DeleteRecordsPartitionResult)
-        # field: partition_index:i low_watermark:q error_code:h
-        (self.partition_index, self.low_watermark, self.error_code,) = _R_iqh(buf, pos)
-        pos += 14
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DeleteRecordsPartitionResult_v0(self, w):
     try:
         # field: partition_index:i low_watermark:q error_code:h
@@ -127,35 +116,6 @@ def _write_DeleteRecordsPartitionResult_v0(self, w):
             raise tags_not_supported("DeleteRecordsPartitionResult")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DeleteRecordsTopicResult_v0(buf, pos, view):
-    try:
-        self = _new(DeleteRecordsTopicResult)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 14 > blen - pos:
-            raise bad_count(n, 14, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_DeleteRecordsPartitionResult_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DeleteRecordsTopicResult_v0(self, w):
@@ -201,11 +161,33 @@ def _read_DeleteRecordsResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_DeleteRecordsTopicResult_v0(buf, pos, view)
-            append(item)
+            item = _new(DeleteRecordsTopicResult)  # DeleteRecordsTopicResult read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 14 > blen - pos:
+                raise bad_count(n, 14, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(DeleteRecordsPartitionResult)  # DeleteRecordsPartitionResult read in this loop
+                # field: topics[]>partitions[]>partition_index:i low_watermark:q error_code:h
+                (item1.partition_index, item1.low_watermark, item1.error_code,) = _R_iqh(buf, pos)
+                pos += 14
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -235,51 +217,6 @@ def _write_DeleteRecordsResponse_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_DeleteRecordsPartitionResult_v2(buf, pos, view):
-    try:
-        self = _new(DeleteRecordsPartitionResult)
-        blen = len(buf)
-        # field: partition_index:i low_watermark:q error_code:h
-        (self.partition_index, self.low_watermark, self.error_code,) = _R_iqh(buf, pos)
-        pos += 14
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DeleteRecordsPartitionResult_v2(self, w):
     try:
         # field: partition_index:i low_watermark:q error_code:h
@@ -292,87 +229,6 @@ def _write_DeleteRecordsPartitionResult_v2(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DeleteRecordsTopicResult_v2(buf, pos, view):
-    try:
-        self = _new(DeleteRecordsTopicResult)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 15 > blen - pos:
-            raise bad_count(n, 15, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_DeleteRecordsPartitionResult_v2(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DeleteRecordsTopicResult_v2(self, w):
@@ -447,45 +303,68 @@ def _read_DeleteRecordsResponse_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_DeleteRecordsTopicResult_v2(buf, pos, view)
-            append(item)
+            item = _new(DeleteRecordsTopicResult)  # DeleteRecordsTopicResult read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 15 > blen - pos:
+                raise bad_count(n, 15, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(DeleteRecordsPartitionResult)  # DeleteRecordsPartitionResult read in this loop
+                # field: topics[]>partitions[]>partition_index:i low_watermark:q error_code:h
+                (item1.partition_index, item1.low_watermark, item1.error_code,) = _R_iqh(buf, pos)
+                pos += 14
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -535,5 +414,5 @@ DeleteRecordsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "109:- 112:partition_index:i/low_watermark:q/error_code:h 121:- 123:partition_index:i/low_watermark:q/error_code:h 125:unknown_tags 132:- 136:name 144:partitions[] 161:- 163:name 174:partitions[] 185:unknown_tags 192:- 196:throttle_time_ms:i 199:topics[] 216:- 218:throttle_time_ms:i 220:topics[] 231:unknown_tags 238:- 242:partition_index:i/low_watermark:q/error_code:h 245:tagged_fields 283:- 285:partition_index:i/low_watermark:q/error_code:h 287:tagged_fields 297:- 301:name 319:partitions[] 340:tagged_fields 378:- 380:name 399:partitions[] 418:tagged_fields 428:- 432:throttle_time_ms:i 435:topics[] 456:tagged_fields 494:- 496:throttle_time_ms:i 498:topics[] 517:tagged_fields"
+    "110:- 112:partition_index:i/low_watermark:q/error_code:h 114:unknown_tags 121:- 123:name 134:partitions[] 145:unknown_tags 152:- 156:throttle_time_ms:i 159:topics[] 167:topics[]>name 175:topics[]>partitions[] 183:topics[]>partitions[]>partition_index:i/low_watermark:q/error_code:h 198:- 200:throttle_time_ms:i 202:topics[] 213:unknown_tags 220:- 222:partition_index:i/low_watermark:q/error_code:h 224:tagged_fields 234:- 236:name 255:partitions[] 274:tagged_fields 284:- 288:throttle_time_ms:i 291:topics[] 309:topics[]>name 325:topics[]>partitions[] 343:topics[]>partitions[]>partition_index:i/low_watermark:q/error_code:h 346:topics[]>partitions[]>tagged_fields 354:topics[]>tagged_fields 362:tagged_fields 373:- 375:throttle_time_ms:i 377:topics[] 396:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -89,8 +90,7 @@ def _read_DeleteTopicsRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 2 > blen - pos:
             raise bad_count(n, 2, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_names in range(n):
             n = _R_h(buf, pos)[0]
             pos += 2
@@ -99,7 +99,7 @@ def _read_DeleteTopicsRequest_v0(buf, pos, view):
                 raise bad_length(n, pos, blen, "string")
             item = str(buf[pos:end], "utf-8")
             pos = end
-            append(item)
+            items[i_topic_names] = item
         self.topic_names = tuple(items)
         # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
@@ -161,65 +161,35 @@ def _read_DeleteTopicsRequest_v4(buf, pos, view):
         n -= 1
         if n < 0 or n * 1 > blen - pos:
             raise bad_count(n, 1, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_names in range(n):
             n = buf[pos]
-            if n < 0x80:
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                n = (n & 0x7F) | (buf[pos + 1] << 7)
-                pos += 2
-            elif buf[pos + 2] < 0x80:
-                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                pos += 3
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item = str(buf[pos + 1:end], "utf-8")
+                pos = end
             else:
                 n, pos = read_uvarint(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            item = str(buf[pos:end], "utf-8")
-            pos = end
-            append(item)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item = str(buf[pos:end], "utf-8")
+                pos = end
+            items[i_topic_names] = item
         self.topic_names = tuple(items)
         # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         self.topics = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -275,73 +245,6 @@ def _write_DeleteTopicsRequest_v4(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_DeleteTopicState_v6(buf, pos, view):
-    try:
-        self = _new(DeleteTopicState)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.name = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.name = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DeleteTopicState_v6(self, w):
     try:
         # field: name
@@ -394,49 +297,54 @@ def _read_DeleteTopicsRequest_v6(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_DeleteTopicState_v6(buf, pos, view)
-            append(item)
+            item = _new(DeleteTopicState)  # DeleteTopicState read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.name = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.name = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.name = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: topics[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         self.topic_names = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -494,5 +402,5 @@ DeleteTopicsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "83:- 87:topic_names[] 104:timeout_ms:i 114:- 116:topic_names[] 133:timeout_ms:i 135:topics 138:unknown_tags 145:- 149:topic_names[] 186:timeout_ms:i 190:tagged_fields 228:- 230:topic_names[] 263:timeout_ms:i 265:topics 268:tagged_fields 278:- 282:name 303:topic_id:16s 307:tagged_fields 345:- 347:name 366:topic_id:16s 368:tagged_fields 378:- 382:topics[] 403:timeout_ms:i 407:tagged_fields 445:- 447:topics[] 466:timeout_ms:i 468:tagged_fields"
+    "84:- 88:topic_names[] 104:timeout_ms:i 114:- 116:topic_names[] 133:timeout_ms:i 135:topics 138:unknown_tags 145:- 149:topic_names[] 183:timeout_ms:i 187:tagged_fields 198:- 200:topic_names[] 233:timeout_ms:i 235:topics 238:tagged_fields 248:- 250:name 269:topic_id:16s 271:tagged_fields 281:- 285:topics[] 303:topics[]>name 326:topics[]>topic_id:16s 330:topics[]>tagged_fields 338:timeout_ms:i 342:tagged_fields 353:- 355:topics[] 374:timeout_ms:i 376:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -276,106 +277,85 @@ def _read_DescribeAclsRequest_v2(buf, pos, view):
         pos += 1
         # field: resource_name_filter
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.resource_name_filter = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.resource_name_filter = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.resource_name_filter = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.resource_name_filter = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.resource_name_filter = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.resource_name_filter = str(buf[pos:end], "utf-8")
+                pos = end
         # field: pattern_type_filter:b
         (self.pattern_type_filter,) = _R_b(buf, pos)
         pos += 1
         # field: principal_filter
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.principal_filter = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.principal_filter = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.principal_filter = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.principal_filter = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.principal_filter = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.principal_filter = str(buf[pos:end], "utf-8")
+                pos = end
         # field: host_filter
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.host_filter = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.host_filter = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.host_filter = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.host_filter = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.host_filter = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.host_filter = str(buf[pos:end], "utf-8")
+                pos = end
         # field: operation:b permission_type:b
         (self.operation, self.permission_type,) = _R_bb(buf, pos)
         pos += 2
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -469,5 +449,5 @@ DescribeAclsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "71:- 75:resource_type_filter:b 78:resource_name_filter 89:principal_filter 100:host_filter 111:operation:b/permission_type:b 121:- 123:resource_type_filter:b 125:resource_name_filter 136:principal_filter 147:host_filter 158:operation:b/permission_type:b 160:pattern_type_filter 163:unknown_tags 170:- 174:resource_type_filter:b 177:resource_name_filter 188:pattern_type_filter:b 191:principal_filter 202:host_filter 213:operation:b/permission_type:b 222:- 224:resource_type_filter:b 226:resource_name_filter 237:pattern_type_filter:b 239:principal_filter 250:host_filter 261:operation:b/permission_type:b 263:unknown_tags 270:- 274:resource_type_filter:b 277:resource_name_filter 298:pattern_type_filter:b 301:principal_filter 322:host_filter 343:operation:b/permission_type:b 346:tagged_fields 384:- 386:resource_type_filter:b 388:resource_name_filter 407:pattern_type_filter:b 409:principal_filter 428:host_filter 447:operation:b/permission_type:b 449:tagged_fields"
+    "72:- 76:resource_type_filter:b 79:resource_name_filter 90:principal_filter 101:host_filter 112:operation:b/permission_type:b 122:- 124:resource_type_filter:b 126:resource_name_filter 137:principal_filter 148:host_filter 159:operation:b/permission_type:b 161:pattern_type_filter 164:unknown_tags 171:- 175:resource_type_filter:b 178:resource_name_filter 189:pattern_type_filter:b 192:principal_filter 203:host_filter 214:operation:b/permission_type:b 223:- 225:resource_type_filter:b 227:resource_name_filter 238:pattern_type_filter:b 240:principal_filter 251:host_filter 262:operation:b/permission_type:b 264:unknown_tags 271:- 275:resource_type_filter:b 278:resource_name_filter 301:pattern_type_filter:b 304:principal_filter 327:host_filter 350:operation:b/permission_type:b 353:tagged_fields 364:- 366:resource_type_filter:b 368:resource_name_filter 387:pattern_type_filter:b 389:principal_filter 408:host_filter 427:operation:b/permission_type:b 429:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -125,35 +126,6 @@ DescribeAclsResponse.AclDescription = AclDescription
 
 
 
-def _read_AclDescription_v0(buf, pos, view):
-    try:
-        self = _new(AclDescription)
-        blen = len(buf)
-        # field: principal
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: host
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: operation:b permission_type:b
-        (self.operation, self.permission_type,) = _R_bb(buf, pos)
-        pos += 2
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_AclDescription_v0(self, w):
     try:
         # field: principal
@@ -185,39 +157,6 @@ def _write_AclDescription_v0(self, w):
             raise tags_not_supported("AclDescription")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeAclsResource_v0(buf, pos, view):
-    try:
-        self = _new(DescribeAclsResource)
-        blen = len(buf)
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: acls[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 6 > blen - pos:
-            raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
-        for i_acls in range(n):
-            item, pos = _read_AclDescription_v0(buf, pos, view)
-            append(item)
-        self.acls = tuple(items)
-        self.pattern_type = 3
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeAclsResource_v0(self, w):
@@ -279,11 +218,53 @@ def _read_DescribeAclsResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 7 > blen - pos:
             raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_resources in range(n):
-            item, pos = _read_DescribeAclsResource_v0(buf, pos, view)
-            append(item)
+            item = _new(DescribeAclsResource)  # DescribeAclsResource read in this loop
+            # field: resources[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: resources[]>resource_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.resource_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: resources[]>acls[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
+            items1 = [None] * n
+            for i_acls in range(n):
+                item1 = _new(AclDescription)  # AclDescription read in this loop
+                # field: resources[]>acls[]>principal
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.principal = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: resources[]>acls[]>host
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.host = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: resources[]>acls[]>operation:b permission_type:b
+                (item1.operation, item1.permission_type,) = _R_bb(buf, pos)
+                pos += 2
+                item1.unknown_tags = None
+                items1[i_acls] = item1
+            item.acls = tuple(items1)
+            item.pattern_type = 3
+            item.unknown_tags = None
+            items[i_resources] = item
         self.resources = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -322,41 +303,6 @@ def _write_DescribeAclsResponse_v0(self, w):
             raise tags_not_supported("DescribeAclsResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeAclsResource_v1(buf, pos, view):
-    try:
-        self = _new(DescribeAclsResource)
-        blen = len(buf)
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: pattern_type:b
-        (self.pattern_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: acls[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 6 > blen - pos:
-            raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
-        for i_acls in range(n):
-            item, pos = _read_AclDescription_v0(buf, pos, view)
-            append(item)
-        self.acls = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeAclsResource_v1(self, w):
@@ -417,11 +363,55 @@ def _read_DescribeAclsResponse_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 8 > blen - pos:
             raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_resources in range(n):
-            item, pos = _read_DescribeAclsResource_v1(buf, pos, view)
-            append(item)
+            item = _new(DescribeAclsResource)  # DescribeAclsResource read in this loop
+            # field: resources[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: resources[]>resource_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.resource_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: resources[]>pattern_type:b
+            (item.pattern_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: resources[]>acls[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
+            items1 = [None] * n
+            for i_acls in range(n):
+                item1 = _new(AclDescription)  # AclDescription read in this loop
+                # field: resources[]>acls[]>principal
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.principal = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: resources[]>acls[]>host
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.host = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: resources[]>acls[]>operation:b permission_type:b
+                (item1.operation, item1.permission_type,) = _R_bb(buf, pos)
+                pos += 2
+                item1.unknown_tags = None
+                items1[i_acls] = item1
+            item.acls = tuple(items1)
+            item.unknown_tags = None
+            items[i_resources] = item
         self.resources = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -460,87 +450,6 @@ def _write_DescribeAclsResponse_v1(self, w):
             raise tags_not_supported("DescribeAclsResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AclDescription_v2(buf, pos, view):
-    try:
-        self = _new(AclDescription)
-        blen = len(buf)
-        # field: principal
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: host
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: operation:b permission_type:b
-        (self.operation, self.permission_type,) = _R_bb(buf, pos)
-        pos += 2
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AclDescription_v2(self, w):
@@ -593,93 +502,6 @@ def _write_AclDescription_v2(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeAclsResource_v2(buf, pos, view):
-    try:
-        self = _new(DescribeAclsResource)
-        blen = len(buf)
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: pattern_type:b
-        (self.pattern_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: acls[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 5 > blen - pos:
-            raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
-        for i_acls in range(n):
-            item, pos = _read_AclDescription_v2(buf, pos, view)
-            append(item)
-        self.acls = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeAclsResource_v2(self, w):
@@ -745,25 +567,27 @@ def _read_DescribeAclsResponse_v2(buf, pos, view):
         pos += 6
         # field: error_message
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.error_message = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.error_message = str(buf[pos:end], "utf-8")
+                pos = end
         # field: resources[]
         n = buf[pos]
         if n < 0x80:
@@ -779,45 +603,106 @@ def _read_DescribeAclsResponse_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 5 > blen - pos:
             raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_resources in range(n):
-            item, pos = _read_DescribeAclsResource_v2(buf, pos, view)
-            append(item)
+            item = _new(DescribeAclsResource)  # DescribeAclsResource read in this loop
+            # field: resources[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: resources[]>resource_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.resource_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.resource_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: resources[]>pattern_type:b
+            (item.pattern_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: resources[]>acls[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 5 > blen - pos:
+                raise bad_count(n, 5, pos, blen)
+            items1 = [None] * n
+            for i_acls in range(n):
+                item1 = _new(AclDescription)  # AclDescription read in this loop
+                # field: resources[]>acls[]>principal
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.principal = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.principal = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: resources[]>acls[]>host
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.host = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.host = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: resources[]>acls[]>operation:b permission_type:b
+                (item1.operation, item1.permission_type,) = _R_bb(buf, pos)
+                pos += 2
+                # field: resources[]>acls[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_acls] = item1
+            item.acls = tuple(items1)
+            # field: resources[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_resources] = item
         self.resources = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -888,5 +773,5 @@ DescribeAclsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "128:- 132:principal 140:host 148:operation:b/permission_type:b 157:- 159:principal 170:host 181:operation:b/permission_type:b 183:unknown_tags 190:- 194:resource_type:b 197:resource_name 205:acls[] 223:- 225:resource_type:b 227:resource_name 238:acls[] 249:pattern_type 252:unknown_tags 259:- 263:throttle_time_ms:i/error_code:h 266:error_message 277:resources[] 294:- 296:throttle_time_ms:i/error_code:h 298:error_message 309:resources[] 320:unknown_tags 327:- 331:resource_type:b 334:resource_name 342:pattern_type:b 345:acls[] 362:- 364:resource_type:b 366:resource_name 377:pattern_type:b 379:acls[] 390:unknown_tags 397:- 401:throttle_time_ms:i/error_code:h 404:error_message 415:resources[] 432:- 434:throttle_time_ms:i/error_code:h 436:error_message 447:resources[] 458:unknown_tags 465:- 469:principal 487:host 505:operation:b/permission_type:b 508:tagged_fields 546:- 548:principal 567:host 586:operation:b/permission_type:b 588:tagged_fields 598:- 602:resource_type:b 605:resource_name 623:pattern_type:b 626:acls[] 647:tagged_fields 685:- 687:resource_type:b 689:resource_name 708:pattern_type:b 710:acls[] 729:tagged_fields 739:- 743:throttle_time_ms:i/error_code:h 746:error_message 767:resources[] 788:tagged_fields 826:- 828:throttle_time_ms:i/error_code:h 830:error_message 849:resources[] 868:tagged_fields"
+    "129:- 131:principal 142:host 153:operation:b/permission_type:b 155:unknown_tags 162:- 164:resource_type:b 166:resource_name 177:acls[] 188:pattern_type 191:unknown_tags 198:- 202:throttle_time_ms:i/error_code:h 205:error_message 216:resources[] 224:resources[]>resource_type:b 227:resources[]>resource_name 235:resources[]>acls[] 243:resources[]>acls[]>principal 251:resources[]>acls[]>host 259:resources[]>acls[]>operation:b/permission_type:b 275:- 277:throttle_time_ms:i/error_code:h 279:error_message 290:resources[] 301:unknown_tags 308:- 310:resource_type:b 312:resource_name 323:pattern_type:b 325:acls[] 336:unknown_tags 343:- 347:throttle_time_ms:i/error_code:h 350:error_message 361:resources[] 369:resources[]>resource_type:b 372:resources[]>resource_name 380:resources[]>pattern_type:b 383:resources[]>acls[] 391:resources[]>acls[]>principal 399:resources[]>acls[]>host 407:resources[]>acls[]>operation:b/permission_type:b 422:- 424:throttle_time_ms:i/error_code:h 426:error_message 437:resources[] 448:unknown_tags 455:- 457:principal 476:host 495:operation:b/permission_type:b 497:tagged_fields 507:- 509:resource_type:b 511:resource_name 530:pattern_type:b 532:acls[] 551:tagged_fields 561:- 565:throttle_time_ms:i/error_code:h 568:error_message 591:resources[] 609:resources[]>resource_type:b 612:resources[]>resource_name 628:resources[]>pattern_type:b 631:resources[]>acls[] 649:resources[]>acls[]>principal 665:resources[]>acls[]>host 681:resources[]>acls[]>operation:b/permission_type:b 684:resources[]>acls[]>tagged_fields 692:resources[]>tagged_fields 700:tagged_fields 711:- 713:throttle_time_ms:i/error_code:h 715:error_message 734:resources[] 753:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -82,38 +83,6 @@ DescribeClientQuotasRequest.ComponentData = ComponentData
 
 
 
-def _read_ComponentData_v0(buf, pos, view):
-    try:
-        self = _new(ComponentData)
-        blen = len(buf)
-        # field: entity_type
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.entity_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: match_type:b
-        (self.match_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: match
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.match = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.match = str(buf[pos:end], "utf-8")
-            pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ComponentData_v0(self, w):
     try:
         # field: entity_type
@@ -156,11 +125,33 @@ def _read_DescribeClientQuotasRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 5 > blen - pos:
             raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_components in range(n):
-            item, pos = _read_ComponentData_v0(buf, pos, view)
-            append(item)
+            item = _new(ComponentData)  # ComponentData read in this loop
+            # field: components[]>entity_type
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.entity_type = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: components[]>match_type:b
+            (item.match_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: components[]>match
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.match = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.match = str(buf[pos:end], "utf-8")
+                pos = end
+            item.unknown_tags = None
+            items[i_components] = item
         self.components = tuple(items)
         # field: strict:?
         (self.strict,) = _R__(buf, pos)
@@ -191,90 +182,6 @@ def _write_DescribeClientQuotasRequest_v0(self, w):
             raise tags_not_supported("DescribeClientQuotasRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_ComponentData_v1(buf, pos, view):
-    try:
-        self = _new(ComponentData)
-        blen = len(buf)
-        # field: entity_type
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.entity_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: match_type:b
-        (self.match_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: match
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.match = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.match = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_ComponentData_v1(self, w):
@@ -348,48 +255,68 @@ def _read_DescribeClientQuotasRequest_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 4 > blen - pos:
             raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_components in range(n):
-            item, pos = _read_ComponentData_v1(buf, pos, view)
-            append(item)
+            item = _new(ComponentData)  # ComponentData read in this loop
+            # field: components[]>entity_type
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.entity_type = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.entity_type = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: components[]>match_type:b
+            (item.match_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: components[]>match
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.match = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.match = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.match = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.match = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: components[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_components] = item
         self.components = tuple(items)
         # field: strict:?
         (self.strict,) = _R__(buf, pos)
         pos += 1
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -437,5 +364,5 @@ DescribeClientQuotasRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "85:- 89:entity_type 97:match_type:b 100:match 117:- 119:entity_type 130:match_type:b 132:match 143:unknown_tags 150:- 154:components[] 165:strict:? 174:- 176:components[] 187:strict:? 189:unknown_tags 196:- 200:entity_type 218:match_type:b 221:match 242:tagged_fields 280:- 282:entity_type 301:match_type:b 303:match 322:tagged_fields 332:- 336:components[] 357:strict:? 360:tagged_fields 398:- 400:components[] 419:strict:? 421:tagged_fields"
+    "86:- 88:entity_type 99:match_type:b 101:match 112:unknown_tags 119:- 123:components[] 131:components[]>entity_type 139:components[]>match_type:b 142:components[]>match 156:strict:? 165:- 167:components[] 178:strict:? 180:unknown_tags 187:- 189:entity_type 208:match_type:b 210:match 229:tagged_fields 239:- 243:components[] 261:components[]>entity_type 277:components[]>match_type:b 280:components[]>match 303:components[]>tagged_fields 311:strict:? 314:tagged_fields 325:- 327:components[] 346:strict:? 348:tagged_fields"
 )

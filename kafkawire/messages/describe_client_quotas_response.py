@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -137,35 +138,6 @@ DescribeClientQuotasResponse.ValueData = ValueData
 
 
 
-def _read_EntityData_v0(buf, pos, view):
-    try:
-        self = _new(EntityData)
-        blen = len(buf)
-        # field: entity_type
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.entity_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: entity_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.entity_name = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.entity_name = str(buf[pos:end], "utf-8")
-            pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_EntityData_v0(self, w):
     try:
         # field: entity_type
@@ -197,27 +169,6 @@ def _write_EntityData_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_ValueData_v0(buf, pos, view):
-    try:
-        self = _new(ValueData)
-        blen = len(buf)
-        # field: key
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.key = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: value:d
-        (self.value,) = _R_d(buf, pos)
-        pos += 8
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ValueData_v0(self, w):
     try:
         # field: key
@@ -238,38 +189,6 @@ def _write_ValueData_v0(self, w):
             raise tags_not_supported("ValueData")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_EntryData_v0(buf, pos, view):
-    try:
-        self = _new(EntryData)
-        blen = len(buf)
-        # field: entity[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 4 > blen - pos:
-            raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
-        for i_entity in range(n):
-            item, pos = _read_EntityData_v0(buf, pos, view)
-            append(item)
-        self.entity = tuple(items)
-        # field: values[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 10 > blen - pos:
-            raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
-        for i_values in range(n):
-            item, pos = _read_ValueData_v0(buf, pos, view)
-            append(item)
-        self.values = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_EntryData_v0(self, w):
@@ -329,11 +248,63 @@ def _read_DescribeClientQuotasResponse_v0(buf, pos, view):
         else:
             if n < 0 or n * 8 > blen - pos:
                 raise bad_count(n, 8, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_entries in range(n):
-                item, pos = _read_EntryData_v0(buf, pos, view)
-                append(item)
+                item = _new(EntryData)  # EntryData read in this loop
+                # field: entries[]>entity[]
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0 or n * 4 > blen - pos:
+                    raise bad_count(n, 4, pos, blen)
+                items1 = [None] * n
+                for i_entity in range(n):
+                    item1 = _new(EntityData)  # EntityData read in this loop
+                    # field: entries[]>entity[]>entity_type
+                    n = _R_h(buf, pos)[0]
+                    pos += 2
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.entity_type = str(buf[pos:end], "utf-8")
+                    pos = end
+                    # field: entries[]>entity[]>entity_name
+                    n = _R_h(buf, pos)[0]
+                    pos += 2
+                    if n == -1:
+                        item1.entity_name = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.entity_name = str(buf[pos:end], "utf-8")
+                        pos = end
+                    item1.unknown_tags = None
+                    items1[i_entity] = item1
+                item.entity = tuple(items1)
+                # field: entries[]>values[]
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0 or n * 10 > blen - pos:
+                    raise bad_count(n, 10, pos, blen)
+                items1 = [None] * n
+                for i_values in range(n):
+                    item1 = _new(ValueData)  # ValueData read in this loop
+                    # field: entries[]>values[]>key
+                    n = _R_h(buf, pos)[0]
+                    pos += 2
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.key = str(buf[pos:end], "utf-8")
+                    pos = end
+                    # field: entries[]>values[]>value:d
+                    (item1.value,) = _R_d(buf, pos)
+                    pos += 8
+                    item1.unknown_tags = None
+                    items1[i_values] = item1
+                item.values = tuple(items1)
+                item.unknown_tags = None
+                items[i_entries] = item
             self.entries = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -372,87 +343,6 @@ def _write_DescribeClientQuotasResponse_v0(self, w):
             raise tags_not_supported("DescribeClientQuotasResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_EntityData_v1(buf, pos, view):
-    try:
-        self = _new(EntityData)
-        blen = len(buf)
-        # field: entity_type
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.entity_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: entity_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.entity_name = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.entity_name = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_EntityData_v1(self, w):
@@ -505,69 +395,6 @@ def _write_EntityData_v1(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_ValueData_v1(buf, pos, view):
-    try:
-        self = _new(ValueData)
-        blen = len(buf)
-        # field: key
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.key = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: value:d
-        (self.value,) = _R_d(buf, pos)
-        pos += 8
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ValueData_v1(self, w):
     try:
         # field: key
@@ -599,90 +426,6 @@ def _write_ValueData_v1(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_EntryData_v1(buf, pos, view):
-    try:
-        self = _new(EntryData)
-        blen = len(buf)
-        # field: entity[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 3 > blen - pos:
-            raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
-        for i_entity in range(n):
-            item, pos = _read_EntityData_v1(buf, pos, view)
-            append(item)
-        self.entity = tuple(items)
-        # field: values[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 10 > blen - pos:
-            raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
-        for i_values in range(n):
-            item, pos = _read_ValueData_v1(buf, pos, view)
-            append(item)
-        self.values = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_EntryData_v1(self, w):
@@ -744,25 +487,27 @@ def _read_DescribeClientQuotasResponse_v1(buf, pos, view):
         pos += 6
         # field: error_message
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.error_message = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.error_message = str(buf[pos:end], "utf-8")
+                pos = end
         # field: entries[]
         n = buf[pos]
         if n < 0x80:
@@ -781,45 +526,133 @@ def _read_DescribeClientQuotasResponse_v1(buf, pos, view):
         else:
             if n < 0 or n * 3 > blen - pos:
                 raise bad_count(n, 3, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_entries in range(n):
-                item, pos = _read_EntryData_v1(buf, pos, view)
-                append(item)
+                item = _new(EntryData)  # EntryData read in this loop
+                # field: entries[]>entity[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 3 > blen - pos:
+                    raise bad_count(n, 3, pos, blen)
+                items1 = [None] * n
+                for i_entity in range(n):
+                    item1 = _new(EntityData)  # EntityData read in this loop
+                    # field: entries[]>entity[]>entity_type
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        end = pos + n
+                        if n == 0 or end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.entity_type = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.entity_type = str(buf[pos:end], "utf-8")
+                        pos = end
+                    # field: entries[]>entity[]>entity_name
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        if n == 0:
+                            item1.entity_name = None
+                            pos += 1
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise bad_length(n - 1, pos + 1, blen, "string")
+                            item1.entity_name = str(buf[pos + 1:end], "utf-8")
+                            pos = end
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        if n == -1:
+                            item1.entity_name = None
+                        else:
+                            end = pos + n
+                            if n < 0 or end > blen or n > 0x7FFF:
+                                raise bad_length(n, pos, blen, "string")
+                            item1.entity_name = str(buf[pos:end], "utf-8")
+                            pos = end
+                    # field: entries[]>entity[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item1.unknown_tags = None
+                    else:
+                        item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items1[i_entity] = item1
+                item.entity = tuple(items1)
+                # field: entries[]>values[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 10 > blen - pos:
+                    raise bad_count(n, 10, pos, blen)
+                items1 = [None] * n
+                for i_values in range(n):
+                    item1 = _new(ValueData)  # ValueData read in this loop
+                    # field: entries[]>values[]>key
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        end = pos + n
+                        if n == 0 or end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.key = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.key = str(buf[pos:end], "utf-8")
+                        pos = end
+                    # field: entries[]>values[]>value:d
+                    (item1.value,) = _R_d(buf, pos)
+                    pos += 8
+                    # field: entries[]>values[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item1.unknown_tags = None
+                    else:
+                        item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items1[i_values] = item1
+                item.values = tuple(items1)
+                # field: entries[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item.unknown_tags = None
+                else:
+                    item.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items[i_entries] = item
             self.entries = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -886,5 +719,5 @@ DescribeClientQuotasResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "140:- 144:entity_type 152:entity_name 169:- 171:entity_type 182:entity_name 193:unknown_tags 200:- 204:key 212:value:d 221:- 223:key 234:value:d 236:unknown_tags 243:- 247:entity[] 258:values[] 275:- 277:entity[] 288:values[] 299:unknown_tags 306:- 310:throttle_time_ms:i/error_code:h 313:error_message 324:entries[] 344:- 346:throttle_time_ms:i/error_code:h 348:error_message 359:entries[] 370:unknown_tags 377:- 381:entity_type 399:entity_name 420:tagged_fields 458:- 460:entity_type 479:entity_name 498:tagged_fields 508:- 512:key 530:value:d 533:tagged_fields 571:- 573:key 592:value:d 594:tagged_fields 604:- 608:entity[] 629:values[] 650:tagged_fields 688:- 690:entity[] 709:values[] 728:tagged_fields 738:- 742:throttle_time_ms:i/error_code:h 745:error_message 766:entries[] 790:tagged_fields 828:- 830:throttle_time_ms:i/error_code:h 832:error_message 851:entries[] 870:tagged_fields"
+    "141:- 143:entity_type 154:entity_name 165:unknown_tags 172:- 174:key 185:value:d 187:unknown_tags 194:- 196:entity[] 207:values[] 218:unknown_tags 225:- 229:throttle_time_ms:i/error_code:h 232:error_message 243:entries[] 254:entries[]>entity[] 262:entries[]>entity[]>entity_type 270:entries[]>entity[]>entity_name 284:entries[]>values[] 292:entries[]>values[]>key 300:entries[]>values[]>value:d 315:- 317:throttle_time_ms:i/error_code:h 319:error_message 330:entries[] 341:unknown_tags 348:- 350:entity_type 369:entity_name 388:tagged_fields 398:- 400:key 419:value:d 421:tagged_fields 431:- 433:entity[] 452:values[] 471:tagged_fields 481:- 485:throttle_time_ms:i/error_code:h 488:error_message 511:entries[] 532:entries[]>entity[] 550:entries[]>entity[]>entity_type 566:entries[]>entity[]>entity_name 589:entries[]>entity[]>tagged_fields 597:entries[]>values[] 615:entries[]>values[]>key 631:entries[]>values[]>value:d 634:entries[]>values[]>tagged_fields 642:entries[]>tagged_fields 650:tagged_fields 661:- 663:throttle_time_ms:i/error_code:h 665:error_message 684:entries[] 703:tagged_fields"
 )

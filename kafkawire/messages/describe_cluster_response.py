@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -103,93 +104,6 @@ DescribeClusterResponse.DescribeClusterBroker = DescribeClusterBroker
 
 
 
-def _read_DescribeClusterBroker_v0(buf, pos, view):
-    try:
-        self = _new(DescribeClusterBroker)
-        blen = len(buf)
-        # field: broker_id:i
-        (self.broker_id,) = _R_i(buf, pos)
-        pos += 4
-        # field: host
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: port:i
-        (self.port,) = _R_i(buf, pos)
-        pos += 4
-        # field: rack
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.rack = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.rack = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DescribeClusterBroker_v0(self, w):
     try:
         # field: broker_id:i
@@ -253,43 +167,43 @@ def _read_DescribeClusterResponse_v0(buf, pos, view):
         pos += 6
         # field: error_message
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.error_message = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
+            n -= 1
+            if n == -1:
+                self.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.error_message = str(buf[pos:end], "utf-8")
+                pos = end
+        # field: cluster_id
+        n = buf[pos]
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.cluster_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
+            n, pos = read_uvarint(buf, pos)
+            n -= 1
             end = pos + n
             if n < 0 or end > blen or n > 0x7FFF:
                 raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
+            self.cluster_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: cluster_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.cluster_id = str(buf[pos:end], "utf-8")
-        pos = end
         # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
@@ -308,49 +222,72 @@ def _read_DescribeClusterResponse_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 11 > blen - pos:
             raise bad_count(n, 11, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_brokers in range(n):
-            item, pos = _read_DescribeClusterBroker_v0(buf, pos, view)
-            append(item)
+            item = _new(DescribeClusterBroker)  # DescribeClusterBroker read in this loop
+            # field: brokers[]>broker_id:i
+            (item.broker_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>host
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: brokers[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>rack
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.rack = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.rack = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.rack = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.rack = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: brokers[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_brokers] = item
         self.brokers = tuple(items)
         # field: cluster_authorized_operations:i
         (self.cluster_authorized_operations,) = _R_i(buf, pos)
         pos += 4
         self.endpoint_type = 1
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -443,46 +380,46 @@ def _read_DescribeClusterResponse_v1(buf, pos, view):
         pos += 6
         # field: error_message
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.error_message = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.error_message = str(buf[pos:end], "utf-8")
+                pos = end
         # field: endpoint_type:b
         (self.endpoint_type,) = _R_b(buf, pos)
         pos += 1
         # field: cluster_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.cluster_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.cluster_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.cluster_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
@@ -501,48 +438,71 @@ def _read_DescribeClusterResponse_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 11 > blen - pos:
             raise bad_count(n, 11, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_brokers in range(n):
-            item, pos = _read_DescribeClusterBroker_v0(buf, pos, view)
-            append(item)
+            item = _new(DescribeClusterBroker)  # DescribeClusterBroker read in this loop
+            # field: brokers[]>broker_id:i
+            (item.broker_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>host
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: brokers[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>rack
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.rack = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.rack = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.rack = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.rack = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: brokers[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_brokers] = item
         self.brokers = tuple(items)
         # field: cluster_authorized_operations:i
         (self.cluster_authorized_operations,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -634,5 +594,5 @@ DescribeClusterResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "106:- 110:broker_id:i 113:host 131:port:i 134:rack 155:tagged_fields 193:- 195:broker_id:i 197:host 216:port:i 218:rack 237:tagged_fields 247:- 251:throttle_time_ms:i/error_code:h 254:error_message 275:cluster_id 293:controller_id:i 296:brokers[] 317:cluster_authorized_operations:i 321:tagged_fields 359:- 361:throttle_time_ms:i/error_code:h 363:error_message 382:cluster_id 401:controller_id:i 403:brokers[] 422:cluster_authorized_operations:i 424:endpoint_type 427:tagged_fields 437:- 441:throttle_time_ms:i/error_code:h 444:error_message 465:endpoint_type:b 468:cluster_id 486:controller_id:i 489:brokers[] 510:cluster_authorized_operations:i 513:tagged_fields 551:- 553:throttle_time_ms:i/error_code:h 555:error_message 574:endpoint_type:b 576:cluster_id 595:controller_id:i 597:brokers[] 616:cluster_authorized_operations:i 618:tagged_fields"
+    "107:- 109:broker_id:i 111:host 130:port:i 132:rack 151:tagged_fields 161:- 165:throttle_time_ms:i/error_code:h 168:error_message 191:cluster_id 207:controller_id:i 210:brokers[] 228:brokers[]>broker_id:i 231:brokers[]>host 247:brokers[]>port:i 250:brokers[]>rack 273:brokers[]>tagged_fields 281:cluster_authorized_operations:i 285:tagged_fields 296:- 298:throttle_time_ms:i/error_code:h 300:error_message 319:cluster_id 338:controller_id:i 340:brokers[] 359:cluster_authorized_operations:i 361:endpoint_type 364:tagged_fields 374:- 378:throttle_time_ms:i/error_code:h 381:error_message 404:endpoint_type:b 407:cluster_id 423:controller_id:i 426:brokers[] 444:brokers[]>broker_id:i 447:brokers[]>host 463:brokers[]>port:i 466:brokers[]>rack 489:brokers[]>tagged_fields 497:cluster_authorized_operations:i 500:tagged_fields 511:- 513:throttle_time_ms:i/error_code:h 515:error_message 534:endpoint_type:b 536:cluster_id 555:controller_id:i 557:brokers[] 576:cluster_authorized_operations:i 578:tagged_fields"
 )

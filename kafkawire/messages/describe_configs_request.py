@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -87,47 +88,6 @@ DescribeConfigsRequest.DescribeConfigsResource = DescribeConfigsResource
 
 
 
-def _read_DescribeConfigsResource_v0(buf, pos, view):
-    try:
-        self = _new(DescribeConfigsResource)
-        blen = len(buf)
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: configuration_keys[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n == -1:
-            self.configuration_keys = None
-        else:
-            if n < 0 or n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            items = []
-            append = items.append
-            for i_configuration_keys in range(n):
-                n = _R_h(buf, pos)[0]
-                pos += 2
-                end = pos + n
-                if n < 0 or end > blen or n > 0x7FFF:
-                    raise bad_length(n, pos, blen, "string")
-                item = str(buf[pos:end], "utf-8")
-                pos = end
-                append(item)
-            self.configuration_keys = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DescribeConfigsResource_v0(self, w):
     try:
         # field: resource_type:b
@@ -176,11 +136,41 @@ def _read_DescribeConfigsRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 7 > blen - pos:
             raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_resources in range(n):
-            item, pos = _read_DescribeConfigsResource_v0(buf, pos, view)
-            append(item)
+            item = _new(DescribeConfigsResource)  # DescribeConfigsResource read in this loop
+            # field: resources[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: resources[]>resource_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.resource_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: resources[]>configuration_keys[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n == -1:
+                item.configuration_keys = None
+            else:
+                if n < 0 or n * 2 > blen - pos:
+                    raise bad_count(n, 2, pos, blen)
+                items1 = [None] * n
+                for i_configuration_keys in range(n):
+                    n = _R_h(buf, pos)[0]
+                    pos += 2
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1 = str(buf[pos:end], "utf-8")
+                    pos = end
+                    items1[i_configuration_keys] = item1
+                item.configuration_keys = tuple(items1)
+            item.unknown_tags = None
+            items[i_resources] = item
         self.resources = tuple(items)
         self.include_synonyms = False
         self.include_documentation = False
@@ -225,11 +215,41 @@ def _read_DescribeConfigsRequest_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 7 > blen - pos:
             raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_resources in range(n):
-            item, pos = _read_DescribeConfigsResource_v0(buf, pos, view)
-            append(item)
+            item = _new(DescribeConfigsResource)  # DescribeConfigsResource read in this loop
+            # field: resources[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: resources[]>resource_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.resource_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: resources[]>configuration_keys[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n == -1:
+                item.configuration_keys = None
+            else:
+                if n < 0 or n * 2 > blen - pos:
+                    raise bad_count(n, 2, pos, blen)
+                items1 = [None] * n
+                for i_configuration_keys in range(n):
+                    n = _R_h(buf, pos)[0]
+                    pos += 2
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1 = str(buf[pos:end], "utf-8")
+                    pos = end
+                    items1[i_configuration_keys] = item1
+                item.configuration_keys = tuple(items1)
+            item.unknown_tags = None
+            items[i_resources] = item
         self.resources = tuple(items)
         # field: include_synonyms:?
         (self.include_synonyms,) = _R__(buf, pos)
@@ -275,11 +295,41 @@ def _read_DescribeConfigsRequest_v3(buf, pos, view):
         pos += 4
         if n < 0 or n * 7 > blen - pos:
             raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_resources in range(n):
-            item, pos = _read_DescribeConfigsResource_v0(buf, pos, view)
-            append(item)
+            item = _new(DescribeConfigsResource)  # DescribeConfigsResource read in this loop
+            # field: resources[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: resources[]>resource_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.resource_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: resources[]>configuration_keys[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n == -1:
+                item.configuration_keys = None
+            else:
+                if n < 0 or n * 2 > blen - pos:
+                    raise bad_count(n, 2, pos, blen)
+                items1 = [None] * n
+                for i_configuration_keys in range(n):
+                    n = _R_h(buf, pos)[0]
+                    pos += 2
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1 = str(buf[pos:end], "utf-8")
+                    pos = end
+                    items1[i_configuration_keys] = item1
+                item.configuration_keys = tuple(items1)
+            item.unknown_tags = None
+            items[i_resources] = item
         self.resources = tuple(items)
         # field: include_synonyms:? include_documentation:?
         (self.include_synonyms, self.include_documentation,) = _R___(buf, pos)
@@ -310,109 +360,6 @@ def _write_DescribeConfigsRequest_v3(self, w):
             raise tags_not_supported("DescribeConfigsRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeConfigsResource_v4(buf, pos, view):
-    try:
-        self = _new(DescribeConfigsResource)
-        blen = len(buf)
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: configuration_keys[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.configuration_keys = None
-        else:
-            if n < 0 or n * 1 > blen - pos:
-                raise bad_count(n, 1, pos, blen)
-            items = []
-            append = items.append
-            for i_configuration_keys in range(n):
-                n = buf[pos]
-                if n < 0x80:
-                    pos += 1
-                elif buf[pos + 1] < 0x80:
-                    n = (n & 0x7F) | (buf[pos + 1] << 7)
-                    pos += 2
-                elif buf[pos + 2] < 0x80:
-                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                    pos += 3
-                else:
-                    n, pos = read_uvarint(buf, pos)
-                n -= 1
-                end = pos + n
-                if n < 0 or end > blen or n > 0x7FFF:
-                    raise bad_length(n, pos, blen, "string")
-                item = str(buf[pos:end], "utf-8")
-                pos = end
-                append(item)
-            self.configuration_keys = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeConfigsResource_v4(self, w):
@@ -500,48 +447,82 @@ def _read_DescribeConfigsRequest_v4(buf, pos, view):
         n -= 1
         if n < 0 or n * 4 > blen - pos:
             raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_resources in range(n):
-            item, pos = _read_DescribeConfigsResource_v4(buf, pos, view)
-            append(item)
+            item = _new(DescribeConfigsResource)  # DescribeConfigsResource read in this loop
+            # field: resources[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: resources[]>resource_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.resource_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.resource_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: resources[]>configuration_keys[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n == -1:
+                item.configuration_keys = None
+            else:
+                if n < 0 or n * 1 > blen - pos:
+                    raise bad_count(n, 1, pos, blen)
+                items1 = [None] * n
+                for i_configuration_keys in range(n):
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        end = pos + n
+                        if n == 0 or end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1 = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1 = str(buf[pos:end], "utf-8")
+                        pos = end
+                    items1[i_configuration_keys] = item1
+                item.configuration_keys = tuple(items1)
+            # field: resources[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_resources] = item
         self.resources = tuple(items)
         # field: include_synonyms:? include_documentation:?
         (self.include_synonyms, self.include_documentation,) = _R___(buf, pos)
         pos += 2
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -595,5 +576,5 @@ DescribeConfigsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "90:- 94:resource_type:b 97:resource_name 105:configuration_keys[] 131:- 133:resource_type:b 135:resource_name 146:configuration_keys[] 163:unknown_tags 170:- 174:resources[] 193:- 195:resources[] 206:include_synonyms 209:include_documentation 212:unknown_tags 219:- 223:resources[] 234:include_synonyms:? 244:- 246:resources[] 257:include_synonyms:? 259:include_documentation 262:unknown_tags 269:- 273:resources[] 284:include_synonyms:?/include_documentation:? 293:- 295:resources[] 306:include_synonyms:?/include_documentation:? 308:unknown_tags 315:- 319:resource_type:b 322:resource_name 340:configuration_keys[] 380:tagged_fields 418:- 420:resource_type:b 422:resource_name 441:configuration_keys[] 474:tagged_fields 484:- 488:resources[] 509:include_synonyms:?/include_documentation:? 512:tagged_fields 550:- 552:resources[] 571:include_synonyms:?/include_documentation:? 573:tagged_fields"
+    "91:- 93:resource_type:b 95:resource_name 106:configuration_keys[] 123:unknown_tags 130:- 134:resources[] 142:resources[]>resource_type:b 145:resources[]>resource_name 153:resources[]>configuration_keys[] 183:- 185:resources[] 196:include_synonyms 199:include_documentation 202:unknown_tags 209:- 213:resources[] 221:resources[]>resource_type:b 224:resources[]>resource_name 232:resources[]>configuration_keys[] 254:include_synonyms:? 264:- 266:resources[] 277:include_synonyms:? 279:include_documentation 282:unknown_tags 289:- 293:resources[] 301:resources[]>resource_type:b 304:resources[]>resource_name 312:resources[]>configuration_keys[] 334:include_synonyms:?/include_documentation:? 343:- 345:resources[] 356:include_synonyms:?/include_documentation:? 358:unknown_tags 365:- 367:resource_type:b 369:resource_name 388:configuration_keys[] 421:tagged_fields 431:- 435:resources[] 453:resources[]>resource_type:b 456:resources[]>resource_name 472:resources[]>configuration_keys[] 509:resources[]>tagged_fields 517:include_synonyms:?/include_documentation:? 520:tagged_fields 531:- 533:resources[] 552:include_synonyms:?/include_documentation:? 554:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -166,42 +167,6 @@ DescribeConfigsResponse.DescribeConfigsSynonym = DescribeConfigsSynonym
 
 
 
-def _read_DescribeConfigsResourceResult_v0(buf, pos, view):
-    try:
-        self = _new(DescribeConfigsResourceResult)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: value
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.value = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.value = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: read_only:? is_default:? is_sensitive:?
-        (self.read_only, self.is_default, self.is_sensitive,) = _R____(buf, pos)
-        pos += 3
-        self.config_source = -1
-        self.synonyms = ()
-        self.config_type = 0
-        self.documentation = ''
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DescribeConfigsResourceResult_v0(self, w):
     try:
         # field: name
@@ -233,52 +198,6 @@ def _write_DescribeConfigsResourceResult_v0(self, w):
             raise tags_not_supported("DescribeConfigsResourceResult")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeConfigsResult_v0(buf, pos, view):
-    try:
-        self = _new(DescribeConfigsResult)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: configs[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 7 > blen - pos:
-            raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
-        for i_configs in range(n):
-            item, pos = _read_DescribeConfigsResourceResult_v0(buf, pos, view)
-            append(item)
-        self.configs = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeConfigsResult_v0(self, w):
@@ -339,11 +258,73 @@ def _read_DescribeConfigsResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 11 > blen - pos:
             raise bad_count(n, 11, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results in range(n):
-            item, pos = _read_DescribeConfigsResult_v0(buf, pos, view)
-            append(item)
+            item = _new(DescribeConfigsResult)  # DescribeConfigsResult read in this loop
+            # field: results[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: results[]>error_message
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.error_message = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: results[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: results[]>resource_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.resource_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: results[]>configs[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 7 > blen - pos:
+                raise bad_count(n, 7, pos, blen)
+            items1 = [None] * n
+            for i_configs in range(n):
+                item1 = _new(DescribeConfigsResourceResult)  # DescribeConfigsResourceResult read in this loop
+                # field: results[]>configs[]>name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.name = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: results[]>configs[]>value
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.value = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.value = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: results[]>configs[]>read_only:? is_default:? is_sensitive:?
+                (item1.read_only, item1.is_default, item1.is_sensitive,) = _R____(buf, pos)
+                pos += 3
+                item1.config_source = -1
+                item1.synonyms = ()
+                item1.config_type = 0
+                item1.documentation = ''
+                item1.unknown_tags = None
+                items1[i_configs] = item1
+            item.configs = tuple(items1)
+            item.unknown_tags = None
+            items[i_results] = item
         self.results = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -371,38 +352,6 @@ def _write_DescribeConfigsResponse_v0(self, w):
             raise tags_not_supported("DescribeConfigsResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeConfigsSynonym_v1(buf, pos, view):
-    try:
-        self = _new(DescribeConfigsSynonym)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: value
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.value = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.value = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: source:b
-        (self.source,) = _R_b(buf, pos)
-        pos += 1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeConfigsSynonym_v1(self, w):
@@ -436,52 +385,6 @@ def _write_DescribeConfigsSynonym_v1(self, w):
             raise tags_not_supported("DescribeConfigsSynonym")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeConfigsResourceResult_v1(buf, pos, view):
-    try:
-        self = _new(DescribeConfigsResourceResult)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: value
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.value = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.value = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: read_only:? config_source:b is_sensitive:?
-        (self.read_only, self.config_source, self.is_sensitive,) = _R__b_(buf, pos)
-        pos += 3
-        # field: synonyms[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 5 > blen - pos:
-            raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
-        for i_synonyms in range(n):
-            item, pos = _read_DescribeConfigsSynonym_v1(buf, pos, view)
-            append(item)
-        self.synonyms = tuple(items)
-        self.is_default = False
-        self.config_type = 0
-        self.documentation = ''
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeConfigsResourceResult_v1(self, w):
@@ -529,52 +432,6 @@ def _write_DescribeConfigsResourceResult_v1(self, w):
             raise tags_not_supported("DescribeConfigsResourceResult")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeConfigsResult_v1(buf, pos, view):
-    try:
-        self = _new(DescribeConfigsResult)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: configs[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 11 > blen - pos:
-            raise bad_count(n, 11, pos, blen)
-        items = []
-        append = items.append
-        for i_configs in range(n):
-            item, pos = _read_DescribeConfigsResourceResult_v1(buf, pos, view)
-            append(item)
-        self.configs = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeConfigsResult_v1(self, w):
@@ -635,11 +492,105 @@ def _read_DescribeConfigsResponse_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 11 > blen - pos:
             raise bad_count(n, 11, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results in range(n):
-            item, pos = _read_DescribeConfigsResult_v1(buf, pos, view)
-            append(item)
+            item = _new(DescribeConfigsResult)  # DescribeConfigsResult read in this loop
+            # field: results[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: results[]>error_message
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.error_message = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: results[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: results[]>resource_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.resource_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: results[]>configs[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 11 > blen - pos:
+                raise bad_count(n, 11, pos, blen)
+            items1 = [None] * n
+            for i_configs in range(n):
+                item1 = _new(DescribeConfigsResourceResult)  # DescribeConfigsResourceResult read in this loop
+                # field: results[]>configs[]>name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.name = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: results[]>configs[]>value
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.value = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.value = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: results[]>configs[]>read_only:? config_source:b is_sensitive:?
+                (item1.read_only, item1.config_source, item1.is_sensitive,) = _R__b_(buf, pos)
+                pos += 3
+                # field: results[]>configs[]>synonyms[]
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0 or n * 5 > blen - pos:
+                    raise bad_count(n, 5, pos, blen)
+                items2 = [None] * n
+                for i_synonyms in range(n):
+                    item2 = _new(DescribeConfigsSynonym)  # DescribeConfigsSynonym read in this loop
+                    # field: results[]>configs[]>synonyms[]>name
+                    n = _R_h(buf, pos)[0]
+                    pos += 2
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item2.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                    # field: results[]>configs[]>synonyms[]>value
+                    n = _R_h(buf, pos)[0]
+                    pos += 2
+                    if n == -1:
+                        item2.value = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item2.value = str(buf[pos:end], "utf-8")
+                        pos = end
+                    # field: results[]>configs[]>synonyms[]>source:b
+                    (item2.source,) = _R_b(buf, pos)
+                    pos += 1
+                    item2.unknown_tags = None
+                    items2[i_synonyms] = item2
+                item1.synonyms = tuple(items2)
+                item1.is_default = False
+                item1.config_type = 0
+                item1.documentation = ''
+                item1.unknown_tags = None
+                items1[i_configs] = item1
+            item.configs = tuple(items1)
+            item.unknown_tags = None
+            items[i_results] = item
         self.results = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -667,64 +618,6 @@ def _write_DescribeConfigsResponse_v1(self, w):
             raise tags_not_supported("DescribeConfigsResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeConfigsResourceResult_v3(buf, pos, view):
-    try:
-        self = _new(DescribeConfigsResourceResult)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: value
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.value = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.value = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: read_only:? config_source:b is_sensitive:?
-        (self.read_only, self.config_source, self.is_sensitive,) = _R__b_(buf, pos)
-        pos += 3
-        # field: synonyms[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 5 > blen - pos:
-            raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
-        for i_synonyms in range(n):
-            item, pos = _read_DescribeConfigsSynonym_v1(buf, pos, view)
-            append(item)
-        self.synonyms = tuple(items)
-        # field: config_type:b
-        (self.config_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: documentation
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.documentation = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.documentation = str(buf[pos:end], "utf-8")
-            pos = end
-        self.is_default = False
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeConfigsResourceResult_v3(self, w):
@@ -787,52 +680,6 @@ def _write_DescribeConfigsResourceResult_v3(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_DescribeConfigsResult_v3(buf, pos, view):
-    try:
-        self = _new(DescribeConfigsResult)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: configs[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 14 > blen - pos:
-            raise bad_count(n, 14, pos, blen)
-        items = []
-        append = items.append
-        for i_configs in range(n):
-            item, pos = _read_DescribeConfigsResourceResult_v3(buf, pos, view)
-            append(item)
-        self.configs = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DescribeConfigsResult_v3(self, w):
     try:
         # field: error_code:h
@@ -891,11 +738,117 @@ def _read_DescribeConfigsResponse_v3(buf, pos, view):
         pos += 4
         if n < 0 or n * 11 > blen - pos:
             raise bad_count(n, 11, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results in range(n):
-            item, pos = _read_DescribeConfigsResult_v3(buf, pos, view)
-            append(item)
+            item = _new(DescribeConfigsResult)  # DescribeConfigsResult read in this loop
+            # field: results[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: results[]>error_message
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.error_message = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: results[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: results[]>resource_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.resource_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: results[]>configs[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 14 > blen - pos:
+                raise bad_count(n, 14, pos, blen)
+            items1 = [None] * n
+            for i_configs in range(n):
+                item1 = _new(DescribeConfigsResourceResult)  # DescribeConfigsResourceResult read in this loop
+                # field: results[]>configs[]>name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.name = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: results[]>configs[]>value
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.value = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.value = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: results[]>configs[]>read_only:? config_source:b is_sensitive:?
+                (item1.read_only, item1.config_source, item1.is_sensitive,) = _R__b_(buf, pos)
+                pos += 3
+                # field: results[]>configs[]>synonyms[]
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0 or n * 5 > blen - pos:
+                    raise bad_count(n, 5, pos, blen)
+                items2 = [None] * n
+                for i_synonyms in range(n):
+                    item2 = _new(DescribeConfigsSynonym)  # DescribeConfigsSynonym read in this loop
+                    # field: results[]>configs[]>synonyms[]>name
+                    n = _R_h(buf, pos)[0]
+                    pos += 2
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item2.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                    # field: results[]>configs[]>synonyms[]>value
+                    n = _R_h(buf, pos)[0]
+                    pos += 2
+                    if n == -1:
+                        item2.value = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item2.value = str(buf[pos:end], "utf-8")
+                        pos = end
+                    # field: results[]>configs[]>synonyms[]>source:b
+                    (item2.source,) = _R_b(buf, pos)
+                    pos += 1
+                    item2.unknown_tags = None
+                    items2[i_synonyms] = item2
+                item1.synonyms = tuple(items2)
+                # field: results[]>configs[]>config_type:b
+                (item1.config_type,) = _R_b(buf, pos)
+                pos += 1
+                # field: results[]>configs[]>documentation
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.documentation = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.documentation = str(buf[pos:end], "utf-8")
+                    pos = end
+                item1.is_default = False
+                item1.unknown_tags = None
+                items1[i_configs] = item1
+            item.configs = tuple(items1)
+            item.unknown_tags = None
+            items[i_results] = item
         self.results = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -923,90 +876,6 @@ def _write_DescribeConfigsResponse_v3(self, w):
             raise tags_not_supported("DescribeConfigsResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeConfigsSynonym_v4(buf, pos, view):
-    try:
-        self = _new(DescribeConfigsSynonym)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: value
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.value = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.value = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: source:b
-        (self.source,) = _R_b(buf, pos)
-        pos += 1
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeConfigsSynonym_v4(self, w):
@@ -1059,136 +928,6 @@ def _write_DescribeConfigsSynonym_v4(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeConfigsResourceResult_v4(buf, pos, view):
-    try:
-        self = _new(DescribeConfigsResourceResult)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: value
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.value = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.value = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: read_only:? config_source:b is_sensitive:?
-        (self.read_only, self.config_source, self.is_sensitive,) = _R__b_(buf, pos)
-        pos += 3
-        # field: synonyms[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 4 > blen - pos:
-            raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
-        for i_synonyms in range(n):
-            item, pos = _read_DescribeConfigsSynonym_v4(buf, pos, view)
-            append(item)
-        self.synonyms = tuple(items)
-        # field: config_type:b
-        (self.config_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: documentation
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.documentation = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.documentation = str(buf[pos:end], "utf-8")
-            pos = end
-        self.is_default = False
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeConfigsResourceResult_v4(self, w):
@@ -1286,114 +1025,6 @@ def _write_DescribeConfigsResourceResult_v4(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_DescribeConfigsResult_v4(buf, pos, view):
-    try:
-        self = _new(DescribeConfigsResult)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: configs[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 9 > blen - pos:
-            raise bad_count(n, 9, pos, blen)
-        items = []
-        append = items.append
-        for i_configs in range(n):
-            item, pos = _read_DescribeConfigsResourceResult_v4(buf, pos, view)
-            append(item)
-        self.configs = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DescribeConfigsResult_v4(self, w):
     try:
         # field: error_code:h
@@ -1489,45 +1120,231 @@ def _read_DescribeConfigsResponse_v4(buf, pos, view):
         n -= 1
         if n < 0 or n * 7 > blen - pos:
             raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results in range(n):
-            item, pos = _read_DescribeConfigsResult_v4(buf, pos, view)
-            append(item)
+            item = _new(DescribeConfigsResult)  # DescribeConfigsResult read in this loop
+            # field: results[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: results[]>error_message
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.error_message = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.error_message = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.error_message = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.error_message = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: results[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: results[]>resource_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.resource_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.resource_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: results[]>configs[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 9 > blen - pos:
+                raise bad_count(n, 9, pos, blen)
+            items1 = [None] * n
+            for i_configs in range(n):
+                item1 = _new(DescribeConfigsResourceResult)  # DescribeConfigsResourceResult read in this loop
+                # field: results[]>configs[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: results[]>configs[]>value
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.value = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.value = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.value = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.value = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: results[]>configs[]>read_only:? config_source:b is_sensitive:?
+                (item1.read_only, item1.config_source, item1.is_sensitive,) = _R__b_(buf, pos)
+                pos += 3
+                # field: results[]>configs[]>synonyms[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 4 > blen - pos:
+                    raise bad_count(n, 4, pos, blen)
+                items2 = [None] * n
+                for i_synonyms in range(n):
+                    item2 = _new(DescribeConfigsSynonym)  # DescribeConfigsSynonym read in this loop
+                    # field: results[]>configs[]>synonyms[]>name
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        end = pos + n
+                        if n == 0 or end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item2.name = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item2.name = str(buf[pos:end], "utf-8")
+                        pos = end
+                    # field: results[]>configs[]>synonyms[]>value
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        if n == 0:
+                            item2.value = None
+                            pos += 1
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise bad_length(n - 1, pos + 1, blen, "string")
+                            item2.value = str(buf[pos + 1:end], "utf-8")
+                            pos = end
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        if n == -1:
+                            item2.value = None
+                        else:
+                            end = pos + n
+                            if n < 0 or end > blen or n > 0x7FFF:
+                                raise bad_length(n, pos, blen, "string")
+                            item2.value = str(buf[pos:end], "utf-8")
+                            pos = end
+                    # field: results[]>configs[]>synonyms[]>source:b
+                    (item2.source,) = _R_b(buf, pos)
+                    pos += 1
+                    # field: results[]>configs[]>synonyms[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_synonyms] = item2
+                item1.synonyms = tuple(items2)
+                # field: results[]>configs[]>config_type:b
+                (item1.config_type,) = _R_b(buf, pos)
+                pos += 1
+                # field: results[]>configs[]>documentation
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.documentation = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.documentation = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.documentation = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.documentation = str(buf[pos:end], "utf-8")
+                        pos = end
+                item1.is_default = False
+                # field: results[]>configs[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_configs] = item1
+            item.configs = tuple(items1)
+            # field: results[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_results] = item
         self.results = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1581,5 +1398,5 @@ DescribeConfigsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "169:- 173:name 181:value 192:read_only:?/is_default:?/is_sensitive:? 205:- 207:name 218:value 229:read_only:?/is_default:?/is_sensitive:? 231:unknown_tags 238:- 242:error_code:h 245:error_message 256:resource_type:b 259:resource_name 267:configs[] 284:- 286:error_code:h 288:error_message 299:resource_type:b 301:resource_name 312:configs[] 323:unknown_tags 330:- 334:throttle_time_ms:i 337:results[] 354:- 356:throttle_time_ms:i 358:results[] 369:unknown_tags 376:- 380:name 388:value 399:source:b 408:- 410:name 421:value 432:source:b 434:unknown_tags 441:- 445:name 453:value 464:read_only:?/config_source:b/is_sensitive:? 467:synonyms[] 487:- 489:name 500:value 511:read_only:?/config_source:b/is_sensitive:? 513:synonyms[] 524:is_default 527:unknown_tags 534:- 538:error_code:h 541:error_message 552:resource_type:b 555:resource_name 563:configs[] 580:- 582:error_code:h 584:error_message 595:resource_type:b 597:resource_name 608:configs[] 619:unknown_tags 626:- 630:throttle_time_ms:i 633:results[] 650:- 652:throttle_time_ms:i 654:results[] 665:unknown_tags 672:- 676:name 684:value 695:read_only:?/config_source:b/is_sensitive:? 698:synonyms[] 709:config_type:b 712:documentation 730:- 732:name 743:value 754:read_only:?/config_source:b/is_sensitive:? 756:synonyms[] 767:config_type:b 769:documentation 780:is_default 783:unknown_tags 790:- 794:error_code:h 797:error_message 808:resource_type:b 811:resource_name 819:configs[] 836:- 838:error_code:h 840:error_message 851:resource_type:b 853:resource_name 864:configs[] 875:unknown_tags 882:- 886:throttle_time_ms:i 889:results[] 906:- 908:throttle_time_ms:i 910:results[] 921:unknown_tags 928:- 932:name 950:value 971:source:b 974:tagged_fields 1012:- 1014:name 1033:value 1052:source:b 1054:tagged_fields 1064:- 1068:name 1086:value 1107:read_only:?/config_source:b/is_sensitive:? 1110:synonyms[] 1131:config_type:b 1134:documentation 1156:tagged_fields 1194:- 1196:name 1215:value 1234:read_only:?/config_source:b/is_sensitive:? 1236:synonyms[] 1255:config_type:b 1257:documentation 1276:is_default 1279:tagged_fields 1289:- 1293:error_code:h 1296:error_message 1317:resource_type:b 1320:resource_name 1338:configs[] 1359:tagged_fields 1397:- 1399:error_code:h 1401:error_message 1420:resource_type:b 1422:resource_name 1441:configs[] 1460:tagged_fields 1470:- 1474:throttle_time_ms:i 1477:results[] 1498:tagged_fields 1536:- 1538:throttle_time_ms:i 1540:results[] 1559:tagged_fields"
+    "170:- 172:name 183:value 194:read_only:?/is_default:?/is_sensitive:? 196:unknown_tags 203:- 205:error_code:h 207:error_message 218:resource_type:b 220:resource_name 231:configs[] 242:unknown_tags 249:- 253:throttle_time_ms:i 256:results[] 264:results[]>error_code:h 267:results[]>error_message 278:results[]>resource_type:b 281:results[]>resource_name 289:results[]>configs[] 297:results[]>configs[]>name 305:results[]>configs[]>value 316:results[]>configs[]>read_only:?/is_default:?/is_sensitive:? 335:- 337:throttle_time_ms:i 339:results[] 350:unknown_tags 357:- 359:name 370:value 381:source:b 383:unknown_tags 390:- 392:name 403:value 414:read_only:?/config_source:b/is_sensitive:? 416:synonyms[] 427:is_default 430:unknown_tags 437:- 439:error_code:h 441:error_message 452:resource_type:b 454:resource_name 465:configs[] 476:unknown_tags 483:- 487:throttle_time_ms:i 490:results[] 498:results[]>error_code:h 501:results[]>error_message 512:results[]>resource_type:b 515:results[]>resource_name 523:results[]>configs[] 531:results[]>configs[]>name 539:results[]>configs[]>value 550:results[]>configs[]>read_only:?/config_source:b/is_sensitive:? 553:results[]>configs[]>synonyms[] 561:results[]>configs[]>synonyms[]>name 569:results[]>configs[]>synonyms[]>value 580:results[]>configs[]>synonyms[]>source:b 601:- 603:throttle_time_ms:i 605:results[] 616:unknown_tags 623:- 625:name 636:value 647:read_only:?/config_source:b/is_sensitive:? 649:synonyms[] 660:config_type:b 662:documentation 673:is_default 676:unknown_tags 683:- 685:error_code:h 687:error_message 698:resource_type:b 700:resource_name 711:configs[] 722:unknown_tags 729:- 733:throttle_time_ms:i 736:results[] 744:results[]>error_code:h 747:results[]>error_message 758:results[]>resource_type:b 761:results[]>resource_name 769:results[]>configs[] 777:results[]>configs[]>name 785:results[]>configs[]>value 796:results[]>configs[]>read_only:?/config_source:b/is_sensitive:? 799:results[]>configs[]>synonyms[] 807:results[]>configs[]>synonyms[]>name 815:results[]>configs[]>synonyms[]>value 826:results[]>configs[]>synonyms[]>source:b 832:results[]>configs[]>config_type:b 835:results[]>configs[]>documentation 859:- 861:throttle_time_ms:i 863:results[] 874:unknown_tags 881:- 883:name 902:value 921:source:b 923:tagged_fields 933:- 935:name 954:value 973:read_only:?/config_source:b/is_sensitive:? 975:synonyms[] 994:config_type:b 996:documentation 1015:is_default 1018:tagged_fields 1028:- 1030:error_code:h 1032:error_message 1051:resource_type:b 1053:resource_name 1072:configs[] 1091:tagged_fields 1101:- 1105:throttle_time_ms:i 1108:results[] 1126:results[]>error_code:h 1129:results[]>error_message 1152:results[]>resource_type:b 1155:results[]>resource_name 1171:results[]>configs[] 1189:results[]>configs[]>name 1205:results[]>configs[]>value 1228:results[]>configs[]>read_only:?/config_source:b/is_sensitive:? 1231:results[]>configs[]>synonyms[] 1249:results[]>configs[]>synonyms[]>name 1265:results[]>configs[]>synonyms[]>value 1288:results[]>configs[]>synonyms[]>source:b 1291:results[]>configs[]>synonyms[]>tagged_fields 1299:results[]>configs[]>config_type:b 1302:results[]>configs[]>documentation 1326:results[]>configs[]>tagged_fields 1334:results[]>tagged_fields 1342:tagged_fields 1353:- 1355:throttle_time_ms:i 1357:results[] 1376:tagged_fields"
 )

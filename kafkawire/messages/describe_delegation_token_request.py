@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -72,32 +73,6 @@ DescribeDelegationTokenRequest.DescribeDelegationTokenOwner = DescribeDelegation
 
 
 
-def _read_DescribeDelegationTokenOwner_v0(buf, pos, view):
-    try:
-        self = _new(DescribeDelegationTokenOwner)
-        blen = len(buf)
-        # field: principal_type
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: principal_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_name = str(buf[pos:end], "utf-8")
-        pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DescribeDelegationTokenOwner_v0(self, w):
     try:
         # field: principal_type
@@ -141,11 +116,27 @@ def _read_DescribeDelegationTokenRequest_v0(buf, pos, view):
         else:
             if n < 0 or n * 4 > blen - pos:
                 raise bad_count(n, 4, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_owners in range(n):
-                item, pos = _read_DescribeDelegationTokenOwner_v0(buf, pos, view)
-                append(item)
+                item = _new(DescribeDelegationTokenOwner)  # DescribeDelegationTokenOwner read in this loop
+                # field: owners[]>principal_type
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.principal_type = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: owners[]>principal_name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.principal_name = str(buf[pos:end], "utf-8")
+                pos = end
+                item.unknown_tags = None
+                items[i_owners] = item
             self.owners = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -171,84 +162,6 @@ def _write_DescribeDelegationTokenRequest_v0(self, w):
             raise tags_not_supported("DescribeDelegationTokenRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeDelegationTokenOwner_v2(buf, pos, view):
-    try:
-        self = _new(DescribeDelegationTokenOwner)
-        blen = len(buf)
-        # field: principal_type
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: principal_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeDelegationTokenOwner_v2(self, w):
@@ -323,45 +236,55 @@ def _read_DescribeDelegationTokenRequest_v2(buf, pos, view):
         else:
             if n < 0 or n * 3 > blen - pos:
                 raise bad_count(n, 3, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_owners in range(n):
-                item, pos = _read_DescribeDelegationTokenOwner_v2(buf, pos, view)
-                append(item)
+                item = _new(DescribeDelegationTokenOwner)  # DescribeDelegationTokenOwner read in this loop
+                # field: owners[]>principal_type
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.principal_type = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.principal_type = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: owners[]>principal_name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.principal_name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.principal_name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: owners[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item.unknown_tags = None
+                else:
+                    item.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items[i_owners] = item
             self.owners = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -411,5 +334,5 @@ DescribeDelegationTokenRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "75:- 79:principal_type 87:principal_name 101:- 103:principal_type 114:principal_name 125:unknown_tags 132:- 136:owners[] 156:- 158:owners[] 169:unknown_tags 176:- 180:principal_type 198:principal_name 216:tagged_fields 254:- 256:principal_type 275:principal_name 294:tagged_fields 304:- 308:owners[] 332:tagged_fields 370:- 372:owners[] 391:tagged_fields"
+    "76:- 78:principal_type 89:principal_name 100:unknown_tags 107:- 111:owners[] 122:owners[]>principal_type 130:owners[]>principal_name 147:- 149:owners[] 160:unknown_tags 167:- 169:principal_type 188:principal_name 207:tagged_fields 217:- 221:owners[] 242:owners[]>principal_type 258:owners[]>principal_name 274:owners[]>tagged_fields 282:tagged_fields 293:- 295:owners[] 314:tagged_fields"
 )

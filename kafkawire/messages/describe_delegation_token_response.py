@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -130,32 +131,6 @@ DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer = DescribedDeleg
 
 
 
-def _read_DescribedDelegationTokenRenewer_v0(buf, pos, view):
-    try:
-        self = _new(DescribedDelegationTokenRenewer)
-        blen = len(buf)
-        # field: principal_type
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: principal_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_name = str(buf[pos:end], "utf-8")
-        pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DescribedDelegationTokenRenewer_v0(self, w):
     try:
         # field: principal_type
@@ -185,64 +160,6 @@ def _write_DescribedDelegationTokenRenewer_v0(self, w):
             raise tags_not_supported("DescribedDelegationTokenRenewer")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribedDelegationToken_v0(buf, pos, view):
-    try:
-        self = _new(DescribedDelegationToken)
-        blen = len(buf)
-        # field: principal_type
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: principal_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: issue_timestamp:q expiry_timestamp:q max_timestamp:q
-        (self.issue_timestamp, self.expiry_timestamp, self.max_timestamp,) = _R_qqq(buf, pos)
-        pos += 24
-        # field: token_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.token_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: hmac
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.hmac = view[pos:end]
-        pos = end
-        # field: renewers[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 4 > blen - pos:
-            raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
-        for i_renewers in range(n):
-            item, pos = _read_DescribedDelegationTokenRenewer_v0(buf, pos, view)
-            append(item)
-        self.renewers = tuple(items)
-        self.token_requester_principal_type = ''
-        self.token_requester_principal_name = ''
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribedDelegationToken_v0(self, w):
@@ -316,6 +233,8 @@ def _write_DescribedDelegationToken_v0(self, w):
 def _read_DescribeDelegationTokenResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeDelegationTokenResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
@@ -325,11 +244,75 @@ def _read_DescribeDelegationTokenResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 38 > blen - pos:
             raise bad_count(n, 38, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_tokens in range(n):
-            item, pos = _read_DescribedDelegationToken_v0(buf, pos, view)
-            append(item)
+            item = _new(DescribedDelegationToken)  # DescribedDelegationToken read in this loop
+            # field: tokens[]>principal_type
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.principal_type = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: tokens[]>principal_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.principal_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: tokens[]>issue_timestamp:q expiry_timestamp:q max_timestamp:q
+            (item.issue_timestamp, item.expiry_timestamp, item.max_timestamp,) = _R_qqq(buf, pos)
+            pos += 24
+            # field: tokens[]>token_id
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.token_id = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: tokens[]>hmac
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.hmac = view[pos:end]
+            pos = end
+            # field: tokens[]>renewers[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 4 > blen - pos:
+                raise bad_count(n, 4, pos, blen)
+            items1 = [None] * n
+            for i_renewers in range(n):
+                item1 = _new(DescribedDelegationTokenRenewer)  # DescribedDelegationTokenRenewer read in this loop
+                # field: tokens[]>renewers[]>principal_type
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.principal_type = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: tokens[]>renewers[]>principal_name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.principal_name = str(buf[pos:end], "utf-8")
+                pos = end
+                item1.unknown_tags = None
+                items1[i_renewers] = item1
+            item.renewers = tuple(items1)
+            item.token_requester_principal_type = ''
+            item.token_requester_principal_name = ''
+            item.unknown_tags = None
+            items[i_tokens] = item
         self.tokens = tuple(items)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
@@ -362,84 +345,6 @@ def _write_DescribeDelegationTokenResponse_v0(self, w):
             raise tags_not_supported("DescribeDelegationTokenResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribedDelegationTokenRenewer_v2(buf, pos, view):
-    try:
-        self = _new(DescribedDelegationTokenRenewer)
-        blen = len(buf)
-        # field: principal_type
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: principal_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribedDelegationTokenRenewer_v2(self, w):
@@ -490,146 +395,6 @@ def _write_DescribedDelegationTokenRenewer_v2(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribedDelegationToken_v2(buf, pos, view):
-    try:
-        self = _new(DescribedDelegationToken)
-        blen = len(buf)
-        # field: principal_type
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: principal_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: issue_timestamp:q expiry_timestamp:q max_timestamp:q
-        (self.issue_timestamp, self.expiry_timestamp, self.max_timestamp,) = _R_qqq(buf, pos)
-        pos += 24
-        # field: token_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.token_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: hmac
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.hmac = view[pos:end]
-        pos = end
-        # field: renewers[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 3 > blen - pos:
-            raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
-        for i_renewers in range(n):
-            item, pos = _read_DescribedDelegationTokenRenewer_v2(buf, pos, view)
-            append(item)
-        self.renewers = tuple(items)
-        self.token_requester_principal_type = ''
-        self.token_requester_principal_name = ''
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribedDelegationToken_v2(self, w):
@@ -746,6 +511,8 @@ def _write_DescribedDelegationToken_v2(self, w):
 def _read_DescribeDelegationTokenResponse_v2(buf, pos, view):
     try:
         self = _new(DescribeDelegationTokenResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
@@ -765,48 +532,155 @@ def _read_DescribeDelegationTokenResponse_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 30 > blen - pos:
             raise bad_count(n, 30, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_tokens in range(n):
-            item, pos = _read_DescribedDelegationToken_v2(buf, pos, view)
-            append(item)
+            item = _new(DescribedDelegationToken)  # DescribedDelegationToken read in this loop
+            # field: tokens[]>principal_type
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.principal_type = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.principal_type = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: tokens[]>principal_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.principal_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.principal_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: tokens[]>issue_timestamp:q expiry_timestamp:q max_timestamp:q
+            (item.issue_timestamp, item.expiry_timestamp, item.max_timestamp,) = _R_qqq(buf, pos)
+            pos += 24
+            # field: tokens[]>token_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.token_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.token_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: tokens[]>hmac
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.hmac = view[pos:end]
+            pos = end
+            # field: tokens[]>renewers[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
+            items1 = [None] * n
+            for i_renewers in range(n):
+                item1 = _new(DescribedDelegationTokenRenewer)  # DescribedDelegationTokenRenewer read in this loop
+                # field: tokens[]>renewers[]>principal_type
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.principal_type = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.principal_type = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: tokens[]>renewers[]>principal_name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.principal_name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.principal_name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: tokens[]>renewers[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_renewers] = item1
+            item.renewers = tuple(items1)
+            item.token_requester_principal_type = ''
+            item.token_requester_principal_name = ''
+            # field: tokens[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_tokens] = item
         self.tokens = tuple(items)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -845,180 +719,6 @@ def _write_DescribeDelegationTokenResponse_v2(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribedDelegationToken_v3(buf, pos, view):
-    try:
-        self = _new(DescribedDelegationToken)
-        blen = len(buf)
-        # field: principal_type
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: principal_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.principal_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: token_requester_principal_type
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.token_requester_principal_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: token_requester_principal_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.token_requester_principal_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: issue_timestamp:q expiry_timestamp:q max_timestamp:q
-        (self.issue_timestamp, self.expiry_timestamp, self.max_timestamp,) = _R_qqq(buf, pos)
-        pos += 24
-        # field: token_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.token_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: hmac
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.hmac = view[pos:end]
-        pos = end
-        # field: renewers[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 3 > blen - pos:
-            raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
-        for i_renewers in range(n):
-            item, pos = _read_DescribedDelegationTokenRenewer_v2(buf, pos, view)
-            append(item)
-        self.renewers = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribedDelegationToken_v3(self, w):
@@ -1167,6 +867,8 @@ def _write_DescribedDelegationToken_v3(self, w):
 def _read_DescribeDelegationTokenResponse_v3(buf, pos, view):
     try:
         self = _new(DescribeDelegationTokenResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
@@ -1186,48 +888,185 @@ def _read_DescribeDelegationTokenResponse_v3(buf, pos, view):
         n -= 1
         if n < 0 or n * 32 > blen - pos:
             raise bad_count(n, 32, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_tokens in range(n):
-            item, pos = _read_DescribedDelegationToken_v3(buf, pos, view)
-            append(item)
+            item = _new(DescribedDelegationToken)  # DescribedDelegationToken read in this loop
+            # field: tokens[]>principal_type
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.principal_type = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.principal_type = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: tokens[]>principal_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.principal_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.principal_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: tokens[]>token_requester_principal_type
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.token_requester_principal_type = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.token_requester_principal_type = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: tokens[]>token_requester_principal_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.token_requester_principal_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.token_requester_principal_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: tokens[]>issue_timestamp:q expiry_timestamp:q max_timestamp:q
+            (item.issue_timestamp, item.expiry_timestamp, item.max_timestamp,) = _R_qqq(buf, pos)
+            pos += 24
+            # field: tokens[]>token_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.token_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.token_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: tokens[]>hmac
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.hmac = view[pos:end]
+            pos = end
+            # field: tokens[]>renewers[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
+            items1 = [None] * n
+            for i_renewers in range(n):
+                item1 = _new(DescribedDelegationTokenRenewer)  # DescribedDelegationTokenRenewer read in this loop
+                # field: tokens[]>renewers[]>principal_type
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.principal_type = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.principal_type = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: tokens[]>renewers[]>principal_name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.principal_name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.principal_name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: tokens[]>renewers[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_renewers] = item1
+            item.renewers = tuple(items1)
+            # field: tokens[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_tokens] = item
         self.tokens = tuple(items)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1281,5 +1120,5 @@ DescribeDelegationTokenResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "133:- 137:principal_type 145:principal_name 159:- 161:principal_type 172:principal_name 183:unknown_tags 190:- 194:principal_type 202:principal_name 210:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 213:token_id 221:hmac 229:renewers[] 248:- 250:principal_type 261:principal_name 272:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 274:token_id 285:hmac 292:renewers[] 303:token_requester_principal_type 306:token_requester_principal_name 309:unknown_tags 316:- 320:error_code:h 323:tokens[] 334:throttle_time_ms:i 343:- 345:error_code:h 347:tokens[] 358:throttle_time_ms:i 360:unknown_tags 367:- 371:principal_type 389:principal_name 407:tagged_fields 445:- 447:principal_type 466:principal_name 485:tagged_fields 495:- 499:principal_type 517:principal_name 535:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 538:token_id 556:hmac 574:renewers[] 597:tagged_fields 635:- 637:principal_type 656:principal_name 675:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 677:token_id 696:hmac 711:renewers[] 730:token_requester_principal_type 733:token_requester_principal_name 736:tagged_fields 746:- 750:error_code:h 753:tokens[] 774:throttle_time_ms:i 777:tagged_fields 815:- 817:error_code:h 819:tokens[] 838:throttle_time_ms:i 840:tagged_fields 850:- 854:principal_type 872:principal_name 890:token_requester_principal_type 908:token_requester_principal_name 926:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 929:token_id 947:hmac 965:renewers[] 986:tagged_fields 1024:- 1026:principal_type 1045:principal_name 1064:token_requester_principal_type 1083:token_requester_principal_name 1102:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 1104:token_id 1123:hmac 1138:renewers[] 1157:tagged_fields 1167:- 1171:error_code:h 1174:tokens[] 1195:throttle_time_ms:i 1198:tagged_fields 1236:- 1238:error_code:h 1240:tokens[] 1259:throttle_time_ms:i 1261:tagged_fields"
+    "134:- 136:principal_type 147:principal_name 158:unknown_tags 165:- 167:principal_type 178:principal_name 189:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 191:token_id 202:hmac 209:renewers[] 220:token_requester_principal_type 223:token_requester_principal_name 226:unknown_tags 233:- 239:error_code:h 242:tokens[] 250:tokens[]>principal_type 258:tokens[]>principal_name 266:tokens[]>issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 269:tokens[]>token_id 277:tokens[]>hmac 285:tokens[]>renewers[] 293:tokens[]>renewers[]>principal_type 301:tokens[]>renewers[]>principal_name 317:throttle_time_ms:i 326:- 328:error_code:h 330:tokens[] 341:throttle_time_ms:i 343:unknown_tags 350:- 352:principal_type 371:principal_name 390:tagged_fields 400:- 402:principal_type 421:principal_name 440:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 442:token_id 461:hmac 476:renewers[] 495:token_requester_principal_type 498:token_requester_principal_name 501:tagged_fields 511:- 517:error_code:h 520:tokens[] 538:tokens[]>principal_type 554:tokens[]>principal_name 570:tokens[]>issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 573:tokens[]>token_id 589:tokens[]>hmac 607:tokens[]>renewers[] 625:tokens[]>renewers[]>principal_type 641:tokens[]>renewers[]>principal_name 657:tokens[]>renewers[]>tagged_fields 667:tokens[]>tagged_fields 675:throttle_time_ms:i 678:tagged_fields 689:- 691:error_code:h 693:tokens[] 712:throttle_time_ms:i 714:tagged_fields 724:- 726:principal_type 745:principal_name 764:token_requester_principal_type 783:token_requester_principal_name 802:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 804:token_id 823:hmac 838:renewers[] 857:tagged_fields 867:- 873:error_code:h 876:tokens[] 894:tokens[]>principal_type 910:tokens[]>principal_name 926:tokens[]>token_requester_principal_type 942:tokens[]>token_requester_principal_name 958:tokens[]>issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 961:tokens[]>token_id 977:tokens[]>hmac 995:tokens[]>renewers[] 1013:tokens[]>renewers[]>principal_type 1029:tokens[]>renewers[]>principal_name 1045:tokens[]>renewers[]>tagged_fields 1053:tokens[]>tagged_fields 1061:throttle_time_ms:i 1064:tagged_fields 1075:- 1077:error_code:h 1079:tokens[] 1098:throttle_time_ms:i 1100:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -60,8 +61,7 @@ def _read_DescribeGroupsRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 2 > blen - pos:
             raise bad_count(n, 2, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_groups in range(n):
             n = _R_h(buf, pos)[0]
             pos += 2
@@ -70,7 +70,7 @@ def _read_DescribeGroupsRequest_v0(buf, pos, view):
                 raise bad_length(n, pos, blen, "string")
             item = str(buf[pos:end], "utf-8")
             pos = end
-            append(item)
+            items[i_groups] = item
         self.groups = tuple(items)
         self.include_authorized_operations = False
         self.unknown_tags = None
@@ -117,8 +117,7 @@ def _read_DescribeGroupsRequest_v3(buf, pos, view):
         pos += 4
         if n < 0 or n * 2 > blen - pos:
             raise bad_count(n, 2, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_groups in range(n):
             n = _R_h(buf, pos)[0]
             pos += 2
@@ -127,7 +126,7 @@ def _read_DescribeGroupsRequest_v3(buf, pos, view):
                 raise bad_length(n, pos, blen, "string")
             item = str(buf[pos:end], "utf-8")
             pos = end
-            append(item)
+            items[i_groups] = item
         self.groups = tuple(items)
         # field: include_authorized_operations:?
         (self.include_authorized_operations,) = _R__(buf, pos)
@@ -185,64 +184,34 @@ def _read_DescribeGroupsRequest_v5(buf, pos, view):
         n -= 1
         if n < 0 or n * 1 > blen - pos:
             raise bad_count(n, 1, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_groups in range(n):
             n = buf[pos]
-            if n < 0x80:
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                n = (n & 0x7F) | (buf[pos + 1] << 7)
-                pos += 2
-            elif buf[pos + 2] < 0x80:
-                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                pos += 3
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item = str(buf[pos + 1:end], "utf-8")
+                pos = end
             else:
                 n, pos = read_uvarint(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            item = str(buf[pos:end], "utf-8")
-            pos = end
-            append(item)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item = str(buf[pos:end], "utf-8")
+                pos = end
+            items[i_groups] = item
         self.groups = tuple(items)
         # field: include_authorized_operations:?
         (self.include_authorized_operations,) = _R__(buf, pos)
         pos += 1
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -312,5 +281,5 @@ DescribeGroupsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "54:- 58:groups[] 82:- 84:groups[] 101:include_authorized_operations 104:unknown_tags 111:- 115:groups[] 132:include_authorized_operations:? 141:- 143:groups[] 160:include_authorized_operations:? 162:unknown_tags 169:- 173:groups[] 210:include_authorized_operations:? 213:tagged_fields 251:- 253:groups[] 286:include_authorized_operations:? 288:tagged_fields"
+    "55:- 59:groups[] 82:- 84:groups[] 101:include_authorized_operations 104:unknown_tags 111:- 115:groups[] 131:include_authorized_operations:? 140:- 142:groups[] 159:include_authorized_operations:? 161:unknown_tags 168:- 172:groups[] 206:include_authorized_operations:? 209:tagged_fields 220:- 222:groups[] 255:include_authorized_operations:? 257:tagged_fields"
 )

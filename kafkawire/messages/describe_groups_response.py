@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -128,57 +129,6 @@ DescribeGroupsResponse.DescribedGroupMember = DescribedGroupMember
 
 
 
-def _read_DescribedGroupMember_v0(buf, pos, view):
-    try:
-        self = _new(DescribedGroupMember)
-        blen = len(buf)
-        # field: member_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: client_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.client_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: client_host
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.client_host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: member_metadata
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.member_metadata = view[pos:end]
-        pos = end
-        # field: member_assignment
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.member_assignment = view[pos:end]
-        pos = end
-        self.group_instance_id = None
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DescribedGroupMember_v0(self, w):
     try:
         # field: member_id
@@ -233,63 +183,6 @@ def _write_DescribedGroupMember_v0(self, w):
             raise tags_not_supported("DescribedGroupMember")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribedGroup_v0(buf, pos, view):
-    try:
-        self = _new(DescribedGroup)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: group_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_state
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_state = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: protocol_type
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.protocol_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: protocol_data
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.protocol_data = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: members[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 14 > blen - pos:
-            raise bad_count(n, 14, pos, blen)
-        items = []
-        append = items.append
-        for i_members in range(n):
-            item, pos = _read_DescribedGroupMember_v0(buf, pos, view)
-            append(item)
-        self.members = tuple(items)
-        self.authorized_operations = -2147483648
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribedGroup_v0(self, w):
@@ -364,17 +257,107 @@ def _write_DescribedGroup_v0(self, w):
 def _read_DescribeGroupsResponse_v0(buf, pos, view):
     try:
         self = _new(DescribeGroupsResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: groups[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 14 > blen - pos:
             raise bad_count(n, 14, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_groups in range(n):
-            item, pos = _read_DescribedGroup_v0(buf, pos, view)
-            append(item)
+            item = _new(DescribedGroup)  # DescribedGroup read in this loop
+            # field: groups[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: groups[]>group_id
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.group_id = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: groups[]>group_state
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.group_state = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: groups[]>protocol_type
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.protocol_type = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: groups[]>protocol_data
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.protocol_data = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: groups[]>members[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 14 > blen - pos:
+                raise bad_count(n, 14, pos, blen)
+            items1 = [None] * n
+            for i_members in range(n):
+                item1 = _new(DescribedGroupMember)  # DescribedGroupMember read in this loop
+                # field: groups[]>members[]>member_id
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.member_id = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: groups[]>members[]>client_id
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.client_id = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: groups[]>members[]>client_host
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.client_host = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: groups[]>members[]>member_metadata
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                end = pos + n
+                if n < 0 or end > blen:
+                    raise bad_length(n, pos, blen, "bytes")
+                item1.member_metadata = view[pos:end]
+                pos = end
+                # field: groups[]>members[]>member_assignment
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                end = pos + n
+                if n < 0 or end > blen:
+                    raise bad_length(n, pos, blen, "bytes")
+                item1.member_assignment = view[pos:end]
+                pos = end
+                item1.group_instance_id = None
+                item1.unknown_tags = None
+                items1[i_members] = item1
+            item.members = tuple(items1)
+            item.authorized_operations = -2147483648
+            item.unknown_tags = None
+            items[i_groups] = item
         self.groups = tuple(items)
         self.throttle_time_ms = 0
         self.unknown_tags = None
@@ -406,6 +389,8 @@ def _write_DescribeGroupsResponse_v0(self, w):
 def _read_DescribeGroupsResponse_v1(buf, pos, view):
     try:
         self = _new(DescribeGroupsResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
@@ -415,11 +400,99 @@ def _read_DescribeGroupsResponse_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 14 > blen - pos:
             raise bad_count(n, 14, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_groups in range(n):
-            item, pos = _read_DescribedGroup_v0(buf, pos, view)
-            append(item)
+            item = _new(DescribedGroup)  # DescribedGroup read in this loop
+            # field: groups[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: groups[]>group_id
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.group_id = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: groups[]>group_state
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.group_state = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: groups[]>protocol_type
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.protocol_type = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: groups[]>protocol_data
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.protocol_data = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: groups[]>members[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 14 > blen - pos:
+                raise bad_count(n, 14, pos, blen)
+            items1 = [None] * n
+            for i_members in range(n):
+                item1 = _new(DescribedGroupMember)  # DescribedGroupMember read in this loop
+                # field: groups[]>members[]>member_id
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.member_id = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: groups[]>members[]>client_id
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.client_id = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: groups[]>members[]>client_host
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.client_host = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: groups[]>members[]>member_metadata
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                end = pos + n
+                if n < 0 or end > blen:
+                    raise bad_length(n, pos, blen, "bytes")
+                item1.member_metadata = view[pos:end]
+                pos = end
+                # field: groups[]>members[]>member_assignment
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                end = pos + n
+                if n < 0 or end > blen:
+                    raise bad_length(n, pos, blen, "bytes")
+                item1.member_assignment = view[pos:end]
+                pos = end
+                item1.group_instance_id = None
+                item1.unknown_tags = None
+                items1[i_members] = item1
+            item.members = tuple(items1)
+            item.authorized_operations = -2147483648
+            item.unknown_tags = None
+            items[i_groups] = item
         self.groups = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -447,65 +520,6 @@ def _write_DescribeGroupsResponse_v1(self, w):
             raise tags_not_supported("DescribeGroupsResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribedGroup_v3(buf, pos, view):
-    try:
-        self = _new(DescribedGroup)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: group_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_state
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_state = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: protocol_type
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.protocol_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: protocol_data
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.protocol_data = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: members[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 14 > blen - pos:
-            raise bad_count(n, 14, pos, blen)
-        items = []
-        append = items.append
-        for i_members in range(n):
-            item, pos = _read_DescribedGroupMember_v0(buf, pos, view)
-            append(item)
-        self.members = tuple(items)
-        # field: authorized_operations:i
-        (self.authorized_operations,) = _R_i(buf, pos)
-        pos += 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribedGroup_v3(self, w):
@@ -579,6 +593,8 @@ def _write_DescribedGroup_v3(self, w):
 def _read_DescribeGroupsResponse_v3(buf, pos, view):
     try:
         self = _new(DescribeGroupsResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
@@ -588,11 +604,101 @@ def _read_DescribeGroupsResponse_v3(buf, pos, view):
         pos += 4
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_groups in range(n):
-            item, pos = _read_DescribedGroup_v3(buf, pos, view)
-            append(item)
+            item = _new(DescribedGroup)  # DescribedGroup read in this loop
+            # field: groups[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: groups[]>group_id
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.group_id = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: groups[]>group_state
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.group_state = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: groups[]>protocol_type
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.protocol_type = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: groups[]>protocol_data
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.protocol_data = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: groups[]>members[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 14 > blen - pos:
+                raise bad_count(n, 14, pos, blen)
+            items1 = [None] * n
+            for i_members in range(n):
+                item1 = _new(DescribedGroupMember)  # DescribedGroupMember read in this loop
+                # field: groups[]>members[]>member_id
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.member_id = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: groups[]>members[]>client_id
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.client_id = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: groups[]>members[]>client_host
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.client_host = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: groups[]>members[]>member_metadata
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                end = pos + n
+                if n < 0 or end > blen:
+                    raise bad_length(n, pos, blen, "bytes")
+                item1.member_metadata = view[pos:end]
+                pos = end
+                # field: groups[]>members[]>member_assignment
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                end = pos + n
+                if n < 0 or end > blen:
+                    raise bad_length(n, pos, blen, "bytes")
+                item1.member_assignment = view[pos:end]
+                pos = end
+                item1.group_instance_id = None
+                item1.unknown_tags = None
+                items1[i_members] = item1
+            item.members = tuple(items1)
+            # field: groups[]>authorized_operations:i
+            (item.authorized_operations,) = _R_i(buf, pos)
+            pos += 4
+            item.unknown_tags = None
+            items[i_groups] = item
         self.groups = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -620,67 +726,6 @@ def _write_DescribeGroupsResponse_v3(self, w):
             raise tags_not_supported("DescribeGroupsResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribedGroupMember_v4(buf, pos, view):
-    try:
-        self = _new(DescribedGroupMember)
-        blen = len(buf)
-        # field: member_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_instance_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.group_instance_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.group_instance_id = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: client_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.client_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: client_host
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.client_host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: member_metadata
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.member_metadata = view[pos:end]
-        pos = end
-        # field: member_assignment
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.member_assignment = view[pos:end]
-        pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribedGroupMember_v4(self, w):
@@ -748,65 +793,6 @@ def _write_DescribedGroupMember_v4(self, w):
             raise tags_not_supported("DescribedGroupMember")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribedGroup_v4(buf, pos, view):
-    try:
-        self = _new(DescribedGroup)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: group_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_state
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_state = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: protocol_type
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.protocol_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: protocol_data
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.protocol_data = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: members[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 16 > blen - pos:
-            raise bad_count(n, 16, pos, blen)
-        items = []
-        append = items.append
-        for i_members in range(n):
-            item, pos = _read_DescribedGroupMember_v4(buf, pos, view)
-            append(item)
-        self.members = tuple(items)
-        # field: authorized_operations:i
-        (self.authorized_operations,) = _R_i(buf, pos)
-        pos += 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribedGroup_v4(self, w):
@@ -880,6 +866,8 @@ def _write_DescribedGroup_v4(self, w):
 def _read_DescribeGroupsResponse_v4(buf, pos, view):
     try:
         self = _new(DescribeGroupsResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
@@ -889,11 +877,111 @@ def _read_DescribeGroupsResponse_v4(buf, pos, view):
         pos += 4
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_groups in range(n):
-            item, pos = _read_DescribedGroup_v4(buf, pos, view)
-            append(item)
+            item = _new(DescribedGroup)  # DescribedGroup read in this loop
+            # field: groups[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: groups[]>group_id
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.group_id = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: groups[]>group_state
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.group_state = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: groups[]>protocol_type
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.protocol_type = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: groups[]>protocol_data
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.protocol_data = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: groups[]>members[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 16 > blen - pos:
+                raise bad_count(n, 16, pos, blen)
+            items1 = [None] * n
+            for i_members in range(n):
+                item1 = _new(DescribedGroupMember)  # DescribedGroupMember read in this loop
+                # field: groups[]>members[]>member_id
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.member_id = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: groups[]>members[]>group_instance_id
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.group_instance_id = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.group_instance_id = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: groups[]>members[]>client_id
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.client_id = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: groups[]>members[]>client_host
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.client_host = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: groups[]>members[]>member_metadata
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                end = pos + n
+                if n < 0 or end > blen:
+                    raise bad_length(n, pos, blen, "bytes")
+                item1.member_metadata = view[pos:end]
+                pos = end
+                # field: groups[]>members[]>member_assignment
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                end = pos + n
+                if n < 0 or end > blen:
+                    raise bad_length(n, pos, blen, "bytes")
+                item1.member_assignment = view[pos:end]
+                pos = end
+                item1.unknown_tags = None
+                items1[i_members] = item1
+            item.members = tuple(items1)
+            # field: groups[]>authorized_operations:i
+            (item.authorized_operations,) = _R_i(buf, pos)
+            pos += 4
+            item.unknown_tags = None
+            items[i_groups] = item
         self.groups = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -921,159 +1009,6 @@ def _write_DescribeGroupsResponse_v4(self, w):
             raise tags_not_supported("DescribeGroupsResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribedGroupMember_v5(buf, pos, view):
-    try:
-        self = _new(DescribedGroupMember)
-        blen = len(buf)
-        # field: member_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_instance_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.group_instance_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.group_instance_id = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: client_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.client_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: client_host
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.client_host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: member_metadata
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.member_metadata = view[pos:end]
-        pos = end
-        # field: member_assignment
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.member_assignment = view[pos:end]
-        pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribedGroupMember_v5(self, w):
@@ -1194,147 +1129,6 @@ def _write_DescribedGroupMember_v5(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_DescribedGroup_v5(buf, pos, view):
-    try:
-        self = _new(DescribedGroup)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: group_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_state
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_state = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: protocol_type
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.protocol_type = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: protocol_data
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.protocol_data = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: members[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 7 > blen - pos:
-            raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
-        for i_members in range(n):
-            item, pos = _read_DescribedGroupMember_v5(buf, pos, view)
-            append(item)
-        self.members = tuple(items)
-        # field: authorized_operations:i
-        (self.authorized_operations,) = _R_i(buf, pos)
-        pos += 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DescribedGroup_v5(self, w):
     try:
         # field: error_code:h
@@ -1449,6 +1243,8 @@ def _write_DescribedGroup_v5(self, w):
 def _read_DescribeGroupsResponse_v5(buf, pos, view):
     try:
         self = _new(DescribeGroupsResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
@@ -1468,45 +1264,226 @@ def _read_DescribeGroupsResponse_v5(buf, pos, view):
         n -= 1
         if n < 0 or n * 12 > blen - pos:
             raise bad_count(n, 12, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_groups in range(n):
-            item, pos = _read_DescribedGroup_v5(buf, pos, view)
-            append(item)
+            item = _new(DescribedGroup)  # DescribedGroup read in this loop
+            # field: groups[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: groups[]>group_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.group_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.group_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: groups[]>group_state
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.group_state = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.group_state = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: groups[]>protocol_type
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.protocol_type = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.protocol_type = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: groups[]>protocol_data
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.protocol_data = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.protocol_data = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: groups[]>members[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 7 > blen - pos:
+                raise bad_count(n, 7, pos, blen)
+            items1 = [None] * n
+            for i_members in range(n):
+                item1 = _new(DescribedGroupMember)  # DescribedGroupMember read in this loop
+                # field: groups[]>members[]>member_id
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.member_id = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.member_id = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: groups[]>members[]>group_instance_id
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.group_instance_id = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.group_instance_id = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.group_instance_id = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.group_instance_id = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: groups[]>members[]>client_id
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.client_id = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.client_id = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: groups[]>members[]>client_host
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.client_host = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.client_host = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: groups[]>members[]>member_metadata
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen:
+                    raise bad_length(n, pos, blen, "bytes")
+                item1.member_metadata = view[pos:end]
+                pos = end
+                # field: groups[]>members[]>member_assignment
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen:
+                    raise bad_length(n, pos, blen, "bytes")
+                item1.member_assignment = view[pos:end]
+                pos = end
+                # field: groups[]>members[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_members] = item1
+            item.members = tuple(items1)
+            # field: groups[]>authorized_operations:i
+            (item.authorized_operations,) = _R_i(buf, pos)
+            pos += 4
+            # field: groups[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_groups] = item
         self.groups = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1562,5 +1539,5 @@ DescribeGroupsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "131:- 135:member_id 143:client_id 151:client_host 159:member_metadata 167:member_assignment 182:- 184:member_id 195:client_id 206:client_host 217:member_metadata 224:member_assignment 231:unknown_tags 238:- 242:error_code:h 245:group_id 253:group_state 261:protocol_type 269:protocol_data 277:members[] 295:- 297:error_code:h 299:group_id 310:group_state 321:protocol_type 332:protocol_data 343:members[] 354:authorized_operations 357:unknown_tags 364:- 368:groups[] 386:- 388:groups[] 399:unknown_tags 406:- 410:throttle_time_ms:i 413:groups[] 430:- 432:throttle_time_ms:i 434:groups[] 445:unknown_tags 452:- 456:error_code:h 459:group_id 467:group_state 475:protocol_type 483:protocol_data 491:members[] 502:authorized_operations:i 511:- 513:error_code:h 515:group_id 526:group_state 537:protocol_type 548:protocol_data 559:members[] 570:authorized_operations:i 572:unknown_tags 579:- 583:throttle_time_ms:i 586:groups[] 603:- 605:throttle_time_ms:i 607:groups[] 618:unknown_tags 625:- 629:member_id 637:group_instance_id 648:client_id 656:client_host 664:member_metadata 672:member_assignment 686:- 688:member_id 699:group_instance_id 710:client_id 721:client_host 732:member_metadata 739:member_assignment 746:unknown_tags 753:- 757:error_code:h 760:group_id 768:group_state 776:protocol_type 784:protocol_data 792:members[] 803:authorized_operations:i 812:- 814:error_code:h 816:group_id 827:group_state 838:protocol_type 849:protocol_data 860:members[] 871:authorized_operations:i 873:unknown_tags 880:- 884:throttle_time_ms:i 887:groups[] 904:- 906:throttle_time_ms:i 908:groups[] 919:unknown_tags 926:- 930:member_id 948:group_instance_id 969:client_id 987:client_host 1005:member_metadata 1023:member_assignment 1041:tagged_fields 1079:- 1081:member_id 1100:group_instance_id 1119:client_id 1138:client_host 1157:member_metadata 1172:member_assignment 1187:tagged_fields 1197:- 1201:error_code:h 1204:group_id 1222:group_state 1240:protocol_type 1258:protocol_data 1276:members[] 1297:authorized_operations:i 1300:tagged_fields 1338:- 1340:error_code:h 1342:group_id 1361:group_state 1380:protocol_type 1399:protocol_data 1418:members[] 1437:authorized_operations:i 1439:tagged_fields 1449:- 1453:throttle_time_ms:i 1456:groups[] 1477:tagged_fields 1515:- 1517:throttle_time_ms:i 1519:groups[] 1538:tagged_fields"
+    "132:- 134:member_id 145:client_id 156:client_host 167:member_metadata 174:member_assignment 181:unknown_tags 188:- 190:error_code:h 192:group_id 203:group_state 214:protocol_type 225:protocol_data 236:members[] 247:authorized_operations 250:unknown_tags 257:- 263:groups[] 271:groups[]>error_code:h 274:groups[]>group_id 282:groups[]>group_state 290:groups[]>protocol_type 298:groups[]>protocol_data 306:groups[]>members[] 314:groups[]>members[]>member_id 322:groups[]>members[]>client_id 330:groups[]>members[]>client_host 338:groups[]>members[]>member_metadata 346:groups[]>members[]>member_assignment 369:- 371:groups[] 382:unknown_tags 389:- 395:throttle_time_ms:i 398:groups[] 406:groups[]>error_code:h 409:groups[]>group_id 417:groups[]>group_state 425:groups[]>protocol_type 433:groups[]>protocol_data 441:groups[]>members[] 449:groups[]>members[]>member_id 457:groups[]>members[]>client_id 465:groups[]>members[]>client_host 473:groups[]>members[]>member_metadata 481:groups[]>members[]>member_assignment 503:- 505:throttle_time_ms:i 507:groups[] 518:unknown_tags 525:- 527:error_code:h 529:group_id 540:group_state 551:protocol_type 562:protocol_data 573:members[] 584:authorized_operations:i 586:unknown_tags 593:- 599:throttle_time_ms:i 602:groups[] 610:groups[]>error_code:h 613:groups[]>group_id 621:groups[]>group_state 629:groups[]>protocol_type 637:groups[]>protocol_data 645:groups[]>members[] 653:groups[]>members[]>member_id 661:groups[]>members[]>client_id 669:groups[]>members[]>client_host 677:groups[]>members[]>member_metadata 685:groups[]>members[]>member_assignment 697:groups[]>authorized_operations:i 709:- 711:throttle_time_ms:i 713:groups[] 724:unknown_tags 731:- 733:member_id 744:group_instance_id 755:client_id 766:client_host 777:member_metadata 784:member_assignment 791:unknown_tags 798:- 800:error_code:h 802:group_id 813:group_state 824:protocol_type 835:protocol_data 846:members[] 857:authorized_operations:i 859:unknown_tags 866:- 872:throttle_time_ms:i 875:groups[] 883:groups[]>error_code:h 886:groups[]>group_id 894:groups[]>group_state 902:groups[]>protocol_type 910:groups[]>protocol_data 918:groups[]>members[] 926:groups[]>members[]>member_id 934:groups[]>members[]>group_instance_id 945:groups[]>members[]>client_id 953:groups[]>members[]>client_host 961:groups[]>members[]>member_metadata 969:groups[]>members[]>member_assignment 980:groups[]>authorized_operations:i 992:- 994:throttle_time_ms:i 996:groups[] 1007:unknown_tags 1014:- 1016:member_id 1035:group_instance_id 1054:client_id 1073:client_host 1092:member_metadata 1107:member_assignment 1122:tagged_fields 1132:- 1134:error_code:h 1136:group_id 1155:group_state 1174:protocol_type 1193:protocol_data 1212:members[] 1231:authorized_operations:i 1233:tagged_fields 1243:- 1249:throttle_time_ms:i 1252:groups[] 1270:groups[]>error_code:h 1273:groups[]>group_id 1289:groups[]>group_state 1305:groups[]>protocol_type 1321:groups[]>protocol_data 1337:groups[]>members[] 1355:groups[]>members[]>member_id 1371:groups[]>members[]>group_instance_id 1394:groups[]>members[]>client_id 1410:groups[]>members[]>client_host 1426:groups[]>members[]>member_metadata 1444:groups[]>members[]>member_assignment 1462:groups[]>members[]>tagged_fields 1470:groups[]>authorized_operations:i 1473:groups[]>tagged_fields 1481:tagged_fields 1492:- 1494:throttle_time_ms:i 1496:groups[] 1515:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -20,6 +21,7 @@ _R_i = _Format(">i").unpack_from
 _W_i = _Format(">i").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class DescribeLogDirsRequest(_Message):
@@ -74,31 +76,6 @@ DescribeLogDirsRequest.DescribableLogDirTopic = DescribableLogDirTopic
 
 
 
-def _read_DescribableLogDirTopic_v0(buf, pos, view):
-    try:
-        self = _new(DescribableLogDirTopic)
-        blen = len(buf)
-        # field: topic
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partitions = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DescribableLogDirTopic_v0(self, w):
     try:
         # field: topic
@@ -138,11 +115,26 @@ def _read_DescribeLogDirsRequest_v0(buf, pos, view):
         else:
             if n < 0 or n * 6 > blen - pos:
                 raise bad_count(n, 6, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_topics in range(n):
-                item, pos = _read_DescribableLogDirTopic_v0(buf, pos, view)
-                append(item)
+                item = _new(DescribableLogDirTopic)  # DescribableLogDirTopic read in this loop
+                # field: topics[]>topic
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: topics[]>partitions
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item.partitions = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                item.unknown_tags = None
+                items[i_topics] = item
             self.topics = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -168,83 +160,6 @@ def _write_DescribeLogDirsRequest_v0(self, w):
             raise tags_not_supported("DescribeLogDirsRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribableLogDirTopic_v2(buf, pos, view):
-    try:
-        self = _new(DescribableLogDirTopic)
-        blen = len(buf)
-        # field: topic
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partitions = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribableLogDirTopic_v2(self, w):
@@ -315,45 +230,51 @@ def _read_DescribeLogDirsRequest_v2(buf, pos, view):
         else:
             if n < 0 or n * 3 > blen - pos:
                 raise bad_count(n, 3, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_topics in range(n):
-                item, pos = _read_DescribableLogDirTopic_v2(buf, pos, view)
-                append(item)
+                item = _new(DescribableLogDirTopic)  # DescribableLogDirTopic read in this loop
+                # field: topics[]>topic
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.topic = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.topic = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: topics[]>partitions
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item.partitions = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item.partitions = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item.unknown_tags = None
+                else:
+                    item.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items[i_topics] = item
             self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -405,5 +326,5 @@ DescribeLogDirsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "77:- 81:topic 89:partitions 102:- 104:topic 115:partitions 122:unknown_tags 129:- 133:topics[] 153:- 155:topics[] 166:unknown_tags 173:- 177:topic 195:partitions 212:tagged_fields 250:- 252:topic 271:partitions 286:tagged_fields 296:- 300:topics[] 324:tagged_fields 362:- 364:topics[] 383:tagged_fields"
+    "79:- 81:topic 92:partitions 99:unknown_tags 106:- 110:topics[] 121:topics[]>topic 129:topics[]>partitions 145:- 147:topics[] 158:unknown_tags 165:- 167:topic 186:partitions 201:tagged_fields 211:- 215:topics[] 236:topics[]>topic 252:topics[]>partitions 264:topics[]>tagged_fields 272:tagged_fields 283:- 285:topics[] 304:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -151,18 +152,6 @@ DescribeLogDirsResponse.DescribeLogDirsPartition = DescribeLogDirsPartition
 
 
 
-def _read_DescribeLogDirsPartition_v0(buf, pos, view):
-    try:
-        self = _new(DescribeLogDirsPartition)
-        # field: partition_index:i partition_size:q offset_lag:q is_future_key:?
-        (self.partition_index, self.partition_size, self.offset_lag, self.is_future_key,) = _R_iqq_(buf, pos)
-        pos += 21
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DescribeLogDirsPartition_v0(self, w):
     try:
         # field: partition_index:i partition_size:q offset_lag:q is_future_key:?
@@ -172,35 +161,6 @@ def _write_DescribeLogDirsPartition_v0(self, w):
             raise tags_not_supported("DescribeLogDirsPartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeLogDirsTopic_v0(buf, pos, view):
-    try:
-        self = _new(DescribeLogDirsTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 21 > blen - pos:
-            raise bad_count(n, 21, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_DescribeLogDirsPartition_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeLogDirsTopic_v0(self, w):
@@ -232,40 +192,6 @@ def _write_DescribeLogDirsTopic_v0(self, w):
             raise tags_not_supported("DescribeLogDirsTopic")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeLogDirsResult_v0(buf, pos, view):
-    try:
-        self = _new(DescribeLogDirsResult)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: log_dir
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.log_dir = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: topics[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 6 > blen - pos:
-            raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
-        for i_topics in range(n):
-            item, pos = _read_DescribeLogDirsTopic_v0(buf, pos, view)
-            append(item)
-        self.topics = tuple(items)
-        self.total_bytes = -1
-        self.usable_bytes = -1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeLogDirsResult_v0(self, w):
@@ -313,11 +239,57 @@ def _read_DescribeLogDirsResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 8 > blen - pos:
             raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results in range(n):
-            item, pos = _read_DescribeLogDirsResult_v0(buf, pos, view)
-            append(item)
+            item = _new(DescribeLogDirsResult)  # DescribeLogDirsResult read in this loop
+            # field: results[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: results[]>log_dir
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.log_dir = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: results[]>topics[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
+            items1 = [None] * n
+            for i_topics in range(n):
+                item1 = _new(DescribeLogDirsTopic)  # DescribeLogDirsTopic read in this loop
+                # field: results[]>topics[]>name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.name = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: results[]>topics[]>partitions[]
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0 or n * 21 > blen - pos:
+                    raise bad_count(n, 21, pos, blen)
+                items2 = [None] * n
+                for i_partitions in range(n):
+                    item2 = _new(DescribeLogDirsPartition)  # DescribeLogDirsPartition read in this loop
+                    # field: results[]>topics[]>partitions[]>partition_index:i partition_size:q offset_lag:q is_future_key:?
+                    (item2.partition_index, item2.partition_size, item2.offset_lag, item2.is_future_key,) = _R_iqq_(buf, pos)
+                    pos += 21
+                    item2.unknown_tags = None
+                    items2[i_partitions] = item2
+                item1.partitions = tuple(items2)
+                item1.unknown_tags = None
+                items1[i_topics] = item1
+            item.topics = tuple(items1)
+            item.total_bytes = -1
+            item.usable_bytes = -1
+            item.unknown_tags = None
+            items[i_results] = item
         self.results = tuple(items)
         self.error_code = 0
         self.unknown_tags = None
@@ -348,51 +320,6 @@ def _write_DescribeLogDirsResponse_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_DescribeLogDirsPartition_v2(buf, pos, view):
-    try:
-        self = _new(DescribeLogDirsPartition)
-        blen = len(buf)
-        # field: partition_index:i partition_size:q offset_lag:q is_future_key:?
-        (self.partition_index, self.partition_size, self.offset_lag, self.is_future_key,) = _R_iqq_(buf, pos)
-        pos += 21
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DescribeLogDirsPartition_v2(self, w):
     try:
         # field: partition_index:i partition_size:q offset_lag:q is_future_key:?
@@ -405,87 +332,6 @@ def _write_DescribeLogDirsPartition_v2(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeLogDirsTopic_v2(buf, pos, view):
-    try:
-        self = _new(DescribeLogDirsTopic)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 22 > blen - pos:
-            raise bad_count(n, 22, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_DescribeLogDirsPartition_v2(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeLogDirsTopic_v2(self, w):
@@ -536,92 +382,6 @@ def _write_DescribeLogDirsTopic_v2(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeLogDirsResult_v2(buf, pos, view):
-    try:
-        self = _new(DescribeLogDirsResult)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: log_dir
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.log_dir = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: topics[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 3 > blen - pos:
-            raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
-        for i_topics in range(n):
-            item, pos = _read_DescribeLogDirsTopic_v2(buf, pos, view)
-            append(item)
-        self.topics = tuple(items)
-        self.total_bytes = -1
-        self.usable_bytes = -1
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeLogDirsResult_v2(self, w):
@@ -698,46 +458,116 @@ def _read_DescribeLogDirsResponse_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 5 > blen - pos:
             raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results in range(n):
-            item, pos = _read_DescribeLogDirsResult_v2(buf, pos, view)
-            append(item)
+            item = _new(DescribeLogDirsResult)  # DescribeLogDirsResult read in this loop
+            # field: results[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: results[]>log_dir
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.log_dir = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.log_dir = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: results[]>topics[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
+            items1 = [None] * n
+            for i_topics in range(n):
+                item1 = _new(DescribeLogDirsTopic)  # DescribeLogDirsTopic read in this loop
+                # field: results[]>topics[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: results[]>topics[]>partitions[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 22 > blen - pos:
+                    raise bad_count(n, 22, pos, blen)
+                items2 = [None] * n
+                for i_partitions in range(n):
+                    item2 = _new(DescribeLogDirsPartition)  # DescribeLogDirsPartition read in this loop
+                    # field: results[]>topics[]>partitions[]>partition_index:i partition_size:q offset_lag:q is_future_key:?
+                    (item2.partition_index, item2.partition_size, item2.offset_lag, item2.is_future_key,) = _R_iqq_(buf, pos)
+                    pos += 21
+                    # field: results[]>topics[]>partitions[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_partitions] = item2
+                item1.partitions = tuple(items2)
+                # field: results[]>topics[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_topics] = item1
+            item.topics = tuple(items1)
+            item.total_bytes = -1
+            item.usable_bytes = -1
+            # field: results[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_results] = item
         self.results = tuple(items)
         self.error_code = 0
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -798,45 +628,115 @@ def _read_DescribeLogDirsResponse_v3(buf, pos, view):
         n -= 1
         if n < 0 or n * 5 > blen - pos:
             raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results in range(n):
-            item, pos = _read_DescribeLogDirsResult_v2(buf, pos, view)
-            append(item)
+            item = _new(DescribeLogDirsResult)  # DescribeLogDirsResult read in this loop
+            # field: results[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: results[]>log_dir
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.log_dir = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.log_dir = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: results[]>topics[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
+            items1 = [None] * n
+            for i_topics in range(n):
+                item1 = _new(DescribeLogDirsTopic)  # DescribeLogDirsTopic read in this loop
+                # field: results[]>topics[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: results[]>topics[]>partitions[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 22 > blen - pos:
+                    raise bad_count(n, 22, pos, blen)
+                items2 = [None] * n
+                for i_partitions in range(n):
+                    item2 = _new(DescribeLogDirsPartition)  # DescribeLogDirsPartition read in this loop
+                    # field: results[]>topics[]>partitions[]>partition_index:i partition_size:q offset_lag:q is_future_key:?
+                    (item2.partition_index, item2.partition_size, item2.offset_lag, item2.is_future_key,) = _R_iqq_(buf, pos)
+                    pos += 21
+                    # field: results[]>topics[]>partitions[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_partitions] = item2
+                item1.partitions = tuple(items2)
+                # field: results[]>topics[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_topics] = item1
+            item.topics = tuple(items1)
+            item.total_bytes = -1
+            item.usable_bytes = -1
+            # field: results[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_results] = item
         self.results = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -873,93 +773,6 @@ def _write_DescribeLogDirsResponse_v3(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeLogDirsResult_v4(buf, pos, view):
-    try:
-        self = _new(DescribeLogDirsResult)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: log_dir
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.log_dir = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: topics[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 3 > blen - pos:
-            raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
-        for i_topics in range(n):
-            item, pos = _read_DescribeLogDirsTopic_v2(buf, pos, view)
-            append(item)
-        self.topics = tuple(items)
-        # field: total_bytes:q usable_bytes:q
-        (self.total_bytes, self.usable_bytes,) = _R_qq(buf, pos)
-        pos += 16
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeLogDirsResult_v4(self, w):
@@ -1038,45 +851,116 @@ def _read_DescribeLogDirsResponse_v4(buf, pos, view):
         n -= 1
         if n < 0 or n * 21 > blen - pos:
             raise bad_count(n, 21, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results in range(n):
-            item, pos = _read_DescribeLogDirsResult_v4(buf, pos, view)
-            append(item)
+            item = _new(DescribeLogDirsResult)  # DescribeLogDirsResult read in this loop
+            # field: results[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: results[]>log_dir
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.log_dir = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.log_dir = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: results[]>topics[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
+            items1 = [None] * n
+            for i_topics in range(n):
+                item1 = _new(DescribeLogDirsTopic)  # DescribeLogDirsTopic read in this loop
+                # field: results[]>topics[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: results[]>topics[]>partitions[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 22 > blen - pos:
+                    raise bad_count(n, 22, pos, blen)
+                items2 = [None] * n
+                for i_partitions in range(n):
+                    item2 = _new(DescribeLogDirsPartition)  # DescribeLogDirsPartition read in this loop
+                    # field: results[]>topics[]>partitions[]>partition_index:i partition_size:q offset_lag:q is_future_key:?
+                    (item2.partition_index, item2.partition_size, item2.offset_lag, item2.is_future_key,) = _R_iqq_(buf, pos)
+                    pos += 21
+                    # field: results[]>topics[]>partitions[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_partitions] = item2
+                item1.partitions = tuple(items2)
+                # field: results[]>topics[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_topics] = item1
+            item.topics = tuple(items1)
+            # field: results[]>total_bytes:q usable_bytes:q
+            (item.total_bytes, item.usable_bytes,) = _R_qq(buf, pos)
+            pos += 16
+            # field: results[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_results] = item
         self.results = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1130,5 +1014,5 @@ DescribeLogDirsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "154:- 157:partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 166:- 168:partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 170:unknown_tags 177:- 181:name 189:partitions[] 206:- 208:name 219:partitions[] 230:unknown_tags 237:- 241:error_code:h 244:log_dir 252:topics[] 271:- 273:error_code:h 275:log_dir 286:topics[] 297:unknown_tags 304:- 308:throttle_time_ms:i 311:results[] 329:- 331:throttle_time_ms:i 333:results[] 344:unknown_tags 351:- 355:partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 358:tagged_fields 396:- 398:partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 400:tagged_fields 410:- 414:name 432:partitions[] 453:tagged_fields 491:- 493:name 512:partitions[] 531:tagged_fields 541:- 545:error_code:h 548:log_dir 566:topics[] 589:tagged_fields 627:- 629:error_code:h 631:log_dir 650:topics[] 669:tagged_fields 679:- 683:throttle_time_ms:i 686:results[] 708:tagged_fields 746:- 748:throttle_time_ms:i 750:results[] 769:tagged_fields 779:- 783:throttle_time_ms:i/error_code:h 786:results[] 807:tagged_fields 845:- 847:throttle_time_ms:i/error_code:h 849:results[] 868:tagged_fields 878:- 882:error_code:h 885:log_dir 903:topics[] 924:total_bytes:q/usable_bytes:q 927:tagged_fields 965:- 967:error_code:h 969:log_dir 988:topics[] 1007:total_bytes:q/usable_bytes:q 1009:tagged_fields 1019:- 1023:throttle_time_ms:i/error_code:h 1026:results[] 1047:tagged_fields 1085:- 1087:throttle_time_ms:i/error_code:h 1089:results[] 1108:tagged_fields"
+    "155:- 157:partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 159:unknown_tags 166:- 168:name 179:partitions[] 190:unknown_tags 197:- 199:error_code:h 201:log_dir 212:topics[] 223:unknown_tags 230:- 234:throttle_time_ms:i 237:results[] 245:results[]>error_code:h 248:results[]>log_dir 256:results[]>topics[] 264:results[]>topics[]>name 272:results[]>topics[]>partitions[] 280:results[]>topics[]>partitions[]>partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 301:- 303:throttle_time_ms:i 305:results[] 316:unknown_tags 323:- 325:partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 327:tagged_fields 337:- 339:name 358:partitions[] 377:tagged_fields 387:- 389:error_code:h 391:log_dir 410:topics[] 429:tagged_fields 439:- 443:throttle_time_ms:i 446:results[] 464:results[]>error_code:h 467:results[]>log_dir 483:results[]>topics[] 501:results[]>topics[]>name 517:results[]>topics[]>partitions[] 535:results[]>topics[]>partitions[]>partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 538:results[]>topics[]>partitions[]>tagged_fields 546:results[]>topics[]>tagged_fields 556:results[]>tagged_fields 565:tagged_fields 576:- 578:throttle_time_ms:i 580:results[] 599:tagged_fields 609:- 613:throttle_time_ms:i/error_code:h 616:results[] 634:results[]>error_code:h 637:results[]>log_dir 653:results[]>topics[] 671:results[]>topics[]>name 687:results[]>topics[]>partitions[] 705:results[]>topics[]>partitions[]>partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 708:results[]>topics[]>partitions[]>tagged_fields 716:results[]>topics[]>tagged_fields 726:results[]>tagged_fields 734:tagged_fields 745:- 747:throttle_time_ms:i/error_code:h 749:results[] 768:tagged_fields 778:- 780:error_code:h 782:log_dir 801:topics[] 820:total_bytes:q/usable_bytes:q 822:tagged_fields 832:- 836:throttle_time_ms:i/error_code:h 839:results[] 857:results[]>error_code:h 860:results[]>log_dir 876:results[]>topics[] 894:results[]>topics[]>name 910:results[]>topics[]>partitions[] 928:results[]>topics[]>partitions[]>partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 931:results[]>topics[]>partitions[]>tagged_fields 939:results[]>topics[]>tagged_fields 947:results[]>total_bytes:q/usable_bytes:q 950:results[]>tagged_fields 958:tagged_fields 969:- 971:throttle_time_ms:i/error_code:h 973:results[] 992:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -229,54 +230,6 @@ DescribeQuorumResponse.Listener = Listener
 
 
 
-def _read_ReplicaState_v0(buf, pos, view):
-    try:
-        self = _new(ReplicaState)
-        blen = len(buf)
-        # field: replica_id:i log_end_offset:q
-        (self.replica_id, self.log_end_offset,) = _R_iq(buf, pos)
-        pos += 12
-        self.replica_directory_id = ZERO_UUID
-        self.last_fetch_timestamp = -1
-        self.last_caught_up_timestamp = -1
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ReplicaState_v0(self, w):
     try:
         # field: replica_id:i log_end_offset:q
@@ -292,94 +245,6 @@ def _write_ReplicaState_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_PartitionData_v0(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i error_code:h leader_id:i leader_epoch:i high_watermark:q
-        (self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.high_watermark,) = _R_ihiiq(buf, pos)
-        pos += 22
-        # field: current_voters[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 13 > blen - pos:
-            raise bad_count(n, 13, pos, blen)
-        items = []
-        append = items.append
-        for i_current_voters in range(n):
-            item, pos = _read_ReplicaState_v0(buf, pos, view)
-            append(item)
-        self.current_voters = tuple(items)
-        # field: observers[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 13 > blen - pos:
-            raise bad_count(n, 13, pos, blen)
-        items = []
-        append = items.append
-        for i_observers in range(n):
-            item, pos = _read_ReplicaState_v0(buf, pos, view)
-            append(item)
-        self.observers = tuple(items)
-        self.error_message = ''
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_PartitionData_v0(self, w):
@@ -432,87 +297,6 @@ def _write_PartitionData_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicData_v0(buf, pos, view):
-    try:
-        self = _new(TopicData)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 25 > blen - pos:
-            raise bad_count(n, 25, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicData_v0(self, w):
@@ -587,47 +371,135 @@ def _read_DescribeQuorumResponse_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicData_v0(buf, pos, view)
-            append(item)
+            item = _new(TopicData)  # TopicData read in this loop
+            # field: topics[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 25 > blen - pos:
+                raise bad_count(n, 25, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: topics[]>partitions[]>partition_index:i error_code:h leader_id:i leader_epoch:i high_watermark:q
+                (item1.partition_index, item1.error_code, item1.leader_id, item1.leader_epoch, item1.high_watermark,) = _R_ihiiq(buf, pos)
+                pos += 22
+                # field: topics[]>partitions[]>current_voters[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 13 > blen - pos:
+                    raise bad_count(n, 13, pos, blen)
+                items2 = [None] * n
+                for i_current_voters in range(n):
+                    item2 = _new(ReplicaState)  # ReplicaState read in this loop
+                    # field: topics[]>partitions[]>current_voters[]>replica_id:i log_end_offset:q
+                    (item2.replica_id, item2.log_end_offset,) = _R_iq(buf, pos)
+                    pos += 12
+                    item2.replica_directory_id = ZERO_UUID
+                    item2.last_fetch_timestamp = -1
+                    item2.last_caught_up_timestamp = -1
+                    # field: topics[]>partitions[]>current_voters[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_current_voters] = item2
+                item1.current_voters = tuple(items2)
+                # field: topics[]>partitions[]>observers[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 13 > blen - pos:
+                    raise bad_count(n, 13, pos, blen)
+                items2 = [None] * n
+                for i_observers in range(n):
+                    item2 = _new(ReplicaState)  # ReplicaState read in this loop
+                    # field: topics[]>partitions[]>observers[]>replica_id:i log_end_offset:q
+                    (item2.replica_id, item2.log_end_offset,) = _R_iq(buf, pos)
+                    pos += 12
+                    item2.replica_directory_id = ZERO_UUID
+                    item2.last_fetch_timestamp = -1
+                    item2.last_caught_up_timestamp = -1
+                    # field: topics[]>partitions[]>observers[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_observers] = item2
+                item1.observers = tuple(items2)
+                item1.error_message = ''
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         self.error_message = ''
         self.nodes = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -669,52 +541,6 @@ def _write_DescribeQuorumResponse_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_ReplicaState_v1(buf, pos, view):
-    try:
-        self = _new(ReplicaState)
-        blen = len(buf)
-        # field: replica_id:i log_end_offset:q last_fetch_timestamp:q last_caught_up_timestamp:q
-        (self.replica_id, self.log_end_offset, self.last_fetch_timestamp, self.last_caught_up_timestamp,) = _R_iqqq(buf, pos)
-        pos += 28
-        self.replica_directory_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ReplicaState_v1(self, w):
     try:
         # field: replica_id:i log_end_offset:q last_fetch_timestamp:q last_caught_up_timestamp:q
@@ -730,94 +556,6 @@ def _write_ReplicaState_v1(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_PartitionData_v1(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i error_code:h leader_id:i leader_epoch:i high_watermark:q
-        (self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.high_watermark,) = _R_ihiiq(buf, pos)
-        pos += 22
-        # field: current_voters[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 29 > blen - pos:
-            raise bad_count(n, 29, pos, blen)
-        items = []
-        append = items.append
-        for i_current_voters in range(n):
-            item, pos = _read_ReplicaState_v1(buf, pos, view)
-            append(item)
-        self.current_voters = tuple(items)
-        # field: observers[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 29 > blen - pos:
-            raise bad_count(n, 29, pos, blen)
-        items = []
-        append = items.append
-        for i_observers in range(n):
-            item, pos = _read_ReplicaState_v1(buf, pos, view)
-            append(item)
-        self.observers = tuple(items)
-        self.error_message = ''
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_PartitionData_v1(self, w):
@@ -870,87 +608,6 @@ def _write_PartitionData_v1(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicData_v1(buf, pos, view):
-    try:
-        self = _new(TopicData)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 25 > blen - pos:
-            raise bad_count(n, 25, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v1(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicData_v1(self, w):
@@ -1025,47 +682,131 @@ def _read_DescribeQuorumResponse_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicData_v1(buf, pos, view)
-            append(item)
+            item = _new(TopicData)  # TopicData read in this loop
+            # field: topics[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 25 > blen - pos:
+                raise bad_count(n, 25, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: topics[]>partitions[]>partition_index:i error_code:h leader_id:i leader_epoch:i high_watermark:q
+                (item1.partition_index, item1.error_code, item1.leader_id, item1.leader_epoch, item1.high_watermark,) = _R_ihiiq(buf, pos)
+                pos += 22
+                # field: topics[]>partitions[]>current_voters[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 29 > blen - pos:
+                    raise bad_count(n, 29, pos, blen)
+                items2 = [None] * n
+                for i_current_voters in range(n):
+                    item2 = _new(ReplicaState)  # ReplicaState read in this loop
+                    # field: topics[]>partitions[]>current_voters[]>replica_id:i log_end_offset:q last_fetch_timestamp:q last_caught_up_timestamp:q
+                    (item2.replica_id, item2.log_end_offset, item2.last_fetch_timestamp, item2.last_caught_up_timestamp,) = _R_iqqq(buf, pos)
+                    pos += 28
+                    item2.replica_directory_id = ZERO_UUID
+                    # field: topics[]>partitions[]>current_voters[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_current_voters] = item2
+                item1.current_voters = tuple(items2)
+                # field: topics[]>partitions[]>observers[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 29 > blen - pos:
+                    raise bad_count(n, 29, pos, blen)
+                items2 = [None] * n
+                for i_observers in range(n):
+                    item2 = _new(ReplicaState)  # ReplicaState read in this loop
+                    # field: topics[]>partitions[]>observers[]>replica_id:i log_end_offset:q last_fetch_timestamp:q last_caught_up_timestamp:q
+                    (item2.replica_id, item2.log_end_offset, item2.last_fetch_timestamp, item2.last_caught_up_timestamp,) = _R_iqqq(buf, pos)
+                    pos += 28
+                    item2.replica_directory_id = ZERO_UUID
+                    # field: topics[]>partitions[]>observers[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_observers] = item2
+                item1.observers = tuple(items2)
+                item1.error_message = ''
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         self.error_message = ''
         self.nodes = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1107,52 +848,6 @@ def _write_DescribeQuorumResponse_v1(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_ReplicaState_v2(buf, pos, view):
-    try:
-        self = _new(ReplicaState)
-        blen = len(buf)
-        # field: replica_id:i replica_directory_id:16s log_end_offset:q last_fetch_timestamp:q last_caught_up_timestamp:q
-        (self.replica_id, u_replica_directory_id, self.log_end_offset, self.last_fetch_timestamp, self.last_caught_up_timestamp,) = _R_i16sqqq(buf, pos)
-        self.replica_directory_id = uuid_from_bytes(u_replica_directory_id)
-        pos += 44
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ReplicaState_v2(self, w):
     try:
         # field: replica_id:i replica_directory_id:16s log_end_offset:q last_fetch_timestamp:q last_caught_up_timestamp:q
@@ -1165,117 +860,6 @@ def _write_ReplicaState_v2(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_PartitionData_v2(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i error_code:h
-        (self.partition_index, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        # field: error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: leader_id:i leader_epoch:i high_watermark:q
-        (self.leader_id, self.leader_epoch, self.high_watermark,) = _R_iiq(buf, pos)
-        pos += 16
-        # field: current_voters[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 45 > blen - pos:
-            raise bad_count(n, 45, pos, blen)
-        items = []
-        append = items.append
-        for i_current_voters in range(n):
-            item, pos = _read_ReplicaState_v2(buf, pos, view)
-            append(item)
-        self.current_voters = tuple(items)
-        # field: observers[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 45 > blen - pos:
-            raise bad_count(n, 45, pos, blen)
-        items = []
-        append = items.append
-        for i_observers in range(n):
-            item, pos = _read_ReplicaState_v2(buf, pos, view)
-            append(item)
-        self.observers = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_PartitionData_v2(self, w):
@@ -1351,87 +935,6 @@ def _write_PartitionData_v2(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_TopicData_v2(buf, pos, view):
-    try:
-        self = _new(TopicData)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 26 > blen - pos:
-            raise bad_count(n, 26, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v2(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_TopicData_v2(self, w):
     try:
         # field: topic_name
@@ -1480,87 +983,6 @@ def _write_TopicData_v2(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_Listener_v2(buf, pos, view):
-    try:
-        self = _new(Listener)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: host
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: port:H
-        (self.port,) = _R_H(buf, pos)
-        pos += 2
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_Listener_v2(self, w):
@@ -1615,72 +1037,6 @@ def _write_Listener_v2(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_Node_v2(buf, pos, view):
-    try:
-        self = _new(Node)
-        blen = len(buf)
-        # field: node_id:i
-        (self.node_id,) = _R_i(buf, pos)
-        pos += 4
-        # field: listeners[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 5 > blen - pos:
-            raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
-        for i_listeners in range(n):
-            item, pos = _read_Listener_v2(buf, pos, view)
-            append(item)
-        self.listeners = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_Node_v2(self, w):
     try:
         # field: node_id:i
@@ -1723,25 +1079,27 @@ def _read_DescribeQuorumResponse_v2(buf, pos, view):
         pos += 2
         # field: error_message
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.error_message = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.error_message = str(buf[pos:end], "utf-8")
+                pos = end
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
@@ -1757,11 +1115,147 @@ def _read_DescribeQuorumResponse_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicData_v2(buf, pos, view)
-            append(item)
+            item = _new(TopicData)  # TopicData read in this loop
+            # field: topics[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 26 > blen - pos:
+                raise bad_count(n, 26, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: topics[]>partitions[]>partition_index:i error_code:h
+                (item1.partition_index, item1.error_code,) = _R_ih(buf, pos)
+                pos += 6
+                # field: topics[]>partitions[]>error_message
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.error_message = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.error_message = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.error_message = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.error_message = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: topics[]>partitions[]>leader_id:i leader_epoch:i high_watermark:q
+                (item1.leader_id, item1.leader_epoch, item1.high_watermark,) = _R_iiq(buf, pos)
+                pos += 16
+                # field: topics[]>partitions[]>current_voters[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 45 > blen - pos:
+                    raise bad_count(n, 45, pos, blen)
+                items2 = [None] * n
+                for i_current_voters in range(n):
+                    item2 = _new(ReplicaState)  # ReplicaState read in this loop
+                    # field: topics[]>partitions[]>current_voters[]>replica_id:i replica_directory_id:16s log_end_offset:q last_fetch_timestamp:q last_caught_up_timestamp:q
+                    (item2.replica_id, u_replica_directory_id, item2.log_end_offset, item2.last_fetch_timestamp, item2.last_caught_up_timestamp,) = _R_i16sqqq(buf, pos)
+                    item2.replica_directory_id = uuid_from_bytes(u_replica_directory_id)
+                    pos += 44
+                    # field: topics[]>partitions[]>current_voters[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_current_voters] = item2
+                item1.current_voters = tuple(items2)
+                # field: topics[]>partitions[]>observers[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 45 > blen - pos:
+                    raise bad_count(n, 45, pos, blen)
+                items2 = [None] * n
+                for i_observers in range(n):
+                    item2 = _new(ReplicaState)  # ReplicaState read in this loop
+                    # field: topics[]>partitions[]>observers[]>replica_id:i replica_directory_id:16s log_end_offset:q last_fetch_timestamp:q last_caught_up_timestamp:q
+                    (item2.replica_id, u_replica_directory_id, item2.log_end_offset, item2.last_fetch_timestamp, item2.last_caught_up_timestamp,) = _R_i16sqqq(buf, pos)
+                    item2.replica_directory_id = uuid_from_bytes(u_replica_directory_id)
+                    pos += 44
+                    # field: topics[]>partitions[]>observers[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_observers] = item2
+                item1.observers = tuple(items2)
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: nodes[]
         n = buf[pos]
@@ -1778,45 +1272,87 @@ def _read_DescribeQuorumResponse_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_nodes in range(n):
-            item, pos = _read_Node_v2(buf, pos, view)
-            append(item)
+            item = _new(Node)  # Node read in this loop
+            # field: nodes[]>node_id:i
+            (item.node_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: nodes[]>listeners[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 5 > blen - pos:
+                raise bad_count(n, 5, pos, blen)
+            items1 = [None] * n
+            for i_listeners in range(n):
+                item1 = _new(Listener)  # Listener read in this loop
+                # field: nodes[]>listeners[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: nodes[]>listeners[]>host
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.host = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.host = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: nodes[]>listeners[]>port:H
+                (item1.port,) = _R_H(buf, pos)
+                pos += 2
+                # field: nodes[]>listeners[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_listeners] = item1
+            item.listeners = tuple(items1)
+            # field: nodes[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_nodes] = item
         self.nodes = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1904,5 +1440,5 @@ DescribeQuorumResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "232:- 236:replica_id:i/log_end_offset:q 242:tagged_fields 280:- 282:replica_id:i/log_end_offset:q 284:replica_directory_id 287:tagged_fields 297:- 301:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 304:current_voters[] 325:observers[] 347:tagged_fields 385:- 387:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 389:current_voters[] 408:observers[] 427:tagged_fields 437:- 441:topic_name 459:partitions[] 480:tagged_fields 518:- 520:topic_name 539:partitions[] 558:tagged_fields 568:- 572:error_code:h 575:topics[] 598:tagged_fields 636:- 638:error_code:h 640:topics[] 659:nodes 662:tagged_fields 672:- 676:replica_id:i/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 680:tagged_fields 718:- 720:replica_id:i/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 722:replica_directory_id 725:tagged_fields 735:- 739:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 742:current_voters[] 763:observers[] 785:tagged_fields 823:- 825:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 827:current_voters[] 846:observers[] 865:tagged_fields 875:- 879:topic_name 897:partitions[] 918:tagged_fields 956:- 958:topic_name 977:partitions[] 996:tagged_fields 1006:- 1010:error_code:h 1013:topics[] 1036:tagged_fields 1074:- 1076:error_code:h 1078:topics[] 1097:nodes 1100:tagged_fields 1110:- 1114:replica_id:i/replica_directory_id:16s/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 1118:tagged_fields 1156:- 1158:replica_id:i/replica_directory_id:16s/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 1160:tagged_fields 1170:- 1174:partition_index:i/error_code:h 1177:error_message 1198:leader_id:i/leader_epoch:i/high_watermark:q 1201:current_voters[] 1222:observers[] 1243:tagged_fields 1281:- 1283:partition_index:i/error_code:h 1285:error_message 1304:leader_id:i/leader_epoch:i/high_watermark:q 1306:current_voters[] 1325:observers[] 1344:tagged_fields 1354:- 1358:topic_name 1376:partitions[] 1397:tagged_fields 1435:- 1437:topic_name 1456:partitions[] 1475:tagged_fields 1485:- 1489:name 1507:host 1525:port:H 1528:tagged_fields 1566:- 1568:name 1587:host 1606:port:H 1608:tagged_fields 1618:- 1622:node_id:i 1625:listeners[] 1646:tagged_fields 1684:- 1686:node_id:i 1688:listeners[] 1707:tagged_fields 1717:- 1721:error_code:h 1724:error_message 1745:topics[] 1766:nodes[] 1787:tagged_fields 1825:- 1827:error_code:h 1829:error_message 1848:topics[] 1867:nodes[] 1886:tagged_fields"
+    "233:- 235:replica_id:i/log_end_offset:q 237:replica_directory_id 240:tagged_fields 250:- 252:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 254:current_voters[] 273:observers[] 292:tagged_fields 302:- 304:topic_name 323:partitions[] 342:tagged_fields 352:- 356:error_code:h 359:topics[] 377:topics[]>topic_name 393:topics[]>partitions[] 411:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 414:topics[]>partitions[]>current_voters[] 432:topics[]>partitions[]>current_voters[]>replica_id:i/log_end_offset:q 438:topics[]>partitions[]>current_voters[]>tagged_fields 446:topics[]>partitions[]>observers[] 464:topics[]>partitions[]>observers[]>replica_id:i/log_end_offset:q 470:topics[]>partitions[]>observers[]>tagged_fields 479:topics[]>partitions[]>tagged_fields 487:topics[]>tagged_fields 497:tagged_fields 508:- 510:error_code:h 512:topics[] 531:nodes 534:tagged_fields 544:- 546:replica_id:i/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 548:replica_directory_id 551:tagged_fields 561:- 563:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 565:current_voters[] 584:observers[] 603:tagged_fields 613:- 615:topic_name 634:partitions[] 653:tagged_fields 663:- 667:error_code:h 670:topics[] 688:topics[]>topic_name 704:topics[]>partitions[] 722:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 725:topics[]>partitions[]>current_voters[] 743:topics[]>partitions[]>current_voters[]>replica_id:i/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 747:topics[]>partitions[]>current_voters[]>tagged_fields 755:topics[]>partitions[]>observers[] 773:topics[]>partitions[]>observers[]>replica_id:i/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 777:topics[]>partitions[]>observers[]>tagged_fields 786:topics[]>partitions[]>tagged_fields 794:topics[]>tagged_fields 804:tagged_fields 815:- 817:error_code:h 819:topics[] 838:nodes 841:tagged_fields 851:- 853:replica_id:i/replica_directory_id:16s/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 855:tagged_fields 865:- 867:partition_index:i/error_code:h 869:error_message 888:leader_id:i/leader_epoch:i/high_watermark:q 890:current_voters[] 909:observers[] 928:tagged_fields 938:- 940:topic_name 959:partitions[] 978:tagged_fields 988:- 990:name 1009:host 1028:port:H 1030:tagged_fields 1040:- 1042:node_id:i 1044:listeners[] 1063:tagged_fields 1073:- 1077:error_code:h 1080:error_message 1103:topics[] 1121:topics[]>topic_name 1137:topics[]>partitions[] 1155:topics[]>partitions[]>partition_index:i/error_code:h 1158:topics[]>partitions[]>error_message 1181:topics[]>partitions[]>leader_id:i/leader_epoch:i/high_watermark:q 1184:topics[]>partitions[]>current_voters[] 1202:topics[]>partitions[]>current_voters[]>replica_id:i/replica_directory_id:16s/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 1206:topics[]>partitions[]>current_voters[]>tagged_fields 1214:topics[]>partitions[]>observers[] 1232:topics[]>partitions[]>observers[]>replica_id:i/replica_directory_id:16s/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 1236:topics[]>partitions[]>observers[]>tagged_fields 1244:topics[]>partitions[]>tagged_fields 1252:topics[]>tagged_fields 1260:nodes[] 1278:nodes[]>node_id:i 1281:nodes[]>listeners[] 1299:nodes[]>listeners[]>name 1315:nodes[]>listeners[]>host 1331:nodes[]>listeners[]>port:H 1334:nodes[]>listeners[]>tagged_fields 1342:nodes[]>tagged_fields 1350:tagged_fields 1361:- 1363:error_code:h 1365:error_message 1384:topics[] 1403:nodes[] 1422:tagged_fields"
 )

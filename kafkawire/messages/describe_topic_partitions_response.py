@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -24,6 +25,7 @@ _R_i = _Format(">i").unpack_from
 _W_i = _Format(">i").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class DescribeTopicPartitionsResponse(_Message):
@@ -169,142 +171,6 @@ DescribeTopicPartitionsResponse.Cursor = Cursor
 
 
 
-def _read_DescribeTopicPartitionsResponsePartition_v0(buf, pos, view):
-    try:
-        self = _new(DescribeTopicPartitionsResponsePartition)
-        blen = len(buf)
-        # field: error_code:h partition_index:i leader_id:i leader_epoch:i
-        (self.error_code, self.partition_index, self.leader_id, self.leader_epoch,) = _R_hiii(buf, pos)
-        pos += 14
-        # field: replica_nodes
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.replica_nodes = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: isr_nodes
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.isr_nodes = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: eligible_leader_replicas
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.eligible_leader_replicas = None
-        else:
-            if n < 0:
-                raise bad_count(n, 4, pos, blen)
-            self.eligible_leader_replicas = _ARRAY_i[n](buf, pos)
-            pos += n * 4
-        # field: last_known_elr
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.last_known_elr = None
-        else:
-            if n < 0:
-                raise bad_count(n, 4, pos, blen)
-            self.last_known_elr = _ARRAY_i[n](buf, pos)
-            pos += n * 4
-        # field: offline_replicas
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.offline_replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DescribeTopicPartitionsResponsePartition_v0(self, w):
     try:
         # field: error_code:h partition_index:i leader_id:i leader_epoch:i
@@ -394,100 +260,6 @@ def _write_DescribeTopicPartitionsResponsePartition_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_DescribeTopicPartitionsResponseTopic_v0(buf, pos, view):
-    try:
-        self = _new(DescribeTopicPartitionsResponseTopic)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.name = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.name = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: topic_id:16s is_internal:?
-        (u_topic_id, self.is_internal,) = _R_16s_(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 17
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 20 > blen - pos:
-            raise bad_count(n, 20, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_DescribeTopicPartitionsResponsePartition_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: topic_authorized_operations:i
-        (self.topic_authorized_operations,) = _R_i(buf, pos)
-        pos += 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_DescribeTopicPartitionsResponseTopic_v0(self, w):
     try:
         # field: error_code:h
@@ -550,58 +322,29 @@ def _read_Cursor_v0(buf, pos, view):
         blen = len(buf)
         # field: topic_name
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.topic_name = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.topic_name = str(buf[pos:end], "utf-8")
+            pos = end
         # field: partition_index:i
         (self.partition_index,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -662,11 +405,154 @@ def _read_DescribeTopicPartitionsResponse_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 26 > blen - pos:
             raise bad_count(n, 26, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_DescribeTopicPartitionsResponseTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(DescribeTopicPartitionsResponseTopic)  # DescribeTopicPartitionsResponseTopic read in this loop
+            # field: topics[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.name = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.name = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.name = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: topics[]>topic_id:16s is_internal:?
+            (u_topic_id, item.is_internal,) = _R_16s_(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 17
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 20 > blen - pos:
+                raise bad_count(n, 20, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(DescribeTopicPartitionsResponsePartition)  # DescribeTopicPartitionsResponsePartition read in this loop
+                # field: topics[]>partitions[]>error_code:h partition_index:i leader_id:i leader_epoch:i
+                (item1.error_code, item1.partition_index, item1.leader_id, item1.leader_epoch,) = _R_hiii(buf, pos)
+                pos += 14
+                # field: topics[]>partitions[]>replica_nodes
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.replica_nodes = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.replica_nodes = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>isr_nodes
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.isr_nodes = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.isr_nodes = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>eligible_leader_replicas
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item1.eligible_leader_replicas = None
+                else:
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.eligible_leader_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>last_known_elr
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item1.last_known_elr = None
+                else:
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.last_known_elr = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>offline_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.offline_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.offline_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>topic_authorized_operations:i
+            (item.topic_authorized_operations,) = _R_i(buf, pos)
+            pos += 4
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: next_cursor
         if buf[pos] >= 0x80:
@@ -675,38 +561,11 @@ def _read_DescribeTopicPartitionsResponse_v0(buf, pos, view):
         else:
             self.next_cursor, pos = _read_Cursor_v0(buf, pos + 1, view)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -759,5 +618,5 @@ DescribeTopicPartitionsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "172:- 176:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 179:replica_nodes 196:isr_nodes 213:eligible_leader_replicas 233:last_known_elr 253:offline_replicas 270:tagged_fields 308:- 310:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 312:replica_nodes 327:isr_nodes 342:eligible_leader_replicas 357:last_known_elr 372:offline_replicas 387:tagged_fields 397:- 401:error_code:h 404:name 425:topic_id:16s/is_internal:? 429:partitions[] 450:topic_authorized_operations:i 453:tagged_fields 491:- 493:error_code:h 495:name 514:topic_id:16s/is_internal:? 516:partitions[] 535:topic_authorized_operations:i 537:tagged_fields 547:- 551:topic_name 569:partition_index:i 572:tagged_fields 610:- 612:topic_name 631:partition_index:i 633:tagged_fields 643:- 647:throttle_time_ms:i 650:topics[] 671:next_cursor 677:tagged_fields 715:- 717:throttle_time_ms:i 719:topics[] 738:next_cursor 745:tagged_fields"
+    "174:- 176:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 178:replica_nodes 193:isr_nodes 208:eligible_leader_replicas 223:last_known_elr 238:offline_replicas 253:tagged_fields 263:- 265:error_code:h 267:name 286:topic_id:16s/is_internal:? 288:partitions[] 307:topic_authorized_operations:i 309:tagged_fields 319:- 323:topic_name 339:partition_index:i 342:tagged_fields 353:- 355:topic_name 374:partition_index:i 376:tagged_fields 386:- 390:throttle_time_ms:i 393:topics[] 411:topics[]>error_code:h 414:topics[]>name 437:topics[]>topic_id:16s/is_internal:? 441:topics[]>partitions[] 459:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 462:topics[]>partitions[]>replica_nodes 474:topics[]>partitions[]>isr_nodes 486:topics[]>partitions[]>eligible_leader_replicas 506:topics[]>partitions[]>last_known_elr 526:topics[]>partitions[]>offline_replicas 538:topics[]>partitions[]>tagged_fields 546:topics[]>topic_authorized_operations:i 549:topics[]>tagged_fields 557:next_cursor 563:tagged_fields 574:- 576:throttle_time_ms:i 578:topics[] 597:next_cursor 604:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -117,51 +118,6 @@ DescribeUserScramCredentialsResponse.CredentialInfo = CredentialInfo
 
 
 
-def _read_CredentialInfo_v0(buf, pos, view):
-    try:
-        self = _new(CredentialInfo)
-        blen = len(buf)
-        # field: mechanism:b iterations:i
-        (self.mechanism, self.iterations,) = _R_bi(buf, pos)
-        pos += 5
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_CredentialInfo_v0(self, w):
     try:
         # field: mechanism:b iterations:i
@@ -174,111 +130,6 @@ def _write_CredentialInfo_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribeUserScramCredentialsResult_v0(buf, pos, view):
-    try:
-        self = _new(DescribeUserScramCredentialsResult)
-        blen = len(buf)
-        # field: user
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.user = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: credential_infos[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 6 > blen - pos:
-            raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
-        for i_credential_infos in range(n):
-            item, pos = _read_CredentialInfo_v0(buf, pos, view)
-            append(item)
-        self.credential_infos = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribeUserScramCredentialsResult_v0(self, w):
@@ -361,25 +212,27 @@ def _read_DescribeUserScramCredentialsResponse_v0(buf, pos, view):
         pos += 6
         # field: error_message
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.error_message = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.error_message = str(buf[pos:end], "utf-8")
+                pos = end
         # field: results[]
         n = buf[pos]
         if n < 0x80:
@@ -395,45 +248,94 @@ def _read_DescribeUserScramCredentialsResponse_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results in range(n):
-            item, pos = _read_DescribeUserScramCredentialsResult_v0(buf, pos, view)
-            append(item)
+            item = _new(DescribeUserScramCredentialsResult)  # DescribeUserScramCredentialsResult read in this loop
+            # field: results[]>user
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.user = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.user = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: results[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: results[]>error_message
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.error_message = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.error_message = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.error_message = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.error_message = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: results[]>credential_infos[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
+            items1 = [None] * n
+            for i_credential_infos in range(n):
+                item1 = _new(CredentialInfo)  # CredentialInfo read in this loop
+                # field: results[]>credential_infos[]>mechanism:b iterations:i
+                (item1.mechanism, item1.iterations,) = _R_bi(buf, pos)
+                pos += 5
+                # field: results[]>credential_infos[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_credential_infos] = item1
+            item.credential_infos = tuple(items1)
+            # field: results[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_results] = item
         self.results = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -498,5 +400,5 @@ DescribeUserScramCredentialsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "120:- 124:mechanism:b/iterations:i 127:tagged_fields 165:- 167:mechanism:b/iterations:i 169:tagged_fields 179:- 183:user 201:error_code:h 204:error_message 225:credential_infos[] 246:tagged_fields 284:- 286:user 305:error_code:h 307:error_message 326:credential_infos[] 345:tagged_fields 355:- 359:throttle_time_ms:i/error_code:h 362:error_message 383:results[] 404:tagged_fields 442:- 444:throttle_time_ms:i/error_code:h 446:error_message 465:results[] 484:tagged_fields"
+    "121:- 123:mechanism:b/iterations:i 125:tagged_fields 135:- 137:user 156:error_code:h 158:error_message 177:credential_infos[] 196:tagged_fields 206:- 210:throttle_time_ms:i/error_code:h 213:error_message 236:results[] 254:results[]>user 270:results[]>error_code:h 273:results[]>error_message 296:results[]>credential_infos[] 314:results[]>credential_infos[]>mechanism:b/iterations:i 317:results[]>credential_infos[]>tagged_fields 325:results[]>tagged_fields 333:tagged_fields 344:- 346:throttle_time_ms:i/error_code:h 348:error_message 367:results[] 386:tagged_fields"
 )

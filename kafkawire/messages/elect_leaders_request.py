@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -22,6 +23,7 @@ _R_i = _Format(">i").unpack_from
 _W_i = _Format(">i").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class ElectLeadersRequest(_Message):
@@ -82,31 +84,6 @@ ElectLeadersRequest.TopicPartitions = TopicPartitions
 
 
 
-def _read_TopicPartitions_v0(buf, pos, view):
-    try:
-        self = _new(TopicPartitions)
-        blen = len(buf)
-        # field: topic
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partitions = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_TopicPartitions_v0(self, w):
     try:
         # field: topic
@@ -146,11 +123,26 @@ def _read_ElectLeadersRequest_v0(buf, pos, view):
         else:
             if n < 0 or n * 6 > blen - pos:
                 raise bad_count(n, 6, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_topic_partitions in range(n):
-                item, pos = _read_TopicPartitions_v0(buf, pos, view)
-                append(item)
+                item = _new(TopicPartitions)  # TopicPartitions read in this loop
+                # field: topic_partitions[]>topic
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: topic_partitions[]>partitions
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item.partitions = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                item.unknown_tags = None
+                items[i_topic_partitions] = item
             self.topic_partitions = tuple(items)
         # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
@@ -202,11 +194,26 @@ def _read_ElectLeadersRequest_v1(buf, pos, view):
         else:
             if n < 0 or n * 6 > blen - pos:
                 raise bad_count(n, 6, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_topic_partitions in range(n):
-                item, pos = _read_TopicPartitions_v0(buf, pos, view)
-                append(item)
+                item = _new(TopicPartitions)  # TopicPartitions read in this loop
+                # field: topic_partitions[]>topic
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: topic_partitions[]>partitions
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item.partitions = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                item.unknown_tags = None
+                items[i_topic_partitions] = item
             self.topic_partitions = tuple(items)
         # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
@@ -239,83 +246,6 @@ def _write_ElectLeadersRequest_v1(self, w):
             raise tags_not_supported("ElectLeadersRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicPartitions_v2(buf, pos, view):
-    try:
-        self = _new(TopicPartitions)
-        blen = len(buf)
-        # field: topic
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partitions = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicPartitions_v2(self, w):
@@ -389,48 +319,54 @@ def _read_ElectLeadersRequest_v2(buf, pos, view):
         else:
             if n < 0 or n * 3 > blen - pos:
                 raise bad_count(n, 3, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_topic_partitions in range(n):
-                item, pos = _read_TopicPartitions_v2(buf, pos, view)
-                append(item)
+                item = _new(TopicPartitions)  # TopicPartitions read in this loop
+                # field: topic_partitions[]>topic
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.topic = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.topic = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: topic_partitions[]>partitions
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item.partitions = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item.partitions = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item.unknown_tags = None
+                else:
+                    item.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items[i_topic_partitions] = item
             self.topic_partitions = tuple(items)
         # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -482,5 +418,5 @@ ElectLeadersRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "85:- 89:topic 97:partitions 110:- 112:topic 123:partitions 130:unknown_tags 137:- 141:topic_partitions[] 155:timeout_ms:i 165:- 167:topic_partitions[] 178:timeout_ms:i 180:election_type 183:unknown_tags 190:- 194:election_type:b 197:topic_partitions[] 211:timeout_ms:i 220:- 222:election_type:b 224:topic_partitions[] 235:timeout_ms:i 237:unknown_tags 244:- 248:topic 266:partitions 283:tagged_fields 321:- 323:topic 342:partitions 357:tagged_fields 367:- 371:election_type:b 374:topic_partitions[] 398:timeout_ms:i 401:tagged_fields 439:- 441:election_type:b 443:topic_partitions[] 462:timeout_ms:i 464:tagged_fields"
+    "87:- 89:topic 100:partitions 107:unknown_tags 114:- 118:topic_partitions[] 129:topic_partitions[]>topic 137:topic_partitions[]>partitions 147:timeout_ms:i 157:- 159:topic_partitions[] 170:timeout_ms:i 172:election_type 175:unknown_tags 182:- 186:election_type:b 189:topic_partitions[] 200:topic_partitions[]>topic 208:topic_partitions[]>partitions 218:timeout_ms:i 227:- 229:election_type:b 231:topic_partitions[] 242:timeout_ms:i 244:unknown_tags 251:- 253:topic 272:partitions 287:tagged_fields 297:- 301:election_type:b 304:topic_partitions[] 325:topic_partitions[]>topic 341:topic_partitions[]>partitions 353:topic_partitions[]>tagged_fields 361:timeout_ms:i 364:tagged_fields 375:- 377:election_type:b 379:topic_partitions[] 398:timeout_ms:i 400:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -109,30 +110,6 @@ ElectLeadersResponse.PartitionResult = PartitionResult
 
 
 
-def _read_PartitionResult_v0(buf, pos, view):
-    try:
-        self = _new(PartitionResult)
-        blen = len(buf)
-        # field: partition_id:i error_code:h
-        (self.partition_id, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        # field: error_message
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_PartitionResult_v0(self, w):
     try:
         # field: partition_id:i error_code:h
@@ -153,35 +130,6 @@ def _write_PartitionResult_v0(self, w):
             raise tags_not_supported("PartitionResult")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_ReplicaElectionResult_v0(buf, pos, view):
-    try:
-        self = _new(ReplicaElectionResult)
-        blen = len(buf)
-        # field: topic
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_result[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 8 > blen - pos:
-            raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_result in range(n):
-            item, pos = _read_PartitionResult_v0(buf, pos, view)
-            append(item)
-        self.partition_result = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_ReplicaElectionResult_v0(self, w):
@@ -227,11 +175,44 @@ def _read_ElectLeadersResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_replica_election_results in range(n):
-            item, pos = _read_ReplicaElectionResult_v0(buf, pos, view)
-            append(item)
+            item = _new(ReplicaElectionResult)  # ReplicaElectionResult read in this loop
+            # field: replica_election_results[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: replica_election_results[]>partition_result[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 8 > blen - pos:
+                raise bad_count(n, 8, pos, blen)
+            items1 = [None] * n
+            for i_partition_result in range(n):
+                item1 = _new(PartitionResult)  # PartitionResult read in this loop
+                # field: replica_election_results[]>partition_result[]>partition_id:i error_code:h
+                (item1.partition_id, item1.error_code,) = _R_ih(buf, pos)
+                pos += 6
+                # field: replica_election_results[]>partition_result[]>error_message
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.error_message = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.error_message = str(buf[pos:end], "utf-8")
+                    pos = end
+                item1.unknown_tags = None
+                items1[i_partition_result] = item1
+            item.partition_result = tuple(items1)
+            item.unknown_tags = None
+            items[i_replica_election_results] = item
         self.replica_election_results = tuple(items)
         self.error_code = 0
         self.unknown_tags = None
@@ -277,11 +258,44 @@ def _read_ElectLeadersResponse_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_replica_election_results in range(n):
-            item, pos = _read_ReplicaElectionResult_v0(buf, pos, view)
-            append(item)
+            item = _new(ReplicaElectionResult)  # ReplicaElectionResult read in this loop
+            # field: replica_election_results[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: replica_election_results[]>partition_result[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 8 > blen - pos:
+                raise bad_count(n, 8, pos, blen)
+            items1 = [None] * n
+            for i_partition_result in range(n):
+                item1 = _new(PartitionResult)  # PartitionResult read in this loop
+                # field: replica_election_results[]>partition_result[]>partition_id:i error_code:h
+                (item1.partition_id, item1.error_code,) = _R_ih(buf, pos)
+                pos += 6
+                # field: replica_election_results[]>partition_result[]>error_message
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.error_message = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.error_message = str(buf[pos:end], "utf-8")
+                    pos = end
+                item1.unknown_tags = None
+                items1[i_partition_result] = item1
+            item.partition_result = tuple(items1)
+            item.unknown_tags = None
+            items[i_replica_election_results] = item
         self.replica_election_results = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -309,72 +323,6 @@ def _write_ElectLeadersResponse_v1(self, w):
             raise tags_not_supported("ElectLeadersResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_PartitionResult_v2(buf, pos, view):
-    try:
-        self = _new(PartitionResult)
-        blen = len(buf)
-        # field: partition_id:i error_code:h
-        (self.partition_id, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        # field: error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_PartitionResult_v2(self, w):
@@ -408,87 +356,6 @@ def _write_PartitionResult_v2(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_ReplicaElectionResult_v2(buf, pos, view):
-    try:
-        self = _new(ReplicaElectionResult)
-        blen = len(buf)
-        # field: topic
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_result[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 8 > blen - pos:
-            raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_result in range(n):
-            item, pos = _read_PartitionResult_v2(buf, pos, view)
-            append(item)
-        self.partition_result = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_ReplicaElectionResult_v2(self, w):
@@ -563,45 +430,91 @@ def _read_ElectLeadersResponse_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_replica_election_results in range(n):
-            item, pos = _read_ReplicaElectionResult_v2(buf, pos, view)
-            append(item)
+            item = _new(ReplicaElectionResult)  # ReplicaElectionResult read in this loop
+            # field: replica_election_results[]>topic
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: replica_election_results[]>partition_result[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 8 > blen - pos:
+                raise bad_count(n, 8, pos, blen)
+            items1 = [None] * n
+            for i_partition_result in range(n):
+                item1 = _new(PartitionResult)  # PartitionResult read in this loop
+                # field: replica_election_results[]>partition_result[]>partition_id:i error_code:h
+                (item1.partition_id, item1.error_code,) = _R_ih(buf, pos)
+                pos += 6
+                # field: replica_election_results[]>partition_result[]>error_message
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.error_message = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.error_message = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.error_message = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.error_message = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: replica_election_results[]>partition_result[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partition_result] = item1
+            item.partition_result = tuple(items1)
+            # field: replica_election_results[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_replica_election_results] = item
         self.replica_election_results = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -651,5 +564,5 @@ ElectLeadersResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "112:- 116:partition_id:i/error_code:h 119:error_message 136:- 138:partition_id:i/error_code:h 140:error_message 151:unknown_tags 158:- 162:topic 170:partition_result[] 187:- 189:topic 200:partition_result[] 211:unknown_tags 218:- 222:throttle_time_ms:i 225:replica_election_results[] 243:- 245:throttle_time_ms:i 247:replica_election_results[] 258:error_code 261:unknown_tags 268:- 272:throttle_time_ms:i/error_code:h 275:replica_election_results[] 292:- 294:throttle_time_ms:i/error_code:h 296:replica_election_results[] 307:unknown_tags 314:- 318:partition_id:i/error_code:h 321:error_message 342:tagged_fields 380:- 382:partition_id:i/error_code:h 384:error_message 403:tagged_fields 413:- 417:topic 435:partition_result[] 456:tagged_fields 494:- 496:topic 515:partition_result[] 534:tagged_fields 544:- 548:throttle_time_ms:i/error_code:h 551:replica_election_results[] 572:tagged_fields 610:- 612:throttle_time_ms:i/error_code:h 614:replica_election_results[] 633:tagged_fields"
+    "113:- 115:partition_id:i/error_code:h 117:error_message 128:unknown_tags 135:- 137:topic 148:partition_result[] 159:unknown_tags 166:- 170:throttle_time_ms:i 173:replica_election_results[] 181:replica_election_results[]>topic 189:replica_election_results[]>partition_result[] 197:replica_election_results[]>partition_result[]>partition_id:i/error_code:h 200:replica_election_results[]>partition_result[]>error_message 224:- 226:throttle_time_ms:i 228:replica_election_results[] 239:error_code 242:unknown_tags 249:- 253:throttle_time_ms:i/error_code:h 256:replica_election_results[] 264:replica_election_results[]>topic 272:replica_election_results[]>partition_result[] 280:replica_election_results[]>partition_result[]>partition_id:i/error_code:h 283:replica_election_results[]>partition_result[]>error_message 306:- 308:throttle_time_ms:i/error_code:h 310:replica_election_results[] 321:unknown_tags 328:- 330:partition_id:i/error_code:h 332:error_message 351:tagged_fields 361:- 363:topic 382:partition_result[] 401:tagged_fields 411:- 415:throttle_time_ms:i/error_code:h 418:replica_election_results[] 436:replica_election_results[]>topic 452:replica_election_results[]>partition_result[] 470:replica_election_results[]>partition_result[]>partition_id:i/error_code:h 473:replica_election_results[]>partition_result[]>error_message 496:replica_election_results[]>partition_result[]>tagged_fields 504:replica_election_results[]>tagged_fields 512:tagged_fields 523:- 525:throttle_time_ms:i/error_code:h 527:replica_election_results[] 546:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -176,27 +177,6 @@ EndQuorumEpochRequest.LeaderEndpoint = LeaderEndpoint
 
 
 
-def _read_PartitionData_v0(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i leader_id:i leader_epoch:i
-        (self.partition_index, self.leader_id, self.leader_epoch,) = _R_iii(buf, pos)
-        pos += 12
-        # field: preferred_successors
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.preferred_successors = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.preferred_candidates = ()
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_PartitionData_v0(self, w):
     try:
         # field: partition_index:i leader_id:i leader_epoch:i
@@ -213,35 +193,6 @@ def _write_PartitionData_v0(self, w):
             raise tags_not_supported("PartitionData")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicData_v0(buf, pos, view):
-    try:
-        self = _new(TopicData)
-        blen = len(buf)
-        # field: topic_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 16 > blen - pos:
-            raise bad_count(n, 16, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicData_v0(self, w):
@@ -295,11 +246,41 @@ def _read_EndQuorumEpochRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicData_v0(buf, pos, view)
-            append(item)
+            item = _new(TopicData)  # TopicData read in this loop
+            # field: topics[]>topic_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 16 > blen - pos:
+                raise bad_count(n, 16, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: topics[]>partitions[]>partition_index:i leader_id:i leader_epoch:i
+                (item1.partition_index, item1.leader_id, item1.leader_epoch,) = _R_iii(buf, pos)
+                pos += 12
+                # field: topics[]>partitions[]>preferred_successors
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.preferred_successors = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                item1.preferred_candidates = ()
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.leader_endpoints = ()
         self.unknown_tags = None
@@ -339,52 +320,6 @@ def _write_EndQuorumEpochRequest_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_ReplicaInfo_v1(buf, pos, view):
-    try:
-        self = _new(ReplicaInfo)
-        blen = len(buf)
-        # field: candidate_id:i candidate_directory_id:16s
-        (self.candidate_id, u_candidate_directory_id,) = _R_i16s(buf, pos)
-        self.candidate_directory_id = uuid_from_bytes(u_candidate_directory_id)
-        pos += 20
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ReplicaInfo_v1(self, w):
     try:
         # field: candidate_id:i candidate_directory_id:16s
@@ -397,73 +332,6 @@ def _write_ReplicaInfo_v1(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_PartitionData_v1(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i leader_id:i leader_epoch:i
-        (self.partition_index, self.leader_id, self.leader_epoch,) = _R_iii(buf, pos)
-        pos += 12
-        # field: preferred_candidates[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 21 > blen - pos:
-            raise bad_count(n, 21, pos, blen)
-        items = []
-        append = items.append
-        for i_preferred_candidates in range(n):
-            item, pos = _read_ReplicaInfo_v1(buf, pos, view)
-            append(item)
-        self.preferred_candidates = tuple(items)
-        self.preferred_successors = ()
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_PartitionData_v1(self, w):
@@ -497,87 +365,6 @@ def _write_PartitionData_v1(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicData_v1(buf, pos, view):
-    try:
-        self = _new(TopicData)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 14 > blen - pos:
-            raise bad_count(n, 14, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v1(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicData_v1(self, w):
@@ -628,87 +415,6 @@ def _write_TopicData_v1(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_LeaderEndpoint_v1(buf, pos, view):
-    try:
-        self = _new(LeaderEndpoint)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: host
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: port:H
-        (self.port,) = _R_H(buf, pos)
-        pos += 2
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_LeaderEndpoint_v1(self, w):
@@ -769,25 +475,27 @@ def _read_EndQuorumEpochRequest_v1(buf, pos, view):
         blen = len(buf)
         # field: cluster_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.cluster_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.cluster_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.cluster_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.cluster_id = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.cluster_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.cluster_id = str(buf[pos:end], "utf-8")
+                pos = end
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
@@ -803,11 +511,92 @@ def _read_EndQuorumEpochRequest_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicData_v1(buf, pos, view)
-            append(item)
+            item = _new(TopicData)  # TopicData read in this loop
+            # field: topics[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 14 > blen - pos:
+                raise bad_count(n, 14, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: topics[]>partitions[]>partition_index:i leader_id:i leader_epoch:i
+                (item1.partition_index, item1.leader_id, item1.leader_epoch,) = _R_iii(buf, pos)
+                pos += 12
+                # field: topics[]>partitions[]>preferred_candidates[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 21 > blen - pos:
+                    raise bad_count(n, 21, pos, blen)
+                items2 = [None] * n
+                for i_preferred_candidates in range(n):
+                    item2 = _new(ReplicaInfo)  # ReplicaInfo read in this loop
+                    # field: topics[]>partitions[]>preferred_candidates[]>candidate_id:i candidate_directory_id:16s
+                    (item2.candidate_id, u_candidate_directory_id,) = _R_i16s(buf, pos)
+                    item2.candidate_directory_id = uuid_from_bytes(u_candidate_directory_id)
+                    pos += 20
+                    # field: topics[]>partitions[]>preferred_candidates[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_preferred_candidates] = item2
+                item1.preferred_candidates = tuple(items2)
+                item1.preferred_successors = ()
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: leader_endpoints[]
         n = buf[pos]
@@ -824,45 +613,58 @@ def _read_EndQuorumEpochRequest_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 5 > blen - pos:
             raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_leader_endpoints in range(n):
-            item, pos = _read_LeaderEndpoint_v1(buf, pos, view)
-            append(item)
+            item = _new(LeaderEndpoint)  # LeaderEndpoint read in this loop
+            # field: leader_endpoints[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: leader_endpoints[]>host
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: leader_endpoints[]>port:H
+            (item.port,) = _R_H(buf, pos)
+            pos += 2
+            # field: leader_endpoints[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_leader_endpoints] = item
         self.leader_endpoints = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -946,5 +748,5 @@ EndQuorumEpochRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "179:- 183:partition_index:i/leader_id:i/leader_epoch:i 186:preferred_successors 200:- 202:partition_index:i/leader_id:i/leader_epoch:i 204:preferred_successors 211:unknown_tags 218:- 222:topic_name 230:partitions[] 247:- 249:topic_name 260:partitions[] 271:unknown_tags 278:- 282:cluster_id 293:topics[] 311:- 313:cluster_id 324:topics[] 335:unknown_tags 342:- 346:candidate_id:i/candidate_directory_id:16s 350:tagged_fields 388:- 390:candidate_id:i/candidate_directory_id:16s 392:tagged_fields 402:- 406:partition_index:i/leader_id:i/leader_epoch:i 409:preferred_candidates[] 431:tagged_fields 469:- 471:partition_index:i/leader_id:i/leader_epoch:i 473:preferred_candidates[] 492:tagged_fields 502:- 506:topic_name 524:partitions[] 545:tagged_fields 583:- 585:topic_name 604:partitions[] 623:tagged_fields 633:- 637:name 655:host 673:port:H 676:tagged_fields 714:- 716:name 735:host 754:port:H 756:tagged_fields 766:- 770:cluster_id 791:topics[] 812:leader_endpoints[] 833:tagged_fields 871:- 873:cluster_id 892:topics[] 911:leader_endpoints[] 930:tagged_fields"
+    "180:- 182:partition_index:i/leader_id:i/leader_epoch:i 184:preferred_successors 191:unknown_tags 198:- 200:topic_name 211:partitions[] 222:unknown_tags 229:- 233:cluster_id 244:topics[] 252:topics[]>topic_name 260:topics[]>partitions[] 268:topics[]>partitions[]>partition_index:i/leader_id:i/leader_epoch:i 271:topics[]>partitions[]>preferred_successors 292:- 294:cluster_id 305:topics[] 316:unknown_tags 323:- 325:candidate_id:i/candidate_directory_id:16s 327:tagged_fields 337:- 339:partition_index:i/leader_id:i/leader_epoch:i 341:preferred_candidates[] 360:tagged_fields 370:- 372:topic_name 391:partitions[] 410:tagged_fields 420:- 422:name 441:host 460:port:H 462:tagged_fields 472:- 476:cluster_id 499:topics[] 517:topics[]>topic_name 533:topics[]>partitions[] 551:topics[]>partitions[]>partition_index:i/leader_id:i/leader_epoch:i 554:topics[]>partitions[]>preferred_candidates[] 572:topics[]>partitions[]>preferred_candidates[]>candidate_id:i/candidate_directory_id:16s 576:topics[]>partitions[]>preferred_candidates[]>tagged_fields 585:topics[]>partitions[]>tagged_fields 593:topics[]>tagged_fields 601:leader_endpoints[] 619:leader_endpoints[]>name 635:leader_endpoints[]>host 651:leader_endpoints[]>port:H 654:leader_endpoints[]>tagged_fields 662:tagged_fields 673:- 675:cluster_id 694:topics[] 713:leader_endpoints[] 732:tagged_fields"
 )

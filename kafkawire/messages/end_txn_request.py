@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -106,58 +107,29 @@ def _read_EndTxnRequest_v3(buf, pos, view):
         blen = len(buf)
         # field: transactional_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.transactional_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.transactional_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.transactional_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: producer_id:q producer_epoch:h committed:?
         (self.producer_id, self.producer_epoch, self.committed,) = _R_qh_(buf, pos)
         pos += 11
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -213,5 +185,5 @@ EndTxnRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "60:- 64:transactional_id 72:producer_id:q/producer_epoch:h/committed:? 81:- 83:transactional_id 94:producer_id:q/producer_epoch:h/committed:? 96:unknown_tags 103:- 107:transactional_id 125:producer_id:q/producer_epoch:h/committed:? 128:tagged_fields 166:- 168:transactional_id 187:producer_id:q/producer_epoch:h/committed:? 189:tagged_fields"
+    "61:- 65:transactional_id 73:producer_id:q/producer_epoch:h/committed:? 82:- 84:transactional_id 95:producer_id:q/producer_epoch:h/committed:? 97:unknown_tags 104:- 108:transactional_id 124:producer_id:q/producer_epoch:h/committed:? 127:tagged_fields 138:- 140:transactional_id 159:producer_id:q/producer_epoch:h/committed:? 161:tagged_fields"
 )

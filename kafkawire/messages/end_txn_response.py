@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -94,38 +95,11 @@ def _read_EndTxnResponse_v3(buf, pos, view):
         self.producer_id = -1
         self.producer_epoch = -1
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -153,38 +127,11 @@ def _read_EndTxnResponse_v5(buf, pos, view):
         (self.throttle_time_ms, self.error_code, self.producer_id, self.producer_epoch,) = _R_ihqh(buf, pos)
         pos += 16
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -221,5 +168,5 @@ EndTxnResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "62:- 65:throttle_time_ms:i/error_code:h 76:- 78:throttle_time_ms:i/error_code:h 80:unknown_tags 87:- 91:throttle_time_ms:i/error_code:h 96:tagged_fields 134:- 136:throttle_time_ms:i/error_code:h 138:tagged_fields 148:- 152:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 155:tagged_fields 193:- 195:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 197:tagged_fields"
+    "63:- 66:throttle_time_ms:i/error_code:h 77:- 79:throttle_time_ms:i/error_code:h 81:unknown_tags 88:- 92:throttle_time_ms:i/error_code:h 97:tagged_fields 108:- 110:throttle_time_ms:i/error_code:h 112:tagged_fields 122:- 126:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 129:tagged_fields 140:- 142:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 144:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -55,6 +56,8 @@ class EnvelopeRequest(_Message):
 def _read_EnvelopeRequest_v0(buf, pos, view):
     try:
         self = _new(EnvelopeRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: request_data
         n = buf[pos]
@@ -114,38 +117,11 @@ def _read_EnvelopeRequest_v0(buf, pos, view):
         self.client_host_address = view[pos:end]
         pos = end
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -215,5 +191,5 @@ EnvelopeRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "55:- 59:request_data 77:request_principal 98:client_host_address 116:tagged_fields 154:- 156:request_data 171:request_principal 186:client_host_address 201:tagged_fields"
+    "56:- 62:request_data 80:request_principal 101:client_host_address 119:tagged_fields 130:- 132:request_data 147:request_principal 162:client_host_address 177:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -52,6 +53,8 @@ class EnvelopeResponse(_Message):
 def _read_EnvelopeResponse_v0(buf, pos, view):
     try:
         self = _new(EnvelopeResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: response_data
         n = buf[pos]
@@ -78,38 +81,11 @@ def _read_EnvelopeResponse_v0(buf, pos, view):
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -151,5 +127,5 @@ EnvelopeResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "52:- 56:response_data 77:error_code:h 80:tagged_fields 118:- 120:response_data 135:error_code:h 137:tagged_fields"
+    "53:- 59:response_data 80:error_code:h 83:tagged_fields 94:- 96:response_data 111:error_code:h 113:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -54,6 +55,8 @@ class ExpireDelegationTokenRequest(_Message):
 def _read_ExpireDelegationTokenRequest_v0(buf, pos, view):
     try:
         self = _new(ExpireDelegationTokenRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: hmac
         n = _R_i(buf, pos)[0]
@@ -93,6 +96,8 @@ def _write_ExpireDelegationTokenRequest_v0(self, w):
 def _read_ExpireDelegationTokenRequest_v2(buf, pos, view):
     try:
         self = _new(ExpireDelegationTokenRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: hmac
         n = buf[pos]
@@ -116,38 +121,11 @@ def _read_ExpireDelegationTokenRequest_v2(buf, pos, view):
         (self.expiry_time_period_ms,) = _R_q(buf, pos)
         pos += 8
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -193,5 +171,5 @@ ExpireDelegationTokenRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "54:- 58:hmac 66:expiry_time_period_ms:q 75:- 77:hmac 84:expiry_time_period_ms:q 86:unknown_tags 93:- 97:hmac 115:expiry_time_period_ms:q 118:tagged_fields 156:- 158:hmac 173:expiry_time_period_ms:q 175:tagged_fields"
+    "55:- 61:hmac 69:expiry_time_period_ms:q 78:- 80:hmac 87:expiry_time_period_ms:q 89:unknown_tags 96:- 102:hmac 120:expiry_time_period_ms:q 123:tagged_fields 134:- 136:hmac 151:expiry_time_period_ms:q 153:tagged_fields"
 )

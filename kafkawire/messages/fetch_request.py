@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -44,6 +45,7 @@ _R_iqqi = _Format(">iqqi").unpack_from
 _W_iqqi = _Format(">iqqi").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class FetchRequest(_Message):
@@ -234,23 +236,6 @@ FetchRequest.ForgottenTopic = ForgottenTopic
 
 
 
-def _read_FetchPartition_v0(buf, pos, view):
-    try:
-        self = _new(FetchPartition)
-        # field: partition:i fetch_offset:q partition_max_bytes:i
-        (self.partition, self.fetch_offset, self.partition_max_bytes,) = _R_iqi(buf, pos)
-        pos += 16
-        self.current_leader_epoch = -1
-        self.last_fetched_epoch = -1
-        self.log_start_offset = -1
-        self.replica_directory_id = ZERO_UUID
-        self.remote_partition_max_bytes = 0
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_FetchPartition_v0(self, w):
     try:
         # field: partition:i fetch_offset:q partition_max_bytes:i
@@ -263,36 +248,6 @@ def _write_FetchPartition_v0(self, w):
             raise tags_not_supported("FetchPartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_FetchTopic_v0(buf, pos, view):
-    try:
-        self = _new(FetchTopic)
-        blen = len(buf)
-        # field: topic
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 16 > blen - pos:
-            raise bad_count(n, 16, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_FetchPartition_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_id = ZERO_UUID
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_FetchTopic_v0(self, w):
@@ -338,11 +293,39 @@ def _read_FetchRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_FetchTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(FetchTopic)  # FetchTopic read in this loop
+            # field: topics[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 16 > blen - pos:
+                raise bad_count(n, 16, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(FetchPartition)  # FetchPartition read in this loop
+                # field: topics[]>partitions[]>partition:i fetch_offset:q partition_max_bytes:i
+                (item1.partition, item1.fetch_offset, item1.partition_max_bytes,) = _R_iqi(buf, pos)
+                pos += 16
+                item1.current_leader_epoch = -1
+                item1.last_fetched_epoch = -1
+                item1.log_start_offset = -1
+                item1.replica_directory_id = ZERO_UUID
+                item1.remote_partition_max_bytes = 0
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.cluster_id = None
         self._replica_state = _ABSENT
@@ -398,11 +381,39 @@ def _read_FetchRequest_v3(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_FetchTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(FetchTopic)  # FetchTopic read in this loop
+            # field: topics[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 16 > blen - pos:
+                raise bad_count(n, 16, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(FetchPartition)  # FetchPartition read in this loop
+                # field: topics[]>partitions[]>partition:i fetch_offset:q partition_max_bytes:i
+                (item1.partition, item1.fetch_offset, item1.partition_max_bytes,) = _R_iqi(buf, pos)
+                pos += 16
+                item1.current_leader_epoch = -1
+                item1.last_fetched_epoch = -1
+                item1.log_start_offset = -1
+                item1.replica_directory_id = ZERO_UUID
+                item1.remote_partition_max_bytes = 0
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.cluster_id = None
         self._replica_state = _ABSENT
@@ -457,11 +468,39 @@ def _read_FetchRequest_v4(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_FetchTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(FetchTopic)  # FetchTopic read in this loop
+            # field: topics[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 16 > blen - pos:
+                raise bad_count(n, 16, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(FetchPartition)  # FetchPartition read in this loop
+                # field: topics[]>partitions[]>partition:i fetch_offset:q partition_max_bytes:i
+                (item1.partition, item1.fetch_offset, item1.partition_max_bytes,) = _R_iqi(buf, pos)
+                pos += 16
+                item1.current_leader_epoch = -1
+                item1.last_fetched_epoch = -1
+                item1.log_start_offset = -1
+                item1.replica_directory_id = ZERO_UUID
+                item1.remote_partition_max_bytes = 0
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.cluster_id = None
         self._replica_state = _ABSENT
@@ -503,22 +542,6 @@ def _write_FetchRequest_v4(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_FetchPartition_v5(buf, pos, view):
-    try:
-        self = _new(FetchPartition)
-        # field: partition:i fetch_offset:q log_start_offset:q partition_max_bytes:i
-        (self.partition, self.fetch_offset, self.log_start_offset, self.partition_max_bytes,) = _R_iqqi(buf, pos)
-        pos += 24
-        self.current_leader_epoch = -1
-        self.last_fetched_epoch = -1
-        self.replica_directory_id = ZERO_UUID
-        self.remote_partition_max_bytes = 0
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_FetchPartition_v5(self, w):
     try:
         # field: partition:i fetch_offset:q log_start_offset:q partition_max_bytes:i
@@ -531,36 +554,6 @@ def _write_FetchPartition_v5(self, w):
             raise tags_not_supported("FetchPartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_FetchTopic_v5(buf, pos, view):
-    try:
-        self = _new(FetchTopic)
-        blen = len(buf)
-        # field: topic
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 24 > blen - pos:
-            raise bad_count(n, 24, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_FetchPartition_v5(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_id = ZERO_UUID
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_FetchTopic_v5(self, w):
@@ -606,11 +599,38 @@ def _read_FetchRequest_v5(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_FetchTopic_v5(buf, pos, view)
-            append(item)
+            item = _new(FetchTopic)  # FetchTopic read in this loop
+            # field: topics[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 24 > blen - pos:
+                raise bad_count(n, 24, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(FetchPartition)  # FetchPartition read in this loop
+                # field: topics[]>partitions[]>partition:i fetch_offset:q log_start_offset:q partition_max_bytes:i
+                (item1.partition, item1.fetch_offset, item1.log_start_offset, item1.partition_max_bytes,) = _R_iqqi(buf, pos)
+                pos += 24
+                item1.current_leader_epoch = -1
+                item1.last_fetched_epoch = -1
+                item1.replica_directory_id = ZERO_UUID
+                item1.remote_partition_max_bytes = 0
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.cluster_id = None
         self._replica_state = _ABSENT
@@ -652,32 +672,6 @@ def _write_FetchRequest_v5(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_ForgottenTopic_v7(buf, pos, view):
-    try:
-        self = _new(ForgottenTopic)
-        blen = len(buf)
-        # field: topic
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partitions = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.topic_id = ZERO_UUID
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ForgottenTopic_v7(self, w):
     try:
         # field: topic
@@ -717,22 +711,65 @@ def _read_FetchRequest_v7(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_FetchTopic_v5(buf, pos, view)
-            append(item)
+            item = _new(FetchTopic)  # FetchTopic read in this loop
+            # field: topics[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 24 > blen - pos:
+                raise bad_count(n, 24, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(FetchPartition)  # FetchPartition read in this loop
+                # field: topics[]>partitions[]>partition:i fetch_offset:q log_start_offset:q partition_max_bytes:i
+                (item1.partition, item1.fetch_offset, item1.log_start_offset, item1.partition_max_bytes,) = _R_iqqi(buf, pos)
+                pos += 24
+                item1.current_leader_epoch = -1
+                item1.last_fetched_epoch = -1
+                item1.replica_directory_id = ZERO_UUID
+                item1.remote_partition_max_bytes = 0
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: forgotten_topics_data[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_forgotten_topics_data in range(n):
-            item, pos = _read_ForgottenTopic_v7(buf, pos, view)
-            append(item)
+            item = _new(ForgottenTopic)  # ForgottenTopic read in this loop
+            # field: forgotten_topics_data[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: forgotten_topics_data[]>partitions
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.partitions = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_forgotten_topics_data] = item
         self.forgotten_topics_data = tuple(items)
         self.cluster_id = None
         self._replica_state = _ABSENT
@@ -779,21 +816,6 @@ def _write_FetchRequest_v7(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_FetchPartition_v9(buf, pos, view):
-    try:
-        self = _new(FetchPartition)
-        # field: partition:i current_leader_epoch:i fetch_offset:q log_start_offset:q partition_max_bytes:i
-        (self.partition, self.current_leader_epoch, self.fetch_offset, self.log_start_offset, self.partition_max_bytes,) = _R_iiqqi(buf, pos)
-        pos += 28
-        self.last_fetched_epoch = -1
-        self.replica_directory_id = ZERO_UUID
-        self.remote_partition_max_bytes = 0
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_FetchPartition_v9(self, w):
     try:
         # field: partition:i current_leader_epoch:i fetch_offset:q log_start_offset:q partition_max_bytes:i
@@ -806,36 +828,6 @@ def _write_FetchPartition_v9(self, w):
             raise tags_not_supported("FetchPartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_FetchTopic_v9(buf, pos, view):
-    try:
-        self = _new(FetchTopic)
-        blen = len(buf)
-        # field: topic
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 28 > blen - pos:
-            raise bad_count(n, 28, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_FetchPartition_v9(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_id = ZERO_UUID
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_FetchTopic_v9(self, w):
@@ -881,22 +873,64 @@ def _read_FetchRequest_v9(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_FetchTopic_v9(buf, pos, view)
-            append(item)
+            item = _new(FetchTopic)  # FetchTopic read in this loop
+            # field: topics[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 28 > blen - pos:
+                raise bad_count(n, 28, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(FetchPartition)  # FetchPartition read in this loop
+                # field: topics[]>partitions[]>partition:i current_leader_epoch:i fetch_offset:q log_start_offset:q partition_max_bytes:i
+                (item1.partition, item1.current_leader_epoch, item1.fetch_offset, item1.log_start_offset, item1.partition_max_bytes,) = _R_iiqqi(buf, pos)
+                pos += 28
+                item1.last_fetched_epoch = -1
+                item1.replica_directory_id = ZERO_UUID
+                item1.remote_partition_max_bytes = 0
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: forgotten_topics_data[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_forgotten_topics_data in range(n):
-            item, pos = _read_ForgottenTopic_v7(buf, pos, view)
-            append(item)
+            item = _new(ForgottenTopic)  # ForgottenTopic read in this loop
+            # field: forgotten_topics_data[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: forgotten_topics_data[]>partitions
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.partitions = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_forgotten_topics_data] = item
         self.forgotten_topics_data = tuple(items)
         self.cluster_id = None
         self._replica_state = _ABSENT
@@ -955,22 +989,64 @@ def _read_FetchRequest_v11(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_FetchTopic_v9(buf, pos, view)
-            append(item)
+            item = _new(FetchTopic)  # FetchTopic read in this loop
+            # field: topics[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 28 > blen - pos:
+                raise bad_count(n, 28, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(FetchPartition)  # FetchPartition read in this loop
+                # field: topics[]>partitions[]>partition:i current_leader_epoch:i fetch_offset:q log_start_offset:q partition_max_bytes:i
+                (item1.partition, item1.current_leader_epoch, item1.fetch_offset, item1.log_start_offset, item1.partition_max_bytes,) = _R_iiqqi(buf, pos)
+                pos += 28
+                item1.last_fetched_epoch = -1
+                item1.replica_directory_id = ZERO_UUID
+                item1.remote_partition_max_bytes = 0
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: forgotten_topics_data[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_forgotten_topics_data in range(n):
-            item, pos = _read_ForgottenTopic_v7(buf, pos, view)
-            append(item)
+            item = _new(ForgottenTopic)  # ForgottenTopic read in this loop
+            # field: forgotten_topics_data[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: forgotten_topics_data[]>partitions
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.partitions = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_forgotten_topics_data] = item
         self.forgotten_topics_data = tuple(items)
         # field: rack_id
         n = _R_h(buf, pos)[0]
@@ -1035,53 +1111,6 @@ def _write_FetchRequest_v11(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_FetchPartition_v12(buf, pos, view):
-    try:
-        self = _new(FetchPartition)
-        blen = len(buf)
-        # field: partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i
-        (self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes,) = _R_iiqiqi(buf, pos)
-        pos += 32
-        self.replica_directory_id = ZERO_UUID
-        self.remote_partition_max_bytes = 0
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_FetchPartition_v12(self, w):
     try:
         # field: partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i
@@ -1094,88 +1123,6 @@ def _write_FetchPartition_v12(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_FetchTopic_v12(buf, pos, view):
-    try:
-        self = _new(FetchTopic)
-        blen = len(buf)
-        # field: topic
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 33 > blen - pos:
-            raise bad_count(n, 33, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_FetchPartition_v12(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_FetchTopic_v12(self, w):
@@ -1226,84 +1173,6 @@ def _write_FetchTopic_v12(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_ForgottenTopic_v12(buf, pos, view):
-    try:
-        self = _new(ForgottenTopic)
-        blen = len(buf)
-        # field: topic
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partitions = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.topic_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_ForgottenTopic_v12(self, w):
@@ -1374,11 +1243,64 @@ def _read_FetchRequest_v12(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_FetchTopic_v12(buf, pos, view)
-            append(item)
+            item = _new(FetchTopic)  # FetchTopic read in this loop
+            # field: topics[]>topic
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 33 > blen - pos:
+                raise bad_count(n, 33, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(FetchPartition)  # FetchPartition read in this loop
+                # field: topics[]>partitions[]>partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i
+                (item1.partition, item1.current_leader_epoch, item1.fetch_offset, item1.last_fetched_epoch, item1.log_start_offset, item1.partition_max_bytes,) = _R_iiqiqi(buf, pos)
+                pos += 32
+                item1.replica_directory_id = ZERO_UUID
+                item1.remote_partition_max_bytes = 0
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: forgotten_topics_data[]
         n = buf[pos]
@@ -1395,38 +1317,70 @@ def _read_FetchRequest_v12(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_forgotten_topics_data in range(n):
-            item, pos = _read_ForgottenTopic_v12(buf, pos, view)
-            append(item)
+            item = _new(ForgottenTopic)  # ForgottenTopic read in this loop
+            # field: forgotten_topics_data[]>topic
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: forgotten_topics_data[]>partitions
+            n = buf[pos]
+            if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                item.partitions = _ARRAYC_i[n](buf, pos + 1)
+                pos += 4 * n - 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item.partitions = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+            item.topic_id = ZERO_UUID
+            # field: forgotten_topics_data[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_forgotten_topics_data] = item
         self.forgotten_topics_data = tuple(items)
         # field: rack_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.rack_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.rack_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.rack_id = str(buf[pos:end], "utf-8")
+            pos = end
         self._replica_state = _ABSENT
         self.cluster_id = None
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
+            n = buf[pos]
             if n < 0x80:
                 pos += 1
             else:
@@ -1452,25 +1406,27 @@ def _read_FetchRequest_v12(buf, pos, view):
                 if tag == 0:
                     # field: cluster_id
                     n = buf[pos]
-                    if n < 0x80:
-                        pos += 1
-                    elif buf[pos + 1] < 0x80:
-                        n = (n & 0x7F) | (buf[pos + 1] << 7)
-                        pos += 2
-                    elif buf[pos + 2] < 0x80:
-                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                        pos += 3
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        if n == 0:
+                            self.cluster_id = None
+                            pos += 1
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise bad_length(n - 1, pos + 1, blen, "string")
+                            self.cluster_id = str(buf[pos + 1:end], "utf-8")
+                            pos = end
                     else:
                         n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                    if n == -1:
-                        self.cluster_id = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen or n > 0x7FFF:
-                            raise bad_length(n, pos, blen, "string")
-                        self.cluster_id = str(buf[pos:end], "utf-8")
-                        pos = end
+                        n -= 1
+                        if n == -1:
+                            self.cluster_id = None
+                        else:
+                            end = pos + n
+                            if n < 0 or end > blen or n > 0x7FFF:
+                                raise bad_length(n, pos, blen, "string")
+                            self.cluster_id = str(buf[pos:end], "utf-8")
+                            pos = end
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
@@ -1582,74 +1538,6 @@ def _write_FetchRequest_v12(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_FetchTopic_v13(buf, pos, view):
-    try:
-        self = _new(FetchTopic)
-        blen = len(buf)
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 33 > blen - pos:
-            raise bad_count(n, 33, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_FetchPartition_v12(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic = ''
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_FetchTopic_v13(self, w):
     try:
         # field: topic_id:16s
@@ -1681,70 +1569,6 @@ def _write_FetchTopic_v13(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_ForgottenTopic_v13(buf, pos, view):
-    try:
-        self = _new(ForgottenTopic)
-        blen = len(buf)
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partitions
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partitions = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.topic = ''
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_ForgottenTopic_v13(self, w):
@@ -1798,11 +1622,52 @@ def _read_FetchRequest_v13(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_FetchTopic_v13(buf, pos, view)
-            append(item)
+            item = _new(FetchTopic)  # FetchTopic read in this loop
+            # field: topics[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 33 > blen - pos:
+                raise bad_count(n, 33, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(FetchPartition)  # FetchPartition read in this loop
+                # field: topics[]>partitions[]>partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i
+                (item1.partition, item1.current_leader_epoch, item1.fetch_offset, item1.last_fetched_epoch, item1.log_start_offset, item1.partition_max_bytes,) = _R_iiqiqi(buf, pos)
+                pos += 32
+                item1.replica_directory_id = ZERO_UUID
+                item1.remote_partition_max_bytes = 0
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic = ''
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: forgotten_topics_data[]
         n = buf[pos]
@@ -1819,38 +1684,58 @@ def _read_FetchRequest_v13(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_forgotten_topics_data in range(n):
-            item, pos = _read_ForgottenTopic_v13(buf, pos, view)
-            append(item)
+            item = _new(ForgottenTopic)  # ForgottenTopic read in this loop
+            # field: forgotten_topics_data[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: forgotten_topics_data[]>partitions
+            n = buf[pos]
+            if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                item.partitions = _ARRAYC_i[n](buf, pos + 1)
+                pos += 4 * n - 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item.partitions = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+            item.topic = ''
+            # field: forgotten_topics_data[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_forgotten_topics_data] = item
         self.forgotten_topics_data = tuple(items)
         # field: rack_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.rack_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.rack_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.rack_id = str(buf[pos:end], "utf-8")
+            pos = end
         self._replica_state = _ABSENT
         self.cluster_id = None
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
+            n = buf[pos]
             if n < 0x80:
                 pos += 1
             else:
@@ -1876,25 +1761,27 @@ def _read_FetchRequest_v13(buf, pos, view):
                 if tag == 0:
                     # field: cluster_id
                     n = buf[pos]
-                    if n < 0x80:
-                        pos += 1
-                    elif buf[pos + 1] < 0x80:
-                        n = (n & 0x7F) | (buf[pos + 1] << 7)
-                        pos += 2
-                    elif buf[pos + 2] < 0x80:
-                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                        pos += 3
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        if n == 0:
+                            self.cluster_id = None
+                            pos += 1
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise bad_length(n - 1, pos + 1, blen, "string")
+                            self.cluster_id = str(buf[pos + 1:end], "utf-8")
+                            pos = end
                     else:
                         n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                    if n == -1:
-                        self.cluster_id = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen or n > 0x7FFF:
-                            raise bad_length(n, pos, blen, "string")
-                        self.cluster_id = str(buf[pos:end], "utf-8")
-                        pos = end
+                        n -= 1
+                        if n == -1:
+                            self.cluster_id = None
+                        else:
+                            end = pos + n
+                            if n < 0 or end > blen or n > 0x7FFF:
+                                raise bad_length(n, pos, blen, "string")
+                            self.cluster_id = str(buf[pos:end], "utf-8")
+                            pos = end
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
@@ -2014,38 +1901,11 @@ def _read_ReplicaState_v15(buf, pos, view):
         (self.replica_id, self.replica_epoch,) = _R_iq(buf, pos)
         pos += 12
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -2087,11 +1947,52 @@ def _read_FetchRequest_v15(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_FetchTopic_v13(buf, pos, view)
-            append(item)
+            item = _new(FetchTopic)  # FetchTopic read in this loop
+            # field: topics[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 33 > blen - pos:
+                raise bad_count(n, 33, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(FetchPartition)  # FetchPartition read in this loop
+                # field: topics[]>partitions[]>partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i
+                (item1.partition, item1.current_leader_epoch, item1.fetch_offset, item1.last_fetched_epoch, item1.log_start_offset, item1.partition_max_bytes,) = _R_iiqiqi(buf, pos)
+                pos += 32
+                item1.replica_directory_id = ZERO_UUID
+                item1.remote_partition_max_bytes = 0
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic = ''
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: forgotten_topics_data[]
         n = buf[pos]
@@ -2108,39 +2009,59 @@ def _read_FetchRequest_v15(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_forgotten_topics_data in range(n):
-            item, pos = _read_ForgottenTopic_v13(buf, pos, view)
-            append(item)
+            item = _new(ForgottenTopic)  # ForgottenTopic read in this loop
+            # field: forgotten_topics_data[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: forgotten_topics_data[]>partitions
+            n = buf[pos]
+            if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                item.partitions = _ARRAYC_i[n](buf, pos + 1)
+                pos += 4 * n - 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item.partitions = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+            item.topic = ''
+            # field: forgotten_topics_data[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_forgotten_topics_data] = item
         self.forgotten_topics_data = tuple(items)
         # field: rack_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.rack_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.rack_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.rack_id = str(buf[pos:end], "utf-8")
+            pos = end
         self.replica_id = -1
         self.cluster_id = None
         self._replica_state = _ABSENT
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
+            n = buf[pos]
             if n < 0x80:
                 pos += 1
             else:
@@ -2166,25 +2087,27 @@ def _read_FetchRequest_v15(buf, pos, view):
                 if tag == 0:
                     # field: cluster_id
                     n = buf[pos]
-                    if n < 0x80:
-                        pos += 1
-                    elif buf[pos + 1] < 0x80:
-                        n = (n & 0x7F) | (buf[pos + 1] << 7)
-                        pos += 2
-                    elif buf[pos + 2] < 0x80:
-                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                        pos += 3
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        if n == 0:
+                            self.cluster_id = None
+                            pos += 1
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise bad_length(n - 1, pos + 1, blen, "string")
+                            self.cluster_id = str(buf[pos + 1:end], "utf-8")
+                            pos = end
                     else:
                         n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                    if n == -1:
-                        self.cluster_id = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen or n > 0x7FFF:
-                            raise bad_length(n, pos, blen, "string")
-                        self.cluster_id = str(buf[pos:end], "utf-8")
-                        pos = end
+                        n -= 1
+                        if n == -1:
+                            self.cluster_id = None
+                        else:
+                            end = pos + n
+                            if n < 0 or end > blen or n > 0x7FFF:
+                                raise bad_length(n, pos, blen, "string")
+                            self.cluster_id = str(buf[pos:end], "utf-8")
+                            pos = end
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
@@ -2311,63 +2234,6 @@ def _write_FetchRequest_v15(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_FetchPartition_v17(buf, pos, view):
-    try:
-        self = _new(FetchPartition)
-        blen = len(buf)
-        # field: partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i
-        (self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes,) = _R_iiqiqi(buf, pos)
-        pos += 32
-        self.remote_partition_max_bytes = 0
-        self.replica_directory_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if tag == 0:
-                    # field: replica_directory_id
-                    if blen < pos + 16:
-                        raise _Invalid("truncated: the buffer ends inside a uuid", pos)
-                    self.replica_directory_id = uuid_from_bytes(buf[pos:pos + 16])
-                    pos += 16
-                    if pos != end:
-                        raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
-                    # field: tagged_fields
-                    continue
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_FetchPartition_v17(self, w):
     try:
         # field: partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i
@@ -2386,74 +2252,6 @@ def _write_FetchPartition_v17(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_FetchTopic_v17(buf, pos, view):
-    try:
-        self = _new(FetchTopic)
-        blen = len(buf)
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 33 > blen - pos:
-            raise bad_count(n, 33, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_FetchPartition_v17(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic = ''
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_FetchTopic_v17(self, w):
@@ -2511,11 +2309,89 @@ def _read_FetchRequest_v17(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_FetchTopic_v17(buf, pos, view)
-            append(item)
+            item = _new(FetchTopic)  # FetchTopic read in this loop
+            # field: topics[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 33 > blen - pos:
+                raise bad_count(n, 33, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(FetchPartition)  # FetchPartition read in this loop
+                # field: topics[]>partitions[]>partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i
+                (item1.partition, item1.current_leader_epoch, item1.fetch_offset, item1.last_fetched_epoch, item1.log_start_offset, item1.partition_max_bytes,) = _R_iiqiqi(buf, pos)
+                pos += 32
+                item1.remote_partition_max_bytes = 0
+                item1.replica_directory_id = ZERO_UUID
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                    if n * 2 > blen - pos:
+                        raise bad_count(n, 2, pos, blen)
+                    unknown = None
+                    for _ in range(n):
+                        tag = buf[pos]
+                        if tag < 0x80:
+                            pos += 1
+                        else:
+                            tag, pos = read_uvarint(buf, pos)
+                        size = buf[pos]
+                        if size < 0x80:
+                            pos += 1
+                        else:
+                            size, pos = read_uvarint(buf, pos)
+                        start = pos
+                        end = pos + size
+                        if end > blen:
+                            raise bad_length(size, pos, blen, "tagged field")
+                        if tag == 0:
+                            # field: topics[]>partitions[]>replica_directory_id
+                            if blen < pos + 16:
+                                raise _Invalid("truncated: the buffer ends inside a uuid", pos)
+                            item1.replica_directory_id = uuid_from_bytes(buf[pos:pos + 16])
+                            pos += 16
+                            if pos != end:
+                                raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
+                            # field: topics[]>partitions[]>tagged_fields
+                            continue
+                        if unknown is None:
+                            unknown = {}
+                        unknown[tag] = bytes(buf[pos:end])
+                        pos = end
+                    item1.unknown_tags = unknown
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic = ''
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: forgotten_topics_data[]
         n = buf[pos]
@@ -2532,39 +2408,59 @@ def _read_FetchRequest_v17(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_forgotten_topics_data in range(n):
-            item, pos = _read_ForgottenTopic_v13(buf, pos, view)
-            append(item)
+            item = _new(ForgottenTopic)  # ForgottenTopic read in this loop
+            # field: forgotten_topics_data[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: forgotten_topics_data[]>partitions
+            n = buf[pos]
+            if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                item.partitions = _ARRAYC_i[n](buf, pos + 1)
+                pos += 4 * n - 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item.partitions = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+            item.topic = ''
+            # field: forgotten_topics_data[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_forgotten_topics_data] = item
         self.forgotten_topics_data = tuple(items)
         # field: rack_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.rack_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.rack_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.rack_id = str(buf[pos:end], "utf-8")
+            pos = end
         self.replica_id = -1
         self.cluster_id = None
         self._replica_state = _ABSENT
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
+            n = buf[pos]
             if n < 0x80:
                 pos += 1
             else:
@@ -2590,25 +2486,27 @@ def _read_FetchRequest_v17(buf, pos, view):
                 if tag == 0:
                     # field: cluster_id
                     n = buf[pos]
-                    if n < 0x80:
-                        pos += 1
-                    elif buf[pos + 1] < 0x80:
-                        n = (n & 0x7F) | (buf[pos + 1] << 7)
-                        pos += 2
-                    elif buf[pos + 2] < 0x80:
-                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                        pos += 3
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        if n == 0:
+                            self.cluster_id = None
+                            pos += 1
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise bad_length(n - 1, pos + 1, blen, "string")
+                            self.cluster_id = str(buf[pos + 1:end], "utf-8")
+                            pos = end
                     else:
                         n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                    if n == -1:
-                        self.cluster_id = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen or n > 0x7FFF:
-                            raise bad_length(n, pos, blen, "string")
-                        self.cluster_id = str(buf[pos:end], "utf-8")
-                        pos = end
+                        n -= 1
+                        if n == -1:
+                            self.cluster_id = None
+                        else:
+                            end = pos + n
+                            if n < 0 or end > blen or n > 0x7FFF:
+                                raise bad_length(n, pos, blen, "string")
+                            self.cluster_id = str(buf[pos:end], "utf-8")
+                            pos = end
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
@@ -2735,62 +2633,6 @@ def _write_FetchRequest_v17(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_FetchPartition_v18(buf, pos, view):
-    try:
-        self = _new(FetchPartition)
-        blen = len(buf)
-        # field: partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i remote_partition_max_bytes:i
-        (self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes, self.remote_partition_max_bytes,) = _R_iiqiqii(buf, pos)
-        pos += 36
-        self.replica_directory_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if tag == 0:
-                    # field: replica_directory_id
-                    if blen < pos + 16:
-                        raise _Invalid("truncated: the buffer ends inside a uuid", pos)
-                    self.replica_directory_id = uuid_from_bytes(buf[pos:pos + 16])
-                    pos += 16
-                    if pos != end:
-                        raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
-                    # field: tagged_fields
-                    continue
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_FetchPartition_v18(self, w):
     try:
         # field: partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i remote_partition_max_bytes:i
@@ -2809,74 +2651,6 @@ def _write_FetchPartition_v18(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_FetchTopic_v18(buf, pos, view):
-    try:
-        self = _new(FetchTopic)
-        blen = len(buf)
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 37 > blen - pos:
-            raise bad_count(n, 37, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_FetchPartition_v18(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic = ''
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_FetchTopic_v18(self, w):
@@ -2934,11 +2708,88 @@ def _read_FetchRequest_v18(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_FetchTopic_v18(buf, pos, view)
-            append(item)
+            item = _new(FetchTopic)  # FetchTopic read in this loop
+            # field: topics[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 37 > blen - pos:
+                raise bad_count(n, 37, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(FetchPartition)  # FetchPartition read in this loop
+                # field: topics[]>partitions[]>partition:i current_leader_epoch:i fetch_offset:q last_fetched_epoch:i log_start_offset:q partition_max_bytes:i remote_partition_max_bytes:i
+                (item1.partition, item1.current_leader_epoch, item1.fetch_offset, item1.last_fetched_epoch, item1.log_start_offset, item1.partition_max_bytes, item1.remote_partition_max_bytes,) = _R_iiqiqii(buf, pos)
+                pos += 36
+                item1.replica_directory_id = ZERO_UUID
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                    if n * 2 > blen - pos:
+                        raise bad_count(n, 2, pos, blen)
+                    unknown = None
+                    for _ in range(n):
+                        tag = buf[pos]
+                        if tag < 0x80:
+                            pos += 1
+                        else:
+                            tag, pos = read_uvarint(buf, pos)
+                        size = buf[pos]
+                        if size < 0x80:
+                            pos += 1
+                        else:
+                            size, pos = read_uvarint(buf, pos)
+                        start = pos
+                        end = pos + size
+                        if end > blen:
+                            raise bad_length(size, pos, blen, "tagged field")
+                        if tag == 0:
+                            # field: topics[]>partitions[]>replica_directory_id
+                            if blen < pos + 16:
+                                raise _Invalid("truncated: the buffer ends inside a uuid", pos)
+                            item1.replica_directory_id = uuid_from_bytes(buf[pos:pos + 16])
+                            pos += 16
+                            if pos != end:
+                                raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
+                            # field: topics[]>partitions[]>tagged_fields
+                            continue
+                        if unknown is None:
+                            unknown = {}
+                        unknown[tag] = bytes(buf[pos:end])
+                        pos = end
+                    item1.unknown_tags = unknown
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic = ''
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: forgotten_topics_data[]
         n = buf[pos]
@@ -2955,39 +2806,59 @@ def _read_FetchRequest_v18(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_forgotten_topics_data in range(n):
-            item, pos = _read_ForgottenTopic_v13(buf, pos, view)
-            append(item)
+            item = _new(ForgottenTopic)  # ForgottenTopic read in this loop
+            # field: forgotten_topics_data[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: forgotten_topics_data[]>partitions
+            n = buf[pos]
+            if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                item.partitions = _ARRAYC_i[n](buf, pos + 1)
+                pos += 4 * n - 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item.partitions = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+            item.topic = ''
+            # field: forgotten_topics_data[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_forgotten_topics_data] = item
         self.forgotten_topics_data = tuple(items)
         # field: rack_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.rack_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.rack_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.rack_id = str(buf[pos:end], "utf-8")
+            pos = end
         self.replica_id = -1
         self.cluster_id = None
         self._replica_state = _ABSENT
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
+            n = buf[pos]
             if n < 0x80:
                 pos += 1
             else:
@@ -3013,25 +2884,27 @@ def _read_FetchRequest_v18(buf, pos, view):
                 if tag == 0:
                     # field: cluster_id
                     n = buf[pos]
-                    if n < 0x80:
-                        pos += 1
-                    elif buf[pos + 1] < 0x80:
-                        n = (n & 0x7F) | (buf[pos + 1] << 7)
-                        pos += 2
-                    elif buf[pos + 2] < 0x80:
-                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                        pos += 3
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        if n == 0:
+                            self.cluster_id = None
+                            pos += 1
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise bad_length(n - 1, pos + 1, blen, "string")
+                            self.cluster_id = str(buf[pos + 1:end], "utf-8")
+                            pos = end
                     else:
                         n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                    if n == -1:
-                        self.cluster_id = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen or n > 0x7FFF:
-                            raise bad_length(n, pos, blen, "string")
-                        self.cluster_id = str(buf[pos:end], "utf-8")
-                        pos = end
+                        n -= 1
+                        if n == -1:
+                            self.cluster_id = None
+                        else:
+                            end = pos + n
+                            if n < 0 or end > blen or n > 0x7FFF:
+                                raise bad_length(n, pos, blen, "string")
+                            self.cluster_id = str(buf[pos:end], "utf-8")
+                            pos = end
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
@@ -3201,5 +3074,5 @@ FetchRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "237:- 240:partition:i/fetch_offset:q/partition_max_bytes:i 254:- 256:partition:i/fetch_offset:q/partition_max_bytes:i 258:last_fetched_epoch 261:unknown_tags 268:- 272:topic 280:partitions[] 298:- 300:topic 311:partitions[] 322:unknown_tags 329:- 333:replica_id:i/max_wait_ms:i/min_bytes:i 336:topics[] 361:- 363:replica_id:i/max_wait_ms:i/min_bytes:i 365:topics[] 376:replica_state 379:forgotten_topics_data 382:unknown_tags 389:- 393:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i 396:topics[] 420:- 422:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i 424:topics[] 435:replica_state 438:forgotten_topics_data 441:unknown_tags 448:- 452:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 455:topics[] 478:- 480:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 482:topics[] 493:replica_state 496:forgotten_topics_data 499:unknown_tags 506:- 509:partition:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 522:- 524:partition:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 526:last_fetched_epoch 529:unknown_tags 536:- 540:topic 548:partitions[] 566:- 568:topic 579:partitions[] 590:unknown_tags 597:- 601:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 604:topics[] 627:- 629:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 631:topics[] 642:replica_state 645:forgotten_topics_data 648:unknown_tags 655:- 659:topic 667:partitions 681:- 683:topic 694:partitions 701:unknown_tags 708:- 712:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 715:topics[] 726:forgotten_topics_data[] 746:- 748:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 750:topics[] 761:forgotten_topics_data[] 772:replica_state 775:unknown_tags 782:- 785:partition:i/current_leader_epoch:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 797:- 799:partition:i/current_leader_epoch:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 801:last_fetched_epoch 804:unknown_tags 811:- 815:topic 823:partitions[] 841:- 843:topic 854:partitions[] 865:unknown_tags 872:- 876:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 879:topics[] 890:forgotten_topics_data[] 910:- 912:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 914:topics[] 925:forgotten_topics_data[] 936:replica_state 939:unknown_tags 946:- 950:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 953:topics[] 964:forgotten_topics_data[] 975:rack_id 991:- 993:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 995:topics[] 1006:forgotten_topics_data[] 1017:rack_id 1028:replica_state 1031:unknown_tags 1038:- 1042:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1047:tagged_fields 1085:- 1087:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1089:tagged_fields 1099:- 1103:topic 1121:partitions[] 1143:tagged_fields 1181:- 1183:topic 1202:partitions[] 1221:tagged_fields 1231:- 1235:topic 1253:partitions 1271:tagged_fields 1309:- 1311:topic 1330:partitions 1345:tagged_fields 1355:- 1359:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1362:topics[] 1383:forgotten_topics_data[] 1404:rack_id 1424:tagged_fields 1453:cluster_id 1476:tagged_fields 1488:- 1490:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1492:topics[] 1511:forgotten_topics_data[] 1530:rack_id 1549:replica_state 1553:cluster_id 1575:tagged_fields 1585:- 1589:topic_id:16s 1593:partitions[] 1615:tagged_fields 1653:- 1655:topic_id:16s 1657:partitions[] 1676:tagged_fields 1686:- 1690:topic_id:16s 1694:partitions 1712:tagged_fields 1750:- 1752:topic_id:16s 1754:partitions 1769:tagged_fields 1779:- 1783:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1786:topics[] 1807:forgotten_topics_data[] 1828:rack_id 1848:tagged_fields 1877:cluster_id 1900:tagged_fields 1912:- 1914:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1916:topics[] 1935:forgotten_topics_data[] 1954:rack_id 1973:replica_state 1977:cluster_id 1999:tagged_fields 2009:- 2013:replica_id:i/replica_epoch:q 2016:tagged_fields 2054:- 2056:replica_id:i/replica_epoch:q 2058:tagged_fields 2068:- 2072:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2075:topics[] 2096:forgotten_topics_data[] 2117:rack_id 2138:tagged_fields 2167:cluster_id 2190:tagged_fields 2193:replica_state 2197:tagged_fields 2209:- 2211:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2213:topics[] 2232:forgotten_topics_data[] 2251:rack_id 2270:replica_id 2274:cluster_id 2296:replica_state 2304:tagged_fields 2314:- 2318:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 2323:tagged_fields 2352:replica_directory_id 2359:tagged_fields 2371:- 2373:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 2376:replica_directory_id 2381:tagged_fields 2391:- 2395:topic_id:16s 2399:partitions[] 2421:tagged_fields 2459:- 2461:topic_id:16s 2463:partitions[] 2482:tagged_fields 2492:- 2496:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2499:topics[] 2520:forgotten_topics_data[] 2541:rack_id 2562:tagged_fields 2591:cluster_id 2614:tagged_fields 2617:replica_state 2621:tagged_fields 2633:- 2635:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2637:topics[] 2656:forgotten_topics_data[] 2675:rack_id 2694:replica_id 2698:cluster_id 2720:replica_state 2728:tagged_fields 2738:- 2742:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i/remote_partition_max_bytes:i 2746:tagged_fields 2775:replica_directory_id 2782:tagged_fields 2794:- 2796:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i/remote_partition_max_bytes:i 2799:replica_directory_id 2804:tagged_fields 2814:- 2818:topic_id:16s 2822:partitions[] 2844:tagged_fields 2882:- 2884:topic_id:16s 2886:partitions[] 2905:tagged_fields 2915:- 2919:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2922:topics[] 2943:forgotten_topics_data[] 2964:rack_id 2985:tagged_fields 3014:cluster_id 3037:tagged_fields 3040:replica_state 3044:tagged_fields 3056:- 3058:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 3060:topics[] 3079:forgotten_topics_data[] 3098:rack_id 3117:replica_id 3121:cluster_id 3143:replica_state 3151:tagged_fields"
+    "239:- 241:partition:i/fetch_offset:q/partition_max_bytes:i 243:last_fetched_epoch 246:unknown_tags 253:- 255:topic 266:partitions[] 277:unknown_tags 284:- 288:replica_id:i/max_wait_ms:i/min_bytes:i 291:topics[] 299:topics[]>topic 307:topics[]>partitions[] 315:topics[]>partitions[]>partition:i/fetch_offset:q/partition_max_bytes:i 344:- 346:replica_id:i/max_wait_ms:i/min_bytes:i 348:topics[] 359:replica_state 362:forgotten_topics_data 365:unknown_tags 372:- 376:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i 379:topics[] 387:topics[]>topic 395:topics[]>partitions[] 403:topics[]>partitions[]>partition:i/fetch_offset:q/partition_max_bytes:i 431:- 433:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i 435:topics[] 446:replica_state 449:forgotten_topics_data 452:unknown_tags 459:- 463:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 466:topics[] 474:topics[]>topic 482:topics[]>partitions[] 490:topics[]>partitions[]>partition:i/fetch_offset:q/partition_max_bytes:i 517:- 519:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 521:topics[] 532:replica_state 535:forgotten_topics_data 538:unknown_tags 545:- 547:partition:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 549:last_fetched_epoch 552:unknown_tags 559:- 561:topic 572:partitions[] 583:unknown_tags 590:- 594:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 597:topics[] 605:topics[]>topic 613:topics[]>partitions[] 621:topics[]>partitions[]>partition:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 647:- 649:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 651:topics[] 662:replica_state 665:forgotten_topics_data 668:unknown_tags 675:- 677:topic 688:partitions 695:unknown_tags 702:- 706:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 709:topics[] 717:topics[]>topic 725:topics[]>partitions[] 733:topics[]>partitions[]>partition:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 747:forgotten_topics_data[] 755:forgotten_topics_data[]>topic 763:forgotten_topics_data[]>partitions 783:- 785:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 787:topics[] 798:forgotten_topics_data[] 809:replica_state 812:unknown_tags 819:- 821:partition:i/current_leader_epoch:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 823:last_fetched_epoch 826:unknown_tags 833:- 835:topic 846:partitions[] 857:unknown_tags 864:- 868:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 871:topics[] 879:topics[]>topic 887:topics[]>partitions[] 895:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 908:forgotten_topics_data[] 916:forgotten_topics_data[]>topic 924:forgotten_topics_data[]>partitions 944:- 946:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 948:topics[] 959:forgotten_topics_data[] 970:replica_state 973:unknown_tags 980:- 984:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 987:topics[] 995:topics[]>topic 1003:topics[]>partitions[] 1011:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 1024:forgotten_topics_data[] 1032:forgotten_topics_data[]>topic 1040:forgotten_topics_data[]>partitions 1051:rack_id 1067:- 1069:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1071:topics[] 1082:forgotten_topics_data[] 1093:rack_id 1104:replica_state 1107:unknown_tags 1114:- 1116:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1118:tagged_fields 1128:- 1130:topic 1149:partitions[] 1168:tagged_fields 1178:- 1180:topic 1199:partitions 1214:tagged_fields 1224:- 1228:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1231:topics[] 1249:topics[]>topic 1265:topics[]>partitions[] 1283:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1288:topics[]>partitions[]>tagged_fields 1297:topics[]>tagged_fields 1305:forgotten_topics_data[] 1323:forgotten_topics_data[]>topic 1339:forgotten_topics_data[]>partitions 1352:forgotten_topics_data[]>tagged_fields 1360:rack_id 1378:tagged_fields 1407:cluster_id 1432:tagged_fields 1444:- 1446:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1448:topics[] 1467:forgotten_topics_data[] 1486:rack_id 1505:replica_state 1509:cluster_id 1531:tagged_fields 1541:- 1543:topic_id:16s 1545:partitions[] 1564:tagged_fields 1574:- 1576:topic_id:16s 1578:partitions 1593:tagged_fields 1603:- 1607:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1610:topics[] 1628:topics[]>topic_id:16s 1632:topics[]>partitions[] 1650:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1655:topics[]>partitions[]>tagged_fields 1664:topics[]>tagged_fields 1672:forgotten_topics_data[] 1690:forgotten_topics_data[]>topic_id:16s 1694:forgotten_topics_data[]>partitions 1707:forgotten_topics_data[]>tagged_fields 1715:rack_id 1733:tagged_fields 1762:cluster_id 1787:tagged_fields 1799:- 1801:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1803:topics[] 1822:forgotten_topics_data[] 1841:rack_id 1860:replica_state 1864:cluster_id 1886:tagged_fields 1896:- 1900:replica_id:i/replica_epoch:q 1903:tagged_fields 1914:- 1916:replica_id:i/replica_epoch:q 1918:tagged_fields 1928:- 1932:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1935:topics[] 1953:topics[]>topic_id:16s 1957:topics[]>partitions[] 1975:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1980:topics[]>partitions[]>tagged_fields 1989:topics[]>tagged_fields 1997:forgotten_topics_data[] 2015:forgotten_topics_data[]>topic_id:16s 2019:forgotten_topics_data[]>partitions 2032:forgotten_topics_data[]>tagged_fields 2040:rack_id 2059:tagged_fields 2088:cluster_id 2113:tagged_fields 2116:replica_state 2120:tagged_fields 2132:- 2134:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2136:topics[] 2155:forgotten_topics_data[] 2174:rack_id 2193:replica_id 2197:cluster_id 2219:replica_state 2227:tagged_fields 2237:- 2239:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 2242:replica_directory_id 2247:tagged_fields 2257:- 2259:topic_id:16s 2261:partitions[] 2280:tagged_fields 2290:- 2294:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2297:topics[] 2315:topics[]>topic_id:16s 2319:topics[]>partitions[] 2337:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 2342:topics[]>partitions[]>tagged_fields 2371:topics[]>partitions[]>replica_directory_id 2378:topics[]>partitions[]>tagged_fields 2388:topics[]>tagged_fields 2396:forgotten_topics_data[] 2414:forgotten_topics_data[]>topic_id:16s 2418:forgotten_topics_data[]>partitions 2431:forgotten_topics_data[]>tagged_fields 2439:rack_id 2458:tagged_fields 2487:cluster_id 2512:tagged_fields 2515:replica_state 2519:tagged_fields 2531:- 2533:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2535:topics[] 2554:forgotten_topics_data[] 2573:rack_id 2592:replica_id 2596:cluster_id 2618:replica_state 2626:tagged_fields 2636:- 2638:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i/remote_partition_max_bytes:i 2641:replica_directory_id 2646:tagged_fields 2656:- 2658:topic_id:16s 2660:partitions[] 2679:tagged_fields 2689:- 2693:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2696:topics[] 2714:topics[]>topic_id:16s 2718:topics[]>partitions[] 2736:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i/remote_partition_max_bytes:i 2740:topics[]>partitions[]>tagged_fields 2769:topics[]>partitions[]>replica_directory_id 2776:topics[]>partitions[]>tagged_fields 2786:topics[]>tagged_fields 2794:forgotten_topics_data[] 2812:forgotten_topics_data[]>topic_id:16s 2816:forgotten_topics_data[]>partitions 2829:forgotten_topics_data[]>tagged_fields 2837:rack_id 2856:tagged_fields 2885:cluster_id 2910:tagged_fields 2913:replica_state 2917:tagged_fields 2929:- 2931:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2933:topics[] 2952:forgotten_topics_data[] 2971:rack_id 2990:replica_id 2994:cluster_id 3016:replica_state 3024:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -297,37 +298,6 @@ FetchResponse.NodeEndpoint = NodeEndpoint
 
 
 
-def _read_PartitionData_v0(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i error_code:h high_watermark:q
-        (self.partition_index, self.error_code, self.high_watermark,) = _R_ihq(buf, pos)
-        pos += 14
-        # field: records
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n == -1:
-            self.records = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen:
-                raise bad_length(n, pos, blen, "records")
-            self.records = view[pos:end]
-            pos = end
-        self.last_stable_offset = -1
-        self.log_start_offset = -1
-        self._diverging_epoch = _ABSENT
-        self._current_leader = _ABSENT
-        self._snapshot_id = _ABSENT
-        self.aborted_transactions = ()
-        self.preferred_read_replica = -1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_PartitionData_v0(self, w):
     try:
         # field: partition_index:i error_code:h high_watermark:q
@@ -356,36 +326,6 @@ def _write_PartitionData_v0(self, w):
             raise tags_not_supported("PartitionData")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_FetchableTopicResponse_v0(buf, pos, view):
-    try:
-        self = _new(FetchableTopicResponse)
-        blen = len(buf)
-        # field: topic
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 18 > blen - pos:
-            raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_id = ZERO_UUID
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_FetchableTopicResponse_v0(self, w):
@@ -422,17 +362,60 @@ def _write_FetchableTopicResponse_v0(self, w):
 def _read_FetchResponse_v0(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: responses[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_FetchableTopicResponse_v0(buf, pos, view)
-            append(item)
+            item = _new(FetchableTopicResponse)  # FetchableTopicResponse read in this loop
+            # field: responses[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: responses[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: responses[]>partitions[]>partition_index:i error_code:h high_watermark:q
+                (item1.partition_index, item1.error_code, item1.high_watermark,) = _R_ihq(buf, pos)
+                pos += 14
+                # field: responses[]>partitions[]>records
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n == -1:
+                    item1.records = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen:
+                        raise bad_length(n, pos, blen, "records")
+                    item1.records = view[pos:end]
+                    pos = end
+                item1.last_stable_offset = -1
+                item1.log_start_offset = -1
+                item1._diverging_epoch = _ABSENT
+                item1._current_leader = _ABSENT
+                item1._snapshot_id = _ABSENT
+                item1.aborted_transactions = ()
+                item1.preferred_read_replica = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_responses] = item
         self.responses = tuple(items)
         self.throttle_time_ms = 0
         self.error_code = 0
@@ -473,6 +456,8 @@ def _write_FetchResponse_v0(self, w):
 def _read_FetchResponse_v1(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
@@ -482,11 +467,52 @@ def _read_FetchResponse_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_FetchableTopicResponse_v0(buf, pos, view)
-            append(item)
+            item = _new(FetchableTopicResponse)  # FetchableTopicResponse read in this loop
+            # field: responses[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: responses[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: responses[]>partitions[]>partition_index:i error_code:h high_watermark:q
+                (item1.partition_index, item1.error_code, item1.high_watermark,) = _R_ihq(buf, pos)
+                pos += 14
+                # field: responses[]>partitions[]>records
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n == -1:
+                    item1.records = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen:
+                        raise bad_length(n, pos, blen, "records")
+                    item1.records = view[pos:end]
+                    pos = end
+                item1.last_stable_offset = -1
+                item1.log_start_offset = -1
+                item1._diverging_epoch = _ABSENT
+                item1._current_leader = _ABSENT
+                item1._snapshot_id = _ABSENT
+                item1.aborted_transactions = ()
+                item1.preferred_read_replica = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_responses] = item
         self.responses = tuple(items)
         self.error_code = 0
         self.session_id = 0
@@ -525,18 +551,6 @@ def _write_FetchResponse_v1(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_AbortedTransaction_v4(buf, pos, view):
-    try:
-        self = _new(AbortedTransaction)
-        # field: producer_id:q first_offset:q
-        (self.producer_id, self.first_offset,) = _R_qq(buf, pos)
-        pos += 16
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_AbortedTransaction_v4(self, w):
     try:
         # field: producer_id:q first_offset:q
@@ -546,49 +560,6 @@ def _write_AbortedTransaction_v4(self, w):
             raise tags_not_supported("AbortedTransaction")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_PartitionData_v4(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i error_code:h high_watermark:q last_stable_offset:q
-        (self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset,) = _R_ihqq(buf, pos)
-        pos += 22
-        # field: aborted_transactions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n == -1:
-            self.aborted_transactions = None
-        else:
-            if n < 0 or n * 16 > blen - pos:
-                raise bad_count(n, 16, pos, blen)
-            items = []
-            append = items.append
-            for i_aborted_transactions in range(n):
-                item, pos = _read_AbortedTransaction_v4(buf, pos, view)
-                append(item)
-            self.aborted_transactions = tuple(items)
-        # field: records
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n == -1:
-            self.records = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen:
-                raise bad_length(n, pos, blen, "records")
-            self.records = view[pos:end]
-            pos = end
-        self.log_start_offset = -1
-        self._diverging_epoch = _ABSENT
-        self._current_leader = _ABSENT
-        self._snapshot_id = _ABSENT
-        self.preferred_read_replica = -1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_PartitionData_v4(self, w):
@@ -632,36 +603,6 @@ def _write_PartitionData_v4(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_FetchableTopicResponse_v4(buf, pos, view):
-    try:
-        self = _new(FetchableTopicResponse)
-        blen = len(buf)
-        # field: topic
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 30 > blen - pos:
-            raise bad_count(n, 30, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v4(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_id = ZERO_UUID
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_FetchableTopicResponse_v4(self, w):
     try:
         # field: topic
@@ -696,6 +637,8 @@ def _write_FetchableTopicResponse_v4(self, w):
 def _read_FetchResponse_v4(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
@@ -705,11 +648,67 @@ def _read_FetchResponse_v4(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_FetchableTopicResponse_v4(buf, pos, view)
-            append(item)
+            item = _new(FetchableTopicResponse)  # FetchableTopicResponse read in this loop
+            # field: responses[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: responses[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 30 > blen - pos:
+                raise bad_count(n, 30, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: responses[]>partitions[]>partition_index:i error_code:h high_watermark:q last_stable_offset:q
+                (item1.partition_index, item1.error_code, item1.high_watermark, item1.last_stable_offset,) = _R_ihqq(buf, pos)
+                pos += 22
+                # field: responses[]>partitions[]>aborted_transactions[]
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n == -1:
+                    item1.aborted_transactions = None
+                else:
+                    if n < 0 or n * 16 > blen - pos:
+                        raise bad_count(n, 16, pos, blen)
+                    items2 = [None] * n
+                    for i_aborted_transactions in range(n):
+                        item2 = _new(AbortedTransaction)  # AbortedTransaction read in this loop
+                        # field: responses[]>partitions[]>aborted_transactions[]>producer_id:q first_offset:q
+                        (item2.producer_id, item2.first_offset,) = _R_qq(buf, pos)
+                        pos += 16
+                        item2.unknown_tags = None
+                        items2[i_aborted_transactions] = item2
+                    item1.aborted_transactions = tuple(items2)
+                # field: responses[]>partitions[]>records
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n == -1:
+                    item1.records = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen:
+                        raise bad_length(n, pos, blen, "records")
+                    item1.records = view[pos:end]
+                    pos = end
+                item1.log_start_offset = -1
+                item1._diverging_epoch = _ABSENT
+                item1._current_leader = _ABSENT
+                item1._snapshot_id = _ABSENT
+                item1.preferred_read_replica = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_responses] = item
         self.responses = tuple(items)
         self.error_code = 0
         self.session_id = 0
@@ -746,48 +745,6 @@ def _write_FetchResponse_v4(self, w):
             raise tags_not_supported("FetchResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_PartitionData_v5(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
-        (self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset,) = _R_ihqqq(buf, pos)
-        pos += 30
-        # field: aborted_transactions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n == -1:
-            self.aborted_transactions = None
-        else:
-            if n < 0 or n * 16 > blen - pos:
-                raise bad_count(n, 16, pos, blen)
-            items = []
-            append = items.append
-            for i_aborted_transactions in range(n):
-                item, pos = _read_AbortedTransaction_v4(buf, pos, view)
-                append(item)
-            self.aborted_transactions = tuple(items)
-        # field: records
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n == -1:
-            self.records = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen:
-                raise bad_length(n, pos, blen, "records")
-            self.records = view[pos:end]
-            pos = end
-        self._diverging_epoch = _ABSENT
-        self._current_leader = _ABSENT
-        self._snapshot_id = _ABSENT
-        self.preferred_read_replica = -1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_PartitionData_v5(self, w):
@@ -831,36 +788,6 @@ def _write_PartitionData_v5(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_FetchableTopicResponse_v5(buf, pos, view):
-    try:
-        self = _new(FetchableTopicResponse)
-        blen = len(buf)
-        # field: topic
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 38 > blen - pos:
-            raise bad_count(n, 38, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v5(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_id = ZERO_UUID
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_FetchableTopicResponse_v5(self, w):
     try:
         # field: topic
@@ -895,6 +822,8 @@ def _write_FetchableTopicResponse_v5(self, w):
 def _read_FetchResponse_v5(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
@@ -904,11 +833,66 @@ def _read_FetchResponse_v5(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_FetchableTopicResponse_v5(buf, pos, view)
-            append(item)
+            item = _new(FetchableTopicResponse)  # FetchableTopicResponse read in this loop
+            # field: responses[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: responses[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 38 > blen - pos:
+                raise bad_count(n, 38, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: responses[]>partitions[]>partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
+                (item1.partition_index, item1.error_code, item1.high_watermark, item1.last_stable_offset, item1.log_start_offset,) = _R_ihqqq(buf, pos)
+                pos += 30
+                # field: responses[]>partitions[]>aborted_transactions[]
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n == -1:
+                    item1.aborted_transactions = None
+                else:
+                    if n < 0 or n * 16 > blen - pos:
+                        raise bad_count(n, 16, pos, blen)
+                    items2 = [None] * n
+                    for i_aborted_transactions in range(n):
+                        item2 = _new(AbortedTransaction)  # AbortedTransaction read in this loop
+                        # field: responses[]>partitions[]>aborted_transactions[]>producer_id:q first_offset:q
+                        (item2.producer_id, item2.first_offset,) = _R_qq(buf, pos)
+                        pos += 16
+                        item2.unknown_tags = None
+                        items2[i_aborted_transactions] = item2
+                    item1.aborted_transactions = tuple(items2)
+                # field: responses[]>partitions[]>records
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n == -1:
+                    item1.records = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen:
+                        raise bad_length(n, pos, blen, "records")
+                    item1.records = view[pos:end]
+                    pos = end
+                item1._diverging_epoch = _ABSENT
+                item1._current_leader = _ABSENT
+                item1._snapshot_id = _ABSENT
+                item1.preferred_read_replica = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_responses] = item
         self.responses = tuple(items)
         self.error_code = 0
         self.session_id = 0
@@ -950,6 +934,8 @@ def _write_FetchResponse_v5(self, w):
 def _read_FetchResponse_v7(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i error_code:h session_id:i
         (self.throttle_time_ms, self.error_code, self.session_id,) = _R_ihi(buf, pos)
@@ -959,11 +945,66 @@ def _read_FetchResponse_v7(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_FetchableTopicResponse_v5(buf, pos, view)
-            append(item)
+            item = _new(FetchableTopicResponse)  # FetchableTopicResponse read in this loop
+            # field: responses[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: responses[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 38 > blen - pos:
+                raise bad_count(n, 38, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: responses[]>partitions[]>partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
+                (item1.partition_index, item1.error_code, item1.high_watermark, item1.last_stable_offset, item1.log_start_offset,) = _R_ihqqq(buf, pos)
+                pos += 30
+                # field: responses[]>partitions[]>aborted_transactions[]
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n == -1:
+                    item1.aborted_transactions = None
+                else:
+                    if n < 0 or n * 16 > blen - pos:
+                        raise bad_count(n, 16, pos, blen)
+                    items2 = [None] * n
+                    for i_aborted_transactions in range(n):
+                        item2 = _new(AbortedTransaction)  # AbortedTransaction read in this loop
+                        # field: responses[]>partitions[]>aborted_transactions[]>producer_id:q first_offset:q
+                        (item2.producer_id, item2.first_offset,) = _R_qq(buf, pos)
+                        pos += 16
+                        item2.unknown_tags = None
+                        items2[i_aborted_transactions] = item2
+                    item1.aborted_transactions = tuple(items2)
+                # field: responses[]>partitions[]>records
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n == -1:
+                    item1.records = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen:
+                        raise bad_length(n, pos, blen, "records")
+                    item1.records = view[pos:end]
+                    pos = end
+                item1._diverging_epoch = _ABSENT
+                item1._current_leader = _ABSENT
+                item1._snapshot_id = _ABSENT
+                item1.preferred_read_replica = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_responses] = item
         self.responses = tuple(items)
         self.node_endpoints = ()
         self.unknown_tags = None
@@ -995,50 +1036,6 @@ def _write_FetchResponse_v7(self, w):
             raise tags_not_supported("FetchResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_PartitionData_v11(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
-        (self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset,) = _R_ihqqq(buf, pos)
-        pos += 30
-        # field: aborted_transactions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n == -1:
-            self.aborted_transactions = None
-        else:
-            if n < 0 or n * 16 > blen - pos:
-                raise bad_count(n, 16, pos, blen)
-            items = []
-            append = items.append
-            for i_aborted_transactions in range(n):
-                item, pos = _read_AbortedTransaction_v4(buf, pos, view)
-                append(item)
-            self.aborted_transactions = tuple(items)
-        # field: preferred_read_replica:i
-        (self.preferred_read_replica,) = _R_i(buf, pos)
-        pos += 4
-        # field: records
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n == -1:
-            self.records = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen:
-                raise bad_length(n, pos, blen, "records")
-            self.records = view[pos:end]
-            pos = end
-        self._diverging_epoch = _ABSENT
-        self._current_leader = _ABSENT
-        self._snapshot_id = _ABSENT
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_PartitionData_v11(self, w):
@@ -1081,36 +1078,6 @@ def _write_PartitionData_v11(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_FetchableTopicResponse_v11(buf, pos, view):
-    try:
-        self = _new(FetchableTopicResponse)
-        blen = len(buf)
-        # field: topic
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 42 > blen - pos:
-            raise bad_count(n, 42, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v11(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_id = ZERO_UUID
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_FetchableTopicResponse_v11(self, w):
     try:
         # field: topic
@@ -1145,6 +1112,8 @@ def _write_FetchableTopicResponse_v11(self, w):
 def _read_FetchResponse_v11(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i error_code:h session_id:i
         (self.throttle_time_ms, self.error_code, self.session_id,) = _R_ihi(buf, pos)
@@ -1154,11 +1123,68 @@ def _read_FetchResponse_v11(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_FetchableTopicResponse_v11(buf, pos, view)
-            append(item)
+            item = _new(FetchableTopicResponse)  # FetchableTopicResponse read in this loop
+            # field: responses[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: responses[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 42 > blen - pos:
+                raise bad_count(n, 42, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: responses[]>partitions[]>partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
+                (item1.partition_index, item1.error_code, item1.high_watermark, item1.last_stable_offset, item1.log_start_offset,) = _R_ihqqq(buf, pos)
+                pos += 30
+                # field: responses[]>partitions[]>aborted_transactions[]
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n == -1:
+                    item1.aborted_transactions = None
+                else:
+                    if n < 0 or n * 16 > blen - pos:
+                        raise bad_count(n, 16, pos, blen)
+                    items2 = [None] * n
+                    for i_aborted_transactions in range(n):
+                        item2 = _new(AbortedTransaction)  # AbortedTransaction read in this loop
+                        # field: responses[]>partitions[]>aborted_transactions[]>producer_id:q first_offset:q
+                        (item2.producer_id, item2.first_offset,) = _R_qq(buf, pos)
+                        pos += 16
+                        item2.unknown_tags = None
+                        items2[i_aborted_transactions] = item2
+                    item1.aborted_transactions = tuple(items2)
+                # field: responses[]>partitions[]>preferred_read_replica:i
+                (item1.preferred_read_replica,) = _R_i(buf, pos)
+                pos += 4
+                # field: responses[]>partitions[]>records
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n == -1:
+                    item1.records = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen:
+                        raise bad_length(n, pos, blen, "records")
+                    item1.records = view[pos:end]
+                    pos = end
+                item1._diverging_epoch = _ABSENT
+                item1._current_leader = _ABSENT
+                item1._snapshot_id = _ABSENT
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_responses] = item
         self.responses = tuple(items)
         self.node_endpoints = ()
         self.unknown_tags = None
@@ -1192,51 +1218,6 @@ def _write_FetchResponse_v11(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_AbortedTransaction_v12(buf, pos, view):
-    try:
-        self = _new(AbortedTransaction)
-        blen = len(buf)
-        # field: producer_id:q first_offset:q
-        (self.producer_id, self.first_offset,) = _R_qq(buf, pos)
-        pos += 16
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_AbortedTransaction_v12(self, w):
     try:
         # field: producer_id:q first_offset:q
@@ -1259,38 +1240,11 @@ def _read_EpochEndOffset_v12(buf, pos, view):
         (self.epoch, self.end_offset,) = _R_iq(buf, pos)
         pos += 12
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1318,38 +1272,11 @@ def _read_LeaderIdAndEpoch_v12(buf, pos, view):
         (self.leader_id, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1377,38 +1304,11 @@ def _read_SnapshotId_v12(buf, pos, view):
         (self.end_offset, self.epoch,) = _R_qi(buf, pos)
         pos += 12
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1426,123 +1326,6 @@ def _write_SnapshotId_v12(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_PartitionData_v12(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
-        (self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset,) = _R_ihqqq(buf, pos)
-        pos += 30
-        # field: aborted_transactions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.aborted_transactions = None
-        else:
-            if n < 0 or n * 17 > blen - pos:
-                raise bad_count(n, 17, pos, blen)
-            items = []
-            append = items.append
-            for i_aborted_transactions in range(n):
-                item, pos = _read_AbortedTransaction_v12(buf, pos, view)
-                append(item)
-            self.aborted_transactions = tuple(items)
-        # field: preferred_read_replica:i
-        (self.preferred_read_replica,) = _R_i(buf, pos)
-        pos += 4
-        # field: records
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.records = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen:
-                raise bad_length(n, pos, blen, "records")
-            self.records = view[pos:end]
-            pos = end
-        self._diverging_epoch = _ABSENT
-        self._current_leader = _ABSENT
-        self._snapshot_id = _ABSENT
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if tag == 0:
-                    # field: diverging_epoch
-                    self._diverging_epoch, pos = _read_EpochEndOffset_v12(buf, pos, view)
-                    if pos != end:
-                        raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
-                    # field: tagged_fields
-                    continue
-                elif tag == 1:
-                    # field: current_leader
-                    self._current_leader, pos = _read_LeaderIdAndEpoch_v12(buf, pos, view)
-                    if pos != end:
-                        raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
-                    # field: tagged_fields
-                    continue
-                elif tag == 2:
-                    # field: snapshot_id
-                    self._snapshot_id, pos = _read_SnapshotId_v12(buf, pos, view)
-                    if pos != end:
-                        raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
-                    # field: tagged_fields
-                    continue
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_PartitionData_v12(self, w):
@@ -1620,88 +1403,6 @@ def _write_PartitionData_v12(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_FetchableTopicResponse_v12(buf, pos, view):
-    try:
-        self = _new(FetchableTopicResponse)
-        blen = len(buf)
-        # field: topic
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 37 > blen - pos:
-            raise bad_count(n, 37, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v12(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_FetchableTopicResponse_v12(self, w):
     try:
         # field: topic
@@ -1755,6 +1456,8 @@ def _write_FetchableTopicResponse_v12(self, w):
 def _read_FetchResponse_v12(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i error_code:h session_id:i
         (self.throttle_time_ms, self.error_code, self.session_id,) = _R_ihi(buf, pos)
@@ -1774,46 +1477,177 @@ def _read_FetchResponse_v12(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_FetchableTopicResponse_v12(buf, pos, view)
-            append(item)
+            item = _new(FetchableTopicResponse)  # FetchableTopicResponse read in this loop
+            # field: responses[]>topic
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: responses[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 37 > blen - pos:
+                raise bad_count(n, 37, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: responses[]>partitions[]>partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
+                (item1.partition_index, item1.error_code, item1.high_watermark, item1.last_stable_offset, item1.log_start_offset,) = _R_ihqqq(buf, pos)
+                pos += 30
+                # field: responses[]>partitions[]>aborted_transactions[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item1.aborted_transactions = None
+                else:
+                    if n < 0 or n * 17 > blen - pos:
+                        raise bad_count(n, 17, pos, blen)
+                    items2 = [None] * n
+                    for i_aborted_transactions in range(n):
+                        item2 = _new(AbortedTransaction)  # AbortedTransaction read in this loop
+                        # field: responses[]>partitions[]>aborted_transactions[]>producer_id:q first_offset:q
+                        (item2.producer_id, item2.first_offset,) = _R_qq(buf, pos)
+                        pos += 16
+                        # field: responses[]>partitions[]>aborted_transactions[]>tagged_fields
+                        if not buf[pos]:
+                            pos += 1
+                            item2.unknown_tags = None
+                        else:
+                            item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                        items2[i_aborted_transactions] = item2
+                    item1.aborted_transactions = tuple(items2)
+                # field: responses[]>partitions[]>preferred_read_replica:i
+                (item1.preferred_read_replica,) = _R_i(buf, pos)
+                pos += 4
+                # field: responses[]>partitions[]>records
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item1.records = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen:
+                        raise bad_length(n, pos, blen, "records")
+                    item1.records = view[pos:end]
+                    pos = end
+                item1._diverging_epoch = _ABSENT
+                item1._current_leader = _ABSENT
+                item1._snapshot_id = _ABSENT
+                # field: responses[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                    if n * 2 > blen - pos:
+                        raise bad_count(n, 2, pos, blen)
+                    unknown = None
+                    for _ in range(n):
+                        tag = buf[pos]
+                        if tag < 0x80:
+                            pos += 1
+                        else:
+                            tag, pos = read_uvarint(buf, pos)
+                        size = buf[pos]
+                        if size < 0x80:
+                            pos += 1
+                        else:
+                            size, pos = read_uvarint(buf, pos)
+                        start = pos
+                        end = pos + size
+                        if end > blen:
+                            raise bad_length(size, pos, blen, "tagged field")
+                        if tag == 0:
+                            # field: responses[]>partitions[]>diverging_epoch
+                            item1._diverging_epoch, pos = _read_EpochEndOffset_v12(buf, pos, view)
+                            if pos != end:
+                                raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
+                            # field: responses[]>partitions[]>tagged_fields
+                            continue
+                        elif tag == 1:
+                            # field: responses[]>partitions[]>current_leader
+                            item1._current_leader, pos = _read_LeaderIdAndEpoch_v12(buf, pos, view)
+                            if pos != end:
+                                raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
+                            # field: responses[]>partitions[]>tagged_fields
+                            continue
+                        elif tag == 2:
+                            # field: responses[]>partitions[]>snapshot_id
+                            item1._snapshot_id, pos = _read_SnapshotId_v12(buf, pos, view)
+                            if pos != end:
+                                raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
+                            # field: responses[]>partitions[]>tagged_fields
+                            continue
+                        if unknown is None:
+                            unknown = {}
+                        unknown[tag] = bytes(buf[pos:end])
+                        pos = end
+                    item1.unknown_tags = unknown
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            # field: responses[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_responses] = item
         self.responses = tuple(items)
         self.node_endpoints = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1855,74 +1689,6 @@ def _write_FetchResponse_v12(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_FetchableTopicResponse_v13(buf, pos, view):
-    try:
-        self = _new(FetchableTopicResponse)
-        blen = len(buf)
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 37 > blen - pos:
-            raise bad_count(n, 37, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v12(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic = ''
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_FetchableTopicResponse_v13(self, w):
     try:
         # field: topic_id:16s
@@ -1959,6 +1725,8 @@ def _write_FetchableTopicResponse_v13(self, w):
 def _read_FetchResponse_v13(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i error_code:h session_id:i
         (self.throttle_time_ms, self.error_code, self.session_id,) = _R_ihi(buf, pos)
@@ -1978,46 +1746,165 @@ def _read_FetchResponse_v13(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_FetchableTopicResponse_v13(buf, pos, view)
-            append(item)
+            item = _new(FetchableTopicResponse)  # FetchableTopicResponse read in this loop
+            # field: responses[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: responses[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 37 > blen - pos:
+                raise bad_count(n, 37, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: responses[]>partitions[]>partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
+                (item1.partition_index, item1.error_code, item1.high_watermark, item1.last_stable_offset, item1.log_start_offset,) = _R_ihqqq(buf, pos)
+                pos += 30
+                # field: responses[]>partitions[]>aborted_transactions[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item1.aborted_transactions = None
+                else:
+                    if n < 0 or n * 17 > blen - pos:
+                        raise bad_count(n, 17, pos, blen)
+                    items2 = [None] * n
+                    for i_aborted_transactions in range(n):
+                        item2 = _new(AbortedTransaction)  # AbortedTransaction read in this loop
+                        # field: responses[]>partitions[]>aborted_transactions[]>producer_id:q first_offset:q
+                        (item2.producer_id, item2.first_offset,) = _R_qq(buf, pos)
+                        pos += 16
+                        # field: responses[]>partitions[]>aborted_transactions[]>tagged_fields
+                        if not buf[pos]:
+                            pos += 1
+                            item2.unknown_tags = None
+                        else:
+                            item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                        items2[i_aborted_transactions] = item2
+                    item1.aborted_transactions = tuple(items2)
+                # field: responses[]>partitions[]>preferred_read_replica:i
+                (item1.preferred_read_replica,) = _R_i(buf, pos)
+                pos += 4
+                # field: responses[]>partitions[]>records
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item1.records = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen:
+                        raise bad_length(n, pos, blen, "records")
+                    item1.records = view[pos:end]
+                    pos = end
+                item1._diverging_epoch = _ABSENT
+                item1._current_leader = _ABSENT
+                item1._snapshot_id = _ABSENT
+                # field: responses[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                    if n * 2 > blen - pos:
+                        raise bad_count(n, 2, pos, blen)
+                    unknown = None
+                    for _ in range(n):
+                        tag = buf[pos]
+                        if tag < 0x80:
+                            pos += 1
+                        else:
+                            tag, pos = read_uvarint(buf, pos)
+                        size = buf[pos]
+                        if size < 0x80:
+                            pos += 1
+                        else:
+                            size, pos = read_uvarint(buf, pos)
+                        start = pos
+                        end = pos + size
+                        if end > blen:
+                            raise bad_length(size, pos, blen, "tagged field")
+                        if tag == 0:
+                            # field: responses[]>partitions[]>diverging_epoch
+                            item1._diverging_epoch, pos = _read_EpochEndOffset_v12(buf, pos, view)
+                            if pos != end:
+                                raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
+                            # field: responses[]>partitions[]>tagged_fields
+                            continue
+                        elif tag == 1:
+                            # field: responses[]>partitions[]>current_leader
+                            item1._current_leader, pos = _read_LeaderIdAndEpoch_v12(buf, pos, view)
+                            if pos != end:
+                                raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
+                            # field: responses[]>partitions[]>tagged_fields
+                            continue
+                        elif tag == 2:
+                            # field: responses[]>partitions[]>snapshot_id
+                            item1._snapshot_id, pos = _read_SnapshotId_v12(buf, pos, view)
+                            if pos != end:
+                                raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
+                            # field: responses[]>partitions[]>tagged_fields
+                            continue
+                        if unknown is None:
+                            unknown = {}
+                        unknown[tag] = bytes(buf[pos:end])
+                        pos = end
+                    item1.unknown_tags = unknown
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic = ''
+            # field: responses[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_responses] = item
         self.responses = tuple(items)
         self.node_endpoints = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -2068,79 +1955,52 @@ def _read_NodeEndpoint_v16(buf, pos, view):
         pos += 4
         # field: host
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.host = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.host = str(buf[pos:end], "utf-8")
+            pos = end
         # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         # field: rack
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.rack = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.rack = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.rack = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.rack = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.rack = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.rack = str(buf[pos:end], "utf-8")
+                pos = end
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -2203,6 +2063,8 @@ def _write_NodeEndpoint_v16(self, w):
 def _read_FetchResponse_v16(buf, pos, view):
     try:
         self = _new(FetchResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i error_code:h session_id:i
         (self.throttle_time_ms, self.error_code, self.session_id,) = _R_ihi(buf, pos)
@@ -2222,19 +2084,165 @@ def _read_FetchResponse_v16(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_FetchableTopicResponse_v13(buf, pos, view)
-            append(item)
+            item = _new(FetchableTopicResponse)  # FetchableTopicResponse read in this loop
+            # field: responses[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: responses[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 37 > blen - pos:
+                raise bad_count(n, 37, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: responses[]>partitions[]>partition_index:i error_code:h high_watermark:q last_stable_offset:q log_start_offset:q
+                (item1.partition_index, item1.error_code, item1.high_watermark, item1.last_stable_offset, item1.log_start_offset,) = _R_ihqqq(buf, pos)
+                pos += 30
+                # field: responses[]>partitions[]>aborted_transactions[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item1.aborted_transactions = None
+                else:
+                    if n < 0 or n * 17 > blen - pos:
+                        raise bad_count(n, 17, pos, blen)
+                    items2 = [None] * n
+                    for i_aborted_transactions in range(n):
+                        item2 = _new(AbortedTransaction)  # AbortedTransaction read in this loop
+                        # field: responses[]>partitions[]>aborted_transactions[]>producer_id:q first_offset:q
+                        (item2.producer_id, item2.first_offset,) = _R_qq(buf, pos)
+                        pos += 16
+                        # field: responses[]>partitions[]>aborted_transactions[]>tagged_fields
+                        if not buf[pos]:
+                            pos += 1
+                            item2.unknown_tags = None
+                        else:
+                            item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                        items2[i_aborted_transactions] = item2
+                    item1.aborted_transactions = tuple(items2)
+                # field: responses[]>partitions[]>preferred_read_replica:i
+                (item1.preferred_read_replica,) = _R_i(buf, pos)
+                pos += 4
+                # field: responses[]>partitions[]>records
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item1.records = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen:
+                        raise bad_length(n, pos, blen, "records")
+                    item1.records = view[pos:end]
+                    pos = end
+                item1._diverging_epoch = _ABSENT
+                item1._current_leader = _ABSENT
+                item1._snapshot_id = _ABSENT
+                # field: responses[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                    if n * 2 > blen - pos:
+                        raise bad_count(n, 2, pos, blen)
+                    unknown = None
+                    for _ in range(n):
+                        tag = buf[pos]
+                        if tag < 0x80:
+                            pos += 1
+                        else:
+                            tag, pos = read_uvarint(buf, pos)
+                        size = buf[pos]
+                        if size < 0x80:
+                            pos += 1
+                        else:
+                            size, pos = read_uvarint(buf, pos)
+                        start = pos
+                        end = pos + size
+                        if end > blen:
+                            raise bad_length(size, pos, blen, "tagged field")
+                        if tag == 0:
+                            # field: responses[]>partitions[]>diverging_epoch
+                            item1._diverging_epoch, pos = _read_EpochEndOffset_v12(buf, pos, view)
+                            if pos != end:
+                                raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
+                            # field: responses[]>partitions[]>tagged_fields
+                            continue
+                        elif tag == 1:
+                            # field: responses[]>partitions[]>current_leader
+                            item1._current_leader, pos = _read_LeaderIdAndEpoch_v12(buf, pos, view)
+                            if pos != end:
+                                raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
+                            # field: responses[]>partitions[]>tagged_fields
+                            continue
+                        elif tag == 2:
+                            # field: responses[]>partitions[]>snapshot_id
+                            item1._snapshot_id, pos = _read_SnapshotId_v12(buf, pos, view)
+                            if pos != end:
+                                raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
+                            # field: responses[]>partitions[]>tagged_fields
+                            continue
+                        if unknown is None:
+                            unknown = {}
+                        unknown[tag] = bytes(buf[pos:end])
+                        pos = end
+                    item1.unknown_tags = unknown
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic = ''
+            # field: responses[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_responses] = item
         self.responses = tuple(items)
         self.node_endpoints = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
+            n = buf[pos]
             if n < 0x80:
                 pos += 1
             else:
@@ -2273,11 +2281,10 @@ def _read_FetchResponse_v16(buf, pos, view):
                     n -= 1
                     if n < 0 or n * 11 > blen - pos:
                         raise bad_count(n, 11, pos, blen)
-                    items = []
-                    append = items.append
+                    items = [None] * n
                     for i_node_endpoints in range(n):
                         item, pos = _read_NodeEndpoint_v16(buf, pos, view)
-                        append(item)
+                        items[i_node_endpoints] = item
                     self.node_endpoints = tuple(items)
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
@@ -2392,5 +2399,5 @@ FetchResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "300:- 304:partition_index:i/error_code:h/high_watermark:q 307:records 331:- 333:partition_index:i/error_code:h/high_watermark:q 335:records 342:diverging_epoch 345:current_leader 348:snapshot_id 351:preferred_read_replica 354:unknown_tags 361:- 365:topic 373:partitions[] 391:- 393:topic 404:partitions[] 415:unknown_tags 422:- 426:responses[] 447:- 449:responses[] 460:session_id 463:node_endpoints 466:unknown_tags 473:- 477:throttle_time_ms:i 480:responses[] 500:- 502:throttle_time_ms:i 504:responses[] 515:session_id 518:node_endpoints 521:unknown_tags 528:- 531:producer_id:q/first_offset:q 540:- 542:producer_id:q/first_offset:q 544:unknown_tags 551:- 555:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q 558:aborted_transactions[] 572:records 594:- 596:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q 598:aborted_transactions[] 609:records 616:diverging_epoch 619:current_leader 622:snapshot_id 625:preferred_read_replica 628:unknown_tags 635:- 639:topic 647:partitions[] 665:- 667:topic 678:partitions[] 689:unknown_tags 696:- 700:throttle_time_ms:i 703:responses[] 723:- 725:throttle_time_ms:i 727:responses[] 738:session_id 741:node_endpoints 744:unknown_tags 751:- 755:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 758:aborted_transactions[] 772:records 793:- 795:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 797:aborted_transactions[] 808:records 815:diverging_epoch 818:current_leader 821:snapshot_id 824:preferred_read_replica 827:unknown_tags 834:- 838:topic 846:partitions[] 864:- 866:topic 877:partitions[] 888:unknown_tags 895:- 899:throttle_time_ms:i 902:responses[] 922:- 924:throttle_time_ms:i 926:responses[] 937:session_id 940:node_endpoints 943:unknown_tags 950:- 954:throttle_time_ms:i/error_code:h/session_id:i 957:responses[] 975:- 977:throttle_time_ms:i/error_code:h/session_id:i 979:responses[] 990:node_endpoints 993:unknown_tags 1000:- 1004:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1007:aborted_transactions[] 1021:preferred_read_replica:i 1024:records 1044:- 1046:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1048:aborted_transactions[] 1059:preferred_read_replica:i 1061:records 1068:diverging_epoch 1071:current_leader 1074:snapshot_id 1077:unknown_tags 1084:- 1088:topic 1096:partitions[] 1114:- 1116:topic 1127:partitions[] 1138:unknown_tags 1145:- 1149:throttle_time_ms:i/error_code:h/session_id:i 1152:responses[] 1170:- 1172:throttle_time_ms:i/error_code:h/session_id:i 1174:responses[] 1185:node_endpoints 1188:unknown_tags 1195:- 1199:producer_id:q/first_offset:q 1202:tagged_fields 1240:- 1242:producer_id:q/first_offset:q 1244:tagged_fields 1254:- 1258:epoch:i/end_offset:q 1261:tagged_fields 1299:- 1301:epoch:i/end_offset:q 1303:tagged_fields 1313:- 1317:leader_id:i/leader_epoch:i 1320:tagged_fields 1358:- 1360:leader_id:i/leader_epoch:i 1362:tagged_fields 1372:- 1376:end_offset:q/epoch:i 1379:tagged_fields 1417:- 1419:end_offset:q/epoch:i 1421:tagged_fields 1431:- 1435:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1438:aborted_transactions[] 1462:preferred_read_replica:i 1465:records 1489:tagged_fields 1518:diverging_epoch 1522:tagged_fields 1525:current_leader 1529:tagged_fields 1532:snapshot_id 1536:tagged_fields 1548:- 1550:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1552:aborted_transactions[] 1571:preferred_read_replica:i 1573:records 1589:diverging_epoch 1597:current_leader 1605:snapshot_id 1613:tagged_fields 1623:- 1627:topic 1645:partitions[] 1667:tagged_fields 1705:- 1707:topic 1726:partitions[] 1745:tagged_fields 1755:- 1759:throttle_time_ms:i/error_code:h/session_id:i 1762:responses[] 1784:tagged_fields 1822:- 1824:throttle_time_ms:i/error_code:h/session_id:i 1826:responses[] 1845:node_endpoints 1848:tagged_fields 1858:- 1862:topic_id:16s 1866:partitions[] 1888:tagged_fields 1926:- 1928:topic_id:16s 1930:partitions[] 1949:tagged_fields 1959:- 1963:throttle_time_ms:i/error_code:h/session_id:i 1966:responses[] 1988:tagged_fields 2026:- 2028:throttle_time_ms:i/error_code:h/session_id:i 2030:responses[] 2049:node_endpoints 2052:tagged_fields 2062:- 2066:node_id:i 2069:host 2087:port:i 2090:rack 2111:tagged_fields 2149:- 2151:node_id:i 2153:host 2172:port:i 2174:rack 2193:tagged_fields 2203:- 2207:throttle_time_ms:i/error_code:h/session_id:i 2210:responses[] 2232:tagged_fields 2261:node_endpoints 2284:tagged_fields 2296:- 2298:throttle_time_ms:i/error_code:h/session_id:i 2300:responses[] 2320:node_endpoints 2342:tagged_fields"
+    "301:- 303:partition_index:i/error_code:h/high_watermark:q 305:records 312:diverging_epoch 315:current_leader 318:snapshot_id 321:preferred_read_replica 324:unknown_tags 331:- 333:topic 344:partitions[] 355:unknown_tags 362:- 368:responses[] 376:responses[]>topic 384:responses[]>partitions[] 392:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q 395:responses[]>partitions[]>records 430:- 432:responses[] 443:session_id 446:node_endpoints 449:unknown_tags 456:- 462:throttle_time_ms:i 465:responses[] 473:responses[]>topic 481:responses[]>partitions[] 489:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q 492:responses[]>partitions[]>records 526:- 528:throttle_time_ms:i 530:responses[] 541:session_id 544:node_endpoints 547:unknown_tags 554:- 556:producer_id:q/first_offset:q 558:unknown_tags 565:- 567:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q 569:aborted_transactions[] 580:records 587:diverging_epoch 590:current_leader 593:snapshot_id 596:preferred_read_replica 599:unknown_tags 606:- 608:topic 619:partitions[] 630:unknown_tags 637:- 643:throttle_time_ms:i 646:responses[] 654:responses[]>topic 662:responses[]>partitions[] 670:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q 673:responses[]>partitions[]>aborted_transactions[] 684:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 690:responses[]>partitions[]>records 722:- 724:throttle_time_ms:i 726:responses[] 737:session_id 740:node_endpoints 743:unknown_tags 750:- 752:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 754:aborted_transactions[] 765:records 772:diverging_epoch 775:current_leader 778:snapshot_id 781:preferred_read_replica 784:unknown_tags 791:- 793:topic 804:partitions[] 815:unknown_tags 822:- 828:throttle_time_ms:i 831:responses[] 839:responses[]>topic 847:responses[]>partitions[] 855:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 858:responses[]>partitions[]>aborted_transactions[] 869:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 875:responses[]>partitions[]>records 906:- 908:throttle_time_ms:i 910:responses[] 921:session_id 924:node_endpoints 927:unknown_tags 934:- 940:throttle_time_ms:i/error_code:h/session_id:i 943:responses[] 951:responses[]>topic 959:responses[]>partitions[] 967:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 970:responses[]>partitions[]>aborted_transactions[] 981:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 987:responses[]>partitions[]>records 1016:- 1018:throttle_time_ms:i/error_code:h/session_id:i 1020:responses[] 1031:node_endpoints 1034:unknown_tags 1041:- 1043:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1045:aborted_transactions[] 1056:preferred_read_replica:i 1058:records 1065:diverging_epoch 1068:current_leader 1071:snapshot_id 1074:unknown_tags 1081:- 1083:topic 1094:partitions[] 1105:unknown_tags 1112:- 1118:throttle_time_ms:i/error_code:h/session_id:i 1121:responses[] 1129:responses[]>topic 1137:responses[]>partitions[] 1145:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1148:responses[]>partitions[]>aborted_transactions[] 1159:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 1165:responses[]>partitions[]>preferred_read_replica:i 1168:responses[]>partitions[]>records 1196:- 1198:throttle_time_ms:i/error_code:h/session_id:i 1200:responses[] 1211:node_endpoints 1214:unknown_tags 1221:- 1223:producer_id:q/first_offset:q 1225:tagged_fields 1235:- 1239:epoch:i/end_offset:q 1242:tagged_fields 1253:- 1255:epoch:i/end_offset:q 1257:tagged_fields 1267:- 1271:leader_id:i/leader_epoch:i 1274:tagged_fields 1285:- 1287:leader_id:i/leader_epoch:i 1289:tagged_fields 1299:- 1303:end_offset:q/epoch:i 1306:tagged_fields 1317:- 1319:end_offset:q/epoch:i 1321:tagged_fields 1331:- 1333:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1335:aborted_transactions[] 1354:preferred_read_replica:i 1356:records 1372:diverging_epoch 1380:current_leader 1388:snapshot_id 1396:tagged_fields 1406:- 1408:topic 1427:partitions[] 1446:tagged_fields 1456:- 1462:throttle_time_ms:i/error_code:h/session_id:i 1465:responses[] 1483:responses[]>topic 1499:responses[]>partitions[] 1517:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1520:responses[]>partitions[]>aborted_transactions[] 1541:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 1544:responses[]>partitions[]>aborted_transactions[]>tagged_fields 1552:responses[]>partitions[]>preferred_read_replica:i 1555:responses[]>partitions[]>records 1579:responses[]>partitions[]>tagged_fields 1608:responses[]>partitions[]>diverging_epoch 1612:responses[]>partitions[]>tagged_fields 1615:responses[]>partitions[]>current_leader 1619:responses[]>partitions[]>tagged_fields 1622:responses[]>partitions[]>snapshot_id 1626:responses[]>partitions[]>tagged_fields 1636:responses[]>tagged_fields 1645:tagged_fields 1656:- 1658:throttle_time_ms:i/error_code:h/session_id:i 1660:responses[] 1679:node_endpoints 1682:tagged_fields 1692:- 1694:topic_id:16s 1696:partitions[] 1715:tagged_fields 1725:- 1731:throttle_time_ms:i/error_code:h/session_id:i 1734:responses[] 1752:responses[]>topic_id:16s 1756:responses[]>partitions[] 1774:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1777:responses[]>partitions[]>aborted_transactions[] 1798:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 1801:responses[]>partitions[]>aborted_transactions[]>tagged_fields 1809:responses[]>partitions[]>preferred_read_replica:i 1812:responses[]>partitions[]>records 1836:responses[]>partitions[]>tagged_fields 1865:responses[]>partitions[]>diverging_epoch 1869:responses[]>partitions[]>tagged_fields 1872:responses[]>partitions[]>current_leader 1876:responses[]>partitions[]>tagged_fields 1879:responses[]>partitions[]>snapshot_id 1883:responses[]>partitions[]>tagged_fields 1893:responses[]>tagged_fields 1902:tagged_fields 1913:- 1915:throttle_time_ms:i/error_code:h/session_id:i 1917:responses[] 1936:node_endpoints 1939:tagged_fields 1949:- 1953:node_id:i 1956:host 1972:port:i 1975:rack 1998:tagged_fields 2009:- 2011:node_id:i 2013:host 2032:port:i 2034:rack 2053:tagged_fields 2063:- 2069:throttle_time_ms:i/error_code:h/session_id:i 2072:responses[] 2090:responses[]>topic_id:16s 2094:responses[]>partitions[] 2112:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 2115:responses[]>partitions[]>aborted_transactions[] 2136:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 2139:responses[]>partitions[]>aborted_transactions[]>tagged_fields 2147:responses[]>partitions[]>preferred_read_replica:i 2150:responses[]>partitions[]>records 2174:responses[]>partitions[]>tagged_fields 2203:responses[]>partitions[]>diverging_epoch 2207:responses[]>partitions[]>tagged_fields 2210:responses[]>partitions[]>current_leader 2214:responses[]>partitions[]>tagged_fields 2217:responses[]>partitions[]>snapshot_id 2221:responses[]>partitions[]>tagged_fields 2231:responses[]>tagged_fields 2240:tagged_fields 2269:node_endpoints 2291:tagged_fields 2303:- 2305:throttle_time_ms:i/error_code:h/session_id:i 2307:responses[] 2327:node_endpoints 2349:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -157,38 +158,11 @@ def _read_SnapshotId_v0(buf, pos, view):
         (self.end_offset, self.epoch,) = _R_qi(buf, pos)
         pos += 12
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -206,57 +180,6 @@ def _write_SnapshotId_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_PartitionSnapshot_v0(buf, pos, view):
-    try:
-        self = _new(PartitionSnapshot)
-        blen = len(buf)
-        # field: partition:i current_leader_epoch:i
-        (self.partition, self.current_leader_epoch,) = _R_ii(buf, pos)
-        pos += 8
-        # field: snapshot_id
-        self._snapshot_id, pos = _read_SnapshotId_v0(buf, pos, view)
-        # field: position:q
-        (self.position,) = _R_q(buf, pos)
-        pos += 8
-        self.replica_directory_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_PartitionSnapshot_v0(self, w):
@@ -278,87 +201,6 @@ def _write_PartitionSnapshot_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicSnapshot_v0(buf, pos, view):
-    try:
-        self = _new(TopicSnapshot)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 30 > blen - pos:
-            raise bad_count(n, 30, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionSnapshot_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicSnapshot_v0(self, w):
@@ -433,19 +275,75 @@ def _read_FetchSnapshotRequest_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicSnapshot_v0(buf, pos, view)
-            append(item)
+            item = _new(TopicSnapshot)  # TopicSnapshot read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 30 > blen - pos:
+                raise bad_count(n, 30, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionSnapshot)  # PartitionSnapshot read in this loop
+                # field: topics[]>partitions[]>partition:i current_leader_epoch:i
+                (item1.partition, item1.current_leader_epoch,) = _R_ii(buf, pos)
+                pos += 8
+                # field: topics[]>partitions[]>snapshot_id
+                item1._snapshot_id, pos = _read_SnapshotId_v0(buf, pos, view)
+                # field: topics[]>partitions[]>position:q
+                (item1.position,) = _R_q(buf, pos)
+                pos += 8
+                item1.replica_directory_id = ZERO_UUID
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         self.cluster_id = None
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
+            n = buf[pos]
             if n < 0x80:
                 pos += 1
             else:
@@ -471,25 +369,27 @@ def _read_FetchSnapshotRequest_v0(buf, pos, view):
                 if tag == 0:
                     # field: cluster_id
                     n = buf[pos]
-                    if n < 0x80:
-                        pos += 1
-                    elif buf[pos + 1] < 0x80:
-                        n = (n & 0x7F) | (buf[pos + 1] << 7)
-                        pos += 2
-                    elif buf[pos + 2] < 0x80:
-                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                        pos += 3
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        if n == 0:
+                            self.cluster_id = None
+                            pos += 1
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise bad_length(n - 1, pos + 1, blen, "string")
+                            self.cluster_id = str(buf[pos + 1:end], "utf-8")
+                            pos = end
                     else:
                         n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                    if n == -1:
-                        self.cluster_id = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen or n > 0x7FFF:
-                            raise bad_length(n, pos, blen, "string")
-                        self.cluster_id = str(buf[pos:end], "utf-8")
-                        pos = end
+                        n -= 1
+                        if n == -1:
+                            self.cluster_id = None
+                        else:
+                            end = pos + n
+                            if n < 0 or end > blen or n > 0x7FFF:
+                                raise bad_length(n, pos, blen, "string")
+                            self.cluster_id = str(buf[pos:end], "utf-8")
+                            pos = end
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
@@ -560,67 +460,6 @@ def _write_FetchSnapshotRequest_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_PartitionSnapshot_v1(buf, pos, view):
-    try:
-        self = _new(PartitionSnapshot)
-        blen = len(buf)
-        # field: partition:i current_leader_epoch:i
-        (self.partition, self.current_leader_epoch,) = _R_ii(buf, pos)
-        pos += 8
-        # field: snapshot_id
-        self._snapshot_id, pos = _read_SnapshotId_v0(buf, pos, view)
-        # field: position:q
-        (self.position,) = _R_q(buf, pos)
-        pos += 8
-        self.replica_directory_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if tag == 0:
-                    # field: replica_directory_id
-                    if blen < pos + 16:
-                        raise _Invalid("truncated: the buffer ends inside a uuid", pos)
-                    self.replica_directory_id = uuid_from_bytes(buf[pos:pos + 16])
-                    pos += 16
-                    if pos != end:
-                        raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
-                    # field: tagged_fields
-                    continue
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_PartitionSnapshot_v1(self, w):
     try:
         # field: partition:i current_leader_epoch:i
@@ -646,87 +485,6 @@ def _write_PartitionSnapshot_v1(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicSnapshot_v1(buf, pos, view):
-    try:
-        self = _new(TopicSnapshot)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 30 > blen - pos:
-            raise bad_count(n, 30, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionSnapshot_v1(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicSnapshot_v1(self, w):
@@ -801,19 +559,112 @@ def _read_FetchSnapshotRequest_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicSnapshot_v1(buf, pos, view)
-            append(item)
+            item = _new(TopicSnapshot)  # TopicSnapshot read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 30 > blen - pos:
+                raise bad_count(n, 30, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionSnapshot)  # PartitionSnapshot read in this loop
+                # field: topics[]>partitions[]>partition:i current_leader_epoch:i
+                (item1.partition, item1.current_leader_epoch,) = _R_ii(buf, pos)
+                pos += 8
+                # field: topics[]>partitions[]>snapshot_id
+                item1._snapshot_id, pos = _read_SnapshotId_v0(buf, pos, view)
+                # field: topics[]>partitions[]>position:q
+                (item1.position,) = _R_q(buf, pos)
+                pos += 8
+                item1.replica_directory_id = ZERO_UUID
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                    if n * 2 > blen - pos:
+                        raise bad_count(n, 2, pos, blen)
+                    unknown = None
+                    for _ in range(n):
+                        tag = buf[pos]
+                        if tag < 0x80:
+                            pos += 1
+                        else:
+                            tag, pos = read_uvarint(buf, pos)
+                        size = buf[pos]
+                        if size < 0x80:
+                            pos += 1
+                        else:
+                            size, pos = read_uvarint(buf, pos)
+                        start = pos
+                        end = pos + size
+                        if end > blen:
+                            raise bad_length(size, pos, blen, "tagged field")
+                        if tag == 0:
+                            # field: topics[]>partitions[]>replica_directory_id
+                            if blen < pos + 16:
+                                raise _Invalid("truncated: the buffer ends inside a uuid", pos)
+                            item1.replica_directory_id = uuid_from_bytes(buf[pos:pos + 16])
+                            pos += 16
+                            if pos != end:
+                                raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
+                            # field: topics[]>partitions[]>tagged_fields
+                            continue
+                        if unknown is None:
+                            unknown = {}
+                        unknown[tag] = bytes(buf[pos:end])
+                        pos = end
+                    item1.unknown_tags = unknown
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         self.cluster_id = None
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
+            n = buf[pos]
             if n < 0x80:
                 pos += 1
             else:
@@ -839,25 +690,27 @@ def _read_FetchSnapshotRequest_v1(buf, pos, view):
                 if tag == 0:
                     # field: cluster_id
                     n = buf[pos]
-                    if n < 0x80:
-                        pos += 1
-                    elif buf[pos + 1] < 0x80:
-                        n = (n & 0x7F) | (buf[pos + 1] << 7)
-                        pos += 2
-                    elif buf[pos + 2] < 0x80:
-                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                        pos += 3
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        if n == 0:
+                            self.cluster_id = None
+                            pos += 1
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise bad_length(n - 1, pos + 1, blen, "string")
+                            self.cluster_id = str(buf[pos + 1:end], "utf-8")
+                            pos = end
                     else:
                         n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                    if n == -1:
-                        self.cluster_id = None
-                    else:
-                        end = pos + n
-                        if n < 0 or end > blen or n > 0x7FFF:
-                            raise bad_length(n, pos, blen, "string")
-                        self.cluster_id = str(buf[pos:end], "utf-8")
-                        pos = end
+                        n -= 1
+                        if n == -1:
+                            self.cluster_id = None
+                        else:
+                            end = pos + n
+                            if n < 0 or end > blen or n > 0x7FFF:
+                                raise bad_length(n, pos, blen, "string")
+                            self.cluster_id = str(buf[pos:end], "utf-8")
+                            pos = end
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
@@ -937,5 +790,5 @@ FetchSnapshotRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "152:- 156:end_offset:q/epoch:i 159:tagged_fields 197:- 199:end_offset:q/epoch:i 201:tagged_fields 211:- 215:partition:i/current_leader_epoch:i 218:snapshot_id 220:position:q 224:tagged_fields 262:- 264:partition:i/current_leader_epoch:i 266:snapshot_id 271:position:q 273:tagged_fields 283:- 287:name 305:partitions[] 326:tagged_fields 364:- 366:name 385:partitions[] 404:tagged_fields 414:- 418:replica_id:i/max_bytes:i 421:topics[] 443:tagged_fields 472:cluster_id 495:tagged_fields 507:- 509:replica_id:i/max_bytes:i 511:topics[] 531:cluster_id 553:tagged_fields 563:- 567:partition:i/current_leader_epoch:i 570:snapshot_id 572:position:q 576:tagged_fields 605:replica_directory_id 612:tagged_fields 624:- 626:partition:i/current_leader_epoch:i 628:snapshot_id 633:position:q 636:replica_directory_id 641:tagged_fields 651:- 655:name 673:partitions[] 694:tagged_fields 732:- 734:name 753:partitions[] 772:tagged_fields 782:- 786:replica_id:i/max_bytes:i 789:topics[] 811:tagged_fields 840:cluster_id 863:tagged_fields 875:- 877:replica_id:i/max_bytes:i 879:topics[] 899:cluster_id 921:tagged_fields"
+    "153:- 157:end_offset:q/epoch:i 160:tagged_fields 171:- 173:end_offset:q/epoch:i 175:tagged_fields 185:- 187:partition:i/current_leader_epoch:i 189:snapshot_id 194:position:q 196:tagged_fields 206:- 208:name 227:partitions[] 246:tagged_fields 256:- 260:replica_id:i/max_bytes:i 263:topics[] 281:topics[]>name 297:topics[]>partitions[] 315:topics[]>partitions[]>partition:i/current_leader_epoch:i 318:topics[]>partitions[]>snapshot_id 320:topics[]>partitions[]>position:q 324:topics[]>partitions[]>tagged_fields 332:topics[]>tagged_fields 341:tagged_fields 370:cluster_id 395:tagged_fields 407:- 409:replica_id:i/max_bytes:i 411:topics[] 431:cluster_id 453:tagged_fields 463:- 465:partition:i/current_leader_epoch:i 467:snapshot_id 472:position:q 475:replica_directory_id 480:tagged_fields 490:- 492:name 511:partitions[] 530:tagged_fields 540:- 544:replica_id:i/max_bytes:i 547:topics[] 565:topics[]>name 581:topics[]>partitions[] 599:topics[]>partitions[]>partition:i/current_leader_epoch:i 602:topics[]>partitions[]>snapshot_id 604:topics[]>partitions[]>position:q 608:topics[]>partitions[]>tagged_fields 637:topics[]>partitions[]>replica_directory_id 644:topics[]>partitions[]>tagged_fields 653:topics[]>tagged_fields 662:tagged_fields 691:cluster_id 716:tagged_fields 728:- 730:replica_id:i/max_bytes:i 732:topics[] 752:cluster_id 774:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -223,38 +224,11 @@ def _read_SnapshotId_v0(buf, pos, view):
         (self.end_offset, self.epoch,) = _R_qi(buf, pos)
         pos += 12
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -282,38 +256,11 @@ def _read_LeaderIdAndEpoch_v0(buf, pos, view):
         (self.leader_id, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -331,82 +278,6 @@ def _write_LeaderIdAndEpoch_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_PartitionSnapshot_v0(buf, pos, view):
-    try:
-        self = _new(PartitionSnapshot)
-        blen = len(buf)
-        # field: index:i error_code:h
-        (self.index, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        # field: snapshot_id
-        self._snapshot_id, pos = _read_SnapshotId_v0(buf, pos, view)
-        # field: size:q position:q
-        (self.size, self.position,) = _R_qq(buf, pos)
-        pos += 16
-        # field: unaligned_records
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "records")
-        self.unaligned_records = view[pos:end]
-        pos = end
-        self._current_leader = _ABSENT
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if tag == 0:
-                    # field: current_leader
-                    self._current_leader, pos = _read_LeaderIdAndEpoch_v0(buf, pos, view)
-                    if pos != end:
-                        raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
-                    # field: tagged_fields
-                    continue
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_PartitionSnapshot_v0(self, w):
@@ -452,87 +323,6 @@ def _write_PartitionSnapshot_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicSnapshot_v0(buf, pos, view):
-    try:
-        self = _new(TopicSnapshot)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 37 > blen - pos:
-            raise bad_count(n, 37, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionSnapshot_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicSnapshot_v0(self, w):
@@ -588,6 +378,8 @@ def _write_TopicSnapshot_v0(self, w):
 def _read_FetchSnapshotResponse_v0(buf, pos, view):
     try:
         self = _new(FetchSnapshotResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
@@ -607,46 +399,127 @@ def _read_FetchSnapshotResponse_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicSnapshot_v0(buf, pos, view)
-            append(item)
+            item = _new(TopicSnapshot)  # TopicSnapshot read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 37 > blen - pos:
+                raise bad_count(n, 37, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionSnapshot)  # PartitionSnapshot read in this loop
+                # field: topics[]>partitions[]>index:i error_code:h
+                (item1.index, item1.error_code,) = _R_ih(buf, pos)
+                pos += 6
+                # field: topics[]>partitions[]>snapshot_id
+                item1._snapshot_id, pos = _read_SnapshotId_v0(buf, pos, view)
+                # field: topics[]>partitions[]>size:q position:q
+                (item1.size, item1.position,) = _R_qq(buf, pos)
+                pos += 16
+                # field: topics[]>partitions[]>unaligned_records
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen:
+                    raise bad_length(n, pos, blen, "records")
+                item1.unaligned_records = view[pos:end]
+                pos = end
+                item1._current_leader = _ABSENT
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                    if n * 2 > blen - pos:
+                        raise bad_count(n, 2, pos, blen)
+                    unknown = None
+                    for _ in range(n):
+                        tag = buf[pos]
+                        if tag < 0x80:
+                            pos += 1
+                        else:
+                            tag, pos = read_uvarint(buf, pos)
+                        size = buf[pos]
+                        if size < 0x80:
+                            pos += 1
+                        else:
+                            size, pos = read_uvarint(buf, pos)
+                        start = pos
+                        end = pos + size
+                        if end > blen:
+                            raise bad_length(size, pos, blen, "tagged field")
+                        if tag == 0:
+                            # field: topics[]>partitions[]>current_leader
+                            item1._current_leader, pos = _read_LeaderIdAndEpoch_v0(buf, pos, view)
+                            if pos != end:
+                                raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
+                            # field: topics[]>partitions[]>tagged_fields
+                            continue
+                        if unknown is None:
+                            unknown = {}
+                        unknown[tag] = bytes(buf[pos:end])
+                        pos = end
+                    item1.unknown_tags = unknown
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         self.node_endpoints = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -697,58 +570,29 @@ def _read_NodeEndpoint_v1(buf, pos, view):
         pos += 4
         # field: host
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.host = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.host = str(buf[pos:end], "utf-8")
+            pos = end
         # field: port:H
         (self.port,) = _R_H(buf, pos)
         pos += 2
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -792,6 +636,8 @@ def _write_NodeEndpoint_v1(self, w):
 def _read_FetchSnapshotResponse_v1(buf, pos, view):
     try:
         self = _new(FetchSnapshotResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
@@ -811,19 +657,127 @@ def _read_FetchSnapshotResponse_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicSnapshot_v0(buf, pos, view)
-            append(item)
+            item = _new(TopicSnapshot)  # TopicSnapshot read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 37 > blen - pos:
+                raise bad_count(n, 37, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionSnapshot)  # PartitionSnapshot read in this loop
+                # field: topics[]>partitions[]>index:i error_code:h
+                (item1.index, item1.error_code,) = _R_ih(buf, pos)
+                pos += 6
+                # field: topics[]>partitions[]>snapshot_id
+                item1._snapshot_id, pos = _read_SnapshotId_v0(buf, pos, view)
+                # field: topics[]>partitions[]>size:q position:q
+                (item1.size, item1.position,) = _R_qq(buf, pos)
+                pos += 16
+                # field: topics[]>partitions[]>unaligned_records
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen:
+                    raise bad_length(n, pos, blen, "records")
+                item1.unaligned_records = view[pos:end]
+                pos = end
+                item1._current_leader = _ABSENT
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                    if n * 2 > blen - pos:
+                        raise bad_count(n, 2, pos, blen)
+                    unknown = None
+                    for _ in range(n):
+                        tag = buf[pos]
+                        if tag < 0x80:
+                            pos += 1
+                        else:
+                            tag, pos = read_uvarint(buf, pos)
+                        size = buf[pos]
+                        if size < 0x80:
+                            pos += 1
+                        else:
+                            size, pos = read_uvarint(buf, pos)
+                        start = pos
+                        end = pos + size
+                        if end > blen:
+                            raise bad_length(size, pos, blen, "tagged field")
+                        if tag == 0:
+                            # field: topics[]>partitions[]>current_leader
+                            item1._current_leader, pos = _read_LeaderIdAndEpoch_v0(buf, pos, view)
+                            if pos != end:
+                                raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
+                            # field: topics[]>partitions[]>tagged_fields
+                            continue
+                        if unknown is None:
+                            unknown = {}
+                        unknown[tag] = bytes(buf[pos:end])
+                        pos = end
+                    item1.unknown_tags = unknown
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         self.node_endpoints = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
+            n = buf[pos]
             if n < 0x80:
                 pos += 1
             else:
@@ -862,11 +816,10 @@ def _read_FetchSnapshotResponse_v1(buf, pos, view):
                     n -= 1
                     if n < 0 or n * 8 > blen - pos:
                         raise bad_count(n, 8, pos, blen)
-                    items = []
-                    append = items.append
+                    items = [None] * n
                     for i_node_endpoints in range(n):
                         item, pos = _read_NodeEndpoint_v1(buf, pos, view)
-                        append(item)
+                        items[i_node_endpoints] = item
                     self.node_endpoints = tuple(items)
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
@@ -947,5 +900,5 @@ FetchSnapshotResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "218:- 222:end_offset:q/epoch:i 225:tagged_fields 263:- 265:end_offset:q/epoch:i 267:tagged_fields 277:- 281:leader_id:i/leader_epoch:i 284:tagged_fields 322:- 324:leader_id:i/leader_epoch:i 326:tagged_fields 336:- 340:index:i/error_code:h 343:snapshot_id 345:size:q/position:q 348:unaligned_records 367:tagged_fields 396:current_leader 400:tagged_fields 412:- 414:index:i/error_code:h 416:snapshot_id 421:size:q/position:q 423:unaligned_records 439:current_leader 447:tagged_fields 457:- 461:name 479:partitions[] 500:tagged_fields 538:- 540:name 559:partitions[] 578:tagged_fields 588:- 592:throttle_time_ms:i/error_code:h 595:topics[] 617:tagged_fields 655:- 657:throttle_time_ms:i/error_code:h 659:topics[] 678:node_endpoints 681:tagged_fields 691:- 695:node_id:i 698:host 716:port:H 719:tagged_fields 757:- 759:node_id:i 761:host 780:port:H 782:tagged_fields 792:- 796:throttle_time_ms:i/error_code:h 799:topics[] 821:tagged_fields 850:node_endpoints 873:tagged_fields 885:- 887:throttle_time_ms:i/error_code:h 889:topics[] 909:node_endpoints 931:tagged_fields"
+    "219:- 223:end_offset:q/epoch:i 226:tagged_fields 237:- 239:end_offset:q/epoch:i 241:tagged_fields 251:- 255:leader_id:i/leader_epoch:i 258:tagged_fields 269:- 271:leader_id:i/leader_epoch:i 273:tagged_fields 283:- 285:index:i/error_code:h 287:snapshot_id 292:size:q/position:q 294:unaligned_records 310:current_leader 318:tagged_fields 328:- 330:name 349:partitions[] 368:tagged_fields 378:- 384:throttle_time_ms:i/error_code:h 387:topics[] 405:topics[]>name 421:topics[]>partitions[] 439:topics[]>partitions[]>index:i/error_code:h 442:topics[]>partitions[]>snapshot_id 444:topics[]>partitions[]>size:q/position:q 447:topics[]>partitions[]>unaligned_records 466:topics[]>partitions[]>tagged_fields 495:topics[]>partitions[]>current_leader 499:topics[]>partitions[]>tagged_fields 508:topics[]>tagged_fields 517:tagged_fields 528:- 530:throttle_time_ms:i/error_code:h 532:topics[] 551:node_endpoints 554:tagged_fields 564:- 568:node_id:i 571:host 587:port:H 590:tagged_fields 601:- 603:node_id:i 605:host 624:port:H 626:tagged_fields 636:- 642:throttle_time_ms:i/error_code:h 645:topics[] 663:topics[]>name 679:topics[]>partitions[] 697:topics[]>partitions[]>index:i/error_code:h 700:topics[]>partitions[]>snapshot_id 702:topics[]>partitions[]>size:q/position:q 705:topics[]>partitions[]>unaligned_records 724:topics[]>partitions[]>tagged_fields 753:topics[]>partitions[]>current_leader 757:topics[]>partitions[]>tagged_fields 766:topics[]>tagged_fields 775:tagged_fields 804:node_endpoints 826:tagged_fields 838:- 840:throttle_time_ms:i/error_code:h 842:topics[] 862:node_endpoints 884:tagged_fields"
 )

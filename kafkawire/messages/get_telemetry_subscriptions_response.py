@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -24,6 +25,7 @@ _R_ii_ = _Format(">ii?").unpack_from
 _W_ii_ = _Format(">ii?").pack
 _ARRAY_b = fixed_array_reader("b")
 _ARRAYW_b = fixed_array_writer("b")
+_ARRAYC_b = compact_array_reader("b")
 
 
 class GetTelemetrySubscriptionsResponse(_Message):
@@ -86,21 +88,16 @@ def _read_GetTelemetrySubscriptionsResponse_v0(buf, pos, view):
         pos += 26
         # field: accepted_compression_types
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+            self.accepted_compression_types = _ARRAYC_b[n](buf, pos + 1)
+            pos += n
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 1, pos, blen)
-        self.accepted_compression_types = _ARRAY_b[n](buf, pos)
-        pos += n * 1
+            n -= 1
+            if n < 0:
+                raise bad_count(n, 1, pos, blen)
+            self.accepted_compression_types = _ARRAY_b[n](buf, pos)
+            pos += n * 1
         # field: push_interval_ms:i telemetry_max_bytes:i delta_temporality:?
         (self.push_interval_ms, self.telemetry_max_bytes, self.delta_temporality,) = _R_ii_(buf, pos)
         pos += 9
@@ -119,61 +116,31 @@ def _read_GetTelemetrySubscriptionsResponse_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 1 > blen - pos:
             raise bad_count(n, 1, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_requested_metrics in range(n):
             n = buf[pos]
-            if n < 0x80:
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                n = (n & 0x7F) | (buf[pos + 1] << 7)
-                pos += 2
-            elif buf[pos + 2] < 0x80:
-                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                pos += 3
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item = str(buf[pos + 1:end], "utf-8")
+                pos = end
             else:
                 n, pos = read_uvarint(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            item = str(buf[pos:end], "utf-8")
-            pos = end
-            append(item)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item = str(buf[pos:end], "utf-8")
+                pos = end
+            items[i_requested_metrics] = item
         self.requested_metrics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -250,5 +217,5 @@ GetTelemetrySubscriptionsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "79:- 83:throttle_time_ms:i/error_code:h/client_instance_id:16s/subscription_id:i 87:accepted_compression_types 104:push_interval_ms:i/telemetry_max_bytes:i/delta_temporality:? 107:requested_metrics[] 144:tagged_fields 182:- 184:throttle_time_ms:i/error_code:h/client_instance_id:16s/subscription_id:i 186:accepted_compression_types 201:push_interval_ms:i/telemetry_max_bytes:i/delta_temporality:? 203:requested_metrics[] 236:tagged_fields"
+    "81:- 85:throttle_time_ms:i/error_code:h/client_instance_id:16s/subscription_id:i 89:accepted_compression_types 101:push_interval_ms:i/telemetry_max_bytes:i/delta_temporality:? 104:requested_metrics[] 138:tagged_fields 149:- 151:throttle_time_ms:i/error_code:h/client_instance_id:16s/subscription_id:i 153:accepted_compression_types 168:push_interval_ms:i/telemetry_max_bytes:i/delta_temporality:? 170:requested_metrics[] 203:tagged_fields"
 )

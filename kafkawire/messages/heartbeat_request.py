@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -211,97 +212,68 @@ def _read_HeartbeatRequest_v4(buf, pos, view):
         blen = len(buf)
         # field: group_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.group_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.group_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: generation_id:i
         (self.generation_id,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.member_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_instance_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.group_instance_id = None
-        else:
+            n -= 1
             end = pos + n
             if n < 0 or end > blen or n > 0x7FFF:
                 raise bad_length(n, pos, blen, "string")
-            self.group_instance_id = str(buf[pos:end], "utf-8")
+            self.member_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: tagged_fields
+        # field: group_instance_id
         n = buf[pos]
-        if n == 0:
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.group_instance_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.group_instance_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+        else:
+            n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n == -1:
+                self.group_instance_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.group_instance_id = str(buf[pos:end], "utf-8")
+                pos = end
+        # field: tagged_fields
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -393,5 +365,5 @@ HeartbeatRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "58:- 62:group_id 70:generation_id:i 73:member_id 88:- 90:group_id 101:generation_id:i 103:member_id 114:group_instance_id 117:unknown_tags 124:- 128:group_id 136:generation_id:i 139:member_id 147:group_instance_id 164:- 166:group_id 177:generation_id:i 179:member_id 190:group_instance_id 201:unknown_tags 208:- 212:group_id 230:generation_id:i 233:member_id 251:group_instance_id 272:tagged_fields 310:- 312:group_id 331:generation_id:i 333:member_id 352:group_instance_id 371:tagged_fields"
+    "59:- 63:group_id 71:generation_id:i 74:member_id 89:- 91:group_id 102:generation_id:i 104:member_id 115:group_instance_id 118:unknown_tags 125:- 129:group_id 137:generation_id:i 140:member_id 148:group_instance_id 165:- 167:group_id 178:generation_id:i 180:member_id 191:group_instance_id 202:unknown_tags 209:- 213:group_id 229:generation_id:i 232:member_id 248:group_instance_id 271:tagged_fields 282:- 284:group_id 303:generation_id:i 305:member_id 324:group_instance_id 343:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -111,38 +112,6 @@ IncrementalAlterConfigsRequest.AlterableConfig = AlterableConfig
 
 
 
-def _read_AlterableConfig_v0(buf, pos, view):
-    try:
-        self = _new(AlterableConfig)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: config_operation:b
-        (self.config_operation,) = _R_b(buf, pos)
-        pos += 1
-        # field: value
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.value = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.value = str(buf[pos:end], "utf-8")
-            pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_AlterableConfig_v0(self, w):
     try:
         # field: name
@@ -174,38 +143,6 @@ def _write_AlterableConfig_v0(self, w):
             raise tags_not_supported("AlterableConfig")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AlterConfigsResource_v0(buf, pos, view):
-    try:
-        self = _new(AlterConfigsResource)
-        blen = len(buf)
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: configs[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 5 > blen - pos:
-            raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
-        for i_configs in range(n):
-            item, pos = _read_AlterableConfig_v0(buf, pos, view)
-            append(item)
-        self.configs = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AlterConfigsResource_v0(self, w):
@@ -250,11 +187,55 @@ def _read_IncrementalAlterConfigsRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 7 > blen - pos:
             raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_resources in range(n):
-            item, pos = _read_AlterConfigsResource_v0(buf, pos, view)
-            append(item)
+            item = _new(AlterConfigsResource)  # AlterConfigsResource read in this loop
+            # field: resources[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: resources[]>resource_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.resource_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: resources[]>configs[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 5 > blen - pos:
+                raise bad_count(n, 5, pos, blen)
+            items1 = [None] * n
+            for i_configs in range(n):
+                item1 = _new(AlterableConfig)  # AlterableConfig read in this loop
+                # field: resources[]>configs[]>name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.name = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: resources[]>configs[]>config_operation:b
+                (item1.config_operation,) = _R_b(buf, pos)
+                pos += 1
+                # field: resources[]>configs[]>value
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.value = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.value = str(buf[pos:end], "utf-8")
+                    pos = end
+                item1.unknown_tags = None
+                items1[i_configs] = item1
+            item.configs = tuple(items1)
+            item.unknown_tags = None
+            items[i_resources] = item
         self.resources = tuple(items)
         # field: validate_only:?
         (self.validate_only,) = _R__(buf, pos)
@@ -285,90 +266,6 @@ def _write_IncrementalAlterConfigsRequest_v0(self, w):
             raise tags_not_supported("IncrementalAlterConfigsRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AlterableConfig_v1(buf, pos, view):
-    try:
-        self = _new(AlterableConfig)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: config_operation:b
-        (self.config_operation,) = _R_b(buf, pos)
-        pos += 1
-        # field: value
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.value = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.value = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AlterableConfig_v1(self, w):
@@ -421,90 +318,6 @@ def _write_AlterableConfig_v1(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AlterConfigsResource_v1(buf, pos, view):
-    try:
-        self = _new(AlterConfigsResource)
-        blen = len(buf)
-        # field: resource_type:b
-        (self.resource_type,) = _R_b(buf, pos)
-        pos += 1
-        # field: resource_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.resource_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: configs[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 4 > blen - pos:
-            raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
-        for i_configs in range(n):
-            item, pos = _read_AlterableConfig_v1(buf, pos, view)
-            append(item)
-        self.configs = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AlterConfigsResource_v1(self, w):
@@ -578,48 +391,113 @@ def _read_IncrementalAlterConfigsRequest_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 4 > blen - pos:
             raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_resources in range(n):
-            item, pos = _read_AlterConfigsResource_v1(buf, pos, view)
-            append(item)
+            item = _new(AlterConfigsResource)  # AlterConfigsResource read in this loop
+            # field: resources[]>resource_type:b
+            (item.resource_type,) = _R_b(buf, pos)
+            pos += 1
+            # field: resources[]>resource_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.resource_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.resource_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: resources[]>configs[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 4 > blen - pos:
+                raise bad_count(n, 4, pos, blen)
+            items1 = [None] * n
+            for i_configs in range(n):
+                item1 = _new(AlterableConfig)  # AlterableConfig read in this loop
+                # field: resources[]>configs[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: resources[]>configs[]>config_operation:b
+                (item1.config_operation,) = _R_b(buf, pos)
+                pos += 1
+                # field: resources[]>configs[]>value
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.value = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.value = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.value = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.value = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: resources[]>configs[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_configs] = item1
+            item.configs = tuple(items1)
+            # field: resources[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_resources] = item
         self.resources = tuple(items)
         # field: validate_only:?
         (self.validate_only,) = _R__(buf, pos)
         pos += 1
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -667,5 +545,5 @@ IncrementalAlterConfigsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "114:- 118:name 126:config_operation:b 129:value 146:- 148:name 159:config_operation:b 161:value 172:unknown_tags 179:- 183:resource_type:b 186:resource_name 194:configs[] 211:- 213:resource_type:b 215:resource_name 226:configs[] 237:unknown_tags 244:- 248:resources[] 259:validate_only:? 268:- 270:resources[] 281:validate_only:? 283:unknown_tags 290:- 294:name 312:config_operation:b 315:value 336:tagged_fields 374:- 376:name 395:config_operation:b 397:value 416:tagged_fields 426:- 430:resource_type:b 433:resource_name 451:configs[] 472:tagged_fields 510:- 512:resource_type:b 514:resource_name 533:configs[] 552:tagged_fields 562:- 566:resources[] 587:validate_only:? 590:tagged_fields 628:- 630:resources[] 649:validate_only:? 651:tagged_fields"
+    "115:- 117:name 128:config_operation:b 130:value 141:unknown_tags 148:- 150:resource_type:b 152:resource_name 163:configs[] 174:unknown_tags 181:- 185:resources[] 193:resources[]>resource_type:b 196:resources[]>resource_name 204:resources[]>configs[] 212:resources[]>configs[]>name 220:resources[]>configs[]>config_operation:b 223:resources[]>configs[]>value 240:validate_only:? 249:- 251:resources[] 262:validate_only:? 264:unknown_tags 271:- 273:name 292:config_operation:b 294:value 313:tagged_fields 323:- 325:resource_type:b 327:resource_name 346:configs[] 365:tagged_fields 375:- 379:resources[] 397:resources[]>resource_type:b 400:resources[]>resource_name 416:resources[]>configs[] 434:resources[]>configs[]>name 450:resources[]>configs[]>config_operation:b 453:resources[]>configs[]>value 476:resources[]>configs[]>tagged_fields 484:resources[]>tagged_fields 492:validate_only:? 495:tagged_fields 506:- 508:resources[] 527:validate_only:? 529:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -95,32 +96,6 @@ JoinGroupRequest.JoinGroupRequestProtocol = JoinGroupRequestProtocol
 
 
 
-def _read_JoinGroupRequestProtocol_v0(buf, pos, view):
-    try:
-        self = _new(JoinGroupRequestProtocol)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: metadata
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.metadata = view[pos:end]
-        pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_JoinGroupRequestProtocol_v0(self, w):
     try:
         # field: name
@@ -151,6 +126,8 @@ def _write_JoinGroupRequestProtocol_v0(self, w):
 def _read_JoinGroupRequest_v0(buf, pos, view):
     try:
         self = _new(JoinGroupRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: group_id
         n = _R_h(buf, pos)[0]
@@ -184,11 +161,27 @@ def _read_JoinGroupRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_protocols in range(n):
-            item, pos = _read_JoinGroupRequestProtocol_v0(buf, pos, view)
-            append(item)
+            item = _new(JoinGroupRequestProtocol)  # JoinGroupRequestProtocol read in this loop
+            # field: protocols[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: protocols[]>metadata
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.metadata = view[pos:end]
+            pos = end
+            item.unknown_tags = None
+            items[i_protocols] = item
         self.protocols = tuple(items)
         self.rebalance_timeout_ms = -1
         self.group_instance_id = None
@@ -260,6 +253,8 @@ def _write_JoinGroupRequest_v0(self, w):
 def _read_JoinGroupRequest_v1(buf, pos, view):
     try:
         self = _new(JoinGroupRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: group_id
         n = _R_h(buf, pos)[0]
@@ -293,11 +288,27 @@ def _read_JoinGroupRequest_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_protocols in range(n):
-            item, pos = _read_JoinGroupRequestProtocol_v0(buf, pos, view)
-            append(item)
+            item = _new(JoinGroupRequestProtocol)  # JoinGroupRequestProtocol read in this loop
+            # field: protocols[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: protocols[]>metadata
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.metadata = view[pos:end]
+            pos = end
+            item.unknown_tags = None
+            items[i_protocols] = item
         self.protocols = tuple(items)
         self.group_instance_id = None
         self.reason = None
@@ -368,6 +379,8 @@ def _write_JoinGroupRequest_v1(self, w):
 def _read_JoinGroupRequest_v5(buf, pos, view):
     try:
         self = _new(JoinGroupRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: group_id
         n = _R_h(buf, pos)[0]
@@ -412,11 +425,27 @@ def _read_JoinGroupRequest_v5(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_protocols in range(n):
-            item, pos = _read_JoinGroupRequestProtocol_v0(buf, pos, view)
-            append(item)
+            item = _new(JoinGroupRequestProtocol)  # JoinGroupRequestProtocol read in this loop
+            # field: protocols[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: protocols[]>metadata
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.metadata = view[pos:end]
+            pos = end
+            item.unknown_tags = None
+            items[i_protocols] = item
         self.protocols = tuple(items)
         self.reason = None
         self.unknown_tags = None
@@ -491,84 +520,6 @@ def _write_JoinGroupRequest_v5(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_JoinGroupRequestProtocol_v6(buf, pos, view):
-    try:
-        self = _new(JoinGroupRequestProtocol)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: metadata
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.metadata = view[pos:end]
-        pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_JoinGroupRequestProtocol_v6(self, w):
     try:
         # field: name
@@ -618,85 +569,83 @@ def _write_JoinGroupRequestProtocol_v6(self, w):
 def _read_JoinGroupRequest_v6(buf, pos, view):
     try:
         self = _new(JoinGroupRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: group_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.group_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.group_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: session_timeout_ms:i rebalance_timeout_ms:i
         (self.session_timeout_ms, self.rebalance_timeout_ms,) = _R_ii(buf, pos)
         pos += 8
         # field: member_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.member_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_instance_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.group_instance_id = None
-        else:
+            n -= 1
             end = pos + n
             if n < 0 or end > blen or n > 0x7FFF:
                 raise bad_length(n, pos, blen, "string")
-            self.group_instance_id = str(buf[pos:end], "utf-8")
+            self.member_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: protocol_type
+        # field: group_instance_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.group_instance_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.group_instance_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.protocol_type = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            if n == -1:
+                self.group_instance_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.group_instance_id = str(buf[pos:end], "utf-8")
+                pos = end
+        # field: protocol_type
+        n = buf[pos]
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.protocol_type = str(buf[pos + 1:end], "utf-8")
+            pos = end
+        else:
+            n, pos = read_uvarint(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.protocol_type = str(buf[pos:end], "utf-8")
+            pos = end
         # field: protocols[]
         n = buf[pos]
         if n < 0x80:
@@ -712,46 +661,58 @@ def _read_JoinGroupRequest_v6(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_protocols in range(n):
-            item, pos = _read_JoinGroupRequestProtocol_v6(buf, pos, view)
-            append(item)
+            item = _new(JoinGroupRequestProtocol)  # JoinGroupRequestProtocol read in this loop
+            # field: protocols[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: protocols[]>metadata
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.metadata = view[pos:end]
+            pos = end
+            # field: protocols[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_protocols] = item
         self.protocols = tuple(items)
         self.reason = None
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -869,85 +830,83 @@ def _write_JoinGroupRequest_v6(self, w):
 def _read_JoinGroupRequest_v8(buf, pos, view):
     try:
         self = _new(JoinGroupRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: group_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.group_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.group_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: session_timeout_ms:i rebalance_timeout_ms:i
         (self.session_timeout_ms, self.rebalance_timeout_ms,) = _R_ii(buf, pos)
         pos += 8
         # field: member_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.member_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_instance_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.group_instance_id = None
-        else:
+            n -= 1
             end = pos + n
             if n < 0 or end > blen or n > 0x7FFF:
                 raise bad_length(n, pos, blen, "string")
-            self.group_instance_id = str(buf[pos:end], "utf-8")
+            self.member_id = str(buf[pos:end], "utf-8")
             pos = end
-        # field: protocol_type
+        # field: group_instance_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.group_instance_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.group_instance_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.protocol_type = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            if n == -1:
+                self.group_instance_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.group_instance_id = str(buf[pos:end], "utf-8")
+                pos = end
+        # field: protocol_type
+        n = buf[pos]
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.protocol_type = str(buf[pos + 1:end], "utf-8")
+            pos = end
+        else:
+            n, pos = read_uvarint(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.protocol_type = str(buf[pos:end], "utf-8")
+            pos = end
         # field: protocols[]
         n = buf[pos]
         if n < 0x80:
@@ -963,66 +922,80 @@ def _read_JoinGroupRequest_v8(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_protocols in range(n):
-            item, pos = _read_JoinGroupRequestProtocol_v6(buf, pos, view)
-            append(item)
+            item = _new(JoinGroupRequestProtocol)  # JoinGroupRequestProtocol read in this loop
+            # field: protocols[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: protocols[]>metadata
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.metadata = view[pos:end]
+            pos = end
+            # field: protocols[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_protocols] = item
         self.protocols = tuple(items)
         # field: reason
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.reason = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.reason = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.reason = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.reason = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.reason = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.reason = str(buf[pos:end], "utf-8")
+                pos = end
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1181,5 +1154,5 @@ JoinGroupRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "98:- 102:name 110:metadata 124:- 126:name 137:metadata 144:unknown_tags 151:- 155:group_id 163:session_timeout_ms:i 166:member_id 174:protocol_type 182:protocols[] 202:- 204:group_id 215:session_timeout_ms:i 217:member_id 228:protocol_type 239:protocols[] 250:group_instance_id 253:unknown_tags 260:- 264:group_id 272:session_timeout_ms:i/rebalance_timeout_ms:i 275:member_id 283:protocol_type 291:protocols[] 310:- 312:group_id 323:session_timeout_ms:i/rebalance_timeout_ms:i 325:member_id 336:protocol_type 347:protocols[] 358:group_instance_id 361:unknown_tags 368:- 372:group_id 380:session_timeout_ms:i/rebalance_timeout_ms:i 383:member_id 391:group_instance_id 402:protocol_type 410:protocols[] 428:- 430:group_id 441:session_timeout_ms:i/rebalance_timeout_ms:i 443:member_id 454:group_instance_id 465:protocol_type 476:protocols[] 487:unknown_tags 494:- 498:name 516:metadata 534:tagged_fields 572:- 574:name 593:metadata 608:tagged_fields 618:- 622:group_id 640:session_timeout_ms:i/rebalance_timeout_ms:i 643:member_id 661:group_instance_id 682:protocol_type 700:protocols[] 722:tagged_fields 760:- 762:group_id 781:session_timeout_ms:i/rebalance_timeout_ms:i 783:member_id 802:group_instance_id 821:protocol_type 840:protocols[] 859:tagged_fields 869:- 873:group_id 891:session_timeout_ms:i/rebalance_timeout_ms:i 894:member_id 912:group_instance_id 933:protocol_type 951:protocols[] 972:reason 993:tagged_fields 1031:- 1033:group_id 1052:session_timeout_ms:i/rebalance_timeout_ms:i 1054:member_id 1073:group_instance_id 1092:protocol_type 1111:protocols[] 1130:reason 1149:tagged_fields"
+    "99:- 101:name 112:metadata 119:unknown_tags 126:- 132:group_id 140:session_timeout_ms:i 143:member_id 151:protocol_type 159:protocols[] 167:protocols[]>name 175:protocols[]>metadata 195:- 197:group_id 208:session_timeout_ms:i 210:member_id 221:protocol_type 232:protocols[] 243:group_instance_id 246:unknown_tags 253:- 259:group_id 267:session_timeout_ms:i/rebalance_timeout_ms:i 270:member_id 278:protocol_type 286:protocols[] 294:protocols[]>name 302:protocols[]>metadata 321:- 323:group_id 334:session_timeout_ms:i/rebalance_timeout_ms:i 336:member_id 347:protocol_type 358:protocols[] 369:group_instance_id 372:unknown_tags 379:- 385:group_id 393:session_timeout_ms:i/rebalance_timeout_ms:i 396:member_id 404:group_instance_id 415:protocol_type 423:protocols[] 431:protocols[]>name 439:protocols[]>metadata 457:- 459:group_id 470:session_timeout_ms:i/rebalance_timeout_ms:i 472:member_id 483:group_instance_id 494:protocol_type 505:protocols[] 516:unknown_tags 523:- 525:name 544:metadata 559:tagged_fields 569:- 575:group_id 591:session_timeout_ms:i/rebalance_timeout_ms:i 594:member_id 610:group_instance_id 633:protocol_type 649:protocols[] 667:protocols[]>name 683:protocols[]>metadata 701:protocols[]>tagged_fields 710:tagged_fields 721:- 723:group_id 742:session_timeout_ms:i/rebalance_timeout_ms:i 744:member_id 763:group_instance_id 782:protocol_type 801:protocols[] 820:tagged_fields 830:- 836:group_id 852:session_timeout_ms:i/rebalance_timeout_ms:i 855:member_id 871:group_instance_id 894:protocol_type 910:protocols[] 928:protocols[]>name 944:protocols[]>metadata 962:protocols[]>tagged_fields 970:reason 993:tagged_fields 1004:- 1006:group_id 1025:session_timeout_ms:i/rebalance_timeout_ms:i 1027:member_id 1046:group_instance_id 1065:protocol_type 1084:protocols[] 1103:reason 1122:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -105,33 +106,6 @@ JoinGroupResponse.JoinGroupResponseMember = JoinGroupResponseMember
 
 
 
-def _read_JoinGroupResponseMember_v0(buf, pos, view):
-    try:
-        self = _new(JoinGroupResponseMember)
-        blen = len(buf)
-        # field: member_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: metadata
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.metadata = view[pos:end]
-        pos = end
-        self.group_instance_id = None
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_JoinGroupResponseMember_v0(self, w):
     try:
         # field: member_id
@@ -162,6 +136,8 @@ def _write_JoinGroupResponseMember_v0(self, w):
 def _read_JoinGroupResponse_v0(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: error_code:h generation_id:i
         (self.error_code, self.generation_id,) = _R_hi(buf, pos)
@@ -195,11 +171,28 @@ def _read_JoinGroupResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_members in range(n):
-            item, pos = _read_JoinGroupResponseMember_v0(buf, pos, view)
-            append(item)
+            item = _new(JoinGroupResponseMember)  # JoinGroupResponseMember read in this loop
+            # field: members[]>member_id
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.member_id = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: members[]>metadata
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.metadata = view[pos:end]
+            pos = end
+            item.group_instance_id = None
+            item.unknown_tags = None
+            items[i_members] = item
         self.members = tuple(items)
         self.throttle_time_ms = 0
         self.protocol_type = None
@@ -271,6 +264,8 @@ def _write_JoinGroupResponse_v0(self, w):
 def _read_JoinGroupResponse_v2(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i error_code:h generation_id:i
         (self.throttle_time_ms, self.error_code, self.generation_id,) = _R_ihi(buf, pos)
@@ -304,11 +299,28 @@ def _read_JoinGroupResponse_v2(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_members in range(n):
-            item, pos = _read_JoinGroupResponseMember_v0(buf, pos, view)
-            append(item)
+            item = _new(JoinGroupResponseMember)  # JoinGroupResponseMember read in this loop
+            # field: members[]>member_id
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.member_id = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: members[]>metadata
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.metadata = view[pos:end]
+            pos = end
+            item.group_instance_id = None
+            item.unknown_tags = None
+            items[i_members] = item
         self.members = tuple(items)
         self.protocol_type = None
         self.skip_assignment = False
@@ -376,43 +388,6 @@ def _write_JoinGroupResponse_v2(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_JoinGroupResponseMember_v5(buf, pos, view):
-    try:
-        self = _new(JoinGroupResponseMember)
-        blen = len(buf)
-        # field: member_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_instance_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.group_instance_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.group_instance_id = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: metadata
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.metadata = view[pos:end]
-        pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_JoinGroupResponseMember_v5(self, w):
     try:
         # field: member_id
@@ -454,6 +429,8 @@ def _write_JoinGroupResponseMember_v5(self, w):
 def _read_JoinGroupResponse_v5(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i error_code:h generation_id:i
         (self.throttle_time_ms, self.error_code, self.generation_id,) = _R_ihi(buf, pos)
@@ -487,11 +464,38 @@ def _read_JoinGroupResponse_v5(buf, pos, view):
         pos += 4
         if n < 0 or n * 8 > blen - pos:
             raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_members in range(n):
-            item, pos = _read_JoinGroupResponseMember_v5(buf, pos, view)
-            append(item)
+            item = _new(JoinGroupResponseMember)  # JoinGroupResponseMember read in this loop
+            # field: members[]>member_id
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.member_id = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: members[]>group_instance_id
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.group_instance_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.group_instance_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: members[]>metadata
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.metadata = view[pos:end]
+            pos = end
+            item.unknown_tags = None
+            items[i_members] = item
         self.members = tuple(items)
         self.protocol_type = None
         self.skip_assignment = False
@@ -557,105 +561,6 @@ def _write_JoinGroupResponse_v5(self, w):
             raise tags_not_supported("JoinGroupResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_JoinGroupResponseMember_v6(buf, pos, view):
-    try:
-        self = _new(JoinGroupResponseMember)
-        blen = len(buf)
-        # field: member_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_instance_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.group_instance_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.group_instance_id = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: metadata
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.metadata = view[pos:end]
-        pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_JoinGroupResponseMember_v6(self, w):
@@ -726,64 +631,60 @@ def _write_JoinGroupResponseMember_v6(self, w):
 def _read_JoinGroupResponse_v6(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i error_code:h generation_id:i
         (self.throttle_time_ms, self.error_code, self.generation_id,) = _R_ihi(buf, pos)
         pos += 10
         # field: protocol_name
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.protocol_name = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.protocol_name = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.protocol_name = str(buf[pos:end], "utf-8")
+            pos = end
         # field: leader
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.leader = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.leader = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.leader = str(buf[pos:end], "utf-8")
+            pos = end
         # field: member_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.member_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.member_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: members[]
         n = buf[pos]
         if n < 0x80:
@@ -799,47 +700,82 @@ def _read_JoinGroupResponse_v6(buf, pos, view):
         n -= 1
         if n < 0 or n * 4 > blen - pos:
             raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_members in range(n):
-            item, pos = _read_JoinGroupResponseMember_v6(buf, pos, view)
-            append(item)
+            item = _new(JoinGroupResponseMember)  # JoinGroupResponseMember read in this loop
+            # field: members[]>member_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.member_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.member_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: members[]>group_instance_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.group_instance_id = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.group_instance_id = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.group_instance_id = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.group_instance_id = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: members[]>metadata
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.metadata = view[pos:end]
+            pos = end
+            # field: members[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_members] = item
         self.members = tuple(items)
         self.protocol_type = None
         self.skip_assignment = False
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -941,88 +877,90 @@ def _write_JoinGroupResponse_v6(self, w):
 def _read_JoinGroupResponse_v7(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i error_code:h generation_id:i
         (self.throttle_time_ms, self.error_code, self.generation_id,) = _R_ihi(buf, pos)
         pos += 10
         # field: protocol_type
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.protocol_type = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.protocol_type = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.protocol_type = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.protocol_type = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.protocol_type = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.protocol_type = str(buf[pos:end], "utf-8")
+                pos = end
         # field: protocol_name
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.protocol_name = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.protocol_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.protocol_name = None
+            n -= 1
+            if n == -1:
+                self.protocol_name = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.protocol_name = str(buf[pos:end], "utf-8")
+                pos = end
+        # field: leader
+        n = buf[pos]
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.leader = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
+            n, pos = read_uvarint(buf, pos)
+            n -= 1
             end = pos + n
             if n < 0 or end > blen or n > 0x7FFF:
                 raise bad_length(n, pos, blen, "string")
-            self.protocol_name = str(buf[pos:end], "utf-8")
+            self.leader = str(buf[pos:end], "utf-8")
             pos = end
-        # field: leader
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.leader = str(buf[pos:end], "utf-8")
-        pos = end
         # field: member_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.member_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.member_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: members[]
         n = buf[pos]
         if n < 0x80:
@@ -1038,46 +976,81 @@ def _read_JoinGroupResponse_v7(buf, pos, view):
         n -= 1
         if n < 0 or n * 4 > blen - pos:
             raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_members in range(n):
-            item, pos = _read_JoinGroupResponseMember_v6(buf, pos, view)
-            append(item)
+            item = _new(JoinGroupResponseMember)  # JoinGroupResponseMember read in this loop
+            # field: members[]>member_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.member_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.member_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: members[]>group_instance_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.group_instance_id = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.group_instance_id = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.group_instance_id = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.group_instance_id = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: members[]>metadata
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.metadata = view[pos:end]
+            pos = end
+            # field: members[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_members] = item
         self.members = tuple(items)
         self.skip_assignment = False
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1198,91 +1171,93 @@ def _write_JoinGroupResponse_v7(self, w):
 def _read_JoinGroupResponse_v9(buf, pos, view):
     try:
         self = _new(JoinGroupResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i error_code:h generation_id:i
         (self.throttle_time_ms, self.error_code, self.generation_id,) = _R_ihi(buf, pos)
         pos += 10
         # field: protocol_type
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.protocol_type = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.protocol_type = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.protocol_type = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.protocol_type = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.protocol_type = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.protocol_type = str(buf[pos:end], "utf-8")
+                pos = end
         # field: protocol_name
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.protocol_name = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.protocol_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.protocol_name = None
+            n -= 1
+            if n == -1:
+                self.protocol_name = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.protocol_name = str(buf[pos:end], "utf-8")
+                pos = end
+        # field: leader
+        n = buf[pos]
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.leader = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
+            n, pos = read_uvarint(buf, pos)
+            n -= 1
             end = pos + n
             if n < 0 or end > blen or n > 0x7FFF:
                 raise bad_length(n, pos, blen, "string")
-            self.protocol_name = str(buf[pos:end], "utf-8")
+            self.leader = str(buf[pos:end], "utf-8")
             pos = end
-        # field: leader
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.leader = str(buf[pos:end], "utf-8")
-        pos = end
         # field: skip_assignment:?
         (self.skip_assignment,) = _R__(buf, pos)
         pos += 1
         # field: member_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.member_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.member_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: members[]
         n = buf[pos]
         if n < 0x80:
@@ -1298,45 +1273,80 @@ def _read_JoinGroupResponse_v9(buf, pos, view):
         n -= 1
         if n < 0 or n * 4 > blen - pos:
             raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_members in range(n):
-            item, pos = _read_JoinGroupResponseMember_v6(buf, pos, view)
-            append(item)
+            item = _new(JoinGroupResponseMember)  # JoinGroupResponseMember read in this loop
+            # field: members[]>member_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.member_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.member_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: members[]>group_instance_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.group_instance_id = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.group_instance_id = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.group_instance_id = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.group_instance_id = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: members[]>metadata
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.metadata = view[pos:end]
+            pos = end
+            # field: members[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_members] = item
         self.members = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1478,5 +1488,5 @@ JoinGroupResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "108:- 112:member_id 120:metadata 135:- 137:member_id 148:metadata 155:unknown_tags 162:- 166:error_code:h/generation_id:i 169:protocol_name 177:leader 185:member_id 193:members[] 213:- 215:error_code:h/generation_id:i 217:protocol_name 228:leader 239:member_id 250:members[] 261:skip_assignment 264:unknown_tags 271:- 275:throttle_time_ms:i/error_code:h/generation_id:i 278:protocol_name 286:leader 294:member_id 302:members[] 321:- 323:throttle_time_ms:i/error_code:h/generation_id:i 325:protocol_name 336:leader 347:member_id 358:members[] 369:skip_assignment 372:unknown_tags 379:- 383:member_id 391:group_instance_id 402:metadata 416:- 418:member_id 429:group_instance_id 440:metadata 447:unknown_tags 454:- 458:throttle_time_ms:i/error_code:h/generation_id:i 461:protocol_name 469:leader 477:member_id 485:members[] 504:- 506:throttle_time_ms:i/error_code:h/generation_id:i 508:protocol_name 519:leader 530:member_id 541:members[] 552:skip_assignment 555:unknown_tags 562:- 566:member_id 584:group_instance_id 605:metadata 623:tagged_fields 661:- 663:member_id 682:group_instance_id 701:metadata 716:tagged_fields 726:- 730:throttle_time_ms:i/error_code:h/generation_id:i 733:protocol_name 751:leader 769:member_id 787:members[] 810:tagged_fields 848:- 850:throttle_time_ms:i/error_code:h/generation_id:i 852:protocol_name 871:leader 890:member_id 909:members[] 928:skip_assignment 931:tagged_fields 941:- 945:throttle_time_ms:i/error_code:h/generation_id:i 948:protocol_type 969:protocol_name 990:leader 1008:member_id 1026:members[] 1048:tagged_fields 1086:- 1088:throttle_time_ms:i/error_code:h/generation_id:i 1090:protocol_type 1109:protocol_name 1128:leader 1147:member_id 1166:members[] 1185:skip_assignment 1188:tagged_fields 1198:- 1202:throttle_time_ms:i/error_code:h/generation_id:i 1205:protocol_type 1226:protocol_name 1247:leader 1265:skip_assignment:? 1268:member_id 1286:members[] 1307:tagged_fields 1345:- 1347:throttle_time_ms:i/error_code:h/generation_id:i 1349:protocol_type 1368:protocol_name 1387:leader 1406:skip_assignment:? 1408:member_id 1427:members[] 1446:tagged_fields"
+    "109:- 111:member_id 122:metadata 129:unknown_tags 136:- 142:error_code:h/generation_id:i 145:protocol_name 153:leader 161:member_id 169:members[] 177:members[]>member_id 185:members[]>metadata 206:- 208:error_code:h/generation_id:i 210:protocol_name 221:leader 232:member_id 243:members[] 254:skip_assignment 257:unknown_tags 264:- 270:throttle_time_ms:i/error_code:h/generation_id:i 273:protocol_name 281:leader 289:member_id 297:members[] 305:members[]>member_id 313:members[]>metadata 333:- 335:throttle_time_ms:i/error_code:h/generation_id:i 337:protocol_name 348:leader 359:member_id 370:members[] 381:skip_assignment 384:unknown_tags 391:- 393:member_id 404:group_instance_id 415:metadata 422:unknown_tags 429:- 435:throttle_time_ms:i/error_code:h/generation_id:i 438:protocol_name 446:leader 454:member_id 462:members[] 470:members[]>member_id 478:members[]>group_instance_id 489:members[]>metadata 508:- 510:throttle_time_ms:i/error_code:h/generation_id:i 512:protocol_name 523:leader 534:member_id 545:members[] 556:skip_assignment 559:unknown_tags 566:- 568:member_id 587:group_instance_id 606:metadata 621:tagged_fields 631:- 637:throttle_time_ms:i/error_code:h/generation_id:i 640:protocol_name 656:leader 672:member_id 688:members[] 706:members[]>member_id 722:members[]>group_instance_id 745:members[]>metadata 763:members[]>tagged_fields 773:tagged_fields 784:- 786:throttle_time_ms:i/error_code:h/generation_id:i 788:protocol_name 807:leader 826:member_id 845:members[] 864:skip_assignment 867:tagged_fields 877:- 883:throttle_time_ms:i/error_code:h/generation_id:i 886:protocol_type 909:protocol_name 932:leader 948:member_id 964:members[] 982:members[]>member_id 998:members[]>group_instance_id 1021:members[]>metadata 1039:members[]>tagged_fields 1048:tagged_fields 1059:- 1061:throttle_time_ms:i/error_code:h/generation_id:i 1063:protocol_type 1082:protocol_name 1101:leader 1120:member_id 1139:members[] 1158:skip_assignment 1161:tagged_fields 1171:- 1177:throttle_time_ms:i/error_code:h/generation_id:i 1180:protocol_type 1203:protocol_name 1226:leader 1242:skip_assignment:? 1245:member_id 1261:members[] 1279:members[]>member_id 1295:members[]>group_instance_id 1318:members[]>metadata 1336:members[]>tagged_fields 1344:tagged_fields 1355:- 1357:throttle_time_ms:i/error_code:h/generation_id:i 1359:protocol_type 1378:protocol_name 1397:leader 1416:skip_assignment:? 1418:member_id 1437:members[] 1456:tagged_fields"
 )

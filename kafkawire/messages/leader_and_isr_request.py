@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -36,6 +37,7 @@ _R_iiqb = _Format(">iiqb").unpack_from
 _W_iiqb = _Format(">iiqb").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class LeaderAndIsrRequest(_Message):
@@ -199,48 +201,6 @@ LeaderAndIsrRequest.LeaderAndIsrLiveLeader = LeaderAndIsrLiveLeader
 
 
 
-def _read_LeaderAndIsrPartitionState_v0(buf, pos, view):
-    try:
-        self = _new(LeaderAndIsrPartitionState)
-        blen = len(buf)
-        # field: topic_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
-        (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
-        pos += 16
-        # field: isr
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.isr = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: partition_epoch:i
-        (self.partition_epoch,) = _R_i(buf, pos)
-        pos += 4
-        # field: replicas
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.adding_replicas = ()
-        self.removing_replicas = ()
-        self.is_new = False
-        self.leader_recovery_state = 0
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_LeaderAndIsrPartitionState_v0(self, w):
     try:
         # field: topic_name
@@ -282,30 +242,6 @@ def _write_LeaderAndIsrPartitionState_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_LeaderAndIsrLiveLeader_v0(buf, pos, view):
-    try:
-        self = _new(LeaderAndIsrLiveLeader)
-        blen = len(buf)
-        # field: broker_id:i
-        (self.broker_id,) = _R_i(buf, pos)
-        pos += 4
-        # field: host_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: port:i
-        (self.port,) = _R_i(buf, pos)
-        pos += 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_LeaderAndIsrLiveLeader_v0(self, w):
     try:
         # field: broker_id:i
@@ -342,22 +278,68 @@ def _read_LeaderAndIsrRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 30 > blen - pos:
             raise bad_count(n, 30, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_ungrouped_partition_states in range(n):
-            item, pos = _read_LeaderAndIsrPartitionState_v0(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrPartitionState)  # LeaderAndIsrPartitionState read in this loop
+            # field: ungrouped_partition_states[]>topic_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: ungrouped_partition_states[]>partition_index:i controller_epoch:i leader:i leader_epoch:i
+            (item.partition_index, item.controller_epoch, item.leader, item.leader_epoch,) = _R_iiii(buf, pos)
+            pos += 16
+            # field: ungrouped_partition_states[]>isr
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.isr = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            # field: ungrouped_partition_states[]>partition_epoch:i
+            (item.partition_epoch,) = _R_i(buf, pos)
+            pos += 4
+            # field: ungrouped_partition_states[]>replicas
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.replicas = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            item.adding_replicas = ()
+            item.removing_replicas = ()
+            item.is_new = False
+            item.leader_recovery_state = 0
+            item.unknown_tags = None
+            items[i_ungrouped_partition_states] = item
         self.ungrouped_partition_states = tuple(items)
         # field: live_leaders[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_live_leaders in range(n):
-            item, pos = _read_LeaderAndIsrLiveLeader_v0(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrLiveLeader)  # LeaderAndIsrLiveLeader read in this loop
+            # field: live_leaders[]>broker_id:i
+            (item.broker_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_leaders[]>host_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.host_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: live_leaders[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            item.unknown_tags = None
+            items[i_live_leaders] = item
         self.live_leaders = tuple(items)
         self.is_kraft_controller = False
         self.broker_epoch = -1
@@ -409,50 +391,6 @@ def _write_LeaderAndIsrRequest_v0(self, w):
             raise tags_not_supported("LeaderAndIsrRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_LeaderAndIsrPartitionState_v1(buf, pos, view):
-    try:
-        self = _new(LeaderAndIsrPartitionState)
-        blen = len(buf)
-        # field: topic_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
-        (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
-        pos += 16
-        # field: isr
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.isr = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: partition_epoch:i
-        (self.partition_epoch,) = _R_i(buf, pos)
-        pos += 4
-        # field: replicas
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: is_new:?
-        (self.is_new,) = _R__(buf, pos)
-        pos += 1
-        self.adding_replicas = ()
-        self.removing_replicas = ()
-        self.leader_recovery_state = 0
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_LeaderAndIsrPartitionState_v1(self, w):
@@ -510,22 +448,70 @@ def _read_LeaderAndIsrRequest_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 31 > blen - pos:
             raise bad_count(n, 31, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_ungrouped_partition_states in range(n):
-            item, pos = _read_LeaderAndIsrPartitionState_v1(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrPartitionState)  # LeaderAndIsrPartitionState read in this loop
+            # field: ungrouped_partition_states[]>topic_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: ungrouped_partition_states[]>partition_index:i controller_epoch:i leader:i leader_epoch:i
+            (item.partition_index, item.controller_epoch, item.leader, item.leader_epoch,) = _R_iiii(buf, pos)
+            pos += 16
+            # field: ungrouped_partition_states[]>isr
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.isr = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            # field: ungrouped_partition_states[]>partition_epoch:i
+            (item.partition_epoch,) = _R_i(buf, pos)
+            pos += 4
+            # field: ungrouped_partition_states[]>replicas
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.replicas = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            # field: ungrouped_partition_states[]>is_new:?
+            (item.is_new,) = _R__(buf, pos)
+            pos += 1
+            item.adding_replicas = ()
+            item.removing_replicas = ()
+            item.leader_recovery_state = 0
+            item.unknown_tags = None
+            items[i_ungrouped_partition_states] = item
         self.ungrouped_partition_states = tuple(items)
         # field: live_leaders[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_live_leaders in range(n):
-            item, pos = _read_LeaderAndIsrLiveLeader_v0(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrLiveLeader)  # LeaderAndIsrLiveLeader read in this loop
+            # field: live_leaders[]>broker_id:i
+            (item.broker_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_leaders[]>host_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.host_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: live_leaders[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            item.unknown_tags = None
+            items[i_live_leaders] = item
         self.live_leaders = tuple(items)
         self.is_kraft_controller = False
         self.broker_epoch = -1
@@ -579,43 +565,6 @@ def _write_LeaderAndIsrRequest_v1(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_LeaderAndIsrPartitionState_v2(buf, pos, view):
-    try:
-        self = _new(LeaderAndIsrPartitionState)
-        blen = len(buf)
-        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
-        (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
-        pos += 16
-        # field: isr
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.isr = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: partition_epoch:i
-        (self.partition_epoch,) = _R_i(buf, pos)
-        pos += 4
-        # field: replicas
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: is_new:?
-        (self.is_new,) = _R__(buf, pos)
-        pos += 1
-        self.topic_name = ''
-        self.adding_replicas = ()
-        self.removing_replicas = ()
-        self.leader_recovery_state = 0
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_LeaderAndIsrPartitionState_v2(self, w):
     try:
         # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
@@ -646,36 +595,6 @@ def _write_LeaderAndIsrPartitionState_v2(self, w):
             raise tags_not_supported("LeaderAndIsrPartitionState")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_LeaderAndIsrTopicState_v2(buf, pos, view):
-    try:
-        self = _new(LeaderAndIsrTopicState)
-        blen = len(buf)
-        # field: topic_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_states[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 29 > blen - pos:
-            raise bad_count(n, 29, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_states in range(n):
-            item, pos = _read_LeaderAndIsrPartitionState_v2(buf, pos, view)
-            append(item)
-        self.partition_states = tuple(items)
-        self.topic_id = ZERO_UUID
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_LeaderAndIsrTopicState_v2(self, w):
@@ -721,22 +640,83 @@ def _read_LeaderAndIsrRequest_v2(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_states in range(n):
-            item, pos = _read_LeaderAndIsrTopicState_v2(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrTopicState)  # LeaderAndIsrTopicState read in this loop
+            # field: topic_states[]>topic_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topic_states[]>partition_states[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 29 > blen - pos:
+                raise bad_count(n, 29, pos, blen)
+            items1 = [None] * n
+            for i_partition_states in range(n):
+                item1 = _new(LeaderAndIsrPartitionState)  # LeaderAndIsrPartitionState read in this loop
+                # field: topic_states[]>partition_states[]>partition_index:i controller_epoch:i leader:i leader_epoch:i
+                (item1.partition_index, item1.controller_epoch, item1.leader, item1.leader_epoch,) = _R_iiii(buf, pos)
+                pos += 16
+                # field: topic_states[]>partition_states[]>isr
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.isr = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topic_states[]>partition_states[]>partition_epoch:i
+                (item1.partition_epoch,) = _R_i(buf, pos)
+                pos += 4
+                # field: topic_states[]>partition_states[]>replicas
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.replicas = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topic_states[]>partition_states[]>is_new:?
+                (item1.is_new,) = _R__(buf, pos)
+                pos += 1
+                item1.topic_name = ''
+                item1.adding_replicas = ()
+                item1.removing_replicas = ()
+                item1.leader_recovery_state = 0
+                item1.unknown_tags = None
+                items1[i_partition_states] = item1
+            item.partition_states = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_topic_states] = item
         self.topic_states = tuple(items)
         # field: live_leaders[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_live_leaders in range(n):
-            item, pos = _read_LeaderAndIsrLiveLeader_v0(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrLiveLeader)  # LeaderAndIsrLiveLeader read in this loop
+            # field: live_leaders[]>broker_id:i
+            (item.broker_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_leaders[]>host_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.host_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: live_leaders[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            item.unknown_tags = None
+            items[i_live_leaders] = item
         self.live_leaders = tuple(items)
         self.is_kraft_controller = False
         self.type = 0
@@ -789,55 +769,6 @@ def _write_LeaderAndIsrRequest_v2(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_LeaderAndIsrPartitionState_v3(buf, pos, view):
-    try:
-        self = _new(LeaderAndIsrPartitionState)
-        blen = len(buf)
-        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
-        (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
-        pos += 16
-        # field: isr
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.isr = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: partition_epoch:i
-        (self.partition_epoch,) = _R_i(buf, pos)
-        pos += 4
-        # field: replicas
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: adding_replicas
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.adding_replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: removing_replicas
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.removing_replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: is_new:?
-        (self.is_new,) = _R__(buf, pos)
-        pos += 1
-        self.topic_name = ''
-        self.leader_recovery_state = 0
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_LeaderAndIsrPartitionState_v3(self, w):
     try:
         # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
@@ -884,36 +815,6 @@ def _write_LeaderAndIsrPartitionState_v3(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_LeaderAndIsrTopicState_v3(buf, pos, view):
-    try:
-        self = _new(LeaderAndIsrTopicState)
-        blen = len(buf)
-        # field: topic_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_states[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 37 > blen - pos:
-            raise bad_count(n, 37, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_states in range(n):
-            item, pos = _read_LeaderAndIsrPartitionState_v3(buf, pos, view)
-            append(item)
-        self.partition_states = tuple(items)
-        self.topic_id = ZERO_UUID
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_LeaderAndIsrTopicState_v3(self, w):
     try:
         # field: topic_name
@@ -957,22 +858,95 @@ def _read_LeaderAndIsrRequest_v3(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_states in range(n):
-            item, pos = _read_LeaderAndIsrTopicState_v3(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrTopicState)  # LeaderAndIsrTopicState read in this loop
+            # field: topic_states[]>topic_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topic_states[]>partition_states[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 37 > blen - pos:
+                raise bad_count(n, 37, pos, blen)
+            items1 = [None] * n
+            for i_partition_states in range(n):
+                item1 = _new(LeaderAndIsrPartitionState)  # LeaderAndIsrPartitionState read in this loop
+                # field: topic_states[]>partition_states[]>partition_index:i controller_epoch:i leader:i leader_epoch:i
+                (item1.partition_index, item1.controller_epoch, item1.leader, item1.leader_epoch,) = _R_iiii(buf, pos)
+                pos += 16
+                # field: topic_states[]>partition_states[]>isr
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.isr = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topic_states[]>partition_states[]>partition_epoch:i
+                (item1.partition_epoch,) = _R_i(buf, pos)
+                pos += 4
+                # field: topic_states[]>partition_states[]>replicas
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.replicas = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topic_states[]>partition_states[]>adding_replicas
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.adding_replicas = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topic_states[]>partition_states[]>removing_replicas
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.removing_replicas = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topic_states[]>partition_states[]>is_new:?
+                (item1.is_new,) = _R__(buf, pos)
+                pos += 1
+                item1.topic_name = ''
+                item1.leader_recovery_state = 0
+                item1.unknown_tags = None
+                items1[i_partition_states] = item1
+            item.partition_states = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_topic_states] = item
         self.topic_states = tuple(items)
         # field: live_leaders[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_live_leaders in range(n):
-            item, pos = _read_LeaderAndIsrLiveLeader_v0(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrLiveLeader)  # LeaderAndIsrLiveLeader read in this loop
+            # field: live_leaders[]>broker_id:i
+            (item.broker_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_leaders[]>host_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.host_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: live_leaders[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            item.unknown_tags = None
+            items[i_live_leaders] = item
         self.live_leaders = tuple(items)
         self.is_kraft_controller = False
         self.type = 0
@@ -1023,127 +997,6 @@ def _write_LeaderAndIsrRequest_v3(self, w):
             raise tags_not_supported("LeaderAndIsrRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_LeaderAndIsrPartitionState_v4(buf, pos, view):
-    try:
-        self = _new(LeaderAndIsrPartitionState)
-        blen = len(buf)
-        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
-        (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
-        pos += 16
-        # field: isr
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.isr = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: partition_epoch:i
-        (self.partition_epoch,) = _R_i(buf, pos)
-        pos += 4
-        # field: replicas
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: adding_replicas
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.adding_replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: removing_replicas
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.removing_replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: is_new:?
-        (self.is_new,) = _R__(buf, pos)
-        pos += 1
-        self.topic_name = ''
-        self.leader_recovery_state = 0
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_LeaderAndIsrPartitionState_v4(self, w):
@@ -1227,88 +1080,6 @@ def _write_LeaderAndIsrPartitionState_v4(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_LeaderAndIsrTopicState_v4(buf, pos, view):
-    try:
-        self = _new(LeaderAndIsrTopicState)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_states[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 26 > blen - pos:
-            raise bad_count(n, 26, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_states in range(n):
-            item, pos = _read_LeaderAndIsrPartitionState_v4(buf, pos, view)
-            append(item)
-        self.partition_states = tuple(items)
-        self.topic_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_LeaderAndIsrTopicState_v4(self, w):
     try:
         # field: topic_name
@@ -1357,72 +1128,6 @@ def _write_LeaderAndIsrTopicState_v4(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_LeaderAndIsrLiveLeader_v4(buf, pos, view):
-    try:
-        self = _new(LeaderAndIsrLiveLeader)
-        blen = len(buf)
-        # field: broker_id:i
-        (self.broker_id,) = _R_i(buf, pos)
-        pos += 4
-        # field: host_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: port:i
-        (self.port,) = _R_i(buf, pos)
-        pos += 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_LeaderAndIsrLiveLeader_v4(self, w):
@@ -1482,11 +1187,118 @@ def _read_LeaderAndIsrRequest_v4(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_states in range(n):
-            item, pos = _read_LeaderAndIsrTopicState_v4(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrTopicState)  # LeaderAndIsrTopicState read in this loop
+            # field: topic_states[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topic_states[]>partition_states[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 26 > blen - pos:
+                raise bad_count(n, 26, pos, blen)
+            items1 = [None] * n
+            for i_partition_states in range(n):
+                item1 = _new(LeaderAndIsrPartitionState)  # LeaderAndIsrPartitionState read in this loop
+                # field: topic_states[]>partition_states[]>partition_index:i controller_epoch:i leader:i leader_epoch:i
+                (item1.partition_index, item1.controller_epoch, item1.leader, item1.leader_epoch,) = _R_iiii(buf, pos)
+                pos += 16
+                # field: topic_states[]>partition_states[]>isr
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.isr = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.isr = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>partition_epoch:i
+                (item1.partition_epoch,) = _R_i(buf, pos)
+                pos += 4
+                # field: topic_states[]>partition_states[]>replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>adding_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.adding_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.adding_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>removing_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.removing_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.removing_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>is_new:?
+                (item1.is_new,) = _R__(buf, pos)
+                pos += 1
+                item1.topic_name = ''
+                item1.leader_recovery_state = 0
+                # field: topic_states[]>partition_states[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partition_states] = item1
+            item.partition_states = tuple(items1)
+            item.topic_id = ZERO_UUID
+            # field: topic_states[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topic_states] = item
         self.topic_states = tuple(items)
         # field: live_leaders[]
         n = buf[pos]
@@ -1503,48 +1315,48 @@ def _read_LeaderAndIsrRequest_v4(buf, pos, view):
         n -= 1
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_live_leaders in range(n):
-            item, pos = _read_LeaderAndIsrLiveLeader_v4(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrLiveLeader)  # LeaderAndIsrLiveLeader read in this loop
+            # field: live_leaders[]>broker_id:i
+            (item.broker_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_leaders[]>host_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: live_leaders[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_leaders[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_live_leaders] = item
         self.live_leaders = tuple(items)
         self.is_kraft_controller = False
         self.type = 0
         self.ungrouped_partition_states = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1609,91 +1421,6 @@ def _write_LeaderAndIsrRequest_v4(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_LeaderAndIsrTopicState_v5(buf, pos, view):
-    try:
-        self = _new(LeaderAndIsrTopicState)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partition_states[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 26 > blen - pos:
-            raise bad_count(n, 26, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_states in range(n):
-            item, pos = _read_LeaderAndIsrPartitionState_v4(buf, pos, view)
-            append(item)
-        self.partition_states = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_LeaderAndIsrTopicState_v5(self, w):
@@ -1770,11 +1497,121 @@ def _read_LeaderAndIsrRequest_v5(buf, pos, view):
         n -= 1
         if n < 0 or n * 19 > blen - pos:
             raise bad_count(n, 19, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_states in range(n):
-            item, pos = _read_LeaderAndIsrTopicState_v5(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrTopicState)  # LeaderAndIsrTopicState read in this loop
+            # field: topic_states[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topic_states[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: topic_states[]>partition_states[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 26 > blen - pos:
+                raise bad_count(n, 26, pos, blen)
+            items1 = [None] * n
+            for i_partition_states in range(n):
+                item1 = _new(LeaderAndIsrPartitionState)  # LeaderAndIsrPartitionState read in this loop
+                # field: topic_states[]>partition_states[]>partition_index:i controller_epoch:i leader:i leader_epoch:i
+                (item1.partition_index, item1.controller_epoch, item1.leader, item1.leader_epoch,) = _R_iiii(buf, pos)
+                pos += 16
+                # field: topic_states[]>partition_states[]>isr
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.isr = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.isr = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>partition_epoch:i
+                (item1.partition_epoch,) = _R_i(buf, pos)
+                pos += 4
+                # field: topic_states[]>partition_states[]>replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>adding_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.adding_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.adding_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>removing_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.removing_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.removing_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>is_new:?
+                (item1.is_new,) = _R__(buf, pos)
+                pos += 1
+                item1.topic_name = ''
+                item1.leader_recovery_state = 0
+                # field: topic_states[]>partition_states[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partition_states] = item1
+            item.partition_states = tuple(items1)
+            # field: topic_states[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topic_states] = item
         self.topic_states = tuple(items)
         # field: live_leaders[]
         n = buf[pos]
@@ -1791,47 +1628,47 @@ def _read_LeaderAndIsrRequest_v5(buf, pos, view):
         n -= 1
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_live_leaders in range(n):
-            item, pos = _read_LeaderAndIsrLiveLeader_v4(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrLiveLeader)  # LeaderAndIsrLiveLeader read in this loop
+            # field: live_leaders[]>broker_id:i
+            (item.broker_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_leaders[]>host_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: live_leaders[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_leaders[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_live_leaders] = item
         self.live_leaders = tuple(items)
         self.is_kraft_controller = False
         self.ungrouped_partition_states = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1893,126 +1730,6 @@ def _write_LeaderAndIsrRequest_v5(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_LeaderAndIsrPartitionState_v6(buf, pos, view):
-    try:
-        self = _new(LeaderAndIsrPartitionState)
-        blen = len(buf)
-        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
-        (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
-        pos += 16
-        # field: isr
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.isr = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: partition_epoch:i
-        (self.partition_epoch,) = _R_i(buf, pos)
-        pos += 4
-        # field: replicas
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: adding_replicas
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.adding_replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: removing_replicas
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.removing_replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: is_new:? leader_recovery_state:b
-        (self.is_new, self.leader_recovery_state,) = _R__b(buf, pos)
-        pos += 2
-        self.topic_name = ''
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_LeaderAndIsrPartitionState_v6(self, w):
@@ -2093,91 +1810,6 @@ def _write_LeaderAndIsrPartitionState_v6(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_LeaderAndIsrTopicState_v6(buf, pos, view):
-    try:
-        self = _new(LeaderAndIsrTopicState)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partition_states[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 27 > blen - pos:
-            raise bad_count(n, 27, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_states in range(n):
-            item, pos = _read_LeaderAndIsrPartitionState_v6(buf, pos, view)
-            append(item)
-        self.partition_states = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_LeaderAndIsrTopicState_v6(self, w):
     try:
         # field: topic_name
@@ -2252,11 +1884,120 @@ def _read_LeaderAndIsrRequest_v6(buf, pos, view):
         n -= 1
         if n < 0 or n * 19 > blen - pos:
             raise bad_count(n, 19, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_states in range(n):
-            item, pos = _read_LeaderAndIsrTopicState_v6(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrTopicState)  # LeaderAndIsrTopicState read in this loop
+            # field: topic_states[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topic_states[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: topic_states[]>partition_states[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 27 > blen - pos:
+                raise bad_count(n, 27, pos, blen)
+            items1 = [None] * n
+            for i_partition_states in range(n):
+                item1 = _new(LeaderAndIsrPartitionState)  # LeaderAndIsrPartitionState read in this loop
+                # field: topic_states[]>partition_states[]>partition_index:i controller_epoch:i leader:i leader_epoch:i
+                (item1.partition_index, item1.controller_epoch, item1.leader, item1.leader_epoch,) = _R_iiii(buf, pos)
+                pos += 16
+                # field: topic_states[]>partition_states[]>isr
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.isr = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.isr = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>partition_epoch:i
+                (item1.partition_epoch,) = _R_i(buf, pos)
+                pos += 4
+                # field: topic_states[]>partition_states[]>replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>adding_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.adding_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.adding_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>removing_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.removing_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.removing_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>is_new:? leader_recovery_state:b
+                (item1.is_new, item1.leader_recovery_state,) = _R__b(buf, pos)
+                pos += 2
+                item1.topic_name = ''
+                # field: topic_states[]>partition_states[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partition_states] = item1
+            item.partition_states = tuple(items1)
+            # field: topic_states[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topic_states] = item
         self.topic_states = tuple(items)
         # field: live_leaders[]
         n = buf[pos]
@@ -2273,47 +2014,47 @@ def _read_LeaderAndIsrRequest_v6(buf, pos, view):
         n -= 1
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_live_leaders in range(n):
-            item, pos = _read_LeaderAndIsrLiveLeader_v4(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrLiveLeader)  # LeaderAndIsrLiveLeader read in this loop
+            # field: live_leaders[]>broker_id:i
+            (item.broker_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_leaders[]>host_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: live_leaders[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_leaders[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_live_leaders] = item
         self.live_leaders = tuple(items)
         self.is_kraft_controller = False
         self.ungrouped_partition_states = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -2399,11 +2140,120 @@ def _read_LeaderAndIsrRequest_v7(buf, pos, view):
         n -= 1
         if n < 0 or n * 19 > blen - pos:
             raise bad_count(n, 19, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_states in range(n):
-            item, pos = _read_LeaderAndIsrTopicState_v6(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrTopicState)  # LeaderAndIsrTopicState read in this loop
+            # field: topic_states[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topic_states[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: topic_states[]>partition_states[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 27 > blen - pos:
+                raise bad_count(n, 27, pos, blen)
+            items1 = [None] * n
+            for i_partition_states in range(n):
+                item1 = _new(LeaderAndIsrPartitionState)  # LeaderAndIsrPartitionState read in this loop
+                # field: topic_states[]>partition_states[]>partition_index:i controller_epoch:i leader:i leader_epoch:i
+                (item1.partition_index, item1.controller_epoch, item1.leader, item1.leader_epoch,) = _R_iiii(buf, pos)
+                pos += 16
+                # field: topic_states[]>partition_states[]>isr
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.isr = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.isr = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>partition_epoch:i
+                (item1.partition_epoch,) = _R_i(buf, pos)
+                pos += 4
+                # field: topic_states[]>partition_states[]>replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>adding_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.adding_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.adding_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>removing_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.removing_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.removing_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>is_new:? leader_recovery_state:b
+                (item1.is_new, item1.leader_recovery_state,) = _R__b(buf, pos)
+                pos += 2
+                item1.topic_name = ''
+                # field: topic_states[]>partition_states[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partition_states] = item1
+            item.partition_states = tuple(items1)
+            # field: topic_states[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topic_states] = item
         self.topic_states = tuple(items)
         # field: live_leaders[]
         n = buf[pos]
@@ -2420,46 +2270,46 @@ def _read_LeaderAndIsrRequest_v7(buf, pos, view):
         n -= 1
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_live_leaders in range(n):
-            item, pos = _read_LeaderAndIsrLiveLeader_v4(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrLiveLeader)  # LeaderAndIsrLiveLeader read in this loop
+            # field: live_leaders[]>broker_id:i
+            (item.broker_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_leaders[]>host_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: live_leaders[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_leaders[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_live_leaders] = item
         self.live_leaders = tuple(items)
         self.ungrouped_partition_states = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -2541,5 +2391,5 @@ LeaderAndIsrRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "202:- 206:topic_name 214:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 217:isr 224:partition_epoch:i 227:replicas 244:- 246:topic_name 257:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 259:isr 266:partition_epoch:i 268:replicas 275:leader_recovery_state 278:unknown_tags 285:- 289:broker_id:i 292:host_name 300:port:i 309:- 311:broker_id:i 313:host_name 324:port:i 326:unknown_tags 333:- 337:controller_id:i/controller_epoch:i 340:ungrouped_partition_states[] 351:live_leaders[] 372:- 374:controller_id:i/controller_epoch:i 376:ungrouped_partition_states[] 387:live_leaders[] 398:is_kraft_controller 401:type 404:topic_states 407:unknown_tags 414:- 418:topic_name 426:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 429:isr 436:partition_epoch:i 439:replicas 446:is_new:? 458:- 460:topic_name 471:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 473:isr 480:partition_epoch:i 482:replicas 489:is_new:? 491:leader_recovery_state 494:unknown_tags 501:- 505:controller_id:i/controller_epoch:i 508:ungrouped_partition_states[] 519:live_leaders[] 540:- 542:controller_id:i/controller_epoch:i 544:ungrouped_partition_states[] 555:live_leaders[] 566:is_kraft_controller 569:type 572:topic_states 575:unknown_tags 582:- 586:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 589:isr 596:partition_epoch:i 599:replicas 606:is_new:? 619:- 621:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 623:isr 630:partition_epoch:i 632:replicas 639:is_new:? 641:leader_recovery_state 644:unknown_tags 651:- 655:topic_name 663:partition_states[] 681:- 683:topic_name 694:partition_states[] 705:unknown_tags 712:- 716:controller_id:i/controller_epoch:i/broker_epoch:q 719:topic_states[] 730:live_leaders[] 750:- 752:controller_id:i/controller_epoch:i/broker_epoch:q 754:topic_states[] 765:live_leaders[] 776:is_kraft_controller 779:type 782:ungrouped_partition_states 785:unknown_tags 792:- 796:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 799:isr 806:partition_epoch:i 809:replicas 816:adding_replicas 823:removing_replicas 830:is_new:? 841:- 843:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 845:isr 852:partition_epoch:i 854:replicas 861:adding_replicas 868:removing_replicas 875:is_new:? 877:leader_recovery_state 880:unknown_tags 887:- 891:topic_name 899:partition_states[] 917:- 919:topic_name 930:partition_states[] 941:unknown_tags 948:- 952:controller_id:i/controller_epoch:i/broker_epoch:q 955:topic_states[] 966:live_leaders[] 986:- 988:controller_id:i/controller_epoch:i/broker_epoch:q 990:topic_states[] 1001:live_leaders[] 1012:is_kraft_controller 1015:type 1018:ungrouped_partition_states 1021:unknown_tags 1028:- 1032:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1035:isr 1052:partition_epoch:i 1055:replicas 1072:adding_replicas 1089:removing_replicas 1106:is_new:? 1111:tagged_fields 1149:- 1151:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1153:isr 1168:partition_epoch:i 1170:replicas 1185:adding_replicas 1200:removing_replicas 1215:is_new:? 1217:leader_recovery_state 1220:tagged_fields 1230:- 1234:topic_name 1252:partition_states[] 1274:tagged_fields 1312:- 1314:topic_name 1333:partition_states[] 1352:tagged_fields 1362:- 1366:broker_id:i 1369:host_name 1387:port:i 1390:tagged_fields 1428:- 1430:broker_id:i 1432:host_name 1451:port:i 1453:tagged_fields 1463:- 1467:controller_id:i/controller_epoch:i/broker_epoch:q 1470:topic_states[] 1491:live_leaders[] 1515:tagged_fields 1553:- 1555:controller_id:i/controller_epoch:i/broker_epoch:q 1557:topic_states[] 1576:live_leaders[] 1595:is_kraft_controller 1598:type 1601:ungrouped_partition_states 1604:tagged_fields 1614:- 1618:topic_name 1636:topic_id:16s 1640:partition_states[] 1661:tagged_fields 1699:- 1701:topic_name 1720:topic_id:16s 1722:partition_states[] 1741:tagged_fields 1751:- 1755:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1758:topic_states[] 1779:live_leaders[] 1802:tagged_fields 1840:- 1842:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1844:topic_states[] 1863:live_leaders[] 1882:is_kraft_controller 1885:ungrouped_partition_states 1888:tagged_fields 1898:- 1902:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1905:isr 1922:partition_epoch:i 1925:replicas 1942:adding_replicas 1959:removing_replicas 1976:is_new:?/leader_recovery_state:b 1980:tagged_fields 2018:- 2020:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 2022:isr 2037:partition_epoch:i 2039:replicas 2054:adding_replicas 2069:removing_replicas 2084:is_new:?/leader_recovery_state:b 2086:tagged_fields 2096:- 2100:topic_name 2118:topic_id:16s 2122:partition_states[] 2143:tagged_fields 2181:- 2183:topic_name 2202:topic_id:16s 2204:partition_states[] 2223:tagged_fields 2233:- 2237:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 2240:topic_states[] 2261:live_leaders[] 2284:tagged_fields 2322:- 2324:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 2326:topic_states[] 2345:live_leaders[] 2364:is_kraft_controller 2367:ungrouped_partition_states 2370:tagged_fields 2380:- 2384:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q/type:b 2387:topic_states[] 2408:live_leaders[] 2430:tagged_fields 2468:- 2470:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q/type:b 2472:topic_states[] 2491:live_leaders[] 2510:ungrouped_partition_states 2513:tagged_fields"
+    "204:- 206:topic_name 217:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 219:isr 226:partition_epoch:i 228:replicas 235:leader_recovery_state 238:unknown_tags 245:- 247:broker_id:i 249:host_name 260:port:i 262:unknown_tags 269:- 273:controller_id:i/controller_epoch:i 276:ungrouped_partition_states[] 284:ungrouped_partition_states[]>topic_name 292:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 295:ungrouped_partition_states[]>isr 302:ungrouped_partition_states[]>partition_epoch:i 305:ungrouped_partition_states[]>replicas 319:live_leaders[] 327:live_leaders[]>broker_id:i 330:live_leaders[]>host_name 338:live_leaders[]>port:i 354:- 356:controller_id:i/controller_epoch:i 358:ungrouped_partition_states[] 369:live_leaders[] 380:is_kraft_controller 383:type 386:topic_states 389:unknown_tags 396:- 398:topic_name 409:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 411:isr 418:partition_epoch:i 420:replicas 427:is_new:? 429:leader_recovery_state 432:unknown_tags 439:- 443:controller_id:i/controller_epoch:i 446:ungrouped_partition_states[] 454:ungrouped_partition_states[]>topic_name 462:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 465:ungrouped_partition_states[]>isr 472:ungrouped_partition_states[]>partition_epoch:i 475:ungrouped_partition_states[]>replicas 482:ungrouped_partition_states[]>is_new:? 491:live_leaders[] 499:live_leaders[]>broker_id:i 502:live_leaders[]>host_name 510:live_leaders[]>port:i 526:- 528:controller_id:i/controller_epoch:i 530:ungrouped_partition_states[] 541:live_leaders[] 552:is_kraft_controller 555:type 558:topic_states 561:unknown_tags 568:- 570:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 572:isr 579:partition_epoch:i 581:replicas 588:is_new:? 590:leader_recovery_state 593:unknown_tags 600:- 602:topic_name 613:partition_states[] 624:unknown_tags 631:- 635:controller_id:i/controller_epoch:i/broker_epoch:q 638:topic_states[] 646:topic_states[]>topic_name 654:topic_states[]>partition_states[] 662:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 665:topic_states[]>partition_states[]>isr 672:topic_states[]>partition_states[]>partition_epoch:i 675:topic_states[]>partition_states[]>replicas 682:topic_states[]>partition_states[]>is_new:? 696:live_leaders[] 704:live_leaders[]>broker_id:i 707:live_leaders[]>host_name 715:live_leaders[]>port:i 730:- 732:controller_id:i/controller_epoch:i/broker_epoch:q 734:topic_states[] 745:live_leaders[] 756:is_kraft_controller 759:type 762:ungrouped_partition_states 765:unknown_tags 772:- 774:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 776:isr 783:partition_epoch:i 785:replicas 792:adding_replicas 799:removing_replicas 806:is_new:? 808:leader_recovery_state 811:unknown_tags 818:- 820:topic_name 831:partition_states[] 842:unknown_tags 849:- 853:controller_id:i/controller_epoch:i/broker_epoch:q 856:topic_states[] 864:topic_states[]>topic_name 872:topic_states[]>partition_states[] 880:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 883:topic_states[]>partition_states[]>isr 890:topic_states[]>partition_states[]>partition_epoch:i 893:topic_states[]>partition_states[]>replicas 900:topic_states[]>partition_states[]>adding_replicas 907:topic_states[]>partition_states[]>removing_replicas 914:topic_states[]>partition_states[]>is_new:? 926:live_leaders[] 934:live_leaders[]>broker_id:i 937:live_leaders[]>host_name 945:live_leaders[]>port:i 960:- 962:controller_id:i/controller_epoch:i/broker_epoch:q 964:topic_states[] 975:live_leaders[] 986:is_kraft_controller 989:type 992:ungrouped_partition_states 995:unknown_tags 1002:- 1004:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1006:isr 1021:partition_epoch:i 1023:replicas 1038:adding_replicas 1053:removing_replicas 1068:is_new:? 1070:leader_recovery_state 1073:tagged_fields 1083:- 1085:topic_name 1104:partition_states[] 1123:tagged_fields 1133:- 1135:broker_id:i 1137:host_name 1156:port:i 1158:tagged_fields 1168:- 1172:controller_id:i/controller_epoch:i/broker_epoch:q 1175:topic_states[] 1193:topic_states[]>topic_name 1209:topic_states[]>partition_states[] 1227:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1230:topic_states[]>partition_states[]>isr 1242:topic_states[]>partition_states[]>partition_epoch:i 1245:topic_states[]>partition_states[]>replicas 1257:topic_states[]>partition_states[]>adding_replicas 1269:topic_states[]>partition_states[]>removing_replicas 1281:topic_states[]>partition_states[]>is_new:? 1286:topic_states[]>partition_states[]>tagged_fields 1295:topic_states[]>tagged_fields 1303:live_leaders[] 1321:live_leaders[]>broker_id:i 1324:live_leaders[]>host_name 1340:live_leaders[]>port:i 1343:live_leaders[]>tagged_fields 1354:tagged_fields 1365:- 1367:controller_id:i/controller_epoch:i/broker_epoch:q 1369:topic_states[] 1388:live_leaders[] 1407:is_kraft_controller 1410:type 1413:ungrouped_partition_states 1416:tagged_fields 1426:- 1428:topic_name 1447:topic_id:16s 1449:partition_states[] 1468:tagged_fields 1478:- 1482:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1485:topic_states[] 1503:topic_states[]>topic_name 1519:topic_states[]>topic_id:16s 1523:topic_states[]>partition_states[] 1541:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1544:topic_states[]>partition_states[]>isr 1556:topic_states[]>partition_states[]>partition_epoch:i 1559:topic_states[]>partition_states[]>replicas 1571:topic_states[]>partition_states[]>adding_replicas 1583:topic_states[]>partition_states[]>removing_replicas 1595:topic_states[]>partition_states[]>is_new:? 1600:topic_states[]>partition_states[]>tagged_fields 1608:topic_states[]>tagged_fields 1616:live_leaders[] 1634:live_leaders[]>broker_id:i 1637:live_leaders[]>host_name 1653:live_leaders[]>port:i 1656:live_leaders[]>tagged_fields 1666:tagged_fields 1677:- 1679:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1681:topic_states[] 1700:live_leaders[] 1719:is_kraft_controller 1722:ungrouped_partition_states 1725:tagged_fields 1735:- 1737:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1739:isr 1754:partition_epoch:i 1756:replicas 1771:adding_replicas 1786:removing_replicas 1801:is_new:?/leader_recovery_state:b 1803:tagged_fields 1813:- 1815:topic_name 1834:topic_id:16s 1836:partition_states[] 1855:tagged_fields 1865:- 1869:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1872:topic_states[] 1890:topic_states[]>topic_name 1906:topic_states[]>topic_id:16s 1910:topic_states[]>partition_states[] 1928:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1931:topic_states[]>partition_states[]>isr 1943:topic_states[]>partition_states[]>partition_epoch:i 1946:topic_states[]>partition_states[]>replicas 1958:topic_states[]>partition_states[]>adding_replicas 1970:topic_states[]>partition_states[]>removing_replicas 1982:topic_states[]>partition_states[]>is_new:?/leader_recovery_state:b 1986:topic_states[]>partition_states[]>tagged_fields 1994:topic_states[]>tagged_fields 2002:live_leaders[] 2020:live_leaders[]>broker_id:i 2023:live_leaders[]>host_name 2039:live_leaders[]>port:i 2042:live_leaders[]>tagged_fields 2052:tagged_fields 2063:- 2065:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 2067:topic_states[] 2086:live_leaders[] 2105:is_kraft_controller 2108:ungrouped_partition_states 2111:tagged_fields 2121:- 2125:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q/type:b 2128:topic_states[] 2146:topic_states[]>topic_name 2162:topic_states[]>topic_id:16s 2166:topic_states[]>partition_states[] 2184:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 2187:topic_states[]>partition_states[]>isr 2199:topic_states[]>partition_states[]>partition_epoch:i 2202:topic_states[]>partition_states[]>replicas 2214:topic_states[]>partition_states[]>adding_replicas 2226:topic_states[]>partition_states[]>removing_replicas 2238:topic_states[]>partition_states[]>is_new:?/leader_recovery_state:b 2242:topic_states[]>partition_states[]>tagged_fields 2250:topic_states[]>tagged_fields 2258:live_leaders[] 2276:live_leaders[]>broker_id:i 2279:live_leaders[]>host_name 2295:live_leaders[]>port:i 2298:live_leaders[]>tagged_fields 2307:tagged_fields 2318:- 2320:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q/type:b 2322:topic_states[] 2341:live_leaders[] 2360:ungrouped_partition_states 2363:tagged_fields"
 )

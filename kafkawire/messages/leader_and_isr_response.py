@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -111,27 +112,6 @@ LeaderAndIsrResponse.LeaderAndIsrTopicError = LeaderAndIsrTopicError
 
 
 
-def _read_LeaderAndIsrPartitionError_v0(buf, pos, view):
-    try:
-        self = _new(LeaderAndIsrPartitionError)
-        blen = len(buf)
-        # field: topic_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_index:i error_code:h
-        (self.partition_index, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_LeaderAndIsrPartitionError_v0(self, w):
     try:
         # field: topic_name
@@ -166,11 +146,22 @@ def _read_LeaderAndIsrResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 8 > blen - pos:
             raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_partition_errors in range(n):
-            item, pos = _read_LeaderAndIsrPartitionError_v0(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrPartitionError)  # LeaderAndIsrPartitionError read in this loop
+            # field: partition_errors[]>topic_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: partition_errors[]>partition_index:i error_code:h
+            (item.partition_index, item.error_code,) = _R_ih(buf, pos)
+            pos += 6
+            item.unknown_tags = None
+            items[i_partition_errors] = item
         self.partition_errors = tuple(items)
         self.topics = ()
         self.unknown_tags = None
@@ -202,69 +193,6 @@ def _write_LeaderAndIsrResponse_v0(self, w):
             raise tags_not_supported("LeaderAndIsrResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_LeaderAndIsrPartitionError_v4(buf, pos, view):
-    try:
-        self = _new(LeaderAndIsrPartitionError)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_index:i error_code:h
-        (self.partition_index, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_LeaderAndIsrPartitionError_v4(self, w):
@@ -322,46 +250,43 @@ def _read_LeaderAndIsrResponse_v4(buf, pos, view):
         n -= 1
         if n < 0 or n * 8 > blen - pos:
             raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_partition_errors in range(n):
-            item, pos = _read_LeaderAndIsrPartitionError_v4(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrPartitionError)  # LeaderAndIsrPartitionError read in this loop
+            # field: partition_errors[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: partition_errors[]>partition_index:i error_code:h
+            (item.partition_index, item.error_code,) = _R_ih(buf, pos)
+            pos += 6
+            # field: partition_errors[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_partition_errors] = item
         self.partition_errors = tuple(items)
         self.topics = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -403,52 +328,6 @@ def _write_LeaderAndIsrResponse_v4(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_LeaderAndIsrPartitionError_v5(buf, pos, view):
-    try:
-        self = _new(LeaderAndIsrPartitionError)
-        blen = len(buf)
-        # field: partition_index:i error_code:h
-        (self.partition_index, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        self.topic_name = ''
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_LeaderAndIsrPartitionError_v5(self, w):
     try:
         # field: partition_index:i error_code:h
@@ -461,73 +340,6 @@ def _write_LeaderAndIsrPartitionError_v5(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_LeaderAndIsrTopicError_v5(buf, pos, view):
-    try:
-        self = _new(LeaderAndIsrTopicError)
-        blen = len(buf)
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partition_errors[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 7 > blen - pos:
-            raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_errors in range(n):
-            item, pos = _read_LeaderAndIsrPartitionError_v5(buf, pos, view)
-            append(item)
-        self.partition_errors = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_LeaderAndIsrTopicError_v5(self, w):
@@ -585,46 +397,58 @@ def _read_LeaderAndIsrResponse_v5(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_LeaderAndIsrTopicError_v5(buf, pos, view)
-            append(item)
+            item = _new(LeaderAndIsrTopicError)  # LeaderAndIsrTopicError read in this loop
+            # field: topics[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: topics[]>partition_errors[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 7 > blen - pos:
+                raise bad_count(n, 7, pos, blen)
+            items1 = [None] * n
+            for i_partition_errors in range(n):
+                item1 = _new(LeaderAndIsrPartitionError)  # LeaderAndIsrPartitionError read in this loop
+                # field: topics[]>partition_errors[]>partition_index:i error_code:h
+                (item1.partition_index, item1.error_code,) = _R_ih(buf, pos)
+                pos += 6
+                item1.topic_name = ''
+                # field: topics[]>partition_errors[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partition_errors] = item1
+            item.partition_errors = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         self.partition_errors = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -687,5 +511,5 @@ LeaderAndIsrResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "114:- 118:topic_name 126:partition_index:i/error_code:h 135:- 137:topic_name 148:partition_index:i/error_code:h 150:unknown_tags 157:- 161:error_code:h 164:partition_errors[] 182:- 184:error_code:h 186:partition_errors[] 197:topics 200:unknown_tags 207:- 211:topic_name 229:partition_index:i/error_code:h 232:tagged_fields 270:- 272:topic_name 291:partition_index:i/error_code:h 293:tagged_fields 303:- 307:error_code:h 310:partition_errors[] 332:tagged_fields 370:- 372:error_code:h 374:partition_errors[] 393:topics 396:tagged_fields 406:- 410:partition_index:i/error_code:h 414:tagged_fields 452:- 454:partition_index:i/error_code:h 456:tagged_fields 466:- 470:topic_id:16s 474:partition_errors[] 495:tagged_fields 533:- 535:topic_id:16s 537:partition_errors[] 556:tagged_fields 566:- 570:error_code:h 573:topics[] 595:tagged_fields 633:- 635:error_code:h 637:topics[] 656:partition_errors 659:tagged_fields"
+    "115:- 117:topic_name 128:partition_index:i/error_code:h 130:unknown_tags 137:- 141:error_code:h 144:partition_errors[] 152:partition_errors[]>topic_name 160:partition_errors[]>partition_index:i/error_code:h 173:- 175:error_code:h 177:partition_errors[] 188:topics 191:unknown_tags 198:- 200:topic_name 219:partition_index:i/error_code:h 221:tagged_fields 231:- 235:error_code:h 238:partition_errors[] 256:partition_errors[]>topic_name 272:partition_errors[]>partition_index:i/error_code:h 275:partition_errors[]>tagged_fields 284:tagged_fields 295:- 297:error_code:h 299:partition_errors[] 318:topics 321:tagged_fields 331:- 333:partition_index:i/error_code:h 335:tagged_fields 345:- 347:topic_id:16s 349:partition_errors[] 368:tagged_fields 378:- 382:error_code:h 385:topics[] 403:topics[]>topic_id:16s 407:topics[]>partition_errors[] 425:topics[]>partition_errors[]>partition_index:i/error_code:h 429:topics[]>partition_errors[]>tagged_fields 437:topics[]>tagged_fields 446:tagged_fields 457:- 459:error_code:h 461:topics[] 480:partition_errors 483:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -85,52 +86,6 @@ LeaderChangeMessage.Voter = Voter
 
 
 
-def _read_Voter_v0(buf, pos, view):
-    try:
-        self = _new(Voter)
-        blen = len(buf)
-        # field: voter_id:i
-        (self.voter_id,) = _R_i(buf, pos)
-        pos += 4
-        self.voter_directory_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_Voter_v0(self, w):
     try:
         # field: voter_id:i
@@ -170,11 +125,20 @@ def _read_LeaderChangeMessage_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 5 > blen - pos:
             raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_voters in range(n):
-            item, pos = _read_Voter_v0(buf, pos, view)
-            append(item)
+            item = _new(Voter)  # Voter read in this loop
+            # field: voters[]>voter_id:i
+            (item.voter_id,) = _R_i(buf, pos)
+            pos += 4
+            item.voter_directory_id = ZERO_UUID
+            # field: voters[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_voters] = item
         self.voters = tuple(items)
         # field: granting_voters[]
         n = buf[pos]
@@ -191,45 +155,27 @@ def _read_LeaderChangeMessage_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 5 > blen - pos:
             raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_granting_voters in range(n):
-            item, pos = _read_Voter_v0(buf, pos, view)
-            append(item)
+            item = _new(Voter)  # Voter read in this loop
+            # field: granting_voters[]>voter_id:i
+            (item.voter_id,) = _R_i(buf, pos)
+            pos += 4
+            item.voter_directory_id = ZERO_UUID
+            # field: granting_voters[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_granting_voters] = item
         self.granting_voters = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -287,52 +233,6 @@ def _write_LeaderChangeMessage_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_Voter_v1(buf, pos, view):
-    try:
-        self = _new(Voter)
-        blen = len(buf)
-        # field: voter_id:i voter_directory_id:16s
-        (self.voter_id, u_voter_directory_id,) = _R_i16s(buf, pos)
-        self.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
-        pos += 20
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_Voter_v1(self, w):
     try:
         # field: voter_id:i voter_directory_id:16s
@@ -369,11 +269,20 @@ def _read_LeaderChangeMessage_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 21 > blen - pos:
             raise bad_count(n, 21, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_voters in range(n):
-            item, pos = _read_Voter_v1(buf, pos, view)
-            append(item)
+            item = _new(Voter)  # Voter read in this loop
+            # field: voters[]>voter_id:i voter_directory_id:16s
+            (item.voter_id, u_voter_directory_id,) = _R_i16s(buf, pos)
+            item.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
+            pos += 20
+            # field: voters[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_voters] = item
         self.voters = tuple(items)
         # field: granting_voters[]
         n = buf[pos]
@@ -390,45 +299,27 @@ def _read_LeaderChangeMessage_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 21 > blen - pos:
             raise bad_count(n, 21, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_granting_voters in range(n):
-            item, pos = _read_Voter_v1(buf, pos, view)
-            append(item)
+            item = _new(Voter)  # Voter read in this loop
+            # field: granting_voters[]>voter_id:i voter_directory_id:16s
+            (item.voter_id, u_voter_directory_id,) = _R_i16s(buf, pos)
+            item.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
+            pos += 20
+            # field: granting_voters[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_granting_voters] = item
         self.granting_voters = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -495,5 +386,5 @@ LeaderChangeMessage._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "88:- 92:voter_id:i 96:tagged_fields 134:- 136:voter_id:i 138:voter_directory_id 141:tagged_fields 151:- 155:version:h/leader_id:i 158:voters[] 179:granting_voters[] 200:tagged_fields 238:- 240:version:h/leader_id:i 242:voters[] 261:granting_voters[] 280:tagged_fields 290:- 294:voter_id:i/voter_directory_id:16s 298:tagged_fields 336:- 338:voter_id:i/voter_directory_id:16s 340:tagged_fields 350:- 354:version:h/leader_id:i 357:voters[] 378:granting_voters[] 399:tagged_fields 437:- 439:version:h/leader_id:i 441:voters[] 460:granting_voters[] 479:tagged_fields"
+    "89:- 91:voter_id:i 93:voter_directory_id 96:tagged_fields 106:- 110:version:h/leader_id:i 113:voters[] 131:voters[]>voter_id:i 135:voters[]>tagged_fields 143:granting_voters[] 161:granting_voters[]>voter_id:i 165:granting_voters[]>tagged_fields 173:tagged_fields 184:- 186:version:h/leader_id:i 188:voters[] 207:granting_voters[] 226:tagged_fields 236:- 238:voter_id:i/voter_directory_id:16s 240:tagged_fields 250:- 254:version:h/leader_id:i 257:voters[] 275:voters[]>voter_id:i/voter_directory_id:16s 279:voters[]>tagged_fields 287:granting_voters[] 305:granting_voters[]>voter_id:i/voter_directory_id:16s 309:granting_voters[]>tagged_fields 317:tagged_fields 328:- 330:version:h/leader_id:i 332:voters[] 351:granting_voters[] 370:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -142,36 +143,6 @@ def _write_LeaveGroupRequest_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_MemberIdentity_v3(buf, pos, view):
-    try:
-        self = _new(MemberIdentity)
-        blen = len(buf)
-        # field: member_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_instance_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.group_instance_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.group_instance_id = str(buf[pos:end], "utf-8")
-            pos = end
-        self.reason = None
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_MemberIdentity_v3(self, w):
     try:
         # field: member_id
@@ -220,11 +191,31 @@ def _read_LeaveGroupRequest_v3(buf, pos, view):
         pos += 4
         if n < 0 or n * 4 > blen - pos:
             raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_members in range(n):
-            item, pos = _read_MemberIdentity_v3(buf, pos, view)
-            append(item)
+            item = _new(MemberIdentity)  # MemberIdentity read in this loop
+            # field: members[]>member_id
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.member_id = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: members[]>group_instance_id
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.group_instance_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.group_instance_id = str(buf[pos:end], "utf-8")
+                pos = end
+            item.reason = None
+            item.unknown_tags = None
+            items[i_members] = item
         self.members = tuple(items)
         self.member_id = ''
         self.unknown_tags = None
@@ -265,88 +256,6 @@ def _write_LeaveGroupRequest_v3(self, w):
             raise tags_not_supported("LeaveGroupRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_MemberIdentity_v4(buf, pos, view):
-    try:
-        self = _new(MemberIdentity)
-        blen = len(buf)
-        # field: member_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_instance_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.group_instance_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.group_instance_id = str(buf[pos:end], "utf-8")
-            pos = end
-        self.reason = None
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_MemberIdentity_v4(self, w):
@@ -405,22 +314,20 @@ def _read_LeaveGroupRequest_v4(buf, pos, view):
         blen = len(buf)
         # field: group_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.group_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.group_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: members[]
         n = buf[pos]
         if n < 0x80:
@@ -436,46 +343,64 @@ def _read_LeaveGroupRequest_v4(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_members in range(n):
-            item, pos = _read_MemberIdentity_v4(buf, pos, view)
-            append(item)
+            item = _new(MemberIdentity)  # MemberIdentity read in this loop
+            # field: members[]>member_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.member_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.member_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: members[]>group_instance_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.group_instance_id = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.group_instance_id = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.group_instance_id = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.group_instance_id = str(buf[pos:end], "utf-8")
+                    pos = end
+            item.reason = None
+            # field: members[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_members] = item
         self.members = tuple(items)
         self.member_id = ''
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -532,108 +457,6 @@ def _write_LeaveGroupRequest_v4(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_MemberIdentity_v5(buf, pos, view):
-    try:
-        self = _new(MemberIdentity)
-        blen = len(buf)
-        # field: member_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_instance_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.group_instance_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.group_instance_id = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: reason
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.reason = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.reason = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_MemberIdentity_v5(self, w):
@@ -711,22 +534,20 @@ def _read_LeaveGroupRequest_v5(buf, pos, view):
         blen = len(buf)
         # field: group_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.group_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.group_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: members[]
         n = buf[pos]
         if n < 0x80:
@@ -742,46 +563,86 @@ def _read_LeaveGroupRequest_v5(buf, pos, view):
         n -= 1
         if n < 0 or n * 4 > blen - pos:
             raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_members in range(n):
-            item, pos = _read_MemberIdentity_v5(buf, pos, view)
-            append(item)
+            item = _new(MemberIdentity)  # MemberIdentity read in this loop
+            # field: members[]>member_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.member_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.member_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: members[]>group_instance_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.group_instance_id = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.group_instance_id = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.group_instance_id = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.group_instance_id = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: members[]>reason
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.reason = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.reason = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.reason = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.reason = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: members[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_members] = item
         self.members = tuple(items)
         self.member_id = ''
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -857,5 +718,5 @@ LeaveGroupRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "84:- 88:group_id 96:member_id 111:- 113:group_id 124:member_id 135:members 138:unknown_tags 145:- 149:member_id 157:group_instance_id 175:- 177:member_id 188:group_instance_id 199:unknown_tags 206:- 210:group_id 218:members[] 236:- 238:group_id 249:members[] 260:member_id 263:unknown_tags 270:- 274:member_id 292:group_instance_id 314:tagged_fields 352:- 354:member_id 373:group_instance_id 392:tagged_fields 402:- 406:group_id 424:members[] 446:tagged_fields 484:- 486:group_id 505:members[] 524:member_id 527:tagged_fields 537:- 541:member_id 559:group_instance_id 580:reason 601:tagged_fields 639:- 641:member_id 660:group_instance_id 679:reason 698:tagged_fields 708:- 712:group_id 730:members[] 752:tagged_fields 790:- 792:group_id 811:members[] 830:member_id 833:tagged_fields"
+    "85:- 89:group_id 97:member_id 112:- 114:group_id 125:member_id 136:members 139:unknown_tags 146:- 148:member_id 159:group_instance_id 170:unknown_tags 177:- 181:group_id 189:members[] 197:members[]>member_id 205:members[]>group_instance_id 227:- 229:group_id 240:members[] 251:member_id 254:unknown_tags 261:- 263:member_id 282:group_instance_id 301:tagged_fields 311:- 315:group_id 331:members[] 349:members[]>member_id 365:members[]>group_instance_id 389:members[]>tagged_fields 398:tagged_fields 409:- 411:group_id 430:members[] 449:member_id 452:tagged_fields 462:- 464:member_id 483:group_instance_id 502:reason 521:tagged_fields 531:- 535:group_id 551:members[] 569:members[]>member_id 585:members[]>group_instance_id 608:members[]>reason 631:members[]>tagged_fields 640:tagged_fields 651:- 653:group_id 672:members[] 691:member_id 694:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -138,38 +139,6 @@ def _write_LeaveGroupResponse_v1(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_MemberResponse_v3(buf, pos, view):
-    try:
-        self = _new(MemberResponse)
-        blen = len(buf)
-        # field: member_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_instance_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.group_instance_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.group_instance_id = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_MemberResponse_v3(self, w):
     try:
         # field: member_id
@@ -215,11 +184,33 @@ def _read_LeaveGroupResponse_v3(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_members in range(n):
-            item, pos = _read_MemberResponse_v3(buf, pos, view)
-            append(item)
+            item = _new(MemberResponse)  # MemberResponse read in this loop
+            # field: members[]>member_id
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.member_id = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: members[]>group_instance_id
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.group_instance_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.group_instance_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: members[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            item.unknown_tags = None
+            items[i_members] = item
         self.members = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -247,90 +238,6 @@ def _write_LeaveGroupResponse_v3(self, w):
             raise tags_not_supported("LeaveGroupResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_MemberResponse_v4(buf, pos, view):
-    try:
-        self = _new(MemberResponse)
-        blen = len(buf)
-        # field: member_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_instance_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.group_instance_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.group_instance_id = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_MemberResponse_v4(self, w):
@@ -407,45 +314,65 @@ def _read_LeaveGroupResponse_v4(buf, pos, view):
         n -= 1
         if n < 0 or n * 5 > blen - pos:
             raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_members in range(n):
-            item, pos = _read_MemberResponse_v4(buf, pos, view)
-            append(item)
+            item = _new(MemberResponse)  # MemberResponse read in this loop
+            # field: members[]>member_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.member_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.member_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: members[]>group_instance_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.group_instance_id = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.group_instance_id = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.group_instance_id = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.group_instance_id = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: members[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: members[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_members] = item
         self.members = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -501,5 +428,5 @@ LeaveGroupResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "86:- 89:error_code:h 100:- 102:error_code:h 104:members 107:unknown_tags 114:- 117:throttle_time_ms:i/error_code:h 127:- 129:throttle_time_ms:i/error_code:h 131:members 134:unknown_tags 141:- 145:member_id 153:group_instance_id 164:error_code:h 173:- 175:member_id 186:group_instance_id 197:error_code:h 199:unknown_tags 206:- 210:throttle_time_ms:i/error_code:h 213:members[] 230:- 232:throttle_time_ms:i/error_code:h 234:members[] 245:unknown_tags 252:- 256:member_id 274:group_instance_id 295:error_code:h 298:tagged_fields 336:- 338:member_id 357:group_instance_id 376:error_code:h 378:tagged_fields 388:- 392:throttle_time_ms:i/error_code:h 395:members[] 416:tagged_fields 454:- 456:throttle_time_ms:i/error_code:h 458:members[] 477:tagged_fields"
+    "87:- 90:error_code:h 101:- 103:error_code:h 105:members 108:unknown_tags 115:- 118:throttle_time_ms:i/error_code:h 128:- 130:throttle_time_ms:i/error_code:h 132:members 135:unknown_tags 142:- 144:member_id 155:group_instance_id 166:error_code:h 168:unknown_tags 175:- 179:throttle_time_ms:i/error_code:h 182:members[] 190:members[]>member_id 198:members[]>group_instance_id 209:members[]>error_code:h 221:- 223:throttle_time_ms:i/error_code:h 225:members[] 236:unknown_tags 243:- 245:member_id 264:group_instance_id 283:error_code:h 285:tagged_fields 295:- 299:throttle_time_ms:i/error_code:h 302:members[] 320:members[]>member_id 336:members[]>group_instance_id 359:members[]>error_code:h 362:members[]>tagged_fields 370:tagged_fields 381:- 383:throttle_time_ms:i/error_code:h 385:members[] 404:tagged_fields"
 )

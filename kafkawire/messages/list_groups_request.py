@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -82,38 +83,11 @@ def _read_ListGroupsRequest_v3(buf, pos, view):
         self.states_filter = ()
         self.types_filter = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -156,62 +130,32 @@ def _read_ListGroupsRequest_v4(buf, pos, view):
         n -= 1
         if n < 0 or n * 1 > blen - pos:
             raise bad_count(n, 1, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_states_filter in range(n):
             n = buf[pos]
-            if n < 0x80:
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                n = (n & 0x7F) | (buf[pos + 1] << 7)
-                pos += 2
-            elif buf[pos + 2] < 0x80:
-                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                pos += 3
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item = str(buf[pos + 1:end], "utf-8")
+                pos = end
             else:
                 n, pos = read_uvarint(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            item = str(buf[pos:end], "utf-8")
-            pos = end
-            append(item)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item = str(buf[pos:end], "utf-8")
+                pos = end
+            items[i_states_filter] = item
         self.states_filter = tuple(items)
         self.types_filter = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -284,27 +228,24 @@ def _read_ListGroupsRequest_v5(buf, pos, view):
         n -= 1
         if n < 0 or n * 1 > blen - pos:
             raise bad_count(n, 1, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_states_filter in range(n):
             n = buf[pos]
-            if n < 0x80:
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                n = (n & 0x7F) | (buf[pos + 1] << 7)
-                pos += 2
-            elif buf[pos + 2] < 0x80:
-                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                pos += 3
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item = str(buf[pos + 1:end], "utf-8")
+                pos = end
             else:
                 n, pos = read_uvarint(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            item = str(buf[pos:end], "utf-8")
-            pos = end
-            append(item)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item = str(buf[pos:end], "utf-8")
+                pos = end
+            items[i_states_filter] = item
         self.states_filter = tuple(items)
         # field: types_filter[]
         n = buf[pos]
@@ -321,61 +262,31 @@ def _read_ListGroupsRequest_v5(buf, pos, view):
         n -= 1
         if n < 0 or n * 1 > blen - pos:
             raise bad_count(n, 1, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_types_filter in range(n):
             n = buf[pos]
-            if n < 0x80:
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                n = (n & 0x7F) | (buf[pos + 1] << 7)
-                pos += 2
-            elif buf[pos + 2] < 0x80:
-                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                pos += 3
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item = str(buf[pos + 1:end], "utf-8")
+                pos = end
             else:
                 n, pos = read_uvarint(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            item = str(buf[pos:end], "utf-8")
-            pos = end
-            append(item)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item = str(buf[pos:end], "utf-8")
+                pos = end
+            items[i_types_filter] = item
         self.types_filter = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -476,5 +387,5 @@ ListGroupsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "52:- 63:- 65:states_filter 68:types_filter 71:unknown_tags 78:- 84:tagged_fields 122:- 124:states_filter 127:types_filter 130:tagged_fields 140:- 144:states_filter[] 182:tagged_fields 220:- 222:states_filter[] 255:types_filter 258:tagged_fields 268:- 272:states_filter[] 309:types_filter[] 346:tagged_fields 384:- 386:states_filter[] 419:types_filter[] 452:tagged_fields"
+    "53:- 64:- 66:states_filter 69:types_filter 72:unknown_tags 79:- 85:tagged_fields 96:- 98:states_filter 101:types_filter 104:tagged_fields 114:- 118:states_filter[] 153:tagged_fields 164:- 166:states_filter[] 199:types_filter 202:tagged_fields 212:- 216:states_filter[] 250:types_filter[] 284:tagged_fields 295:- 297:states_filter[] 330:types_filter[] 363:tagged_fields"
 )

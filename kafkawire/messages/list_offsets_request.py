@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -121,19 +122,6 @@ ListOffsetsRequest.ListOffsetsPartition = ListOffsetsPartition
 
 
 
-def _read_ListOffsetsPartition_v0(buf, pos, view):
-    try:
-        self = _new(ListOffsetsPartition)
-        # field: partition_index:i timestamp:q max_num_offsets:i
-        (self.partition_index, self.timestamp, self.max_num_offsets,) = _R_iqi(buf, pos)
-        pos += 16
-        self.current_leader_epoch = -1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ListOffsetsPartition_v0(self, w):
     try:
         # field: partition_index:i timestamp:q max_num_offsets:i
@@ -143,35 +131,6 @@ def _write_ListOffsetsPartition_v0(self, w):
             raise tags_not_supported("ListOffsetsPartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_ListOffsetsTopic_v0(buf, pos, view):
-    try:
-        self = _new(ListOffsetsTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 16 > blen - pos:
-            raise bad_count(n, 16, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_ListOffsetsPartition_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_ListOffsetsTopic_v0(self, w):
@@ -217,11 +176,34 @@ def _read_ListOffsetsRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_ListOffsetsTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(ListOffsetsTopic)  # ListOffsetsTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 16 > blen - pos:
+                raise bad_count(n, 16, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(ListOffsetsPartition)  # ListOffsetsPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i timestamp:q max_num_offsets:i
+                (item1.partition_index, item1.timestamp, item1.max_num_offsets,) = _R_iqi(buf, pos)
+                pos += 16
+                item1.current_leader_epoch = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.isolation_level = 0
         self.timeout_ms = 0
@@ -256,20 +238,6 @@ def _write_ListOffsetsRequest_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_ListOffsetsPartition_v1(buf, pos, view):
-    try:
-        self = _new(ListOffsetsPartition)
-        # field: partition_index:i timestamp:q
-        (self.partition_index, self.timestamp,) = _R_iq(buf, pos)
-        pos += 12
-        self.current_leader_epoch = -1
-        self.max_num_offsets = 1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ListOffsetsPartition_v1(self, w):
     try:
         # field: partition_index:i timestamp:q
@@ -282,35 +250,6 @@ def _write_ListOffsetsPartition_v1(self, w):
             raise tags_not_supported("ListOffsetsPartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_ListOffsetsTopic_v1(buf, pos, view):
-    try:
-        self = _new(ListOffsetsTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 12 > blen - pos:
-            raise bad_count(n, 12, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_ListOffsetsPartition_v1(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_ListOffsetsTopic_v1(self, w):
@@ -356,11 +295,35 @@ def _read_ListOffsetsRequest_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_ListOffsetsTopic_v1(buf, pos, view)
-            append(item)
+            item = _new(ListOffsetsTopic)  # ListOffsetsTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 12 > blen - pos:
+                raise bad_count(n, 12, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(ListOffsetsPartition)  # ListOffsetsPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i timestamp:q
+                (item1.partition_index, item1.timestamp,) = _R_iq(buf, pos)
+                pos += 12
+                item1.current_leader_epoch = -1
+                item1.max_num_offsets = 1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.isolation_level = 0
         self.timeout_ms = 0
@@ -407,11 +370,35 @@ def _read_ListOffsetsRequest_v2(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_ListOffsetsTopic_v1(buf, pos, view)
-            append(item)
+            item = _new(ListOffsetsTopic)  # ListOffsetsTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 12 > blen - pos:
+                raise bad_count(n, 12, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(ListOffsetsPartition)  # ListOffsetsPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i timestamp:q
+                (item1.partition_index, item1.timestamp,) = _R_iq(buf, pos)
+                pos += 12
+                item1.current_leader_epoch = -1
+                item1.max_num_offsets = 1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.timeout_ms = 0
         self.unknown_tags = None
@@ -442,19 +429,6 @@ def _write_ListOffsetsRequest_v2(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_ListOffsetsPartition_v4(buf, pos, view):
-    try:
-        self = _new(ListOffsetsPartition)
-        # field: partition_index:i current_leader_epoch:i timestamp:q
-        (self.partition_index, self.current_leader_epoch, self.timestamp,) = _R_iiq(buf, pos)
-        pos += 16
-        self.max_num_offsets = 1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ListOffsetsPartition_v4(self, w):
     try:
         # field: partition_index:i current_leader_epoch:i timestamp:q
@@ -467,35 +441,6 @@ def _write_ListOffsetsPartition_v4(self, w):
             raise tags_not_supported("ListOffsetsPartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_ListOffsetsTopic_v4(buf, pos, view):
-    try:
-        self = _new(ListOffsetsTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 16 > blen - pos:
-            raise bad_count(n, 16, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_ListOffsetsPartition_v4(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_ListOffsetsTopic_v4(self, w):
@@ -541,11 +486,34 @@ def _read_ListOffsetsRequest_v4(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_ListOffsetsTopic_v4(buf, pos, view)
-            append(item)
+            item = _new(ListOffsetsTopic)  # ListOffsetsTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 16 > blen - pos:
+                raise bad_count(n, 16, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(ListOffsetsPartition)  # ListOffsetsPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i current_leader_epoch:i timestamp:q
+                (item1.partition_index, item1.current_leader_epoch, item1.timestamp,) = _R_iiq(buf, pos)
+                pos += 16
+                item1.max_num_offsets = 1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.timeout_ms = 0
         self.unknown_tags = None
@@ -576,52 +544,6 @@ def _write_ListOffsetsRequest_v4(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_ListOffsetsPartition_v6(buf, pos, view):
-    try:
-        self = _new(ListOffsetsPartition)
-        blen = len(buf)
-        # field: partition_index:i current_leader_epoch:i timestamp:q
-        (self.partition_index, self.current_leader_epoch, self.timestamp,) = _R_iiq(buf, pos)
-        pos += 16
-        self.max_num_offsets = 1
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ListOffsetsPartition_v6(self, w):
     try:
         # field: partition_index:i current_leader_epoch:i timestamp:q
@@ -637,87 +559,6 @@ def _write_ListOffsetsPartition_v6(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_ListOffsetsTopic_v6(buf, pos, view):
-    try:
-        self = _new(ListOffsetsTopic)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 17 > blen - pos:
-            raise bad_count(n, 17, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_ListOffsetsPartition_v6(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_ListOffsetsTopic_v6(self, w):
@@ -792,46 +633,70 @@ def _read_ListOffsetsRequest_v6(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_ListOffsetsTopic_v6(buf, pos, view)
-            append(item)
+            item = _new(ListOffsetsTopic)  # ListOffsetsTopic read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 17 > blen - pos:
+                raise bad_count(n, 17, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(ListOffsetsPartition)  # ListOffsetsPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i current_leader_epoch:i timestamp:q
+                (item1.partition_index, item1.current_leader_epoch, item1.timestamp,) = _R_iiq(buf, pos)
+                pos += 16
+                item1.max_num_offsets = 1
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         self.timeout_ms = 0
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -892,48 +757,72 @@ def _read_ListOffsetsRequest_v10(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_ListOffsetsTopic_v6(buf, pos, view)
-            append(item)
+            item = _new(ListOffsetsTopic)  # ListOffsetsTopic read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 17 > blen - pos:
+                raise bad_count(n, 17, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(ListOffsetsPartition)  # ListOffsetsPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i current_leader_epoch:i timestamp:q
+                (item1.partition_index, item1.current_leader_epoch, item1.timestamp,) = _R_iiq(buf, pos)
+                pos += 16
+                item1.max_num_offsets = 1
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: timeout_ms:i
         (self.timeout_ms,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1001,5 +890,5 @@ ListOffsetsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "124:- 127:partition_index:i/timestamp:q/max_num_offsets:i 137:- 139:partition_index:i/timestamp:q/max_num_offsets:i 141:unknown_tags 148:- 152:name 160:partitions[] 177:- 179:name 190:partitions[] 201:unknown_tags 208:- 212:replica_id:i 215:topics[] 234:- 236:replica_id:i 238:topics[] 249:isolation_level 252:unknown_tags 259:- 262:partition_index:i/timestamp:q 273:- 275:partition_index:i/timestamp:q 277:max_num_offsets 280:unknown_tags 287:- 291:name 299:partitions[] 316:- 318:name 329:partitions[] 340:unknown_tags 347:- 351:replica_id:i 354:topics[] 373:- 375:replica_id:i 377:topics[] 388:isolation_level 391:unknown_tags 398:- 402:replica_id:i/isolation_level:b 405:topics[] 423:- 425:replica_id:i/isolation_level:b 427:topics[] 438:unknown_tags 445:- 448:partition_index:i/current_leader_epoch:i/timestamp:q 458:- 460:partition_index:i/current_leader_epoch:i/timestamp:q 462:max_num_offsets 465:unknown_tags 472:- 476:name 484:partitions[] 501:- 503:name 514:partitions[] 525:unknown_tags 532:- 536:replica_id:i/isolation_level:b 539:topics[] 557:- 559:replica_id:i/isolation_level:b 561:topics[] 572:unknown_tags 579:- 583:partition_index:i/current_leader_epoch:i/timestamp:q 587:tagged_fields 625:- 627:partition_index:i/current_leader_epoch:i/timestamp:q 629:max_num_offsets 632:tagged_fields 642:- 646:name 664:partitions[] 685:tagged_fields 723:- 725:name 744:partitions[] 763:tagged_fields 773:- 777:replica_id:i/isolation_level:b 780:topics[] 802:tagged_fields 840:- 842:replica_id:i/isolation_level:b 844:topics[] 863:tagged_fields 873:- 877:replica_id:i/isolation_level:b 880:topics[] 901:timeout_ms:i 904:tagged_fields 942:- 944:replica_id:i/isolation_level:b 946:topics[] 965:timeout_ms:i 967:tagged_fields"
+    "125:- 127:partition_index:i/timestamp:q/max_num_offsets:i 129:unknown_tags 136:- 138:name 149:partitions[] 160:unknown_tags 167:- 171:replica_id:i 174:topics[] 182:topics[]>name 190:topics[]>partitions[] 198:topics[]>partitions[]>partition_index:i/timestamp:q/max_num_offsets:i 216:- 218:replica_id:i 220:topics[] 231:isolation_level 234:unknown_tags 241:- 243:partition_index:i/timestamp:q 245:max_num_offsets 248:unknown_tags 255:- 257:name 268:partitions[] 279:unknown_tags 286:- 290:replica_id:i 293:topics[] 301:topics[]>name 309:topics[]>partitions[] 317:topics[]>partitions[]>partition_index:i/timestamp:q 336:- 338:replica_id:i 340:topics[] 351:isolation_level 354:unknown_tags 361:- 365:replica_id:i/isolation_level:b 368:topics[] 376:topics[]>name 384:topics[]>partitions[] 392:topics[]>partitions[]>partition_index:i/timestamp:q 410:- 412:replica_id:i/isolation_level:b 414:topics[] 425:unknown_tags 432:- 434:partition_index:i/current_leader_epoch:i/timestamp:q 436:max_num_offsets 439:unknown_tags 446:- 448:name 459:partitions[] 470:unknown_tags 477:- 481:replica_id:i/isolation_level:b 484:topics[] 492:topics[]>name 500:topics[]>partitions[] 508:topics[]>partitions[]>partition_index:i/current_leader_epoch:i/timestamp:q 525:- 527:replica_id:i/isolation_level:b 529:topics[] 540:unknown_tags 547:- 549:partition_index:i/current_leader_epoch:i/timestamp:q 551:max_num_offsets 554:tagged_fields 564:- 566:name 585:partitions[] 604:tagged_fields 614:- 618:replica_id:i/isolation_level:b 621:topics[] 639:topics[]>name 655:topics[]>partitions[] 673:topics[]>partitions[]>partition_index:i/current_leader_epoch:i/timestamp:q 677:topics[]>partitions[]>tagged_fields 685:topics[]>tagged_fields 694:tagged_fields 705:- 707:replica_id:i/isolation_level:b 709:topics[] 728:tagged_fields 738:- 742:replica_id:i/isolation_level:b 745:topics[] 763:topics[]>name 779:topics[]>partitions[] 797:topics[]>partitions[]>partition_index:i/current_leader_epoch:i/timestamp:q 801:topics[]>partitions[]>tagged_fields 809:topics[]>tagged_fields 817:timeout_ms:i 820:tagged_fields 831:- 833:replica_id:i/isolation_level:b 835:topics[] 854:timeout_ms:i 856:tagged_fields"
 )

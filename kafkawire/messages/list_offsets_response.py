@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -121,29 +122,6 @@ ListOffsetsResponse.ListOffsetsPartitionResponse = ListOffsetsPartitionResponse
 
 
 
-def _read_ListOffsetsPartitionResponse_v0(buf, pos, view):
-    try:
-        self = _new(ListOffsetsPartitionResponse)
-        blen = len(buf)
-        # field: partition_index:i error_code:h
-        (self.partition_index, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        # field: old_style_offsets
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 8, pos, blen)
-        self.old_style_offsets = _ARRAY_q[n](buf, pos)
-        pos += n * 8
-        self.timestamp = -1
-        self.offset = -1
-        self.leader_epoch = -1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ListOffsetsPartitionResponse_v0(self, w):
     try:
         # field: partition_index:i error_code:h
@@ -169,35 +147,6 @@ def _write_ListOffsetsPartitionResponse_v0(self, w):
             raise tags_not_supported("ListOffsetsPartitionResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_ListOffsetsTopicResponse_v0(buf, pos, view):
-    try:
-        self = _new(ListOffsetsTopicResponse)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 10 > blen - pos:
-            raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_ListOffsetsPartitionResponse_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_ListOffsetsTopicResponse_v0(self, w):
@@ -240,11 +189,43 @@ def _read_ListOffsetsResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_ListOffsetsTopicResponse_v0(buf, pos, view)
-            append(item)
+            item = _new(ListOffsetsTopicResponse)  # ListOffsetsTopicResponse read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 10 > blen - pos:
+                raise bad_count(n, 10, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(ListOffsetsPartitionResponse)  # ListOffsetsPartitionResponse read in this loop
+                # field: topics[]>partitions[]>partition_index:i error_code:h
+                (item1.partition_index, item1.error_code,) = _R_ih(buf, pos)
+                pos += 6
+                # field: topics[]>partitions[]>old_style_offsets
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 8, pos, blen)
+                item1.old_style_offsets = _ARRAY_q[n](buf, pos)
+                pos += n * 8
+                item1.timestamp = -1
+                item1.offset = -1
+                item1.leader_epoch = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.throttle_time_ms = 0
         self.unknown_tags = None
@@ -273,20 +254,6 @@ def _write_ListOffsetsResponse_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_ListOffsetsPartitionResponse_v1(buf, pos, view):
-    try:
-        self = _new(ListOffsetsPartitionResponse)
-        # field: partition_index:i error_code:h timestamp:q offset:q
-        (self.partition_index, self.error_code, self.timestamp, self.offset,) = _R_ihqq(buf, pos)
-        pos += 22
-        self.old_style_offsets = ()
-        self.leader_epoch = -1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ListOffsetsPartitionResponse_v1(self, w):
     try:
         # field: partition_index:i error_code:h timestamp:q offset:q
@@ -302,35 +269,6 @@ def _write_ListOffsetsPartitionResponse_v1(self, w):
             raise tags_not_supported("ListOffsetsPartitionResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_ListOffsetsTopicResponse_v1(buf, pos, view):
-    try:
-        self = _new(ListOffsetsTopicResponse)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 22 > blen - pos:
-            raise bad_count(n, 22, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_ListOffsetsPartitionResponse_v1(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_ListOffsetsTopicResponse_v1(self, w):
@@ -373,11 +311,35 @@ def _read_ListOffsetsResponse_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_ListOffsetsTopicResponse_v1(buf, pos, view)
-            append(item)
+            item = _new(ListOffsetsTopicResponse)  # ListOffsetsTopicResponse read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 22 > blen - pos:
+                raise bad_count(n, 22, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(ListOffsetsPartitionResponse)  # ListOffsetsPartitionResponse read in this loop
+                # field: topics[]>partitions[]>partition_index:i error_code:h timestamp:q offset:q
+                (item1.partition_index, item1.error_code, item1.timestamp, item1.offset,) = _R_ihqq(buf, pos)
+                pos += 22
+                item1.old_style_offsets = ()
+                item1.leader_epoch = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.throttle_time_ms = 0
         self.unknown_tags = None
@@ -418,11 +380,35 @@ def _read_ListOffsetsResponse_v2(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_ListOffsetsTopicResponse_v1(buf, pos, view)
-            append(item)
+            item = _new(ListOffsetsTopicResponse)  # ListOffsetsTopicResponse read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 22 > blen - pos:
+                raise bad_count(n, 22, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(ListOffsetsPartitionResponse)  # ListOffsetsPartitionResponse read in this loop
+                # field: topics[]>partitions[]>partition_index:i error_code:h timestamp:q offset:q
+                (item1.partition_index, item1.error_code, item1.timestamp, item1.offset,) = _R_ihqq(buf, pos)
+                pos += 22
+                item1.old_style_offsets = ()
+                item1.leader_epoch = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -452,19 +438,6 @@ def _write_ListOffsetsResponse_v2(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_ListOffsetsPartitionResponse_v4(buf, pos, view):
-    try:
-        self = _new(ListOffsetsPartitionResponse)
-        # field: partition_index:i error_code:h timestamp:q offset:q leader_epoch:i
-        (self.partition_index, self.error_code, self.timestamp, self.offset, self.leader_epoch,) = _R_ihqqi(buf, pos)
-        pos += 26
-        self.old_style_offsets = ()
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ListOffsetsPartitionResponse_v4(self, w):
     try:
         # field: partition_index:i error_code:h timestamp:q offset:q leader_epoch:i
@@ -477,35 +450,6 @@ def _write_ListOffsetsPartitionResponse_v4(self, w):
             raise tags_not_supported("ListOffsetsPartitionResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_ListOffsetsTopicResponse_v4(buf, pos, view):
-    try:
-        self = _new(ListOffsetsTopicResponse)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 26 > blen - pos:
-            raise bad_count(n, 26, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_ListOffsetsPartitionResponse_v4(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_ListOffsetsTopicResponse_v4(self, w):
@@ -551,11 +495,34 @@ def _read_ListOffsetsResponse_v4(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_ListOffsetsTopicResponse_v4(buf, pos, view)
-            append(item)
+            item = _new(ListOffsetsTopicResponse)  # ListOffsetsTopicResponse read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 26 > blen - pos:
+                raise bad_count(n, 26, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(ListOffsetsPartitionResponse)  # ListOffsetsPartitionResponse read in this loop
+                # field: topics[]>partitions[]>partition_index:i error_code:h timestamp:q offset:q leader_epoch:i
+                (item1.partition_index, item1.error_code, item1.timestamp, item1.offset, item1.leader_epoch,) = _R_ihqqi(buf, pos)
+                pos += 26
+                item1.old_style_offsets = ()
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -585,52 +552,6 @@ def _write_ListOffsetsResponse_v4(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_ListOffsetsPartitionResponse_v6(buf, pos, view):
-    try:
-        self = _new(ListOffsetsPartitionResponse)
-        blen = len(buf)
-        # field: partition_index:i error_code:h timestamp:q offset:q leader_epoch:i
-        (self.partition_index, self.error_code, self.timestamp, self.offset, self.leader_epoch,) = _R_ihqqi(buf, pos)
-        pos += 26
-        self.old_style_offsets = ()
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ListOffsetsPartitionResponse_v6(self, w):
     try:
         # field: partition_index:i error_code:h timestamp:q offset:q leader_epoch:i
@@ -646,87 +567,6 @@ def _write_ListOffsetsPartitionResponse_v6(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_ListOffsetsTopicResponse_v6(buf, pos, view):
-    try:
-        self = _new(ListOffsetsTopicResponse)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 27 > blen - pos:
-            raise bad_count(n, 27, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_ListOffsetsPartitionResponse_v6(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_ListOffsetsTopicResponse_v6(self, w):
@@ -801,45 +641,69 @@ def _read_ListOffsetsResponse_v6(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_ListOffsetsTopicResponse_v6(buf, pos, view)
-            append(item)
+            item = _new(ListOffsetsTopicResponse)  # ListOffsetsTopicResponse read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 27 > blen - pos:
+                raise bad_count(n, 27, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(ListOffsetsPartitionResponse)  # ListOffsetsPartitionResponse read in this loop
+                # field: topics[]>partitions[]>partition_index:i error_code:h timestamp:q offset:q leader_epoch:i
+                (item1.partition_index, item1.error_code, item1.timestamp, item1.offset, item1.leader_epoch,) = _R_ihqqi(buf, pos)
+                pos += 26
+                item1.old_style_offsets = ()
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -905,5 +769,5 @@ ListOffsetsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "124:- 128:partition_index:i/error_code:h 131:old_style_offsets 147:- 149:partition_index:i/error_code:h 151:old_style_offsets 158:timestamp 161:offset 164:leader_epoch 167:unknown_tags 174:- 178:name 186:partitions[] 203:- 205:name 216:partitions[] 227:unknown_tags 234:- 238:topics[] 256:- 258:topics[] 269:unknown_tags 276:- 279:partition_index:i/error_code:h/timestamp:q/offset:q 290:- 292:partition_index:i/error_code:h/timestamp:q/offset:q 294:old_style_offsets 297:leader_epoch 300:unknown_tags 307:- 311:name 319:partitions[] 336:- 338:name 349:partitions[] 360:unknown_tags 367:- 371:topics[] 389:- 391:topics[] 402:unknown_tags 409:- 413:throttle_time_ms:i 416:topics[] 433:- 435:throttle_time_ms:i 437:topics[] 448:unknown_tags 455:- 458:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 468:- 470:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 472:old_style_offsets 475:unknown_tags 482:- 486:name 494:partitions[] 511:- 513:name 524:partitions[] 535:unknown_tags 542:- 546:throttle_time_ms:i 549:topics[] 566:- 568:throttle_time_ms:i 570:topics[] 581:unknown_tags 588:- 592:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 596:tagged_fields 634:- 636:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 638:old_style_offsets 641:tagged_fields 651:- 655:name 673:partitions[] 694:tagged_fields 732:- 734:name 753:partitions[] 772:tagged_fields 782:- 786:throttle_time_ms:i 789:topics[] 810:tagged_fields 848:- 850:throttle_time_ms:i 852:topics[] 871:tagged_fields"
+    "125:- 127:partition_index:i/error_code:h 129:old_style_offsets 136:timestamp 139:offset 142:leader_epoch 145:unknown_tags 152:- 154:name 165:partitions[] 176:unknown_tags 183:- 187:topics[] 195:topics[]>name 203:topics[]>partitions[] 211:topics[]>partitions[]>partition_index:i/error_code:h 214:topics[]>partitions[]>old_style_offsets 237:- 239:topics[] 250:unknown_tags 257:- 259:partition_index:i/error_code:h/timestamp:q/offset:q 261:old_style_offsets 264:leader_epoch 267:unknown_tags 274:- 276:name 287:partitions[] 298:unknown_tags 305:- 309:topics[] 317:topics[]>name 325:topics[]>partitions[] 333:topics[]>partitions[]>partition_index:i/error_code:h/timestamp:q/offset:q 351:- 353:topics[] 364:unknown_tags 371:- 375:throttle_time_ms:i 378:topics[] 386:topics[]>name 394:topics[]>partitions[] 402:topics[]>partitions[]>partition_index:i/error_code:h/timestamp:q/offset:q 419:- 421:throttle_time_ms:i 423:topics[] 434:unknown_tags 441:- 443:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 445:old_style_offsets 448:unknown_tags 455:- 457:name 468:partitions[] 479:unknown_tags 486:- 490:throttle_time_ms:i 493:topics[] 501:topics[]>name 509:topics[]>partitions[] 517:topics[]>partitions[]>partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 533:- 535:throttle_time_ms:i 537:topics[] 548:unknown_tags 555:- 557:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 559:old_style_offsets 562:tagged_fields 572:- 574:name 593:partitions[] 612:tagged_fields 622:- 626:throttle_time_ms:i 629:topics[] 647:topics[]>name 663:topics[]>partitions[] 681:topics[]>partitions[]>partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 685:topics[]>partitions[]>tagged_fields 693:topics[]>tagged_fields 701:tagged_fields 712:- 714:throttle_time_ms:i 716:topics[] 735:tagged_fields"
 )

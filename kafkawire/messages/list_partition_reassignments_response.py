@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -22,6 +23,7 @@ _R_ih = _Format(">ih").unpack_from
 _W_ih = _Format(">ih").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class ListPartitionReassignmentsResponse(_Message):
@@ -117,102 +119,6 @@ ListPartitionReassignmentsResponse.OngoingPartitionReassignment = OngoingPartiti
 
 
 
-def _read_OngoingPartitionReassignment_v0(buf, pos, view):
-    try:
-        self = _new(OngoingPartitionReassignment)
-        blen = len(buf)
-        # field: partition_index:i
-        (self.partition_index,) = _R_i(buf, pos)
-        pos += 4
-        # field: replicas
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: adding_replicas
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.adding_replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: removing_replicas
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.removing_replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OngoingPartitionReassignment_v0(self, w):
     try:
         # field: partition_index:i
@@ -270,87 +176,6 @@ def _write_OngoingPartitionReassignment_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OngoingTopicReassignment_v0(buf, pos, view):
-    try:
-        self = _new(OngoingTopicReassignment)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 8 > blen - pos:
-            raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_OngoingPartitionReassignment_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OngoingTopicReassignment_v0(self, w):
@@ -412,25 +237,27 @@ def _read_ListPartitionReassignmentsResponse_v0(buf, pos, view):
         pos += 6
         # field: error_message
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.error_message = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.error_message = str(buf[pos:end], "utf-8")
+                pos = end
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
@@ -446,45 +273,104 @@ def _read_ListPartitionReassignmentsResponse_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OngoingTopicReassignment_v0(buf, pos, view)
-            append(item)
+            item = _new(OngoingTopicReassignment)  # OngoingTopicReassignment read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 8 > blen - pos:
+                raise bad_count(n, 8, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OngoingPartitionReassignment)  # OngoingPartitionReassignment read in this loop
+                # field: topics[]>partitions[]>partition_index:i
+                (item1.partition_index,) = _R_i(buf, pos)
+                pos += 4
+                # field: topics[]>partitions[]>replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>adding_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.adding_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.adding_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>removing_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.removing_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.removing_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -549,5 +435,5 @@ ListPartitionReassignmentsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "120:- 124:partition_index:i 127:replicas 144:adding_replicas 161:removing_replicas 178:tagged_fields 216:- 218:partition_index:i 220:replicas 235:adding_replicas 250:removing_replicas 265:tagged_fields 275:- 279:name 297:partitions[] 318:tagged_fields 356:- 358:name 377:partitions[] 396:tagged_fields 406:- 410:throttle_time_ms:i/error_code:h 413:error_message 434:topics[] 455:tagged_fields 493:- 495:throttle_time_ms:i/error_code:h 497:error_message 516:topics[] 535:tagged_fields"
+    "122:- 124:partition_index:i 126:replicas 141:adding_replicas 156:removing_replicas 171:tagged_fields 181:- 183:name 202:partitions[] 221:tagged_fields 231:- 235:throttle_time_ms:i/error_code:h 238:error_message 261:topics[] 279:topics[]>name 295:topics[]>partitions[] 313:topics[]>partitions[]>partition_index:i 316:topics[]>partitions[]>replicas 328:topics[]>partitions[]>adding_replicas 340:topics[]>partitions[]>removing_replicas 352:topics[]>partitions[]>tagged_fields 360:topics[]>tagged_fields 368:tagged_fields 379:- 381:throttle_time_ms:i/error_code:h 383:error_message 402:topics[] 421:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -22,6 +23,7 @@ _R_q = _Format(">q").unpack_from
 _W_q = _Format(">q").pack
 _ARRAY_q = fixed_array_reader("q")
 _ARRAYW_q = fixed_array_writer("q")
+_ARRAYC_q = compact_array_reader("q")
 
 
 class ListTransactionsRequest(_Message):
@@ -75,79 +77,44 @@ def _read_ListTransactionsRequest_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 1 > blen - pos:
             raise bad_count(n, 1, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_state_filters in range(n):
             n = buf[pos]
-            if n < 0x80:
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                n = (n & 0x7F) | (buf[pos + 1] << 7)
-                pos += 2
-            elif buf[pos + 2] < 0x80:
-                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                pos += 3
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item = str(buf[pos + 1:end], "utf-8")
+                pos = end
             else:
                 n, pos = read_uvarint(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            item = str(buf[pos:end], "utf-8")
-            pos = end
-            append(item)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item = str(buf[pos:end], "utf-8")
+                pos = end
+            items[i_state_filters] = item
         self.state_filters = tuple(items)
         # field: producer_id_filters
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+            self.producer_id_filters = _ARRAYC_q[n](buf, pos + 1)
+            pos += 8 * n - 7
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 8, pos, blen)
-        self.producer_id_filters = _ARRAY_q[n](buf, pos)
-        pos += n * 8
+            n -= 1
+            if n < 0:
+                raise bad_count(n, 8, pos, blen)
+            self.producer_id_filters = _ARRAY_q[n](buf, pos)
+            pos += n * 8
         self.duration_filter = -1
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -235,81 +202,46 @@ def _read_ListTransactionsRequest_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 1 > blen - pos:
             raise bad_count(n, 1, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_state_filters in range(n):
             n = buf[pos]
-            if n < 0x80:
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                n = (n & 0x7F) | (buf[pos + 1] << 7)
-                pos += 2
-            elif buf[pos + 2] < 0x80:
-                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                pos += 3
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item = str(buf[pos + 1:end], "utf-8")
+                pos = end
             else:
                 n, pos = read_uvarint(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            item = str(buf[pos:end], "utf-8")
-            pos = end
-            append(item)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item = str(buf[pos:end], "utf-8")
+                pos = end
+            items[i_state_filters] = item
         self.state_filters = tuple(items)
         # field: producer_id_filters
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+            self.producer_id_filters = _ARRAYC_q[n](buf, pos + 1)
+            pos += 8 * n - 7
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 8, pos, blen)
-        self.producer_id_filters = _ARRAY_q[n](buf, pos)
-        pos += n * 8
+            n -= 1
+            if n < 0:
+                raise bad_count(n, 8, pos, blen)
+            self.producer_id_filters = _ARRAY_q[n](buf, pos)
+            pos += n * 8
         # field: duration_filter:q
         (self.duration_filter,) = _R_q(buf, pos)
         pos += 8
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -386,5 +318,5 @@ ListTransactionsRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "59:- 63:state_filters[] 100:producer_id_filters 118:tagged_fields 156:- 158:state_filters[] 191:producer_id_filters 206:duration_filter 209:tagged_fields 219:- 223:state_filters[] 260:producer_id_filters 277:duration_filter:q 280:tagged_fields 318:- 320:state_filters[] 353:producer_id_filters 368:duration_filter:q 370:tagged_fields"
+    "61:- 65:state_filters[] 99:producer_id_filters 112:tagged_fields 123:- 125:state_filters[] 158:producer_id_filters 173:duration_filter 176:tagged_fields 186:- 190:state_filters[] 224:producer_id_filters 236:duration_filter:q 239:tagged_fields 250:- 252:state_filters[] 285:producer_id_filters 300:duration_filter:q 302:tagged_fields"
 )

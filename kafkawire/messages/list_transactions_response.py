@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -88,87 +89,6 @@ ListTransactionsResponse.TransactionState = TransactionState
 
 
 
-def _read_TransactionState_v0(buf, pos, view):
-    try:
-        self = _new(TransactionState)
-        blen = len(buf)
-        # field: transactional_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.transactional_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: producer_id:q
-        (self.producer_id,) = _R_q(buf, pos)
-        pos += 8
-        # field: transaction_state
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.transaction_state = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_TransactionState_v0(self, w):
     try:
         # field: transactional_id
@@ -243,27 +163,24 @@ def _read_ListTransactionsResponse_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 1 > blen - pos:
             raise bad_count(n, 1, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_unknown_state_filters in range(n):
             n = buf[pos]
-            if n < 0x80:
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                n = (n & 0x7F) | (buf[pos + 1] << 7)
-                pos += 2
-            elif buf[pos + 2] < 0x80:
-                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                pos += 3
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item = str(buf[pos + 1:end], "utf-8")
+                pos = end
             else:
                 n, pos = read_uvarint(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            item = str(buf[pos:end], "utf-8")
-            pos = end
-            append(item)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item = str(buf[pos:end], "utf-8")
+                pos = end
+            items[i_unknown_state_filters] = item
         self.unknown_state_filters = tuple(items)
         # field: transaction_states[]
         n = buf[pos]
@@ -280,45 +197,58 @@ def _read_ListTransactionsResponse_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 11 > blen - pos:
             raise bad_count(n, 11, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_transaction_states in range(n):
-            item, pos = _read_TransactionState_v0(buf, pos, view)
-            append(item)
+            item = _new(TransactionState)  # TransactionState read in this loop
+            # field: transaction_states[]>transactional_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.transactional_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.transactional_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: transaction_states[]>producer_id:q
+            (item.producer_id,) = _R_q(buf, pos)
+            pos += 8
+            # field: transaction_states[]>transaction_state
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.transaction_state = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.transaction_state = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: transaction_states[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_transaction_states] = item
         self.transaction_states = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -399,5 +329,5 @@ ListTransactionsResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "91:- 95:transactional_id 113:producer_id:q 116:transaction_state 134:tagged_fields 172:- 174:transactional_id 193:producer_id:q 195:transaction_state 214:tagged_fields 224:- 228:throttle_time_ms:i/error_code:h 231:unknown_state_filters[] 268:transaction_states[] 289:tagged_fields 327:- 329:throttle_time_ms:i/error_code:h 331:unknown_state_filters[] 364:transaction_states[] 383:tagged_fields"
+    "92:- 94:transactional_id 113:producer_id:q 115:transaction_state 134:tagged_fields 144:- 148:throttle_time_ms:i/error_code:h 151:unknown_state_filters[] 185:transaction_states[] 203:transaction_states[]>transactional_id 219:transaction_states[]>producer_id:q 222:transaction_states[]>transaction_state 238:transaction_states[]>tagged_fields 246:tagged_fields 257:- 259:throttle_time_ms:i/error_code:h 261:unknown_state_filters[] 294:transaction_states[] 313:tagged_fields"
 )

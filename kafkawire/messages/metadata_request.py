@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -89,25 +90,6 @@ MetadataRequest.MetadataRequestTopic = MetadataRequestTopic
 
 
 
-def _read_MetadataRequestTopic_v0(buf, pos, view):
-    try:
-        self = _new(MetadataRequestTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        self.topic_id = ZERO_UUID
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_MetadataRequestTopic_v0(self, w):
     try:
         # field: name
@@ -137,11 +119,20 @@ def _read_MetadataRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 2 > blen - pos:
             raise bad_count(n, 2, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_MetadataRequestTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(MetadataRequestTopic)  # MetadataRequestTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.allow_auto_topic_creation = True
         self.include_cluster_authorized_operations = False
@@ -193,11 +184,20 @@ def _read_MetadataRequest_v1(buf, pos, view):
         else:
             if n < 0 or n * 2 > blen - pos:
                 raise bad_count(n, 2, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_topics in range(n):
-                item, pos = _read_MetadataRequestTopic_v0(buf, pos, view)
-                append(item)
+                item = _new(MetadataRequestTopic)  # MetadataRequestTopic read in this loop
+                # field: topics[]>name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+                item.topic_id = ZERO_UUID
+                item.unknown_tags = None
+                items[i_topics] = item
             self.topics = tuple(items)
         self.allow_auto_topic_creation = True
         self.include_cluster_authorized_operations = False
@@ -249,11 +249,20 @@ def _read_MetadataRequest_v4(buf, pos, view):
         else:
             if n < 0 or n * 2 > blen - pos:
                 raise bad_count(n, 2, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_topics in range(n):
-                item, pos = _read_MetadataRequestTopic_v0(buf, pos, view)
-                append(item)
+                item = _new(MetadataRequestTopic)  # MetadataRequestTopic read in this loop
+                # field: topics[]>name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+                item.topic_id = ZERO_UUID
+                item.unknown_tags = None
+                items[i_topics] = item
             self.topics = tuple(items)
         # field: allow_auto_topic_creation:?
         (self.allow_auto_topic_creation,) = _R__(buf, pos)
@@ -306,11 +315,20 @@ def _read_MetadataRequest_v8(buf, pos, view):
         else:
             if n < 0 or n * 2 > blen - pos:
                 raise bad_count(n, 2, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_topics in range(n):
-                item, pos = _read_MetadataRequestTopic_v0(buf, pos, view)
-                append(item)
+                item = _new(MetadataRequestTopic)  # MetadataRequestTopic read in this loop
+                # field: topics[]>name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+                item.topic_id = ZERO_UUID
+                item.unknown_tags = None
+                items[i_topics] = item
             self.topics = tuple(items)
         # field: allow_auto_topic_creation:? include_cluster_authorized_operations:? include_topic_authorized_operations:?
         (self.allow_auto_topic_creation, self.include_cluster_authorized_operations, self.include_topic_authorized_operations,) = _R____(buf, pos)
@@ -341,67 +359,6 @@ def _write_MetadataRequest_v8(self, w):
             raise tags_not_supported("MetadataRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_MetadataRequestTopic_v9(buf, pos, view):
-    try:
-        self = _new(MetadataRequestTopic)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        self.topic_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_MetadataRequestTopic_v9(self, w):
@@ -457,48 +414,43 @@ def _read_MetadataRequest_v9(buf, pos, view):
         else:
             if n < 0 or n * 2 > blen - pos:
                 raise bad_count(n, 2, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_topics in range(n):
-                item, pos = _read_MetadataRequestTopic_v9(buf, pos, view)
-                append(item)
+                item = _new(MetadataRequestTopic)  # MetadataRequestTopic read in this loop
+                # field: topics[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                item.topic_id = ZERO_UUID
+                # field: topics[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item.unknown_tags = None
+                else:
+                    item.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items[i_topics] = item
             self.topics = tuple(items)
         # field: allow_auto_topic_creation:? include_cluster_authorized_operations:? include_topic_authorized_operations:?
         (self.allow_auto_topic_creation, self.include_cluster_authorized_operations, self.include_topic_authorized_operations,) = _R____(buf, pos)
         pos += 3
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -535,73 +487,6 @@ def _write_MetadataRequest_v9(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_MetadataRequestTopic_v10(buf, pos, view):
-    try:
-        self = _new(MetadataRequestTopic)
-        blen = len(buf)
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.name = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.name = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_MetadataRequestTopic_v10(self, w):
@@ -659,48 +544,53 @@ def _read_MetadataRequest_v10(buf, pos, view):
         else:
             if n < 0 or n * 18 > blen - pos:
                 raise bad_count(n, 18, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_topics in range(n):
-                item, pos = _read_MetadataRequestTopic_v10(buf, pos, view)
-                append(item)
+                item = _new(MetadataRequestTopic)  # MetadataRequestTopic read in this loop
+                # field: topics[]>topic_id:16s
+                (u_topic_id,) = _R_16s(buf, pos)
+                item.topic_id = uuid_from_bytes(u_topic_id)
+                pos += 16
+                # field: topics[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item.name = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item.name = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item.name = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item.name = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: topics[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item.unknown_tags = None
+                else:
+                    item.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items[i_topics] = item
             self.topics = tuple(items)
         # field: allow_auto_topic_creation:? include_cluster_authorized_operations:? include_topic_authorized_operations:?
         (self.allow_auto_topic_creation, self.include_cluster_authorized_operations, self.include_topic_authorized_operations,) = _R____(buf, pos)
         pos += 3
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -761,49 +651,54 @@ def _read_MetadataRequest_v11(buf, pos, view):
         else:
             if n < 0 or n * 18 > blen - pos:
                 raise bad_count(n, 18, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_topics in range(n):
-                item, pos = _read_MetadataRequestTopic_v10(buf, pos, view)
-                append(item)
+                item = _new(MetadataRequestTopic)  # MetadataRequestTopic read in this loop
+                # field: topics[]>topic_id:16s
+                (u_topic_id,) = _R_16s(buf, pos)
+                item.topic_id = uuid_from_bytes(u_topic_id)
+                pos += 16
+                # field: topics[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item.name = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item.name = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item.name = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item.name = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: topics[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item.unknown_tags = None
+                else:
+                    item.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items[i_topics] = item
             self.topics = tuple(items)
         # field: allow_auto_topic_creation:? include_topic_authorized_operations:?
         (self.allow_auto_topic_creation, self.include_topic_authorized_operations,) = _R___(buf, pos)
         pos += 2
         self.include_cluster_authorized_operations = False
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -876,5 +771,5 @@ MetadataRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "92:- 96:name 111:- 113:name 124:unknown_tags 131:- 135:topics[] 155:- 157:topics[] 168:allow_auto_topic_creation 171:include_cluster_authorized_operations 174:include_topic_authorized_operations 177:unknown_tags 184:- 188:topics[] 211:- 213:topics[] 224:allow_auto_topic_creation 227:include_cluster_authorized_operations 230:include_topic_authorized_operations 233:unknown_tags 240:- 244:topics[] 258:allow_auto_topic_creation:? 269:- 271:topics[] 282:allow_auto_topic_creation:? 284:include_cluster_authorized_operations 287:include_topic_authorized_operations 290:unknown_tags 297:- 301:topics[] 315:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 324:- 326:topics[] 337:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 339:unknown_tags 346:- 350:name 369:tagged_fields 407:- 409:name 428:tagged_fields 438:- 442:topics[] 466:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 469:tagged_fields 507:- 509:topics[] 528:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 530:tagged_fields 540:- 544:topic_id:16s 548:name 569:tagged_fields 607:- 609:topic_id:16s 611:name 630:tagged_fields 640:- 644:topics[] 668:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 671:tagged_fields 709:- 711:topics[] 730:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 732:tagged_fields 742:- 746:topics[] 770:allow_auto_topic_creation:?/include_topic_authorized_operations:? 774:tagged_fields 812:- 814:topics[] 833:allow_auto_topic_creation:?/include_topic_authorized_operations:? 835:include_cluster_authorized_operations 838:tagged_fields"
+    "93:- 95:name 106:unknown_tags 113:- 117:topics[] 125:topics[]>name 146:- 148:topics[] 159:allow_auto_topic_creation 162:include_cluster_authorized_operations 165:include_topic_authorized_operations 168:unknown_tags 175:- 179:topics[] 190:topics[]>name 211:- 213:topics[] 224:allow_auto_topic_creation 227:include_cluster_authorized_operations 230:include_topic_authorized_operations 233:unknown_tags 240:- 244:topics[] 255:topics[]>name 267:allow_auto_topic_creation:? 278:- 280:topics[] 291:allow_auto_topic_creation:? 293:include_cluster_authorized_operations 296:include_topic_authorized_operations 299:unknown_tags 306:- 310:topics[] 321:topics[]>name 333:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 342:- 344:topics[] 355:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 357:unknown_tags 364:- 366:name 385:tagged_fields 395:- 399:topics[] 420:topics[]>name 437:topics[]>tagged_fields 445:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 448:tagged_fields 459:- 461:topics[] 480:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 482:tagged_fields 492:- 494:topic_id:16s 496:name 515:tagged_fields 525:- 529:topics[] 550:topics[]>topic_id:16s 554:topics[]>name 577:topics[]>tagged_fields 585:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 588:tagged_fields 599:- 601:topics[] 620:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 622:tagged_fields 632:- 636:topics[] 657:topics[]>topic_id:16s 661:topics[]>name 684:topics[]>tagged_fields 692:allow_auto_topic_creation:?/include_topic_authorized_operations:? 696:tagged_fields 707:- 709:topics[] 728:allow_auto_topic_creation:?/include_topic_authorized_operations:? 730:include_cluster_authorized_operations 733:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -28,6 +29,7 @@ _R_i = _Format(">i").unpack_from
 _W_i = _Format(">i").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class MetadataResponse(_Message):
@@ -182,31 +184,6 @@ MetadataResponse.MetadataResponsePartition = MetadataResponsePartition
 
 
 
-def _read_MetadataResponseBroker_v0(buf, pos, view):
-    try:
-        self = _new(MetadataResponseBroker)
-        blen = len(buf)
-        # field: node_id:i
-        (self.node_id,) = _R_i(buf, pos)
-        pos += 4
-        # field: host
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: port:i
-        (self.port,) = _R_i(buf, pos)
-        pos += 4
-        self.rack = None
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_MetadataResponseBroker_v0(self, w):
     try:
         # field: node_id:i
@@ -229,35 +206,6 @@ def _write_MetadataResponseBroker_v0(self, w):
             raise tags_not_supported("MetadataResponseBroker")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_MetadataResponsePartition_v0(buf, pos, view):
-    try:
-        self = _new(MetadataResponsePartition)
-        blen = len(buf)
-        # field: error_code:h partition_index:i leader_id:i
-        (self.error_code, self.partition_index, self.leader_id,) = _R_hii(buf, pos)
-        pos += 10
-        # field: replica_nodes
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.replica_nodes = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: isr_nodes
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.isr_nodes = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.leader_epoch = -1
-        self.offline_replicas = ()
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_MetadataResponsePartition_v0(self, w):
@@ -283,41 +231,6 @@ def _write_MetadataResponsePartition_v0(self, w):
             raise tags_not_supported("MetadataResponsePartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_MetadataResponseTopic_v0(buf, pos, view):
-    try:
-        self = _new(MetadataResponseTopic)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 18 > blen - pos:
-            raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_MetadataResponsePartition_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_id = ZERO_UUID
-        self.is_internal = False
-        self.topic_authorized_operations = -2147483648
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_MetadataResponseTopic_v0(self, w):
@@ -365,22 +278,81 @@ def _read_MetadataResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_brokers in range(n):
-            item, pos = _read_MetadataResponseBroker_v0(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseBroker)  # MetadataResponseBroker read in this loop
+            # field: brokers[]>node_id:i
+            (item.node_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>host
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.host = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: brokers[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            item.rack = None
+            item.unknown_tags = None
+            items[i_brokers] = item
         self.brokers = tuple(items)
         # field: topics[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 8 > blen - pos:
             raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_MetadataResponseTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseTopic)  # MetadataResponseTopic read in this loop
+            # field: topics[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(MetadataResponsePartition)  # MetadataResponsePartition read in this loop
+                # field: topics[]>partitions[]>error_code:h partition_index:i leader_id:i
+                (item1.error_code, item1.partition_index, item1.leader_id,) = _R_hii(buf, pos)
+                pos += 10
+                # field: topics[]>partitions[]>replica_nodes
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.replica_nodes = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topics[]>partitions[]>isr_nodes
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.isr_nodes = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                item1.leader_epoch = -1
+                item1.offline_replicas = ()
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.is_internal = False
+            item.topic_authorized_operations = -2147483648
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.throttle_time_ms = 0
         self.cluster_id = None
@@ -426,41 +398,6 @@ def _write_MetadataResponse_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_MetadataResponseBroker_v1(buf, pos, view):
-    try:
-        self = _new(MetadataResponseBroker)
-        blen = len(buf)
-        # field: node_id:i
-        (self.node_id,) = _R_i(buf, pos)
-        pos += 4
-        # field: host
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: port:i
-        (self.port,) = _R_i(buf, pos)
-        pos += 4
-        # field: rack
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.rack = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.rack = str(buf[pos:end], "utf-8")
-            pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_MetadataResponseBroker_v1(self, w):
     try:
         # field: node_id:i
@@ -494,43 +431,6 @@ def _write_MetadataResponseBroker_v1(self, w):
             raise tags_not_supported("MetadataResponseBroker")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_MetadataResponseTopic_v1(buf, pos, view):
-    try:
-        self = _new(MetadataResponseTopic)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: is_internal:?
-        (self.is_internal,) = _R__(buf, pos)
-        pos += 1
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 18 > blen - pos:
-            raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_MetadataResponsePartition_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_id = ZERO_UUID
-        self.topic_authorized_operations = -2147483648
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_MetadataResponseTopic_v1(self, w):
@@ -580,11 +480,36 @@ def _read_MetadataResponse_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 12 > blen - pos:
             raise bad_count(n, 12, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_brokers in range(n):
-            item, pos = _read_MetadataResponseBroker_v1(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseBroker)  # MetadataResponseBroker read in this loop
+            # field: brokers[]>node_id:i
+            (item.node_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>host
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.host = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: brokers[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>rack
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.rack = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.rack = str(buf[pos:end], "utf-8")
+                pos = end
+            item.unknown_tags = None
+            items[i_brokers] = item
         self.brokers = tuple(items)
         # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
@@ -594,11 +519,57 @@ def _read_MetadataResponse_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 9 > blen - pos:
             raise bad_count(n, 9, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_MetadataResponseTopic_v1(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseTopic)  # MetadataResponseTopic read in this loop
+            # field: topics[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>is_internal:?
+            (item.is_internal,) = _R__(buf, pos)
+            pos += 1
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(MetadataResponsePartition)  # MetadataResponsePartition read in this loop
+                # field: topics[]>partitions[]>error_code:h partition_index:i leader_id:i
+                (item1.error_code, item1.partition_index, item1.leader_id,) = _R_hii(buf, pos)
+                pos += 10
+                # field: topics[]>partitions[]>replica_nodes
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.replica_nodes = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topics[]>partitions[]>isr_nodes
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.isr_nodes = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                item1.leader_epoch = -1
+                item1.offline_replicas = ()
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.topic_authorized_operations = -2147483648
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.throttle_time_ms = 0
         self.cluster_id = None
@@ -654,11 +625,36 @@ def _read_MetadataResponse_v2(buf, pos, view):
         pos += 4
         if n < 0 or n * 12 > blen - pos:
             raise bad_count(n, 12, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_brokers in range(n):
-            item, pos = _read_MetadataResponseBroker_v1(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseBroker)  # MetadataResponseBroker read in this loop
+            # field: brokers[]>node_id:i
+            (item.node_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>host
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.host = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: brokers[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>rack
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.rack = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.rack = str(buf[pos:end], "utf-8")
+                pos = end
+            item.unknown_tags = None
+            items[i_brokers] = item
         self.brokers = tuple(items)
         # field: cluster_id
         n = _R_h(buf, pos)[0]
@@ -679,11 +675,57 @@ def _read_MetadataResponse_v2(buf, pos, view):
         pos += 4
         if n < 0 or n * 9 > blen - pos:
             raise bad_count(n, 9, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_MetadataResponseTopic_v1(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseTopic)  # MetadataResponseTopic read in this loop
+            # field: topics[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>is_internal:?
+            (item.is_internal,) = _R__(buf, pos)
+            pos += 1
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(MetadataResponsePartition)  # MetadataResponsePartition read in this loop
+                # field: topics[]>partitions[]>error_code:h partition_index:i leader_id:i
+                (item1.error_code, item1.partition_index, item1.leader_id,) = _R_hii(buf, pos)
+                pos += 10
+                # field: topics[]>partitions[]>replica_nodes
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.replica_nodes = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topics[]>partitions[]>isr_nodes
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.isr_nodes = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                item1.leader_epoch = -1
+                item1.offline_replicas = ()
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.topic_authorized_operations = -2147483648
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.throttle_time_ms = 0
         self.cluster_authorized_operations = -2147483648
@@ -752,11 +794,36 @@ def _read_MetadataResponse_v3(buf, pos, view):
         pos += 4
         if n < 0 or n * 12 > blen - pos:
             raise bad_count(n, 12, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_brokers in range(n):
-            item, pos = _read_MetadataResponseBroker_v1(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseBroker)  # MetadataResponseBroker read in this loop
+            # field: brokers[]>node_id:i
+            (item.node_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>host
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.host = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: brokers[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>rack
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.rack = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.rack = str(buf[pos:end], "utf-8")
+                pos = end
+            item.unknown_tags = None
+            items[i_brokers] = item
         self.brokers = tuple(items)
         # field: cluster_id
         n = _R_h(buf, pos)[0]
@@ -777,11 +844,57 @@ def _read_MetadataResponse_v3(buf, pos, view):
         pos += 4
         if n < 0 or n * 9 > blen - pos:
             raise bad_count(n, 9, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_MetadataResponseTopic_v1(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseTopic)  # MetadataResponseTopic read in this loop
+            # field: topics[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>is_internal:?
+            (item.is_internal,) = _R__(buf, pos)
+            pos += 1
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(MetadataResponsePartition)  # MetadataResponsePartition read in this loop
+                # field: topics[]>partitions[]>error_code:h partition_index:i leader_id:i
+                (item1.error_code, item1.partition_index, item1.leader_id,) = _R_hii(buf, pos)
+                pos += 10
+                # field: topics[]>partitions[]>replica_nodes
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.replica_nodes = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topics[]>partitions[]>isr_nodes
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.isr_nodes = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                item1.leader_epoch = -1
+                item1.offline_replicas = ()
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.topic_authorized_operations = -2147483648
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.cluster_authorized_operations = -2147483648
         self.unknown_tags = None
@@ -839,41 +952,6 @@ def _write_MetadataResponse_v3(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_MetadataResponsePartition_v5(buf, pos, view):
-    try:
-        self = _new(MetadataResponsePartition)
-        blen = len(buf)
-        # field: error_code:h partition_index:i leader_id:i
-        (self.error_code, self.partition_index, self.leader_id,) = _R_hii(buf, pos)
-        pos += 10
-        # field: replica_nodes
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.replica_nodes = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: isr_nodes
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.isr_nodes = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: offline_replicas
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.offline_replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.leader_epoch = -1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_MetadataResponsePartition_v5(self, w):
     try:
         # field: error_code:h partition_index:i leader_id:i
@@ -904,43 +982,6 @@ def _write_MetadataResponsePartition_v5(self, w):
             raise tags_not_supported("MetadataResponsePartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_MetadataResponseTopic_v5(buf, pos, view):
-    try:
-        self = _new(MetadataResponseTopic)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: is_internal:?
-        (self.is_internal,) = _R__(buf, pos)
-        pos += 1
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 22 > blen - pos:
-            raise bad_count(n, 22, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_MetadataResponsePartition_v5(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_id = ZERO_UUID
-        self.topic_authorized_operations = -2147483648
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_MetadataResponseTopic_v5(self, w):
@@ -993,11 +1034,36 @@ def _read_MetadataResponse_v5(buf, pos, view):
         pos += 4
         if n < 0 or n * 12 > blen - pos:
             raise bad_count(n, 12, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_brokers in range(n):
-            item, pos = _read_MetadataResponseBroker_v1(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseBroker)  # MetadataResponseBroker read in this loop
+            # field: brokers[]>node_id:i
+            (item.node_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>host
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.host = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: brokers[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>rack
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.rack = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.rack = str(buf[pos:end], "utf-8")
+                pos = end
+            item.unknown_tags = None
+            items[i_brokers] = item
         self.brokers = tuple(items)
         # field: cluster_id
         n = _R_h(buf, pos)[0]
@@ -1018,11 +1084,63 @@ def _read_MetadataResponse_v5(buf, pos, view):
         pos += 4
         if n < 0 or n * 9 > blen - pos:
             raise bad_count(n, 9, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_MetadataResponseTopic_v5(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseTopic)  # MetadataResponseTopic read in this loop
+            # field: topics[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>is_internal:?
+            (item.is_internal,) = _R__(buf, pos)
+            pos += 1
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 22 > blen - pos:
+                raise bad_count(n, 22, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(MetadataResponsePartition)  # MetadataResponsePartition read in this loop
+                # field: topics[]>partitions[]>error_code:h partition_index:i leader_id:i
+                (item1.error_code, item1.partition_index, item1.leader_id,) = _R_hii(buf, pos)
+                pos += 10
+                # field: topics[]>partitions[]>replica_nodes
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.replica_nodes = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topics[]>partitions[]>isr_nodes
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.isr_nodes = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topics[]>partitions[]>offline_replicas
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.offline_replicas = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                item1.leader_epoch = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.topic_authorized_operations = -2147483648
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.cluster_authorized_operations = -2147483648
         self.unknown_tags = None
@@ -1080,40 +1198,6 @@ def _write_MetadataResponse_v5(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_MetadataResponsePartition_v7(buf, pos, view):
-    try:
-        self = _new(MetadataResponsePartition)
-        blen = len(buf)
-        # field: error_code:h partition_index:i leader_id:i leader_epoch:i
-        (self.error_code, self.partition_index, self.leader_id, self.leader_epoch,) = _R_hiii(buf, pos)
-        pos += 14
-        # field: replica_nodes
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.replica_nodes = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: isr_nodes
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.isr_nodes = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: offline_replicas
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.offline_replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_MetadataResponsePartition_v7(self, w):
     try:
         # field: error_code:h partition_index:i leader_id:i leader_epoch:i
@@ -1144,43 +1228,6 @@ def _write_MetadataResponsePartition_v7(self, w):
             raise tags_not_supported("MetadataResponsePartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_MetadataResponseTopic_v7(buf, pos, view):
-    try:
-        self = _new(MetadataResponseTopic)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: is_internal:?
-        (self.is_internal,) = _R__(buf, pos)
-        pos += 1
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 26 > blen - pos:
-            raise bad_count(n, 26, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_MetadataResponsePartition_v7(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.topic_id = ZERO_UUID
-        self.topic_authorized_operations = -2147483648
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_MetadataResponseTopic_v7(self, w):
@@ -1233,11 +1280,36 @@ def _read_MetadataResponse_v7(buf, pos, view):
         pos += 4
         if n < 0 or n * 12 > blen - pos:
             raise bad_count(n, 12, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_brokers in range(n):
-            item, pos = _read_MetadataResponseBroker_v1(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseBroker)  # MetadataResponseBroker read in this loop
+            # field: brokers[]>node_id:i
+            (item.node_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>host
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.host = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: brokers[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>rack
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.rack = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.rack = str(buf[pos:end], "utf-8")
+                pos = end
+            item.unknown_tags = None
+            items[i_brokers] = item
         self.brokers = tuple(items)
         # field: cluster_id
         n = _R_h(buf, pos)[0]
@@ -1258,11 +1330,62 @@ def _read_MetadataResponse_v7(buf, pos, view):
         pos += 4
         if n < 0 or n * 9 > blen - pos:
             raise bad_count(n, 9, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_MetadataResponseTopic_v7(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseTopic)  # MetadataResponseTopic read in this loop
+            # field: topics[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>is_internal:?
+            (item.is_internal,) = _R__(buf, pos)
+            pos += 1
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 26 > blen - pos:
+                raise bad_count(n, 26, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(MetadataResponsePartition)  # MetadataResponsePartition read in this loop
+                # field: topics[]>partitions[]>error_code:h partition_index:i leader_id:i leader_epoch:i
+                (item1.error_code, item1.partition_index, item1.leader_id, item1.leader_epoch,) = _R_hiii(buf, pos)
+                pos += 14
+                # field: topics[]>partitions[]>replica_nodes
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.replica_nodes = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topics[]>partitions[]>isr_nodes
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.isr_nodes = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topics[]>partitions[]>offline_replicas
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.offline_replicas = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.topic_authorized_operations = -2147483648
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.cluster_authorized_operations = -2147483648
         self.unknown_tags = None
@@ -1320,45 +1443,6 @@ def _write_MetadataResponse_v7(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_MetadataResponseTopic_v8(buf, pos, view):
-    try:
-        self = _new(MetadataResponseTopic)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: is_internal:?
-        (self.is_internal,) = _R__(buf, pos)
-        pos += 1
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 26 > blen - pos:
-            raise bad_count(n, 26, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_MetadataResponsePartition_v7(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: topic_authorized_operations:i
-        (self.topic_authorized_operations,) = _R_i(buf, pos)
-        pos += 4
-        self.topic_id = ZERO_UUID
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_MetadataResponseTopic_v8(self, w):
     try:
         # field: error_code:h
@@ -1408,11 +1492,36 @@ def _read_MetadataResponse_v8(buf, pos, view):
         pos += 4
         if n < 0 or n * 12 > blen - pos:
             raise bad_count(n, 12, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_brokers in range(n):
-            item, pos = _read_MetadataResponseBroker_v1(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseBroker)  # MetadataResponseBroker read in this loop
+            # field: brokers[]>node_id:i
+            (item.node_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>host
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.host = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: brokers[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>rack
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.rack = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.rack = str(buf[pos:end], "utf-8")
+                pos = end
+            item.unknown_tags = None
+            items[i_brokers] = item
         self.brokers = tuple(items)
         # field: cluster_id
         n = _R_h(buf, pos)[0]
@@ -1433,11 +1542,64 @@ def _read_MetadataResponse_v8(buf, pos, view):
         pos += 4
         if n < 0 or n * 13 > blen - pos:
             raise bad_count(n, 13, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_MetadataResponseTopic_v8(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseTopic)  # MetadataResponseTopic read in this loop
+            # field: topics[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>is_internal:?
+            (item.is_internal,) = _R__(buf, pos)
+            pos += 1
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 26 > blen - pos:
+                raise bad_count(n, 26, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(MetadataResponsePartition)  # MetadataResponsePartition read in this loop
+                # field: topics[]>partitions[]>error_code:h partition_index:i leader_id:i leader_epoch:i
+                (item1.error_code, item1.partition_index, item1.leader_id, item1.leader_epoch,) = _R_hiii(buf, pos)
+                pos += 14
+                # field: topics[]>partitions[]>replica_nodes
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.replica_nodes = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topics[]>partitions[]>isr_nodes
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.isr_nodes = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topics[]>partitions[]>offline_replicas
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.offline_replicas = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>topic_authorized_operations:i
+            (item.topic_authorized_operations,) = _R_i(buf, pos)
+            pos += 4
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: cluster_authorized_operations:i
         (self.cluster_authorized_operations,) = _R_i(buf, pos)
@@ -1496,93 +1658,6 @@ def _write_MetadataResponse_v8(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_MetadataResponseBroker_v9(buf, pos, view):
-    try:
-        self = _new(MetadataResponseBroker)
-        blen = len(buf)
-        # field: node_id:i
-        (self.node_id,) = _R_i(buf, pos)
-        pos += 4
-        # field: host
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: port:i
-        (self.port,) = _R_i(buf, pos)
-        pos += 4
-        # field: rack
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.rack = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.rack = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_MetadataResponseBroker_v9(self, w):
     try:
         # field: node_id:i
@@ -1635,102 +1710,6 @@ def _write_MetadataResponseBroker_v9(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_MetadataResponsePartition_v9(buf, pos, view):
-    try:
-        self = _new(MetadataResponsePartition)
-        blen = len(buf)
-        # field: error_code:h partition_index:i leader_id:i leader_epoch:i
-        (self.error_code, self.partition_index, self.leader_id, self.leader_epoch,) = _R_hiii(buf, pos)
-        pos += 14
-        # field: replica_nodes
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.replica_nodes = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: isr_nodes
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.isr_nodes = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: offline_replicas
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.offline_replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_MetadataResponsePartition_v9(self, w):
@@ -1790,97 +1769,6 @@ def _write_MetadataResponsePartition_v9(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_MetadataResponseTopic_v9(buf, pos, view):
-    try:
-        self = _new(MetadataResponseTopic)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: is_internal:?
-        (self.is_internal,) = _R__(buf, pos)
-        pos += 1
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 18 > blen - pos:
-            raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_MetadataResponsePartition_v9(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: topic_authorized_operations:i
-        (self.topic_authorized_operations,) = _R_i(buf, pos)
-        pos += 4
-        self.topic_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_MetadataResponseTopic_v9(self, w):
@@ -1961,33 +1849,85 @@ def _read_MetadataResponse_v9(buf, pos, view):
         n -= 1
         if n < 0 or n * 11 > blen - pos:
             raise bad_count(n, 11, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_brokers in range(n):
-            item, pos = _read_MetadataResponseBroker_v9(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseBroker)  # MetadataResponseBroker read in this loop
+            # field: brokers[]>node_id:i
+            (item.node_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>host
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: brokers[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>rack
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.rack = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.rack = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.rack = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.rack = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: brokers[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_brokers] = item
         self.brokers = tuple(items)
         # field: cluster_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.cluster_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.cluster_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.cluster_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.cluster_id = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.cluster_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.cluster_id = str(buf[pos:end], "utf-8")
+                pos = end
         # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
@@ -2006,48 +1946,117 @@ def _read_MetadataResponse_v9(buf, pos, view):
         n -= 1
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_MetadataResponseTopic_v9(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseTopic)  # MetadataResponseTopic read in this loop
+            # field: topics[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>is_internal:?
+            (item.is_internal,) = _R__(buf, pos)
+            pos += 1
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(MetadataResponsePartition)  # MetadataResponsePartition read in this loop
+                # field: topics[]>partitions[]>error_code:h partition_index:i leader_id:i leader_epoch:i
+                (item1.error_code, item1.partition_index, item1.leader_id, item1.leader_epoch,) = _R_hiii(buf, pos)
+                pos += 14
+                # field: topics[]>partitions[]>replica_nodes
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.replica_nodes = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.replica_nodes = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>isr_nodes
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.isr_nodes = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.isr_nodes = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>offline_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.offline_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.offline_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>topic_authorized_operations:i
+            (item.topic_authorized_operations,) = _R_i(buf, pos)
+            pos += 4
+            item.topic_id = ZERO_UUID
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: cluster_authorized_operations:i
         (self.cluster_authorized_operations,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -2128,97 +2137,6 @@ def _write_MetadataResponse_v9(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_MetadataResponseTopic_v10(buf, pos, view):
-    try:
-        self = _new(MetadataResponseTopic)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: topic_id:16s is_internal:?
-        (u_topic_id, self.is_internal,) = _R_16s_(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 17
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 18 > blen - pos:
-            raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_MetadataResponsePartition_v9(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: topic_authorized_operations:i
-        (self.topic_authorized_operations,) = _R_i(buf, pos)
-        pos += 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_MetadataResponseTopic_v10(self, w):
     try:
         # field: error_code:h
@@ -2297,33 +2215,85 @@ def _read_MetadataResponse_v10(buf, pos, view):
         n -= 1
         if n < 0 or n * 11 > blen - pos:
             raise bad_count(n, 11, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_brokers in range(n):
-            item, pos = _read_MetadataResponseBroker_v9(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseBroker)  # MetadataResponseBroker read in this loop
+            # field: brokers[]>node_id:i
+            (item.node_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>host
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: brokers[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>rack
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.rack = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.rack = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.rack = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.rack = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: brokers[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_brokers] = item
         self.brokers = tuple(items)
         # field: cluster_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.cluster_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.cluster_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.cluster_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.cluster_id = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.cluster_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.cluster_id = str(buf[pos:end], "utf-8")
+                pos = end
         # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
@@ -2342,48 +2312,117 @@ def _read_MetadataResponse_v10(buf, pos, view):
         n -= 1
         if n < 0 or n * 26 > blen - pos:
             raise bad_count(n, 26, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_MetadataResponseTopic_v10(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseTopic)  # MetadataResponseTopic read in this loop
+            # field: topics[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>topic_id:16s is_internal:?
+            (u_topic_id, item.is_internal,) = _R_16s_(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 17
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(MetadataResponsePartition)  # MetadataResponsePartition read in this loop
+                # field: topics[]>partitions[]>error_code:h partition_index:i leader_id:i leader_epoch:i
+                (item1.error_code, item1.partition_index, item1.leader_id, item1.leader_epoch,) = _R_hiii(buf, pos)
+                pos += 14
+                # field: topics[]>partitions[]>replica_nodes
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.replica_nodes = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.replica_nodes = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>isr_nodes
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.isr_nodes = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.isr_nodes = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>offline_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.offline_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.offline_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>topic_authorized_operations:i
+            (item.topic_authorized_operations,) = _R_i(buf, pos)
+            pos += 4
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: cluster_authorized_operations:i
         (self.cluster_authorized_operations,) = _R_i(buf, pos)
         pos += 4
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -2486,33 +2525,85 @@ def _read_MetadataResponse_v11(buf, pos, view):
         n -= 1
         if n < 0 or n * 11 > blen - pos:
             raise bad_count(n, 11, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_brokers in range(n):
-            item, pos = _read_MetadataResponseBroker_v9(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseBroker)  # MetadataResponseBroker read in this loop
+            # field: brokers[]>node_id:i
+            (item.node_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>host
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: brokers[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>rack
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.rack = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.rack = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.rack = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.rack = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: brokers[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_brokers] = item
         self.brokers = tuple(items)
         # field: cluster_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.cluster_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.cluster_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.cluster_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.cluster_id = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.cluster_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.cluster_id = str(buf[pos:end], "utf-8")
+                pos = end
         # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
@@ -2531,46 +2622,115 @@ def _read_MetadataResponse_v11(buf, pos, view):
         n -= 1
         if n < 0 or n * 26 > blen - pos:
             raise bad_count(n, 26, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_MetadataResponseTopic_v10(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseTopic)  # MetadataResponseTopic read in this loop
+            # field: topics[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>topic_id:16s is_internal:?
+            (u_topic_id, item.is_internal,) = _R_16s_(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 17
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(MetadataResponsePartition)  # MetadataResponsePartition read in this loop
+                # field: topics[]>partitions[]>error_code:h partition_index:i leader_id:i leader_epoch:i
+                (item1.error_code, item1.partition_index, item1.leader_id, item1.leader_epoch,) = _R_hiii(buf, pos)
+                pos += 14
+                # field: topics[]>partitions[]>replica_nodes
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.replica_nodes = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.replica_nodes = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>isr_nodes
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.isr_nodes = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.isr_nodes = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>offline_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.offline_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.offline_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>topic_authorized_operations:i
+            (item.topic_authorized_operations,) = _R_i(buf, pos)
+            pos += 4
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         self.cluster_authorized_operations = -2147483648
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -2652,100 +2812,6 @@ def _write_MetadataResponse_v11(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_MetadataResponseTopic_v12(buf, pos, view):
-    try:
-        self = _new(MetadataResponseTopic)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.name = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.name = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: topic_id:16s is_internal:?
-        (u_topic_id, self.is_internal,) = _R_16s_(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 17
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 18 > blen - pos:
-            raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_MetadataResponsePartition_v9(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: topic_authorized_operations:i
-        (self.topic_authorized_operations,) = _R_i(buf, pos)
-        pos += 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_MetadataResponseTopic_v12(self, w):
     try:
         # field: error_code:h
@@ -2824,33 +2890,85 @@ def _read_MetadataResponse_v12(buf, pos, view):
         n -= 1
         if n < 0 or n * 11 > blen - pos:
             raise bad_count(n, 11, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_brokers in range(n):
-            item, pos = _read_MetadataResponseBroker_v9(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseBroker)  # MetadataResponseBroker read in this loop
+            # field: brokers[]>node_id:i
+            (item.node_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>host
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: brokers[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            # field: brokers[]>rack
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.rack = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.rack = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.rack = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.rack = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: brokers[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_brokers] = item
         self.brokers = tuple(items)
         # field: cluster_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.cluster_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.cluster_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.cluster_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.cluster_id = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.cluster_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.cluster_id = str(buf[pos:end], "utf-8")
+                pos = end
         # field: controller_id:i
         (self.controller_id,) = _R_i(buf, pos)
         pos += 4
@@ -2869,46 +2987,122 @@ def _read_MetadataResponse_v12(buf, pos, view):
         n -= 1
         if n < 0 or n * 26 > blen - pos:
             raise bad_count(n, 26, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_MetadataResponseTopic_v12(buf, pos, view)
-            append(item)
+            item = _new(MetadataResponseTopic)  # MetadataResponseTopic read in this loop
+            # field: topics[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.name = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.name = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.name = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: topics[]>topic_id:16s is_internal:?
+            (u_topic_id, item.is_internal,) = _R_16s_(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 17
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(MetadataResponsePartition)  # MetadataResponsePartition read in this loop
+                # field: topics[]>partitions[]>error_code:h partition_index:i leader_id:i leader_epoch:i
+                (item1.error_code, item1.partition_index, item1.leader_id, item1.leader_epoch,) = _R_hiii(buf, pos)
+                pos += 14
+                # field: topics[]>partitions[]>replica_nodes
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.replica_nodes = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.replica_nodes = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>isr_nodes
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.isr_nodes = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.isr_nodes = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>offline_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.offline_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.offline_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>topic_authorized_operations:i
+            (item.topic_authorized_operations,) = _R_i(buf, pos)
+            pos += 4
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         self.cluster_authorized_operations = -2147483648
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -3021,5 +3215,5 @@ MetadataResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "185:- 189:node_id:i 192:host 200:port:i 210:- 212:node_id:i 214:host 225:port:i 227:unknown_tags 234:- 238:error_code:h/partition_index:i/leader_id:i 241:replica_nodes 248:isr_nodes 263:- 265:error_code:h/partition_index:i/leader_id:i 267:replica_nodes 274:isr_nodes 281:unknown_tags 288:- 292:error_code:h 295:name 303:partitions[] 323:- 325:error_code:h 327:name 338:partitions[] 349:topic_authorized_operations 352:unknown_tags 359:- 363:brokers[] 374:topics[] 395:- 397:brokers[] 408:topics[] 419:cluster_authorized_operations 422:unknown_tags 429:- 433:node_id:i 436:host 444:port:i 447:rack 464:- 466:node_id:i 468:host 479:port:i 481:rack 492:unknown_tags 499:- 503:error_code:h 506:name 514:is_internal:? 517:partitions[] 536:- 538:error_code:h 540:name 551:is_internal:? 553:partitions[] 564:topic_authorized_operations 567:unknown_tags 574:- 578:brokers[] 589:controller_id:i 592:topics[] 612:- 614:brokers[] 625:controller_id:i 627:topics[] 638:cluster_authorized_operations 641:unknown_tags 648:- 652:brokers[] 663:cluster_id 674:controller_id:i 677:topics[] 696:- 698:brokers[] 709:cluster_id 720:controller_id:i 722:topics[] 733:cluster_authorized_operations 736:unknown_tags 743:- 747:throttle_time_ms:i 750:brokers[] 761:cluster_id 772:controller_id:i 775:topics[] 793:- 795:throttle_time_ms:i 797:brokers[] 808:cluster_id 819:controller_id:i 821:topics[] 832:cluster_authorized_operations 835:unknown_tags 842:- 846:error_code:h/partition_index:i/leader_id:i 849:replica_nodes 856:isr_nodes 863:offline_replicas 877:- 879:error_code:h/partition_index:i/leader_id:i 881:replica_nodes 888:isr_nodes 895:offline_replicas 902:unknown_tags 909:- 913:error_code:h 916:name 924:is_internal:? 927:partitions[] 946:- 948:error_code:h 950:name 961:is_internal:? 963:partitions[] 974:topic_authorized_operations 977:unknown_tags 984:- 988:throttle_time_ms:i 991:brokers[] 1002:cluster_id 1013:controller_id:i 1016:topics[] 1034:- 1036:throttle_time_ms:i 1038:brokers[] 1049:cluster_id 1060:controller_id:i 1062:topics[] 1073:cluster_authorized_operations 1076:unknown_tags 1083:- 1087:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1090:replica_nodes 1097:isr_nodes 1104:offline_replicas 1117:- 1119:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1121:replica_nodes 1128:isr_nodes 1135:offline_replicas 1142:unknown_tags 1149:- 1153:error_code:h 1156:name 1164:is_internal:? 1167:partitions[] 1186:- 1188:error_code:h 1190:name 1201:is_internal:? 1203:partitions[] 1214:topic_authorized_operations 1217:unknown_tags 1224:- 1228:throttle_time_ms:i 1231:brokers[] 1242:cluster_id 1253:controller_id:i 1256:topics[] 1274:- 1276:throttle_time_ms:i 1278:brokers[] 1289:cluster_id 1300:controller_id:i 1302:topics[] 1313:cluster_authorized_operations 1316:unknown_tags 1323:- 1327:error_code:h 1330:name 1338:is_internal:? 1341:partitions[] 1352:topic_authorized_operations:i 1362:- 1364:error_code:h 1366:name 1377:is_internal:? 1379:partitions[] 1390:topic_authorized_operations:i 1392:unknown_tags 1399:- 1403:throttle_time_ms:i 1406:brokers[] 1417:cluster_id 1428:controller_id:i 1431:topics[] 1442:cluster_authorized_operations:i 1451:- 1453:throttle_time_ms:i 1455:brokers[] 1466:cluster_id 1477:controller_id:i 1479:topics[] 1490:cluster_authorized_operations:i 1492:unknown_tags 1499:- 1503:node_id:i 1506:host 1524:port:i 1527:rack 1548:tagged_fields 1586:- 1588:node_id:i 1590:host 1609:port:i 1611:rack 1630:tagged_fields 1640:- 1644:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1647:replica_nodes 1664:isr_nodes 1681:offline_replicas 1698:tagged_fields 1736:- 1738:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1740:replica_nodes 1755:isr_nodes 1770:offline_replicas 1785:tagged_fields 1795:- 1799:error_code:h 1802:name 1820:is_internal:? 1823:partitions[] 1844:topic_authorized_operations:i 1848:tagged_fields 1886:- 1888:error_code:h 1890:name 1909:is_internal:? 1911:partitions[] 1930:topic_authorized_operations:i 1932:tagged_fields 1942:- 1946:throttle_time_ms:i 1949:brokers[] 1970:cluster_id 1991:controller_id:i 1994:topics[] 2015:cluster_authorized_operations:i 2018:tagged_fields 2056:- 2058:throttle_time_ms:i 2060:brokers[] 2079:cluster_id 2098:controller_id:i 2100:topics[] 2119:cluster_authorized_operations:i 2121:tagged_fields 2131:- 2135:error_code:h 2138:name 2156:topic_id:16s/is_internal:? 2160:partitions[] 2181:topic_authorized_operations:i 2184:tagged_fields 2222:- 2224:error_code:h 2226:name 2245:topic_id:16s/is_internal:? 2247:partitions[] 2266:topic_authorized_operations:i 2268:tagged_fields 2278:- 2282:throttle_time_ms:i 2285:brokers[] 2306:cluster_id 2327:controller_id:i 2330:topics[] 2351:cluster_authorized_operations:i 2354:tagged_fields 2392:- 2394:throttle_time_ms:i 2396:brokers[] 2415:cluster_id 2434:controller_id:i 2436:topics[] 2455:cluster_authorized_operations:i 2457:tagged_fields 2467:- 2471:throttle_time_ms:i 2474:brokers[] 2495:cluster_id 2516:controller_id:i 2519:topics[] 2541:tagged_fields 2579:- 2581:throttle_time_ms:i 2583:brokers[] 2602:cluster_id 2621:controller_id:i 2623:topics[] 2642:cluster_authorized_operations 2645:tagged_fields 2655:- 2659:error_code:h 2662:name 2683:topic_id:16s/is_internal:? 2687:partitions[] 2708:topic_authorized_operations:i 2711:tagged_fields 2749:- 2751:error_code:h 2753:name 2772:topic_id:16s/is_internal:? 2774:partitions[] 2793:topic_authorized_operations:i 2795:tagged_fields 2805:- 2809:throttle_time_ms:i 2812:brokers[] 2833:cluster_id 2854:controller_id:i 2857:topics[] 2879:tagged_fields 2917:- 2919:throttle_time_ms:i 2921:brokers[] 2940:cluster_id 2959:controller_id:i 2961:topics[] 2980:cluster_authorized_operations 2983:tagged_fields"
+    "187:- 189:node_id:i 191:host 202:port:i 204:unknown_tags 211:- 213:error_code:h/partition_index:i/leader_id:i 215:replica_nodes 222:isr_nodes 229:unknown_tags 236:- 238:error_code:h 240:name 251:partitions[] 262:topic_authorized_operations 265:unknown_tags 272:- 276:brokers[] 284:brokers[]>node_id:i 287:brokers[]>host 295:brokers[]>port:i 302:topics[] 310:topics[]>error_code:h 313:topics[]>name 321:topics[]>partitions[] 329:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i 332:topics[]>partitions[]>replica_nodes 339:topics[]>partitions[]>isr_nodes 367:- 369:brokers[] 380:topics[] 391:cluster_authorized_operations 394:unknown_tags 401:- 403:node_id:i 405:host 416:port:i 418:rack 429:unknown_tags 436:- 438:error_code:h 440:name 451:is_internal:? 453:partitions[] 464:topic_authorized_operations 467:unknown_tags 474:- 478:brokers[] 486:brokers[]>node_id:i 489:brokers[]>host 497:brokers[]>port:i 500:brokers[]>rack 514:controller_id:i 517:topics[] 525:topics[]>error_code:h 528:topics[]>name 536:topics[]>is_internal:? 539:topics[]>partitions[] 547:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i 550:topics[]>partitions[]>replica_nodes 557:topics[]>partitions[]>isr_nodes 583:- 585:brokers[] 596:controller_id:i 598:topics[] 609:cluster_authorized_operations 612:unknown_tags 619:- 623:brokers[] 631:brokers[]>node_id:i 634:brokers[]>host 642:brokers[]>port:i 645:brokers[]>rack 659:cluster_id 670:controller_id:i 673:topics[] 681:topics[]>error_code:h 684:topics[]>name 692:topics[]>is_internal:? 695:topics[]>partitions[] 703:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i 706:topics[]>partitions[]>replica_nodes 713:topics[]>partitions[]>isr_nodes 738:- 740:brokers[] 751:cluster_id 762:controller_id:i 764:topics[] 775:cluster_authorized_operations 778:unknown_tags 785:- 789:throttle_time_ms:i 792:brokers[] 800:brokers[]>node_id:i 803:brokers[]>host 811:brokers[]>port:i 814:brokers[]>rack 828:cluster_id 839:controller_id:i 842:topics[] 850:topics[]>error_code:h 853:topics[]>name 861:topics[]>is_internal:? 864:topics[]>partitions[] 872:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i 875:topics[]>partitions[]>replica_nodes 882:topics[]>partitions[]>isr_nodes 906:- 908:throttle_time_ms:i 910:brokers[] 921:cluster_id 932:controller_id:i 934:topics[] 945:cluster_authorized_operations 948:unknown_tags 955:- 957:error_code:h/partition_index:i/leader_id:i 959:replica_nodes 966:isr_nodes 973:offline_replicas 980:unknown_tags 987:- 989:error_code:h 991:name 1002:is_internal:? 1004:partitions[] 1015:topic_authorized_operations 1018:unknown_tags 1025:- 1029:throttle_time_ms:i 1032:brokers[] 1040:brokers[]>node_id:i 1043:brokers[]>host 1051:brokers[]>port:i 1054:brokers[]>rack 1068:cluster_id 1079:controller_id:i 1082:topics[] 1090:topics[]>error_code:h 1093:topics[]>name 1101:topics[]>is_internal:? 1104:topics[]>partitions[] 1112:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i 1115:topics[]>partitions[]>replica_nodes 1122:topics[]>partitions[]>isr_nodes 1129:topics[]>partitions[]>offline_replicas 1152:- 1154:throttle_time_ms:i 1156:brokers[] 1167:cluster_id 1178:controller_id:i 1180:topics[] 1191:cluster_authorized_operations 1194:unknown_tags 1201:- 1203:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1205:replica_nodes 1212:isr_nodes 1219:offline_replicas 1226:unknown_tags 1233:- 1235:error_code:h 1237:name 1248:is_internal:? 1250:partitions[] 1261:topic_authorized_operations 1264:unknown_tags 1271:- 1275:throttle_time_ms:i 1278:brokers[] 1286:brokers[]>node_id:i 1289:brokers[]>host 1297:brokers[]>port:i 1300:brokers[]>rack 1314:cluster_id 1325:controller_id:i 1328:topics[] 1336:topics[]>error_code:h 1339:topics[]>name 1347:topics[]>is_internal:? 1350:topics[]>partitions[] 1358:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1361:topics[]>partitions[]>replica_nodes 1368:topics[]>partitions[]>isr_nodes 1375:topics[]>partitions[]>offline_replicas 1397:- 1399:throttle_time_ms:i 1401:brokers[] 1412:cluster_id 1423:controller_id:i 1425:topics[] 1436:cluster_authorized_operations 1439:unknown_tags 1446:- 1448:error_code:h 1450:name 1461:is_internal:? 1463:partitions[] 1474:topic_authorized_operations:i 1476:unknown_tags 1483:- 1487:throttle_time_ms:i 1490:brokers[] 1498:brokers[]>node_id:i 1501:brokers[]>host 1509:brokers[]>port:i 1512:brokers[]>rack 1526:cluster_id 1537:controller_id:i 1540:topics[] 1548:topics[]>error_code:h 1551:topics[]>name 1559:topics[]>is_internal:? 1562:topics[]>partitions[] 1570:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1573:topics[]>partitions[]>replica_nodes 1580:topics[]>partitions[]>isr_nodes 1587:topics[]>partitions[]>offline_replicas 1597:topics[]>topic_authorized_operations:i 1604:cluster_authorized_operations:i 1613:- 1615:throttle_time_ms:i 1617:brokers[] 1628:cluster_id 1639:controller_id:i 1641:topics[] 1652:cluster_authorized_operations:i 1654:unknown_tags 1661:- 1663:node_id:i 1665:host 1684:port:i 1686:rack 1705:tagged_fields 1715:- 1717:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1719:replica_nodes 1734:isr_nodes 1749:offline_replicas 1764:tagged_fields 1774:- 1776:error_code:h 1778:name 1797:is_internal:? 1799:partitions[] 1818:topic_authorized_operations:i 1820:tagged_fields 1830:- 1834:throttle_time_ms:i 1837:brokers[] 1855:brokers[]>node_id:i 1858:brokers[]>host 1874:brokers[]>port:i 1877:brokers[]>rack 1900:brokers[]>tagged_fields 1908:cluster_id 1931:controller_id:i 1934:topics[] 1952:topics[]>error_code:h 1955:topics[]>name 1971:topics[]>is_internal:? 1974:topics[]>partitions[] 1992:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1995:topics[]>partitions[]>replica_nodes 2007:topics[]>partitions[]>isr_nodes 2019:topics[]>partitions[]>offline_replicas 2031:topics[]>partitions[]>tagged_fields 2039:topics[]>topic_authorized_operations:i 2043:topics[]>tagged_fields 2051:cluster_authorized_operations:i 2054:tagged_fields 2065:- 2067:throttle_time_ms:i 2069:brokers[] 2088:cluster_id 2107:controller_id:i 2109:topics[] 2128:cluster_authorized_operations:i 2130:tagged_fields 2140:- 2142:error_code:h 2144:name 2163:topic_id:16s/is_internal:? 2165:partitions[] 2184:topic_authorized_operations:i 2186:tagged_fields 2196:- 2200:throttle_time_ms:i 2203:brokers[] 2221:brokers[]>node_id:i 2224:brokers[]>host 2240:brokers[]>port:i 2243:brokers[]>rack 2266:brokers[]>tagged_fields 2274:cluster_id 2297:controller_id:i 2300:topics[] 2318:topics[]>error_code:h 2321:topics[]>name 2337:topics[]>topic_id:16s/is_internal:? 2341:topics[]>partitions[] 2359:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 2362:topics[]>partitions[]>replica_nodes 2374:topics[]>partitions[]>isr_nodes 2386:topics[]>partitions[]>offline_replicas 2398:topics[]>partitions[]>tagged_fields 2406:topics[]>topic_authorized_operations:i 2409:topics[]>tagged_fields 2417:cluster_authorized_operations:i 2420:tagged_fields 2431:- 2433:throttle_time_ms:i 2435:brokers[] 2454:cluster_id 2473:controller_id:i 2475:topics[] 2494:cluster_authorized_operations:i 2496:tagged_fields 2506:- 2510:throttle_time_ms:i 2513:brokers[] 2531:brokers[]>node_id:i 2534:brokers[]>host 2550:brokers[]>port:i 2553:brokers[]>rack 2576:brokers[]>tagged_fields 2584:cluster_id 2607:controller_id:i 2610:topics[] 2628:topics[]>error_code:h 2631:topics[]>name 2647:topics[]>topic_id:16s/is_internal:? 2651:topics[]>partitions[] 2669:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 2672:topics[]>partitions[]>replica_nodes 2684:topics[]>partitions[]>isr_nodes 2696:topics[]>partitions[]>offline_replicas 2708:topics[]>partitions[]>tagged_fields 2716:topics[]>topic_authorized_operations:i 2719:topics[]>tagged_fields 2728:tagged_fields 2739:- 2741:throttle_time_ms:i 2743:brokers[] 2762:cluster_id 2781:controller_id:i 2783:topics[] 2802:cluster_authorized_operations 2805:tagged_fields 2815:- 2817:error_code:h 2819:name 2838:topic_id:16s/is_internal:? 2840:partitions[] 2859:topic_authorized_operations:i 2861:tagged_fields 2871:- 2875:throttle_time_ms:i 2878:brokers[] 2896:brokers[]>node_id:i 2899:brokers[]>host 2915:brokers[]>port:i 2918:brokers[]>rack 2941:brokers[]>tagged_fields 2949:cluster_id 2972:controller_id:i 2975:topics[] 2993:topics[]>error_code:h 2996:topics[]>name 3019:topics[]>topic_id:16s/is_internal:? 3023:topics[]>partitions[] 3041:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 3044:topics[]>partitions[]>replica_nodes 3056:topics[]>partitions[]>isr_nodes 3068:topics[]>partitions[]>offline_replicas 3080:topics[]>partitions[]>tagged_fields 3088:topics[]>topic_authorized_operations:i 3091:topics[]>tagged_fields 3100:tagged_fields 3111:- 3113:throttle_time_ms:i 3115:brokers[] 3134:cluster_id 3153:controller_id:i 3155:topics[] 3174:cluster_authorized_operations 3177:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -130,32 +131,6 @@ OffsetCommitRequest.OffsetCommitRequestPartition = OffsetCommitRequestPartition
 
 
 
-def _read_OffsetCommitRequestPartition_v0(buf, pos, view):
-    try:
-        self = _new(OffsetCommitRequestPartition)
-        blen = len(buf)
-        # field: partition_index:i committed_offset:q
-        (self.partition_index, self.committed_offset,) = _R_iq(buf, pos)
-        pos += 12
-        # field: committed_metadata
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.committed_metadata = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.committed_metadata = str(buf[pos:end], "utf-8")
-            pos = end
-        self.committed_leader_epoch = -1
-        self.commit_timestamp = -1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OffsetCommitRequestPartition_v0(self, w):
     try:
         # field: partition_index:i committed_offset:q
@@ -179,35 +154,6 @@ def _write_OffsetCommitRequestPartition_v0(self, w):
             raise tags_not_supported("OffsetCommitRequestPartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetCommitRequestTopic_v0(buf, pos, view):
-    try:
-        self = _new(OffsetCommitRequestTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 14 > blen - pos:
-            raise bad_count(n, 14, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_OffsetCommitRequestPartition_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetCommitRequestTopic_v0(self, w):
@@ -258,11 +204,46 @@ def _read_OffsetCommitRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetCommitRequestTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(OffsetCommitRequestTopic)  # OffsetCommitRequestTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 14 > blen - pos:
+                raise bad_count(n, 14, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetCommitRequestPartition)  # OffsetCommitRequestPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i committed_offset:q
+                (item1.partition_index, item1.committed_offset,) = _R_iq(buf, pos)
+                pos += 12
+                # field: topics[]>partitions[]>committed_metadata
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.committed_metadata = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.committed_metadata = str(buf[pos:end], "utf-8")
+                    pos = end
+                item1.committed_leader_epoch = -1
+                item1.commit_timestamp = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.generation_id_or_member_epoch = -1
         self.member_id = ''
@@ -308,31 +289,6 @@ def _write_OffsetCommitRequest_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_OffsetCommitRequestPartition_v1(buf, pos, view):
-    try:
-        self = _new(OffsetCommitRequestPartition)
-        blen = len(buf)
-        # field: partition_index:i committed_offset:q commit_timestamp:q
-        (self.partition_index, self.committed_offset, self.commit_timestamp,) = _R_iqq(buf, pos)
-        pos += 20
-        # field: committed_metadata
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.committed_metadata = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.committed_metadata = str(buf[pos:end], "utf-8")
-            pos = end
-        self.committed_leader_epoch = -1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OffsetCommitRequestPartition_v1(self, w):
     try:
         # field: partition_index:i committed_offset:q commit_timestamp:q
@@ -353,35 +309,6 @@ def _write_OffsetCommitRequestPartition_v1(self, w):
             raise tags_not_supported("OffsetCommitRequestPartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetCommitRequestTopic_v1(buf, pos, view):
-    try:
-        self = _new(OffsetCommitRequestTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 22 > blen - pos:
-            raise bad_count(n, 22, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_OffsetCommitRequestPartition_v1(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetCommitRequestTopic_v1(self, w):
@@ -443,11 +370,45 @@ def _read_OffsetCommitRequest_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetCommitRequestTopic_v1(buf, pos, view)
-            append(item)
+            item = _new(OffsetCommitRequestTopic)  # OffsetCommitRequestTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 22 > blen - pos:
+                raise bad_count(n, 22, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetCommitRequestPartition)  # OffsetCommitRequestPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i committed_offset:q commit_timestamp:q
+                (item1.partition_index, item1.committed_offset, item1.commit_timestamp,) = _R_iqq(buf, pos)
+                pos += 20
+                # field: topics[]>partitions[]>committed_metadata
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.committed_metadata = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.committed_metadata = str(buf[pos:end], "utf-8")
+                    pos = end
+                item1.committed_leader_epoch = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.group_instance_id = None
         self.retention_time_ms = -1
@@ -535,11 +496,46 @@ def _read_OffsetCommitRequest_v2(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetCommitRequestTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(OffsetCommitRequestTopic)  # OffsetCommitRequestTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 14 > blen - pos:
+                raise bad_count(n, 14, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetCommitRequestPartition)  # OffsetCommitRequestPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i committed_offset:q
+                (item1.partition_index, item1.committed_offset,) = _R_iq(buf, pos)
+                pos += 12
+                # field: topics[]>partitions[]>committed_metadata
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.committed_metadata = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.committed_metadata = str(buf[pos:end], "utf-8")
+                    pos = end
+                item1.committed_leader_epoch = -1
+                item1.commit_timestamp = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.group_instance_id = None
         self.unknown_tags = None
@@ -625,11 +621,46 @@ def _read_OffsetCommitRequest_v5(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetCommitRequestTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(OffsetCommitRequestTopic)  # OffsetCommitRequestTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 14 > blen - pos:
+                raise bad_count(n, 14, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetCommitRequestPartition)  # OffsetCommitRequestPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i committed_offset:q
+                (item1.partition_index, item1.committed_offset,) = _R_iq(buf, pos)
+                pos += 12
+                # field: topics[]>partitions[]>committed_metadata
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.committed_metadata = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.committed_metadata = str(buf[pos:end], "utf-8")
+                    pos = end
+                item1.committed_leader_epoch = -1
+                item1.commit_timestamp = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.group_instance_id = None
         self.retention_time_ms = -1
@@ -686,31 +717,6 @@ def _write_OffsetCommitRequest_v5(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_OffsetCommitRequestPartition_v6(buf, pos, view):
-    try:
-        self = _new(OffsetCommitRequestPartition)
-        blen = len(buf)
-        # field: partition_index:i committed_offset:q committed_leader_epoch:i
-        (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
-        pos += 16
-        # field: committed_metadata
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.committed_metadata = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.committed_metadata = str(buf[pos:end], "utf-8")
-            pos = end
-        self.commit_timestamp = -1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OffsetCommitRequestPartition_v6(self, w):
     try:
         # field: partition_index:i committed_offset:q committed_leader_epoch:i
@@ -734,35 +740,6 @@ def _write_OffsetCommitRequestPartition_v6(self, w):
             raise tags_not_supported("OffsetCommitRequestPartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetCommitRequestTopic_v6(buf, pos, view):
-    try:
-        self = _new(OffsetCommitRequestTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 18 > blen - pos:
-            raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_OffsetCommitRequestPartition_v6(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetCommitRequestTopic_v6(self, w):
@@ -824,11 +801,45 @@ def _read_OffsetCommitRequest_v6(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetCommitRequestTopic_v6(buf, pos, view)
-            append(item)
+            item = _new(OffsetCommitRequestTopic)  # OffsetCommitRequestTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetCommitRequestPartition)  # OffsetCommitRequestPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i committed_offset:q committed_leader_epoch:i
+                (item1.partition_index, item1.committed_offset, item1.committed_leader_epoch,) = _R_iqi(buf, pos)
+                pos += 16
+                # field: topics[]>partitions[]>committed_metadata
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.committed_metadata = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.committed_metadata = str(buf[pos:end], "utf-8")
+                    pos = end
+                item1.commit_timestamp = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.group_instance_id = None
         self.retention_time_ms = -1
@@ -924,11 +935,45 @@ def _read_OffsetCommitRequest_v7(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetCommitRequestTopic_v6(buf, pos, view)
-            append(item)
+            item = _new(OffsetCommitRequestTopic)  # OffsetCommitRequestTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetCommitRequestPartition)  # OffsetCommitRequestPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i committed_offset:q committed_leader_epoch:i
+                (item1.partition_index, item1.committed_offset, item1.committed_leader_epoch,) = _R_iqi(buf, pos)
+                pos += 16
+                # field: topics[]>partitions[]>committed_metadata
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.committed_metadata = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.committed_metadata = str(buf[pos:end], "utf-8")
+                    pos = end
+                item1.commit_timestamp = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.retention_time_ms = -1
         self.unknown_tags = None
@@ -992,73 +1037,6 @@ def _write_OffsetCommitRequest_v7(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_OffsetCommitRequestPartition_v8(buf, pos, view):
-    try:
-        self = _new(OffsetCommitRequestPartition)
-        blen = len(buf)
-        # field: partition_index:i committed_offset:q committed_leader_epoch:i
-        (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
-        pos += 16
-        # field: committed_metadata
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.committed_metadata = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.committed_metadata = str(buf[pos:end], "utf-8")
-            pos = end
-        self.commit_timestamp = -1
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OffsetCommitRequestPartition_v8(self, w):
     try:
         # field: partition_index:i committed_offset:q committed_leader_epoch:i
@@ -1093,87 +1071,6 @@ def _write_OffsetCommitRequestPartition_v8(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetCommitRequestTopic_v8(buf, pos, view):
-    try:
-        self = _new(OffsetCommitRequestTopic)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 18 > blen - pos:
-            raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_OffsetCommitRequestPartition_v8(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetCommitRequestTopic_v8(self, w):
@@ -1232,64 +1129,62 @@ def _read_OffsetCommitRequest_v8(buf, pos, view):
         blen = len(buf)
         # field: group_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.group_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.group_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: generation_id_or_member_epoch:i
         (self.generation_id_or_member_epoch,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.member_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_instance_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.group_instance_id = None
-        else:
+            n -= 1
             end = pos + n
             if n < 0 or end > blen or n > 0x7FFF:
                 raise bad_length(n, pos, blen, "string")
-            self.group_instance_id = str(buf[pos:end], "utf-8")
+            self.member_id = str(buf[pos:end], "utf-8")
             pos = end
+        # field: group_instance_id
+        n = buf[pos]
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.group_instance_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.group_instance_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+        else:
+            n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n == -1:
+                self.group_instance_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.group_instance_id = str(buf[pos:end], "utf-8")
+                pos = end
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
@@ -1305,46 +1200,93 @@ def _read_OffsetCommitRequest_v8(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetCommitRequestTopic_v8(buf, pos, view)
-            append(item)
+            item = _new(OffsetCommitRequestTopic)  # OffsetCommitRequestTopic read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetCommitRequestPartition)  # OffsetCommitRequestPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i committed_offset:q committed_leader_epoch:i
+                (item1.partition_index, item1.committed_offset, item1.committed_leader_epoch,) = _R_iqi(buf, pos)
+                pos += 16
+                # field: topics[]>partitions[]>committed_metadata
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.committed_metadata = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.committed_metadata = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.committed_metadata = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.committed_metadata = str(buf[pos:end], "utf-8")
+                        pos = end
+                item1.commit_timestamp = -1
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         self.retention_time_ms = -1
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1465,5 +1407,5 @@ OffsetCommitRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "133:- 137:partition_index:i/committed_offset:q 140:committed_metadata 159:- 161:partition_index:i/committed_offset:q 163:committed_metadata 174:commit_timestamp 177:unknown_tags 184:- 188:name 196:partitions[] 213:- 215:name 226:partitions[] 237:unknown_tags 244:- 248:group_id 256:topics[] 277:- 279:group_id 290:topics[] 301:group_instance_id 304:unknown_tags 311:- 315:partition_index:i/committed_offset:q/commit_timestamp:q 318:committed_metadata 336:- 338:partition_index:i/committed_offset:q/commit_timestamp:q 340:committed_metadata 351:unknown_tags 358:- 362:name 370:partitions[] 387:- 389:name 400:partitions[] 411:unknown_tags 418:- 422:group_id 430:generation_id_or_member_epoch:i 433:member_id 441:topics[] 460:- 462:group_id 473:generation_id_or_member_epoch:i 475:member_id 486:topics[] 497:group_instance_id 500:unknown_tags 507:- 511:group_id 519:generation_id_or_member_epoch:i 522:member_id 530:retention_time_ms:q 533:topics[] 551:- 553:group_id 564:generation_id_or_member_epoch:i 566:member_id 577:retention_time_ms:q 579:topics[] 590:group_instance_id 593:unknown_tags 600:- 604:group_id 612:generation_id_or_member_epoch:i 615:member_id 623:topics[] 642:- 644:group_id 655:generation_id_or_member_epoch:i 657:member_id 668:topics[] 679:group_instance_id 682:unknown_tags 689:- 693:partition_index:i/committed_offset:q/committed_leader_epoch:i 696:committed_metadata 714:- 716:partition_index:i/committed_offset:q/committed_leader_epoch:i 718:committed_metadata 729:commit_timestamp 732:unknown_tags 739:- 743:name 751:partitions[] 768:- 770:name 781:partitions[] 792:unknown_tags 799:- 803:group_id 811:generation_id_or_member_epoch:i 814:member_id 822:topics[] 841:- 843:group_id 854:generation_id_or_member_epoch:i 856:member_id 867:topics[] 878:group_instance_id 881:unknown_tags 888:- 892:group_id 900:generation_id_or_member_epoch:i 903:member_id 911:group_instance_id 922:topics[] 940:- 942:group_id 953:generation_id_or_member_epoch:i 955:member_id 966:group_instance_id 977:topics[] 988:unknown_tags 995:- 999:partition_index:i/committed_offset:q/committed_leader_epoch:i 1002:committed_metadata 1024:tagged_fields 1062:- 1064:partition_index:i/committed_offset:q/committed_leader_epoch:i 1066:committed_metadata 1085:commit_timestamp 1088:tagged_fields 1098:- 1102:name 1120:partitions[] 1141:tagged_fields 1179:- 1181:name 1200:partitions[] 1219:tagged_fields 1229:- 1233:group_id 1251:generation_id_or_member_epoch:i 1254:member_id 1272:group_instance_id 1293:topics[] 1315:tagged_fields 1353:- 1355:group_id 1374:generation_id_or_member_epoch:i 1376:member_id 1395:group_instance_id 1414:topics[] 1433:tagged_fields"
+    "134:- 136:partition_index:i/committed_offset:q 138:committed_metadata 149:commit_timestamp 152:unknown_tags 159:- 161:name 172:partitions[] 183:unknown_tags 190:- 194:group_id 202:topics[] 210:topics[]>name 218:topics[]>partitions[] 226:topics[]>partitions[]>partition_index:i/committed_offset:q 229:topics[]>partitions[]>committed_metadata 258:- 260:group_id 271:topics[] 282:group_instance_id 285:unknown_tags 292:- 294:partition_index:i/committed_offset:q/commit_timestamp:q 296:committed_metadata 307:unknown_tags 314:- 316:name 327:partitions[] 338:unknown_tags 345:- 349:group_id 357:generation_id_or_member_epoch:i 360:member_id 368:topics[] 376:topics[]>name 384:topics[]>partitions[] 392:topics[]>partitions[]>partition_index:i/committed_offset:q/commit_timestamp:q 395:topics[]>partitions[]>committed_metadata 421:- 423:group_id 434:generation_id_or_member_epoch:i 436:member_id 447:topics[] 458:group_instance_id 461:unknown_tags 468:- 472:group_id 480:generation_id_or_member_epoch:i 483:member_id 491:retention_time_ms:q 494:topics[] 502:topics[]>name 510:topics[]>partitions[] 518:topics[]>partitions[]>partition_index:i/committed_offset:q 521:topics[]>partitions[]>committed_metadata 547:- 549:group_id 560:generation_id_or_member_epoch:i 562:member_id 573:retention_time_ms:q 575:topics[] 586:group_instance_id 589:unknown_tags 596:- 600:group_id 608:generation_id_or_member_epoch:i 611:member_id 619:topics[] 627:topics[]>name 635:topics[]>partitions[] 643:topics[]>partitions[]>partition_index:i/committed_offset:q 646:topics[]>partitions[]>committed_metadata 673:- 675:group_id 686:generation_id_or_member_epoch:i 688:member_id 699:topics[] 710:group_instance_id 713:unknown_tags 720:- 722:partition_index:i/committed_offset:q/committed_leader_epoch:i 724:committed_metadata 735:commit_timestamp 738:unknown_tags 745:- 747:name 758:partitions[] 769:unknown_tags 776:- 780:group_id 788:generation_id_or_member_epoch:i 791:member_id 799:topics[] 807:topics[]>name 815:topics[]>partitions[] 823:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 826:topics[]>partitions[]>committed_metadata 852:- 854:group_id 865:generation_id_or_member_epoch:i 867:member_id 878:topics[] 889:group_instance_id 892:unknown_tags 899:- 903:group_id 911:generation_id_or_member_epoch:i 914:member_id 922:group_instance_id 933:topics[] 941:topics[]>name 949:topics[]>partitions[] 957:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 960:topics[]>partitions[]>committed_metadata 985:- 987:group_id 998:generation_id_or_member_epoch:i 1000:member_id 1011:group_instance_id 1022:topics[] 1033:unknown_tags 1040:- 1042:partition_index:i/committed_offset:q/committed_leader_epoch:i 1044:committed_metadata 1063:commit_timestamp 1066:tagged_fields 1076:- 1078:name 1097:partitions[] 1116:tagged_fields 1126:- 1130:group_id 1146:generation_id_or_member_epoch:i 1149:member_id 1165:group_instance_id 1188:topics[] 1206:topics[]>name 1222:topics[]>partitions[] 1240:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 1243:topics[]>partitions[]>committed_metadata 1267:topics[]>partitions[]>tagged_fields 1275:topics[]>tagged_fields 1284:tagged_fields 1295:- 1297:group_id 1316:generation_id_or_member_epoch:i 1318:member_id 1337:group_instance_id 1356:topics[] 1375:tagged_fields"
 )

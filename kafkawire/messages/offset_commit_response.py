@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -103,18 +104,6 @@ OffsetCommitResponse.OffsetCommitResponsePartition = OffsetCommitResponsePartiti
 
 
 
-def _read_OffsetCommitResponsePartition_v0(buf, pos, view):
-    try:
-        self = _new(OffsetCommitResponsePartition)
-        # field: partition_index:i error_code:h
-        (self.partition_index, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OffsetCommitResponsePartition_v0(self, w):
     try:
         # field: partition_index:i error_code:h
@@ -124,35 +113,6 @@ def _write_OffsetCommitResponsePartition_v0(self, w):
             raise tags_not_supported("OffsetCommitResponsePartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetCommitResponseTopic_v0(buf, pos, view):
-    try:
-        self = _new(OffsetCommitResponseTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 6 > blen - pos:
-            raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_OffsetCommitResponsePartition_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetCommitResponseTopic_v0(self, w):
@@ -195,11 +155,33 @@ def _read_OffsetCommitResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetCommitResponseTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(OffsetCommitResponseTopic)  # OffsetCommitResponseTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetCommitResponsePartition)  # OffsetCommitResponsePartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i error_code:h
+                (item1.partition_index, item1.error_code,) = _R_ih(buf, pos)
+                pos += 6
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.throttle_time_ms = 0
         self.unknown_tags = None
@@ -240,11 +222,33 @@ def _read_OffsetCommitResponse_v3(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetCommitResponseTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(OffsetCommitResponseTopic)  # OffsetCommitResponseTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetCommitResponsePartition)  # OffsetCommitResponsePartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i error_code:h
+                (item1.partition_index, item1.error_code,) = _R_ih(buf, pos)
+                pos += 6
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -274,51 +278,6 @@ def _write_OffsetCommitResponse_v3(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_OffsetCommitResponsePartition_v8(buf, pos, view):
-    try:
-        self = _new(OffsetCommitResponsePartition)
-        blen = len(buf)
-        # field: partition_index:i error_code:h
-        (self.partition_index, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OffsetCommitResponsePartition_v8(self, w):
     try:
         # field: partition_index:i error_code:h
@@ -331,87 +290,6 @@ def _write_OffsetCommitResponsePartition_v8(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetCommitResponseTopic_v8(buf, pos, view):
-    try:
-        self = _new(OffsetCommitResponseTopic)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 7 > blen - pos:
-            raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_OffsetCommitResponsePartition_v8(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetCommitResponseTopic_v8(self, w):
@@ -486,45 +364,68 @@ def _read_OffsetCommitResponse_v8(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetCommitResponseTopic_v8(buf, pos, view)
-            append(item)
+            item = _new(OffsetCommitResponseTopic)  # OffsetCommitResponseTopic read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 7 > blen - pos:
+                raise bad_count(n, 7, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetCommitResponsePartition)  # OffsetCommitResponsePartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i error_code:h
+                (item1.partition_index, item1.error_code,) = _R_ih(buf, pos)
+                pos += 6
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -588,5 +489,5 @@ OffsetCommitResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "106:- 109:partition_index:i/error_code:h 118:- 120:partition_index:i/error_code:h 122:unknown_tags 129:- 133:name 141:partitions[] 158:- 160:name 171:partitions[] 182:unknown_tags 189:- 193:topics[] 211:- 213:topics[] 224:unknown_tags 231:- 235:throttle_time_ms:i 238:topics[] 255:- 257:throttle_time_ms:i 259:topics[] 270:unknown_tags 277:- 281:partition_index:i/error_code:h 284:tagged_fields 322:- 324:partition_index:i/error_code:h 326:tagged_fields 336:- 340:name 358:partitions[] 379:tagged_fields 417:- 419:name 438:partitions[] 457:tagged_fields 467:- 471:throttle_time_ms:i 474:topics[] 495:tagged_fields 533:- 535:throttle_time_ms:i 537:topics[] 556:tagged_fields"
+    "107:- 109:partition_index:i/error_code:h 111:unknown_tags 118:- 120:name 131:partitions[] 142:unknown_tags 149:- 153:topics[] 161:topics[]>name 169:topics[]>partitions[] 177:topics[]>partitions[]>partition_index:i/error_code:h 193:- 195:topics[] 206:unknown_tags 213:- 217:throttle_time_ms:i 220:topics[] 228:topics[]>name 236:topics[]>partitions[] 244:topics[]>partitions[]>partition_index:i/error_code:h 259:- 261:throttle_time_ms:i 263:topics[] 274:unknown_tags 281:- 283:partition_index:i/error_code:h 285:tagged_fields 295:- 297:name 316:partitions[] 335:tagged_fields 345:- 349:throttle_time_ms:i 352:topics[] 370:topics[]>name 386:topics[]>partitions[] 404:topics[]>partitions[]>partition_index:i/error_code:h 407:topics[]>partitions[]>tagged_fields 415:topics[]>tagged_fields 423:tagged_fields 434:- 436:throttle_time_ms:i 438:topics[] 457:tagged_fields"
 )

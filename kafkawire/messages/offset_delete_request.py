@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -98,18 +99,6 @@ OffsetDeleteRequest.OffsetDeleteRequestPartition = OffsetDeleteRequestPartition
 
 
 
-def _read_OffsetDeleteRequestPartition_v0(buf, pos, view):
-    try:
-        self = _new(OffsetDeleteRequestPartition)
-        # field: partition_index:i
-        (self.partition_index,) = _R_i(buf, pos)
-        pos += 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OffsetDeleteRequestPartition_v0(self, w):
     try:
         # field: partition_index:i
@@ -119,35 +108,6 @@ def _write_OffsetDeleteRequestPartition_v0(self, w):
             raise tags_not_supported("OffsetDeleteRequestPartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetDeleteRequestTopic_v0(buf, pos, view):
-    try:
-        self = _new(OffsetDeleteRequestTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 4 > blen - pos:
-            raise bad_count(n, 4, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_OffsetDeleteRequestPartition_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetDeleteRequestTopic_v0(self, w):
@@ -198,11 +158,33 @@ def _read_OffsetDeleteRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetDeleteRequestTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(OffsetDeleteRequestTopic)  # OffsetDeleteRequestTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 4 > blen - pos:
+                raise bad_count(n, 4, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetDeleteRequestPartition)  # OffsetDeleteRequestPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i
+                (item1.partition_index,) = _R_i(buf, pos)
+                pos += 4
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -248,5 +230,5 @@ OffsetDeleteRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "101:- 104:partition_index:i 113:- 115:partition_index:i 117:unknown_tags 124:- 128:name 136:partitions[] 153:- 155:name 166:partitions[] 177:unknown_tags 184:- 188:group_id 196:topics[] 213:- 215:group_id 226:topics[] 237:unknown_tags"
+    "102:- 104:partition_index:i 106:unknown_tags 113:- 115:name 126:partitions[] 137:unknown_tags 144:- 148:group_id 156:topics[] 164:topics[]>name 172:topics[]>partitions[] 180:topics[]>partitions[]>partition_index:i 195:- 197:group_id 208:topics[] 219:unknown_tags"
 )

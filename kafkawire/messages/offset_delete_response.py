@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -108,18 +109,6 @@ OffsetDeleteResponse.OffsetDeleteResponsePartition = OffsetDeleteResponsePartiti
 
 
 
-def _read_OffsetDeleteResponsePartition_v0(buf, pos, view):
-    try:
-        self = _new(OffsetDeleteResponsePartition)
-        # field: partition_index:i error_code:h
-        (self.partition_index, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OffsetDeleteResponsePartition_v0(self, w):
     try:
         # field: partition_index:i error_code:h
@@ -129,35 +118,6 @@ def _write_OffsetDeleteResponsePartition_v0(self, w):
             raise tags_not_supported("OffsetDeleteResponsePartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetDeleteResponseTopic_v0(buf, pos, view):
-    try:
-        self = _new(OffsetDeleteResponseTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 6 > blen - pos:
-            raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_OffsetDeleteResponsePartition_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetDeleteResponseTopic_v0(self, w):
@@ -203,11 +163,33 @@ def _read_OffsetDeleteResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetDeleteResponseTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(OffsetDeleteResponseTopic)  # OffsetDeleteResponseTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetDeleteResponsePartition)  # OffsetDeleteResponsePartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i error_code:h
+                (item1.partition_index, item1.error_code,) = _R_ih(buf, pos)
+                pos += 6
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -244,5 +226,5 @@ OffsetDeleteResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "111:- 114:partition_index:i/error_code:h 123:- 125:partition_index:i/error_code:h 127:unknown_tags 134:- 138:name 146:partitions[] 163:- 165:name 176:partitions[] 187:unknown_tags 194:- 198:error_code:h/throttle_time_ms:i 201:topics[] 218:- 220:error_code:h/throttle_time_ms:i 222:topics[] 233:unknown_tags"
+    "112:- 114:partition_index:i/error_code:h 116:unknown_tags 123:- 125:name 136:partitions[] 147:unknown_tags 154:- 158:error_code:h/throttle_time_ms:i 161:topics[] 169:topics[]>name 177:topics[]>partitions[] 185:topics[]>partitions[]>partition_index:i/error_code:h 200:- 202:error_code:h/throttle_time_ms:i 204:topics[] 215:unknown_tags"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -22,6 +23,7 @@ _R_i = _Format(">i").unpack_from
 _W_i = _Format(">i").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class OffsetFetchRequest(_Message):
@@ -143,31 +145,6 @@ OffsetFetchRequest.OffsetFetchRequestTopics = OffsetFetchRequestTopics
 
 
 
-def _read_OffsetFetchRequestTopic_v0(buf, pos, view):
-    try:
-        self = _new(OffsetFetchRequestTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_indexes
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partition_indexes = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OffsetFetchRequestTopic_v0(self, w):
     try:
         # field: name
@@ -212,11 +189,26 @@ def _read_OffsetFetchRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetFetchRequestTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(OffsetFetchRequestTopic)  # OffsetFetchRequestTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partition_indexes
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.partition_indexes = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.groups = ()
         self.require_stable = False
@@ -283,11 +275,26 @@ def _read_OffsetFetchRequest_v2(buf, pos, view):
         else:
             if n < 0 or n * 6 > blen - pos:
                 raise bad_count(n, 6, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_topics in range(n):
-                item, pos = _read_OffsetFetchRequestTopic_v0(buf, pos, view)
-                append(item)
+                item = _new(OffsetFetchRequestTopic)  # OffsetFetchRequestTopic read in this loop
+                # field: topics[]>name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: topics[]>partition_indexes
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item.partition_indexes = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                item.unknown_tags = None
+                items[i_topics] = item
             self.topics = tuple(items)
         self.groups = ()
         self.require_stable = False
@@ -332,83 +339,6 @@ def _write_OffsetFetchRequest_v2(self, w):
             raise tags_not_supported("OffsetFetchRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetFetchRequestTopic_v6(buf, pos, view):
-    try:
-        self = _new(OffsetFetchRequestTopic)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_indexes
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partition_indexes = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetFetchRequestTopic_v6(self, w):
@@ -463,22 +393,20 @@ def _read_OffsetFetchRequest_v6(buf, pos, view):
         blen = len(buf)
         # field: group_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.group_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.group_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
@@ -497,47 +425,53 @@ def _read_OffsetFetchRequest_v6(buf, pos, view):
         else:
             if n < 0 or n * 3 > blen - pos:
                 raise bad_count(n, 3, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_topics in range(n):
-                item, pos = _read_OffsetFetchRequestTopic_v6(buf, pos, view)
-                append(item)
+                item = _new(OffsetFetchRequestTopic)  # OffsetFetchRequestTopic read in this loop
+                # field: topics[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: topics[]>partition_indexes
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item.partition_indexes = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item.partition_indexes = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item.unknown_tags = None
+                else:
+                    item.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items[i_topics] = item
             self.topics = tuple(items)
         self.groups = ()
         self.require_stable = False
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -605,22 +539,20 @@ def _read_OffsetFetchRequest_v7(buf, pos, view):
         blen = len(buf)
         # field: group_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.group_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.group_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
@@ -639,49 +571,55 @@ def _read_OffsetFetchRequest_v7(buf, pos, view):
         else:
             if n < 0 or n * 3 > blen - pos:
                 raise bad_count(n, 3, pos, blen)
-            items = []
-            append = items.append
+            items = [None] * n
             for i_topics in range(n):
-                item, pos = _read_OffsetFetchRequestTopic_v6(buf, pos, view)
-                append(item)
+                item = _new(OffsetFetchRequestTopic)  # OffsetFetchRequestTopic read in this loop
+                # field: topics[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: topics[]>partition_indexes
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item.partition_indexes = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item.partition_indexes = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topics[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item.unknown_tags = None
+                else:
+                    item.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items[i_topics] = item
             self.topics = tuple(items)
         # field: require_stable:?
         (self.require_stable,) = _R__(buf, pos)
         pos += 1
         self.groups = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -742,83 +680,6 @@ def _write_OffsetFetchRequest_v7(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_OffsetFetchRequestTopics_v8(buf, pos, view):
-    try:
-        self = _new(OffsetFetchRequestTopics)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_indexes
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partition_indexes = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OffsetFetchRequestTopics_v8(self, w):
     try:
         # field: name
@@ -863,92 +724,6 @@ def _write_OffsetFetchRequestTopics_v8(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetFetchRequestGroup_v8(buf, pos, view):
-    try:
-        self = _new(OffsetFetchRequestGroup)
-        blen = len(buf)
-        # field: group_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: topics[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.topics = None
-        else:
-            if n < 0 or n * 3 > blen - pos:
-                raise bad_count(n, 3, pos, blen)
-            items = []
-            append = items.append
-            for i_topics in range(n):
-                item, pos = _read_OffsetFetchRequestTopics_v8(buf, pos, view)
-                append(item)
-            self.topics = tuple(items)
-        self.member_id = None
-        self.member_epoch = -1
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetFetchRequestGroup_v8(self, w):
@@ -1020,11 +795,91 @@ def _read_OffsetFetchRequest_v8(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_groups in range(n):
-            item, pos = _read_OffsetFetchRequestGroup_v8(buf, pos, view)
-            append(item)
+            item = _new(OffsetFetchRequestGroup)  # OffsetFetchRequestGroup read in this loop
+            # field: groups[]>group_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.group_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.group_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: groups[]>topics[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n == -1:
+                item.topics = None
+            else:
+                if n < 0 or n * 3 > blen - pos:
+                    raise bad_count(n, 3, pos, blen)
+                items1 = [None] * n
+                for i_topics in range(n):
+                    item1 = _new(OffsetFetchRequestTopics)  # OffsetFetchRequestTopics read in this loop
+                    # field: groups[]>topics[]>name
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        end = pos + n
+                        if n == 0 or end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.name = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.name = str(buf[pos:end], "utf-8")
+                        pos = end
+                    # field: groups[]>topics[]>partition_indexes
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                        item1.partition_indexes = _ARRAYC_i[n](buf, pos + 1)
+                        pos += 4 * n - 3
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise bad_count(n, 4, pos, blen)
+                        item1.partition_indexes = _ARRAY_i[n](buf, pos)
+                        pos += n * 4
+                    # field: groups[]>topics[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item1.unknown_tags = None
+                    else:
+                        item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items1[i_topics] = item1
+                item.topics = tuple(items1)
+            item.member_id = None
+            item.member_epoch = -1
+            # field: groups[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_groups] = item
         self.groups = tuple(items)
         # field: require_stable:?
         (self.require_stable,) = _R__(buf, pos)
@@ -1032,38 +887,11 @@ def _read_OffsetFetchRequest_v8(buf, pos, view):
         self.group_id = ''
         self.topics = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1106,114 +934,6 @@ def _write_OffsetFetchRequest_v8(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetFetchRequestGroup_v9(buf, pos, view):
-    try:
-        self = _new(OffsetFetchRequestGroup)
-        blen = len(buf)
-        # field: group_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: member_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.member_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.member_id = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: member_epoch:i
-        (self.member_epoch,) = _R_i(buf, pos)
-        pos += 4
-        # field: topics[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.topics = None
-        else:
-            if n < 0 or n * 3 > blen - pos:
-                raise bad_count(n, 3, pos, blen)
-            items = []
-            append = items.append
-            for i_topics in range(n):
-                item, pos = _read_OffsetFetchRequestTopics_v8(buf, pos, view)
-                append(item)
-            self.topics = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetFetchRequestGroup_v9(self, w):
@@ -1306,11 +1026,115 @@ def _read_OffsetFetchRequest_v9(buf, pos, view):
         n -= 1
         if n < 0 or n * 8 > blen - pos:
             raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_groups in range(n):
-            item, pos = _read_OffsetFetchRequestGroup_v9(buf, pos, view)
-            append(item)
+            item = _new(OffsetFetchRequestGroup)  # OffsetFetchRequestGroup read in this loop
+            # field: groups[]>group_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.group_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.group_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: groups[]>member_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.member_id = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.member_id = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.member_id = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.member_id = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: groups[]>member_epoch:i
+            (item.member_epoch,) = _R_i(buf, pos)
+            pos += 4
+            # field: groups[]>topics[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n == -1:
+                item.topics = None
+            else:
+                if n < 0 or n * 3 > blen - pos:
+                    raise bad_count(n, 3, pos, blen)
+                items1 = [None] * n
+                for i_topics in range(n):
+                    item1 = _new(OffsetFetchRequestTopics)  # OffsetFetchRequestTopics read in this loop
+                    # field: groups[]>topics[]>name
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        end = pos + n
+                        if n == 0 or end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.name = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.name = str(buf[pos:end], "utf-8")
+                        pos = end
+                    # field: groups[]>topics[]>partition_indexes
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                        item1.partition_indexes = _ARRAYC_i[n](buf, pos + 1)
+                        pos += 4 * n - 3
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise bad_count(n, 4, pos, blen)
+                        item1.partition_indexes = _ARRAY_i[n](buf, pos)
+                        pos += n * 4
+                    # field: groups[]>topics[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item1.unknown_tags = None
+                    else:
+                        item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items1[i_topics] = item1
+                item.topics = tuple(items1)
+            # field: groups[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_groups] = item
         self.groups = tuple(items)
         # field: require_stable:?
         (self.require_stable,) = _R__(buf, pos)
@@ -1318,38 +1142,11 @@ def _read_OffsetFetchRequest_v9(buf, pos, view):
         self.group_id = ''
         self.topics = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1419,5 +1216,5 @@ OffsetFetchRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "146:- 150:name 158:partition_indexes 171:- 173:name 184:partition_indexes 191:unknown_tags 198:- 202:group_id 210:topics[] 229:- 231:group_id 242:topics[] 253:groups 256:require_stable 259:unknown_tags 266:- 270:group_id 278:topics[] 300:- 302:group_id 313:topics[] 324:groups 327:require_stable 330:unknown_tags 337:- 341:name 359:partition_indexes 376:tagged_fields 414:- 416:name 435:partition_indexes 450:tagged_fields 460:- 464:group_id 482:topics[] 508:tagged_fields 546:- 548:group_id 567:topics[] 586:groups 589:require_stable 592:tagged_fields 602:- 606:group_id 624:topics[] 648:require_stable:? 652:tagged_fields 690:- 692:group_id 711:topics[] 730:require_stable:? 732:groups 735:tagged_fields 745:- 749:name 767:partition_indexes 784:tagged_fields 822:- 824:name 843:partition_indexes 858:tagged_fields 868:- 872:group_id 890:topics[] 916:tagged_fields 954:- 956:group_id 975:topics[] 994:tagged_fields 1004:- 1008:groups[] 1029:require_stable:? 1034:tagged_fields 1072:- 1074:groups[] 1093:require_stable:? 1095:group_id 1098:topics 1101:tagged_fields 1111:- 1115:group_id 1133:member_id 1154:member_epoch:i 1157:topics[] 1181:tagged_fields 1219:- 1221:group_id 1240:member_id 1259:member_epoch:i 1261:topics[] 1280:tagged_fields 1290:- 1294:groups[] 1315:require_stable:? 1320:tagged_fields 1358:- 1360:groups[] 1379:require_stable:? 1381:group_id 1384:topics 1387:tagged_fields"
+    "148:- 150:name 161:partition_indexes 168:unknown_tags 175:- 179:group_id 187:topics[] 195:topics[]>name 203:topics[]>partition_indexes 221:- 223:group_id 234:topics[] 245:groups 248:require_stable 251:unknown_tags 258:- 262:group_id 270:topics[] 281:topics[]>name 289:topics[]>partition_indexes 307:- 309:group_id 320:topics[] 331:groups 334:require_stable 337:unknown_tags 344:- 346:name 365:partition_indexes 380:tagged_fields 390:- 394:group_id 410:topics[] 431:topics[]>name 447:topics[]>partition_indexes 459:topics[]>tagged_fields 469:tagged_fields 480:- 482:group_id 501:topics[] 520:groups 523:require_stable 526:tagged_fields 536:- 540:group_id 556:topics[] 577:topics[]>name 593:topics[]>partition_indexes 605:topics[]>tagged_fields 613:require_stable:? 617:tagged_fields 628:- 630:group_id 649:topics[] 668:require_stable:? 670:groups 673:tagged_fields 683:- 685:name 704:partition_indexes 719:tagged_fields 729:- 731:group_id 750:topics[] 769:tagged_fields 779:- 783:groups[] 801:groups[]>group_id 817:groups[]>topics[] 838:groups[]>topics[]>name 854:groups[]>topics[]>partition_indexes 866:groups[]>topics[]>tagged_fields 876:groups[]>tagged_fields 884:require_stable:? 889:tagged_fields 900:- 902:groups[] 921:require_stable:? 923:group_id 926:topics 929:tagged_fields 939:- 941:group_id 960:member_id 979:member_epoch:i 981:topics[] 1000:tagged_fields 1010:- 1014:groups[] 1032:groups[]>group_id 1048:groups[]>member_id 1071:groups[]>member_epoch:i 1074:groups[]>topics[] 1095:groups[]>topics[]>name 1111:groups[]>topics[]>partition_indexes 1123:groups[]>topics[]>tagged_fields 1131:groups[]>tagged_fields 1139:require_stable:? 1144:tagged_fields 1155:- 1157:groups[] 1176:require_stable:? 1178:group_id 1181:topics 1184:tagged_fields"
 )

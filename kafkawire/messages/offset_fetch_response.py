@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -210,34 +211,6 @@ OffsetFetchResponse.OffsetFetchResponsePartitions = OffsetFetchResponsePartition
 
 
 
-def _read_OffsetFetchResponsePartition_v0(buf, pos, view):
-    try:
-        self = _new(OffsetFetchResponsePartition)
-        blen = len(buf)
-        # field: partition_index:i committed_offset:q
-        (self.partition_index, self.committed_offset,) = _R_iq(buf, pos)
-        pos += 12
-        # field: metadata
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.metadata = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.metadata = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        self.committed_leader_epoch = -1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OffsetFetchResponsePartition_v0(self, w):
     try:
         # field: partition_index:i committed_offset:q
@@ -260,35 +233,6 @@ def _write_OffsetFetchResponsePartition_v0(self, w):
             raise tags_not_supported("OffsetFetchResponsePartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetFetchResponseTopic_v0(buf, pos, view):
-    try:
-        self = _new(OffsetFetchResponseTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 16 > blen - pos:
-            raise bad_count(n, 16, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_OffsetFetchResponsePartition_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetFetchResponseTopic_v0(self, w):
@@ -331,11 +275,48 @@ def _read_OffsetFetchResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetFetchResponseTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(OffsetFetchResponseTopic)  # OffsetFetchResponseTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 16 > blen - pos:
+                raise bad_count(n, 16, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetFetchResponsePartition)  # OffsetFetchResponsePartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i committed_offset:q
+                (item1.partition_index, item1.committed_offset,) = _R_iq(buf, pos)
+                pos += 12
+                # field: topics[]>partitions[]>metadata
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.metadata = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.metadata = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: topics[]>partitions[]>error_code:h
+                (item1.error_code,) = _R_h(buf, pos)
+                pos += 2
+                item1.committed_leader_epoch = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.throttle_time_ms = 0
         self.error_code = 0
@@ -378,11 +359,48 @@ def _read_OffsetFetchResponse_v2(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetFetchResponseTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(OffsetFetchResponseTopic)  # OffsetFetchResponseTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 16 > blen - pos:
+                raise bad_count(n, 16, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetFetchResponsePartition)  # OffsetFetchResponsePartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i committed_offset:q
+                (item1.partition_index, item1.committed_offset,) = _R_iq(buf, pos)
+                pos += 12
+                # field: topics[]>partitions[]>metadata
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.metadata = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.metadata = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: topics[]>partitions[]>error_code:h
+                (item1.error_code,) = _R_h(buf, pos)
+                pos += 2
+                item1.committed_leader_epoch = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
@@ -432,11 +450,48 @@ def _read_OffsetFetchResponse_v3(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetFetchResponseTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(OffsetFetchResponseTopic)  # OffsetFetchResponseTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 16 > blen - pos:
+                raise bad_count(n, 16, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetFetchResponsePartition)  # OffsetFetchResponsePartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i committed_offset:q
+                (item1.partition_index, item1.committed_offset,) = _R_iq(buf, pos)
+                pos += 12
+                # field: topics[]>partitions[]>metadata
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.metadata = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.metadata = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: topics[]>partitions[]>error_code:h
+                (item1.error_code,) = _R_h(buf, pos)
+                pos += 2
+                item1.committed_leader_epoch = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
@@ -475,33 +530,6 @@ def _write_OffsetFetchResponse_v3(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_OffsetFetchResponsePartition_v5(buf, pos, view):
-    try:
-        self = _new(OffsetFetchResponsePartition)
-        blen = len(buf)
-        # field: partition_index:i committed_offset:q committed_leader_epoch:i
-        (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
-        pos += 16
-        # field: metadata
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.metadata = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.metadata = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OffsetFetchResponsePartition_v5(self, w):
     try:
         # field: partition_index:i committed_offset:q committed_leader_epoch:i
@@ -524,35 +552,6 @@ def _write_OffsetFetchResponsePartition_v5(self, w):
             raise tags_not_supported("OffsetFetchResponsePartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetFetchResponseTopic_v5(buf, pos, view):
-    try:
-        self = _new(OffsetFetchResponseTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 20 > blen - pos:
-            raise bad_count(n, 20, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_OffsetFetchResponsePartition_v5(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetFetchResponseTopic_v5(self, w):
@@ -598,11 +597,47 @@ def _read_OffsetFetchResponse_v5(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetFetchResponseTopic_v5(buf, pos, view)
-            append(item)
+            item = _new(OffsetFetchResponseTopic)  # OffsetFetchResponseTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 20 > blen - pos:
+                raise bad_count(n, 20, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetFetchResponsePartition)  # OffsetFetchResponsePartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i committed_offset:q committed_leader_epoch:i
+                (item1.partition_index, item1.committed_offset, item1.committed_leader_epoch,) = _R_iqi(buf, pos)
+                pos += 16
+                # field: topics[]>partitions[]>metadata
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.metadata = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.metadata = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: topics[]>partitions[]>error_code:h
+                (item1.error_code,) = _R_h(buf, pos)
+                pos += 2
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
@@ -641,75 +676,6 @@ def _write_OffsetFetchResponse_v5(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_OffsetFetchResponsePartition_v6(buf, pos, view):
-    try:
-        self = _new(OffsetFetchResponsePartition)
-        blen = len(buf)
-        # field: partition_index:i committed_offset:q committed_leader_epoch:i
-        (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
-        pos += 16
-        # field: metadata
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.metadata = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.metadata = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OffsetFetchResponsePartition_v6(self, w):
     try:
         # field: partition_index:i committed_offset:q committed_leader_epoch:i
@@ -743,87 +709,6 @@ def _write_OffsetFetchResponsePartition_v6(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetFetchResponseTopic_v6(buf, pos, view):
-    try:
-        self = _new(OffsetFetchResponseTopic)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 20 > blen - pos:
-            raise bad_count(n, 20, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_OffsetFetchResponsePartition_v6(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetFetchResponseTopic_v6(self, w):
@@ -898,49 +783,98 @@ def _read_OffsetFetchResponse_v6(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetFetchResponseTopic_v6(buf, pos, view)
-            append(item)
+            item = _new(OffsetFetchResponseTopic)  # OffsetFetchResponseTopic read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 20 > blen - pos:
+                raise bad_count(n, 20, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetFetchResponsePartition)  # OffsetFetchResponsePartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i committed_offset:q committed_leader_epoch:i
+                (item1.partition_index, item1.committed_offset, item1.committed_leader_epoch,) = _R_iqi(buf, pos)
+                pos += 16
+                # field: topics[]>partitions[]>metadata
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.metadata = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.metadata = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.metadata = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.metadata = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: topics[]>partitions[]>error_code:h
+                (item1.error_code,) = _R_h(buf, pos)
+                pos += 2
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         self.groups = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -984,75 +918,6 @@ def _write_OffsetFetchResponse_v6(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_OffsetFetchResponsePartitions_v8(buf, pos, view):
-    try:
-        self = _new(OffsetFetchResponsePartitions)
-        blen = len(buf)
-        # field: partition_index:i committed_offset:q committed_leader_epoch:i
-        (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
-        pos += 16
-        # field: metadata
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.metadata = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.metadata = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OffsetFetchResponsePartitions_v8(self, w):
     try:
         # field: partition_index:i committed_offset:q committed_leader_epoch:i
@@ -1086,87 +951,6 @@ def _write_OffsetFetchResponsePartitions_v8(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetFetchResponseTopics_v8(buf, pos, view):
-    try:
-        self = _new(OffsetFetchResponseTopics)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 20 > blen - pos:
-            raise bad_count(n, 20, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_OffsetFetchResponsePartitions_v8(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetFetchResponseTopics_v8(self, w):
@@ -1217,90 +1001,6 @@ def _write_OffsetFetchResponseTopics_v8(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetFetchResponseGroup_v8(buf, pos, view):
-    try:
-        self = _new(OffsetFetchResponseGroup)
-        blen = len(buf)
-        # field: group_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: topics[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 3 > blen - pos:
-            raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
-        for i_topics in range(n):
-            item, pos = _read_OffsetFetchResponseTopics_v8(buf, pos, view)
-            append(item)
-        self.topics = tuple(items)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetFetchResponseGroup_v8(self, w):
@@ -1377,47 +1077,141 @@ def _read_OffsetFetchResponse_v8(buf, pos, view):
         n -= 1
         if n < 0 or n * 5 > blen - pos:
             raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_groups in range(n):
-            item, pos = _read_OffsetFetchResponseGroup_v8(buf, pos, view)
-            append(item)
+            item = _new(OffsetFetchResponseGroup)  # OffsetFetchResponseGroup read in this loop
+            # field: groups[]>group_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.group_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.group_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: groups[]>topics[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
+            items1 = [None] * n
+            for i_topics in range(n):
+                item1 = _new(OffsetFetchResponseTopics)  # OffsetFetchResponseTopics read in this loop
+                # field: groups[]>topics[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: groups[]>topics[]>partitions[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 20 > blen - pos:
+                    raise bad_count(n, 20, pos, blen)
+                items2 = [None] * n
+                for i_partitions in range(n):
+                    item2 = _new(OffsetFetchResponsePartitions)  # OffsetFetchResponsePartitions read in this loop
+                    # field: groups[]>topics[]>partitions[]>partition_index:i committed_offset:q committed_leader_epoch:i
+                    (item2.partition_index, item2.committed_offset, item2.committed_leader_epoch,) = _R_iqi(buf, pos)
+                    pos += 16
+                    # field: groups[]>topics[]>partitions[]>metadata
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        if n == 0:
+                            item2.metadata = None
+                            pos += 1
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise bad_length(n - 1, pos + 1, blen, "string")
+                            item2.metadata = str(buf[pos + 1:end], "utf-8")
+                            pos = end
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        if n == -1:
+                            item2.metadata = None
+                        else:
+                            end = pos + n
+                            if n < 0 or end > blen or n > 0x7FFF:
+                                raise bad_length(n, pos, blen, "string")
+                            item2.metadata = str(buf[pos:end], "utf-8")
+                            pos = end
+                    # field: groups[]>topics[]>partitions[]>error_code:h
+                    (item2.error_code,) = _R_h(buf, pos)
+                    pos += 2
+                    # field: groups[]>topics[]>partitions[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_partitions] = item2
+                item1.partitions = tuple(items2)
+                # field: groups[]>topics[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_topics] = item1
+            item.topics = tuple(items1)
+            # field: groups[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: groups[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_groups] = item
         self.groups = tuple(items)
         self.topics = ()
         self.error_code = 0
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1484,5 +1278,5 @@ OffsetFetchResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "213:- 217:partition_index:i/committed_offset:q 220:metadata 231:error_code:h 241:- 243:partition_index:i/committed_offset:q 245:metadata 256:error_code:h 258:unknown_tags 265:- 269:name 277:partitions[] 294:- 296:name 307:partitions[] 318:unknown_tags 325:- 329:topics[] 349:- 351:topics[] 362:groups 365:unknown_tags 372:- 376:topics[] 387:error_code:h 398:- 400:topics[] 411:error_code:h 413:groups 416:unknown_tags 423:- 427:throttle_time_ms:i 430:topics[] 441:error_code:h 451:- 453:throttle_time_ms:i 455:topics[] 466:error_code:h 468:groups 471:unknown_tags 478:- 482:partition_index:i/committed_offset:q/committed_leader_epoch:i 485:metadata 496:error_code:h 505:- 507:partition_index:i/committed_offset:q/committed_leader_epoch:i 509:metadata 520:error_code:h 522:unknown_tags 529:- 533:name 541:partitions[] 558:- 560:name 571:partitions[] 582:unknown_tags 589:- 593:throttle_time_ms:i 596:topics[] 607:error_code:h 617:- 619:throttle_time_ms:i 621:topics[] 632:error_code:h 634:groups 637:unknown_tags 644:- 648:partition_index:i/committed_offset:q/committed_leader_epoch:i 651:metadata 672:error_code:h 675:tagged_fields 713:- 715:partition_index:i/committed_offset:q/committed_leader_epoch:i 717:metadata 736:error_code:h 738:tagged_fields 748:- 752:name 770:partitions[] 791:tagged_fields 829:- 831:name 850:partitions[] 869:tagged_fields 879:- 883:throttle_time_ms:i 886:topics[] 907:error_code:h 911:tagged_fields 949:- 951:throttle_time_ms:i 953:topics[] 972:error_code:h 974:groups 977:tagged_fields 987:- 991:partition_index:i/committed_offset:q/committed_leader_epoch:i 994:metadata 1015:error_code:h 1018:tagged_fields 1056:- 1058:partition_index:i/committed_offset:q/committed_leader_epoch:i 1060:metadata 1079:error_code:h 1081:tagged_fields 1091:- 1095:name 1113:partitions[] 1134:tagged_fields 1172:- 1174:name 1193:partitions[] 1212:tagged_fields 1222:- 1226:group_id 1244:topics[] 1265:error_code:h 1268:tagged_fields 1306:- 1308:group_id 1327:topics[] 1346:error_code:h 1348:tagged_fields 1358:- 1362:throttle_time_ms:i 1365:groups[] 1388:tagged_fields 1426:- 1428:throttle_time_ms:i 1430:groups[] 1449:topics 1452:tagged_fields"
+    "214:- 216:partition_index:i/committed_offset:q 218:metadata 229:error_code:h 231:unknown_tags 238:- 240:name 251:partitions[] 262:unknown_tags 269:- 273:topics[] 281:topics[]>name 289:topics[]>partitions[] 297:topics[]>partitions[]>partition_index:i/committed_offset:q 300:topics[]>partitions[]>metadata 311:topics[]>partitions[]>error_code:h 330:- 332:topics[] 343:groups 346:unknown_tags 353:- 357:topics[] 365:topics[]>name 373:topics[]>partitions[] 381:topics[]>partitions[]>partition_index:i/committed_offset:q 384:topics[]>partitions[]>metadata 395:topics[]>partitions[]>error_code:h 405:error_code:h 416:- 418:topics[] 429:error_code:h 431:groups 434:unknown_tags 441:- 445:throttle_time_ms:i 448:topics[] 456:topics[]>name 464:topics[]>partitions[] 472:topics[]>partitions[]>partition_index:i/committed_offset:q 475:topics[]>partitions[]>metadata 486:topics[]>partitions[]>error_code:h 496:error_code:h 506:- 508:throttle_time_ms:i 510:topics[] 521:error_code:h 523:groups 526:unknown_tags 533:- 535:partition_index:i/committed_offset:q/committed_leader_epoch:i 537:metadata 548:error_code:h 550:unknown_tags 557:- 559:name 570:partitions[] 581:unknown_tags 588:- 592:throttle_time_ms:i 595:topics[] 603:topics[]>name 611:topics[]>partitions[] 619:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 622:topics[]>partitions[]>metadata 633:topics[]>partitions[]>error_code:h 642:error_code:h 652:- 654:throttle_time_ms:i 656:topics[] 667:error_code:h 669:groups 672:unknown_tags 679:- 681:partition_index:i/committed_offset:q/committed_leader_epoch:i 683:metadata 702:error_code:h 704:tagged_fields 714:- 716:name 735:partitions[] 754:tagged_fields 764:- 768:throttle_time_ms:i 771:topics[] 789:topics[]>name 805:topics[]>partitions[] 823:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 826:topics[]>partitions[]>metadata 849:topics[]>partitions[]>error_code:h 852:topics[]>partitions[]>tagged_fields 860:topics[]>tagged_fields 868:error_code:h 872:tagged_fields 883:- 885:throttle_time_ms:i 887:topics[] 906:error_code:h 908:groups 911:tagged_fields 921:- 923:partition_index:i/committed_offset:q/committed_leader_epoch:i 925:metadata 944:error_code:h 946:tagged_fields 956:- 958:name 977:partitions[] 996:tagged_fields 1006:- 1008:group_id 1027:topics[] 1046:error_code:h 1048:tagged_fields 1058:- 1062:throttle_time_ms:i 1065:groups[] 1083:groups[]>group_id 1099:groups[]>topics[] 1117:groups[]>topics[]>name 1133:groups[]>topics[]>partitions[] 1151:groups[]>topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 1154:groups[]>topics[]>partitions[]>metadata 1177:groups[]>topics[]>partitions[]>error_code:h 1180:groups[]>topics[]>partitions[]>tagged_fields 1188:groups[]>topics[]>tagged_fields 1196:groups[]>error_code:h 1199:groups[]>tagged_fields 1209:tagged_fields 1220:- 1222:throttle_time_ms:i 1224:groups[] 1243:topics 1246:tagged_fields"
 )

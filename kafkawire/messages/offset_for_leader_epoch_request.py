@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -108,19 +109,6 @@ OffsetForLeaderEpochRequest.OffsetForLeaderPartition = OffsetForLeaderPartition
 
 
 
-def _read_OffsetForLeaderPartition_v0(buf, pos, view):
-    try:
-        self = _new(OffsetForLeaderPartition)
-        # field: partition:i leader_epoch:i
-        (self.partition, self.leader_epoch,) = _R_ii(buf, pos)
-        pos += 8
-        self.current_leader_epoch = -1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OffsetForLeaderPartition_v0(self, w):
     try:
         # field: partition:i leader_epoch:i
@@ -130,35 +118,6 @@ def _write_OffsetForLeaderPartition_v0(self, w):
             raise tags_not_supported("OffsetForLeaderPartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetForLeaderTopic_v0(buf, pos, view):
-    try:
-        self = _new(OffsetForLeaderTopic)
-        blen = len(buf)
-        # field: topic
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 8 > blen - pos:
-            raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_OffsetForLeaderPartition_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetForLeaderTopic_v0(self, w):
@@ -201,11 +160,34 @@ def _read_OffsetForLeaderEpochRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetForLeaderTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(OffsetForLeaderTopic)  # OffsetForLeaderTopic read in this loop
+            # field: topics[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 8 > blen - pos:
+                raise bad_count(n, 8, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetForLeaderPartition)  # OffsetForLeaderPartition read in this loop
+                # field: topics[]>partitions[]>partition:i leader_epoch:i
+                (item1.partition, item1.leader_epoch,) = _R_ii(buf, pos)
+                pos += 8
+                item1.current_leader_epoch = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.replica_id = -2
         self.unknown_tags = None
@@ -234,18 +216,6 @@ def _write_OffsetForLeaderEpochRequest_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_OffsetForLeaderPartition_v2(buf, pos, view):
-    try:
-        self = _new(OffsetForLeaderPartition)
-        # field: partition:i current_leader_epoch:i leader_epoch:i
-        (self.partition, self.current_leader_epoch, self.leader_epoch,) = _R_iii(buf, pos)
-        pos += 12
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OffsetForLeaderPartition_v2(self, w):
     try:
         # field: partition:i current_leader_epoch:i leader_epoch:i
@@ -255,35 +225,6 @@ def _write_OffsetForLeaderPartition_v2(self, w):
             raise tags_not_supported("OffsetForLeaderPartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetForLeaderTopic_v2(buf, pos, view):
-    try:
-        self = _new(OffsetForLeaderTopic)
-        blen = len(buf)
-        # field: topic
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 12 > blen - pos:
-            raise bad_count(n, 12, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_OffsetForLeaderPartition_v2(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetForLeaderTopic_v2(self, w):
@@ -326,11 +267,33 @@ def _read_OffsetForLeaderEpochRequest_v2(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetForLeaderTopic_v2(buf, pos, view)
-            append(item)
+            item = _new(OffsetForLeaderTopic)  # OffsetForLeaderTopic read in this loop
+            # field: topics[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 12 > blen - pos:
+                raise bad_count(n, 12, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetForLeaderPartition)  # OffsetForLeaderPartition read in this loop
+                # field: topics[]>partitions[]>partition:i current_leader_epoch:i leader_epoch:i
+                (item1.partition, item1.current_leader_epoch, item1.leader_epoch,) = _R_iii(buf, pos)
+                pos += 12
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.replica_id = -2
         self.unknown_tags = None
@@ -371,11 +334,33 @@ def _read_OffsetForLeaderEpochRequest_v3(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetForLeaderTopic_v2(buf, pos, view)
-            append(item)
+            item = _new(OffsetForLeaderTopic)  # OffsetForLeaderTopic read in this loop
+            # field: topics[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 12 > blen - pos:
+                raise bad_count(n, 12, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetForLeaderPartition)  # OffsetForLeaderPartition read in this loop
+                # field: topics[]>partitions[]>partition:i current_leader_epoch:i leader_epoch:i
+                (item1.partition, item1.current_leader_epoch, item1.leader_epoch,) = _R_iii(buf, pos)
+                pos += 12
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -405,51 +390,6 @@ def _write_OffsetForLeaderEpochRequest_v3(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_OffsetForLeaderPartition_v4(buf, pos, view):
-    try:
-        self = _new(OffsetForLeaderPartition)
-        blen = len(buf)
-        # field: partition:i current_leader_epoch:i leader_epoch:i
-        (self.partition, self.current_leader_epoch, self.leader_epoch,) = _R_iii(buf, pos)
-        pos += 12
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_OffsetForLeaderPartition_v4(self, w):
     try:
         # field: partition:i current_leader_epoch:i leader_epoch:i
@@ -462,87 +402,6 @@ def _write_OffsetForLeaderPartition_v4(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetForLeaderTopic_v4(buf, pos, view):
-    try:
-        self = _new(OffsetForLeaderTopic)
-        blen = len(buf)
-        # field: topic
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 13 > blen - pos:
-            raise bad_count(n, 13, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_OffsetForLeaderPartition_v4(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetForLeaderTopic_v4(self, w):
@@ -617,45 +476,68 @@ def _read_OffsetForLeaderEpochRequest_v4(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetForLeaderTopic_v4(buf, pos, view)
-            append(item)
+            item = _new(OffsetForLeaderTopic)  # OffsetForLeaderTopic read in this loop
+            # field: topics[]>topic
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 13 > blen - pos:
+                raise bad_count(n, 13, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(OffsetForLeaderPartition)  # OffsetForLeaderPartition read in this loop
+                # field: topics[]>partitions[]>partition:i current_leader_epoch:i leader_epoch:i
+                (item1.partition, item1.current_leader_epoch, item1.leader_epoch,) = _R_iii(buf, pos)
+                pos += 12
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -709,5 +591,5 @@ OffsetForLeaderEpochRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "111:- 114:partition:i/leader_epoch:i 124:- 126:partition:i/leader_epoch:i 128:unknown_tags 135:- 139:topic 147:partitions[] 164:- 166:topic 177:partitions[] 188:unknown_tags 195:- 199:topics[] 217:- 219:topics[] 230:unknown_tags 237:- 240:partition:i/current_leader_epoch:i/leader_epoch:i 249:- 251:partition:i/current_leader_epoch:i/leader_epoch:i 253:unknown_tags 260:- 264:topic 272:partitions[] 289:- 291:topic 302:partitions[] 313:unknown_tags 320:- 324:topics[] 342:- 344:topics[] 355:unknown_tags 362:- 366:replica_id:i 369:topics[] 386:- 388:replica_id:i 390:topics[] 401:unknown_tags 408:- 412:partition:i/current_leader_epoch:i/leader_epoch:i 415:tagged_fields 453:- 455:partition:i/current_leader_epoch:i/leader_epoch:i 457:tagged_fields 467:- 471:topic 489:partitions[] 510:tagged_fields 548:- 550:topic 569:partitions[] 588:tagged_fields 598:- 602:replica_id:i 605:topics[] 626:tagged_fields 664:- 666:replica_id:i 668:topics[] 687:tagged_fields"
+    "112:- 114:partition:i/leader_epoch:i 116:unknown_tags 123:- 125:topic 136:partitions[] 147:unknown_tags 154:- 158:topics[] 166:topics[]>topic 174:topics[]>partitions[] 182:topics[]>partitions[]>partition:i/leader_epoch:i 199:- 201:topics[] 212:unknown_tags 219:- 221:partition:i/current_leader_epoch:i/leader_epoch:i 223:unknown_tags 230:- 232:topic 243:partitions[] 254:unknown_tags 261:- 265:topics[] 273:topics[]>topic 281:topics[]>partitions[] 289:topics[]>partitions[]>partition:i/current_leader_epoch:i/leader_epoch:i 305:- 307:topics[] 318:unknown_tags 325:- 329:replica_id:i 332:topics[] 340:topics[]>topic 348:topics[]>partitions[] 356:topics[]>partitions[]>partition:i/current_leader_epoch:i/leader_epoch:i 371:- 373:replica_id:i 375:topics[] 386:unknown_tags 393:- 395:partition:i/current_leader_epoch:i/leader_epoch:i 397:tagged_fields 407:- 409:topic 428:partitions[] 447:tagged_fields 457:- 461:replica_id:i 464:topics[] 482:topics[]>topic 498:topics[]>partitions[] 516:topics[]>partitions[]>partition:i/current_leader_epoch:i/leader_epoch:i 519:topics[]>partitions[]>tagged_fields 527:topics[]>tagged_fields 535:tagged_fields 546:- 548:replica_id:i 550:topics[] 569:tagged_fields"
 )

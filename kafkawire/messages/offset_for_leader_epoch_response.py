@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -111,19 +112,6 @@ OffsetForLeaderEpochResponse.EpochEndOffset = EpochEndOffset
 
 
 
-def _read_EpochEndOffset_v0(buf, pos, view):
-    try:
-        self = _new(EpochEndOffset)
-        # field: error_code:h partition:i end_offset:q
-        (self.error_code, self.partition, self.end_offset,) = _R_hiq(buf, pos)
-        pos += 14
-        self.leader_epoch = -1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_EpochEndOffset_v0(self, w):
     try:
         # field: error_code:h partition:i end_offset:q
@@ -133,35 +121,6 @@ def _write_EpochEndOffset_v0(self, w):
             raise tags_not_supported("EpochEndOffset")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetForLeaderTopicResult_v0(buf, pos, view):
-    try:
-        self = _new(OffsetForLeaderTopicResult)
-        blen = len(buf)
-        # field: topic
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 14 > blen - pos:
-            raise bad_count(n, 14, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_EpochEndOffset_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetForLeaderTopicResult_v0(self, w):
@@ -204,11 +163,34 @@ def _read_OffsetForLeaderEpochResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetForLeaderTopicResult_v0(buf, pos, view)
-            append(item)
+            item = _new(OffsetForLeaderTopicResult)  # OffsetForLeaderTopicResult read in this loop
+            # field: topics[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 14 > blen - pos:
+                raise bad_count(n, 14, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(EpochEndOffset)  # EpochEndOffset read in this loop
+                # field: topics[]>partitions[]>error_code:h partition:i end_offset:q
+                (item1.error_code, item1.partition, item1.end_offset,) = _R_hiq(buf, pos)
+                pos += 14
+                item1.leader_epoch = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.throttle_time_ms = 0
         self.unknown_tags = None
@@ -237,18 +219,6 @@ def _write_OffsetForLeaderEpochResponse_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_EpochEndOffset_v1(buf, pos, view):
-    try:
-        self = _new(EpochEndOffset)
-        # field: error_code:h partition:i leader_epoch:i end_offset:q
-        (self.error_code, self.partition, self.leader_epoch, self.end_offset,) = _R_hiiq(buf, pos)
-        pos += 18
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_EpochEndOffset_v1(self, w):
     try:
         # field: error_code:h partition:i leader_epoch:i end_offset:q
@@ -258,35 +228,6 @@ def _write_EpochEndOffset_v1(self, w):
             raise tags_not_supported("EpochEndOffset")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetForLeaderTopicResult_v1(buf, pos, view):
-    try:
-        self = _new(OffsetForLeaderTopicResult)
-        blen = len(buf)
-        # field: topic
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 18 > blen - pos:
-            raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_EpochEndOffset_v1(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetForLeaderTopicResult_v1(self, w):
@@ -329,11 +270,33 @@ def _read_OffsetForLeaderEpochResponse_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetForLeaderTopicResult_v1(buf, pos, view)
-            append(item)
+            item = _new(OffsetForLeaderTopicResult)  # OffsetForLeaderTopicResult read in this loop
+            # field: topics[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(EpochEndOffset)  # EpochEndOffset read in this loop
+                # field: topics[]>partitions[]>error_code:h partition:i leader_epoch:i end_offset:q
+                (item1.error_code, item1.partition, item1.leader_epoch, item1.end_offset,) = _R_hiiq(buf, pos)
+                pos += 18
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.throttle_time_ms = 0
         self.unknown_tags = None
@@ -374,11 +337,33 @@ def _read_OffsetForLeaderEpochResponse_v2(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetForLeaderTopicResult_v1(buf, pos, view)
-            append(item)
+            item = _new(OffsetForLeaderTopicResult)  # OffsetForLeaderTopicResult read in this loop
+            # field: topics[]>topic
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(EpochEndOffset)  # EpochEndOffset read in this loop
+                # field: topics[]>partitions[]>error_code:h partition:i leader_epoch:i end_offset:q
+                (item1.error_code, item1.partition, item1.leader_epoch, item1.end_offset,) = _R_hiiq(buf, pos)
+                pos += 18
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -408,51 +393,6 @@ def _write_OffsetForLeaderEpochResponse_v2(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_EpochEndOffset_v4(buf, pos, view):
-    try:
-        self = _new(EpochEndOffset)
-        blen = len(buf)
-        # field: error_code:h partition:i leader_epoch:i end_offset:q
-        (self.error_code, self.partition, self.leader_epoch, self.end_offset,) = _R_hiiq(buf, pos)
-        pos += 18
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_EpochEndOffset_v4(self, w):
     try:
         # field: error_code:h partition:i leader_epoch:i end_offset:q
@@ -465,87 +405,6 @@ def _write_EpochEndOffset_v4(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_OffsetForLeaderTopicResult_v4(buf, pos, view):
-    try:
-        self = _new(OffsetForLeaderTopicResult)
-        blen = len(buf)
-        # field: topic
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 19 > blen - pos:
-            raise bad_count(n, 19, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_EpochEndOffset_v4(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_OffsetForLeaderTopicResult_v4(self, w):
@@ -620,45 +479,68 @@ def _read_OffsetForLeaderEpochResponse_v4(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_OffsetForLeaderTopicResult_v4(buf, pos, view)
-            append(item)
+            item = _new(OffsetForLeaderTopicResult)  # OffsetForLeaderTopicResult read in this loop
+            # field: topics[]>topic
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 19 > blen - pos:
+                raise bad_count(n, 19, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(EpochEndOffset)  # EpochEndOffset read in this loop
+                # field: topics[]>partitions[]>error_code:h partition:i leader_epoch:i end_offset:q
+                (item1.error_code, item1.partition, item1.leader_epoch, item1.end_offset,) = _R_hiiq(buf, pos)
+                pos += 18
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -712,5 +594,5 @@ OffsetForLeaderEpochResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "114:- 117:error_code:h/partition:i/end_offset:q 127:- 129:error_code:h/partition:i/end_offset:q 131:unknown_tags 138:- 142:topic 150:partitions[] 167:- 169:topic 180:partitions[] 191:unknown_tags 198:- 202:topics[] 220:- 222:topics[] 233:unknown_tags 240:- 243:error_code:h/partition:i/leader_epoch:i/end_offset:q 252:- 254:error_code:h/partition:i/leader_epoch:i/end_offset:q 256:unknown_tags 263:- 267:topic 275:partitions[] 292:- 294:topic 305:partitions[] 316:unknown_tags 323:- 327:topics[] 345:- 347:topics[] 358:unknown_tags 365:- 369:throttle_time_ms:i 372:topics[] 389:- 391:throttle_time_ms:i 393:topics[] 404:unknown_tags 411:- 415:error_code:h/partition:i/leader_epoch:i/end_offset:q 418:tagged_fields 456:- 458:error_code:h/partition:i/leader_epoch:i/end_offset:q 460:tagged_fields 470:- 474:topic 492:partitions[] 513:tagged_fields 551:- 553:topic 572:partitions[] 591:tagged_fields 601:- 605:throttle_time_ms:i 608:topics[] 629:tagged_fields 667:- 669:throttle_time_ms:i 671:topics[] 690:tagged_fields"
+    "115:- 117:error_code:h/partition:i/end_offset:q 119:unknown_tags 126:- 128:topic 139:partitions[] 150:unknown_tags 157:- 161:topics[] 169:topics[]>topic 177:topics[]>partitions[] 185:topics[]>partitions[]>error_code:h/partition:i/end_offset:q 202:- 204:topics[] 215:unknown_tags 222:- 224:error_code:h/partition:i/leader_epoch:i/end_offset:q 226:unknown_tags 233:- 235:topic 246:partitions[] 257:unknown_tags 264:- 268:topics[] 276:topics[]>topic 284:topics[]>partitions[] 292:topics[]>partitions[]>error_code:h/partition:i/leader_epoch:i/end_offset:q 308:- 310:topics[] 321:unknown_tags 328:- 332:throttle_time_ms:i 335:topics[] 343:topics[]>topic 351:topics[]>partitions[] 359:topics[]>partitions[]>error_code:h/partition:i/leader_epoch:i/end_offset:q 374:- 376:throttle_time_ms:i 378:topics[] 389:unknown_tags 396:- 398:error_code:h/partition:i/leader_epoch:i/end_offset:q 400:tagged_fields 410:- 412:topic 431:partitions[] 450:tagged_fields 460:- 464:throttle_time_ms:i 467:topics[] 485:topics[]>topic 501:topics[]>partitions[] 519:topics[]>partitions[]>error_code:h/partition:i/leader_epoch:i/end_offset:q 522:topics[]>partitions[]>tagged_fields 530:topics[]>tagged_fields 538:tagged_fields 549:- 551:throttle_time_ms:i 553:topics[] 572:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -109,30 +110,6 @@ ProduceRequest.PartitionProduceData = PartitionProduceData
 
 
 
-def _read_PartitionProduceData_v0(buf, pos, view):
-    try:
-        self = _new(PartitionProduceData)
-        blen = len(buf)
-        # field: index:i
-        (self.index,) = _R_i(buf, pos)
-        pos += 4
-        # field: records
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n == -1:
-            self.records = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen:
-                raise bad_length(n, pos, blen, "records")
-            self.records = view[pos:end]
-            pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_PartitionProduceData_v0(self, w):
     try:
         # field: index:i
@@ -149,35 +126,6 @@ def _write_PartitionProduceData_v0(self, w):
             raise tags_not_supported("PartitionProduceData")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicProduceData_v0(buf, pos, view):
-    try:
-        self = _new(TopicProduceData)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_data[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 8 > blen - pos:
-            raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_data in range(n):
-            item, pos = _read_PartitionProduceData_v0(buf, pos, view)
-            append(item)
-        self.partition_data = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicProduceData_v0(self, w):
@@ -214,6 +162,8 @@ def _write_TopicProduceData_v0(self, w):
 def _read_ProduceRequest_v0(buf, pos, view):
     try:
         self = _new(ProduceRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: acks:h timeout_ms:i
         (self.acks, self.timeout_ms,) = _R_hi(buf, pos)
@@ -223,11 +173,44 @@ def _read_ProduceRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_data in range(n):
-            item, pos = _read_TopicProduceData_v0(buf, pos, view)
-            append(item)
+            item = _new(TopicProduceData)  # TopicProduceData read in this loop
+            # field: topic_data[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topic_data[]>partition_data[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 8 > blen - pos:
+                raise bad_count(n, 8, pos, blen)
+            items1 = [None] * n
+            for i_partition_data in range(n):
+                item1 = _new(PartitionProduceData)  # PartitionProduceData read in this loop
+                # field: topic_data[]>partition_data[]>index:i
+                (item1.index,) = _R_i(buf, pos)
+                pos += 4
+                # field: topic_data[]>partition_data[]>records
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n == -1:
+                    item1.records = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen:
+                        raise bad_length(n, pos, blen, "records")
+                    item1.records = view[pos:end]
+                    pos = end
+                item1.unknown_tags = None
+                items1[i_partition_data] = item1
+            item.partition_data = tuple(items1)
+            item.unknown_tags = None
+            items[i_topic_data] = item
         self.topic_data = tuple(items)
         self.transactional_id = None
         self.unknown_tags = None
@@ -264,6 +247,8 @@ def _write_ProduceRequest_v0(self, w):
 def _read_ProduceRequest_v3(buf, pos, view):
     try:
         self = _new(ProduceRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: transactional_id
         n = _R_h(buf, pos)[0]
@@ -284,11 +269,44 @@ def _read_ProduceRequest_v3(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_data in range(n):
-            item, pos = _read_TopicProduceData_v0(buf, pos, view)
-            append(item)
+            item = _new(TopicProduceData)  # TopicProduceData read in this loop
+            # field: topic_data[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topic_data[]>partition_data[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 8 > blen - pos:
+                raise bad_count(n, 8, pos, blen)
+            items1 = [None] * n
+            for i_partition_data in range(n):
+                item1 = _new(PartitionProduceData)  # PartitionProduceData read in this loop
+                # field: topic_data[]>partition_data[]>index:i
+                (item1.index,) = _R_i(buf, pos)
+                pos += 4
+                # field: topic_data[]>partition_data[]>records
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n == -1:
+                    item1.records = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen:
+                        raise bad_length(n, pos, blen, "records")
+                    item1.records = view[pos:end]
+                    pos = end
+                item1.unknown_tags = None
+                items1[i_partition_data] = item1
+            item.partition_data = tuple(items1)
+            item.unknown_tags = None
+            items[i_topic_data] = item
         self.topic_data = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -329,72 +347,6 @@ def _write_ProduceRequest_v3(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_PartitionProduceData_v9(buf, pos, view):
-    try:
-        self = _new(PartitionProduceData)
-        blen = len(buf)
-        # field: index:i
-        (self.index,) = _R_i(buf, pos)
-        pos += 4
-        # field: records
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.records = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen:
-                raise bad_length(n, pos, blen, "records")
-            self.records = view[pos:end]
-            pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_PartitionProduceData_v9(self, w):
     try:
         # field: index:i
@@ -422,87 +374,6 @@ def _write_PartitionProduceData_v9(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicProduceData_v9(buf, pos, view):
-    try:
-        self = _new(TopicProduceData)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_data[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 6 > blen - pos:
-            raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_data in range(n):
-            item, pos = _read_PartitionProduceData_v9(buf, pos, view)
-            append(item)
-        self.partition_data = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicProduceData_v9(self, w):
@@ -558,28 +429,32 @@ def _write_TopicProduceData_v9(self, w):
 def _read_ProduceRequest_v9(buf, pos, view):
     try:
         self = _new(ProduceRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: transactional_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.transactional_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.transactional_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.transactional_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.transactional_id = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.transactional_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.transactional_id = str(buf[pos:end], "utf-8")
+                pos = end
         # field: acks:h timeout_ms:i
         (self.acks, self.timeout_ms,) = _R_hi(buf, pos)
         pos += 6
@@ -598,45 +473,89 @@ def _read_ProduceRequest_v9(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_data in range(n):
-            item, pos = _read_TopicProduceData_v9(buf, pos, view)
-            append(item)
+            item = _new(TopicProduceData)  # TopicProduceData read in this loop
+            # field: topic_data[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topic_data[]>partition_data[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
+            items1 = [None] * n
+            for i_partition_data in range(n):
+                item1 = _new(PartitionProduceData)  # PartitionProduceData read in this loop
+                # field: topic_data[]>partition_data[]>index:i
+                (item1.index,) = _R_i(buf, pos)
+                pos += 4
+                # field: topic_data[]>partition_data[]>records
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item1.records = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen:
+                        raise bad_length(n, pos, blen, "records")
+                    item1.records = view[pos:end]
+                    pos = end
+                # field: topic_data[]>partition_data[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partition_data] = item1
+            item.partition_data = tuple(items1)
+            # field: topic_data[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topic_data] = item
         self.topic_data = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -723,5 +642,5 @@ ProduceRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "112:- 116:index:i 119:records 136:- 138:index:i 140:records 147:unknown_tags 154:- 158:name 166:partition_data[] 183:- 185:name 196:partition_data[] 207:unknown_tags 214:- 218:acks:h/timeout_ms:i 221:topic_data[] 239:- 241:acks:h/timeout_ms:i 243:topic_data[] 254:transactional_id 257:unknown_tags 264:- 268:transactional_id 279:acks:h/timeout_ms:i 282:topic_data[] 299:- 301:transactional_id 312:acks:h/timeout_ms:i 314:topic_data[] 325:unknown_tags 332:- 336:index:i 339:records 360:tagged_fields 398:- 400:index:i 402:records 417:tagged_fields 427:- 431:name 449:partition_data[] 470:tagged_fields 508:- 510:name 529:partition_data[] 548:tagged_fields 558:- 562:transactional_id 583:acks:h/timeout_ms:i 586:topic_data[] 607:tagged_fields 645:- 647:transactional_id 666:acks:h/timeout_ms:i 668:topic_data[] 687:tagged_fields"
+    "113:- 115:index:i 117:records 124:unknown_tags 131:- 133:name 144:partition_data[] 155:unknown_tags 162:- 168:acks:h/timeout_ms:i 171:topic_data[] 179:topic_data[]>name 187:topic_data[]>partition_data[] 195:topic_data[]>partition_data[]>index:i 198:topic_data[]>partition_data[]>records 222:- 224:acks:h/timeout_ms:i 226:topic_data[] 237:transactional_id 240:unknown_tags 247:- 253:transactional_id 264:acks:h/timeout_ms:i 267:topic_data[] 275:topic_data[]>name 283:topic_data[]>partition_data[] 291:topic_data[]>partition_data[]>index:i 294:topic_data[]>partition_data[]>records 317:- 319:transactional_id 330:acks:h/timeout_ms:i 332:topic_data[] 343:unknown_tags 350:- 352:index:i 354:records 369:tagged_fields 379:- 381:name 400:partition_data[] 419:tagged_fields 429:- 435:transactional_id 458:acks:h/timeout_ms:i 461:topic_data[] 479:topic_data[]>name 495:topic_data[]>partition_data[] 513:topic_data[]>partition_data[]>index:i 516:topic_data[]>partition_data[]>records 537:topic_data[]>partition_data[]>tagged_fields 545:topic_data[]>tagged_fields 553:tagged_fields 564:- 566:transactional_id 585:acks:h/timeout_ms:i 587:topic_data[] 606:tagged_fields"
 )

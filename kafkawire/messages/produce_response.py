@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -215,23 +216,6 @@ ProduceResponse.NodeEndpoint = NodeEndpoint
 
 
 
-def _read_PartitionProduceResponse_v0(buf, pos, view):
-    try:
-        self = _new(PartitionProduceResponse)
-        # field: index:i error_code:h base_offset:q
-        (self.index, self.error_code, self.base_offset,) = _R_ihq(buf, pos)
-        pos += 14
-        self.log_append_time_ms = -1
-        self.log_start_offset = -1
-        self.record_errors = ()
-        self.error_message = None
-        self._current_leader = _ABSENT
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_PartitionProduceResponse_v0(self, w):
     try:
         # field: index:i error_code:h base_offset:q
@@ -244,35 +228,6 @@ def _write_PartitionProduceResponse_v0(self, w):
             raise tags_not_supported("PartitionProduceResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicProduceResponse_v0(buf, pos, view):
-    try:
-        self = _new(TopicProduceResponse)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_responses[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 14 > blen - pos:
-            raise bad_count(n, 14, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_responses in range(n):
-            item, pos = _read_PartitionProduceResponse_v0(buf, pos, view)
-            append(item)
-        self.partition_responses = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicProduceResponse_v0(self, w):
@@ -315,11 +270,38 @@ def _read_ProduceResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_TopicProduceResponse_v0(buf, pos, view)
-            append(item)
+            item = _new(TopicProduceResponse)  # TopicProduceResponse read in this loop
+            # field: responses[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: responses[]>partition_responses[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 14 > blen - pos:
+                raise bad_count(n, 14, pos, blen)
+            items1 = [None] * n
+            for i_partition_responses in range(n):
+                item1 = _new(PartitionProduceResponse)  # PartitionProduceResponse read in this loop
+                # field: responses[]>partition_responses[]>index:i error_code:h base_offset:q
+                (item1.index, item1.error_code, item1.base_offset,) = _R_ihq(buf, pos)
+                pos += 14
+                item1.log_append_time_ms = -1
+                item1.log_start_offset = -1
+                item1.record_errors = ()
+                item1.error_message = None
+                item1._current_leader = _ABSENT
+                item1.unknown_tags = None
+                items1[i_partition_responses] = item1
+            item.partition_responses = tuple(items1)
+            item.unknown_tags = None
+            items[i_responses] = item
         self.responses = tuple(items)
         self.throttle_time_ms = 0
         self.node_endpoints = ()
@@ -361,11 +343,38 @@ def _read_ProduceResponse_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_TopicProduceResponse_v0(buf, pos, view)
-            append(item)
+            item = _new(TopicProduceResponse)  # TopicProduceResponse read in this loop
+            # field: responses[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: responses[]>partition_responses[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 14 > blen - pos:
+                raise bad_count(n, 14, pos, blen)
+            items1 = [None] * n
+            for i_partition_responses in range(n):
+                item1 = _new(PartitionProduceResponse)  # PartitionProduceResponse read in this loop
+                # field: responses[]>partition_responses[]>index:i error_code:h base_offset:q
+                (item1.index, item1.error_code, item1.base_offset,) = _R_ihq(buf, pos)
+                pos += 14
+                item1.log_append_time_ms = -1
+                item1.log_start_offset = -1
+                item1.record_errors = ()
+                item1.error_message = None
+                item1._current_leader = _ABSENT
+                item1.unknown_tags = None
+                items1[i_partition_responses] = item1
+            item.partition_responses = tuple(items1)
+            item.unknown_tags = None
+            items[i_responses] = item
         self.responses = tuple(items)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
@@ -402,22 +411,6 @@ def _write_ProduceResponse_v1(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_PartitionProduceResponse_v2(buf, pos, view):
-    try:
-        self = _new(PartitionProduceResponse)
-        # field: index:i error_code:h base_offset:q log_append_time_ms:q
-        (self.index, self.error_code, self.base_offset, self.log_append_time_ms,) = _R_ihqq(buf, pos)
-        pos += 22
-        self.log_start_offset = -1
-        self.record_errors = ()
-        self.error_message = None
-        self._current_leader = _ABSENT
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_PartitionProduceResponse_v2(self, w):
     try:
         # field: index:i error_code:h base_offset:q log_append_time_ms:q
@@ -430,35 +423,6 @@ def _write_PartitionProduceResponse_v2(self, w):
             raise tags_not_supported("PartitionProduceResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicProduceResponse_v2(buf, pos, view):
-    try:
-        self = _new(TopicProduceResponse)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_responses[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 22 > blen - pos:
-            raise bad_count(n, 22, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_responses in range(n):
-            item, pos = _read_PartitionProduceResponse_v2(buf, pos, view)
-            append(item)
-        self.partition_responses = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicProduceResponse_v2(self, w):
@@ -501,11 +465,37 @@ def _read_ProduceResponse_v2(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_TopicProduceResponse_v2(buf, pos, view)
-            append(item)
+            item = _new(TopicProduceResponse)  # TopicProduceResponse read in this loop
+            # field: responses[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: responses[]>partition_responses[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 22 > blen - pos:
+                raise bad_count(n, 22, pos, blen)
+            items1 = [None] * n
+            for i_partition_responses in range(n):
+                item1 = _new(PartitionProduceResponse)  # PartitionProduceResponse read in this loop
+                # field: responses[]>partition_responses[]>index:i error_code:h base_offset:q log_append_time_ms:q
+                (item1.index, item1.error_code, item1.base_offset, item1.log_append_time_ms,) = _R_ihqq(buf, pos)
+                pos += 22
+                item1.log_start_offset = -1
+                item1.record_errors = ()
+                item1.error_message = None
+                item1._current_leader = _ABSENT
+                item1.unknown_tags = None
+                items1[i_partition_responses] = item1
+            item.partition_responses = tuple(items1)
+            item.unknown_tags = None
+            items[i_responses] = item
         self.responses = tuple(items)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
@@ -542,21 +532,6 @@ def _write_ProduceResponse_v2(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_PartitionProduceResponse_v5(buf, pos, view):
-    try:
-        self = _new(PartitionProduceResponse)
-        # field: index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
-        (self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset,) = _R_ihqqq(buf, pos)
-        pos += 30
-        self.record_errors = ()
-        self.error_message = None
-        self._current_leader = _ABSENT
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_PartitionProduceResponse_v5(self, w):
     try:
         # field: index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
@@ -569,35 +544,6 @@ def _write_PartitionProduceResponse_v5(self, w):
             raise tags_not_supported("PartitionProduceResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicProduceResponse_v5(buf, pos, view):
-    try:
-        self = _new(TopicProduceResponse)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_responses[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 30 > blen - pos:
-            raise bad_count(n, 30, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_responses in range(n):
-            item, pos = _read_PartitionProduceResponse_v5(buf, pos, view)
-            append(item)
-        self.partition_responses = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicProduceResponse_v5(self, w):
@@ -640,11 +586,36 @@ def _read_ProduceResponse_v5(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_TopicProduceResponse_v5(buf, pos, view)
-            append(item)
+            item = _new(TopicProduceResponse)  # TopicProduceResponse read in this loop
+            # field: responses[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: responses[]>partition_responses[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 30 > blen - pos:
+                raise bad_count(n, 30, pos, blen)
+            items1 = [None] * n
+            for i_partition_responses in range(n):
+                item1 = _new(PartitionProduceResponse)  # PartitionProduceResponse read in this loop
+                # field: responses[]>partition_responses[]>index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
+                (item1.index, item1.error_code, item1.base_offset, item1.log_append_time_ms, item1.log_start_offset,) = _R_ihqqq(buf, pos)
+                pos += 30
+                item1.record_errors = ()
+                item1.error_message = None
+                item1._current_leader = _ABSENT
+                item1.unknown_tags = None
+                items1[i_partition_responses] = item1
+            item.partition_responses = tuple(items1)
+            item.unknown_tags = None
+            items[i_responses] = item
         self.responses = tuple(items)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
@@ -681,30 +652,6 @@ def _write_ProduceResponse_v5(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_BatchIndexAndErrorMessage_v8(buf, pos, view):
-    try:
-        self = _new(BatchIndexAndErrorMessage)
-        blen = len(buf)
-        # field: batch_index:i
-        (self.batch_index,) = _R_i(buf, pos)
-        pos += 4
-        # field: batch_index_error_message
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.batch_index_error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.batch_index_error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_BatchIndexAndErrorMessage_v8(self, w):
     try:
         # field: batch_index:i
@@ -725,42 +672,6 @@ def _write_BatchIndexAndErrorMessage_v8(self, w):
             raise tags_not_supported("BatchIndexAndErrorMessage")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_PartitionProduceResponse_v8(buf, pos, view):
-    try:
-        self = _new(PartitionProduceResponse)
-        blen = len(buf)
-        # field: index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
-        (self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset,) = _R_ihqqq(buf, pos)
-        pos += 30
-        # field: record_errors[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 6 > blen - pos:
-            raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
-        for i_record_errors in range(n):
-            item, pos = _read_BatchIndexAndErrorMessage_v8(buf, pos, view)
-            append(item)
-        self.record_errors = tuple(items)
-        # field: error_message
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        self._current_leader = _ABSENT
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_PartitionProduceResponse_v8(self, w):
@@ -797,35 +708,6 @@ def _write_PartitionProduceResponse_v8(self, w):
             raise tags_not_supported("PartitionProduceResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicProduceResponse_v8(buf, pos, view):
-    try:
-        self = _new(TopicProduceResponse)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_responses[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 36 > blen - pos:
-            raise bad_count(n, 36, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_responses in range(n):
-            item, pos = _read_PartitionProduceResponse_v8(buf, pos, view)
-            append(item)
-        self.partition_responses = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicProduceResponse_v8(self, w):
@@ -868,11 +750,70 @@ def _read_ProduceResponse_v8(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_TopicProduceResponse_v8(buf, pos, view)
-            append(item)
+            item = _new(TopicProduceResponse)  # TopicProduceResponse read in this loop
+            # field: responses[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: responses[]>partition_responses[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 36 > blen - pos:
+                raise bad_count(n, 36, pos, blen)
+            items1 = [None] * n
+            for i_partition_responses in range(n):
+                item1 = _new(PartitionProduceResponse)  # PartitionProduceResponse read in this loop
+                # field: responses[]>partition_responses[]>index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
+                (item1.index, item1.error_code, item1.base_offset, item1.log_append_time_ms, item1.log_start_offset,) = _R_ihqqq(buf, pos)
+                pos += 30
+                # field: responses[]>partition_responses[]>record_errors[]
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0 or n * 6 > blen - pos:
+                    raise bad_count(n, 6, pos, blen)
+                items2 = [None] * n
+                for i_record_errors in range(n):
+                    item2 = _new(BatchIndexAndErrorMessage)  # BatchIndexAndErrorMessage read in this loop
+                    # field: responses[]>partition_responses[]>record_errors[]>batch_index:i
+                    (item2.batch_index,) = _R_i(buf, pos)
+                    pos += 4
+                    # field: responses[]>partition_responses[]>record_errors[]>batch_index_error_message
+                    n = _R_h(buf, pos)[0]
+                    pos += 2
+                    if n == -1:
+                        item2.batch_index_error_message = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item2.batch_index_error_message = str(buf[pos:end], "utf-8")
+                        pos = end
+                    item2.unknown_tags = None
+                    items2[i_record_errors] = item2
+                item1.record_errors = tuple(items2)
+                # field: responses[]>partition_responses[]>error_message
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.error_message = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.error_message = str(buf[pos:end], "utf-8")
+                    pos = end
+                item1._current_leader = _ABSENT
+                item1.unknown_tags = None
+                items1[i_partition_responses] = item1
+            item.partition_responses = tuple(items1)
+            item.unknown_tags = None
+            items[i_responses] = item
         self.responses = tuple(items)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
@@ -909,72 +850,6 @@ def _write_ProduceResponse_v8(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_BatchIndexAndErrorMessage_v9(buf, pos, view):
-    try:
-        self = _new(BatchIndexAndErrorMessage)
-        blen = len(buf)
-        # field: batch_index:i
-        (self.batch_index,) = _R_i(buf, pos)
-        pos += 4
-        # field: batch_index_error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.batch_index_error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.batch_index_error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_BatchIndexAndErrorMessage_v9(self, w):
     try:
         # field: batch_index:i
@@ -1006,94 +881,6 @@ def _write_BatchIndexAndErrorMessage_v9(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_PartitionProduceResponse_v9(buf, pos, view):
-    try:
-        self = _new(PartitionProduceResponse)
-        blen = len(buf)
-        # field: index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
-        (self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset,) = _R_ihqqq(buf, pos)
-        pos += 30
-        # field: record_errors[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 6 > blen - pos:
-            raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
-        for i_record_errors in range(n):
-            item, pos = _read_BatchIndexAndErrorMessage_v9(buf, pos, view)
-            append(item)
-        self.record_errors = tuple(items)
-        # field: error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        self._current_leader = _ABSENT
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_PartitionProduceResponse_v9(self, w):
@@ -1149,87 +936,6 @@ def _write_PartitionProduceResponse_v9(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicProduceResponse_v9(buf, pos, view):
-    try:
-        self = _new(TopicProduceResponse)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_responses[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 33 > blen - pos:
-            raise bad_count(n, 33, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_responses in range(n):
-            item, pos = _read_PartitionProduceResponse_v9(buf, pos, view)
-            append(item)
-        self.partition_responses = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicProduceResponse_v9(self, w):
@@ -1301,49 +1007,148 @@ def _read_ProduceResponse_v9(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_TopicProduceResponse_v9(buf, pos, view)
-            append(item)
+            item = _new(TopicProduceResponse)  # TopicProduceResponse read in this loop
+            # field: responses[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: responses[]>partition_responses[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 33 > blen - pos:
+                raise bad_count(n, 33, pos, blen)
+            items1 = [None] * n
+            for i_partition_responses in range(n):
+                item1 = _new(PartitionProduceResponse)  # PartitionProduceResponse read in this loop
+                # field: responses[]>partition_responses[]>index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
+                (item1.index, item1.error_code, item1.base_offset, item1.log_append_time_ms, item1.log_start_offset,) = _R_ihqqq(buf, pos)
+                pos += 30
+                # field: responses[]>partition_responses[]>record_errors[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 6 > blen - pos:
+                    raise bad_count(n, 6, pos, blen)
+                items2 = [None] * n
+                for i_record_errors in range(n):
+                    item2 = _new(BatchIndexAndErrorMessage)  # BatchIndexAndErrorMessage read in this loop
+                    # field: responses[]>partition_responses[]>record_errors[]>batch_index:i
+                    (item2.batch_index,) = _R_i(buf, pos)
+                    pos += 4
+                    # field: responses[]>partition_responses[]>record_errors[]>batch_index_error_message
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        if n == 0:
+                            item2.batch_index_error_message = None
+                            pos += 1
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise bad_length(n - 1, pos + 1, blen, "string")
+                            item2.batch_index_error_message = str(buf[pos + 1:end], "utf-8")
+                            pos = end
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        if n == -1:
+                            item2.batch_index_error_message = None
+                        else:
+                            end = pos + n
+                            if n < 0 or end > blen or n > 0x7FFF:
+                                raise bad_length(n, pos, blen, "string")
+                            item2.batch_index_error_message = str(buf[pos:end], "utf-8")
+                            pos = end
+                    # field: responses[]>partition_responses[]>record_errors[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_record_errors] = item2
+                item1.record_errors = tuple(items2)
+                # field: responses[]>partition_responses[]>error_message
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.error_message = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.error_message = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.error_message = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.error_message = str(buf[pos:end], "utf-8")
+                        pos = end
+                item1._current_leader = _ABSENT
+                # field: responses[]>partition_responses[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partition_responses] = item1
+            item.partition_responses = tuple(items1)
+            # field: responses[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_responses] = item
         self.responses = tuple(items)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         self.node_endpoints = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1393,38 +1198,11 @@ def _read_LeaderIdAndEpoch_v10(buf, pos, view):
         (self.leader_id, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1442,101 +1220,6 @@ def _write_LeaderIdAndEpoch_v10(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_PartitionProduceResponse_v10(buf, pos, view):
-    try:
-        self = _new(PartitionProduceResponse)
-        blen = len(buf)
-        # field: index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
-        (self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset,) = _R_ihqqq(buf, pos)
-        pos += 30
-        # field: record_errors[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 6 > blen - pos:
-            raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
-        for i_record_errors in range(n):
-            item, pos = _read_BatchIndexAndErrorMessage_v9(buf, pos, view)
-            append(item)
-        self.record_errors = tuple(items)
-        # field: error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        self._current_leader = _ABSENT
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if tag == 0:
-                    # field: current_leader
-                    self._current_leader, pos = _read_LeaderIdAndEpoch_v10(buf, pos, view)
-                    if pos != end:
-                        raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
-                    # field: tagged_fields
-                    continue
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_PartitionProduceResponse_v10(self, w):
@@ -1600,87 +1283,6 @@ def _write_PartitionProduceResponse_v10(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_TopicProduceResponse_v10(buf, pos, view):
-    try:
-        self = _new(TopicProduceResponse)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_responses[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 33 > blen - pos:
-            raise bad_count(n, 33, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_responses in range(n):
-            item, pos = _read_PartitionProduceResponse_v10(buf, pos, view)
-            append(item)
-        self.partition_responses = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_TopicProduceResponse_v10(self, w):
     try:
         # field: name
@@ -1740,79 +1342,52 @@ def _read_NodeEndpoint_v10(buf, pos, view):
         pos += 4
         # field: host
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.host = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.host = str(buf[pos:end], "utf-8")
+            pos = end
         # field: port:i
         (self.port,) = _R_i(buf, pos)
         pos += 4
         # field: rack
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.rack = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.rack = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.rack = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.rack = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.rack = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.rack = str(buf[pos:end], "utf-8")
+                pos = end
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1891,22 +1466,182 @@ def _read_ProduceResponse_v10(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_TopicProduceResponse_v10(buf, pos, view)
-            append(item)
+            item = _new(TopicProduceResponse)  # TopicProduceResponse read in this loop
+            # field: responses[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: responses[]>partition_responses[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 33 > blen - pos:
+                raise bad_count(n, 33, pos, blen)
+            items1 = [None] * n
+            for i_partition_responses in range(n):
+                item1 = _new(PartitionProduceResponse)  # PartitionProduceResponse read in this loop
+                # field: responses[]>partition_responses[]>index:i error_code:h base_offset:q log_append_time_ms:q log_start_offset:q
+                (item1.index, item1.error_code, item1.base_offset, item1.log_append_time_ms, item1.log_start_offset,) = _R_ihqqq(buf, pos)
+                pos += 30
+                # field: responses[]>partition_responses[]>record_errors[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 6 > blen - pos:
+                    raise bad_count(n, 6, pos, blen)
+                items2 = [None] * n
+                for i_record_errors in range(n):
+                    item2 = _new(BatchIndexAndErrorMessage)  # BatchIndexAndErrorMessage read in this loop
+                    # field: responses[]>partition_responses[]>record_errors[]>batch_index:i
+                    (item2.batch_index,) = _R_i(buf, pos)
+                    pos += 4
+                    # field: responses[]>partition_responses[]>record_errors[]>batch_index_error_message
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        if n == 0:
+                            item2.batch_index_error_message = None
+                            pos += 1
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise bad_length(n - 1, pos + 1, blen, "string")
+                            item2.batch_index_error_message = str(buf[pos + 1:end], "utf-8")
+                            pos = end
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        if n == -1:
+                            item2.batch_index_error_message = None
+                        else:
+                            end = pos + n
+                            if n < 0 or end > blen or n > 0x7FFF:
+                                raise bad_length(n, pos, blen, "string")
+                            item2.batch_index_error_message = str(buf[pos:end], "utf-8")
+                            pos = end
+                    # field: responses[]>partition_responses[]>record_errors[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_record_errors] = item2
+                item1.record_errors = tuple(items2)
+                # field: responses[]>partition_responses[]>error_message
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.error_message = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.error_message = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.error_message = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.error_message = str(buf[pos:end], "utf-8")
+                        pos = end
+                item1._current_leader = _ABSENT
+                # field: responses[]>partition_responses[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                    if n * 2 > blen - pos:
+                        raise bad_count(n, 2, pos, blen)
+                    unknown = None
+                    for _ in range(n):
+                        tag = buf[pos]
+                        if tag < 0x80:
+                            pos += 1
+                        else:
+                            tag, pos = read_uvarint(buf, pos)
+                        size = buf[pos]
+                        if size < 0x80:
+                            pos += 1
+                        else:
+                            size, pos = read_uvarint(buf, pos)
+                        start = pos
+                        end = pos + size
+                        if end > blen:
+                            raise bad_length(size, pos, blen, "tagged field")
+                        if tag == 0:
+                            # field: responses[]>partition_responses[]>current_leader
+                            item1._current_leader, pos = _read_LeaderIdAndEpoch_v10(buf, pos, view)
+                            if pos != end:
+                                raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
+                            # field: responses[]>partition_responses[]>tagged_fields
+                            continue
+                        if unknown is None:
+                            unknown = {}
+                        unknown[tag] = bytes(buf[pos:end])
+                        pos = end
+                    item1.unknown_tags = unknown
+                items1[i_partition_responses] = item1
+            item.partition_responses = tuple(items1)
+            # field: responses[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_responses] = item
         self.responses = tuple(items)
         # field: throttle_time_ms:i
         (self.throttle_time_ms,) = _R_i(buf, pos)
         pos += 4
         self.node_endpoints = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
+            n = buf[pos]
             if n < 0x80:
                 pos += 1
             else:
@@ -1945,11 +1680,10 @@ def _read_ProduceResponse_v10(buf, pos, view):
                     n -= 1
                     if n < 0 or n * 11 > blen - pos:
                         raise bad_count(n, 11, pos, blen)
-                    items = []
-                    append = items.append
+                    items = [None] * n
                     for i_node_endpoints in range(n):
                         item, pos = _read_NodeEndpoint_v10(buf, pos, view)
-                        append(item)
+                        items[i_node_endpoints] = item
                     self.node_endpoints = tuple(items)
                     if pos != end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
@@ -2050,5 +1784,5 @@ ProduceResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "218:- 221:index:i/error_code:h/base_offset:q 235:- 237:index:i/error_code:h/base_offset:q 239:current_leader 242:unknown_tags 249:- 253:name 261:partition_responses[] 278:- 280:name 291:partition_responses[] 302:unknown_tags 309:- 313:responses[] 332:- 334:responses[] 345:node_endpoints 348:unknown_tags 355:- 359:responses[] 370:throttle_time_ms:i 380:- 382:responses[] 393:throttle_time_ms:i 395:node_endpoints 398:unknown_tags 405:- 408:index:i/error_code:h/base_offset:q/log_append_time_ms:q 421:- 423:index:i/error_code:h/base_offset:q/log_append_time_ms:q 425:current_leader 428:unknown_tags 435:- 439:name 447:partition_responses[] 464:- 466:name 477:partition_responses[] 488:unknown_tags 495:- 499:responses[] 510:throttle_time_ms:i 520:- 522:responses[] 533:throttle_time_ms:i 535:node_endpoints 538:unknown_tags 545:- 548:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 560:- 562:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 564:current_leader 567:unknown_tags 574:- 578:name 586:partition_responses[] 603:- 605:name 616:partition_responses[] 627:unknown_tags 634:- 638:responses[] 649:throttle_time_ms:i 659:- 661:responses[] 672:throttle_time_ms:i 674:node_endpoints 677:unknown_tags 684:- 688:batch_index:i 691:batch_index_error_message 708:- 710:batch_index:i 712:batch_index_error_message 723:unknown_tags 730:- 734:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 737:record_errors[] 748:error_message 766:- 768:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 770:record_errors[] 781:error_message 792:current_leader 795:unknown_tags 802:- 806:name 814:partition_responses[] 831:- 833:name 844:partition_responses[] 855:unknown_tags 862:- 866:responses[] 877:throttle_time_ms:i 887:- 889:responses[] 900:throttle_time_ms:i 902:node_endpoints 905:unknown_tags 912:- 916:batch_index:i 919:batch_index_error_message 940:tagged_fields 978:- 980:batch_index:i 982:batch_index_error_message 1001:tagged_fields 1011:- 1015:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1018:record_errors[] 1039:error_message 1061:tagged_fields 1099:- 1101:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1103:record_errors[] 1122:error_message 1141:current_leader 1144:tagged_fields 1154:- 1158:name 1176:partition_responses[] 1197:tagged_fields 1235:- 1237:name 1256:partition_responses[] 1275:tagged_fields 1285:- 1289:responses[] 1310:throttle_time_ms:i 1314:tagged_fields 1352:- 1354:responses[] 1373:throttle_time_ms:i 1375:node_endpoints 1378:tagged_fields 1388:- 1392:leader_id:i/leader_epoch:i 1395:tagged_fields 1433:- 1435:leader_id:i/leader_epoch:i 1437:tagged_fields 1447:- 1451:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1454:record_errors[] 1475:error_message 1497:tagged_fields 1526:current_leader 1530:tagged_fields 1542:- 1544:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1546:record_errors[] 1565:error_message 1585:current_leader 1593:tagged_fields 1603:- 1607:name 1625:partition_responses[] 1646:tagged_fields 1684:- 1686:name 1705:partition_responses[] 1724:tagged_fields 1734:- 1738:node_id:i 1741:host 1759:port:i 1762:rack 1783:tagged_fields 1821:- 1823:node_id:i 1825:host 1844:port:i 1846:rack 1865:tagged_fields 1875:- 1879:responses[] 1900:throttle_time_ms:i 1904:tagged_fields 1933:node_endpoints 1956:tagged_fields 1968:- 1970:responses[] 1989:throttle_time_ms:i 1992:node_endpoints 2014:tagged_fields"
+    "219:- 221:index:i/error_code:h/base_offset:q 223:current_leader 226:unknown_tags 233:- 235:name 246:partition_responses[] 257:unknown_tags 264:- 268:responses[] 276:responses[]>name 284:responses[]>partition_responses[] 292:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q 314:- 316:responses[] 327:node_endpoints 330:unknown_tags 337:- 341:responses[] 349:responses[]>name 357:responses[]>partition_responses[] 365:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q 379:throttle_time_ms:i 389:- 391:responses[] 402:throttle_time_ms:i 404:node_endpoints 407:unknown_tags 414:- 416:index:i/error_code:h/base_offset:q/log_append_time_ms:q 418:current_leader 421:unknown_tags 428:- 430:name 441:partition_responses[] 452:unknown_tags 459:- 463:responses[] 471:responses[]>name 479:responses[]>partition_responses[] 487:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q/log_append_time_ms:q 500:throttle_time_ms:i 510:- 512:responses[] 523:throttle_time_ms:i 525:node_endpoints 528:unknown_tags 535:- 537:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 539:current_leader 542:unknown_tags 549:- 551:name 562:partition_responses[] 573:unknown_tags 580:- 584:responses[] 592:responses[]>name 600:responses[]>partition_responses[] 608:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 620:throttle_time_ms:i 630:- 632:responses[] 643:throttle_time_ms:i 645:node_endpoints 648:unknown_tags 655:- 657:batch_index:i 659:batch_index_error_message 670:unknown_tags 677:- 679:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 681:record_errors[] 692:error_message 703:current_leader 706:unknown_tags 713:- 715:name 726:partition_responses[] 737:unknown_tags 744:- 748:responses[] 756:responses[]>name 764:responses[]>partition_responses[] 772:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 775:responses[]>partition_responses[]>record_errors[] 783:responses[]>partition_responses[]>record_errors[]>batch_index:i 786:responses[]>partition_responses[]>record_errors[]>batch_index_error_message 800:responses[]>partition_responses[]>error_message 818:throttle_time_ms:i 828:- 830:responses[] 841:throttle_time_ms:i 843:node_endpoints 846:unknown_tags 853:- 855:batch_index:i 857:batch_index_error_message 876:tagged_fields 886:- 888:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 890:record_errors[] 909:error_message 928:current_leader 931:tagged_fields 941:- 943:name 962:partition_responses[] 981:tagged_fields 991:- 995:responses[] 1013:responses[]>name 1029:responses[]>partition_responses[] 1047:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1050:responses[]>partition_responses[]>record_errors[] 1068:responses[]>partition_responses[]>record_errors[]>batch_index:i 1071:responses[]>partition_responses[]>record_errors[]>batch_index_error_message 1094:responses[]>partition_responses[]>record_errors[]>tagged_fields 1102:responses[]>partition_responses[]>error_message 1126:responses[]>partition_responses[]>tagged_fields 1134:responses[]>tagged_fields 1142:throttle_time_ms:i 1146:tagged_fields 1157:- 1159:responses[] 1178:throttle_time_ms:i 1180:node_endpoints 1183:tagged_fields 1193:- 1197:leader_id:i/leader_epoch:i 1200:tagged_fields 1211:- 1213:leader_id:i/leader_epoch:i 1215:tagged_fields 1225:- 1227:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1229:record_errors[] 1248:error_message 1268:current_leader 1276:tagged_fields 1286:- 1288:name 1307:partition_responses[] 1326:tagged_fields 1336:- 1340:node_id:i 1343:host 1359:port:i 1362:rack 1385:tagged_fields 1396:- 1398:node_id:i 1400:host 1419:port:i 1421:rack 1440:tagged_fields 1450:- 1454:responses[] 1472:responses[]>name 1488:responses[]>partition_responses[] 1506:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1509:responses[]>partition_responses[]>record_errors[] 1527:responses[]>partition_responses[]>record_errors[]>batch_index:i 1530:responses[]>partition_responses[]>record_errors[]>batch_index_error_message 1553:responses[]>partition_responses[]>record_errors[]>tagged_fields 1561:responses[]>partition_responses[]>error_message 1585:responses[]>partition_responses[]>tagged_fields 1614:responses[]>partition_responses[]>current_leader 1618:responses[]>partition_responses[]>tagged_fields 1627:responses[]>tagged_fields 1635:throttle_time_ms:i 1639:tagged_fields 1668:node_endpoints 1690:tagged_fields 1702:- 1704:responses[] 1723:throttle_time_ms:i 1726:node_endpoints 1748:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -63,6 +64,8 @@ class PushTelemetryRequest(_Message):
 def _read_PushTelemetryRequest_v0(buf, pos, view):
     try:
         self = _new(PushTelemetryRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: client_instance_id:16s subscription_id:i terminating:? compression_type:b
         (u_client_instance_id, self.subscription_id, self.terminating, self.compression_type,) = _R_16si_b(buf, pos)
@@ -87,38 +90,11 @@ def _read_PushTelemetryRequest_v0(buf, pos, view):
         self.metrics = view[pos:end]
         pos = end
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -160,5 +136,5 @@ PushTelemetryRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "63:- 67:client_instance_id:16s/subscription_id:i/terminating:?/compression_type:b 71:metrics 89:tagged_fields 127:- 129:client_instance_id:16s/subscription_id:i/terminating:?/compression_type:b 131:metrics 146:tagged_fields"
+    "64:- 70:client_instance_id:16s/subscription_id:i/terminating:?/compression_type:b 74:metrics 92:tagged_fields 103:- 105:client_instance_id:16s/subscription_id:i/terminating:?/compression_type:b 107:metrics 122:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -150,51 +151,6 @@ ReadShareGroupStateResponse.StateBatch = StateBatch
 
 
 
-def _read_StateBatch_v0(buf, pos, view):
-    try:
-        self = _new(StateBatch)
-        blen = len(buf)
-        # field: first_offset:q last_offset:q delivery_state:b delivery_count:h
-        (self.first_offset, self.last_offset, self.delivery_state, self.delivery_count,) = _R_qqbh(buf, pos)
-        pos += 19
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_StateBatch_v0(self, w):
     try:
         # field: first_offset:q last_offset:q delivery_state:b delivery_count:h
@@ -207,96 +163,6 @@ def _write_StateBatch_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_PartitionResult_v0(buf, pos, view):
-    try:
-        self = _new(PartitionResult)
-        blen = len(buf)
-        # field: partition:i error_code:h
-        (self.partition, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        # field: error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: state_epoch:i start_offset:q
-        (self.state_epoch, self.start_offset,) = _R_iq(buf, pos)
-        pos += 12
-        # field: state_batches[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 20 > blen - pos:
-            raise bad_count(n, 20, pos, blen)
-        items = []
-        append = items.append
-        for i_state_batches in range(n):
-            item, pos = _read_StateBatch_v0(buf, pos, view)
-            append(item)
-        self.state_batches = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_PartitionResult_v0(self, w):
@@ -353,73 +219,6 @@ def _write_PartitionResult_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_ReadStateResult_v0(buf, pos, view):
-    try:
-        self = _new(ReadStateResult)
-        blen = len(buf)
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 21 > blen - pos:
-            raise bad_count(n, 21, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionResult_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ReadStateResult_v0(self, w):
     try:
         # field: topic_id:16s
@@ -472,45 +271,111 @@ def _read_ReadShareGroupStateResponse_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results in range(n):
-            item, pos = _read_ReadStateResult_v0(buf, pos, view)
-            append(item)
+            item = _new(ReadStateResult)  # ReadStateResult read in this loop
+            # field: results[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: results[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 21 > blen - pos:
+                raise bad_count(n, 21, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionResult)  # PartitionResult read in this loop
+                # field: results[]>partitions[]>partition:i error_code:h
+                (item1.partition, item1.error_code,) = _R_ih(buf, pos)
+                pos += 6
+                # field: results[]>partitions[]>error_message
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.error_message = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.error_message = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.error_message = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.error_message = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: results[]>partitions[]>state_epoch:i start_offset:q
+                (item1.state_epoch, item1.start_offset,) = _R_iq(buf, pos)
+                pos += 12
+                # field: results[]>partitions[]>state_batches[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 20 > blen - pos:
+                    raise bad_count(n, 20, pos, blen)
+                items2 = [None] * n
+                for i_state_batches in range(n):
+                    item2 = _new(StateBatch)  # StateBatch read in this loop
+                    # field: results[]>partitions[]>state_batches[]>first_offset:q last_offset:q delivery_state:b delivery_count:h
+                    (item2.first_offset, item2.last_offset, item2.delivery_state, item2.delivery_count,) = _R_qqbh(buf, pos)
+                    pos += 19
+                    # field: results[]>partitions[]>state_batches[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_state_batches] = item2
+                item1.state_batches = tuple(items2)
+                # field: results[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: results[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_results] = item
         self.results = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -554,5 +419,5 @@ ReadShareGroupStateResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "153:- 157:first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 160:tagged_fields 198:- 200:first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 202:tagged_fields 212:- 216:partition:i/error_code:h 219:error_message 240:state_epoch:i/start_offset:q 243:state_batches[] 264:tagged_fields 302:- 304:partition:i/error_code:h 306:error_message 325:state_epoch:i/start_offset:q 327:state_batches[] 346:tagged_fields 356:- 360:topic_id:16s 364:partitions[] 385:tagged_fields 423:- 425:topic_id:16s 427:partitions[] 446:tagged_fields 456:- 460:results[] 481:tagged_fields 519:- 521:results[] 540:tagged_fields"
+    "154:- 156:first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 158:tagged_fields 168:- 170:partition:i/error_code:h 172:error_message 191:state_epoch:i/start_offset:q 193:state_batches[] 212:tagged_fields 222:- 224:topic_id:16s 226:partitions[] 245:tagged_fields 255:- 259:results[] 277:results[]>topic_id:16s 281:results[]>partitions[] 299:results[]>partitions[]>partition:i/error_code:h 302:results[]>partitions[]>error_message 325:results[]>partitions[]>state_epoch:i/start_offset:q 328:results[]>partitions[]>state_batches[] 346:results[]>partitions[]>state_batches[]>first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 349:results[]>partitions[]>state_batches[]>tagged_fields 357:results[]>partitions[]>tagged_fields 365:results[]>tagged_fields 373:tagged_fields 384:- 386:results[] 405:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -113,75 +114,6 @@ ReadShareGroupStateSummaryResponse.PartitionResult = PartitionResult
 
 
 
-def _read_PartitionResult_v0(buf, pos, view):
-    try:
-        self = _new(PartitionResult)
-        blen = len(buf)
-        # field: partition:i error_code:h
-        (self.partition, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        # field: error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: state_epoch:i start_offset:q
-        (self.state_epoch, self.start_offset,) = _R_iq(buf, pos)
-        pos += 12
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_PartitionResult_v0(self, w):
     try:
         # field: partition:i error_code:h
@@ -215,73 +147,6 @@ def _write_PartitionResult_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_ReadStateSummaryResult_v0(buf, pos, view):
-    try:
-        self = _new(ReadStateSummaryResult)
-        blen = len(buf)
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 20 > blen - pos:
-            raise bad_count(n, 20, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionResult_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_ReadStateSummaryResult_v0(self, w):
@@ -336,45 +201,82 @@ def _read_ReadShareGroupStateSummaryResponse_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_results in range(n):
-            item, pos = _read_ReadStateSummaryResult_v0(buf, pos, view)
-            append(item)
+            item = _new(ReadStateSummaryResult)  # ReadStateSummaryResult read in this loop
+            # field: results[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: results[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 20 > blen - pos:
+                raise bad_count(n, 20, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionResult)  # PartitionResult read in this loop
+                # field: results[]>partitions[]>partition:i error_code:h
+                (item1.partition, item1.error_code,) = _R_ih(buf, pos)
+                pos += 6
+                # field: results[]>partitions[]>error_message
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.error_message = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.error_message = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.error_message = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.error_message = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: results[]>partitions[]>state_epoch:i start_offset:q
+                (item1.state_epoch, item1.start_offset,) = _R_iq(buf, pos)
+                pos += 12
+                # field: results[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: results[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_results] = item
         self.results = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -418,5 +320,5 @@ ReadShareGroupStateSummaryResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "116:- 120:partition:i/error_code:h 123:error_message 144:state_epoch:i/start_offset:q 147:tagged_fields 185:- 187:partition:i/error_code:h 189:error_message 208:state_epoch:i/start_offset:q 210:tagged_fields 220:- 224:topic_id:16s 228:partitions[] 249:tagged_fields 287:- 289:topic_id:16s 291:partitions[] 310:tagged_fields 320:- 324:results[] 345:tagged_fields 383:- 385:results[] 404:tagged_fields"
+    "117:- 119:partition:i/error_code:h 121:error_message 140:state_epoch:i/start_offset:q 142:tagged_fields 152:- 154:topic_id:16s 156:partitions[] 175:tagged_fields 185:- 189:results[] 207:results[]>topic_id:16s 211:results[]>partitions[] 229:results[]>partitions[]>partition:i/error_code:h 232:results[]>partitions[]>error_message 255:results[]>partitions[]>state_epoch:i/start_offset:q 258:results[]>partitions[]>tagged_fields 266:results[]>tagged_fields 274:tagged_fields 285:- 287:results[] 306:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -146,38 +147,11 @@ def _read_RequestHeader_v2(buf, pos, view):
             self.client_id = str(buf[pos:end], "utf-8")
             pos = end
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -219,5 +193,5 @@ RequestHeader._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "60:- 63:request_api_key:h/request_api_version:h/correlation_id:i 73:- 75:request_api_key:h/request_api_version:h/correlation_id:i 77:unknown_tags 84:- 88:request_api_key:h/request_api_version:h/correlation_id:i 91:client_id 108:- 110:request_api_key:h/request_api_version:h/correlation_id:i 112:client_id 123:unknown_tags 130:- 134:request_api_key:h/request_api_version:h/correlation_id:i 137:client_id 148:tagged_fields 186:- 188:request_api_key:h/request_api_version:h/correlation_id:i 190:client_id 201:tagged_fields"
+    "61:- 64:request_api_key:h/request_api_version:h/correlation_id:i 74:- 76:request_api_key:h/request_api_version:h/correlation_id:i 78:unknown_tags 85:- 89:request_api_key:h/request_api_version:h/correlation_id:i 92:client_id 109:- 111:request_api_key:h/request_api_version:h/correlation_id:i 113:client_id 124:unknown_tags 131:- 135:request_api_key:h/request_api_version:h/correlation_id:i 138:client_id 149:tagged_fields 160:- 162:request_api_key:h/request_api_version:h/correlation_id:i 164:client_id 175:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -49,6 +50,8 @@ class SaslAuthenticateRequest(_Message):
 def _read_SaslAuthenticateRequest_v0(buf, pos, view):
     try:
         self = _new(SaslAuthenticateRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: auth_bytes
         n = _R_i(buf, pos)[0]
@@ -83,6 +86,8 @@ def _write_SaslAuthenticateRequest_v0(self, w):
 def _read_SaslAuthenticateRequest_v2(buf, pos, view):
     try:
         self = _new(SaslAuthenticateRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: auth_bytes
         n = buf[pos]
@@ -103,38 +108,11 @@ def _read_SaslAuthenticateRequest_v2(buf, pos, view):
         self.auth_bytes = view[pos:end]
         pos = end
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -178,5 +156,5 @@ SaslAuthenticateRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "49:- 53:auth_bytes 67:- 69:auth_bytes 76:unknown_tags 83:- 87:auth_bytes 105:tagged_fields 143:- 145:auth_bytes 160:tagged_fields"
+    "50:- 56:auth_bytes 70:- 72:auth_bytes 79:unknown_tags 86:- 92:auth_bytes 110:tagged_fields 121:- 123:auth_bytes 138:tagged_fields"
 )

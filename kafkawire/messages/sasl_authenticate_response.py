@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -60,6 +61,8 @@ class SaslAuthenticateResponse(_Message):
 def _read_SaslAuthenticateResponse_v0(buf, pos, view):
     try:
         self = _new(SaslAuthenticateResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
@@ -122,6 +125,8 @@ def _write_SaslAuthenticateResponse_v0(self, w):
 def _read_SaslAuthenticateResponse_v1(buf, pos, view):
     try:
         self = _new(SaslAuthenticateResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
@@ -188,31 +193,35 @@ def _write_SaslAuthenticateResponse_v1(self, w):
 def _read_SaslAuthenticateResponse_v2(buf, pos, view):
     try:
         self = _new(SaslAuthenticateResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
         pos += 2
         # field: error_message
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.error_message = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.error_message = str(buf[pos:end], "utf-8")
+                pos = end
         # field: auth_bytes
         n = buf[pos]
         if n < 0x80:
@@ -235,38 +244,11 @@ def _read_SaslAuthenticateResponse_v2(buf, pos, view):
         (self.session_lifetime_ms,) = _R_q(buf, pos)
         pos += 8
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -333,5 +315,5 @@ SaslAuthenticateResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "60:- 64:error_code:h 67:error_message 78:auth_bytes 93:- 95:error_code:h 97:error_message 108:auth_bytes 115:unknown_tags 122:- 126:error_code:h 129:error_message 140:auth_bytes 148:session_lifetime_ms:q 157:- 159:error_code:h 161:error_message 172:auth_bytes 179:session_lifetime_ms:q 181:unknown_tags 188:- 192:error_code:h 195:error_message 216:auth_bytes 234:session_lifetime_ms:q 237:tagged_fields 275:- 277:error_code:h 279:error_message 298:auth_bytes 313:session_lifetime_ms:q 315:tagged_fields"
+    "61:- 67:error_code:h 70:error_message 81:auth_bytes 96:- 98:error_code:h 100:error_message 111:auth_bytes 118:unknown_tags 125:- 131:error_code:h 134:error_message 145:auth_bytes 153:session_lifetime_ms:q 162:- 164:error_code:h 166:error_message 177:auth_bytes 184:session_lifetime_ms:q 186:unknown_tags 193:- 199:error_code:h 202:error_message 225:auth_bytes 243:session_lifetime_ms:q 246:tagged_fields 257:- 259:error_code:h 261:error_message 280:auth_bytes 295:session_lifetime_ms:q 297:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -93,5 +94,5 @@ SaslHandshakeRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "49:- 53:mechanism 67:- 69:mechanism 80:unknown_tags"
+    "50:- 54:mechanism 68:- 70:mechanism 81:unknown_tags"
 )

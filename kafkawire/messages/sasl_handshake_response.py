@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -61,8 +62,7 @@ def _read_SaslHandshakeResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 2 > blen - pos:
             raise bad_count(n, 2, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_mechanisms in range(n):
             n = _R_h(buf, pos)[0]
             pos += 2
@@ -71,7 +71,7 @@ def _read_SaslHandshakeResponse_v0(buf, pos, view):
                 raise bad_length(n, pos, blen, "string")
             item = str(buf[pos:end], "utf-8")
             pos = end
-            append(item)
+            items[i_mechanisms] = item
         self.mechanisms = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -116,5 +116,5 @@ SaslHandshakeResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "52:- 56:error_code:h 59:mechanisms[] 82:- 84:error_code:h 86:mechanisms[] 103:unknown_tags"
+    "53:- 57:error_code:h 60:mechanisms[] 82:- 84:error_code:h 86:mechanisms[] 103:unknown_tags"
 )

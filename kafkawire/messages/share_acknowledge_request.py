@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -24,6 +25,7 @@ _R_qq = _Format(">qq").unpack_from
 _W_qq = _Format(">qq").pack
 _ARRAY_b = fixed_array_reader("b")
 _ARRAYW_b = fixed_array_writer("b")
+_ARRAYC_b = compact_array_reader("b")
 
 
 class ShareAcknowledgeRequest(_Message):
@@ -142,68 +144,6 @@ ShareAcknowledgeRequest.AcknowledgementBatch = AcknowledgementBatch
 
 
 
-def _read_AcknowledgementBatch_v0(buf, pos, view):
-    try:
-        self = _new(AcknowledgementBatch)
-        blen = len(buf)
-        # field: first_offset:q last_offset:q
-        (self.first_offset, self.last_offset,) = _R_qq(buf, pos)
-        pos += 16
-        # field: acknowledge_types
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 1, pos, blen)
-        self.acknowledge_types = _ARRAY_b[n](buf, pos)
-        pos += n * 1
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_AcknowledgementBatch_v0(self, w):
     try:
         # field: first_offset:q last_offset:q
@@ -231,72 +171,6 @@ def _write_AcknowledgementBatch_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AcknowledgePartition_v0(buf, pos, view):
-    try:
-        self = _new(AcknowledgePartition)
-        blen = len(buf)
-        # field: partition_index:i
-        (self.partition_index,) = _R_i(buf, pos)
-        pos += 4
-        # field: acknowledgement_batches[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 18 > blen - pos:
-            raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
-        for i_acknowledgement_batches in range(n):
-            item, pos = _read_AcknowledgementBatch_v0(buf, pos, view)
-            append(item)
-        self.acknowledgement_batches = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AcknowledgePartition_v0(self, w):
@@ -330,73 +204,6 @@ def _write_AcknowledgePartition_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_AcknowledgeTopic_v0(buf, pos, view):
-    try:
-        self = _new(AcknowledgeTopic)
-        blen = len(buf)
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 6 > blen - pos:
-            raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_AcknowledgePartition_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_AcknowledgeTopic_v0(self, w):
@@ -438,46 +245,50 @@ def _read_ShareAcknowledgeRequest_v0(buf, pos, view):
         blen = len(buf)
         # field: group_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.group_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.group_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.group_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.group_id = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.group_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.group_id = str(buf[pos:end], "utf-8")
+                pos = end
         # field: member_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.member_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.member_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.member_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.member_id = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.member_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.member_id = str(buf[pos:end], "utf-8")
+                pos = end
         # field: share_session_epoch:i
         (self.share_session_epoch,) = _R_i(buf, pos)
         pos += 4
@@ -496,45 +307,97 @@ def _read_ShareAcknowledgeRequest_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_AcknowledgeTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(AcknowledgeTopic)  # AcknowledgeTopic read in this loop
+            # field: topics[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(AcknowledgePartition)  # AcknowledgePartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i
+                (item1.partition_index,) = _R_i(buf, pos)
+                pos += 4
+                # field: topics[]>partitions[]>acknowledgement_batches[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 18 > blen - pos:
+                    raise bad_count(n, 18, pos, blen)
+                items2 = [None] * n
+                for i_acknowledgement_batches in range(n):
+                    item2 = _new(AcknowledgementBatch)  # AcknowledgementBatch read in this loop
+                    # field: topics[]>partitions[]>acknowledgement_batches[]>first_offset:q last_offset:q
+                    (item2.first_offset, item2.last_offset,) = _R_qq(buf, pos)
+                    pos += 16
+                    # field: topics[]>partitions[]>acknowledgement_batches[]>acknowledge_types
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                        item2.acknowledge_types = _ARRAYC_b[n](buf, pos + 1)
+                        pos += n
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise bad_count(n, 1, pos, blen)
+                        item2.acknowledge_types = _ARRAY_b[n](buf, pos)
+                        pos += n * 1
+                    # field: topics[]>partitions[]>acknowledgement_batches[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_acknowledgement_batches] = item2
+                item1.acknowledgement_batches = tuple(items2)
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -618,5 +481,5 @@ ShareAcknowledgeRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "145:- 149:first_offset:q/last_offset:q 152:acknowledge_types 169:tagged_fields 207:- 209:first_offset:q/last_offset:q 211:acknowledge_types 226:tagged_fields 236:- 240:partition_index:i 243:acknowledgement_batches[] 264:tagged_fields 302:- 304:partition_index:i 306:acknowledgement_batches[] 325:tagged_fields 335:- 339:topic_id:16s 343:partitions[] 364:tagged_fields 402:- 404:topic_id:16s 406:partitions[] 425:tagged_fields 435:- 439:group_id 460:member_id 481:share_session_epoch:i 484:topics[] 505:tagged_fields 543:- 545:group_id 564:member_id 583:share_session_epoch:i 585:topics[] 604:tagged_fields"
+    "147:- 149:first_offset:q/last_offset:q 151:acknowledge_types 166:tagged_fields 176:- 178:partition_index:i 180:acknowledgement_batches[] 199:tagged_fields 209:- 211:topic_id:16s 213:partitions[] 232:tagged_fields 242:- 246:group_id 269:member_id 292:share_session_epoch:i 295:topics[] 313:topics[]>topic_id:16s 317:topics[]>partitions[] 335:topics[]>partitions[]>partition_index:i 338:topics[]>partitions[]>acknowledgement_batches[] 356:topics[]>partitions[]>acknowledgement_batches[]>first_offset:q/last_offset:q 359:topics[]>partitions[]>acknowledgement_batches[]>acknowledge_types 371:topics[]>partitions[]>acknowledgement_batches[]>tagged_fields 379:topics[]>partitions[]>tagged_fields 387:topics[]>tagged_fields 395:tagged_fields 406:- 408:group_id 427:member_id 446:share_session_epoch:i 448:topics[] 467:tagged_fields"
 )

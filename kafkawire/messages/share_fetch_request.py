@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -30,6 +31,8 @@ _ARRAY_b = fixed_array_reader("b")
 _ARRAYW_b = fixed_array_writer("b")
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_b = compact_array_reader("b")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class ShareFetchRequest(_Message):
@@ -189,68 +192,6 @@ ShareFetchRequest.ForgottenTopic = ForgottenTopic
 
 
 
-def _read_AcknowledgementBatch_v0(buf, pos, view):
-    try:
-        self = _new(AcknowledgementBatch)
-        blen = len(buf)
-        # field: first_offset:q last_offset:q
-        (self.first_offset, self.last_offset,) = _R_qq(buf, pos)
-        pos += 16
-        # field: acknowledge_types
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 1, pos, blen)
-        self.acknowledge_types = _ARRAY_b[n](buf, pos)
-        pos += n * 1
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_AcknowledgementBatch_v0(self, w):
     try:
         # field: first_offset:q last_offset:q
@@ -278,72 +219,6 @@ def _write_AcknowledgementBatch_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_FetchPartition_v0(buf, pos, view):
-    try:
-        self = _new(FetchPartition)
-        blen = len(buf)
-        # field: partition_index:i partition_max_bytes:i
-        (self.partition_index, self.partition_max_bytes,) = _R_ii(buf, pos)
-        pos += 8
-        # field: acknowledgement_batches[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 18 > blen - pos:
-            raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
-        for i_acknowledgement_batches in range(n):
-            item, pos = _read_AcknowledgementBatch_v0(buf, pos, view)
-            append(item)
-        self.acknowledgement_batches = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_FetchPartition_v0(self, w):
@@ -379,73 +254,6 @@ def _write_FetchPartition_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_FetchTopic_v0(buf, pos, view):
-    try:
-        self = _new(FetchTopic)
-        blen = len(buf)
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 10 > blen - pos:
-            raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_FetchPartition_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_FetchTopic_v0(self, w):
     try:
         # field: topic_id:16s
@@ -477,69 +285,6 @@ def _write_FetchTopic_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_ForgottenTopic_v0(buf, pos, view):
-    try:
-        self = _new(ForgottenTopic)
-        blen = len(buf)
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partitions
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partitions = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_ForgottenTopic_v0(self, w):
@@ -577,46 +322,50 @@ def _read_ShareFetchRequest_v0(buf, pos, view):
         blen = len(buf)
         # field: group_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.group_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.group_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.group_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.group_id = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.group_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.group_id = str(buf[pos:end], "utf-8")
+                pos = end
         # field: member_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.member_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.member_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.member_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.member_id = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.member_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.member_id = str(buf[pos:end], "utf-8")
+                pos = end
         # field: share_session_epoch:i max_wait_ms:i min_bytes:i max_bytes:i
         (self.share_session_epoch, self.max_wait_ms, self.min_bytes, self.max_bytes,) = _R_iiii(buf, pos)
         pos += 16
@@ -635,11 +384,90 @@ def _read_ShareFetchRequest_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_FetchTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(FetchTopic)  # FetchTopic read in this loop
+            # field: topics[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 10 > blen - pos:
+                raise bad_count(n, 10, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(FetchPartition)  # FetchPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i partition_max_bytes:i
+                (item1.partition_index, item1.partition_max_bytes,) = _R_ii(buf, pos)
+                pos += 8
+                # field: topics[]>partitions[]>acknowledgement_batches[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 18 > blen - pos:
+                    raise bad_count(n, 18, pos, blen)
+                items2 = [None] * n
+                for i_acknowledgement_batches in range(n):
+                    item2 = _new(AcknowledgementBatch)  # AcknowledgementBatch read in this loop
+                    # field: topics[]>partitions[]>acknowledgement_batches[]>first_offset:q last_offset:q
+                    (item2.first_offset, item2.last_offset,) = _R_qq(buf, pos)
+                    pos += 16
+                    # field: topics[]>partitions[]>acknowledgement_batches[]>acknowledge_types
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                        item2.acknowledge_types = _ARRAYC_b[n](buf, pos + 1)
+                        pos += n
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise bad_count(n, 1, pos, blen)
+                        item2.acknowledge_types = _ARRAY_b[n](buf, pos)
+                        pos += n * 1
+                    # field: topics[]>partitions[]>acknowledgement_batches[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_acknowledgement_batches] = item2
+                item1.acknowledgement_batches = tuple(items2)
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: forgotten_topics_data[]
         n = buf[pos]
@@ -656,45 +484,39 @@ def _read_ShareFetchRequest_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_forgotten_topics_data in range(n):
-            item, pos = _read_ForgottenTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(ForgottenTopic)  # ForgottenTopic read in this loop
+            # field: forgotten_topics_data[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: forgotten_topics_data[]>partitions
+            n = buf[pos]
+            if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                item.partitions = _ARRAYC_i[n](buf, pos + 1)
+                pos += 4 * n - 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item.partitions = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+            # field: forgotten_topics_data[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_forgotten_topics_data] = item
         self.forgotten_topics_data = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -797,5 +619,5 @@ ShareFetchRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "192:- 196:first_offset:q/last_offset:q 199:acknowledge_types 216:tagged_fields 254:- 256:first_offset:q/last_offset:q 258:acknowledge_types 273:tagged_fields 283:- 287:partition_index:i/partition_max_bytes:i 290:acknowledgement_batches[] 311:tagged_fields 349:- 351:partition_index:i/partition_max_bytes:i 353:acknowledgement_batches[] 372:tagged_fields 382:- 386:topic_id:16s 390:partitions[] 411:tagged_fields 449:- 451:topic_id:16s 453:partitions[] 472:tagged_fields 482:- 486:topic_id:16s 490:partitions 507:tagged_fields 545:- 547:topic_id:16s 549:partitions 564:tagged_fields 574:- 578:group_id 599:member_id 620:share_session_epoch:i/max_wait_ms:i/min_bytes:i/max_bytes:i 623:topics[] 644:forgotten_topics_data[] 665:tagged_fields 703:- 705:group_id 724:member_id 743:share_session_epoch:i/max_wait_ms:i/min_bytes:i/max_bytes:i 745:topics[] 764:forgotten_topics_data[] 783:tagged_fields"
+    "195:- 197:first_offset:q/last_offset:q 199:acknowledge_types 214:tagged_fields 224:- 226:partition_index:i/partition_max_bytes:i 228:acknowledgement_batches[] 247:tagged_fields 257:- 259:topic_id:16s 261:partitions[] 280:tagged_fields 290:- 292:topic_id:16s 294:partitions 309:tagged_fields 319:- 323:group_id 346:member_id 369:share_session_epoch:i/max_wait_ms:i/min_bytes:i/max_bytes:i 372:topics[] 390:topics[]>topic_id:16s 394:topics[]>partitions[] 412:topics[]>partitions[]>partition_index:i/partition_max_bytes:i 415:topics[]>partitions[]>acknowledgement_batches[] 433:topics[]>partitions[]>acknowledgement_batches[]>first_offset:q/last_offset:q 436:topics[]>partitions[]>acknowledgement_batches[]>acknowledge_types 448:topics[]>partitions[]>acknowledgement_batches[]>tagged_fields 456:topics[]>partitions[]>tagged_fields 464:topics[]>tagged_fields 472:forgotten_topics_data[] 490:forgotten_topics_data[]>topic_id:16s 494:forgotten_topics_data[]>partitions 506:forgotten_topics_data[]>tagged_fields 514:tagged_fields 525:- 527:group_id 546:member_id 565:share_session_epoch:i/max_wait_ms:i/min_bytes:i/max_bytes:i 567:topics[] 586:forgotten_topics_data[] 605:tagged_fields"
 )

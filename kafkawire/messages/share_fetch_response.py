@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -232,38 +233,11 @@ def _read_LeaderIdAndEpoch_v0(buf, pos, view):
         (self.leader_id, self.leader_epoch,) = _R_ii(buf, pos)
         pos += 8
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -283,51 +257,6 @@ def _write_LeaderIdAndEpoch_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_AcquiredRecords_v0(buf, pos, view):
-    try:
-        self = _new(AcquiredRecords)
-        blen = len(buf)
-        # field: first_offset:q last_offset:q delivery_count:h
-        (self.first_offset, self.last_offset, self.delivery_count,) = _R_qqh(buf, pos)
-        pos += 18
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_AcquiredRecords_v0(self, w):
     try:
         # field: first_offset:q last_offset:q delivery_count:h
@@ -340,140 +269,6 @@ def _write_AcquiredRecords_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_PartitionData_v0(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i error_code:h
-        (self.partition_index, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        # field: error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: acknowledge_error_code:h
-        (self.acknowledge_error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: acknowledge_error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.acknowledge_error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.acknowledge_error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: current_leader
-        self._current_leader, pos = _read_LeaderIdAndEpoch_v0(buf, pos, view)
-        # field: records
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.records = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen:
-                raise bad_length(n, pos, blen, "records")
-            self.records = view[pos:end]
-            pos = end
-        # field: acquired_records[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 19 > blen - pos:
-            raise bad_count(n, 19, pos, blen)
-        items = []
-        append = items.append
-        for i_acquired_records in range(n):
-            item, pos = _read_AcquiredRecords_v0(buf, pos, view)
-            append(item)
-        self.acquired_records = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_PartitionData_v0(self, w):
@@ -569,73 +364,6 @@ def _write_PartitionData_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_ShareFetchableTopicResponse_v0(buf, pos, view):
-    try:
-        self = _new(ShareFetchableTopicResponse)
-        blen = len(buf)
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 22 > blen - pos:
-            raise bad_count(n, 22, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_ShareFetchableTopicResponse_v0(self, w):
     try:
         # field: topic_id:16s
@@ -667,93 +395,6 @@ def _write_ShareFetchableTopicResponse_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_NodeEndpoint_v0(buf, pos, view):
-    try:
-        self = _new(NodeEndpoint)
-        blen = len(buf)
-        # field: node_id:i
-        (self.node_id,) = _R_i(buf, pos)
-        pos += 4
-        # field: host
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: port:i
-        (self.port,) = _R_i(buf, pos)
-        pos += 4
-        # field: rack
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.rack = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.rack = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_NodeEndpoint_v0(self, w):
@@ -813,31 +454,35 @@ def _write_NodeEndpoint_v0(self, w):
 def _read_ShareFetchResponse_v0(buf, pos, view):
     try:
         self = _new(ShareFetchResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: error_message
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.error_message = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.error_message = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.error_message = str(buf[pos:end], "utf-8")
+                pos = end
         # field: responses[]
         n = buf[pos]
         if n < 0x80:
@@ -853,11 +498,150 @@ def _read_ShareFetchResponse_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 18 > blen - pos:
             raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_responses in range(n):
-            item, pos = _read_ShareFetchableTopicResponse_v0(buf, pos, view)
-            append(item)
+            item = _new(ShareFetchableTopicResponse)  # ShareFetchableTopicResponse read in this loop
+            # field: responses[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: responses[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 22 > blen - pos:
+                raise bad_count(n, 22, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: responses[]>partitions[]>partition_index:i error_code:h
+                (item1.partition_index, item1.error_code,) = _R_ih(buf, pos)
+                pos += 6
+                # field: responses[]>partitions[]>error_message
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.error_message = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.error_message = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.error_message = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.error_message = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: responses[]>partitions[]>acknowledge_error_code:h
+                (item1.acknowledge_error_code,) = _R_h(buf, pos)
+                pos += 2
+                # field: responses[]>partitions[]>acknowledge_error_message
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.acknowledge_error_message = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.acknowledge_error_message = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.acknowledge_error_message = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.acknowledge_error_message = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: responses[]>partitions[]>current_leader
+                item1._current_leader, pos = _read_LeaderIdAndEpoch_v0(buf, pos, view)
+                # field: responses[]>partitions[]>records
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item1.records = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen:
+                        raise bad_length(n, pos, blen, "records")
+                    item1.records = view[pos:end]
+                    pos = end
+                # field: responses[]>partitions[]>acquired_records[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 19 > blen - pos:
+                    raise bad_count(n, 19, pos, blen)
+                items2 = [None] * n
+                for i_acquired_records in range(n):
+                    item2 = _new(AcquiredRecords)  # AcquiredRecords read in this loop
+                    # field: responses[]>partitions[]>acquired_records[]>first_offset:q last_offset:q delivery_count:h
+                    (item2.first_offset, item2.last_offset, item2.delivery_count,) = _R_qqh(buf, pos)
+                    pos += 18
+                    # field: responses[]>partitions[]>acquired_records[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_acquired_records] = item2
+                item1.acquired_records = tuple(items2)
+                # field: responses[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: responses[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_responses] = item
         self.responses = tuple(items)
         # field: node_endpoints[]
         n = buf[pos]
@@ -874,45 +658,68 @@ def _read_ShareFetchResponse_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 11 > blen - pos:
             raise bad_count(n, 11, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_node_endpoints in range(n):
-            item, pos = _read_NodeEndpoint_v0(buf, pos, view)
-            append(item)
+            item = _new(NodeEndpoint)  # NodeEndpoint read in this loop
+            # field: node_endpoints[]>node_id:i
+            (item.node_id,) = _R_i(buf, pos)
+            pos += 4
+            # field: node_endpoints[]>host
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: node_endpoints[]>port:i
+            (item.port,) = _R_i(buf, pos)
+            pos += 4
+            # field: node_endpoints[]>rack
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.rack = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.rack = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.rack = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.rack = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: node_endpoints[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_node_endpoints] = item
         self.node_endpoints = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -996,5 +803,5 @@ ShareFetchResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "227:- 231:leader_id:i/leader_epoch:i 234:tagged_fields 272:- 274:leader_id:i/leader_epoch:i 276:tagged_fields 286:- 290:first_offset:q/last_offset:q/delivery_count:h 293:tagged_fields 331:- 333:first_offset:q/last_offset:q/delivery_count:h 335:tagged_fields 345:- 349:partition_index:i/error_code:h 352:error_message 373:acknowledge_error_code:h 376:acknowledge_error_message 397:current_leader 399:records 420:acquired_records[] 441:tagged_fields 479:- 481:partition_index:i/error_code:h 483:error_message 502:acknowledge_error_code:h 504:acknowledge_error_message 523:current_leader 528:records 543:acquired_records[] 562:tagged_fields 572:- 576:topic_id:16s 580:partitions[] 601:tagged_fields 639:- 641:topic_id:16s 643:partitions[] 662:tagged_fields 672:- 676:node_id:i 679:host 697:port:i 700:rack 721:tagged_fields 759:- 761:node_id:i 763:host 782:port:i 784:rack 803:tagged_fields 813:- 817:throttle_time_ms:i/error_code:h 820:error_message 841:responses[] 862:node_endpoints[] 883:tagged_fields 921:- 923:throttle_time_ms:i/error_code:h 925:error_message 944:responses[] 963:node_endpoints[] 982:tagged_fields"
+    "228:- 232:leader_id:i/leader_epoch:i 235:tagged_fields 246:- 248:leader_id:i/leader_epoch:i 250:tagged_fields 260:- 262:first_offset:q/last_offset:q/delivery_count:h 264:tagged_fields 274:- 276:partition_index:i/error_code:h 278:error_message 297:acknowledge_error_code:h 299:acknowledge_error_message 318:current_leader 323:records 338:acquired_records[] 357:tagged_fields 367:- 369:topic_id:16s 371:partitions[] 390:tagged_fields 400:- 402:node_id:i 404:host 423:port:i 425:rack 444:tagged_fields 454:- 460:throttle_time_ms:i/error_code:h 463:error_message 486:responses[] 504:responses[]>topic_id:16s 508:responses[]>partitions[] 526:responses[]>partitions[]>partition_index:i/error_code:h 529:responses[]>partitions[]>error_message 552:responses[]>partitions[]>acknowledge_error_code:h 555:responses[]>partitions[]>acknowledge_error_message 578:responses[]>partitions[]>current_leader 580:responses[]>partitions[]>records 601:responses[]>partitions[]>acquired_records[] 619:responses[]>partitions[]>acquired_records[]>first_offset:q/last_offset:q/delivery_count:h 622:responses[]>partitions[]>acquired_records[]>tagged_fields 630:responses[]>partitions[]>tagged_fields 638:responses[]>tagged_fields 646:node_endpoints[] 664:node_endpoints[]>node_id:i 667:node_endpoints[]>host 683:node_endpoints[]>port:i 686:node_endpoints[]>rack 709:node_endpoints[]>tagged_fields 717:tagged_fields 728:- 730:throttle_time_ms:i/error_code:h 732:error_message 751:responses[] 770:node_endpoints[] 789:tagged_fields"
 )

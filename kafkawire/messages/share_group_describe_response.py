@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -24,6 +25,7 @@ _R_ii = _Format(">ii").unpack_from
 _W_ii = _Format(">ii").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class ShareGroupDescribeResponse(_Message):
@@ -196,87 +198,6 @@ ShareGroupDescribeResponse.Member = Member
 
 
 
-def _read_TopicPartitions_v0(buf, pos, view):
-    try:
-        self = _new(TopicPartitions)
-        blen = len(buf)
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partitions = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_TopicPartitions_v0(self, w):
     try:
         # field: topic_id:16s
@@ -344,45 +265,55 @@ def _read_Assignment_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 19 > blen - pos:
             raise bad_count(n, 19, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_partitions in range(n):
-            item, pos = _read_TopicPartitions_v0(buf, pos, view)
-            append(item)
+            item = _new(TopicPartitions)  # TopicPartitions read in this loop
+            # field: topic_partitions[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: topic_partitions[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topic_partitions[]>partitions
+            n = buf[pos]
+            if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                item.partitions = _ARRAYC_i[n](buf, pos + 1)
+                pos += 4 * n - 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item.partitions = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+            # field: topic_partitions[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topic_partitions] = item
         self.topic_partitions = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -417,165 +348,6 @@ def _write_Assignment_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_Member_v0(buf, pos, view):
-    try:
-        self = _new(Member)
-        blen = len(buf)
-        # field: member_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: rack_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.rack_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.rack_id = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: member_epoch:i
-        (self.member_epoch,) = _R_i(buf, pos)
-        pos += 4
-        # field: client_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.client_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: client_host
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.client_host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: subscribed_topic_names[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 1 > blen - pos:
-            raise bad_count(n, 1, pos, blen)
-        items = []
-        append = items.append
-        for i_subscribed_topic_names in range(n):
-            n = buf[pos]
-            if n < 0x80:
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                n = (n & 0x7F) | (buf[pos + 1] << 7)
-                pos += 2
-            elif buf[pos + 2] < 0x80:
-                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-                pos += 3
-            else:
-                n, pos = read_uvarint(buf, pos)
-            n -= 1
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            item = str(buf[pos:end], "utf-8")
-            pos = end
-            append(item)
-        self.subscribed_topic_names = tuple(items)
-        # field: assignment
-        self._assignment, pos = _read_Assignment_v0(buf, pos, view)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_Member_v0(self, w):
@@ -704,153 +476,6 @@ def _write_Member_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_DescribedGroup_v0(buf, pos, view):
-    try:
-        self = _new(DescribedGroup)
-        blen = len(buf)
-        # field: error_code:h
-        (self.error_code,) = _R_h(buf, pos)
-        pos += 2
-        # field: error_message
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.error_message = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.error_message = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: group_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_state
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_state = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_epoch:i assignment_epoch:i
-        (self.group_epoch, self.assignment_epoch,) = _R_ii(buf, pos)
-        pos += 8
-        # field: assignor_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.assignor_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: members[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 12 > blen - pos:
-            raise bad_count(n, 12, pos, blen)
-        items = []
-        append = items.append
-        for i_members in range(n):
-            item, pos = _read_Member_v0(buf, pos, view)
-            append(item)
-        self.members = tuple(items)
-        # field: authorized_operations:i
-        (self.authorized_operations,) = _R_i(buf, pos)
-        pos += 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_DescribedGroup_v0(self, w):
@@ -988,45 +613,239 @@ def _read_ShareGroupDescribeResponse_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 20 > blen - pos:
             raise bad_count(n, 20, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_groups in range(n):
-            item, pos = _read_DescribedGroup_v0(buf, pos, view)
-            append(item)
+            item = _new(DescribedGroup)  # DescribedGroup read in this loop
+            # field: groups[]>error_code:h
+            (item.error_code,) = _R_h(buf, pos)
+            pos += 2
+            # field: groups[]>error_message
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.error_message = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.error_message = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.error_message = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.error_message = str(buf[pos:end], "utf-8")
+                    pos = end
+            # field: groups[]>group_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.group_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.group_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: groups[]>group_state
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.group_state = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.group_state = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: groups[]>group_epoch:i assignment_epoch:i
+            (item.group_epoch, item.assignment_epoch,) = _R_ii(buf, pos)
+            pos += 8
+            # field: groups[]>assignor_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.assignor_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.assignor_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: groups[]>members[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 12 > blen - pos:
+                raise bad_count(n, 12, pos, blen)
+            items1 = [None] * n
+            for i_members in range(n):
+                item1 = _new(Member)  # Member read in this loop
+                # field: groups[]>members[]>member_id
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.member_id = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.member_id = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: groups[]>members[]>rack_id
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.rack_id = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.rack_id = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.rack_id = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.rack_id = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: groups[]>members[]>member_epoch:i
+                (item1.member_epoch,) = _R_i(buf, pos)
+                pos += 4
+                # field: groups[]>members[]>client_id
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.client_id = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.client_id = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: groups[]>members[]>client_host
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.client_host = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.client_host = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: groups[]>members[]>subscribed_topic_names[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 1 > blen - pos:
+                    raise bad_count(n, 1, pos, blen)
+                items2 = [None] * n
+                for i_subscribed_topic_names in range(n):
+                    n = buf[pos]
+                    if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                        end = pos + n
+                        if n == 0 or end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item2 = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item2 = str(buf[pos:end], "utf-8")
+                        pos = end
+                    items2[i_subscribed_topic_names] = item2
+                item1.subscribed_topic_names = tuple(items2)
+                # field: groups[]>members[]>assignment
+                item1._assignment, pos = _read_Assignment_v0(buf, pos, view)
+                # field: groups[]>members[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_members] = item1
+            item.members = tuple(items1)
+            # field: groups[]>authorized_operations:i
+            (item.authorized_operations,) = _R_i(buf, pos)
+            pos += 4
+            # field: groups[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_groups] = item
         self.groups = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1072,5 +891,5 @@ ShareGroupDescribeResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "199:- 203:topic_id:16s 207:topic_name 225:partitions 242:tagged_fields 280:- 282:topic_id:16s 284:topic_name 303:partitions 318:tagged_fields 328:- 332:topic_partitions[] 353:tagged_fields 391:- 393:topic_partitions[] 412:tagged_fields 422:- 426:member_id 444:rack_id 465:member_epoch:i 468:client_id 486:client_host 504:subscribed_topic_names[] 541:assignment 543:tagged_fields 581:- 583:member_id 602:rack_id 621:member_epoch:i 623:client_id 642:client_host 661:subscribed_topic_names[] 694:assignment 699:tagged_fields 709:- 713:error_code:h 716:error_message 737:group_id 755:group_state 773:group_epoch:i/assignment_epoch:i 776:assignor_name 794:members[] 815:authorized_operations:i 818:tagged_fields 856:- 858:error_code:h 860:error_message 879:group_id 898:group_state 917:group_epoch:i/assignment_epoch:i 919:assignor_name 938:members[] 957:authorized_operations:i 959:tagged_fields 969:- 973:throttle_time_ms:i 976:groups[] 997:tagged_fields 1035:- 1037:throttle_time_ms:i 1039:groups[] 1058:tagged_fields"
+    "201:- 203:topic_id:16s 205:topic_name 224:partitions 239:tagged_fields 249:- 253:topic_partitions[] 271:topic_partitions[]>topic_id:16s 275:topic_partitions[]>topic_name 291:topic_partitions[]>partitions 303:topic_partitions[]>tagged_fields 311:tagged_fields 322:- 324:topic_partitions[] 343:tagged_fields 353:- 355:member_id 374:rack_id 393:member_epoch:i 395:client_id 414:client_host 433:subscribed_topic_names[] 466:assignment 471:tagged_fields 481:- 483:error_code:h 485:error_message 504:group_id 523:group_state 542:group_epoch:i/assignment_epoch:i 544:assignor_name 563:members[] 582:authorized_operations:i 584:tagged_fields 594:- 598:throttle_time_ms:i 601:groups[] 619:groups[]>error_code:h 622:groups[]>error_message 645:groups[]>group_id 661:groups[]>group_state 677:groups[]>group_epoch:i/assignment_epoch:i 680:groups[]>assignor_name 696:groups[]>members[] 714:groups[]>members[]>member_id 730:groups[]>members[]>rack_id 753:groups[]>members[]>member_epoch:i 756:groups[]>members[]>client_id 772:groups[]>members[]>client_host 788:groups[]>members[]>subscribed_topic_names[] 822:groups[]>members[]>assignment 824:groups[]>members[]>tagged_fields 832:groups[]>authorized_operations:i 835:groups[]>tagged_fields 843:tagged_fields 854:- 856:throttle_time_ms:i 858:groups[] 877:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -28,6 +29,7 @@ _R_iiq_ = _Format(">iiq?").unpack_from
 _W_iiq_ = _Format(">iiq?").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class StopReplicaRequest(_Message):
@@ -184,27 +186,6 @@ StopReplicaRequest.StopReplicaPartitionState = StopReplicaPartitionState
 
 
 
-def _read_StopReplicaPartitionV0_v0(buf, pos, view):
-    try:
-        self = _new(StopReplicaPartitionV0)
-        blen = len(buf)
-        # field: topic_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_index:i
-        (self.partition_index,) = _R_i(buf, pos)
-        pos += 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_StopReplicaPartitionV0_v0(self, w):
     try:
         # field: topic_name
@@ -239,11 +220,22 @@ def _read_StopReplicaRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_ungrouped_partitions in range(n):
-            item, pos = _read_StopReplicaPartitionV0_v0(buf, pos, view)
-            append(item)
+            item = _new(StopReplicaPartitionV0)  # StopReplicaPartitionV0 read in this loop
+            # field: ungrouped_partitions[]>topic_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: ungrouped_partitions[]>partition_index:i
+            (item.partition_index,) = _R_i(buf, pos)
+            pos += 4
+            item.unknown_tags = None
+            items[i_ungrouped_partitions] = item
         self.ungrouped_partitions = tuple(items)
         self.is_kraft_controller = False
         self.broker_epoch = -1
@@ -286,31 +278,6 @@ def _write_StopReplicaRequest_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_StopReplicaTopicV1_v1(buf, pos, view):
-    try:
-        self = _new(StopReplicaTopicV1)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_indexes
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partition_indexes = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_StopReplicaTopicV1_v1(self, w):
     try:
         # field: name
@@ -350,11 +317,26 @@ def _read_StopReplicaRequest_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_StopReplicaTopicV1_v1(buf, pos, view)
-            append(item)
+            item = _new(StopReplicaTopicV1)  # StopReplicaTopicV1 read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partition_indexes
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.partition_indexes = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.is_kraft_controller = False
         self.ungrouped_partitions = ()
@@ -394,83 +376,6 @@ def _write_StopReplicaRequest_v1(self, w):
             raise tags_not_supported("StopReplicaRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_StopReplicaTopicV1_v2(buf, pos, view):
-    try:
-        self = _new(StopReplicaTopicV1)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_indexes
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partition_indexes = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_StopReplicaTopicV1_v2(self, w):
@@ -541,48 +446,54 @@ def _read_StopReplicaRequest_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_StopReplicaTopicV1_v2(buf, pos, view)
-            append(item)
+            item = _new(StopReplicaTopicV1)  # StopReplicaTopicV1 read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partition_indexes
+            n = buf[pos]
+            if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                item.partition_indexes = _ARRAYC_i[n](buf, pos + 1)
+                pos += 4 * n - 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item.partition_indexes = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         self.is_kraft_controller = False
         self.ungrouped_partitions = ()
         self.topic_states = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -630,51 +541,6 @@ def _write_StopReplicaRequest_v2(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_StopReplicaPartitionState_v3(buf, pos, view):
-    try:
-        self = _new(StopReplicaPartitionState)
-        blen = len(buf)
-        # field: partition_index:i leader_epoch:i delete_partition:?
-        (self.partition_index, self.leader_epoch, self.delete_partition,) = _R_ii_(buf, pos)
-        pos += 9
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_StopReplicaPartitionState_v3(self, w):
     try:
         # field: partition_index:i leader_epoch:i delete_partition:?
@@ -687,87 +553,6 @@ def _write_StopReplicaPartitionState_v3(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_StopReplicaTopicState_v3(buf, pos, view):
-    try:
-        self = _new(StopReplicaTopicState)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_states[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 10 > blen - pos:
-            raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_states in range(n):
-            item, pos = _read_StopReplicaPartitionState_v3(buf, pos, view)
-            append(item)
-        self.partition_states = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_StopReplicaTopicState_v3(self, w):
@@ -842,49 +627,72 @@ def _read_StopReplicaRequest_v3(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_states in range(n):
-            item, pos = _read_StopReplicaTopicState_v3(buf, pos, view)
-            append(item)
+            item = _new(StopReplicaTopicState)  # StopReplicaTopicState read in this loop
+            # field: topic_states[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topic_states[]>partition_states[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 10 > blen - pos:
+                raise bad_count(n, 10, pos, blen)
+            items1 = [None] * n
+            for i_partition_states in range(n):
+                item1 = _new(StopReplicaPartitionState)  # StopReplicaPartitionState read in this loop
+                # field: topic_states[]>partition_states[]>partition_index:i leader_epoch:i delete_partition:?
+                (item1.partition_index, item1.leader_epoch, item1.delete_partition,) = _R_ii_(buf, pos)
+                pos += 9
+                # field: topic_states[]>partition_states[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partition_states] = item1
+            item.partition_states = tuple(items1)
+            # field: topic_states[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topic_states] = item
         self.topic_states = tuple(items)
         self.is_kraft_controller = False
         self.delete_partitions = False
         self.ungrouped_partitions = ()
         self.topics = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -957,48 +765,71 @@ def _read_StopReplicaRequest_v4(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_states in range(n):
-            item, pos = _read_StopReplicaTopicState_v3(buf, pos, view)
-            append(item)
+            item = _new(StopReplicaTopicState)  # StopReplicaTopicState read in this loop
+            # field: topic_states[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topic_states[]>partition_states[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 10 > blen - pos:
+                raise bad_count(n, 10, pos, blen)
+            items1 = [None] * n
+            for i_partition_states in range(n):
+                item1 = _new(StopReplicaPartitionState)  # StopReplicaPartitionState read in this loop
+                # field: topic_states[]>partition_states[]>partition_index:i leader_epoch:i delete_partition:?
+                (item1.partition_index, item1.leader_epoch, item1.delete_partition,) = _R_ii_(buf, pos)
+                pos += 9
+                # field: topic_states[]>partition_states[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partition_states] = item1
+            item.partition_states = tuple(items1)
+            # field: topic_states[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topic_states] = item
         self.topic_states = tuple(items)
         self.delete_partitions = False
         self.ungrouped_partitions = ()
         self.topics = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1061,5 +892,5 @@ StopReplicaRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "187:- 191:topic_name 199:partition_index:i 208:- 210:topic_name 221:partition_index:i 223:unknown_tags 230:- 234:controller_id:i/controller_epoch:i/delete_partitions:? 237:ungrouped_partitions[] 258:- 260:controller_id:i/controller_epoch:i/delete_partitions:? 262:ungrouped_partitions[] 273:is_kraft_controller 276:topics 279:topic_states 282:unknown_tags 289:- 293:name 301:partition_indexes 314:- 316:name 327:partition_indexes 334:unknown_tags 341:- 345:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 348:topics[] 368:- 370:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 372:topics[] 383:is_kraft_controller 386:ungrouped_partitions 389:topic_states 392:unknown_tags 399:- 403:name 421:partition_indexes 438:tagged_fields 476:- 478:name 497:partition_indexes 512:tagged_fields 522:- 526:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 529:topics[] 553:tagged_fields 591:- 593:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 595:topics[] 614:is_kraft_controller 617:ungrouped_partitions 620:topic_states 623:tagged_fields 633:- 637:partition_index:i/leader_epoch:i/delete_partition:? 640:tagged_fields 678:- 680:partition_index:i/leader_epoch:i/delete_partition:? 682:tagged_fields 692:- 696:topic_name 714:partition_states[] 735:tagged_fields 773:- 775:topic_name 794:partition_states[] 813:tagged_fields 823:- 827:controller_id:i/controller_epoch:i/broker_epoch:q 830:topic_states[] 855:tagged_fields 893:- 895:controller_id:i/controller_epoch:i/broker_epoch:q 897:topic_states[] 916:is_kraft_controller 919:delete_partitions 922:ungrouped_partitions 925:topics 928:tagged_fields 938:- 942:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 945:topic_states[] 969:tagged_fields 1007:- 1009:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 1011:topic_states[] 1030:delete_partitions 1033:ungrouped_partitions 1036:topics 1039:tagged_fields"
+    "189:- 191:topic_name 202:partition_index:i 204:unknown_tags 211:- 215:controller_id:i/controller_epoch:i/delete_partitions:? 218:ungrouped_partitions[] 226:ungrouped_partitions[]>topic_name 234:ungrouped_partitions[]>partition_index:i 250:- 252:controller_id:i/controller_epoch:i/delete_partitions:? 254:ungrouped_partitions[] 265:is_kraft_controller 268:topics 271:topic_states 274:unknown_tags 281:- 283:name 294:partition_indexes 301:unknown_tags 308:- 312:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 315:topics[] 323:topics[]>name 331:topics[]>partition_indexes 350:- 352:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 354:topics[] 365:is_kraft_controller 368:ungrouped_partitions 371:topic_states 374:unknown_tags 381:- 383:name 402:partition_indexes 417:tagged_fields 427:- 431:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 434:topics[] 452:topics[]>name 468:topics[]>partition_indexes 480:topics[]>tagged_fields 491:tagged_fields 502:- 504:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 506:topics[] 525:is_kraft_controller 528:ungrouped_partitions 531:topic_states 534:tagged_fields 544:- 546:partition_index:i/leader_epoch:i/delete_partition:? 548:tagged_fields 558:- 560:topic_name 579:partition_states[] 598:tagged_fields 608:- 612:controller_id:i/controller_epoch:i/broker_epoch:q 615:topic_states[] 633:topic_states[]>topic_name 649:topic_states[]>partition_states[] 667:topic_states[]>partition_states[]>partition_index:i/leader_epoch:i/delete_partition:? 670:topic_states[]>partition_states[]>tagged_fields 678:topic_states[]>tagged_fields 690:tagged_fields 701:- 703:controller_id:i/controller_epoch:i/broker_epoch:q 705:topic_states[] 724:is_kraft_controller 727:delete_partitions 730:ungrouped_partitions 733:topics 736:tagged_fields 746:- 750:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 753:topic_states[] 771:topic_states[]>topic_name 787:topic_states[]>partition_states[] 805:topic_states[]>partition_states[]>partition_index:i/leader_epoch:i/delete_partition:? 808:topic_states[]>partition_states[]>tagged_fields 816:topic_states[]>tagged_fields 827:tagged_fields 838:- 840:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 842:topic_states[] 861:delete_partitions 864:ungrouped_partitions 867:topics 870:tagged_fields"
 )

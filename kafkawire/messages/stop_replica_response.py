@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -80,27 +81,6 @@ StopReplicaResponse.StopReplicaPartitionError = StopReplicaPartitionError
 
 
 
-def _read_StopReplicaPartitionError_v0(buf, pos, view):
-    try:
-        self = _new(StopReplicaPartitionError)
-        blen = len(buf)
-        # field: topic_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_index:i error_code:h
-        (self.partition_index, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_StopReplicaPartitionError_v0(self, w):
     try:
         # field: topic_name
@@ -135,11 +115,22 @@ def _read_StopReplicaResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 8 > blen - pos:
             raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_partition_errors in range(n):
-            item, pos = _read_StopReplicaPartitionError_v0(buf, pos, view)
-            append(item)
+            item = _new(StopReplicaPartitionError)  # StopReplicaPartitionError read in this loop
+            # field: partition_errors[]>topic_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: partition_errors[]>partition_index:i error_code:h
+            (item.partition_index, item.error_code,) = _R_ih(buf, pos)
+            pos += 6
+            item.unknown_tags = None
+            items[i_partition_errors] = item
         self.partition_errors = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -167,69 +158,6 @@ def _write_StopReplicaResponse_v0(self, w):
             raise tags_not_supported("StopReplicaResponse")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_StopReplicaPartitionError_v2(buf, pos, view):
-    try:
-        self = _new(StopReplicaPartitionError)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_index:i error_code:h
-        (self.partition_index, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_StopReplicaPartitionError_v2(self, w):
@@ -287,45 +215,42 @@ def _read_StopReplicaResponse_v2(buf, pos, view):
         n -= 1
         if n < 0 or n * 8 > blen - pos:
             raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_partition_errors in range(n):
-            item, pos = _read_StopReplicaPartitionError_v2(buf, pos, view)
-            append(item)
+            item = _new(StopReplicaPartitionError)  # StopReplicaPartitionError read in this loop
+            # field: partition_errors[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: partition_errors[]>partition_index:i error_code:h
+            (item.partition_index, item.error_code,) = _R_ih(buf, pos)
+            pos += 6
+            # field: partition_errors[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_partition_errors] = item
         self.partition_errors = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -379,5 +304,5 @@ StopReplicaResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "83:- 87:topic_name 95:partition_index:i/error_code:h 104:- 106:topic_name 117:partition_index:i/error_code:h 119:unknown_tags 126:- 130:error_code:h 133:partition_errors[] 150:- 152:error_code:h 154:partition_errors[] 165:unknown_tags 172:- 176:topic_name 194:partition_index:i/error_code:h 197:tagged_fields 235:- 237:topic_name 256:partition_index:i/error_code:h 258:tagged_fields 268:- 272:error_code:h 275:partition_errors[] 296:tagged_fields 334:- 336:error_code:h 338:partition_errors[] 357:tagged_fields"
+    "84:- 86:topic_name 97:partition_index:i/error_code:h 99:unknown_tags 106:- 110:error_code:h 113:partition_errors[] 121:partition_errors[]>topic_name 129:partition_errors[]>partition_index:i/error_code:h 141:- 143:error_code:h 145:partition_errors[] 156:unknown_tags 163:- 165:topic_name 184:partition_index:i/error_code:h 186:tagged_fields 196:- 200:error_code:h 203:partition_errors[] 221:partition_errors[]>topic_name 237:partition_errors[]>partition_index:i/error_code:h 240:partition_errors[]>tagged_fields 248:tagged_fields 259:- 261:error_code:h 263:partition_errors[] 282:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -90,32 +91,6 @@ SyncGroupRequest.SyncGroupRequestAssignment = SyncGroupRequestAssignment
 
 
 
-def _read_SyncGroupRequestAssignment_v0(buf, pos, view):
-    try:
-        self = _new(SyncGroupRequestAssignment)
-        blen = len(buf)
-        # field: member_id
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: assignment
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.assignment = view[pos:end]
-        pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_SyncGroupRequestAssignment_v0(self, w):
     try:
         # field: member_id
@@ -146,6 +121,8 @@ def _write_SyncGroupRequestAssignment_v0(self, w):
 def _read_SyncGroupRequest_v0(buf, pos, view):
     try:
         self = _new(SyncGroupRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: group_id
         n = _R_h(buf, pos)[0]
@@ -171,11 +148,27 @@ def _read_SyncGroupRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_assignments in range(n):
-            item, pos = _read_SyncGroupRequestAssignment_v0(buf, pos, view)
-            append(item)
+            item = _new(SyncGroupRequestAssignment)  # SyncGroupRequestAssignment read in this loop
+            # field: assignments[]>member_id
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.member_id = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: assignments[]>assignment
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.assignment = view[pos:end]
+            pos = end
+            item.unknown_tags = None
+            items[i_assignments] = item
         self.assignments = tuple(items)
         self.group_instance_id = None
         self.protocol_type = None
@@ -236,6 +229,8 @@ def _write_SyncGroupRequest_v0(self, w):
 def _read_SyncGroupRequest_v3(buf, pos, view):
     try:
         self = _new(SyncGroupRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: group_id
         n = _R_h(buf, pos)[0]
@@ -272,11 +267,27 @@ def _read_SyncGroupRequest_v3(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_assignments in range(n):
-            item, pos = _read_SyncGroupRequestAssignment_v0(buf, pos, view)
-            append(item)
+            item = _new(SyncGroupRequestAssignment)  # SyncGroupRequestAssignment read in this loop
+            # field: assignments[]>member_id
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.member_id = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: assignments[]>assignment
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.assignment = view[pos:end]
+            pos = end
+            item.unknown_tags = None
+            items[i_assignments] = item
         self.assignments = tuple(items)
         self.protocol_type = None
         self.protocol_name = None
@@ -341,84 +352,6 @@ def _write_SyncGroupRequest_v3(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_SyncGroupRequestAssignment_v4(buf, pos, view):
-    try:
-        self = _new(SyncGroupRequestAssignment)
-        blen = len(buf)
-        # field: member_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: assignment
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen:
-            raise bad_length(n, pos, blen, "bytes")
-        self.assignment = view[pos:end]
-        pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_SyncGroupRequestAssignment_v4(self, w):
     try:
         # field: member_id
@@ -468,67 +401,67 @@ def _write_SyncGroupRequestAssignment_v4(self, w):
 def _read_SyncGroupRequest_v4(buf, pos, view):
     try:
         self = _new(SyncGroupRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: group_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.group_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.group_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: generation_id:i
         (self.generation_id,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.member_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_instance_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.group_instance_id = None
-        else:
+            n -= 1
             end = pos + n
             if n < 0 or end > blen or n > 0x7FFF:
                 raise bad_length(n, pos, blen, "string")
-            self.group_instance_id = str(buf[pos:end], "utf-8")
+            self.member_id = str(buf[pos:end], "utf-8")
             pos = end
+        # field: group_instance_id
+        n = buf[pos]
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.group_instance_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.group_instance_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+        else:
+            n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n == -1:
+                self.group_instance_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.group_instance_id = str(buf[pos:end], "utf-8")
+                pos = end
         # field: assignments[]
         n = buf[pos]
         if n < 0x80:
@@ -544,47 +477,59 @@ def _read_SyncGroupRequest_v4(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_assignments in range(n):
-            item, pos = _read_SyncGroupRequestAssignment_v4(buf, pos, view)
-            append(item)
+            item = _new(SyncGroupRequestAssignment)  # SyncGroupRequestAssignment read in this loop
+            # field: assignments[]>member_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.member_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.member_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: assignments[]>assignment
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.assignment = view[pos:end]
+            pos = end
+            # field: assignments[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_assignments] = item
         self.assignments = tuple(items)
         self.protocol_type = None
         self.protocol_name = None
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -683,109 +628,113 @@ def _write_SyncGroupRequest_v4(self, w):
 def _read_SyncGroupRequest_v5(buf, pos, view):
     try:
         self = _new(SyncGroupRequest)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: group_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.group_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.group_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: generation_id:i
         (self.generation_id,) = _R_i(buf, pos)
         pos += 4
         # field: member_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.member_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.member_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: group_instance_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.group_instance_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.group_instance_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.group_instance_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.group_instance_id = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.group_instance_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.group_instance_id = str(buf[pos:end], "utf-8")
+                pos = end
         # field: protocol_type
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.protocol_type = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.protocol_type = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.protocol_type = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.protocol_type = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.protocol_type = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.protocol_type = str(buf[pos:end], "utf-8")
+                pos = end
         # field: protocol_name
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.protocol_name = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.protocol_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.protocol_name = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.protocol_name = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.protocol_name = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.protocol_name = str(buf[pos:end], "utf-8")
+                pos = end
         # field: assignments[]
         n = buf[pos]
         if n < 0x80:
@@ -801,45 +750,57 @@ def _read_SyncGroupRequest_v5(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_assignments in range(n):
-            item, pos = _read_SyncGroupRequestAssignment_v4(buf, pos, view)
-            append(item)
+            item = _new(SyncGroupRequestAssignment)  # SyncGroupRequestAssignment read in this loop
+            # field: assignments[]>member_id
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.member_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.member_id = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: assignments[]>assignment
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen:
+                raise bad_length(n, pos, blen, "bytes")
+            item.assignment = view[pos:end]
+            pos = end
+            # field: assignments[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_assignments] = item
         self.assignments = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -990,5 +951,5 @@ SyncGroupRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "93:- 97:member_id 105:assignment 119:- 121:member_id 132:assignment 139:unknown_tags 146:- 150:group_id 158:generation_id:i 161:member_id 169:assignments[] 189:- 191:group_id 202:generation_id:i 204:member_id 215:assignments[] 226:group_instance_id 229:unknown_tags 236:- 240:group_id 248:generation_id:i 251:member_id 259:group_instance_id 270:assignments[] 289:- 291:group_id 302:generation_id:i 304:member_id 315:group_instance_id 326:assignments[] 337:unknown_tags 344:- 348:member_id 366:assignment 384:tagged_fields 422:- 424:member_id 443:assignment 458:tagged_fields 468:- 472:group_id 490:generation_id:i 493:member_id 511:group_instance_id 532:assignments[] 555:tagged_fields 593:- 595:group_id 614:generation_id:i 616:member_id 635:group_instance_id 654:assignments[] 673:tagged_fields 683:- 687:group_id 705:generation_id:i 708:member_id 726:group_instance_id 747:protocol_type 768:protocol_name 789:assignments[] 810:tagged_fields 848:- 850:group_id 869:generation_id:i 871:member_id 890:group_instance_id 909:protocol_type 928:protocol_name 947:assignments[] 966:tagged_fields"
+    "94:- 96:member_id 107:assignment 114:unknown_tags 121:- 127:group_id 135:generation_id:i 138:member_id 146:assignments[] 154:assignments[]>member_id 162:assignments[]>assignment 182:- 184:group_id 195:generation_id:i 197:member_id 208:assignments[] 219:group_instance_id 222:unknown_tags 229:- 235:group_id 243:generation_id:i 246:member_id 254:group_instance_id 265:assignments[] 273:assignments[]>member_id 281:assignments[]>assignment 300:- 302:group_id 313:generation_id:i 315:member_id 326:group_instance_id 337:assignments[] 348:unknown_tags 355:- 357:member_id 376:assignment 391:tagged_fields 401:- 407:group_id 423:generation_id:i 426:member_id 442:group_instance_id 465:assignments[] 483:assignments[]>member_id 499:assignments[]>assignment 517:assignments[]>tagged_fields 527:tagged_fields 538:- 540:group_id 559:generation_id:i 561:member_id 580:group_instance_id 599:assignments[] 618:tagged_fields 628:- 634:group_id 650:generation_id:i 653:member_id 669:group_instance_id 692:protocol_type 715:protocol_name 738:assignments[] 756:assignments[]>member_id 772:assignments[]>assignment 790:assignments[]>tagged_fields 798:tagged_fields 809:- 811:group_id 830:generation_id:i 832:member_id 851:group_instance_id 870:protocol_type 889:protocol_name 908:assignments[] 927:tagged_fields"
 )

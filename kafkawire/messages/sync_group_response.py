@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -63,6 +64,8 @@ class SyncGroupResponse(_Message):
 def _read_SyncGroupResponse_v0(buf, pos, view):
     try:
         self = _new(SyncGroupResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: error_code:h
         (self.error_code,) = _R_h(buf, pos)
@@ -105,6 +108,8 @@ def _write_SyncGroupResponse_v0(self, w):
 def _read_SyncGroupResponse_v1(buf, pos, view):
     try:
         self = _new(SyncGroupResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
@@ -146,6 +151,8 @@ def _write_SyncGroupResponse_v1(self, w):
 def _read_SyncGroupResponse_v4(buf, pos, view):
     try:
         self = _new(SyncGroupResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
@@ -171,38 +178,11 @@ def _read_SyncGroupResponse_v4(buf, pos, view):
         self.protocol_type = None
         self.protocol_name = None
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -240,52 +220,58 @@ def _write_SyncGroupResponse_v4(self, w):
 def _read_SyncGroupResponse_v5(buf, pos, view):
     try:
         self = _new(SyncGroupResponse)
+        if view is None:
+            view = memoryview(buf)
         blen = len(buf)
         # field: throttle_time_ms:i error_code:h
         (self.throttle_time_ms, self.error_code,) = _R_ih(buf, pos)
         pos += 6
         # field: protocol_type
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.protocol_type = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.protocol_type = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.protocol_type = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.protocol_type = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.protocol_type = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.protocol_type = str(buf[pos:end], "utf-8")
+                pos = end
         # field: protocol_name
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.protocol_name = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.protocol_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.protocol_name = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.protocol_name = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.protocol_name = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.protocol_name = str(buf[pos:end], "utf-8")
+                pos = end
         # field: assignment
         n = buf[pos]
         if n < 0x80:
@@ -305,38 +291,11 @@ def _read_SyncGroupResponse_v5(buf, pos, view):
         self.assignment = view[pos:end]
         pos = end
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -426,5 +385,5 @@ SyncGroupResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "63:- 67:error_code:h 70:assignment 87:- 89:error_code:h 91:assignment 98:unknown_tags 105:- 109:throttle_time_ms:i/error_code:h 112:assignment 128:- 130:throttle_time_ms:i/error_code:h 132:assignment 139:unknown_tags 146:- 150:throttle_time_ms:i/error_code:h 153:assignment 173:tagged_fields 211:- 213:throttle_time_ms:i/error_code:h 215:assignment 230:tagged_fields 240:- 244:throttle_time_ms:i/error_code:h 247:protocol_type 268:protocol_name 289:assignment 307:tagged_fields 345:- 347:throttle_time_ms:i/error_code:h 349:protocol_type 368:protocol_name 387:assignment 402:tagged_fields"
+    "64:- 70:error_code:h 73:assignment 90:- 92:error_code:h 94:assignment 101:unknown_tags 108:- 114:throttle_time_ms:i/error_code:h 117:assignment 133:- 135:throttle_time_ms:i/error_code:h 137:assignment 144:unknown_tags 151:- 157:throttle_time_ms:i/error_code:h 160:assignment 180:tagged_fields 191:- 193:throttle_time_ms:i/error_code:h 195:assignment 210:tagged_fields 220:- 226:throttle_time_ms:i/error_code:h 229:protocol_type 252:protocol_name 275:assignment 293:tagged_fields 304:- 306:throttle_time_ms:i/error_code:h 308:protocol_type 327:protocol_name 346:assignment 361:tagged_fields"
 )

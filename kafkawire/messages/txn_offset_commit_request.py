@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -133,31 +134,6 @@ TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition = TxnOffsetCommitRequestP
 
 
 
-def _read_TxnOffsetCommitRequestPartition_v0(buf, pos, view):
-    try:
-        self = _new(TxnOffsetCommitRequestPartition)
-        blen = len(buf)
-        # field: partition_index:i committed_offset:q
-        (self.partition_index, self.committed_offset,) = _R_iq(buf, pos)
-        pos += 12
-        # field: committed_metadata
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.committed_metadata = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.committed_metadata = str(buf[pos:end], "utf-8")
-            pos = end
-        self.committed_leader_epoch = -1
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_TxnOffsetCommitRequestPartition_v0(self, w):
     try:
         # field: partition_index:i committed_offset:q
@@ -178,35 +154,6 @@ def _write_TxnOffsetCommitRequestPartition_v0(self, w):
             raise tags_not_supported("TxnOffsetCommitRequestPartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TxnOffsetCommitRequestTopic_v0(buf, pos, view):
-    try:
-        self = _new(TxnOffsetCommitRequestTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 14 > blen - pos:
-            raise bad_count(n, 14, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_TxnOffsetCommitRequestPartition_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TxnOffsetCommitRequestTopic_v0(self, w):
@@ -268,11 +215,45 @@ def _read_TxnOffsetCommitRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TxnOffsetCommitRequestTopic_v0(buf, pos, view)
-            append(item)
+            item = _new(TxnOffsetCommitRequestTopic)  # TxnOffsetCommitRequestTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 14 > blen - pos:
+                raise bad_count(n, 14, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(TxnOffsetCommitRequestPartition)  # TxnOffsetCommitRequestPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i committed_offset:q
+                (item1.partition_index, item1.committed_offset,) = _R_iq(buf, pos)
+                pos += 12
+                # field: topics[]>partitions[]>committed_metadata
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.committed_metadata = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.committed_metadata = str(buf[pos:end], "utf-8")
+                    pos = end
+                item1.committed_leader_epoch = -1
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.generation_id = -1
         self.member_id = ''
@@ -336,30 +317,6 @@ def _write_TxnOffsetCommitRequest_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_TxnOffsetCommitRequestPartition_v2(buf, pos, view):
-    try:
-        self = _new(TxnOffsetCommitRequestPartition)
-        blen = len(buf)
-        # field: partition_index:i committed_offset:q committed_leader_epoch:i
-        (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
-        pos += 16
-        # field: committed_metadata
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.committed_metadata = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.committed_metadata = str(buf[pos:end], "utf-8")
-            pos = end
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_TxnOffsetCommitRequestPartition_v2(self, w):
     try:
         # field: partition_index:i committed_offset:q committed_leader_epoch:i
@@ -380,35 +337,6 @@ def _write_TxnOffsetCommitRequestPartition_v2(self, w):
             raise tags_not_supported("TxnOffsetCommitRequestPartition")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TxnOffsetCommitRequestTopic_v2(buf, pos, view):
-    try:
-        self = _new(TxnOffsetCommitRequestTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 18 > blen - pos:
-            raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_TxnOffsetCommitRequestPartition_v2(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TxnOffsetCommitRequestTopic_v2(self, w):
@@ -470,11 +398,44 @@ def _read_TxnOffsetCommitRequest_v2(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TxnOffsetCommitRequestTopic_v2(buf, pos, view)
-            append(item)
+            item = _new(TxnOffsetCommitRequestTopic)  # TxnOffsetCommitRequestTopic read in this loop
+            # field: topics[]>name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topics[]>partitions[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(TxnOffsetCommitRequestPartition)  # TxnOffsetCommitRequestPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i committed_offset:q committed_leader_epoch:i
+                (item1.partition_index, item1.committed_offset, item1.committed_leader_epoch,) = _R_iqi(buf, pos)
+                pos += 16
+                # field: topics[]>partitions[]>committed_metadata
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                if n == -1:
+                    item1.committed_metadata = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.committed_metadata = str(buf[pos:end], "utf-8")
+                    pos = end
+                item1.unknown_tags = None
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            item.unknown_tags = None
+            items[i_topics] = item
         self.topics = tuple(items)
         self.generation_id = -1
         self.member_id = ''
@@ -538,72 +499,6 @@ def _write_TxnOffsetCommitRequest_v2(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_TxnOffsetCommitRequestPartition_v3(buf, pos, view):
-    try:
-        self = _new(TxnOffsetCommitRequestPartition)
-        blen = len(buf)
-        # field: partition_index:i committed_offset:q committed_leader_epoch:i
-        (self.partition_index, self.committed_offset, self.committed_leader_epoch,) = _R_iqi(buf, pos)
-        pos += 16
-        # field: committed_metadata
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.committed_metadata = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.committed_metadata = str(buf[pos:end], "utf-8")
-            pos = end
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_TxnOffsetCommitRequestPartition_v3(self, w):
     try:
         # field: partition_index:i committed_offset:q committed_leader_epoch:i
@@ -635,87 +530,6 @@ def _write_TxnOffsetCommitRequestPartition_v3(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TxnOffsetCommitRequestTopic_v3(buf, pos, view):
-    try:
-        self = _new(TxnOffsetCommitRequestTopic)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 18 > blen - pos:
-            raise bad_count(n, 18, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_TxnOffsetCommitRequestPartition_v3(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TxnOffsetCommitRequestTopic_v3(self, w):
@@ -774,82 +588,78 @@ def _read_TxnOffsetCommitRequest_v3(buf, pos, view):
         blen = len(buf)
         # field: transactional_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.transactional_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.transactional_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.transactional_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: group_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.group_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.group_id = str(buf[pos:end], "utf-8")
-        pos = end
+            n -= 1
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            self.group_id = str(buf[pos:end], "utf-8")
+            pos = end
         # field: producer_id:q producer_epoch:h generation_id:i
         (self.producer_id, self.producer_epoch, self.generation_id,) = _R_qhi(buf, pos)
         pos += 14
         # field: member_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            end = pos + n
+            if n == 0 or end > blen:
+                raise bad_length(n - 1, pos + 1, blen, "string")
+            self.member_id = str(buf[pos + 1:end], "utf-8")
+            pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.member_id = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: group_instance_id
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.group_instance_id = None
-        else:
+            n -= 1
             end = pos + n
             if n < 0 or end > blen or n > 0x7FFF:
                 raise bad_length(n, pos, blen, "string")
-            self.group_instance_id = str(buf[pos:end], "utf-8")
+            self.member_id = str(buf[pos:end], "utf-8")
             pos = end
+        # field: group_instance_id
+        n = buf[pos]
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.group_instance_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.group_instance_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
+        else:
+            n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n == -1:
+                self.group_instance_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.group_instance_id = str(buf[pos:end], "utf-8")
+                pos = end
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
@@ -865,45 +675,91 @@ def _read_TxnOffsetCommitRequest_v3(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TxnOffsetCommitRequestTopic_v3(buf, pos, view)
-            append(item)
+            item = _new(TxnOffsetCommitRequestTopic)  # TxnOffsetCommitRequestTopic read in this loop
+            # field: topics[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 18 > blen - pos:
+                raise bad_count(n, 18, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(TxnOffsetCommitRequestPartition)  # TxnOffsetCommitRequestPartition read in this loop
+                # field: topics[]>partitions[]>partition_index:i committed_offset:q committed_leader_epoch:i
+                (item1.partition_index, item1.committed_offset, item1.committed_leader_epoch,) = _R_iqi(buf, pos)
+                pos += 16
+                # field: topics[]>partitions[]>committed_metadata
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    if n == 0:
+                        item1.committed_metadata = None
+                        pos += 1
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise bad_length(n - 1, pos + 1, blen, "string")
+                        item1.committed_metadata = str(buf[pos + 1:end], "utf-8")
+                        pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n == -1:
+                        item1.committed_metadata = None
+                    else:
+                        end = pos + n
+                        if n < 0 or end > blen or n > 0x7FFF:
+                            raise bad_length(n, pos, blen, "string")
+                        item1.committed_metadata = str(buf[pos:end], "utf-8")
+                        pos = end
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -1033,5 +889,5 @@ TxnOffsetCommitRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "136:- 140:partition_index:i/committed_offset:q 143:committed_metadata 161:- 163:partition_index:i/committed_offset:q 165:committed_metadata 176:unknown_tags 183:- 187:name 195:partitions[] 212:- 214:name 225:partitions[] 236:unknown_tags 243:- 247:transactional_id 255:group_id 263:producer_id:q/producer_epoch:h 266:topics[] 286:- 288:transactional_id 299:group_id 310:producer_id:q/producer_epoch:h 312:topics[] 323:generation_id 326:member_id 329:group_instance_id 332:unknown_tags 339:- 343:partition_index:i/committed_offset:q/committed_leader_epoch:i 346:committed_metadata 363:- 365:partition_index:i/committed_offset:q/committed_leader_epoch:i 367:committed_metadata 378:unknown_tags 385:- 389:name 397:partitions[] 414:- 416:name 427:partitions[] 438:unknown_tags 445:- 449:transactional_id 457:group_id 465:producer_id:q/producer_epoch:h 468:topics[] 488:- 490:transactional_id 501:group_id 512:producer_id:q/producer_epoch:h 514:topics[] 525:generation_id 528:member_id 531:group_instance_id 534:unknown_tags 541:- 545:partition_index:i/committed_offset:q/committed_leader_epoch:i 548:committed_metadata 569:tagged_fields 607:- 609:partition_index:i/committed_offset:q/committed_leader_epoch:i 611:committed_metadata 630:tagged_fields 640:- 644:name 662:partitions[] 683:tagged_fields 721:- 723:name 742:partitions[] 761:tagged_fields 771:- 775:transactional_id 793:group_id 811:producer_id:q/producer_epoch:h/generation_id:i 814:member_id 832:group_instance_id 853:topics[] 874:tagged_fields 912:- 914:transactional_id 933:group_id 952:producer_id:q/producer_epoch:h/generation_id:i 954:member_id 973:group_instance_id 992:topics[] 1011:tagged_fields"
+    "137:- 139:partition_index:i/committed_offset:q 141:committed_metadata 152:unknown_tags 159:- 161:name 172:partitions[] 183:unknown_tags 190:- 194:transactional_id 202:group_id 210:producer_id:q/producer_epoch:h 213:topics[] 221:topics[]>name 229:topics[]>partitions[] 237:topics[]>partitions[]>partition_index:i/committed_offset:q 240:topics[]>partitions[]>committed_metadata 267:- 269:transactional_id 280:group_id 291:producer_id:q/producer_epoch:h 293:topics[] 304:generation_id 307:member_id 310:group_instance_id 313:unknown_tags 320:- 322:partition_index:i/committed_offset:q/committed_leader_epoch:i 324:committed_metadata 335:unknown_tags 342:- 344:name 355:partitions[] 366:unknown_tags 373:- 377:transactional_id 385:group_id 393:producer_id:q/producer_epoch:h 396:topics[] 404:topics[]>name 412:topics[]>partitions[] 420:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 423:topics[]>partitions[]>committed_metadata 449:- 451:transactional_id 462:group_id 473:producer_id:q/producer_epoch:h 475:topics[] 486:generation_id 489:member_id 492:group_instance_id 495:unknown_tags 502:- 504:partition_index:i/committed_offset:q/committed_leader_epoch:i 506:committed_metadata 525:tagged_fields 535:- 537:name 556:partitions[] 575:tagged_fields 585:- 589:transactional_id 605:group_id 621:producer_id:q/producer_epoch:h/generation_id:i 624:member_id 640:group_instance_id 663:topics[] 681:topics[]>name 697:topics[]>partitions[] 715:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 718:topics[]>partitions[]>committed_metadata 741:topics[]>partitions[]>tagged_fields 749:topics[]>tagged_fields 757:tagged_fields 768:- 770:transactional_id 789:group_id 808:producer_id:q/producer_epoch:h/generation_id:i 810:member_id 829:group_instance_id 848:topics[] 867:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -90,70 +91,6 @@ UpdateFeaturesRequest.FeatureUpdateKey = FeatureUpdateKey
 
 
 
-def _read_FeatureUpdateKey_v0(buf, pos, view):
-    try:
-        self = _new(FeatureUpdateKey)
-        blen = len(buf)
-        # field: feature
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.feature = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: max_version_level:h allow_downgrade:?
-        (self.max_version_level, self.allow_downgrade,) = _R_h_(buf, pos)
-        pos += 3
-        self.upgrade_type = 1
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_FeatureUpdateKey_v0(self, w):
     try:
         # field: feature
@@ -212,46 +149,44 @@ def _read_UpdateFeaturesRequest_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 5 > blen - pos:
             raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_feature_updates in range(n):
-            item, pos = _read_FeatureUpdateKey_v0(buf, pos, view)
-            append(item)
+            item = _new(FeatureUpdateKey)  # FeatureUpdateKey read in this loop
+            # field: feature_updates[]>feature
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.feature = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.feature = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: feature_updates[]>max_version_level:h allow_downgrade:?
+            (item.max_version_level, item.allow_downgrade,) = _R_h_(buf, pos)
+            pos += 3
+            item.upgrade_type = 1
+            # field: feature_updates[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_feature_updates] = item
         self.feature_updates = tuple(items)
         self.validate_only = False
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -291,70 +226,6 @@ def _write_UpdateFeaturesRequest_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_FeatureUpdateKey_v1(buf, pos, view):
-    try:
-        self = _new(FeatureUpdateKey)
-        blen = len(buf)
-        # field: feature
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.feature = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: max_version_level:h upgrade_type:b
-        (self.max_version_level, self.upgrade_type,) = _R_hb(buf, pos)
-        pos += 3
-        self.allow_downgrade = False
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_FeatureUpdateKey_v1(self, w):
@@ -415,48 +286,46 @@ def _read_UpdateFeaturesRequest_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 5 > blen - pos:
             raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_feature_updates in range(n):
-            item, pos = _read_FeatureUpdateKey_v1(buf, pos, view)
-            append(item)
+            item = _new(FeatureUpdateKey)  # FeatureUpdateKey read in this loop
+            # field: feature_updates[]>feature
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.feature = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.feature = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: feature_updates[]>max_version_level:h upgrade_type:b
+            (item.max_version_level, item.upgrade_type,) = _R_hb(buf, pos)
+            pos += 3
+            item.allow_downgrade = False
+            # field: feature_updates[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_feature_updates] = item
         self.feature_updates = tuple(items)
         # field: validate_only:?
         (self.validate_only,) = _R__(buf, pos)
         pos += 1
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -508,5 +377,5 @@ UpdateFeaturesRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "93:- 97:feature 115:max_version_level:h/allow_downgrade:? 119:tagged_fields 157:- 159:feature 178:max_version_level:h/allow_downgrade:? 180:upgrade_type 183:tagged_fields 193:- 197:timeout_ms:i 200:feature_updates[] 222:tagged_fields 260:- 262:timeout_ms:i 264:feature_updates[] 283:validate_only 286:tagged_fields 296:- 300:feature 318:max_version_level:h/upgrade_type:b 322:tagged_fields 360:- 362:feature 381:max_version_level:h/upgrade_type:b 383:allow_downgrade 386:tagged_fields 396:- 400:timeout_ms:i 403:feature_updates[] 424:validate_only:? 427:tagged_fields 465:- 467:timeout_ms:i 469:feature_updates[] 488:validate_only:? 490:tagged_fields"
+    "94:- 96:feature 115:max_version_level:h/allow_downgrade:? 117:upgrade_type 120:tagged_fields 130:- 134:timeout_ms:i 137:feature_updates[] 155:feature_updates[]>feature 171:feature_updates[]>max_version_level:h/allow_downgrade:? 175:feature_updates[]>tagged_fields 184:tagged_fields 195:- 197:timeout_ms:i 199:feature_updates[] 218:validate_only 221:tagged_fields 231:- 233:feature 252:max_version_level:h/upgrade_type:b 254:allow_downgrade 257:tagged_fields 267:- 271:timeout_ms:i 274:feature_updates[] 292:feature_updates[]>feature 308:feature_updates[]>max_version_level:h/upgrade_type:b 312:feature_updates[]>tagged_fields 320:validate_only:? 323:tagged_fields 334:- 336:timeout_ms:i 338:feature_updates[] 357:validate_only:? 359:tagged_fields"
 )

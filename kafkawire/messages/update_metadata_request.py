@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -32,6 +33,7 @@ _R_iiq = _Format(">iiq").unpack_from
 _W_iiq = _Format(">iiq").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class UpdateMetadataRequest(_Message):
@@ -224,45 +226,6 @@ UpdateMetadataRequest.UpdateMetadataEndpoint = UpdateMetadataEndpoint
 
 
 
-def _read_UpdateMetadataPartitionState_v0(buf, pos, view):
-    try:
-        self = _new(UpdateMetadataPartitionState)
-        blen = len(buf)
-        # field: topic_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
-        (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
-        pos += 16
-        # field: isr
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.isr = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: zk_version:i
-        (self.zk_version,) = _R_i(buf, pos)
-        pos += 4
-        # field: replicas
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.offline_replicas = ()
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_UpdateMetadataPartitionState_v0(self, w):
     try:
         # field: topic_name
@@ -301,32 +264,6 @@ def _write_UpdateMetadataPartitionState_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_UpdateMetadataBroker_v0(buf, pos, view):
-    try:
-        self = _new(UpdateMetadataBroker)
-        blen = len(buf)
-        # field: id:i
-        (self.id,) = _R_i(buf, pos)
-        pos += 4
-        # field: v0_host
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.v0_host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: v0_port:i
-        (self.v0_port,) = _R_i(buf, pos)
-        pos += 4
-        self.endpoints = ()
-        self.rack = ''
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_UpdateMetadataBroker_v0(self, w):
     try:
         # field: id:i
@@ -363,22 +300,67 @@ def _read_UpdateMetadataRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 30 > blen - pos:
             raise bad_count(n, 30, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_ungrouped_partition_states in range(n):
-            item, pos = _read_UpdateMetadataPartitionState_v0(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataPartitionState)  # UpdateMetadataPartitionState read in this loop
+            # field: ungrouped_partition_states[]>topic_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: ungrouped_partition_states[]>partition_index:i controller_epoch:i leader:i leader_epoch:i
+            (item.partition_index, item.controller_epoch, item.leader, item.leader_epoch,) = _R_iiii(buf, pos)
+            pos += 16
+            # field: ungrouped_partition_states[]>isr
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.isr = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            # field: ungrouped_partition_states[]>zk_version:i
+            (item.zk_version,) = _R_i(buf, pos)
+            pos += 4
+            # field: ungrouped_partition_states[]>replicas
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.replicas = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            item.offline_replicas = ()
+            item.unknown_tags = None
+            items[i_ungrouped_partition_states] = item
         self.ungrouped_partition_states = tuple(items)
         # field: live_brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_live_brokers in range(n):
-            item, pos = _read_UpdateMetadataBroker_v0(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataBroker)  # UpdateMetadataBroker read in this loop
+            # field: live_brokers[]>id:i
+            (item.id,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_brokers[]>v0_host
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.v0_host = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: live_brokers[]>v0_port:i
+            (item.v0_port,) = _R_i(buf, pos)
+            pos += 4
+            item.endpoints = ()
+            item.rack = ''
+            item.unknown_tags = None
+            items[i_live_brokers] = item
         self.live_brokers = tuple(items)
         self.is_kraft_controller = False
         self.type = 0
@@ -432,31 +414,6 @@ def _write_UpdateMetadataRequest_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_UpdateMetadataEndpoint_v1(buf, pos, view):
-    try:
-        self = _new(UpdateMetadataEndpoint)
-        blen = len(buf)
-        # field: port:i
-        (self.port,) = _R_i(buf, pos)
-        pos += 4
-        # field: host
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: security_protocol:h
-        (self.security_protocol,) = _R_h(buf, pos)
-        pos += 2
-        self.listener = ''
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_UpdateMetadataEndpoint_v1(self, w):
     try:
         # field: port:i
@@ -479,33 +436,6 @@ def _write_UpdateMetadataEndpoint_v1(self, w):
             raise tags_not_supported("UpdateMetadataEndpoint")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_UpdateMetadataBroker_v1(buf, pos, view):
-    try:
-        self = _new(UpdateMetadataBroker)
-        blen = len(buf)
-        # field: id:i
-        (self.id,) = _R_i(buf, pos)
-        pos += 4
-        # field: endpoints[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 8 > blen - pos:
-            raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
-        for i_endpoints in range(n):
-            item, pos = _read_UpdateMetadataEndpoint_v1(buf, pos, view)
-            append(item)
-        self.endpoints = tuple(items)
-        self.v0_host = ''
-        self.v0_port = 0
-        self.rack = ''
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_UpdateMetadataBroker_v1(self, w):
@@ -542,22 +472,83 @@ def _read_UpdateMetadataRequest_v1(buf, pos, view):
         pos += 4
         if n < 0 or n * 30 > blen - pos:
             raise bad_count(n, 30, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_ungrouped_partition_states in range(n):
-            item, pos = _read_UpdateMetadataPartitionState_v0(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataPartitionState)  # UpdateMetadataPartitionState read in this loop
+            # field: ungrouped_partition_states[]>topic_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: ungrouped_partition_states[]>partition_index:i controller_epoch:i leader:i leader_epoch:i
+            (item.partition_index, item.controller_epoch, item.leader, item.leader_epoch,) = _R_iiii(buf, pos)
+            pos += 16
+            # field: ungrouped_partition_states[]>isr
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.isr = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            # field: ungrouped_partition_states[]>zk_version:i
+            (item.zk_version,) = _R_i(buf, pos)
+            pos += 4
+            # field: ungrouped_partition_states[]>replicas
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.replicas = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            item.offline_replicas = ()
+            item.unknown_tags = None
+            items[i_ungrouped_partition_states] = item
         self.ungrouped_partition_states = tuple(items)
         # field: live_brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 8 > blen - pos:
             raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_live_brokers in range(n):
-            item, pos = _read_UpdateMetadataBroker_v1(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataBroker)  # UpdateMetadataBroker read in this loop
+            # field: live_brokers[]>id:i
+            (item.id,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_brokers[]>endpoints[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 8 > blen - pos:
+                raise bad_count(n, 8, pos, blen)
+            items1 = [None] * n
+            for i_endpoints in range(n):
+                item1 = _new(UpdateMetadataEndpoint)  # UpdateMetadataEndpoint read in this loop
+                # field: live_brokers[]>endpoints[]>port:i
+                (item1.port,) = _R_i(buf, pos)
+                pos += 4
+                # field: live_brokers[]>endpoints[]>host
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.host = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: live_brokers[]>endpoints[]>security_protocol:h
+                (item1.security_protocol,) = _R_h(buf, pos)
+                pos += 2
+                item1.listener = ''
+                item1.unknown_tags = None
+                items1[i_endpoints] = item1
+            item.endpoints = tuple(items1)
+            item.v0_host = ''
+            item.v0_port = 0
+            item.rack = ''
+            item.unknown_tags = None
+            items[i_live_brokers] = item
         self.live_brokers = tuple(items)
         self.is_kraft_controller = False
         self.type = 0
@@ -611,43 +602,6 @@ def _write_UpdateMetadataRequest_v1(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_UpdateMetadataBroker_v2(buf, pos, view):
-    try:
-        self = _new(UpdateMetadataBroker)
-        blen = len(buf)
-        # field: id:i
-        (self.id,) = _R_i(buf, pos)
-        pos += 4
-        # field: endpoints[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 8 > blen - pos:
-            raise bad_count(n, 8, pos, blen)
-        items = []
-        append = items.append
-        for i_endpoints in range(n):
-            item, pos = _read_UpdateMetadataEndpoint_v1(buf, pos, view)
-            append(item)
-        self.endpoints = tuple(items)
-        # field: rack
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.rack = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.rack = str(buf[pos:end], "utf-8")
-            pos = end
-        self.v0_host = ''
-        self.v0_port = 0
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_UpdateMetadataBroker_v2(self, w):
     try:
         # field: id:i
@@ -693,22 +647,93 @@ def _read_UpdateMetadataRequest_v2(buf, pos, view):
         pos += 4
         if n < 0 or n * 30 > blen - pos:
             raise bad_count(n, 30, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_ungrouped_partition_states in range(n):
-            item, pos = _read_UpdateMetadataPartitionState_v0(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataPartitionState)  # UpdateMetadataPartitionState read in this loop
+            # field: ungrouped_partition_states[]>topic_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: ungrouped_partition_states[]>partition_index:i controller_epoch:i leader:i leader_epoch:i
+            (item.partition_index, item.controller_epoch, item.leader, item.leader_epoch,) = _R_iiii(buf, pos)
+            pos += 16
+            # field: ungrouped_partition_states[]>isr
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.isr = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            # field: ungrouped_partition_states[]>zk_version:i
+            (item.zk_version,) = _R_i(buf, pos)
+            pos += 4
+            # field: ungrouped_partition_states[]>replicas
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.replicas = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            item.offline_replicas = ()
+            item.unknown_tags = None
+            items[i_ungrouped_partition_states] = item
         self.ungrouped_partition_states = tuple(items)
         # field: live_brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_live_brokers in range(n):
-            item, pos = _read_UpdateMetadataBroker_v2(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataBroker)  # UpdateMetadataBroker read in this loop
+            # field: live_brokers[]>id:i
+            (item.id,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_brokers[]>endpoints[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 8 > blen - pos:
+                raise bad_count(n, 8, pos, blen)
+            items1 = [None] * n
+            for i_endpoints in range(n):
+                item1 = _new(UpdateMetadataEndpoint)  # UpdateMetadataEndpoint read in this loop
+                # field: live_brokers[]>endpoints[]>port:i
+                (item1.port,) = _R_i(buf, pos)
+                pos += 4
+                # field: live_brokers[]>endpoints[]>host
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.host = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: live_brokers[]>endpoints[]>security_protocol:h
+                (item1.security_protocol,) = _R_h(buf, pos)
+                pos += 2
+                item1.listener = ''
+                item1.unknown_tags = None
+                items1[i_endpoints] = item1
+            item.endpoints = tuple(items1)
+            # field: live_brokers[]>rack
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.rack = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.rack = str(buf[pos:end], "utf-8")
+                pos = end
+            item.v0_host = ''
+            item.v0_port = 0
+            item.unknown_tags = None
+            items[i_live_brokers] = item
         self.live_brokers = tuple(items)
         self.is_kraft_controller = False
         self.type = 0
@@ -762,38 +787,6 @@ def _write_UpdateMetadataRequest_v2(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_UpdateMetadataEndpoint_v3(buf, pos, view):
-    try:
-        self = _new(UpdateMetadataEndpoint)
-        blen = len(buf)
-        # field: port:i
-        (self.port,) = _R_i(buf, pos)
-        pos += 4
-        # field: host
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: listener
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.listener = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: security_protocol:h
-        (self.security_protocol,) = _R_h(buf, pos)
-        pos += 2
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_UpdateMetadataEndpoint_v3(self, w):
     try:
         # field: port:i
@@ -827,43 +820,6 @@ def _write_UpdateMetadataEndpoint_v3(self, w):
             raise tags_not_supported("UpdateMetadataEndpoint")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_UpdateMetadataBroker_v3(buf, pos, view):
-    try:
-        self = _new(UpdateMetadataBroker)
-        blen = len(buf)
-        # field: id:i
-        (self.id,) = _R_i(buf, pos)
-        pos += 4
-        # field: endpoints[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 10 > blen - pos:
-            raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
-        for i_endpoints in range(n):
-            item, pos = _read_UpdateMetadataEndpoint_v3(buf, pos, view)
-            append(item)
-        self.endpoints = tuple(items)
-        # field: rack
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        if n == -1:
-            self.rack = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.rack = str(buf[pos:end], "utf-8")
-            pos = end
-        self.v0_host = ''
-        self.v0_port = 0
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_UpdateMetadataBroker_v3(self, w):
@@ -911,22 +867,100 @@ def _read_UpdateMetadataRequest_v3(buf, pos, view):
         pos += 4
         if n < 0 or n * 30 > blen - pos:
             raise bad_count(n, 30, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_ungrouped_partition_states in range(n):
-            item, pos = _read_UpdateMetadataPartitionState_v0(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataPartitionState)  # UpdateMetadataPartitionState read in this loop
+            # field: ungrouped_partition_states[]>topic_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: ungrouped_partition_states[]>partition_index:i controller_epoch:i leader:i leader_epoch:i
+            (item.partition_index, item.controller_epoch, item.leader, item.leader_epoch,) = _R_iiii(buf, pos)
+            pos += 16
+            # field: ungrouped_partition_states[]>isr
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.isr = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            # field: ungrouped_partition_states[]>zk_version:i
+            (item.zk_version,) = _R_i(buf, pos)
+            pos += 4
+            # field: ungrouped_partition_states[]>replicas
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.replicas = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            item.offline_replicas = ()
+            item.unknown_tags = None
+            items[i_ungrouped_partition_states] = item
         self.ungrouped_partition_states = tuple(items)
         # field: live_brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_live_brokers in range(n):
-            item, pos = _read_UpdateMetadataBroker_v3(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataBroker)  # UpdateMetadataBroker read in this loop
+            # field: live_brokers[]>id:i
+            (item.id,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_brokers[]>endpoints[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 10 > blen - pos:
+                raise bad_count(n, 10, pos, blen)
+            items1 = [None] * n
+            for i_endpoints in range(n):
+                item1 = _new(UpdateMetadataEndpoint)  # UpdateMetadataEndpoint read in this loop
+                # field: live_brokers[]>endpoints[]>port:i
+                (item1.port,) = _R_i(buf, pos)
+                pos += 4
+                # field: live_brokers[]>endpoints[]>host
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.host = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: live_brokers[]>endpoints[]>listener
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.listener = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: live_brokers[]>endpoints[]>security_protocol:h
+                (item1.security_protocol,) = _R_h(buf, pos)
+                pos += 2
+                item1.unknown_tags = None
+                items1[i_endpoints] = item1
+            item.endpoints = tuple(items1)
+            # field: live_brokers[]>rack
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.rack = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.rack = str(buf[pos:end], "utf-8")
+                pos = end
+            item.v0_host = ''
+            item.v0_port = 0
+            item.unknown_tags = None
+            items[i_live_brokers] = item
         self.live_brokers = tuple(items)
         self.is_kraft_controller = False
         self.type = 0
@@ -978,51 +1012,6 @@ def _write_UpdateMetadataRequest_v3(self, w):
             raise tags_not_supported("UpdateMetadataRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_UpdateMetadataPartitionState_v4(buf, pos, view):
-    try:
-        self = _new(UpdateMetadataPartitionState)
-        blen = len(buf)
-        # field: topic_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
-        (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
-        pos += 16
-        # field: isr
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.isr = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: zk_version:i
-        (self.zk_version,) = _R_i(buf, pos)
-        pos += 4
-        # field: replicas
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: offline_replicas
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.offline_replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_UpdateMetadataPartitionState_v4(self, w):
@@ -1082,22 +1071,106 @@ def _read_UpdateMetadataRequest_v4(buf, pos, view):
         pos += 4
         if n < 0 or n * 34 > blen - pos:
             raise bad_count(n, 34, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_ungrouped_partition_states in range(n):
-            item, pos = _read_UpdateMetadataPartitionState_v4(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataPartitionState)  # UpdateMetadataPartitionState read in this loop
+            # field: ungrouped_partition_states[]>topic_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: ungrouped_partition_states[]>partition_index:i controller_epoch:i leader:i leader_epoch:i
+            (item.partition_index, item.controller_epoch, item.leader, item.leader_epoch,) = _R_iiii(buf, pos)
+            pos += 16
+            # field: ungrouped_partition_states[]>isr
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.isr = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            # field: ungrouped_partition_states[]>zk_version:i
+            (item.zk_version,) = _R_i(buf, pos)
+            pos += 4
+            # field: ungrouped_partition_states[]>replicas
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.replicas = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            # field: ungrouped_partition_states[]>offline_replicas
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise bad_count(n, 4, pos, blen)
+            item.offline_replicas = _ARRAY_i[n](buf, pos)
+            pos += n * 4
+            item.unknown_tags = None
+            items[i_ungrouped_partition_states] = item
         self.ungrouped_partition_states = tuple(items)
         # field: live_brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_live_brokers in range(n):
-            item, pos = _read_UpdateMetadataBroker_v3(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataBroker)  # UpdateMetadataBroker read in this loop
+            # field: live_brokers[]>id:i
+            (item.id,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_brokers[]>endpoints[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 10 > blen - pos:
+                raise bad_count(n, 10, pos, blen)
+            items1 = [None] * n
+            for i_endpoints in range(n):
+                item1 = _new(UpdateMetadataEndpoint)  # UpdateMetadataEndpoint read in this loop
+                # field: live_brokers[]>endpoints[]>port:i
+                (item1.port,) = _R_i(buf, pos)
+                pos += 4
+                # field: live_brokers[]>endpoints[]>host
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.host = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: live_brokers[]>endpoints[]>listener
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.listener = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: live_brokers[]>endpoints[]>security_protocol:h
+                (item1.security_protocol,) = _R_h(buf, pos)
+                pos += 2
+                item1.unknown_tags = None
+                items1[i_endpoints] = item1
+            item.endpoints = tuple(items1)
+            # field: live_brokers[]>rack
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.rack = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.rack = str(buf[pos:end], "utf-8")
+                pos = end
+            item.v0_host = ''
+            item.v0_port = 0
+            item.unknown_tags = None
+            items[i_live_brokers] = item
         self.live_brokers = tuple(items)
         self.is_kraft_controller = False
         self.type = 0
@@ -1151,44 +1224,6 @@ def _write_UpdateMetadataRequest_v4(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_UpdateMetadataPartitionState_v5(buf, pos, view):
-    try:
-        self = _new(UpdateMetadataPartitionState)
-        blen = len(buf)
-        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
-        (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
-        pos += 16
-        # field: isr
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.isr = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: zk_version:i
-        (self.zk_version,) = _R_i(buf, pos)
-        pos += 4
-        # field: replicas
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: offline_replicas
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.offline_replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.topic_name = ''
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_UpdateMetadataPartitionState_v5(self, w):
     try:
         # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
@@ -1221,36 +1256,6 @@ def _write_UpdateMetadataPartitionState_v5(self, w):
             raise tags_not_supported("UpdateMetadataPartitionState")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_UpdateMetadataTopicState_v5(buf, pos, view):
-    try:
-        self = _new(UpdateMetadataTopicState)
-        blen = len(buf)
-        # field: topic_name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_states[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 32 > blen - pos:
-            raise bad_count(n, 32, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_states in range(n):
-            item, pos = _read_UpdateMetadataPartitionState_v5(buf, pos, view)
-            append(item)
-        self.partition_states = tuple(items)
-        self.topic_id = ZERO_UUID
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_UpdateMetadataTopicState_v5(self, w):
@@ -1296,22 +1301,119 @@ def _read_UpdateMetadataRequest_v5(buf, pos, view):
         pos += 4
         if n < 0 or n * 6 > blen - pos:
             raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_states in range(n):
-            item, pos = _read_UpdateMetadataTopicState_v5(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataTopicState)  # UpdateMetadataTopicState read in this loop
+            # field: topic_states[]>topic_name
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            end = pos + n
+            if n < 0 or end > blen or n > 0x7FFF:
+                raise bad_length(n, pos, blen, "string")
+            item.topic_name = str(buf[pos:end], "utf-8")
+            pos = end
+            # field: topic_states[]>partition_states[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 32 > blen - pos:
+                raise bad_count(n, 32, pos, blen)
+            items1 = [None] * n
+            for i_partition_states in range(n):
+                item1 = _new(UpdateMetadataPartitionState)  # UpdateMetadataPartitionState read in this loop
+                # field: topic_states[]>partition_states[]>partition_index:i controller_epoch:i leader:i leader_epoch:i
+                (item1.partition_index, item1.controller_epoch, item1.leader, item1.leader_epoch,) = _R_iiii(buf, pos)
+                pos += 16
+                # field: topic_states[]>partition_states[]>isr
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.isr = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topic_states[]>partition_states[]>zk_version:i
+                (item1.zk_version,) = _R_i(buf, pos)
+                pos += 4
+                # field: topic_states[]>partition_states[]>replicas
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.replicas = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                # field: topic_states[]>partition_states[]>offline_replicas
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.offline_replicas = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                item1.topic_name = ''
+                item1.unknown_tags = None
+                items1[i_partition_states] = item1
+            item.partition_states = tuple(items1)
+            item.topic_id = ZERO_UUID
+            item.unknown_tags = None
+            items[i_topic_states] = item
         self.topic_states = tuple(items)
         # field: live_brokers[]
         n = _R_i(buf, pos)[0]
         pos += 4
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_live_brokers in range(n):
-            item, pos = _read_UpdateMetadataBroker_v3(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataBroker)  # UpdateMetadataBroker read in this loop
+            # field: live_brokers[]>id:i
+            (item.id,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_brokers[]>endpoints[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 10 > blen - pos:
+                raise bad_count(n, 10, pos, blen)
+            items1 = [None] * n
+            for i_endpoints in range(n):
+                item1 = _new(UpdateMetadataEndpoint)  # UpdateMetadataEndpoint read in this loop
+                # field: live_brokers[]>endpoints[]>port:i
+                (item1.port,) = _R_i(buf, pos)
+                pos += 4
+                # field: live_brokers[]>endpoints[]>host
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.host = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: live_brokers[]>endpoints[]>listener
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.listener = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: live_brokers[]>endpoints[]>security_protocol:h
+                (item1.security_protocol,) = _R_h(buf, pos)
+                pos += 2
+                item1.unknown_tags = None
+                items1[i_endpoints] = item1
+            item.endpoints = tuple(items1)
+            # field: live_brokers[]>rack
+            n = _R_h(buf, pos)[0]
+            pos += 2
+            if n == -1:
+                item.rack = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.rack = str(buf[pos:end], "utf-8")
+                pos = end
+            item.v0_host = ''
+            item.v0_port = 0
+            item.unknown_tags = None
+            items[i_live_brokers] = item
         self.live_brokers = tuple(items)
         self.is_kraft_controller = False
         self.type = 0
@@ -1362,106 +1464,6 @@ def _write_UpdateMetadataRequest_v5(self, w):
             raise tags_not_supported("UpdateMetadataRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_UpdateMetadataPartitionState_v6(buf, pos, view):
-    try:
-        self = _new(UpdateMetadataPartitionState)
-        blen = len(buf)
-        # field: partition_index:i controller_epoch:i leader:i leader_epoch:i
-        (self.partition_index, self.controller_epoch, self.leader, self.leader_epoch,) = _R_iiii(buf, pos)
-        pos += 16
-        # field: isr
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.isr = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: zk_version:i
-        (self.zk_version,) = _R_i(buf, pos)
-        pos += 4
-        # field: replicas
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: offline_replicas
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.offline_replicas = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.topic_name = ''
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_UpdateMetadataPartitionState_v6(self, w):
@@ -1525,88 +1527,6 @@ def _write_UpdateMetadataPartitionState_v6(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_UpdateMetadataTopicState_v6(buf, pos, view):
-    try:
-        self = _new(UpdateMetadataTopicState)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_states[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 24 > blen - pos:
-            raise bad_count(n, 24, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_states in range(n):
-            item, pos = _read_UpdateMetadataPartitionState_v6(buf, pos, view)
-            append(item)
-        self.partition_states = tuple(items)
-        self.topic_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_UpdateMetadataTopicState_v6(self, w):
     try:
         # field: topic_name
@@ -1655,90 +1575,6 @@ def _write_UpdateMetadataTopicState_v6(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_UpdateMetadataEndpoint_v6(buf, pos, view):
-    try:
-        self = _new(UpdateMetadataEndpoint)
-        blen = len(buf)
-        # field: port:i
-        (self.port,) = _R_i(buf, pos)
-        pos += 4
-        # field: host
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: listener
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.listener = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: security_protocol:h
-        (self.security_protocol,) = _R_h(buf, pos)
-        pos += 2
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_UpdateMetadataEndpoint_v6(self, w):
@@ -1793,95 +1629,6 @@ def _write_UpdateMetadataEndpoint_v6(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_UpdateMetadataBroker_v6(buf, pos, view):
-    try:
-        self = _new(UpdateMetadataBroker)
-        blen = len(buf)
-        # field: id:i
-        (self.id,) = _R_i(buf, pos)
-        pos += 4
-        # field: endpoints[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 9 > blen - pos:
-            raise bad_count(n, 9, pos, blen)
-        items = []
-        append = items.append
-        for i_endpoints in range(n):
-            item, pos = _read_UpdateMetadataEndpoint_v6(buf, pos, view)
-            append(item)
-        self.endpoints = tuple(items)
-        # field: rack
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.rack = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.rack = str(buf[pos:end], "utf-8")
-            pos = end
-        self.v0_host = ''
-        self.v0_port = 0
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_UpdateMetadataBroker_v6(self, w):
@@ -1958,11 +1705,102 @@ def _read_UpdateMetadataRequest_v6(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_states in range(n):
-            item, pos = _read_UpdateMetadataTopicState_v6(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataTopicState)  # UpdateMetadataTopicState read in this loop
+            # field: topic_states[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topic_states[]>partition_states[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 24 > blen - pos:
+                raise bad_count(n, 24, pos, blen)
+            items1 = [None] * n
+            for i_partition_states in range(n):
+                item1 = _new(UpdateMetadataPartitionState)  # UpdateMetadataPartitionState read in this loop
+                # field: topic_states[]>partition_states[]>partition_index:i controller_epoch:i leader:i leader_epoch:i
+                (item1.partition_index, item1.controller_epoch, item1.leader, item1.leader_epoch,) = _R_iiii(buf, pos)
+                pos += 16
+                # field: topic_states[]>partition_states[]>isr
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.isr = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.isr = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>zk_version:i
+                (item1.zk_version,) = _R_i(buf, pos)
+                pos += 4
+                # field: topic_states[]>partition_states[]>replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>offline_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.offline_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.offline_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                item1.topic_name = ''
+                # field: topic_states[]>partition_states[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partition_states] = item1
+            item.partition_states = tuple(items1)
+            item.topic_id = ZERO_UUID
+            # field: topic_states[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topic_states] = item
         self.topic_states = tuple(items)
         # field: live_brokers[]
         n = buf[pos]
@@ -1979,48 +1817,118 @@ def _read_UpdateMetadataRequest_v6(buf, pos, view):
         n -= 1
         if n < 0 or n * 7 > blen - pos:
             raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_live_brokers in range(n):
-            item, pos = _read_UpdateMetadataBroker_v6(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataBroker)  # UpdateMetadataBroker read in this loop
+            # field: live_brokers[]>id:i
+            (item.id,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_brokers[]>endpoints[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 9 > blen - pos:
+                raise bad_count(n, 9, pos, blen)
+            items1 = [None] * n
+            for i_endpoints in range(n):
+                item1 = _new(UpdateMetadataEndpoint)  # UpdateMetadataEndpoint read in this loop
+                # field: live_brokers[]>endpoints[]>port:i
+                (item1.port,) = _R_i(buf, pos)
+                pos += 4
+                # field: live_brokers[]>endpoints[]>host
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.host = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.host = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: live_brokers[]>endpoints[]>listener
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.listener = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.listener = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: live_brokers[]>endpoints[]>security_protocol:h
+                (item1.security_protocol,) = _R_h(buf, pos)
+                pos += 2
+                # field: live_brokers[]>endpoints[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_endpoints] = item1
+            item.endpoints = tuple(items1)
+            # field: live_brokers[]>rack
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.rack = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.rack = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.rack = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.rack = str(buf[pos:end], "utf-8")
+                    pos = end
+            item.v0_host = ''
+            item.v0_port = 0
+            # field: live_brokers[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_live_brokers] = item
         self.live_brokers = tuple(items)
         self.is_kraft_controller = False
         self.type = 0
         self.ungrouped_partition_states = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -2085,91 +1993,6 @@ def _write_UpdateMetadataRequest_v6(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_UpdateMetadataTopicState_v7(buf, pos, view):
-    try:
-        self = _new(UpdateMetadataTopicState)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: topic_id:16s
-        (u_topic_id,) = _R_16s(buf, pos)
-        self.topic_id = uuid_from_bytes(u_topic_id)
-        pos += 16
-        # field: partition_states[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 24 > blen - pos:
-            raise bad_count(n, 24, pos, blen)
-        items = []
-        append = items.append
-        for i_partition_states in range(n):
-            item, pos = _read_UpdateMetadataPartitionState_v6(buf, pos, view)
-            append(item)
-        self.partition_states = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_UpdateMetadataTopicState_v7(self, w):
@@ -2246,11 +2069,105 @@ def _read_UpdateMetadataRequest_v7(buf, pos, view):
         n -= 1
         if n < 0 or n * 19 > blen - pos:
             raise bad_count(n, 19, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_states in range(n):
-            item, pos = _read_UpdateMetadataTopicState_v7(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataTopicState)  # UpdateMetadataTopicState read in this loop
+            # field: topic_states[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topic_states[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: topic_states[]>partition_states[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 24 > blen - pos:
+                raise bad_count(n, 24, pos, blen)
+            items1 = [None] * n
+            for i_partition_states in range(n):
+                item1 = _new(UpdateMetadataPartitionState)  # UpdateMetadataPartitionState read in this loop
+                # field: topic_states[]>partition_states[]>partition_index:i controller_epoch:i leader:i leader_epoch:i
+                (item1.partition_index, item1.controller_epoch, item1.leader, item1.leader_epoch,) = _R_iiii(buf, pos)
+                pos += 16
+                # field: topic_states[]>partition_states[]>isr
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.isr = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.isr = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>zk_version:i
+                (item1.zk_version,) = _R_i(buf, pos)
+                pos += 4
+                # field: topic_states[]>partition_states[]>replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>offline_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.offline_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.offline_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                item1.topic_name = ''
+                # field: topic_states[]>partition_states[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partition_states] = item1
+            item.partition_states = tuple(items1)
+            # field: topic_states[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topic_states] = item
         self.topic_states = tuple(items)
         # field: live_brokers[]
         n = buf[pos]
@@ -2267,48 +2184,118 @@ def _read_UpdateMetadataRequest_v7(buf, pos, view):
         n -= 1
         if n < 0 or n * 7 > blen - pos:
             raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_live_brokers in range(n):
-            item, pos = _read_UpdateMetadataBroker_v6(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataBroker)  # UpdateMetadataBroker read in this loop
+            # field: live_brokers[]>id:i
+            (item.id,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_brokers[]>endpoints[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 9 > blen - pos:
+                raise bad_count(n, 9, pos, blen)
+            items1 = [None] * n
+            for i_endpoints in range(n):
+                item1 = _new(UpdateMetadataEndpoint)  # UpdateMetadataEndpoint read in this loop
+                # field: live_brokers[]>endpoints[]>port:i
+                (item1.port,) = _R_i(buf, pos)
+                pos += 4
+                # field: live_brokers[]>endpoints[]>host
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.host = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.host = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: live_brokers[]>endpoints[]>listener
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.listener = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.listener = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: live_brokers[]>endpoints[]>security_protocol:h
+                (item1.security_protocol,) = _R_h(buf, pos)
+                pos += 2
+                # field: live_brokers[]>endpoints[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_endpoints] = item1
+            item.endpoints = tuple(items1)
+            # field: live_brokers[]>rack
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.rack = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.rack = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.rack = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.rack = str(buf[pos:end], "utf-8")
+                    pos = end
+            item.v0_host = ''
+            item.v0_port = 0
+            # field: live_brokers[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_live_brokers] = item
         self.live_brokers = tuple(items)
         self.is_kraft_controller = False
         self.type = 0
         self.ungrouped_partition_states = ()
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -2397,11 +2384,105 @@ def _read_UpdateMetadataRequest_v8(buf, pos, view):
         n -= 1
         if n < 0 or n * 19 > blen - pos:
             raise bad_count(n, 19, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topic_states in range(n):
-            item, pos = _read_UpdateMetadataTopicState_v7(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataTopicState)  # UpdateMetadataTopicState read in this loop
+            # field: topic_states[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topic_states[]>topic_id:16s
+            (u_topic_id,) = _R_16s(buf, pos)
+            item.topic_id = uuid_from_bytes(u_topic_id)
+            pos += 16
+            # field: topic_states[]>partition_states[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 24 > blen - pos:
+                raise bad_count(n, 24, pos, blen)
+            items1 = [None] * n
+            for i_partition_states in range(n):
+                item1 = _new(UpdateMetadataPartitionState)  # UpdateMetadataPartitionState read in this loop
+                # field: topic_states[]>partition_states[]>partition_index:i controller_epoch:i leader:i leader_epoch:i
+                (item1.partition_index, item1.controller_epoch, item1.leader, item1.leader_epoch,) = _R_iiii(buf, pos)
+                pos += 16
+                # field: topic_states[]>partition_states[]>isr
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.isr = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.isr = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>zk_version:i
+                (item1.zk_version,) = _R_i(buf, pos)
+                pos += 4
+                # field: topic_states[]>partition_states[]>replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: topic_states[]>partition_states[]>offline_replicas
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.offline_replicas = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.offline_replicas = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                item1.topic_name = ''
+                # field: topic_states[]>partition_states[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partition_states] = item1
+            item.partition_states = tuple(items1)
+            # field: topic_states[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topic_states] = item
         self.topic_states = tuple(items)
         # field: live_brokers[]
         n = buf[pos]
@@ -2418,20 +2499,117 @@ def _read_UpdateMetadataRequest_v8(buf, pos, view):
         n -= 1
         if n < 0 or n * 7 > blen - pos:
             raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_live_brokers in range(n):
-            item, pos = _read_UpdateMetadataBroker_v6(buf, pos, view)
-            append(item)
+            item = _new(UpdateMetadataBroker)  # UpdateMetadataBroker read in this loop
+            # field: live_brokers[]>id:i
+            (item.id,) = _R_i(buf, pos)
+            pos += 4
+            # field: live_brokers[]>endpoints[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 9 > blen - pos:
+                raise bad_count(n, 9, pos, blen)
+            items1 = [None] * n
+            for i_endpoints in range(n):
+                item1 = _new(UpdateMetadataEndpoint)  # UpdateMetadataEndpoint read in this loop
+                # field: live_brokers[]>endpoints[]>port:i
+                (item1.port,) = _R_i(buf, pos)
+                pos += 4
+                # field: live_brokers[]>endpoints[]>host
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.host = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.host = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: live_brokers[]>endpoints[]>listener
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.listener = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.listener = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: live_brokers[]>endpoints[]>security_protocol:h
+                (item1.security_protocol,) = _R_h(buf, pos)
+                pos += 2
+                # field: live_brokers[]>endpoints[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_endpoints] = item1
+            item.endpoints = tuple(items1)
+            # field: live_brokers[]>rack
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                if n == 0:
+                    item.rack = None
+                    pos += 1
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item.rack = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n == -1:
+                    item.rack = None
+                else:
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item.rack = str(buf[pos:end], "utf-8")
+                    pos = end
+            item.v0_host = ''
+            item.v0_port = 0
+            # field: live_brokers[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_live_brokers] = item
         self.live_brokers = tuple(items)
         self.ungrouped_partition_states = ()
         self.type = 0
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
+            n = buf[pos]
             if n < 0x80:
                 pos += 1
             else:
@@ -2556,5 +2734,5 @@ UpdateMetadataRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "227:- 231:topic_name 239:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 242:isr 249:zk_version:i 252:replicas 266:- 268:topic_name 279:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 281:isr 288:zk_version:i 290:replicas 297:unknown_tags 304:- 308:id:i 311:v0_host 319:v0_port:i 330:- 332:id:i 334:v0_host 345:v0_port:i 347:unknown_tags 354:- 358:controller_id:i/controller_epoch:i 361:ungrouped_partition_states[] 372:live_brokers[] 393:- 395:controller_id:i/controller_epoch:i 397:ungrouped_partition_states[] 408:live_brokers[] 419:is_kraft_controller 422:type 425:topic_states 428:unknown_tags 435:- 439:port:i 442:host 450:security_protocol:h 460:- 462:port:i 464:host 475:security_protocol:h 477:unknown_tags 484:- 488:id:i 491:endpoints[] 511:- 513:id:i 515:endpoints[] 526:unknown_tags 533:- 537:controller_id:i/controller_epoch:i 540:ungrouped_partition_states[] 551:live_brokers[] 572:- 574:controller_id:i/controller_epoch:i 576:ungrouped_partition_states[] 587:live_brokers[] 598:is_kraft_controller 601:type 604:topic_states 607:unknown_tags 614:- 618:id:i 621:endpoints[] 632:rack 651:- 653:id:i 655:endpoints[] 666:rack 677:unknown_tags 684:- 688:controller_id:i/controller_epoch:i 691:ungrouped_partition_states[] 702:live_brokers[] 723:- 725:controller_id:i/controller_epoch:i 727:ungrouped_partition_states[] 738:live_brokers[] 749:is_kraft_controller 752:type 755:topic_states 758:unknown_tags 765:- 769:port:i 772:host 780:listener 788:security_protocol:h 797:- 799:port:i 801:host 812:listener 823:security_protocol:h 825:unknown_tags 832:- 836:id:i 839:endpoints[] 850:rack 869:- 871:id:i 873:endpoints[] 884:rack 895:unknown_tags 902:- 906:controller_id:i/controller_epoch:i 909:ungrouped_partition_states[] 920:live_brokers[] 941:- 943:controller_id:i/controller_epoch:i 945:ungrouped_partition_states[] 956:live_brokers[] 967:is_kraft_controller 970:type 973:topic_states 976:unknown_tags 983:- 987:topic_name 995:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 998:isr 1005:zk_version:i 1008:replicas 1015:offline_replicas 1028:- 1030:topic_name 1041:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1043:isr 1050:zk_version:i 1052:replicas 1059:offline_replicas 1066:unknown_tags 1073:- 1077:controller_id:i/controller_epoch:i 1080:ungrouped_partition_states[] 1091:live_brokers[] 1112:- 1114:controller_id:i/controller_epoch:i 1116:ungrouped_partition_states[] 1127:live_brokers[] 1138:is_kraft_controller 1141:type 1144:topic_states 1147:unknown_tags 1154:- 1158:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1161:isr 1168:zk_version:i 1171:replicas 1178:offline_replicas 1192:- 1194:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1196:isr 1203:zk_version:i 1205:replicas 1212:offline_replicas 1219:unknown_tags 1226:- 1230:topic_name 1238:partition_states[] 1256:- 1258:topic_name 1269:partition_states[] 1280:unknown_tags 1287:- 1291:controller_id:i/controller_epoch:i/broker_epoch:q 1294:topic_states[] 1305:live_brokers[] 1325:- 1327:controller_id:i/controller_epoch:i/broker_epoch:q 1329:topic_states[] 1340:live_brokers[] 1351:is_kraft_controller 1354:type 1357:ungrouped_partition_states 1360:unknown_tags 1367:- 1371:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1374:isr 1391:zk_version:i 1394:replicas 1411:offline_replicas 1429:tagged_fields 1467:- 1469:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1471:isr 1486:zk_version:i 1488:replicas 1503:offline_replicas 1518:tagged_fields 1528:- 1532:topic_name 1550:partition_states[] 1572:tagged_fields 1610:- 1612:topic_name 1631:partition_states[] 1650:tagged_fields 1660:- 1664:port:i 1667:host 1685:listener 1703:security_protocol:h 1706:tagged_fields 1744:- 1746:port:i 1748:host 1767:listener 1786:security_protocol:h 1788:tagged_fields 1798:- 1802:id:i 1805:endpoints[] 1826:rack 1849:tagged_fields 1887:- 1889:id:i 1891:endpoints[] 1910:rack 1929:tagged_fields 1939:- 1943:controller_id:i/controller_epoch:i/broker_epoch:q 1946:topic_states[] 1967:live_brokers[] 1991:tagged_fields 2029:- 2031:controller_id:i/controller_epoch:i/broker_epoch:q 2033:topic_states[] 2052:live_brokers[] 2071:is_kraft_controller 2074:type 2077:ungrouped_partition_states 2080:tagged_fields 2090:- 2094:topic_name 2112:topic_id:16s 2116:partition_states[] 2137:tagged_fields 2175:- 2177:topic_name 2196:topic_id:16s 2198:partition_states[] 2217:tagged_fields 2227:- 2231:controller_id:i/controller_epoch:i/broker_epoch:q 2234:topic_states[] 2255:live_brokers[] 2279:tagged_fields 2317:- 2319:controller_id:i/controller_epoch:i/broker_epoch:q 2321:topic_states[] 2340:live_brokers[] 2359:is_kraft_controller 2362:type 2365:ungrouped_partition_states 2368:tagged_fields 2378:- 2382:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 2385:topic_states[] 2406:live_brokers[] 2429:tagged_fields 2458:type 2463:tagged_fields 2475:- 2477:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 2479:topic_states[] 2498:live_brokers[] 2517:ungrouped_partition_states 2521:type 2526:tagged_fields"
+    "229:- 231:topic_name 242:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 244:isr 251:zk_version:i 253:replicas 260:unknown_tags 267:- 269:id:i 271:v0_host 282:v0_port:i 284:unknown_tags 291:- 295:controller_id:i/controller_epoch:i 298:ungrouped_partition_states[] 306:ungrouped_partition_states[]>topic_name 314:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 317:ungrouped_partition_states[]>isr 324:ungrouped_partition_states[]>zk_version:i 327:ungrouped_partition_states[]>replicas 338:live_brokers[] 346:live_brokers[]>id:i 349:live_brokers[]>v0_host 357:live_brokers[]>v0_port:i 375:- 377:controller_id:i/controller_epoch:i 379:ungrouped_partition_states[] 390:live_brokers[] 401:is_kraft_controller 404:type 407:topic_states 410:unknown_tags 417:- 419:port:i 421:host 432:security_protocol:h 434:unknown_tags 441:- 443:id:i 445:endpoints[] 456:unknown_tags 463:- 467:controller_id:i/controller_epoch:i 470:ungrouped_partition_states[] 478:ungrouped_partition_states[]>topic_name 486:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 489:ungrouped_partition_states[]>isr 496:ungrouped_partition_states[]>zk_version:i 499:ungrouped_partition_states[]>replicas 510:live_brokers[] 518:live_brokers[]>id:i 521:live_brokers[]>endpoints[] 529:live_brokers[]>endpoints[]>port:i 532:live_brokers[]>endpoints[]>host 540:live_brokers[]>endpoints[]>security_protocol:h 563:- 565:controller_id:i/controller_epoch:i 567:ungrouped_partition_states[] 578:live_brokers[] 589:is_kraft_controller 592:type 595:topic_states 598:unknown_tags 605:- 607:id:i 609:endpoints[] 620:rack 631:unknown_tags 638:- 642:controller_id:i/controller_epoch:i 645:ungrouped_partition_states[] 653:ungrouped_partition_states[]>topic_name 661:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 664:ungrouped_partition_states[]>isr 671:ungrouped_partition_states[]>zk_version:i 674:ungrouped_partition_states[]>replicas 685:live_brokers[] 693:live_brokers[]>id:i 696:live_brokers[]>endpoints[] 704:live_brokers[]>endpoints[]>port:i 707:live_brokers[]>endpoints[]>host 715:live_brokers[]>endpoints[]>security_protocol:h 722:live_brokers[]>rack 748:- 750:controller_id:i/controller_epoch:i 752:ungrouped_partition_states[] 763:live_brokers[] 774:is_kraft_controller 777:type 780:topic_states 783:unknown_tags 790:- 792:port:i 794:host 805:listener 816:security_protocol:h 818:unknown_tags 825:- 827:id:i 829:endpoints[] 840:rack 851:unknown_tags 858:- 862:controller_id:i/controller_epoch:i 865:ungrouped_partition_states[] 873:ungrouped_partition_states[]>topic_name 881:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 884:ungrouped_partition_states[]>isr 891:ungrouped_partition_states[]>zk_version:i 894:ungrouped_partition_states[]>replicas 905:live_brokers[] 913:live_brokers[]>id:i 916:live_brokers[]>endpoints[] 924:live_brokers[]>endpoints[]>port:i 927:live_brokers[]>endpoints[]>host 935:live_brokers[]>endpoints[]>listener 943:live_brokers[]>endpoints[]>security_protocol:h 949:live_brokers[]>rack 975:- 977:controller_id:i/controller_epoch:i 979:ungrouped_partition_states[] 990:live_brokers[] 1001:is_kraft_controller 1004:type 1007:topic_states 1010:unknown_tags 1017:- 1019:topic_name 1030:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1032:isr 1039:zk_version:i 1041:replicas 1048:offline_replicas 1055:unknown_tags 1062:- 1066:controller_id:i/controller_epoch:i 1069:ungrouped_partition_states[] 1077:ungrouped_partition_states[]>topic_name 1085:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1088:ungrouped_partition_states[]>isr 1095:ungrouped_partition_states[]>zk_version:i 1098:ungrouped_partition_states[]>replicas 1105:ungrouped_partition_states[]>offline_replicas 1115:live_brokers[] 1123:live_brokers[]>id:i 1126:live_brokers[]>endpoints[] 1134:live_brokers[]>endpoints[]>port:i 1137:live_brokers[]>endpoints[]>host 1145:live_brokers[]>endpoints[]>listener 1153:live_brokers[]>endpoints[]>security_protocol:h 1159:live_brokers[]>rack 1185:- 1187:controller_id:i/controller_epoch:i 1189:ungrouped_partition_states[] 1200:live_brokers[] 1211:is_kraft_controller 1214:type 1217:topic_states 1220:unknown_tags 1227:- 1229:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1231:isr 1238:zk_version:i 1240:replicas 1247:offline_replicas 1254:unknown_tags 1261:- 1263:topic_name 1274:partition_states[] 1285:unknown_tags 1292:- 1296:controller_id:i/controller_epoch:i/broker_epoch:q 1299:topic_states[] 1307:topic_states[]>topic_name 1315:topic_states[]>partition_states[] 1323:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1326:topic_states[]>partition_states[]>isr 1333:topic_states[]>partition_states[]>zk_version:i 1336:topic_states[]>partition_states[]>replicas 1343:topic_states[]>partition_states[]>offline_replicas 1358:live_brokers[] 1366:live_brokers[]>id:i 1369:live_brokers[]>endpoints[] 1377:live_brokers[]>endpoints[]>port:i 1380:live_brokers[]>endpoints[]>host 1388:live_brokers[]>endpoints[]>listener 1396:live_brokers[]>endpoints[]>security_protocol:h 1402:live_brokers[]>rack 1427:- 1429:controller_id:i/controller_epoch:i/broker_epoch:q 1431:topic_states[] 1442:live_brokers[] 1453:is_kraft_controller 1456:type 1459:ungrouped_partition_states 1462:unknown_tags 1469:- 1471:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1473:isr 1488:zk_version:i 1490:replicas 1505:offline_replicas 1520:tagged_fields 1530:- 1532:topic_name 1551:partition_states[] 1570:tagged_fields 1580:- 1582:port:i 1584:host 1603:listener 1622:security_protocol:h 1624:tagged_fields 1634:- 1636:id:i 1638:endpoints[] 1657:rack 1676:tagged_fields 1686:- 1690:controller_id:i/controller_epoch:i/broker_epoch:q 1693:topic_states[] 1711:topic_states[]>topic_name 1727:topic_states[]>partition_states[] 1745:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1748:topic_states[]>partition_states[]>isr 1760:topic_states[]>partition_states[]>zk_version:i 1763:topic_states[]>partition_states[]>replicas 1775:topic_states[]>partition_states[]>offline_replicas 1788:topic_states[]>partition_states[]>tagged_fields 1797:topic_states[]>tagged_fields 1805:live_brokers[] 1823:live_brokers[]>id:i 1826:live_brokers[]>endpoints[] 1844:live_brokers[]>endpoints[]>port:i 1847:live_brokers[]>endpoints[]>host 1863:live_brokers[]>endpoints[]>listener 1879:live_brokers[]>endpoints[]>security_protocol:h 1882:live_brokers[]>endpoints[]>tagged_fields 1890:live_brokers[]>rack 1915:live_brokers[]>tagged_fields 1926:tagged_fields 1937:- 1939:controller_id:i/controller_epoch:i/broker_epoch:q 1941:topic_states[] 1960:live_brokers[] 1979:is_kraft_controller 1982:type 1985:ungrouped_partition_states 1988:tagged_fields 1998:- 2000:topic_name 2019:topic_id:16s 2021:partition_states[] 2040:tagged_fields 2050:- 2054:controller_id:i/controller_epoch:i/broker_epoch:q 2057:topic_states[] 2075:topic_states[]>topic_name 2091:topic_states[]>topic_id:16s 2095:topic_states[]>partition_states[] 2113:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 2116:topic_states[]>partition_states[]>isr 2128:topic_states[]>partition_states[]>zk_version:i 2131:topic_states[]>partition_states[]>replicas 2143:topic_states[]>partition_states[]>offline_replicas 2156:topic_states[]>partition_states[]>tagged_fields 2164:topic_states[]>tagged_fields 2172:live_brokers[] 2190:live_brokers[]>id:i 2193:live_brokers[]>endpoints[] 2211:live_brokers[]>endpoints[]>port:i 2214:live_brokers[]>endpoints[]>host 2230:live_brokers[]>endpoints[]>listener 2246:live_brokers[]>endpoints[]>security_protocol:h 2249:live_brokers[]>endpoints[]>tagged_fields 2257:live_brokers[]>rack 2282:live_brokers[]>tagged_fields 2293:tagged_fields 2304:- 2306:controller_id:i/controller_epoch:i/broker_epoch:q 2308:topic_states[] 2327:live_brokers[] 2346:is_kraft_controller 2349:type 2352:ungrouped_partition_states 2355:tagged_fields 2365:- 2369:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 2372:topic_states[] 2390:topic_states[]>topic_name 2406:topic_states[]>topic_id:16s 2410:topic_states[]>partition_states[] 2428:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 2431:topic_states[]>partition_states[]>isr 2443:topic_states[]>partition_states[]>zk_version:i 2446:topic_states[]>partition_states[]>replicas 2458:topic_states[]>partition_states[]>offline_replicas 2471:topic_states[]>partition_states[]>tagged_fields 2479:topic_states[]>tagged_fields 2487:live_brokers[] 2505:live_brokers[]>id:i 2508:live_brokers[]>endpoints[] 2526:live_brokers[]>endpoints[]>port:i 2529:live_brokers[]>endpoints[]>host 2545:live_brokers[]>endpoints[]>listener 2561:live_brokers[]>endpoints[]>security_protocol:h 2564:live_brokers[]>endpoints[]>tagged_fields 2572:live_brokers[]>rack 2597:live_brokers[]>tagged_fields 2607:tagged_fields 2636:type 2641:tagged_fields 2653:- 2655:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 2657:topic_states[] 2676:live_brokers[] 2695:ungrouped_partition_states 2699:type 2704:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -123,87 +124,6 @@ UpdateRaftVoterRequest.KRaftVersionFeature = KRaftVersionFeature
 
 
 
-def _read_Listener_v0(buf, pos, view):
-    try:
-        self = _new(Listener)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: host
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: port:H
-        (self.port,) = _R_H(buf, pos)
-        pos += 2
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_Listener_v0(self, w):
     try:
         # field: name
@@ -264,38 +184,11 @@ def _read_KRaftVersionFeature_v0(buf, pos, view):
         (self.min_supported_version, self.max_supported_version,) = _R_hh(buf, pos)
         pos += 4
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -321,25 +214,27 @@ def _read_UpdateRaftVoterRequest_v0(buf, pos, view):
         blen = len(buf)
         # field: cluster_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.cluster_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.cluster_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.cluster_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.cluster_id = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.cluster_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.cluster_id = str(buf[pos:end], "utf-8")
+                pos = end
         # field: current_leader_epoch:i voter_id:i voter_directory_id:16s
         (self.current_leader_epoch, self.voter_id, u_voter_directory_id,) = _R_ii16s(buf, pos)
         self.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
@@ -359,47 +254,60 @@ def _read_UpdateRaftVoterRequest_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 5 > blen - pos:
             raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_listeners in range(n):
-            item, pos = _read_Listener_v0(buf, pos, view)
-            append(item)
+            item = _new(Listener)  # Listener read in this loop
+            # field: listeners[]>name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: listeners[]>host
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.host = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.host = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: listeners[]>port:H
+            (item.port,) = _R_H(buf, pos)
+            pos += 2
+            # field: listeners[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_listeners] = item
         self.listeners = tuple(items)
         # field: kraft_version_feature
         self._kraft_version_feature, pos = _read_KRaftVersionFeature_v0(buf, pos, view)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -469,5 +377,5 @@ UpdateRaftVoterRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "126:- 130:name 148:host 166:port:H 169:tagged_fields 207:- 209:name 228:host 247:port:H 249:tagged_fields 259:- 263:min_supported_version:h/max_supported_version:h 266:tagged_fields 304:- 306:min_supported_version:h/max_supported_version:h 308:tagged_fields 318:- 322:cluster_id 343:current_leader_epoch:i/voter_id:i/voter_directory_id:16s 347:listeners[] 368:kraft_version_feature 370:tagged_fields 408:- 410:cluster_id 429:current_leader_epoch:i/voter_id:i/voter_directory_id:16s 431:listeners[] 450:kraft_version_feature 455:tagged_fields"
+    "127:- 129:name 148:host 167:port:H 169:tagged_fields 179:- 183:min_supported_version:h/max_supported_version:h 186:tagged_fields 197:- 199:min_supported_version:h/max_supported_version:h 201:tagged_fields 211:- 215:cluster_id 238:current_leader_epoch:i/voter_id:i/voter_directory_id:16s 242:listeners[] 260:listeners[]>name 276:listeners[]>host 292:listeners[]>port:H 295:listeners[]>tagged_fields 303:kraft_version_feature 305:tagged_fields 316:- 318:cluster_id 337:current_leader_epoch:i/voter_id:i/voter_directory_id:16s 339:listeners[] 358:kraft_version_feature 363:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -123,53 +124,6 @@ VoteRequest.PartitionData = PartitionData
 
 
 
-def _read_PartitionData_v0(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i candidate_epoch:i candidate_id:i last_offset_epoch:i last_offset:q
-        (self.partition_index, self.candidate_epoch, self.candidate_id, self.last_offset_epoch, self.last_offset,) = _R_iiiiq(buf, pos)
-        pos += 24
-        self.candidate_directory_id = ZERO_UUID
-        self.voter_directory_id = ZERO_UUID
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_PartitionData_v0(self, w):
     try:
         # field: partition_index:i candidate_epoch:i candidate_id:i last_offset_epoch:i last_offset:q
@@ -182,87 +136,6 @@ def _write_PartitionData_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicData_v0(buf, pos, view):
-    try:
-        self = _new(TopicData)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 25 > blen - pos:
-            raise bad_count(n, 25, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicData_v0(self, w):
@@ -321,25 +194,27 @@ def _read_VoteRequest_v0(buf, pos, view):
         blen = len(buf)
         # field: cluster_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.cluster_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.cluster_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.cluster_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.cluster_id = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.cluster_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.cluster_id = str(buf[pos:end], "utf-8")
+                pos = end
         # field: topics[]
         n = buf[pos]
         if n < 0x80:
@@ -355,46 +230,71 @@ def _read_VoteRequest_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicData_v0(buf, pos, view)
-            append(item)
+            item = _new(TopicData)  # TopicData read in this loop
+            # field: topics[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 25 > blen - pos:
+                raise bad_count(n, 25, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: topics[]>partitions[]>partition_index:i candidate_epoch:i candidate_id:i last_offset_epoch:i last_offset:q
+                (item1.partition_index, item1.candidate_epoch, item1.candidate_id, item1.last_offset_epoch, item1.last_offset,) = _R_iiiiq(buf, pos)
+                pos += 24
+                item1.candidate_directory_id = ZERO_UUID
+                item1.voter_directory_id = ZERO_UUID
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         self.voter_id = -1
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -450,53 +350,6 @@ def _write_VoteRequest_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_PartitionData_v1(buf, pos, view):
-    try:
-        self = _new(PartitionData)
-        blen = len(buf)
-        # field: partition_index:i candidate_epoch:i candidate_id:i candidate_directory_id:16s voter_directory_id:16s last_offset_epoch:i last_offset:q
-        (self.partition_index, self.candidate_epoch, self.candidate_id, u_candidate_directory_id, u_voter_directory_id, self.last_offset_epoch, self.last_offset,) = _R_iii16s16siq(buf, pos)
-        self.candidate_directory_id = uuid_from_bytes(u_candidate_directory_id)
-        self.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
-        pos += 56
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_PartitionData_v1(self, w):
     try:
         # field: partition_index:i candidate_epoch:i candidate_id:i candidate_directory_id:16s voter_directory_id:16s last_offset_epoch:i last_offset:q
@@ -509,87 +362,6 @@ def _write_PartitionData_v1(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_TopicData_v1(buf, pos, view):
-    try:
-        self = _new(TopicData)
-        blen = len(buf)
-        # field: topic_name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.topic_name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 57 > blen - pos:
-            raise bad_count(n, 57, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_PartitionData_v1(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_TopicData_v1(self, w):
@@ -648,25 +420,27 @@ def _read_VoteRequest_v1(buf, pos, view):
         blen = len(buf)
         # field: cluster_id
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
+        if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+            if n == 0:
+                self.cluster_id = None
+                pos += 1
+            else:
+                end = pos + n
+                if end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                self.cluster_id = str(buf[pos + 1:end], "utf-8")
+                pos = end
         else:
             n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n == -1:
-            self.cluster_id = None
-        else:
-            end = pos + n
-            if n < 0 or end > blen or n > 0x7FFF:
-                raise bad_length(n, pos, blen, "string")
-            self.cluster_id = str(buf[pos:end], "utf-8")
-            pos = end
+            n -= 1
+            if n == -1:
+                self.cluster_id = None
+            else:
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                self.cluster_id = str(buf[pos:end], "utf-8")
+                pos = end
         # field: voter_id:i
         (self.voter_id,) = _R_i(buf, pos)
         pos += 4
@@ -685,45 +459,70 @@ def _read_VoteRequest_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 3 > blen - pos:
             raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_topics in range(n):
-            item, pos = _read_TopicData_v1(buf, pos, view)
-            append(item)
+            item = _new(TopicData)  # TopicData read in this loop
+            # field: topics[]>topic_name
+            n = buf[pos]
+            if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                end = pos + n
+                if n == 0 or end > blen:
+                    raise bad_length(n - 1, pos + 1, blen, "string")
+                item.topic_name = str(buf[pos + 1:end], "utf-8")
+                pos = end
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item.topic_name = str(buf[pos:end], "utf-8")
+                pos = end
+            # field: topics[]>partitions[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 57 > blen - pos:
+                raise bad_count(n, 57, pos, blen)
+            items1 = [None] * n
+            for i_partitions in range(n):
+                item1 = _new(PartitionData)  # PartitionData read in this loop
+                # field: topics[]>partitions[]>partition_index:i candidate_epoch:i candidate_id:i candidate_directory_id:16s voter_directory_id:16s last_offset_epoch:i last_offset:q
+                (item1.partition_index, item1.candidate_epoch, item1.candidate_id, u_candidate_directory_id, u_voter_directory_id, item1.last_offset_epoch, item1.last_offset,) = _R_iii16s16siq(buf, pos)
+                item1.candidate_directory_id = uuid_from_bytes(u_candidate_directory_id)
+                item1.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
+                pos += 56
+                # field: topics[]>partitions[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_partitions] = item1
+            item.partitions = tuple(items1)
+            # field: topics[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_topics] = item
         self.topics = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -790,5 +589,5 @@ VoteRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "126:- 130:partition_index:i/candidate_epoch:i/candidate_id:i/last_offset_epoch:i/last_offset:q 135:tagged_fields 173:- 175:partition_index:i/candidate_epoch:i/candidate_id:i/last_offset_epoch:i/last_offset:q 177:tagged_fields 187:- 191:topic_name 209:partitions[] 230:tagged_fields 268:- 270:topic_name 289:partitions[] 308:tagged_fields 318:- 322:cluster_id 343:topics[] 365:tagged_fields 403:- 405:cluster_id 424:topics[] 443:tagged_fields 453:- 457:partition_index:i/candidate_epoch:i/candidate_id:i/candidate_directory_id:16s/voter_directory_id:16s/last_offset_epoch:i/last_offset:q 462:tagged_fields 500:- 502:partition_index:i/candidate_epoch:i/candidate_id:i/candidate_directory_id:16s/voter_directory_id:16s/last_offset_epoch:i/last_offset:q 504:tagged_fields 514:- 518:topic_name 536:partitions[] 557:tagged_fields 595:- 597:topic_name 616:partitions[] 635:tagged_fields 645:- 649:cluster_id 670:voter_id:i 673:topics[] 694:tagged_fields 732:- 734:cluster_id 753:voter_id:i 755:topics[] 774:tagged_fields"
+    "127:- 129:partition_index:i/candidate_epoch:i/candidate_id:i/last_offset_epoch:i/last_offset:q 131:tagged_fields 141:- 143:topic_name 162:partitions[] 181:tagged_fields 191:- 195:cluster_id 218:topics[] 236:topics[]>topic_name 252:topics[]>partitions[] 270:topics[]>partitions[]>partition_index:i/candidate_epoch:i/candidate_id:i/last_offset_epoch:i/last_offset:q 275:topics[]>partitions[]>tagged_fields 283:topics[]>tagged_fields 292:tagged_fields 303:- 305:cluster_id 324:topics[] 343:tagged_fields 353:- 355:partition_index:i/candidate_epoch:i/candidate_id:i/candidate_directory_id:16s/voter_directory_id:16s/last_offset_epoch:i/last_offset:q 357:tagged_fields 367:- 369:topic_name 388:partitions[] 407:tagged_fields 417:- 421:cluster_id 444:voter_id:i 447:topics[] 465:topics[]>topic_name 481:topics[]>partitions[] 499:topics[]>partitions[]>partition_index:i/candidate_epoch:i/candidate_id:i/candidate_directory_id:16s/voter_directory_id:16s/last_offset_epoch:i/last_offset:q 504:topics[]>partitions[]>tagged_fields 512:topics[]>tagged_fields 520:tagged_fields 531:- 533:cluster_id 552:voter_id:i 554:topics[] 573:tagged_fields"
 )

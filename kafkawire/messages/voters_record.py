@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -143,87 +144,6 @@ VotersRecord.KRaftVersionFeature = KRaftVersionFeature
 
 
 
-def _read_Endpoint_v0(buf, pos, view):
-    try:
-        self = _new(Endpoint)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: host
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.host = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: port:H
-        (self.port,) = _R_H(buf, pos)
-        pos += 2
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_Endpoint_v0(self, w):
     try:
         # field: name
@@ -284,38 +204,11 @@ def _read_KRaftVersionFeature_v0(buf, pos, view):
         (self.min_supported_version, self.max_supported_version,) = _R_hh(buf, pos)
         pos += 4
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -333,75 +226,6 @@ def _write_KRaftVersionFeature_v0(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_Voter_v0(buf, pos, view):
-    try:
-        self = _new(Voter)
-        blen = len(buf)
-        # field: voter_id:i voter_directory_id:16s
-        (self.voter_id, u_voter_directory_id,) = _R_i16s(buf, pos)
-        self.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
-        pos += 20
-        # field: endpoints[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 5 > blen - pos:
-            raise bad_count(n, 5, pos, blen)
-        items = []
-        append = items.append
-        for i_endpoints in range(n):
-            item, pos = _read_Endpoint_v0(buf, pos, view)
-            append(item)
-        self.endpoints = tuple(items)
-        # field: kraft_version_feature
-        self._kraft_version_feature, pos = _read_KRaftVersionFeature_v0(buf, pos, view)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_Voter_v0(self, w):
@@ -464,45 +288,90 @@ def _read_VotersRecord_v0(buf, pos, view):
         n -= 1
         if n < 0 or n * 27 > blen - pos:
             raise bad_count(n, 27, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_voters in range(n):
-            item, pos = _read_Voter_v0(buf, pos, view)
-            append(item)
+            item = _new(Voter)  # Voter read in this loop
+            # field: voters[]>voter_id:i voter_directory_id:16s
+            (item.voter_id, u_voter_directory_id,) = _R_i16s(buf, pos)
+            item.voter_directory_id = uuid_from_bytes(u_voter_directory_id)
+            pos += 20
+            # field: voters[]>endpoints[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 5 > blen - pos:
+                raise bad_count(n, 5, pos, blen)
+            items1 = [None] * n
+            for i_endpoints in range(n):
+                item1 = _new(Endpoint)  # Endpoint read in this loop
+                # field: voters[]>endpoints[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: voters[]>endpoints[]>host
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.host = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.host = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: voters[]>endpoints[]>port:H
+                (item1.port,) = _R_H(buf, pos)
+                pos += 2
+                # field: voters[]>endpoints[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_endpoints] = item1
+            item.endpoints = tuple(items1)
+            # field: voters[]>kraft_version_feature
+            item._kraft_version_feature, pos = _read_KRaftVersionFeature_v0(buf, pos, view)
+            # field: voters[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_voters] = item
         self.voters = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -548,5 +417,5 @@ VotersRecord._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "146:- 150:name 168:host 186:port:H 189:tagged_fields 227:- 229:name 248:host 267:port:H 269:tagged_fields 279:- 283:min_supported_version:h/max_supported_version:h 286:tagged_fields 324:- 326:min_supported_version:h/max_supported_version:h 328:tagged_fields 338:- 342:voter_id:i/voter_directory_id:16s 346:endpoints[] 367:kraft_version_feature 369:tagged_fields 407:- 409:voter_id:i/voter_directory_id:16s 411:endpoints[] 430:kraft_version_feature 435:tagged_fields 445:- 449:version:h 452:voters[] 473:tagged_fields 511:- 513:version:h 515:voters[] 534:tagged_fields"
+    "147:- 149:name 168:host 187:port:H 189:tagged_fields 199:- 203:min_supported_version:h/max_supported_version:h 206:tagged_fields 217:- 219:min_supported_version:h/max_supported_version:h 221:tagged_fields 231:- 233:voter_id:i/voter_directory_id:16s 235:endpoints[] 254:kraft_version_feature 259:tagged_fields 269:- 273:version:h 276:voters[] 294:voters[]>voter_id:i/voter_directory_id:16s 298:voters[]>endpoints[] 316:voters[]>endpoints[]>name 332:voters[]>endpoints[]>host 348:voters[]>endpoints[]>port:H 351:voters[]>endpoints[]>tagged_fields 359:voters[]>kraft_version_feature 361:voters[]>tagged_fields 369:tagged_fields 380:- 382:version:h 384:voters[] 403:tagged_fields"
 )

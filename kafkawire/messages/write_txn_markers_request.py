@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -22,6 +23,7 @@ _R_qh_ = _Format(">qh?").unpack_from
 _W_qh_ = _Format(">qh?").pack
 _ARRAY_i = fixed_array_reader("i")
 _ARRAYW_i = fixed_array_writer("i")
+_ARRAYC_i = compact_array_reader("i")
 
 
 class WriteTxnMarkersRequest(_Message):
@@ -111,31 +113,6 @@ WriteTxnMarkersRequest.WritableTxnMarkerTopic = WritableTxnMarkerTopic
 
 
 
-def _read_WritableTxnMarkerTopic_v0(buf, pos, view):
-    try:
-        self = _new(WritableTxnMarkerTopic)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_indexes
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partition_indexes = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_WritableTxnMarkerTopic_v0(self, w):
     try:
         # field: name
@@ -161,33 +138,6 @@ def _write_WritableTxnMarkerTopic_v0(self, w):
             raise tags_not_supported("WritableTxnMarkerTopic")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_WritableTxnMarker_v0(buf, pos, view):
-    try:
-        self = _new(WritableTxnMarker)
-        blen = len(buf)
-        # field: producer_id:q producer_epoch:h transaction_result:?
-        (self.producer_id, self.producer_epoch, self.transaction_result,) = _R_qh_(buf, pos)
-        pos += 11
-        # field: topics[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 6 > blen - pos:
-            raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
-        for i_topics in range(n):
-            item, pos = _read_WritableTxnMarkerTopic_v0(buf, pos, view)
-            append(item)
-        self.topics = tuple(items)
-        # field: coordinator_epoch:i
-        (self.coordinator_epoch,) = _R_i(buf, pos)
-        pos += 4
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_WritableTxnMarker_v0(self, w):
@@ -223,11 +173,43 @@ def _read_WriteTxnMarkersRequest_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 19 > blen - pos:
             raise bad_count(n, 19, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_markers in range(n):
-            item, pos = _read_WritableTxnMarker_v0(buf, pos, view)
-            append(item)
+            item = _new(WritableTxnMarker)  # WritableTxnMarker read in this loop
+            # field: markers[]>producer_id:q producer_epoch:h transaction_result:?
+            (item.producer_id, item.producer_epoch, item.transaction_result,) = _R_qh_(buf, pos)
+            pos += 11
+            # field: markers[]>topics[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
+            items1 = [None] * n
+            for i_topics in range(n):
+                item1 = _new(WritableTxnMarkerTopic)  # WritableTxnMarkerTopic read in this loop
+                # field: markers[]>topics[]>name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.name = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: markers[]>topics[]>partition_indexes
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise bad_count(n, 4, pos, blen)
+                item1.partition_indexes = _ARRAY_i[n](buf, pos)
+                pos += n * 4
+                item1.unknown_tags = None
+                items1[i_topics] = item1
+            item.topics = tuple(items1)
+            # field: markers[]>coordinator_epoch:i
+            (item.coordinator_epoch,) = _R_i(buf, pos)
+            pos += 4
+            item.unknown_tags = None
+            items[i_markers] = item
         self.markers = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -253,83 +235,6 @@ def _write_WriteTxnMarkersRequest_v0(self, w):
             raise tags_not_supported("WriteTxnMarkersRequest")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_WritableTxnMarkerTopic_v1(buf, pos, view):
-    try:
-        self = _new(WritableTxnMarkerTopic)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partition_indexes
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0:
-            raise bad_count(n, 4, pos, blen)
-        self.partition_indexes = _ARRAY_i[n](buf, pos)
-        pos += n * 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_WritableTxnMarkerTopic_v1(self, w):
@@ -376,75 +281,6 @@ def _write_WritableTxnMarkerTopic_v1(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_WritableTxnMarker_v1(buf, pos, view):
-    try:
-        self = _new(WritableTxnMarker)
-        blen = len(buf)
-        # field: producer_id:q producer_epoch:h transaction_result:?
-        (self.producer_id, self.producer_epoch, self.transaction_result,) = _R_qh_(buf, pos)
-        pos += 11
-        # field: topics[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 3 > blen - pos:
-            raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
-        for i_topics in range(n):
-            item, pos = _read_WritableTxnMarkerTopic_v1(buf, pos, view)
-            append(item)
-        self.topics = tuple(items)
-        # field: coordinator_epoch:i
-        (self.coordinator_epoch,) = _R_i(buf, pos)
-        pos += 4
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_WritableTxnMarker_v1(self, w):
@@ -501,45 +337,83 @@ def _read_WriteTxnMarkersRequest_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 17 > blen - pos:
             raise bad_count(n, 17, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_markers in range(n):
-            item, pos = _read_WritableTxnMarker_v1(buf, pos, view)
-            append(item)
+            item = _new(WritableTxnMarker)  # WritableTxnMarker read in this loop
+            # field: markers[]>producer_id:q producer_epoch:h transaction_result:?
+            (item.producer_id, item.producer_epoch, item.transaction_result,) = _R_qh_(buf, pos)
+            pos += 11
+            # field: markers[]>topics[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
+            items1 = [None] * n
+            for i_topics in range(n):
+                item1 = _new(WritableTxnMarkerTopic)  # WritableTxnMarkerTopic read in this loop
+                # field: markers[]>topics[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: markers[]>topics[]>partition_indexes
+                n = buf[pos]
+                if n < 0x80:  # a one-byte count: n - 1 values follow (n == 0, null, is refused)
+                    item1.partition_indexes = _ARRAYC_i[n](buf, pos + 1)
+                    pos += 4 * n - 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise bad_count(n, 4, pos, blen)
+                    item1.partition_indexes = _ARRAY_i[n](buf, pos)
+                    pos += n * 4
+                # field: markers[]>topics[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_topics] = item1
+            item.topics = tuple(items1)
+            # field: markers[]>coordinator_epoch:i
+            (item.coordinator_epoch,) = _R_i(buf, pos)
+            pos += 4
+            # field: markers[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_markers] = item
         self.markers = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -585,5 +459,5 @@ WriteTxnMarkersRequest._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "114:- 118:name 126:partition_indexes 139:- 141:name 152:partition_indexes 159:unknown_tags 166:- 170:producer_id:q/producer_epoch:h/transaction_result:? 173:topics[] 184:coordinator_epoch:i 193:- 195:producer_id:q/producer_epoch:h/transaction_result:? 197:topics[] 208:coordinator_epoch:i 210:unknown_tags 217:- 221:markers[] 238:- 240:markers[] 251:unknown_tags 258:- 262:name 280:partition_indexes 297:tagged_fields 335:- 337:name 356:partition_indexes 371:tagged_fields 381:- 385:producer_id:q/producer_epoch:h/transaction_result:? 388:topics[] 409:coordinator_epoch:i 412:tagged_fields 450:- 452:producer_id:q/producer_epoch:h/transaction_result:? 454:topics[] 473:coordinator_epoch:i 475:tagged_fields 485:- 489:markers[] 510:tagged_fields 548:- 550:markers[] 569:tagged_fields"
+    "116:- 118:name 129:partition_indexes 136:unknown_tags 143:- 145:producer_id:q/producer_epoch:h/transaction_result:? 147:topics[] 158:coordinator_epoch:i 160:unknown_tags 167:- 171:markers[] 179:markers[]>producer_id:q/producer_epoch:h/transaction_result:? 182:markers[]>topics[] 190:markers[]>topics[]>name 198:markers[]>topics[]>partition_indexes 208:markers[]>coordinator_epoch:i 220:- 222:markers[] 233:unknown_tags 240:- 242:name 261:partition_indexes 276:tagged_fields 286:- 288:producer_id:q/producer_epoch:h/transaction_result:? 290:topics[] 309:coordinator_epoch:i 311:tagged_fields 321:- 325:markers[] 343:markers[]>producer_id:q/producer_epoch:h/transaction_result:? 346:markers[]>topics[] 364:markers[]>topics[]>name 380:markers[]>topics[]>partition_indexes 392:markers[]>topics[]>tagged_fields 400:markers[]>coordinator_epoch:i 403:markers[]>tagged_fields 411:tagged_fields 422:- 424:markers[] 443:tagged_fields"
 )

@@ -10,7 +10,8 @@ from kafkawire.codec.failures import (
 )
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
-    fixed_array_reader, fixed_array_writer, read_uvarint, struct_field, uvarint, uuid_from_bytes, write_tags,
+    compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
+    uvarint, uuid_from_bytes, write_tags,
 )
 
 _new = object.__new__
@@ -128,18 +129,6 @@ WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult = WritableTxnMarkerPart
 
 
 
-def _read_WritableTxnMarkerPartitionResult_v0(buf, pos, view):
-    try:
-        self = _new(WritableTxnMarkerPartitionResult)
-        # field: partition_index:i error_code:h
-        (self.partition_index, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_WritableTxnMarkerPartitionResult_v0(self, w):
     try:
         # field: partition_index:i error_code:h
@@ -149,35 +138,6 @@ def _write_WritableTxnMarkerPartitionResult_v0(self, w):
             raise tags_not_supported("WritableTxnMarkerPartitionResult")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_WritableTxnMarkerTopicResult_v0(buf, pos, view):
-    try:
-        self = _new(WritableTxnMarkerTopicResult)
-        blen = len(buf)
-        # field: name
-        n = _R_h(buf, pos)[0]
-        pos += 2
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 6 > blen - pos:
-            raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_WritableTxnMarkerPartitionResult_v0(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_WritableTxnMarkerTopicResult_v0(self, w):
@@ -211,30 +171,6 @@ def _write_WritableTxnMarkerTopicResult_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_WritableTxnMarkerResult_v0(buf, pos, view):
-    try:
-        self = _new(WritableTxnMarkerResult)
-        blen = len(buf)
-        # field: producer_id:q
-        (self.producer_id,) = _R_q(buf, pos)
-        pos += 8
-        # field: topics[]
-        n = _R_i(buf, pos)[0]
-        pos += 4
-        if n < 0 or n * 6 > blen - pos:
-            raise bad_count(n, 6, pos, blen)
-        items = []
-        append = items.append
-        for i_topics in range(n):
-            item, pos = _read_WritableTxnMarkerTopicResult_v0(buf, pos, view)
-            append(item)
-        self.topics = tuple(items)
-        self.unknown_tags = None
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_WritableTxnMarkerResult_v0(self, w):
     try:
         # field: producer_id:q
@@ -266,11 +202,47 @@ def _read_WriteTxnMarkersResponse_v0(buf, pos, view):
         pos += 4
         if n < 0 or n * 12 > blen - pos:
             raise bad_count(n, 12, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_markers in range(n):
-            item, pos = _read_WritableTxnMarkerResult_v0(buf, pos, view)
-            append(item)
+            item = _new(WritableTxnMarkerResult)  # WritableTxnMarkerResult read in this loop
+            # field: markers[]>producer_id:q
+            (item.producer_id,) = _R_q(buf, pos)
+            pos += 8
+            # field: markers[]>topics[]
+            n = _R_i(buf, pos)[0]
+            pos += 4
+            if n < 0 or n * 6 > blen - pos:
+                raise bad_count(n, 6, pos, blen)
+            items1 = [None] * n
+            for i_topics in range(n):
+                item1 = _new(WritableTxnMarkerTopicResult)  # WritableTxnMarkerTopicResult read in this loop
+                # field: markers[]>topics[]>name
+                n = _R_h(buf, pos)[0]
+                pos += 2
+                end = pos + n
+                if n < 0 or end > blen or n > 0x7FFF:
+                    raise bad_length(n, pos, blen, "string")
+                item1.name = str(buf[pos:end], "utf-8")
+                pos = end
+                # field: markers[]>topics[]>partitions[]
+                n = _R_i(buf, pos)[0]
+                pos += 4
+                if n < 0 or n * 6 > blen - pos:
+                    raise bad_count(n, 6, pos, blen)
+                items2 = [None] * n
+                for i_partitions in range(n):
+                    item2 = _new(WritableTxnMarkerPartitionResult)  # WritableTxnMarkerPartitionResult read in this loop
+                    # field: markers[]>topics[]>partitions[]>partition_index:i error_code:h
+                    (item2.partition_index, item2.error_code,) = _R_ih(buf, pos)
+                    pos += 6
+                    item2.unknown_tags = None
+                    items2[i_partitions] = item2
+                item1.partitions = tuple(items2)
+                item1.unknown_tags = None
+                items1[i_topics] = item1
+            item.topics = tuple(items1)
+            item.unknown_tags = None
+            items[i_markers] = item
         self.markers = tuple(items)
         self.unknown_tags = None
         return self, pos
@@ -298,51 +270,6 @@ def _write_WriteTxnMarkersResponse_v0(self, w):
         raise encode_failure(exc, _FIELDS_AT) from None
 
 
-def _read_WritableTxnMarkerPartitionResult_v1(buf, pos, view):
-    try:
-        self = _new(WritableTxnMarkerPartitionResult)
-        blen = len(buf)
-        # field: partition_index:i error_code:h
-        (self.partition_index, self.error_code,) = _R_ih(buf, pos)
-        pos += 6
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
-
-
 def _write_WritableTxnMarkerPartitionResult_v1(self, w):
     try:
         # field: partition_index:i error_code:h
@@ -355,87 +282,6 @@ def _write_WritableTxnMarkerPartitionResult_v1(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_WritableTxnMarkerTopicResult_v1(buf, pos, view):
-    try:
-        self = _new(WritableTxnMarkerTopicResult)
-        blen = len(buf)
-        # field: name
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        end = pos + n
-        if n < 0 or end > blen or n > 0x7FFF:
-            raise bad_length(n, pos, blen, "string")
-        self.name = str(buf[pos:end], "utf-8")
-        pos = end
-        # field: partitions[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 7 > blen - pos:
-            raise bad_count(n, 7, pos, blen)
-        items = []
-        append = items.append
-        for i_partitions in range(n):
-            item, pos = _read_WritableTxnMarkerPartitionResult_v1(buf, pos, view)
-            append(item)
-        self.partitions = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_WritableTxnMarkerTopicResult_v1(self, w):
@@ -486,72 +332,6 @@ def _write_WritableTxnMarkerTopicResult_v1(self, w):
             w(b"\x00")
     except Exception as exc:
         raise encode_failure(exc, _FIELDS_AT) from None
-
-
-def _read_WritableTxnMarkerResult_v1(buf, pos, view):
-    try:
-        self = _new(WritableTxnMarkerResult)
-        blen = len(buf)
-        # field: producer_id:q
-        (self.producer_id,) = _R_q(buf, pos)
-        pos += 8
-        # field: topics[]
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            n = (n & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
-        elif buf[pos + 2] < 0x80:
-            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
-            pos += 3
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-        if n < 0 or n * 3 > blen - pos:
-            raise bad_count(n, 3, pos, blen)
-        items = []
-        append = items.append
-        for i_topics in range(n):
-            item, pos = _read_WritableTxnMarkerTopicResult_v1(buf, pos, view)
-            append(item)
-        self.topics = tuple(items)
-        # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
-            pos += 1
-            self.unknown_tags = None
-        else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
-        return self, pos
-    except Exception as exc:
-        raise decode_failure(exc, _FIELDS_AT) from None
 
 
 def _write_WritableTxnMarkerResult_v1(self, w):
@@ -606,45 +386,97 @@ def _read_WriteTxnMarkersResponse_v1(buf, pos, view):
         n -= 1
         if n < 0 or n * 10 > blen - pos:
             raise bad_count(n, 10, pos, blen)
-        items = []
-        append = items.append
+        items = [None] * n
         for i_markers in range(n):
-            item, pos = _read_WritableTxnMarkerResult_v1(buf, pos, view)
-            append(item)
+            item = _new(WritableTxnMarkerResult)  # WritableTxnMarkerResult read in this loop
+            # field: markers[]>producer_id:q
+            (item.producer_id,) = _R_q(buf, pos)
+            pos += 8
+            # field: markers[]>topics[]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            elif buf[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                pos += 3
+            else:
+                n, pos = read_uvarint(buf, pos)
+            n -= 1
+            if n < 0 or n * 3 > blen - pos:
+                raise bad_count(n, 3, pos, blen)
+            items1 = [None] * n
+            for i_topics in range(n):
+                item1 = _new(WritableTxnMarkerTopicResult)  # WritableTxnMarkerTopicResult read in this loop
+                # field: markers[]>topics[]>name
+                n = buf[pos]
+                if n < 0x80:  # a one-byte length: the string is buf[pos + 1:pos + n]
+                    end = pos + n
+                    if n == 0 or end > blen:
+                        raise bad_length(n - 1, pos + 1, blen, "string")
+                    item1.name = str(buf[pos + 1:end], "utf-8")
+                    pos = end
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                    n -= 1
+                    end = pos + n
+                    if n < 0 or end > blen or n > 0x7FFF:
+                        raise bad_length(n, pos, blen, "string")
+                    item1.name = str(buf[pos:end], "utf-8")
+                    pos = end
+                # field: markers[]>topics[]>partitions[]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2
+                elif buf[pos + 2] < 0x80:
+                    n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                    pos += 3
+                else:
+                    n, pos = read_uvarint(buf, pos)
+                n -= 1
+                if n < 0 or n * 7 > blen - pos:
+                    raise bad_count(n, 7, pos, blen)
+                items2 = [None] * n
+                for i_partitions in range(n):
+                    item2 = _new(WritableTxnMarkerPartitionResult)  # WritableTxnMarkerPartitionResult read in this loop
+                    # field: markers[]>topics[]>partitions[]>partition_index:i error_code:h
+                    (item2.partition_index, item2.error_code,) = _R_ih(buf, pos)
+                    pos += 6
+                    # field: markers[]>topics[]>partitions[]>tagged_fields
+                    if not buf[pos]:
+                        pos += 1
+                        item2.unknown_tags = None
+                    else:
+                        item2.unknown_tags, pos = read_unknown_tags(buf, pos)
+                    items2[i_partitions] = item2
+                item1.partitions = tuple(items2)
+                # field: markers[]>topics[]>tagged_fields
+                if not buf[pos]:
+                    pos += 1
+                    item1.unknown_tags = None
+                else:
+                    item1.unknown_tags, pos = read_unknown_tags(buf, pos)
+                items1[i_topics] = item1
+            item.topics = tuple(items1)
+            # field: markers[]>tagged_fields
+            if not buf[pos]:
+                pos += 1
+                item.unknown_tags = None
+            else:
+                item.unknown_tags, pos = read_unknown_tags(buf, pos)
+            items[i_markers] = item
         self.markers = tuple(items)
         # field: tagged_fields
-        n = buf[pos]
-        if n == 0:
+        if not buf[pos]:
             pos += 1
             self.unknown_tags = None
         else:
-            if n < 0x80:
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n * 2 > blen - pos:
-                raise bad_count(n, 2, pos, blen)
-            unknown = None
-            for _ in range(n):
-                tag = buf[pos]
-                if tag < 0x80:
-                    pos += 1
-                else:
-                    tag, pos = read_uvarint(buf, pos)
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_uvarint(buf, pos)
-                start = pos
-                end = pos + size
-                if end > blen:
-                    raise bad_length(size, pos, blen, "tagged field")
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
-            self.unknown_tags = unknown
+            self.unknown_tags, pos = read_unknown_tags(buf, pos)
         return self, pos
     except Exception as exc:
         raise decode_failure(exc, _FIELDS_AT) from None
@@ -690,5 +522,5 @@ WriteTxnMarkersResponse._WRITERS = {
 }
 
 _FIELDS_AT = _FieldLines(
-    "131:- 134:partition_index:i/error_code:h 143:- 145:partition_index:i/error_code:h 147:unknown_tags 154:- 158:name 166:partitions[] 183:- 185:name 196:partitions[] 207:unknown_tags 214:- 218:producer_id:q 221:topics[] 238:- 240:producer_id:q 242:topics[] 253:unknown_tags 260:- 264:markers[] 281:- 283:markers[] 294:unknown_tags 301:- 305:partition_index:i/error_code:h 308:tagged_fields 346:- 348:partition_index:i/error_code:h 350:tagged_fields 360:- 364:name 382:partitions[] 403:tagged_fields 441:- 443:name 462:partitions[] 481:tagged_fields 491:- 495:producer_id:q 498:topics[] 519:tagged_fields 557:- 559:producer_id:q 561:topics[] 580:tagged_fields 590:- 594:markers[] 615:tagged_fields 653:- 655:markers[] 674:tagged_fields"
+    "132:- 134:partition_index:i/error_code:h 136:unknown_tags 143:- 145:name 156:partitions[] 167:unknown_tags 174:- 176:producer_id:q 178:topics[] 189:unknown_tags 196:- 200:markers[] 208:markers[]>producer_id:q 211:markers[]>topics[] 219:markers[]>topics[]>name 227:markers[]>topics[]>partitions[] 235:markers[]>topics[]>partitions[]>partition_index:i/error_code:h 253:- 255:markers[] 266:unknown_tags 273:- 275:partition_index:i/error_code:h 277:tagged_fields 287:- 289:name 308:partitions[] 327:tagged_fields 337:- 339:producer_id:q 341:topics[] 360:tagged_fields 370:- 374:markers[] 392:markers[]>producer_id:q 395:markers[]>topics[] 413:markers[]>topics[]>name 429:markers[]>topics[]>partitions[] 447:markers[]>topics[]>partitions[]>partition_index:i/error_code:h 450:markers[]>topics[]>partitions[]>tagged_fields 458:markers[]>topics[]>tagged_fields 466:markers[]>tagged_fields 474:tagged_fields 485:- 487:markers[] 506:tagged_fields"
 )
