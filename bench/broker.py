@@ -1,0 +1,298 @@
+"""Broker benchmark (issue 4): produce then consume N bytes through the reference broker with
+confluent-kafka, against a plain loopback socket copy of the same number of bytes measured in the same run.
+
+    .venv/bin/python bench/broker.py                 # 1 GiB each way
+    .venv/bin/python bench/broker.py --quick         # 64 MiB smoke run
+    .venv/bin/python bench/broker.py --bytes 256MiB --partitions 1
+
+1. Loopback: a sender thread writes the bytes over a 127.0.0.1 TCP connection in 1 MiB chunks
+   (``sendall``), a receiver thread reads them into a 1 MiB buffer (``recv_into``); the time is from the
+   first send to the last byte received. Measured before and after the broker run; the faster of the
+   two is the reference (the stricter ratio).
+2. The broker: ``kafkawire broker`` in a subprocess on a temporary data directory (its own process and
+   core, as in production), one topic of --partitions partitions created with the AdminClient.
+3. Produce: one confluent-kafka Producer, acks=1, linger.ms=5, batch.size=1 MiB, no compression,
+   --value-size values (random bytes, a pool of 64 distinct ones), no keys, round-robin over the
+   partitions; timed from the first produce() to the end of flush(). The high watermarks must add up
+   to the number of messages produced.
+4. Consume: one Consumer assigned every partition at the beginning (no group join, no rebalance
+   delay), fetch.max.bytes 50 MiB, max.partition.fetch.bytes 8 MiB, consume(min(10000, left)) in a loop
+   until every message has arrived (asking for more than are left would wait out consume's timeout); timed from assign() to the last message. Payload bytes are counted from each
+   message's value, and the count must match what was produced.
+5. MB/s = payload (value) bytes / seconds / 1e6 (the log holds about 1% more: batch and record
+   framing). Target (issue 4): consume >= 50% of the loopback copy rate.
+
+This is a benchmark script, not a test.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from importlib.metadata import version as dist_version
+from pathlib import Path
+
+import confluent_kafka
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+HERE = Path(__file__).resolve().parent
+KAFKAWIRE = Path(sys.executable).with_name("kafkawire")
+TOPIC = "bench"
+CHUNK = 1 << 20
+TARGET = 0.5  # consume >= 50% of the loopback copy rate
+READY = re.compile(r"kafkawire broker on (\S+):(\d+)")
+
+
+def parse_size(text: str) -> int:
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]i?B?|B)?\s*", text, re.I)
+    if not found:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 1GiB, 64MiB, 1000000)")
+    unit = (found.group(2) or "B").upper().rstrip("B").rstrip("I")
+    return int(float(found.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[unit])
+
+
+def mb_s(nbytes: int, seconds: float) -> float:
+    return nbytes / seconds / 1e6
+
+
+# =========================================================================== loopback
+
+def loopback_copy(total: int) -> float:
+    """Seconds to copy ``total`` bytes over 127.0.0.1 in 1 MiB chunks, sender and receiver threads."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    received = [0]
+    done = threading.Event()
+
+    def receive() -> None:
+        conn, _ = listener.accept()
+        buffer = memoryview(bytearray(CHUNK))
+        with conn:
+            while received[0] < total:
+                n = conn.recv_into(buffer)
+                if not n:
+                    break
+                received[0] += n
+        done.set()
+
+    receiver = threading.Thread(target=receive, daemon=True)
+    receiver.start()
+    chunk = os.urandom(CHUNK)
+    with socket.create_connection(("127.0.0.1", port)) as sender:
+        started = time.perf_counter()
+        left = total
+        while left > 0:
+            if left >= CHUNK:
+                sender.sendall(chunk)
+            else:
+                sender.sendall(chunk[:left])
+            left -= CHUNK
+        done.wait()
+        seconds = time.perf_counter() - started
+    receiver.join()
+    listener.close()
+    if received[0] != total:
+        raise RuntimeError(f"loopback copy received {received[0]} of {total} bytes")
+    return seconds
+
+
+# =========================================================================== broker
+
+class BrokerProcess:
+    def __init__(self, data_dir: Path, log_path: Path):
+        self.log = open(log_path, "wb")
+        self.proc = subprocess.Popen([str(KAFKAWIRE), "broker", "--data-dir", str(data_dir), "--port", "0"],
+                                     stdout=subprocess.PIPE, stderr=self.log)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if select.select([self.proc.stdout], [], [], 0.2)[0]:
+                line = self.proc.stdout.readline().decode(errors="replace")
+                found = READY.search(line)
+                if found:
+                    self.bootstrap = f"{found.group(1)}:{found.group(2)}"
+                    return
+                if not line:
+                    break
+        self.stop()
+        raise RuntimeError(f"the broker did not start; see {log_path}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc.stdout.close()
+        self.log.close()
+
+
+def create_topic(bootstrap: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(TOPIC, partitions, 1)], operation_timeout=10).values():
+        future.result(30)
+
+
+def produce(bootstrap: str, count: int, value_size: int, partitions: int) -> float:
+    errors: list = []
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1 << 20,
+        "compression.type": "none", "queue.buffering.max.kbytes": 1 << 20,
+        "queue.buffering.max.messages": 1_000_000, "message.max.bytes": 16 << 20,
+        "error_cb": errors.append,
+    })
+    values = [os.urandom(value_size) for _ in range(64)]
+    started = time.perf_counter()
+    send = producer.produce
+    for i in range(count):
+        while True:
+            try:
+                send(TOPIC, values[i & 63], partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.005)
+        if i & 0x3FFF == 0:
+            producer.poll(0)
+    left = producer.flush(120)
+    seconds = time.perf_counter() - started
+    if left:
+        raise RuntimeError(f"{left} messages still undelivered after flush")
+    if errors:
+        raise RuntimeError(f"producer errors: {errors[:3]}")
+    return seconds
+
+
+def high_watermarks(bootstrap: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks"})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in range(partitions)]
+    finally:
+        consumer.close()
+
+
+def consume(bootstrap: str, count: int, partitions: int) -> tuple[float, int]:
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "fetch.max.bytes": 50 << 20, "max.partition.fetch.bytes": 8 << 20,
+        "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 256 << 10, "check.crcs": False,
+    })
+    seen, payload = 0, 0
+    try:
+        started = time.perf_counter()
+        consumer.assign([TopicPartition(TOPIC, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)])
+        deadline = time.monotonic() + 600
+        while seen < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"consumed {seen} of {count} messages in 600 s")
+            # consume(n, timeout) blocks until n messages or the timeout: never ask for more than are left,
+            # or the last call waits out its timeout and the time measures nothing but that wait
+            for message in consumer.consume(min(10_000, count - seen), 1.0):
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise RuntimeError(f"consumer error: {error}")
+                seen += 1
+                payload += len(message.value())
+        seconds = time.perf_counter() - started
+    finally:
+        consumer.close()
+    if seen != count:
+        raise RuntimeError(f"consumed {seen} messages, produced {count}")
+    return seconds, payload
+
+
+def git_state() -> str:
+    try:
+        head = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(HERE.parent), "status", "--porcelain", "--", "kafkawire"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return head + (" + uncommitted changes in kafkawire/" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+# =========================================================================== main
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bytes", type=parse_size, default=1 << 30,
+                        help="payload bytes each way (default 1GiB; accepts 64MiB, 1GiB, 1000000)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 64 MiB")
+    parser.add_argument("--value-size", type=int, default=1024, help="bytes per message value (default 1024)")
+    parser.add_argument("--partitions", type=int, default=4, help="partitions of the topic (default 4)")
+    parser.add_argument("--keep", action="store_true", help="keep the data directory and broker log")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.bytes = 64 << 20
+    if args.value_size < 1 or args.partitions < 1 or args.bytes < args.value_size:
+        parser.error("--value-size and --partitions must be >= 1, --bytes >= --value-size")
+    count = args.bytes // args.value_size
+    total = count * args.value_size
+
+    started = time.perf_counter()
+    print("# kafkawire broker benchmark\n")
+    print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.2f}; confluent-kafka {dist_version('confluent-kafka')} "
+          f"(librdkafka {confluent_kafka.libversion()[0]}), kafkawire {dist_version('kafkawire')} "
+          f"(git {git_state()})")
+    print(f"\n{count:,} messages of {args.value_size} B = {total / (1 << 20):,.0f} MiB payload each way, "
+          f"topic of {args.partitions} partitions; acks=1, linger.ms=5, batch.size=1 MiB, no compression.\n")
+
+    loop_before = loopback_copy(total)
+    print(f"- loopback copy (before): {mb_s(total, loop_before):8,.0f} MB/s  ({loop_before:.2f} s)")
+
+    tmp = Path(tempfile.mkdtemp(prefix="kafkawire-bench-"))
+    broker = BrokerProcess(tmp / "data", tmp / "broker.log")
+    try:
+        create_topic(broker.bootstrap, args.partitions)
+        produce_s = produce(broker.bootstrap, count, args.value_size, args.partitions)
+        marks = high_watermarks(broker.bootstrap, args.partitions)
+        if sum(marks) != count:
+            raise RuntimeError(f"high watermarks {marks} add up to {sum(marks)}, produced {count}")
+        print(f"- produce:                {mb_s(total, produce_s):8,.0f} MB/s  ({produce_s:.2f} s, "
+              f"{count / produce_s:,.0f} msg/s)")
+        consume_s, payload = consume(broker.bootstrap, count, args.partitions)
+        if payload != total:
+            raise RuntimeError(f"consumed {payload} payload bytes, produced {total}")
+        print(f"- consume:                {mb_s(total, consume_s):8,.0f} MB/s  ({consume_s:.2f} s, "
+              f"{count / consume_s:,.0f} msg/s)")
+        on_disk = sum(f.stat().st_size for f in (tmp / "data").rglob("*.log"))
+    finally:
+        broker.stop()
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    loop_after = loopback_copy(total)
+    print(f"- loopback copy (after):  {mb_s(total, loop_after):8,.0f} MB/s  ({loop_after:.2f} s)")
+
+    loop_s = min(loop_before, loop_after)
+    loop_rate = mb_s(total, loop_s)
+    consume_ratio = mb_s(total, consume_s) / loop_rate
+    produce_ratio = mb_s(total, produce_s) / loop_rate
+    print(f"\nLog bytes on disk: {on_disk:,} ({on_disk / total:.3f}× the payload: batch and record framing)."
+          + (f" Kept in {tmp}." if args.keep else ""))
+    print(f"Reference: the faster loopback copy, {loop_rate:,.0f} MB/s.\n")
+    print("## Target\n")
+    print(f"- produce: {produce_ratio:.1%} of the loopback copy rate (no target)")
+    print(f"- {'PASS' if consume_ratio >= TARGET else 'FAIL'}  consume: {consume_ratio:.1%} of the loopback "
+          f"copy rate (target >= {TARGET:.0%})")
+    print(f"\nTotal run {time.perf_counter() - started:.0f} s.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
