@@ -46,6 +46,8 @@ import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from common import git_state
+
 HERE = Path(__file__).resolve().parent
 KAFKAWIRE = Path(sys.executable).with_name("kafkawire")
 TOPIC = "bench"
@@ -213,16 +215,6 @@ def consume(bootstrap: str, count: int, partitions: int) -> tuple[float, int]:
         raise RuntimeError(f"consumed {seen} messages, produced {count}")
     return seconds, payload
 
-
-def git_state() -> str:
-    try:
-        head = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(HERE.parent), "status", "--porcelain", "--", "kafkawire"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return head + (" + uncommitted changes in kafkawire/" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 # =========================================================================== main

@@ -36,6 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import fixtures as fx_mod  # noqa: E402
+from common import calibrate, git_state  # noqa: E402
 
 LIBS = ("kio", "kafka-python", "kafkawire")
 ENCODE_TARGET = 5.0    # kafkawire encode must be >= 5x faster than kio
@@ -284,19 +285,7 @@ def _loop(fn):
 clock = time.perf_counter   # --clock cpu switches to time.thread_time
 
 
-def calibrate(fn, block: float) -> int:
-    fn()  # warm-up (kafka-python compiles its functions here)
-    n, elapsed = 1, 0.0
-    while True:
-        gc.collect(1)
-        t = clock()
-        for _ in range(n):
-            fn()
-        elapsed = clock() - t
-        if elapsed >= min(0.02, block / 4) or n >= 1 << 22:
-            break
-        n *= 4
-    return max(1, round(n * block / elapsed))
+
 
 
 @dataclass
@@ -392,10 +381,10 @@ def run_benchmarks(cases: list[Case], repeats: int, block: float, modes: list[st
     for case in cases:
         for op in ("decode", "encode"):
             fns = case.decoders if op == "decode" else case.encoders
-            counts = {lib: calibrate(fn, block) for lib, fn in fns.items()}
+            counts = {lib: calibrate(fn, block, clock) for lib, fn in fns.items()}
             layout.append((case, op, fns, counts))
         for name, fn in {**case.extra_decoders, **case.extra_encoders}.items():
-            layout.append((case, name, {"kafkawire": fn}, {"kafkawire": calibrate(fn, block)}))
+            layout.append((case, name, {"kafkawire": fn}, {"kafkawire": calibrate(fn, block, clock)}))
     results = {}
     for mode in modes:
         rows = []
@@ -413,16 +402,6 @@ def run_benchmarks(cases: list[Case], repeats: int, block: float, modes: list[st
 
 
 # =========================================================================== main
-
-def git_state() -> str:
-    try:
-        head = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(HERE.parent), "status", "--porcelain", "--", "kafkawire"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return head + (" + uncommitted changes in kafkawire/" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main(argv=None) -> int:

@@ -34,7 +34,6 @@ import platform
 import random
 import statistics
 import struct
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -50,6 +49,8 @@ from kio.records.writers import write_new_batch as kio_write_new_batch
 from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
 
 from kafkawire.records import Codec, RecordBatchBuilder, iter_batches, iter_records
+
+from common import calibrate, git_state
 
 HERE = Path(__file__).resolve().parent
 SEED = 20261121
@@ -178,8 +179,8 @@ def decode_kw_columnar_values(blob: bytes) -> int:
     n = 0
     for batch in iter_batches(blob):
         columns = batch.columns()
-        keys, values = columns.keys(), columns.values()  # plus a bytes object per key and value
-        n += len(values)
+        columns.keys()  # plus a bytes object per key and value
+        n += len(columns.values())
     return n
 
 
@@ -296,19 +297,7 @@ def build_fixtures(batches: int, per_batch: int, data: str, seed: int) -> list[F
 
 # =========================================================================== timing
 
-def calibrate(fn, block: float) -> int:
-    fn()  # warm-up
-    n = 1
-    while True:
-        gc.collect(1)
-        t = clock()
-        for _ in range(n):
-            fn()
-        elapsed = clock() - t
-        if elapsed >= min(0.02, block / 4) or n >= 1 << 16:
-            break
-        n *= 2
-    return max(1, round(n * block / max(elapsed, 1e-9)))
+
 
 
 @dataclass
@@ -334,7 +323,7 @@ class Row:
 def measure(rows: list[Row], repeats: int, block: float, gc_off: bool) -> None:
     for row in rows:
         for name, fn in row.cells.items():
-            row.counts[name] = calibrate(fn, block)
+            row.counts[name] = calibrate(fn, block, clock)
             row.samples[name] = []
     for r in range(repeats):
         gc.collect()
@@ -437,16 +426,6 @@ def print_build(rows: list[Row], repeats: int) -> None:
               f"{k(row.rate('kio'))} | {ratio_text(row, 'kafkawire', 'kafka-python')} | "
               f"{ratio_text(row, 'kafkawire', 'kio')} |")
 
-
-def git_state() -> str:
-    try:
-        head = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(HERE.parent), "status", "--porcelain", "--", "kafkawire"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return head + (" + uncommitted changes in kafkawire/" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main(argv=None) -> int:

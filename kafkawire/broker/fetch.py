@@ -50,14 +50,14 @@ async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_ma
     remote_taken = False
     total = 0
     for read in reads:
-        read.records, read.error, read.remote = b"", ErrorCode.NONE, False
+        read.records, read.error, read.remote, read.fetch_metadata = b"", ErrorCode.NONE, False, None
         log = read.log
         if log is None:
             read.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if read.topic is not None else ErrorCode.UNKNOWN_TOPIC_ID
             continue
         # snapshots taken before the read, as Partition.readRecords takes them
         read.high_watermark = log.high_watermark
-        read.last_stable_offset = log.high_watermark  # no transactions here: the LSO is the high watermark
+        read.last_stable_offset = log.last_stable_offset
         read.log_start_offset = log.log_start_offset
         adjusted = min(read.request.partition_max_bytes, limit)
         try:

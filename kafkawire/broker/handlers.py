@@ -175,11 +175,12 @@ class Handlers:
         reads = known + unknown  # unknown partitions are not read, and go at the end
         options = dict(use_remote_max_bytes=version >= 18, remote_wait_s=self.config.remote_fetch_max_wait_ms / 1000)
         total = await read_partitions(reads, max_bytes, **options)
-        must_answer = (request.max_wait_ms <= 0 or not known or total >= min_bytes or unknown
+        # unknown partitions carry an error, so they too answer at once
+        must_answer = (request.max_wait_ms <= 0 or not known or total >= min_bytes
                        or any(r.error or r.remote for r in reads))
         if not must_answer:
             await self.purgatory.park(DelayedFetch(known, min_bytes), request.max_wait_ms / 1000)
-            total = await read_partitions(reads, max_bytes, **options)  # re-read everything, as Kafka does
+            await read_partitions(reads, max_bytes, **options)  # re-read everything, as Kafka does
         return self._fetch_response(context, reads, version, request.isolation_level if version >= 4 else 0)
 
     def _fetch_response(self, context, reads: list[PartitionRead], version: int, isolation_level: int):
@@ -197,8 +198,9 @@ class Handlers:
                 records=read.records)
             key = read.request.key[0]
             if not topics or topics[-1][0] != key:
-                if read.topic is not None and self.topics.get(read.topic) is not None:
-                    topic_id = self.topics.get(read.topic).topic_id
+                topic = self.topics.get(read.topic) if read.topic is not None else None
+                if topic is not None:
+                    topic_id = topic.topic_id
                 else:
                     topic_id = key if isinstance(key, uuid.UUID) else ZERO_UUID
                 topics.append((key, m.FetchResponse.FetchableTopicResponse(
@@ -307,7 +309,7 @@ class Handlers:
                 if topic is None:
                     result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
-                    result.configs = self._config_entries(self._topic_configs(topic), topic.configs,
+                    result.configs = self._config_entries(self.topics.effective_configs(topic), topic.configs,
                                                           resource.configuration_keys)
             elif resource.resource_type == 4:  # BROKER
                 result.configs = self._config_entries(self._broker_configs(), {}, resource.configuration_keys)
@@ -316,16 +318,6 @@ class Handlers:
                 result.error_message = f"resource type {resource.resource_type} is not supported"
             results.append(result)
         return m.DescribeConfigsResponse(results=results)
-
-    def _topic_configs(self, topic) -> dict[str, str]:
-        c = self.config
-        values = {"cleanup.policy": "delete", "retention.ms": str(c.retention_ms),
-                  "retention.bytes": str(c.retention_bytes), "segment.bytes": str(c.segment_bytes),
-                  "max.message.bytes": str(c.message_max_bytes), "message.timestamp.type": "CreateTime",
-                  "remote.storage.enable": "false", "local.retention.ms": "-2", "local.retention.bytes": "-2"}
-        values.update(c.topic_defaults)
-        values.update(topic.configs)
-        return values
 
     def _broker_configs(self) -> dict[str, str]:
         c = self.config

@@ -122,11 +122,18 @@ class FetchSessionCache:
             return None
         if len(self.sessions) >= self.slots and not self._evict_for(len(requested), now):
             return None
-        session = FetchSession(next(self._ids) & _MAX_EPOCH or next(self._ids), created=now, last_used=now)
+        session = FetchSession(self._new_id(), created=now, last_used=now)
         for partition in requested:
             session.partitions[partition.key] = partition
         self.sessions[session.session_id] = session
         return session
+
+    def _new_id(self) -> int:
+        """A positive int32 session id not in use (ids wrap after 2**31 - 1)."""
+        while True:
+            session_id = next(self._ids) & _MAX_EPOCH
+            if session_id and session_id not in self.sessions:
+                return session_id
 
     def _evict_for(self, size: int, now: float) -> bool:
         """Make room for a new session of ``size`` partitions: evict the longest-idle stale session,

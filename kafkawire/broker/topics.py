@@ -108,6 +108,16 @@ class TopicManager:
             return None
         return topic.partitions[partition]
 
+    def effective_configs(self, topic: Topic) -> dict[str, str]:
+        """Every topic config this broker understands, by Kafka name, as the topic's logs apply them."""
+        log_config = _log_config(self.config, topic.configs)
+        values = {"cleanup.policy": "delete"}
+        for name, (attribute, _) in TOPIC_CONFIGS.items():
+            if attribute is not None:
+                value = getattr(log_config, attribute)
+                values[name] = str(value).lower() if isinstance(value, bool) else str(value)
+        return values
+
     def all_logs(self):
         for topic in self.topics.values():
             for index, log in enumerate(topic.partitions):
@@ -122,7 +132,7 @@ class TopicManager:
         if num_partitions == -1:
             num_partitions = self.config.num_partitions
         if num_partitions <= 0:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be larger than 0.")
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
         if replication_factor not in (-1, 1):
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              f"Replication factor {replication_factor} is larger than the 1 available broker.")

@@ -9,8 +9,8 @@ from crc32c import crc32c
 
 from ..errors import CompressionError, CorruptRecordError, RecordsError
 from .columns import RecordColumns
-from .compression import DEFAULT_DECOMPRESSED_LIMIT, Codec, decompress
-from .layouts import ATTRIBUTES_OFFSET, BATCH_HEADER, BATCH_HEADER_SIZE, LOG_OVERHEAD, packed
+from .compression import DEFAULT_DECOMPRESSED_LIMIT, Codec, codec_name, codec_of, decompress
+from .layouts import ATTRIBUTES_OFFSET, BATCH_HEADER, BATCH_HEADER_SIZE, packed
 from .record import Record, TimestampType
 from .varints import read_varint, read_varlong
 
@@ -55,12 +55,10 @@ class RecordBatch:
     # ---- metadata -------------------------------------------------------------------------------
     @property
     def compression(self) -> Codec:
-        codec = self.attributes & CODEC_MASK
         try:
-            return Codec(codec)
-        except ValueError:
-            raise CompressionError(f"unknown compression codec {codec}", self.position + 21,
-                                   self.base_offset) from None
+            return codec_of(self.attributes & CODEC_MASK)
+        except CompressionError as error:
+            raise CompressionError(error.reason, self.position + 21, self.base_offset) from None
 
     @property
     def timestamp_type(self) -> TimestampType:
@@ -98,10 +96,8 @@ class RecordBatch:
         return increment_sequence(self.base_sequence, self.last_offset_delta)
 
     def __repr__(self) -> str:
-        codec = self.attributes & CODEC_MASK
-        codec_name = Codec(codec).name if codec <= max(Codec) else f"unknown({codec})"
         return (f"RecordBatch(base_offset={self.base_offset}, count={self.count}, size={self.size}, "
-                f"compression={codec_name}, timestamp_type={self.timestamp_type.name}, "
+                f"compression={codec_name(self.attributes & CODEC_MASK)}, timestamp_type={self.timestamp_type.name}, "
                 f"producer_id={self.producer_id}, transactional={self.is_transactional}, "
                 f"control={self.is_control})")
 

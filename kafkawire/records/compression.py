@@ -59,11 +59,18 @@ _LEVELS = {Codec.GZIP: (1, 9, -1), Codec.LZ4: (1, 17, 9), Codec.ZSTD: (-131072, 
 _CODECS = {int(codec): codec for codec in Codec}  # a dict lookup is ten times faster than Codec(id)
 
 
-def _codec(codec: int) -> Codec:
+def codec_of(codec: int) -> Codec:
+    """The Codec for an attributes codec id; CompressionError for an id Kafka does not define."""
     kind = _CODECS.get(codec)
     if kind is None:
         raise CompressionError(f"unknown compression codec {codec}")
     return kind
+
+
+def codec_name(codec: int) -> str:
+    """A codec id's name for messages, "unknown(N)" for ids Kafka does not define."""
+    kind = _CODECS.get(codec)
+    return kind.name if kind is not None else f"unknown({codec})"
 
 
 def _level(codec: Codec, level: int | None) -> int | None:
@@ -87,7 +94,7 @@ def compress(codec: int, data: Buffer, level: int | None = None, *, legacy_lz4: 
     snappy) is a ValueError. ``legacy_lz4`` writes the magic-0 header checksum; ``snappy_framing`` is
     ``"xerial"`` (Java) or ``"raw"`` (librdkafka).
     """
-    kind = _codec(codec)
+    kind = codec_of(codec)
     level = _level(kind, level)
     if kind is Codec.SNAPPY and snappy_framing not in ("xerial", "raw"):
         raise ValueError(f"snappy_framing must be 'xerial' or 'raw', not {snappy_framing!r}")
@@ -112,7 +119,7 @@ def decompress(codec: int, data: Buffer, limit: int = DEFAULT_DECOMPRESSED_LIMIT
     Raises DecompressionLimitError if the output would exceed ``limit``, CompressionError if the data
     does not decompress. ``legacy_lz4`` accepts the broken lz4 header checksum of magic-0 messages.
     """
-    kind = _codec(codec)
+    kind = codec_of(codec)
     try:
         if kind is Codec.NONE:
             if len(data) > limit:

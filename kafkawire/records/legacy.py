@@ -10,7 +10,7 @@ import zlib
 from struct import Struct
 
 from ..errors import CompressionError, CorruptRecordError, RecordsError
-from .compression import DEFAULT_DECOMPRESSED_LIMIT, Codec, decompress
+from .compression import DEFAULT_DECOMPRESSED_LIMIT, Codec, codec_name, codec_of, decompress
 from .layouts import LEGACY_HEADER_V0, LEGACY_HEADER_V1, LOG_OVERHEAD, MAGIC_OFFSET, packed
 from .record import Record, TimestampType
 
@@ -78,12 +78,10 @@ class LegacyBatch:
     # ---- metadata -------------------------------------------------------------------------------
     @property
     def compression(self) -> Codec:
-        codec = self.attributes & LEGACY_CODEC_MASK
         try:
-            return Codec(codec)
-        except ValueError:
-            raise CompressionError(f"unknown compression codec {codec}", self.position + MAGIC_OFFSET + 1,
-                                   self.offset) from None
+            return codec_of(self.attributes & LEGACY_CODEC_MASK)
+        except CompressionError as error:
+            raise CompressionError(error.reason, self.position + MAGIC_OFFSET + 1, self.offset) from None
 
     @property
     def timestamp_type(self) -> TimestampType:
@@ -125,10 +123,8 @@ class LegacyBatch:
         return False
 
     def __repr__(self) -> str:
-        codec = self.attributes & LEGACY_CODEC_MASK
-        codec_name = Codec(codec).name if codec <= max(Codec) else f"unknown({codec})"
         return (f"LegacyBatch(magic={self.magic}, offset={self.offset}, size={self.size}, "
-                f"compression={codec_name}, timestamp_type={self.timestamp_type.name})")
+                f"compression={codec_name(self.attributes & LEGACY_CODEC_MASK)}, timestamp_type={self.timestamp_type.name})")
 
     # ---- integrity ------------------------------------------------------------------------------
     def computed_crc(self) -> int:
