@@ -1,0 +1,248 @@
+"""The producer's configuration: Kafka's property names and defaults, validated up front.
+
+Attributes are the property names in snake_case (``batch.size`` → ``batch_size``);
+``ProducerConfig.from_properties({"batch.size": "32768"})`` takes the dotted names, with values as
+Java properties files give them (strings) or as Python values.
+
+Besides Kafka's own settings this carries KIP-782's expandable batches (never merged upstream):
+``batch.initial.size`` (first allocation of a new batch), ``batch.reallocation.factor`` (growth step)
+and ``batch.max.size`` (a batch ready at ``batch.size`` keeps accepting records up to this size).
+
+A few defaults depend on other settings, as in Kafka; those fields default to None and are resolved
+when the config is built (after that they hold plain values):
+
+* ``enable_idempotence``: true, unless ``acks``, ``retries`` or ``max.in.flight.requests.per.connection``
+  conflict with it, in which case it is quietly off (set it to true explicitly to get an error instead).
+* ``delivery_timeout_ms``: 120000, raised to ``linger.ms + request.timeout.ms`` if that is larger
+  (an explicit value below that sum is an error).
+* ``batch_initial_size``: 4096, or ``batch.size`` if smaller; an explicit 0 means ``batch.size``
+  (expansion off).
+* ``batch_max_size``: 262144 (lowered to ``max.request.size`` if that is smaller), or ``batch.size``
+  if larger.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kafkawire.errors import KafkaWireError
+from kafkawire.records import Codec
+
+__all__ = ["ProducerConfig", "ConfigError", "ACKS_ALL"]
+
+ACKS_ALL = -1
+_INT32_MAX = 0x7FFFFFFF
+_INT64_MAX = (1 << 63) - 1
+_DEFAULT_BATCH_INITIAL_SIZE = 4096
+_DEFAULT_BATCH_MAX_SIZE = 262144
+_DEFAULT_DELIVERY_TIMEOUT_MS = 120000
+_CODECS = {"none": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
+# (lowest, highest) of each level property, as Kafka's CompressionType declares them (KIP-390);
+# gzip also takes -1, the Deflater's default.
+_LEVELS = {"compression_gzip_level": (1, 9), "compression_lz4_level": (1, 17),
+           "compression_zstd_level": (-131072, 22)}
+
+
+class ConfigError(KafkaWireError):
+    """A configuration value Kafka would refuse; the message names the property."""
+
+
+@dataclass(frozen=True)
+class ProducerConfig:
+    bootstrap_servers: tuple[str, ...] = ()
+    client_id: str = ""
+    acks: int = ACKS_ALL
+    batch_size: int = 16384
+    batch_initial_size: int | None = None
+    batch_max_size: int | None = None
+    batch_reallocation_factor: float = 2.0
+    linger_ms: int = 5
+    buffer_memory: int = 33554432
+    max_block_ms: int = 60000
+    compression_type: str = "none"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    enable_idempotence: bool | None = None
+    max_in_flight_requests_per_connection: int = 5
+    retries: int = _INT32_MAX
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
+    delivery_timeout_ms: int | None = None
+    request_timeout_ms: int = 30000
+    partitioner_ignore_keys: bool = False
+    max_request_size: int = 1048576
+
+    def __post_init__(self) -> None:
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen dataclass)
+        set_("bootstrap_servers", _servers(self.bootstrap_servers))
+        if not isinstance(self.client_id, str):
+            raise ConfigError(f"client.id must be a string, not {self.client_id!r}")
+        set_("acks", _acks(self.acks))
+        for name, low, high in (("batch_size", 0, _INT32_MAX), ("linger_ms", 0, _INT32_MAX),
+                                ("buffer_memory", 1, _INT64_MAX), ("max_block_ms", 0, _INT64_MAX),
+                                ("max_in_flight_requests_per_connection", 1, _INT32_MAX),
+                                ("retries", 0, _INT32_MAX), ("retry_backoff_ms", 0, _INT64_MAX),
+                                ("retry_backoff_max_ms", 0, _INT64_MAX), ("request_timeout_ms", 0, _INT32_MAX),
+                                ("max_request_size", 1, _INT32_MAX)):
+            set_(name, _int(name, getattr(self, name), low, high))
+        set_("partitioner_ignore_keys", _bool("partitioner_ignore_keys", self.partitioner_ignore_keys))
+        self._resolve_compression()
+        self._resolve_batch_sizes()
+        self._resolve_delivery_timeout()
+        self._resolve_idempotence()
+
+    # ---- derived values ---------------------------------------------------------------------------
+    @property
+    def codec(self) -> Codec:
+        return _CODECS[self.compression_type]
+
+    @property
+    def compression_level(self) -> int | None:
+        """The level property of the configured codec (None for none and snappy, which have none)."""
+        name = f"compression_{self.compression_type}_level"
+        return getattr(self, name) if name in _LEVELS else None
+
+    def retry_backoff(self, attempts: int) -> int:
+        """Milliseconds to wait before retry number ``attempts``: exponential from ``retry.backoff.ms``,
+        capped at ``retry.backoff.max.ms`` (Kafka's KIP-580 backoff without its random jitter, which
+        would make the sans-IO core non-deterministic)."""
+        if attempts <= 0:
+            return 0
+        if self.retry_backoff_max_ms <= self.retry_backoff_ms:
+            return self.retry_backoff_ms
+        return min(self.retry_backoff_ms << min(attempts - 1, 62), self.retry_backoff_max_ms)
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, object]) -> ProducerConfig:
+        """A config from Kafka's dotted property names; an unknown name is a ConfigError."""
+        known = {f.name for f in dataclasses.fields(cls) if not f.name.startswith("_")}
+        values: dict[str, object] = {}
+        for name, value in properties.items():
+            attribute = str(name).replace(".", "_")
+            if attribute not in known:
+                raise ConfigError(f"unknown producer config {name!r}")
+            values[attribute] = value
+        return cls(**values)
+
+    # ---- resolution of interdependent settings ---------------------------------------------------
+    def _resolve_compression(self) -> None:
+        kind = self.compression_type
+        if not isinstance(kind, str) or kind.lower() not in _CODECS:
+            raise ConfigError(f"compression.type must be one of {', '.join(_CODECS)}, not {kind!r}")
+        object.__setattr__(self, "compression_type", kind.lower())
+        for name, (low, high) in _LEVELS.items():
+            gzip = name == "compression_gzip_level"
+            level = _int(name, getattr(self, name), -1 if gzip else low, high)
+            if gzip and level == 0:
+                raise ConfigError(f"compression.gzip.level must be -1 or between {low} and {high}, not 0")
+            object.__setattr__(self, name, level)
+
+    def _resolve_batch_sizes(self) -> None:
+        batch_size = self.batch_size
+        initial = self.batch_initial_size
+        if initial is None:
+            initial = min(_DEFAULT_BATCH_INITIAL_SIZE, batch_size)
+        else:
+            initial = _int("batch_initial_size", initial, 0, _INT32_MAX)
+            if initial > batch_size:
+                raise ConfigError(f"batch.initial.size ({initial}) must not exceed batch.size ({batch_size})")
+            if initial == 0:
+                initial = batch_size  # expansion off: new batches start at batch.size, as upstream
+        maximum = self.batch_max_size
+        if maximum is None:
+            maximum = max(min(_DEFAULT_BATCH_MAX_SIZE, self.max_request_size), batch_size)
+        else:
+            maximum = _int("batch_max_size", maximum, 0, _INT32_MAX)
+            if maximum < batch_size:
+                raise ConfigError(f"batch.max.size ({maximum}) must be at least batch.size ({batch_size})")
+            if maximum > self.max_request_size and maximum != batch_size:
+                raise ConfigError(f"batch.max.size ({maximum}) must not exceed max.request.size "
+                                  f"({self.max_request_size})")
+        factor = self.batch_reallocation_factor
+        if isinstance(factor, str):
+            try:
+                factor = float(factor)
+            except ValueError:
+                raise ConfigError(f"batch.reallocation.factor must be a number, not {factor!r}") from None
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1 < factor <= 1024:
+            raise ConfigError(f"batch.reallocation.factor must be a number above 1 (at most 1024), not {factor!r}")
+        object.__setattr__(self, "batch_initial_size", initial)
+        object.__setattr__(self, "batch_max_size", maximum)
+        object.__setattr__(self, "batch_reallocation_factor", float(factor))
+
+    def _resolve_delivery_timeout(self) -> None:
+        floor = self.linger_ms + self.request_timeout_ms
+        if self.delivery_timeout_ms is None:
+            object.__setattr__(self, "delivery_timeout_ms", max(_DEFAULT_DELIVERY_TIMEOUT_MS, floor))
+            return
+        timeout = _int("delivery_timeout_ms", self.delivery_timeout_ms, 0, _INT32_MAX)
+        if timeout < floor:
+            raise ConfigError(f"delivery.timeout.ms ({timeout}) must be at least linger.ms + request.timeout.ms "
+                              f"({floor})")
+        object.__setattr__(self, "delivery_timeout_ms", timeout)
+
+    def _resolve_idempotence(self) -> None:
+        conflicts = []
+        if self.acks != ACKS_ALL:
+            conflicts.append(f"acks must be all (is {self.acks})")
+        if self.retries == 0:
+            conflicts.append("retries must be above 0")
+        if self.max_in_flight_requests_per_connection > 5:
+            conflicts.append("max.in.flight.requests.per.connection must be at most 5 "
+                             f"(is {self.max_in_flight_requests_per_connection})")
+        if self.enable_idempotence is None:
+            object.__setattr__(self, "enable_idempotence", not conflicts)
+            return
+        enabled = _bool("enable_idempotence", self.enable_idempotence)
+        if enabled and conflicts:
+            raise ConfigError("enable.idempotence is true but " + "; ".join(conflicts))
+        object.__setattr__(self, "enable_idempotence", enabled)
+
+
+def _dotted(attribute: str) -> str:
+    return attribute.replace("_", ".")
+
+
+def _int(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ConfigError(f"{_dotted(name)} must be an integer, not {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{_dotted(name)} must be an integer, not {value!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"{_dotted(name)} must be between {low} and {high}, not {value}")
+    return value
+
+
+def _bool(name: str, value: object) -> bool:
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    if not isinstance(value, bool):
+        raise ConfigError(f"{_dotted(name)} must be true or false, not {value!r}")
+    return value
+
+
+def _acks(value: object) -> int:
+    text = str(value).strip().lower() if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+    acks = {"all": -1, "-1": -1, "0": 0, "1": 1}.get(text) if text is not None else None
+    if acks is None:
+        raise ConfigError(f"acks must be all, -1, 0 or 1, not {value!r}")
+    return acks
+
+
+def _servers(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [part for part in (piece.strip() for piece in value.split(",")) if part]
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"bootstrap.servers must be a list of host:port, not {value!r}")
+    servers = []
+    for server in value:
+        host, sep, port = str(server).strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ConfigError(f"bootstrap.servers entry {server!r} is not host:port")
+        servers.append(f"{host}:{port}")
+    return tuple(servers)
