@@ -18,6 +18,7 @@ from kafkawire.records.batch import NO_PRODUCER_ID, NO_SEQUENCE
 from kafkawire.records.layouts import BATCH_HEADER_SIZE
 
 from .buffer_pool import Buffer
+from .common import TopicPartition
 
 __all__ = ["TopicPartition", "RecordMetadata", "RecordFuture", "ProducerBatch", "DeliveryTimeout",
            "CompressionRatioEstimator", "record_size_upper_bound", "size_factor", "BATCH_OVERHEAD"]
@@ -29,11 +30,6 @@ _RECORD_FRAMING_MAX = 5 + 1 + 10 + 5 + 5 + 5 + 5
 _HEADER_FRAMING_MAX = 5 + 5
 # Upstream's COMPRESSION_RATE_ESTIMATION_FACTOR: estimates run 5% over the observed ratio.
 _ESTIMATION_MARGIN = 1.05
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
 
 
 class RecordMetadata(NamedTuple):

@@ -1,0 +1,195 @@
+"""The consumer's configuration: Kafka's property names and defaults, validated up front.
+
+Attributes are the property names in snake_case (``fetch.max.bytes`` → ``fetch_max_bytes``);
+``ConsumerConfig.from_properties({"fetch.max.bytes": "1048576"})`` takes the dotted names, with values
+as Java properties files give them (strings) or as Python values.
+
+Besides Kafka's own settings this carries two proposals upstream never merged:
+
+* ``buffer.memory`` (KIP-81): the bytes of fetch responses the consumer may hold before it stops
+  reading from brokers; it must be at least ``fetch.max.bytes``.
+* ``remote.max.partition.fetch.bytes`` (KIP-1178): PartitionMaxBytes for reads from remote (tiered)
+  storage, sent as RemotePartitionMaxBytes on Fetch v18; None means ``max.partition.fetch.bytes``.
+
+Defaults that depend on other settings, as in Kafka:
+
+* ``enable_auto_commit``: true when a ``group.id`` is set, else false (true without a group is an error).
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .producer_config import ConfigError
+
+__all__ = ["ConsumerConfig", "ConfigError", "OFFSET_RESET_STRATEGIES", "ASSIGNORS"]
+
+_INT32_MAX = 0x7FFFFFFF
+_INT64_MAX = (1 << 63) - 1
+OFFSET_RESET_STRATEGIES = ("latest", "earliest", "none")
+ASSIGNORS = ("range", "roundrobin")
+# Java class names of the assignors, so properties written for the Java client work unchanged.
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.clients.consumer.rangeassignor": "range",
+    "org.apache.kafka.clients.consumer.roundrobinassignor": "roundrobin",
+}
+
+
+@dataclass(frozen=True)
+class ConsumerConfig:
+    bootstrap_servers: tuple[str, ...] = ()
+    client_id: str = ""
+    client_rack: str = ""
+    group_id: str | None = None
+    fetch_max_bytes: int = 52428800
+    max_partition_fetch_bytes: int = 1048576
+    remote_max_partition_fetch_bytes: int | None = None
+    fetch_min_bytes: int = 1
+    fetch_max_wait_ms: int = 500
+    max_poll_records: int = 500
+    buffer_memory: int = 104857600
+    auto_offset_reset: str = "latest"
+    enable_auto_commit: bool | None = None
+    auto_commit_interval_ms: int = 5000
+    isolation_level: str = "read_uncommitted"
+    session_timeout_ms: int = 45000
+    heartbeat_interval_ms: int = 3000
+    max_poll_interval_ms: int = 300000
+    partition_assignment_strategy: tuple[str, ...] = ("range",)
+    request_timeout_ms: int = 30000
+    retry_backoff_ms: int = 100
+    check_crcs: bool = True
+
+    def __post_init__(self) -> None:
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen dataclass)
+        set_("bootstrap_servers", _servers(self.bootstrap_servers))
+        for name in ("client_id", "client_rack"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigError(f"{_dotted(name)} must be a string, not {getattr(self, name)!r}")
+        if self.group_id is not None and not isinstance(self.group_id, str):
+            raise ConfigError(f"group.id must be a string, not {self.group_id!r}")
+        # Request fields are int32 on the wire, hence the upper bounds.
+        for name, low, high in (("fetch_max_bytes", 0, _INT32_MAX), ("max_partition_fetch_bytes", 0, _INT32_MAX),
+                                ("fetch_min_bytes", 0, _INT32_MAX), ("fetch_max_wait_ms", 0, _INT32_MAX),
+                                ("max_poll_records", 1, _INT32_MAX), ("buffer_memory", 1, _INT64_MAX),
+                                ("auto_commit_interval_ms", 0, _INT32_MAX), ("session_timeout_ms", 1, _INT32_MAX),
+                                ("heartbeat_interval_ms", 1, _INT32_MAX), ("max_poll_interval_ms", 1, _INT32_MAX),
+                                ("request_timeout_ms", 0, _INT32_MAX), ("retry_backoff_ms", 0, _INT64_MAX)):
+            set_(name, _int(name, getattr(self, name), low, high))
+        if self.remote_max_partition_fetch_bytes is not None:
+            set_("remote_max_partition_fetch_bytes",
+                 _int("remote_max_partition_fetch_bytes", self.remote_max_partition_fetch_bytes, 0, _INT32_MAX))
+        set_("check_crcs", _bool("check_crcs", self.check_crcs))
+        if self.buffer_memory < self.fetch_max_bytes:
+            raise ConfigError(f"buffer.memory ({self.buffer_memory}) must be at least fetch.max.bytes "
+                              f"({self.fetch_max_bytes}): one whole fetch response has to fit (KIP-81)")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ConfigError(f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "
+                              f"session.timeout.ms ({self.session_timeout_ms})")
+        set_("auto_offset_reset", _choice("auto_offset_reset", self.auto_offset_reset, OFFSET_RESET_STRATEGIES))
+        level = _choice("isolation_level", self.isolation_level, ("read_uncommitted", "read_committed"))
+        if level == "read_committed":
+            raise ConfigError("isolation.level read_committed is not supported by this consumer "
+                              "(it does not filter aborted transactions); use read_uncommitted")
+        set_("isolation_level", level)
+        set_("partition_assignment_strategy", _assignors(self.partition_assignment_strategy))
+        if self.enable_auto_commit is None:
+            set_("enable_auto_commit", self.group_id is not None)
+        else:
+            enabled = _bool("enable_auto_commit", self.enable_auto_commit)
+            if enabled and self.group_id is None:
+                raise ConfigError("enable.auto.commit cannot be true without a group.id")
+            set_("enable_auto_commit", enabled)
+
+    # ---- derived values ---------------------------------------------------------------------------
+    @property
+    def remote_partition_max_bytes(self) -> int:
+        """RemotePartitionMaxBytes as sent on Fetch v18: the remote setting, else max.partition.fetch.bytes."""
+        if self.remote_max_partition_fetch_bytes is None:
+            return self.max_partition_fetch_bytes
+        return self.remote_max_partition_fetch_bytes
+
+    @property
+    def isolation_level_code(self) -> int:
+        """The FetchRequest IsolationLevel byte (0 read_uncommitted, 1 read_committed)."""
+        return 0 if self.isolation_level == "read_uncommitted" else 1
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, object]) -> ConsumerConfig:
+        """A config from Kafka's dotted property names; an unknown name is a ConfigError."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values: dict[str, object] = {}
+        for name, value in properties.items():
+            attribute = str(name).replace(".", "_")
+            if attribute not in known:
+                raise ConfigError(f"unknown consumer config {name!r}")
+            values[attribute] = value
+        return cls(**values)
+
+    def to_properties(self) -> dict[str, object]:
+        """The settings under their dotted names (None where a setting falls back to another)."""
+        return {_dotted(f.name): getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def _dotted(attribute: str) -> str:
+    return attribute.replace("_", ".")
+
+
+def _int(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ConfigError(f"{_dotted(name)} must be an integer, not {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{_dotted(name)} must be an integer, not {value!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"{_dotted(name)} must be between {low} and {high}, not {value}")
+    return value
+
+
+def _bool(name: str, value: object) -> bool:
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    if not isinstance(value, bool):
+        raise ConfigError(f"{_dotted(name)} must be true or false, not {value!r}")
+    return value
+
+
+def _choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text not in allowed:
+        raise ConfigError(f"{_dotted(name)} must be one of {', '.join(allowed)}, not {value!r}")
+    return text
+
+
+def _assignors(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [piece.strip() for piece in value.split(",") if piece.strip()]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(f"partition.assignment.strategy must be a non-empty list of {', '.join(ASSIGNORS)}, "
+                          f"not {value!r}")
+    names = []
+    for entry in value:
+        text = str(entry).strip().lower()
+        name = _ASSIGNOR_CLASSES.get(text, text)
+        if name not in ASSIGNORS:
+            raise ConfigError(f"partition.assignment.strategy entry {entry!r} is not one of {', '.join(ASSIGNORS)}")
+        if name not in names:
+            names.append(name)
+    return tuple(names)
+
+
+def _servers(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [part for part in (piece.strip() for piece in value.split(",")) if part]
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"bootstrap.servers must be a list of host:port, not {value!r}")
+    servers = []
+    for server in value:
+        host, sep, port = str(server).strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ConfigError(f"bootstrap.servers entry {server!r} is not host:port")
+        servers.append(f"{host}:{port}")
+    return tuple(servers)
