@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="write nothing; exit 1 if the output directory is stale")
     args = parser.parse_args(argv)
     try:
-        files = generate(args.specs)
+        files = generate(args.specs, spark_types=True)
     except SpecError as exc:
         print(f"codegen: {exc}", file=sys.stderr)
         return 2

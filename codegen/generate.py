@@ -3,21 +3,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .parse import parse_directory
-from .render import ModuleRenderer, _environment, render_registry
+from .parse import SpecError, parse_directory
+from .render import ModuleRenderer, _environment, render_registry, render_spark_types
 from .validate import validate_all
 
 DEFAULT_SPECS = Path(__file__).resolve().parent.parent / "schemas"
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "kafkawire" / "messages"
+SPARK_TYPES_MODULE = "spark_types.py"
 
 
-def generate(specs_dir: Path) -> dict[str, str]:
-    """Every output file's name and text for the specs in ``specs_dir``."""
+def generate(specs_dir: Path, *, spark_types: bool = False) -> dict[str, str]:
+    """Every output file's name and text for the specs in ``specs_dir``: a codec module per spec and the
+    registry, plus with ``spark_types`` the module of Spark schemas (``python -m codegen`` writes it)."""
     specs = parse_directory(specs_dir)
     validate_all(specs)
     env = _environment()
     files = {f"{spec.module_name}.py": ModuleRenderer(env, spec).render() for spec in specs}
     files["__init__.py"] = render_registry(env, specs)
+    if spark_types:
+        if any(spec.module_name == SPARK_TYPES_MODULE[:-3] for spec in specs):
+            raise SpecError("", "", f"a spec's module would be named {SPARK_TYPES_MODULE}")
+        files[SPARK_TYPES_MODULE] = render_spark_types(env, specs)
     return files
 
 

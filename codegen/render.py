@@ -14,6 +14,7 @@ import jinja2
 from .defaults import NULL, parse_default
 from .layout import layout, python_literal, slot_name
 from .model import FieldSpec, MessageSpec, StructSpec
+from .spark_schema import message_schema, python_literal as schema_literal
 
 TEMPLATES = Path(__file__).parent / "templates"
 _PLACEHOLDER = "__FUNCTION__"
@@ -244,3 +245,9 @@ def render_registry(env: jinja2.Environment, specs: list[MessageSpec]) -> str:
     others = [s for s in specs if s.type not in ("request", "response")]
     return env.get_template("registry.py.j2").render(apis=apis, specs=sorted(specs, key=lambda s: s.name),
                                                      others=others)
+
+
+def render_spark_types(env: jinja2.Environment, specs: list[MessageSpec]) -> str:
+    """The module of Spark schemas (``SCHEMAS``), one message per line, sorted by name."""
+    schemas = [(spec.name, schema_literal(message_schema(spec))) for spec in sorted(specs, key=lambda s: s.name)]
+    return env.get_template("spark_types.py.j2").render(schemas=schemas)

@@ -37,9 +37,27 @@ def main(argv: list[str] | None = None) -> int:
     broker.add_argument("--remote-dir", help="a directory to use as the remote tier (tiered storage)")
     broker.add_argument("--remote-latency-ms", type=float, default=0.0, help="added latency of remote reads")
     broker.add_argument("--rebalance-delay-ms", type=int, default=3000, help="group.initial.rebalance.delay.ms")
+    broker.add_argument("--tap", metavar="FILE", help="write the broker's own traffic to FILE as pcapng (for tshark)")
     broker.add_argument("-v", "--verbose", action="store_true", help="log each connection problem")
 
-    commands.add_parser("demo", help="an end-to-end run on embedded defaults")
+    decode = commands.add_parser("decode", help="decode pcap/pcapng captures into Parquet tables with Spark")
+    decode.add_argument("captures", nargs="+", metavar="CAPTURE",
+                        help="capture files (pcap, pcapng, gzip-compressed), folders or globs")
+    decode.add_argument("--out", required=True, help="directory (or URI) for the tables")
+    decode.add_argument("--master", help="Spark master URL (default: local[*], or spark-submit's)")
+    decode.add_argument("--port", type=int, action="append", dest="ports", metavar="N",
+                        help="a broker port (repeatable; default: detected per connection)")
+    decode.add_argument("--records", action="store_true", help="also write one row per record (records table)")
+    decode.add_argument("--split-mb", type=int, default=128, help="split large captures into pieces of this size")
+    decode.add_argument("--partitions", type=int, help="tasks of the connection stage (default: from input size)")
+
+    report = commands.add_parser("report", help="summarise tables written by `kafkawire decode`")
+    report.add_argument("tables", metavar="DIR", help="the --out directory of `kafkawire decode`")
+    report.add_argument("--master", help="Spark master URL (default: local[*])")
+    report.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    demo = commands.add_parser("demo", help="an end-to-end run on embedded defaults")
+    demo.add_argument("--out", help="keep the capture and tables in this directory (default: a temporary one)")
 
     args = parser.parse_args(argv)
     try:
@@ -56,9 +74,13 @@ def _run(args, parser) -> int:
         return _inspect(args, parser)
     if args.command == "broker":
         return _broker(args)
+    if args.command == "decode":
+        return _decode(args)
+    if args.command == "report":
+        return _report(args)
     if args.command == "demo":
         from .demo import run
-        return run()
+        return run(args.out)
     return 2
 
 
@@ -75,7 +97,7 @@ def _broker(args) -> int:
         num_partitions=args.partitions, auto_create_topics=not args.no_auto_create,
         segment_bytes=args.segment_bytes, retention_ms=args.retention_ms, retention_bytes=args.retention_bytes,
         remote_dir=args.remote_dir, remote_read_latency_ms=args.remote_latency_ms,
-        group_initial_rebalance_delay_ms=args.rebalance_delay_ms)
+        group_initial_rebalance_delay_ms=args.rebalance_delay_ms, tap_path=args.tap)
 
     async def serve() -> None:
         async with Broker(config) as broker:
@@ -86,6 +108,36 @@ def _broker(args) -> int:
         asyncio.run(serve())
     except KeyboardInterrupt:
         pass
+    return 0
+
+
+def _decode(args) -> int:
+    from .capture import job
+    from .capture.packets import CaptureError
+    from .capture.spark import session
+
+    try:
+        spark = session(args.master)
+        result = job.decode(spark, args.captures, args.out, broker_ports=args.ports, records=args.records,
+                            split_bytes=args.split_mb << 20, partitions=args.partitions)
+    except (CaptureError, FileNotFoundError) as error:
+        print(f"kafkawire decode: {error}", file=sys.stderr)
+        return 1
+    print(f"decoded {len(result.files)} file(s), {result.input_bytes:,} bytes in {result.splits} split(s), "
+          f"in {result.seconds:.1f} s, into {result.out_dir}")
+    for name, count in result.rows.items():
+        print(f"  {name:<10}{count:>14,} rows")
+    return 0
+
+
+def _report(args) -> int:
+    from dataclasses import asdict
+
+    from .capture import report
+    from .capture.spark import session
+
+    summary = report.build(session(args.master), args.tables)
+    print(json.dumps(asdict(summary), indent=2, default=str) if args.json else summary.text())
     return 0
 
 

@@ -2,11 +2,12 @@
 
 The submodules stand alone: ``storage`` (partition logs on disk), ``fetch`` (KIP-74 limits, parked
 fetches, the remote tier), ``sessions`` (KIP-227), ``groups`` (the classic group coordinator),
-``handlers`` (one coroutine per API) and ``server`` (connections and framing).
+``handlers`` (one coroutine per API), ``server`` (connections and framing), ``tap`` (the broker's
+traffic as pcapng) and ``background`` (a broker on a thread, for blocking callers).
 """
 from __future__ import annotations
 
-__all__ = ["Broker", "BrokerConfig"]
+__all__ = ["Broker", "BrokerConfig", "BrokerThread"]
 
 
 def __getattr__(name: str):
@@ -17,4 +18,7 @@ def __getattr__(name: str):
     if name == "BrokerConfig":
         from .config import BrokerConfig
         return BrokerConfig
+    if name == "BrokerThread":
+        from .background import BrokerThread
+        return BrokerThread
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

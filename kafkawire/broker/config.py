@@ -31,11 +31,14 @@ class BrokerConfig:
     remote_read_latency_ms: float = 0.0
     remote_fetch_max_wait_ms: int = 500  # remote.fetch.max.wait.ms
     topic_defaults: dict[str, str] = field(default_factory=dict)  # default topic configs by Kafka name
+    tap_path: Path | None = None  # write the broker's own traffic here as pcapng (kafkawire.broker.tap)
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
         if self.remote_dir is not None:
             self.remote_dir = Path(self.remote_dir)
+        if self.tap_path is not None:
+            self.tap_path = Path(self.tap_path)
 
     @property
     def advertised(self) -> str:

@@ -19,6 +19,7 @@ from ..framing import FrameBuffer, FrameTooLarge, decode_request, encode_respons
 from .config import BrokerConfig
 from .groups import GroupCoordinator
 from .handlers import Handlers
+from .tap import WireTap
 from .topics import TopicManager
 from .versions import SUPPORTED_VERSIONS
 
@@ -45,12 +46,15 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
         self._retention: asyncio.TimerHandle | None = None
+        self.tap: WireTap | None = None  # records every byte read and written (config.tap_path)
 
     @property
     def bootstrap(self) -> str:
         return f"{self.config.advertised}:{self.port}"
 
     async def start(self) -> None:
+        if self.config.tap_path is not None and self.tap is None:
+            self.tap = WireTap(self.config.tap_path)
         self.topics.load()
         await self.groups.start()
         self._server = await asyncio.start_server(self._serve, self.config.host, self.config.port)
@@ -70,6 +74,8 @@ class Broker:
             await self._server.wait_closed()
         await self.groups.close()
         self.topics.close()
+        if self.tap is not None:
+            self.tap.close()
 
     async def __aenter__(self) -> "Broker":
         await self.start()
@@ -102,11 +108,18 @@ class Broker:
         peer = writer.get_extra_info("peername")
         host = peer[0] if peer else ""
         frames = FrameBuffer(self.config.max_request_bytes)
+        tap = self.tap
+        client_closed = aborted = False  # how the connection ended, for the tap
+        if tap is not None:
+            conn = tap.connection_opened(peer, writer.get_extra_info("sockname"), time.time_ns())
         try:
             while True:
                 data = await reader.read(_READ_SIZE)
-                if not data:
+                if not data:  # the client closed, unless the broker's own shutdown ended the read
+                    client_closed = self._server is not None and self._server.is_serving()
                     return
+                if tap is not None:
+                    tap.client_sent(conn, data, time.time_ns())
                 frames.feed(data)
                 while (frame := frames.next_frame()) is not None:
                     response = await self._respond(frame, host)
@@ -114,14 +127,18 @@ class Broker:
                         return  # closing: the request could not be read
                     if response is not None:
                         writer.write(response)
+                        if tap is not None:
+                            tap.broker_sent(conn, response, time.time_ns())
                         await writer.drain()
         except FrameTooLarge as error:
             log.warning("closing connection from %s: %s", host, error)
         except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+            client_closed = aborted = True
         finally:
             self._connections.pop(task, None)
             writer.close()
+            if tap is not None:
+                tap.connection_closed(conn, time.time_ns(), aborted=aborted, by_client=client_closed)
 
     async def _respond(self, frame: bytes, host: str) -> bytes | None | bool:
         """The response frame for one request frame; None for no response; False to close."""

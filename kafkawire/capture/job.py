@@ -1,0 +1,209 @@
+"""The capture job: pcap/pcapng files in, one Parquet table per kind of row out.
+
+Two stages, one shuffle:
+
+1. **Packets.** The driver cuts each file into splits at exact record offsets (``plan_splits``); each
+   task opens its split's file by path and turns records into packet rows (``mapInArrow``). No
+   capture bytes pass through the JVM on the way in, and no file is held whole.
+2. **Connections.** Packet rows are repartitioned by connection (both directions share a key) and
+   sorted by capture order inside each partition, so one task sees each connection's packets in
+   order and streams them through reassembly, framing, correlation and decoding
+   (``decode_connection`` then ``TableBatcher``), holding one connection's state at a time.
+
+Stage 2 writes every table's rows into one staging Parquet dataset (a ``table`` column says which;
+each table's columns sit in a struct column of its name), and the driver then copies each table
+out of it. Writing through Spark keeps task retries and speculative attempts from duplicating rows.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
+
+import pyarrow as pa
+
+from .model import Packet
+from .packets import SPLIT_BYTES, Split, expand_inputs, iter_split, plan_splits
+from .rows import TABLES
+
+# Packet rows between the stages (the shuffle's schema).
+PACKET_SCHEMA = pa.schema([
+    ("connection", pa.string()),
+    ("order", pa.int64()),
+    ("ts_ns", pa.int64()),
+    ("src", pa.string()),
+    ("sport", pa.int32()),
+    ("dst", pa.string()),
+    ("dport", pa.int32()),
+    ("seq", pa.int64()),
+    ("ack", pa.int64()),
+    ("flags", pa.int16()),
+    ("payload", pa.binary()),
+    ("missing", pa.int64()),
+])
+_PACKET_FIELDS = Packet._fields  # the column order above, without connection
+PACKET_ROWS_PER_BATCH = 2048
+PACKET_BYTES_PER_BATCH = 16 << 20
+TABLE_ORDER = ("frames", "fetches", "produces", "records", "problems")
+STAGING_SCHEMA = pa.schema([("table", pa.string())] + [
+    pa.field(name, pa.struct(list(TABLES[name])), nullable=True) for name in TABLE_ORDER])
+STAGING = "_staging"
+
+
+@dataclass
+class DecodeResult:
+    out_dir: str
+    files: list[str]
+    splits: int
+    input_bytes: int
+    rows: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, indent=2)
+
+
+# ---- stage 1: splits -> packet rows ------------------------------------------------------------------
+
+def read_splits(batches):
+    """``mapInArrow`` body: each input row is a JSON-encoded Split; yields packet batches."""
+    for batch in batches:
+        for text in batch.column(0).to_pylist():
+            yield from _packet_batches(iter_split(Split(*json.loads(text))))
+
+
+def _packet_batches(packets):
+    columns: list[list] = [[] for _ in range(len(PACKET_SCHEMA))]
+    connection, order, ts_ns, src, sport, dst, dport, seq, ack, flags, payload, missing = columns
+    held = 0
+    for p in packets:
+        s, d = (p.src, p.sport), (p.dst, p.dport)
+        connection.append(_key(*s, *d) if s <= d else _key(*d, *s))
+        order.append(p.order)
+        ts_ns.append(p.ts_ns)
+        src.append(p.src)
+        sport.append(p.sport)
+        dst.append(p.dst)
+        dport.append(p.dport)
+        seq.append(p.seq)
+        ack.append(p.ack)
+        flags.append(p.flags)
+        payload.append(p.payload)
+        missing.append(p.missing)
+        held += len(p.payload)
+        if len(order) >= PACKET_ROWS_PER_BATCH or held >= PACKET_BYTES_PER_BATCH:
+            yield pa.RecordBatch.from_arrays([pa.array(c, t.type) for c, t in zip(columns, PACKET_SCHEMA)],
+                                             schema=PACKET_SCHEMA)
+            for c in columns:
+                c.clear()
+            held = 0
+    if order:
+        yield pa.RecordBatch.from_arrays([pa.array(c, t.type) for c, t in zip(columns, PACKET_SCHEMA)],
+                                         schema=PACKET_SCHEMA)
+
+
+def _key(a: str, ap: int, b: str, bp: int) -> str:
+    # model.connection_key, inlined for the per-packet path (a: the smaller endpoint).
+    left = f"[{a}]:{ap}" if ":" in a else f"{a}:{ap}"
+    right = f"[{b}]:{bp}" if ":" in b else f"{b}:{bp}"
+    return f"{left}-{right}"
+
+
+# ---- stage 2: packets of each connection -> table rows --------------------------------------------
+
+def decode_partition(broker_ports: set[int] | None, records: bool):
+    """``mapInArrow`` body for stage 2 (a closure so the options travel to the workers)."""
+    def run(batches):
+        from .conversations import decode_connection
+        from .rows import TableBatcher
+
+        batcher = TableBatcher(records=records)
+        for connection, connection_packets in _connections(batches):
+            for item in decode_connection(connection_packets, broker_ports):
+                for table, batch in batcher.add(item):
+                    yield _staged(table, batch)
+            for table, batch in batcher.end_connection(connection):
+                yield _staged(table, batch)
+        for table, batch in batcher.finish():
+            yield _staged(table, batch)
+    return run
+
+
+def _connections(batches):
+    """Packet rows sorted by (connection, order) -> (connection, iterator of its Packets) in turn."""
+    for connection, rows in groupby(_packet_rows(batches), key=itemgetter(0)):
+        yield connection, (Packet(*row[1:]) for row in rows)
+
+
+def _packet_rows(batches):
+    for batch in batches:
+        columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+        yield from zip(*columns)
+
+
+def _staged(table: str, batch: pa.RecordBatch) -> pa.RecordBatch:
+    n = batch.num_rows
+    arrays = [pa.array([table] * n, pa.string())]
+    for name in TABLE_ORDER:
+        struct_type = STAGING_SCHEMA.field(name).type
+        if name == table:
+            arrays.append(pa.StructArray.from_arrays(batch.columns, fields=list(struct_type)))
+        else:
+            arrays.append(pa.nulls(n, struct_type))
+    return pa.RecordBatch.from_arrays(arrays, schema=STAGING_SCHEMA)
+
+
+# ---- the driver -----------------------------------------------------------------------------------
+
+def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, split_bytes: int = SPLIT_BYTES,
+           partitions: int | None = None, overwrite: bool = True) -> DecodeResult:
+    """Decode captures ``inputs`` (files, folders, globs) into Parquet tables under ``out_dir``."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    started = time.monotonic()
+    files = expand_inputs(inputs if isinstance(inputs, (list, tuple)) else [inputs])
+    if not files:
+        raise FileNotFoundError(f"no capture files in {inputs}")
+    splits = [split for index, path in enumerate(files) for split in plan_splits(path, index, split_bytes)]
+    input_bytes = sum(os.path.getsize(path) for path in files)
+    out = str(out_dir).rstrip("/")
+    if overwrite:
+        _remove(spark, out)
+    staging = f"{out}/{STAGING}"
+
+    split_rows = spark.sparkContext.parallelize([(json.dumps(s),) for s in splits], len(splits))
+    packets = spark.createDataFrame(split_rows, "split string").mapInArrow(
+        read_splits, from_arrow_schema(PACKET_SCHEMA))
+    if partitions is None:
+        cores = spark.sparkContext.defaultParallelism
+        partitions = max(cores, -(-input_bytes // (256 << 20)))
+    ports = set(broker_ports) if broker_ports else None
+    decoded = (packets.repartition(partitions, "connection")
+               .sortWithinPartitions("connection", "order")
+               .mapInArrow(decode_partition(ports, records), from_arrow_schema(STAGING_SCHEMA)))
+    decoded.write.mode("overwrite").parquet(staging)
+
+    staged = spark.read.parquet(staging)
+    result = DecodeResult(out, files, len(splits), input_bytes)
+    for name in TABLE_ORDER:
+        if name == "records" and not records:
+            continue
+        table = staged.where(F.col("table") == name).select(f"{name}.*")
+        table.write.mode("overwrite").parquet(f"{out}/{name}")
+        result.rows[name] = spark.read.parquet(f"{out}/{name}").count()
+    _remove(spark, staging)
+    result.seconds = time.monotonic() - started
+    spark.createDataFrame([(result.to_json(),)], "summary string").coalesce(1).write.mode("overwrite").text(
+        f"{out}/_summary")
+    return result
+
+
+def _remove(spark, path: str) -> None:
+    """Delete ``path`` recursively on whatever file system it names (local, HDFS, object stores)."""
+    jvm = spark.sparkContext._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(hadoop_path, True)

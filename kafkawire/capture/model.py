@@ -1,0 +1,121 @@
+"""The values passed between the capture stages: packets, stream pieces, Kafka frames and problems.
+
+The stages are plain Python and know nothing of Spark:
+
+    packets.py       files and byte-range splits  -> Packet
+    streams.py       one connection's packets     -> StreamData / StreamGap / StreamEnd per direction
+    conversations.py one connection's stream      -> KafkaFrame / Problem (framing, resync, correlation)
+    rows.py          KafkaFrame / Problem         -> rows of the output tables
+
+``job.py`` runs them inside Spark: packets in one pass over the splits, then a shuffle by
+``Packet.connection`` so that one task sees each connection's packets in capture order.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+# TCP flags, as in the header's flags byte.
+FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
+
+
+def endpoint(address: str, port: int) -> str:
+    """``1.2.3.4:9092`` or ``[::1]:9092``."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def connection_key(src: str, sport: int, dst: str, dport: int) -> str:
+    """Both directions of a TCP connection share one key: the two endpoints, the smaller first."""
+    a, b = endpoint(src, sport), endpoint(dst, dport)
+    return f"{a}-{b}" if (src, sport) <= (dst, dport) else f"{b}-{a}"
+
+
+class Packet(NamedTuple):
+    """One captured TCP segment.
+
+    ``order`` sorts packets in capture order across every file of a run: the file's index in the run
+    times 2**40 plus the byte offset of the packet's record in its file.
+    """
+    order: int
+    ts_ns: int              # capture time, nanoseconds since the epoch
+    src: str                # IP address text
+    sport: int
+    dst: str
+    dport: int
+    seq: int                # raw 32-bit sequence number
+    ack: int
+    flags: int              # the TCP flags byte
+    payload: bytes          # the captured TCP payload
+    missing: int = 0        # payload bytes on the wire but not captured (snap length)
+
+    @property
+    def connection(self) -> str:
+        return connection_key(self.src, self.sport, self.dst, self.dport)
+
+    @property
+    def sender(self) -> str:
+        return endpoint(self.src, self.sport)
+
+
+class StreamData(NamedTuple):
+    """In-order bytes of one direction; ``offset`` counts from the first byte seen in that direction."""
+    sender: str
+    offset: int
+    ts_ns: int
+    data: bytes
+
+
+class StreamGap(NamedTuple):
+    """Bytes of one direction that were never captured (loss, snap length, a capture started late)."""
+    sender: str
+    offset: int
+    length: int
+    ts_ns: int
+    reason: str
+
+
+class StreamEnd(NamedTuple):
+    """One direction closed (FIN or RST) or the connection's packets ran out (``reason``)."""
+    sender: str
+    offset: int
+    ts_ns: int
+    reason: str
+
+
+class KafkaFrame(NamedTuple):
+    """One size-prefixed Kafka frame, a request or a response, with what its header says.
+
+    For a response, ``api_key``/``api_version`` come from the request it answers, and ``request`` is that
+    request's frame (None when the response could not be matched; then the response is not decoded).
+    """
+    connection: str
+    direction: str          # "request" or "response"
+    client: str             # the client's endpoint
+    broker: str             # the broker's endpoint
+    ts_ns: int              # when the frame's first byte was captured
+    end_ts_ns: int          # when its last byte was captured
+    offset: int             # stream offset of the size prefix
+    size: int               # bytes after the size prefix
+    api_key: int | None
+    api_version: int | None
+    correlation_id: int
+    client_id: str | None   # requests only
+    frame: bytes            # the frame without its size prefix
+    request: "KafkaFrame | None" = None
+
+
+class Problem(NamedTuple):
+    """Something the decoder could not take at face value, with a reason a person can act on.
+
+    ``kind`` is one of: gap, resync, truncated_frame, undecodable, unmatched_response,
+    unanswered_request, retransmission_conflict, sasl, tls, not_kafka, oversized_frame.
+    """
+    connection: str
+    direction: str | None
+    ts_ns: int
+    kind: str
+    reason: str
+    offset: int | None = None
+    length: int | None = None
+    api_key: int | None = None
+    api_version: int | None = None
+    correlation_id: int | None = None
