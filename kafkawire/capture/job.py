@@ -189,12 +189,13 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
 
     staged = spark.read.parquet(staging)
     result = DecodeResult(out, files, len(splits), input_bytes)
+    counts = {row["table"]: row["count"] for row in staged.groupBy("table").count().collect()}
     for name in TABLE_ORDER:
         if name == "records" and not records:
             continue
         table = staged.where(F.col("table") == name).select(f"{name}.*")
         table.write.mode("overwrite").parquet(f"{out}/{name}")
-        result.rows[name] = spark.read.parquet(f"{out}/{name}").count()
+        result.rows[name] = counts.get(name, 0)
     _remove(spark, staging)
     result.seconds = time.monotonic() - started
     spark.createDataFrame([(result.to_json(),)], "summary string").coalesce(1).write.mode("overwrite").text(
