@@ -3,54 +3,19 @@ clients such as kafka-python and confluent-kafka), and a minimal raw client that
 protocol through kafkawire.framing, for tests that need exact control over each request."""
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import socket
-import threading
 
-from kafkawire.broker import Broker, BrokerConfig
+from kafkawire.broker.background import BrokerThread as _BrokerThread
 from kafkawire.framing import Correlator, FrameBuffer
 
 
-class BrokerThread:
-    """A Broker on a background event loop. ``bootstrap`` is its address."""
+class BrokerThread(_BrokerThread):
+    """kafkawire.broker.BrokerThread with groups that rebalance at once (tests need no join delay)."""
 
     def __init__(self, **settings):
-        settings.setdefault("port", 0)
         settings.setdefault("group_initial_rebalance_delay_ms", 0)
-        self.config = BrokerConfig(**settings)
-        self.loop = asyncio.new_event_loop()
-        self.broker: Broker | None = None
-        self._thread = threading.Thread(target=self.loop.run_forever, name="kafkawire-broker", daemon=True)
-
-    def start(self) -> "BrokerThread":
-        self._thread.start()
-        self.broker = Broker(self.config)
-        self.call(self.broker.start())
-        return self
-
-    def call(self, coroutine, timeout: float = 30):
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
-
-    @property
-    def bootstrap(self) -> str:
-        return self.broker.bootstrap
-
-    @property
-    def port(self) -> int:
-        return self.broker.port
-
-    def stop(self) -> None:
-        self.call(self.broker.close())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        self.loop.close()
-
-    def __enter__(self) -> "BrokerThread":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+        super().__init__(**settings)
 
 
 class RawClient:

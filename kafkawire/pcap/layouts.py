@@ -15,12 +15,13 @@ link-type registry, RFC 791, RFC 8200 and RFC 9293.
 from __future__ import annotations
 
 from functools import cache
-from struct import Struct
 
 from construct import (
     Bytes, GreedyRange, Int8ub, Int8ul, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb,
     Int64sl, Padding, Struct as Layout, this,
 )
+
+from ..structs import offset_of, packed  # re-exported: the capture reader derives its formats here
 
 __all__ = [
     "LITTLE", "BIG", "GZIP_MAGIC", "PCAP_MAGIC_MICROS", "PCAP_MAGIC_NANOS", "PCAP_MAGICS",
@@ -352,31 +353,3 @@ def ipv6_is_fragment(offset_flags: int) -> bool:
 
 def tcp_header_length(data_offset: int) -> int:
     return (data_offset >> 4) * 4
-
-
-# ---------------------------------------------------------------------------------------------------
-
-def packed(layout: Layout) -> Struct:
-    """The ``struct.Struct`` that reads and writes ``layout``'s fields in order, in its byte order."""
-    order, codes = None, []
-    for field in layout.subcons:
-        sub = field.subcon
-        if isinstance(sub, Bytes):
-            codes.append(f"{sub.length}s")
-            continue
-        fmt = sub.fmtstr  # e.g. "<L"
-        if order is not None and fmt[0] != order:
-            raise ValueError(f"{layout} mixes byte orders")
-        order = fmt[0]
-        codes.append(fmt[1:])
-    return Struct((order or ">") + "".join(codes))
-
-
-def offset_of(layout: Layout, name: str) -> int:
-    """Where field ``name`` starts in ``layout``."""
-    size = 0
-    for field in layout.subcons:
-        if field.name == name:
-            return size
-        size += field.sizeof()
-    raise KeyError(name)

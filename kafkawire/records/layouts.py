@@ -6,9 +6,9 @@ names follow ``DefaultRecordBatch.java`` and ``LegacyRecord.java``.
 """
 from __future__ import annotations
 
-from struct import Struct
+from construct import Int8sb, Int16sb, Int32sb, Int32ub, Int64sb, Struct as Layout
 
-from construct import Bytes, Int8sb, Int16sb, Int32sb, Int32ub, Int64sb, Struct as Layout
+from ..structs import offset_of, packed
 
 __all__ = [
     "BATCH_HEADER", "BATCH_HEADER_SIZE", "LOG_OVERHEAD", "MAGIC_OFFSET", "CRC_OFFSET", "ATTRIBUTES_OFFSET",
@@ -65,31 +65,8 @@ END_TXN_MARKER = Layout(
     "coordinator_epoch" / Int32sb,
 )
 
-_FORMAT_CODES = {Int8sb: "b", Int16sb: "h", Int32sb: "i", Int32ub: "I", Int64sb: "q"}
-
-
-def packed(layout: Layout) -> Struct:
-    """The big-endian ``struct.Struct`` that reads and writes ``layout``'s fields in order."""
-    codes = []
-    for field in layout.subcons:
-        if isinstance(field.subcon, Bytes):
-            codes.append(f"{field.subcon.length}s")
-        else:
-            codes.append(_FORMAT_CODES[field.subcon])
-    return Struct(">" + "".join(codes))
-
-
-def _offset_of(layout: Layout, name: str) -> int:
-    size = 0
-    for field in layout.subcons:
-        if field.name == name:
-            return size
-        size += field.sizeof()
-    raise KeyError(name)
-
-
 LOG_OVERHEAD = ENTRY_PREFIX.sizeof()  # 12
 BATCH_HEADER_SIZE = BATCH_HEADER.sizeof()  # 61
-MAGIC_OFFSET = _offset_of(BATCH_HEADER, "magic")  # 16, the same byte in every format
-CRC_OFFSET = _offset_of(BATCH_HEADER, "crc")  # 17
-ATTRIBUTES_OFFSET = _offset_of(BATCH_HEADER, "attributes")  # 21, where the CRC-32C coverage starts
+MAGIC_OFFSET = offset_of(BATCH_HEADER, "magic")  # 16, the same byte in every format
+CRC_OFFSET = offset_of(BATCH_HEADER, "crc")  # 17
+ATTRIBUTES_OFFSET = offset_of(BATCH_HEADER, "attributes")  # 21, where the CRC-32C coverage starts
