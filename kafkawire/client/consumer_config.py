@@ -21,7 +21,8 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .producer_config import ConfigError
+from . import settings
+from .settings import ConfigError
 
 __all__ = ["ConsumerConfig", "ConfigError", "OFFSET_RESET_STRATEGIES", "ASSIGNORS"]
 
@@ -63,10 +64,10 @@ class ConsumerConfig:
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen dataclass)
-        set_("bootstrap_servers", _servers(self.bootstrap_servers))
+        set_("bootstrap_servers", settings.servers(self.bootstrap_servers))
         for name in ("client_id", "client_rack"):
             if not isinstance(getattr(self, name), str):
-                raise ConfigError(f"{_dotted(name)} must be a string, not {getattr(self, name)!r}")
+                raise ConfigError(f"{settings.dotted(name)} must be a string, not {getattr(self, name)!r}")
         if self.group_id is not None and not isinstance(self.group_id, str):
             raise ConfigError(f"group.id must be a string, not {self.group_id!r}")
         # Request fields are int32 on the wire, hence the upper bounds.
@@ -76,19 +77,19 @@ class ConsumerConfig:
                                 ("auto_commit_interval_ms", 0, _INT32_MAX), ("session_timeout_ms", 1, _INT32_MAX),
                                 ("heartbeat_interval_ms", 1, _INT32_MAX), ("max_poll_interval_ms", 1, _INT32_MAX),
                                 ("request_timeout_ms", 0, _INT32_MAX), ("retry_backoff_ms", 0, _INT64_MAX)):
-            set_(name, _int(name, getattr(self, name), low, high))
+            set_(name, settings.integer(name, getattr(self, name), low, high))
         if self.remote_max_partition_fetch_bytes is not None:
             set_("remote_max_partition_fetch_bytes",
-                 _int("remote_max_partition_fetch_bytes", self.remote_max_partition_fetch_bytes, 0, _INT32_MAX))
-        set_("check_crcs", _bool("check_crcs", self.check_crcs))
+                 settings.integer("remote_max_partition_fetch_bytes", self.remote_max_partition_fetch_bytes, 0, _INT32_MAX))
+        set_("check_crcs", settings.boolean("check_crcs", self.check_crcs))
         if self.buffer_memory < self.fetch_max_bytes:
             raise ConfigError(f"buffer.memory ({self.buffer_memory}) must be at least fetch.max.bytes "
                               f"({self.fetch_max_bytes}): one whole fetch response has to fit (KIP-81)")
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ConfigError(f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "
                               f"session.timeout.ms ({self.session_timeout_ms})")
-        set_("auto_offset_reset", _choice("auto_offset_reset", self.auto_offset_reset, OFFSET_RESET_STRATEGIES))
-        level = _choice("isolation_level", self.isolation_level, ("read_uncommitted", "read_committed"))
+        set_("auto_offset_reset", settings.choice("auto_offset_reset", self.auto_offset_reset, OFFSET_RESET_STRATEGIES))
+        level = settings.choice("isolation_level", self.isolation_level, ("read_uncommitted", "read_committed"))
         if level == "read_committed":
             raise ConfigError("isolation.level read_committed is not supported by this consumer "
                               "(it does not filter aborted transactions); use read_uncommitted")
@@ -97,7 +98,7 @@ class ConsumerConfig:
         if self.enable_auto_commit is None:
             set_("enable_auto_commit", self.group_id is not None)
         else:
-            enabled = _bool("enable_auto_commit", self.enable_auto_commit)
+            enabled = settings.boolean("enable_auto_commit", self.enable_auto_commit)
             if enabled and self.group_id is None:
                 raise ConfigError("enable.auto.commit cannot be true without a group.id")
             set_("enable_auto_commit", enabled)
@@ -129,39 +130,7 @@ class ConsumerConfig:
 
     def to_properties(self) -> dict[str, object]:
         """The settings under their dotted names (None where a setting falls back to another)."""
-        return {_dotted(f.name): getattr(self, f.name) for f in dataclasses.fields(self)}
-
-
-def _dotted(attribute: str) -> str:
-    return attribute.replace("_", ".")
-
-
-def _int(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise ConfigError(f"{_dotted(name)} must be an integer, not {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{_dotted(name)} must be an integer, not {value!r}")
-    if not low <= value <= high:
-        raise ConfigError(f"{_dotted(name)} must be between {low} and {high}, not {value}")
-    return value
-
-
-def _bool(name: str, value: object) -> bool:
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    if not isinstance(value, bool):
-        raise ConfigError(f"{_dotted(name)} must be true or false, not {value!r}")
-    return value
-
-
-def _choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
-    text = value.strip().lower() if isinstance(value, str) else None
-    if text not in allowed:
-        raise ConfigError(f"{_dotted(name)} must be one of {', '.join(allowed)}, not {value!r}")
-    return text
+        return {settings.dotted(f.name): getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 def _assignors(value: object) -> tuple[str, ...]:
@@ -181,15 +150,3 @@ def _assignors(value: object) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _servers(value: object) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [part for part in (piece.strip() for piece in value.split(",")) if part]
-    if not isinstance(value, (list, tuple)):
-        raise ConfigError(f"bootstrap.servers must be a list of host:port, not {value!r}")
-    servers = []
-    for server in value:
-        host, sep, port = str(server).strip().rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ConfigError(f"bootstrap.servers entry {server!r} is not host:port")
-        servers.append(f"{host}:{port}")
-    return tuple(servers)

@@ -26,8 +26,10 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kafkawire.errors import KafkaWireError
 from kafkawire.records import Codec
+
+from . import settings
+from .settings import ConfigError
 
 __all__ = ["ProducerConfig", "ConfigError", "ACKS_ALL"]
 
@@ -42,10 +44,6 @@ _CODECS = {"none": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4"
 # gzip also takes -1, the Deflater's default.
 _LEVELS = {"compression_gzip_level": (1, 9), "compression_lz4_level": (1, 17),
            "compression_zstd_level": (-131072, 22)}
-
-
-class ConfigError(KafkaWireError):
-    """A configuration value Kafka would refuse; the message names the property."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +74,7 @@ class ProducerConfig:
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen dataclass)
-        set_("bootstrap_servers", _servers(self.bootstrap_servers))
+        set_("bootstrap_servers", settings.servers(self.bootstrap_servers))
         if not isinstance(self.client_id, str):
             raise ConfigError(f"client.id must be a string, not {self.client_id!r}")
         set_("acks", _acks(self.acks))
@@ -86,8 +84,8 @@ class ProducerConfig:
                                 ("retries", 0, _INT32_MAX), ("retry_backoff_ms", 0, _INT64_MAX),
                                 ("retry_backoff_max_ms", 0, _INT64_MAX), ("request_timeout_ms", 0, _INT32_MAX),
                                 ("max_request_size", 1, _INT32_MAX)):
-            set_(name, _int(name, getattr(self, name), low, high))
-        set_("partitioner_ignore_keys", _bool("partitioner_ignore_keys", self.partitioner_ignore_keys))
+            set_(name, settings.integer(name, getattr(self, name), low, high))
+        set_("partitioner_ignore_keys", settings.boolean("partitioner_ignore_keys", self.partitioner_ignore_keys))
         self._resolve_compression()
         self._resolve_batch_sizes()
         self._resolve_delivery_timeout()
@@ -134,7 +132,7 @@ class ProducerConfig:
         object.__setattr__(self, "compression_type", kind.lower())
         for name, (low, high) in _LEVELS.items():
             gzip = name == "compression_gzip_level"
-            level = _int(name, getattr(self, name), -1 if gzip else low, high)
+            level = settings.integer(name, getattr(self, name), -1 if gzip else low, high)
             if gzip and level == 0:
                 raise ConfigError(f"compression.gzip.level must be -1 or between {low} and {high}, not 0")
             object.__setattr__(self, name, level)
@@ -145,7 +143,7 @@ class ProducerConfig:
         if initial is None:
             initial = min(_DEFAULT_BATCH_INITIAL_SIZE, batch_size)
         else:
-            initial = _int("batch_initial_size", initial, 0, _INT32_MAX)
+            initial = settings.integer("batch_initial_size", initial, 0, _INT32_MAX)
             if initial > batch_size:
                 raise ConfigError(f"batch.initial.size ({initial}) must not exceed batch.size ({batch_size})")
             if initial == 0:
@@ -154,7 +152,7 @@ class ProducerConfig:
         if maximum is None:
             maximum = max(min(_DEFAULT_BATCH_MAX_SIZE, self.max_request_size), batch_size)
         else:
-            maximum = _int("batch_max_size", maximum, 0, _INT32_MAX)
+            maximum = settings.integer("batch_max_size", maximum, 0, _INT32_MAX)
             if maximum < batch_size:
                 raise ConfigError(f"batch.max.size ({maximum}) must be at least batch.size ({batch_size})")
             if maximum > self.max_request_size and maximum != batch_size:
@@ -177,7 +175,7 @@ class ProducerConfig:
         if self.delivery_timeout_ms is None:
             object.__setattr__(self, "delivery_timeout_ms", max(_DEFAULT_DELIVERY_TIMEOUT_MS, floor))
             return
-        timeout = _int("delivery_timeout_ms", self.delivery_timeout_ms, 0, _INT32_MAX)
+        timeout = settings.integer("delivery_timeout_ms", self.delivery_timeout_ms, 0, _INT32_MAX)
         if timeout < floor:
             raise ConfigError(f"delivery.timeout.ms ({timeout}) must be at least linger.ms + request.timeout.ms "
                               f"({floor})")
@@ -195,35 +193,10 @@ class ProducerConfig:
         if self.enable_idempotence is None:
             object.__setattr__(self, "enable_idempotence", not conflicts)
             return
-        enabled = _bool("enable_idempotence", self.enable_idempotence)
+        enabled = settings.boolean("enable_idempotence", self.enable_idempotence)
         if enabled and conflicts:
             raise ConfigError("enable.idempotence is true but " + "; ".join(conflicts))
         object.__setattr__(self, "enable_idempotence", enabled)
-
-
-def _dotted(attribute: str) -> str:
-    return attribute.replace("_", ".")
-
-
-def _int(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise ConfigError(f"{_dotted(name)} must be an integer, not {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{_dotted(name)} must be an integer, not {value!r}")
-    if not low <= value <= high:
-        raise ConfigError(f"{_dotted(name)} must be between {low} and {high}, not {value}")
-    return value
-
-
-def _bool(name: str, value: object) -> bool:
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    if not isinstance(value, bool):
-        raise ConfigError(f"{_dotted(name)} must be true or false, not {value!r}")
-    return value
 
 
 def _acks(value: object) -> int:
@@ -234,15 +207,3 @@ def _acks(value: object) -> int:
     return acks
 
 
-def _servers(value: object) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [part for part in (piece.strip() for piece in value.split(",")) if part]
-    if not isinstance(value, (list, tuple)):
-        raise ConfigError(f"bootstrap.servers must be a list of host:port, not {value!r}")
-    servers = []
-    for server in value:
-        host, sep, port = str(server).strip().rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ConfigError(f"bootstrap.servers entry {server!r} is not host:port")
-        servers.append(f"{host}:{port}")
-    return tuple(servers)

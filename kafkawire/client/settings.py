@@ -1,0 +1,54 @@
+"""Checking client settings given under Kafka's dotted names, as text or as Python values."""
+from __future__ import annotations
+
+from kafkawire.errors import KafkaWireError
+
+
+class ConfigError(KafkaWireError):
+    """A configuration value Kafka would refuse; the message names the property."""
+
+
+def dotted(attribute: str) -> str:
+    return attribute.replace("_", ".")
+
+
+def integer(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ConfigError(f"{dotted(name)} must be an integer, not {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{dotted(name)} must be an integer, not {value!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"{dotted(name)} must be between {low} and {high}, not {value}")
+    return value
+
+
+def boolean(name: str, value: object) -> bool:
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    if not isinstance(value, bool):
+        raise ConfigError(f"{dotted(name)} must be true or false, not {value!r}")
+    return value
+
+
+def servers(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [part for part in (piece.strip() for piece in value.split(",")) if part]
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"bootstrap.servers must be a list of host:port, not {value!r}")
+    servers = []
+    for server in value:
+        host, sep, port = str(server).strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ConfigError(f"bootstrap.servers entry {server!r} is not host:port")
+        servers.append(f"{host}:{port}")
+    return tuple(servers)
+
+
+def choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text not in allowed:
+        raise ConfigError(f"{dotted(name)} must be one of {', '.join(allowed)}, not {value!r}")
+    return text
