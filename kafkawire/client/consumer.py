@@ -1,0 +1,727 @@
+"""AsyncConsumer: the Fetcher run over broker connections, with offsets and commits.
+
+::
+
+    consumer = AsyncConsumer(bootstrap_servers="localhost:9092", auto_offset_reset="earliest")
+    consumer.assign([TopicPartition("events", 0), TopicPartition("events", 1)])
+    while True:
+        for record in await consumer.poll(timeout_ms=500):
+            ...
+    await consumer.close()
+
+How the pieces run:
+
+* Fetches go out from ``poll`` per the Fetcher's rules (one in flight per broker, buffered partitions
+  left out, KIP-74 rotation, KIP-41 prefetch only while fewer than ``max.poll.records`` records are
+  retained): while ``poll`` waits for data, and before it returns records, so the next round is in
+  flight while the application works on these.
+* Fetches travel on a connection of their own per broker, which charges each response to the
+  consumer's MemoryPool (``buffer.memory``, KIP-81) before reading its body and stops reading while
+  the pool is exhausted; metadata and ListOffsets use another connection, and the group coordinator
+  a third, so neither ever waits for fetch memory.
+* Partitions without a position take the group's committed offset (OffsetFetch, when ``group.id``
+  is set), else ``auto.offset.reset`` (ListOffsets to the leader: earliest or latest).
+* Leader and topic errors refresh metadata; leaders reach the Fetcher once a fetch connection to
+  them is up (the Fetch version is negotiated on it).
+* With a ``group.id``, a ``GroupMember`` (kafkawire.client.group, sans I/O) is driven by a task of
+  its own: ``subscribe()`` joins the classic group (JoinGroup/SyncGroup with the range or round-robin
+  assignor, heartbeats, rebalances that revoke and assign partitions), and in both modes it carries
+  ``commit()`` / ``commit_async()`` / ``committed()`` (OffsetCommit/OffsetFetch) to the coordinator,
+  found with FindCoordinator, over the coordinator connection. ``enable.auto.commit`` commits
+  positions every ``auto.commit.interval.ms`` and on ``close``.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kafkawire.error_codes import ErrorCode
+from kafkawire.messages import FetchRequest, ListOffsetsRequest
+
+from .common import TopicPartition
+from .connection import (
+    COORDINATOR_ROLE, DEFAULT_ROLE, FETCH_ROLE, BrokerConnection, ConnectionManager, IncompatibleBrokerError,
+    KafkaConnectionError, KafkaError, Reply,
+)
+from .consumer_config import ConsumerConfig
+from .fetcher import FETCH_VERSION_MIN, ConsumerRecord, Fetcher, Leader
+from .group import (
+    CommitCompleted, CommitFailedError, CommittedOffsets, GroupError, GroupFailure, GroupMember, OffsetAndMetadata,
+    OutgoingRequest, PartitionsAssigned, PartitionsLost, PartitionsRevoked,
+)
+from .metadata import METADATA_REFRESH_ERRORS, ClusterMetadata, Metadata
+
+__all__ = ["AsyncConsumer", "ConsumerRecord", "TopicPartition", "CommitFailedError", "GroupError", "ConsumerClosed",
+           "OffsetAndMetadata", "consumer_config"]
+
+log = logging.getLogger(__name__)
+
+_LIST_OFFSETS_MIN_VERSION = 1  # one offset per partition, not the v0 array
+
+
+class ConsumerClosed(RuntimeError):
+    """A call on a closed consumer."""
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+def consumer_config(config: ConsumerConfig | Mapping[str, Any] | None, properties: Mapping[str, Any]) -> ConsumerConfig:
+    """A ConsumerConfig from a config, a mapping of Kafka property names, and/or keyword properties."""
+    if isinstance(config, ConsumerConfig):
+        if properties:
+            raise TypeError("pass either a ConsumerConfig or properties, not both")
+        return config
+    merged = dict(config or {})
+    merged.update(properties)
+    return ConsumerConfig.from_properties(merged)
+
+
+class AsyncConsumer:
+    """A Kafka consumer on asyncio (see the module docstring)."""
+
+    def __init__(self, config: ConsumerConfig | Mapping[str, Any] | None = None, **properties):
+        self.config = config = consumer_config(config, properties)
+        if not config.bootstrap_servers:
+            raise ValueError("bootstrap.servers is required")
+        self.fetcher = Fetcher(config)
+        self.pool = self.fetcher.pool
+        self.connections = ConnectionManager(client_id=config.client_id or "kafkawire-consumer",
+                                             request_timeout_ms=config.request_timeout_ms, memory_pool=self.pool)
+        self.metadata = Metadata(self.connections, config.bootstrap_servers, allow_auto_topic_creation=False,
+                                 retry_backoff_ms=config.retry_backoff_ms)
+        self.metadata.add_listener(self._on_metadata)
+        # group membership and offsets, with a group.id (kafkawire.client.group)
+        self.member = GroupMember(config, positions=self._positions) if config.group_id else None
+        self._subscribed: tuple[str, ...] = ()
+        self._listener = None
+        self._started = False
+        self._closed = False
+        self._wake: asyncio.Event | None = None
+        self._group_wake: asyncio.Event | None = None
+        self._group_task: asyncio.Task | None = None
+        self._group_errors: list[GroupError] = []  # raised by the next poll
+        self._waiters: dict[int, asyncio.Future] = {}  # commit / committed request ids -> their callers
+        self._tasks: set[asyncio.Task] = set()
+        self._connecting_fetch: set[int] = set()
+        self._resetting: set[TopicPartition] = set()  # ListOffsets in flight
+        self._looking_up: set[TopicPartition] = set()  # committed offsets being fetched
+        self._lookups: dict[int, tuple[TopicPartition, ...]] = {}  # our OffsetFetch request ids
+        self._position_retry_at = 0.0
+        self._next_auto_commit = 0.0
+        self._stats = {"records-consumed-total": 0, "fetch-request-total": 0, "fetch-response-total": 0,
+                       "fetch-error-total": 0, "bytes-fetched-total": 0, "list-offsets-total": 0,
+                       "commit-total": 0, "rebalance-total": 0}
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Bootstrap metadata and start the group member (``poll`` does this on first use)."""
+        if self._closed:
+            raise ConsumerClosed("the consumer is closed")
+        if self._started:
+            return
+        self._wake = asyncio.Event()
+        self._group_wake = asyncio.Event()
+        self._started = True
+        self._next_auto_commit = _now_ms() + self.config.auto_commit_interval_ms
+        await self.metadata.refresh()
+        if self.member is not None:
+            self.member.set_api_versions((await self._any_connection()).api_versions)
+            self._group_task = self._spawn(self._drive_group())
+
+    async def __aenter__(self) -> AsyncConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def close(self, autocommit: bool = True, timeout_ms: float | None = None) -> None:
+        """Commit positions (with ``enable.auto.commit``; ``autocommit=False`` skips that in assign()
+        mode), leave the group, close every connection."""
+        if self._closed:
+            return
+        timeout = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+        try:
+            if self._started and self.member is not None and not self.member.closed:
+                if autocommit and self.config.enable_auto_commit and not self._subscribed and self._positions():
+                    try:  # assign() mode; a group member commits its own positions as it leaves
+                        await self.commit(timeout_ms=timeout)
+                    except (GroupError, KafkaConnectionError) as error:
+                        log.warning("auto-commit on close failed: %s", error)
+                self.member.close(_now_ms(), int(timeout))
+                self._group_wake.set()
+                try:
+                    await asyncio.wait_for(asyncio.shield(self._group_task), timeout / 1000 + 1)
+                except (asyncio.TimeoutError, Exception) as error:  # noqa: BLE001 (closing regardless)
+                    log.warning("leaving the group did not finish: %r", error)
+        finally:
+            self._closed = True
+            for task in list(self._tasks):
+                task.cancel()
+            for task in list(self._tasks):
+                try:
+                    await task
+                except BaseException:  # noqa: BLE001 (cancelled or failed: closing regardless)
+                    pass
+            for waiter in self._waiters.values():
+                if not waiter.done():
+                    waiter.set_exception(ConsumerClosed("the consumer closed before this completed"))
+            self._waiters.clear()
+            self.fetcher.close()
+            await self.metadata.close()
+            await self.connections.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ConsumerClosed("the consumer is closed")
+
+    def _spawn(self, coroutine) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and not self._closed:
+            log.error("consumer background task failed", exc_info=task.exception())
+
+    # ---- subscriptions ---------------------------------------------------------------------------
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Consume exactly these partitions (no group management). New ones start at the committed
+        offset (with a group.id) or per auto.offset.reset."""
+        self._check_open()
+        if self._subscribed:
+            raise RuntimeError("assign() cannot be mixed with subscribe(); call unsubscribe() first")
+        self._assign([TopicPartition(*tp) for tp in partitions])
+
+    def _assign(self, partitions: list[TopicPartition]) -> None:
+        self.fetcher.assign(partitions)
+        kept = set(partitions)
+        self._resetting &= kept
+        self._looking_up &= kept
+        self._track_topics()
+        if self._started:
+            self._on_metadata(self.metadata.cluster)
+            self._wake.set()
+
+    def _track_topics(self) -> None:
+        topics = {tp.topic for tp in self.fetcher.assignment()} | set(self._subscribed)
+        if self.member is not None:
+            topics |= self.member.metadata_topics
+        self.metadata.set_topics(topics)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.fetcher.assignment())
+
+    def subscribe(self, topics: Iterable[str], listener=None) -> None:
+        """Join ``group.id`` and consume the partitions the group assigns from ``topics``.
+
+        ``listener`` may have ``on_partitions_revoked(partitions)``, ``on_partitions_lost(partitions)``
+        and ``on_partitions_assigned(partitions)`` (plain functions, called on the event loop)."""
+        self._check_open()
+        if self.member is None:
+            raise RuntimeError("subscribe() needs a group.id")
+        if isinstance(topics, str):
+            raise TypeError("subscribe() takes a list of topics, not a string")
+        topics = tuple(sorted(set(topics)))
+        if self.fetcher.assignment() and not self._subscribed:
+            raise RuntimeError("subscribe() cannot be mixed with assign(); assign([]) first")
+        self.member.subscribe(topics, _now_ms())
+        self._subscribed = topics
+        self._listener = listener
+        self._track_topics()
+        if self._started:
+            self._group_wake.set()
+
+    def subscription(self) -> set[str]:
+        return set(self._subscribed)
+
+    async def unsubscribe(self) -> None:
+        """Give up the group's partitions and leave the group."""
+        self._check_open()
+        if self.member is not None and self._subscribed:
+            self.member.unsubscribe(_now_ms())
+            if self._started:
+                self._group_wake.set()
+        self._subscribed = ()
+        self._assign([])
+
+    # ---- polling ---------------------------------------------------------------------------------
+    async def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Up to ``max.poll.records`` (and ``max_records``) records, waiting at most ``timeout_ms`` for
+        some. A partition's failure (CorruptRecordException, OffsetOutOfRangeException, ...) is raised
+        here, after the records before it have been returned; the other partitions keep going; so is a
+        fatal group error."""
+        self._check_open()
+        if not self.fetcher.assignment() and not self._subscribed:
+            raise RuntimeError("poll() needs partitions: call assign() or subscribe() first")
+        if not self._started:
+            await self.start()
+        deadline = _now_ms() + timeout_ms
+        while True:
+            now = _now_ms()
+            if self._group_errors:
+                raise self._group_errors.pop(0)
+            if self._subscribed:
+                self.member.record_poll(now)
+                self._group_wake.set()
+            else:
+                self._maybe_auto_commit(now)
+            records = self.fetcher.poll(max_records)
+            if records:
+                self._stats["records-consumed-total"] += len(records)
+                self._pump()  # prefetch: the next round goes out before the application gets these
+                return records
+            self._wake.clear()
+            self._pump()
+            remaining = deadline - _now_ms()
+            if remaining <= 0:
+                return []
+            try:
+                await asyncio.wait_for(self._wake.wait(), remaining / 1000)
+            except asyncio.TimeoutError:
+                pass
+
+    def _pump(self) -> None:
+        """Start whatever network work is due: metadata, position lookups, fetches. Never waits."""
+        if self._closed or not self._started:
+            return
+        fetcher = self.fetcher
+        if fetcher.metadata_refresh_needed and not self._connecting_fetch:
+            self.metadata.request_update()
+        self.metadata.maybe_refresh()
+        now = _now_ms()
+        if now >= self._position_retry_at:
+            self._update_positions()
+        self._send_fetches(now)
+
+    # ---- positions -------------------------------------------------------------------------------
+    def _update_positions(self) -> None:
+        fetcher = self.fetcher
+        missing = [tp for tp in fetcher.partitions_without_position() if tp not in self._looking_up]
+        if missing:
+            if self.member is not None and not self.member.closed:
+                request_id = self.member.fetch_committed(missing, _now_ms())
+                self._lookups[request_id] = tuple(missing)
+                self._looking_up.update(missing)
+                self._group_wake.set()
+            else:
+                for tp in missing:
+                    fetcher.request_offset_reset(tp)
+        resets = {tp: ts for tp, ts in fetcher.pending_offset_resets().items() if tp not in self._resetting}
+        if not resets:
+            return
+        by_node: dict[int, dict[TopicPartition, int]] = {}
+        for tp, timestamp in resets.items():
+            node = self.metadata.cluster.leader(tp)
+            if node is None:
+                self.metadata.add_topics([tp.topic])
+                self.metadata.request_update()
+                continue
+            by_node.setdefault(node, {})[tp] = timestamp
+        for node, wanted in by_node.items():
+            self._resetting.update(wanted)
+            self._spawn(self._reset_offsets(node, wanted))
+
+    def _restore_committed(self, partitions, offsets: Mapping[TopicPartition, OffsetAndMetadata | None]) -> None:
+        """Positions from committed offsets; auto.offset.reset where nothing is committed."""
+        assigned = set(self.fetcher.assignment())
+        for tp in partitions:
+            self._looking_up.discard(tp)
+            if tp not in assigned or self.fetcher.position(tp) is not None:
+                continue  # unassigned or sought meanwhile
+            committed = offsets.get(tp)
+            if committed is not None:
+                self.fetcher.seek(tp, committed.offset, committed.leader_epoch)
+            elif tp not in self.fetcher.pending_offset_resets():
+                self.fetcher.request_offset_reset(tp)
+        self._wake.set()
+
+    async def _reset_offsets(self, node: int, wanted: dict[TopicPartition, int]) -> None:
+        self._stats["list-offsets-total"] += 1
+        try:
+            connection = await self.connections.connection(node)
+            version = connection.api_version(ListOffsetsRequest.API_KEY, _LIST_OFFSETS_MIN_VERSION)
+            topics: dict[str, list] = {}
+            for tp, timestamp in wanted.items():
+                topics.setdefault(tp.topic, []).append(ListOffsetsRequest.ListOffsetsPartition(
+                    partition_index=tp.partition, current_leader_epoch=-1, timestamp=timestamp, max_num_offsets=1))
+            request = ListOffsetsRequest(
+                replica_id=-1, isolation_level=self.config.isolation_level_code,
+                topics=[ListOffsetsRequest.ListOffsetsTopic(name=name, partitions=parts) for name, parts in topics.items()],
+                timeout_ms=self.config.request_timeout_ms)
+            response = await connection.send(request, version)
+        except (KafkaConnectionError, IncompatibleBrokerError, KafkaError) as error:
+            log.debug("ListOffsets to node %d failed: %s", node, error)
+            self.metadata.request_update()
+            self._position_retry_at = _now_ms() + self.config.retry_backoff_ms
+            return
+        finally:
+            self._resetting.difference_update(wanted)
+        failed = False
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                if tp not in wanted:
+                    continue
+                if p.error_code == ErrorCode.NONE and p.offset >= 0:
+                    self.fetcher.complete_offset_reset(tp, p.offset, p.leader_epoch if p.leader_epoch >= 0 else None)
+                else:
+                    failed = True
+                    if p.error_code in METADATA_REFRESH_ERRORS:
+                        self.metadata.request_update()
+        if failed:
+            self._position_retry_at = _now_ms() + self.config.retry_backoff_ms
+        self._wake.set()
+        self._pump()
+
+    def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
+        """Fetch ``partition`` from ``offset`` next (buffered records are dropped; a failure is cleared)."""
+        self._check_open()
+        self.fetcher.seek(TopicPartition(*partition), offset)
+        self._resetting.discard(TopicPartition(*partition))
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Reset to the log start (of every assigned partition when none is named)."""
+        self._reset_to("earliest", partitions)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Reset to the log end (of every assigned partition when none is named)."""
+        self._reset_to("latest", partitions)
+
+    def _reset_to(self, strategy: str, partitions) -> None:
+        self._check_open()
+        for tp in (partitions or self.fetcher.assignment()):
+            tp = TopicPartition(*tp)
+            self.fetcher.request_offset_reset(tp, strategy)
+            self._resetting.discard(tp)
+        if self._started:
+            self._wake.set()
+
+    async def position(self, partition: TopicPartition | tuple[str, int], timeout_ms: float | None = None) -> int:
+        """The offset of the next record ``poll`` will return for ``partition``, looking it up if needed."""
+        self._check_open()
+        tp = TopicPartition(*partition)
+        if not self._started:
+            await self.start()
+        deadline = _now_ms() + (self.config.request_timeout_ms if timeout_ms is None else timeout_ms)
+        while True:
+            position = self.fetcher.position(tp)
+            if position is not None:
+                return position
+            remaining = deadline - _now_ms()
+            if remaining <= 0:
+                raise asyncio.TimeoutError(f"no position for {tp} within the timeout")
+            self._wake.clear()
+            self._pump()
+            try:
+                await asyncio.wait_for(self._wake.wait(), remaining / 1000)
+            except asyncio.TimeoutError:
+                pass
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop fetching and returning records of these partitions (buffered records are kept)."""
+        self.fetcher.pause(TopicPartition(*tp) for tp in partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self.fetcher.resume(TopicPartition(*tp) for tp in partitions)
+        if self._started:
+            self._wake.set()
+
+    def paused(self) -> set[TopicPartition]:
+        return self.fetcher.paused()
+
+    def highwater(self, partition: TopicPartition | tuple[str, int]) -> int:
+        """The high watermark of the partition's last fetch response (-1 before one)."""
+        return self.fetcher.high_watermark(TopicPartition(*partition))
+
+    # ---- fetching --------------------------------------------------------------------------------
+    def _on_metadata(self, cluster: ClusterMetadata) -> None:
+        """Give the Fetcher the leaders whose fetch connection is up; connect to the others first."""
+        if self._closed:
+            return
+        leaders: dict[TopicPartition, Leader | None] = {}
+        for tp in self.fetcher.assignment():
+            node = cluster.leader(tp)
+            if node is None:
+                leaders[tp] = None
+            elif self.connections.get_ready(node, FETCH_ROLE) is None:
+                self._connect_fetch(node)
+            else:
+                info = cluster.partition(tp)
+                leaders[tp] = Leader(node, info.leader_epoch if info is not None else -1)
+        self.fetcher.update_metadata(leaders, cluster.topic_ids())
+        if self._wake is not None:
+            self._wake.set()
+
+    def _connect_fetch(self, node: int) -> None:
+        if node in self._connecting_fetch or self._closed:
+            return
+        self._connecting_fetch.add(node)
+        self._spawn(self._open_fetch_connection(node))
+
+    async def _open_fetch_connection(self, node: int) -> None:
+        try:
+            connection = await self.connections.connection(node, FETCH_ROLE)
+            self.fetcher.set_fetch_version(node, connection.api_version(FetchRequest.API_KEY, FETCH_VERSION_MIN))
+        except (KafkaConnectionError, KafkaError) as error:
+            log.debug("fetch connection to node %d failed: %s", node, error)
+            self.metadata.request_update()
+            return
+        finally:
+            self._connecting_fetch.discard(node)
+        self._on_metadata(self.metadata.cluster)
+        self._pump()
+
+    def _send_fetches(self, now: float) -> None:
+        for node, (request, version) in self.fetcher.prepare_fetch_requests(now).items():
+            connection = self.connections.get_ready(node, FETCH_ROLE)
+            if connection is None:
+                self.fetcher.handle_fetch_failure(node, now)
+                self._connect_fetch(node)
+                continue
+            self._stats["fetch-request-total"] += 1
+            future = connection.request(request, version, charge_pool=True,
+                                        timeout_ms=self.config.request_timeout_ms + self.config.fetch_max_wait_ms)
+            future.add_done_callback(lambda done, n=node, r=request, v=version: self._on_fetch_response(n, r, v, done))
+
+    def _on_fetch_response(self, node: int, request, version: int, done: asyncio.Future) -> None:
+        now = _now_ms()
+        if done.cancelled() or done.exception() is not None:
+            self._stats["fetch-error-total"] += 1
+            if not done.cancelled():
+                log.debug("fetch from node %d failed: %s", node, done.exception())
+            self.fetcher.handle_fetch_failure(node, now)
+            if not self._closed:
+                self.metadata.request_update()
+                self._wake.set()
+            return
+        reply: Reply = done.result()
+        if self._closed:
+            if reply.lease is not None:
+                reply.lease.release()
+            return
+        self._stats["fetch-response-total"] += 1
+        self._stats["bytes-fetched-total"] += reply.size
+        try:
+            outcome = self.fetcher.handle_fetch_response(node, request, reply.body, version, reply.size, now,
+                                                         lease=reply.lease)
+        except ValueError as error:  # a response that does not fit the request: drop it, fetch again
+            log.warning("fetch response from node %d rejected: %s", node, error)
+            if reply.lease is not None:
+                reply.lease.release()
+            self.fetcher.handle_fetch_failure(node, now)
+            return
+        if outcome.errors or outcome.ignored:
+            self._stats["fetch-error-total"] += 1
+            if any(code in METADATA_REFRESH_ERRORS for code in outcome.errors.values()):
+                self.metadata.request_update()
+        # The next fetch goes out from poll, once it has drained what it could: sent from here, it
+        # would leave out the partitions just buffered and could park at the broker for
+        # fetch.max.wait.ms while they are drained (Kafka sends fetches from poll for the same reason).
+        self._wake.set()
+
+    # ---- commits ---------------------------------------------------------------------------------
+    # ---- commits ---------------------------------------------------------------------------------
+    def _require_member(self) -> GroupMember:
+        if self.member is None:
+            raise RuntimeError("committed offsets need a group.id")
+        if self.member.closed:
+            raise ConsumerClosed("the consumer is closed")
+        return self.member
+
+    def _positions(self) -> dict[TopicPartition, int]:
+        out = {}
+        for tp in self.fetcher.assignment():
+            position = self.fetcher.position(tp)
+            if position is not None:
+                out[tp] = position
+        return out
+
+    def _await_group(self, request_id: int) -> asyncio.Future:
+        future = asyncio.get_running_loop().create_future()
+        self._waiters[request_id] = future
+        self._group_wake.set()
+        return future
+
+    async def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
+                     timeout_ms: float | None = None) -> None:
+        """Commit ``offsets`` (default: the positions, i.e. everything poll returned) and wait;
+        retriable errors are retried for ``timeout_ms`` (request.timeout.ms). Raises GroupError
+        (CommitFailedError after a rebalance took the partitions away)."""
+        self._check_open()
+        member = self._require_member()
+        if not self._started:
+            await self.start()
+        offsets = self._positions() if offsets is None else offsets
+        timeout = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+        await self._await_group(member.commit(offsets, _now_ms(), int(timeout)))
+
+    def commit_async(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
+                     callback=None) -> asyncio.Future:
+        """Send one commit and return at once; the future (and ``callback(offsets, error)``) says how it went."""
+        self._check_open()
+        member = self._require_member()
+        if not self._started:
+            raise RuntimeError("commit_async() needs a started consumer (poll first)")
+        offsets = self._positions() if offsets is None else dict(offsets)
+        future = self._await_group(member.commit(offsets, _now_ms()))
+        if callback is not None:
+            future.add_done_callback(lambda done: callback(
+                offsets, None if done.cancelled() else done.exception()))
+        else:
+            future.add_done_callback(_log_commit_failure)
+        return future
+
+    def _maybe_auto_commit(self, now: float) -> None:
+        """assign() mode (a group member auto-commits by itself while subscribed)."""
+        if not self.config.enable_auto_commit or now < self._next_auto_commit or self.member is None:
+            return
+        self._next_auto_commit = now + self.config.auto_commit_interval_ms
+        if self._positions():
+            self.commit_async()
+
+    async def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        """The group's committed offsets (None where nothing is committed)."""
+        self._check_open()
+        member = self._require_member()
+        if not self._started:
+            await self.start()
+        offsets = await self._await_group(member.fetch_committed([TopicPartition(*tp) for tp in partitions],
+                                                                 _now_ms()))
+        return {tp: (value.offset if value is not None else None) for tp, value in offsets.items()}
+
+    # ---- the group member ------------------------------------------------------------------------
+    async def _drive_group(self) -> None:
+        """Run the GroupMember: send what it asks, hand it the answers, act on its events."""
+        member = self.member
+        while not member.closed:
+            self._group_wake.clear()
+            now = _now_ms()
+            for request in member.poll(now):
+                self._spawn(self._send_group_request(request))
+            events = member.drain_events()
+            for event in events:
+                self._on_group_event(event)
+            counts = {}
+            for topic in member.metadata_topics:
+                partitions = self.metadata.cluster.partitions_for(topic)
+                counts[topic] = len(partitions) if partitions else None
+            if counts:
+                member.update_metadata(counts, now)
+                if self.metadata.add_topics(member.metadata_topics):
+                    self.metadata.maybe_refresh()
+            if member.closed:
+                break
+            if events:
+                continue  # taking events may have let a JoinGroup or LeaveGroup go out
+            timeout = member.timeout_ms(_now_ms())
+            try:
+                await asyncio.wait_for(self._group_wake.wait(), None if timeout is None else max(timeout, 1) / 1000)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _send_group_request(self, request: OutgoingRequest) -> None:
+        member = self.member
+        try:
+            if request.destination is None:
+                connection = await self._any_connection()
+            else:
+                coordinator = request.destination
+                self.connections.brokers[coordinator.node_id] = (coordinator.host, coordinator.port)
+                connection = await self.connections.connection(coordinator.node_id, COORDINATOR_ROLE)
+            response = await connection.request(request.body, request.version, timeout_ms=request.timeout_ms)
+        except (KafkaConnectionError, IncompatibleBrokerError, KafkaError) as error:
+            member.handle_failure(request, _now_ms(), str(error))
+        else:
+            member.handle_response(request, response, _now_ms())
+            if request.api_key == 8:
+                self._stats["commit-total"] += 1
+        self._group_wake.set()
+
+    def _on_group_event(self, event) -> None:
+        if isinstance(event, (PartitionsRevoked, PartitionsLost)):
+            gone = set(event.partitions)
+            self._assign([tp for tp in self.fetcher.assignment() if tp not in gone])
+            self._call_listener("on_partitions_lost" if isinstance(event, PartitionsLost) else "on_partitions_revoked",
+                                event.partitions)
+        elif isinstance(event, PartitionsAssigned):
+            self._stats["rebalance-total"] += 1
+            self._looking_up.update(event.partitions)  # the member fetches their committed offsets itself
+            self._assign(list(event.partitions))
+            self._call_listener("on_partitions_assigned", event.partitions)
+        elif isinstance(event, CommittedOffsets):
+            partitions = self._lookups.pop(event.request_id, None) if event.request_id is not None else None
+            waiter = self._waiters.pop(event.request_id, None) if event.request_id is not None else None
+            if event.error is not None:
+                if waiter is not None and not waiter.done():
+                    waiter.set_exception(event.error)
+                self._looking_up.difference_update(partitions or event.offsets or ())
+                if event.request_id is None or partitions is not None:
+                    log.warning("fetching committed offsets failed: %s", event.error)
+                    self._looking_up.difference_update(self.fetcher.partitions_without_position())
+                    self._position_retry_at = _now_ms() + self.config.retry_backoff_ms
+                return
+            if event.request_id is None or partitions is not None:
+                self._restore_committed(partitions or tuple(event.offsets), event.offsets)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(event.offsets)
+        elif isinstance(event, CommitCompleted):
+            waiter = self._waiters.pop(event.request_id, None)
+            if waiter is not None and not waiter.done():
+                if event.error is not None:
+                    waiter.set_exception(event.error)
+                else:
+                    waiter.set_result(event.offsets)
+            elif event.error is not None and event.auto:
+                log.warning("auto-commit failed: %s", event.error)
+        elif isinstance(event, GroupFailure):
+            if event.fatal:
+                self._group_errors.append(event.error)
+            log.warning("consumer group %r: %s", self.config.group_id, event.error)
+        self._wake.set()
+
+    def _call_listener(self, name: str, partitions) -> None:
+        callback = getattr(self._listener, name, None)
+        if callback is None:
+            return
+        try:
+            callback(set(partitions))
+        except Exception:  # noqa: BLE001 (the application's code must not stop the group member)
+            log.exception("the rebalance listener's %s failed", name)
+
+    async def _any_connection(self) -> BrokerConnection:
+        for node in sorted(self.metadata.cluster.brokers):
+            ready = self.connections.get_ready(node, DEFAULT_ROLE)
+            if ready is not None:
+                return ready
+        for node in sorted(self.metadata.cluster.brokers):
+            try:
+                return await self.connections.connection(node, DEFAULT_ROLE)
+            except KafkaConnectionError:
+                continue
+        return await self.connections.bootstrap(self.config.bootstrap_servers)
+
+    # ---- metrics ---------------------------------------------------------------------------------
+    def metrics(self) -> dict[str, float]:
+        """KIP-81's four memory-pool metrics, plus fetch and position counters."""
+        out: dict[str, float] = dict(self.pool.metrics())
+        out["memory-pool-peak-used"] = self.pool.peak_used
+        out["memory-pool-size"] = self.pool.size
+        out.update(self._stats)
+        out["buffered-bytes"] = self.fetcher.buffered_bytes()
+        out["buffered-records"] = self.fetcher.retained_records()
+        out["reads-paused-total"] = sum(c.reads_paused_total for c in self.connections.connections()
+                                        if c.role == FETCH_ROLE)
+        return out
+
+
+def _log_commit_failure(future: asyncio.Future) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.warning("asynchronous commit failed: %s", future.exception())

@@ -1,0 +1,226 @@
+"""Blocking Producer and Consumer for scripts: the asyncio clients on an event loop of their own,
+in a background thread, behind the same method names.
+
+::
+
+    with Producer(bootstrap_servers="localhost:9092") as producer:
+        future = producer.send("events", b"value")    # blocks only for metadata and buffer.memory
+        producer.flush()
+        print(future.result())                         # RecordMetadata
+
+    with Consumer(bootstrap_servers="localhost:9092", auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition("events", 0)])
+        records = consumer.poll(timeout_ms=1000)
+
+Every call runs on the client's loop thread and waits for it; ``Producer.send`` returns a
+``concurrent.futures.Future`` for the record's metadata. A client is meant for one calling thread at
+a time, like Kafka's consumer (calls from several threads are serialized by the loop, not checked).
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .common import TopicPartition
+from .consumer import AsyncConsumer
+from .consumer_config import ConsumerConfig
+from .fetcher import ConsumerRecord
+from .producer import AsyncProducer
+from .producer_batch import RecordMetadata
+from .producer_config import ProducerConfig
+
+__all__ = ["Producer", "Consumer"]
+
+
+class _LoopThread:
+    """An event loop running forever on a daemon thread."""
+
+    def __init__(self, name: str):
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def run(self, coroutine, timeout: float | None = None):
+        """Run ``coroutine`` on the loop and wait for its result."""
+        if threading.current_thread() is self._thread:
+            coroutine.close()
+            raise RuntimeError("a blocking client cannot be called from its own event loop")
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def call(self, function, *args):
+        """Run a plain function on the loop thread (it may touch the loop's objects) and return its result."""
+        async def call():
+            return function(*args)
+        return self.run(call())
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+def _chain(source: asyncio.Future) -> concurrent.futures.Future:
+    """A thread-safe future resolved from an asyncio future (on the loop's thread)."""
+    target: concurrent.futures.Future = concurrent.futures.Future()
+
+    def copy(done: asyncio.Future) -> None:
+        if done.cancelled():
+            target.cancel()
+        elif done.exception() is not None:
+            target.set_exception(done.exception())
+        else:
+            target.set_result(done.result())
+    source.add_done_callback(copy)
+    return target
+
+
+class Producer:
+    """A blocking facade over AsyncProducer (same settings: a ProducerConfig, a mapping of property
+    names, or keyword properties)."""
+
+    def __init__(self, config: ProducerConfig | Mapping[str, Any] | None = None, **properties):
+        self._thread = _LoopThread("kafkawire-producer")
+
+        async def create() -> AsyncProducer:
+            producer = AsyncProducer(config, **properties)
+            await producer.start()
+            return producer
+        try:
+            self._producer = self._thread.run(create())
+        except BaseException:
+            self._thread.stop()
+            raise
+        self.config = self._producer.config
+
+    def send(self, topic: str, value: bytes | None = None, key: bytes | None = None, partition: int | None = None,
+             headers: Iterable[tuple[str, bytes | None]] | None = None,
+             timestamp_ms: int | None = None) -> concurrent.futures.Future:
+        """Append a record (blocking up to max.block.ms for metadata and memory); the returned future
+        resolves to its RecordMetadata."""
+        async def send():
+            return _chain(await self._producer.send(topic, value, key, partition, headers, timestamp_ms))
+        return self._thread.run(send())
+
+    def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                      partition: int | None = None, headers=None, timestamp_ms: int | None = None) -> RecordMetadata:
+        return self.send(topic, value, key, partition, headers, timestamp_ms).result()
+
+    def flush(self, timeout_ms: float | None = None) -> None:
+        self._thread.run(self._producer.flush(timeout_ms))
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return self._thread.run(self._producer.partitions_for(topic))
+
+    def metrics(self) -> dict[str, float]:
+        return self._thread.call(self._producer.metrics)
+
+    def close(self, timeout_ms: float | None = None) -> None:
+        if self._thread.loop.is_closed():
+            return
+        try:
+            self._thread.run(self._producer.close(timeout_ms))
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Consumer:
+    """A blocking facade over AsyncConsumer (same settings and method names)."""
+
+    def __init__(self, config: ConsumerConfig | Mapping[str, Any] | None = None, **properties):
+        self._thread = _LoopThread("kafkawire-consumer")
+
+        async def create() -> AsyncConsumer:
+            return AsyncConsumer(config, **properties)
+        try:
+            self._consumer = self._thread.run(create())
+        except BaseException:
+            self._thread.stop()
+            raise
+        self.config = self._consumer.config
+
+    # subscriptions
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        self._thread.call(self._consumer.assign, list(partitions))
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._thread.call(self._consumer.assignment)
+
+    def subscribe(self, topics: Iterable[str], listener=None) -> None:
+        """Join the group; ``listener``'s callbacks run on the client's loop thread."""
+        self._thread.call(self._consumer.subscribe, list(topics), listener)
+
+    def unsubscribe(self) -> None:
+        self._thread.run(self._consumer.unsubscribe())
+
+    def subscription(self) -> set[str]:
+        return self._thread.call(self._consumer.subscription)
+
+    # records
+    def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> list[ConsumerRecord]:
+        return self._thread.run(self._consumer.poll(timeout_ms, max_records))
+
+    # positions
+    def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
+        self._thread.call(self._consumer.seek, partition, offset)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        self._thread.call(self._consumer.seek_to_beginning, *partitions)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        self._thread.call(self._consumer.seek_to_end, *partitions)
+
+    def position(self, partition: TopicPartition | tuple[str, int], timeout_ms: float | None = None) -> int:
+        return self._thread.run(self._consumer.position(partition, timeout_ms))
+
+    def highwater(self, partition: TopicPartition | tuple[str, int]) -> int:
+        return self._thread.call(self._consumer.highwater, partition)
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        self._thread.call(self._consumer.pause, *partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._thread.call(self._consumer.resume, *partitions)
+
+    def paused(self) -> set[TopicPartition]:
+        return self._thread.call(self._consumer.paused)
+
+    # offsets
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None, timeout_ms: float | None = None) -> None:
+        self._thread.run(self._consumer.commit(offsets, timeout_ms))
+
+    def commit_async(self, offsets: Mapping[TopicPartition, int] | None = None,
+                     callback=None) -> concurrent.futures.Future:
+        """Start a commit; ``callback(offsets, error)`` runs on the client's thread when it ends."""
+        return self._thread.call(lambda: _chain(self._consumer.commit_async(offsets, callback)))
+
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        return self._thread.run(self._consumer.committed(list(partitions)))
+
+    def metrics(self) -> dict[str, float]:
+        return self._thread.call(self._consumer.metrics)
+
+    def close(self, autocommit: bool = True, timeout_ms: float | None = None) -> None:
+        if self._thread.loop.is_closed():
+            return
+        try:
+            self._thread.run(self._consumer.close(autocommit, timeout_ms))
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
