@@ -253,6 +253,17 @@ def test_requests_unanswered_when_the_connection_closes():
     assert problems[0].reason == "connection closed before the response"
 
 
+def test_a_reset_after_the_clients_fin_ends_the_brokers_direction_too():
+    talk = standard_talk()
+    talk.request(FETCH, 12)  # sent, then the client closes and resets before the answer
+    segs = segments(talk.messages, fin=False)
+    client_end = max(seg.seq + len(seg.payload) for seg in segs if seg.sender == CLIENT and seg.payload)
+    segs += [Segment(CLIENT, client_end % WRAP, FIN | ACK), Segment(CLIENT, (client_end + 1) % WRAP, RST)]
+    frames, problems = decode(segs)
+    assert kinds(problems) == ["unanswered_request"]
+    assert problems[0].reason == "connection reset before the response"
+
+
 # ---------------------------------------------------------------------------------------------------
 # Reordering, duplication, retransmission
 

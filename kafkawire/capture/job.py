@@ -51,6 +51,7 @@ TABLE_ORDER = ("frames", "fetches", "produces", "records", "problems")
 STAGING_SCHEMA = pa.schema([("table", pa.string())] + [
     pa.field(name, pa.struct(list(TABLES[name])), nullable=True) for name in TABLE_ORDER])
 STAGING = "_staging"
+SUMMARY = "_summary"
 
 
 @dataclass
@@ -172,7 +173,9 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
     input_bytes = sum(os.path.getsize(path) for path in files)
     out = str(out_dir).rstrip("/")
     if overwrite:
-        _remove(spark, out)
+        # Only what this job writes: --out may well be a folder that holds other things (even the captures).
+        for name in (*TABLE_ORDER, STAGING, SUMMARY):
+            _remove(spark, f"{out}/{name}")
     staging = f"{out}/{STAGING}"
 
     split_rows = spark.sparkContext.parallelize([(json.dumps(s),) for s in splits], len(splits))
@@ -199,7 +202,7 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
     _remove(spark, staging)
     result.seconds = time.monotonic() - started
     spark.createDataFrame([(result.to_json(),)], "summary string").coalesce(1).write.mode("overwrite").text(
-        f"{out}/_summary")
+        f"{out}/{SUMMARY}")
     return result
 
 

@@ -121,9 +121,11 @@ class TcpReassembler:
             self._data(d, seq, payload, packet.missing, ts, out)
         if flags & FIN:
             self._fin(d, (seq + len(payload) + packet.missing) & _M32, ts, out)
-        if flags & RST and not d.closed and d.base is not None:
-            self._flush(d, ts, out)
-            self._close(d, ts, "RST", out)
+        if flags & RST:  # a reset aborts the whole connection, the peer's direction too
+            for other in self._dirs.values():
+                if not other.closed and other.base is not None:
+                    self._flush(other, ts, out)
+                    self._close(other, ts, "RST", out)
         if self._waiting:
             for other in self._dirs.values():
                 if other.starts and ts - other.hole_since > self.max_hole_ns:

@@ -1,0 +1,996 @@
+"""The capture job end to end (kafkawire.capture.job and .report on local Spark).
+
+- A real capture: tcpdump on loopback while kafka-python (pinned to broker version 2.5, so its Produce
+  v8 and Fetch v11 are versions tshark 4.0 decodes) and confluent-kafka produce and consume against the
+  reference broker. tshark's Kafka dissector is the oracle for every frame it decodes; every produced
+  record must appear once in ``records`` and be fetched back.
+- The broker's own tap of confluent-kafka at its default (flexible) versions: no problems, every
+  request the broker handled.
+- Synthetic captures of real encoded frames with faults (reordering, duplication, a lost segment in a
+  request and in a response, a capture that starts mid-stream) give exactly the expected frames and
+  problems, and what survives decodes as it does without the faults.
+- Inputs: pcap and pcapng, gzip, a rotated series (folder and glob) and many small splits give the same
+  tables; a file that is not a capture gives a clear error.
+- The report: counts per API, problems, and the KIP-74 fetch-limits check on fetches built to break
+  (or keep) the limits; and ``kafkawire decode`` / ``kafkawire report`` as commands.
+
+One local Spark session serves the module; each capture is decoded once and the tests read the tables
+back with pyarrow (no Spark job per assertion).
+"""
+from __future__ import annotations
+
+import functools
+import gc
+import gzip
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from broker_harness import BrokerThread  # noqa: E402
+from kafkawire import messages as m  # noqa: E402
+from kafkawire.capture import job, report  # noqa: E402
+from kafkawire.capture.bodies import to_json  # noqa: E402
+from kafkawire.framing import Correlator, decode_request, decode_response, encode_response, peek_request  # noqa: E402
+from kafkawire.messages import api  # noqa: E402
+from kafkawire.pcap.writer import TcpConversationWriter, file_header  # noqa: E402
+from kafkawire.records import Codec, RecordBatchBuilder  # noqa: E402
+
+pytestmark = [pytest.mark.xdist_group("spark"),
+              # kafka-python reads its protocol schemas with a deprecated importlib.resources call
+              pytest.mark.filterwarnings("ignore:.*is deprecated. Use files:DeprecationWarning")]
+
+TSHARK = shutil.which("tshark")
+TCPDUMP = shutil.which("tcpdump")
+needs_tshark = pytest.mark.skipif(TSHARK is None, reason="tshark is not installed (apt-get install tshark)")
+PRODUCE, FETCH = 0, 1
+TABLE_KEYS = {  # a unique order for comparing tables row by row
+    "frames": ["connection", "direction", "offset", "ts"],
+    "fetches": ["connection", "correlation_id", "topic", "topic_id", "partition"],
+    "produces": ["connection", "correlation_id", "topic", "topic_id", "partition"],
+    "records": ["connection", "source", "correlation_id", "topic", "topic_id", "partition", "offset"],
+    "problems": ["connection", "direction", "kind", "offset", "ts", "reason"],
+}
+
+
+# ---- Spark and the tables ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def spark():
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs a Java runtime (java on PATH or JAVA_HOME)")
+    from kafkawire.capture.spark import session
+    spark = session("local[2]")
+    yield spark
+    spark.stop()
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("capture_job")
+
+
+def read(out, table: str, columns=None) -> pa.Table:
+    """A table written by the job, read back with pyarrow."""
+    return pq.read_table(Path(out) / table, columns=columns)
+
+
+def rows(out, table: str, columns=None, where=None) -> list[dict]:
+    found = read(out, table, columns).to_pylist()
+    return [row for row in found if where is None or where(row)]
+
+
+def sorted_table(out, table: str) -> pa.Table:
+    data = read(out, table)
+    return data.sort_by([(key, "ascending") for key in TABLE_KEYS[table]])
+
+
+def assert_same_tables(expected_out, actual_out, tables=("frames", "fetches", "produces", "records", "problems")):
+    for name in tables:
+        expected, actual = sorted_table(expected_out, name), sorted_table(actual_out, name)
+        assert expected.num_rows > 0, f"{name}: nothing to compare"
+        assert actual.schema == expected.schema, name
+        if not actual.equals(expected):
+            narrow = [c for c in expected.column_names if c != "body"]
+            diff = [(e, a) for e, a in zip(expected.select(narrow).to_pylist(), actual.select(narrow).to_pylist())
+                    if e != a]
+            pytest.fail(f"{name}: {expected.num_rows} rows expected, {actual.num_rows} found; "
+                        f"first difference {diff[:1]}")
+
+
+def decode(spark, inputs, out, **options) -> job.DecodeResult:
+    result = job.decode(spark, inputs, str(out), **options)
+    for name, count in result.rows.items():
+        assert read(out, name).num_rows == count, name
+    return result
+
+
+# ---- tshark -------------------------------------------------------------------------------------------------
+
+def tshark(*args: str) -> str:
+    done = subprocess.run([TSHARK, *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@functools.cache
+def tcp_heuristics_off() -> tuple[str, ...]:
+    """tshark's heuristic TCP dissectors claim Kafka bytes as other protocols; turn them off."""
+    names = [line.split("\t")[1] for line in tshark("-G", "heuristic-decodes").splitlines()
+             if line.startswith("tcp\t") and line.endswith("\tT")]
+    return ("--disable-protocol", ",".join(names)) if names else ()
+
+
+@dataclass
+class TsharkPdu:
+    frame: int
+    client_port: int
+    direction: str
+    api_key: int | None            # None for a response whose request tshark could not read
+    api_version: int | None        # requests only: tshark leaves it out of responses
+    correlation_id: int
+    client_id: str | None
+    request_frame: int | None      # responses: the frame of the request tshark paired them with
+    response_frame: int | None     # requests: the frame of the response tshark paired them with
+    topics: list[str] | None       # the frame's topics and partitions, when it holds this one PDU only
+    partitions: list[int] | None
+    malformed: bool
+
+
+def nth(values: list[str], i: int, count: int) -> str | None:
+    """The i-th PDU's value of a field, when each of the frame's ``count`` PDUs has one (otherwise which
+    value is whose cannot be told)."""
+    return values[i] if len(values) == count else None
+
+
+def optional_int(text: str | None) -> int | None:
+    return None if text is None else int(text)
+
+
+def tshark_pdus(path: Path, port: int) -> list[TsharkPdu]:
+    fields = ["frame.number", "tcp.srcport", "tcp.dstport", "kafka.api_key", "kafka.api_version",
+              "kafka.correlation_id", "kafka.client_id", "kafka.request_frame", "kafka.response_frame",
+              "kafka.topic_name", "kafka.partition_id", "_ws.malformed"]
+    output = tshark("-r", str(path), *tcp_heuristics_off(), "-d", f"tcp.port=={port},kafka", "-Y", "kafka",
+                    "-T", "fields", "-E", "aggregator=|", "-E", "occurrence=a", *[a for f in fields for a in ("-e", f)])
+    pdus = []
+    for line in output.splitlines():
+        number, sport, dport, *lists, malformed = line.split("\t")
+        keys, versions, correlations, clients, request_frames, response_frames, topics, partitions = [
+            text.split("|") if text else [] for text in lists]
+        count = len(correlations)
+        if not count:
+            continue
+        is_request = int(dport) == port
+        assert len(keys) == count or not is_request, line  # a request header always reads
+        for i, correlation in enumerate(correlations):
+            pdus.append(TsharkPdu(
+                int(number), int(sport if is_request else dport), "request" if is_request else "response",
+                optional_int(nth(keys, i, count)), int(versions[i]) if is_request else None, int(correlation),
+                nth(clients, i, count) if is_request else None,
+                None if is_request else optional_int(nth(request_frames, i, count)),
+                optional_int(nth(response_frames, i, count)) if is_request else None,
+                topics if count == 1 else None, [int(p) for p in partitions] if count == 1 else None,
+                bool(malformed)))
+    return pdus
+
+
+def port_of(endpoint: str) -> int:
+    return int(endpoint.rsplit(":", 1)[1])
+
+
+# ---- 1. a real capture: tcpdump on loopback, kafka-python and confluent-kafka --------------------------------
+
+REAL_PARTITIONS = 3
+REAL_RECORDS = 30  # per producer
+
+
+def real_records(client: str) -> list[tuple]:
+    """(topic, partition, key, value, headers) of what ``client`` produces."""
+    return [(client, i % REAL_PARTITIONS, f"{client}-key-{i}".encode(), f"{client}-value-{i}-".encode() * (1 + i % 4),
+             [("n", str(i).encode()), ("client", client.encode())]) for i in range(REAL_RECORDS)]
+
+
+@dataclass
+class RealCapture:
+    path: Path
+    port: int
+    produced: list[tuple]
+    topic_ids: dict[str, str]  # topic id text -> name
+
+
+def _wait(condition, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.05)
+
+
+def _start_tcpdump(path: Path, port: int) -> subprocess.Popen:
+    # as root, stay root (-Z): tcpdump otherwise writes the file as its own user, into pytest's private folder
+    user = ["-Z", "root"] if os.geteuid() == 0 else []
+    dump = subprocess.Popen([TCPDUMP, "-i", "lo", "-n", "-U", *user, "-w", str(path), f"tcp port {port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    said = []
+    while line := dump.stderr.readline():  # "listening on lo, ..." once the filter is in place
+        said.append(line.strip())
+        if "listening on" in line:
+            return dump
+    dump.wait()
+    pytest.skip(f"tcpdump cannot capture on lo here: {' '.join(said)}")
+
+
+def _stop_tcpdump(dump: subprocess.Popen) -> str:
+    dump.send_signal(signal.SIGINT)
+    _, err = dump.communicate(timeout=30)
+    assert dump.returncode == 0, err
+    return err
+
+
+def _kafka_python_workload(bootstrap: str) -> None:
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=(2, 5), client_id="kp-producer",
+                             compression_type="gzip", acks="all", linger_ms=5)
+    for topic, partition, key, value, headers in real_records("kp"):
+        producer.send(topic, key=key, value=value, partition=partition, headers=headers)
+    producer.flush(30)
+    producer.close()
+
+
+def _confluent_workload(bootstrap: str) -> None:
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": "ck-producer", "compression.type": "zstd",
+                         "linger.ms": 5})
+    for topic, partition, key, value, headers in real_records("ck"):
+        producer.produce(topic, key=key, value=value, partition=partition, headers=headers)
+    assert producer.flush(30) == 0
+    del producer  # librdkafka closes its connections when the handle is destroyed
+
+
+def _consume_all(bootstrap: str, wanted: int) -> None:
+    """kafka-python (Fetch v11) and confluent-kafka (its default, flexible Fetch) each read both topics."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as ConfluentPartition
+    from kafka import KafkaConsumer, TopicPartition
+    partitions = [(topic, p) for topic in ("kp", "ck") for p in range(REAL_PARTITIONS)]
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, api_version=(2, 5), client_id="kp-consumer",
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer.assign([TopicPartition(t, p) for t, p in partitions])
+    got, deadline = 0, time.monotonic() + 30
+    while got < wanted and time.monotonic() < deadline:
+        got += sum(len(batch) for batch in consumer.poll(timeout_ms=300).values())
+    consumer.close()
+    assert got >= wanted
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ck-group", "client.id": "ck-consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.assign([ConfluentPartition(t, p, 0) for t, p in partitions])
+    got, deadline = 0, time.monotonic() + 30
+    while got < wanted and time.monotonic() < deadline:
+        got += sum(1 for message in consumer.consume(100, 0.3) if not message.error())
+    consumer.close()
+    del consumer
+    assert got >= wanted
+
+
+@pytest.fixture(scope="module")
+def real(workdir) -> RealCapture:
+    if TCPDUMP is None:
+        pytest.skip("tcpdump is not installed (apt-get install tcpdump)")
+    path = workdir / "loopback.pcap"
+    with BrokerThread(data_dir=workdir / "real-broker", num_partitions=REAL_PARTITIONS) as broker:
+        dump = _start_tcpdump(path, broker.port)
+        try:
+            _kafka_python_workload(broker.bootstrap)
+            _confluent_workload(broker.bootstrap)
+            _consume_all(broker.bootstrap, 2 * REAL_RECORDS)
+            gc.collect()
+            _wait(lambda: not broker.broker._connections, "the clients' connections to close")
+            time.sleep(0.2)  # the last FIN/ACK packets reach the capture
+        finally:
+            report_text = _stop_tcpdump(dump)
+        assert re.search(r"^0 packets dropped by kernel", report_text, re.MULTILINE), report_text
+        topic_ids = {str(broker.broker.topics.get(name).topic_id): name for name in ("kp", "ck")}
+    return RealCapture(path, broker.port, real_records("kp") + real_records("ck"), topic_ids)
+
+
+@pytest.fixture(scope="module")
+def real_out(spark, real, workdir) -> Path:
+    out = workdir / "real-tables"
+    decode(spark, [str(real.path)], out, records=True)
+    return out
+
+
+@needs_tshark
+def test_real_capture_agrees_with_tshark(real, real_out):
+    frames = rows(real_out, "frames", ["connection", "client", "direction", "api_key", "api_version",
+                                       "correlation_id", "client_id", "decode_error"])
+    ours = {(port_of(f["client"]), f["direction"], f["correlation_id"]): f for f in frames}
+    assert len(ours) == len(frames), "correlation ids repeat within a connection"
+    assert all(f["decode_error"] is None for f in frames)
+    pdus = tshark_pdus(real.path, real.port)
+    assert {p.api_key for p in pdus} >= {PRODUCE, FETCH, 3, 18}
+    by_frame = defaultdict(list)
+    for pdu in pdus:
+        by_frame[pdu.frame].append(pdu)
+
+    requests = 0
+    for pdu in pdus:
+        mine = ours.get((pdu.client_port, pdu.direction, pdu.correlation_id))
+        assert mine is not None, f"tshark's {pdu} is missing from frames"
+        assert pdu.api_key is None or mine["api_key"] == pdu.api_key, pdu
+        if pdu.direction == "request":
+            requests += 1
+            assert mine["api_version"] == pdu.api_version, pdu
+            assert pdu.client_id is not None and mine["client_id"] == pdu.client_id, pdu
+            if pdu.response_frame is not None:  # tshark saw its response: so did we
+                assert (pdu.client_port, "response", pdu.correlation_id) in ours, pdu
+        elif pdu.request_frame is not None:  # tshark's pairing is ours
+            paired = [p for p in by_frame[pdu.request_frame] if p.correlation_id == pdu.correlation_id]
+            assert len(paired) == 1 and paired[0].api_key == mine["api_key"], pdu
+    assert requests == sum(1 for f in frames if f["direction"] == "request")  # tshark reads every request header
+    versions = {(f["client_id"], f["api_key"], f["api_version"]) for f in frames if f["direction"] == "request"}
+    assert {("kp-producer", PRODUCE, 8), ("kp-consumer", FETCH, 11)} <= versions
+
+    # Topics and partitions of each Produce and Fetch frame tshark decoded whole.
+    fetches = rows(real_out, "fetches")
+    produces = rows(real_out, "produces")
+    checked = Counter()
+    for pdu in pdus:
+        if pdu.api_key not in (PRODUCE, FETCH) or pdu.malformed or pdu.topics is None:
+            continue
+        client = next(f["client"] for f in frames if port_of(f["client"]) == pdu.client_port)
+        table = fetches if pdu.api_key == FETCH else produces
+        mine = [r for r in table if r["client"] == client and r["correlation_id"] == pdu.correlation_id]
+        if pdu.direction == "request":  # the rows of the partitions the request names
+            side = "request_index" if pdu.api_key == FETCH else "records_bytes"
+        else:
+            side = "error_code"
+        mine = [r for r in mine if r[side] is not None]
+        assert sorted(set(pdu.topics)) == sorted({r["topic"] for r in mine}), pdu
+        assert sorted(pdu.partitions) == sorted(r["partition"] for r in mine), pdu
+        checked[(pdu.api_key, pdu.direction)] += 1
+    assert set(checked) == {(PRODUCE, "request"), (PRODUCE, "response"), (FETCH, "request"), (FETCH, "response")}
+
+
+def test_real_capture_has_every_record_once(real, real_out):
+    def headers(row) -> list:
+        return [(h["key"], h["value"]) for h in row["headers"]]
+
+    produced = Counter((topic, partition, key, value, tuple(h)) for topic, partition, key, value, h in real.produced)
+    records = rows(real_out, "records")
+    frames = rows(real_out, "frames", ["connection", "client_id", "direction"])
+    client_of = {f["connection"]: f["client_id"] for f in frames if f["direction"] == "request"}
+
+    from_produce = [r for r in records if r["source"] == "produce"]
+    found = Counter((r["topic"], r["partition"], r["key"], r["value"], tuple(headers(r))) for r in from_produce)
+    assert found == produced  # each exactly once
+    assert {r["compression"] for r in from_produce if r["topic"] == "kp"} == {"gzip"}
+    assert {r["compression"] for r in from_produce if r["topic"] == "ck"} == {"zstd"}
+    offsets = {(r["topic"], r["partition"], r["offset"]) for r in from_produce}
+    assert len(offsets) == len(from_produce) and None not in {o for _, _, o in offsets}
+
+    # Each consumer fetched every record, at the offset its Produce response assigned.
+    produced_at = {(r["topic"], r["partition"], r["offset"]): (r["key"], r["value"], headers(r)) for r in from_produce}
+    for consumer in ("kp-consumer", "ck-consumer"):
+        fetched = {}
+        for r in records:
+            if r["source"] == "fetch" and client_of[r["connection"]] == consumer:
+                topic = r["topic"] if r["topic"] is not None else real.topic_ids[r["topic_id"]]
+                fetched[(topic, r["partition"], r["offset"])] = (r["key"], r["value"], headers(r))
+        assert {k: v for k, v in fetched.items() if k in produced_at} == produced_at, consumer
+        assert set(fetched) <= set(produced_at), consumer
+
+
+def test_real_capture_problems_are_requests_in_flight(real, real_out):
+    """The only problems a clean loopback capture may have: requests still waiting for their response
+    when the connection closed or tcpdump stopped (a consumer closing with a long-poll Fetch out)."""
+    frames = rows(real_out, "frames", ["connection", "direction", "correlation_id", "api_key", "client_id"])
+    answered = {(f["connection"], f["correlation_id"]) for f in frames if f["direction"] == "response"}
+    unanswered = {(f["connection"], f["correlation_id"], f["api_key"]) for f in frames
+                  if f["direction"] == "request" and (f["connection"], f["correlation_id"]) not in answered}
+    problems = rows(real_out, "problems")
+    assert [p["kind"] for p in problems] == ["unanswered_request"] * len(unanswered)
+    assert {(p["connection"], p["correlation_id"], p["api_key"]) for p in problems} == unanswered
+    assert all(p["direction"] == "request" and p["reason"] in (
+        "capture ended before the response", "connection closed before the response",
+        "connection reset before the response") for p in problems), problems
+    assert PRODUCE not in {api_key for _, _, api_key in unanswered}  # the producers flushed before closing
+
+
+# ---- 2. the broker's tap at flexible versions ----------------------------------------------------------------
+
+@dataclass
+class TapCapture:
+    path: Path
+    handled: list  # (request frame, response frame or None), as the broker handled them
+
+
+@pytest.fixture(scope="module")
+def tap(workdir) -> TapCapture:
+    from confluent_kafka import Consumer, Producer
+    path = workdir / "tap.pcapng"
+    with BrokerThread(data_dir=workdir / "tap-broker", num_partitions=2, tap_path=path) as broker:
+        handled = []
+        respond = broker.broker._respond
+
+        async def recording(frame, host):
+            response = await respond(frame, host)
+            handled.append((frame, response if isinstance(response, bytes) else None))
+            return response
+        broker.broker._respond = recording
+
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "lz4", "linger.ms": 5})
+        for i in range(40):
+            producer.produce("tapped", key=b"k%d" % i, value=b"v%d" % i, headers=[("n", b"%d" % i)])
+        assert producer.flush(30) == 0
+        del producer
+        # a short long-poll: no Fetch is left waiting for its response when the consumer closes
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "tap-group",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+        consumer.subscribe(["tapped"])
+        got, deadline = 0, time.monotonic() + 30
+        while got < 40 and time.monotonic() < deadline:
+            got += sum(1 for message in consumer.consume(100, 0.3) if not message.error())
+        consumer.commit(asynchronous=False)
+        consumer.close()
+        del consumer
+        gc.collect()
+        assert got == 40
+        _wait(lambda: not broker.broker._connections, "the clients' connections to close")
+    return TapCapture(path, handled)
+
+
+def test_tap_capture_at_flexible_versions_decodes_cleanly(spark, tap, workdir):
+    out = workdir / "tap-tables"
+    decode(spark, [str(tap.path)], out, records=True)
+    frames = rows(out, "frames", ["direction", "api_key", "api_version", "correlation_id", "decode_error",
+                                  "header_version"])
+    assert rows(out, "problems") == []
+    assert [f for f in frames if f["decode_error"] is not None] == []
+    requests = Counter((f["api_key"], f["api_version"]) for f in frames if f["direction"] == "request")
+    responses = Counter((f["api_key"], f["api_version"]) for f in frames if f["direction"] == "response")
+    assert requests == Counter(peek_request(frame)[:2] for frame, _ in tap.handled)
+    assert responses == Counter(peek_request(frame)[:2] for frame, response in tap.handled if response is not None)
+    # librdkafka used flexible versions (header v2 requests) for most APIs
+    assert any(f["header_version"] == 2 for f in frames if f["direction"] == "request")
+    records = rows(out, "records", ["source", "key", "value", "compression"])
+    for source in ("produce", "fetch"):
+        assert sorted(r["key"] for r in records if r["source"] == source) == sorted(b"k%d" % i for i in range(40))
+    assert {r["compression"] for r in records} == {"lz4"}
+
+
+# ---- 3. synthetic captures with faults -----------------------------------------------------------------------
+
+BROKER = ("10.9.0.1", 9092)
+MSS = 300
+T0 = 1_700_000_000_000_000_000  # a whole number of microseconds, as pcap keeps them
+TOPIC = "events"
+
+
+def records_blob(first: int, count: int, codec=Codec.NONE, size: int = 40) -> bytes:
+    builder = RecordBatchBuilder(base_offset=first, compression=codec)
+    for n in range(first, first + count):
+        builder.append(b"value-%d-" % n * (size // 8), key=b"key-%d" % n, headers=[("n", b"%d" % n)],
+                       timestamp=1_700_000_000_000 + n)
+    return builder.build()
+
+
+@dataclass
+class Exchange:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    request: bytes          # size prefix and frame
+    response: bytes
+
+
+class Talk:
+    """A client's exchanges with the broker: real encoded requests and their responses."""
+
+    def __init__(self, client_id: str):
+        self.correlator = Correlator(client_id=client_id, first_correlation_id=1)
+        self.exchanges: list[Exchange] = []
+
+    def add(self, body, version: int, response) -> None:
+        data = self.correlator.request(body, version)
+        correlation_id = struct.unpack_from(">i", data, 8)[0]
+        self.exchanges.append(Exchange(body.API_KEY, version, correlation_id, data,
+                                       encode_response(body.API_KEY, version, correlation_id, response)))
+
+
+# what the standard conversation produces, and fetches back: (partition, first offset, count, codec)
+PRODUCED = [(0, 0, 20, Codec.GZIP), (1, 0, 30, Codec.NONE)]
+
+
+def standard_talk() -> Talk:
+    """ApiVersions, Metadata, a Produce of two partitions, a Fetch of them, Metadata again."""
+    talk = Talk("synthetic")
+    talk.add(m.ApiVersionsRequest(client_software_name="kw", client_software_version="1"), 3,
+             m.ApiVersionsResponse(api_keys=[m.ApiVersionsResponse.ApiVersion(api_key=0, max_version=9)]))
+    talk.add(m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=TOPIC)]), 9,
+             m.MetadataResponse(topics=[m.MetadataResponse.MetadataResponseTopic(name=TOPIC, partitions=[
+                 m.MetadataResponse.MetadataResponsePartition(partition_index=p) for p, *_ in PRODUCED])]))
+    blobs = [records_blob(first, count, codec) for _, first, count, codec in PRODUCED]
+    talk.add(m.ProduceRequest(acks=-1, timeout_ms=1000, topic_data=[m.ProduceRequest.TopicProduceData(
+        name=TOPIC, partition_data=[m.ProduceRequest.PartitionProduceData(index=p, records=blob)
+                                    for (p, *_), blob in zip(PRODUCED, blobs)])]), 8,
+        m.ProduceResponse(responses=[m.ProduceResponse.TopicProduceResponse(name=TOPIC, partition_responses=[
+            m.ProduceResponse.PartitionProduceResponse(index=p, base_offset=first) for p, first, *_ in PRODUCED])]))
+    talk.add(m.FetchRequest(max_wait_ms=100, min_bytes=1, max_bytes=1 << 20, topics=[m.FetchRequest.FetchTopic(
+        topic=TOPIC, partitions=[m.FetchRequest.FetchPartition(partition=p, fetch_offset=first,
+                                                                partition_max_bytes=1 << 20)
+                                 for p, first, *_ in PRODUCED])]), 11,
+        m.FetchResponse(responses=[m.FetchResponse.FetchableTopicResponse(topic=TOPIC, partitions=[
+            m.FetchResponse.PartitionData(partition_index=p, high_watermark=first + count, records=blob)
+            for (p, first, count, _), blob in zip(PRODUCED, blobs)])]))
+    talk.add(m.MetadataRequest(topics=[]), 1, m.MetadataResponse())
+    return talk
+
+
+def fetch_talk(client_id: str, fetches: list[tuple[int, list[tuple]]]) -> Talk:
+    """Fetches of topic TOPIC: (MaxBytes, [(partition, fetch offset, PartitionMaxBytes, high watermark,
+    records or None)]) each."""
+    talk = Talk(client_id)
+    for max_bytes, partitions in fetches:
+        talk.add(m.FetchRequest(max_wait_ms=100, min_bytes=1, max_bytes=max_bytes, topics=[m.FetchRequest.FetchTopic(
+            topic=TOPIC, partitions=[m.FetchRequest.FetchPartition(partition=p, fetch_offset=offset,
+                                                                    partition_max_bytes=limit)
+                                     for p, offset, limit, _, _ in partitions])]), 11,
+            m.FetchResponse(responses=[m.FetchResponse.FetchableTopicResponse(topic=TOPIC, partitions=[
+                m.FetchResponse.PartitionData(partition_index=p, high_watermark=hw, records=blob)
+                for p, _, _, hw, blob in partitions])]))
+    return talk
+
+
+@dataclass
+class Segment:
+    """One packet's Enhanced Packet Block, and which bytes it carries (None for handshakes and ACKs)."""
+    block: bytes
+    direction: str | None = None
+    exchange: int | None = None
+    index: int | None = None
+
+
+def split_blocks(data: bytes) -> list[bytes]:
+    out, pos = [], 0
+    while pos < len(data):
+        length = struct.unpack_from("<I", data, pos + 4)[0]
+        out.append(data[pos:pos + length])
+        pos += length
+    return out
+
+
+def packets_of(talk: Talk, port: int) -> list[Segment]:
+    """Handshake; each request, then its response, in segments of MSS bytes, each acknowledged; FIN exchange."""
+    writer = TcpConversationWriter(("10.9.0.2", port), BROKER, mss=MSS, seed=port)
+    out = [Segment(block) for block in split_blocks(writer.open(T0))]
+    for number, exchange in enumerate(talk.exchanges):
+        for direction, write, data in (("request", writer.client_data, exchange.request),
+                                       ("response", writer.server_data, exchange.response)):
+            *data_blocks, ack = split_blocks(write(data, T0))
+            out += [Segment(b, direction, number, i) for i, b in enumerate(data_blocks)] + [Segment(ack)]
+    return out + [Segment(block) for block in split_blocks(writer.close(T0))]
+
+
+def find(packets: list[Segment], direction: str, exchange: int, index: int) -> int:
+    (at,) = [i for i, p in enumerate(packets) if (p.direction, p.exchange, p.index) == (direction, exchange, index)]
+    return at
+
+
+def reordered(packets: list[Segment], window: int = 4) -> list[Segment]:
+    """Packets shuffled within windows of ``window`` (the handshake and the close stay in place)."""
+    rng = random.Random(7)
+    middle = packets[3:-3]
+    for start in range(0, len(middle), window):
+        chunk = middle[start:start + window]
+        rng.shuffle(chunk)
+        middle[start:start + window] = chunk
+    return packets[:3] + middle + packets[-3:]
+
+
+def duplicated(packets: list[Segment], every: int = 3) -> list[Segment]:
+    """Every ``every``-th packet captured again two packets later (a retransmission)."""
+    out = list(packets)
+    for i in range(len(packets) - 4, 2, -every):
+        out.insert(i + 3, packets[i])
+    return out
+
+
+def stream_offsets(talk: Talk) -> dict[str, list[int]]:
+    """Where each exchange's request and response start in their direction's byte stream."""
+    offsets = {"request": [], "response": []}
+    for direction in offsets:
+        position = 0
+        for exchange in talk.exchanges:
+            offsets[direction].append(position)
+            position += len(getattr(exchange, direction))
+    return offsets
+
+
+@dataclass
+class Scenario:
+    name: str
+    port: int
+    packets: list[Segment]
+    frames: set            # (direction, correlation id, api key or None when unmatched)
+    problems: list         # (direction, kind, offset, length, api key, correlation id)
+    offset_shift: dict = field(default_factory=lambda: {"request": 0, "response": 0})
+
+    @property
+    def client(self) -> str:
+        return f"10.9.0.2:{self.port}"
+
+
+def all_frames(talk: Talk) -> set:
+    return {(direction, e.correlation_id, e.api_key) for e in talk.exchanges for direction in ("request", "response")}
+
+
+def fault_scenarios(talk: Talk) -> list[Scenario]:
+    full = all_frames(talk)
+    at = stream_offsets(talk)
+    produce, fetch = 2, 3  # exchange numbers
+    p, f = talk.exchanges[produce], talk.exchanges[fetch]
+    clean = packets_of(talk, 41001)
+    scenarios = [
+        Scenario("clean", 41001, clean, full, []),
+        Scenario("reordered", 41002, reordered(packets_of(talk, 41002)), full, []),
+        Scenario("duplicated", 41003, duplicated(packets_of(talk, 41003)), full, []),
+    ]
+    # A lost segment in the middle of the Produce request: the request is cut, its response is left
+    # without a request, and framing carries on at the next request (the cut frame's size was known).
+    packets = packets_of(talk, 41004)
+    del packets[find(packets, "request", produce, 2)]
+    scenarios.append(Scenario(
+        "lost request segment", 41004, packets,
+        full - {("request", p.correlation_id, PRODUCE), ("response", p.correlation_id, PRODUCE)}
+        | {("response", p.correlation_id, None)},
+        [("request", "gap", at["request"][produce] + 2 * MSS, MSS, None, None),
+         ("request", "truncated_frame", at["request"][produce], len(p.request) - 4, PRODUCE, p.correlation_id),
+         ("response", "unmatched_response", at["response"][produce], len(p.response) - 4, PRODUCE,
+          p.correlation_id)]))
+    # A lost segment in the middle of the Fetch response: the response is cut (its request known).
+    packets = packets_of(talk, 41005)
+    del packets[find(packets, "response", fetch, 3)]
+    scenarios.append(Scenario(
+        "lost response segment", 41005, packets, full - {("response", f.correlation_id, FETCH)},
+        [("response", "gap", at["response"][fetch] + 3 * MSS, MSS, None, None),
+         ("response", "truncated_frame", at["response"][fetch], len(f.response) - 4, FETCH, f.correlation_id)]))
+    # The capture starts inside the Produce request (its third segment): both directions resync, the
+    # request side on the Fetch request, the response side on the Fetch response (the Produce response
+    # answers nothing captured, so it is skipped too).
+    packets = packets_of(talk, 41006)
+    start = find(packets, "request", produce, 2)
+    request_skip = len(p.request) - 2 * MSS
+    scenarios.append(Scenario(
+        "mid-stream start", 41006, packets[start:],
+        {frame for frame in full if frame[1] > p.correlation_id},
+        [("request", "gap", 0, 0, None, None), ("response", "gap", 0, 0, None, None),
+         ("request", "resync", 0, request_skip, None, None),
+         ("response", "resync", 0, len(p.response), None, None)],
+        {"request": at["request"][produce] + 2 * MSS, "response": at["response"][produce]}))
+    return scenarios
+
+
+# Fetches built for the KIP-74 check: (port, fetches) -- see fetch_talk.
+SMALL, LARGE = records_blob(0, 5), records_blob(0, 20)  # 341 and 1251 bytes
+TWO_BATCHES = SMALL + records_blob(5, 5)
+LIMIT_CONNECTIONS = {
+    # over max(MaxBytes, first batch): the first partition's batch already filled the response
+    42001: [(1000, [(0, 0, 1 << 20, 20, LARGE), (1, 0, 1 << 20, 5, SMALL)])],
+    # within: a first batch alone may overshoot MaxBytes; then a response under MaxBytes
+    42002: [(1000, [(0, 0, 1 << 20, 20, LARGE), (1, 0, 1 << 20, 0, None)]),
+            (1000, [(0, 20, 1 << 20, 20, None), (1, 0, 1 << 20, 5, SMALL)])],
+    # a partition over max(PartitionMaxBytes, its first batch): two batches where one fit
+    42003: [(1 << 20, [(0, 0, 500, 10, TWO_BATCHES)])],
+    # partition 1 starved three fetches in a row while data waited; 2 starved twice; 3 had nothing waiting
+    42004: [(1 << 20, [(0, 0, 1 << 20, 20, records_blob(0, 5)), (1, 5, 1 << 20, 10, None),
+                       (2, 5, 1 << 20, 10, None), (3, 7, 1 << 20, 7, None)]),
+            (1 << 20, [(0, 5, 1 << 20, 20, records_blob(5, 5)), (1, 5, 1 << 20, 10, None),
+                       (2, 5, 1 << 20, 10, None), (3, 7, 1 << 20, 7, None)]),
+            (1 << 20, [(0, 10, 1 << 20, 20, records_blob(10, 5)), (1, 5, 1 << 20, 10, None),
+                       (2, 5, 1 << 20, 10, records_blob(5, 5)), (3, 7, 1 << 20, 7, None)]),
+            (1 << 20, [(0, 15, 1 << 20, 20, records_blob(15, 5)), (1, 5, 1 << 20, 10, records_blob(5, 5)),
+                       (2, 10, 1 << 20, 10, None), (3, 7, 1 << 20, 7, None)])],
+}
+
+
+@dataclass
+class Synthetic:
+    path: Path
+    talk: Talk
+    scenarios: list[Scenario]
+    limits: dict[int, Talk]
+
+
+def interleaved(connections: list[list[Segment]]) -> list[Segment]:
+    """The connections' packets taken in turns, two at a time, as a capture of several clients would."""
+    out, queues = [], [list(c) for c in connections]
+    while any(queues):
+        for queue in queues:
+            out += queue[:2]
+            del queue[:2]
+    return out
+
+
+def restamped(blocks: list[bytes]) -> list[bytes]:
+    """Capture times in file order, a microsecond apart."""
+    out = []
+    for i, block in enumerate(blocks):
+        ts = T0 + i * 1000
+        stamped = bytearray(block)
+        struct.pack_into("<II", stamped, 12, ts >> 32, ts & 0xFFFFFFFF)
+        out.append(bytes(stamped))
+    return out
+
+
+def write_pcapng(path: Path, blocks: list[bytes]) -> None:
+    path.write_bytes(file_header() + b"".join(blocks))
+
+
+def write_pcap(path: Path, blocks: list[bytes]) -> None:
+    """The same packets as a classic little-endian microsecond pcap (Ethernet)."""
+    out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)]
+    for block in blocks:
+        _, _, _, high, low, captured, original = struct.unpack_from("<IIIIIII", block)
+        ts = (high << 32 | low) // 1000
+        out.append(struct.pack("<IIII", ts // 10**6, ts % 10**6, captured, original) + block[28:28 + captured])
+    path.write_bytes(b"".join(out))
+
+
+@pytest.fixture(scope="module")
+def synthetic(workdir) -> Synthetic:
+    talk = standard_talk()
+    scenarios = fault_scenarios(talk)
+    limits = {port: fetch_talk(f"limits-{port}", fetches) for port, fetches in LIMIT_CONNECTIONS.items()}
+    connections = [s.packets for s in scenarios] + [packets_of(t, port) for port, t in limits.items()]
+    path = workdir / "synthetic.pcapng"
+    write_pcapng(path, restamped([p.block for p in interleaved(connections)]))
+    return Synthetic(path, talk, scenarios, limits)
+
+
+@pytest.fixture(scope="module")
+def synthetic_out(spark, synthetic, workdir) -> Path:
+    out = workdir / "synthetic-tables"
+    decode(spark, [str(synthetic.path)], out, records=True)
+    return out
+
+
+def test_clean_conversation_decodes_exactly(synthetic, synthetic_out):
+    talk, clean = synthetic.talk, synthetic.scenarios[0]
+    frames = rows(synthetic_out, "frames", where=lambda r: r["client"] == clean.client)
+    at = stream_offsets(talk)
+    expected = []
+    for number, e in enumerate(talk.exchanges):
+        expected += [("request", e.correlation_id, e.api_key, e.api_version, at["request"][number],
+                      len(e.request) - 4, "synthetic"),
+                     ("response", e.correlation_id, e.api_key, e.api_version, at["response"][number],
+                      len(e.response) - 4, "synthetic")]
+    assert sorted((f["direction"], f["correlation_id"], f["api_key"], f["api_version"], f["offset"], f["size"],
+                   f["client_id"]) for f in frames) == sorted(expected)
+    assert all(f["broker"] == "10.9.0.1:9092" and f["decode_error"] is None for f in frames)
+    # Bodies, as JSON and as typed structs, are those that were encoded.
+    for f in frames:
+        e = next(e for e in talk.exchanges if e.correlation_id == f["correlation_id"])
+        if f["direction"] == "request":
+            _, body = decode_request(e.request[4:])
+        else:
+            _, body = decode_response(e.response[4:], e.api_key, e.api_version)
+        assert json.loads(f["body_json"]) == json.loads(to_json(body, e.api_version))
+        assert f["latency_ms"] is None if f["direction"] == "request" else f["latency_ms"] > 0
+    produce = next(f["body"]["ProduceRequest"] for f in frames if f["api_key"] == PRODUCE and
+                   f["direction"] == "request")
+    assert produce["acks"] == -1 and [p["index"] for p in produce["topic_data"][0]["partition_data"]] == [0, 1]
+    fetched = next(f["body"]["FetchResponse"] for f in frames if f["api_key"] == FETCH and f["direction"] == "response")
+    assert [p["high_watermark"] for p in fetched["responses"][0]["partitions"]] == [20, 30]
+
+    # fetches and produces: one row per partition, request and response joined
+    fetches = rows(synthetic_out, "fetches", where=lambda r: r["client"] == clean.client)
+    assert sorted((r["partition"], r["fetch_offset"], r["high_watermark"], r["record_count"], r["first_offset"],
+                   r["last_offset"]) for r in fetches) == [(0, 0, 20, 20, 0, 19), (1, 0, 30, 30, 0, 29)]
+    produces = rows(synthetic_out, "produces", where=lambda r: r["client"] == clean.client)
+    assert sorted((r["partition"], r["acks"], r["record_count"], r["compression"], r["base_offset"], r["error_code"])
+                  for r in produces) == [(0, -1, 20, "gzip", 0, 0), (1, -1, 30, "none", 0, 0)]
+
+    # records: every record, produced and fetched, with key, value, headers and offset
+    expected_records = sorted((p, n, b"key-%d" % n, b"value-%d-" % n * 5, [("n", b"%d" % n)], codec.name.lower())
+                              for p, first, count, codec in PRODUCED for n in range(first, first + count))
+    records = rows(synthetic_out, "records", where=lambda r: r["connection"] == frames[0]["connection"])
+    for source in ("produce", "fetch"):
+        assert sorted((r["partition"], r["offset"], r["key"], r["value"],
+                       [(h["key"], h["value"]) for h in r["headers"]], r["compression"])
+                      for r in records if r["source"] == source) == expected_records
+    assert rows(synthetic_out, "problems", where=lambda r: r["connection"] == frames[0]["connection"]) == []
+
+
+@pytest.mark.parametrize("name", ["reordered", "duplicated", "lost request segment", "lost response segment",
+                                  "mid-stream start"])
+def test_fault_scenario(synthetic, synthetic_out, name):
+    scenario = next(s for s in synthetic.scenarios if s.name == name)
+    clean = synthetic.scenarios[0]
+    frames = rows(synthetic_out, "frames", where=lambda r: r["client"] in (scenario.client, clean.client))
+    mine = [f for f in frames if f["client"] == scenario.client]
+    assert len(mine) == len(scenario.frames)
+    assert {(f["direction"], f["correlation_id"], f["api_key"]) for f in mine} == scenario.frames
+
+    # What survives decodes exactly as without the faults (offsets move when the capture starts late).
+    same = ["api_version", "size", "client_id", "body_json", "error_code", "decode_error", "header_version"]
+    reference = {(f["direction"], f["correlation_id"]): f for f in frames if f["client"] == clean.client}
+    for f in mine:
+        if f["api_key"] is None:  # an unmatched response: framed, not decoded
+            assert f["body_json"] is None and f["decode_error"] is None and f["size"] == \
+                reference[(f["direction"], f["correlation_id"])]["size"]
+            continue
+        expected = reference[(f["direction"], f["correlation_id"])]
+        assert {k: f[k] for k in same} == {k: expected[k] for k in same}, f["correlation_id"]
+        assert f["offset"] == expected["offset"] - scenario.offset_shift[f["direction"]]
+
+    connection = mine[0]["connection"]
+    problems = rows(synthetic_out, "problems", where=lambda r: r["connection"] == connection)
+    assert sorted((p["direction"], p["kind"], p["offset"], p["length"], p["api_key"], p["correlation_id"])
+                  for p in problems) == sorted(scenario.problems, key=str), [p["reason"] for p in problems]
+
+    # Records come from the frames that survived, as they were.
+    def record_rows(client):
+        conn = next(f["connection"] for f in frames if f["client"] == client)
+        return sorted((r["source"], r["correlation_id"], r["partition"], r["offset"], r["key"], r["value"])
+                      for r in rows(synthetic_out, "records", where=lambda r: r["connection"] == conn))
+    produce_id, fetch_id = synthetic.talk.exchanges[2].correlation_id, synthetic.talk.exchanges[3].correlation_id
+    keep = {"produce": ("request", produce_id, PRODUCE) in scenario.frames,
+            "fetch": ("response", fetch_id, FETCH) in scenario.frames}
+    assert record_rows(scenario.client) == [r for r in record_rows(clean.client) if keep[r[0]]]
+    # A Fetch whose response was lost still has its request's rows.
+    fetches = rows(synthetic_out, "fetches", where=lambda r: r["connection"] == connection)
+    if ("request", fetch_id, FETCH) in scenario.frames:
+        assert sorted(r["partition"] for r in fetches) == [0, 1]
+        assert all((r["high_watermark"] is None) == (not keep["fetch"]) for r in fetches)
+    else:
+        assert fetches == []
+
+
+# ---- 4. inputs -------------------------------------------------------------------------------------------------
+
+def test_pcap_and_pcapng_give_the_same_tables(spark, synthetic, synthetic_out, workdir):
+    blocks = split_blocks(synthetic.path.read_bytes())[2:]  # after the section and interface blocks
+    pcap = workdir / "synthetic.pcap"
+    write_pcap(pcap, blocks)
+    decode(spark, [str(pcap)], workdir / "pcap-tables", records=True)
+    assert_same_tables(synthetic_out, workdir / "pcap-tables")
+
+
+def test_gzip_compressed_capture(spark, synthetic, synthetic_out, workdir):
+    folder = workdir / "gzip"
+    folder.mkdir()
+    compressed = folder / "synthetic.pcapng.gz"
+    compressed.write_bytes(gzip.compress(synthetic.path.read_bytes()))
+    result = decode(spark, [str(compressed)], folder, records=True)  # the tables beside the capture
+    assert result.splits == 1  # gzip cannot be cut
+    assert compressed.exists()
+    assert_same_tables(synthetic_out, folder)
+
+
+def rotated_series(synthetic: Synthetic, folder: Path, per_file: int = 25) -> list[Path]:
+    """The capture as tcpdump -C would rotate it: name, name1, name2, ... each a whole pcapng file."""
+    folder.mkdir(exist_ok=True)
+    blocks = split_blocks(synthetic.path.read_bytes())[2:]
+    paths = []
+    for number, start in enumerate(range(0, len(blocks), per_file)):
+        path = folder / ("series.pcapng" + (str(number) if number else ""))
+        write_pcapng(path, blocks[start:start + per_file])
+        paths.append(path)
+    (folder / "notes.txt").write_text("not a capture: folders and globs skip it\n")
+    return paths
+
+
+def test_rotated_series_in_a_folder(spark, synthetic, synthetic_out, workdir):
+    files = rotated_series(synthetic, workdir / "series")
+    assert len(files) > 10  # so that name order (series.pcapng10 before series.pcapng2) differs from capture order
+    result = decode(spark, [str(workdir / "series")], workdir / "series-tables", records=True)
+    assert result.files == [str(f) for f in files]
+    assert_same_tables(synthetic_out, workdir / "series-tables")
+
+
+def test_many_small_splits(spark, synthetic, synthetic_out, workdir):
+    out = workdir / "split-tables"
+    (out / "records").mkdir(parents=True)  # a stale table of an earlier run, and a file of the user's
+    (out / "records" / "part-0.parquet").write_bytes(b"stale")
+    (out / "notes.txt").write_text("keep me")
+    result = decode(spark, [str(synthetic.path)], out, split_bytes=4096)
+    assert result.splits >= synthetic.path.stat().st_size // 4096
+    assert_same_tables(synthetic_out, out, tables=("frames", "fetches", "produces", "problems"))
+    assert not (out / "records").exists() and (out / "notes.txt").read_text() == "keep me"
+
+
+def test_cli_refuses_a_file_that_is_not_a_capture(spark, workdir, capsys):
+    from kafkawire.cli import main
+    bogus = workdir / "notes.pcap"
+    bogus.write_text("hello, this is text\n")
+    assert main(["decode", str(bogus), "--out", str(workdir / "bogus-tables")]) == 1  # the module's session
+    error = capsys.readouterr().err
+    assert f"kafkawire decode: {bogus}: not a packet capture" in error
+    assert not (workdir / "bogus-tables" / "frames").exists()
+
+
+def test_cli_decode_of_a_glob_and_report(spark, synthetic, synthetic_out, workdir):
+    """The commands as a user runs them, each in its own process (and Spark): ``decode`` of a glob over the
+    rotated series, and (at the same time, to overlap the two JVM starts) ``report`` of the synthetic tables."""
+    rotated_series(synthetic, workdir / "cli-series")
+    out = workdir / "cli-tables"
+    command = [sys.executable, "-m", "kafkawire.cli"]
+    decoding = subprocess.Popen(command + ["decode", str(workdir / "cli-series" / "series.pcapng*"), "--out", str(out),
+                                           "--records", "--master", "local[2]"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reporting = subprocess.Popen(command + ["report", str(synthetic_out), "--master", "local[2]"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    decoded, decode_errors = decoding.communicate(timeout=600)
+    text, report_errors = reporting.communicate(timeout=600)
+
+    assert decoding.returncode == 0, decode_errors[-3000:]
+    files = len(list((workdir / "cli-series").glob("series.pcapng*")))
+    assert decoded.startswith(f"decoded {files} file(s)"), decoded
+    counts = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in decoded.splitlines()[1:]}
+    assert counts == {name: read(synthetic_out, name).num_rows for name in job.TABLE_ORDER}
+    assert_same_tables(synthetic_out, out)
+
+    assert reporting.returncode == 0, report_errors[-3000:]
+    for section in ("per API (latency in ms, responses)", "per client", "problems", "fetch limits (KIP-74)"):
+        assert f"\n{section}\n" in text, text
+    assert "responses over max(MaxBytes, first batch): 1" in text
+    assert "partitions over max(PartitionMaxBytes, first batch): 1" in text
+    assert "partitions starved for 3+ consecutive fetches with data waiting: 1" in text
+    assert "events-1 on 10.9.0.1:9092-10.9.0.2:42004: 3 fetches in a row" in text
+    assert "  Fetch " in text and "  unmatched_response " in text
+
+
+# ---- 5. the report ---------------------------------------------------------------------------------------------
+
+def test_report_counts_and_fetch_limits(spark, synthetic, synthetic_out):
+    summary = report.build(spark, str(synthetic_out))
+
+    # Requests and responses per API: every frame the scenarios and the fetch-limit clients should give.
+    expected = defaultdict(lambda: [0, 0])
+    frames = set()
+    for scenario in synthetic.scenarios:
+        frames |= {(scenario.port, *frame) for frame in scenario.frames}
+    for port, talk in synthetic.limits.items():
+        frames |= {(port, *frame) for frame in all_frames(talk)}
+    for _, direction, _, api_key in frames:
+        expected[None if api_key is None else api(api_key).name][direction == "response"] += 1
+    assert {row["api_name"]: [row["requests"], row["responses"]] for row in summary.apis} == expected
+    assert all(row["errors"] == 0 for row in summary.apis)
+    assert summary.totals["requests"] == sum(r for r, _ in expected.values())
+    assert summary.totals["responses"] == sum(r for _, r in expected.values())
+
+    kinds = Counter(problem[1] for scenario in synthetic.scenarios for problem in scenario.problems)
+    assert {row["kind"]: row["count"] for row in summary.problems} == kinds
+
+    clean = synthetic.scenarios[0]
+    (client,) = [row for row in summary.clients if row["client"] == clean.client]
+    assert client["sent"] == sum(len(e.request) for e in synthetic.talk.exchanges)
+    assert client["received"] == sum(len(e.response) for e in synthetic.talk.exchanges)
+
+    # The fetch-limits check flags exactly the fetches built to break the limits.
+    conn = {port: f"10.9.0.1:9092-10.9.0.2:{port}" for port in LIMIT_CONNECTIONS}
+    assert [(r["connection"], r["correlation_id"], r["bytes"], r["max_bytes"], r["first_batch"])
+            for r in summary.oversized_responses] == [(conn[42001], 1, len(LARGE) + len(SMALL), 1000, len(LARGE))]
+    assert [(r["connection"], r["correlation_id"], r["partition"], r["records_bytes"], r["partition_max_bytes"])
+            for r in summary.oversized_partitions] == [(conn[42003], 1, 0, len(TWO_BATCHES), 500)]
+    assert [(r["connection"], r["topic"], r["partition"], r["longest"]) for r in summary.starved] == [
+        (conn[42004], TOPIC, 1, 3)]
