@@ -52,6 +52,7 @@ from bisect import bisect_left
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import NamedTuple
 from uuid import UUID
 
@@ -91,39 +92,61 @@ _METADATA_TOP_LEVEL_ERRORS = frozenset({ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR, 
 
 # ---- what poll hands out ---------------------------------------------------------------------------
 
-class ConsumerRecord:
+class ConsumerRecord(tuple):
     """A record as the application sees it. ``leader_epoch`` is None when the batch has none;
-    serialized sizes are -1 for a null key or value (as Kafka's ConsumerRecord)."""
+    serialized sizes are -1 for a null key or value (as Kafka's ConsumerRecord).
 
-    __slots__ = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers",
-                 "leader_epoch", "serialized_key_size", "serialized_value_size")
+    Immutable, like Kafka's. It is a tuple underneath, laid out as ``RecordBatch.rows`` builds it with
+    the partition's fields in front (see ``_FIELDS``), so that the fetcher makes one per record with
+    ``tuple.__new__`` while reading the batch, without a Python-level constructor call. Use the
+    attributes: the tuple's order is not the constructor's.
+    """
 
-    def __init__(self, topic: str, partition: int, offset: int, timestamp: int, timestamp_type: TimestampType,
-                 key: bytes | None, value: bytes | None, headers: tuple = (), leader_epoch: int | None = None,
-                 serialized_key_size: int = -1, serialized_value_size: int = -1):
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.timestamp = timestamp
-        self.timestamp_type = timestamp_type
-        self.key = key
-        self.value = value
-        self.headers = headers
-        self.leader_epoch = leader_epoch
-        self.serialized_key_size = serialized_key_size
-        self.serialized_value_size = serialized_value_size
+    __slots__ = ()
+    _FIELDS = ("topic", "partition", "timestamp_type", "leader_epoch", "offset", "timestamp", "key", "value",
+               "headers", "serialized_key_size", "serialized_value_size")
+
+    def __new__(cls, topic: str, partition: int, offset: int, timestamp: int, timestamp_type: TimestampType,
+                key: bytes | None, value: bytes | None, headers: tuple = (), leader_epoch: int | None = None,
+                serialized_key_size: int = -1, serialized_value_size: int = -1):
+        return tuple.__new__(cls, (topic, partition, timestamp_type, leader_epoch, offset, timestamp, key, value,
+                                   headers, serialized_key_size, serialized_value_size))
+
+    topic = property(itemgetter(0), doc="The topic's name.")
+    partition = property(itemgetter(1), doc="The partition's index.")
+    timestamp_type = property(itemgetter(2), doc="What the timestamp means (a TimestampType).")
+    leader_epoch = property(itemgetter(3), doc="The batch's partition leader epoch, or None.")
+    offset = property(itemgetter(4), doc="The record's offset.")
+    timestamp = property(itemgetter(5), doc="Milliseconds since the epoch.")
+    key = property(itemgetter(6), doc="bytes, or None.")
+    value = property(itemgetter(7), doc="bytes, or None.")
+    headers = property(itemgetter(8), doc="A tuple of Header (key, value).")
+    serialized_key_size = property(itemgetter(9), doc="Bytes of the key, -1 for none.")
+    serialized_value_size = property(itemgetter(10), doc="Bytes of the value, -1 for none.")
 
     @property
     def topic_partition(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
+        return TopicPartition(self[0], self[1])
 
     def _fields(self) -> tuple:
-        return tuple(getattr(self, name) for name in self.__slots__)
+        """The fields in the constructor's order."""
+        return (self.topic, self.partition, self.offset, self.timestamp, self.timestamp_type, self.key, self.value,
+                self.headers, self.leader_epoch, self.serialized_key_size, self.serialized_value_size)
 
+    def __getnewargs__(self) -> tuple:  # copy and pickle go through __new__
+        return self._fields()
+
+    # Equal to another ConsumerRecord with the same fields only: never to a plain tuple (which would
+    # otherwise compare itself item by item with the tuple underneath).
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ConsumerRecord):
-            return NotImplemented
-        return self._fields() == other._fields()
+            return False if isinstance(other, tuple) else NotImplemented
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        if not isinstance(other, ConsumerRecord):
+            return True if isinstance(other, tuple) else NotImplemented
+        return tuple.__ne__(self, other)
 
     __hash__ = None
 
@@ -131,6 +154,9 @@ class ConsumerRecord:
         return (f"ConsumerRecord(topic={self.topic!r}, partition={self.partition}, offset={self.offset}, "
                 f"timestamp={self.timestamp}, key={self.key!r}, value={_short(self.value)}, "
                 f"headers={list(self.headers)!r}, leader_epoch={self.leader_epoch})")
+
+
+_record_offset = itemgetter(4)
 
 
 def _short(value: bytes | None, limit: int = 40) -> str:
@@ -180,43 +206,30 @@ class PartitionFetchError(FetchError):
 # ---- one partition's records from one response -----------------------------------------------------
 
 class _DecodedBatch:
-    """One batch's records at or above the position, as columns, with a cursor."""
+    """One batch's records as ConsumerRecords, with a cursor at the first one at or above the position."""
 
-    __slots__ = ("offsets", "timestamps", "keys", "values", "key_lengths", "value_lengths", "headers_at",
-                 "columns", "timestamp_type", "leader_epoch", "next_offset", "pos", "end")
+    __slots__ = ("records", "leader_epoch", "next_offset", "pos", "end")
 
-    def __init__(self, batch: RecordBatch | LegacyBatch, check_crcs: bool, position: int):
+    def __init__(self, batch: RecordBatch | LegacyBatch, check_crcs: bool, position: int, topic: str,
+                 partition: int):
         self.next_offset = batch.next_offset
+        if check_crcs:
+            batch.verify()
         if isinstance(batch, RecordBatch):
-            if check_crcs:
-                batch.verify()
-            columns = batch.columns()
-            self.columns = columns
-            self.offsets = columns.offsets
-            self.timestamps = columns.timestamps
-            self.keys = columns.keys()
-            self.values = columns.values()
-            self.key_lengths = columns.key_lengths
-            self.value_lengths = columns.value_lengths
-            self.headers_at = columns.headers_at
-            self.timestamp_type = columns.timestamp_type
-            self.leader_epoch = batch.partition_leader_epoch if batch.partition_leader_epoch >= 0 else None
+            epoch = batch.partition_leader_epoch if batch.partition_leader_epoch >= 0 else None
+            records = batch.rows((topic, partition, batch.timestamp_type, epoch), ConsumerRecord)
         else:
-            if check_crcs:
-                batch.verify()
-            records = batch.records(check_crcs)
-            self.columns = None
-            self.offsets = [r.offset for r in records]
-            self.timestamps = [r.timestamp for r in records]
-            self.keys = [r.key for r in records]
-            self.values = [r.value for r in records]
-            self.key_lengths = [-1 if r.key is None else len(r.key) for r in records]
-            self.value_lengths = [-1 if r.value is None else len(r.value) for r in records]
-            self.headers_at = [0] * (len(records) + 1)
-            self.timestamp_type = batch.timestamp_type
-            self.leader_epoch = None
-        self.end = len(self.offsets)
-        self.pos = bisect_left(self.offsets, position) if self.end and self.offsets[0] < position else 0
+            epoch = None
+            timestamp_type = batch.timestamp_type
+            records = [ConsumerRecord(topic, partition, r.offset, r.timestamp, timestamp_type, r.key, r.value, (),
+                                      None, -1 if r.key is None else len(r.key),
+                                      -1 if r.value is None else len(r.value))
+                       for r in batch.records(check_crcs)]
+        self.records = records
+        self.leader_epoch = epoch
+        self.end = len(records)
+        self.pos = (bisect_left(records, position, key=_record_offset)
+                    if self.end and records[0][4] < position else 0)
 
     @property
     def left(self) -> int:
@@ -273,26 +286,25 @@ class CompletedFetch:
     def take(self, limit: int) -> list[ConsumerRecord]:
         """Up to ``limit`` records, in offset order, advancing ``next_fetch_offset``."""
         out: list[ConsumerRecord] = []
-        topic, partition = self.topic_partition
         while len(out) < limit:
             current = self._current or self._next_batch()
             if current is None:
                 break
             pos = current.pos
             stop = min(current.end, pos + limit - len(out))
-            offsets, timestamps, keys, values = current.offsets, current.timestamps, current.keys, current.values
-            key_lengths, value_lengths, headers_at = current.key_lengths, current.value_lengths, current.headers_at
-            timestamp_type, epoch, columns = current.timestamp_type, current.leader_epoch, current.columns
-            for i in range(pos, stop):
-                out.append(ConsumerRecord(
-                    topic, partition, offsets[i], timestamps[i], timestamp_type, keys[i], values[i],
-                    columns.headers(i) if headers_at[i] != headers_at[i + 1] else (), epoch,
-                    key_lengths[i], value_lengths[i]))
+            records = current.records
+            if pos == 0 and stop == current.end:
+                if out:
+                    out += records
+                else:
+                    out = records  # the whole batch: hand out its list as it is
+            else:
+                out += records[pos:stop]
             current.pos = stop
             self.remaining -= stop - pos
-            self.next_fetch_offset = offsets[stop - 1] + 1
-            if epoch is not None:
-                self.last_epoch = epoch
+            self.next_fetch_offset = records[stop - 1][4] + 1
+            if current.leader_epoch is not None:
+                self.last_epoch = current.leader_epoch
             if stop == current.end:
                 self._finish_batch(current)
         if self._current is None and self.failure is None:
@@ -316,7 +328,7 @@ class CompletedFetch:
                 self.next_fetch_offset = max(self.next_fetch_offset, batch.next_offset)
                 continue
             try:
-                decoded = _DecodedBatch(batch, self.check_crcs, self.next_fetch_offset)
+                decoded = _DecodedBatch(batch, self.check_crcs, self.next_fetch_offset, *self.topic_partition)
             except KafkaWireError as error:
                 self.remaining -= estimate
                 self._fail(error, batch)

@@ -1,9 +1,13 @@
 """RecordBatch (magic 2): a zero-copy view of one batch, and the record reader behind it.
 
 The header is unpacked on construction (one ``struct`` call); the records are read only when asked
-for, after the CRC-32C check and decompression, straight into ``RecordColumns``.
+for, after the CRC-32C check and decompression: straight into ``RecordColumns`` (no object per
+record), or into one tuple per record (``rows``, the consumer's path; ``records()`` builds on it).
 """
 from __future__ import annotations
+
+import gc
+from array import array
 
 from crc32c import crc32c
 
@@ -11,7 +15,7 @@ from ..errors import CompressionError, CorruptRecordError, RecordsError
 from .columns import RecordColumns
 from .compression import DEFAULT_DECOMPRESSED_LIMIT, Codec, codec_name, codec_of, decompress
 from .layouts import ATTRIBUTES_OFFSET, BATCH_HEADER, BATCH_HEADER_SIZE, packed
-from .record import Record, TimestampType
+from .record import Header, Record, TimestampType
 from .varints import read_varint, read_varlong
 
 __all__ = ["RecordBatch", "CODEC_MASK", "TIMESTAMP_TYPE_FLAG", "TRANSACTIONAL_FLAG", "CONTROL_FLAG",
@@ -30,6 +34,29 @@ _HEADER = packed(BATCH_HEADER)
 # The smallest record: length, attributes, timestamp delta, offset delta, key and value lengths and
 # a header count, one byte each.
 _MIN_RECORD_SIZE = 7
+# Building this many row objects at once pauses the cyclic GC, which would otherwise scan them again
+# and again while they are made (they all survive until poll hands them out).
+_PAUSE_GC_ABOVE = 2_000
+_INT64_MIN = -0x8000000000000000
+_INT64_MAX = 0x7FFFFFFFFFFFFFFF
+# A one- or two-byte varint never moves a base further than this.
+_SHORT_VARINT_MAX = 0x2000
+
+
+def _zigzag_table() -> tuple[int, ...]:
+    """Decoded zigzag values of every one- and two-byte varint, for the readers to look up rather
+    than compute: index ``b`` for a one-byte varint (b < 0x80), ``(b << 7) | c`` for a two-byte one
+    (b >= 0x80 > c), which lands in 0x4000..0x7FFF. Entries in between are never read."""
+    table = [0] * 0x8000
+    for raw in range(0x4000):
+        value = (raw >> 1) ^ -(raw & 1)
+        if raw < 0x80:
+            table[raw] = value
+        table[((raw & 0x7F) | 0x80) << 7 | raw >> 7] = value
+    return tuple(table)
+
+
+_ZIGZAG = _zigzag_table()
 
 
 class RecordBatch:
@@ -140,8 +167,32 @@ class RecordBatch:
             raise self._located(error) from None
         return columns
 
+    def rows(self, context: tuple = (None, None, None, None), row_type: type = tuple) -> list:
+        """The records as rows, one ``row_type`` (``tuple`` or a subclass of it) per record, holding
+        ``context + (offset, timestamp, key, value, headers, key_size, value_size)``: ``context`` is four
+        values every row starts with (a consumer's topic, partition, timestamp type and leader epoch),
+        key and value are bytes or None, headers a tuple of Header, sizes -1 for null. The fast path to
+        one object per record: each row is built with ``tuple.__new__`` as its record is read."""
+        if len(context) != 4:
+            raise ValueError(f"rows() takes a context of four values, not {len(context)}")
+        data = self.records_data()
+        fixed_timestamp = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_FLAG else None
+        pause = self.count > _PAUSE_GC_ABOVE and gc.isenabled()
+        if pause:
+            gc.disable()
+        try:
+            return _read_rows(data, self.count, self.base_offset, self.base_timestamp, fixed_timestamp, context,
+                              row_type)
+        except RecordsError as error:
+            raise self._located(error) from None
+        finally:
+            if pause:
+                gc.enable()
+
     def records(self) -> list[Record]:
-        return self.columns().records()
+        timestamp_type = self.timestamp_type
+        return [Record(offset, timestamp, timestamp_type, key, value, headers)
+                for _, _, _, _, offset, timestamp, key, value, headers, _, _ in self.rows()]
 
     def __iter__(self):
         return iter(self.records())
@@ -163,20 +214,30 @@ def _read_records(data: bytes, count: int, base_offset: int, base_timestamp: int
                   columns: RecordColumns) -> None:
     """Read ``count`` records from ``data`` (exactly the records' bytes) into ``columns``.
 
-    The varints are inlined for their common one- and two-byte forms; anything longer goes through
-    read_varint / read_varlong. Lengths are checked against the record's declared length, so a lie
-    anywhere shows up as a mismatch at the end of that record.
+    One- and two-byte varints are looked up in _ZIGZAG; anything longer goes through read_varint /
+    read_varlong. Lengths are checked against the record's declared length, so a lie anywhere shows
+    up as a mismatch at the end of that record. Values are gathered in lists and turned into the
+    columns' arrays at the end (one C loop each, cheaper than appending to arrays record by record).
     """
     size = len(data)
     if count > size // _MIN_RECORD_SIZE:
         raise RecordsError(f"record count {count} cannot fit in {size} bytes of records", 0)
-    add_offset = columns.offsets.append
-    add_timestamp = columns.timestamps.append
-    add_key_start = columns.key_starts.append
-    add_key_length = columns.key_lengths.append
-    add_value_start = columns.value_starts.append
-    add_value_length = columns.value_lengths.append
-    add_headers_at = columns.headers_at.append
+    zigzag = _ZIGZAG
+    min_length = _MIN_RECORD_SIZE - 1
+    offset_deltas: list[int] = []
+    timestamp_deltas: list[int] = []
+    key_starts: list[int] = []
+    key_lengths: list[int] = []
+    value_starts: list[int] = []
+    value_lengths: list[int] = []
+    headers_at: list[int] = []
+    add_offset_delta = offset_deltas.append
+    add_timestamp_delta = timestamp_deltas.append
+    add_key_start = key_starts.append
+    add_key_length = key_lengths.append
+    add_value_start = value_starts.append
+    add_value_length = value_lengths.append
+    add_headers_at = headers_at.append
     headers_seen = 0
     pos = 0
     index = 0
@@ -186,43 +247,45 @@ def _read_records(data: bytes, count: int, base_offset: int, base_timestamp: int
             # length (varint)
             b = data[pos]
             if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
+                length = zigzag[b]
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (b & 0x7F) | (data[pos + 1] << 7)
-                length = (raw >> 1) ^ -(raw & 1)
+            elif (c := data[pos + 1]) < 0x80:
+                length = zigzag[b << 7 | c]
                 pos += 2
             else:
                 length, pos = read_varint(data, pos)
             end = pos + length
-            if length < _MIN_RECORD_SIZE - 1 or end > size:
+            if length < min_length or end > size:
                 raise RecordsError(f"record length {length} does not fit the {size - pos} bytes left", start)
             # attributes (unused), then timestamp delta (varlong)
             b = data[pos + 1]
             if b < 0x80:
-                timestamp_delta = (b >> 1) ^ -(b & 1)
+                add_timestamp_delta(zigzag[b])
                 pos += 2
+            elif (c := data[pos + 2]) < 0x80:
+                add_timestamp_delta(zigzag[b << 7 | c])
+                pos += 3
             else:
-                timestamp_delta, pos = read_varlong(data, pos + 1)
+                delta, pos = read_varlong(data, pos + 1)
+                add_timestamp_delta(delta)
             # offset delta (varint)
             b = data[pos]
             if b < 0x80:
-                offset_delta = (b >> 1) ^ -(b & 1)
+                add_offset_delta(zigzag[b])
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (b & 0x7F) | (data[pos + 1] << 7)
-                offset_delta = (raw >> 1) ^ -(raw & 1)
+            elif (c := data[pos + 1]) < 0x80:
+                add_offset_delta(zigzag[b << 7 | c])
                 pos += 2
             else:
-                offset_delta, pos = read_varint(data, pos)
+                delta, pos = read_varint(data, pos)
+                add_offset_delta(delta)
             # key
             b = data[pos]
             if b < 0x80:
-                key_length = (b >> 1) ^ -(b & 1)
+                key_length = zigzag[b]
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (b & 0x7F) | (data[pos + 1] << 7)
-                key_length = (raw >> 1) ^ -(raw & 1)
+            elif (c := data[pos + 1]) < 0x80:
+                key_length = zigzag[b << 7 | c]
                 pos += 2
             else:
                 key_length, pos = read_varint(data, pos)
@@ -235,11 +298,10 @@ def _read_records(data: bytes, count: int, base_offset: int, base_timestamp: int
             # value
             b = data[pos]
             if b < 0x80:
-                value_length = (b >> 1) ^ -(b & 1)
+                value_length = zigzag[b]
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (b & 0x7F) | (data[pos + 1] << 7)
-                value_length = (raw >> 1) ^ -(raw & 1)
+            elif (c := data[pos + 1]) < 0x80:
+                value_length = zigzag[b << 7 | c]
                 pos += 2
             else:
                 value_length, pos = read_varint(data, pos)
@@ -250,24 +312,20 @@ def _read_records(data: bytes, count: int, base_offset: int, base_timestamp: int
             elif value_length < -1:
                 raise RecordsError(f"negative value length {value_length}", pos - 1, path=[f"records[{index}]"])
             # headers
-            b = data[pos]
-            if b == 0:
+            if data[pos] == 0:
                 pos += 1
             else:
-                pos, found = _read_headers(data, pos, end, columns, index)
-                headers_seen += found
+                pos, found = _read_headers(data, pos, end, index)
+                headers_seen += len(found)
+                for key_start, key_length, value_start, value_length in found:
+                    columns.header_key_starts.append(key_start)
+                    columns.header_key_lengths.append(key_length)
+                    columns.header_value_starts.append(value_start)
+                    columns.header_value_lengths.append(value_length)
             add_headers_at(headers_seen)
             if pos != end:
                 raise RecordsError(f"record length {length} disagrees with its fields ({pos - end:+d} bytes)",
                                    start, path=[f"records[{index}]"])
-            try:
-                add_offset(base_offset + offset_delta)
-                add_timestamp(base_timestamp + timestamp_delta if fixed_timestamp is None else fixed_timestamp)
-            except OverflowError:  # Java's long arithmetic wraps; a crafted batch can get here
-                del columns.offsets[index:]
-                add_offset(wrap_int64(base_offset + offset_delta))
-                add_timestamp(wrap_int64(base_timestamp + timestamp_delta) if fixed_timestamp is None
-                              else fixed_timestamp)
         if pos != size:
             raise RecordsError(f"{size - pos} bytes left after the batch's {count} records", pos)
     except IndexError:
@@ -277,6 +335,158 @@ def _read_records(data: bytes, count: int, base_offset: int, base_timestamp: int
         if not error.path and error.offset is not None and error.offset < size:
             error.path = [f"records[{index}]"]
         raise
+    columns.offsets = _int64_array([base_offset + delta for delta in offset_deltas])
+    if fixed_timestamp is None:
+        columns.timestamps = _int64_array([base_timestamp + delta for delta in timestamp_deltas])
+    else:
+        columns.timestamps = array("q", (fixed_timestamp,)) * count
+    columns.key_starts = array("i", key_starts)
+    columns.key_lengths = array("i", key_lengths)
+    columns.value_starts = array("i", value_starts)
+    columns.value_lengths = array("i", value_lengths)
+    columns.headers_at.extend(headers_at)
+
+
+def _int64_array(values: list[int]) -> array:
+    try:
+        return array("q", values)
+    except OverflowError:  # Java's long arithmetic wraps; a crafted batch can get here
+        return array("q", map(wrap_int64, values))
+
+
+def _read_rows(data: bytes, count: int, base_offset: int, base_timestamp: int, fixed_timestamp: int | None,
+               context: tuple, row_type: type) -> list:
+    """Read ``count`` records from ``data`` into rows (see RecordBatch.rows).
+
+    The same reading and the same checks as _read_records, with each record made into its row on
+    the spot: this is the consumer's hot loop, so it keeps to local variables and inline varints.
+    """
+    size = len(data)
+    if count > size // _MIN_RECORD_SIZE:
+        raise RecordsError(f"record count {count} cannot fit in {size} bytes of records", 0)
+    zigzag = _ZIGZAG
+    min_length = _MIN_RECORD_SIZE - 1
+    make = tuple.__new__
+    rows: list = []
+    add_row = rows.append
+    # Deltas of one or two bytes cannot take a base past int64 unless it sits near a limit; longer
+    # ones may (crafted batches), and then the rows are fixed up afterwards.
+    wrap = not (_INT64_MIN + _SHORT_VARINT_MAX < base_offset < _INT64_MAX - _SHORT_VARINT_MAX
+                and _INT64_MIN + _SHORT_VARINT_MAX < base_timestamp < _INT64_MAX - _SHORT_VARINT_MAX)
+    first, second, third, fourth = context  # locals: the row is built in one step
+    pos = 0
+    index = 0
+    try:
+        for index in range(count):
+            start = pos
+            # length (varint)
+            b = data[pos]
+            if b < 0x80:
+                length = zigzag[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                length = zigzag[b << 7 | c]
+                pos += 2
+            else:
+                length, pos = read_varint(data, pos)
+            end = pos + length
+            if length < min_length or end > size:
+                raise RecordsError(f"record length {length} does not fit the {size - pos} bytes left", start)
+            # attributes (unused), then timestamp delta (varlong)
+            b = data[pos + 1]
+            if b < 0x80:
+                timestamp = base_timestamp + zigzag[b]
+                pos += 2
+            elif (c := data[pos + 2]) < 0x80:
+                timestamp = base_timestamp + zigzag[b << 7 | c]
+                pos += 3
+            else:
+                delta, pos = read_varlong(data, pos + 1)
+                timestamp = base_timestamp + delta
+                wrap = True
+            # offset delta (varint)
+            b = data[pos]
+            if b < 0x80:
+                offset = base_offset + zigzag[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                offset = base_offset + zigzag[b << 7 | c]
+                pos += 2
+            else:
+                delta, pos = read_varint(data, pos)
+                offset = base_offset + delta
+                wrap = True
+            # key
+            b = data[pos]
+            if b < 0x80:
+                key_length = zigzag[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                key_length = zigzag[b << 7 | c]
+                pos += 2
+            else:
+                key_length, pos = read_varint(data, pos)
+            if key_length >= 0:
+                key = data[pos:pos + key_length]
+                pos += key_length
+            elif key_length == -1:
+                key = None
+            else:
+                raise RecordsError(f"negative key length {key_length}", pos - 1, path=[f"records[{index}]"])
+            # value
+            b = data[pos]
+            if b < 0x80:
+                value_length = zigzag[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                value_length = zigzag[b << 7 | c]
+                pos += 2
+            else:
+                value_length, pos = read_varint(data, pos)
+            if value_length >= 0:
+                value = data[pos:pos + value_length]
+                pos += value_length
+            elif value_length == -1:
+                value = None
+            else:
+                raise RecordsError(f"negative value length {value_length}", pos - 1, path=[f"records[{index}]"])
+            # headers
+            if data[pos] == 0:
+                pos += 1
+                headers = ()
+            else:
+                pos, found = _read_headers(data, pos, end, index)
+                headers = tuple(Header(str(data[ks:ks + kl], "utf-8", "replace"), None if vl < 0 else data[vs:vs + vl])
+                                for ks, kl, vs, vl in found)
+            if pos != end:
+                raise RecordsError(f"record length {length} disagrees with its fields ({pos - end:+d} bytes)",
+                                   start, path=[f"records[{index}]"])
+            add_row(make(row_type, (first, second, third, fourth, offset, timestamp, key, value, headers, key_length,
+                                    value_length)))
+        if pos != size:
+            raise RecordsError(f"{size - pos} bytes left after the batch's {count} records", pos)
+    except IndexError:
+        raise RecordsError(f"record {index} runs past the end of the records", pos,
+                           path=[f"records[{index}]"]) from None
+    except RecordsError as error:
+        if not error.path and error.offset is not None and error.offset < size:
+            error.path = [f"records[{index}]"]
+        raise
+    if wrap or fixed_timestamp is not None:
+        rows = _fix_rows(rows, fixed_timestamp, row_type)
+    return rows
+
+
+def _fix_rows(rows: list, fixed_timestamp: int | None, row_type: type) -> list:
+    """Rows with offsets and timestamps wrapped to int64 (as Java's long arithmetic leaves them), and
+    every timestamp replaced by ``fixed_timestamp`` when given (LogAppendTime batches)."""
+    fixed = []
+    for row in rows:
+        values = list(row)
+        values[4] = wrap_int64(values[4])
+        values[5] = wrap_int64(values[5]) if fixed_timestamp is None else fixed_timestamp
+        fixed.append(tuple.__new__(row_type, values))
+    return fixed
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -291,29 +501,30 @@ def wrap_int64(value: int) -> int:
     return ((value + 0x8000000000000000) & 0xFFFFFFFFFFFFFFFF) - 0x8000000000000000
 
 
-def _read_headers(data: bytes, pos: int, end: int, columns: RecordColumns, index: int) -> tuple[int, int]:
+def _read_headers(data: bytes, pos: int, end: int, index: int) -> tuple[int, list[tuple[int, int, int, int]]]:
+    """Record ``index``'s headers at ``pos``: the position after them, and (key start, key length,
+    value start, value length) for each (value length -1 for a null value)."""
     count, pos = read_varint(data, pos)
     if count < 0:
         raise RecordsError(f"negative header count {count}", pos - 1, path=[f"records[{index}]"])
     if count > (end - pos) // 2:  # each header takes at least two bytes
         raise RecordsError(f"header count {count} cannot fit in the record", pos - 1, path=[f"records[{index}]"])
+    found = []
     for h in range(count):
         key_length, pos = read_varint(data, pos)
         if key_length < 0:
             raise RecordsError(f"header key length {key_length} (a header key cannot be null)", pos - 1,
                                path=[f"records[{index}]", f"headers[{h}]"])
-        columns.header_key_starts.append(pos)
-        columns.header_key_lengths.append(key_length)
+        key_start = pos
         pos += key_length
         value_length, pos = read_varint(data, pos)
         if value_length < -1:
             raise RecordsError(f"negative header value length {value_length}", pos - 1,
                                path=[f"records[{index}]", f"headers[{h}]"])
-        columns.header_value_starts.append(pos)
-        columns.header_value_lengths.append(value_length)
+        found.append((key_start, key_length, pos, value_length))
         if value_length > 0:
             pos += value_length
         if pos > end:
             raise RecordsError("header runs past the end of its record", pos,
                                path=[f"records[{index}]", f"headers[{h}]"])
-    return pos, count
+    return pos, found
