@@ -380,6 +380,28 @@ def test_request_fields_by_version(version):
         assert [p.current_leader_epoch for p in parts] == [3, 3]
 
 
+@pytest.mark.parametrize("version", [12, 18])
+def test_max_bytes_leaves_room_for_the_framing_when_buffer_memory_is_tight(version):
+    # KIP-81: the pool is charged for whole responses, so with buffer.memory = fetch.max.bytes and many
+    # partitions MaxBytes must leave room for the bytes around the records.
+    partitions = [tp(p, topic) for topic in ("orders", "a-much-longer-topic-name") for p in range(500)]
+    fetcher = make_fetcher(partitions, version=version, fetch_max_bytes=1 << 20, buffer_memory=1 << 20,
+                           max_partition_fetch_bytes=1 << 20)
+    ids = {"orders": uuid.uuid4(), "a-much-longer-topic-name": uuid.uuid4()}
+    fetcher.update_metadata({}, ids)
+    (request, sent_version), = fetcher.prepare_fetch_requests(0).values()
+    assert request.max_bytes < 1 << 20
+    # The worst case a compliant broker can send: every partition in the response, records filling MaxBytes.
+    share = request.max_bytes // len(partitions)
+    parts = {p: b"x" * share for p in partitions}
+    parts[partitions[0]] += b"x" * (request.max_bytes - share * len(partitions))
+    _, size = fetch_response(sent_version, parts, topic_ids=ids)
+    assert size + 8 <= 1 << 20  # the response header too (correlation id, tagged fields)
+    roomy = make_fetcher(partitions[:2], version=version, fetch_max_bytes=1 << 20, buffer_memory=4 << 20)
+    (request, _), = roomy.prepare_fetch_requests(0).values()
+    assert request.max_bytes == 1 << 20  # with room to spare, fetch.max.bytes as set
+
+
 def test_remote_bytes_fall_back_to_partition_bytes_and_versions_are_negotiated():
     fetcher = make_fetcher([tp(0)], version=18, max_partition_fetch_bytes=5_000)
     fetcher.update_metadata({}, {T: uuid.uuid4()})

@@ -92,6 +92,13 @@ _METADATA_TOP_LEVEL_ERRORS = frozenset({ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR, 
 
 # ---- what poll hands out ---------------------------------------------------------------------------
 
+
+# Upper bounds of a Fetch response's bytes around the records (v18 field sizes, varints at their
+# widest): the header and top-level fields, each topic (name or id), each partition's fields.
+_RESPONSE_OVERHEAD = 64
+_TOPIC_OVERHEAD = 32
+_PARTITION_OVERHEAD = 56
+
 class ConsumerRecord(tuple):
     """A record as the application sees it. ``leader_epoch`` is None when the batch has none;
     serialized sizes are -1 for a null key or value (as Kafka's ConsumerRecord).
@@ -611,11 +618,19 @@ class Fetcher:
                 handler = self._sessions[node] = FetchSessionHandler(node)
             data = handler.build(partitions, self._fetch_versions.get(node, FETCH_VERSION_MAX))
             request = data.to_request(max_wait_ms=config.fetch_max_wait_ms, min_bytes=config.fetch_min_bytes,
-                                      max_bytes=config.fetch_max_bytes, isolation_level=config.isolation_level_code,
-                                      rack_id=config.client_rack)
+                                      max_bytes=self._max_bytes(data.session_partitions),
+                                      isolation_level=config.isolation_level_code, rack_id=config.client_rack)
             self._in_flight[node] = _InFlight(request, data, now_ms, frozenset(data.session_partitions))
             requests[node] = (request, data.version)
         return requests
+
+    def _max_bytes(self, partitions) -> int:
+        """MaxBytes for a fetch of ``partitions``: fetch.max.bytes, lowered so that a whole response (its
+        records and the framing around them, which the pool is charged for too) fits in buffer.memory."""
+        topics = {tp.topic for tp in partitions}
+        framing = (_RESPONSE_OVERHEAD + sum(_TOPIC_OVERHEAD + len(topic) for topic in topics)
+                   + _PARTITION_OVERHEAD * len(partitions))
+        return max(1, min(self.config.fetch_max_bytes, self.pool.size - framing))
 
     def session(self, node_id: int) -> FetchSessionHandler | None:
         return self._sessions.get(node_id)

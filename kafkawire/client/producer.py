@@ -347,9 +347,15 @@ class AsyncProducer:
             nodes.append(node)
         delay = check.next_ready_check_delay_ms
         if nodes:
+            sent = False
             for node, batches in accumulator.drain(self._leaders, nodes, self.config.max_request_size, now).items():
                 if batches:
                     self._send_produce(node, batches)
+                    sent = True
+            if sent:
+                # Drain takes one batch per partition; a backlog goes out in further requests now, while
+                # in-flight room lasts, rather than one request per round trip (as Java's sender loops).
+                self._wakeup.set()
         if check.unknown_leader_topics or self.metadata.needs_update:
             delay = min(delay, self.config.retry_backoff_ms)
         return delay
