@@ -10,14 +10,15 @@ Two stages, one shuffle:
    order and streams them through reassembly, framing, correlation and decoding
    (``decode_connection`` then ``TableBatcher``), holding one connection's state at a time.
 
-Stage 2 writes every table's rows into one staging Parquet dataset (a ``table`` column says which;
-each table's columns sit in a struct column of its name), and the driver then copies each table
-out of it. Writing through Spark keeps task retries and speculative attempts from duplicating rows.
+Stage 2 emits each table's rows as Arrow IPC blobs tagged with the table's name, kept on the
+executors' disks; each table is then written through Spark from its own blobs with its own schema.
+Writing through Spark keeps task retries and speculative attempts from duplicating rows.
 """
 from __future__ import annotations
 
 import json
 import os
+import struct
 import time
 from dataclasses import dataclass, field
 from itertools import groupby
@@ -48,9 +49,11 @@ _PACKET_FIELDS = Packet._fields  # the column order above, without connection
 PACKET_ROWS_PER_BATCH = 2048
 PACKET_BYTES_PER_BATCH = 16 << 20
 TABLE_ORDER = ("frames", "fetches", "produces", "records", "problems")
-STAGING_SCHEMA = pa.schema([("table", pa.string())] + [
-    pa.field(name, pa.struct(list(TABLES[name])), nullable=True) for name in TABLE_ORDER])
-STAGING = "_staging"
+# Stage 2's output: each table's batches as Arrow IPC streams, so that every table keeps its own
+# schema (a union of all tables' columns made every row thousands of columns wide).
+STAGED_SCHEMA = pa.schema([("table", pa.string()), ("rows", pa.int64()), ("batch", pa.binary())])
+STAGING = "_staging"  # written by earlier versions; removed when found
+_OFFSETS = struct.Struct("<ii")
 SUMMARY = "_summary"
 
 
@@ -146,15 +149,24 @@ def _packet_rows(batches):
 
 
 def _staged(table: str, batch: pa.RecordBatch) -> pa.RecordBatch:
-    n = batch.num_rows
-    arrays = [pa.array([table] * n, pa.string())]
-    for name in TABLE_ORDER:
-        struct_type = STAGING_SCHEMA.field(name).type
-        if name == table:
-            arrays.append(pa.StructArray.from_arrays(batch.columns, fields=list(struct_type)))
-        else:
-            arrays.append(pa.nulls(n, struct_type))
-    return pa.RecordBatch.from_arrays(arrays, schema=STAGING_SCHEMA)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    blob = sink.getvalue()
+    # One binary value over the IPC buffer itself, without copying it into a Python bytes object.
+    offsets = pa.py_buffer(_OFFSETS.pack(0, blob.size))
+    return pa.RecordBatch.from_arrays(
+        [pa.array([table], pa.string()), pa.array([batch.num_rows], pa.int64()),
+         pa.Array.from_buffers(pa.binary(), 1, [None, offsets, blob])], schema=STAGED_SCHEMA)
+
+
+def unstage(batches):
+    """``mapInArrow`` body of the table writes: IPC streams back into the table's own batches."""
+    for staged in batches:
+        blobs = staged.column(2)
+        for i in range(len(blobs)):
+            with pa.ipc.open_stream(blobs[i].as_buffer()) as reader:
+                yield from reader
 
 
 # ---- the driver -----------------------------------------------------------------------------------
@@ -162,6 +174,7 @@ def _staged(table: str, batch: pa.RecordBatch) -> pa.RecordBatch:
 def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, split_bytes: int = SPLIT_BYTES,
            partitions: int | None = None, overwrite: bool = True) -> DecodeResult:
     """Decode captures ``inputs`` (files, folders, globs) into Parquet tables under ``out_dir``."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -176,7 +189,6 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
         # Only what this job writes: --out may well be a folder that holds other things (even the captures).
         for name in (*TABLE_ORDER, STAGING, SUMMARY):
             _remove(spark, f"{out}/{name}")
-    staging = f"{out}/{STAGING}"
 
     split_rows = spark.sparkContext.parallelize([(json.dumps(s),) for s in splits], len(splits))
     packets = spark.createDataFrame(split_rows, "split string").mapInArrow(
@@ -187,19 +199,19 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
     ports = set(broker_ports) if broker_ports else None
     decoded = (packets.repartition(partitions, "connection")
                .sortWithinPartitions("connection", "order")
-               .mapInArrow(decode_partition(ports, records), from_arrow_schema(STAGING_SCHEMA)))
-    decoded.write.mode("overwrite").parquet(staging)
+               .mapInArrow(decode_partition(ports, records), from_arrow_schema(STAGED_SCHEMA)))
+    # Kept on the executors' disks between the table writes (recomputed from the captures if lost).
+    decoded = decoded.persist(StorageLevel.DISK_ONLY)
 
-    staged = spark.read.parquet(staging)
     result = DecodeResult(out, files, len(splits), input_bytes)
-    counts = {row["table"]: row["count"] for row in staged.groupBy("table").count().collect()}
+    counts = {row["table"]: row["rows"] for row in decoded.groupBy("table").agg(F.sum("rows").alias("rows")).collect()}
     for name in TABLE_ORDER:
         if name == "records" and not records:
             continue
-        table = staged.where(F.col("table") == name).select(f"{name}.*")
+        table = decoded.where(F.col("table") == name).mapInArrow(unstage, from_arrow_schema(TABLES[name]))
         table.write.mode("overwrite").parquet(f"{out}/{name}")
         result.rows[name] = counts.get(name, 0)
-    _remove(spark, staging)
+    decoded.unpersist()
     result.seconds = time.monotonic() - started
     spark.createDataFrame([(result.to_json(),)], "summary string").coalesce(1).write.mode("overwrite").text(
         f"{out}/{SUMMARY}")
