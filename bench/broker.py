@@ -30,11 +30,8 @@ import argparse
 import os
 import platform
 import re
-import select
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -46,14 +43,12 @@ import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from common import git_state
+from common import BrokerProcess, git_state
 
 HERE = Path(__file__).resolve().parent
-KAFKAWIRE = Path(sys.executable).with_name("kafkawire")
 TOPIC = "bench"
 CHUNK = 1 << 20
 TARGET = 0.5  # consume >= 50% of the loopback copy rate
-READY = re.compile(r"kafkawire broker on (\S+):(\d+)")
 
 
 def parse_size(text: str) -> int:
@@ -110,36 +105,6 @@ def loopback_copy(total: int) -> float:
 
 
 # =========================================================================== broker
-
-class BrokerProcess:
-    def __init__(self, data_dir: Path, log_path: Path):
-        self.log = open(log_path, "wb")
-        self.proc = subprocess.Popen([str(KAFKAWIRE), "broker", "--data-dir", str(data_dir), "--port", "0"],
-                                     stdout=subprocess.PIPE, stderr=self.log)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if select.select([self.proc.stdout], [], [], 0.2)[0]:
-                line = self.proc.stdout.readline().decode(errors="replace")
-                found = READY.search(line)
-                if found:
-                    self.bootstrap = f"{found.group(1)}:{found.group(2)}"
-                    return
-                if not line:
-                    break
-        self.stop()
-        raise RuntimeError(f"the broker did not start; see {log_path}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc.stdout.close()
-        self.log.close()
-
 
 def create_topic(bootstrap: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -38,7 +38,6 @@ import gc
 import os
 import platform
 import random
-import re
 import select
 import shutil
 import signal
@@ -49,11 +48,9 @@ import time
 from importlib.metadata import version as dist_version
 from pathlib import Path
 
-from common import git_state
+from common import BrokerProcess, git_state
 
 HERE = Path(__file__).resolve().parent
-KAFKAWIRE = Path(sys.executable).with_name("kafkawire")
-READY = re.compile(r"kafkawire broker on (\S+):(\d+)")
 MiB = 1 << 20
 
 # Fetch settings every consumer gets (Kafka's defaults; 500 records a poll).
@@ -65,40 +62,6 @@ MAX_POLL_RECORDS = 500
 
 
 # =========================================================================== brokers
-
-class BrokerProcess:
-    """``kafkawire broker`` in a subprocess on ``data_dir``."""
-
-    def __init__(self, data_dir: Path, log_path: Path, *extra: str):
-        self.log = open(log_path, "wb")
-        self.proc = subprocess.Popen([str(KAFKAWIRE), "broker", "--data-dir", str(data_dir), "--port", "0",
-                                      "--rebalance-delay-ms", "0", *extra],
-                                     stdout=subprocess.PIPE, stderr=self.log)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if select.select([self.proc.stdout], [], [], 0.2)[0]:
-                line = self.proc.stdout.readline().decode(errors="replace")
-                found = READY.search(line)
-                if found:
-                    self.host, self.port = found.group(1), int(found.group(2))
-                    self.bootstrap = f"{self.host}:{self.port}"
-                    return
-                if not line:
-                    break
-        self.stop()
-        raise RuntimeError(f"the broker did not start; see {log_path}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc.stdout.close()
-        self.log.close()
-
 
 class BrokerInProcess:
     """kafkawire.broker.BrokerThread in this process."""
@@ -778,7 +741,11 @@ def main(argv=None) -> int:
     if args.quick:
         args.records, args.repeats = 50_000, 1
         args.kip81_partitions, args.kip782_partitions, args.latency_bytes = 200, 200, 1 * MiB
-    make_broker = BrokerInProcess if args.in_process else BrokerProcess
+    if args.in_process:
+        make_broker = BrokerInProcess
+    else:
+        def make_broker(data_dir, log_path, *extra):  # groups rebalance at once
+            return BrokerProcess(data_dir, log_path, "--rebalance-delay-ms", "0", *extra)
 
     started = time.perf_counter()
     import confluent_kafka

@@ -1,11 +1,19 @@
-"""Pieces every benchmark here shares: block calibration and the git state printed with results."""
+"""Pieces the benchmarks here share: block calibration, the git state printed with results, and the
+reference broker in a subprocess."""
 from __future__ import annotations
 
 import gc
+import re
+import select
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+KAFKAWIRE = Path(sys.executable).with_name("kafkawire")
+READY = re.compile(r"kafkawire broker on (\S+):(\d+)")
 
 
 def calibrate(fn, block: float, clock) -> int:
@@ -34,3 +42,36 @@ def git_state() -> str:
         return head + (" + uncommitted changes in kafkawire/" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+class BrokerProcess:
+    """``kafkawire broker`` in a subprocess on ``data_dir`` (``extra``: more command-line options)."""
+
+    def __init__(self, data_dir: Path, log_path: Path, *extra: str):
+        self.log = open(log_path, "wb")
+        self.proc = subprocess.Popen([str(KAFKAWIRE), "broker", "--data-dir", str(data_dir), "--port", "0", *extra],
+                                     stdout=subprocess.PIPE, stderr=self.log)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if select.select([self.proc.stdout], [], [], 0.2)[0]:
+                line = self.proc.stdout.readline().decode(errors="replace")
+                found = READY.search(line)
+                if found:
+                    self.host, self.port = found.group(1), int(found.group(2))
+                    self.bootstrap = f"{self.host}:{self.port}"
+                    return
+                if not line:
+                    break
+        self.stop()
+        raise RuntimeError(f"the broker did not start; see {log_path}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc.stdout.close()
+        self.log.close()

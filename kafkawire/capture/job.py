@@ -45,7 +45,6 @@ PACKET_SCHEMA = pa.schema([
     ("payload", pa.binary()),
     ("missing", pa.int64()),
 ])
-_PACKET_FIELDS = Packet._fields  # the column order above, without connection
 PACKET_ROWS_PER_BATCH = 2048
 PACKET_BYTES_PER_BATCH = 16 << 20
 TABLE_ORDER = ("frames", "fetches", "produces", "records", "problems")
@@ -80,40 +79,22 @@ def read_splits(batches):
 
 
 def _packet_batches(packets):
-    columns: list[list] = [[] for _ in range(len(PACKET_SCHEMA))]
-    connection, order, ts_ns, src, sport, dst, dport, seq, ack, flags, payload, missing = columns
-    held = 0
-    for p in packets:
-        s, d = (p.src, p.sport), (p.dst, p.dport)
-        connection.append(_key(*s, *d) if s <= d else _key(*d, *s))
-        order.append(p.order)
-        ts_ns.append(p.ts_ns)
-        src.append(p.src)
-        sport.append(p.sport)
-        dst.append(p.dst)
-        dport.append(p.dport)
-        seq.append(p.seq)
-        ack.append(p.ack)
-        flags.append(p.flags)
-        payload.append(p.payload)
-        missing.append(p.missing)
-        held += len(p.payload)
-        if len(order) >= PACKET_ROWS_PER_BATCH or held >= PACKET_BYTES_PER_BATCH:
-            yield pa.RecordBatch.from_arrays([pa.array(c, t.type) for c, t in zip(columns, PACKET_SCHEMA)],
-                                             schema=PACKET_SCHEMA)
-            for c in columns:
-                c.clear()
-            held = 0
-    if order:
-        yield pa.RecordBatch.from_arrays([pa.array(c, t.type) for c, t in zip(columns, PACKET_SCHEMA)],
-                                         schema=PACKET_SCHEMA)
+    held: list[Packet] = []
+    size = 0
+    for packet in packets:
+        held.append(packet)
+        size += len(packet.payload)
+        if len(held) >= PACKET_ROWS_PER_BATCH or size >= PACKET_BYTES_PER_BATCH:
+            yield _packet_batch(held)
+            held, size = [], 0
+    if held:
+        yield _packet_batch(held)
 
 
-def _key(a: str, ap: int, b: str, bp: int) -> str:
-    # model.connection_key, inlined for the per-packet path (a: the smaller endpoint).
-    left = f"[{a}]:{ap}" if ":" in a else f"{a}:{ap}"
-    right = f"[{b}]:{bp}" if ":" in b else f"{b}:{bp}"
-    return f"{left}-{right}"
+def _packet_batch(packets: list[Packet]) -> pa.RecordBatch:
+    columns = [[p.connection for p in packets], *zip(*packets)]  # PACKET_SCHEMA: connection, then Packet's fields
+    return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, PACKET_SCHEMA)],
+                                      schema=PACKET_SCHEMA)
 
 
 # ---- stage 2: packets of each connection -> table rows --------------------------------------------

@@ -13,8 +13,9 @@ import sys
 JOB_SETTINGS = {
     # Packet payloads are up to 64 KiB (loopback, TSO): keep Arrow batches to a few MiB.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "512",
-    # Parquet rows here are wide (the typed bodies) and hold large binaries: Spark's vectorized reader at
-    # its default 4,096 rows per batch asked for 125 MB blocks and ran a 2 GB driver out of heap on 1 GB.
+    # The frames table is wide (the typed bodies) and holds large binaries: Spark's vectorized reader at
+    # its default 4,096 rows per batch asked for 125 MB blocks and ran a 2 GB driver out of heap reading
+    # such rows back from a 1 GB capture.
     "spark.sql.parquet.columnarReaderBatchSize": "256",
     # Timestamps are written as UTC instants.
     "spark.sql.session.timeZone": "UTC",
