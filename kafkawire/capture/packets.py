@@ -173,20 +173,20 @@ def _ip_after_ethertype(buf, ethertype: int, l3: int, end: int):
     return 0, NOT_IP
 
 
+# Link headers that end in an ethertype: (header size, where the ethertype is).
+_ETHERTYPE_LINKS = {LINKTYPE_ETHERNET: (_ETHERNET_SIZE, _ETHERTYPE_AT),
+                    LINKTYPE_LINUX_SLL2: (_SLL2_SIZE, _SLL2_PROTOCOL_AT),
+                    LINKTYPE_LINUX_SLL: (_SLL_SIZE, _SLL_PROTOCOL_AT)}
+
+
 def _ip_after_link(buf, off: int, end: int, linktype: int):
     """(offset of the IP header, IP version) for a frame of any supported link type; or a skip reason."""
-    if linktype == LINKTYPE_ETHERNET:
-        if off + _ETHERNET_SIZE > end:
+    framing = _ETHERTYPE_LINKS.get(linktype)
+    if framing is not None:
+        size, ethertype_at = framing
+        if off + size > end:
             return 0, HEADERS_CUT
-        return _ip_after_ethertype(buf, _U16(buf, off + _ETHERTYPE_AT)[0], off + _ETHERNET_SIZE, end)
-    if linktype == LINKTYPE_LINUX_SLL2:
-        if off + _SLL2_SIZE > end:
-            return 0, HEADERS_CUT
-        return _ip_after_ethertype(buf, _U16(buf, off + _SLL2_PROTOCOL_AT)[0], off + _SLL2_SIZE, end)
-    if linktype == LINKTYPE_LINUX_SLL:
-        if off + _SLL_SIZE > end:
-            return 0, HEADERS_CUT
-        return _ip_after_ethertype(buf, _U16(buf, off + _SLL_PROTOCOL_AT)[0], off + _SLL_SIZE, end)
+        return _ip_after_ethertype(buf, _U16(buf, off + ethertype_at)[0], off + size, end)
     if linktype == LINKTYPE_NULL or linktype == LINKTYPE_LOOP:
         if off + 4 > end:
             return 0, HEADERS_CUT
