@@ -53,9 +53,10 @@ from .group import (
     OutgoingRequest, PartitionsAssigned, PartitionsLost, PartitionsRevoked,
 )
 from .metadata import METADATA_REFRESH_ERRORS, ClusterMetadata, Metadata
+from . import settings
 
 __all__ = ["AsyncConsumer", "ConsumerRecord", "TopicPartition", "CommitFailedError", "GroupError", "ConsumerClosed",
-           "OffsetAndMetadata", "consumer_config"]
+           "OffsetAndMetadata"]
 
 log = logging.getLogger(__name__)
 
@@ -70,22 +71,11 @@ def _now_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-def consumer_config(config: ConsumerConfig | Mapping[str, Any] | None, properties: Mapping[str, Any]) -> ConsumerConfig:
-    """A ConsumerConfig from a config, a mapping of Kafka property names, and/or keyword properties."""
-    if isinstance(config, ConsumerConfig):
-        if properties:
-            raise TypeError("pass either a ConsumerConfig or properties, not both")
-        return config
-    merged = dict(config or {})
-    merged.update(properties)
-    return ConsumerConfig.from_properties(merged)
-
-
 class AsyncConsumer:
     """A Kafka consumer on asyncio (see the module docstring)."""
 
     def __init__(self, config: ConsumerConfig | Mapping[str, Any] | None = None, **properties):
-        self.config = config = consumer_config(config, properties)
+        self.config = config = settings.resolve(ConsumerConfig, config, properties)
         if not config.bootstrap_servers:
             raise ValueError("bootstrap.servers is required")
         self.fetcher = Fetcher(config)

@@ -119,14 +119,7 @@ class ConsumerConfig:
     @classmethod
     def from_properties(cls, properties: Mapping[str, object]) -> ConsumerConfig:
         """A config from Kafka's dotted property names; an unknown name is a ConfigError."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        values: dict[str, object] = {}
-        for name, value in properties.items():
-            attribute = str(name).replace(".", "_")
-            if attribute not in known:
-                raise ConfigError(f"unknown consumer config {name!r}")
-            values[attribute] = value
-        return cls(**values)
+        return settings.from_properties(cls, properties, "consumer")
 
     def to_properties(self) -> dict[str, object]:
         """The settings under their dotted names (None where a setting falls back to another)."""

@@ -40,9 +40,10 @@ from .connection import ConnectionManager, IncompatibleBrokerError, KafkaConnect
 from .metadata import METADATA_REFRESH_ERRORS, Metadata
 from .partitioner import Partitioner
 from .producer_batch import ProducerBatch, RecordFuture, RecordMetadata
+from . import settings
 from .producer_config import ProducerConfig
 
-__all__ = ["AsyncProducer", "RecordMetadata", "ProducerClosed", "producer_config"]
+__all__ = ["AsyncProducer", "RecordMetadata", "ProducerClosed"]
 
 log = logging.getLogger(__name__)
 
@@ -59,23 +60,11 @@ def _now_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-def producer_config(config: ProducerConfig | Mapping[str, Any] | None, properties: Mapping[str, Any]) -> ProducerConfig:
-    """A ProducerConfig from a config, a mapping of Kafka property names, and/or keyword properties
-    (``bootstrap_servers=...`` or the dotted names)."""
-    if isinstance(config, ProducerConfig):
-        if properties:
-            raise TypeError("pass either a ProducerConfig or properties, not both")
-        return config
-    merged = dict(config or {})
-    merged.update(properties)
-    return ProducerConfig.from_properties(merged)
-
-
 class AsyncProducer:
     """A Kafka producer on asyncio (see the module docstring)."""
 
     def __init__(self, config: ProducerConfig | Mapping[str, Any] | None = None, **properties):
-        self.config = producer_config(config, properties)
+        self.config = settings.resolve(ProducerConfig, config, properties)
         if not self.config.bootstrap_servers:
             raise ValueError("bootstrap.servers is required")
         self.pool = BufferPool(self.config.buffer_memory, self.config.batch_size)

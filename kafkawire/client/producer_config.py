@@ -22,7 +22,6 @@ when the config is built (after that they hold plain values):
 """
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -115,14 +114,7 @@ class ProducerConfig:
     @classmethod
     def from_properties(cls, properties: Mapping[str, object]) -> ProducerConfig:
         """A config from Kafka's dotted property names; an unknown name is a ConfigError."""
-        known = {f.name for f in dataclasses.fields(cls) if not f.name.startswith("_")}
-        values: dict[str, object] = {}
-        for name, value in properties.items():
-            attribute = str(name).replace(".", "_")
-            if attribute not in known:
-                raise ConfigError(f"unknown producer config {name!r}")
-            values[attribute] = value
-        return cls(**values)
+        return settings.from_properties(cls, properties, "producer")
 
     # ---- resolution of interdependent settings ---------------------------------------------------
     def _resolve_compression(self) -> None:

@@ -1,6 +1,9 @@
 """Checking client settings given under Kafka's dotted names, as text or as Python values."""
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+
 from kafkawire.errors import KafkaWireError
 
 
@@ -52,3 +55,27 @@ def choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
     if text not in allowed:
         raise ConfigError(f"{dotted(name)} must be one of {', '.join(allowed)}, not {value!r}")
     return text
+
+
+def from_properties(cls, properties: Mapping[str, object], kind: str):
+    """A ``cls`` config from Kafka's dotted property names; an unknown name is a ConfigError."""
+    known = {f.name for f in dataclasses.fields(cls) if not f.name.startswith("_")}
+    values: dict[str, object] = {}
+    for name, value in properties.items():
+        attribute = str(name).replace(".", "_")
+        if attribute not in known:
+            raise ConfigError(f"unknown {kind} config {name!r}")
+        values[attribute] = value
+    return cls(**values)
+
+
+def resolve(cls, config, properties: Mapping[str, object]):
+    """A ``cls`` config from a config, a mapping of Kafka property names, and/or keyword properties
+    (``bootstrap_servers=...`` or the dotted names)."""
+    if isinstance(config, cls):
+        if properties:
+            raise TypeError(f"pass either a {cls.__name__} or properties, not both")
+        return config
+    merged = dict(config or {})
+    merged.update(properties)
+    return cls.from_properties(merged)
