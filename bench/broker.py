@@ -63,6 +63,32 @@ def mb_s(nbytes: int, seconds: float) -> float:
     return nbytes / seconds / 1e6
 
 
+def cpu_seconds(pid: int, tid: int | None = None) -> float:
+    """User + system CPU seconds so far of process ``pid`` (all its threads), or of its thread ``tid``."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    fields = Path(path).read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu(pid: int) -> dict[tuple[int, str], float]:
+    """CPU seconds so far of each thread of ``pid``, keyed by (thread id, thread name)."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            found[int(task.name), name] = cpu_seconds(pid, int(task.name))
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # the thread ended
+    return found
+
+
+def busiest_thread(before: dict, after: dict) -> tuple[str, float]:
+    """The thread that used the most CPU between two ``thread_cpu`` samples: (name, seconds)."""
+    used = {key: seconds - before.get(key, 0.0) for key, seconds in after.items()}
+    key = max(used, key=used.get)
+    return key[1], used[key]
+
+
 # =========================================================================== loopback
 
 def loopback_copy(total: int) -> float:
@@ -156,6 +182,7 @@ def consume(bootstrap: str, count: int, partitions: int) -> tuple[float, int]:
         "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 256 << 10, "check.crcs": False,
     })
     seen, payload = 0, 0
+    threads_before = thread_cpu(os.getpid())
     try:
         started = time.perf_counter()
         consumer.assign([TopicPartition(TOPIC, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)])
@@ -174,11 +201,12 @@ def consume(bootstrap: str, count: int, partitions: int) -> tuple[float, int]:
                 seen += 1
                 payload += len(message.value())
         seconds = time.perf_counter() - started
+        threads = busiest_thread(threads_before, thread_cpu(os.getpid()))
     finally:
         consumer.close()
     if seen != count:
         raise RuntimeError(f"consumed {seen} messages, produced {count}")
-    return seconds, payload
+    return seconds, payload, threads
 
 
 
@@ -223,11 +251,18 @@ def main(argv=None) -> int:
             raise RuntimeError(f"high watermarks {marks} add up to {sum(marks)}, produced {count}")
         print(f"- produce:                {mb_s(total, produce_s):8,.0f} MB/s  ({produce_s:.2f} s, "
               f"{count / produce_s:,.0f} msg/s)")
-        consume_s, payload = consume(broker.bootstrap, count, args.partitions)
+        cpu_before = cpu_seconds(broker.proc.pid), cpu_seconds(os.getpid())
+        consume_s, payload, threads = consume(broker.bootstrap, count, args.partitions)
+        broker_cpu = cpu_seconds(broker.proc.pid) - cpu_before[0]
+        client_cpu = cpu_seconds(os.getpid()) - cpu_before[1]
         if payload != total:
             raise RuntimeError(f"consumed {payload} payload bytes, produced {total}")
         print(f"- consume:                {mb_s(total, consume_s):8,.0f} MB/s  ({consume_s:.2f} s, "
               f"{count / consume_s:,.0f} msg/s)")
+        thread_name, thread_s = threads
+        print(f"  CPU while consuming: broker {broker_cpu:.2f} s ({broker_cpu / consume_s:.0%} of a core; "
+              f"{broker_cpu / (total / (1 << 30)):.2f} s per GiB served), consumer process {client_cpu:.2f} s, "
+              f"its busiest thread '{thread_name}' {thread_s:.2f} s ({thread_s / consume_s:.0%} of the wall time)")
         on_disk = sum(f.stat().st_size for f in (tmp / "data").rglob("*.log"))
     finally:
         broker.stop()

@@ -134,10 +134,19 @@ def decode_request(frame_bytes, exact: bool = True):
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body, header_tags=None) -> bytes:
     """A response frame with its size prefix."""
+    return b"".join(encode_response_parts(api_key, api_version, correlation_id, body, header_tags))
+
+
+def encode_response_parts(api_key: int, api_version: int, correlation_id: int, body, header_tags=None) -> list:
+    """The response frame as a list of pieces (size prefix and header first, then ``body.encode_parts``):
+    the body's ``bytes`` and ``records`` values stay pieces of their own, for writes that do not copy them."""
     info = _api(api_key)
     header = response_header_class()(correlation_id=correlation_id, unknown_tags=header_tags)
-    payload = header.encode(info.response_header_version(api_version)) + body.encode(api_version)
-    return frame(payload)
+    head = header.encode(info.response_header_version(api_version))
+    parts = body.encode_parts(api_version)
+    size = len(head) + sum(map(len, parts))
+    parts[:0] = (_SIZE.pack(size) + head,)
+    return parts
 
 
 def decode_response(frame_bytes, api_key: int, api_version: int, exact: bool = True):

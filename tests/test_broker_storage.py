@@ -14,7 +14,7 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kafkawire.broker.storage import (
-    LogAppendError, LogConfig, LogOffsetMetadata, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog, RemoteStore,
+    FileRecords, LogAppendError, LogConfig, LogOffsetMetadata, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog, RemoteStore,
 )
 from kafkawire.error_codes import ErrorCode
 from kafkawire.records import Codec, LegacyMessageSetBuilder, RecordBatchBuilder, iter_batches
@@ -1060,3 +1060,23 @@ def test_preallocated_kafka_index_with_zero_entries_is_rebuilt(tmp_path):
     index.write_bytes(index.read_bytes() + b"\0" * 64)
     log = open_log(path, segment_bytes=3000, index_interval_bytes=100)
     assert log.segments[0].index_entries == expected
+
+
+def test_reads_as_file_slices_hold_the_same_bytes_and_outlive_retention(tmp_path):
+    log = open_log(tmp_path / "t-0", segment_bytes=1000, retention_bytes=1000)
+    for _ in range(8):
+        log.append(batch_of_size(300))
+    for offset, max_bytes, min_one in [(0, 700, True), (1, 10, True), (0, 10, False), (4, 5000, True)]:
+        as_bytes, as_file = log.read(offset, max_bytes, min_one), log.read(offset, max_bytes, min_one, as_file=True)
+        assert isinstance(as_file.records, FileRecords) and len(as_file.records) == len(as_bytes.records)
+        assert as_file.records.read() == as_bytes.records
+        assert as_file.first_entry_incomplete == as_bytes.first_entry_incomplete
+    assert log.read(8, 1000, True, as_file=True).records == b""  # at the end: nothing to slice
+    # A slice keeps its own descriptor: the segment deleted and closed under it, it still reads its bytes.
+    kept = log.read(0, 600, True, as_file=True).records
+    expected = log.read(0, 600, True).records
+    assert log.apply_retention(NOW) > 0 and not (tmp_path / "t-0" / f"{0:020d}.log").exists()
+    assert kept.read() == expected
+    kept.close()
+    with pytest.raises(OSError):
+        kept.read()

@@ -24,6 +24,7 @@ import pytest
 from broker_harness import BrokerThread
 from kafkawire import messages as m
 from kafkawire.broker.tap import WireTap
+from kafkawire.broker.storage import FileRecords
 from kafkawire.framing import Correlator, FrameBuffer, decode_request, decode_response, peek_request
 from kafkawire.pcap.writer import (DEFAULT_MSS, TcpConversationWriter, enhanced_packet_block, file_header,
                                    interface_description_block, section_header_block)
@@ -381,7 +382,10 @@ def record_handled(broker) -> list:
 
     async def recording(frame, host):
         response = await respond(frame, host)
-        handled.append((frame, response if isinstance(response, bytes) else None))
+        if isinstance(response, list):  # the response frame's pieces; fetched records are file slices
+            handled.append((frame, b"".join(p.read() if isinstance(p, FileRecords) else p for p in response)))
+        else:
+            handled.append((frame, None))
         return response
     broker._respond = recording
     return handled

@@ -15,7 +15,7 @@ import pytest
 from kafkawire import DecodeError
 from kafkawire.framing import (
     DEFAULT_MAX_FRAME, Correlator, FrameBuffer, FrameTooLarge, decode_request, decode_response, encode_request,
-    encode_response, frame, peek_request,
+    encode_response, encode_response_parts, frame, peek_request,
 )
 from kafkawire.messages import (
     ApiVersionsRequest, ApiVersionsResponse, ControlledShutdownRequest, FetchRequest, FetchResponse,
@@ -475,3 +475,34 @@ def test_header_classes():
     assert ResponseHeader.VALID_VERSIONS == (0, 1)
     assert len(apis()) == 88
     assert [a.key for a in apis()] == sorted(a.key for a in apis())
+
+
+class _Slice:
+    """Stands for fetched records kept out of memory (as the broker's file slices are): only len()."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 16])
+def test_response_parts_keep_records_pieces_and_join_to_the_frame(version):
+    records = [b"\x00" * 70, b"\x01" * 300]
+    body = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(
+        topic="t", topic_id=uuid.UUID(int=5), partitions=[
+            FetchResponse.PartitionData(partition_index=i, high_watermark=9, records=r)
+            for i, r in enumerate(records)])])
+    whole = encode_response(FetchResponse.API_KEY, version, 41, body)
+    parts = encode_response_parts(FetchResponse.API_KEY, version, 41, body)
+    assert b"".join(parts) == whole
+    assert [p for p in parts if any(p is r for r in records)] == records  # the same objects, not copies
+    # The encoder takes only len() of a records value: a slice object works and lands in place.
+    slices = [_Slice(r) for r in records]
+    for data, piece in zip(body.responses[0].partitions, slices):
+        data.records = piece
+    parts = encode_response_parts(FetchResponse.API_KEY, version, 41, body)
+    assert [p for p in parts if isinstance(p, _Slice)] == slices
+    assert b"".join(p.data if isinstance(p, _Slice) else p for p in parts) == whole
+    assert struct.unpack_from(">i", parts[0])[0] == len(whole) - 4

@@ -4,7 +4,9 @@
 ``min(PartitionMaxBytes, bytes left of MaxBytes)``; the first partition that returns bytes may exceed
 both limits by its first whole batch; a later partition whose first batch does not fit returns
 nothing. Only the first partition whose offset lies in the remote tier is read remotely; its bytes
-count against MaxBytes like any other (upstream's later fix of the overshoot).
+count against MaxBytes like any other (upstream's later fix of the overshoot). Local reads are
+``FileRecords`` slices of the segments, which the server sends with sendfile(2): the log bytes are
+never copied through Python.
 
 ``FetchPurgatory`` parks fetches that found too little data: appends wake the fetches watching that
 partition, which complete once the bytes available reach MinBytes; otherwise a timer ends them at
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 
 from ..error_codes import ErrorCode
 from .sessions import SessionPartition
-from .storage import OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
+from .storage import FileRecords, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
 
 __all__ = ["PartitionRead", "read_partitions", "FetchPurgatory", "DelayedFetch"]
 
@@ -34,7 +36,7 @@ class PartitionRead:
     partition: int
     log: PartitionLog | None
     error: ErrorCode = ErrorCode.NONE
-    records: bytes = b""
+    records: bytes | FileRecords = b""  # remote reads are bytes
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -61,7 +63,7 @@ async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_ma
         read.log_start_offset = log.log_start_offset
         adjusted = min(read.request.partition_max_bytes, limit)
         try:
-            result = log.read(read.request.fetch_offset, adjusted, min_one_message)
+            result = log.read(read.request.fetch_offset, adjusted, min_one_message, as_file=True)
             records = b"" if result.first_entry_incomplete and not hard_max_bytes_limit else result.records
             read.fetch_metadata = result.fetch_offset_metadata
         except OffsetInRemoteTier:

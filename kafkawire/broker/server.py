@@ -1,6 +1,9 @@
 """The broker's network side: an asyncio server speaking Kafka's framing, one request at a time per
 connection (as Kafka mutes a channel until its response is sent), so responses keep request order.
 
+Responses are written as the encoder's pieces: fetched log bytes (``FileRecords``) go from the page
+cache to the socket with sendfile(2), everything else in one write per run of small pieces.
+
 A request the broker cannot read (an unknown API, a version it does not serve, a malformed body,
 an oversized frame) closes the connection, as Kafka does; the one exception is an ApiVersions
 request of a version too new, answered with a v0 UNSUPPORTED_VERSION response naming the versions
@@ -15,10 +18,11 @@ import time
 from .. import messages as m
 from ..error_codes import ErrorCode
 from ..errors import DecodeError
-from ..framing import FrameBuffer, FrameTooLarge, decode_request, encode_response, peek_request
+from ..framing import FrameBuffer, FrameTooLarge, decode_request, encode_response_parts, peek_request
 from .config import BrokerConfig
 from .groups import GroupCoordinator
 from .handlers import Handlers
+from .storage import FileRecords
 from .tap import WireTap
 from .topics import TopicManager
 from .versions import SUPPORTED_VERSIONS
@@ -125,11 +129,12 @@ class Broker:
                     response = await self._respond(frame, host)
                     if response is False:
                         return  # closing: the request could not be read
-                    if response is not None:
-                        writer.write(response)
-                        if tap is not None:
-                            tap.broker_sent(conn, response, time.time_ns())
-                        await writer.drain()
+                    if response is None:
+                        continue
+                    if tap is not None:  # the tap needs the bytes themselves: send them as bytes too
+                        response = [b"".join(p.read() if type(p) is FileRecords else p for p in response)]
+                        tap.broker_sent(conn, response[0], time.time_ns())
+                    await _send(writer, response)
         except FrameTooLarge as error:
             log.warning("closing connection from %s: %s", host, error)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -140,8 +145,8 @@ class Broker:
             if tap is not None:
                 tap.connection_closed(conn, time.time_ns(), aborted=aborted, by_client=client_closed)
 
-    async def _respond(self, frame: bytes, host: str) -> bytes | None | bool:
-        """The response frame for one request frame; None for no response; False to close."""
+    async def _respond(self, frame: bytes, host: str) -> list | None | bool:
+        """The response frame for one request frame, as pieces; None for no response; False to close."""
         try:
             api_key, version, correlation_id = peek_request(frame)
         except DecodeError as error:
@@ -151,7 +156,7 @@ class Broker:
         if api_key == _API_VERSIONS and served is not None and version > served[1]:
             body = m.ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[
                 m.ApiVersionsResponse.ApiVersion(api_key=_API_VERSIONS, min_version=served[0], max_version=served[1])])
-            return encode_response(_API_VERSIONS, 0, correlation_id, body)
+            return encode_response_parts(_API_VERSIONS, 0, correlation_id, body)
         if served is None or not served[0] <= version <= served[1]:
             log.warning("closing connection from %s: API key %d version %d is not served", host, api_key, version)
             return False
@@ -168,4 +173,24 @@ class Broker:
             return False
         if response is None:
             return None
-        return encode_response(api_key, version, correlation_id, response)
+        return encode_response_parts(api_key, version, correlation_id, response)
+
+
+async def _send(writer: asyncio.StreamWriter, parts: list) -> None:
+    """Write a response's pieces in order: runs of bytes joined into one write, file slices by sendfile."""
+    run: list = []
+    for part in parts:
+        if type(part) is not FileRecords:
+            run.append(part)
+            continue
+        if run:
+            writer.write(b"".join(run))
+            run = []
+        try:
+            # waits for the transport's buffer to empty, then copies file -> socket in the kernel
+            await asyncio.get_running_loop().sendfile(writer.transport, part.file(), part.position, part.size)
+        finally:
+            part.close()
+    if run:
+        writer.write(b"".join(run))
+    await writer.drain()

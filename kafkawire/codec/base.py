@@ -97,6 +97,15 @@ class Message(Struct):
 
     def encode(self, version: int) -> bytes:
         """The body of this message written at ``version``."""
+        return b"".join(self.encode_parts(version))
+
+    def encode_parts(self, version: int) -> list:
+        """The body written at ``version`` as the list of pieces ``encode`` joins, in order.
+
+        ``bytes`` and ``records`` values are pieces of their own, exactly the objects the message
+        holds (only their ``len()`` is taken), so a caller can send a large one without copying it:
+        vectored writes, or ``sendfile`` for an object that stands for a slice of a file.
+        """
         writer = self._WRITERS.get(version)
         if writer is None:
             raise UnsupportedVersionError(
@@ -109,7 +118,7 @@ class Message(Struct):
             exc.path.insert(0, self.NAME)
             exc.reason = f"{exc.reason} (writing version {version})"
             raise
-        return b"".join(out)
+        return out
 
 
 def _decode(cls, buf, version: int, pos: int):

@@ -8,12 +8,13 @@ per-partition semantics, rolls, recovers a torn tail, applies retention and move
 """
 from .config import CREATE_TIME, LOG_APPEND_TIME, LogConfig
 from .errors import LogAppendError, OffsetInRemoteTier, OffsetOutOfRange
+from .file_records import FileRecords
 from .log import AppendResult, LogOffsetMetadata, LogRead, OffsetAndTimestamp, PartitionLog
 from .remote import RemoteSegment, RemoteStore
 
 __all__ = [
     "LogConfig", "CREATE_TIME", "LOG_APPEND_TIME",
     "LogAppendError", "OffsetOutOfRange", "OffsetInRemoteTier",
-    "PartitionLog", "AppendResult", "LogRead", "LogOffsetMetadata", "OffsetAndTimestamp",
+    "PartitionLog", "AppendResult", "LogRead", "FileRecords", "LogOffsetMetadata", "OffsetAndTimestamp",
     "RemoteStore", "RemoteSegment",
 ]

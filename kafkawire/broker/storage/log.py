@@ -23,6 +23,7 @@ from ...records.batch import RecordBatch
 from ...records.layouts import ATTRIBUTES_OFFSET, CRC_OFFSET
 from .config import LogConfig
 from .errors import LogAppendError, OffsetInRemoteTier, OffsetOutOfRange
+from .file_records import FileRecords
 from .producer_state import CorruptSnapshot, ProducerStateManager, read_snapshot, write_snapshot
 from .remote import RemoteSegment, RemoteStore
 from .segment import LogSegment, iter_batch_headers, segment_name
@@ -64,7 +65,7 @@ class LogOffsetMetadata(NamedTuple):
 
 @dataclass
 class LogRead:
-    records: bytes  # raw log bytes; may end with a partial batch; b"" when nothing
+    records: bytes | FileRecords  # raw log bytes; may end with a partial batch; b"" when nothing
     first_entry_incomplete: bool  # the first batch did not fit (v3+ callers replace the records with empty)
     high_watermark: int
     log_start_offset: int
@@ -354,7 +355,8 @@ class PartitionLog:
                 return LogOffsetMetadata(offset, segment.base_offset, info.position)
         return self.end_offset_metadata
 
-    def read(self, offset: int, max_bytes: int, min_one_message: bool, isolation_bound: int | None = None) -> LogRead:
+    def read(self, offset: int, max_bytes: int, min_one_message: bool, isolation_bound: int | None = None, *,
+             as_file: bool = False) -> LogRead:
         """Read from ``offset`` as ``UnifiedLog.read`` / ``LocalLog.read`` / ``LogSegment.read`` do (§4.3).
 
         OffsetOutOfRange below the log start or above the log end; OffsetInRemoteTier for an offset only in
@@ -362,7 +364,8 @@ class PartitionLog:
         at or beyond it the read is empty. Otherwise the slice starts at the batch holding ``offset`` (a
         mid-batch offset returns the whole batch), holds at most ``max(max_bytes, first batch)`` bytes
         when ``min_one_message`` (else ``max_bytes``), may end with a partial batch, and never spans
-        segments.
+        segments. ``as_file``: the records are a ``FileRecords`` slice of the segment (for sendfile)
+        instead of bytes read from it.
         """
         if max_bytes < 0:
             raise ValueError(f"invalid max size {max_bytes}")
@@ -391,7 +394,9 @@ class PartitionLog:
             if adjusted == 0:
                 return LogRead(b"", False, high_watermark, log_start, last_stable, fetch_metadata)
             fetch_size = min(max_position - info.position, adjusted)
-            return LogRead(segment.pread(fetch_size, info.position), adjusted < info.size, high_watermark,
+            records = (FileRecords(segment.fd, info.position, fetch_size) if as_file and fetch_size > 0
+                       else segment.pread(fetch_size, info.position))
+            return LogRead(records, adjusted < info.size, high_watermark,
                            log_start, last_stable, fetch_metadata)
         return LogRead(b"", False, high_watermark, log_start, last_stable, self.end_offset_metadata)
 

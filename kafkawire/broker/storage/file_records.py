@@ -1,0 +1,61 @@
+"""A slice of a segment file standing for fetched records, sent with sendfile(2) instead of being read.
+
+Kafka's ``FileRecords.slice`` does the same: a fetch response carries the position and size of the
+log bytes, and the network layer copies them from the page cache to the socket in the kernel. Here
+the generated encoder takes the slice as the ``records`` value (it needs only ``len()``), and the
+server hands it to ``loop.sendfile``.
+
+The slice owns a duplicate of the segment's file descriptor: retention may close and delete the
+segment while the response is still queued, and the duplicate keeps the file's bytes (and the
+descriptor number) from changing under it.
+"""
+from __future__ import annotations
+
+import io
+import os
+
+__all__ = ["FileRecords"]
+
+
+class FileRecords:
+    """``size`` bytes of an open file from ``position``: ``len()``, ``read()``, ``file()`` for sendfile."""
+
+    __slots__ = ("_fd", "position", "size")
+
+    def __init__(self, fd: int, position: int, size: int):
+        if position < 0 or size < 0:
+            raise ValueError(f"bad file slice: position {position}, size {size}")
+        self._fd = os.dup(fd)
+        self.position = position
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"FileRecords(position={self.position}, size={self.size})"
+
+    def read(self) -> bytes:
+        """The bytes of the slice (a short read means the file shrank: an error, never silent)."""
+        parts, got = [], 0
+        while got < self.size:
+            chunk = os.pread(self._fd, self.size - got, self.position + got)
+            if not chunk:
+                raise OSError(f"file ended {self.size - got} bytes before the end of its slice "
+                              f"(position {self.position}, size {self.size})")
+            parts.append(chunk)
+            got += len(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def file(self) -> io.FileIO:
+        """A binary file object over the descriptor for ``loop.sendfile`` (which seeks it; it is not
+        closed with the slice's descriptor, which ``close`` owns)."""
+        return io.FileIO(self._fd, "rb", closefd=False)
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        self.close()
