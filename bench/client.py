@@ -48,7 +48,7 @@ import time
 from importlib.metadata import version as dist_version
 from pathlib import Path
 
-from common import BrokerProcess, git_state
+from common import BrokerProcess, git_state, record_reader  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MiB = 1 << 20
@@ -754,7 +754,8 @@ def main(argv=None) -> int:
           f"{os.getloadavg()[0]:.2f}; kafkawire {dist_version('kafkawire')} (git {git_state()}), kafka-python "
           f"{dist_version('kafka-python')}, aiokafka {dist_version('aiokafka')}, confluent-kafka "
           f"{dist_version('confluent-kafka')} (librdkafka {confluent_kafka.libversion()[0]}); broker "
-          f"{'in this process' if args.in_process else 'in a subprocess'}.\n")
+          f"{'in this process' if args.in_process else 'in a subprocess'}; kafkawire's record-rows reader: "
+          f"{record_reader()}.\n")
     tmp = Path(tempfile.mkdtemp(prefix="kafkawire-bench-client-"))
     out: list[str] = []
     verdicts: list[tuple[str, bool]] = []

@@ -75,3 +75,10 @@ class BrokerProcess:
                 self.proc.wait(10)
         self.proc.stdout.close()
         self.log.close()
+
+
+def record_reader() -> str:
+    """Which reader RecordBatch.rows runs here: the C one (built by setup.py) or the Python one."""
+    from kafkawire.records import batch
+    return ("C (kafkawire.records._rows)" if batch._native is not None
+            else "pure Python (the C reader is not built, or KAFKAWIRE_PURE_PYTHON=1)")

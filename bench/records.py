@@ -50,7 +50,7 @@ from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
 
 from kafkawire.records import Codec, RecordBatchBuilder, iter_batches, iter_records
 
-from common import calibrate, git_state
+from common import calibrate, git_state, record_reader  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SEED = 20261121
@@ -462,7 +462,7 @@ def main(argv=None) -> int:
           f"kafka-python {dist_version('kafka-python')}, kafkawire {dist_version('kafkawire')} "
           f"(git {git_state()}); clock: "
           f"{'time.thread_time (CPU of this thread)' if args.clock == 'cpu' else 'time.perf_counter (wall)'}; "
-          f"GC {args.gc}")
+          f"GC {args.gc}; kafkawire's record-rows reader: {record_reader()}")
 
     t = time.perf_counter()
     fixtures = build_fixtures(args.batches, args.records, args.data, args.seed)

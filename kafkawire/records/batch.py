@@ -7,6 +7,7 @@ record), or into one tuple per record (``rows``, the consumer's path; ``records(
 from __future__ import annotations
 
 import gc
+import os
 from array import array
 
 from crc32c import crc32c
@@ -17,6 +18,14 @@ from .compression import DEFAULT_DECOMPRESSED_LIMIT, Codec, codec_name, codec_of
 from .layouts import ATTRIBUTES_OFFSET, BATCH_HEADER, BATCH_HEADER_SIZE, packed
 from .record import Header, Record, TimestampType
 from .varints import read_varint, read_varlong
+
+try:  # the C twin of _read_rows (setup.py builds it where a compiler exists); KAFKAWIRE_PURE_PYTHON=1 skips it
+    from . import _rows as _native
+    _native.set_header_type(Header)
+except ImportError:
+    _native = None
+if os.environ.get("KAFKAWIRE_PURE_PYTHON") == "1":
+    _native = None
 
 __all__ = ["RecordBatch", "CODEC_MASK", "TIMESTAMP_TYPE_FLAG", "TRANSACTIONAL_FLAG", "CONTROL_FLAG",
            "DELETE_HORIZON_FLAG", "NO_PRODUCER_ID", "NO_SEQUENCE", "wrap_int64", "increment_sequence"]
@@ -181,6 +190,12 @@ class RecordBatch:
         if pause:
             gc.disable()
         try:
+            if _native is not None:
+                rows = _native.read_rows(data, self.count, self.base_offset, self.base_timestamp, fixed_timestamp,
+                                         context, row_type)
+                if rows is not None:
+                    return rows
+                # malformed: the Python reader reads it again and raises the error with its path and offset
             return _read_rows(data, self.count, self.base_offset, self.base_timestamp, fixed_timestamp, context,
                               row_type)
         except RecordsError as error:
