@@ -46,6 +46,8 @@ from broker_harness import BrokerThread  # noqa: E402
 from kafkawire import messages as m  # noqa: E402
 from kafkawire.capture import job, report  # noqa: E402
 from kafkawire.capture.bodies import to_json  # noqa: E402
+from kafkawire.capture.packets import plan_splits  # noqa: E402
+from kafkawire.capture.rows import TABLES  # noqa: E402
 from kafkawire.framing import Correlator, decode_request, decode_response, encode_response, peek_request  # noqa: E402
 from kafkawire.messages import api  # noqa: E402
 from kafkawire.pcap.writer import TcpConversationWriter, file_header  # noqa: E402
@@ -433,7 +435,8 @@ def tap(workdir) -> TapCapture:
 
         async def recording(frame, host):
             response = await respond(frame, host)
-            handled.append((frame, response if isinstance(response, bytes) else None))
+            # a response comes as bytes or as a list of pieces; None (no response) and False (close) are none
+            handled.append((frame, response if isinstance(response, (bytes, list)) else None))
             return response
         broker.broker._respond = recording
 
@@ -905,6 +908,89 @@ def test_rotated_series_in_a_folder(spark, synthetic, synthetic_out, workdir):
     result = decode(spark, [str(workdir / "series")], workdir / "series-tables", records=True)
     assert result.files == [str(f) for f in files]
     assert_same_tables(synthetic_out, workdir / "series-tables")
+
+
+def test_rotated_series_with_some_files_gzip(spark, synthetic, synthetic_out, workdir):
+    """Rows that point into their files and rows that carry their payloads (gzip) meet in one shuffle."""
+    files = rotated_series(synthetic, workdir / "mixed-series")
+    for path in files[1::2]:
+        path.with_name(path.name + ".gz").write_bytes(gzip.compress(path.read_bytes()))
+        path.unlink()
+    result = decode(spark, [str(workdir / "mixed-series")], workdir / "mixed-series-tables", records=True)
+    assert sum(name.endswith(".gz") for name in result.files) == len(files) // 2
+    assert_same_tables(synthetic_out, workdir / "mixed-series-tables")
+
+
+def index_rows(paths: list[Path], split_bytes: int = 4096) -> list[pa.RecordBatch]:
+    """Stage 1 and the shuffle without Spark: packet index rows sorted by (connection, order)."""
+    splits = [split for index, path in enumerate(paths) for split in plan_splits(str(path), index, split_bytes)]
+    shipped = pa.record_batch([pa.array([json.dumps(split) for split in splits])], names=["split"])
+    packets = pa.Table.from_batches(list(job.read_splits([shipped])), schema=job.PACKET_SCHEMA)
+    assert packets.column("payload").null_count == packets.num_rows  # plain files: no payload bytes
+    return packets.sort_by([("connection", "ascending"), ("order", "ascending")]).to_batches(max_chunksize=64)
+
+
+def test_a_retried_partition_rewrites_its_files(synthetic, synthetic_out, workdir):
+    """Stage 2 run by hand as Spark would run one partition: an attempt that fails leaves nothing a
+    reader sees, and attempts that complete write the same files under the same names (no duplicate
+    rows), which hold what the Spark job wrote."""
+    out = workdir / "retried"
+    batches = index_rows([synthetic.path])
+
+    def attempt(attempt_id: int, input_batches) -> list[dict]:
+        stage = job.decode_partition([str(synthetic.path)], str(out), None, True, task=(7, attempt_id))
+        return [row for batch in stage(input_batches) for row in batch.to_pylist()]
+
+    def failing():
+        yield from batches[:len(batches) // 2]
+        raise RuntimeError("executor lost")
+
+    with pytest.raises(RuntimeError, match="executor lost"):
+        attempt(1, failing())
+    assert [p for p in out.rglob("*") if p.is_file()] == []  # no part file, and no temporary one left
+
+    written = attempt(2, iter(batches))
+    files = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert sorted(files) == sorted(row["file"] for row in written) == [
+        f"{name}/part-00007-000.parquet" for name in sorted(job.TABLE_ORDER)]
+    assert {row["table"]: row["rows"] for row in written} == {
+        name: read(synthetic_out, name).num_rows for name in job.TABLE_ORDER}
+
+    assert attempt(3, iter(batches)) == written
+    assert {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()} == files
+    assert_same_tables(synthetic_out, out)
+
+
+def test_record_sequences_wrap_as_kafka_does():
+    """The records table's sequences, computed per batch in bulk, equal Kafka's per-record increment
+    (wrapping past the int32 maximum to 0), for gaps in offsets (compaction) and deltas in any order."""
+    from array import array
+
+    from kafkawire.capture.rows import _sequences
+    from kafkawire.records.batch import increment_sequence
+
+    for base_sequence, base_offset, deltas in [(0, 0, range(5)), (10, 1000, [0, 2, 7]), (0x7FFFFFFF - 2, 50, range(6)),
+                                               (0x7FFFFFFF, 0, [0, 1]), (0x7FFFFFF0, 0, [3, 40, 1]), (5, 9, [])]:
+        offsets = array("q", [base_offset + delta for delta in deltas])
+        assert _sequences(base_sequence, base_offset, offsets) == [
+            increment_sequence(base_sequence, offset - base_offset) for offset in offsets]
+
+
+def test_tables_without_rows_still_read(spark, workdir):
+    """A capture without Kafka traffic: every table is there, with its schema and no rows, for pyarrow,
+    for Spark and for the report."""
+    capture = workdir / "quiet.pcap"
+    capture.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1))  # a header, no packets
+    out = workdir / "quiet-tables"
+    result = decode(spark, [str(capture)], out, records=True)
+    assert result.rows == {name: 0 for name in job.TABLE_ORDER}
+    for name in job.TABLE_ORDER:
+        table = read(out, name)
+        assert table.num_rows == 0 and table.schema == TABLES[name], name
+        assert spark.read.parquet(str(out / name)).columns == TABLES[name].names
+    summary = report.build(spark, str(out))
+    assert summary.totals["frames"] == 0 and summary.apis == [] and summary.problems == []
+    assert json.loads((out / job.SUMMARY / "summary.json").read_text())["rows"] == result.rows
 
 
 def test_many_small_splits(spark, synthetic, synthetic_out, workdir):

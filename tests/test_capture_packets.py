@@ -23,8 +23,8 @@ import pytest
 
 from kafkawire.capture.model import ACK, FIN, PSH, SYN, Packet
 from kafkawire.capture.packets import (
-    CaptureError, NotACaptureError, Split, expand_inputs, find_record_boundary, first_timestamp_ns,
-    is_capture, iter_packets, iter_split, plan_splits,
+    ORDER_STRIDE, CaptureError, NotACaptureError, PacketRef, PayloadReader, Split, expand_inputs,
+    find_record_boundary, first_timestamp_ns, is_capture, iter_packets, iter_split, plan_splits,
 )
 from kafkawire.pcap import layouts
 
@@ -519,6 +519,58 @@ def test_planned_splits_read_exactly_the_whole_file(mixed_files, kind):
         assert stats == whole_stats
         if split_bytes == 65536:
             assert len(splits) > 20
+
+
+@pytest.mark.parametrize("kind", ["pcap", "pcap-be-ns", "pcapng"])
+def test_payload_refs_read_back_the_same_bytes(mixed_files, kind):
+    """Split by split, ``payloads=False`` gives a PacketRef per Packet with the same fields, and the
+    bytes PayloadReader reads at its offset are the Packet's payload (in a run of several files)."""
+    path = mixed_files[kind]
+    others = [mixed_files[k] for k in mixed_files if k != kind]
+    whole, _ = read(path, file_index=2)
+    for split_bytes in (4096, 10 * os.path.getsize(path)):
+        refs, stats = [], {}
+        for split in plan_splits(path, 2, split_bytes=split_bytes):
+            refs += iter_split(Split(*json.loads(json.dumps(split))), stats, payloads=False)
+        assert stats["packets"] == len(whole) == len(refs)
+        assert {ref.__class__ for ref in refs} == {PacketRef}
+        with PayloadReader([others[0], others[1], path]) as reader:
+            rebuilt = [Packet(*ref[:9], reader.payload(ref), ref.missing) for ref in refs]
+            in_bulk = reader.read_all(*zip(*[(ref.order, ref.payload_offset, ref.payload_length) for ref in refs]))
+            # refs of two files in one call take the slower path, with the same bytes
+            first = next(iter_packets(others[0], 0, payloads=False))
+            mixed = reader.read_all([first.order, refs[1].order], [first.payload_offset, refs[1].payload_offset],
+                                    [first.payload_length, refs[1].payload_length])
+        assert rebuilt == whole
+        assert in_bulk == [p.payload for p in whole]
+        assert mixed == [read(others[0])[0][0].payload, whole[1].payload]
+        assert all(ref.order // ORDER_STRIDE == 2 and ref.payload_length == len(p.payload)
+                   for ref, p in zip(refs, whole))
+
+
+def test_gzip_captures_carry_their_payloads_even_as_refs(mixed_files, tmp_path):
+    compressed = tmp_path / "mixed.pcap.gz"
+    compressed.write_bytes(gzip.compress(Path(mixed_files["pcap"]).read_bytes()))
+    packets = list(iter_packets(compressed, payloads=False))
+    assert packets == read(mixed_files["pcap"])[0] and {p.__class__ for p in packets} == {Packet}
+
+
+def test_payload_reader_says_when_a_file_changed(mixed_files, tmp_path):
+    path = tmp_path / "shrinking.pcap"
+    path.write_bytes(Path(mixed_files["pcap"]).read_bytes())
+    refs = list(iter_packets(path, payloads=False))
+    last = max((ref for ref in refs if ref.payload_length > 1), key=lambda ref: ref.payload_offset)
+    with open(path, "r+b") as file:
+        file.truncate(last.payload_offset + 1)
+    with PayloadReader([str(path)]) as reader:
+        assert reader.payload(refs[0]) == read(mixed_files["pcap"])[0][0].payload
+        with pytest.raises(CaptureError, match="changed since it was read"):
+            reader.payload(last)
+        with pytest.raises(CaptureError, match="changed since it was read"):
+            reader.read_all([refs[0].order, last.order], [refs[0].payload_offset, last.payload_offset],
+                            [refs[0].payload_length, last.payload_length])
+        with pytest.raises(CaptureError, match="file 3 of a run of 1"):
+            reader.read(3, 0, 1)
 
 
 @pytest.mark.parametrize("kind", ["pcap", "pcap-be-ns", "pcapng"])

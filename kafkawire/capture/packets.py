@@ -14,6 +14,11 @@ without ``context["aligned"]`` (cut by someone else, or of a file still being wr
 record itself: pcap with ``find_record_boundary``'s chain rule, pcapng by walking the blocks from the
 file start.
 
+With ``payloads=False`` a plain file yields ``PacketRef`` instead of ``Packet``: the payload's file offset
+and length (the record's data offset plus the link, IP and TCP header lengths, known while parsing, so
+free), for ``PayloadReader`` to read back later. The capture job carries these between its stages
+instead of the bytes.
+
 Skipped records are counted, not raised: pass a dict as ``stats`` and the counts are added to it
 (keys below; the dict can be shared by several calls). ``records`` counts the packet records whose
 frame was looked at, ``packets`` the TCP packets yielded; every other key is a reason a record gave
@@ -42,6 +47,7 @@ import re
 import zlib
 from collections import defaultdict
 from collections.abc import Iterator
+from operator import add
 from socket import AF_INET6, inet_ntop
 from struct import Struct
 from typing import NamedTuple
@@ -62,8 +68,9 @@ from ..pcap.layouts import (
 from .model import Packet
 
 __all__ = [
-    "Split", "CaptureError", "NotACaptureError", "iter_packets", "iter_split", "plan_splits",
-    "find_record_boundary", "expand_inputs", "first_timestamp_ns", "is_capture", "SPLIT_BYTES",
+    "Split", "PacketRef", "PayloadReader", "CaptureError", "NotACaptureError", "iter_packets", "iter_split",
+    "plan_splits", "find_record_boundary", "expand_inputs", "first_timestamp_ns", "is_capture", "SPLIT_BYTES",
+    "ORDER_STRIDE",
 ]
 
 SPLIT_BYTES = 128 << 20
@@ -111,6 +118,24 @@ class Split(NamedTuple):
     start: int
     end: int | None
     context: dict | None
+
+
+class PacketRef(NamedTuple):
+    """A ``Packet`` whose payload was left in its file: ``payload_length`` bytes at ``payload_offset``
+    of the capture ``order // ORDER_STRIDE`` of the run (``PayloadReader`` reads them back). The other
+    fields are the Packet's, in its order."""
+    order: int
+    ts_ns: int
+    src: str
+    sport: int
+    dst: str
+    dport: int
+    seq: int
+    ack: int
+    flags: int
+    payload_offset: int
+    payload_length: int
+    missing: int = 0
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -248,8 +273,9 @@ def _ipv6_to_tcp(buf, l3: int, end: int, wire_end: int):
     return MALFORMED
 
 
-def _decode(buf, off: int, captured: int, wire: int, linktype: int, order: int, ts_ns: int):
-    """The Packet in a frame of ``captured`` bytes at ``off`` (``wire`` bytes on the wire), or why not."""
+def _decode(buf, off: int, captured: int, wire: int, linktype: int, order: int, ts_ns: int, refs: bool):
+    """The Packet in a frame of ``captured`` bytes at ``off`` (``wire`` bytes on the wire), or why not;
+    with ``refs`` (``buf`` is the whole file) a PacketRef to its payload instead of a copy of it."""
     end = off + captured
     if linktype == LINKTYPE_ETHERNET and captured >= _ETHERNET_SIZE:
         ethertype = _U16(buf, off + _ETHERTYPE_AT)[0]
@@ -302,6 +328,9 @@ def _decode(buf, off: int, captured: int, wire: int, linktype: int, order: int, 
         return HEADERS_CUT
     # Ethernet pads short frames and may end in an FCS: the payload ends where IP says it does.
     captured_end = ip_end if ip_end < end else end
+    if refs:
+        return _new_tuple(PacketRef, (order, ts_ns, src, sport, dst, dport, seq, ack, flags, payload_start,
+                                      captured_end - payload_start, ip_end - captured_end))
     return _new_tuple(Packet, (order, ts_ns, src, sport, dst, dport, seq, ack, flags,
                                buf[payload_start:captured_end], ip_end - captured_end))
 
@@ -352,8 +381,10 @@ class _PcapFacts:
         return sec * 1_000_000_000 + frac * self.frac_ns
 
 
-def _pcap_records(buf, pos: int, stop: int, data_end: int, order_base: int, facts: _PcapFacts, counts):
-    """Yield the packets of the records starting in [pos, stop) and complete before ``data_end``.
+def _pcap_records(buf, pos: int, stop: int, data_end: int, order_base: int, facts: _PcapFacts, counts,
+                  refs: bool = False):
+    """Yield the packets of the records starting in [pos, stop) and complete before ``data_end``
+    (PacketRefs with ``refs``: see ``_decode``).
 
     Returns (position, how it ended): past ``stop`` and _DONE, at an incomplete record and
     _INCOMPLETE, or at a header that cannot be right and _CORRUPT.
@@ -375,7 +406,7 @@ def _pcap_records(buf, pos: int, stop: int, data_end: int, order_base: int, fact
                 return pos, _INCOMPLETE
             records += 1
             packet = decode(buf, data, incl, orig if orig > incl else incl, linktype, order_base + pos,
-                            sec * 1_000_000_000 + frac * frac_ns)
+                            sec * 1_000_000_000 + frac * frac_ns, refs)
             if packet.__class__ is str:
                 counts[packet] += 1
             else:
@@ -430,7 +461,7 @@ def find_record_boundary(buf, pos: int, context: dict) -> int | None:
     return None
 
 
-def _read_pcap(mm, path: str, size: int, start: int, stop: int, order_base: int, context, counts):
+def _read_pcap(mm, path: str, size: int, start: int, stop: int, order_base: int, context, counts, refs: bool):
     if start > 0 and context is not None:
         facts = _PcapFacts.from_context(context)
     else:
@@ -450,7 +481,7 @@ def _read_pcap(mm, path: str, size: int, start: int, stop: int, order_base: int,
         if pos is None:
             return
     while True:
-        pos, ended = yield from _pcap_records(mm, pos, stop, size, order_base, facts, counts)
+        pos, ended = yield from _pcap_records(mm, pos, stop, size, order_base, facts, counts, refs)
         if ended == _CORRUPT:
             counts[CORRUPT] += 1
             pos = find_record_boundary(mm, pos + 1, facts.context(False))
@@ -576,9 +607,10 @@ def _block_at(buf, pos: int, data_end: int, section: _Section):
     return block_type, length, _DONE
 
 
-def _pcapng_blocks(buf, pos: int, stop: int, data_end: int, order_base: int, section: _Section, counts):
+def _pcapng_blocks(buf, pos: int, stop: int, data_end: int, order_base: int, section: _Section, counts,
+                   refs: bool = False):
     """Yield the packets of the blocks starting in [pos, stop) and complete before ``data_end``.
-    Returns (position, how it ended), as ``_pcap_records`` does."""
+    Returns (position, how it ended), as ``_pcap_records`` does (``refs`` too)."""
     header, trailer, epb, pb, spb, _ = section.structs
     interfaces = section.interfaces
     decode = _decode
@@ -606,7 +638,7 @@ def _pcapng_blocks(buf, pos: int, stop: int, data_end: int, order_base: int, sec
                     else:
                         records += 1
                         packet = decode(buf, pos + _EPB_SIZE, captured, original if original > captured else captured,
-                                        linktype, order_base + pos, ts)
+                                        linktype, order_base + pos, ts, refs)
                         if packet.__class__ is str:
                             counts[packet] += 1
                         else:
@@ -649,7 +681,7 @@ def _pcapng_blocks(buf, pos: int, stop: int, data_end: int, order_base: int, sec
                 else:
                     records += 1
                     packet = decode(buf, data, captured, original if original > captured else captured,
-                                    interfaces[interface][0], order_base + pos, ts)
+                                    interfaces[interface][0], order_base + pos, ts, refs)
                     if packet.__class__ is str:
                         counts[packet] += 1
                     else:
@@ -701,7 +733,7 @@ def _walk_pcapng(buf, size: int, first_cut: int, split_bytes: int | None):
         pos += length
 
 
-def _read_pcapng(mm, size: int, start: int, stop: int, order_base: int, context, counts):
+def _read_pcapng(mm, size: int, start: int, stop: int, order_base: int, context, counts, refs: bool):
     if start == 0:
         pos, section = 0, _Section()
     elif context is not None and context.get("aligned"):
@@ -712,7 +744,7 @@ def _read_pcapng(mm, size: int, start: int, stop: int, order_base: int, context,
         if found is None:
             return
         pos, section = found[0], _Section.from_context(found[1])
-    pos, ended = yield from _pcapng_blocks(mm, pos, stop, size, order_base, section, counts)
+    pos, ended = yield from _pcapng_blocks(mm, pos, stop, size, order_base, section, counts, refs)
     if ended == _INCOMPLETE:
         counts[TRUNCATED_TAIL] += 1
     elif ended == _CORRUPT:
@@ -775,6 +807,7 @@ def _read_stream(stream, path: str, order_base: int, counts):
         pos = 0
     consumed = 0
     while True:
+        # ``buf`` is a chunk of the decompressed file: payloads are copied out (Packets, never PacketRefs).
         if kind == "pcap":
             walk = _pcap_records(buf, pos, len(buf), len(buf), order_base + consumed, facts, counts)
         else:
@@ -796,17 +829,22 @@ def _read_stream(stream, path: str, order_base: int, counts):
 
 
 def iter_packets(path, file_index: int = 0, start: int = 0, end: int | None = None,
-                 context: dict | None = None, stats: dict | None = None) -> Iterator[Packet]:
+                 context: dict | None = None, stats: dict | None = None, *,
+                 payloads: bool = True) -> Iterator[Packet | PacketRef]:
     """The TCP packets of the records of capture ``path`` that start in ``[start, end)``, in file order.
 
     ``Packet.order`` is ``file_index * 2**40`` plus the record's byte offset in the (decompressed) file.
     ``context`` is a ``Split.context`` from ``plan_splits``; without one, a split starting mid-file finds
     its first record itself. Counts of what was skipped are added to ``stats`` (see the module's doc).
     Raises ``NotACaptureError`` for a file that is no capture; an empty file has no packets.
+
+    ``payloads=False`` leaves the payloads in the file: a plain pcap or pcapng file yields ``PacketRef``
+    (where its payload is) instead of ``Packet``; a gzip-compressed one, which cannot be read at an
+    offset, still yields Packets with their payloads.
     """
     counts = defaultdict(int)
     try:
-        yield from _read(os.fspath(path), file_index * ORDER_STRIDE, start, end, context, counts)
+        yield from _read(os.fspath(path), file_index * ORDER_STRIDE, start, end, context, counts, not payloads)
     finally:
         if stats is not None:
             for key, value in counts.items():
@@ -814,12 +852,13 @@ def iter_packets(path, file_index: int = 0, start: int = 0, end: int | None = No
                     stats[key] = stats.get(key, 0) + value
 
 
-def iter_split(split: Split, stats: dict | None = None) -> Iterator[Packet]:
+def iter_split(split: Split, stats: dict | None = None, *, payloads: bool = True) -> Iterator[Packet | PacketRef]:
     """``iter_packets`` over one ``Split``."""
-    return iter_packets(split.path, split.file_index, split.start, split.end, split.context, stats)
+    return iter_packets(split.path, split.file_index, split.start, split.end, split.context, stats,
+                        payloads=payloads)
 
 
-def _read(path: str, order_base: int, start: int, end: int | None, context, counts):
+def _read(path: str, order_base: int, start: int, end: int | None, context, counts, refs: bool = False):
     with open(path, "rb") as file:
         magic = file.read(4)
         if not magic:
@@ -842,9 +881,69 @@ def _read(path: str, order_base: int, start: int, end: int | None, context, coun
             if hasattr(mm, "madvise"):
                 mm.madvise(mmap.MADV_SEQUENTIAL)
             if kind == "pcap":
-                yield from _read_pcap(mm, path, size, start, stop, order_base, context, counts)
+                yield from _read_pcap(mm, path, size, start, stop, order_base, context, counts, refs)
             else:
-                yield from _read_pcapng(mm, size, start, stop, order_base, context, counts)
+                yield from _read_pcapng(mm, size, start, stop, order_base, context, counts, refs)
+
+
+class PayloadReader:
+    """Reads ``PacketRef`` payloads back from the run's files (``paths[file_index]``), each file mmap-ed
+    once, on first use, and kept open until ``close()``: a task re-reads many payloads of few files, and
+    the page cache makes each read a copy. Use as a context manager."""
+
+    def __init__(self, paths):
+        self.paths = [os.fspath(path) for path in paths]
+        self._maps: dict[int, mmap.mmap] = {}
+
+    def payload(self, ref: PacketRef) -> bytes:
+        return self.read(ref.order // ORDER_STRIDE, ref.payload_offset, ref.payload_length)
+
+    def read(self, file_index: int, offset: int, length: int) -> bytes:
+        mm = self._maps.get(file_index)
+        if mm is None:
+            mm = self._open(file_index)
+        data = mm[offset:offset + length]
+        if len(data) != length:
+            raise CaptureError(f"{self.paths[file_index]}: {length} payload bytes at offset {offset} are past "
+                               f"the end of the file ({len(mm)} bytes): it changed since it was read")
+        return data
+
+    def read_all(self, orders, offsets, lengths) -> list[bytes]:
+        """The payloads of many PacketRefs at once (their ``order``, ``payload_offset`` and
+        ``payload_length`` as lists): one slice each when they are all in one file, the common case."""
+        first = min(orders, default=0) // ORDER_STRIDE
+        if first != max(orders, default=0) // ORDER_STRIDE:
+            read = self.read
+            return [read(at // ORDER_STRIDE, offset, length) for at, offset, length in zip(orders, offsets, lengths)]
+        mm = self._maps.get(first)
+        if mm is None:
+            mm = self._open(first)
+        if max(map(add, offsets, lengths), default=0) > len(mm):
+            for offset, length in zip(offsets, lengths):
+                self.read(first, offset, length)  # raises for the first one past the end
+        return [mm[offset:offset + length] for offset, length in zip(offsets, lengths)]
+
+    def _open(self, file_index: int) -> mmap.mmap:
+        if not 0 <= file_index < len(self.paths):
+            raise CaptureError(f"a payload of file {file_index} of a run of {len(self.paths)} file(s)")
+        path = self.paths[file_index]
+        with open(path, "rb") as file:
+            if os.fstat(file.fileno()).st_size == 0:
+                raise CaptureError(f"{path}: empty, but packets were read from it: it changed since")
+            mm = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)  # stays valid after the file closes
+        self._maps[file_index] = mm
+        return mm
+
+    def close(self) -> None:
+        maps, self._maps = self._maps, {}
+        for mm in maps.values():
+            mm.close()
+
+    def __enter__(self) -> "PayloadReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -276,6 +276,30 @@ def summarize_records(blob) -> BlobSummary:
                        _CODEC_NAMES[codec], *producer, tuple(batches), error)
 
 
+def _headers(columns, count: int) -> list[tuple]:
+    """Each record's headers as (key, value) pairs, read for the whole batch at once (``columns.headers(i)``
+    per record made an object per header and a call per record)."""
+    headers_at = columns.headers_at
+    if headers_at[count] == 0:
+        return [()] * count
+    data = columns.data
+    pairs = [(str(data[key_start:key_start + key_length], "utf-8", "replace"),
+              None if value_length < 0 else data[value_start:value_start + value_length])
+             for key_start, key_length, value_start, value_length in zip(
+                 columns.header_key_starts, columns.header_key_lengths, columns.header_value_starts,
+                 columns.header_value_lengths)]
+    return [tuple(pairs[first:last]) if first != last else () for first, last in zip(headers_at, headers_at[1:])]
+
+
+def _sequences(base_sequence: int, base_offset: int, offsets) -> list[int]:
+    """Each record's producer sequence: the base plus its offset delta, wrapping past the int32 maximum
+    (``increment_sequence``) only when the batch gets near it."""
+    if offsets and base_sequence + (max(offsets) - base_offset) <= 0x7FFFFFFF:
+        shift = base_sequence - base_offset
+        return [offset + shift for offset in offsets]
+    return [increment_sequence(base_sequence, offset - base_offset) for offset in offsets]
+
+
 _TIMESTAMP_TYPES = {t: t.name for t in TimestampType}
 _CODEC_NAMES = {codec: codec_name(codec).lower() for codec in range(8)}  # ids 5-7: "unknown(N)"
 
@@ -302,16 +326,16 @@ class _RecordRows:
         count = len(columns)
         offsets = list(columns.offsets) if self.fetched else self._assigned(count)
         timestamps = [None if t == -1 else t * 1000 for t in columns.timestamps]  # ms -> the column's us
-        headers_at = columns.headers_at
-        headers = [columns.headers(i) if headers_at[i] != headers_at[i + 1] else () for i in range(count)]
+        headers = _headers(columns, count)
         if batch.base_sequence == NO_SEQUENCE:
             sequences = [None] * count
         else:
-            base_offset, base_sequence = batch.base_offset, batch.base_sequence
-            sequences = [increment_sequence(base_sequence, offset - base_offset) for offset in columns.offsets]
+            sequences = _sequences(batch.base_sequence, batch.base_offset, columns.offsets)
         codec = _CODEC_NAMES[batch.attributes & CODEC_MASK]
         keys, values = columns.keys(), columns.values()
-        size = sum(len(v) for v in values if v is not None) + sum(len(k) for k in keys if k is not None)
+        # lengths are -1 for null: sum + count(-1) adds the nulls back, in C loops over the arrays
+        size = (sum(columns.value_lengths) + columns.value_lengths.count(-1)
+                + sum(columns.key_lengths) + columns.key_lengths.count(-1))
         self.table.extend(count, size + 64 * count, self._constant_columns(count) + [
             offsets, timestamps, [_TIMESTAMP_TYPES[columns.timestamp_type]] * count, keys, values, headers,
             [batch.producer_id] * count, [batch.producer_epoch] * count, sequences,
