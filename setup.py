@@ -1,8 +1,11 @@
-"""Build configuration beyond pyproject.toml: the optional native decoder (see pyproject.toml)."""
+"""Build configuration beyond pyproject.toml: the optional C accelerators (see pyproject.toml)."""
 from setuptools import Extension, setup
 
+# optional=True: without a C compiler the build warns and installs the pure-Python code, which the
+# accelerators only stand in for.
 setup(ext_modules=[
-    # optional=True: without a C compiler the build warns and installs the pure-Python codecs.
-    Extension("kafkawire.codec._decoder", ["kafkawire/codec/_decoder.c"], optional=True,
-              extra_compile_args=["-O2"]),
+    # The native decoder of the generated codecs (kafkawire/codec/native.py).
+    Extension("kafkawire.codec._decoder", ["kafkawire/codec/_decoder.c"], optional=True),
+    # RecordBatch.rows' per-record loop (kafkawire/records/batch.py).
+    Extension("kafkawire.records._rows", ["kafkawire/records/_rows.c"], optional=True),
 ])

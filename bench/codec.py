@@ -195,6 +195,12 @@ def prepare(fx: fx_mod.Fixture) -> Case:
     case.encoders["kafkawire"] = lambda obj=kw_obj, v=version: obj.encode(v)
     case.objects["kafkawire"] = kw_obj
 
+    if native_decoder_active():
+        # The same decode without the native decoder, for comparison: Message.decode's own code over
+        # the generated Python readers (the native readers' fallback).
+        pure = pure_python_decode(kw_cls)
+        assert pure(data, version) == kw_obj
+        case.extra_decoders["kafkawire, pure-Python decoder"] = lambda d=data, v=version, f=pure: f(d, v)
     if fx.key == "fetch":
         # The encode rows re-encode one object. A decoded PartitionData leaves its three tagged
         # struct fields unset; the first encode builds their defaults (Struct.__getattr__), later
@@ -208,6 +214,31 @@ def prepare(fx: fx_mod.Fixture) -> Case:
         case.extra_decoders["kafkawire, records copied to bytes"] = (
             lambda cls=kw_cls, d=data, v=version, c=copy_records: c(cls.decode(d, v)))
     return case
+
+
+def native_decoder_active() -> bool:
+    from kafkawire.codec import native
+    return native.ACTIVE
+
+
+def decoder_text() -> str:
+    if native_decoder_active():
+        return "native (kafkawire.codec._decoder), with pure-Python rows for comparison"
+    if os.environ.get("KAFKAWIRE_PURE_PYTHON") == "1":
+        return "pure Python (KAFKAWIRE_PURE_PYTHON=1)"
+    return "pure Python (the native decoder is not built)"
+
+
+def pure_python_decode(cls):
+    """``cls.decode`` as it runs without the native decoder: Message.decode over the Python readers."""
+    from types import SimpleNamespace
+
+    from kafkawire.codec import native
+    from kafkawire.codec.base import Message
+    shim = SimpleNamespace(NAME=cls.NAME, VALID_VERSIONS=cls.VALID_VERSIONS,
+                           _READERS={v: native.python_reader(cls, v) for v in cls._READERS})
+    decode = Message.__dict__["decode"].__func__
+    return lambda buf, version: decode(shim, buf, version)
 
 
 def _records_copier(key: str):
@@ -383,8 +414,9 @@ def run_benchmarks(cases: list[Case], repeats: int, block: float, modes: list[st
             fns = case.decoders if op == "decode" else case.encoders
             counts = {lib: calibrate(fn, block, clock) for lib, fn in fns.items()}
             layout.append((case, op, fns, counts))
-        for name, fn in {**case.extra_decoders, **case.extra_encoders}.items():
-            layout.append((case, name, {"kafkawire": fn}, {"kafkawire": calibrate(fn, block, clock)}))
+            # Each operation's informational variants right below it.
+            for name, fn in (case.extra_decoders if op == "decode" else case.extra_encoders).items():
+                layout.append((case, name, {"kafkawire": fn}, {"kafkawire": calibrate(fn, block, clock)}))
     results = {}
     for mode in modes:
         rows = []
@@ -442,7 +474,8 @@ def main(argv=None) -> int:
     print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f}; kio {dist_version('kio')}, "
           f"kafka-python {dist_version('kafka-python')}, kafkawire {dist_version('kafkawire')} (git {git_state()}); "
-          f"clock: {'time.perf_counter (wall)' if args.clock == 'wall' else 'time.thread_time (CPU)'}")
+          f"clock: {'time.perf_counter (wall)' if args.clock == 'wall' else 'time.thread_time (CPU)'}; "
+          f"kafkawire decoder: {decoder_text()}")
 
     verdicts = []
     if not args.no_cold:
@@ -484,6 +517,11 @@ def main(argv=None) -> int:
     print("- kafkawire hands out `records`/`bytes` fields as zero-copy memoryview slices of the input; kio "
           "and kafka-python copy them to `bytes`. The 'records copied to bytes' rows add that copy "
           "to kafkawire's decode (same work as kio); their ratios compare with the plain decode rows.")
+    if native_decoder_active():
+        print("- kafkawire decodes with its native decoder (a C interpreter of decode programs generated from "
+              "the same layouts as the Python readers). The 'pure-Python decoder' rows time the same decode "
+              "through the generated Python readers instead (as with KAFKAWIRE_PURE_PYTHON=1); their ratios "
+              "compare with kio's and kafka-python's plain decode.")
     print("- Encode rows re-encode one object per library. A kafkawire message whose struct-typed tagged "
           "fields are unset (Fetch's PartitionData) builds their defaults lazily on its first encode only; "
           "the 'first encode of a freshly decoded message' row times that case (messages decoded untimed "

@@ -14,6 +14,7 @@ import jinja2
 from .defaults import NULL, parse_default
 from .layout import layout, python_literal, slot_name
 from .model import FieldSpec, MessageSpec, StructSpec
+from .programs import render_programs
 from .spark_schema import message_schema, python_literal as schema_literal
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -160,6 +161,7 @@ class ModuleRenderer:
         formats = sorted(set(re.findall(r"\b_[RW]_(\w+)\(", source)) | {"h", "i"})
         arrays = sorted(set(re.findall(r"\b_ARRAYW?_(\w+)\[", source)))
         compact_arrays = sorted(set(re.findall(r"\b_ARRAYC_(\w+)\[", source)))
+        program_lines, programs = render_programs(self._layouts, spec.name, spec.valid_versions)
         module = self.env.get_template("module.py.j2").render(
             spec=spec,
             classes=classes,
@@ -169,6 +171,8 @@ class ModuleRenderer:
             compact_arrays=[(name, name.replace("_", "?")) for name in compact_arrays],
             readers=readers,
             writers=writers,
+            program_lines=program_lines,
+            programs=programs,
         )
         return add_field_lines(module)
 

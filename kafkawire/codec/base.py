@@ -156,6 +156,13 @@ def pause_gc_above(size: int | None) -> None:
     """Decode messages larger than ``size`` bytes with the cyclic GC paused (None: never pause)."""
     global _PAUSE_GC_ABOVE
     _PAUSE_GC_ABOVE = float("inf") if size is None else size
+    for listener in PAUSE_GC_LISTENERS:
+        listener(_PAUSE_GC_ABOVE)
+
+
+# Called with the new size by pause_gc_above(): the native decode entry point (codec/native.py) keeps
+# its own copy rather than look this module's global up on every decode.
+PAUSE_GC_LISTENERS: list = []
 
 
 def _range_text(versions: tuple[int, int]) -> str:

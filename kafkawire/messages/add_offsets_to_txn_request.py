@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -236,6 +237,41 @@ AddOffsetsToTxnRequest._WRITERS = {
     4: _write_AddOffsetsToTxnRequest_v3,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_AddOffsetsToTxnRequest_v0 = (
+    AddOffsetsToTxnRequest, False,
+    (
+        ('transactional_id', ('string', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('group_id', ('string', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_AddOffsetsToTxnRequest_v3 = (
+    AddOffsetsToTxnRequest, True,
+    (
+        ('transactional_id', ('string', 1)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('group_id', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_install_native(AddOffsetsToTxnRequest, {
+    0: _P_AddOffsetsToTxnRequest_v0,
+    1: _P_AddOffsetsToTxnRequest_v0,
+    2: _P_AddOffsetsToTxnRequest_v0,
+    3: _P_AddOffsetsToTxnRequest_v3,
+    4: _P_AddOffsetsToTxnRequest_v3,
+})
+
 _FIELDS_AT = _FieldLines(
-    "61:- 65:transactional_id 73:producer_id:q/producer_epoch:h 76:group_id 90:- 92:transactional_id 103:producer_id:q/producer_epoch:h 105:group_id 116:unknown_tags 123:- 127:transactional_id 143:producer_id:q/producer_epoch:h 146:group_id 162:tagged_fields 173:- 175:transactional_id 194:producer_id:q/producer_epoch:h 196:group_id 215:tagged_fields"
+    "62:- 66:transactional_id 74:producer_id:q/producer_epoch:h 77:group_id 91:- 93:transactional_id 104:producer_id:q/producer_epoch:h 106:group_id 117:unknown_tags 124:- 128:transactional_id 144:producer_id:q/producer_epoch:h 147:group_id 163:tagged_fields 174:- 176:transactional_id 195:producer_id:q/producer_epoch:h 197:group_id 216:tagged_fields"
 )

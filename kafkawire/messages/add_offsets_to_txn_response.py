@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -121,6 +122,37 @@ AddOffsetsToTxnResponse._WRITERS = {
     4: _write_AddOffsetsToTxnResponse_v3,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_AddOffsetsToTxnResponse_v0 = (
+    AddOffsetsToTxnResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_AddOffsetsToTxnResponse_v3 = (
+    AddOffsetsToTxnResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(AddOffsetsToTxnResponse, {
+    0: _P_AddOffsetsToTxnResponse_v0,
+    1: _P_AddOffsetsToTxnResponse_v0,
+    2: _P_AddOffsetsToTxnResponse_v0,
+    3: _P_AddOffsetsToTxnResponse_v3,
+    4: _P_AddOffsetsToTxnResponse_v3,
+})
+
 _FIELDS_AT = _FieldLines(
-    "55:- 58:throttle_time_ms:i/error_code:h 67:- 69:throttle_time_ms:i/error_code:h 71:unknown_tags 78:- 82:throttle_time_ms:i/error_code:h 85:tagged_fields 96:- 98:throttle_time_ms:i/error_code:h 100:tagged_fields"
+    "56:- 59:throttle_time_ms:i/error_code:h 68:- 70:throttle_time_ms:i/error_code:h 72:unknown_tags 79:- 83:throttle_time_ms:i/error_code:h 86:tagged_fields 97:- 99:throttle_time_ms:i/error_code:h 101:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -657,6 +658,93 @@ AddPartitionsToTxnRequest._WRITERS = {
     5: _write_AddPartitionsToTxnRequest_v4,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_AddPartitionsToTxnTopic_v0 = (
+    AddPartitionsToTxnTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_AddPartitionsToTxnRequest_v0 = (
+    AddPartitionsToTxnRequest, False,
+    (
+        ('v3_and_below_transactional_id', ('string', 0)),
+        ('v3_and_below_producer_id', ('int64', 0)),
+        ('v3_and_below_producer_epoch', ('int16', 0)),
+        ('v3_and_below_topics', ('array', 0, 6, ('struct', 0, _P_AddPartitionsToTxnTopic_v0))),
+    ),
+    (
+        ('transactions', ()),
+    ),
+    (),
+)
+
+_P_AddPartitionsToTxnTopic_v3 = (
+    AddPartitionsToTxnTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_AddPartitionsToTxnRequest_v3 = (
+    AddPartitionsToTxnRequest, True,
+    (
+        ('v3_and_below_transactional_id', ('string', 1)),
+        ('v3_and_below_producer_id', ('int64', 0)),
+        ('v3_and_below_producer_epoch', ('int16', 0)),
+        ('v3_and_below_topics', ('array', 1, 3, ('struct', 0, _P_AddPartitionsToTxnTopic_v3))),
+    ),
+    (
+        ('transactions', ()),
+    ),
+    (),
+)
+
+_P_AddPartitionsToTxnTransaction_v4 = (
+    AddPartitionsToTxnTransaction, True,
+    (
+        ('transactional_id', ('string', 1)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('verify_only', ('bool', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_AddPartitionsToTxnTopic_v3))),
+    ),
+    (),
+    (),
+)
+
+_P_AddPartitionsToTxnRequest_v4 = (
+    AddPartitionsToTxnRequest, True,
+    (
+        ('transactions', ('array', 1, 14, ('struct', 0, _P_AddPartitionsToTxnTransaction_v4))),
+    ),
+    (
+        ('v3_and_below_transactional_id', ''),
+        ('v3_and_below_producer_id', 0),
+        ('v3_and_below_producer_epoch', 0),
+        ('v3_and_below_topics', ()),
+    ),
+    (),
+)
+
+_install_native(AddPartitionsToTxnRequest, {
+    0: _P_AddPartitionsToTxnRequest_v0,
+    1: _P_AddPartitionsToTxnRequest_v0,
+    2: _P_AddPartitionsToTxnRequest_v0,
+    3: _P_AddPartitionsToTxnRequest_v3,
+    4: _P_AddPartitionsToTxnRequest_v4,
+    5: _P_AddPartitionsToTxnRequest_v4,
+})
+
 _FIELDS_AT = _FieldLines(
-    "130:- 132:name 143:partitions 150:unknown_tags 157:- 161:v3_and_below_transactional_id 169:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 172:v3_and_below_topics[] 180:v3_and_below_topics[]>name 188:v3_and_below_topics[]>partitions 205:- 207:v3_and_below_transactional_id 218:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 220:v3_and_below_topics[] 231:transactions 234:unknown_tags 241:- 243:name 262:partitions 277:tagged_fields 287:- 291:v3_and_below_transactional_id 307:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 310:v3_and_below_topics[] 328:v3_and_below_topics[]>name 344:v3_and_below_topics[]>partitions 356:v3_and_below_topics[]>tagged_fields 365:tagged_fields 376:- 378:v3_and_below_transactional_id 397:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 399:v3_and_below_topics[] 418:transactions 421:tagged_fields 431:- 433:transactional_id 452:producer_id:q/producer_epoch:h/verify_only:? 454:topics[] 473:tagged_fields 483:- 487:transactions[] 505:transactions[]>transactional_id 521:transactions[]>producer_id:q/producer_epoch:h/verify_only:? 524:transactions[]>topics[] 542:transactions[]>topics[]>name 558:transactions[]>topics[]>partitions 570:transactions[]>topics[]>tagged_fields 578:transactions[]>tagged_fields 590:tagged_fields 601:- 603:transactions[] 622:v3_and_below_transactional_id 625:v3_and_below_producer_id 628:v3_and_below_producer_epoch 631:v3_and_below_topics 634:tagged_fields"
+    "131:- 133:name 144:partitions 151:unknown_tags 158:- 162:v3_and_below_transactional_id 170:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 173:v3_and_below_topics[] 181:v3_and_below_topics[]>name 189:v3_and_below_topics[]>partitions 206:- 208:v3_and_below_transactional_id 219:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 221:v3_and_below_topics[] 232:transactions 235:unknown_tags 242:- 244:name 263:partitions 278:tagged_fields 288:- 292:v3_and_below_transactional_id 308:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 311:v3_and_below_topics[] 329:v3_and_below_topics[]>name 345:v3_and_below_topics[]>partitions 357:v3_and_below_topics[]>tagged_fields 366:tagged_fields 377:- 379:v3_and_below_transactional_id 398:v3_and_below_producer_id:q/v3_and_below_producer_epoch:h 400:v3_and_below_topics[] 419:transactions 422:tagged_fields 432:- 434:transactional_id 453:producer_id:q/producer_epoch:h/verify_only:? 455:topics[] 474:tagged_fields 484:- 488:transactions[] 506:transactions[]>transactional_id 522:transactions[]>producer_id:q/producer_epoch:h/verify_only:? 525:transactions[]>topics[] 543:transactions[]>topics[]>name 559:transactions[]>topics[]>partitions 571:transactions[]>topics[]>tagged_fields 579:transactions[]>tagged_fields 591:tagged_fields 602:- 604:transactions[] 623:v3_and_below_transactional_id 626:v3_and_below_producer_id 629:v3_and_below_producer_epoch 632:v3_and_below_topics 635:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -676,6 +677,107 @@ AddPartitionsToTxnResponse._WRITERS = {
     5: _write_AddPartitionsToTxnResponse_v4,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_AddPartitionsToTxnPartitionResult_v0 = (
+    AddPartitionsToTxnPartitionResult, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('partition_error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_AddPartitionsToTxnTopicResult_v0 = (
+    AddPartitionsToTxnTopicResult, False,
+    (
+        ('name', ('string', 0)),
+        ('results_by_partition', ('array', 0, 6, ('struct', 0, _P_AddPartitionsToTxnPartitionResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_AddPartitionsToTxnResponse_v0 = (
+    AddPartitionsToTxnResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results_by_topic_v3_and_below', ('array', 0, 6, ('struct', 0, _P_AddPartitionsToTxnTopicResult_v0))),
+    ),
+    (
+        ('error_code', 0),
+        ('results_by_transaction', ()),
+    ),
+    (),
+)
+
+_P_AddPartitionsToTxnPartitionResult_v3 = (
+    AddPartitionsToTxnPartitionResult, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('partition_error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_AddPartitionsToTxnTopicResult_v3 = (
+    AddPartitionsToTxnTopicResult, True,
+    (
+        ('name', ('string', 1)),
+        ('results_by_partition', ('array', 1, 7, ('struct', 0, _P_AddPartitionsToTxnPartitionResult_v3))),
+    ),
+    (),
+    (),
+)
+
+_P_AddPartitionsToTxnResponse_v3 = (
+    AddPartitionsToTxnResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results_by_topic_v3_and_below', ('array', 1, 3, ('struct', 0, _P_AddPartitionsToTxnTopicResult_v3))),
+    ),
+    (
+        ('error_code', 0),
+        ('results_by_transaction', ()),
+    ),
+    (),
+)
+
+_P_AddPartitionsToTxnResult_v4 = (
+    AddPartitionsToTxnResult, True,
+    (
+        ('transactional_id', ('string', 1)),
+        ('topic_results', ('array', 1, 3, ('struct', 0, _P_AddPartitionsToTxnTopicResult_v3))),
+    ),
+    (),
+    (),
+)
+
+_P_AddPartitionsToTxnResponse_v4 = (
+    AddPartitionsToTxnResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('results_by_transaction', ('array', 1, 3, ('struct', 0, _P_AddPartitionsToTxnResult_v4))),
+    ),
+    (
+        ('results_by_topic_v3_and_below', ()),
+    ),
+    (),
+)
+
+_install_native(AddPartitionsToTxnResponse, {
+    0: _P_AddPartitionsToTxnResponse_v0,
+    1: _P_AddPartitionsToTxnResponse_v0,
+    2: _P_AddPartitionsToTxnResponse_v0,
+    3: _P_AddPartitionsToTxnResponse_v3,
+    4: _P_AddPartitionsToTxnResponse_v4,
+    5: _P_AddPartitionsToTxnResponse_v4,
+})
+
 _FIELDS_AT = _FieldLines(
-    "139:- 141:partition_index:i/partition_error_code:h 143:unknown_tags 150:- 152:name 163:results_by_partition[] 174:unknown_tags 181:- 185:throttle_time_ms:i 188:results_by_topic_v3_and_below[] 196:results_by_topic_v3_and_below[]>name 204:results_by_topic_v3_and_below[]>results_by_partition[] 212:results_by_topic_v3_and_below[]>results_by_partition[]>partition_index:i/partition_error_code:h 229:- 231:throttle_time_ms:i 233:results_by_topic_v3_and_below[] 244:results_by_transaction 247:unknown_tags 254:- 256:partition_index:i/partition_error_code:h 258:tagged_fields 268:- 270:name 289:results_by_partition[] 308:tagged_fields 318:- 322:throttle_time_ms:i 325:results_by_topic_v3_and_below[] 343:results_by_topic_v3_and_below[]>name 359:results_by_topic_v3_and_below[]>results_by_partition[] 377:results_by_topic_v3_and_below[]>results_by_partition[]>partition_index:i/partition_error_code:h 380:results_by_topic_v3_and_below[]>results_by_partition[]>tagged_fields 388:results_by_topic_v3_and_below[]>tagged_fields 398:tagged_fields 409:- 411:throttle_time_ms:i 413:results_by_topic_v3_and_below[] 432:results_by_transaction 435:tagged_fields 445:- 447:transactional_id 466:topic_results[] 485:tagged_fields 495:- 499:throttle_time_ms:i/error_code:h 502:results_by_transaction[] 520:results_by_transaction[]>transactional_id 536:results_by_transaction[]>topic_results[] 554:results_by_transaction[]>topic_results[]>name 570:results_by_transaction[]>topic_results[]>results_by_partition[] 588:results_by_transaction[]>topic_results[]>results_by_partition[]>partition_index:i/partition_error_code:h 591:results_by_transaction[]>topic_results[]>results_by_partition[]>tagged_fields 599:results_by_transaction[]>topic_results[]>tagged_fields 607:results_by_transaction[]>tagged_fields 616:tagged_fields 627:- 629:throttle_time_ms:i/error_code:h 631:results_by_transaction[] 650:results_by_topic_v3_and_below 653:tagged_fields"
+    "140:- 142:partition_index:i/partition_error_code:h 144:unknown_tags 151:- 153:name 164:results_by_partition[] 175:unknown_tags 182:- 186:throttle_time_ms:i 189:results_by_topic_v3_and_below[] 197:results_by_topic_v3_and_below[]>name 205:results_by_topic_v3_and_below[]>results_by_partition[] 213:results_by_topic_v3_and_below[]>results_by_partition[]>partition_index:i/partition_error_code:h 230:- 232:throttle_time_ms:i 234:results_by_topic_v3_and_below[] 245:results_by_transaction 248:unknown_tags 255:- 257:partition_index:i/partition_error_code:h 259:tagged_fields 269:- 271:name 290:results_by_partition[] 309:tagged_fields 319:- 323:throttle_time_ms:i 326:results_by_topic_v3_and_below[] 344:results_by_topic_v3_and_below[]>name 360:results_by_topic_v3_and_below[]>results_by_partition[] 378:results_by_topic_v3_and_below[]>results_by_partition[]>partition_index:i/partition_error_code:h 381:results_by_topic_v3_and_below[]>results_by_partition[]>tagged_fields 389:results_by_topic_v3_and_below[]>tagged_fields 399:tagged_fields 410:- 412:throttle_time_ms:i 414:results_by_topic_v3_and_below[] 433:results_by_transaction 436:tagged_fields 446:- 448:transactional_id 467:topic_results[] 486:tagged_fields 496:- 500:throttle_time_ms:i/error_code:h 503:results_by_transaction[] 521:results_by_transaction[]>transactional_id 537:results_by_transaction[]>topic_results[] 555:results_by_transaction[]>topic_results[]>name 571:results_by_transaction[]>topic_results[]>results_by_partition[] 589:results_by_transaction[]>topic_results[]>results_by_partition[]>partition_index:i/partition_error_code:h 592:results_by_transaction[]>topic_results[]>results_by_partition[]>tagged_fields 600:results_by_transaction[]>topic_results[]>tagged_fields 608:results_by_transaction[]>tagged_fields 617:tagged_fields 628:- 630:throttle_time_ms:i/error_code:h 632:results_by_transaction[] 651:results_by_topic_v3_and_below 654:tagged_fields"
 )

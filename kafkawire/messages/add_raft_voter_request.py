@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -305,6 +306,37 @@ AddRaftVoterRequest._WRITERS = {
     0: _write_AddRaftVoterRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_Listener_v0 = (
+    Listener, True,
+    (
+        ('name', ('string', 1)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_AddRaftVoterRequest_v0 = (
+    AddRaftVoterRequest, True,
+    (
+        ('cluster_id', ('string', 3)),
+        ('timeout_ms', ('int32', 0)),
+        ('voter_id', ('int32', 0)),
+        ('voter_directory_id', ('uuid', 0)),
+        ('listeners', ('array', 1, 5, ('struct', 0, _P_Listener_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(AddRaftVoterRequest, {
+    0: _P_AddRaftVoterRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "95:- 97:name 116:host 135:port:H 137:tagged_fields 147:- 151:cluster_id 174:timeout_ms:i/voter_id:i/voter_directory_id:16s 178:listeners[] 196:listeners[]>name 212:listeners[]>host 228:listeners[]>port:H 231:listeners[]>tagged_fields 239:tagged_fields 250:- 252:cluster_id 271:timeout_ms:i/voter_id:i/voter_directory_id:16s 273:listeners[] 292:tagged_fields"
+    "96:- 98:name 117:host 136:port:H 138:tagged_fields 148:- 152:cluster_id 175:timeout_ms:i/voter_id:i/voter_directory_id:16s 179:listeners[] 197:listeners[]>name 213:listeners[]>host 229:listeners[]>port:H 232:listeners[]>tagged_fields 240:tagged_fields 251:- 253:cluster_id 272:timeout_ms:i/voter_id:i/voter_directory_id:16s 274:listeners[] 293:tagged_fields"
 )

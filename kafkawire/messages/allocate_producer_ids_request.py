@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -90,6 +91,23 @@ AllocateProducerIdsRequest._WRITERS = {
     0: _write_AllocateProducerIdsRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_AllocateProducerIdsRequest_v0 = (
+    AllocateProducerIdsRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(AllocateProducerIdsRequest, {
+    0: _P_AllocateProducerIdsRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "55:- 59:broker_id:i/broker_epoch:q 62:tagged_fields 73:- 75:broker_id:i/broker_epoch:q 77:tagged_fields"
+    "56:- 60:broker_id:i/broker_epoch:q 63:tagged_fields 74:- 76:broker_id:i/broker_epoch:q 78:tagged_fields"
 )

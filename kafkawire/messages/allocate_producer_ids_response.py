@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -96,6 +97,25 @@ AllocateProducerIdsResponse._WRITERS = {
     0: _write_AllocateProducerIdsResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_AllocateProducerIdsResponse_v0 = (
+    AllocateProducerIdsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('producer_id_start', ('int64', 0)),
+        ('producer_id_len', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(AllocateProducerIdsResponse, {
+    0: _P_AllocateProducerIdsResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "61:- 65:throttle_time_ms:i/error_code:h/producer_id_start:q/producer_id_len:i 68:tagged_fields 79:- 81:throttle_time_ms:i/error_code:h/producer_id_start:q/producer_id_len:i 83:tagged_fields"
+    "62:- 66:throttle_time_ms:i/error_code:h/producer_id_start:q/producer_id_len:i 69:tagged_fields 80:- 82:throttle_time_ms:i/error_code:h/producer_id_start:q/producer_id_len:i 84:tagged_fields"
 )

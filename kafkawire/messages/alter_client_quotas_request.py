@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -645,6 +646,96 @@ AlterClientQuotasRequest._WRITERS = {
     1: _write_AlterClientQuotasRequest_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_EntityData_v0 = (
+    EntityData, False,
+    (
+        ('entity_type', ('string', 0)),
+        ('entity_name', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_P_OpData_v0 = (
+    OpData, False,
+    (
+        ('key', ('string', 0)),
+        ('value', ('float64', 0)),
+        ('remove', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_EntryData_v0 = (
+    EntryData, False,
+    (
+        ('entity', ('array', 0, 4, ('struct', 0, _P_EntityData_v0))),
+        ('ops', ('array', 0, 11, ('struct', 0, _P_OpData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_AlterClientQuotasRequest_v0 = (
+    AlterClientQuotasRequest, False,
+    (
+        ('entries', ('array', 0, 8, ('struct', 0, _P_EntryData_v0))),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_EntityData_v1 = (
+    EntityData, True,
+    (
+        ('entity_type', ('string', 1)),
+        ('entity_name', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_OpData_v1 = (
+    OpData, True,
+    (
+        ('key', ('string', 1)),
+        ('value', ('float64', 0)),
+        ('remove', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_EntryData_v1 = (
+    EntryData, True,
+    (
+        ('entity', ('array', 1, 3, ('struct', 0, _P_EntityData_v1))),
+        ('ops', ('array', 1, 11, ('struct', 0, _P_OpData_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_AlterClientQuotasRequest_v1 = (
+    AlterClientQuotasRequest, True,
+    (
+        ('entries', ('array', 1, 3, ('struct', 0, _P_EntryData_v1))),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(AlterClientQuotasRequest, {
+    0: _P_AlterClientQuotasRequest_v0,
+    1: _P_AlterClientQuotasRequest_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "138:- 140:entity_type 151:entity_name 162:unknown_tags 169:- 171:key 182:value:d/remove:? 184:unknown_tags 191:- 193:entity[] 204:ops[] 215:unknown_tags 222:- 226:entries[] 234:entries[]>entity[] 242:entries[]>entity[]>entity_type 250:entries[]>entity[]>entity_name 264:entries[]>ops[] 272:entries[]>ops[]>key 280:entries[]>ops[]>value:d/remove:? 289:validate_only:? 298:- 300:entries[] 311:validate_only:? 313:unknown_tags 320:- 322:entity_type 341:entity_name 360:tagged_fields 370:- 372:key 391:value:d/remove:? 393:tagged_fields 403:- 405:entity[] 424:ops[] 443:tagged_fields 453:- 457:entries[] 475:entries[]>entity[] 493:entries[]>entity[]>entity_type 509:entries[]>entity[]>entity_name 532:entries[]>entity[]>tagged_fields 540:entries[]>ops[] 558:entries[]>ops[]>key 574:entries[]>ops[]>value:d/remove:? 577:entries[]>ops[]>tagged_fields 585:entries[]>tagged_fields 593:validate_only:? 596:tagged_fields 607:- 609:entries[] 628:validate_only:? 630:tagged_fields"
+    "139:- 141:entity_type 152:entity_name 163:unknown_tags 170:- 172:key 183:value:d/remove:? 185:unknown_tags 192:- 194:entity[] 205:ops[] 216:unknown_tags 223:- 227:entries[] 235:entries[]>entity[] 243:entries[]>entity[]>entity_type 251:entries[]>entity[]>entity_name 265:entries[]>ops[] 273:entries[]>ops[]>key 281:entries[]>ops[]>value:d/remove:? 290:validate_only:? 299:- 301:entries[] 312:validate_only:? 314:unknown_tags 321:- 323:entity_type 342:entity_name 361:tagged_fields 371:- 373:key 392:value:d/remove:? 394:tagged_fields 404:- 406:entity[] 425:ops[] 444:tagged_fields 454:- 458:entries[] 476:entries[]>entity[] 494:entries[]>entity[]>entity_type 510:entries[]>entity[]>entity_name 533:entries[]>entity[]>tagged_fields 541:entries[]>ops[] 559:entries[]>ops[]>key 575:entries[]>ops[]>value:d/remove:? 578:entries[]>ops[]>tagged_fields 586:entries[]>tagged_fields 594:validate_only:? 597:tagged_fields 608:- 610:entries[] 629:validate_only:? 631:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -537,6 +538,76 @@ AlterClientQuotasResponse._WRITERS = {
     1: _write_AlterClientQuotasResponse_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_EntityData_v0 = (
+    EntityData, False,
+    (
+        ('entity_type', ('string', 0)),
+        ('entity_name', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_P_EntryData_v0 = (
+    EntryData, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('entity', ('array', 0, 4, ('struct', 0, _P_EntityData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_AlterClientQuotasResponse_v0 = (
+    AlterClientQuotasResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('entries', ('array', 0, 8, ('struct', 0, _P_EntryData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_EntityData_v1 = (
+    EntityData, True,
+    (
+        ('entity_type', ('string', 1)),
+        ('entity_name', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_EntryData_v1 = (
+    EntryData, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('entity', ('array', 1, 3, ('struct', 0, _P_EntityData_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_AlterClientQuotasResponse_v1 = (
+    AlterClientQuotasResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('entries', ('array', 1, 5, ('struct', 0, _P_EntryData_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_native(AlterClientQuotasResponse, {
+    0: _P_AlterClientQuotasResponse_v0,
+    1: _P_AlterClientQuotasResponse_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "108:- 110:entity_type 121:entity_name 132:unknown_tags 139:- 141:error_code:h 143:error_message 154:entity[] 165:unknown_tags 172:- 176:throttle_time_ms:i 179:entries[] 187:entries[]>error_code:h 190:entries[]>error_message 201:entries[]>entity[] 209:entries[]>entity[]>entity_type 217:entries[]>entity[]>entity_name 240:- 242:throttle_time_ms:i 244:entries[] 255:unknown_tags 262:- 264:entity_type 283:entity_name 302:tagged_fields 312:- 314:error_code:h 316:error_message 335:entity[] 354:tagged_fields 364:- 368:throttle_time_ms:i 371:entries[] 389:entries[]>error_code:h 392:entries[]>error_message 415:entries[]>entity[] 433:entries[]>entity[]>entity_type 449:entries[]>entity[]>entity_name 472:entries[]>entity[]>tagged_fields 480:entries[]>tagged_fields 488:tagged_fields 499:- 501:throttle_time_ms:i 503:entries[] 522:tagged_fields"
+    "109:- 111:entity_type 122:entity_name 133:unknown_tags 140:- 142:error_code:h 144:error_message 155:entity[] 166:unknown_tags 173:- 177:throttle_time_ms:i 180:entries[] 188:entries[]>error_code:h 191:entries[]>error_message 202:entries[]>entity[] 210:entries[]>entity[]>entity_type 218:entries[]>entity[]>entity_name 241:- 243:throttle_time_ms:i 245:entries[] 256:unknown_tags 263:- 265:entity_type 284:entity_name 303:tagged_fields 313:- 315:error_code:h 317:error_message 336:entity[] 355:tagged_fields 365:- 369:throttle_time_ms:i 372:entries[] 390:entries[]>error_code:h 393:entries[]>error_message 416:entries[]>entity[] 434:entries[]>entity[]>entity_type 450:entries[]>entity[]>entity_name 473:entries[]>entity[]>tagged_fields 481:entries[]>tagged_fields 489:tagged_fields 500:- 502:throttle_time_ms:i 504:entries[] 523:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -533,6 +534,77 @@ AlterConfigsRequest._WRITERS = {
     2: _write_AlterConfigsRequest_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_AlterableConfig_v0 = (
+    AlterableConfig, False,
+    (
+        ('name', ('string', 0)),
+        ('value', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_P_AlterConfigsResource_v0 = (
+    AlterConfigsResource, False,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('configs', ('array', 0, 4, ('struct', 0, _P_AlterableConfig_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_AlterConfigsRequest_v0 = (
+    AlterConfigsRequest, False,
+    (
+        ('resources', ('array', 0, 7, ('struct', 0, _P_AlterConfigsResource_v0))),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_AlterableConfig_v2 = (
+    AlterableConfig, True,
+    (
+        ('name', ('string', 1)),
+        ('value', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_AlterConfigsResource_v2 = (
+    AlterConfigsResource, True,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 1)),
+        ('configs', ('array', 1, 3, ('struct', 0, _P_AlterableConfig_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_AlterConfigsRequest_v2 = (
+    AlterConfigsRequest, True,
+    (
+        ('resources', ('array', 1, 4, ('struct', 0, _P_AlterConfigsResource_v2))),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(AlterConfigsRequest, {
+    0: _P_AlterConfigsRequest_v0,
+    1: _P_AlterConfigsRequest_v0,
+    2: _P_AlterConfigsRequest_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "112:- 114:name 125:value 136:unknown_tags 143:- 145:resource_type:b 147:resource_name 158:configs[] 169:unknown_tags 176:- 180:resources[] 188:resources[]>resource_type:b 191:resources[]>resource_name 199:resources[]>configs[] 207:resources[]>configs[]>name 215:resources[]>configs[]>value 232:validate_only:? 241:- 243:resources[] 254:validate_only:? 256:unknown_tags 263:- 265:name 284:value 303:tagged_fields 313:- 315:resource_type:b 317:resource_name 336:configs[] 355:tagged_fields 365:- 369:resources[] 387:resources[]>resource_type:b 390:resources[]>resource_name 406:resources[]>configs[] 424:resources[]>configs[]>name 440:resources[]>configs[]>value 463:resources[]>configs[]>tagged_fields 471:resources[]>tagged_fields 479:validate_only:? 482:tagged_fields 493:- 495:resources[] 514:validate_only:? 516:tagged_fields"
+    "113:- 115:name 126:value 137:unknown_tags 144:- 146:resource_type:b 148:resource_name 159:configs[] 170:unknown_tags 177:- 181:resources[] 189:resources[]>resource_type:b 192:resources[]>resource_name 200:resources[]>configs[] 208:resources[]>configs[]>name 216:resources[]>configs[]>value 233:validate_only:? 242:- 244:resources[] 255:validate_only:? 257:unknown_tags 264:- 266:name 285:value 304:tagged_fields 314:- 316:resource_type:b 318:resource_name 337:configs[] 356:tagged_fields 366:- 370:resources[] 388:resources[]>resource_type:b 391:resources[]>resource_name 407:resources[]>configs[] 425:resources[]>configs[]>name 441:resources[]>configs[]>value 464:resources[]>configs[]>tagged_fields 472:resources[]>tagged_fields 480:validate_only:? 483:tagged_fields 494:- 496:resources[] 515:validate_only:? 517:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -331,6 +332,43 @@ AlterPartitionReassignmentsRequest._WRITERS = {
     0: _write_AlterPartitionReassignmentsRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ReassignablePartition_v0 = (
+    ReassignablePartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('replicas', ('array', 3, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_ReassignableTopic_v0 = (
+    ReassignableTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 6, ('struct', 0, _P_ReassignablePartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_AlterPartitionReassignmentsRequest_v0 = (
+    AlterPartitionReassignmentsRequest, True,
+    (
+        ('timeout_ms', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_ReassignableTopic_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(AlterPartitionReassignmentsRequest, {
+    0: _P_AlterPartitionReassignmentsRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "107:- 109:partition_index:i 111:replicas 126:tagged_fields 136:- 138:name 157:partitions[] 176:tagged_fields 186:- 190:timeout_ms:i 193:topics[] 211:topics[]>name 227:topics[]>partitions[] 245:topics[]>partitions[]>partition_index:i 248:topics[]>partitions[]>replicas 268:topics[]>partitions[]>tagged_fields 276:topics[]>tagged_fields 284:tagged_fields 295:- 297:timeout_ms:i 299:topics[] 318:tagged_fields"
+    "108:- 110:partition_index:i 112:replicas 127:tagged_fields 137:- 139:name 158:partitions[] 177:tagged_fields 187:- 191:timeout_ms:i 194:topics[] 212:topics[]>name 228:topics[]>partitions[] 246:topics[]>partitions[]>partition_index:i 249:topics[]>partitions[]>replicas 269:topics[]>partitions[]>tagged_fields 277:topics[]>tagged_fields 285:tagged_fields 296:- 298:timeout_ms:i 300:topics[] 319:tagged_fields"
 )

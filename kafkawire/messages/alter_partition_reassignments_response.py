@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -389,6 +390,46 @@ AlterPartitionReassignmentsResponse._WRITERS = {
     0: _write_AlterPartitionReassignmentsResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ReassignablePartitionResponse_v0 = (
+    ReassignablePartitionResponse, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_ReassignableTopicResponse_v0 = (
+    ReassignableTopicResponse, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 8, ('struct', 0, _P_ReassignablePartitionResponse_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_AlterPartitionReassignmentsResponse_v0 = (
+    AlterPartitionReassignmentsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('responses', ('array', 1, 3, ('struct', 0, _P_ReassignableTopicResponse_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(AlterPartitionReassignmentsResponse, {
+    0: _P_AlterPartitionReassignmentsResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "116:- 118:partition_index:i/error_code:h 120:error_message 139:tagged_fields 149:- 151:name 170:partitions[] 189:tagged_fields 199:- 203:throttle_time_ms:i/error_code:h 206:error_message 229:responses[] 247:responses[]>name 263:responses[]>partitions[] 281:responses[]>partitions[]>partition_index:i/error_code:h 284:responses[]>partitions[]>error_message 307:responses[]>partitions[]>tagged_fields 315:responses[]>tagged_fields 323:tagged_fields 334:- 336:throttle_time_ms:i/error_code:h 338:error_message 357:responses[] 376:tagged_fields"
+    "117:- 119:partition_index:i/error_code:h 121:error_message 140:tagged_fields 150:- 152:name 171:partitions[] 190:tagged_fields 200:- 204:throttle_time_ms:i/error_code:h 207:error_message 230:responses[] 248:responses[]>name 264:responses[]>partitions[] 282:responses[]>partitions[]>partition_index:i/error_code:h 285:responses[]>partitions[]>error_message 308:responses[]>partitions[]>tagged_fields 316:responses[]>tagged_fields 324:tagged_fields 335:- 337:throttle_time_ms:i/error_code:h 339:error_message 358:responses[] 377:tagged_fields"
 )

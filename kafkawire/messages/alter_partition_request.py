@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1008,6 +1009,163 @@ AlterPartitionRequest._WRITERS = {
     3: _write_AlterPartitionRequest_v3,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('new_isr', ('array', 1, 4, ('int32', 0))),
+        ('partition_epoch', ('int32', 0)),
+    ),
+    (
+        ('new_isr_with_epochs', ()),
+        ('leader_recovery_state', 0),
+    ),
+    (),
+)
+
+_P_TopicData_v0 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 14, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_AlterPartitionRequest_v0 = (
+    AlterPartitionRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionData_v1 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('new_isr', ('array', 1, 4, ('int32', 0))),
+        ('leader_recovery_state', ('int8', 0)),
+        ('partition_epoch', ('int32', 0)),
+    ),
+    (
+        ('new_isr_with_epochs', ()),
+    ),
+    (),
+)
+
+_P_TopicData_v1 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 15, ('struct', 0, _P_PartitionData_v1))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_AlterPartitionRequest_v1 = (
+    AlterPartitionRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicData_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_TopicData_v2 = (
+    TopicData, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 15, ('struct', 0, _P_PartitionData_v1))),
+    ),
+    (
+        ('topic_name', ''),
+    ),
+    (),
+)
+
+_P_AlterPartitionRequest_v2 = (
+    AlterPartitionRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _P_TopicData_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_BrokerState_v3 = (
+    BrokerState, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionData_v3 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('new_isr_with_epochs', ('array', 1, 13, ('struct', 0, _P_BrokerState_v3))),
+        ('leader_recovery_state', ('int8', 0)),
+        ('partition_epoch', ('int32', 0)),
+    ),
+    (
+        ('new_isr', ()),
+    ),
+    (),
+)
+
+_P_TopicData_v3 = (
+    TopicData, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 15, ('struct', 0, _P_PartitionData_v3))),
+    ),
+    (
+        ('topic_name', ''),
+    ),
+    (),
+)
+
+_P_AlterPartitionRequest_v3 = (
+    AlterPartitionRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _P_TopicData_v3))),
+    ),
+    (),
+    (),
+)
+
+_install_native(AlterPartitionRequest, {
+    0: _P_AlterPartitionRequest_v0,
+    1: _P_AlterPartitionRequest_v1,
+    2: _P_AlterPartitionRequest_v2,
+    3: _P_AlterPartitionRequest_v3,
+})
+
 _FIELDS_AT = _FieldLines(
-    "160:- 162:partition_index:i/leader_epoch:i 164:new_isr 179:partition_epoch:i 181:new_isr_with_epochs 184:leader_recovery_state 187:tagged_fields 197:- 199:topic_name 218:partitions[] 237:tagged_fields 247:- 251:broker_id:i/broker_epoch:q 254:topics[] 272:topics[]>topic_name 288:topics[]>partitions[] 306:topics[]>partitions[]>partition_index:i/leader_epoch:i 309:topics[]>partitions[]>new_isr 321:topics[]>partitions[]>partition_epoch:i 326:topics[]>partitions[]>tagged_fields 335:topics[]>tagged_fields 343:tagged_fields 354:- 356:broker_id:i/broker_epoch:q 358:topics[] 377:tagged_fields 387:- 389:partition_index:i/leader_epoch:i 391:new_isr 406:leader_recovery_state:b/partition_epoch:i 408:new_isr_with_epochs 411:tagged_fields 421:- 423:topic_name 442:partitions[] 461:tagged_fields 471:- 475:broker_id:i/broker_epoch:q 478:topics[] 496:topics[]>topic_name 512:topics[]>partitions[] 530:topics[]>partitions[]>partition_index:i/leader_epoch:i 533:topics[]>partitions[]>new_isr 545:topics[]>partitions[]>leader_recovery_state:b/partition_epoch:i 549:topics[]>partitions[]>tagged_fields 558:topics[]>tagged_fields 566:tagged_fields 577:- 579:broker_id:i/broker_epoch:q 581:topics[] 600:tagged_fields 610:- 612:topic_id:16s 614:partitions[] 633:tagged_fields 643:- 647:broker_id:i/broker_epoch:q 650:topics[] 668:topics[]>topic_id:16s 672:topics[]>partitions[] 690:topics[]>partitions[]>partition_index:i/leader_epoch:i 693:topics[]>partitions[]>new_isr 705:topics[]>partitions[]>leader_recovery_state:b/partition_epoch:i 709:topics[]>partitions[]>tagged_fields 718:topics[]>tagged_fields 726:tagged_fields 737:- 739:broker_id:i/broker_epoch:q 741:topics[] 760:tagged_fields 770:- 772:broker_id:i/broker_epoch:q 774:tagged_fields 784:- 786:partition_index:i/leader_epoch:i 788:new_isr_with_epochs[] 807:leader_recovery_state:b/partition_epoch:i 809:new_isr 812:tagged_fields 822:- 824:topic_id:16s 826:partitions[] 845:tagged_fields 855:- 859:broker_id:i/broker_epoch:q 862:topics[] 880:topics[]>topic_id:16s 884:topics[]>partitions[] 902:topics[]>partitions[]>partition_index:i/leader_epoch:i 905:topics[]>partitions[]>new_isr_with_epochs[] 923:topics[]>partitions[]>new_isr_with_epochs[]>broker_id:i/broker_epoch:q 926:topics[]>partitions[]>new_isr_with_epochs[]>tagged_fields 934:topics[]>partitions[]>leader_recovery_state:b/partition_epoch:i 938:topics[]>partitions[]>tagged_fields 947:topics[]>tagged_fields 955:tagged_fields 966:- 968:broker_id:i/broker_epoch:q 970:topics[] 989:tagged_fields"
+    "161:- 163:partition_index:i/leader_epoch:i 165:new_isr 180:partition_epoch:i 182:new_isr_with_epochs 185:leader_recovery_state 188:tagged_fields 198:- 200:topic_name 219:partitions[] 238:tagged_fields 248:- 252:broker_id:i/broker_epoch:q 255:topics[] 273:topics[]>topic_name 289:topics[]>partitions[] 307:topics[]>partitions[]>partition_index:i/leader_epoch:i 310:topics[]>partitions[]>new_isr 322:topics[]>partitions[]>partition_epoch:i 327:topics[]>partitions[]>tagged_fields 336:topics[]>tagged_fields 344:tagged_fields 355:- 357:broker_id:i/broker_epoch:q 359:topics[] 378:tagged_fields 388:- 390:partition_index:i/leader_epoch:i 392:new_isr 407:leader_recovery_state:b/partition_epoch:i 409:new_isr_with_epochs 412:tagged_fields 422:- 424:topic_name 443:partitions[] 462:tagged_fields 472:- 476:broker_id:i/broker_epoch:q 479:topics[] 497:topics[]>topic_name 513:topics[]>partitions[] 531:topics[]>partitions[]>partition_index:i/leader_epoch:i 534:topics[]>partitions[]>new_isr 546:topics[]>partitions[]>leader_recovery_state:b/partition_epoch:i 550:topics[]>partitions[]>tagged_fields 559:topics[]>tagged_fields 567:tagged_fields 578:- 580:broker_id:i/broker_epoch:q 582:topics[] 601:tagged_fields 611:- 613:topic_id:16s 615:partitions[] 634:tagged_fields 644:- 648:broker_id:i/broker_epoch:q 651:topics[] 669:topics[]>topic_id:16s 673:topics[]>partitions[] 691:topics[]>partitions[]>partition_index:i/leader_epoch:i 694:topics[]>partitions[]>new_isr 706:topics[]>partitions[]>leader_recovery_state:b/partition_epoch:i 710:topics[]>partitions[]>tagged_fields 719:topics[]>tagged_fields 727:tagged_fields 738:- 740:broker_id:i/broker_epoch:q 742:topics[] 761:tagged_fields 771:- 773:broker_id:i/broker_epoch:q 775:tagged_fields 785:- 787:partition_index:i/leader_epoch:i 789:new_isr_with_epochs[] 808:leader_recovery_state:b/partition_epoch:i 810:new_isr 813:tagged_fields 823:- 825:topic_id:16s 827:partitions[] 846:tagged_fields 856:- 860:broker_id:i/broker_epoch:q 863:topics[] 881:topics[]>topic_id:16s 885:topics[]>partitions[] 903:topics[]>partitions[]>partition_index:i/leader_epoch:i 906:topics[]>partitions[]>new_isr_with_epochs[] 924:topics[]>partitions[]>new_isr_with_epochs[]>broker_id:i/broker_epoch:q 927:topics[]>partitions[]>new_isr_with_epochs[]>tagged_fields 935:topics[]>partitions[]>leader_recovery_state:b/partition_epoch:i 939:topics[]>partitions[]>tagged_fields 948:topics[]>tagged_fields 956:tagged_fields 967:- 969:broker_id:i/broker_epoch:q 971:topics[] 990:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -744,6 +745,116 @@ AlterPartitionResponse._WRITERS = {
     3: _write_AlterPartitionResponse_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('isr', ('array', 1, 4, ('int32', 0))),
+        ('partition_epoch', ('int32', 0)),
+    ),
+    (
+        ('leader_recovery_state', 0),
+    ),
+    (),
+)
+
+_P_TopicData_v0 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 20, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_AlterPartitionResponse_v0 = (
+    AlterPartitionResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionData_v1 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('isr', ('array', 1, 4, ('int32', 0))),
+        ('leader_recovery_state', ('int8', 0)),
+        ('partition_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_TopicData_v1 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 21, ('struct', 0, _P_PartitionData_v1))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_AlterPartitionResponse_v1 = (
+    AlterPartitionResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicData_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_TopicData_v2 = (
+    TopicData, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 21, ('struct', 0, _P_PartitionData_v1))),
+    ),
+    (
+        ('topic_name', ''),
+    ),
+    (),
+)
+
+_P_AlterPartitionResponse_v2 = (
+    AlterPartitionResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _P_TopicData_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_native(AlterPartitionResponse, {
+    0: _P_AlterPartitionResponse_v0,
+    1: _P_AlterPartitionResponse_v1,
+    2: _P_AlterPartitionResponse_v2,
+    3: _P_AlterPartitionResponse_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "137:- 139:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 141:isr 156:partition_epoch:i 158:tagged_fields 168:- 170:topic_name 189:partitions[] 208:tagged_fields 218:- 222:throttle_time_ms:i/error_code:h 225:topics[] 243:topics[]>topic_name 259:topics[]>partitions[] 277:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i 280:topics[]>partitions[]>isr 292:topics[]>partitions[]>partition_epoch:i 296:topics[]>partitions[]>tagged_fields 305:topics[]>tagged_fields 313:tagged_fields 324:- 326:throttle_time_ms:i/error_code:h 328:topics[] 347:tagged_fields 357:- 359:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 361:isr 376:leader_recovery_state:b/partition_epoch:i 378:tagged_fields 388:- 390:topic_name 409:partitions[] 428:tagged_fields 438:- 442:throttle_time_ms:i/error_code:h 445:topics[] 463:topics[]>topic_name 479:topics[]>partitions[] 497:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i 500:topics[]>partitions[]>isr 512:topics[]>partitions[]>leader_recovery_state:b/partition_epoch:i 515:topics[]>partitions[]>tagged_fields 524:topics[]>tagged_fields 532:tagged_fields 543:- 545:throttle_time_ms:i/error_code:h 547:topics[] 566:tagged_fields 576:- 578:topic_id:16s 580:partitions[] 599:tagged_fields 609:- 613:throttle_time_ms:i/error_code:h 616:topics[] 634:topics[]>topic_id:16s 638:topics[]>partitions[] 656:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i 659:topics[]>partitions[]>isr 671:topics[]>partitions[]>leader_recovery_state:b/partition_epoch:i 674:topics[]>partitions[]>tagged_fields 683:topics[]>tagged_fields 691:tagged_fields 702:- 704:throttle_time_ms:i/error_code:h 706:topics[] 725:tagged_fields"
+    "138:- 140:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 142:isr 157:partition_epoch:i 159:tagged_fields 169:- 171:topic_name 190:partitions[] 209:tagged_fields 219:- 223:throttle_time_ms:i/error_code:h 226:topics[] 244:topics[]>topic_name 260:topics[]>partitions[] 278:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i 281:topics[]>partitions[]>isr 293:topics[]>partitions[]>partition_epoch:i 297:topics[]>partitions[]>tagged_fields 306:topics[]>tagged_fields 314:tagged_fields 325:- 327:throttle_time_ms:i/error_code:h 329:topics[] 348:tagged_fields 358:- 360:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 362:isr 377:leader_recovery_state:b/partition_epoch:i 379:tagged_fields 389:- 391:topic_name 410:partitions[] 429:tagged_fields 439:- 443:throttle_time_ms:i/error_code:h 446:topics[] 464:topics[]>topic_name 480:topics[]>partitions[] 498:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i 501:topics[]>partitions[]>isr 513:topics[]>partitions[]>leader_recovery_state:b/partition_epoch:i 516:topics[]>partitions[]>tagged_fields 525:topics[]>tagged_fields 533:tagged_fields 544:- 546:throttle_time_ms:i/error_code:h 548:topics[] 567:tagged_fields 577:- 579:topic_id:16s 581:partitions[] 600:tagged_fields 610:- 614:throttle_time_ms:i/error_code:h 617:topics[] 635:topics[]>topic_id:16s 639:topics[]>partitions[] 657:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i 660:topics[]>partitions[]>isr 672:topics[]>partitions[]>leader_recovery_state:b/partition_epoch:i 675:topics[]>partitions[]>tagged_fields 684:topics[]>tagged_fields 692:tagged_fields 703:- 705:throttle_time_ms:i/error_code:h 707:topics[] 726:tagged_fields"
 )

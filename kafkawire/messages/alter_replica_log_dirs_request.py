@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -483,6 +484,73 @@ AlterReplicaLogDirsRequest._WRITERS = {
     2: _write_AlterReplicaLogDirsRequest_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_AlterReplicaLogDirTopic_v0 = (
+    AlterReplicaLogDirTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_AlterReplicaLogDir_v0 = (
+    AlterReplicaLogDir, False,
+    (
+        ('path', ('string', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_AlterReplicaLogDirTopic_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_AlterReplicaLogDirsRequest_v0 = (
+    AlterReplicaLogDirsRequest, False,
+    (
+        ('dirs', ('array', 0, 6, ('struct', 0, _P_AlterReplicaLogDir_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_AlterReplicaLogDirTopic_v2 = (
+    AlterReplicaLogDirTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_AlterReplicaLogDir_v2 = (
+    AlterReplicaLogDir, True,
+    (
+        ('path', ('string', 1)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_AlterReplicaLogDirTopic_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_AlterReplicaLogDirsRequest_v2 = (
+    AlterReplicaLogDirsRequest, True,
+    (
+        ('dirs', ('array', 1, 3, ('struct', 0, _P_AlterReplicaLogDir_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_native(AlterReplicaLogDirsRequest, {
+    0: _P_AlterReplicaLogDirsRequest_v0,
+    1: _P_AlterReplicaLogDirsRequest_v0,
+    2: _P_AlterReplicaLogDirsRequest_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "105:- 107:name 118:partitions 125:unknown_tags 132:- 134:path 145:topics[] 156:unknown_tags 163:- 167:dirs[] 175:dirs[]>path 183:dirs[]>topics[] 191:dirs[]>topics[]>name 199:dirs[]>topics[]>partitions 218:- 220:dirs[] 231:unknown_tags 238:- 240:name 259:partitions 274:tagged_fields 284:- 286:path 305:topics[] 324:tagged_fields 334:- 338:dirs[] 356:dirs[]>path 372:dirs[]>topics[] 390:dirs[]>topics[]>name 406:dirs[]>topics[]>partitions 418:dirs[]>topics[]>tagged_fields 426:dirs[]>tagged_fields 434:tagged_fields 445:- 447:dirs[] 466:tagged_fields"
+    "106:- 108:name 119:partitions 126:unknown_tags 133:- 135:path 146:topics[] 157:unknown_tags 164:- 168:dirs[] 176:dirs[]>path 184:dirs[]>topics[] 192:dirs[]>topics[]>name 200:dirs[]>topics[]>partitions 219:- 221:dirs[] 232:unknown_tags 239:- 241:name 260:partitions 275:tagged_fields 285:- 287:path 306:topics[] 325:tagged_fields 335:- 339:dirs[] 357:dirs[]>path 373:dirs[]>topics[] 391:dirs[]>topics[]>name 407:dirs[]>topics[]>partitions 419:dirs[]>topics[]>tagged_fields 427:dirs[]>tagged_fields 435:tagged_fields 446:- 448:dirs[] 467:tagged_fields"
 )

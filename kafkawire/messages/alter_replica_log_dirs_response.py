@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -410,6 +411,75 @@ AlterReplicaLogDirsResponse._WRITERS = {
     2: _write_AlterReplicaLogDirsResponse_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_AlterReplicaLogDirPartitionResult_v0 = (
+    AlterReplicaLogDirPartitionResult, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_AlterReplicaLogDirTopicResult_v0 = (
+    AlterReplicaLogDirTopicResult, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partitions', ('array', 0, 6, ('struct', 0, _P_AlterReplicaLogDirPartitionResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_AlterReplicaLogDirsResponse_v0 = (
+    AlterReplicaLogDirsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 0, 6, ('struct', 0, _P_AlterReplicaLogDirTopicResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_AlterReplicaLogDirPartitionResult_v2 = (
+    AlterReplicaLogDirPartitionResult, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_AlterReplicaLogDirTopicResult_v2 = (
+    AlterReplicaLogDirTopicResult, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 7, ('struct', 0, _P_AlterReplicaLogDirPartitionResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_AlterReplicaLogDirsResponse_v2 = (
+    AlterReplicaLogDirsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 1, 3, ('struct', 0, _P_AlterReplicaLogDirTopicResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_native(AlterReplicaLogDirsResponse, {
+    0: _P_AlterReplicaLogDirsResponse_v0,
+    1: _P_AlterReplicaLogDirsResponse_v0,
+    2: _P_AlterReplicaLogDirsResponse_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "107:- 109:partition_index:i/error_code:h 111:unknown_tags 118:- 120:topic_name 131:partitions[] 142:unknown_tags 149:- 153:throttle_time_ms:i 156:results[] 164:results[]>topic_name 172:results[]>partitions[] 180:results[]>partitions[]>partition_index:i/error_code:h 195:- 197:throttle_time_ms:i 199:results[] 210:unknown_tags 217:- 219:partition_index:i/error_code:h 221:tagged_fields 231:- 233:topic_name 252:partitions[] 271:tagged_fields 281:- 285:throttle_time_ms:i 288:results[] 306:results[]>topic_name 322:results[]>partitions[] 340:results[]>partitions[]>partition_index:i/error_code:h 343:results[]>partitions[]>tagged_fields 351:results[]>tagged_fields 359:tagged_fields 370:- 372:throttle_time_ms:i 374:results[] 393:tagged_fields"
+    "108:- 110:partition_index:i/error_code:h 112:unknown_tags 119:- 121:topic_name 132:partitions[] 143:unknown_tags 150:- 154:throttle_time_ms:i 157:results[] 165:results[]>topic_name 173:results[]>partitions[] 181:results[]>partitions[]>partition_index:i/error_code:h 196:- 198:throttle_time_ms:i 200:results[] 211:unknown_tags 218:- 220:partition_index:i/error_code:h 222:tagged_fields 232:- 234:topic_name 253:partitions[] 272:tagged_fields 282:- 286:throttle_time_ms:i 289:results[] 307:results[]>topic_name 323:results[]>partitions[] 341:results[]>partitions[]>partition_index:i/error_code:h 344:results[]>partitions[]>tagged_fields 352:results[]>tagged_fields 360:tagged_fields 371:- 373:throttle_time_ms:i 375:results[] 394:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -410,6 +411,46 @@ AlterUserScramCredentialsRequest._WRITERS = {
     0: _write_AlterUserScramCredentialsRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ScramCredentialDeletion_v0 = (
+    ScramCredentialDeletion, True,
+    (
+        ('name', ('string', 1)),
+        ('mechanism', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_ScramCredentialUpsertion_v0 = (
+    ScramCredentialUpsertion, True,
+    (
+        ('name', ('string', 1)),
+        ('mechanism', ('int8', 0)),
+        ('iterations', ('int32', 0)),
+        ('salt', ('bytes', 1)),
+        ('salted_password', ('bytes', 1)),
+    ),
+    (),
+    (),
+)
+
+_P_AlterUserScramCredentialsRequest_v0 = (
+    AlterUserScramCredentialsRequest, True,
+    (
+        ('deletions', ('array', 1, 3, ('struct', 0, _P_ScramCredentialDeletion_v0))),
+        ('upsertions', ('array', 1, 9, ('struct', 0, _P_ScramCredentialUpsertion_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(AlterUserScramCredentialsRequest, {
+    0: _P_AlterUserScramCredentialsRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "118:- 120:name 139:mechanism:b 141:tagged_fields 151:- 153:name 172:mechanism:b/iterations:i 174:salt 189:salted_password 204:tagged_fields 214:- 220:deletions[] 238:deletions[]>name 254:deletions[]>mechanism:b 257:deletions[]>tagged_fields 265:upsertions[] 283:upsertions[]>name 299:upsertions[]>mechanism:b/iterations:i 302:upsertions[]>salt 320:upsertions[]>salted_password 338:upsertions[]>tagged_fields 346:tagged_fields 357:- 359:deletions[] 378:upsertions[] 397:tagged_fields"
+    "119:- 121:name 140:mechanism:b 142:tagged_fields 152:- 154:name 173:mechanism:b/iterations:i 175:salt 190:salted_password 205:tagged_fields 215:- 221:deletions[] 239:deletions[]>name 255:deletions[]>mechanism:b 258:deletions[]>tagged_fields 266:upsertions[] 284:upsertions[]>name 300:upsertions[]>mechanism:b/iterations:i 303:upsertions[]>salt 321:upsertions[]>salted_password 339:upsertions[]>tagged_fields 347:tagged_fields 358:- 360:deletions[] 379:upsertions[] 398:tagged_fields"
 )

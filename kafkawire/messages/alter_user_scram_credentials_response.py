@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -256,6 +257,34 @@ AlterUserScramCredentialsResponse._WRITERS = {
     0: _write_AlterUserScramCredentialsResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_AlterUserScramCredentialsResult_v0 = (
+    AlterUserScramCredentialsResult, True,
+    (
+        ('user', ('string', 1)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_AlterUserScramCredentialsResponse_v0 = (
+    AlterUserScramCredentialsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 1, 5, ('struct', 0, _P_AlterUserScramCredentialsResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(AlterUserScramCredentialsResponse, {
+    0: _P_AlterUserScramCredentialsResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "82:- 84:user 103:error_code:h 105:error_message 124:tagged_fields 134:- 138:throttle_time_ms:i 141:results[] 159:results[]>user 175:results[]>error_code:h 178:results[]>error_message 201:results[]>tagged_fields 209:tagged_fields 220:- 222:throttle_time_ms:i 224:results[] 243:tagged_fields"
+    "83:- 85:user 104:error_code:h 106:error_message 125:tagged_fields 135:- 139:throttle_time_ms:i 142:results[] 160:results[]>user 176:results[]>error_code:h 179:results[]>error_message 202:results[]>tagged_fields 210:tagged_fields 221:- 223:throttle_time_ms:i 225:results[] 244:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -181,6 +182,37 @@ ApiVersionsRequest._WRITERS = {
     4: _write_ApiVersionsRequest_v3,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ApiVersionsRequest_v0 = (
+    ApiVersionsRequest, False,
+    (),
+    (
+        ('client_software_name', ''),
+        ('client_software_version', ''),
+    ),
+    (),
+)
+
+_P_ApiVersionsRequest_v3 = (
+    ApiVersionsRequest, True,
+    (
+        ('client_software_name', ('string', 1)),
+        ('client_software_version', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_install_native(ApiVersionsRequest, {
+    0: _P_ApiVersionsRequest_v0,
+    1: _P_ApiVersionsRequest_v0,
+    2: _P_ApiVersionsRequest_v0,
+    3: _P_ApiVersionsRequest_v3,
+    4: _P_ApiVersionsRequest_v3,
+})
+
 _FIELDS_AT = _FieldLines(
-    "53:- 64:- 66:unknown_tags 73:- 77:client_software_name 93:client_software_version 109:tagged_fields 120:- 122:client_software_name 141:client_software_version 160:tagged_fields"
+    "54:- 65:- 67:unknown_tags 74:- 78:client_software_name 94:client_software_version 110:tagged_fields 121:- 123:client_software_name 142:client_software_version 161:tagged_fields"
 )

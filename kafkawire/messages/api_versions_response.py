@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -499,8 +500,8 @@ def _read_ApiVersionsResponse_v3(buf, pos, view):
                 else:
                     size, pos = read_uvarint(buf, pos)
                 start = pos
-                end = pos + size
-                if end > blen:
+                tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                if tag_end > blen:
                     raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: supported_features
@@ -523,7 +524,7 @@ def _read_ApiVersionsResponse_v3(buf, pos, view):
                         item, pos = _read_SupportedFeatureKey_v3(buf, pos, view)
                         items[i_supported_features] = item
                     self.supported_features = tuple(items)
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
@@ -531,7 +532,7 @@ def _read_ApiVersionsResponse_v3(buf, pos, view):
                     # field: finalized_features_epoch
                     self.finalized_features_epoch = _R_q(buf, pos)[0]
                     pos += 8
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
@@ -556,7 +557,7 @@ def _read_ApiVersionsResponse_v3(buf, pos, view):
                         item, pos = _read_FinalizedFeatureKey_v3(buf, pos, view)
                         items[i_finalized_features] = item
                     self.finalized_features = tuple(items)
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
@@ -564,14 +565,14 @@ def _read_ApiVersionsResponse_v3(buf, pos, view):
                     # field: zk_migration_ready
                     self.zk_migration_ready = _R__(buf, pos)[0]
                     pos += 1
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 if unknown is None:
                     unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
+                unknown[tag] = bytes(buf[pos:tag_end])
+                pos = tag_end
             self.unknown_tags = unknown
         return self, pos
     except Exception as exc:
@@ -682,6 +683,114 @@ ApiVersionsResponse._WRITERS = {
     4: _write_ApiVersionsResponse_v3,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ApiVersion_v0 = (
+    ApiVersion, False,
+    (
+        ('api_key', ('int16', 0)),
+        ('min_version', ('int16', 0)),
+        ('max_version', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_ApiVersionsResponse_v0 = (
+    ApiVersionsResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('api_keys', ('array', 0, 6, ('struct', 0, _P_ApiVersion_v0))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+        ('supported_features', ()),
+        ('finalized_features_epoch', -1),
+        ('finalized_features', ()),
+        ('zk_migration_ready', False),
+    ),
+    (),
+)
+
+_P_ApiVersionsResponse_v1 = (
+    ApiVersionsResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('api_keys', ('array', 0, 6, ('struct', 0, _P_ApiVersion_v0))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (
+        ('supported_features', ()),
+        ('finalized_features_epoch', -1),
+        ('finalized_features', ()),
+        ('zk_migration_ready', False),
+    ),
+    (),
+)
+
+_P_ApiVersion_v3 = (
+    ApiVersion, True,
+    (
+        ('api_key', ('int16', 0)),
+        ('min_version', ('int16', 0)),
+        ('max_version', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_SupportedFeatureKey_v3 = (
+    SupportedFeatureKey, True,
+    (
+        ('name', ('string', 1)),
+        ('min_version', ('int16', 0)),
+        ('max_version', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_FinalizedFeatureKey_v3 = (
+    FinalizedFeatureKey, True,
+    (
+        ('name', ('string', 1)),
+        ('max_version_level', ('int16', 0)),
+        ('min_version_level', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_ApiVersionsResponse_v3 = (
+    ApiVersionsResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('api_keys', ('array', 1, 7, ('struct', 0, _P_ApiVersion_v3))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (
+        ('supported_features', ()),
+        ('finalized_features_epoch', -1),
+        ('finalized_features', ()),
+        ('zk_migration_ready', False),
+    ),
+    (
+        (0, 'supported_features', ('array', 1, 6, ('struct', 0, _P_SupportedFeatureKey_v3))),
+        (1, 'finalized_features_epoch', ('int64', 0)),
+        (2, 'finalized_features', ('array', 1, 6, ('struct', 0, _P_FinalizedFeatureKey_v3))),
+        (3, 'zk_migration_ready', ('bool', 0)),
+    ),
+)
+
+_install_native(ApiVersionsResponse, {
+    0: _P_ApiVersionsResponse_v0,
+    1: _P_ApiVersionsResponse_v1,
+    2: _P_ApiVersionsResponse_v1,
+    3: _P_ApiVersionsResponse_v3,
+    4: _P_ApiVersionsResponse_v3,
+})
+
 _FIELDS_AT = _FieldLines(
-    "163:- 165:api_key:h/min_version:h/max_version:h 167:unknown_tags 174:- 178:error_code:h 181:api_keys[] 189:api_keys[]>api_key:h/min_version:h/max_version:h 206:- 208:error_code:h 210:api_keys[] 221:unknown_tags 228:- 232:error_code:h 235:api_keys[] 243:api_keys[]>api_key:h/min_version:h/max_version:h 249:throttle_time_ms:i 262:- 264:error_code:h 266:api_keys[] 277:throttle_time_ms:i 279:unknown_tags 286:- 288:api_key:h/min_version:h/max_version:h 290:tagged_fields 300:- 304:name 320:min_version:h/max_version:h 323:tagged_fields 334:- 336:name 355:min_version:h/max_version:h 357:tagged_fields 367:- 371:name 387:max_version_level:h/min_version_level:h 390:tagged_fields 401:- 403:name 422:max_version_level:h/min_version_level:h 424:tagged_fields 434:- 438:error_code:h 441:api_keys[] 459:api_keys[]>api_key:h/min_version:h/max_version:h 462:api_keys[]>tagged_fields 470:throttle_time_ms:i 477:tagged_fields 506:supported_features 528:tagged_fields 531:finalized_features_epoch 536:tagged_fields 539:finalized_features 561:tagged_fields 564:zk_migration_ready 569:tagged_fields 581:- 583:error_code:h 585:api_keys[] 604:throttle_time_ms:i 607:supported_features 629:finalized_features_epoch 634:finalized_features 656:zk_migration_ready 661:tagged_fields"
+    "164:- 166:api_key:h/min_version:h/max_version:h 168:unknown_tags 175:- 179:error_code:h 182:api_keys[] 190:api_keys[]>api_key:h/min_version:h/max_version:h 207:- 209:error_code:h 211:api_keys[] 222:unknown_tags 229:- 233:error_code:h 236:api_keys[] 244:api_keys[]>api_key:h/min_version:h/max_version:h 250:throttle_time_ms:i 263:- 265:error_code:h 267:api_keys[] 278:throttle_time_ms:i 280:unknown_tags 287:- 289:api_key:h/min_version:h/max_version:h 291:tagged_fields 301:- 305:name 321:min_version:h/max_version:h 324:tagged_fields 335:- 337:name 356:min_version:h/max_version:h 358:tagged_fields 368:- 372:name 388:max_version_level:h/min_version_level:h 391:tagged_fields 402:- 404:name 423:max_version_level:h/min_version_level:h 425:tagged_fields 435:- 439:error_code:h 442:api_keys[] 460:api_keys[]>api_key:h/min_version:h/max_version:h 463:api_keys[]>tagged_fields 471:throttle_time_ms:i 478:tagged_fields 507:supported_features 529:tagged_fields 532:finalized_features_epoch 537:tagged_fields 540:finalized_features 562:tagged_fields 565:zk_migration_ready 570:tagged_fields 582:- 584:error_code:h 586:api_keys[] 605:throttle_time_ms:i 608:supported_features 630:finalized_features_epoch 635:finalized_features 657:zk_migration_ready 662:tagged_fields"
 )

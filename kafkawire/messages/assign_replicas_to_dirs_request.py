@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -358,6 +359,53 @@ AssignReplicasToDirsRequest._WRITERS = {
     0: _write_AssignReplicasToDirsRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_TopicData_v0 = (
+    TopicData, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 5, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DirectoryData_v0 = (
+    DirectoryData, True,
+    (
+        ('id', ('uuid', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _P_TopicData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_AssignReplicasToDirsRequest_v0 = (
+    AssignReplicasToDirsRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('directories', ('array', 1, 18, ('struct', 0, _P_DirectoryData_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(AssignReplicasToDirsRequest, {
+    0: _P_AssignReplicasToDirsRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "135:- 137:partition_index:i 139:tagged_fields 149:- 151:topic_id:16s 153:partitions[] 172:tagged_fields 182:- 184:id:16s 186:topics[] 205:tagged_fields 215:- 219:broker_id:i/broker_epoch:q 222:directories[] 240:directories[]>id:16s 244:directories[]>topics[] 262:directories[]>topics[]>topic_id:16s 266:directories[]>topics[]>partitions[] 284:directories[]>topics[]>partitions[]>partition_index:i 287:directories[]>topics[]>partitions[]>tagged_fields 295:directories[]>topics[]>tagged_fields 303:directories[]>tagged_fields 311:tagged_fields 322:- 324:broker_id:i/broker_epoch:q 326:directories[] 345:tagged_fields"
+    "136:- 138:partition_index:i 140:tagged_fields 150:- 152:topic_id:16s 154:partitions[] 173:tagged_fields 183:- 185:id:16s 187:topics[] 206:tagged_fields 216:- 220:broker_id:i/broker_epoch:q 223:directories[] 241:directories[]>id:16s 245:directories[]>topics[] 263:directories[]>topics[]>topic_id:16s 267:directories[]>topics[]>partitions[] 285:directories[]>topics[]>partitions[]>partition_index:i 288:directories[]>topics[]>partitions[]>tagged_fields 296:directories[]>topics[]>tagged_fields 304:directories[]>tagged_fields 312:tagged_fields 323:- 325:broker_id:i/broker_epoch:q 327:directories[] 346:tagged_fields"
 )

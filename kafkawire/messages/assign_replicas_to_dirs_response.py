@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -361,6 +362,54 @@ AssignReplicasToDirsResponse._WRITERS = {
     0: _write_AssignReplicasToDirsResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_TopicData_v0 = (
+    TopicData, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 7, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DirectoryData_v0 = (
+    DirectoryData, True,
+    (
+        ('id', ('uuid', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _P_TopicData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_AssignReplicasToDirsResponse_v0 = (
+    AssignReplicasToDirsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('directories', ('array', 1, 18, ('struct', 0, _P_DirectoryData_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(AssignReplicasToDirsResponse, {
+    0: _P_AssignReplicasToDirsResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "138:- 140:partition_index:i/error_code:h 142:tagged_fields 152:- 154:topic_id:16s 156:partitions[] 175:tagged_fields 185:- 187:id:16s 189:topics[] 208:tagged_fields 218:- 222:throttle_time_ms:i/error_code:h 225:directories[] 243:directories[]>id:16s 247:directories[]>topics[] 265:directories[]>topics[]>topic_id:16s 269:directories[]>topics[]>partitions[] 287:directories[]>topics[]>partitions[]>partition_index:i/error_code:h 290:directories[]>topics[]>partitions[]>tagged_fields 298:directories[]>topics[]>tagged_fields 306:directories[]>tagged_fields 314:tagged_fields 325:- 327:throttle_time_ms:i/error_code:h 329:directories[] 348:tagged_fields"
+    "139:- 141:partition_index:i/error_code:h 143:tagged_fields 153:- 155:topic_id:16s 157:partitions[] 176:tagged_fields 186:- 188:id:16s 190:topics[] 209:tagged_fields 219:- 223:throttle_time_ms:i/error_code:h 226:directories[] 244:directories[]>id:16s 248:directories[]>topics[] 266:directories[]>topics[]>topic_id:16s 270:directories[]>topics[]>partitions[] 288:directories[]>topics[]>partitions[]>partition_index:i/error_code:h 291:directories[]>topics[]>partitions[]>tagged_fields 299:directories[]>topics[]>tagged_fields 307:directories[]>tagged_fields 315:tagged_fields 326:- 328:throttle_time_ms:i/error_code:h 330:directories[] 349:tagged_fields"
 )

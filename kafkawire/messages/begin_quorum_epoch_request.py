@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -648,6 +649,95 @@ BeginQuorumEpochRequest._WRITERS = {
     1: _write_BeginQuorumEpochRequest_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionData_v0 = (
+    PartitionData, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (
+        ('voter_directory_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_TopicData_v0 = (
+    TopicData, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partitions', ('array', 0, 12, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_BeginQuorumEpochRequest_v0 = (
+    BeginQuorumEpochRequest, False,
+    (
+        ('cluster_id', ('string', 2)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_TopicData_v0))),
+    ),
+    (
+        ('voter_id', -1),
+        ('leader_endpoints', ()),
+    ),
+    (),
+)
+
+_P_PartitionData_v1 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('voter_directory_id', ('uuid', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_TopicData_v1 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 29, ('struct', 0, _P_PartitionData_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_LeaderEndpoint_v1 = (
+    LeaderEndpoint, True,
+    (
+        ('name', ('string', 1)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_BeginQuorumEpochRequest_v1 = (
+    BeginQuorumEpochRequest, True,
+    (
+        ('cluster_id', ('string', 3)),
+        ('voter_id', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicData_v1))),
+        ('leader_endpoints', ('array', 1, 5, ('struct', 0, _P_LeaderEndpoint_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_native(BeginQuorumEpochRequest, {
+    0: _P_BeginQuorumEpochRequest_v0,
+    1: _P_BeginQuorumEpochRequest_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "152:- 154:partition_index:i/leader_id:i/leader_epoch:i 156:unknown_tags 163:- 165:topic_name 176:partitions[] 187:unknown_tags 194:- 198:cluster_id 209:topics[] 217:topics[]>topic_name 225:topics[]>partitions[] 233:topics[]>partitions[]>partition_index:i/leader_id:i/leader_epoch:i 251:- 253:cluster_id 264:topics[] 275:unknown_tags 282:- 284:partition_index:i/voter_directory_id:16s/leader_id:i/leader_epoch:i 286:tagged_fields 296:- 298:topic_name 317:partitions[] 336:tagged_fields 346:- 348:name 367:host 386:port:H 388:tagged_fields 398:- 402:cluster_id 425:voter_id:i 428:topics[] 446:topics[]>topic_name 462:topics[]>partitions[] 480:topics[]>partitions[]>partition_index:i/voter_directory_id:16s/leader_id:i/leader_epoch:i 484:topics[]>partitions[]>tagged_fields 492:topics[]>tagged_fields 500:leader_endpoints[] 518:leader_endpoints[]>name 534:leader_endpoints[]>host 550:leader_endpoints[]>port:H 553:leader_endpoints[]>tagged_fields 561:tagged_fields 572:- 574:cluster_id 593:voter_id:i 595:topics[] 614:leader_endpoints[] 633:tagged_fields"
+    "153:- 155:partition_index:i/leader_id:i/leader_epoch:i 157:unknown_tags 164:- 166:topic_name 177:partitions[] 188:unknown_tags 195:- 199:cluster_id 210:topics[] 218:topics[]>topic_name 226:topics[]>partitions[] 234:topics[]>partitions[]>partition_index:i/leader_id:i/leader_epoch:i 252:- 254:cluster_id 265:topics[] 276:unknown_tags 283:- 285:partition_index:i/voter_directory_id:16s/leader_id:i/leader_epoch:i 287:tagged_fields 297:- 299:topic_name 318:partitions[] 337:tagged_fields 347:- 349:name 368:host 387:port:H 389:tagged_fields 399:- 403:cluster_id 426:voter_id:i 429:topics[] 447:topics[]>topic_name 463:topics[]>partitions[] 481:topics[]>partitions[]>partition_index:i/voter_directory_id:16s/leader_id:i/leader_epoch:i 485:topics[]>partitions[]>tagged_fields 493:topics[]>tagged_fields 501:leader_endpoints[] 519:leader_endpoints[]>name 535:leader_endpoints[]>host 551:leader_endpoints[]>port:H 554:leader_endpoints[]>tagged_fields 562:tagged_fields 573:- 575:cluster_id 594:voter_id:i 596:topics[] 615:leader_endpoints[] 634:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -133,8 +134,8 @@ def _read_BrokerHeartbeatRequest_v1(buf, pos, view):
                 else:
                     size, pos = read_uvarint(buf, pos)
                 start = pos
-                end = pos + size
-                if end > blen:
+                tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                if tag_end > blen:
                     raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: offline_log_dirs
@@ -160,14 +161,14 @@ def _read_BrokerHeartbeatRequest_v1(buf, pos, view):
                         pos += 16
                         items[i_offline_log_dirs] = item
                     self.offline_log_dirs = tuple(items)
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 if unknown is None:
                     unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
+                unknown[tag] = bytes(buf[pos:tag_end])
+                pos = tag_end
             self.unknown_tags = unknown
         return self, pos
     except Exception as exc:
@@ -216,6 +217,46 @@ BrokerHeartbeatRequest._WRITERS = {
     1: _write_BrokerHeartbeatRequest_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_BrokerHeartbeatRequest_v0 = (
+    BrokerHeartbeatRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('current_metadata_offset', ('int64', 0)),
+        ('want_fence', ('bool', 0)),
+        ('want_shut_down', ('bool', 0)),
+    ),
+    (
+        ('offline_log_dirs', ()),
+    ),
+    (),
+)
+
+_P_BrokerHeartbeatRequest_v1 = (
+    BrokerHeartbeatRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('current_metadata_offset', ('int64', 0)),
+        ('want_fence', ('bool', 0)),
+        ('want_shut_down', ('bool', 0)),
+    ),
+    (
+        ('offline_log_dirs', ()),
+    ),
+    (
+        (0, 'offline_log_dirs', ('array', 1, 16, ('uuid', 0))),
+    ),
+)
+
+_install_native(BrokerHeartbeatRequest, {
+    0: _P_BrokerHeartbeatRequest_v0,
+    1: _P_BrokerHeartbeatRequest_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "67:- 71:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 75:tagged_fields 86:- 88:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 90:offline_log_dirs 93:tagged_fields 103:- 107:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 111:tagged_fields 140:offline_log_dirs 165:tagged_fields 177:- 179:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 182:offline_log_dirs 201:tagged_fields"
+    "68:- 72:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 76:tagged_fields 87:- 89:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 91:offline_log_dirs 94:tagged_fields 104:- 108:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 112:tagged_fields 141:offline_log_dirs 166:tagged_fields 178:- 180:broker_id:i/broker_epoch:q/current_metadata_offset:q/want_fence:?/want_shut_down:? 183:offline_log_dirs 202:tagged_fields"
 )

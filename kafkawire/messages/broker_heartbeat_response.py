@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -101,6 +102,27 @@ BrokerHeartbeatResponse._WRITERS = {
     1: _write_BrokerHeartbeatResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_BrokerHeartbeatResponse_v0 = (
+    BrokerHeartbeatResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('is_caught_up', ('bool', 0)),
+        ('is_fenced', ('bool', 0)),
+        ('should_shut_down', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(BrokerHeartbeatResponse, {
+    0: _P_BrokerHeartbeatResponse_v0,
+    1: _P_BrokerHeartbeatResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "64:- 68:throttle_time_ms:i/error_code:h/is_caught_up:?/is_fenced:?/should_shut_down:? 71:tagged_fields 82:- 84:throttle_time_ms:i/error_code:h/is_caught_up:?/is_fenced:?/should_shut_down:? 86:tagged_fields"
+    "65:- 69:throttle_time_ms:i/error_code:h/is_caught_up:?/is_fenced:?/should_shut_down:? 72:tagged_fields 83:- 85:throttle_time_ms:i/error_code:h/is_caught_up:?/is_fenced:?/should_shut_down:? 87:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1384,6 +1385,111 @@ BrokerRegistrationRequest._WRITERS = {
     4: _write_BrokerRegistrationRequest_v3,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_Listener_v0 = (
+    Listener, True,
+    (
+        ('name', ('string', 1)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+        ('security_protocol', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_Feature_v0 = (
+    Feature, True,
+    (
+        ('name', ('string', 1)),
+        ('min_supported_version', ('int16', 0)),
+        ('max_supported_version', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_BrokerRegistrationRequest_v0 = (
+    BrokerRegistrationRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('cluster_id', ('string', 1)),
+        ('incarnation_id', ('uuid', 0)),
+        ('listeners', ('array', 1, 7, ('struct', 0, _P_Listener_v0))),
+        ('features', ('array', 1, 6, ('struct', 0, _P_Feature_v0))),
+        ('rack', ('string', 3)),
+    ),
+    (
+        ('is_migrating_zk_broker', False),
+        ('log_dirs', ()),
+        ('previous_broker_epoch', -1),
+    ),
+    (),
+)
+
+_P_BrokerRegistrationRequest_v1 = (
+    BrokerRegistrationRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('cluster_id', ('string', 1)),
+        ('incarnation_id', ('uuid', 0)),
+        ('listeners', ('array', 1, 7, ('struct', 0, _P_Listener_v0))),
+        ('features', ('array', 1, 6, ('struct', 0, _P_Feature_v0))),
+        ('rack', ('string', 3)),
+        ('is_migrating_zk_broker', ('bool', 0)),
+    ),
+    (
+        ('log_dirs', ()),
+        ('previous_broker_epoch', -1),
+    ),
+    (),
+)
+
+_P_BrokerRegistrationRequest_v2 = (
+    BrokerRegistrationRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('cluster_id', ('string', 1)),
+        ('incarnation_id', ('uuid', 0)),
+        ('listeners', ('array', 1, 7, ('struct', 0, _P_Listener_v0))),
+        ('features', ('array', 1, 6, ('struct', 0, _P_Feature_v0))),
+        ('rack', ('string', 3)),
+        ('is_migrating_zk_broker', ('bool', 0)),
+        ('log_dirs', ('array', 1, 16, ('uuid', 0))),
+    ),
+    (
+        ('previous_broker_epoch', -1),
+    ),
+    (),
+)
+
+_P_BrokerRegistrationRequest_v3 = (
+    BrokerRegistrationRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('cluster_id', ('string', 1)),
+        ('incarnation_id', ('uuid', 0)),
+        ('listeners', ('array', 1, 7, ('struct', 0, _P_Listener_v0))),
+        ('features', ('array', 1, 6, ('struct', 0, _P_Feature_v0))),
+        ('rack', ('string', 3)),
+        ('is_migrating_zk_broker', ('bool', 0)),
+        ('log_dirs', ('array', 1, 16, ('uuid', 0))),
+        ('previous_broker_epoch', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(BrokerRegistrationRequest, {
+    0: _P_BrokerRegistrationRequest_v0,
+    1: _P_BrokerRegistrationRequest_v1,
+    2: _P_BrokerRegistrationRequest_v2,
+    3: _P_BrokerRegistrationRequest_v3,
+    4: _P_BrokerRegistrationRequest_v3,
+})
+
 _FIELDS_AT = _FieldLines(
-    "145:- 147:name 166:host 185:port:H/security_protocol:h 187:tagged_fields 197:- 199:name 218:min_supported_version:h/max_supported_version:h 220:tagged_fields 230:- 234:broker_id:i 237:cluster_id 253:incarnation_id:16s 257:listeners[] 275:listeners[]>name 291:listeners[]>host 307:listeners[]>port:H/security_protocol:h 310:listeners[]>tagged_fields 318:features[] 336:features[]>name 352:features[]>min_supported_version:h/max_supported_version:h 355:features[]>tagged_fields 363:rack 389:tagged_fields 400:- 402:broker_id:i 404:cluster_id 423:incarnation_id:16s 425:listeners[] 444:features[] 463:rack 482:is_migrating_zk_broker 485:tagged_fields 495:- 499:broker_id:i 502:cluster_id 518:incarnation_id:16s 522:listeners[] 540:listeners[]>name 556:listeners[]>host 572:listeners[]>port:H/security_protocol:h 575:listeners[]>tagged_fields 583:features[] 601:features[]>name 617:features[]>min_supported_version:h/max_supported_version:h 620:features[]>tagged_fields 628:rack 651:is_migrating_zk_broker:? 656:tagged_fields 667:- 669:broker_id:i 671:cluster_id 690:incarnation_id:16s 692:listeners[] 711:features[] 730:rack 749:is_migrating_zk_broker:? 751:tagged_fields 761:- 765:broker_id:i 768:cluster_id 784:incarnation_id:16s 788:listeners[] 806:listeners[]>name 822:listeners[]>host 838:listeners[]>port:H/security_protocol:h 841:listeners[]>tagged_fields 849:features[] 867:features[]>name 883:features[]>min_supported_version:h/max_supported_version:h 886:features[]>tagged_fields 894:rack 917:is_migrating_zk_broker:? 920:log_dirs[] 944:tagged_fields 955:- 957:broker_id:i 959:cluster_id 978:incarnation_id:16s 980:listeners[] 999:features[] 1018:rack 1037:is_migrating_zk_broker:? 1039:log_dirs[] 1055:tagged_fields 1065:- 1069:broker_id:i 1072:cluster_id 1088:incarnation_id:16s 1092:listeners[] 1110:listeners[]>name 1126:listeners[]>host 1142:listeners[]>port:H/security_protocol:h 1145:listeners[]>tagged_fields 1153:features[] 1171:features[]>name 1187:features[]>min_supported_version:h/max_supported_version:h 1190:features[]>tagged_fields 1198:rack 1221:is_migrating_zk_broker:? 1224:log_dirs[] 1247:previous_broker_epoch:q 1250:tagged_fields 1261:- 1263:broker_id:i 1265:cluster_id 1284:incarnation_id:16s 1286:listeners[] 1305:features[] 1324:rack 1343:is_migrating_zk_broker:? 1345:log_dirs[] 1361:previous_broker_epoch:q 1363:tagged_fields"
+    "146:- 148:name 167:host 186:port:H/security_protocol:h 188:tagged_fields 198:- 200:name 219:min_supported_version:h/max_supported_version:h 221:tagged_fields 231:- 235:broker_id:i 238:cluster_id 254:incarnation_id:16s 258:listeners[] 276:listeners[]>name 292:listeners[]>host 308:listeners[]>port:H/security_protocol:h 311:listeners[]>tagged_fields 319:features[] 337:features[]>name 353:features[]>min_supported_version:h/max_supported_version:h 356:features[]>tagged_fields 364:rack 390:tagged_fields 401:- 403:broker_id:i 405:cluster_id 424:incarnation_id:16s 426:listeners[] 445:features[] 464:rack 483:is_migrating_zk_broker 486:tagged_fields 496:- 500:broker_id:i 503:cluster_id 519:incarnation_id:16s 523:listeners[] 541:listeners[]>name 557:listeners[]>host 573:listeners[]>port:H/security_protocol:h 576:listeners[]>tagged_fields 584:features[] 602:features[]>name 618:features[]>min_supported_version:h/max_supported_version:h 621:features[]>tagged_fields 629:rack 652:is_migrating_zk_broker:? 657:tagged_fields 668:- 670:broker_id:i 672:cluster_id 691:incarnation_id:16s 693:listeners[] 712:features[] 731:rack 750:is_migrating_zk_broker:? 752:tagged_fields 762:- 766:broker_id:i 769:cluster_id 785:incarnation_id:16s 789:listeners[] 807:listeners[]>name 823:listeners[]>host 839:listeners[]>port:H/security_protocol:h 842:listeners[]>tagged_fields 850:features[] 868:features[]>name 884:features[]>min_supported_version:h/max_supported_version:h 887:features[]>tagged_fields 895:rack 918:is_migrating_zk_broker:? 921:log_dirs[] 945:tagged_fields 956:- 958:broker_id:i 960:cluster_id 979:incarnation_id:16s 981:listeners[] 1000:features[] 1019:rack 1038:is_migrating_zk_broker:? 1040:log_dirs[] 1056:tagged_fields 1066:- 1070:broker_id:i 1073:cluster_id 1089:incarnation_id:16s 1093:listeners[] 1111:listeners[]>name 1127:listeners[]>host 1143:listeners[]>port:H/security_protocol:h 1146:listeners[]>tagged_fields 1154:features[] 1172:features[]>name 1188:features[]>min_supported_version:h/max_supported_version:h 1191:features[]>tagged_fields 1199:rack 1222:is_migrating_zk_broker:? 1225:log_dirs[] 1248:previous_broker_epoch:q 1251:tagged_fields 1262:- 1264:broker_id:i 1266:cluster_id 1285:incarnation_id:16s 1287:listeners[] 1306:features[] 1325:rack 1344:is_migrating_zk_broker:? 1346:log_dirs[] 1362:previous_broker_epoch:q 1364:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -101,6 +102,28 @@ BrokerRegistrationResponse._WRITERS = {
     4: _write_BrokerRegistrationResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_BrokerRegistrationResponse_v0 = (
+    BrokerRegistrationResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('broker_epoch', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(BrokerRegistrationResponse, {
+    0: _P_BrokerRegistrationResponse_v0,
+    1: _P_BrokerRegistrationResponse_v0,
+    2: _P_BrokerRegistrationResponse_v0,
+    3: _P_BrokerRegistrationResponse_v0,
+    4: _P_BrokerRegistrationResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "58:- 62:throttle_time_ms:i/error_code:h/broker_epoch:q 65:tagged_fields 76:- 78:throttle_time_ms:i/error_code:h/broker_epoch:q 80:tagged_fields"
+    "59:- 63:throttle_time_ms:i/error_code:h/broker_epoch:q 66:tagged_fields 77:- 79:throttle_time_ms:i/error_code:h/broker_epoch:q 81:tagged_fields"
 )

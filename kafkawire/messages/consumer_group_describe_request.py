@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -157,6 +158,23 @@ ConsumerGroupDescribeRequest._WRITERS = {
     0: _write_ConsumerGroupDescribeRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ConsumerGroupDescribeRequest_v0 = (
+    ConsumerGroupDescribeRequest, True,
+    (
+        ('group_ids', ('array', 1, 1, ('string', 1))),
+        ('include_authorized_operations', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(ConsumerGroupDescribeRequest, {
+    0: _P_ConsumerGroupDescribeRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "55:- 59:group_ids[] 93:include_authorized_operations:? 96:tagged_fields 107:- 109:group_ids[] 142:include_authorized_operations:? 144:tagged_fields"
+    "56:- 60:group_ids[] 94:include_authorized_operations:? 97:tagged_fields 108:- 110:group_ids[] 143:include_authorized_operations:? 145:tagged_fields"
 )

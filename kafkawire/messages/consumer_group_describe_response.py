@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -991,6 +992,78 @@ ConsumerGroupDescribeResponse._WRITERS = {
     0: _write_ConsumerGroupDescribeResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_TopicPartitions_v0 = (
+    TopicPartitions, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_Assignment_v0 = (
+    Assignment, True,
+    (
+        ('topic_partitions', ('array', 1, 19, ('struct', 0, _P_TopicPartitions_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_Member_v0 = (
+    Member, True,
+    (
+        ('member_id', ('string', 1)),
+        ('instance_id', ('string', 3)),
+        ('rack_id', ('string', 3)),
+        ('member_epoch', ('int32', 0)),
+        ('client_id', ('string', 1)),
+        ('client_host', ('string', 1)),
+        ('subscribed_topic_names', ('array', 1, 1, ('string', 1))),
+        ('subscribed_topic_regex', ('string', 3)),
+        ('_assignment', ('struct', 0, _P_Assignment_v0)),
+        ('_target_assignment', ('struct', 0, _P_Assignment_v0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribedGroup_v0 = (
+    DescribedGroup, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('group_id', ('string', 1)),
+        ('group_state', ('string', 1)),
+        ('group_epoch', ('int32', 0)),
+        ('assignment_epoch', ('int32', 0)),
+        ('assignor_name', ('string', 1)),
+        ('members', ('array', 1, 16, ('struct', 0, _P_Member_v0))),
+        ('authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_ConsumerGroupDescribeResponse_v0 = (
+    ConsumerGroupDescribeResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 1, 20, ('struct', 0, _P_DescribedGroup_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ConsumerGroupDescribeResponse, {
+    0: _P_ConsumerGroupDescribeResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "211:- 213:topic_id:16s 215:topic_name 234:partitions 249:tagged_fields 259:- 263:topic_partitions[] 281:topic_partitions[]>topic_id:16s 285:topic_partitions[]>topic_name 301:topic_partitions[]>partitions 313:topic_partitions[]>tagged_fields 321:tagged_fields 332:- 334:topic_partitions[] 353:tagged_fields 363:- 365:member_id 384:instance_id 403:rack_id 422:member_epoch:i 424:client_id 443:client_host 462:subscribed_topic_names[] 495:subscribed_topic_regex 514:assignment 519:target_assignment 524:tagged_fields 534:- 536:error_code:h 538:error_message 557:group_id 576:group_state 595:group_epoch:i/assignment_epoch:i 597:assignor_name 616:members[] 635:authorized_operations:i 637:tagged_fields 647:- 651:throttle_time_ms:i 654:groups[] 672:groups[]>error_code:h 675:groups[]>error_message 698:groups[]>group_id 714:groups[]>group_state 730:groups[]>group_epoch:i/assignment_epoch:i 733:groups[]>assignor_name 749:groups[]>members[] 767:groups[]>members[]>member_id 783:groups[]>members[]>instance_id 806:groups[]>members[]>rack_id 829:groups[]>members[]>member_epoch:i 832:groups[]>members[]>client_id 848:groups[]>members[]>client_host 864:groups[]>members[]>subscribed_topic_names[] 898:groups[]>members[]>subscribed_topic_regex 921:groups[]>members[]>assignment 923:groups[]>members[]>target_assignment 925:groups[]>members[]>tagged_fields 933:groups[]>authorized_operations:i 936:groups[]>tagged_fields 944:tagged_fields 955:- 957:throttle_time_ms:i 959:groups[] 978:tagged_fields"
+    "212:- 214:topic_id:16s 216:topic_name 235:partitions 250:tagged_fields 260:- 264:topic_partitions[] 282:topic_partitions[]>topic_id:16s 286:topic_partitions[]>topic_name 302:topic_partitions[]>partitions 314:topic_partitions[]>tagged_fields 322:tagged_fields 333:- 335:topic_partitions[] 354:tagged_fields 364:- 366:member_id 385:instance_id 404:rack_id 423:member_epoch:i 425:client_id 444:client_host 463:subscribed_topic_names[] 496:subscribed_topic_regex 515:assignment 520:target_assignment 525:tagged_fields 535:- 537:error_code:h 539:error_message 558:group_id 577:group_state 596:group_epoch:i/assignment_epoch:i 598:assignor_name 617:members[] 636:authorized_operations:i 638:tagged_fields 648:- 652:throttle_time_ms:i 655:groups[] 673:groups[]>error_code:h 676:groups[]>error_message 699:groups[]>group_id 715:groups[]>group_state 731:groups[]>group_epoch:i/assignment_epoch:i 734:groups[]>assignor_name 750:groups[]>members[] 768:groups[]>members[]>member_id 784:groups[]>members[]>instance_id 807:groups[]>members[]>rack_id 830:groups[]>members[]>member_epoch:i 833:groups[]>members[]>client_id 849:groups[]>members[]>client_host 865:groups[]>members[]>subscribed_topic_names[] 899:groups[]>members[]>subscribed_topic_regex 922:groups[]>members[]>assignment 924:groups[]>members[]>target_assignment 926:groups[]>members[]>tagged_fields 934:groups[]>authorized_operations:i 937:groups[]>tagged_fields 945:tagged_fields 956:- 958:throttle_time_ms:i 960:groups[] 979:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -922,6 +923,61 @@ ConsumerGroupHeartbeatRequest._WRITERS = {
     1: _write_ConsumerGroupHeartbeatRequest_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_TopicPartitions_v0 = (
+    TopicPartitions, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_ConsumerGroupHeartbeatRequest_v0 = (
+    ConsumerGroupHeartbeatRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('member_id', ('string', 1)),
+        ('member_epoch', ('int32', 0)),
+        ('instance_id', ('string', 3)),
+        ('rack_id', ('string', 3)),
+        ('rebalance_timeout_ms', ('int32', 0)),
+        ('subscribed_topic_names', ('array', 3, 1, ('string', 1))),
+        ('server_assignor', ('string', 3)),
+        ('topic_partitions', ('array', 3, 18, ('struct', 0, _P_TopicPartitions_v0))),
+    ),
+    (
+        ('subscribed_topic_regex', None),
+    ),
+    (),
+)
+
+_P_ConsumerGroupHeartbeatRequest_v1 = (
+    ConsumerGroupHeartbeatRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('member_id', ('string', 1)),
+        ('member_epoch', ('int32', 0)),
+        ('instance_id', ('string', 3)),
+        ('rack_id', ('string', 3)),
+        ('rebalance_timeout_ms', ('int32', 0)),
+        ('subscribed_topic_names', ('array', 3, 1, ('string', 1))),
+        ('subscribed_topic_regex', ('string', 3)),
+        ('server_assignor', ('string', 3)),
+        ('topic_partitions', ('array', 3, 18, ('struct', 0, _P_TopicPartitions_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ConsumerGroupHeartbeatRequest, {
+    0: _P_ConsumerGroupHeartbeatRequest_v0,
+    1: _P_ConsumerGroupHeartbeatRequest_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "108:- 110:topic_id:16s 112:partitions 127:tagged_fields 137:- 141:group_id 157:member_id 173:member_epoch:i 176:instance_id 199:rack_id 222:rebalance_timeout_ms:i 225:subscribed_topic_names[] 262:server_assignor 285:topic_partitions[] 306:topic_partitions[]>topic_id:16s 310:topic_partitions[]>partitions 322:topic_partitions[]>tagged_fields 331:tagged_fields 342:- 344:group_id 363:member_id 382:member_epoch:i 384:instance_id 403:rack_id 422:rebalance_timeout_ms:i 424:subscribed_topic_names[] 457:server_assignor 476:topic_partitions[] 495:subscribed_topic_regex 498:tagged_fields 508:- 512:group_id 528:member_id 544:member_epoch:i 547:instance_id 570:rack_id 593:rebalance_timeout_ms:i 596:subscribed_topic_names[] 633:subscribed_topic_regex 656:server_assignor 679:topic_partitions[] 700:topic_partitions[]>topic_id:16s 704:topic_partitions[]>partitions 716:topic_partitions[]>tagged_fields 724:tagged_fields 735:- 737:group_id 756:member_id 775:member_epoch:i 777:instance_id 796:rack_id 815:rebalance_timeout_ms:i 817:subscribed_topic_names[] 850:subscribed_topic_regex 869:server_assignor 888:topic_partitions[] 907:tagged_fields"
+    "109:- 111:topic_id:16s 113:partitions 128:tagged_fields 138:- 142:group_id 158:member_id 174:member_epoch:i 177:instance_id 200:rack_id 223:rebalance_timeout_ms:i 226:subscribed_topic_names[] 263:server_assignor 286:topic_partitions[] 307:topic_partitions[]>topic_id:16s 311:topic_partitions[]>partitions 323:topic_partitions[]>tagged_fields 332:tagged_fields 343:- 345:group_id 364:member_id 383:member_epoch:i 385:instance_id 404:rack_id 423:rebalance_timeout_ms:i 425:subscribed_topic_names[] 458:server_assignor 477:topic_partitions[] 496:subscribed_topic_regex 499:tagged_fields 509:- 513:group_id 529:member_id 545:member_epoch:i 548:instance_id 571:rack_id 594:rebalance_timeout_ms:i 597:subscribed_topic_names[] 634:subscribed_topic_regex 657:server_assignor 680:topic_partitions[] 701:topic_partitions[]>topic_id:16s 705:topic_partitions[]>partitions 717:topic_partitions[]>tagged_fields 725:tagged_fields 736:- 738:group_id 757:member_id 776:member_epoch:i 778:instance_id 797:rack_id 816:rebalance_timeout_ms:i 818:subscribed_topic_names[] 851:subscribed_topic_regex 870:server_assignor 889:topic_partitions[] 908:tagged_fields"
 )

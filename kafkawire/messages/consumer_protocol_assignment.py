@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -193,6 +194,36 @@ ConsumerProtocolAssignment._WRITERS = {
     3: _write_ConsumerProtocolAssignment_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_TopicPartition_v0 = (
+    TopicPartition, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_ConsumerProtocolAssignment_v0 = (
+    ConsumerProtocolAssignment, False,
+    (
+        ('assigned_partitions', ('array', 0, 6, ('struct', 0, _P_TopicPartition_v0))),
+        ('user_data', ('bytes', 2)),
+    ),
+    (),
+    (),
+)
+
+_install_native(ConsumerProtocolAssignment, {
+    0: _P_ConsumerProtocolAssignment_v0,
+    1: _P_ConsumerProtocolAssignment_v0,
+    2: _P_ConsumerProtocolAssignment_v0,
+    3: _P_ConsumerProtocolAssignment_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "81:- 83:topic 94:partitions 101:unknown_tags 108:- 114:assigned_partitions[] 122:assigned_partitions[]>topic 130:assigned_partitions[]>partitions 140:user_data 157:- 159:assigned_partitions[] 170:user_data 177:unknown_tags"
+    "82:- 84:topic 95:partitions 102:unknown_tags 109:- 115:assigned_partitions[] 123:assigned_partitions[]>topic 131:assigned_partitions[]>partitions 141:user_data 158:- 160:assigned_partitions[] 171:user_data 178:unknown_tags"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -563,6 +564,81 @@ ConsumerProtocolSubscription._WRITERS = {
     3: _write_ConsumerProtocolSubscription_v3,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ConsumerProtocolSubscription_v0 = (
+    ConsumerProtocolSubscription, False,
+    (
+        ('topics', ('array', 0, 2, ('string', 0))),
+        ('user_data', ('bytes', 2)),
+    ),
+    (
+        ('owned_partitions', ()),
+        ('generation_id', -1),
+        ('rack_id', None),
+    ),
+    (),
+)
+
+_P_TopicPartition_v1 = (
+    TopicPartition, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_ConsumerProtocolSubscription_v1 = (
+    ConsumerProtocolSubscription, False,
+    (
+        ('topics', ('array', 0, 2, ('string', 0))),
+        ('user_data', ('bytes', 2)),
+        ('owned_partitions', ('array', 0, 6, ('struct', 0, _P_TopicPartition_v1))),
+    ),
+    (
+        ('generation_id', -1),
+        ('rack_id', None),
+    ),
+    (),
+)
+
+_P_ConsumerProtocolSubscription_v2 = (
+    ConsumerProtocolSubscription, False,
+    (
+        ('topics', ('array', 0, 2, ('string', 0))),
+        ('user_data', ('bytes', 2)),
+        ('owned_partitions', ('array', 0, 6, ('struct', 0, _P_TopicPartition_v1))),
+        ('generation_id', ('int32', 0)),
+    ),
+    (
+        ('rack_id', None),
+    ),
+    (),
+)
+
+_P_ConsumerProtocolSubscription_v3 = (
+    ConsumerProtocolSubscription, False,
+    (
+        ('topics', ('array', 0, 2, ('string', 0))),
+        ('user_data', ('bytes', 2)),
+        ('owned_partitions', ('array', 0, 6, ('struct', 0, _P_TopicPartition_v1))),
+        ('generation_id', ('int32', 0)),
+        ('rack_id', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_install_native(ConsumerProtocolSubscription, {
+    0: _P_ConsumerProtocolSubscription_v0,
+    1: _P_ConsumerProtocolSubscription_v1,
+    2: _P_ConsumerProtocolSubscription_v2,
+    3: _P_ConsumerProtocolSubscription_v3,
+})
+
 _FIELDS_AT = _FieldLines(
-    "90:- 96:topics[] 112:user_data 132:- 134:topics[] 151:user_data 158:unknown_tags 165:- 167:topic 178:partitions 185:unknown_tags 192:- 198:topics[] 214:user_data 225:owned_partitions[] 233:owned_partitions[]>topic 241:owned_partitions[]>partitions 259:- 261:topics[] 278:user_data 285:owned_partitions[] 296:unknown_tags 303:- 309:topics[] 325:user_data 336:owned_partitions[] 344:owned_partitions[]>topic 352:owned_partitions[]>partitions 362:generation_id:i 372:- 374:topics[] 391:user_data 398:owned_partitions[] 409:generation_id:i 411:unknown_tags 418:- 424:topics[] 440:user_data 451:owned_partitions[] 459:owned_partitions[]>topic 467:owned_partitions[]>partitions 477:generation_id:i 480:rack_id 497:- 499:topics[] 516:user_data 523:owned_partitions[] 534:generation_id:i 536:rack_id 547:unknown_tags"
+    "91:- 97:topics[] 113:user_data 133:- 135:topics[] 152:user_data 159:unknown_tags 166:- 168:topic 179:partitions 186:unknown_tags 193:- 199:topics[] 215:user_data 226:owned_partitions[] 234:owned_partitions[]>topic 242:owned_partitions[]>partitions 260:- 262:topics[] 279:user_data 286:owned_partitions[] 297:unknown_tags 304:- 310:topics[] 326:user_data 337:owned_partitions[] 345:owned_partitions[]>topic 353:owned_partitions[]>partitions 363:generation_id:i 373:- 375:topics[] 392:user_data 399:owned_partitions[] 410:generation_id:i 412:unknown_tags 419:- 425:topics[] 441:user_data 452:owned_partitions[] 460:owned_partitions[]>topic 468:owned_partitions[]>partitions 478:generation_id:i 481:rack_id 498:- 500:topics[] 517:user_data 524:owned_partitions[] 535:generation_id:i 537:rack_id 548:unknown_tags"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -143,6 +144,47 @@ ControlledShutdownRequest._WRITERS = {
     3: _write_ControlledShutdownRequest_v3,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ControlledShutdownRequest_v0 = (
+    ControlledShutdownRequest, False,
+    (
+        ('broker_id', ('int32', 0)),
+    ),
+    (
+        ('broker_epoch', -1),
+    ),
+    (),
+)
+
+_P_ControlledShutdownRequest_v2 = (
+    ControlledShutdownRequest, False,
+    (
+        ('broker_id', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_ControlledShutdownRequest_v3 = (
+    ControlledShutdownRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(ControlledShutdownRequest, {
+    0: _P_ControlledShutdownRequest_v0,
+    1: _P_ControlledShutdownRequest_v0,
+    2: _P_ControlledShutdownRequest_v2,
+    3: _P_ControlledShutdownRequest_v3,
+})
+
 _FIELDS_AT = _FieldLines(
-    "55:- 58:broker_id:i 68:- 70:broker_id:i 72:unknown_tags 79:- 82:broker_id:i/broker_epoch:q 91:- 93:broker_id:i/broker_epoch:q 95:unknown_tags 102:- 106:broker_id:i/broker_epoch:q 109:tagged_fields 120:- 122:broker_id:i/broker_epoch:q 124:tagged_fields"
+    "56:- 59:broker_id:i 69:- 71:broker_id:i 73:unknown_tags 80:- 83:broker_id:i/broker_epoch:q 92:- 94:broker_id:i/broker_epoch:q 96:unknown_tags 103:- 107:broker_id:i/broker_epoch:q 110:tagged_fields 121:- 123:broker_id:i/broker_epoch:q 125:tagged_fields"
 )

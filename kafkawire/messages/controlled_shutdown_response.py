@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -296,6 +297,56 @@ ControlledShutdownResponse._WRITERS = {
     3: _write_ControlledShutdownResponse_v3,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_RemainingPartition_v0 = (
+    RemainingPartition, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partition_index', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_ControlledShutdownResponse_v0 = (
+    ControlledShutdownResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('remaining_partitions', ('array', 0, 6, ('struct', 0, _P_RemainingPartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_RemainingPartition_v3 = (
+    RemainingPartition, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partition_index', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_ControlledShutdownResponse_v3 = (
+    ControlledShutdownResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('remaining_partitions', ('array', 1, 6, ('struct', 0, _P_RemainingPartition_v3))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ControlledShutdownResponse, {
+    0: _P_ControlledShutdownResponse_v0,
+    1: _P_ControlledShutdownResponse_v0,
+    2: _P_ControlledShutdownResponse_v0,
+    3: _P_ControlledShutdownResponse_v3,
+})
+
 _FIELDS_AT = _FieldLines(
-    "79:- 81:topic_name 92:partition_index:i 94:unknown_tags 101:- 105:error_code:h 108:remaining_partitions[] 116:remaining_partitions[]>topic_name 124:remaining_partitions[]>partition_index:i 136:- 138:error_code:h 140:remaining_partitions[] 151:unknown_tags 158:- 160:topic_name 179:partition_index:i 181:tagged_fields 191:- 195:error_code:h 198:remaining_partitions[] 216:remaining_partitions[]>topic_name 232:remaining_partitions[]>partition_index:i 235:remaining_partitions[]>tagged_fields 243:tagged_fields 254:- 256:error_code:h 258:remaining_partitions[] 277:tagged_fields"
+    "80:- 82:topic_name 93:partition_index:i 95:unknown_tags 102:- 106:error_code:h 109:remaining_partitions[] 117:remaining_partitions[]>topic_name 125:remaining_partitions[]>partition_index:i 137:- 139:error_code:h 141:remaining_partitions[] 152:unknown_tags 159:- 161:topic_name 180:partition_index:i 182:tagged_fields 192:- 196:error_code:h 199:remaining_partitions[] 217:remaining_partitions[]>topic_name 233:remaining_partitions[]>partition_index:i 236:remaining_partitions[]>tagged_fields 244:tagged_fields 255:- 257:error_code:h 259:remaining_partitions[] 278:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -394,6 +395,49 @@ ControllerRegistrationRequest._WRITERS = {
     0: _write_ControllerRegistrationRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_Listener_v0 = (
+    Listener, True,
+    (
+        ('name', ('string', 1)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+        ('security_protocol', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_Feature_v0 = (
+    Feature, True,
+    (
+        ('name', ('string', 1)),
+        ('min_supported_version', ('int16', 0)),
+        ('max_supported_version', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_ControllerRegistrationRequest_v0 = (
+    ControllerRegistrationRequest, True,
+    (
+        ('controller_id', ('int32', 0)),
+        ('incarnation_id', ('uuid', 0)),
+        ('zk_migration_ready', ('bool', 0)),
+        ('listeners', ('array', 1, 7, ('struct', 0, _P_Listener_v0))),
+        ('features', ('array', 1, 6, ('struct', 0, _P_Feature_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ControllerRegistrationRequest, {
+    0: _P_ControllerRegistrationRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "129:- 131:name 150:host 169:port:H/security_protocol:h 171:tagged_fields 181:- 183:name 202:min_supported_version:h/max_supported_version:h 204:tagged_fields 214:- 218:controller_id:i/incarnation_id:16s/zk_migration_ready:? 222:listeners[] 240:listeners[]>name 256:listeners[]>host 272:listeners[]>port:H/security_protocol:h 275:listeners[]>tagged_fields 283:features[] 301:features[]>name 317:features[]>min_supported_version:h/max_supported_version:h 320:features[]>tagged_fields 328:tagged_fields 339:- 341:controller_id:i/incarnation_id:16s/zk_migration_ready:? 343:listeners[] 362:features[] 381:tagged_fields"
+    "130:- 132:name 151:host 170:port:H/security_protocol:h 172:tagged_fields 182:- 184:name 203:min_supported_version:h/max_supported_version:h 205:tagged_fields 215:- 219:controller_id:i/incarnation_id:16s/zk_migration_ready:? 223:listeners[] 241:listeners[]>name 257:listeners[]>host 273:listeners[]>port:H/security_protocol:h 276:listeners[]>tagged_fields 284:features[] 302:features[]>name 318:features[]>min_supported_version:h/max_supported_version:h 321:features[]>tagged_fields 329:tagged_fields 340:- 342:controller_id:i/incarnation_id:16s/zk_migration_ready:? 344:listeners[] 363:features[] 382:tagged_fields"
 )

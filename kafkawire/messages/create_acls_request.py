@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -551,6 +552,89 @@ CreateAclsRequest._WRITERS = {
     3: _write_CreateAclsRequest_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_AclCreation_v0 = (
+    AclCreation, False,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('principal', ('string', 0)),
+        ('host', ('string', 0)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (
+        ('resource_pattern_type', 3),
+    ),
+    (),
+)
+
+_P_CreateAclsRequest_v0 = (
+    CreateAclsRequest, False,
+    (
+        ('creations', ('array', 0, 9, ('struct', 0, _P_AclCreation_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_AclCreation_v1 = (
+    AclCreation, False,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('resource_pattern_type', ('int8', 0)),
+        ('principal', ('string', 0)),
+        ('host', ('string', 0)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_CreateAclsRequest_v1 = (
+    CreateAclsRequest, False,
+    (
+        ('creations', ('array', 0, 10, ('struct', 0, _P_AclCreation_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_AclCreation_v2 = (
+    AclCreation, True,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 1)),
+        ('resource_pattern_type', ('int8', 0)),
+        ('principal', ('string', 1)),
+        ('host', ('string', 1)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_CreateAclsRequest_v2 = (
+    CreateAclsRequest, True,
+    (
+        ('creations', ('array', 1, 8, ('struct', 0, _P_AclCreation_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_native(CreateAclsRequest, {
+    0: _P_CreateAclsRequest_v0,
+    1: _P_CreateAclsRequest_v1,
+    2: _P_CreateAclsRequest_v2,
+    3: _P_CreateAclsRequest_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "95:- 97:resource_type:b 99:resource_name 110:principal 121:host 132:operation:b/permission_type:b 134:resource_pattern_type 137:unknown_tags 144:- 148:creations[] 156:creations[]>resource_type:b 159:creations[]>resource_name 167:creations[]>principal 175:creations[]>host 183:creations[]>operation:b/permission_type:b 196:- 198:creations[] 209:unknown_tags 216:- 218:resource_type:b 220:resource_name 231:resource_pattern_type:b 233:principal 244:host 255:operation:b/permission_type:b 257:unknown_tags 264:- 268:creations[] 276:creations[]>resource_type:b 279:creations[]>resource_name 287:creations[]>resource_pattern_type:b 290:creations[]>principal 298:creations[]>host 306:creations[]>operation:b/permission_type:b 318:- 320:creations[] 331:unknown_tags 338:- 340:resource_type:b 342:resource_name 361:resource_pattern_type:b 363:principal 382:host 401:operation:b/permission_type:b 403:tagged_fields 413:- 417:creations[] 435:creations[]>resource_type:b 438:creations[]>resource_name 454:creations[]>resource_pattern_type:b 457:creations[]>principal 473:creations[]>host 489:creations[]>operation:b/permission_type:b 492:creations[]>tagged_fields 500:tagged_fields 511:- 513:creations[] 532:tagged_fields"
+    "96:- 98:resource_type:b 100:resource_name 111:principal 122:host 133:operation:b/permission_type:b 135:resource_pattern_type 138:unknown_tags 145:- 149:creations[] 157:creations[]>resource_type:b 160:creations[]>resource_name 168:creations[]>principal 176:creations[]>host 184:creations[]>operation:b/permission_type:b 197:- 199:creations[] 210:unknown_tags 217:- 219:resource_type:b 221:resource_name 232:resource_pattern_type:b 234:principal 245:host 256:operation:b/permission_type:b 258:unknown_tags 265:- 269:creations[] 277:creations[]>resource_type:b 280:creations[]>resource_name 288:creations[]>resource_pattern_type:b 291:creations[]>principal 299:creations[]>host 307:creations[]>operation:b/permission_type:b 319:- 321:creations[] 332:unknown_tags 339:- 341:resource_type:b 343:resource_name 362:resource_pattern_type:b 364:principal 383:host 402:operation:b/permission_type:b 404:tagged_fields 414:- 418:creations[] 436:creations[]>resource_type:b 439:creations[]>resource_name 455:creations[]>resource_pattern_type:b 458:creations[]>principal 474:creations[]>host 490:creations[]>operation:b/permission_type:b 493:creations[]>tagged_fields 501:tagged_fields 512:- 514:creations[] 533:tagged_fields"
 )

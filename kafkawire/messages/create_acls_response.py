@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -306,6 +307,56 @@ CreateAclsResponse._WRITERS = {
     3: _write_CreateAclsResponse_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_AclCreationResult_v0 = (
+    AclCreationResult, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_P_CreateAclsResponse_v0 = (
+    CreateAclsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 0, 4, ('struct', 0, _P_AclCreationResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_AclCreationResult_v2 = (
+    AclCreationResult, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_CreateAclsResponse_v2 = (
+    CreateAclsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 1, 4, ('struct', 0, _P_AclCreationResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_native(CreateAclsResponse, {
+    0: _P_CreateAclsResponse_v0,
+    1: _P_CreateAclsResponse_v0,
+    2: _P_CreateAclsResponse_v2,
+    3: _P_CreateAclsResponse_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "79:- 81:error_code:h 83:error_message 94:unknown_tags 101:- 105:throttle_time_ms:i 108:results[] 116:results[]>error_code:h 119:results[]>error_message 139:- 141:throttle_time_ms:i 143:results[] 154:unknown_tags 161:- 163:error_code:h 165:error_message 184:tagged_fields 194:- 198:throttle_time_ms:i 201:results[] 219:results[]>error_code:h 222:results[]>error_message 245:results[]>tagged_fields 253:tagged_fields 264:- 266:throttle_time_ms:i 268:results[] 287:tagged_fields"
+    "80:- 82:error_code:h 84:error_message 95:unknown_tags 102:- 106:throttle_time_ms:i 109:results[] 117:results[]>error_code:h 120:results[]>error_message 140:- 142:throttle_time_ms:i 144:results[] 155:unknown_tags 162:- 164:error_code:h 166:error_message 185:tagged_fields 195:- 199:throttle_time_ms:i 202:results[] 220:results[]>error_code:h 223:results[]>error_message 246:results[]>tagged_fields 254:tagged_fields 265:- 267:throttle_time_ms:i 269:results[] 288:tagged_fields"
 )

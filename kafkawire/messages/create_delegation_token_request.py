@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -557,6 +558,74 @@ CreateDelegationTokenRequest._WRITERS = {
     3: _write_CreateDelegationTokenRequest_v3,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_CreatableRenewers_v0 = (
+    CreatableRenewers, False,
+    (
+        ('principal_type', ('string', 0)),
+        ('principal_name', ('string', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_CreateDelegationTokenRequest_v0 = (
+    CreateDelegationTokenRequest, False,
+    (
+        ('renewers', ('array', 0, 4, ('struct', 0, _P_CreatableRenewers_v0))),
+        ('max_lifetime_ms', ('int64', 0)),
+    ),
+    (
+        ('owner_principal_type', ''),
+        ('owner_principal_name', ''),
+    ),
+    (),
+)
+
+_P_CreatableRenewers_v2 = (
+    CreatableRenewers, True,
+    (
+        ('principal_type', ('string', 1)),
+        ('principal_name', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_P_CreateDelegationTokenRequest_v2 = (
+    CreateDelegationTokenRequest, True,
+    (
+        ('renewers', ('array', 1, 3, ('struct', 0, _P_CreatableRenewers_v2))),
+        ('max_lifetime_ms', ('int64', 0)),
+    ),
+    (
+        ('owner_principal_type', ''),
+        ('owner_principal_name', ''),
+    ),
+    (),
+)
+
+_P_CreateDelegationTokenRequest_v3 = (
+    CreateDelegationTokenRequest, True,
+    (
+        ('owner_principal_type', ('string', 3)),
+        ('owner_principal_name', ('string', 3)),
+        ('renewers', ('array', 1, 3, ('struct', 0, _P_CreatableRenewers_v2))),
+        ('max_lifetime_ms', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(CreateDelegationTokenRequest, {
+    0: _P_CreateDelegationTokenRequest_v0,
+    1: _P_CreateDelegationTokenRequest_v0,
+    2: _P_CreateDelegationTokenRequest_v2,
+    3: _P_CreateDelegationTokenRequest_v3,
+})
+
 _FIELDS_AT = _FieldLines(
-    "87:- 89:principal_type 100:principal_name 111:unknown_tags 118:- 122:renewers[] 130:renewers[]>principal_type 138:renewers[]>principal_name 149:max_lifetime_ms:q 160:- 162:renewers[] 173:max_lifetime_ms:q 175:owner_principal_type 178:owner_principal_name 181:unknown_tags 188:- 190:principal_type 209:principal_name 228:tagged_fields 238:- 242:renewers[] 260:renewers[]>principal_type 276:renewers[]>principal_name 292:renewers[]>tagged_fields 300:max_lifetime_ms:q 305:tagged_fields 316:- 318:renewers[] 337:max_lifetime_ms:q 339:owner_principal_type 342:owner_principal_name 345:tagged_fields 355:- 359:owner_principal_type 382:owner_principal_name 405:renewers[] 423:renewers[]>principal_type 439:renewers[]>principal_name 455:renewers[]>tagged_fields 463:max_lifetime_ms:q 466:tagged_fields 477:- 479:owner_principal_type 498:owner_principal_name 517:renewers[] 536:max_lifetime_ms:q 538:tagged_fields"
+    "88:- 90:principal_type 101:principal_name 112:unknown_tags 119:- 123:renewers[] 131:renewers[]>principal_type 139:renewers[]>principal_name 150:max_lifetime_ms:q 161:- 163:renewers[] 174:max_lifetime_ms:q 176:owner_principal_type 179:owner_principal_name 182:unknown_tags 189:- 191:principal_type 210:principal_name 229:tagged_fields 239:- 243:renewers[] 261:renewers[]>principal_type 277:renewers[]>principal_name 293:renewers[]>tagged_fields 301:max_lifetime_ms:q 306:tagged_fields 317:- 319:renewers[] 338:max_lifetime_ms:q 340:owner_principal_type 343:owner_principal_name 346:tagged_fields 356:- 360:owner_principal_type 383:owner_principal_name 406:renewers[] 424:renewers[]>principal_type 440:renewers[]>principal_name 456:renewers[]>tagged_fields 464:max_lifetime_ms:q 467:tagged_fields 478:- 480:owner_principal_type 499:owner_principal_name 518:renewers[] 537:max_lifetime_ms:q 539:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -649,6 +650,75 @@ CreateDelegationTokenResponse._WRITERS = {
     3: _write_CreateDelegationTokenResponse_v3,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_CreateDelegationTokenResponse_v0 = (
+    CreateDelegationTokenResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('principal_type', ('string', 0)),
+        ('principal_name', ('string', 0)),
+        ('issue_timestamp_ms', ('int64', 0)),
+        ('expiry_timestamp_ms', ('int64', 0)),
+        ('max_timestamp_ms', ('int64', 0)),
+        ('token_id', ('string', 0)),
+        ('hmac', ('bytes', 0)),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (
+        ('token_requester_principal_type', ''),
+        ('token_requester_principal_name', ''),
+    ),
+    (),
+)
+
+_P_CreateDelegationTokenResponse_v2 = (
+    CreateDelegationTokenResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('principal_type', ('string', 1)),
+        ('principal_name', ('string', 1)),
+        ('issue_timestamp_ms', ('int64', 0)),
+        ('expiry_timestamp_ms', ('int64', 0)),
+        ('max_timestamp_ms', ('int64', 0)),
+        ('token_id', ('string', 1)),
+        ('hmac', ('bytes', 1)),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (
+        ('token_requester_principal_type', ''),
+        ('token_requester_principal_name', ''),
+    ),
+    (),
+)
+
+_P_CreateDelegationTokenResponse_v3 = (
+    CreateDelegationTokenResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('principal_type', ('string', 1)),
+        ('principal_name', ('string', 1)),
+        ('token_requester_principal_type', ('string', 1)),
+        ('token_requester_principal_name', ('string', 1)),
+        ('issue_timestamp_ms', ('int64', 0)),
+        ('expiry_timestamp_ms', ('int64', 0)),
+        ('max_timestamp_ms', ('int64', 0)),
+        ('token_id', ('string', 1)),
+        ('hmac', ('bytes', 1)),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(CreateDelegationTokenResponse, {
+    0: _P_CreateDelegationTokenResponse_v0,
+    1: _P_CreateDelegationTokenResponse_v0,
+    2: _P_CreateDelegationTokenResponse_v2,
+    3: _P_CreateDelegationTokenResponse_v3,
+})
+
 _FIELDS_AT = _FieldLines(
-    "82:- 88:error_code:h 91:principal_type 99:principal_name 107:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 110:token_id 118:hmac 126:throttle_time_ms:i 137:- 139:error_code:h 141:principal_type 152:principal_name 163:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 165:token_id 176:hmac 183:throttle_time_ms:i 185:token_requester_principal_type 188:token_requester_principal_name 191:unknown_tags 198:- 204:error_code:h 207:principal_type 223:principal_name 239:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 242:token_id 258:hmac 276:throttle_time_ms:i 281:tagged_fields 292:- 294:error_code:h 296:principal_type 315:principal_name 334:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 336:token_id 355:hmac 370:throttle_time_ms:i 372:token_requester_principal_type 375:token_requester_principal_name 378:tagged_fields 388:- 394:error_code:h 397:principal_type 413:principal_name 429:token_requester_principal_type 445:token_requester_principal_name 461:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 464:token_id 480:hmac 498:throttle_time_ms:i 501:tagged_fields 512:- 514:error_code:h 516:principal_type 535:principal_name 554:token_requester_principal_type 573:token_requester_principal_name 592:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 594:token_id 613:hmac 628:throttle_time_ms:i 630:tagged_fields"
+    "83:- 89:error_code:h 92:principal_type 100:principal_name 108:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 111:token_id 119:hmac 127:throttle_time_ms:i 138:- 140:error_code:h 142:principal_type 153:principal_name 164:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 166:token_id 177:hmac 184:throttle_time_ms:i 186:token_requester_principal_type 189:token_requester_principal_name 192:unknown_tags 199:- 205:error_code:h 208:principal_type 224:principal_name 240:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 243:token_id 259:hmac 277:throttle_time_ms:i 282:tagged_fields 293:- 295:error_code:h 297:principal_type 316:principal_name 335:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 337:token_id 356:hmac 371:throttle_time_ms:i 373:token_requester_principal_type 376:token_requester_principal_name 379:tagged_fields 389:- 395:error_code:h 398:principal_type 414:principal_name 430:token_requester_principal_type 446:token_requester_principal_name 462:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 465:token_id 481:hmac 499:throttle_time_ms:i 502:tagged_fields 513:- 515:error_code:h 517:principal_type 536:principal_name 555:token_requester_principal_type 574:token_requester_principal_name 593:issue_timestamp_ms:q/expiry_timestamp_ms:q/max_timestamp_ms:q 595:token_id 614:hmac 629:throttle_time_ms:i 631:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -465,6 +466,78 @@ CreatePartitionsRequest._WRITERS = {
     3: _write_CreatePartitionsRequest_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_CreatePartitionsAssignment_v0 = (
+    CreatePartitionsAssignment, False,
+    (
+        ('broker_ids', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_CreatePartitionsTopic_v0 = (
+    CreatePartitionsTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('count', ('int32', 0)),
+        ('assignments', ('array', 2, 4, ('struct', 0, _P_CreatePartitionsAssignment_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_CreatePartitionsRequest_v0 = (
+    CreatePartitionsRequest, False,
+    (
+        ('topics', ('array', 0, 10, ('struct', 0, _P_CreatePartitionsTopic_v0))),
+        ('timeout_ms', ('int32', 0)),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_CreatePartitionsAssignment_v2 = (
+    CreatePartitionsAssignment, True,
+    (
+        ('broker_ids', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_CreatePartitionsTopic_v2 = (
+    CreatePartitionsTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('count', ('int32', 0)),
+        ('assignments', ('array', 3, 2, ('struct', 0, _P_CreatePartitionsAssignment_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_CreatePartitionsRequest_v2 = (
+    CreatePartitionsRequest, True,
+    (
+        ('topics', ('array', 1, 7, ('struct', 0, _P_CreatePartitionsTopic_v2))),
+        ('timeout_ms', ('int32', 0)),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(CreatePartitionsRequest, {
+    0: _P_CreatePartitionsRequest_v0,
+    1: _P_CreatePartitionsRequest_v0,
+    2: _P_CreatePartitionsRequest_v2,
+    3: _P_CreatePartitionsRequest_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "113:- 115:broker_ids 122:unknown_tags 129:- 131:name 142:count:i 144:assignments[] 155:unknown_tags 162:- 166:topics[] 174:topics[]>name 182:topics[]>count:i 185:topics[]>assignments[] 196:topics[]>assignments[]>broker_ids 209:timeout_ms:i/validate_only:? 218:- 220:topics[] 231:timeout_ms:i/validate_only:? 233:unknown_tags 240:- 242:broker_ids 257:tagged_fields 267:- 269:name 288:count:i 290:assignments[] 309:tagged_fields 319:- 323:topics[] 341:topics[]>name 357:topics[]>count:i 360:topics[]>assignments[] 381:topics[]>assignments[]>broker_ids 393:topics[]>assignments[]>tagged_fields 401:topics[]>tagged_fields 409:timeout_ms:i/validate_only:? 412:tagged_fields 423:- 425:topics[] 444:timeout_ms:i/validate_only:? 446:tagged_fields"
+    "114:- 116:broker_ids 123:unknown_tags 130:- 132:name 143:count:i 145:assignments[] 156:unknown_tags 163:- 167:topics[] 175:topics[]>name 183:topics[]>count:i 186:topics[]>assignments[] 197:topics[]>assignments[]>broker_ids 210:timeout_ms:i/validate_only:? 219:- 221:topics[] 232:timeout_ms:i/validate_only:? 234:unknown_tags 241:- 243:broker_ids 258:tagged_fields 268:- 270:name 289:count:i 291:assignments[] 310:tagged_fields 320:- 324:topics[] 342:topics[]>name 358:topics[]>count:i 361:topics[]>assignments[] 382:topics[]>assignments[]>broker_ids 394:topics[]>assignments[]>tagged_fields 402:topics[]>tagged_fields 410:timeout_ms:i/validate_only:? 413:tagged_fields 424:- 426:topics[] 445:timeout_ms:i/validate_only:? 447:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -363,6 +364,58 @@ CreatePartitionsResponse._WRITERS = {
     3: _write_CreatePartitionsResponse_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_CreatePartitionsTopicResult_v0 = (
+    CreatePartitionsTopicResult, False,
+    (
+        ('name', ('string', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_P_CreatePartitionsResponse_v0 = (
+    CreatePartitionsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 0, 6, ('struct', 0, _P_CreatePartitionsTopicResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_CreatePartitionsTopicResult_v2 = (
+    CreatePartitionsTopicResult, True,
+    (
+        ('name', ('string', 1)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_CreatePartitionsResponse_v2 = (
+    CreatePartitionsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 1, 5, ('struct', 0, _P_CreatePartitionsTopicResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_native(CreatePartitionsResponse, {
+    0: _P_CreatePartitionsResponse_v0,
+    1: _P_CreatePartitionsResponse_v0,
+    2: _P_CreatePartitionsResponse_v2,
+    3: _P_CreatePartitionsResponse_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "82:- 84:name 95:error_code:h 97:error_message 108:unknown_tags 115:- 119:throttle_time_ms:i 122:results[] 130:results[]>name 138:results[]>error_code:h 141:results[]>error_message 161:- 163:throttle_time_ms:i 165:results[] 176:unknown_tags 183:- 185:name 204:error_code:h 206:error_message 225:tagged_fields 235:- 239:throttle_time_ms:i 242:results[] 260:results[]>name 276:results[]>error_code:h 279:results[]>error_message 302:results[]>tagged_fields 310:tagged_fields 321:- 323:throttle_time_ms:i 325:results[] 344:tagged_fields"
+    "83:- 85:name 96:error_code:h 98:error_message 109:unknown_tags 116:- 120:throttle_time_ms:i 123:results[] 131:results[]>name 139:results[]>error_code:h 142:results[]>error_message 162:- 164:throttle_time_ms:i 166:results[] 177:unknown_tags 184:- 186:name 205:error_code:h 207:error_message 226:tagged_fields 236:- 240:throttle_time_ms:i 243:results[] 261:results[]>name 277:results[]>error_code:h 280:results[]>error_message 303:results[]>tagged_fields 311:tagged_fields 322:- 324:throttle_time_ms:i 326:results[] 345:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -832,6 +833,120 @@ CreateTopicsRequest._WRITERS = {
     7: _write_CreateTopicsRequest_v5,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_CreatableReplicaAssignment_v0 = (
+    CreatableReplicaAssignment, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('broker_ids', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_CreatableTopicConfig_v0 = (
+    CreatableTopicConfig, False,
+    (
+        ('name', ('string', 0)),
+        ('value', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_P_CreatableTopic_v0 = (
+    CreatableTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('num_partitions', ('int32', 0)),
+        ('replication_factor', ('int16', 0)),
+        ('assignments', ('array', 0, 8, ('struct', 0, _P_CreatableReplicaAssignment_v0))),
+        ('configs', ('array', 0, 4, ('struct', 0, _P_CreatableTopicConfig_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_CreateTopicsRequest_v0 = (
+    CreateTopicsRequest, False,
+    (
+        ('topics', ('array', 0, 16, ('struct', 0, _P_CreatableTopic_v0))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (
+        ('validate_only', False),
+    ),
+    (),
+)
+
+_P_CreateTopicsRequest_v1 = (
+    CreateTopicsRequest, False,
+    (
+        ('topics', ('array', 0, 16, ('struct', 0, _P_CreatableTopic_v0))),
+        ('timeout_ms', ('int32', 0)),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_CreatableReplicaAssignment_v5 = (
+    CreatableReplicaAssignment, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('broker_ids', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_CreatableTopicConfig_v5 = (
+    CreatableTopicConfig, True,
+    (
+        ('name', ('string', 1)),
+        ('value', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_CreatableTopic_v5 = (
+    CreatableTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('num_partitions', ('int32', 0)),
+        ('replication_factor', ('int16', 0)),
+        ('assignments', ('array', 1, 6, ('struct', 0, _P_CreatableReplicaAssignment_v5))),
+        ('configs', ('array', 1, 3, ('struct', 0, _P_CreatableTopicConfig_v5))),
+    ),
+    (),
+    (),
+)
+
+_P_CreateTopicsRequest_v5 = (
+    CreateTopicsRequest, True,
+    (
+        ('topics', ('array', 1, 10, ('struct', 0, _P_CreatableTopic_v5))),
+        ('timeout_ms', ('int32', 0)),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(CreateTopicsRequest, {
+    0: _P_CreateTopicsRequest_v0,
+    1: _P_CreateTopicsRequest_v1,
+    2: _P_CreateTopicsRequest_v1,
+    3: _P_CreateTopicsRequest_v1,
+    4: _P_CreateTopicsRequest_v1,
+    5: _P_CreateTopicsRequest_v5,
+    6: _P_CreateTopicsRequest_v5,
+    7: _P_CreateTopicsRequest_v5,
+})
+
 _FIELDS_AT = _FieldLines(
-    "150:- 152:partition_index:i 154:broker_ids 161:unknown_tags 168:- 170:name 181:value 192:unknown_tags 199:- 201:name 212:num_partitions:i/replication_factor:h 214:assignments[] 225:configs[] 236:unknown_tags 243:- 247:topics[] 255:topics[]>name 263:topics[]>num_partitions:i/replication_factor:h 266:topics[]>assignments[] 274:topics[]>assignments[]>partition_index:i 277:topics[]>assignments[]>broker_ids 287:topics[]>configs[] 295:topics[]>configs[]>name 303:topics[]>configs[]>value 320:timeout_ms:i 330:- 332:topics[] 343:timeout_ms:i 345:validate_only 348:unknown_tags 355:- 359:topics[] 367:topics[]>name 375:topics[]>num_partitions:i/replication_factor:h 378:topics[]>assignments[] 386:topics[]>assignments[]>partition_index:i 389:topics[]>assignments[]>broker_ids 399:topics[]>configs[] 407:topics[]>configs[]>name 415:topics[]>configs[]>value 432:timeout_ms:i/validate_only:? 441:- 443:topics[] 454:timeout_ms:i/validate_only:? 456:unknown_tags 463:- 465:partition_index:i 467:broker_ids 482:tagged_fields 492:- 494:name 513:value 532:tagged_fields 542:- 544:name 563:num_partitions:i/replication_factor:h 565:assignments[] 584:configs[] 603:tagged_fields 613:- 617:topics[] 635:topics[]>name 651:topics[]>num_partitions:i/replication_factor:h 654:topics[]>assignments[] 672:topics[]>assignments[]>partition_index:i 675:topics[]>assignments[]>broker_ids 687:topics[]>assignments[]>tagged_fields 695:topics[]>configs[] 713:topics[]>configs[]>name 729:topics[]>configs[]>value 752:topics[]>configs[]>tagged_fields 760:topics[]>tagged_fields 768:timeout_ms:i/validate_only:? 771:tagged_fields 782:- 784:topics[] 803:timeout_ms:i/validate_only:? 805:tagged_fields"
+    "151:- 153:partition_index:i 155:broker_ids 162:unknown_tags 169:- 171:name 182:value 193:unknown_tags 200:- 202:name 213:num_partitions:i/replication_factor:h 215:assignments[] 226:configs[] 237:unknown_tags 244:- 248:topics[] 256:topics[]>name 264:topics[]>num_partitions:i/replication_factor:h 267:topics[]>assignments[] 275:topics[]>assignments[]>partition_index:i 278:topics[]>assignments[]>broker_ids 288:topics[]>configs[] 296:topics[]>configs[]>name 304:topics[]>configs[]>value 321:timeout_ms:i 331:- 333:topics[] 344:timeout_ms:i 346:validate_only 349:unknown_tags 356:- 360:topics[] 368:topics[]>name 376:topics[]>num_partitions:i/replication_factor:h 379:topics[]>assignments[] 387:topics[]>assignments[]>partition_index:i 390:topics[]>assignments[]>broker_ids 400:topics[]>configs[] 408:topics[]>configs[]>name 416:topics[]>configs[]>value 433:timeout_ms:i/validate_only:? 442:- 444:topics[] 455:timeout_ms:i/validate_only:? 457:unknown_tags 464:- 466:partition_index:i 468:broker_ids 483:tagged_fields 493:- 495:name 514:value 533:tagged_fields 543:- 545:name 564:num_partitions:i/replication_factor:h 566:assignments[] 585:configs[] 604:tagged_fields 614:- 618:topics[] 636:topics[]>name 652:topics[]>num_partitions:i/replication_factor:h 655:topics[]>assignments[] 673:topics[]>assignments[]>partition_index:i 676:topics[]>assignments[]>broker_ids 688:topics[]>assignments[]>tagged_fields 696:topics[]>configs[] 714:topics[]>configs[]>name 730:topics[]>configs[]>value 753:topics[]>configs[]>tagged_fields 761:topics[]>tagged_fields 769:timeout_ms:i/validate_only:? 772:tagged_fields 783:- 785:topics[] 804:timeout_ms:i/validate_only:? 806:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -690,21 +691,21 @@ def _read_CreateTopicsResponse_v5(buf, pos, view):
                     else:
                         size, pos = read_uvarint(buf, pos)
                     start = pos
-                    end = pos + size
-                    if end > blen:
+                    tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                    if tag_end > blen:
                         raise bad_length(size, pos, blen, "tagged field")
                     if tag == 0:
                         # field: topics[]>topic_config_error_code
                         item.topic_config_error_code = _R_h(buf, pos)[0]
                         pos += 2
-                        if pos != end:
+                        if pos != tag_end:
                             raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                         # field: topics[]>tagged_fields
                         continue
                     if unknown is None:
                         unknown = {}
-                    unknown[tag] = bytes(buf[pos:end])
-                    pos = end
+                    unknown[tag] = bytes(buf[pos:tag_end])
+                    pos = tag_end
                 item.unknown_tags = unknown
             items[i_topics] = item
         self.topics = tuple(items)
@@ -999,21 +1000,21 @@ def _read_CreateTopicsResponse_v7(buf, pos, view):
                     else:
                         size, pos = read_uvarint(buf, pos)
                     start = pos
-                    end = pos + size
-                    if end > blen:
+                    tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                    if tag_end > blen:
                         raise bad_length(size, pos, blen, "tagged field")
                     if tag == 0:
                         # field: topics[]>topic_config_error_code
                         item.topic_config_error_code = _R_h(buf, pos)[0]
                         pos += 2
-                        if pos != end:
+                        if pos != tag_end:
                             raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                         # field: topics[]>tagged_fields
                         continue
                     if unknown is None:
                         unknown = {}
-                    unknown[tag] = bytes(buf[pos:end])
-                    pos = end
+                    unknown[tag] = bytes(buf[pos:tag_end])
+                    pos = tag_end
                 item.unknown_tags = unknown
             items[i_topics] = item
         self.topics = tuple(items)
@@ -1081,6 +1082,157 @@ CreateTopicsResponse._WRITERS = {
     7: _write_CreateTopicsResponse_v7,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_CreatableTopicResult_v0 = (
+    CreatableTopicResult, False,
+    (
+        ('name', ('string', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+        ('error_message', ''),
+        ('topic_config_error_code', 0),
+        ('num_partitions', -1),
+        ('replication_factor', -1),
+        ('configs', ()),
+    ),
+    (),
+)
+
+_P_CreateTopicsResponse_v0 = (
+    CreateTopicsResponse, False,
+    (
+        ('topics', ('array', 0, 4, ('struct', 0, _P_CreatableTopicResult_v0))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+    ),
+    (),
+)
+
+_P_CreatableTopicResult_v1 = (
+    CreatableTopicResult, False,
+    (
+        ('name', ('string', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+        ('topic_config_error_code', 0),
+        ('num_partitions', -1),
+        ('replication_factor', -1),
+        ('configs', ()),
+    ),
+    (),
+)
+
+_P_CreateTopicsResponse_v1 = (
+    CreateTopicsResponse, False,
+    (
+        ('topics', ('array', 0, 6, ('struct', 0, _P_CreatableTopicResult_v1))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+    ),
+    (),
+)
+
+_P_CreateTopicsResponse_v2 = (
+    CreateTopicsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_CreatableTopicResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_CreatableTopicConfigs_v5 = (
+    CreatableTopicConfigs, True,
+    (
+        ('name', ('string', 1)),
+        ('value', ('string', 3)),
+        ('read_only', ('bool', 0)),
+        ('config_source', ('int8', 0)),
+        ('is_sensitive', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_CreatableTopicResult_v5 = (
+    CreatableTopicResult, True,
+    (
+        ('name', ('string', 1)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('num_partitions', ('int32', 0)),
+        ('replication_factor', ('int16', 0)),
+        ('configs', ('array', 3, 6, ('struct', 0, _P_CreatableTopicConfigs_v5))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+        ('topic_config_error_code', 0),
+    ),
+    (
+        (0, 'topic_config_error_code', ('int16', 0)),
+    ),
+)
+
+_P_CreateTopicsResponse_v5 = (
+    CreateTopicsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 12, ('struct', 0, _P_CreatableTopicResult_v5))),
+    ),
+    (),
+    (),
+)
+
+_P_CreatableTopicResult_v7 = (
+    CreatableTopicResult, True,
+    (
+        ('name', ('string', 1)),
+        ('topic_id', ('uuid', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('num_partitions', ('int32', 0)),
+        ('replication_factor', ('int16', 0)),
+        ('configs', ('array', 3, 6, ('struct', 0, _P_CreatableTopicConfigs_v5))),
+    ),
+    (
+        ('topic_config_error_code', 0),
+    ),
+    (
+        (0, 'topic_config_error_code', ('int16', 0)),
+    ),
+)
+
+_P_CreateTopicsResponse_v7 = (
+    CreateTopicsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 28, ('struct', 0, _P_CreatableTopicResult_v7))),
+    ),
+    (),
+    (),
+)
+
+_install_native(CreateTopicsResponse, {
+    0: _P_CreateTopicsResponse_v0,
+    1: _P_CreateTopicsResponse_v1,
+    2: _P_CreateTopicsResponse_v2,
+    3: _P_CreateTopicsResponse_v2,
+    4: _P_CreateTopicsResponse_v2,
+    5: _P_CreateTopicsResponse_v5,
+    6: _P_CreateTopicsResponse_v5,
+    7: _P_CreateTopicsResponse_v7,
+})
+
 _FIELDS_AT = _FieldLines(
-    "138:- 140:name 151:error_code:h 153:unknown_tags 160:- 164:topics[] 172:topics[]>name 180:topics[]>error_code:h 199:- 201:topics[] 212:unknown_tags 219:- 221:name 232:error_code:h 234:error_message 245:unknown_tags 252:- 256:topics[] 264:topics[]>name 272:topics[]>error_code:h 275:topics[]>error_message 301:- 303:topics[] 314:unknown_tags 321:- 325:throttle_time_ms:i 328:topics[] 336:topics[]>name 344:topics[]>error_code:h 347:topics[]>error_message 372:- 374:throttle_time_ms:i 376:topics[] 387:unknown_tags 394:- 396:name 415:value 434:read_only:?/config_source:b/is_sensitive:? 436:tagged_fields 446:- 448:name 467:error_code:h 469:error_message 488:num_partitions:i/replication_factor:h 490:configs[] 510:topic_config_error_code 515:tagged_fields 525:- 529:throttle_time_ms:i 532:topics[] 550:topics[]>name 566:topics[]>error_code:h 569:topics[]>error_message 592:topics[]>num_partitions:i/replication_factor:h 595:topics[]>configs[] 616:topics[]>configs[]>name 632:topics[]>configs[]>value 655:topics[]>configs[]>read_only:?/config_source:b/is_sensitive:? 658:topics[]>configs[]>tagged_fields 668:topics[]>tagged_fields 697:topics[]>topic_config_error_code 702:topics[]>tagged_fields 711:tagged_fields 722:- 724:throttle_time_ms:i 726:topics[] 745:tagged_fields 755:- 757:name 776:topic_id:16s/error_code:h 778:error_message 797:num_partitions:i/replication_factor:h 799:configs[] 819:topic_config_error_code 824:tagged_fields 834:- 838:throttle_time_ms:i 841:topics[] 859:topics[]>name 875:topics[]>topic_id:16s/error_code:h 879:topics[]>error_message 902:topics[]>num_partitions:i/replication_factor:h 905:topics[]>configs[] 926:topics[]>configs[]>name 942:topics[]>configs[]>value 965:topics[]>configs[]>read_only:?/config_source:b/is_sensitive:? 968:topics[]>configs[]>tagged_fields 977:topics[]>tagged_fields 1006:topics[]>topic_config_error_code 1011:topics[]>tagged_fields 1020:tagged_fields 1031:- 1033:throttle_time_ms:i 1035:topics[] 1054:tagged_fields"
+    "139:- 141:name 152:error_code:h 154:unknown_tags 161:- 165:topics[] 173:topics[]>name 181:topics[]>error_code:h 200:- 202:topics[] 213:unknown_tags 220:- 222:name 233:error_code:h 235:error_message 246:unknown_tags 253:- 257:topics[] 265:topics[]>name 273:topics[]>error_code:h 276:topics[]>error_message 302:- 304:topics[] 315:unknown_tags 322:- 326:throttle_time_ms:i 329:topics[] 337:topics[]>name 345:topics[]>error_code:h 348:topics[]>error_message 373:- 375:throttle_time_ms:i 377:topics[] 388:unknown_tags 395:- 397:name 416:value 435:read_only:?/config_source:b/is_sensitive:? 437:tagged_fields 447:- 449:name 468:error_code:h 470:error_message 489:num_partitions:i/replication_factor:h 491:configs[] 511:topic_config_error_code 516:tagged_fields 526:- 530:throttle_time_ms:i 533:topics[] 551:topics[]>name 567:topics[]>error_code:h 570:topics[]>error_message 593:topics[]>num_partitions:i/replication_factor:h 596:topics[]>configs[] 617:topics[]>configs[]>name 633:topics[]>configs[]>value 656:topics[]>configs[]>read_only:?/config_source:b/is_sensitive:? 659:topics[]>configs[]>tagged_fields 669:topics[]>tagged_fields 698:topics[]>topic_config_error_code 703:topics[]>tagged_fields 712:tagged_fields 723:- 725:throttle_time_ms:i 727:topics[] 746:tagged_fields 756:- 758:name 777:topic_id:16s/error_code:h 779:error_message 798:num_partitions:i/replication_factor:h 800:configs[] 820:topic_config_error_code 825:tagged_fields 835:- 839:throttle_time_ms:i 842:topics[] 860:topics[]>name 876:topics[]>topic_id:16s/error_code:h 880:topics[]>error_message 903:topics[]>num_partitions:i/replication_factor:h 906:topics[]>configs[] 927:topics[]>configs[]>name 943:topics[]>configs[]>value 966:topics[]>configs[]>read_only:?/config_source:b/is_sensitive:? 969:topics[]>configs[]>tagged_fields 978:topics[]>tagged_fields 1007:topics[]>topic_config_error_code 1012:topics[]>tagged_fields 1021:tagged_fields 1032:- 1034:throttle_time_ms:i 1036:topics[] 1055:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -163,6 +164,24 @@ DefaultPrincipalData._WRITERS = {
     0: _write_DefaultPrincipalData_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DefaultPrincipalData_v0 = (
+    DefaultPrincipalData, True,
+    (
+        ('type', ('string', 1)),
+        ('name', ('string', 1)),
+        ('token_authenticated', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(DefaultPrincipalData, {
+    0: _P_DefaultPrincipalData_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "58:- 62:type 78:name 94:token_authenticated:? 97:tagged_fields 108:- 110:type 129:name 148:token_authenticated:? 150:tagged_fields"
+    "59:- 63:type 79:name 95:token_authenticated:? 98:tagged_fields 109:- 111:type 130:name 149:token_authenticated:? 151:tagged_fields"
 )

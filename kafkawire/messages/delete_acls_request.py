@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -590,6 +591,89 @@ DeleteAclsRequest._WRITERS = {
     3: _write_DeleteAclsRequest_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DeleteAclsFilter_v0 = (
+    DeleteAclsFilter, False,
+    (
+        ('resource_type_filter', ('int8', 0)),
+        ('resource_name_filter', ('string', 2)),
+        ('principal_filter', ('string', 2)),
+        ('host_filter', ('string', 2)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (
+        ('pattern_type_filter', 3),
+    ),
+    (),
+)
+
+_P_DeleteAclsRequest_v0 = (
+    DeleteAclsRequest, False,
+    (
+        ('filters', ('array', 0, 9, ('struct', 0, _P_DeleteAclsFilter_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteAclsFilter_v1 = (
+    DeleteAclsFilter, False,
+    (
+        ('resource_type_filter', ('int8', 0)),
+        ('resource_name_filter', ('string', 2)),
+        ('pattern_type_filter', ('int8', 0)),
+        ('principal_filter', ('string', 2)),
+        ('host_filter', ('string', 2)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteAclsRequest_v1 = (
+    DeleteAclsRequest, False,
+    (
+        ('filters', ('array', 0, 10, ('struct', 0, _P_DeleteAclsFilter_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteAclsFilter_v2 = (
+    DeleteAclsFilter, True,
+    (
+        ('resource_type_filter', ('int8', 0)),
+        ('resource_name_filter', ('string', 3)),
+        ('pattern_type_filter', ('int8', 0)),
+        ('principal_filter', ('string', 3)),
+        ('host_filter', ('string', 3)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteAclsRequest_v2 = (
+    DeleteAclsRequest, True,
+    (
+        ('filters', ('array', 1, 8, ('struct', 0, _P_DeleteAclsFilter_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DeleteAclsRequest, {
+    0: _P_DeleteAclsRequest_v0,
+    1: _P_DeleteAclsRequest_v1,
+    2: _P_DeleteAclsRequest_v2,
+    3: _P_DeleteAclsRequest_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "95:- 97:resource_type_filter:b 99:resource_name_filter 110:principal_filter 121:host_filter 132:operation:b/permission_type:b 134:pattern_type_filter 137:unknown_tags 144:- 148:filters[] 156:filters[]>resource_type_filter:b 159:filters[]>resource_name_filter 170:filters[]>principal_filter 181:filters[]>host_filter 192:filters[]>operation:b/permission_type:b 205:- 207:filters[] 218:unknown_tags 225:- 227:resource_type_filter:b 229:resource_name_filter 240:pattern_type_filter:b 242:principal_filter 253:host_filter 264:operation:b/permission_type:b 266:unknown_tags 273:- 277:filters[] 285:filters[]>resource_type_filter:b 288:filters[]>resource_name_filter 299:filters[]>pattern_type_filter:b 302:filters[]>principal_filter 313:filters[]>host_filter 324:filters[]>operation:b/permission_type:b 336:- 338:filters[] 349:unknown_tags 356:- 358:resource_type_filter:b 360:resource_name_filter 379:pattern_type_filter:b 381:principal_filter 400:host_filter 419:operation:b/permission_type:b 421:tagged_fields 431:- 435:filters[] 453:filters[]>resource_type_filter:b 456:filters[]>resource_name_filter 479:filters[]>pattern_type_filter:b 482:filters[]>principal_filter 505:filters[]>host_filter 528:filters[]>operation:b/permission_type:b 531:filters[]>tagged_fields 539:tagged_fields 550:- 552:filters[] 571:tagged_fields"
+    "96:- 98:resource_type_filter:b 100:resource_name_filter 111:principal_filter 122:host_filter 133:operation:b/permission_type:b 135:pattern_type_filter 138:unknown_tags 145:- 149:filters[] 157:filters[]>resource_type_filter:b 160:filters[]>resource_name_filter 171:filters[]>principal_filter 182:filters[]>host_filter 193:filters[]>operation:b/permission_type:b 206:- 208:filters[] 219:unknown_tags 226:- 228:resource_type_filter:b 230:resource_name_filter 241:pattern_type_filter:b 243:principal_filter 254:host_filter 265:operation:b/permission_type:b 267:unknown_tags 274:- 278:filters[] 286:filters[]>resource_type_filter:b 289:filters[]>resource_name_filter 300:filters[]>pattern_type_filter:b 303:filters[]>principal_filter 314:filters[]>host_filter 325:filters[]>operation:b/permission_type:b 337:- 339:filters[] 350:unknown_tags 357:- 359:resource_type_filter:b 361:resource_name_filter 380:pattern_type_filter:b 382:principal_filter 401:host_filter 420:operation:b/permission_type:b 422:tagged_fields 432:- 436:filters[] 454:filters[]>resource_type_filter:b 457:filters[]>resource_name_filter 480:filters[]>pattern_type_filter:b 483:filters[]>principal_filter 506:filters[]>host_filter 529:filters[]>operation:b/permission_type:b 532:filters[]>tagged_fields 540:tagged_fields 551:- 553:filters[] 572:tagged_fields"
 )

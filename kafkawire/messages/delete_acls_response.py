@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -925,6 +926,131 @@ DeleteAclsResponse._WRITERS = {
     3: _write_DeleteAclsResponse_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DeleteAclsMatchingAcl_v0 = (
+    DeleteAclsMatchingAcl, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('principal', ('string', 0)),
+        ('host', ('string', 0)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (
+        ('pattern_type', 3),
+    ),
+    (),
+)
+
+_P_DeleteAclsFilterResult_v0 = (
+    DeleteAclsFilterResult, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('matching_acls', ('array', 0, 13, ('struct', 0, _P_DeleteAclsMatchingAcl_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteAclsResponse_v0 = (
+    DeleteAclsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('filter_results', ('array', 0, 8, ('struct', 0, _P_DeleteAclsFilterResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteAclsMatchingAcl_v1 = (
+    DeleteAclsMatchingAcl, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('pattern_type', ('int8', 0)),
+        ('principal', ('string', 0)),
+        ('host', ('string', 0)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteAclsFilterResult_v1 = (
+    DeleteAclsFilterResult, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('matching_acls', ('array', 0, 14, ('struct', 0, _P_DeleteAclsMatchingAcl_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteAclsResponse_v1 = (
+    DeleteAclsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('filter_results', ('array', 0, 8, ('struct', 0, _P_DeleteAclsFilterResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteAclsMatchingAcl_v2 = (
+    DeleteAclsMatchingAcl, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 1)),
+        ('pattern_type', ('int8', 0)),
+        ('principal', ('string', 1)),
+        ('host', ('string', 1)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteAclsFilterResult_v2 = (
+    DeleteAclsFilterResult, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('matching_acls', ('array', 1, 11, ('struct', 0, _P_DeleteAclsMatchingAcl_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteAclsResponse_v2 = (
+    DeleteAclsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('filter_results', ('array', 1, 5, ('struct', 0, _P_DeleteAclsFilterResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DeleteAclsResponse, {
+    0: _P_DeleteAclsResponse_v0,
+    1: _P_DeleteAclsResponse_v1,
+    2: _P_DeleteAclsResponse_v2,
+    3: _P_DeleteAclsResponse_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "133:- 135:error_code:h 137:error_message 148:resource_type:b 150:resource_name 161:principal 172:host 183:operation:b/permission_type:b 185:pattern_type 188:unknown_tags 195:- 197:error_code:h 199:error_message 210:matching_acls[] 221:unknown_tags 228:- 232:throttle_time_ms:i 235:filter_results[] 243:filter_results[]>error_code:h 246:filter_results[]>error_message 257:filter_results[]>matching_acls[] 265:filter_results[]>matching_acls[]>error_code:h 268:filter_results[]>matching_acls[]>error_message 279:filter_results[]>matching_acls[]>resource_type:b 282:filter_results[]>matching_acls[]>resource_name 290:filter_results[]>matching_acls[]>principal 298:filter_results[]>matching_acls[]>host 306:filter_results[]>matching_acls[]>operation:b/permission_type:b 322:- 324:throttle_time_ms:i 326:filter_results[] 337:unknown_tags 344:- 346:error_code:h 348:error_message 359:resource_type:b 361:resource_name 372:pattern_type:b 374:principal 385:host 396:operation:b/permission_type:b 398:unknown_tags 405:- 407:error_code:h 409:error_message 420:matching_acls[] 431:unknown_tags 438:- 442:throttle_time_ms:i 445:filter_results[] 453:filter_results[]>error_code:h 456:filter_results[]>error_message 467:filter_results[]>matching_acls[] 475:filter_results[]>matching_acls[]>error_code:h 478:filter_results[]>matching_acls[]>error_message 489:filter_results[]>matching_acls[]>resource_type:b 492:filter_results[]>matching_acls[]>resource_name 500:filter_results[]>matching_acls[]>pattern_type:b 503:filter_results[]>matching_acls[]>principal 511:filter_results[]>matching_acls[]>host 519:filter_results[]>matching_acls[]>operation:b/permission_type:b 534:- 536:throttle_time_ms:i 538:filter_results[] 549:unknown_tags 556:- 558:error_code:h 560:error_message 579:resource_type:b 581:resource_name 600:pattern_type:b 602:principal 621:host 640:operation:b/permission_type:b 642:tagged_fields 652:- 654:error_code:h 656:error_message 675:matching_acls[] 694:tagged_fields 704:- 708:throttle_time_ms:i 711:filter_results[] 729:filter_results[]>error_code:h 732:filter_results[]>error_message 755:filter_results[]>matching_acls[] 773:filter_results[]>matching_acls[]>error_code:h 776:filter_results[]>matching_acls[]>error_message 799:filter_results[]>matching_acls[]>resource_type:b 802:filter_results[]>matching_acls[]>resource_name 818:filter_results[]>matching_acls[]>pattern_type:b 821:filter_results[]>matching_acls[]>principal 837:filter_results[]>matching_acls[]>host 853:filter_results[]>matching_acls[]>operation:b/permission_type:b 856:filter_results[]>matching_acls[]>tagged_fields 864:filter_results[]>tagged_fields 872:tagged_fields 883:- 885:throttle_time_ms:i 887:filter_results[] 906:tagged_fields"
+    "134:- 136:error_code:h 138:error_message 149:resource_type:b 151:resource_name 162:principal 173:host 184:operation:b/permission_type:b 186:pattern_type 189:unknown_tags 196:- 198:error_code:h 200:error_message 211:matching_acls[] 222:unknown_tags 229:- 233:throttle_time_ms:i 236:filter_results[] 244:filter_results[]>error_code:h 247:filter_results[]>error_message 258:filter_results[]>matching_acls[] 266:filter_results[]>matching_acls[]>error_code:h 269:filter_results[]>matching_acls[]>error_message 280:filter_results[]>matching_acls[]>resource_type:b 283:filter_results[]>matching_acls[]>resource_name 291:filter_results[]>matching_acls[]>principal 299:filter_results[]>matching_acls[]>host 307:filter_results[]>matching_acls[]>operation:b/permission_type:b 323:- 325:throttle_time_ms:i 327:filter_results[] 338:unknown_tags 345:- 347:error_code:h 349:error_message 360:resource_type:b 362:resource_name 373:pattern_type:b 375:principal 386:host 397:operation:b/permission_type:b 399:unknown_tags 406:- 408:error_code:h 410:error_message 421:matching_acls[] 432:unknown_tags 439:- 443:throttle_time_ms:i 446:filter_results[] 454:filter_results[]>error_code:h 457:filter_results[]>error_message 468:filter_results[]>matching_acls[] 476:filter_results[]>matching_acls[]>error_code:h 479:filter_results[]>matching_acls[]>error_message 490:filter_results[]>matching_acls[]>resource_type:b 493:filter_results[]>matching_acls[]>resource_name 501:filter_results[]>matching_acls[]>pattern_type:b 504:filter_results[]>matching_acls[]>principal 512:filter_results[]>matching_acls[]>host 520:filter_results[]>matching_acls[]>operation:b/permission_type:b 535:- 537:throttle_time_ms:i 539:filter_results[] 550:unknown_tags 557:- 559:error_code:h 561:error_message 580:resource_type:b 582:resource_name 601:pattern_type:b 603:principal 622:host 641:operation:b/permission_type:b 643:tagged_fields 653:- 655:error_code:h 657:error_message 676:matching_acls[] 695:tagged_fields 705:- 709:throttle_time_ms:i 712:filter_results[] 730:filter_results[]>error_code:h 733:filter_results[]>error_message 756:filter_results[]>matching_acls[] 774:filter_results[]>matching_acls[]>error_code:h 777:filter_results[]>matching_acls[]>error_message 800:filter_results[]>matching_acls[]>resource_type:b 803:filter_results[]>matching_acls[]>resource_name 819:filter_results[]>matching_acls[]>pattern_type:b 822:filter_results[]>matching_acls[]>principal 838:filter_results[]>matching_acls[]>host 854:filter_results[]>matching_acls[]>operation:b/permission_type:b 857:filter_results[]>matching_acls[]>tagged_fields 865:filter_results[]>tagged_fields 873:tagged_fields 884:- 886:throttle_time_ms:i 888:filter_results[] 907:tagged_fields"
 )

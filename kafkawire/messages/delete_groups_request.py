@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -203,6 +204,33 @@ DeleteGroupsRequest._WRITERS = {
     2: _write_DeleteGroupsRequest_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DeleteGroupsRequest_v0 = (
+    DeleteGroupsRequest, False,
+    (
+        ('groups_names', ('array', 0, 2, ('string', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteGroupsRequest_v2 = (
+    DeleteGroupsRequest, True,
+    (
+        ('groups_names', ('array', 1, 1, ('string', 1))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DeleteGroupsRequest, {
+    0: _P_DeleteGroupsRequest_v0,
+    1: _P_DeleteGroupsRequest_v0,
+    2: _P_DeleteGroupsRequest_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "50:- 54:groups_names[] 76:- 78:groups_names[] 95:unknown_tags 102:- 106:groups_names[] 140:tagged_fields 151:- 153:groups_names[] 186:tagged_fields"
+    "51:- 55:groups_names[] 77:- 79:groups_names[] 96:unknown_tags 103:- 107:groups_names[] 141:tagged_fields 152:- 154:groups_names[] 187:tagged_fields"
 )

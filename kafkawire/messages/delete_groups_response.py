@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -294,6 +295,55 @@ DeleteGroupsResponse._WRITERS = {
     2: _write_DeleteGroupsResponse_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DeletableGroupResult_v0 = (
+    DeletableGroupResult, False,
+    (
+        ('group_id', ('string', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteGroupsResponse_v0 = (
+    DeleteGroupsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 0, 4, ('struct', 0, _P_DeletableGroupResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DeletableGroupResult_v2 = (
+    DeletableGroupResult, True,
+    (
+        ('group_id', ('string', 1)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteGroupsResponse_v2 = (
+    DeleteGroupsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 1, 4, ('struct', 0, _P_DeletableGroupResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DeleteGroupsResponse, {
+    0: _P_DeleteGroupsResponse_v0,
+    1: _P_DeleteGroupsResponse_v0,
+    2: _P_DeleteGroupsResponse_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "79:- 81:group_id 92:error_code:h 94:unknown_tags 101:- 105:throttle_time_ms:i 108:results[] 116:results[]>group_id 124:results[]>error_code:h 136:- 138:throttle_time_ms:i 140:results[] 151:unknown_tags 158:- 160:group_id 179:error_code:h 181:tagged_fields 191:- 195:throttle_time_ms:i 198:results[] 216:results[]>group_id 232:results[]>error_code:h 235:results[]>tagged_fields 243:tagged_fields 254:- 256:throttle_time_ms:i 258:results[] 277:tagged_fields"
+    "80:- 82:group_id 93:error_code:h 95:unknown_tags 102:- 106:throttle_time_ms:i 109:results[] 117:results[]>group_id 125:results[]>error_code:h 137:- 139:throttle_time_ms:i 141:results[] 152:unknown_tags 159:- 161:group_id 180:error_code:h 182:tagged_fields 192:- 196:throttle_time_ms:i 199:results[] 217:results[]>group_id 233:results[]>error_code:h 236:results[]>tagged_fields 244:tagged_fields 255:- 257:throttle_time_ms:i 259:results[] 278:tagged_fields"
 )

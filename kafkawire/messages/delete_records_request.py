@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -410,6 +411,75 @@ DeleteRecordsRequest._WRITERS = {
     2: _write_DeleteRecordsRequest_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DeleteRecordsPartition_v0 = (
+    DeleteRecordsPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteRecordsTopic_v0 = (
+    DeleteRecordsTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 12, ('struct', 0, _P_DeleteRecordsPartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteRecordsRequest_v0 = (
+    DeleteRecordsRequest, False,
+    (
+        ('topics', ('array', 0, 6, ('struct', 0, _P_DeleteRecordsTopic_v0))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteRecordsPartition_v2 = (
+    DeleteRecordsPartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteRecordsTopic_v2 = (
+    DeleteRecordsTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 13, ('struct', 0, _P_DeleteRecordsPartition_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteRecordsRequest_v2 = (
+    DeleteRecordsRequest, True,
+    (
+        ('topics', ('array', 1, 3, ('struct', 0, _P_DeleteRecordsTopic_v2))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(DeleteRecordsRequest, {
+    0: _P_DeleteRecordsRequest_v0,
+    1: _P_DeleteRecordsRequest_v0,
+    2: _P_DeleteRecordsRequest_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "107:- 109:partition_index:i/offset:q 111:unknown_tags 118:- 120:name 131:partitions[] 142:unknown_tags 149:- 153:topics[] 161:topics[]>name 169:topics[]>partitions[] 177:topics[]>partitions[]>partition_index:i/offset:q 186:timeout_ms:i 195:- 197:topics[] 208:timeout_ms:i 210:unknown_tags 217:- 219:partition_index:i/offset:q 221:tagged_fields 231:- 233:name 252:partitions[] 271:tagged_fields 281:- 285:topics[] 303:topics[]>name 319:topics[]>partitions[] 337:topics[]>partitions[]>partition_index:i/offset:q 340:topics[]>partitions[]>tagged_fields 348:topics[]>tagged_fields 356:timeout_ms:i 359:tagged_fields 370:- 372:topics[] 391:timeout_ms:i 393:tagged_fields"
+    "108:- 110:partition_index:i/offset:q 112:unknown_tags 119:- 121:name 132:partitions[] 143:unknown_tags 150:- 154:topics[] 162:topics[]>name 170:topics[]>partitions[] 178:topics[]>partitions[]>partition_index:i/offset:q 187:timeout_ms:i 196:- 198:topics[] 209:timeout_ms:i 211:unknown_tags 218:- 220:partition_index:i/offset:q 222:tagged_fields 232:- 234:name 253:partitions[] 272:tagged_fields 282:- 286:topics[] 304:topics[]>name 320:topics[]>partitions[] 338:topics[]>partitions[]>partition_index:i/offset:q 341:topics[]>partitions[]>tagged_fields 349:topics[]>tagged_fields 357:timeout_ms:i 360:tagged_fields 371:- 373:topics[] 392:timeout_ms:i 394:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -413,6 +414,77 @@ DeleteRecordsResponse._WRITERS = {
     2: _write_DeleteRecordsResponse_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DeleteRecordsPartitionResult_v0 = (
+    DeleteRecordsPartitionResult, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('low_watermark', ('int64', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteRecordsTopicResult_v0 = (
+    DeleteRecordsTopicResult, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 14, ('struct', 0, _P_DeleteRecordsPartitionResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteRecordsResponse_v0 = (
+    DeleteRecordsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_DeleteRecordsTopicResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteRecordsPartitionResult_v2 = (
+    DeleteRecordsPartitionResult, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('low_watermark', ('int64', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteRecordsTopicResult_v2 = (
+    DeleteRecordsTopicResult, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 15, ('struct', 0, _P_DeleteRecordsPartitionResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteRecordsResponse_v2 = (
+    DeleteRecordsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_DeleteRecordsTopicResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DeleteRecordsResponse, {
+    0: _P_DeleteRecordsResponse_v0,
+    1: _P_DeleteRecordsResponse_v0,
+    2: _P_DeleteRecordsResponse_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "110:- 112:partition_index:i/low_watermark:q/error_code:h 114:unknown_tags 121:- 123:name 134:partitions[] 145:unknown_tags 152:- 156:throttle_time_ms:i 159:topics[] 167:topics[]>name 175:topics[]>partitions[] 183:topics[]>partitions[]>partition_index:i/low_watermark:q/error_code:h 198:- 200:throttle_time_ms:i 202:topics[] 213:unknown_tags 220:- 222:partition_index:i/low_watermark:q/error_code:h 224:tagged_fields 234:- 236:name 255:partitions[] 274:tagged_fields 284:- 288:throttle_time_ms:i 291:topics[] 309:topics[]>name 325:topics[]>partitions[] 343:topics[]>partitions[]>partition_index:i/low_watermark:q/error_code:h 346:topics[]>partitions[]>tagged_fields 354:topics[]>tagged_fields 362:tagged_fields 373:- 375:throttle_time_ms:i 377:topics[] 396:tagged_fields"
+    "111:- 113:partition_index:i/low_watermark:q/error_code:h 115:unknown_tags 122:- 124:name 135:partitions[] 146:unknown_tags 153:- 157:throttle_time_ms:i 160:topics[] 168:topics[]>name 176:topics[]>partitions[] 184:topics[]>partitions[]>partition_index:i/low_watermark:q/error_code:h 199:- 201:throttle_time_ms:i 203:topics[] 214:unknown_tags 221:- 223:partition_index:i/low_watermark:q/error_code:h 225:tagged_fields 235:- 237:name 256:partitions[] 275:tagged_fields 285:- 289:throttle_time_ms:i 292:topics[] 310:topics[]>name 326:topics[]>partitions[] 344:topics[]>partitions[]>partition_index:i/low_watermark:q/error_code:h 347:topics[]>partitions[]>tagged_fields 355:topics[]>tagged_fields 363:tagged_fields 374:- 376:throttle_time_ms:i 378:topics[] 397:tagged_fields"
 )

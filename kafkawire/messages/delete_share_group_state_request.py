@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -294,6 +295,42 @@ DeleteShareGroupStateRequest._WRITERS = {
     0: _write_DeleteShareGroupStateRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteStateData_v0 = (
+    DeleteStateData, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 5, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteShareGroupStateRequest_v0 = (
+    DeleteShareGroupStateRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('topics', ('array', 1, 18, ('struct', 0, _P_DeleteStateData_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DeleteShareGroupStateRequest, {
+    0: _P_DeleteShareGroupStateRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "104:- 106:partition:i 108:tagged_fields 118:- 120:topic_id:16s 122:partitions[] 141:tagged_fields 151:- 155:group_id 171:topics[] 189:topics[]>topic_id:16s 193:topics[]>partitions[] 211:topics[]>partitions[]>partition:i 214:topics[]>partitions[]>tagged_fields 222:topics[]>tagged_fields 230:tagged_fields 241:- 243:group_id 262:topics[] 281:tagged_fields"
+    "105:- 107:partition:i 109:tagged_fields 119:- 121:topic_id:16s 123:partitions[] 142:tagged_fields 152:- 156:group_id 172:topics[] 190:topics[]>topic_id:16s 194:topics[]>partitions[] 212:topics[]>partitions[]>partition:i 215:topics[]>partitions[]>tagged_fields 223:topics[]>tagged_fields 231:tagged_fields 242:- 244:group_id 263:topics[] 282:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -306,6 +307,43 @@ DeleteShareGroupStateResponse._WRITERS = {
     0: _write_DeleteShareGroupStateResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionResult_v0 = (
+    PartitionResult, True,
+    (
+        ('partition', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteStateResult_v0 = (
+    DeleteStateResult, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 8, ('struct', 0, _P_PartitionResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteShareGroupStateResponse_v0 = (
+    DeleteShareGroupStateResponse, True,
+    (
+        ('results', ('array', 1, 18, ('struct', 0, _P_DeleteStateResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DeleteShareGroupStateResponse, {
+    0: _P_DeleteShareGroupStateResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "109:- 111:partition:i/error_code:h 113:error_message 132:tagged_fields 142:- 144:topic_id:16s 146:partitions[] 165:tagged_fields 175:- 179:results[] 197:results[]>topic_id:16s 201:results[]>partitions[] 219:results[]>partitions[]>partition:i/error_code:h 222:results[]>partitions[]>error_message 245:results[]>partitions[]>tagged_fields 253:results[]>tagged_fields 261:tagged_fields 272:- 274:results[] 293:tagged_fields"
+    "110:- 112:partition:i/error_code:h 114:error_message 133:tagged_fields 143:- 145:topic_id:16s 147:partitions[] 166:tagged_fields 176:- 180:results[] 198:results[]>topic_id:16s 202:results[]>partitions[] 220:results[]>partitions[]>partition:i/error_code:h 223:results[]>partitions[]>error_message 246:results[]>partitions[]>tagged_fields 254:results[]>tagged_fields 262:tagged_fields 273:- 275:results[] 294:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -401,6 +402,65 @@ DeleteTopicsRequest._WRITERS = {
     6: _write_DeleteTopicsRequest_v6,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DeleteTopicsRequest_v0 = (
+    DeleteTopicsRequest, False,
+    (
+        ('topic_names', ('array', 0, 2, ('string', 0))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (
+        ('topics', ()),
+    ),
+    (),
+)
+
+_P_DeleteTopicsRequest_v4 = (
+    DeleteTopicsRequest, True,
+    (
+        ('topic_names', ('array', 1, 1, ('string', 1))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (
+        ('topics', ()),
+    ),
+    (),
+)
+
+_P_DeleteTopicState_v6 = (
+    DeleteTopicState, True,
+    (
+        ('name', ('string', 3)),
+        ('topic_id', ('uuid', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteTopicsRequest_v6 = (
+    DeleteTopicsRequest, True,
+    (
+        ('topics', ('array', 1, 18, ('struct', 0, _P_DeleteTopicState_v6))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (
+        ('topic_names', ()),
+    ),
+    (),
+)
+
+_install_native(DeleteTopicsRequest, {
+    0: _P_DeleteTopicsRequest_v0,
+    1: _P_DeleteTopicsRequest_v0,
+    2: _P_DeleteTopicsRequest_v0,
+    3: _P_DeleteTopicsRequest_v0,
+    4: _P_DeleteTopicsRequest_v4,
+    5: _P_DeleteTopicsRequest_v4,
+    6: _P_DeleteTopicsRequest_v6,
+})
+
 _FIELDS_AT = _FieldLines(
-    "84:- 88:topic_names[] 104:timeout_ms:i 114:- 116:topic_names[] 133:timeout_ms:i 135:topics 138:unknown_tags 145:- 149:topic_names[] 183:timeout_ms:i 187:tagged_fields 198:- 200:topic_names[] 233:timeout_ms:i 235:topics 238:tagged_fields 248:- 250:name 269:topic_id:16s 271:tagged_fields 281:- 285:topics[] 303:topics[]>name 326:topics[]>topic_id:16s 330:topics[]>tagged_fields 338:timeout_ms:i 342:tagged_fields 353:- 355:topics[] 374:timeout_ms:i 376:tagged_fields"
+    "85:- 89:topic_names[] 105:timeout_ms:i 115:- 117:topic_names[] 134:timeout_ms:i 136:topics 139:unknown_tags 146:- 150:topic_names[] 184:timeout_ms:i 188:tagged_fields 199:- 201:topic_names[] 234:timeout_ms:i 236:topics 239:tagged_fields 249:- 251:name 270:topic_id:16s 272:tagged_fields 282:- 286:topics[] 304:topics[]>name 327:topics[]>topic_id:16s 331:topics[]>tagged_fields 339:timeout_ms:i 343:tagged_fields 354:- 356:topics[] 375:timeout_ms:i 377:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -720,6 +721,121 @@ DeleteTopicsResponse._WRITERS = {
     6: _write_DeleteTopicsResponse_v6,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DeletableTopicResult_v0 = (
+    DeletableTopicResult, False,
+    (
+        ('name', ('string', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+        ('error_message', None),
+    ),
+    (),
+)
+
+_P_DeleteTopicsResponse_v0 = (
+    DeleteTopicsResponse, False,
+    (
+        ('responses', ('array', 0, 4, ('struct', 0, _P_DeletableTopicResult_v0))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+    ),
+    (),
+)
+
+_P_DeleteTopicsResponse_v1 = (
+    DeleteTopicsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('responses', ('array', 0, 4, ('struct', 0, _P_DeletableTopicResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DeletableTopicResult_v4 = (
+    DeletableTopicResult, True,
+    (
+        ('name', ('string', 1)),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+        ('error_message', None),
+    ),
+    (),
+)
+
+_P_DeleteTopicsResponse_v4 = (
+    DeleteTopicsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('responses', ('array', 1, 4, ('struct', 0, _P_DeletableTopicResult_v4))),
+    ),
+    (),
+    (),
+)
+
+_P_DeletableTopicResult_v5 = (
+    DeletableTopicResult, True,
+    (
+        ('name', ('string', 1)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_DeleteTopicsResponse_v5 = (
+    DeleteTopicsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('responses', ('array', 1, 5, ('struct', 0, _P_DeletableTopicResult_v5))),
+    ),
+    (),
+    (),
+)
+
+_P_DeletableTopicResult_v6 = (
+    DeletableTopicResult, True,
+    (
+        ('name', ('string', 3)),
+        ('topic_id', ('uuid', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_DeleteTopicsResponse_v6 = (
+    DeleteTopicsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('responses', ('array', 1, 21, ('struct', 0, _P_DeletableTopicResult_v6))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DeleteTopicsResponse, {
+    0: _P_DeleteTopicsResponse_v0,
+    1: _P_DeleteTopicsResponse_v1,
+    2: _P_DeleteTopicsResponse_v1,
+    3: _P_DeleteTopicsResponse_v1,
+    4: _P_DeleteTopicsResponse_v4,
+    5: _P_DeleteTopicsResponse_v5,
+    6: _P_DeleteTopicsResponse_v6,
+})
+
 _FIELDS_AT = _FieldLines(
-    "87:- 89:name 100:error_code:h 102:unknown_tags 109:- 113:responses[] 121:responses[]>name 129:responses[]>error_code:h 144:- 146:responses[] 157:unknown_tags 164:- 168:throttle_time_ms:i 171:responses[] 179:responses[]>name 187:responses[]>error_code:h 201:- 203:throttle_time_ms:i 205:responses[] 216:unknown_tags 223:- 225:name 244:error_code:h 246:tagged_fields 256:- 260:throttle_time_ms:i 263:responses[] 281:responses[]>name 297:responses[]>error_code:h 302:responses[]>tagged_fields 310:tagged_fields 321:- 323:throttle_time_ms:i 325:responses[] 344:tagged_fields 354:- 356:name 375:error_code:h 377:error_message 396:tagged_fields 406:- 410:throttle_time_ms:i 413:responses[] 431:responses[]>name 447:responses[]>error_code:h 450:responses[]>error_message 474:responses[]>tagged_fields 482:tagged_fields 493:- 495:throttle_time_ms:i 497:responses[] 516:tagged_fields 526:- 528:name 547:topic_id:16s/error_code:h 549:error_message 568:tagged_fields 578:- 582:throttle_time_ms:i 585:responses[] 603:responses[]>name 626:responses[]>topic_id:16s/error_code:h 630:responses[]>error_message 653:responses[]>tagged_fields 661:tagged_fields 672:- 674:throttle_time_ms:i 676:responses[] 695:tagged_fields"
+    "88:- 90:name 101:error_code:h 103:unknown_tags 110:- 114:responses[] 122:responses[]>name 130:responses[]>error_code:h 145:- 147:responses[] 158:unknown_tags 165:- 169:throttle_time_ms:i 172:responses[] 180:responses[]>name 188:responses[]>error_code:h 202:- 204:throttle_time_ms:i 206:responses[] 217:unknown_tags 224:- 226:name 245:error_code:h 247:tagged_fields 257:- 261:throttle_time_ms:i 264:responses[] 282:responses[]>name 298:responses[]>error_code:h 303:responses[]>tagged_fields 311:tagged_fields 322:- 324:throttle_time_ms:i 326:responses[] 345:tagged_fields 355:- 357:name 376:error_code:h 378:error_message 397:tagged_fields 407:- 411:throttle_time_ms:i 414:responses[] 432:responses[]>name 448:responses[]>error_code:h 451:responses[]>error_message 475:responses[]>tagged_fields 483:tagged_fields 494:- 496:throttle_time_ms:i 498:responses[] 517:tagged_fields 527:- 529:name 548:topic_id:16s/error_code:h 550:error_message 569:tagged_fields 579:- 583:throttle_time_ms:i 586:responses[] 604:responses[]>name 627:responses[]>topic_id:16s/error_code:h 631:responses[]>error_message 654:responses[]>tagged_fields 662:tagged_fields 673:- 675:throttle_time_ms:i 677:responses[] 696:tagged_fields"
 )

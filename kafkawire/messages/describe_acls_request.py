@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -448,6 +449,62 @@ DescribeAclsRequest._WRITERS = {
     3: _write_DescribeAclsRequest_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DescribeAclsRequest_v0 = (
+    DescribeAclsRequest, False,
+    (
+        ('resource_type_filter', ('int8', 0)),
+        ('resource_name_filter', ('string', 2)),
+        ('principal_filter', ('string', 2)),
+        ('host_filter', ('string', 2)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (
+        ('pattern_type_filter', 3),
+    ),
+    (),
+)
+
+_P_DescribeAclsRequest_v1 = (
+    DescribeAclsRequest, False,
+    (
+        ('resource_type_filter', ('int8', 0)),
+        ('resource_name_filter', ('string', 2)),
+        ('pattern_type_filter', ('int8', 0)),
+        ('principal_filter', ('string', 2)),
+        ('host_filter', ('string', 2)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeAclsRequest_v2 = (
+    DescribeAclsRequest, True,
+    (
+        ('resource_type_filter', ('int8', 0)),
+        ('resource_name_filter', ('string', 3)),
+        ('pattern_type_filter', ('int8', 0)),
+        ('principal_filter', ('string', 3)),
+        ('host_filter', ('string', 3)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeAclsRequest, {
+    0: _P_DescribeAclsRequest_v0,
+    1: _P_DescribeAclsRequest_v1,
+    2: _P_DescribeAclsRequest_v2,
+    3: _P_DescribeAclsRequest_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "72:- 76:resource_type_filter:b 79:resource_name_filter 90:principal_filter 101:host_filter 112:operation:b/permission_type:b 122:- 124:resource_type_filter:b 126:resource_name_filter 137:principal_filter 148:host_filter 159:operation:b/permission_type:b 161:pattern_type_filter 164:unknown_tags 171:- 175:resource_type_filter:b 178:resource_name_filter 189:pattern_type_filter:b 192:principal_filter 203:host_filter 214:operation:b/permission_type:b 223:- 225:resource_type_filter:b 227:resource_name_filter 238:pattern_type_filter:b 240:principal_filter 251:host_filter 262:operation:b/permission_type:b 264:unknown_tags 271:- 275:resource_type_filter:b 278:resource_name_filter 301:pattern_type_filter:b 304:principal_filter 327:host_filter 350:operation:b/permission_type:b 353:tagged_fields 364:- 366:resource_type_filter:b 368:resource_name_filter 387:pattern_type_filter:b 389:principal_filter 408:host_filter 427:operation:b/permission_type:b 429:tagged_fields"
+    "73:- 77:resource_type_filter:b 80:resource_name_filter 91:principal_filter 102:host_filter 113:operation:b/permission_type:b 123:- 125:resource_type_filter:b 127:resource_name_filter 138:principal_filter 149:host_filter 160:operation:b/permission_type:b 162:pattern_type_filter 165:unknown_tags 172:- 176:resource_type_filter:b 179:resource_name_filter 190:pattern_type_filter:b 193:principal_filter 204:host_filter 215:operation:b/permission_type:b 224:- 226:resource_type_filter:b 228:resource_name_filter 239:pattern_type_filter:b 241:principal_filter 252:host_filter 263:operation:b/permission_type:b 265:unknown_tags 272:- 276:resource_type_filter:b 279:resource_name_filter 302:pattern_type_filter:b 305:principal_filter 328:host_filter 351:operation:b/permission_type:b 354:tagged_fields 365:- 367:resource_type_filter:b 369:resource_name_filter 388:pattern_type_filter:b 390:principal_filter 409:host_filter 428:operation:b/permission_type:b 430:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -772,6 +773,113 @@ DescribeAclsResponse._WRITERS = {
     3: _write_DescribeAclsResponse_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_AclDescription_v0 = (
+    AclDescription, False,
+    (
+        ('principal', ('string', 0)),
+        ('host', ('string', 0)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeAclsResource_v0 = (
+    DescribeAclsResource, False,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('acls', ('array', 0, 6, ('struct', 0, _P_AclDescription_v0))),
+    ),
+    (
+        ('pattern_type', 3),
+    ),
+    (),
+)
+
+_P_DescribeAclsResponse_v0 = (
+    DescribeAclsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('resources', ('array', 0, 7, ('struct', 0, _P_DescribeAclsResource_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeAclsResource_v1 = (
+    DescribeAclsResource, False,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('pattern_type', ('int8', 0)),
+        ('acls', ('array', 0, 6, ('struct', 0, _P_AclDescription_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeAclsResponse_v1 = (
+    DescribeAclsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('resources', ('array', 0, 8, ('struct', 0, _P_DescribeAclsResource_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_AclDescription_v2 = (
+    AclDescription, True,
+    (
+        ('principal', ('string', 1)),
+        ('host', ('string', 1)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeAclsResource_v2 = (
+    DescribeAclsResource, True,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 1)),
+        ('pattern_type', ('int8', 0)),
+        ('acls', ('array', 1, 5, ('struct', 0, _P_AclDescription_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeAclsResponse_v2 = (
+    DescribeAclsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('resources', ('array', 1, 5, ('struct', 0, _P_DescribeAclsResource_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeAclsResponse, {
+    0: _P_DescribeAclsResponse_v0,
+    1: _P_DescribeAclsResponse_v1,
+    2: _P_DescribeAclsResponse_v2,
+    3: _P_DescribeAclsResponse_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "129:- 131:principal 142:host 153:operation:b/permission_type:b 155:unknown_tags 162:- 164:resource_type:b 166:resource_name 177:acls[] 188:pattern_type 191:unknown_tags 198:- 202:throttle_time_ms:i/error_code:h 205:error_message 216:resources[] 224:resources[]>resource_type:b 227:resources[]>resource_name 235:resources[]>acls[] 243:resources[]>acls[]>principal 251:resources[]>acls[]>host 259:resources[]>acls[]>operation:b/permission_type:b 275:- 277:throttle_time_ms:i/error_code:h 279:error_message 290:resources[] 301:unknown_tags 308:- 310:resource_type:b 312:resource_name 323:pattern_type:b 325:acls[] 336:unknown_tags 343:- 347:throttle_time_ms:i/error_code:h 350:error_message 361:resources[] 369:resources[]>resource_type:b 372:resources[]>resource_name 380:resources[]>pattern_type:b 383:resources[]>acls[] 391:resources[]>acls[]>principal 399:resources[]>acls[]>host 407:resources[]>acls[]>operation:b/permission_type:b 422:- 424:throttle_time_ms:i/error_code:h 426:error_message 437:resources[] 448:unknown_tags 455:- 457:principal 476:host 495:operation:b/permission_type:b 497:tagged_fields 507:- 509:resource_type:b 511:resource_name 530:pattern_type:b 532:acls[] 551:tagged_fields 561:- 565:throttle_time_ms:i/error_code:h 568:error_message 591:resources[] 609:resources[]>resource_type:b 612:resources[]>resource_name 628:resources[]>pattern_type:b 631:resources[]>acls[] 649:resources[]>acls[]>principal 665:resources[]>acls[]>host 681:resources[]>acls[]>operation:b/permission_type:b 684:resources[]>acls[]>tagged_fields 692:resources[]>tagged_fields 700:tagged_fields 711:- 713:throttle_time_ms:i/error_code:h 715:error_message 734:resources[] 753:tagged_fields"
+    "130:- 132:principal 143:host 154:operation:b/permission_type:b 156:unknown_tags 163:- 165:resource_type:b 167:resource_name 178:acls[] 189:pattern_type 192:unknown_tags 199:- 203:throttle_time_ms:i/error_code:h 206:error_message 217:resources[] 225:resources[]>resource_type:b 228:resources[]>resource_name 236:resources[]>acls[] 244:resources[]>acls[]>principal 252:resources[]>acls[]>host 260:resources[]>acls[]>operation:b/permission_type:b 276:- 278:throttle_time_ms:i/error_code:h 280:error_message 291:resources[] 302:unknown_tags 309:- 311:resource_type:b 313:resource_name 324:pattern_type:b 326:acls[] 337:unknown_tags 344:- 348:throttle_time_ms:i/error_code:h 351:error_message 362:resources[] 370:resources[]>resource_type:b 373:resources[]>resource_name 381:resources[]>pattern_type:b 384:resources[]>acls[] 392:resources[]>acls[]>principal 400:resources[]>acls[]>host 408:resources[]>acls[]>operation:b/permission_type:b 423:- 425:throttle_time_ms:i/error_code:h 427:error_message 438:resources[] 449:unknown_tags 456:- 458:principal 477:host 496:operation:b/permission_type:b 498:tagged_fields 508:- 510:resource_type:b 512:resource_name 531:pattern_type:b 533:acls[] 552:tagged_fields 562:- 566:throttle_time_ms:i/error_code:h 569:error_message 592:resources[] 610:resources[]>resource_type:b 613:resources[]>resource_name 629:resources[]>pattern_type:b 632:resources[]>acls[] 650:resources[]>acls[]>principal 666:resources[]>acls[]>host 682:resources[]>acls[]>operation:b/permission_type:b 685:resources[]>acls[]>tagged_fields 693:resources[]>tagged_fields 701:tagged_fields 712:- 714:throttle_time_ms:i/error_code:h 716:error_message 735:resources[] 754:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -363,6 +364,56 @@ DescribeClientQuotasRequest._WRITERS = {
     1: _write_DescribeClientQuotasRequest_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ComponentData_v0 = (
+    ComponentData, False,
+    (
+        ('entity_type', ('string', 0)),
+        ('match_type', ('int8', 0)),
+        ('match', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeClientQuotasRequest_v0 = (
+    DescribeClientQuotasRequest, False,
+    (
+        ('components', ('array', 0, 5, ('struct', 0, _P_ComponentData_v0))),
+        ('strict', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_ComponentData_v1 = (
+    ComponentData, True,
+    (
+        ('entity_type', ('string', 1)),
+        ('match_type', ('int8', 0)),
+        ('match', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeClientQuotasRequest_v1 = (
+    DescribeClientQuotasRequest, True,
+    (
+        ('components', ('array', 1, 4, ('struct', 0, _P_ComponentData_v1))),
+        ('strict', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeClientQuotasRequest, {
+    0: _P_DescribeClientQuotasRequest_v0,
+    1: _P_DescribeClientQuotasRequest_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "86:- 88:entity_type 99:match_type:b 101:match 112:unknown_tags 119:- 123:components[] 131:components[]>entity_type 139:components[]>match_type:b 142:components[]>match 156:strict:? 165:- 167:components[] 178:strict:? 180:unknown_tags 187:- 189:entity_type 208:match_type:b 210:match 229:tagged_fields 239:- 243:components[] 261:components[]>entity_type 277:components[]>match_type:b 280:components[]>match 303:components[]>tagged_fields 311:strict:? 314:tagged_fields 325:- 327:components[] 346:strict:? 348:tagged_fields"
+    "87:- 89:entity_type 100:match_type:b 102:match 113:unknown_tags 120:- 124:components[] 132:components[]>entity_type 140:components[]>match_type:b 143:components[]>match 157:strict:? 166:- 168:components[] 179:strict:? 181:unknown_tags 188:- 190:entity_type 209:match_type:b 211:match 230:tagged_fields 240:- 244:components[] 262:components[]>entity_type 278:components[]>match_type:b 281:components[]>match 304:components[]>tagged_fields 312:strict:? 315:tagged_fields 326:- 328:components[] 347:strict:? 349:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -718,6 +719,98 @@ DescribeClientQuotasResponse._WRITERS = {
     1: _write_DescribeClientQuotasResponse_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_EntityData_v0 = (
+    EntityData, False,
+    (
+        ('entity_type', ('string', 0)),
+        ('entity_name', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_P_ValueData_v0 = (
+    ValueData, False,
+    (
+        ('key', ('string', 0)),
+        ('value', ('float64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_EntryData_v0 = (
+    EntryData, False,
+    (
+        ('entity', ('array', 0, 4, ('struct', 0, _P_EntityData_v0))),
+        ('values', ('array', 0, 10, ('struct', 0, _P_ValueData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeClientQuotasResponse_v0 = (
+    DescribeClientQuotasResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('entries', ('array', 2, 8, ('struct', 0, _P_EntryData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_EntityData_v1 = (
+    EntityData, True,
+    (
+        ('entity_type', ('string', 1)),
+        ('entity_name', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_ValueData_v1 = (
+    ValueData, True,
+    (
+        ('key', ('string', 1)),
+        ('value', ('float64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_EntryData_v1 = (
+    EntryData, True,
+    (
+        ('entity', ('array', 1, 3, ('struct', 0, _P_EntityData_v1))),
+        ('values', ('array', 1, 10, ('struct', 0, _P_ValueData_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeClientQuotasResponse_v1 = (
+    DescribeClientQuotasResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('entries', ('array', 3, 3, ('struct', 0, _P_EntryData_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeClientQuotasResponse, {
+    0: _P_DescribeClientQuotasResponse_v0,
+    1: _P_DescribeClientQuotasResponse_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "141:- 143:entity_type 154:entity_name 165:unknown_tags 172:- 174:key 185:value:d 187:unknown_tags 194:- 196:entity[] 207:values[] 218:unknown_tags 225:- 229:throttle_time_ms:i/error_code:h 232:error_message 243:entries[] 254:entries[]>entity[] 262:entries[]>entity[]>entity_type 270:entries[]>entity[]>entity_name 284:entries[]>values[] 292:entries[]>values[]>key 300:entries[]>values[]>value:d 315:- 317:throttle_time_ms:i/error_code:h 319:error_message 330:entries[] 341:unknown_tags 348:- 350:entity_type 369:entity_name 388:tagged_fields 398:- 400:key 419:value:d 421:tagged_fields 431:- 433:entity[] 452:values[] 471:tagged_fields 481:- 485:throttle_time_ms:i/error_code:h 488:error_message 511:entries[] 532:entries[]>entity[] 550:entries[]>entity[]>entity_type 566:entries[]>entity[]>entity_name 589:entries[]>entity[]>tagged_fields 597:entries[]>values[] 615:entries[]>values[]>key 631:entries[]>values[]>value:d 634:entries[]>values[]>tagged_fields 642:entries[]>tagged_fields 650:tagged_fields 661:- 663:throttle_time_ms:i/error_code:h 665:error_message 684:entries[] 703:tagged_fields"
+    "142:- 144:entity_type 155:entity_name 166:unknown_tags 173:- 175:key 186:value:d 188:unknown_tags 195:- 197:entity[] 208:values[] 219:unknown_tags 226:- 230:throttle_time_ms:i/error_code:h 233:error_message 244:entries[] 255:entries[]>entity[] 263:entries[]>entity[]>entity_type 271:entries[]>entity[]>entity_name 285:entries[]>values[] 293:entries[]>values[]>key 301:entries[]>values[]>value:d 316:- 318:throttle_time_ms:i/error_code:h 320:error_message 331:entries[] 342:unknown_tags 349:- 351:entity_type 370:entity_name 389:tagged_fields 399:- 401:key 420:value:d 422:tagged_fields 432:- 434:entity[] 453:values[] 472:tagged_fields 482:- 486:throttle_time_ms:i/error_code:h 489:error_message 512:entries[] 533:entries[]>entity[] 551:entries[]>entity[]>entity_type 567:entries[]>entity[]>entity_name 590:entries[]>entity[]>tagged_fields 598:entries[]>values[] 616:entries[]>values[]>key 632:entries[]>values[]>value:d 635:entries[]>values[]>tagged_fields 643:entries[]>tagged_fields 651:tagged_fields 662:- 664:throttle_time_ms:i/error_code:h 666:error_message 685:entries[] 704:tagged_fields"
 )

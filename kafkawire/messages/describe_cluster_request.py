@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -130,6 +131,35 @@ DescribeClusterRequest._WRITERS = {
     1: _write_DescribeClusterRequest_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DescribeClusterRequest_v0 = (
+    DescribeClusterRequest, True,
+    (
+        ('include_cluster_authorized_operations', ('bool', 0)),
+    ),
+    (
+        ('endpoint_type', 1),
+    ),
+    (),
+)
+
+_P_DescribeClusterRequest_v1 = (
+    DescribeClusterRequest, True,
+    (
+        ('include_cluster_authorized_operations', ('bool', 0)),
+        ('endpoint_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeClusterRequest, {
+    0: _P_DescribeClusterRequest_v0,
+    1: _P_DescribeClusterRequest_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "57:- 61:include_cluster_authorized_operations:? 65:tagged_fields 76:- 78:include_cluster_authorized_operations:? 80:endpoint_type 83:tagged_fields 93:- 97:include_cluster_authorized_operations:?/endpoint_type:b 100:tagged_fields 111:- 113:include_cluster_authorized_operations:?/endpoint_type:b 115:tagged_fields"
+    "58:- 62:include_cluster_authorized_operations:? 66:tagged_fields 77:- 79:include_cluster_authorized_operations:? 81:endpoint_type 84:tagged_fields 94:- 98:include_cluster_authorized_operations:?/endpoint_type:b 101:tagged_fields 112:- 114:include_cluster_authorized_operations:?/endpoint_type:b 116:tagged_fields"
 )

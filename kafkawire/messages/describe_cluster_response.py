@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -593,6 +594,59 @@ DescribeClusterResponse._WRITERS = {
     1: _write_DescribeClusterResponse_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DescribeClusterBroker_v0 = (
+    DescribeClusterBroker, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+        ('rack', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeClusterResponse_v0 = (
+    DescribeClusterResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('cluster_id', ('string', 1)),
+        ('controller_id', ('int32', 0)),
+        ('brokers', ('array', 1, 11, ('struct', 0, _P_DescribeClusterBroker_v0))),
+        ('cluster_authorized_operations', ('int32', 0)),
+    ),
+    (
+        ('endpoint_type', 1),
+    ),
+    (),
+)
+
+_P_DescribeClusterResponse_v1 = (
+    DescribeClusterResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('endpoint_type', ('int8', 0)),
+        ('cluster_id', ('string', 1)),
+        ('controller_id', ('int32', 0)),
+        ('brokers', ('array', 1, 11, ('struct', 0, _P_DescribeClusterBroker_v0))),
+        ('cluster_authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeClusterResponse, {
+    0: _P_DescribeClusterResponse_v0,
+    1: _P_DescribeClusterResponse_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "107:- 109:broker_id:i 111:host 130:port:i 132:rack 151:tagged_fields 161:- 165:throttle_time_ms:i/error_code:h 168:error_message 191:cluster_id 207:controller_id:i 210:brokers[] 228:brokers[]>broker_id:i 231:brokers[]>host 247:brokers[]>port:i 250:brokers[]>rack 273:brokers[]>tagged_fields 281:cluster_authorized_operations:i 285:tagged_fields 296:- 298:throttle_time_ms:i/error_code:h 300:error_message 319:cluster_id 338:controller_id:i 340:brokers[] 359:cluster_authorized_operations:i 361:endpoint_type 364:tagged_fields 374:- 378:throttle_time_ms:i/error_code:h 381:error_message 404:endpoint_type:b 407:cluster_id 423:controller_id:i 426:brokers[] 444:brokers[]>broker_id:i 447:brokers[]>host 463:brokers[]>port:i 466:brokers[]>rack 489:brokers[]>tagged_fields 497:cluster_authorized_operations:i 500:tagged_fields 511:- 513:throttle_time_ms:i/error_code:h 515:error_message 534:endpoint_type:b 536:cluster_id 555:controller_id:i 557:brokers[] 576:cluster_authorized_operations:i 578:tagged_fields"
+    "108:- 110:broker_id:i 112:host 131:port:i 133:rack 152:tagged_fields 162:- 166:throttle_time_ms:i/error_code:h 169:error_message 192:cluster_id 208:controller_id:i 211:brokers[] 229:brokers[]>broker_id:i 232:brokers[]>host 248:brokers[]>port:i 251:brokers[]>rack 274:brokers[]>tagged_fields 282:cluster_authorized_operations:i 286:tagged_fields 297:- 299:throttle_time_ms:i/error_code:h 301:error_message 320:cluster_id 339:controller_id:i 341:brokers[] 360:cluster_authorized_operations:i 362:endpoint_type 365:tagged_fields 375:- 379:throttle_time_ms:i/error_code:h 382:error_message 405:endpoint_type:b 408:cluster_id 424:controller_id:i 427:brokers[] 445:brokers[]>broker_id:i 448:brokers[]>host 464:brokers[]>port:i 467:brokers[]>rack 490:brokers[]>tagged_fields 498:cluster_authorized_operations:i 501:tagged_fields 512:- 514:throttle_time_ms:i/error_code:h 516:error_message 535:endpoint_type:b 537:cluster_id 556:controller_id:i 558:brokers[] 577:cluster_authorized_operations:i 579:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -575,6 +576,85 @@ DescribeConfigsRequest._WRITERS = {
     4: _write_DescribeConfigsRequest_v4,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DescribeConfigsResource_v0 = (
+    DescribeConfigsResource, False,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('configuration_keys', ('array', 2, 2, ('string', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeConfigsRequest_v0 = (
+    DescribeConfigsRequest, False,
+    (
+        ('resources', ('array', 0, 7, ('struct', 0, _P_DescribeConfigsResource_v0))),
+    ),
+    (
+        ('include_synonyms', False),
+        ('include_documentation', False),
+    ),
+    (),
+)
+
+_P_DescribeConfigsRequest_v1 = (
+    DescribeConfigsRequest, False,
+    (
+        ('resources', ('array', 0, 7, ('struct', 0, _P_DescribeConfigsResource_v0))),
+        ('include_synonyms', ('bool', 0)),
+    ),
+    (
+        ('include_documentation', False),
+    ),
+    (),
+)
+
+_P_DescribeConfigsRequest_v3 = (
+    DescribeConfigsRequest, False,
+    (
+        ('resources', ('array', 0, 7, ('struct', 0, _P_DescribeConfigsResource_v0))),
+        ('include_synonyms', ('bool', 0)),
+        ('include_documentation', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeConfigsResource_v4 = (
+    DescribeConfigsResource, True,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 1)),
+        ('configuration_keys', ('array', 3, 1, ('string', 1))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeConfigsRequest_v4 = (
+    DescribeConfigsRequest, True,
+    (
+        ('resources', ('array', 1, 4, ('struct', 0, _P_DescribeConfigsResource_v4))),
+        ('include_synonyms', ('bool', 0)),
+        ('include_documentation', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeConfigsRequest, {
+    0: _P_DescribeConfigsRequest_v0,
+    1: _P_DescribeConfigsRequest_v1,
+    2: _P_DescribeConfigsRequest_v1,
+    3: _P_DescribeConfigsRequest_v3,
+    4: _P_DescribeConfigsRequest_v4,
+})
+
 _FIELDS_AT = _FieldLines(
-    "91:- 93:resource_type:b 95:resource_name 106:configuration_keys[] 123:unknown_tags 130:- 134:resources[] 142:resources[]>resource_type:b 145:resources[]>resource_name 153:resources[]>configuration_keys[] 183:- 185:resources[] 196:include_synonyms 199:include_documentation 202:unknown_tags 209:- 213:resources[] 221:resources[]>resource_type:b 224:resources[]>resource_name 232:resources[]>configuration_keys[] 254:include_synonyms:? 264:- 266:resources[] 277:include_synonyms:? 279:include_documentation 282:unknown_tags 289:- 293:resources[] 301:resources[]>resource_type:b 304:resources[]>resource_name 312:resources[]>configuration_keys[] 334:include_synonyms:?/include_documentation:? 343:- 345:resources[] 356:include_synonyms:?/include_documentation:? 358:unknown_tags 365:- 367:resource_type:b 369:resource_name 388:configuration_keys[] 421:tagged_fields 431:- 435:resources[] 453:resources[]>resource_type:b 456:resources[]>resource_name 472:resources[]>configuration_keys[] 509:resources[]>tagged_fields 517:include_synonyms:?/include_documentation:? 520:tagged_fields 531:- 533:resources[] 552:include_synonyms:?/include_documentation:? 554:tagged_fields"
+    "92:- 94:resource_type:b 96:resource_name 107:configuration_keys[] 124:unknown_tags 131:- 135:resources[] 143:resources[]>resource_type:b 146:resources[]>resource_name 154:resources[]>configuration_keys[] 184:- 186:resources[] 197:include_synonyms 200:include_documentation 203:unknown_tags 210:- 214:resources[] 222:resources[]>resource_type:b 225:resources[]>resource_name 233:resources[]>configuration_keys[] 255:include_synonyms:? 265:- 267:resources[] 278:include_synonyms:? 280:include_documentation 283:unknown_tags 290:- 294:resources[] 302:resources[]>resource_type:b 305:resources[]>resource_name 313:resources[]>configuration_keys[] 335:include_synonyms:?/include_documentation:? 344:- 346:resources[] 357:include_synonyms:?/include_documentation:? 359:unknown_tags 366:- 368:resource_type:b 370:resource_name 389:configuration_keys[] 422:tagged_fields 432:- 436:resources[] 454:resources[]>resource_type:b 457:resources[]>resource_name 473:resources[]>configuration_keys[] 510:resources[]>tagged_fields 518:include_synonyms:?/include_documentation:? 521:tagged_fields 532:- 534:resources[] 553:include_synonyms:?/include_documentation:? 555:tagged_fields"
 )

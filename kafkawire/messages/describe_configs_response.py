@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1397,6 +1398,203 @@ DescribeConfigsResponse._WRITERS = {
     4: _write_DescribeConfigsResponse_v4,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DescribeConfigsResourceResult_v0 = (
+    DescribeConfigsResourceResult, False,
+    (
+        ('name', ('string', 0)),
+        ('value', ('string', 2)),
+        ('read_only', ('bool', 0)),
+        ('is_default', ('bool', 0)),
+        ('is_sensitive', ('bool', 0)),
+    ),
+    (
+        ('config_source', -1),
+        ('synonyms', ()),
+        ('config_type', 0),
+        ('documentation', ''),
+    ),
+    (),
+)
+
+_P_DescribeConfigsResult_v0 = (
+    DescribeConfigsResult, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('configs', ('array', 0, 7, ('struct', 0, _P_DescribeConfigsResourceResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeConfigsResponse_v0 = (
+    DescribeConfigsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 0, 11, ('struct', 0, _P_DescribeConfigsResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeConfigsSynonym_v1 = (
+    DescribeConfigsSynonym, False,
+    (
+        ('name', ('string', 0)),
+        ('value', ('string', 2)),
+        ('source', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeConfigsResourceResult_v1 = (
+    DescribeConfigsResourceResult, False,
+    (
+        ('name', ('string', 0)),
+        ('value', ('string', 2)),
+        ('read_only', ('bool', 0)),
+        ('config_source', ('int8', 0)),
+        ('is_sensitive', ('bool', 0)),
+        ('synonyms', ('array', 0, 5, ('struct', 0, _P_DescribeConfigsSynonym_v1))),
+    ),
+    (
+        ('is_default', False),
+        ('config_type', 0),
+        ('documentation', ''),
+    ),
+    (),
+)
+
+_P_DescribeConfigsResult_v1 = (
+    DescribeConfigsResult, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('configs', ('array', 0, 11, ('struct', 0, _P_DescribeConfigsResourceResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeConfigsResponse_v1 = (
+    DescribeConfigsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 0, 11, ('struct', 0, _P_DescribeConfigsResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeConfigsResourceResult_v3 = (
+    DescribeConfigsResourceResult, False,
+    (
+        ('name', ('string', 0)),
+        ('value', ('string', 2)),
+        ('read_only', ('bool', 0)),
+        ('config_source', ('int8', 0)),
+        ('is_sensitive', ('bool', 0)),
+        ('synonyms', ('array', 0, 5, ('struct', 0, _P_DescribeConfigsSynonym_v1))),
+        ('config_type', ('int8', 0)),
+        ('documentation', ('string', 2)),
+    ),
+    (
+        ('is_default', False),
+    ),
+    (),
+)
+
+_P_DescribeConfigsResult_v3 = (
+    DescribeConfigsResult, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('configs', ('array', 0, 14, ('struct', 0, _P_DescribeConfigsResourceResult_v3))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeConfigsResponse_v3 = (
+    DescribeConfigsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 0, 11, ('struct', 0, _P_DescribeConfigsResult_v3))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeConfigsSynonym_v4 = (
+    DescribeConfigsSynonym, True,
+    (
+        ('name', ('string', 1)),
+        ('value', ('string', 3)),
+        ('source', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeConfigsResourceResult_v4 = (
+    DescribeConfigsResourceResult, True,
+    (
+        ('name', ('string', 1)),
+        ('value', ('string', 3)),
+        ('read_only', ('bool', 0)),
+        ('config_source', ('int8', 0)),
+        ('is_sensitive', ('bool', 0)),
+        ('synonyms', ('array', 1, 4, ('struct', 0, _P_DescribeConfigsSynonym_v4))),
+        ('config_type', ('int8', 0)),
+        ('documentation', ('string', 3)),
+    ),
+    (
+        ('is_default', False),
+    ),
+    (),
+)
+
+_P_DescribeConfigsResult_v4 = (
+    DescribeConfigsResult, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 1)),
+        ('configs', ('array', 1, 9, ('struct', 0, _P_DescribeConfigsResourceResult_v4))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeConfigsResponse_v4 = (
+    DescribeConfigsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 1, 7, ('struct', 0, _P_DescribeConfigsResult_v4))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeConfigsResponse, {
+    0: _P_DescribeConfigsResponse_v0,
+    1: _P_DescribeConfigsResponse_v1,
+    2: _P_DescribeConfigsResponse_v1,
+    3: _P_DescribeConfigsResponse_v3,
+    4: _P_DescribeConfigsResponse_v4,
+})
+
 _FIELDS_AT = _FieldLines(
-    "170:- 172:name 183:value 194:read_only:?/is_default:?/is_sensitive:? 196:unknown_tags 203:- 205:error_code:h 207:error_message 218:resource_type:b 220:resource_name 231:configs[] 242:unknown_tags 249:- 253:throttle_time_ms:i 256:results[] 264:results[]>error_code:h 267:results[]>error_message 278:results[]>resource_type:b 281:results[]>resource_name 289:results[]>configs[] 297:results[]>configs[]>name 305:results[]>configs[]>value 316:results[]>configs[]>read_only:?/is_default:?/is_sensitive:? 335:- 337:throttle_time_ms:i 339:results[] 350:unknown_tags 357:- 359:name 370:value 381:source:b 383:unknown_tags 390:- 392:name 403:value 414:read_only:?/config_source:b/is_sensitive:? 416:synonyms[] 427:is_default 430:unknown_tags 437:- 439:error_code:h 441:error_message 452:resource_type:b 454:resource_name 465:configs[] 476:unknown_tags 483:- 487:throttle_time_ms:i 490:results[] 498:results[]>error_code:h 501:results[]>error_message 512:results[]>resource_type:b 515:results[]>resource_name 523:results[]>configs[] 531:results[]>configs[]>name 539:results[]>configs[]>value 550:results[]>configs[]>read_only:?/config_source:b/is_sensitive:? 553:results[]>configs[]>synonyms[] 561:results[]>configs[]>synonyms[]>name 569:results[]>configs[]>synonyms[]>value 580:results[]>configs[]>synonyms[]>source:b 601:- 603:throttle_time_ms:i 605:results[] 616:unknown_tags 623:- 625:name 636:value 647:read_only:?/config_source:b/is_sensitive:? 649:synonyms[] 660:config_type:b 662:documentation 673:is_default 676:unknown_tags 683:- 685:error_code:h 687:error_message 698:resource_type:b 700:resource_name 711:configs[] 722:unknown_tags 729:- 733:throttle_time_ms:i 736:results[] 744:results[]>error_code:h 747:results[]>error_message 758:results[]>resource_type:b 761:results[]>resource_name 769:results[]>configs[] 777:results[]>configs[]>name 785:results[]>configs[]>value 796:results[]>configs[]>read_only:?/config_source:b/is_sensitive:? 799:results[]>configs[]>synonyms[] 807:results[]>configs[]>synonyms[]>name 815:results[]>configs[]>synonyms[]>value 826:results[]>configs[]>synonyms[]>source:b 832:results[]>configs[]>config_type:b 835:results[]>configs[]>documentation 859:- 861:throttle_time_ms:i 863:results[] 874:unknown_tags 881:- 883:name 902:value 921:source:b 923:tagged_fields 933:- 935:name 954:value 973:read_only:?/config_source:b/is_sensitive:? 975:synonyms[] 994:config_type:b 996:documentation 1015:is_default 1018:tagged_fields 1028:- 1030:error_code:h 1032:error_message 1051:resource_type:b 1053:resource_name 1072:configs[] 1091:tagged_fields 1101:- 1105:throttle_time_ms:i 1108:results[] 1126:results[]>error_code:h 1129:results[]>error_message 1152:results[]>resource_type:b 1155:results[]>resource_name 1171:results[]>configs[] 1189:results[]>configs[]>name 1205:results[]>configs[]>value 1228:results[]>configs[]>read_only:?/config_source:b/is_sensitive:? 1231:results[]>configs[]>synonyms[] 1249:results[]>configs[]>synonyms[]>name 1265:results[]>configs[]>synonyms[]>value 1288:results[]>configs[]>synonyms[]>source:b 1291:results[]>configs[]>synonyms[]>tagged_fields 1299:results[]>configs[]>config_type:b 1302:results[]>configs[]>documentation 1326:results[]>configs[]>tagged_fields 1334:results[]>tagged_fields 1342:tagged_fields 1353:- 1355:throttle_time_ms:i 1357:results[] 1376:tagged_fields"
+    "171:- 173:name 184:value 195:read_only:?/is_default:?/is_sensitive:? 197:unknown_tags 204:- 206:error_code:h 208:error_message 219:resource_type:b 221:resource_name 232:configs[] 243:unknown_tags 250:- 254:throttle_time_ms:i 257:results[] 265:results[]>error_code:h 268:results[]>error_message 279:results[]>resource_type:b 282:results[]>resource_name 290:results[]>configs[] 298:results[]>configs[]>name 306:results[]>configs[]>value 317:results[]>configs[]>read_only:?/is_default:?/is_sensitive:? 336:- 338:throttle_time_ms:i 340:results[] 351:unknown_tags 358:- 360:name 371:value 382:source:b 384:unknown_tags 391:- 393:name 404:value 415:read_only:?/config_source:b/is_sensitive:? 417:synonyms[] 428:is_default 431:unknown_tags 438:- 440:error_code:h 442:error_message 453:resource_type:b 455:resource_name 466:configs[] 477:unknown_tags 484:- 488:throttle_time_ms:i 491:results[] 499:results[]>error_code:h 502:results[]>error_message 513:results[]>resource_type:b 516:results[]>resource_name 524:results[]>configs[] 532:results[]>configs[]>name 540:results[]>configs[]>value 551:results[]>configs[]>read_only:?/config_source:b/is_sensitive:? 554:results[]>configs[]>synonyms[] 562:results[]>configs[]>synonyms[]>name 570:results[]>configs[]>synonyms[]>value 581:results[]>configs[]>synonyms[]>source:b 602:- 604:throttle_time_ms:i 606:results[] 617:unknown_tags 624:- 626:name 637:value 648:read_only:?/config_source:b/is_sensitive:? 650:synonyms[] 661:config_type:b 663:documentation 674:is_default 677:unknown_tags 684:- 686:error_code:h 688:error_message 699:resource_type:b 701:resource_name 712:configs[] 723:unknown_tags 730:- 734:throttle_time_ms:i 737:results[] 745:results[]>error_code:h 748:results[]>error_message 759:results[]>resource_type:b 762:results[]>resource_name 770:results[]>configs[] 778:results[]>configs[]>name 786:results[]>configs[]>value 797:results[]>configs[]>read_only:?/config_source:b/is_sensitive:? 800:results[]>configs[]>synonyms[] 808:results[]>configs[]>synonyms[]>name 816:results[]>configs[]>synonyms[]>value 827:results[]>configs[]>synonyms[]>source:b 833:results[]>configs[]>config_type:b 836:results[]>configs[]>documentation 860:- 862:throttle_time_ms:i 864:results[] 875:unknown_tags 882:- 884:name 903:value 922:source:b 924:tagged_fields 934:- 936:name 955:value 974:read_only:?/config_source:b/is_sensitive:? 976:synonyms[] 995:config_type:b 997:documentation 1016:is_default 1019:tagged_fields 1029:- 1031:error_code:h 1033:error_message 1052:resource_type:b 1054:resource_name 1073:configs[] 1092:tagged_fields 1102:- 1106:throttle_time_ms:i 1109:results[] 1127:results[]>error_code:h 1130:results[]>error_message 1153:results[]>resource_type:b 1156:results[]>resource_name 1172:results[]>configs[] 1190:results[]>configs[]>name 1206:results[]>configs[]>value 1229:results[]>configs[]>read_only:?/config_source:b/is_sensitive:? 1232:results[]>configs[]>synonyms[] 1250:results[]>configs[]>synonyms[]>name 1266:results[]>configs[]>synonyms[]>value 1289:results[]>configs[]>synonyms[]>source:b 1292:results[]>configs[]>synonyms[]>tagged_fields 1300:results[]>configs[]>config_type:b 1303:results[]>configs[]>documentation 1327:results[]>configs[]>tagged_fields 1335:results[]>tagged_fields 1343:tagged_fields 1354:- 1356:throttle_time_ms:i 1358:results[] 1377:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -333,6 +334,54 @@ DescribeDelegationTokenRequest._WRITERS = {
     3: _write_DescribeDelegationTokenRequest_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DescribeDelegationTokenOwner_v0 = (
+    DescribeDelegationTokenOwner, False,
+    (
+        ('principal_type', ('string', 0)),
+        ('principal_name', ('string', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeDelegationTokenRequest_v0 = (
+    DescribeDelegationTokenRequest, False,
+    (
+        ('owners', ('array', 2, 4, ('struct', 0, _P_DescribeDelegationTokenOwner_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeDelegationTokenOwner_v2 = (
+    DescribeDelegationTokenOwner, True,
+    (
+        ('principal_type', ('string', 1)),
+        ('principal_name', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeDelegationTokenRequest_v2 = (
+    DescribeDelegationTokenRequest, True,
+    (
+        ('owners', ('array', 3, 3, ('struct', 0, _P_DescribeDelegationTokenOwner_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeDelegationTokenRequest, {
+    0: _P_DescribeDelegationTokenRequest_v0,
+    1: _P_DescribeDelegationTokenRequest_v0,
+    2: _P_DescribeDelegationTokenRequest_v2,
+    3: _P_DescribeDelegationTokenRequest_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "76:- 78:principal_type 89:principal_name 100:unknown_tags 107:- 111:owners[] 122:owners[]>principal_type 130:owners[]>principal_name 147:- 149:owners[] 160:unknown_tags 167:- 169:principal_type 188:principal_name 207:tagged_fields 217:- 221:owners[] 242:owners[]>principal_type 258:owners[]>principal_name 274:owners[]>tagged_fields 282:tagged_fields 293:- 295:owners[] 314:tagged_fields"
+    "77:- 79:principal_type 90:principal_name 101:unknown_tags 108:- 112:owners[] 123:owners[]>principal_type 131:owners[]>principal_name 148:- 150:owners[] 161:unknown_tags 168:- 170:principal_type 189:principal_name 208:tagged_fields 218:- 222:owners[] 243:owners[]>principal_type 259:owners[]>principal_name 275:owners[]>tagged_fields 283:tagged_fields 294:- 296:owners[] 315:tagged_fields"
 )

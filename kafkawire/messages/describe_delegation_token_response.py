@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1119,6 +1120,125 @@ DescribeDelegationTokenResponse._WRITERS = {
     3: _write_DescribeDelegationTokenResponse_v3,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DescribedDelegationTokenRenewer_v0 = (
+    DescribedDelegationTokenRenewer, False,
+    (
+        ('principal_type', ('string', 0)),
+        ('principal_name', ('string', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribedDelegationToken_v0 = (
+    DescribedDelegationToken, False,
+    (
+        ('principal_type', ('string', 0)),
+        ('principal_name', ('string', 0)),
+        ('issue_timestamp', ('int64', 0)),
+        ('expiry_timestamp', ('int64', 0)),
+        ('max_timestamp', ('int64', 0)),
+        ('token_id', ('string', 0)),
+        ('hmac', ('bytes', 0)),
+        ('renewers', ('array', 0, 4, ('struct', 0, _P_DescribedDelegationTokenRenewer_v0))),
+    ),
+    (
+        ('token_requester_principal_type', ''),
+        ('token_requester_principal_name', ''),
+    ),
+    (),
+)
+
+_P_DescribeDelegationTokenResponse_v0 = (
+    DescribeDelegationTokenResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('tokens', ('array', 0, 38, ('struct', 0, _P_DescribedDelegationToken_v0))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribedDelegationTokenRenewer_v2 = (
+    DescribedDelegationTokenRenewer, True,
+    (
+        ('principal_type', ('string', 1)),
+        ('principal_name', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribedDelegationToken_v2 = (
+    DescribedDelegationToken, True,
+    (
+        ('principal_type', ('string', 1)),
+        ('principal_name', ('string', 1)),
+        ('issue_timestamp', ('int64', 0)),
+        ('expiry_timestamp', ('int64', 0)),
+        ('max_timestamp', ('int64', 0)),
+        ('token_id', ('string', 1)),
+        ('hmac', ('bytes', 1)),
+        ('renewers', ('array', 1, 3, ('struct', 0, _P_DescribedDelegationTokenRenewer_v2))),
+    ),
+    (
+        ('token_requester_principal_type', ''),
+        ('token_requester_principal_name', ''),
+    ),
+    (),
+)
+
+_P_DescribeDelegationTokenResponse_v2 = (
+    DescribeDelegationTokenResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('tokens', ('array', 1, 30, ('struct', 0, _P_DescribedDelegationToken_v2))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribedDelegationToken_v3 = (
+    DescribedDelegationToken, True,
+    (
+        ('principal_type', ('string', 1)),
+        ('principal_name', ('string', 1)),
+        ('token_requester_principal_type', ('string', 1)),
+        ('token_requester_principal_name', ('string', 1)),
+        ('issue_timestamp', ('int64', 0)),
+        ('expiry_timestamp', ('int64', 0)),
+        ('max_timestamp', ('int64', 0)),
+        ('token_id', ('string', 1)),
+        ('hmac', ('bytes', 1)),
+        ('renewers', ('array', 1, 3, ('struct', 0, _P_DescribedDelegationTokenRenewer_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeDelegationTokenResponse_v3 = (
+    DescribeDelegationTokenResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('tokens', ('array', 1, 32, ('struct', 0, _P_DescribedDelegationToken_v3))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeDelegationTokenResponse, {
+    0: _P_DescribeDelegationTokenResponse_v0,
+    1: _P_DescribeDelegationTokenResponse_v0,
+    2: _P_DescribeDelegationTokenResponse_v2,
+    3: _P_DescribeDelegationTokenResponse_v3,
+})
+
 _FIELDS_AT = _FieldLines(
-    "134:- 136:principal_type 147:principal_name 158:unknown_tags 165:- 167:principal_type 178:principal_name 189:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 191:token_id 202:hmac 209:renewers[] 220:token_requester_principal_type 223:token_requester_principal_name 226:unknown_tags 233:- 239:error_code:h 242:tokens[] 250:tokens[]>principal_type 258:tokens[]>principal_name 266:tokens[]>issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 269:tokens[]>token_id 277:tokens[]>hmac 285:tokens[]>renewers[] 293:tokens[]>renewers[]>principal_type 301:tokens[]>renewers[]>principal_name 317:throttle_time_ms:i 326:- 328:error_code:h 330:tokens[] 341:throttle_time_ms:i 343:unknown_tags 350:- 352:principal_type 371:principal_name 390:tagged_fields 400:- 402:principal_type 421:principal_name 440:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 442:token_id 461:hmac 476:renewers[] 495:token_requester_principal_type 498:token_requester_principal_name 501:tagged_fields 511:- 517:error_code:h 520:tokens[] 538:tokens[]>principal_type 554:tokens[]>principal_name 570:tokens[]>issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 573:tokens[]>token_id 589:tokens[]>hmac 607:tokens[]>renewers[] 625:tokens[]>renewers[]>principal_type 641:tokens[]>renewers[]>principal_name 657:tokens[]>renewers[]>tagged_fields 667:tokens[]>tagged_fields 675:throttle_time_ms:i 678:tagged_fields 689:- 691:error_code:h 693:tokens[] 712:throttle_time_ms:i 714:tagged_fields 724:- 726:principal_type 745:principal_name 764:token_requester_principal_type 783:token_requester_principal_name 802:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 804:token_id 823:hmac 838:renewers[] 857:tagged_fields 867:- 873:error_code:h 876:tokens[] 894:tokens[]>principal_type 910:tokens[]>principal_name 926:tokens[]>token_requester_principal_type 942:tokens[]>token_requester_principal_name 958:tokens[]>issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 961:tokens[]>token_id 977:tokens[]>hmac 995:tokens[]>renewers[] 1013:tokens[]>renewers[]>principal_type 1029:tokens[]>renewers[]>principal_name 1045:tokens[]>renewers[]>tagged_fields 1053:tokens[]>tagged_fields 1061:throttle_time_ms:i 1064:tagged_fields 1075:- 1077:error_code:h 1079:tokens[] 1098:throttle_time_ms:i 1100:tagged_fields"
+    "135:- 137:principal_type 148:principal_name 159:unknown_tags 166:- 168:principal_type 179:principal_name 190:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 192:token_id 203:hmac 210:renewers[] 221:token_requester_principal_type 224:token_requester_principal_name 227:unknown_tags 234:- 240:error_code:h 243:tokens[] 251:tokens[]>principal_type 259:tokens[]>principal_name 267:tokens[]>issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 270:tokens[]>token_id 278:tokens[]>hmac 286:tokens[]>renewers[] 294:tokens[]>renewers[]>principal_type 302:tokens[]>renewers[]>principal_name 318:throttle_time_ms:i 327:- 329:error_code:h 331:tokens[] 342:throttle_time_ms:i 344:unknown_tags 351:- 353:principal_type 372:principal_name 391:tagged_fields 401:- 403:principal_type 422:principal_name 441:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 443:token_id 462:hmac 477:renewers[] 496:token_requester_principal_type 499:token_requester_principal_name 502:tagged_fields 512:- 518:error_code:h 521:tokens[] 539:tokens[]>principal_type 555:tokens[]>principal_name 571:tokens[]>issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 574:tokens[]>token_id 590:tokens[]>hmac 608:tokens[]>renewers[] 626:tokens[]>renewers[]>principal_type 642:tokens[]>renewers[]>principal_name 658:tokens[]>renewers[]>tagged_fields 668:tokens[]>tagged_fields 676:throttle_time_ms:i 679:tagged_fields 690:- 692:error_code:h 694:tokens[] 713:throttle_time_ms:i 715:tagged_fields 725:- 727:principal_type 746:principal_name 765:token_requester_principal_type 784:token_requester_principal_name 803:issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 805:token_id 824:hmac 839:renewers[] 858:tagged_fields 868:- 874:error_code:h 877:tokens[] 895:tokens[]>principal_type 911:tokens[]>principal_name 927:tokens[]>token_requester_principal_type 943:tokens[]>token_requester_principal_name 959:tokens[]>issue_timestamp:q/expiry_timestamp:q/max_timestamp:q 962:tokens[]>token_id 978:tokens[]>hmac 996:tokens[]>renewers[] 1014:tokens[]>renewers[]>principal_type 1030:tokens[]>renewers[]>principal_name 1046:tokens[]>renewers[]>tagged_fields 1054:tokens[]>tagged_fields 1062:throttle_time_ms:i 1065:tagged_fields 1076:- 1078:error_code:h 1080:tokens[] 1099:throttle_time_ms:i 1101:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -280,6 +281,49 @@ DescribeGroupsRequest._WRITERS = {
     5: _write_DescribeGroupsRequest_v5,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DescribeGroupsRequest_v0 = (
+    DescribeGroupsRequest, False,
+    (
+        ('groups', ('array', 0, 2, ('string', 0))),
+    ),
+    (
+        ('include_authorized_operations', False),
+    ),
+    (),
+)
+
+_P_DescribeGroupsRequest_v3 = (
+    DescribeGroupsRequest, False,
+    (
+        ('groups', ('array', 0, 2, ('string', 0))),
+        ('include_authorized_operations', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeGroupsRequest_v5 = (
+    DescribeGroupsRequest, True,
+    (
+        ('groups', ('array', 1, 1, ('string', 1))),
+        ('include_authorized_operations', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeGroupsRequest, {
+    0: _P_DescribeGroupsRequest_v0,
+    1: _P_DescribeGroupsRequest_v0,
+    2: _P_DescribeGroupsRequest_v0,
+    3: _P_DescribeGroupsRequest_v3,
+    4: _P_DescribeGroupsRequest_v3,
+    5: _P_DescribeGroupsRequest_v5,
+})
+
 _FIELDS_AT = _FieldLines(
-    "55:- 59:groups[] 82:- 84:groups[] 101:include_authorized_operations 104:unknown_tags 111:- 115:groups[] 131:include_authorized_operations:? 140:- 142:groups[] 159:include_authorized_operations:? 161:unknown_tags 168:- 172:groups[] 206:include_authorized_operations:? 209:tagged_fields 220:- 222:groups[] 255:include_authorized_operations:? 257:tagged_fields"
+    "56:- 60:groups[] 83:- 85:groups[] 102:include_authorized_operations 105:unknown_tags 112:- 116:groups[] 132:include_authorized_operations:? 141:- 143:groups[] 160:include_authorized_operations:? 162:unknown_tags 169:- 173:groups[] 207:include_authorized_operations:? 210:tagged_fields 221:- 223:groups[] 256:include_authorized_operations:? 258:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1538,6 +1539,173 @@ DescribeGroupsResponse._WRITERS = {
     5: _write_DescribeGroupsResponse_v5,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DescribedGroupMember_v0 = (
+    DescribedGroupMember, False,
+    (
+        ('member_id', ('string', 0)),
+        ('client_id', ('string', 0)),
+        ('client_host', ('string', 0)),
+        ('member_metadata', ('bytes', 0)),
+        ('member_assignment', ('bytes', 0)),
+    ),
+    (
+        ('group_instance_id', None),
+    ),
+    (),
+)
+
+_P_DescribedGroup_v0 = (
+    DescribedGroup, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('group_id', ('string', 0)),
+        ('group_state', ('string', 0)),
+        ('protocol_type', ('string', 0)),
+        ('protocol_data', ('string', 0)),
+        ('members', ('array', 0, 14, ('struct', 0, _P_DescribedGroupMember_v0))),
+    ),
+    (
+        ('authorized_operations', -2147483648),
+    ),
+    (),
+)
+
+_P_DescribeGroupsResponse_v0 = (
+    DescribeGroupsResponse, False,
+    (
+        ('groups', ('array', 0, 14, ('struct', 0, _P_DescribedGroup_v0))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+    ),
+    (),
+)
+
+_P_DescribeGroupsResponse_v1 = (
+    DescribeGroupsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 0, 14, ('struct', 0, _P_DescribedGroup_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribedGroup_v3 = (
+    DescribedGroup, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('group_id', ('string', 0)),
+        ('group_state', ('string', 0)),
+        ('protocol_type', ('string', 0)),
+        ('protocol_data', ('string', 0)),
+        ('members', ('array', 0, 14, ('struct', 0, _P_DescribedGroupMember_v0))),
+        ('authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeGroupsResponse_v3 = (
+    DescribeGroupsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 0, 18, ('struct', 0, _P_DescribedGroup_v3))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribedGroupMember_v4 = (
+    DescribedGroupMember, False,
+    (
+        ('member_id', ('string', 0)),
+        ('group_instance_id', ('string', 2)),
+        ('client_id', ('string', 0)),
+        ('client_host', ('string', 0)),
+        ('member_metadata', ('bytes', 0)),
+        ('member_assignment', ('bytes', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribedGroup_v4 = (
+    DescribedGroup, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('group_id', ('string', 0)),
+        ('group_state', ('string', 0)),
+        ('protocol_type', ('string', 0)),
+        ('protocol_data', ('string', 0)),
+        ('members', ('array', 0, 16, ('struct', 0, _P_DescribedGroupMember_v4))),
+        ('authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeGroupsResponse_v4 = (
+    DescribeGroupsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 0, 18, ('struct', 0, _P_DescribedGroup_v4))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribedGroupMember_v5 = (
+    DescribedGroupMember, True,
+    (
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('client_id', ('string', 1)),
+        ('client_host', ('string', 1)),
+        ('member_metadata', ('bytes', 1)),
+        ('member_assignment', ('bytes', 1)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribedGroup_v5 = (
+    DescribedGroup, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('group_id', ('string', 1)),
+        ('group_state', ('string', 1)),
+        ('protocol_type', ('string', 1)),
+        ('protocol_data', ('string', 1)),
+        ('members', ('array', 1, 7, ('struct', 0, _P_DescribedGroupMember_v5))),
+        ('authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeGroupsResponse_v5 = (
+    DescribeGroupsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 1, 12, ('struct', 0, _P_DescribedGroup_v5))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeGroupsResponse, {
+    0: _P_DescribeGroupsResponse_v0,
+    1: _P_DescribeGroupsResponse_v1,
+    2: _P_DescribeGroupsResponse_v1,
+    3: _P_DescribeGroupsResponse_v3,
+    4: _P_DescribeGroupsResponse_v4,
+    5: _P_DescribeGroupsResponse_v5,
+})
+
 _FIELDS_AT = _FieldLines(
-    "132:- 134:member_id 145:client_id 156:client_host 167:member_metadata 174:member_assignment 181:unknown_tags 188:- 190:error_code:h 192:group_id 203:group_state 214:protocol_type 225:protocol_data 236:members[] 247:authorized_operations 250:unknown_tags 257:- 263:groups[] 271:groups[]>error_code:h 274:groups[]>group_id 282:groups[]>group_state 290:groups[]>protocol_type 298:groups[]>protocol_data 306:groups[]>members[] 314:groups[]>members[]>member_id 322:groups[]>members[]>client_id 330:groups[]>members[]>client_host 338:groups[]>members[]>member_metadata 346:groups[]>members[]>member_assignment 369:- 371:groups[] 382:unknown_tags 389:- 395:throttle_time_ms:i 398:groups[] 406:groups[]>error_code:h 409:groups[]>group_id 417:groups[]>group_state 425:groups[]>protocol_type 433:groups[]>protocol_data 441:groups[]>members[] 449:groups[]>members[]>member_id 457:groups[]>members[]>client_id 465:groups[]>members[]>client_host 473:groups[]>members[]>member_metadata 481:groups[]>members[]>member_assignment 503:- 505:throttle_time_ms:i 507:groups[] 518:unknown_tags 525:- 527:error_code:h 529:group_id 540:group_state 551:protocol_type 562:protocol_data 573:members[] 584:authorized_operations:i 586:unknown_tags 593:- 599:throttle_time_ms:i 602:groups[] 610:groups[]>error_code:h 613:groups[]>group_id 621:groups[]>group_state 629:groups[]>protocol_type 637:groups[]>protocol_data 645:groups[]>members[] 653:groups[]>members[]>member_id 661:groups[]>members[]>client_id 669:groups[]>members[]>client_host 677:groups[]>members[]>member_metadata 685:groups[]>members[]>member_assignment 697:groups[]>authorized_operations:i 709:- 711:throttle_time_ms:i 713:groups[] 724:unknown_tags 731:- 733:member_id 744:group_instance_id 755:client_id 766:client_host 777:member_metadata 784:member_assignment 791:unknown_tags 798:- 800:error_code:h 802:group_id 813:group_state 824:protocol_type 835:protocol_data 846:members[] 857:authorized_operations:i 859:unknown_tags 866:- 872:throttle_time_ms:i 875:groups[] 883:groups[]>error_code:h 886:groups[]>group_id 894:groups[]>group_state 902:groups[]>protocol_type 910:groups[]>protocol_data 918:groups[]>members[] 926:groups[]>members[]>member_id 934:groups[]>members[]>group_instance_id 945:groups[]>members[]>client_id 953:groups[]>members[]>client_host 961:groups[]>members[]>member_metadata 969:groups[]>members[]>member_assignment 980:groups[]>authorized_operations:i 992:- 994:throttle_time_ms:i 996:groups[] 1007:unknown_tags 1014:- 1016:member_id 1035:group_instance_id 1054:client_id 1073:client_host 1092:member_metadata 1107:member_assignment 1122:tagged_fields 1132:- 1134:error_code:h 1136:group_id 1155:group_state 1174:protocol_type 1193:protocol_data 1212:members[] 1231:authorized_operations:i 1233:tagged_fields 1243:- 1249:throttle_time_ms:i 1252:groups[] 1270:groups[]>error_code:h 1273:groups[]>group_id 1289:groups[]>group_state 1305:groups[]>protocol_type 1321:groups[]>protocol_data 1337:groups[]>members[] 1355:groups[]>members[]>member_id 1371:groups[]>members[]>group_instance_id 1394:groups[]>members[]>client_id 1410:groups[]>members[]>client_host 1426:groups[]>members[]>member_metadata 1444:groups[]>members[]>member_assignment 1462:groups[]>members[]>tagged_fields 1470:groups[]>authorized_operations:i 1473:groups[]>tagged_fields 1481:tagged_fields 1492:- 1494:throttle_time_ms:i 1496:groups[] 1515:tagged_fields"
+    "133:- 135:member_id 146:client_id 157:client_host 168:member_metadata 175:member_assignment 182:unknown_tags 189:- 191:error_code:h 193:group_id 204:group_state 215:protocol_type 226:protocol_data 237:members[] 248:authorized_operations 251:unknown_tags 258:- 264:groups[] 272:groups[]>error_code:h 275:groups[]>group_id 283:groups[]>group_state 291:groups[]>protocol_type 299:groups[]>protocol_data 307:groups[]>members[] 315:groups[]>members[]>member_id 323:groups[]>members[]>client_id 331:groups[]>members[]>client_host 339:groups[]>members[]>member_metadata 347:groups[]>members[]>member_assignment 370:- 372:groups[] 383:unknown_tags 390:- 396:throttle_time_ms:i 399:groups[] 407:groups[]>error_code:h 410:groups[]>group_id 418:groups[]>group_state 426:groups[]>protocol_type 434:groups[]>protocol_data 442:groups[]>members[] 450:groups[]>members[]>member_id 458:groups[]>members[]>client_id 466:groups[]>members[]>client_host 474:groups[]>members[]>member_metadata 482:groups[]>members[]>member_assignment 504:- 506:throttle_time_ms:i 508:groups[] 519:unknown_tags 526:- 528:error_code:h 530:group_id 541:group_state 552:protocol_type 563:protocol_data 574:members[] 585:authorized_operations:i 587:unknown_tags 594:- 600:throttle_time_ms:i 603:groups[] 611:groups[]>error_code:h 614:groups[]>group_id 622:groups[]>group_state 630:groups[]>protocol_type 638:groups[]>protocol_data 646:groups[]>members[] 654:groups[]>members[]>member_id 662:groups[]>members[]>client_id 670:groups[]>members[]>client_host 678:groups[]>members[]>member_metadata 686:groups[]>members[]>member_assignment 698:groups[]>authorized_operations:i 710:- 712:throttle_time_ms:i 714:groups[] 725:unknown_tags 732:- 734:member_id 745:group_instance_id 756:client_id 767:client_host 778:member_metadata 785:member_assignment 792:unknown_tags 799:- 801:error_code:h 803:group_id 814:group_state 825:protocol_type 836:protocol_data 847:members[] 858:authorized_operations:i 860:unknown_tags 867:- 873:throttle_time_ms:i 876:groups[] 884:groups[]>error_code:h 887:groups[]>group_id 895:groups[]>group_state 903:groups[]>protocol_type 911:groups[]>protocol_data 919:groups[]>members[] 927:groups[]>members[]>member_id 935:groups[]>members[]>group_instance_id 946:groups[]>members[]>client_id 954:groups[]>members[]>client_host 962:groups[]>members[]>member_metadata 970:groups[]>members[]>member_assignment 981:groups[]>authorized_operations:i 993:- 995:throttle_time_ms:i 997:groups[] 1008:unknown_tags 1015:- 1017:member_id 1036:group_instance_id 1055:client_id 1074:client_host 1093:member_metadata 1108:member_assignment 1123:tagged_fields 1133:- 1135:error_code:h 1137:group_id 1156:group_state 1175:protocol_type 1194:protocol_data 1213:members[] 1232:authorized_operations:i 1234:tagged_fields 1244:- 1250:throttle_time_ms:i 1253:groups[] 1271:groups[]>error_code:h 1274:groups[]>group_id 1290:groups[]>group_state 1306:groups[]>protocol_type 1322:groups[]>protocol_data 1338:groups[]>members[] 1356:groups[]>members[]>member_id 1372:groups[]>members[]>group_instance_id 1395:groups[]>members[]>client_id 1411:groups[]>members[]>client_host 1427:groups[]>members[]>member_metadata 1445:groups[]>members[]>member_assignment 1463:groups[]>members[]>tagged_fields 1471:groups[]>authorized_operations:i 1474:groups[]>tagged_fields 1482:tagged_fields 1493:- 1495:throttle_time_ms:i 1497:groups[] 1516:tagged_fields"
 )

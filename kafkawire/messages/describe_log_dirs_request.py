@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -325,6 +326,55 @@ DescribeLogDirsRequest._WRITERS = {
     4: _write_DescribeLogDirsRequest_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DescribableLogDirTopic_v0 = (
+    DescribableLogDirTopic, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeLogDirsRequest_v0 = (
+    DescribeLogDirsRequest, False,
+    (
+        ('topics', ('array', 2, 6, ('struct', 0, _P_DescribableLogDirTopic_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribableLogDirTopic_v2 = (
+    DescribableLogDirTopic, True,
+    (
+        ('topic', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeLogDirsRequest_v2 = (
+    DescribeLogDirsRequest, True,
+    (
+        ('topics', ('array', 3, 3, ('struct', 0, _P_DescribableLogDirTopic_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeLogDirsRequest, {
+    0: _P_DescribeLogDirsRequest_v0,
+    1: _P_DescribeLogDirsRequest_v0,
+    2: _P_DescribeLogDirsRequest_v2,
+    3: _P_DescribeLogDirsRequest_v2,
+    4: _P_DescribeLogDirsRequest_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "79:- 81:topic 92:partitions 99:unknown_tags 106:- 110:topics[] 121:topics[]>topic 129:topics[]>partitions 145:- 147:topics[] 158:unknown_tags 165:- 167:topic 186:partitions 201:tagged_fields 211:- 215:topics[] 236:topics[]>topic 252:topics[]>partitions 264:topics[]>tagged_fields 272:tagged_fields 283:- 285:topics[] 304:tagged_fields"
+    "80:- 82:topic 93:partitions 100:unknown_tags 107:- 111:topics[] 122:topics[]>topic 130:topics[]>partitions 146:- 148:topics[] 159:unknown_tags 166:- 168:topic 187:partitions 202:tagged_fields 212:- 216:topics[] 237:topics[]>topic 253:topics[]>partitions 265:topics[]>tagged_fields 273:tagged_fields 284:- 286:topics[] 305:tagged_fields"
 )

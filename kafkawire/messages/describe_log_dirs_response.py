@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1013,6 +1014,148 @@ DescribeLogDirsResponse._WRITERS = {
     4: _write_DescribeLogDirsResponse_v4,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DescribeLogDirsPartition_v0 = (
+    DescribeLogDirsPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('partition_size', ('int64', 0)),
+        ('offset_lag', ('int64', 0)),
+        ('is_future_key', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeLogDirsTopic_v0 = (
+    DescribeLogDirsTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 21, ('struct', 0, _P_DescribeLogDirsPartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeLogDirsResult_v0 = (
+    DescribeLogDirsResult, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('log_dir', ('string', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_DescribeLogDirsTopic_v0))),
+    ),
+    (
+        ('total_bytes', -1),
+        ('usable_bytes', -1),
+    ),
+    (),
+)
+
+_P_DescribeLogDirsResponse_v0 = (
+    DescribeLogDirsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 0, 8, ('struct', 0, _P_DescribeLogDirsResult_v0))),
+    ),
+    (
+        ('error_code', 0),
+    ),
+    (),
+)
+
+_P_DescribeLogDirsPartition_v2 = (
+    DescribeLogDirsPartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('partition_size', ('int64', 0)),
+        ('offset_lag', ('int64', 0)),
+        ('is_future_key', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeLogDirsTopic_v2 = (
+    DescribeLogDirsTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 22, ('struct', 0, _P_DescribeLogDirsPartition_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeLogDirsResult_v2 = (
+    DescribeLogDirsResult, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('log_dir', ('string', 1)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_DescribeLogDirsTopic_v2))),
+    ),
+    (
+        ('total_bytes', -1),
+        ('usable_bytes', -1),
+    ),
+    (),
+)
+
+_P_DescribeLogDirsResponse_v2 = (
+    DescribeLogDirsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 1, 5, ('struct', 0, _P_DescribeLogDirsResult_v2))),
+    ),
+    (
+        ('error_code', 0),
+    ),
+    (),
+)
+
+_P_DescribeLogDirsResponse_v3 = (
+    DescribeLogDirsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('results', ('array', 1, 5, ('struct', 0, _P_DescribeLogDirsResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeLogDirsResult_v4 = (
+    DescribeLogDirsResult, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('log_dir', ('string', 1)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_DescribeLogDirsTopic_v2))),
+        ('total_bytes', ('int64', 0)),
+        ('usable_bytes', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeLogDirsResponse_v4 = (
+    DescribeLogDirsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('results', ('array', 1, 21, ('struct', 0, _P_DescribeLogDirsResult_v4))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeLogDirsResponse, {
+    0: _P_DescribeLogDirsResponse_v0,
+    1: _P_DescribeLogDirsResponse_v0,
+    2: _P_DescribeLogDirsResponse_v2,
+    3: _P_DescribeLogDirsResponse_v3,
+    4: _P_DescribeLogDirsResponse_v4,
+})
+
 _FIELDS_AT = _FieldLines(
-    "155:- 157:partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 159:unknown_tags 166:- 168:name 179:partitions[] 190:unknown_tags 197:- 199:error_code:h 201:log_dir 212:topics[] 223:unknown_tags 230:- 234:throttle_time_ms:i 237:results[] 245:results[]>error_code:h 248:results[]>log_dir 256:results[]>topics[] 264:results[]>topics[]>name 272:results[]>topics[]>partitions[] 280:results[]>topics[]>partitions[]>partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 301:- 303:throttle_time_ms:i 305:results[] 316:unknown_tags 323:- 325:partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 327:tagged_fields 337:- 339:name 358:partitions[] 377:tagged_fields 387:- 389:error_code:h 391:log_dir 410:topics[] 429:tagged_fields 439:- 443:throttle_time_ms:i 446:results[] 464:results[]>error_code:h 467:results[]>log_dir 483:results[]>topics[] 501:results[]>topics[]>name 517:results[]>topics[]>partitions[] 535:results[]>topics[]>partitions[]>partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 538:results[]>topics[]>partitions[]>tagged_fields 546:results[]>topics[]>tagged_fields 556:results[]>tagged_fields 565:tagged_fields 576:- 578:throttle_time_ms:i 580:results[] 599:tagged_fields 609:- 613:throttle_time_ms:i/error_code:h 616:results[] 634:results[]>error_code:h 637:results[]>log_dir 653:results[]>topics[] 671:results[]>topics[]>name 687:results[]>topics[]>partitions[] 705:results[]>topics[]>partitions[]>partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 708:results[]>topics[]>partitions[]>tagged_fields 716:results[]>topics[]>tagged_fields 726:results[]>tagged_fields 734:tagged_fields 745:- 747:throttle_time_ms:i/error_code:h 749:results[] 768:tagged_fields 778:- 780:error_code:h 782:log_dir 801:topics[] 820:total_bytes:q/usable_bytes:q 822:tagged_fields 832:- 836:throttle_time_ms:i/error_code:h 839:results[] 857:results[]>error_code:h 860:results[]>log_dir 876:results[]>topics[] 894:results[]>topics[]>name 910:results[]>topics[]>partitions[] 928:results[]>topics[]>partitions[]>partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 931:results[]>topics[]>partitions[]>tagged_fields 939:results[]>topics[]>tagged_fields 947:results[]>total_bytes:q/usable_bytes:q 950:results[]>tagged_fields 958:tagged_fields 969:- 971:throttle_time_ms:i/error_code:h 973:results[] 992:tagged_fields"
+    "156:- 158:partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 160:unknown_tags 167:- 169:name 180:partitions[] 191:unknown_tags 198:- 200:error_code:h 202:log_dir 213:topics[] 224:unknown_tags 231:- 235:throttle_time_ms:i 238:results[] 246:results[]>error_code:h 249:results[]>log_dir 257:results[]>topics[] 265:results[]>topics[]>name 273:results[]>topics[]>partitions[] 281:results[]>topics[]>partitions[]>partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 302:- 304:throttle_time_ms:i 306:results[] 317:unknown_tags 324:- 326:partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 328:tagged_fields 338:- 340:name 359:partitions[] 378:tagged_fields 388:- 390:error_code:h 392:log_dir 411:topics[] 430:tagged_fields 440:- 444:throttle_time_ms:i 447:results[] 465:results[]>error_code:h 468:results[]>log_dir 484:results[]>topics[] 502:results[]>topics[]>name 518:results[]>topics[]>partitions[] 536:results[]>topics[]>partitions[]>partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 539:results[]>topics[]>partitions[]>tagged_fields 547:results[]>topics[]>tagged_fields 557:results[]>tagged_fields 566:tagged_fields 577:- 579:throttle_time_ms:i 581:results[] 600:tagged_fields 610:- 614:throttle_time_ms:i/error_code:h 617:results[] 635:results[]>error_code:h 638:results[]>log_dir 654:results[]>topics[] 672:results[]>topics[]>name 688:results[]>topics[]>partitions[] 706:results[]>topics[]>partitions[]>partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 709:results[]>topics[]>partitions[]>tagged_fields 717:results[]>topics[]>tagged_fields 727:results[]>tagged_fields 735:tagged_fields 746:- 748:throttle_time_ms:i/error_code:h 750:results[] 769:tagged_fields 779:- 781:error_code:h 783:log_dir 802:topics[] 821:total_bytes:q/usable_bytes:q 823:tagged_fields 833:- 837:throttle_time_ms:i/error_code:h 840:results[] 858:results[]>error_code:h 861:results[]>log_dir 877:results[]>topics[] 895:results[]>topics[]>name 911:results[]>topics[]>partitions[] 929:results[]>topics[]>partitions[]>partition_index:i/partition_size:q/offset_lag:q/is_future_key:? 932:results[]>topics[]>partitions[]>tagged_fields 940:results[]>topics[]>tagged_fields 948:results[]>total_bytes:q/usable_bytes:q 951:results[]>tagged_fields 959:tagged_fields 970:- 972:throttle_time_ms:i/error_code:h 974:results[] 993:tagged_fields"
 )

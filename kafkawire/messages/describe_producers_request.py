@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -228,6 +229,32 @@ DescribeProducersRequest._WRITERS = {
     0: _write_DescribeProducersRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_TopicRequest_v0 = (
+    TopicRequest, True,
+    (
+        ('name', ('string', 1)),
+        ('partition_indexes', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeProducersRequest_v0 = (
+    DescribeProducersRequest, True,
+    (
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicRequest_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeProducersRequest, {
+    0: _P_DescribeProducersRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "79:- 81:name 100:partition_indexes 115:tagged_fields 125:- 129:topics[] 147:topics[]>name 163:topics[]>partition_indexes 175:topics[]>tagged_fields 183:tagged_fields 194:- 196:topics[] 215:tagged_fields"
+    "80:- 82:name 101:partition_indexes 116:tagged_fields 126:- 130:topics[] 148:topics[]>name 164:topics[]>partition_indexes 176:topics[]>tagged_fields 184:tagged_fields 195:- 197:topics[] 216:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -446,6 +447,59 @@ DescribeProducersResponse._WRITERS = {
     0: _write_DescribeProducersResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ProducerState_v0 = (
+    ProducerState, True,
+    (
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int32', 0)),
+        ('last_sequence', ('int32', 0)),
+        ('last_timestamp', ('int64', 0)),
+        ('coordinator_epoch', ('int32', 0)),
+        ('current_txn_start_offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionResponse_v0 = (
+    PartitionResponse, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('active_producers', ('array', 1, 37, ('struct', 0, _P_ProducerState_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_TopicResponse_v0 = (
+    TopicResponse, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 9, ('struct', 0, _P_PartitionResponse_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeProducersResponse_v0 = (
+    DescribeProducersResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicResponse_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeProducersResponse, {
+    0: _P_DescribeProducersResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "153:- 155:producer_id:q/producer_epoch:i/last_sequence:i/last_timestamp:q/coordinator_epoch:i/current_txn_start_offset:q 157:tagged_fields 167:- 169:partition_index:i/error_code:h 171:error_message 190:active_producers[] 209:tagged_fields 219:- 221:name 240:partitions[] 259:tagged_fields 269:- 273:throttle_time_ms:i 276:topics[] 294:topics[]>name 310:topics[]>partitions[] 328:topics[]>partitions[]>partition_index:i/error_code:h 331:topics[]>partitions[]>error_message 354:topics[]>partitions[]>active_producers[] 372:topics[]>partitions[]>active_producers[]>producer_id:q/producer_epoch:i/last_sequence:i/last_timestamp:q/coordinator_epoch:i/current_txn_start_offset:q 375:topics[]>partitions[]>active_producers[]>tagged_fields 383:topics[]>partitions[]>tagged_fields 391:topics[]>tagged_fields 399:tagged_fields 410:- 412:throttle_time_ms:i 414:topics[] 433:tagged_fields"
+    "154:- 156:producer_id:q/producer_epoch:i/last_sequence:i/last_timestamp:q/coordinator_epoch:i/current_txn_start_offset:q 158:tagged_fields 168:- 170:partition_index:i/error_code:h 172:error_message 191:active_producers[] 210:tagged_fields 220:- 222:name 241:partitions[] 260:tagged_fields 270:- 274:throttle_time_ms:i 277:topics[] 295:topics[]>name 311:topics[]>partitions[] 329:topics[]>partitions[]>partition_index:i/error_code:h 332:topics[]>partitions[]>error_message 355:topics[]>partitions[]>active_producers[] 373:topics[]>partitions[]>active_producers[]>producer_id:q/producer_epoch:i/last_sequence:i/last_timestamp:q/coordinator_epoch:i/current_txn_start_offset:q 376:topics[]>partitions[]>active_producers[]>tagged_fields 384:topics[]>partitions[]>tagged_fields 392:topics[]>tagged_fields 400:tagged_fields 411:- 413:throttle_time_ms:i 415:topics[] 434:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -287,6 +288,43 @@ DescribeQuorumRequest._WRITERS = {
     2: _write_DescribeQuorumRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_TopicData_v0 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 5, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeQuorumRequest_v0 = (
+    DescribeQuorumRequest, True,
+    (
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicData_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeQuorumRequest, {
+    0: _P_DescribeQuorumRequest_v0,
+    1: _P_DescribeQuorumRequest_v0,
+    2: _P_DescribeQuorumRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "99:- 101:partition_index:i 103:tagged_fields 113:- 115:topic_name 134:partitions[] 153:tagged_fields 163:- 167:topics[] 185:topics[]>topic_name 201:topics[]>partitions[] 219:topics[]>partitions[]>partition_index:i 222:topics[]>partitions[]>tagged_fields 230:topics[]>tagged_fields 238:tagged_fields 249:- 251:topics[] 270:tagged_fields"
+    "100:- 102:partition_index:i 104:tagged_fields 114:- 116:topic_name 135:partitions[] 154:tagged_fields 164:- 168:topics[] 186:topics[]>topic_name 202:topics[]>partitions[] 220:topics[]>partitions[]>partition_index:i 223:topics[]>partitions[]>tagged_fields 231:topics[]>tagged_fields 239:tagged_fields 250:- 252:topics[] 271:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1439,6 +1440,195 @@ DescribeQuorumResponse._WRITERS = {
     2: _write_DescribeQuorumResponse_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ReplicaState_v0 = (
+    ReplicaState, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('log_end_offset', ('int64', 0)),
+    ),
+    (
+        ('replica_directory_id', ZERO_UUID),
+        ('last_fetch_timestamp', -1),
+        ('last_caught_up_timestamp', -1),
+    ),
+    (),
+)
+
+_P_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('high_watermark', ('int64', 0)),
+        ('current_voters', ('array', 1, 13, ('struct', 0, _P_ReplicaState_v0))),
+        ('observers', ('array', 1, 13, ('struct', 0, _P_ReplicaState_v0))),
+    ),
+    (
+        ('error_message', ''),
+    ),
+    (),
+)
+
+_P_TopicData_v0 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 25, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeQuorumResponse_v0 = (
+    DescribeQuorumResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicData_v0))),
+    ),
+    (
+        ('error_message', ''),
+        ('nodes', ()),
+    ),
+    (),
+)
+
+_P_ReplicaState_v1 = (
+    ReplicaState, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('log_end_offset', ('int64', 0)),
+        ('last_fetch_timestamp', ('int64', 0)),
+        ('last_caught_up_timestamp', ('int64', 0)),
+    ),
+    (
+        ('replica_directory_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_PartitionData_v1 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('high_watermark', ('int64', 0)),
+        ('current_voters', ('array', 1, 29, ('struct', 0, _P_ReplicaState_v1))),
+        ('observers', ('array', 1, 29, ('struct', 0, _P_ReplicaState_v1))),
+    ),
+    (
+        ('error_message', ''),
+    ),
+    (),
+)
+
+_P_TopicData_v1 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 25, ('struct', 0, _P_PartitionData_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeQuorumResponse_v1 = (
+    DescribeQuorumResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicData_v1))),
+    ),
+    (
+        ('error_message', ''),
+        ('nodes', ()),
+    ),
+    (),
+)
+
+_P_ReplicaState_v2 = (
+    ReplicaState, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('replica_directory_id', ('uuid', 0)),
+        ('log_end_offset', ('int64', 0)),
+        ('last_fetch_timestamp', ('int64', 0)),
+        ('last_caught_up_timestamp', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionData_v2 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('high_watermark', ('int64', 0)),
+        ('current_voters', ('array', 1, 45, ('struct', 0, _P_ReplicaState_v2))),
+        ('observers', ('array', 1, 45, ('struct', 0, _P_ReplicaState_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_TopicData_v2 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 26, ('struct', 0, _P_PartitionData_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_Listener_v2 = (
+    Listener, True,
+    (
+        ('name', ('string', 1)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_Node_v2 = (
+    Node, True,
+    (
+        ('node_id', ('int32', 0)),
+        ('listeners', ('array', 1, 5, ('struct', 0, _P_Listener_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeQuorumResponse_v2 = (
+    DescribeQuorumResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicData_v2))),
+        ('nodes', ('array', 1, 6, ('struct', 0, _P_Node_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeQuorumResponse, {
+    0: _P_DescribeQuorumResponse_v0,
+    1: _P_DescribeQuorumResponse_v1,
+    2: _P_DescribeQuorumResponse_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "233:- 235:replica_id:i/log_end_offset:q 237:replica_directory_id 240:tagged_fields 250:- 252:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 254:current_voters[] 273:observers[] 292:tagged_fields 302:- 304:topic_name 323:partitions[] 342:tagged_fields 352:- 356:error_code:h 359:topics[] 377:topics[]>topic_name 393:topics[]>partitions[] 411:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 414:topics[]>partitions[]>current_voters[] 432:topics[]>partitions[]>current_voters[]>replica_id:i/log_end_offset:q 438:topics[]>partitions[]>current_voters[]>tagged_fields 446:topics[]>partitions[]>observers[] 464:topics[]>partitions[]>observers[]>replica_id:i/log_end_offset:q 470:topics[]>partitions[]>observers[]>tagged_fields 479:topics[]>partitions[]>tagged_fields 487:topics[]>tagged_fields 497:tagged_fields 508:- 510:error_code:h 512:topics[] 531:nodes 534:tagged_fields 544:- 546:replica_id:i/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 548:replica_directory_id 551:tagged_fields 561:- 563:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 565:current_voters[] 584:observers[] 603:tagged_fields 613:- 615:topic_name 634:partitions[] 653:tagged_fields 663:- 667:error_code:h 670:topics[] 688:topics[]>topic_name 704:topics[]>partitions[] 722:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 725:topics[]>partitions[]>current_voters[] 743:topics[]>partitions[]>current_voters[]>replica_id:i/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 747:topics[]>partitions[]>current_voters[]>tagged_fields 755:topics[]>partitions[]>observers[] 773:topics[]>partitions[]>observers[]>replica_id:i/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 777:topics[]>partitions[]>observers[]>tagged_fields 786:topics[]>partitions[]>tagged_fields 794:topics[]>tagged_fields 804:tagged_fields 815:- 817:error_code:h 819:topics[] 838:nodes 841:tagged_fields 851:- 853:replica_id:i/replica_directory_id:16s/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 855:tagged_fields 865:- 867:partition_index:i/error_code:h 869:error_message 888:leader_id:i/leader_epoch:i/high_watermark:q 890:current_voters[] 909:observers[] 928:tagged_fields 938:- 940:topic_name 959:partitions[] 978:tagged_fields 988:- 990:name 1009:host 1028:port:H 1030:tagged_fields 1040:- 1042:node_id:i 1044:listeners[] 1063:tagged_fields 1073:- 1077:error_code:h 1080:error_message 1103:topics[] 1121:topics[]>topic_name 1137:topics[]>partitions[] 1155:topics[]>partitions[]>partition_index:i/error_code:h 1158:topics[]>partitions[]>error_message 1181:topics[]>partitions[]>leader_id:i/leader_epoch:i/high_watermark:q 1184:topics[]>partitions[]>current_voters[] 1202:topics[]>partitions[]>current_voters[]>replica_id:i/replica_directory_id:16s/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 1206:topics[]>partitions[]>current_voters[]>tagged_fields 1214:topics[]>partitions[]>observers[] 1232:topics[]>partitions[]>observers[]>replica_id:i/replica_directory_id:16s/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 1236:topics[]>partitions[]>observers[]>tagged_fields 1244:topics[]>partitions[]>tagged_fields 1252:topics[]>tagged_fields 1260:nodes[] 1278:nodes[]>node_id:i 1281:nodes[]>listeners[] 1299:nodes[]>listeners[]>name 1315:nodes[]>listeners[]>host 1331:nodes[]>listeners[]>port:H 1334:nodes[]>listeners[]>tagged_fields 1342:nodes[]>tagged_fields 1350:tagged_fields 1361:- 1363:error_code:h 1365:error_message 1384:topics[] 1403:nodes[] 1422:tagged_fields"
+    "234:- 236:replica_id:i/log_end_offset:q 238:replica_directory_id 241:tagged_fields 251:- 253:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 255:current_voters[] 274:observers[] 293:tagged_fields 303:- 305:topic_name 324:partitions[] 343:tagged_fields 353:- 357:error_code:h 360:topics[] 378:topics[]>topic_name 394:topics[]>partitions[] 412:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 415:topics[]>partitions[]>current_voters[] 433:topics[]>partitions[]>current_voters[]>replica_id:i/log_end_offset:q 439:topics[]>partitions[]>current_voters[]>tagged_fields 447:topics[]>partitions[]>observers[] 465:topics[]>partitions[]>observers[]>replica_id:i/log_end_offset:q 471:topics[]>partitions[]>observers[]>tagged_fields 480:topics[]>partitions[]>tagged_fields 488:topics[]>tagged_fields 498:tagged_fields 509:- 511:error_code:h 513:topics[] 532:nodes 535:tagged_fields 545:- 547:replica_id:i/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 549:replica_directory_id 552:tagged_fields 562:- 564:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 566:current_voters[] 585:observers[] 604:tagged_fields 614:- 616:topic_name 635:partitions[] 654:tagged_fields 664:- 668:error_code:h 671:topics[] 689:topics[]>topic_name 705:topics[]>partitions[] 723:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i/high_watermark:q 726:topics[]>partitions[]>current_voters[] 744:topics[]>partitions[]>current_voters[]>replica_id:i/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 748:topics[]>partitions[]>current_voters[]>tagged_fields 756:topics[]>partitions[]>observers[] 774:topics[]>partitions[]>observers[]>replica_id:i/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 778:topics[]>partitions[]>observers[]>tagged_fields 787:topics[]>partitions[]>tagged_fields 795:topics[]>tagged_fields 805:tagged_fields 816:- 818:error_code:h 820:topics[] 839:nodes 842:tagged_fields 852:- 854:replica_id:i/replica_directory_id:16s/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 856:tagged_fields 866:- 868:partition_index:i/error_code:h 870:error_message 889:leader_id:i/leader_epoch:i/high_watermark:q 891:current_voters[] 910:observers[] 929:tagged_fields 939:- 941:topic_name 960:partitions[] 979:tagged_fields 989:- 991:name 1010:host 1029:port:H 1031:tagged_fields 1041:- 1043:node_id:i 1045:listeners[] 1064:tagged_fields 1074:- 1078:error_code:h 1081:error_message 1104:topics[] 1122:topics[]>topic_name 1138:topics[]>partitions[] 1156:topics[]>partitions[]>partition_index:i/error_code:h 1159:topics[]>partitions[]>error_message 1182:topics[]>partitions[]>leader_id:i/leader_epoch:i/high_watermark:q 1185:topics[]>partitions[]>current_voters[] 1203:topics[]>partitions[]>current_voters[]>replica_id:i/replica_directory_id:16s/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 1207:topics[]>partitions[]>current_voters[]>tagged_fields 1215:topics[]>partitions[]>observers[] 1233:topics[]>partitions[]>observers[]>replica_id:i/replica_directory_id:16s/log_end_offset:q/last_fetch_timestamp:q/last_caught_up_timestamp:q 1237:topics[]>partitions[]>observers[]>tagged_fields 1245:topics[]>partitions[]>tagged_fields 1253:topics[]>tagged_fields 1261:nodes[] 1279:nodes[]>node_id:i 1282:nodes[]>listeners[] 1300:nodes[]>listeners[]>name 1316:nodes[]>listeners[]>host 1332:nodes[]>listeners[]>port:H 1335:nodes[]>listeners[]>tagged_fields 1343:nodes[]>tagged_fields 1351:tagged_fields 1362:- 1364:error_code:h 1366:error_message 1385:topics[] 1404:nodes[] 1423:tagged_fields"
 )

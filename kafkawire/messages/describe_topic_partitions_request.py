@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -312,6 +313,43 @@ DescribeTopicPartitionsRequest._WRITERS = {
     0: _write_DescribeTopicPartitionsRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_TopicRequest_v0 = (
+    TopicRequest, True,
+    (
+        ('name', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_P_Cursor_v0 = (
+    Cursor, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partition_index', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeTopicPartitionsRequest_v0 = (
+    DescribeTopicPartitionsRequest, True,
+    (
+        ('topics', ('array', 1, 2, ('struct', 0, _P_TopicRequest_v0))),
+        ('response_partition_limit', ('int32', 0)),
+        ('cursor', ('struct', 2, _P_Cursor_v0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeTopicPartitionsRequest, {
+    0: _P_DescribeTopicPartitionsRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "105:- 107:name 126:tagged_fields 136:- 140:topic_name 156:partition_index:i 159:tagged_fields 170:- 172:topic_name 191:partition_index:i 193:tagged_fields 203:- 207:topics[] 225:topics[]>name 241:topics[]>tagged_fields 249:response_partition_limit:i 252:cursor 258:tagged_fields 269:- 271:topics[] 290:response_partition_limit:i 292:cursor 299:tagged_fields"
+    "106:- 108:name 127:tagged_fields 137:- 141:topic_name 157:partition_index:i 160:tagged_fields 171:- 173:topic_name 192:partition_index:i 194:tagged_fields 204:- 208:topics[] 226:topics[]>name 242:topics[]>tagged_fields 250:response_partition_limit:i 253:cursor 259:tagged_fields 270:- 272:topics[] 291:response_partition_limit:i 293:cursor 300:tagged_fields"
 )

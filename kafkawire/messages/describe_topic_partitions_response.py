@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -617,6 +618,65 @@ DescribeTopicPartitionsResponse._WRITERS = {
     0: _write_DescribeTopicPartitionsResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DescribeTopicPartitionsResponsePartition_v0 = (
+    DescribeTopicPartitionsResponsePartition, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition_index', ('int32', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('replica_nodes', ('array', 1, 4, ('int32', 0))),
+        ('isr_nodes', ('array', 1, 4, ('int32', 0))),
+        ('eligible_leader_replicas', ('array', 3, 4, ('int32', 0))),
+        ('last_known_elr', ('array', 3, 4, ('int32', 0))),
+        ('offline_replicas', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeTopicPartitionsResponseTopic_v0 = (
+    DescribeTopicPartitionsResponseTopic, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 3)),
+        ('topic_id', ('uuid', 0)),
+        ('is_internal', ('bool', 0)),
+        ('partitions', ('array', 1, 20, ('struct', 0, _P_DescribeTopicPartitionsResponsePartition_v0))),
+        ('topic_authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_Cursor_v0 = (
+    Cursor, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partition_index', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeTopicPartitionsResponse_v0 = (
+    DescribeTopicPartitionsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 26, ('struct', 0, _P_DescribeTopicPartitionsResponseTopic_v0))),
+        ('next_cursor', ('struct', 2, _P_Cursor_v0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeTopicPartitionsResponse, {
+    0: _P_DescribeTopicPartitionsResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "174:- 176:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 178:replica_nodes 193:isr_nodes 208:eligible_leader_replicas 223:last_known_elr 238:offline_replicas 253:tagged_fields 263:- 265:error_code:h 267:name 286:topic_id:16s/is_internal:? 288:partitions[] 307:topic_authorized_operations:i 309:tagged_fields 319:- 323:topic_name 339:partition_index:i 342:tagged_fields 353:- 355:topic_name 374:partition_index:i 376:tagged_fields 386:- 390:throttle_time_ms:i 393:topics[] 411:topics[]>error_code:h 414:topics[]>name 437:topics[]>topic_id:16s/is_internal:? 441:topics[]>partitions[] 459:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 462:topics[]>partitions[]>replica_nodes 474:topics[]>partitions[]>isr_nodes 486:topics[]>partitions[]>eligible_leader_replicas 506:topics[]>partitions[]>last_known_elr 526:topics[]>partitions[]>offline_replicas 538:topics[]>partitions[]>tagged_fields 546:topics[]>topic_authorized_operations:i 549:topics[]>tagged_fields 557:next_cursor 563:tagged_fields 574:- 576:throttle_time_ms:i 578:topics[] 597:next_cursor 604:tagged_fields"
+    "175:- 177:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 179:replica_nodes 194:isr_nodes 209:eligible_leader_replicas 224:last_known_elr 239:offline_replicas 254:tagged_fields 264:- 266:error_code:h 268:name 287:topic_id:16s/is_internal:? 289:partitions[] 308:topic_authorized_operations:i 310:tagged_fields 320:- 324:topic_name 340:partition_index:i 343:tagged_fields 354:- 356:topic_name 375:partition_index:i 377:tagged_fields 387:- 391:throttle_time_ms:i 394:topics[] 412:topics[]>error_code:h 415:topics[]>name 438:topics[]>topic_id:16s/is_internal:? 442:topics[]>partitions[] 460:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 463:topics[]>partitions[]>replica_nodes 475:topics[]>partitions[]>isr_nodes 487:topics[]>partitions[]>eligible_leader_replicas 507:topics[]>partitions[]>last_known_elr 527:topics[]>partitions[]>offline_replicas 539:topics[]>partitions[]>tagged_fields 547:topics[]>topic_authorized_operations:i 550:topics[]>tagged_fields 558:next_cursor 564:tagged_fields 575:- 577:throttle_time_ms:i 579:topics[] 598:next_cursor 605:tagged_fields"
 )

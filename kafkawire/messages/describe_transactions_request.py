@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -147,6 +148,22 @@ DescribeTransactionsRequest._WRITERS = {
     0: _write_DescribeTransactionsRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_DescribeTransactionsRequest_v0 = (
+    DescribeTransactionsRequest, True,
+    (
+        ('transactional_ids', ('array', 1, 1, ('string', 1))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeTransactionsRequest, {
+    0: _P_DescribeTransactionsRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "50:- 54:transactional_ids[] 88:tagged_fields 99:- 101:transactional_ids[] 134:tagged_fields"
+    "51:- 55:transactional_ids[] 89:tagged_fields 100:- 102:transactional_ids[] 135:tagged_fields"
 )

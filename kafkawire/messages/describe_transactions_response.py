@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -419,6 +420,49 @@ DescribeTransactionsResponse._WRITERS = {
     0: _write_DescribeTransactionsResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_TopicData_v0 = (
+    TopicData, True,
+    (
+        ('topic', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_TransactionState_v0 = (
+    TransactionState, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('transactional_id', ('string', 1)),
+        ('transaction_state', ('string', 1)),
+        ('transaction_timeout_ms', ('int32', 0)),
+        ('transaction_start_time_ms', ('int64', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeTransactionsResponse_v0 = (
+    DescribeTransactionsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('transaction_states', ('array', 1, 28, ('struct', 0, _P_TransactionState_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeTransactionsResponse, {
+    0: _P_DescribeTransactionsResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "128:- 130:topic 149:partitions 164:tagged_fields 174:- 176:error_code:h 178:transactional_id 197:transaction_state 216:transaction_timeout_ms:i/transaction_start_time_ms:q/producer_id:q/producer_epoch:h 218:topics[] 237:tagged_fields 247:- 251:throttle_time_ms:i 254:transaction_states[] 272:transaction_states[]>error_code:h 275:transaction_states[]>transactional_id 291:transaction_states[]>transaction_state 307:transaction_states[]>transaction_timeout_ms:i/transaction_start_time_ms:q/producer_id:q/producer_epoch:h 310:transaction_states[]>topics[] 328:transaction_states[]>topics[]>topic 344:transaction_states[]>topics[]>partitions 356:transaction_states[]>topics[]>tagged_fields 364:transaction_states[]>tagged_fields 372:tagged_fields 383:- 385:throttle_time_ms:i 387:transaction_states[] 406:tagged_fields"
+    "129:- 131:topic 150:partitions 165:tagged_fields 175:- 177:error_code:h 179:transactional_id 198:transaction_state 217:transaction_timeout_ms:i/transaction_start_time_ms:q/producer_id:q/producer_epoch:h 219:topics[] 238:tagged_fields 248:- 252:throttle_time_ms:i 255:transaction_states[] 273:transaction_states[]>error_code:h 276:transaction_states[]>transactional_id 292:transaction_states[]>transaction_state 308:transaction_states[]>transaction_timeout_ms:i/transaction_start_time_ms:q/producer_id:q/producer_epoch:h 311:transaction_states[]>topics[] 329:transaction_states[]>topics[]>topic 345:transaction_states[]>topics[]>partitions 357:transaction_states[]>topics[]>tagged_fields 365:transaction_states[]>tagged_fields 373:tagged_fields 384:- 386:throttle_time_ms:i 388:transaction_states[] 407:tagged_fields"
 )

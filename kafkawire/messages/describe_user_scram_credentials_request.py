@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -198,6 +199,31 @@ DescribeUserScramCredentialsRequest._WRITERS = {
     0: _write_DescribeUserScramCredentialsRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_UserName_v0 = (
+    UserName, True,
+    (
+        ('name', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeUserScramCredentialsRequest_v0 = (
+    DescribeUserScramCredentialsRequest, True,
+    (
+        ('users', ('array', 3, 2, ('struct', 0, _P_UserName_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeUserScramCredentialsRequest, {
+    0: _P_DescribeUserScramCredentialsRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "73:- 75:name 94:tagged_fields 104:- 108:users[] 129:users[]>name 145:users[]>tagged_fields 153:tagged_fields 164:- 166:users[] 185:tagged_fields"
+    "74:- 76:name 95:tagged_fields 105:- 109:users[] 130:users[]>name 146:users[]>tagged_fields 154:tagged_fields 165:- 167:users[] 186:tagged_fields"
 )

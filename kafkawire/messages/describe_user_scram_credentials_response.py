@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -399,6 +400,47 @@ DescribeUserScramCredentialsResponse._WRITERS = {
     0: _write_DescribeUserScramCredentialsResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_CredentialInfo_v0 = (
+    CredentialInfo, True,
+    (
+        ('mechanism', ('int8', 0)),
+        ('iterations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeUserScramCredentialsResult_v0 = (
+    DescribeUserScramCredentialsResult, True,
+    (
+        ('user', ('string', 1)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('credential_infos', ('array', 1, 6, ('struct', 0, _P_CredentialInfo_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_DescribeUserScramCredentialsResponse_v0 = (
+    DescribeUserScramCredentialsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('results', ('array', 1, 6, ('struct', 0, _P_DescribeUserScramCredentialsResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(DescribeUserScramCredentialsResponse, {
+    0: _P_DescribeUserScramCredentialsResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "121:- 123:mechanism:b/iterations:i 125:tagged_fields 135:- 137:user 156:error_code:h 158:error_message 177:credential_infos[] 196:tagged_fields 206:- 210:throttle_time_ms:i/error_code:h 213:error_message 236:results[] 254:results[]>user 270:results[]>error_code:h 273:results[]>error_message 296:results[]>credential_infos[] 314:results[]>credential_infos[]>mechanism:b/iterations:i 317:results[]>credential_infos[]>tagged_fields 325:results[]>tagged_fields 333:tagged_fields 344:- 346:throttle_time_ms:i/error_code:h 348:error_message 367:results[] 386:tagged_fields"
+    "122:- 124:mechanism:b/iterations:i 126:tagged_fields 136:- 138:user 157:error_code:h 159:error_message 178:credential_infos[] 197:tagged_fields 207:- 211:throttle_time_ms:i/error_code:h 214:error_message 237:results[] 255:results[]>user 271:results[]>error_code:h 274:results[]>error_message 297:results[]>credential_infos[] 315:results[]>credential_infos[]>mechanism:b/iterations:i 318:results[]>credential_infos[]>tagged_fields 326:results[]>tagged_fields 334:tagged_fields 345:- 347:throttle_time_ms:i/error_code:h 349:error_message 368:results[] 387:tagged_fields"
 )

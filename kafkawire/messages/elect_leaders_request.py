@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -417,6 +418,69 @@ ElectLeadersRequest._WRITERS = {
     2: _write_ElectLeadersRequest_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_TopicPartitions_v0 = (
+    TopicPartitions, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_ElectLeadersRequest_v0 = (
+    ElectLeadersRequest, False,
+    (
+        ('topic_partitions', ('array', 2, 6, ('struct', 0, _P_TopicPartitions_v0))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (
+        ('election_type', 0),
+    ),
+    (),
+)
+
+_P_ElectLeadersRequest_v1 = (
+    ElectLeadersRequest, False,
+    (
+        ('election_type', ('int8', 0)),
+        ('topic_partitions', ('array', 2, 6, ('struct', 0, _P_TopicPartitions_v0))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_TopicPartitions_v2 = (
+    TopicPartitions, True,
+    (
+        ('topic', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_ElectLeadersRequest_v2 = (
+    ElectLeadersRequest, True,
+    (
+        ('election_type', ('int8', 0)),
+        ('topic_partitions', ('array', 3, 3, ('struct', 0, _P_TopicPartitions_v2))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(ElectLeadersRequest, {
+    0: _P_ElectLeadersRequest_v0,
+    1: _P_ElectLeadersRequest_v1,
+    2: _P_ElectLeadersRequest_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "87:- 89:topic 100:partitions 107:unknown_tags 114:- 118:topic_partitions[] 129:topic_partitions[]>topic 137:topic_partitions[]>partitions 147:timeout_ms:i 157:- 159:topic_partitions[] 170:timeout_ms:i 172:election_type 175:unknown_tags 182:- 186:election_type:b 189:topic_partitions[] 200:topic_partitions[]>topic 208:topic_partitions[]>partitions 218:timeout_ms:i 227:- 229:election_type:b 231:topic_partitions[] 242:timeout_ms:i 244:unknown_tags 251:- 253:topic 272:partitions 287:tagged_fields 297:- 301:election_type:b 304:topic_partitions[] 325:topic_partitions[]>topic 341:topic_partitions[]>partitions 353:topic_partitions[]>tagged_fields 361:timeout_ms:i 364:tagged_fields 375:- 377:election_type:b 379:topic_partitions[] 398:timeout_ms:i 400:tagged_fields"
+    "88:- 90:topic 101:partitions 108:unknown_tags 115:- 119:topic_partitions[] 130:topic_partitions[]>topic 138:topic_partitions[]>partitions 148:timeout_ms:i 158:- 160:topic_partitions[] 171:timeout_ms:i 173:election_type 176:unknown_tags 183:- 187:election_type:b 190:topic_partitions[] 201:topic_partitions[]>topic 209:topic_partitions[]>partitions 219:timeout_ms:i 228:- 230:election_type:b 232:topic_partitions[] 243:timeout_ms:i 245:unknown_tags 252:- 254:topic 273:partitions 288:tagged_fields 298:- 302:election_type:b 305:topic_partitions[] 326:topic_partitions[]>topic 342:topic_partitions[]>partitions 354:topic_partitions[]>tagged_fields 362:timeout_ms:i 365:tagged_fields 376:- 378:election_type:b 380:topic_partitions[] 399:timeout_ms:i 401:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -563,6 +564,91 @@ ElectLeadersResponse._WRITERS = {
     2: _write_ElectLeadersResponse_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionResult_v0 = (
+    PartitionResult, False,
+    (
+        ('partition_id', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_P_ReplicaElectionResult_v0 = (
+    ReplicaElectionResult, False,
+    (
+        ('topic', ('string', 0)),
+        ('partition_result', ('array', 0, 8, ('struct', 0, _P_PartitionResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_ElectLeadersResponse_v0 = (
+    ElectLeadersResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('replica_election_results', ('array', 0, 6, ('struct', 0, _P_ReplicaElectionResult_v0))),
+    ),
+    (
+        ('error_code', 0),
+    ),
+    (),
+)
+
+_P_ElectLeadersResponse_v1 = (
+    ElectLeadersResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('replica_election_results', ('array', 0, 6, ('struct', 0, _P_ReplicaElectionResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionResult_v2 = (
+    PartitionResult, True,
+    (
+        ('partition_id', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_ReplicaElectionResult_v2 = (
+    ReplicaElectionResult, True,
+    (
+        ('topic', ('string', 1)),
+        ('partition_result', ('array', 1, 8, ('struct', 0, _P_PartitionResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_ElectLeadersResponse_v2 = (
+    ElectLeadersResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('replica_election_results', ('array', 1, 3, ('struct', 0, _P_ReplicaElectionResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ElectLeadersResponse, {
+    0: _P_ElectLeadersResponse_v0,
+    1: _P_ElectLeadersResponse_v1,
+    2: _P_ElectLeadersResponse_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "113:- 115:partition_id:i/error_code:h 117:error_message 128:unknown_tags 135:- 137:topic 148:partition_result[] 159:unknown_tags 166:- 170:throttle_time_ms:i 173:replica_election_results[] 181:replica_election_results[]>topic 189:replica_election_results[]>partition_result[] 197:replica_election_results[]>partition_result[]>partition_id:i/error_code:h 200:replica_election_results[]>partition_result[]>error_message 224:- 226:throttle_time_ms:i 228:replica_election_results[] 239:error_code 242:unknown_tags 249:- 253:throttle_time_ms:i/error_code:h 256:replica_election_results[] 264:replica_election_results[]>topic 272:replica_election_results[]>partition_result[] 280:replica_election_results[]>partition_result[]>partition_id:i/error_code:h 283:replica_election_results[]>partition_result[]>error_message 306:- 308:throttle_time_ms:i/error_code:h 310:replica_election_results[] 321:unknown_tags 328:- 330:partition_id:i/error_code:h 332:error_message 351:tagged_fields 361:- 363:topic 382:partition_result[] 401:tagged_fields 411:- 415:throttle_time_ms:i/error_code:h 418:replica_election_results[] 436:replica_election_results[]>topic 452:replica_election_results[]>partition_result[] 470:replica_election_results[]>partition_result[]>partition_id:i/error_code:h 473:replica_election_results[]>partition_result[]>error_message 496:replica_election_results[]>partition_result[]>tagged_fields 504:replica_election_results[]>tagged_fields 512:tagged_fields 523:- 525:throttle_time_ms:i/error_code:h 527:replica_election_results[] 546:tagged_fields"
+    "114:- 116:partition_id:i/error_code:h 118:error_message 129:unknown_tags 136:- 138:topic 149:partition_result[] 160:unknown_tags 167:- 171:throttle_time_ms:i 174:replica_election_results[] 182:replica_election_results[]>topic 190:replica_election_results[]>partition_result[] 198:replica_election_results[]>partition_result[]>partition_id:i/error_code:h 201:replica_election_results[]>partition_result[]>error_message 225:- 227:throttle_time_ms:i 229:replica_election_results[] 240:error_code 243:unknown_tags 250:- 254:throttle_time_ms:i/error_code:h 257:replica_election_results[] 265:replica_election_results[]>topic 273:replica_election_results[]>partition_result[] 281:replica_election_results[]>partition_result[]>partition_id:i/error_code:h 284:replica_election_results[]>partition_result[]>error_message 307:- 309:throttle_time_ms:i/error_code:h 311:replica_election_results[] 322:unknown_tags 329:- 331:partition_id:i/error_code:h 333:error_message 352:tagged_fields 362:- 364:topic 383:partition_result[] 402:tagged_fields 412:- 416:throttle_time_ms:i/error_code:h 419:replica_election_results[] 437:replica_election_results[]>topic 453:replica_election_results[]>partition_result[] 471:replica_election_results[]>partition_result[]>partition_id:i/error_code:h 474:replica_election_results[]>partition_result[]>error_message 497:replica_election_results[]>partition_result[]>tagged_fields 505:replica_election_results[]>tagged_fields 513:tagged_fields 524:- 526:throttle_time_ms:i/error_code:h 528:replica_election_results[] 547:tagged_fields"
 )

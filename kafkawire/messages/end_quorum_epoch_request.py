@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -747,6 +748,106 @@ EndQuorumEpochRequest._WRITERS = {
     1: _write_EndQuorumEpochRequest_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionData_v0 = (
+    PartitionData, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('preferred_successors', ('array', 0, 4, ('int32', 0))),
+    ),
+    (
+        ('preferred_candidates', ()),
+    ),
+    (),
+)
+
+_P_TopicData_v0 = (
+    TopicData, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partitions', ('array', 0, 16, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_EndQuorumEpochRequest_v0 = (
+    EndQuorumEpochRequest, False,
+    (
+        ('cluster_id', ('string', 2)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_TopicData_v0))),
+    ),
+    (
+        ('leader_endpoints', ()),
+    ),
+    (),
+)
+
+_P_ReplicaInfo_v1 = (
+    ReplicaInfo, True,
+    (
+        ('candidate_id', ('int32', 0)),
+        ('candidate_directory_id', ('uuid', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionData_v1 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('preferred_candidates', ('array', 1, 21, ('struct', 0, _P_ReplicaInfo_v1))),
+    ),
+    (
+        ('preferred_successors', ()),
+    ),
+    (),
+)
+
+_P_TopicData_v1 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 14, ('struct', 0, _P_PartitionData_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_LeaderEndpoint_v1 = (
+    LeaderEndpoint, True,
+    (
+        ('name', ('string', 1)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_EndQuorumEpochRequest_v1 = (
+    EndQuorumEpochRequest, True,
+    (
+        ('cluster_id', ('string', 3)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicData_v1))),
+        ('leader_endpoints', ('array', 1, 5, ('struct', 0, _P_LeaderEndpoint_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_native(EndQuorumEpochRequest, {
+    0: _P_EndQuorumEpochRequest_v0,
+    1: _P_EndQuorumEpochRequest_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "180:- 182:partition_index:i/leader_id:i/leader_epoch:i 184:preferred_successors 191:unknown_tags 198:- 200:topic_name 211:partitions[] 222:unknown_tags 229:- 233:cluster_id 244:topics[] 252:topics[]>topic_name 260:topics[]>partitions[] 268:topics[]>partitions[]>partition_index:i/leader_id:i/leader_epoch:i 271:topics[]>partitions[]>preferred_successors 292:- 294:cluster_id 305:topics[] 316:unknown_tags 323:- 325:candidate_id:i/candidate_directory_id:16s 327:tagged_fields 337:- 339:partition_index:i/leader_id:i/leader_epoch:i 341:preferred_candidates[] 360:tagged_fields 370:- 372:topic_name 391:partitions[] 410:tagged_fields 420:- 422:name 441:host 460:port:H 462:tagged_fields 472:- 476:cluster_id 499:topics[] 517:topics[]>topic_name 533:topics[]>partitions[] 551:topics[]>partitions[]>partition_index:i/leader_id:i/leader_epoch:i 554:topics[]>partitions[]>preferred_candidates[] 572:topics[]>partitions[]>preferred_candidates[]>candidate_id:i/candidate_directory_id:16s 576:topics[]>partitions[]>preferred_candidates[]>tagged_fields 585:topics[]>partitions[]>tagged_fields 593:topics[]>tagged_fields 601:leader_endpoints[] 619:leader_endpoints[]>name 635:leader_endpoints[]>host 651:leader_endpoints[]>port:H 654:leader_endpoints[]>tagged_fields 662:tagged_fields 673:- 675:cluster_id 694:topics[] 713:leader_endpoints[] 732:tagged_fields"
+    "181:- 183:partition_index:i/leader_id:i/leader_epoch:i 185:preferred_successors 192:unknown_tags 199:- 201:topic_name 212:partitions[] 223:unknown_tags 230:- 234:cluster_id 245:topics[] 253:topics[]>topic_name 261:topics[]>partitions[] 269:topics[]>partitions[]>partition_index:i/leader_id:i/leader_epoch:i 272:topics[]>partitions[]>preferred_successors 293:- 295:cluster_id 306:topics[] 317:unknown_tags 324:- 326:candidate_id:i/candidate_directory_id:16s 328:tagged_fields 338:- 340:partition_index:i/leader_id:i/leader_epoch:i 342:preferred_candidates[] 361:tagged_fields 371:- 373:topic_name 392:partitions[] 411:tagged_fields 421:- 423:name 442:host 461:port:H 463:tagged_fields 473:- 477:cluster_id 500:topics[] 518:topics[]>topic_name 534:topics[]>partitions[] 552:topics[]>partitions[]>partition_index:i/leader_id:i/leader_epoch:i 555:topics[]>partitions[]>preferred_candidates[] 573:topics[]>partitions[]>preferred_candidates[]>candidate_id:i/candidate_directory_id:16s 577:topics[]>partitions[]>preferred_candidates[]>tagged_fields 586:topics[]>partitions[]>tagged_fields 594:topics[]>tagged_fields 602:leader_endpoints[] 620:leader_endpoints[]>name 636:leader_endpoints[]>host 652:leader_endpoints[]>port:H 655:leader_endpoints[]>tagged_fields 663:tagged_fields 674:- 676:cluster_id 695:topics[] 714:leader_endpoints[] 733:tagged_fields"
 )

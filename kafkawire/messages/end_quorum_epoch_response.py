@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -498,8 +499,8 @@ def _read_EndQuorumEpochResponse_v1(buf, pos, view):
                 else:
                     size, pos = read_uvarint(buf, pos)
                 start = pos
-                end = pos + size
-                if end > blen:
+                tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                if tag_end > blen:
                     raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: node_endpoints
@@ -522,14 +523,14 @@ def _read_EndQuorumEpochResponse_v1(buf, pos, view):
                         item, pos = _read_NodeEndpoint_v1(buf, pos, view)
                         items[i_node_endpoints] = item
                     self.node_endpoints = tuple(items)
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 if unknown is None:
                     unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
+                unknown[tag] = bytes(buf[pos:tag_end])
+                pos = tag_end
             self.unknown_tags = unknown
         return self, pos
     except Exception as exc:
@@ -600,6 +601,95 @@ EndQuorumEpochResponse._WRITERS = {
     1: _write_EndQuorumEpochResponse_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionData_v0 = (
+    PartitionData, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_TopicData_v0 = (
+    TopicData, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partitions', ('array', 0, 14, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_EndQuorumEpochResponse_v0 = (
+    EndQuorumEpochResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_TopicData_v0))),
+    ),
+    (
+        ('node_endpoints', ()),
+    ),
+    (),
+)
+
+_P_PartitionData_v1 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_TopicData_v1 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 15, ('struct', 0, _P_PartitionData_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_NodeEndpoint_v1 = (
+    NodeEndpoint, True,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_EndQuorumEpochResponse_v1 = (
+    EndQuorumEpochResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicData_v1))),
+    ),
+    (
+        ('node_endpoints', ()),
+    ),
+    (
+        (0, 'node_endpoints', ('array', 1, 8, ('struct', 0, _P_NodeEndpoint_v1))),
+    ),
+)
+
+_install_native(EndQuorumEpochResponse, {
+    0: _P_EndQuorumEpochResponse_v0,
+    1: _P_EndQuorumEpochResponse_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "147:- 149:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 151:unknown_tags 158:- 160:topic_name 171:partitions[] 182:unknown_tags 189:- 193:error_code:h 196:topics[] 204:topics[]>topic_name 212:topics[]>partitions[] 220:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i 236:- 238:error_code:h 240:topics[] 251:node_endpoints 254:unknown_tags 261:- 263:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 265:tagged_fields 275:- 277:topic_name 296:partitions[] 315:tagged_fields 325:- 329:node_id:i 332:host 348:port:H 351:tagged_fields 362:- 364:node_id:i 366:host 385:port:H 387:tagged_fields 397:- 401:error_code:h 404:topics[] 422:topics[]>topic_name 438:topics[]>partitions[] 456:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i 459:topics[]>partitions[]>tagged_fields 467:topics[]>tagged_fields 476:tagged_fields 505:node_endpoints 527:tagged_fields 539:- 541:error_code:h 543:topics[] 563:node_endpoints 585:tagged_fields"
+    "148:- 150:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 152:unknown_tags 159:- 161:topic_name 172:partitions[] 183:unknown_tags 190:- 194:error_code:h 197:topics[] 205:topics[]>topic_name 213:topics[]>partitions[] 221:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i 237:- 239:error_code:h 241:topics[] 252:node_endpoints 255:unknown_tags 262:- 264:partition_index:i/error_code:h/leader_id:i/leader_epoch:i 266:tagged_fields 276:- 278:topic_name 297:partitions[] 316:tagged_fields 326:- 330:node_id:i 333:host 349:port:H 352:tagged_fields 363:- 365:node_id:i 367:host 386:port:H 388:tagged_fields 398:- 402:error_code:h 405:topics[] 423:topics[]>topic_name 439:topics[]>partitions[] 457:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i 460:topics[]>partitions[]>tagged_fields 468:topics[]>tagged_fields 477:tagged_fields 506:node_endpoints 528:tagged_fields 540:- 542:error_code:h 544:topics[] 564:node_endpoints 586:tagged_fields"
 )

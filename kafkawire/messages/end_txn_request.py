@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -184,6 +185,42 @@ EndTxnRequest._WRITERS = {
     5: _write_EndTxnRequest_v3,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_EndTxnRequest_v0 = (
+    EndTxnRequest, False,
+    (
+        ('transactional_id', ('string', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('committed', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_EndTxnRequest_v3 = (
+    EndTxnRequest, True,
+    (
+        ('transactional_id', ('string', 1)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('committed', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(EndTxnRequest, {
+    0: _P_EndTxnRequest_v0,
+    1: _P_EndTxnRequest_v0,
+    2: _P_EndTxnRequest_v0,
+    3: _P_EndTxnRequest_v3,
+    4: _P_EndTxnRequest_v3,
+    5: _P_EndTxnRequest_v3,
+})
+
 _FIELDS_AT = _FieldLines(
-    "61:- 65:transactional_id 73:producer_id:q/producer_epoch:h/committed:? 82:- 84:transactional_id 95:producer_id:q/producer_epoch:h/committed:? 97:unknown_tags 104:- 108:transactional_id 124:producer_id:q/producer_epoch:h/committed:? 127:tagged_fields 138:- 140:transactional_id 159:producer_id:q/producer_epoch:h/committed:? 161:tagged_fields"
+    "62:- 66:transactional_id 74:producer_id:q/producer_epoch:h/committed:? 83:- 85:transactional_id 96:producer_id:q/producer_epoch:h/committed:? 98:unknown_tags 105:- 109:transactional_id 125:producer_id:q/producer_epoch:h/committed:? 128:tagged_fields 139:- 141:transactional_id 160:producer_id:q/producer_epoch:h/committed:? 162:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -167,6 +168,56 @@ EndTxnResponse._WRITERS = {
     5: _write_EndTxnResponse_v5,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_EndTxnResponse_v0 = (
+    EndTxnResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('producer_id', -1),
+        ('producer_epoch', -1),
+    ),
+    (),
+)
+
+_P_EndTxnResponse_v3 = (
+    EndTxnResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('producer_id', -1),
+        ('producer_epoch', -1),
+    ),
+    (),
+)
+
+_P_EndTxnResponse_v5 = (
+    EndTxnResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(EndTxnResponse, {
+    0: _P_EndTxnResponse_v0,
+    1: _P_EndTxnResponse_v0,
+    2: _P_EndTxnResponse_v0,
+    3: _P_EndTxnResponse_v3,
+    4: _P_EndTxnResponse_v3,
+    5: _P_EndTxnResponse_v5,
+})
+
 _FIELDS_AT = _FieldLines(
-    "63:- 66:throttle_time_ms:i/error_code:h 77:- 79:throttle_time_ms:i/error_code:h 81:unknown_tags 88:- 92:throttle_time_ms:i/error_code:h 97:tagged_fields 108:- 110:throttle_time_ms:i/error_code:h 112:tagged_fields 122:- 126:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 129:tagged_fields 140:- 142:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 144:tagged_fields"
+    "64:- 67:throttle_time_ms:i/error_code:h 78:- 80:throttle_time_ms:i/error_code:h 82:unknown_tags 89:- 93:throttle_time_ms:i/error_code:h 98:tagged_fields 109:- 111:throttle_time_ms:i/error_code:h 113:tagged_fields 123:- 127:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 130:tagged_fields 141:- 143:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 145:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -190,6 +191,24 @@ EnvelopeRequest._WRITERS = {
     0: _write_EnvelopeRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_EnvelopeRequest_v0 = (
+    EnvelopeRequest, True,
+    (
+        ('request_data', ('bytes', 1)),
+        ('request_principal', ('bytes', 3)),
+        ('client_host_address', ('bytes', 1)),
+    ),
+    (),
+    (),
+)
+
+_install_native(EnvelopeRequest, {
+    0: _P_EnvelopeRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "56:- 62:request_data 80:request_principal 101:client_host_address 119:tagged_fields 130:- 132:request_data 147:request_principal 162:client_host_address 177:tagged_fields"
+    "57:- 63:request_data 81:request_principal 102:client_host_address 120:tagged_fields 131:- 133:request_data 148:request_principal 163:client_host_address 178:tagged_fields"
 )

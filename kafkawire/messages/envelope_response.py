@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -126,6 +127,23 @@ EnvelopeResponse._WRITERS = {
     0: _write_EnvelopeResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_EnvelopeResponse_v0 = (
+    EnvelopeResponse, True,
+    (
+        ('response_data', ('bytes', 3)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(EnvelopeResponse, {
+    0: _P_EnvelopeResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "53:- 59:response_data 80:error_code:h 83:tagged_fields 94:- 96:response_data 111:error_code:h 113:tagged_fields"
+    "54:- 60:response_data 81:error_code:h 84:tagged_fields 95:- 97:response_data 112:error_code:h 114:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -170,6 +171,35 @@ ExpireDelegationTokenRequest._WRITERS = {
     2: _write_ExpireDelegationTokenRequest_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ExpireDelegationTokenRequest_v0 = (
+    ExpireDelegationTokenRequest, False,
+    (
+        ('hmac', ('bytes', 0)),
+        ('expiry_time_period_ms', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_ExpireDelegationTokenRequest_v2 = (
+    ExpireDelegationTokenRequest, True,
+    (
+        ('hmac', ('bytes', 1)),
+        ('expiry_time_period_ms', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(ExpireDelegationTokenRequest, {
+    0: _P_ExpireDelegationTokenRequest_v0,
+    1: _P_ExpireDelegationTokenRequest_v0,
+    2: _P_ExpireDelegationTokenRequest_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "55:- 61:hmac 69:expiry_time_period_ms:q 78:- 80:hmac 87:expiry_time_period_ms:q 89:unknown_tags 96:- 102:hmac 120:expiry_time_period_ms:q 123:tagged_fields 134:- 136:hmac 151:expiry_time_period_ms:q 153:tagged_fields"
+    "56:- 62:hmac 70:expiry_time_period_ms:q 79:- 81:hmac 88:expiry_time_period_ms:q 90:unknown_tags 97:- 103:hmac 121:expiry_time_period_ms:q 124:tagged_fields 135:- 137:hmac 152:expiry_time_period_ms:q 154:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1400,8 +1401,8 @@ def _read_FetchRequest_v12(buf, pos, view):
                 else:
                     size, pos = read_uvarint(buf, pos)
                 start = pos
-                end = pos + size
-                if end > blen:
+                tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                if tag_end > blen:
                     raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: cluster_id
@@ -1427,14 +1428,14 @@ def _read_FetchRequest_v12(buf, pos, view):
                                 raise bad_length(n, pos, blen, "string")
                             self.cluster_id = str(buf[pos:end], "utf-8")
                             pos = end
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 if unknown is None:
                     unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
+                unknown[tag] = bytes(buf[pos:tag_end])
+                pos = tag_end
             self.unknown_tags = unknown
         return self, pos
     except Exception as exc:
@@ -1755,8 +1756,8 @@ def _read_FetchRequest_v13(buf, pos, view):
                 else:
                     size, pos = read_uvarint(buf, pos)
                 start = pos
-                end = pos + size
-                if end > blen:
+                tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                if tag_end > blen:
                     raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: cluster_id
@@ -1782,14 +1783,14 @@ def _read_FetchRequest_v13(buf, pos, view):
                                 raise bad_length(n, pos, blen, "string")
                             self.cluster_id = str(buf[pos:end], "utf-8")
                             pos = end
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 if unknown is None:
                     unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
+                unknown[tag] = bytes(buf[pos:tag_end])
+                pos = tag_end
             self.unknown_tags = unknown
         return self, pos
     except Exception as exc:
@@ -2081,8 +2082,8 @@ def _read_FetchRequest_v15(buf, pos, view):
                 else:
                     size, pos = read_uvarint(buf, pos)
                 start = pos
-                end = pos + size
-                if end > blen:
+                tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                if tag_end > blen:
                     raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: cluster_id
@@ -2108,21 +2109,21 @@ def _read_FetchRequest_v15(buf, pos, view):
                                 raise bad_length(n, pos, blen, "string")
                             self.cluster_id = str(buf[pos:end], "utf-8")
                             pos = end
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 elif tag == 1:
                     # field: replica_state
                     self._replica_state, pos = _read_ReplicaState_v15(buf, pos, view)
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 if unknown is None:
                     unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
+                unknown[tag] = bytes(buf[pos:tag_end])
+                pos = tag_end
             self.unknown_tags = unknown
         return self, pos
     except Exception as exc:
@@ -2364,8 +2365,8 @@ def _read_FetchRequest_v17(buf, pos, view):
                         else:
                             size, pos = read_uvarint(buf, pos)
                         start = pos
-                        end = pos + size
-                        if end > blen:
+                        tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                        if tag_end > blen:
                             raise bad_length(size, pos, blen, "tagged field")
                         if tag == 0:
                             # field: topics[]>partitions[]>replica_directory_id
@@ -2373,14 +2374,14 @@ def _read_FetchRequest_v17(buf, pos, view):
                                 raise _Invalid("truncated: the buffer ends inside a uuid", pos)
                             item1.replica_directory_id = uuid_from_bytes(buf[pos:pos + 16])
                             pos += 16
-                            if pos != end:
+                            if pos != tag_end:
                                 raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                             # field: topics[]>partitions[]>tagged_fields
                             continue
                         if unknown is None:
                             unknown = {}
-                        unknown[tag] = bytes(buf[pos:end])
-                        pos = end
+                        unknown[tag] = bytes(buf[pos:tag_end])
+                        pos = tag_end
                     item1.unknown_tags = unknown
                 items1[i_partitions] = item1
             item.partitions = tuple(items1)
@@ -2480,8 +2481,8 @@ def _read_FetchRequest_v17(buf, pos, view):
                 else:
                     size, pos = read_uvarint(buf, pos)
                 start = pos
-                end = pos + size
-                if end > blen:
+                tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                if tag_end > blen:
                     raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: cluster_id
@@ -2507,21 +2508,21 @@ def _read_FetchRequest_v17(buf, pos, view):
                                 raise bad_length(n, pos, blen, "string")
                             self.cluster_id = str(buf[pos:end], "utf-8")
                             pos = end
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 elif tag == 1:
                     # field: replica_state
                     self._replica_state, pos = _read_ReplicaState_v15(buf, pos, view)
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 if unknown is None:
                     unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
+                unknown[tag] = bytes(buf[pos:tag_end])
+                pos = tag_end
             self.unknown_tags = unknown
         return self, pos
     except Exception as exc:
@@ -2762,8 +2763,8 @@ def _read_FetchRequest_v18(buf, pos, view):
                         else:
                             size, pos = read_uvarint(buf, pos)
                         start = pos
-                        end = pos + size
-                        if end > blen:
+                        tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                        if tag_end > blen:
                             raise bad_length(size, pos, blen, "tagged field")
                         if tag == 0:
                             # field: topics[]>partitions[]>replica_directory_id
@@ -2771,14 +2772,14 @@ def _read_FetchRequest_v18(buf, pos, view):
                                 raise _Invalid("truncated: the buffer ends inside a uuid", pos)
                             item1.replica_directory_id = uuid_from_bytes(buf[pos:pos + 16])
                             pos += 16
-                            if pos != end:
+                            if pos != tag_end:
                                 raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                             # field: topics[]>partitions[]>tagged_fields
                             continue
                         if unknown is None:
                             unknown = {}
-                        unknown[tag] = bytes(buf[pos:end])
-                        pos = end
+                        unknown[tag] = bytes(buf[pos:tag_end])
+                        pos = tag_end
                     item1.unknown_tags = unknown
                 items1[i_partitions] = item1
             item.partitions = tuple(items1)
@@ -2878,8 +2879,8 @@ def _read_FetchRequest_v18(buf, pos, view):
                 else:
                     size, pos = read_uvarint(buf, pos)
                 start = pos
-                end = pos + size
-                if end > blen:
+                tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                if tag_end > blen:
                     raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: cluster_id
@@ -2905,21 +2906,21 @@ def _read_FetchRequest_v18(buf, pos, view):
                                 raise bad_length(n, pos, blen, "string")
                             self.cluster_id = str(buf[pos:end], "utf-8")
                             pos = end
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 elif tag == 1:
                     # field: replica_state
                     self._replica_state, pos = _read_ReplicaState_v15(buf, pos, view)
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 if unknown is None:
                     unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
+                unknown[tag] = bytes(buf[pos:tag_end])
+                pos = tag_end
             self.unknown_tags = unknown
         return self, pos
     except Exception as exc:
@@ -3073,6 +3074,532 @@ FetchRequest._WRITERS = {
     18: _write_FetchRequest_v18,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_FetchPartition_v0 = (
+    FetchPartition, False,
+    (
+        ('partition', ('int32', 0)),
+        ('fetch_offset', ('int64', 0)),
+        ('partition_max_bytes', ('int32', 0)),
+    ),
+    (
+        ('current_leader_epoch', -1),
+        ('last_fetched_epoch', -1),
+        ('log_start_offset', -1),
+        ('replica_directory_id', ZERO_UUID),
+        ('remote_partition_max_bytes', 0),
+    ),
+    (),
+)
+
+_P_FetchTopic_v0 = (
+    FetchTopic, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 16, ('struct', 0, _P_FetchPartition_v0))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_FetchRequest_v0 = (
+    FetchRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_FetchTopic_v0))),
+    ),
+    (
+        ('cluster_id', None),
+        ('_replica_state', _ABSENT),
+        ('max_bytes', 2147483647),
+        ('isolation_level', 0),
+        ('session_id', 0),
+        ('session_epoch', -1),
+        ('forgotten_topics_data', ()),
+        ('rack_id', ''),
+    ),
+    (),
+)
+
+_P_FetchRequest_v3 = (
+    FetchRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_FetchTopic_v0))),
+    ),
+    (
+        ('cluster_id', None),
+        ('_replica_state', _ABSENT),
+        ('isolation_level', 0),
+        ('session_id', 0),
+        ('session_epoch', -1),
+        ('forgotten_topics_data', ()),
+        ('rack_id', ''),
+    ),
+    (),
+)
+
+_P_FetchRequest_v4 = (
+    FetchRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_FetchTopic_v0))),
+    ),
+    (
+        ('cluster_id', None),
+        ('_replica_state', _ABSENT),
+        ('session_id', 0),
+        ('session_epoch', -1),
+        ('forgotten_topics_data', ()),
+        ('rack_id', ''),
+    ),
+    (),
+)
+
+_P_FetchPartition_v5 = (
+    FetchPartition, False,
+    (
+        ('partition', ('int32', 0)),
+        ('fetch_offset', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('partition_max_bytes', ('int32', 0)),
+    ),
+    (
+        ('current_leader_epoch', -1),
+        ('last_fetched_epoch', -1),
+        ('replica_directory_id', ZERO_UUID),
+        ('remote_partition_max_bytes', 0),
+    ),
+    (),
+)
+
+_P_FetchTopic_v5 = (
+    FetchTopic, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 24, ('struct', 0, _P_FetchPartition_v5))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_FetchRequest_v5 = (
+    FetchRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_FetchTopic_v5))),
+    ),
+    (
+        ('cluster_id', None),
+        ('_replica_state', _ABSENT),
+        ('session_id', 0),
+        ('session_epoch', -1),
+        ('forgotten_topics_data', ()),
+        ('rack_id', ''),
+    ),
+    (),
+)
+
+_P_ForgottenTopic_v7 = (
+    ForgottenTopic, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 4, ('int32', 0))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_FetchRequest_v7 = (
+    FetchRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('session_id', ('int32', 0)),
+        ('session_epoch', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_FetchTopic_v5))),
+        ('forgotten_topics_data', ('array', 0, 6, ('struct', 0, _P_ForgottenTopic_v7))),
+    ),
+    (
+        ('cluster_id', None),
+        ('_replica_state', _ABSENT),
+        ('rack_id', ''),
+    ),
+    (),
+)
+
+_P_FetchPartition_v9 = (
+    FetchPartition, False,
+    (
+        ('partition', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('fetch_offset', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('partition_max_bytes', ('int32', 0)),
+    ),
+    (
+        ('last_fetched_epoch', -1),
+        ('replica_directory_id', ZERO_UUID),
+        ('remote_partition_max_bytes', 0),
+    ),
+    (),
+)
+
+_P_FetchTopic_v9 = (
+    FetchTopic, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 28, ('struct', 0, _P_FetchPartition_v9))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_FetchRequest_v9 = (
+    FetchRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('session_id', ('int32', 0)),
+        ('session_epoch', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_FetchTopic_v9))),
+        ('forgotten_topics_data', ('array', 0, 6, ('struct', 0, _P_ForgottenTopic_v7))),
+    ),
+    (
+        ('cluster_id', None),
+        ('_replica_state', _ABSENT),
+        ('rack_id', ''),
+    ),
+    (),
+)
+
+_P_FetchRequest_v11 = (
+    FetchRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('session_id', ('int32', 0)),
+        ('session_epoch', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_FetchTopic_v9))),
+        ('forgotten_topics_data', ('array', 0, 6, ('struct', 0, _P_ForgottenTopic_v7))),
+        ('rack_id', ('string', 0)),
+    ),
+    (
+        ('cluster_id', None),
+        ('_replica_state', _ABSENT),
+    ),
+    (),
+)
+
+_P_FetchPartition_v12 = (
+    FetchPartition, True,
+    (
+        ('partition', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('fetch_offset', ('int64', 0)),
+        ('last_fetched_epoch', ('int32', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('partition_max_bytes', ('int32', 0)),
+    ),
+    (
+        ('replica_directory_id', ZERO_UUID),
+        ('remote_partition_max_bytes', 0),
+    ),
+    (),
+)
+
+_P_FetchTopic_v12 = (
+    FetchTopic, True,
+    (
+        ('topic', ('string', 1)),
+        ('partitions', ('array', 1, 33, ('struct', 0, _P_FetchPartition_v12))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_ForgottenTopic_v12 = (
+    ForgottenTopic, True,
+    (
+        ('topic', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_FetchRequest_v12 = (
+    FetchRequest, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('session_id', ('int32', 0)),
+        ('session_epoch', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_FetchTopic_v12))),
+        ('forgotten_topics_data', ('array', 1, 3, ('struct', 0, _P_ForgottenTopic_v12))),
+        ('rack_id', ('string', 1)),
+    ),
+    (
+        ('_replica_state', _ABSENT),
+        ('cluster_id', None),
+    ),
+    (
+        (0, 'cluster_id', ('string', 3)),
+    ),
+)
+
+_P_FetchTopic_v13 = (
+    FetchTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 33, ('struct', 0, _P_FetchPartition_v12))),
+    ),
+    (
+        ('topic', ''),
+    ),
+    (),
+)
+
+_P_ForgottenTopic_v13 = (
+    ForgottenTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (
+        ('topic', ''),
+    ),
+    (),
+)
+
+_P_FetchRequest_v13 = (
+    FetchRequest, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('session_id', ('int32', 0)),
+        ('session_epoch', ('int32', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _P_FetchTopic_v13))),
+        ('forgotten_topics_data', ('array', 1, 18, ('struct', 0, _P_ForgottenTopic_v13))),
+        ('rack_id', ('string', 1)),
+    ),
+    (
+        ('_replica_state', _ABSENT),
+        ('cluster_id', None),
+    ),
+    (
+        (0, 'cluster_id', ('string', 3)),
+    ),
+)
+
+_P_ReplicaState_v15 = (
+    ReplicaState, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('replica_epoch', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_FetchRequest_v15 = (
+    FetchRequest, True,
+    (
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('session_id', ('int32', 0)),
+        ('session_epoch', ('int32', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _P_FetchTopic_v13))),
+        ('forgotten_topics_data', ('array', 1, 18, ('struct', 0, _P_ForgottenTopic_v13))),
+        ('rack_id', ('string', 1)),
+    ),
+    (
+        ('replica_id', -1),
+        ('cluster_id', None),
+        ('_replica_state', _ABSENT),
+    ),
+    (
+        (0, 'cluster_id', ('string', 3)),
+        (1, '_replica_state', ('struct', 0, _P_ReplicaState_v15)),
+    ),
+)
+
+_P_FetchPartition_v17 = (
+    FetchPartition, True,
+    (
+        ('partition', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('fetch_offset', ('int64', 0)),
+        ('last_fetched_epoch', ('int32', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('partition_max_bytes', ('int32', 0)),
+    ),
+    (
+        ('remote_partition_max_bytes', 0),
+        ('replica_directory_id', ZERO_UUID),
+    ),
+    (
+        (0, 'replica_directory_id', ('uuid', 0)),
+    ),
+)
+
+_P_FetchTopic_v17 = (
+    FetchTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 33, ('struct', 0, _P_FetchPartition_v17))),
+    ),
+    (
+        ('topic', ''),
+    ),
+    (),
+)
+
+_P_FetchRequest_v17 = (
+    FetchRequest, True,
+    (
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('session_id', ('int32', 0)),
+        ('session_epoch', ('int32', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _P_FetchTopic_v17))),
+        ('forgotten_topics_data', ('array', 1, 18, ('struct', 0, _P_ForgottenTopic_v13))),
+        ('rack_id', ('string', 1)),
+    ),
+    (
+        ('replica_id', -1),
+        ('cluster_id', None),
+        ('_replica_state', _ABSENT),
+    ),
+    (
+        (0, 'cluster_id', ('string', 3)),
+        (1, '_replica_state', ('struct', 0, _P_ReplicaState_v15)),
+    ),
+)
+
+_P_FetchPartition_v18 = (
+    FetchPartition, True,
+    (
+        ('partition', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('fetch_offset', ('int64', 0)),
+        ('last_fetched_epoch', ('int32', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('partition_max_bytes', ('int32', 0)),
+        ('remote_partition_max_bytes', ('int32', 0)),
+    ),
+    (
+        ('replica_directory_id', ZERO_UUID),
+    ),
+    (
+        (0, 'replica_directory_id', ('uuid', 0)),
+    ),
+)
+
+_P_FetchTopic_v18 = (
+    FetchTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 37, ('struct', 0, _P_FetchPartition_v18))),
+    ),
+    (
+        ('topic', ''),
+    ),
+    (),
+)
+
+_P_FetchRequest_v18 = (
+    FetchRequest, True,
+    (
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('session_id', ('int32', 0)),
+        ('session_epoch', ('int32', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _P_FetchTopic_v18))),
+        ('forgotten_topics_data', ('array', 1, 18, ('struct', 0, _P_ForgottenTopic_v13))),
+        ('rack_id', ('string', 1)),
+    ),
+    (
+        ('replica_id', -1),
+        ('cluster_id', None),
+        ('_replica_state', _ABSENT),
+    ),
+    (
+        (0, 'cluster_id', ('string', 3)),
+        (1, '_replica_state', ('struct', 0, _P_ReplicaState_v15)),
+    ),
+)
+
+_install_native(FetchRequest, {
+    0: _P_FetchRequest_v0,
+    1: _P_FetchRequest_v0,
+    2: _P_FetchRequest_v0,
+    3: _P_FetchRequest_v3,
+    4: _P_FetchRequest_v4,
+    5: _P_FetchRequest_v5,
+    6: _P_FetchRequest_v5,
+    7: _P_FetchRequest_v7,
+    8: _P_FetchRequest_v7,
+    9: _P_FetchRequest_v9,
+    10: _P_FetchRequest_v9,
+    11: _P_FetchRequest_v11,
+    12: _P_FetchRequest_v12,
+    13: _P_FetchRequest_v13,
+    14: _P_FetchRequest_v13,
+    15: _P_FetchRequest_v15,
+    16: _P_FetchRequest_v15,
+    17: _P_FetchRequest_v17,
+    18: _P_FetchRequest_v18,
+})
+
 _FIELDS_AT = _FieldLines(
-    "239:- 241:partition:i/fetch_offset:q/partition_max_bytes:i 243:last_fetched_epoch 246:unknown_tags 253:- 255:topic 266:partitions[] 277:unknown_tags 284:- 288:replica_id:i/max_wait_ms:i/min_bytes:i 291:topics[] 299:topics[]>topic 307:topics[]>partitions[] 315:topics[]>partitions[]>partition:i/fetch_offset:q/partition_max_bytes:i 344:- 346:replica_id:i/max_wait_ms:i/min_bytes:i 348:topics[] 359:replica_state 362:forgotten_topics_data 365:unknown_tags 372:- 376:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i 379:topics[] 387:topics[]>topic 395:topics[]>partitions[] 403:topics[]>partitions[]>partition:i/fetch_offset:q/partition_max_bytes:i 431:- 433:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i 435:topics[] 446:replica_state 449:forgotten_topics_data 452:unknown_tags 459:- 463:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 466:topics[] 474:topics[]>topic 482:topics[]>partitions[] 490:topics[]>partitions[]>partition:i/fetch_offset:q/partition_max_bytes:i 517:- 519:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 521:topics[] 532:replica_state 535:forgotten_topics_data 538:unknown_tags 545:- 547:partition:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 549:last_fetched_epoch 552:unknown_tags 559:- 561:topic 572:partitions[] 583:unknown_tags 590:- 594:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 597:topics[] 605:topics[]>topic 613:topics[]>partitions[] 621:topics[]>partitions[]>partition:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 647:- 649:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 651:topics[] 662:replica_state 665:forgotten_topics_data 668:unknown_tags 675:- 677:topic 688:partitions 695:unknown_tags 702:- 706:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 709:topics[] 717:topics[]>topic 725:topics[]>partitions[] 733:topics[]>partitions[]>partition:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 747:forgotten_topics_data[] 755:forgotten_topics_data[]>topic 763:forgotten_topics_data[]>partitions 783:- 785:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 787:topics[] 798:forgotten_topics_data[] 809:replica_state 812:unknown_tags 819:- 821:partition:i/current_leader_epoch:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 823:last_fetched_epoch 826:unknown_tags 833:- 835:topic 846:partitions[] 857:unknown_tags 864:- 868:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 871:topics[] 879:topics[]>topic 887:topics[]>partitions[] 895:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 908:forgotten_topics_data[] 916:forgotten_topics_data[]>topic 924:forgotten_topics_data[]>partitions 944:- 946:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 948:topics[] 959:forgotten_topics_data[] 970:replica_state 973:unknown_tags 980:- 984:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 987:topics[] 995:topics[]>topic 1003:topics[]>partitions[] 1011:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 1024:forgotten_topics_data[] 1032:forgotten_topics_data[]>topic 1040:forgotten_topics_data[]>partitions 1051:rack_id 1067:- 1069:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1071:topics[] 1082:forgotten_topics_data[] 1093:rack_id 1104:replica_state 1107:unknown_tags 1114:- 1116:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1118:tagged_fields 1128:- 1130:topic 1149:partitions[] 1168:tagged_fields 1178:- 1180:topic 1199:partitions 1214:tagged_fields 1224:- 1228:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1231:topics[] 1249:topics[]>topic 1265:topics[]>partitions[] 1283:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1288:topics[]>partitions[]>tagged_fields 1297:topics[]>tagged_fields 1305:forgotten_topics_data[] 1323:forgotten_topics_data[]>topic 1339:forgotten_topics_data[]>partitions 1352:forgotten_topics_data[]>tagged_fields 1360:rack_id 1378:tagged_fields 1407:cluster_id 1432:tagged_fields 1444:- 1446:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1448:topics[] 1467:forgotten_topics_data[] 1486:rack_id 1505:replica_state 1509:cluster_id 1531:tagged_fields 1541:- 1543:topic_id:16s 1545:partitions[] 1564:tagged_fields 1574:- 1576:topic_id:16s 1578:partitions 1593:tagged_fields 1603:- 1607:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1610:topics[] 1628:topics[]>topic_id:16s 1632:topics[]>partitions[] 1650:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1655:topics[]>partitions[]>tagged_fields 1664:topics[]>tagged_fields 1672:forgotten_topics_data[] 1690:forgotten_topics_data[]>topic_id:16s 1694:forgotten_topics_data[]>partitions 1707:forgotten_topics_data[]>tagged_fields 1715:rack_id 1733:tagged_fields 1762:cluster_id 1787:tagged_fields 1799:- 1801:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1803:topics[] 1822:forgotten_topics_data[] 1841:rack_id 1860:replica_state 1864:cluster_id 1886:tagged_fields 1896:- 1900:replica_id:i/replica_epoch:q 1903:tagged_fields 1914:- 1916:replica_id:i/replica_epoch:q 1918:tagged_fields 1928:- 1932:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1935:topics[] 1953:topics[]>topic_id:16s 1957:topics[]>partitions[] 1975:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1980:topics[]>partitions[]>tagged_fields 1989:topics[]>tagged_fields 1997:forgotten_topics_data[] 2015:forgotten_topics_data[]>topic_id:16s 2019:forgotten_topics_data[]>partitions 2032:forgotten_topics_data[]>tagged_fields 2040:rack_id 2059:tagged_fields 2088:cluster_id 2113:tagged_fields 2116:replica_state 2120:tagged_fields 2132:- 2134:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2136:topics[] 2155:forgotten_topics_data[] 2174:rack_id 2193:replica_id 2197:cluster_id 2219:replica_state 2227:tagged_fields 2237:- 2239:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 2242:replica_directory_id 2247:tagged_fields 2257:- 2259:topic_id:16s 2261:partitions[] 2280:tagged_fields 2290:- 2294:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2297:topics[] 2315:topics[]>topic_id:16s 2319:topics[]>partitions[] 2337:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 2342:topics[]>partitions[]>tagged_fields 2371:topics[]>partitions[]>replica_directory_id 2378:topics[]>partitions[]>tagged_fields 2388:topics[]>tagged_fields 2396:forgotten_topics_data[] 2414:forgotten_topics_data[]>topic_id:16s 2418:forgotten_topics_data[]>partitions 2431:forgotten_topics_data[]>tagged_fields 2439:rack_id 2458:tagged_fields 2487:cluster_id 2512:tagged_fields 2515:replica_state 2519:tagged_fields 2531:- 2533:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2535:topics[] 2554:forgotten_topics_data[] 2573:rack_id 2592:replica_id 2596:cluster_id 2618:replica_state 2626:tagged_fields 2636:- 2638:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i/remote_partition_max_bytes:i 2641:replica_directory_id 2646:tagged_fields 2656:- 2658:topic_id:16s 2660:partitions[] 2679:tagged_fields 2689:- 2693:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2696:topics[] 2714:topics[]>topic_id:16s 2718:topics[]>partitions[] 2736:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i/remote_partition_max_bytes:i 2740:topics[]>partitions[]>tagged_fields 2769:topics[]>partitions[]>replica_directory_id 2776:topics[]>partitions[]>tagged_fields 2786:topics[]>tagged_fields 2794:forgotten_topics_data[] 2812:forgotten_topics_data[]>topic_id:16s 2816:forgotten_topics_data[]>partitions 2829:forgotten_topics_data[]>tagged_fields 2837:rack_id 2856:tagged_fields 2885:cluster_id 2910:tagged_fields 2913:replica_state 2917:tagged_fields 2929:- 2931:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2933:topics[] 2952:forgotten_topics_data[] 2971:rack_id 2990:replica_id 2994:cluster_id 3016:replica_state 3024:tagged_fields"
+    "240:- 242:partition:i/fetch_offset:q/partition_max_bytes:i 244:last_fetched_epoch 247:unknown_tags 254:- 256:topic 267:partitions[] 278:unknown_tags 285:- 289:replica_id:i/max_wait_ms:i/min_bytes:i 292:topics[] 300:topics[]>topic 308:topics[]>partitions[] 316:topics[]>partitions[]>partition:i/fetch_offset:q/partition_max_bytes:i 345:- 347:replica_id:i/max_wait_ms:i/min_bytes:i 349:topics[] 360:replica_state 363:forgotten_topics_data 366:unknown_tags 373:- 377:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i 380:topics[] 388:topics[]>topic 396:topics[]>partitions[] 404:topics[]>partitions[]>partition:i/fetch_offset:q/partition_max_bytes:i 432:- 434:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i 436:topics[] 447:replica_state 450:forgotten_topics_data 453:unknown_tags 460:- 464:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 467:topics[] 475:topics[]>topic 483:topics[]>partitions[] 491:topics[]>partitions[]>partition:i/fetch_offset:q/partition_max_bytes:i 518:- 520:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 522:topics[] 533:replica_state 536:forgotten_topics_data 539:unknown_tags 546:- 548:partition:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 550:last_fetched_epoch 553:unknown_tags 560:- 562:topic 573:partitions[] 584:unknown_tags 591:- 595:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 598:topics[] 606:topics[]>topic 614:topics[]>partitions[] 622:topics[]>partitions[]>partition:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 648:- 650:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b 652:topics[] 663:replica_state 666:forgotten_topics_data 669:unknown_tags 676:- 678:topic 689:partitions 696:unknown_tags 703:- 707:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 710:topics[] 718:topics[]>topic 726:topics[]>partitions[] 734:topics[]>partitions[]>partition:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 748:forgotten_topics_data[] 756:forgotten_topics_data[]>topic 764:forgotten_topics_data[]>partitions 784:- 786:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 788:topics[] 799:forgotten_topics_data[] 810:replica_state 813:unknown_tags 820:- 822:partition:i/current_leader_epoch:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 824:last_fetched_epoch 827:unknown_tags 834:- 836:topic 847:partitions[] 858:unknown_tags 865:- 869:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 872:topics[] 880:topics[]>topic 888:topics[]>partitions[] 896:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 909:forgotten_topics_data[] 917:forgotten_topics_data[]>topic 925:forgotten_topics_data[]>partitions 945:- 947:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 949:topics[] 960:forgotten_topics_data[] 971:replica_state 974:unknown_tags 981:- 985:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 988:topics[] 996:topics[]>topic 1004:topics[]>partitions[] 1012:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/log_start_offset:q/partition_max_bytes:i 1025:forgotten_topics_data[] 1033:forgotten_topics_data[]>topic 1041:forgotten_topics_data[]>partitions 1052:rack_id 1068:- 1070:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1072:topics[] 1083:forgotten_topics_data[] 1094:rack_id 1105:replica_state 1108:unknown_tags 1115:- 1117:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1119:tagged_fields 1129:- 1131:topic 1150:partitions[] 1169:tagged_fields 1179:- 1181:topic 1200:partitions 1215:tagged_fields 1225:- 1229:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1232:topics[] 1250:topics[]>topic 1266:topics[]>partitions[] 1284:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1289:topics[]>partitions[]>tagged_fields 1298:topics[]>tagged_fields 1306:forgotten_topics_data[] 1324:forgotten_topics_data[]>topic 1340:forgotten_topics_data[]>partitions 1353:forgotten_topics_data[]>tagged_fields 1361:rack_id 1379:tagged_fields 1408:cluster_id 1433:tagged_fields 1445:- 1447:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1449:topics[] 1468:forgotten_topics_data[] 1487:rack_id 1506:replica_state 1510:cluster_id 1532:tagged_fields 1542:- 1544:topic_id:16s 1546:partitions[] 1565:tagged_fields 1575:- 1577:topic_id:16s 1579:partitions 1594:tagged_fields 1604:- 1608:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1611:topics[] 1629:topics[]>topic_id:16s 1633:topics[]>partitions[] 1651:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1656:topics[]>partitions[]>tagged_fields 1665:topics[]>tagged_fields 1673:forgotten_topics_data[] 1691:forgotten_topics_data[]>topic_id:16s 1695:forgotten_topics_data[]>partitions 1708:forgotten_topics_data[]>tagged_fields 1716:rack_id 1734:tagged_fields 1763:cluster_id 1788:tagged_fields 1800:- 1802:replica_id:i/max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1804:topics[] 1823:forgotten_topics_data[] 1842:rack_id 1861:replica_state 1865:cluster_id 1887:tagged_fields 1897:- 1901:replica_id:i/replica_epoch:q 1904:tagged_fields 1915:- 1917:replica_id:i/replica_epoch:q 1919:tagged_fields 1929:- 1933:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 1936:topics[] 1954:topics[]>topic_id:16s 1958:topics[]>partitions[] 1976:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 1981:topics[]>partitions[]>tagged_fields 1990:topics[]>tagged_fields 1998:forgotten_topics_data[] 2016:forgotten_topics_data[]>topic_id:16s 2020:forgotten_topics_data[]>partitions 2033:forgotten_topics_data[]>tagged_fields 2041:rack_id 2060:tagged_fields 2089:cluster_id 2114:tagged_fields 2117:replica_state 2121:tagged_fields 2133:- 2135:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2137:topics[] 2156:forgotten_topics_data[] 2175:rack_id 2194:replica_id 2198:cluster_id 2220:replica_state 2228:tagged_fields 2238:- 2240:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 2243:replica_directory_id 2248:tagged_fields 2258:- 2260:topic_id:16s 2262:partitions[] 2281:tagged_fields 2291:- 2295:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2298:topics[] 2316:topics[]>topic_id:16s 2320:topics[]>partitions[] 2338:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i 2343:topics[]>partitions[]>tagged_fields 2372:topics[]>partitions[]>replica_directory_id 2379:topics[]>partitions[]>tagged_fields 2389:topics[]>tagged_fields 2397:forgotten_topics_data[] 2415:forgotten_topics_data[]>topic_id:16s 2419:forgotten_topics_data[]>partitions 2432:forgotten_topics_data[]>tagged_fields 2440:rack_id 2459:tagged_fields 2488:cluster_id 2513:tagged_fields 2516:replica_state 2520:tagged_fields 2532:- 2534:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2536:topics[] 2555:forgotten_topics_data[] 2574:rack_id 2593:replica_id 2597:cluster_id 2619:replica_state 2627:tagged_fields 2637:- 2639:partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i/remote_partition_max_bytes:i 2642:replica_directory_id 2647:tagged_fields 2657:- 2659:topic_id:16s 2661:partitions[] 2680:tagged_fields 2690:- 2694:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2697:topics[] 2715:topics[]>topic_id:16s 2719:topics[]>partitions[] 2737:topics[]>partitions[]>partition:i/current_leader_epoch:i/fetch_offset:q/last_fetched_epoch:i/log_start_offset:q/partition_max_bytes:i/remote_partition_max_bytes:i 2741:topics[]>partitions[]>tagged_fields 2770:topics[]>partitions[]>replica_directory_id 2777:topics[]>partitions[]>tagged_fields 2787:topics[]>tagged_fields 2795:forgotten_topics_data[] 2813:forgotten_topics_data[]>topic_id:16s 2817:forgotten_topics_data[]>partitions 2830:forgotten_topics_data[]>tagged_fields 2838:rack_id 2857:tagged_fields 2886:cluster_id 2911:tagged_fields 2914:replica_state 2918:tagged_fields 2930:- 2932:max_wait_ms:i/min_bytes:i/max_bytes:i/isolation_level:b/session_id:i/session_epoch:i 2934:topics[] 2953:forgotten_topics_data[] 2972:rack_id 2991:replica_id 2995:cluster_id 3017:replica_state 3025:tagged_fields"
 )

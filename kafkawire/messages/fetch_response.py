@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1601,34 +1602,34 @@ def _read_FetchResponse_v12(buf, pos, view):
                         else:
                             size, pos = read_uvarint(buf, pos)
                         start = pos
-                        end = pos + size
-                        if end > blen:
+                        tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                        if tag_end > blen:
                             raise bad_length(size, pos, blen, "tagged field")
                         if tag == 0:
                             # field: responses[]>partitions[]>diverging_epoch
                             item1._diverging_epoch, pos = _read_EpochEndOffset_v12(buf, pos, view)
-                            if pos != end:
+                            if pos != tag_end:
                                 raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                             # field: responses[]>partitions[]>tagged_fields
                             continue
                         elif tag == 1:
                             # field: responses[]>partitions[]>current_leader
                             item1._current_leader, pos = _read_LeaderIdAndEpoch_v12(buf, pos, view)
-                            if pos != end:
+                            if pos != tag_end:
                                 raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                             # field: responses[]>partitions[]>tagged_fields
                             continue
                         elif tag == 2:
                             # field: responses[]>partitions[]>snapshot_id
                             item1._snapshot_id, pos = _read_SnapshotId_v12(buf, pos, view)
-                            if pos != end:
+                            if pos != tag_end:
                                 raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                             # field: responses[]>partitions[]>tagged_fields
                             continue
                         if unknown is None:
                             unknown = {}
-                        unknown[tag] = bytes(buf[pos:end])
-                        pos = end
+                        unknown[tag] = bytes(buf[pos:tag_end])
+                        pos = tag_end
                     item1.unknown_tags = unknown
                 items1[i_partitions] = item1
             item.partitions = tuple(items1)
@@ -1858,34 +1859,34 @@ def _read_FetchResponse_v13(buf, pos, view):
                         else:
                             size, pos = read_uvarint(buf, pos)
                         start = pos
-                        end = pos + size
-                        if end > blen:
+                        tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                        if tag_end > blen:
                             raise bad_length(size, pos, blen, "tagged field")
                         if tag == 0:
                             # field: responses[]>partitions[]>diverging_epoch
                             item1._diverging_epoch, pos = _read_EpochEndOffset_v12(buf, pos, view)
-                            if pos != end:
+                            if pos != tag_end:
                                 raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                             # field: responses[]>partitions[]>tagged_fields
                             continue
                         elif tag == 1:
                             # field: responses[]>partitions[]>current_leader
                             item1._current_leader, pos = _read_LeaderIdAndEpoch_v12(buf, pos, view)
-                            if pos != end:
+                            if pos != tag_end:
                                 raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                             # field: responses[]>partitions[]>tagged_fields
                             continue
                         elif tag == 2:
                             # field: responses[]>partitions[]>snapshot_id
                             item1._snapshot_id, pos = _read_SnapshotId_v12(buf, pos, view)
-                            if pos != end:
+                            if pos != tag_end:
                                 raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                             # field: responses[]>partitions[]>tagged_fields
                             continue
                         if unknown is None:
                             unknown = {}
-                        unknown[tag] = bytes(buf[pos:end])
-                        pos = end
+                        unknown[tag] = bytes(buf[pos:tag_end])
+                        pos = tag_end
                     item1.unknown_tags = unknown
                 items1[i_partitions] = item1
             item.partitions = tuple(items1)
@@ -2196,34 +2197,34 @@ def _read_FetchResponse_v16(buf, pos, view):
                         else:
                             size, pos = read_uvarint(buf, pos)
                         start = pos
-                        end = pos + size
-                        if end > blen:
+                        tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                        if tag_end > blen:
                             raise bad_length(size, pos, blen, "tagged field")
                         if tag == 0:
                             # field: responses[]>partitions[]>diverging_epoch
                             item1._diverging_epoch, pos = _read_EpochEndOffset_v12(buf, pos, view)
-                            if pos != end:
+                            if pos != tag_end:
                                 raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                             # field: responses[]>partitions[]>tagged_fields
                             continue
                         elif tag == 1:
                             # field: responses[]>partitions[]>current_leader
                             item1._current_leader, pos = _read_LeaderIdAndEpoch_v12(buf, pos, view)
-                            if pos != end:
+                            if pos != tag_end:
                                 raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                             # field: responses[]>partitions[]>tagged_fields
                             continue
                         elif tag == 2:
                             # field: responses[]>partitions[]>snapshot_id
                             item1._snapshot_id, pos = _read_SnapshotId_v12(buf, pos, view)
-                            if pos != end:
+                            if pos != tag_end:
                                 raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                             # field: responses[]>partitions[]>tagged_fields
                             continue
                         if unknown is None:
                             unknown = {}
-                        unknown[tag] = bytes(buf[pos:end])
-                        pos = end
+                        unknown[tag] = bytes(buf[pos:tag_end])
+                        pos = tag_end
                     item1.unknown_tags = unknown
                 items1[i_partitions] = item1
             item.partitions = tuple(items1)
@@ -2262,8 +2263,8 @@ def _read_FetchResponse_v16(buf, pos, view):
                 else:
                     size, pos = read_uvarint(buf, pos)
                 start = pos
-                end = pos + size
-                if end > blen:
+                tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                if tag_end > blen:
                     raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: node_endpoints
@@ -2286,14 +2287,14 @@ def _read_FetchResponse_v16(buf, pos, view):
                         item, pos = _read_NodeEndpoint_v16(buf, pos, view)
                         items[i_node_endpoints] = item
                     self.node_endpoints = tuple(items)
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 if unknown is None:
                     unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
+                unknown[tag] = bytes(buf[pos:tag_end])
+                pos = tag_end
             self.unknown_tags = unknown
         return self, pos
     except Exception as exc:
@@ -2398,6 +2399,397 @@ FetchResponse._WRITERS = {
     18: _write_FetchResponse_v16,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionData_v0 = (
+    PartitionData, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('high_watermark', ('int64', 0)),
+        ('records', ('records', 2)),
+    ),
+    (
+        ('last_stable_offset', -1),
+        ('log_start_offset', -1),
+        ('_diverging_epoch', _ABSENT),
+        ('_current_leader', _ABSENT),
+        ('_snapshot_id', _ABSENT),
+        ('aborted_transactions', ()),
+        ('preferred_read_replica', -1),
+    ),
+    (),
+)
+
+_P_FetchableTopicResponse_v0 = (
+    FetchableTopicResponse, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 18, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_FetchResponse_v0 = (
+    FetchResponse, False,
+    (
+        ('responses', ('array', 0, 6, ('struct', 0, _P_FetchableTopicResponse_v0))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+        ('error_code', 0),
+        ('session_id', 0),
+        ('node_endpoints', ()),
+    ),
+    (),
+)
+
+_P_FetchResponse_v1 = (
+    FetchResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('responses', ('array', 0, 6, ('struct', 0, _P_FetchableTopicResponse_v0))),
+    ),
+    (
+        ('error_code', 0),
+        ('session_id', 0),
+        ('node_endpoints', ()),
+    ),
+    (),
+)
+
+_P_AbortedTransaction_v4 = (
+    AbortedTransaction, False,
+    (
+        ('producer_id', ('int64', 0)),
+        ('first_offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionData_v4 = (
+    PartitionData, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('high_watermark', ('int64', 0)),
+        ('last_stable_offset', ('int64', 0)),
+        ('aborted_transactions', ('array', 2, 16, ('struct', 0, _P_AbortedTransaction_v4))),
+        ('records', ('records', 2)),
+    ),
+    (
+        ('log_start_offset', -1),
+        ('_diverging_epoch', _ABSENT),
+        ('_current_leader', _ABSENT),
+        ('_snapshot_id', _ABSENT),
+        ('preferred_read_replica', -1),
+    ),
+    (),
+)
+
+_P_FetchableTopicResponse_v4 = (
+    FetchableTopicResponse, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 30, ('struct', 0, _P_PartitionData_v4))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_FetchResponse_v4 = (
+    FetchResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('responses', ('array', 0, 6, ('struct', 0, _P_FetchableTopicResponse_v4))),
+    ),
+    (
+        ('error_code', 0),
+        ('session_id', 0),
+        ('node_endpoints', ()),
+    ),
+    (),
+)
+
+_P_PartitionData_v5 = (
+    PartitionData, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('high_watermark', ('int64', 0)),
+        ('last_stable_offset', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('aborted_transactions', ('array', 2, 16, ('struct', 0, _P_AbortedTransaction_v4))),
+        ('records', ('records', 2)),
+    ),
+    (
+        ('_diverging_epoch', _ABSENT),
+        ('_current_leader', _ABSENT),
+        ('_snapshot_id', _ABSENT),
+        ('preferred_read_replica', -1),
+    ),
+    (),
+)
+
+_P_FetchableTopicResponse_v5 = (
+    FetchableTopicResponse, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 38, ('struct', 0, _P_PartitionData_v5))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_FetchResponse_v5 = (
+    FetchResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('responses', ('array', 0, 6, ('struct', 0, _P_FetchableTopicResponse_v5))),
+    ),
+    (
+        ('error_code', 0),
+        ('session_id', 0),
+        ('node_endpoints', ()),
+    ),
+    (),
+)
+
+_P_FetchResponse_v7 = (
+    FetchResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('session_id', ('int32', 0)),
+        ('responses', ('array', 0, 6, ('struct', 0, _P_FetchableTopicResponse_v5))),
+    ),
+    (
+        ('node_endpoints', ()),
+    ),
+    (),
+)
+
+_P_PartitionData_v11 = (
+    PartitionData, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('high_watermark', ('int64', 0)),
+        ('last_stable_offset', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('aborted_transactions', ('array', 2, 16, ('struct', 0, _P_AbortedTransaction_v4))),
+        ('preferred_read_replica', ('int32', 0)),
+        ('records', ('records', 2)),
+    ),
+    (
+        ('_diverging_epoch', _ABSENT),
+        ('_current_leader', _ABSENT),
+        ('_snapshot_id', _ABSENT),
+    ),
+    (),
+)
+
+_P_FetchableTopicResponse_v11 = (
+    FetchableTopicResponse, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 42, ('struct', 0, _P_PartitionData_v11))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_FetchResponse_v11 = (
+    FetchResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('session_id', ('int32', 0)),
+        ('responses', ('array', 0, 6, ('struct', 0, _P_FetchableTopicResponse_v11))),
+    ),
+    (
+        ('node_endpoints', ()),
+    ),
+    (),
+)
+
+_P_AbortedTransaction_v12 = (
+    AbortedTransaction, True,
+    (
+        ('producer_id', ('int64', 0)),
+        ('first_offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_EpochEndOffset_v12 = (
+    EpochEndOffset, True,
+    (
+        ('epoch', ('int32', 0)),
+        ('end_offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_LeaderIdAndEpoch_v12 = (
+    LeaderIdAndEpoch, True,
+    (
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_SnapshotId_v12 = (
+    SnapshotId, True,
+    (
+        ('end_offset', ('int64', 0)),
+        ('epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionData_v12 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('high_watermark', ('int64', 0)),
+        ('last_stable_offset', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('aborted_transactions', ('array', 3, 17, ('struct', 0, _P_AbortedTransaction_v12))),
+        ('preferred_read_replica', ('int32', 0)),
+        ('records', ('records', 3)),
+    ),
+    (
+        ('_diverging_epoch', _ABSENT),
+        ('_current_leader', _ABSENT),
+        ('_snapshot_id', _ABSENT),
+    ),
+    (
+        (0, '_diverging_epoch', ('struct', 0, _P_EpochEndOffset_v12)),
+        (1, '_current_leader', ('struct', 0, _P_LeaderIdAndEpoch_v12)),
+        (2, '_snapshot_id', ('struct', 0, _P_SnapshotId_v12)),
+    ),
+)
+
+_P_FetchableTopicResponse_v12 = (
+    FetchableTopicResponse, True,
+    (
+        ('topic', ('string', 1)),
+        ('partitions', ('array', 1, 37, ('struct', 0, _P_PartitionData_v12))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_FetchResponse_v12 = (
+    FetchResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('session_id', ('int32', 0)),
+        ('responses', ('array', 1, 3, ('struct', 0, _P_FetchableTopicResponse_v12))),
+    ),
+    (
+        ('node_endpoints', ()),
+    ),
+    (),
+)
+
+_P_FetchableTopicResponse_v13 = (
+    FetchableTopicResponse, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 37, ('struct', 0, _P_PartitionData_v12))),
+    ),
+    (
+        ('topic', ''),
+    ),
+    (),
+)
+
+_P_FetchResponse_v13 = (
+    FetchResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('session_id', ('int32', 0)),
+        ('responses', ('array', 1, 18, ('struct', 0, _P_FetchableTopicResponse_v13))),
+    ),
+    (
+        ('node_endpoints', ()),
+    ),
+    (),
+)
+
+_P_NodeEndpoint_v16 = (
+    NodeEndpoint, True,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+        ('rack', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_FetchResponse_v16 = (
+    FetchResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('session_id', ('int32', 0)),
+        ('responses', ('array', 1, 18, ('struct', 0, _P_FetchableTopicResponse_v13))),
+    ),
+    (
+        ('node_endpoints', ()),
+    ),
+    (
+        (0, 'node_endpoints', ('array', 1, 11, ('struct', 0, _P_NodeEndpoint_v16))),
+    ),
+)
+
+_install_native(FetchResponse, {
+    0: _P_FetchResponse_v0,
+    1: _P_FetchResponse_v1,
+    2: _P_FetchResponse_v1,
+    3: _P_FetchResponse_v1,
+    4: _P_FetchResponse_v4,
+    5: _P_FetchResponse_v5,
+    6: _P_FetchResponse_v5,
+    7: _P_FetchResponse_v7,
+    8: _P_FetchResponse_v7,
+    9: _P_FetchResponse_v7,
+    10: _P_FetchResponse_v7,
+    11: _P_FetchResponse_v11,
+    12: _P_FetchResponse_v12,
+    13: _P_FetchResponse_v13,
+    14: _P_FetchResponse_v13,
+    15: _P_FetchResponse_v13,
+    16: _P_FetchResponse_v16,
+    17: _P_FetchResponse_v16,
+    18: _P_FetchResponse_v16,
+})
+
 _FIELDS_AT = _FieldLines(
-    "301:- 303:partition_index:i/error_code:h/high_watermark:q 305:records 312:diverging_epoch 315:current_leader 318:snapshot_id 321:preferred_read_replica 324:unknown_tags 331:- 333:topic 344:partitions[] 355:unknown_tags 362:- 368:responses[] 376:responses[]>topic 384:responses[]>partitions[] 392:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q 395:responses[]>partitions[]>records 430:- 432:responses[] 443:session_id 446:node_endpoints 449:unknown_tags 456:- 462:throttle_time_ms:i 465:responses[] 473:responses[]>topic 481:responses[]>partitions[] 489:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q 492:responses[]>partitions[]>records 526:- 528:throttle_time_ms:i 530:responses[] 541:session_id 544:node_endpoints 547:unknown_tags 554:- 556:producer_id:q/first_offset:q 558:unknown_tags 565:- 567:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q 569:aborted_transactions[] 580:records 587:diverging_epoch 590:current_leader 593:snapshot_id 596:preferred_read_replica 599:unknown_tags 606:- 608:topic 619:partitions[] 630:unknown_tags 637:- 643:throttle_time_ms:i 646:responses[] 654:responses[]>topic 662:responses[]>partitions[] 670:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q 673:responses[]>partitions[]>aborted_transactions[] 684:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 690:responses[]>partitions[]>records 722:- 724:throttle_time_ms:i 726:responses[] 737:session_id 740:node_endpoints 743:unknown_tags 750:- 752:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 754:aborted_transactions[] 765:records 772:diverging_epoch 775:current_leader 778:snapshot_id 781:preferred_read_replica 784:unknown_tags 791:- 793:topic 804:partitions[] 815:unknown_tags 822:- 828:throttle_time_ms:i 831:responses[] 839:responses[]>topic 847:responses[]>partitions[] 855:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 858:responses[]>partitions[]>aborted_transactions[] 869:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 875:responses[]>partitions[]>records 906:- 908:throttle_time_ms:i 910:responses[] 921:session_id 924:node_endpoints 927:unknown_tags 934:- 940:throttle_time_ms:i/error_code:h/session_id:i 943:responses[] 951:responses[]>topic 959:responses[]>partitions[] 967:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 970:responses[]>partitions[]>aborted_transactions[] 981:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 987:responses[]>partitions[]>records 1016:- 1018:throttle_time_ms:i/error_code:h/session_id:i 1020:responses[] 1031:node_endpoints 1034:unknown_tags 1041:- 1043:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1045:aborted_transactions[] 1056:preferred_read_replica:i 1058:records 1065:diverging_epoch 1068:current_leader 1071:snapshot_id 1074:unknown_tags 1081:- 1083:topic 1094:partitions[] 1105:unknown_tags 1112:- 1118:throttle_time_ms:i/error_code:h/session_id:i 1121:responses[] 1129:responses[]>topic 1137:responses[]>partitions[] 1145:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1148:responses[]>partitions[]>aborted_transactions[] 1159:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 1165:responses[]>partitions[]>preferred_read_replica:i 1168:responses[]>partitions[]>records 1196:- 1198:throttle_time_ms:i/error_code:h/session_id:i 1200:responses[] 1211:node_endpoints 1214:unknown_tags 1221:- 1223:producer_id:q/first_offset:q 1225:tagged_fields 1235:- 1239:epoch:i/end_offset:q 1242:tagged_fields 1253:- 1255:epoch:i/end_offset:q 1257:tagged_fields 1267:- 1271:leader_id:i/leader_epoch:i 1274:tagged_fields 1285:- 1287:leader_id:i/leader_epoch:i 1289:tagged_fields 1299:- 1303:end_offset:q/epoch:i 1306:tagged_fields 1317:- 1319:end_offset:q/epoch:i 1321:tagged_fields 1331:- 1333:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1335:aborted_transactions[] 1354:preferred_read_replica:i 1356:records 1372:diverging_epoch 1380:current_leader 1388:snapshot_id 1396:tagged_fields 1406:- 1408:topic 1427:partitions[] 1446:tagged_fields 1456:- 1462:throttle_time_ms:i/error_code:h/session_id:i 1465:responses[] 1483:responses[]>topic 1499:responses[]>partitions[] 1517:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1520:responses[]>partitions[]>aborted_transactions[] 1541:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 1544:responses[]>partitions[]>aborted_transactions[]>tagged_fields 1552:responses[]>partitions[]>preferred_read_replica:i 1555:responses[]>partitions[]>records 1579:responses[]>partitions[]>tagged_fields 1608:responses[]>partitions[]>diverging_epoch 1612:responses[]>partitions[]>tagged_fields 1615:responses[]>partitions[]>current_leader 1619:responses[]>partitions[]>tagged_fields 1622:responses[]>partitions[]>snapshot_id 1626:responses[]>partitions[]>tagged_fields 1636:responses[]>tagged_fields 1645:tagged_fields 1656:- 1658:throttle_time_ms:i/error_code:h/session_id:i 1660:responses[] 1679:node_endpoints 1682:tagged_fields 1692:- 1694:topic_id:16s 1696:partitions[] 1715:tagged_fields 1725:- 1731:throttle_time_ms:i/error_code:h/session_id:i 1734:responses[] 1752:responses[]>topic_id:16s 1756:responses[]>partitions[] 1774:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1777:responses[]>partitions[]>aborted_transactions[] 1798:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 1801:responses[]>partitions[]>aborted_transactions[]>tagged_fields 1809:responses[]>partitions[]>preferred_read_replica:i 1812:responses[]>partitions[]>records 1836:responses[]>partitions[]>tagged_fields 1865:responses[]>partitions[]>diverging_epoch 1869:responses[]>partitions[]>tagged_fields 1872:responses[]>partitions[]>current_leader 1876:responses[]>partitions[]>tagged_fields 1879:responses[]>partitions[]>snapshot_id 1883:responses[]>partitions[]>tagged_fields 1893:responses[]>tagged_fields 1902:tagged_fields 1913:- 1915:throttle_time_ms:i/error_code:h/session_id:i 1917:responses[] 1936:node_endpoints 1939:tagged_fields 1949:- 1953:node_id:i 1956:host 1972:port:i 1975:rack 1998:tagged_fields 2009:- 2011:node_id:i 2013:host 2032:port:i 2034:rack 2053:tagged_fields 2063:- 2069:throttle_time_ms:i/error_code:h/session_id:i 2072:responses[] 2090:responses[]>topic_id:16s 2094:responses[]>partitions[] 2112:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 2115:responses[]>partitions[]>aborted_transactions[] 2136:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 2139:responses[]>partitions[]>aborted_transactions[]>tagged_fields 2147:responses[]>partitions[]>preferred_read_replica:i 2150:responses[]>partitions[]>records 2174:responses[]>partitions[]>tagged_fields 2203:responses[]>partitions[]>diverging_epoch 2207:responses[]>partitions[]>tagged_fields 2210:responses[]>partitions[]>current_leader 2214:responses[]>partitions[]>tagged_fields 2217:responses[]>partitions[]>snapshot_id 2221:responses[]>partitions[]>tagged_fields 2231:responses[]>tagged_fields 2240:tagged_fields 2269:node_endpoints 2291:tagged_fields 2303:- 2305:throttle_time_ms:i/error_code:h/session_id:i 2307:responses[] 2327:node_endpoints 2349:tagged_fields"
+    "302:- 304:partition_index:i/error_code:h/high_watermark:q 306:records 313:diverging_epoch 316:current_leader 319:snapshot_id 322:preferred_read_replica 325:unknown_tags 332:- 334:topic 345:partitions[] 356:unknown_tags 363:- 369:responses[] 377:responses[]>topic 385:responses[]>partitions[] 393:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q 396:responses[]>partitions[]>records 431:- 433:responses[] 444:session_id 447:node_endpoints 450:unknown_tags 457:- 463:throttle_time_ms:i 466:responses[] 474:responses[]>topic 482:responses[]>partitions[] 490:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q 493:responses[]>partitions[]>records 527:- 529:throttle_time_ms:i 531:responses[] 542:session_id 545:node_endpoints 548:unknown_tags 555:- 557:producer_id:q/first_offset:q 559:unknown_tags 566:- 568:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q 570:aborted_transactions[] 581:records 588:diverging_epoch 591:current_leader 594:snapshot_id 597:preferred_read_replica 600:unknown_tags 607:- 609:topic 620:partitions[] 631:unknown_tags 638:- 644:throttle_time_ms:i 647:responses[] 655:responses[]>topic 663:responses[]>partitions[] 671:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q 674:responses[]>partitions[]>aborted_transactions[] 685:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 691:responses[]>partitions[]>records 723:- 725:throttle_time_ms:i 727:responses[] 738:session_id 741:node_endpoints 744:unknown_tags 751:- 753:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 755:aborted_transactions[] 766:records 773:diverging_epoch 776:current_leader 779:snapshot_id 782:preferred_read_replica 785:unknown_tags 792:- 794:topic 805:partitions[] 816:unknown_tags 823:- 829:throttle_time_ms:i 832:responses[] 840:responses[]>topic 848:responses[]>partitions[] 856:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 859:responses[]>partitions[]>aborted_transactions[] 870:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 876:responses[]>partitions[]>records 907:- 909:throttle_time_ms:i 911:responses[] 922:session_id 925:node_endpoints 928:unknown_tags 935:- 941:throttle_time_ms:i/error_code:h/session_id:i 944:responses[] 952:responses[]>topic 960:responses[]>partitions[] 968:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 971:responses[]>partitions[]>aborted_transactions[] 982:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 988:responses[]>partitions[]>records 1017:- 1019:throttle_time_ms:i/error_code:h/session_id:i 1021:responses[] 1032:node_endpoints 1035:unknown_tags 1042:- 1044:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1046:aborted_transactions[] 1057:preferred_read_replica:i 1059:records 1066:diverging_epoch 1069:current_leader 1072:snapshot_id 1075:unknown_tags 1082:- 1084:topic 1095:partitions[] 1106:unknown_tags 1113:- 1119:throttle_time_ms:i/error_code:h/session_id:i 1122:responses[] 1130:responses[]>topic 1138:responses[]>partitions[] 1146:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1149:responses[]>partitions[]>aborted_transactions[] 1160:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 1166:responses[]>partitions[]>preferred_read_replica:i 1169:responses[]>partitions[]>records 1197:- 1199:throttle_time_ms:i/error_code:h/session_id:i 1201:responses[] 1212:node_endpoints 1215:unknown_tags 1222:- 1224:producer_id:q/first_offset:q 1226:tagged_fields 1236:- 1240:epoch:i/end_offset:q 1243:tagged_fields 1254:- 1256:epoch:i/end_offset:q 1258:tagged_fields 1268:- 1272:leader_id:i/leader_epoch:i 1275:tagged_fields 1286:- 1288:leader_id:i/leader_epoch:i 1290:tagged_fields 1300:- 1304:end_offset:q/epoch:i 1307:tagged_fields 1318:- 1320:end_offset:q/epoch:i 1322:tagged_fields 1332:- 1334:partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1336:aborted_transactions[] 1355:preferred_read_replica:i 1357:records 1373:diverging_epoch 1381:current_leader 1389:snapshot_id 1397:tagged_fields 1407:- 1409:topic 1428:partitions[] 1447:tagged_fields 1457:- 1463:throttle_time_ms:i/error_code:h/session_id:i 1466:responses[] 1484:responses[]>topic 1500:responses[]>partitions[] 1518:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1521:responses[]>partitions[]>aborted_transactions[] 1542:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 1545:responses[]>partitions[]>aborted_transactions[]>tagged_fields 1553:responses[]>partitions[]>preferred_read_replica:i 1556:responses[]>partitions[]>records 1580:responses[]>partitions[]>tagged_fields 1609:responses[]>partitions[]>diverging_epoch 1613:responses[]>partitions[]>tagged_fields 1616:responses[]>partitions[]>current_leader 1620:responses[]>partitions[]>tagged_fields 1623:responses[]>partitions[]>snapshot_id 1627:responses[]>partitions[]>tagged_fields 1637:responses[]>tagged_fields 1646:tagged_fields 1657:- 1659:throttle_time_ms:i/error_code:h/session_id:i 1661:responses[] 1680:node_endpoints 1683:tagged_fields 1693:- 1695:topic_id:16s 1697:partitions[] 1716:tagged_fields 1726:- 1732:throttle_time_ms:i/error_code:h/session_id:i 1735:responses[] 1753:responses[]>topic_id:16s 1757:responses[]>partitions[] 1775:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 1778:responses[]>partitions[]>aborted_transactions[] 1799:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 1802:responses[]>partitions[]>aborted_transactions[]>tagged_fields 1810:responses[]>partitions[]>preferred_read_replica:i 1813:responses[]>partitions[]>records 1837:responses[]>partitions[]>tagged_fields 1866:responses[]>partitions[]>diverging_epoch 1870:responses[]>partitions[]>tagged_fields 1873:responses[]>partitions[]>current_leader 1877:responses[]>partitions[]>tagged_fields 1880:responses[]>partitions[]>snapshot_id 1884:responses[]>partitions[]>tagged_fields 1894:responses[]>tagged_fields 1903:tagged_fields 1914:- 1916:throttle_time_ms:i/error_code:h/session_id:i 1918:responses[] 1937:node_endpoints 1940:tagged_fields 1950:- 1954:node_id:i 1957:host 1973:port:i 1976:rack 1999:tagged_fields 2010:- 2012:node_id:i 2014:host 2033:port:i 2035:rack 2054:tagged_fields 2064:- 2070:throttle_time_ms:i/error_code:h/session_id:i 2073:responses[] 2091:responses[]>topic_id:16s 2095:responses[]>partitions[] 2113:responses[]>partitions[]>partition_index:i/error_code:h/high_watermark:q/last_stable_offset:q/log_start_offset:q 2116:responses[]>partitions[]>aborted_transactions[] 2137:responses[]>partitions[]>aborted_transactions[]>producer_id:q/first_offset:q 2140:responses[]>partitions[]>aborted_transactions[]>tagged_fields 2148:responses[]>partitions[]>preferred_read_replica:i 2151:responses[]>partitions[]>records 2175:responses[]>partitions[]>tagged_fields 2204:responses[]>partitions[]>diverging_epoch 2208:responses[]>partitions[]>tagged_fields 2211:responses[]>partitions[]>current_leader 2215:responses[]>partitions[]>tagged_fields 2218:responses[]>partitions[]>snapshot_id 2222:responses[]>partitions[]>tagged_fields 2232:responses[]>tagged_fields 2241:tagged_fields 2270:node_endpoints 2292:tagged_fields 2304:- 2306:throttle_time_ms:i/error_code:h/session_id:i 2308:responses[] 2328:node_endpoints 2350:tagged_fields"
 )

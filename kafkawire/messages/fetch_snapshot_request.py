@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -363,8 +364,8 @@ def _read_FetchSnapshotRequest_v0(buf, pos, view):
                 else:
                     size, pos = read_uvarint(buf, pos)
                 start = pos
-                end = pos + size
-                if end > blen:
+                tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                if tag_end > blen:
                     raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: cluster_id
@@ -390,14 +391,14 @@ def _read_FetchSnapshotRequest_v0(buf, pos, view):
                                 raise bad_length(n, pos, blen, "string")
                             self.cluster_id = str(buf[pos:end], "utf-8")
                             pos = end
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 if unknown is None:
                     unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
+                unknown[tag] = bytes(buf[pos:tag_end])
+                pos = tag_end
             self.unknown_tags = unknown
         return self, pos
     except Exception as exc:
@@ -630,8 +631,8 @@ def _read_FetchSnapshotRequest_v1(buf, pos, view):
                         else:
                             size, pos = read_uvarint(buf, pos)
                         start = pos
-                        end = pos + size
-                        if end > blen:
+                        tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                        if tag_end > blen:
                             raise bad_length(size, pos, blen, "tagged field")
                         if tag == 0:
                             # field: topics[]>partitions[]>replica_directory_id
@@ -639,14 +640,14 @@ def _read_FetchSnapshotRequest_v1(buf, pos, view):
                                 raise _Invalid("truncated: the buffer ends inside a uuid", pos)
                             item1.replica_directory_id = uuid_from_bytes(buf[pos:pos + 16])
                             pos += 16
-                            if pos != end:
+                            if pos != tag_end:
                                 raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                             # field: topics[]>partitions[]>tagged_fields
                             continue
                         if unknown is None:
                             unknown = {}
-                        unknown[tag] = bytes(buf[pos:end])
-                        pos = end
+                        unknown[tag] = bytes(buf[pos:tag_end])
+                        pos = tag_end
                     item1.unknown_tags = unknown
                 items1[i_partitions] = item1
             item.partitions = tuple(items1)
@@ -684,8 +685,8 @@ def _read_FetchSnapshotRequest_v1(buf, pos, view):
                 else:
                     size, pos = read_uvarint(buf, pos)
                 start = pos
-                end = pos + size
-                if end > blen:
+                tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                if tag_end > blen:
                     raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: cluster_id
@@ -711,14 +712,14 @@ def _read_FetchSnapshotRequest_v1(buf, pos, view):
                                 raise bad_length(n, pos, blen, "string")
                             self.cluster_id = str(buf[pos:end], "utf-8")
                             pos = end
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 if unknown is None:
                     unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
+                unknown[tag] = bytes(buf[pos:tag_end])
+                pos = tag_end
             self.unknown_tags = unknown
         return self, pos
     except Exception as exc:
@@ -789,6 +790,104 @@ FetchSnapshotRequest._WRITERS = {
     1: _write_FetchSnapshotRequest_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_SnapshotId_v0 = (
+    SnapshotId, True,
+    (
+        ('end_offset', ('int64', 0)),
+        ('epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionSnapshot_v0 = (
+    PartitionSnapshot, True,
+    (
+        ('partition', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('_snapshot_id', ('struct', 0, _P_SnapshotId_v0)),
+        ('position', ('int64', 0)),
+    ),
+    (
+        ('replica_directory_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_TopicSnapshot_v0 = (
+    TopicSnapshot, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 30, ('struct', 0, _P_PartitionSnapshot_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_FetchSnapshotRequest_v0 = (
+    FetchSnapshotRequest, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicSnapshot_v0))),
+    ),
+    (
+        ('cluster_id', None),
+    ),
+    (
+        (0, 'cluster_id', ('string', 3)),
+    ),
+)
+
+_P_PartitionSnapshot_v1 = (
+    PartitionSnapshot, True,
+    (
+        ('partition', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('_snapshot_id', ('struct', 0, _P_SnapshotId_v0)),
+        ('position', ('int64', 0)),
+    ),
+    (
+        ('replica_directory_id', ZERO_UUID),
+    ),
+    (
+        (0, 'replica_directory_id', ('uuid', 0)),
+    ),
+)
+
+_P_TopicSnapshot_v1 = (
+    TopicSnapshot, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 30, ('struct', 0, _P_PartitionSnapshot_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_FetchSnapshotRequest_v1 = (
+    FetchSnapshotRequest, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicSnapshot_v1))),
+    ),
+    (
+        ('cluster_id', None),
+    ),
+    (
+        (0, 'cluster_id', ('string', 3)),
+    ),
+)
+
+_install_native(FetchSnapshotRequest, {
+    0: _P_FetchSnapshotRequest_v0,
+    1: _P_FetchSnapshotRequest_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "153:- 157:end_offset:q/epoch:i 160:tagged_fields 171:- 173:end_offset:q/epoch:i 175:tagged_fields 185:- 187:partition:i/current_leader_epoch:i 189:snapshot_id 194:position:q 196:tagged_fields 206:- 208:name 227:partitions[] 246:tagged_fields 256:- 260:replica_id:i/max_bytes:i 263:topics[] 281:topics[]>name 297:topics[]>partitions[] 315:topics[]>partitions[]>partition:i/current_leader_epoch:i 318:topics[]>partitions[]>snapshot_id 320:topics[]>partitions[]>position:q 324:topics[]>partitions[]>tagged_fields 332:topics[]>tagged_fields 341:tagged_fields 370:cluster_id 395:tagged_fields 407:- 409:replica_id:i/max_bytes:i 411:topics[] 431:cluster_id 453:tagged_fields 463:- 465:partition:i/current_leader_epoch:i 467:snapshot_id 472:position:q 475:replica_directory_id 480:tagged_fields 490:- 492:name 511:partitions[] 530:tagged_fields 540:- 544:replica_id:i/max_bytes:i 547:topics[] 565:topics[]>name 581:topics[]>partitions[] 599:topics[]>partitions[]>partition:i/current_leader_epoch:i 602:topics[]>partitions[]>snapshot_id 604:topics[]>partitions[]>position:q 608:topics[]>partitions[]>tagged_fields 637:topics[]>partitions[]>replica_directory_id 644:topics[]>partitions[]>tagged_fields 653:topics[]>tagged_fields 662:tagged_fields 691:cluster_id 716:tagged_fields 728:- 730:replica_id:i/max_bytes:i 732:topics[] 752:cluster_id 774:tagged_fields"
+    "154:- 158:end_offset:q/epoch:i 161:tagged_fields 172:- 174:end_offset:q/epoch:i 176:tagged_fields 186:- 188:partition:i/current_leader_epoch:i 190:snapshot_id 195:position:q 197:tagged_fields 207:- 209:name 228:partitions[] 247:tagged_fields 257:- 261:replica_id:i/max_bytes:i 264:topics[] 282:topics[]>name 298:topics[]>partitions[] 316:topics[]>partitions[]>partition:i/current_leader_epoch:i 319:topics[]>partitions[]>snapshot_id 321:topics[]>partitions[]>position:q 325:topics[]>partitions[]>tagged_fields 333:topics[]>tagged_fields 342:tagged_fields 371:cluster_id 396:tagged_fields 408:- 410:replica_id:i/max_bytes:i 412:topics[] 432:cluster_id 454:tagged_fields 464:- 466:partition:i/current_leader_epoch:i 468:snapshot_id 473:position:q 476:replica_directory_id 481:tagged_fields 491:- 493:name 512:partitions[] 531:tagged_fields 541:- 545:replica_id:i/max_bytes:i 548:topics[] 566:topics[]>name 582:topics[]>partitions[] 600:topics[]>partitions[]>partition:i/current_leader_epoch:i 603:topics[]>partitions[]>snapshot_id 605:topics[]>partitions[]>position:q 609:topics[]>partitions[]>tagged_fields 638:topics[]>partitions[]>replica_directory_id 645:topics[]>partitions[]>tagged_fields 654:topics[]>tagged_fields 663:tagged_fields 692:cluster_id 717:tagged_fields 729:- 731:replica_id:i/max_bytes:i 733:topics[] 753:cluster_id 775:tagged_fields"
 )

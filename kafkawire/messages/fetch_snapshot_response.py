@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -488,20 +489,20 @@ def _read_FetchSnapshotResponse_v0(buf, pos, view):
                         else:
                             size, pos = read_uvarint(buf, pos)
                         start = pos
-                        end = pos + size
-                        if end > blen:
+                        tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                        if tag_end > blen:
                             raise bad_length(size, pos, blen, "tagged field")
                         if tag == 0:
                             # field: topics[]>partitions[]>current_leader
                             item1._current_leader, pos = _read_LeaderIdAndEpoch_v0(buf, pos, view)
-                            if pos != end:
+                            if pos != tag_end:
                                 raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                             # field: topics[]>partitions[]>tagged_fields
                             continue
                         if unknown is None:
                             unknown = {}
-                        unknown[tag] = bytes(buf[pos:end])
-                        pos = end
+                        unknown[tag] = bytes(buf[pos:tag_end])
+                        pos = tag_end
                     item1.unknown_tags = unknown
                 items1[i_partitions] = item1
             item.partitions = tuple(items1)
@@ -746,20 +747,20 @@ def _read_FetchSnapshotResponse_v1(buf, pos, view):
                         else:
                             size, pos = read_uvarint(buf, pos)
                         start = pos
-                        end = pos + size
-                        if end > blen:
+                        tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                        if tag_end > blen:
                             raise bad_length(size, pos, blen, "tagged field")
                         if tag == 0:
                             # field: topics[]>partitions[]>current_leader
                             item1._current_leader, pos = _read_LeaderIdAndEpoch_v0(buf, pos, view)
-                            if pos != end:
+                            if pos != tag_end:
                                 raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                             # field: topics[]>partitions[]>tagged_fields
                             continue
                         if unknown is None:
                             unknown = {}
-                        unknown[tag] = bytes(buf[pos:end])
-                        pos = end
+                        unknown[tag] = bytes(buf[pos:tag_end])
+                        pos = tag_end
                     item1.unknown_tags = unknown
                 items1[i_partitions] = item1
             item.partitions = tuple(items1)
@@ -797,8 +798,8 @@ def _read_FetchSnapshotResponse_v1(buf, pos, view):
                 else:
                     size, pos = read_uvarint(buf, pos)
                 start = pos
-                end = pos + size
-                if end > blen:
+                tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                if tag_end > blen:
                     raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: node_endpoints
@@ -821,14 +822,14 @@ def _read_FetchSnapshotResponse_v1(buf, pos, view):
                         item, pos = _read_NodeEndpoint_v1(buf, pos, view)
                         items[i_node_endpoints] = item
                     self.node_endpoints = tuple(items)
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 if unknown is None:
                     unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
+                unknown[tag] = bytes(buf[pos:tag_end])
+                pos = tag_end
             self.unknown_tags = unknown
         return self, pos
     except Exception as exc:
@@ -899,6 +900,101 @@ FetchSnapshotResponse._WRITERS = {
     1: _write_FetchSnapshotResponse_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_SnapshotId_v0 = (
+    SnapshotId, True,
+    (
+        ('end_offset', ('int64', 0)),
+        ('epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_LeaderIdAndEpoch_v0 = (
+    LeaderIdAndEpoch, True,
+    (
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionSnapshot_v0 = (
+    PartitionSnapshot, True,
+    (
+        ('index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('_snapshot_id', ('struct', 0, _P_SnapshotId_v0)),
+        ('size', ('int64', 0)),
+        ('position', ('int64', 0)),
+        ('unaligned_records', ('records', 1)),
+    ),
+    (
+        ('_current_leader', _ABSENT),
+    ),
+    (
+        (0, '_current_leader', ('struct', 0, _P_LeaderIdAndEpoch_v0)),
+    ),
+)
+
+_P_TopicSnapshot_v0 = (
+    TopicSnapshot, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 37, ('struct', 0, _P_PartitionSnapshot_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_FetchSnapshotResponse_v0 = (
+    FetchSnapshotResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicSnapshot_v0))),
+    ),
+    (
+        ('node_endpoints', ()),
+    ),
+    (),
+)
+
+_P_NodeEndpoint_v1 = (
+    NodeEndpoint, True,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_FetchSnapshotResponse_v1 = (
+    FetchSnapshotResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicSnapshot_v0))),
+    ),
+    (
+        ('node_endpoints', ()),
+    ),
+    (
+        (0, 'node_endpoints', ('array', 1, 8, ('struct', 0, _P_NodeEndpoint_v1))),
+    ),
+)
+
+_install_native(FetchSnapshotResponse, {
+    0: _P_FetchSnapshotResponse_v0,
+    1: _P_FetchSnapshotResponse_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "219:- 223:end_offset:q/epoch:i 226:tagged_fields 237:- 239:end_offset:q/epoch:i 241:tagged_fields 251:- 255:leader_id:i/leader_epoch:i 258:tagged_fields 269:- 271:leader_id:i/leader_epoch:i 273:tagged_fields 283:- 285:index:i/error_code:h 287:snapshot_id 292:size:q/position:q 294:unaligned_records 310:current_leader 318:tagged_fields 328:- 330:name 349:partitions[] 368:tagged_fields 378:- 384:throttle_time_ms:i/error_code:h 387:topics[] 405:topics[]>name 421:topics[]>partitions[] 439:topics[]>partitions[]>index:i/error_code:h 442:topics[]>partitions[]>snapshot_id 444:topics[]>partitions[]>size:q/position:q 447:topics[]>partitions[]>unaligned_records 466:topics[]>partitions[]>tagged_fields 495:topics[]>partitions[]>current_leader 499:topics[]>partitions[]>tagged_fields 508:topics[]>tagged_fields 517:tagged_fields 528:- 530:throttle_time_ms:i/error_code:h 532:topics[] 551:node_endpoints 554:tagged_fields 564:- 568:node_id:i 571:host 587:port:H 590:tagged_fields 601:- 603:node_id:i 605:host 624:port:H 626:tagged_fields 636:- 642:throttle_time_ms:i/error_code:h 645:topics[] 663:topics[]>name 679:topics[]>partitions[] 697:topics[]>partitions[]>index:i/error_code:h 700:topics[]>partitions[]>snapshot_id 702:topics[]>partitions[]>size:q/position:q 705:topics[]>partitions[]>unaligned_records 724:topics[]>partitions[]>tagged_fields 753:topics[]>partitions[]>current_leader 757:topics[]>partitions[]>tagged_fields 766:topics[]>tagged_fields 775:tagged_fields 804:node_endpoints 826:tagged_fields 838:- 840:throttle_time_ms:i/error_code:h 842:topics[] 862:node_endpoints 884:tagged_fields"
+    "220:- 224:end_offset:q/epoch:i 227:tagged_fields 238:- 240:end_offset:q/epoch:i 242:tagged_fields 252:- 256:leader_id:i/leader_epoch:i 259:tagged_fields 270:- 272:leader_id:i/leader_epoch:i 274:tagged_fields 284:- 286:index:i/error_code:h 288:snapshot_id 293:size:q/position:q 295:unaligned_records 311:current_leader 319:tagged_fields 329:- 331:name 350:partitions[] 369:tagged_fields 379:- 385:throttle_time_ms:i/error_code:h 388:topics[] 406:topics[]>name 422:topics[]>partitions[] 440:topics[]>partitions[]>index:i/error_code:h 443:topics[]>partitions[]>snapshot_id 445:topics[]>partitions[]>size:q/position:q 448:topics[]>partitions[]>unaligned_records 467:topics[]>partitions[]>tagged_fields 496:topics[]>partitions[]>current_leader 500:topics[]>partitions[]>tagged_fields 509:topics[]>tagged_fields 518:tagged_fields 529:- 531:throttle_time_ms:i/error_code:h 533:topics[] 552:node_endpoints 555:tagged_fields 565:- 569:node_id:i 572:host 588:port:H 591:tagged_fields 602:- 604:node_id:i 606:host 625:port:H 627:tagged_fields 637:- 643:throttle_time_ms:i/error_code:h 646:topics[] 664:topics[]>name 680:topics[]>partitions[] 698:topics[]>partitions[]>index:i/error_code:h 701:topics[]>partitions[]>snapshot_id 703:topics[]>partitions[]>size:q/position:q 706:topics[]>partitions[]>unaligned_records 725:topics[]>partitions[]>tagged_fields 754:topics[]>partitions[]>current_leader 758:topics[]>partitions[]>tagged_fields 767:topics[]>tagged_fields 776:tagged_fields 805:node_endpoints 827:tagged_fields 839:- 841:throttle_time_ms:i/error_code:h 843:topics[] 863:node_endpoints 885:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -340,6 +341,67 @@ FindCoordinatorRequest._WRITERS = {
     6: _write_FindCoordinatorRequest_v4,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_FindCoordinatorRequest_v0 = (
+    FindCoordinatorRequest, False,
+    (
+        ('key', ('string', 0)),
+    ),
+    (
+        ('key_type', 0),
+        ('coordinator_keys', ()),
+    ),
+    (),
+)
+
+_P_FindCoordinatorRequest_v1 = (
+    FindCoordinatorRequest, False,
+    (
+        ('key', ('string', 0)),
+        ('key_type', ('int8', 0)),
+    ),
+    (
+        ('coordinator_keys', ()),
+    ),
+    (),
+)
+
+_P_FindCoordinatorRequest_v3 = (
+    FindCoordinatorRequest, True,
+    (
+        ('key', ('string', 1)),
+        ('key_type', ('int8', 0)),
+    ),
+    (
+        ('coordinator_keys', ()),
+    ),
+    (),
+)
+
+_P_FindCoordinatorRequest_v4 = (
+    FindCoordinatorRequest, True,
+    (
+        ('key_type', ('int8', 0)),
+        ('coordinator_keys', ('array', 1, 1, ('string', 1))),
+    ),
+    (
+        ('key', ''),
+    ),
+    (),
+)
+
+_install_native(FindCoordinatorRequest, {
+    0: _P_FindCoordinatorRequest_v0,
+    1: _P_FindCoordinatorRequest_v1,
+    2: _P_FindCoordinatorRequest_v1,
+    3: _P_FindCoordinatorRequest_v3,
+    4: _P_FindCoordinatorRequest_v4,
+    5: _P_FindCoordinatorRequest_v4,
+    6: _P_FindCoordinatorRequest_v4,
+})
+
 _FIELDS_AT = _FieldLines(
-    "58:- 62:key 78:- 80:key 91:key_type 94:coordinator_keys 97:unknown_tags 104:- 108:key 116:key_type:b 126:- 128:key 139:key_type:b 141:coordinator_keys 144:unknown_tags 151:- 155:key 171:key_type:b 175:tagged_fields 186:- 188:key 207:key_type:b 209:coordinator_keys 212:tagged_fields 222:- 226:key_type:b 229:coordinator_keys[] 264:tagged_fields 275:- 277:key_type:b 279:coordinator_keys[] 312:key 315:tagged_fields"
+    "59:- 63:key 79:- 81:key 92:key_type 95:coordinator_keys 98:unknown_tags 105:- 109:key 117:key_type:b 127:- 129:key 140:key_type:b 142:coordinator_keys 145:unknown_tags 152:- 156:key 172:key_type:b 176:tagged_fields 187:- 189:key 208:key_type:b 210:coordinator_keys 213:tagged_fields 223:- 227:key_type:b 230:coordinator_keys[] 265:tagged_fields 276:- 278:key_type:b 280:coordinator_keys[] 313:key 316:tagged_fields"
 )

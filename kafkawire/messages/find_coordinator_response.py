@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -609,6 +610,97 @@ FindCoordinatorResponse._WRITERS = {
     6: _write_FindCoordinatorResponse_v4,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_FindCoordinatorResponse_v0 = (
+    FindCoordinatorResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 0)),
+        ('port', ('int32', 0)),
+    ),
+    (
+        ('throttle_time_ms', 0),
+        ('error_message', ''),
+        ('coordinators', ()),
+    ),
+    (),
+)
+
+_P_FindCoordinatorResponse_v1 = (
+    FindCoordinatorResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 0)),
+        ('port', ('int32', 0)),
+    ),
+    (
+        ('coordinators', ()),
+    ),
+    (),
+)
+
+_P_FindCoordinatorResponse_v3 = (
+    FindCoordinatorResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+    ),
+    (
+        ('coordinators', ()),
+    ),
+    (),
+)
+
+_P_Coordinator_v4 = (
+    Coordinator, True,
+    (
+        ('key', ('string', 1)),
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_FindCoordinatorResponse_v4 = (
+    FindCoordinatorResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('coordinators', ('array', 1, 14, ('struct', 0, _P_Coordinator_v4))),
+    ),
+    (
+        ('error_code', 0),
+        ('error_message', ''),
+        ('node_id', 0),
+        ('host', ''),
+        ('port', 0),
+    ),
+    (),
+)
+
+_install_native(FindCoordinatorResponse, {
+    0: _P_FindCoordinatorResponse_v0,
+    1: _P_FindCoordinatorResponse_v1,
+    2: _P_FindCoordinatorResponse_v1,
+    3: _P_FindCoordinatorResponse_v3,
+    4: _P_FindCoordinatorResponse_v4,
+    5: _P_FindCoordinatorResponse_v4,
+    6: _P_FindCoordinatorResponse_v4,
+})
+
 _FIELDS_AT = _FieldLines(
-    "110:- 114:error_code:h/node_id:i 117:host 125:port:i 137:- 139:error_code:h/node_id:i 141:host 152:port:i 154:coordinators 157:unknown_tags 164:- 168:throttle_time_ms:i/error_code:h 171:error_message 182:node_id:i 185:host 193:port:i 203:- 205:throttle_time_ms:i/error_code:h 207:error_message 218:node_id:i 220:host 231:port:i 233:coordinators 236:unknown_tags 243:- 247:throttle_time_ms:i/error_code:h 250:error_message 273:node_id:i 276:host 292:port:i 296:tagged_fields 307:- 309:throttle_time_ms:i/error_code:h 311:error_message 330:node_id:i 332:host 351:port:i 353:coordinators 356:tagged_fields 366:- 368:key 387:node_id:i 389:host 408:port:i/error_code:h 410:error_message 429:tagged_fields 439:- 443:throttle_time_ms:i 446:coordinators[] 464:coordinators[]>key 480:coordinators[]>node_id:i 483:coordinators[]>host 499:coordinators[]>port:i/error_code:h 502:coordinators[]>error_message 525:coordinators[]>tagged_fields 538:tagged_fields 549:- 551:throttle_time_ms:i 553:coordinators[] 572:error_code 575:node_id 578:host 581:port 584:tagged_fields"
+    "111:- 115:error_code:h/node_id:i 118:host 126:port:i 138:- 140:error_code:h/node_id:i 142:host 153:port:i 155:coordinators 158:unknown_tags 165:- 169:throttle_time_ms:i/error_code:h 172:error_message 183:node_id:i 186:host 194:port:i 204:- 206:throttle_time_ms:i/error_code:h 208:error_message 219:node_id:i 221:host 232:port:i 234:coordinators 237:unknown_tags 244:- 248:throttle_time_ms:i/error_code:h 251:error_message 274:node_id:i 277:host 293:port:i 297:tagged_fields 308:- 310:throttle_time_ms:i/error_code:h 312:error_message 331:node_id:i 333:host 352:port:i 354:coordinators 357:tagged_fields 367:- 369:key 388:node_id:i 390:host 409:port:i/error_code:h 411:error_message 430:tagged_fields 440:- 444:throttle_time_ms:i 447:coordinators[] 465:coordinators[]>key 481:coordinators[]>node_id:i 484:coordinators[]>host 500:coordinators[]>port:i/error_code:h 503:coordinators[]>error_message 526:coordinators[]>tagged_fields 539:tagged_fields 550:- 552:throttle_time_ms:i 554:coordinators[] 573:error_code 576:node_id 579:host 582:port 585:tagged_fields"
 )

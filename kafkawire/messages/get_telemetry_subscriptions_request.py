@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -88,6 +89,22 @@ GetTelemetrySubscriptionsRequest._WRITERS = {
     0: _write_GetTelemetrySubscriptionsRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_GetTelemetrySubscriptionsRequest_v0 = (
+    GetTelemetrySubscriptionsRequest, True,
+    (
+        ('client_instance_id', ('uuid', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(GetTelemetrySubscriptionsRequest, {
+    0: _P_GetTelemetrySubscriptionsRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "52:- 56:client_instance_id:16s 60:tagged_fields 71:- 73:client_instance_id:16s 75:tagged_fields"
+    "53:- 57:client_instance_id:16s 61:tagged_fields 72:- 74:client_instance_id:16s 76:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -216,6 +217,30 @@ GetTelemetrySubscriptionsResponse._WRITERS = {
     0: _write_GetTelemetrySubscriptionsResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_GetTelemetrySubscriptionsResponse_v0 = (
+    GetTelemetrySubscriptionsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('client_instance_id', ('uuid', 0)),
+        ('subscription_id', ('int32', 0)),
+        ('accepted_compression_types', ('array', 1, 1, ('int8', 0))),
+        ('push_interval_ms', ('int32', 0)),
+        ('telemetry_max_bytes', ('int32', 0)),
+        ('delta_temporality', ('bool', 0)),
+        ('requested_metrics', ('array', 1, 1, ('string', 1))),
+    ),
+    (),
+    (),
+)
+
+_install_native(GetTelemetrySubscriptionsResponse, {
+    0: _P_GetTelemetrySubscriptionsResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "81:- 85:throttle_time_ms:i/error_code:h/client_instance_id:16s/subscription_id:i 89:accepted_compression_types 101:push_interval_ms:i/telemetry_max_bytes:i/delta_temporality:? 104:requested_metrics[] 138:tagged_fields 149:- 151:throttle_time_ms:i/error_code:h/client_instance_id:16s/subscription_id:i 153:accepted_compression_types 168:push_interval_ms:i/telemetry_max_bytes:i/delta_temporality:? 170:requested_metrics[] 203:tagged_fields"
+    "82:- 86:throttle_time_ms:i/error_code:h/client_instance_id:16s/subscription_id:i 90:accepted_compression_types 102:push_interval_ms:i/telemetry_max_bytes:i/delta_temporality:? 105:requested_metrics[] 139:tagged_fields 150:- 152:throttle_time_ms:i/error_code:h/client_instance_id:16s/subscription_id:i 154:accepted_compression_types 169:push_interval_ms:i/telemetry_max_bytes:i/delta_temporality:? 171:requested_metrics[] 204:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -364,6 +365,54 @@ HeartbeatRequest._WRITERS = {
     4: _write_HeartbeatRequest_v4,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_HeartbeatRequest_v0 = (
+    HeartbeatRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('generation_id', ('int32', 0)),
+        ('member_id', ('string', 0)),
+    ),
+    (
+        ('group_instance_id', None),
+    ),
+    (),
+)
+
+_P_HeartbeatRequest_v3 = (
+    HeartbeatRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('generation_id', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('group_instance_id', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_P_HeartbeatRequest_v4 = (
+    HeartbeatRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('generation_id', ('int32', 0)),
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_install_native(HeartbeatRequest, {
+    0: _P_HeartbeatRequest_v0,
+    1: _P_HeartbeatRequest_v0,
+    2: _P_HeartbeatRequest_v0,
+    3: _P_HeartbeatRequest_v3,
+    4: _P_HeartbeatRequest_v4,
+})
+
 _FIELDS_AT = _FieldLines(
-    "59:- 63:group_id 71:generation_id:i 74:member_id 89:- 91:group_id 102:generation_id:i 104:member_id 115:group_instance_id 118:unknown_tags 125:- 129:group_id 137:generation_id:i 140:member_id 148:group_instance_id 165:- 167:group_id 178:generation_id:i 180:member_id 191:group_instance_id 202:unknown_tags 209:- 213:group_id 229:generation_id:i 232:member_id 248:group_instance_id 271:tagged_fields 282:- 284:group_id 303:generation_id:i 305:member_id 324:group_instance_id 343:tagged_fields"
+    "60:- 64:group_id 72:generation_id:i 75:member_id 90:- 92:group_id 103:generation_id:i 105:member_id 116:group_instance_id 119:unknown_tags 126:- 130:group_id 138:generation_id:i 141:member_id 149:group_instance_id 166:- 168:group_id 179:generation_id:i 181:member_id 192:group_instance_id 203:unknown_tags 210:- 214:group_id 230:generation_id:i 233:member_id 249:group_instance_id 272:tagged_fields 283:- 285:group_id 304:generation_id:i 306:member_id 325:group_instance_id 344:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -145,6 +146,48 @@ HeartbeatResponse._WRITERS = {
     4: _write_HeartbeatResponse_v4,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_HeartbeatResponse_v0 = (
+    HeartbeatResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('throttle_time_ms', 0),
+    ),
+    (),
+)
+
+_P_HeartbeatResponse_v1 = (
+    HeartbeatResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_HeartbeatResponse_v4 = (
+    HeartbeatResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(HeartbeatResponse, {
+    0: _P_HeartbeatResponse_v0,
+    1: _P_HeartbeatResponse_v1,
+    2: _P_HeartbeatResponse_v1,
+    3: _P_HeartbeatResponse_v1,
+    4: _P_HeartbeatResponse_v4,
+})
+
 _FIELDS_AT = _FieldLines(
-    "55:- 58:error_code:h 68:- 70:error_code:h 72:unknown_tags 79:- 82:throttle_time_ms:i/error_code:h 91:- 93:throttle_time_ms:i/error_code:h 95:unknown_tags 102:- 106:throttle_time_ms:i/error_code:h 109:tagged_fields 120:- 122:throttle_time_ms:i/error_code:h 124:tagged_fields"
+    "56:- 59:error_code:h 69:- 71:error_code:h 73:unknown_tags 80:- 83:throttle_time_ms:i/error_code:h 92:- 94:throttle_time_ms:i/error_code:h 96:unknown_tags 103:- 107:throttle_time_ms:i/error_code:h 110:tagged_fields 121:- 123:throttle_time_ms:i/error_code:h 125:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -544,6 +545,78 @@ IncrementalAlterConfigsRequest._WRITERS = {
     1: _write_IncrementalAlterConfigsRequest_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_AlterableConfig_v0 = (
+    AlterableConfig, False,
+    (
+        ('name', ('string', 0)),
+        ('config_operation', ('int8', 0)),
+        ('value', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_P_AlterConfigsResource_v0 = (
+    AlterConfigsResource, False,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('configs', ('array', 0, 5, ('struct', 0, _P_AlterableConfig_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_IncrementalAlterConfigsRequest_v0 = (
+    IncrementalAlterConfigsRequest, False,
+    (
+        ('resources', ('array', 0, 7, ('struct', 0, _P_AlterConfigsResource_v0))),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_AlterableConfig_v1 = (
+    AlterableConfig, True,
+    (
+        ('name', ('string', 1)),
+        ('config_operation', ('int8', 0)),
+        ('value', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_AlterConfigsResource_v1 = (
+    AlterConfigsResource, True,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 1)),
+        ('configs', ('array', 1, 4, ('struct', 0, _P_AlterableConfig_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_IncrementalAlterConfigsRequest_v1 = (
+    IncrementalAlterConfigsRequest, True,
+    (
+        ('resources', ('array', 1, 4, ('struct', 0, _P_AlterConfigsResource_v1))),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(IncrementalAlterConfigsRequest, {
+    0: _P_IncrementalAlterConfigsRequest_v0,
+    1: _P_IncrementalAlterConfigsRequest_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "115:- 117:name 128:config_operation:b 130:value 141:unknown_tags 148:- 150:resource_type:b 152:resource_name 163:configs[] 174:unknown_tags 181:- 185:resources[] 193:resources[]>resource_type:b 196:resources[]>resource_name 204:resources[]>configs[] 212:resources[]>configs[]>name 220:resources[]>configs[]>config_operation:b 223:resources[]>configs[]>value 240:validate_only:? 249:- 251:resources[] 262:validate_only:? 264:unknown_tags 271:- 273:name 292:config_operation:b 294:value 313:tagged_fields 323:- 325:resource_type:b 327:resource_name 346:configs[] 365:tagged_fields 375:- 379:resources[] 397:resources[]>resource_type:b 400:resources[]>resource_name 416:resources[]>configs[] 434:resources[]>configs[]>name 450:resources[]>configs[]>config_operation:b 453:resources[]>configs[]>value 476:resources[]>configs[]>tagged_fields 484:resources[]>tagged_fields 492:validate_only:? 495:tagged_fields 506:- 508:resources[] 527:validate_only:? 529:tagged_fields"
+    "116:- 118:name 129:config_operation:b 131:value 142:unknown_tags 149:- 151:resource_type:b 153:resource_name 164:configs[] 175:unknown_tags 182:- 186:resources[] 194:resources[]>resource_type:b 197:resources[]>resource_name 205:resources[]>configs[] 213:resources[]>configs[]>name 221:resources[]>configs[]>config_operation:b 224:resources[]>configs[]>value 241:validate_only:? 250:- 252:resources[] 263:validate_only:? 265:unknown_tags 272:- 274:name 293:config_operation:b 295:value 314:tagged_fields 324:- 326:resource_type:b 328:resource_name 347:configs[] 366:tagged_fields 376:- 380:resources[] 398:resources[]>resource_type:b 401:resources[]>resource_name 417:resources[]>configs[] 435:resources[]>configs[]>name 451:resources[]>configs[]>config_operation:b 454:resources[]>configs[]>value 477:resources[]>configs[]>tagged_fields 485:resources[]>tagged_fields 493:validate_only:? 496:tagged_fields 507:- 509:resources[] 528:validate_only:? 530:tagged_fields"
 )

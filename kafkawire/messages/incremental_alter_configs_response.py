@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -374,6 +375,58 @@ IncrementalAlterConfigsResponse._WRITERS = {
     1: _write_IncrementalAlterConfigsResponse_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_AlterConfigsResourceResponse_v0 = (
+    AlterConfigsResourceResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_IncrementalAlterConfigsResponse_v0 = (
+    IncrementalAlterConfigsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('responses', ('array', 0, 7, ('struct', 0, _P_AlterConfigsResourceResponse_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_AlterConfigsResourceResponse_v1 = (
+    AlterConfigsResourceResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_P_IncrementalAlterConfigsResponse_v1 = (
+    IncrementalAlterConfigsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('responses', ('array', 1, 6, ('struct', 0, _P_AlterConfigsResourceResponse_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_native(IncrementalAlterConfigsResponse, {
+    0: _P_IncrementalAlterConfigsResponse_v0,
+    1: _P_IncrementalAlterConfigsResponse_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "87:- 89:error_code:h 91:error_message 102:resource_type:b 104:resource_name 115:unknown_tags 122:- 126:throttle_time_ms:i 129:responses[] 137:responses[]>error_code:h 140:responses[]>error_message 151:responses[]>resource_type:b 154:responses[]>resource_name 171:- 173:throttle_time_ms:i 175:responses[] 186:unknown_tags 193:- 195:error_code:h 197:error_message 216:resource_type:b 218:resource_name 237:tagged_fields 247:- 251:throttle_time_ms:i 254:responses[] 272:responses[]>error_code:h 275:responses[]>error_message 298:responses[]>resource_type:b 301:responses[]>resource_name 317:responses[]>tagged_fields 325:tagged_fields 336:- 338:throttle_time_ms:i 340:responses[] 359:tagged_fields"
+    "88:- 90:error_code:h 92:error_message 103:resource_type:b 105:resource_name 116:unknown_tags 123:- 127:throttle_time_ms:i 130:responses[] 138:responses[]>error_code:h 141:responses[]>error_message 152:responses[]>resource_type:b 155:responses[]>resource_name 172:- 174:throttle_time_ms:i 176:responses[] 187:unknown_tags 194:- 196:error_code:h 198:error_message 217:resource_type:b 219:resource_name 238:tagged_fields 248:- 252:throttle_time_ms:i 255:responses[] 273:responses[]>error_code:h 276:responses[]>error_message 299:responses[]>resource_type:b 302:responses[]>resource_name 318:responses[]>tagged_fields 326:tagged_fields 337:- 339:throttle_time_ms:i 341:responses[] 360:tagged_fields"
 )

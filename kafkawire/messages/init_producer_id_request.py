@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -284,6 +285,56 @@ InitProducerIdRequest._WRITERS = {
     5: _write_InitProducerIdRequest_v3,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_InitProducerIdRequest_v0 = (
+    InitProducerIdRequest, False,
+    (
+        ('transactional_id', ('string', 2)),
+        ('transaction_timeout_ms', ('int32', 0)),
+    ),
+    (
+        ('producer_id', -1),
+        ('producer_epoch', -1),
+    ),
+    (),
+)
+
+_P_InitProducerIdRequest_v2 = (
+    InitProducerIdRequest, True,
+    (
+        ('transactional_id', ('string', 3)),
+        ('transaction_timeout_ms', ('int32', 0)),
+    ),
+    (
+        ('producer_id', -1),
+        ('producer_epoch', -1),
+    ),
+    (),
+)
+
+_P_InitProducerIdRequest_v3 = (
+    InitProducerIdRequest, True,
+    (
+        ('transactional_id', ('string', 3)),
+        ('transaction_timeout_ms', ('int32', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(InitProducerIdRequest, {
+    0: _P_InitProducerIdRequest_v0,
+    1: _P_InitProducerIdRequest_v0,
+    2: _P_InitProducerIdRequest_v2,
+    3: _P_InitProducerIdRequest_v3,
+    4: _P_InitProducerIdRequest_v3,
+    5: _P_InitProducerIdRequest_v3,
+})
+
 _FIELDS_AT = _FieldLines(
-    "61:- 65:transactional_id 76:transaction_timeout_ms:i 87:- 89:transactional_id 100:transaction_timeout_ms:i 102:producer_id 105:producer_epoch 108:unknown_tags 115:- 119:transactional_id 142:transaction_timeout_ms:i 147:tagged_fields 158:- 160:transactional_id 179:transaction_timeout_ms:i 181:producer_id 184:producer_epoch 187:tagged_fields 197:- 201:transactional_id 224:transaction_timeout_ms:i/producer_id:q/producer_epoch:h 227:tagged_fields 238:- 240:transactional_id 259:transaction_timeout_ms:i/producer_id:q/producer_epoch:h 261:tagged_fields"
+    "62:- 66:transactional_id 77:transaction_timeout_ms:i 88:- 90:transactional_id 101:transaction_timeout_ms:i 103:producer_id 106:producer_epoch 109:unknown_tags 116:- 120:transactional_id 143:transaction_timeout_ms:i 148:tagged_fields 159:- 161:transactional_id 180:transaction_timeout_ms:i 182:producer_id 185:producer_epoch 188:tagged_fields 198:- 202:transactional_id 225:transaction_timeout_ms:i/producer_id:q/producer_epoch:h 228:tagged_fields 239:- 241:transactional_id 260:transaction_timeout_ms:i/producer_id:q/producer_epoch:h 262:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -129,6 +130,42 @@ InitProducerIdResponse._WRITERS = {
     5: _write_InitProducerIdResponse_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_InitProducerIdResponse_v0 = (
+    InitProducerIdResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_InitProducerIdResponse_v2 = (
+    InitProducerIdResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(InitProducerIdResponse, {
+    0: _P_InitProducerIdResponse_v0,
+    1: _P_InitProducerIdResponse_v0,
+    2: _P_InitProducerIdResponse_v2,
+    3: _P_InitProducerIdResponse_v2,
+    4: _P_InitProducerIdResponse_v2,
+    5: _P_InitProducerIdResponse_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "61:- 64:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 73:- 75:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 77:unknown_tags 84:- 88:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 91:tagged_fields 102:- 104:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 106:tagged_fields"
+    "62:- 65:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 74:- 76:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 78:unknown_tags 85:- 89:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 92:tagged_fields 103:- 105:throttle_time_ms:i/error_code:h/producer_id:q/producer_epoch:h 107:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -302,6 +303,44 @@ InitializeShareGroupStateRequest._WRITERS = {
     0: _write_InitializeShareGroupStateRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition', ('int32', 0)),
+        ('state_epoch', ('int32', 0)),
+        ('start_offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_InitializeStateData_v0 = (
+    InitializeStateData, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 17, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_InitializeShareGroupStateRequest_v0 = (
+    InitializeShareGroupStateRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('topics', ('array', 1, 18, ('struct', 0, _P_InitializeStateData_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(InitializeShareGroupStateRequest, {
+    0: _P_InitializeShareGroupStateRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "112:- 114:partition:i/state_epoch:i/start_offset:q 116:tagged_fields 126:- 128:topic_id:16s 130:partitions[] 149:tagged_fields 159:- 163:group_id 179:topics[] 197:topics[]>topic_id:16s 201:topics[]>partitions[] 219:topics[]>partitions[]>partition:i/state_epoch:i/start_offset:q 222:topics[]>partitions[]>tagged_fields 230:topics[]>tagged_fields 238:tagged_fields 249:- 251:group_id 270:topics[] 289:tagged_fields"
+    "113:- 115:partition:i/state_epoch:i/start_offset:q 117:tagged_fields 127:- 129:topic_id:16s 131:partitions[] 150:tagged_fields 160:- 164:group_id 180:topics[] 198:topics[]>topic_id:16s 202:topics[]>partitions[] 220:topics[]>partitions[]>partition:i/state_epoch:i/start_offset:q 223:topics[]>partitions[]>tagged_fields 231:topics[]>tagged_fields 239:tagged_fields 250:- 252:group_id 271:topics[] 290:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1153,6 +1154,126 @@ JoinGroupRequest._WRITERS = {
     9: _write_JoinGroupRequest_v8,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_JoinGroupRequestProtocol_v0 = (
+    JoinGroupRequestProtocol, False,
+    (
+        ('name', ('string', 0)),
+        ('metadata', ('bytes', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_JoinGroupRequest_v0 = (
+    JoinGroupRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('session_timeout_ms', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('protocol_type', ('string', 0)),
+        ('protocols', ('array', 0, 6, ('struct', 0, _P_JoinGroupRequestProtocol_v0))),
+    ),
+    (
+        ('rebalance_timeout_ms', -1),
+        ('group_instance_id', None),
+        ('reason', None),
+    ),
+    (),
+)
+
+_P_JoinGroupRequest_v1 = (
+    JoinGroupRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('session_timeout_ms', ('int32', 0)),
+        ('rebalance_timeout_ms', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('protocol_type', ('string', 0)),
+        ('protocols', ('array', 0, 6, ('struct', 0, _P_JoinGroupRequestProtocol_v0))),
+    ),
+    (
+        ('group_instance_id', None),
+        ('reason', None),
+    ),
+    (),
+)
+
+_P_JoinGroupRequest_v5 = (
+    JoinGroupRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('session_timeout_ms', ('int32', 0)),
+        ('rebalance_timeout_ms', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('group_instance_id', ('string', 2)),
+        ('protocol_type', ('string', 0)),
+        ('protocols', ('array', 0, 6, ('struct', 0, _P_JoinGroupRequestProtocol_v0))),
+    ),
+    (
+        ('reason', None),
+    ),
+    (),
+)
+
+_P_JoinGroupRequestProtocol_v6 = (
+    JoinGroupRequestProtocol, True,
+    (
+        ('name', ('string', 1)),
+        ('metadata', ('bytes', 1)),
+    ),
+    (),
+    (),
+)
+
+_P_JoinGroupRequest_v6 = (
+    JoinGroupRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('session_timeout_ms', ('int32', 0)),
+        ('rebalance_timeout_ms', ('int32', 0)),
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('protocol_type', ('string', 1)),
+        ('protocols', ('array', 1, 3, ('struct', 0, _P_JoinGroupRequestProtocol_v6))),
+    ),
+    (
+        ('reason', None),
+    ),
+    (),
+)
+
+_P_JoinGroupRequest_v8 = (
+    JoinGroupRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('session_timeout_ms', ('int32', 0)),
+        ('rebalance_timeout_ms', ('int32', 0)),
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('protocol_type', ('string', 1)),
+        ('protocols', ('array', 1, 3, ('struct', 0, _P_JoinGroupRequestProtocol_v6))),
+        ('reason', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_install_native(JoinGroupRequest, {
+    0: _P_JoinGroupRequest_v0,
+    1: _P_JoinGroupRequest_v1,
+    2: _P_JoinGroupRequest_v1,
+    3: _P_JoinGroupRequest_v1,
+    4: _P_JoinGroupRequest_v1,
+    5: _P_JoinGroupRequest_v5,
+    6: _P_JoinGroupRequest_v6,
+    7: _P_JoinGroupRequest_v6,
+    8: _P_JoinGroupRequest_v8,
+    9: _P_JoinGroupRequest_v8,
+})
+
 _FIELDS_AT = _FieldLines(
-    "99:- 101:name 112:metadata 119:unknown_tags 126:- 132:group_id 140:session_timeout_ms:i 143:member_id 151:protocol_type 159:protocols[] 167:protocols[]>name 175:protocols[]>metadata 195:- 197:group_id 208:session_timeout_ms:i 210:member_id 221:protocol_type 232:protocols[] 243:group_instance_id 246:unknown_tags 253:- 259:group_id 267:session_timeout_ms:i/rebalance_timeout_ms:i 270:member_id 278:protocol_type 286:protocols[] 294:protocols[]>name 302:protocols[]>metadata 321:- 323:group_id 334:session_timeout_ms:i/rebalance_timeout_ms:i 336:member_id 347:protocol_type 358:protocols[] 369:group_instance_id 372:unknown_tags 379:- 385:group_id 393:session_timeout_ms:i/rebalance_timeout_ms:i 396:member_id 404:group_instance_id 415:protocol_type 423:protocols[] 431:protocols[]>name 439:protocols[]>metadata 457:- 459:group_id 470:session_timeout_ms:i/rebalance_timeout_ms:i 472:member_id 483:group_instance_id 494:protocol_type 505:protocols[] 516:unknown_tags 523:- 525:name 544:metadata 559:tagged_fields 569:- 575:group_id 591:session_timeout_ms:i/rebalance_timeout_ms:i 594:member_id 610:group_instance_id 633:protocol_type 649:protocols[] 667:protocols[]>name 683:protocols[]>metadata 701:protocols[]>tagged_fields 710:tagged_fields 721:- 723:group_id 742:session_timeout_ms:i/rebalance_timeout_ms:i 744:member_id 763:group_instance_id 782:protocol_type 801:protocols[] 820:tagged_fields 830:- 836:group_id 852:session_timeout_ms:i/rebalance_timeout_ms:i 855:member_id 871:group_instance_id 894:protocol_type 910:protocols[] 928:protocols[]>name 944:protocols[]>metadata 962:protocols[]>tagged_fields 970:reason 993:tagged_fields 1004:- 1006:group_id 1025:session_timeout_ms:i/rebalance_timeout_ms:i 1027:member_id 1046:group_instance_id 1065:protocol_type 1084:protocols[] 1103:reason 1122:tagged_fields"
+    "100:- 102:name 113:metadata 120:unknown_tags 127:- 133:group_id 141:session_timeout_ms:i 144:member_id 152:protocol_type 160:protocols[] 168:protocols[]>name 176:protocols[]>metadata 196:- 198:group_id 209:session_timeout_ms:i 211:member_id 222:protocol_type 233:protocols[] 244:group_instance_id 247:unknown_tags 254:- 260:group_id 268:session_timeout_ms:i/rebalance_timeout_ms:i 271:member_id 279:protocol_type 287:protocols[] 295:protocols[]>name 303:protocols[]>metadata 322:- 324:group_id 335:session_timeout_ms:i/rebalance_timeout_ms:i 337:member_id 348:protocol_type 359:protocols[] 370:group_instance_id 373:unknown_tags 380:- 386:group_id 394:session_timeout_ms:i/rebalance_timeout_ms:i 397:member_id 405:group_instance_id 416:protocol_type 424:protocols[] 432:protocols[]>name 440:protocols[]>metadata 458:- 460:group_id 471:session_timeout_ms:i/rebalance_timeout_ms:i 473:member_id 484:group_instance_id 495:protocol_type 506:protocols[] 517:unknown_tags 524:- 526:name 545:metadata 560:tagged_fields 570:- 576:group_id 592:session_timeout_ms:i/rebalance_timeout_ms:i 595:member_id 611:group_instance_id 634:protocol_type 650:protocols[] 668:protocols[]>name 684:protocols[]>metadata 702:protocols[]>tagged_fields 711:tagged_fields 722:- 724:group_id 743:session_timeout_ms:i/rebalance_timeout_ms:i 745:member_id 764:group_instance_id 783:protocol_type 802:protocols[] 821:tagged_fields 831:- 837:group_id 853:session_timeout_ms:i/rebalance_timeout_ms:i 856:member_id 872:group_instance_id 895:protocol_type 911:protocols[] 929:protocols[]>name 945:protocols[]>metadata 963:protocols[]>tagged_fields 971:reason 994:tagged_fields 1005:- 1007:group_id 1026:session_timeout_ms:i/rebalance_timeout_ms:i 1028:member_id 1047:group_instance_id 1066:protocol_type 1085:protocols[] 1104:reason 1123:tagged_fields"
 )

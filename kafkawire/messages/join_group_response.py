@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1487,6 +1488,163 @@ JoinGroupResponse._WRITERS = {
     9: _write_JoinGroupResponse_v9,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_JoinGroupResponseMember_v0 = (
+    JoinGroupResponseMember, False,
+    (
+        ('member_id', ('string', 0)),
+        ('metadata', ('bytes', 0)),
+    ),
+    (
+        ('group_instance_id', None),
+    ),
+    (),
+)
+
+_P_JoinGroupResponse_v0 = (
+    JoinGroupResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('generation_id', ('int32', 0)),
+        ('protocol_name', ('string', 0)),
+        ('leader', ('string', 0)),
+        ('member_id', ('string', 0)),
+        ('members', ('array', 0, 6, ('struct', 0, _P_JoinGroupResponseMember_v0))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+        ('protocol_type', None),
+        ('skip_assignment', False),
+    ),
+    (),
+)
+
+_P_JoinGroupResponse_v2 = (
+    JoinGroupResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('generation_id', ('int32', 0)),
+        ('protocol_name', ('string', 0)),
+        ('leader', ('string', 0)),
+        ('member_id', ('string', 0)),
+        ('members', ('array', 0, 6, ('struct', 0, _P_JoinGroupResponseMember_v0))),
+    ),
+    (
+        ('protocol_type', None),
+        ('skip_assignment', False),
+    ),
+    (),
+)
+
+_P_JoinGroupResponseMember_v5 = (
+    JoinGroupResponseMember, False,
+    (
+        ('member_id', ('string', 0)),
+        ('group_instance_id', ('string', 2)),
+        ('metadata', ('bytes', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_JoinGroupResponse_v5 = (
+    JoinGroupResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('generation_id', ('int32', 0)),
+        ('protocol_name', ('string', 0)),
+        ('leader', ('string', 0)),
+        ('member_id', ('string', 0)),
+        ('members', ('array', 0, 8, ('struct', 0, _P_JoinGroupResponseMember_v5))),
+    ),
+    (
+        ('protocol_type', None),
+        ('skip_assignment', False),
+    ),
+    (),
+)
+
+_P_JoinGroupResponseMember_v6 = (
+    JoinGroupResponseMember, True,
+    (
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('metadata', ('bytes', 1)),
+    ),
+    (),
+    (),
+)
+
+_P_JoinGroupResponse_v6 = (
+    JoinGroupResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('generation_id', ('int32', 0)),
+        ('protocol_name', ('string', 1)),
+        ('leader', ('string', 1)),
+        ('member_id', ('string', 1)),
+        ('members', ('array', 1, 4, ('struct', 0, _P_JoinGroupResponseMember_v6))),
+    ),
+    (
+        ('protocol_type', None),
+        ('skip_assignment', False),
+    ),
+    (),
+)
+
+_P_JoinGroupResponse_v7 = (
+    JoinGroupResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('generation_id', ('int32', 0)),
+        ('protocol_type', ('string', 3)),
+        ('protocol_name', ('string', 3)),
+        ('leader', ('string', 1)),
+        ('member_id', ('string', 1)),
+        ('members', ('array', 1, 4, ('struct', 0, _P_JoinGroupResponseMember_v6))),
+    ),
+    (
+        ('skip_assignment', False),
+    ),
+    (),
+)
+
+_P_JoinGroupResponse_v9 = (
+    JoinGroupResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('generation_id', ('int32', 0)),
+        ('protocol_type', ('string', 3)),
+        ('protocol_name', ('string', 3)),
+        ('leader', ('string', 1)),
+        ('skip_assignment', ('bool', 0)),
+        ('member_id', ('string', 1)),
+        ('members', ('array', 1, 4, ('struct', 0, _P_JoinGroupResponseMember_v6))),
+    ),
+    (),
+    (),
+)
+
+_install_native(JoinGroupResponse, {
+    0: _P_JoinGroupResponse_v0,
+    1: _P_JoinGroupResponse_v0,
+    2: _P_JoinGroupResponse_v2,
+    3: _P_JoinGroupResponse_v2,
+    4: _P_JoinGroupResponse_v2,
+    5: _P_JoinGroupResponse_v5,
+    6: _P_JoinGroupResponse_v6,
+    7: _P_JoinGroupResponse_v7,
+    8: _P_JoinGroupResponse_v7,
+    9: _P_JoinGroupResponse_v9,
+})
+
 _FIELDS_AT = _FieldLines(
-    "109:- 111:member_id 122:metadata 129:unknown_tags 136:- 142:error_code:h/generation_id:i 145:protocol_name 153:leader 161:member_id 169:members[] 177:members[]>member_id 185:members[]>metadata 206:- 208:error_code:h/generation_id:i 210:protocol_name 221:leader 232:member_id 243:members[] 254:skip_assignment 257:unknown_tags 264:- 270:throttle_time_ms:i/error_code:h/generation_id:i 273:protocol_name 281:leader 289:member_id 297:members[] 305:members[]>member_id 313:members[]>metadata 333:- 335:throttle_time_ms:i/error_code:h/generation_id:i 337:protocol_name 348:leader 359:member_id 370:members[] 381:skip_assignment 384:unknown_tags 391:- 393:member_id 404:group_instance_id 415:metadata 422:unknown_tags 429:- 435:throttle_time_ms:i/error_code:h/generation_id:i 438:protocol_name 446:leader 454:member_id 462:members[] 470:members[]>member_id 478:members[]>group_instance_id 489:members[]>metadata 508:- 510:throttle_time_ms:i/error_code:h/generation_id:i 512:protocol_name 523:leader 534:member_id 545:members[] 556:skip_assignment 559:unknown_tags 566:- 568:member_id 587:group_instance_id 606:metadata 621:tagged_fields 631:- 637:throttle_time_ms:i/error_code:h/generation_id:i 640:protocol_name 656:leader 672:member_id 688:members[] 706:members[]>member_id 722:members[]>group_instance_id 745:members[]>metadata 763:members[]>tagged_fields 773:tagged_fields 784:- 786:throttle_time_ms:i/error_code:h/generation_id:i 788:protocol_name 807:leader 826:member_id 845:members[] 864:skip_assignment 867:tagged_fields 877:- 883:throttle_time_ms:i/error_code:h/generation_id:i 886:protocol_type 909:protocol_name 932:leader 948:member_id 964:members[] 982:members[]>member_id 998:members[]>group_instance_id 1021:members[]>metadata 1039:members[]>tagged_fields 1048:tagged_fields 1059:- 1061:throttle_time_ms:i/error_code:h/generation_id:i 1063:protocol_type 1082:protocol_name 1101:leader 1120:member_id 1139:members[] 1158:skip_assignment 1161:tagged_fields 1171:- 1177:throttle_time_ms:i/error_code:h/generation_id:i 1180:protocol_type 1203:protocol_name 1226:leader 1242:skip_assignment:? 1245:member_id 1261:members[] 1279:members[]>member_id 1295:members[]>group_instance_id 1318:members[]>metadata 1336:members[]>tagged_fields 1344:tagged_fields 1355:- 1357:throttle_time_ms:i/error_code:h/generation_id:i 1359:protocol_type 1378:protocol_name 1397:leader 1416:skip_assignment:? 1418:member_id 1437:members[] 1456:tagged_fields"
+    "110:- 112:member_id 123:metadata 130:unknown_tags 137:- 143:error_code:h/generation_id:i 146:protocol_name 154:leader 162:member_id 170:members[] 178:members[]>member_id 186:members[]>metadata 207:- 209:error_code:h/generation_id:i 211:protocol_name 222:leader 233:member_id 244:members[] 255:skip_assignment 258:unknown_tags 265:- 271:throttle_time_ms:i/error_code:h/generation_id:i 274:protocol_name 282:leader 290:member_id 298:members[] 306:members[]>member_id 314:members[]>metadata 334:- 336:throttle_time_ms:i/error_code:h/generation_id:i 338:protocol_name 349:leader 360:member_id 371:members[] 382:skip_assignment 385:unknown_tags 392:- 394:member_id 405:group_instance_id 416:metadata 423:unknown_tags 430:- 436:throttle_time_ms:i/error_code:h/generation_id:i 439:protocol_name 447:leader 455:member_id 463:members[] 471:members[]>member_id 479:members[]>group_instance_id 490:members[]>metadata 509:- 511:throttle_time_ms:i/error_code:h/generation_id:i 513:protocol_name 524:leader 535:member_id 546:members[] 557:skip_assignment 560:unknown_tags 567:- 569:member_id 588:group_instance_id 607:metadata 622:tagged_fields 632:- 638:throttle_time_ms:i/error_code:h/generation_id:i 641:protocol_name 657:leader 673:member_id 689:members[] 707:members[]>member_id 723:members[]>group_instance_id 746:members[]>metadata 764:members[]>tagged_fields 774:tagged_fields 785:- 787:throttle_time_ms:i/error_code:h/generation_id:i 789:protocol_name 808:leader 827:member_id 846:members[] 865:skip_assignment 868:tagged_fields 878:- 884:throttle_time_ms:i/error_code:h/generation_id:i 887:protocol_type 910:protocol_name 933:leader 949:member_id 965:members[] 983:members[]>member_id 999:members[]>group_instance_id 1022:members[]>metadata 1040:members[]>tagged_fields 1049:tagged_fields 1060:- 1062:throttle_time_ms:i/error_code:h/generation_id:i 1064:protocol_type 1083:protocol_name 1102:leader 1121:member_id 1140:members[] 1159:skip_assignment 1162:tagged_fields 1172:- 1178:throttle_time_ms:i/error_code:h/generation_id:i 1181:protocol_type 1204:protocol_name 1227:leader 1243:skip_assignment:? 1246:member_id 1262:members[] 1280:members[]>member_id 1296:members[]>group_instance_id 1319:members[]>metadata 1337:members[]>tagged_fields 1345:tagged_fields 1356:- 1358:throttle_time_ms:i/error_code:h/generation_id:i 1360:protocol_type 1379:protocol_name 1398:leader 1417:skip_assignment:? 1419:member_id 1438:members[] 1457:tagged_fields"
 )

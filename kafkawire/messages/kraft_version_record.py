@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -90,6 +91,23 @@ KRaftVersionRecord._WRITERS = {
     0: _write_KRaftVersionRecord_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_KRaftVersionRecord_v0 = (
+    KRaftVersionRecord, True,
+    (
+        ('version', ('int16', 0)),
+        ('kraft_version', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(KRaftVersionRecord, {
+    0: _P_KRaftVersionRecord_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "55:- 59:version:h/kraft_version:h 62:tagged_fields 73:- 75:version:h/kraft_version:h 77:tagged_fields"
+    "56:- 60:version:h/kraft_version:h 63:tagged_fields 74:- 76:version:h/kraft_version:h 78:tagged_fields"
 )

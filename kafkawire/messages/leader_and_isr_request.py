@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -2390,6 +2391,362 @@ LeaderAndIsrRequest._WRITERS = {
     7: _write_LeaderAndIsrRequest_v7,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_LeaderAndIsrPartitionState_v0 = (
+    LeaderAndIsrPartitionState, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partition_index', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('leader', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('isr', ('array', 0, 4, ('int32', 0))),
+        ('partition_epoch', ('int32', 0)),
+        ('replicas', ('array', 0, 4, ('int32', 0))),
+    ),
+    (
+        ('adding_replicas', ()),
+        ('removing_replicas', ()),
+        ('is_new', False),
+        ('leader_recovery_state', 0),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrLiveLeader_v0 = (
+    LeaderAndIsrLiveLeader, False,
+    (
+        ('broker_id', ('int32', 0)),
+        ('host_name', ('string', 0)),
+        ('port', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_LeaderAndIsrRequest_v0 = (
+    LeaderAndIsrRequest, False,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('ungrouped_partition_states', ('array', 0, 30, ('struct', 0, _P_LeaderAndIsrPartitionState_v0))),
+        ('live_leaders', ('array', 0, 10, ('struct', 0, _P_LeaderAndIsrLiveLeader_v0))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('broker_epoch', -1),
+        ('type', 0),
+        ('topic_states', ()),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrPartitionState_v1 = (
+    LeaderAndIsrPartitionState, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partition_index', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('leader', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('isr', ('array', 0, 4, ('int32', 0))),
+        ('partition_epoch', ('int32', 0)),
+        ('replicas', ('array', 0, 4, ('int32', 0))),
+        ('is_new', ('bool', 0)),
+    ),
+    (
+        ('adding_replicas', ()),
+        ('removing_replicas', ()),
+        ('leader_recovery_state', 0),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrRequest_v1 = (
+    LeaderAndIsrRequest, False,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('ungrouped_partition_states', ('array', 0, 31, ('struct', 0, _P_LeaderAndIsrPartitionState_v1))),
+        ('live_leaders', ('array', 0, 10, ('struct', 0, _P_LeaderAndIsrLiveLeader_v0))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('broker_epoch', -1),
+        ('type', 0),
+        ('topic_states', ()),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrPartitionState_v2 = (
+    LeaderAndIsrPartitionState, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('leader', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('isr', ('array', 0, 4, ('int32', 0))),
+        ('partition_epoch', ('int32', 0)),
+        ('replicas', ('array', 0, 4, ('int32', 0))),
+        ('is_new', ('bool', 0)),
+    ),
+    (
+        ('topic_name', ''),
+        ('adding_replicas', ()),
+        ('removing_replicas', ()),
+        ('leader_recovery_state', 0),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrTopicState_v2 = (
+    LeaderAndIsrTopicState, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partition_states', ('array', 0, 29, ('struct', 0, _P_LeaderAndIsrPartitionState_v2))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrRequest_v2 = (
+    LeaderAndIsrRequest, False,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('topic_states', ('array', 0, 6, ('struct', 0, _P_LeaderAndIsrTopicState_v2))),
+        ('live_leaders', ('array', 0, 10, ('struct', 0, _P_LeaderAndIsrLiveLeader_v0))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('type', 0),
+        ('ungrouped_partition_states', ()),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrPartitionState_v3 = (
+    LeaderAndIsrPartitionState, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('leader', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('isr', ('array', 0, 4, ('int32', 0))),
+        ('partition_epoch', ('int32', 0)),
+        ('replicas', ('array', 0, 4, ('int32', 0))),
+        ('adding_replicas', ('array', 0, 4, ('int32', 0))),
+        ('removing_replicas', ('array', 0, 4, ('int32', 0))),
+        ('is_new', ('bool', 0)),
+    ),
+    (
+        ('topic_name', ''),
+        ('leader_recovery_state', 0),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrTopicState_v3 = (
+    LeaderAndIsrTopicState, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partition_states', ('array', 0, 37, ('struct', 0, _P_LeaderAndIsrPartitionState_v3))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrRequest_v3 = (
+    LeaderAndIsrRequest, False,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('topic_states', ('array', 0, 6, ('struct', 0, _P_LeaderAndIsrTopicState_v3))),
+        ('live_leaders', ('array', 0, 10, ('struct', 0, _P_LeaderAndIsrLiveLeader_v0))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('type', 0),
+        ('ungrouped_partition_states', ()),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrPartitionState_v4 = (
+    LeaderAndIsrPartitionState, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('leader', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('isr', ('array', 1, 4, ('int32', 0))),
+        ('partition_epoch', ('int32', 0)),
+        ('replicas', ('array', 1, 4, ('int32', 0))),
+        ('adding_replicas', ('array', 1, 4, ('int32', 0))),
+        ('removing_replicas', ('array', 1, 4, ('int32', 0))),
+        ('is_new', ('bool', 0)),
+    ),
+    (
+        ('topic_name', ''),
+        ('leader_recovery_state', 0),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrTopicState_v4 = (
+    LeaderAndIsrTopicState, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partition_states', ('array', 1, 26, ('struct', 0, _P_LeaderAndIsrPartitionState_v4))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrLiveLeader_v4 = (
+    LeaderAndIsrLiveLeader, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('host_name', ('string', 1)),
+        ('port', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_LeaderAndIsrRequest_v4 = (
+    LeaderAndIsrRequest, True,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('topic_states', ('array', 1, 3, ('struct', 0, _P_LeaderAndIsrTopicState_v4))),
+        ('live_leaders', ('array', 1, 10, ('struct', 0, _P_LeaderAndIsrLiveLeader_v4))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('type', 0),
+        ('ungrouped_partition_states', ()),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrTopicState_v5 = (
+    LeaderAndIsrTopicState, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('topic_id', ('uuid', 0)),
+        ('partition_states', ('array', 1, 26, ('struct', 0, _P_LeaderAndIsrPartitionState_v4))),
+    ),
+    (),
+    (),
+)
+
+_P_LeaderAndIsrRequest_v5 = (
+    LeaderAndIsrRequest, True,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('type', ('int8', 0)),
+        ('topic_states', ('array', 1, 19, ('struct', 0, _P_LeaderAndIsrTopicState_v5))),
+        ('live_leaders', ('array', 1, 10, ('struct', 0, _P_LeaderAndIsrLiveLeader_v4))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('ungrouped_partition_states', ()),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrPartitionState_v6 = (
+    LeaderAndIsrPartitionState, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('leader', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('isr', ('array', 1, 4, ('int32', 0))),
+        ('partition_epoch', ('int32', 0)),
+        ('replicas', ('array', 1, 4, ('int32', 0))),
+        ('adding_replicas', ('array', 1, 4, ('int32', 0))),
+        ('removing_replicas', ('array', 1, 4, ('int32', 0))),
+        ('is_new', ('bool', 0)),
+        ('leader_recovery_state', ('int8', 0)),
+    ),
+    (
+        ('topic_name', ''),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrTopicState_v6 = (
+    LeaderAndIsrTopicState, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('topic_id', ('uuid', 0)),
+        ('partition_states', ('array', 1, 27, ('struct', 0, _P_LeaderAndIsrPartitionState_v6))),
+    ),
+    (),
+    (),
+)
+
+_P_LeaderAndIsrRequest_v6 = (
+    LeaderAndIsrRequest, True,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('type', ('int8', 0)),
+        ('topic_states', ('array', 1, 19, ('struct', 0, _P_LeaderAndIsrTopicState_v6))),
+        ('live_leaders', ('array', 1, 10, ('struct', 0, _P_LeaderAndIsrLiveLeader_v4))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('ungrouped_partition_states', ()),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrRequest_v7 = (
+    LeaderAndIsrRequest, True,
+    (
+        ('controller_id', ('int32', 0)),
+        ('is_kraft_controller', ('bool', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('type', ('int8', 0)),
+        ('topic_states', ('array', 1, 19, ('struct', 0, _P_LeaderAndIsrTopicState_v6))),
+        ('live_leaders', ('array', 1, 10, ('struct', 0, _P_LeaderAndIsrLiveLeader_v4))),
+    ),
+    (
+        ('ungrouped_partition_states', ()),
+    ),
+    (),
+)
+
+_install_native(LeaderAndIsrRequest, {
+    0: _P_LeaderAndIsrRequest_v0,
+    1: _P_LeaderAndIsrRequest_v1,
+    2: _P_LeaderAndIsrRequest_v2,
+    3: _P_LeaderAndIsrRequest_v3,
+    4: _P_LeaderAndIsrRequest_v4,
+    5: _P_LeaderAndIsrRequest_v5,
+    6: _P_LeaderAndIsrRequest_v6,
+    7: _P_LeaderAndIsrRequest_v7,
+})
+
 _FIELDS_AT = _FieldLines(
-    "204:- 206:topic_name 217:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 219:isr 226:partition_epoch:i 228:replicas 235:leader_recovery_state 238:unknown_tags 245:- 247:broker_id:i 249:host_name 260:port:i 262:unknown_tags 269:- 273:controller_id:i/controller_epoch:i 276:ungrouped_partition_states[] 284:ungrouped_partition_states[]>topic_name 292:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 295:ungrouped_partition_states[]>isr 302:ungrouped_partition_states[]>partition_epoch:i 305:ungrouped_partition_states[]>replicas 319:live_leaders[] 327:live_leaders[]>broker_id:i 330:live_leaders[]>host_name 338:live_leaders[]>port:i 354:- 356:controller_id:i/controller_epoch:i 358:ungrouped_partition_states[] 369:live_leaders[] 380:is_kraft_controller 383:type 386:topic_states 389:unknown_tags 396:- 398:topic_name 409:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 411:isr 418:partition_epoch:i 420:replicas 427:is_new:? 429:leader_recovery_state 432:unknown_tags 439:- 443:controller_id:i/controller_epoch:i 446:ungrouped_partition_states[] 454:ungrouped_partition_states[]>topic_name 462:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 465:ungrouped_partition_states[]>isr 472:ungrouped_partition_states[]>partition_epoch:i 475:ungrouped_partition_states[]>replicas 482:ungrouped_partition_states[]>is_new:? 491:live_leaders[] 499:live_leaders[]>broker_id:i 502:live_leaders[]>host_name 510:live_leaders[]>port:i 526:- 528:controller_id:i/controller_epoch:i 530:ungrouped_partition_states[] 541:live_leaders[] 552:is_kraft_controller 555:type 558:topic_states 561:unknown_tags 568:- 570:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 572:isr 579:partition_epoch:i 581:replicas 588:is_new:? 590:leader_recovery_state 593:unknown_tags 600:- 602:topic_name 613:partition_states[] 624:unknown_tags 631:- 635:controller_id:i/controller_epoch:i/broker_epoch:q 638:topic_states[] 646:topic_states[]>topic_name 654:topic_states[]>partition_states[] 662:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 665:topic_states[]>partition_states[]>isr 672:topic_states[]>partition_states[]>partition_epoch:i 675:topic_states[]>partition_states[]>replicas 682:topic_states[]>partition_states[]>is_new:? 696:live_leaders[] 704:live_leaders[]>broker_id:i 707:live_leaders[]>host_name 715:live_leaders[]>port:i 730:- 732:controller_id:i/controller_epoch:i/broker_epoch:q 734:topic_states[] 745:live_leaders[] 756:is_kraft_controller 759:type 762:ungrouped_partition_states 765:unknown_tags 772:- 774:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 776:isr 783:partition_epoch:i 785:replicas 792:adding_replicas 799:removing_replicas 806:is_new:? 808:leader_recovery_state 811:unknown_tags 818:- 820:topic_name 831:partition_states[] 842:unknown_tags 849:- 853:controller_id:i/controller_epoch:i/broker_epoch:q 856:topic_states[] 864:topic_states[]>topic_name 872:topic_states[]>partition_states[] 880:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 883:topic_states[]>partition_states[]>isr 890:topic_states[]>partition_states[]>partition_epoch:i 893:topic_states[]>partition_states[]>replicas 900:topic_states[]>partition_states[]>adding_replicas 907:topic_states[]>partition_states[]>removing_replicas 914:topic_states[]>partition_states[]>is_new:? 926:live_leaders[] 934:live_leaders[]>broker_id:i 937:live_leaders[]>host_name 945:live_leaders[]>port:i 960:- 962:controller_id:i/controller_epoch:i/broker_epoch:q 964:topic_states[] 975:live_leaders[] 986:is_kraft_controller 989:type 992:ungrouped_partition_states 995:unknown_tags 1002:- 1004:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1006:isr 1021:partition_epoch:i 1023:replicas 1038:adding_replicas 1053:removing_replicas 1068:is_new:? 1070:leader_recovery_state 1073:tagged_fields 1083:- 1085:topic_name 1104:partition_states[] 1123:tagged_fields 1133:- 1135:broker_id:i 1137:host_name 1156:port:i 1158:tagged_fields 1168:- 1172:controller_id:i/controller_epoch:i/broker_epoch:q 1175:topic_states[] 1193:topic_states[]>topic_name 1209:topic_states[]>partition_states[] 1227:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1230:topic_states[]>partition_states[]>isr 1242:topic_states[]>partition_states[]>partition_epoch:i 1245:topic_states[]>partition_states[]>replicas 1257:topic_states[]>partition_states[]>adding_replicas 1269:topic_states[]>partition_states[]>removing_replicas 1281:topic_states[]>partition_states[]>is_new:? 1286:topic_states[]>partition_states[]>tagged_fields 1295:topic_states[]>tagged_fields 1303:live_leaders[] 1321:live_leaders[]>broker_id:i 1324:live_leaders[]>host_name 1340:live_leaders[]>port:i 1343:live_leaders[]>tagged_fields 1354:tagged_fields 1365:- 1367:controller_id:i/controller_epoch:i/broker_epoch:q 1369:topic_states[] 1388:live_leaders[] 1407:is_kraft_controller 1410:type 1413:ungrouped_partition_states 1416:tagged_fields 1426:- 1428:topic_name 1447:topic_id:16s 1449:partition_states[] 1468:tagged_fields 1478:- 1482:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1485:topic_states[] 1503:topic_states[]>topic_name 1519:topic_states[]>topic_id:16s 1523:topic_states[]>partition_states[] 1541:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1544:topic_states[]>partition_states[]>isr 1556:topic_states[]>partition_states[]>partition_epoch:i 1559:topic_states[]>partition_states[]>replicas 1571:topic_states[]>partition_states[]>adding_replicas 1583:topic_states[]>partition_states[]>removing_replicas 1595:topic_states[]>partition_states[]>is_new:? 1600:topic_states[]>partition_states[]>tagged_fields 1608:topic_states[]>tagged_fields 1616:live_leaders[] 1634:live_leaders[]>broker_id:i 1637:live_leaders[]>host_name 1653:live_leaders[]>port:i 1656:live_leaders[]>tagged_fields 1666:tagged_fields 1677:- 1679:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1681:topic_states[] 1700:live_leaders[] 1719:is_kraft_controller 1722:ungrouped_partition_states 1725:tagged_fields 1735:- 1737:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1739:isr 1754:partition_epoch:i 1756:replicas 1771:adding_replicas 1786:removing_replicas 1801:is_new:?/leader_recovery_state:b 1803:tagged_fields 1813:- 1815:topic_name 1834:topic_id:16s 1836:partition_states[] 1855:tagged_fields 1865:- 1869:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1872:topic_states[] 1890:topic_states[]>topic_name 1906:topic_states[]>topic_id:16s 1910:topic_states[]>partition_states[] 1928:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1931:topic_states[]>partition_states[]>isr 1943:topic_states[]>partition_states[]>partition_epoch:i 1946:topic_states[]>partition_states[]>replicas 1958:topic_states[]>partition_states[]>adding_replicas 1970:topic_states[]>partition_states[]>removing_replicas 1982:topic_states[]>partition_states[]>is_new:?/leader_recovery_state:b 1986:topic_states[]>partition_states[]>tagged_fields 1994:topic_states[]>tagged_fields 2002:live_leaders[] 2020:live_leaders[]>broker_id:i 2023:live_leaders[]>host_name 2039:live_leaders[]>port:i 2042:live_leaders[]>tagged_fields 2052:tagged_fields 2063:- 2065:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 2067:topic_states[] 2086:live_leaders[] 2105:is_kraft_controller 2108:ungrouped_partition_states 2111:tagged_fields 2121:- 2125:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q/type:b 2128:topic_states[] 2146:topic_states[]>topic_name 2162:topic_states[]>topic_id:16s 2166:topic_states[]>partition_states[] 2184:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 2187:topic_states[]>partition_states[]>isr 2199:topic_states[]>partition_states[]>partition_epoch:i 2202:topic_states[]>partition_states[]>replicas 2214:topic_states[]>partition_states[]>adding_replicas 2226:topic_states[]>partition_states[]>removing_replicas 2238:topic_states[]>partition_states[]>is_new:?/leader_recovery_state:b 2242:topic_states[]>partition_states[]>tagged_fields 2250:topic_states[]>tagged_fields 2258:live_leaders[] 2276:live_leaders[]>broker_id:i 2279:live_leaders[]>host_name 2295:live_leaders[]>port:i 2298:live_leaders[]>tagged_fields 2307:tagged_fields 2318:- 2320:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q/type:b 2322:topic_states[] 2341:live_leaders[] 2360:ungrouped_partition_states 2363:tagged_fields"
+    "205:- 207:topic_name 218:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 220:isr 227:partition_epoch:i 229:replicas 236:leader_recovery_state 239:unknown_tags 246:- 248:broker_id:i 250:host_name 261:port:i 263:unknown_tags 270:- 274:controller_id:i/controller_epoch:i 277:ungrouped_partition_states[] 285:ungrouped_partition_states[]>topic_name 293:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 296:ungrouped_partition_states[]>isr 303:ungrouped_partition_states[]>partition_epoch:i 306:ungrouped_partition_states[]>replicas 320:live_leaders[] 328:live_leaders[]>broker_id:i 331:live_leaders[]>host_name 339:live_leaders[]>port:i 355:- 357:controller_id:i/controller_epoch:i 359:ungrouped_partition_states[] 370:live_leaders[] 381:is_kraft_controller 384:type 387:topic_states 390:unknown_tags 397:- 399:topic_name 410:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 412:isr 419:partition_epoch:i 421:replicas 428:is_new:? 430:leader_recovery_state 433:unknown_tags 440:- 444:controller_id:i/controller_epoch:i 447:ungrouped_partition_states[] 455:ungrouped_partition_states[]>topic_name 463:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 466:ungrouped_partition_states[]>isr 473:ungrouped_partition_states[]>partition_epoch:i 476:ungrouped_partition_states[]>replicas 483:ungrouped_partition_states[]>is_new:? 492:live_leaders[] 500:live_leaders[]>broker_id:i 503:live_leaders[]>host_name 511:live_leaders[]>port:i 527:- 529:controller_id:i/controller_epoch:i 531:ungrouped_partition_states[] 542:live_leaders[] 553:is_kraft_controller 556:type 559:topic_states 562:unknown_tags 569:- 571:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 573:isr 580:partition_epoch:i 582:replicas 589:is_new:? 591:leader_recovery_state 594:unknown_tags 601:- 603:topic_name 614:partition_states[] 625:unknown_tags 632:- 636:controller_id:i/controller_epoch:i/broker_epoch:q 639:topic_states[] 647:topic_states[]>topic_name 655:topic_states[]>partition_states[] 663:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 666:topic_states[]>partition_states[]>isr 673:topic_states[]>partition_states[]>partition_epoch:i 676:topic_states[]>partition_states[]>replicas 683:topic_states[]>partition_states[]>is_new:? 697:live_leaders[] 705:live_leaders[]>broker_id:i 708:live_leaders[]>host_name 716:live_leaders[]>port:i 731:- 733:controller_id:i/controller_epoch:i/broker_epoch:q 735:topic_states[] 746:live_leaders[] 757:is_kraft_controller 760:type 763:ungrouped_partition_states 766:unknown_tags 773:- 775:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 777:isr 784:partition_epoch:i 786:replicas 793:adding_replicas 800:removing_replicas 807:is_new:? 809:leader_recovery_state 812:unknown_tags 819:- 821:topic_name 832:partition_states[] 843:unknown_tags 850:- 854:controller_id:i/controller_epoch:i/broker_epoch:q 857:topic_states[] 865:topic_states[]>topic_name 873:topic_states[]>partition_states[] 881:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 884:topic_states[]>partition_states[]>isr 891:topic_states[]>partition_states[]>partition_epoch:i 894:topic_states[]>partition_states[]>replicas 901:topic_states[]>partition_states[]>adding_replicas 908:topic_states[]>partition_states[]>removing_replicas 915:topic_states[]>partition_states[]>is_new:? 927:live_leaders[] 935:live_leaders[]>broker_id:i 938:live_leaders[]>host_name 946:live_leaders[]>port:i 961:- 963:controller_id:i/controller_epoch:i/broker_epoch:q 965:topic_states[] 976:live_leaders[] 987:is_kraft_controller 990:type 993:ungrouped_partition_states 996:unknown_tags 1003:- 1005:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1007:isr 1022:partition_epoch:i 1024:replicas 1039:adding_replicas 1054:removing_replicas 1069:is_new:? 1071:leader_recovery_state 1074:tagged_fields 1084:- 1086:topic_name 1105:partition_states[] 1124:tagged_fields 1134:- 1136:broker_id:i 1138:host_name 1157:port:i 1159:tagged_fields 1169:- 1173:controller_id:i/controller_epoch:i/broker_epoch:q 1176:topic_states[] 1194:topic_states[]>topic_name 1210:topic_states[]>partition_states[] 1228:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1231:topic_states[]>partition_states[]>isr 1243:topic_states[]>partition_states[]>partition_epoch:i 1246:topic_states[]>partition_states[]>replicas 1258:topic_states[]>partition_states[]>adding_replicas 1270:topic_states[]>partition_states[]>removing_replicas 1282:topic_states[]>partition_states[]>is_new:? 1287:topic_states[]>partition_states[]>tagged_fields 1296:topic_states[]>tagged_fields 1304:live_leaders[] 1322:live_leaders[]>broker_id:i 1325:live_leaders[]>host_name 1341:live_leaders[]>port:i 1344:live_leaders[]>tagged_fields 1355:tagged_fields 1366:- 1368:controller_id:i/controller_epoch:i/broker_epoch:q 1370:topic_states[] 1389:live_leaders[] 1408:is_kraft_controller 1411:type 1414:ungrouped_partition_states 1417:tagged_fields 1427:- 1429:topic_name 1448:topic_id:16s 1450:partition_states[] 1469:tagged_fields 1479:- 1483:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1486:topic_states[] 1504:topic_states[]>topic_name 1520:topic_states[]>topic_id:16s 1524:topic_states[]>partition_states[] 1542:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1545:topic_states[]>partition_states[]>isr 1557:topic_states[]>partition_states[]>partition_epoch:i 1560:topic_states[]>partition_states[]>replicas 1572:topic_states[]>partition_states[]>adding_replicas 1584:topic_states[]>partition_states[]>removing_replicas 1596:topic_states[]>partition_states[]>is_new:? 1601:topic_states[]>partition_states[]>tagged_fields 1609:topic_states[]>tagged_fields 1617:live_leaders[] 1635:live_leaders[]>broker_id:i 1638:live_leaders[]>host_name 1654:live_leaders[]>port:i 1657:live_leaders[]>tagged_fields 1667:tagged_fields 1678:- 1680:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1682:topic_states[] 1701:live_leaders[] 1720:is_kraft_controller 1723:ungrouped_partition_states 1726:tagged_fields 1736:- 1738:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1740:isr 1755:partition_epoch:i 1757:replicas 1772:adding_replicas 1787:removing_replicas 1802:is_new:?/leader_recovery_state:b 1804:tagged_fields 1814:- 1816:topic_name 1835:topic_id:16s 1837:partition_states[] 1856:tagged_fields 1866:- 1870:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 1873:topic_states[] 1891:topic_states[]>topic_name 1907:topic_states[]>topic_id:16s 1911:topic_states[]>partition_states[] 1929:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1932:topic_states[]>partition_states[]>isr 1944:topic_states[]>partition_states[]>partition_epoch:i 1947:topic_states[]>partition_states[]>replicas 1959:topic_states[]>partition_states[]>adding_replicas 1971:topic_states[]>partition_states[]>removing_replicas 1983:topic_states[]>partition_states[]>is_new:?/leader_recovery_state:b 1987:topic_states[]>partition_states[]>tagged_fields 1995:topic_states[]>tagged_fields 2003:live_leaders[] 2021:live_leaders[]>broker_id:i 2024:live_leaders[]>host_name 2040:live_leaders[]>port:i 2043:live_leaders[]>tagged_fields 2053:tagged_fields 2064:- 2066:controller_id:i/controller_epoch:i/broker_epoch:q/type:b 2068:topic_states[] 2087:live_leaders[] 2106:is_kraft_controller 2109:ungrouped_partition_states 2112:tagged_fields 2122:- 2126:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q/type:b 2129:topic_states[] 2147:topic_states[]>topic_name 2163:topic_states[]>topic_id:16s 2167:topic_states[]>partition_states[] 2185:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 2188:topic_states[]>partition_states[]>isr 2200:topic_states[]>partition_states[]>partition_epoch:i 2203:topic_states[]>partition_states[]>replicas 2215:topic_states[]>partition_states[]>adding_replicas 2227:topic_states[]>partition_states[]>removing_replicas 2239:topic_states[]>partition_states[]>is_new:?/leader_recovery_state:b 2243:topic_states[]>partition_states[]>tagged_fields 2251:topic_states[]>tagged_fields 2259:live_leaders[] 2277:live_leaders[]>broker_id:i 2280:live_leaders[]>host_name 2296:live_leaders[]>port:i 2299:live_leaders[]>tagged_fields 2308:tagged_fields 2319:- 2321:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q/type:b 2323:topic_states[] 2342:live_leaders[] 2361:ungrouped_partition_states 2364:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -510,6 +511,100 @@ LeaderAndIsrResponse._WRITERS = {
     7: _write_LeaderAndIsrResponse_v5,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_LeaderAndIsrPartitionError_v0 = (
+    LeaderAndIsrPartitionError, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_LeaderAndIsrResponse_v0 = (
+    LeaderAndIsrResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition_errors', ('array', 0, 8, ('struct', 0, _P_LeaderAndIsrPartitionError_v0))),
+    ),
+    (
+        ('topics', ()),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrPartitionError_v4 = (
+    LeaderAndIsrPartitionError, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_LeaderAndIsrResponse_v4 = (
+    LeaderAndIsrResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition_errors', ('array', 1, 8, ('struct', 0, _P_LeaderAndIsrPartitionError_v4))),
+    ),
+    (
+        ('topics', ()),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrPartitionError_v5 = (
+    LeaderAndIsrPartitionError, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('topic_name', ''),
+    ),
+    (),
+)
+
+_P_LeaderAndIsrTopicError_v5 = (
+    LeaderAndIsrTopicError, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partition_errors', ('array', 1, 7, ('struct', 0, _P_LeaderAndIsrPartitionError_v5))),
+    ),
+    (),
+    (),
+)
+
+_P_LeaderAndIsrResponse_v5 = (
+    LeaderAndIsrResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _P_LeaderAndIsrTopicError_v5))),
+    ),
+    (
+        ('partition_errors', ()),
+    ),
+    (),
+)
+
+_install_native(LeaderAndIsrResponse, {
+    0: _P_LeaderAndIsrResponse_v0,
+    1: _P_LeaderAndIsrResponse_v0,
+    2: _P_LeaderAndIsrResponse_v0,
+    3: _P_LeaderAndIsrResponse_v0,
+    4: _P_LeaderAndIsrResponse_v4,
+    5: _P_LeaderAndIsrResponse_v5,
+    6: _P_LeaderAndIsrResponse_v5,
+    7: _P_LeaderAndIsrResponse_v5,
+})
+
 _FIELDS_AT = _FieldLines(
-    "115:- 117:topic_name 128:partition_index:i/error_code:h 130:unknown_tags 137:- 141:error_code:h 144:partition_errors[] 152:partition_errors[]>topic_name 160:partition_errors[]>partition_index:i/error_code:h 173:- 175:error_code:h 177:partition_errors[] 188:topics 191:unknown_tags 198:- 200:topic_name 219:partition_index:i/error_code:h 221:tagged_fields 231:- 235:error_code:h 238:partition_errors[] 256:partition_errors[]>topic_name 272:partition_errors[]>partition_index:i/error_code:h 275:partition_errors[]>tagged_fields 284:tagged_fields 295:- 297:error_code:h 299:partition_errors[] 318:topics 321:tagged_fields 331:- 333:partition_index:i/error_code:h 335:tagged_fields 345:- 347:topic_id:16s 349:partition_errors[] 368:tagged_fields 378:- 382:error_code:h 385:topics[] 403:topics[]>topic_id:16s 407:topics[]>partition_errors[] 425:topics[]>partition_errors[]>partition_index:i/error_code:h 429:topics[]>partition_errors[]>tagged_fields 437:topics[]>tagged_fields 446:tagged_fields 457:- 459:error_code:h 461:topics[] 480:partition_errors 483:tagged_fields"
+    "116:- 118:topic_name 129:partition_index:i/error_code:h 131:unknown_tags 138:- 142:error_code:h 145:partition_errors[] 153:partition_errors[]>topic_name 161:partition_errors[]>partition_index:i/error_code:h 174:- 176:error_code:h 178:partition_errors[] 189:topics 192:unknown_tags 199:- 201:topic_name 220:partition_index:i/error_code:h 222:tagged_fields 232:- 236:error_code:h 239:partition_errors[] 257:partition_errors[]>topic_name 273:partition_errors[]>partition_index:i/error_code:h 276:partition_errors[]>tagged_fields 285:tagged_fields 296:- 298:error_code:h 300:partition_errors[] 319:topics 322:tagged_fields 332:- 334:partition_index:i/error_code:h 336:tagged_fields 346:- 348:topic_id:16s 350:partition_errors[] 369:tagged_fields 379:- 383:error_code:h 386:topics[] 404:topics[]>topic_id:16s 408:topics[]>partition_errors[] 426:topics[]>partition_errors[]>partition_index:i/error_code:h 430:topics[]>partition_errors[]>tagged_fields 438:topics[]>tagged_fields 447:tagged_fields 458:- 460:error_code:h 462:topics[] 481:partition_errors 484:tagged_fields"
 )

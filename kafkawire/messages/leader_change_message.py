@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -385,6 +386,59 @@ LeaderChangeMessage._WRITERS = {
     1: _write_LeaderChangeMessage_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_Voter_v0 = (
+    Voter, True,
+    (
+        ('voter_id', ('int32', 0)),
+    ),
+    (
+        ('voter_directory_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_LeaderChangeMessage_v0 = (
+    LeaderChangeMessage, True,
+    (
+        ('version', ('int16', 0)),
+        ('leader_id', ('int32', 0)),
+        ('voters', ('array', 1, 5, ('struct', 0, _P_Voter_v0))),
+        ('granting_voters', ('array', 1, 5, ('struct', 0, _P_Voter_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_Voter_v1 = (
+    Voter, True,
+    (
+        ('voter_id', ('int32', 0)),
+        ('voter_directory_id', ('uuid', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_LeaderChangeMessage_v1 = (
+    LeaderChangeMessage, True,
+    (
+        ('version', ('int16', 0)),
+        ('leader_id', ('int32', 0)),
+        ('voters', ('array', 1, 21, ('struct', 0, _P_Voter_v1))),
+        ('granting_voters', ('array', 1, 21, ('struct', 0, _P_Voter_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_native(LeaderChangeMessage, {
+    0: _P_LeaderChangeMessage_v0,
+    1: _P_LeaderChangeMessage_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "89:- 91:voter_id:i 93:voter_directory_id 96:tagged_fields 106:- 110:version:h/leader_id:i 113:voters[] 131:voters[]>voter_id:i 135:voters[]>tagged_fields 143:granting_voters[] 161:granting_voters[]>voter_id:i 165:granting_voters[]>tagged_fields 173:tagged_fields 184:- 186:version:h/leader_id:i 188:voters[] 207:granting_voters[] 226:tagged_fields 236:- 238:voter_id:i/voter_directory_id:16s 240:tagged_fields 250:- 254:version:h/leader_id:i 257:voters[] 275:voters[]>voter_id:i/voter_directory_id:16s 279:voters[]>tagged_fields 287:granting_voters[] 305:granting_voters[]>voter_id:i/voter_directory_id:16s 309:granting_voters[]>tagged_fields 317:tagged_fields 328:- 330:version:h/leader_id:i 332:voters[] 351:granting_voters[] 370:tagged_fields"
+    "90:- 92:voter_id:i 94:voter_directory_id 97:tagged_fields 107:- 111:version:h/leader_id:i 114:voters[] 132:voters[]>voter_id:i 136:voters[]>tagged_fields 144:granting_voters[] 162:granting_voters[]>voter_id:i 166:granting_voters[]>tagged_fields 174:tagged_fields 185:- 187:version:h/leader_id:i 189:voters[] 208:granting_voters[] 227:tagged_fields 237:- 239:voter_id:i/voter_directory_id:16s 241:tagged_fields 251:- 255:version:h/leader_id:i 258:voters[] 276:voters[]>voter_id:i/voter_directory_id:16s 280:voters[]>tagged_fields 288:granting_voters[] 306:granting_voters[]>voter_id:i/voter_directory_id:16s 310:granting_voters[]>tagged_fields 318:tagged_fields 329:- 331:version:h/leader_id:i 333:voters[] 352:granting_voters[] 371:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -717,6 +718,101 @@ LeaveGroupRequest._WRITERS = {
     5: _write_LeaveGroupRequest_v5,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_LeaveGroupRequest_v0 = (
+    LeaveGroupRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('member_id', ('string', 0)),
+    ),
+    (
+        ('members', ()),
+    ),
+    (),
+)
+
+_P_MemberIdentity_v3 = (
+    MemberIdentity, False,
+    (
+        ('member_id', ('string', 0)),
+        ('group_instance_id', ('string', 2)),
+    ),
+    (
+        ('reason', None),
+    ),
+    (),
+)
+
+_P_LeaveGroupRequest_v3 = (
+    LeaveGroupRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('members', ('array', 0, 4, ('struct', 0, _P_MemberIdentity_v3))),
+    ),
+    (
+        ('member_id', ''),
+    ),
+    (),
+)
+
+_P_MemberIdentity_v4 = (
+    MemberIdentity, True,
+    (
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+    ),
+    (
+        ('reason', None),
+    ),
+    (),
+)
+
+_P_LeaveGroupRequest_v4 = (
+    LeaveGroupRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('members', ('array', 1, 3, ('struct', 0, _P_MemberIdentity_v4))),
+    ),
+    (
+        ('member_id', ''),
+    ),
+    (),
+)
+
+_P_MemberIdentity_v5 = (
+    MemberIdentity, True,
+    (
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('reason', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_LeaveGroupRequest_v5 = (
+    LeaveGroupRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('members', ('array', 1, 4, ('struct', 0, _P_MemberIdentity_v5))),
+    ),
+    (
+        ('member_id', ''),
+    ),
+    (),
+)
+
+_install_native(LeaveGroupRequest, {
+    0: _P_LeaveGroupRequest_v0,
+    1: _P_LeaveGroupRequest_v0,
+    2: _P_LeaveGroupRequest_v0,
+    3: _P_LeaveGroupRequest_v3,
+    4: _P_LeaveGroupRequest_v4,
+    5: _P_LeaveGroupRequest_v5,
+})
+
 _FIELDS_AT = _FieldLines(
-    "85:- 89:group_id 97:member_id 112:- 114:group_id 125:member_id 136:members 139:unknown_tags 146:- 148:member_id 159:group_instance_id 170:unknown_tags 177:- 181:group_id 189:members[] 197:members[]>member_id 205:members[]>group_instance_id 227:- 229:group_id 240:members[] 251:member_id 254:unknown_tags 261:- 263:member_id 282:group_instance_id 301:tagged_fields 311:- 315:group_id 331:members[] 349:members[]>member_id 365:members[]>group_instance_id 389:members[]>tagged_fields 398:tagged_fields 409:- 411:group_id 430:members[] 449:member_id 452:tagged_fields 462:- 464:member_id 483:group_instance_id 502:reason 521:tagged_fields 531:- 535:group_id 551:members[] 569:members[]>member_id 585:members[]>group_instance_id 608:members[]>reason 631:members[]>tagged_fields 640:tagged_fields 651:- 653:group_id 672:members[] 691:member_id 694:tagged_fields"
+    "86:- 90:group_id 98:member_id 113:- 115:group_id 126:member_id 137:members 140:unknown_tags 147:- 149:member_id 160:group_instance_id 171:unknown_tags 178:- 182:group_id 190:members[] 198:members[]>member_id 206:members[]>group_instance_id 228:- 230:group_id 241:members[] 252:member_id 255:unknown_tags 262:- 264:member_id 283:group_instance_id 302:tagged_fields 312:- 316:group_id 332:members[] 350:members[]>member_id 366:members[]>group_instance_id 390:members[]>tagged_fields 399:tagged_fields 410:- 412:group_id 431:members[] 450:member_id 453:tagged_fields 463:- 465:member_id 484:group_instance_id 503:reason 522:tagged_fields 532:- 536:group_id 552:members[] 570:members[]>member_id 586:members[]>group_instance_id 609:members[]>reason 632:members[]>tagged_fields 641:tagged_fields 652:- 654:group_id 673:members[] 692:member_id 695:tagged_fields"
 )

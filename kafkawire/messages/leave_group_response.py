@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -427,6 +428,86 @@ LeaveGroupResponse._WRITERS = {
     5: _write_LeaveGroupResponse_v4,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_LeaveGroupResponse_v0 = (
+    LeaveGroupResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('throttle_time_ms', 0),
+        ('members', ()),
+    ),
+    (),
+)
+
+_P_LeaveGroupResponse_v1 = (
+    LeaveGroupResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('members', ()),
+    ),
+    (),
+)
+
+_P_MemberResponse_v3 = (
+    MemberResponse, False,
+    (
+        ('member_id', ('string', 0)),
+        ('group_instance_id', ('string', 2)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_LeaveGroupResponse_v3 = (
+    LeaveGroupResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('members', ('array', 0, 6, ('struct', 0, _P_MemberResponse_v3))),
+    ),
+    (),
+    (),
+)
+
+_P_MemberResponse_v4 = (
+    MemberResponse, True,
+    (
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_LeaveGroupResponse_v4 = (
+    LeaveGroupResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('members', ('array', 1, 5, ('struct', 0, _P_MemberResponse_v4))),
+    ),
+    (),
+    (),
+)
+
+_install_native(LeaveGroupResponse, {
+    0: _P_LeaveGroupResponse_v0,
+    1: _P_LeaveGroupResponse_v1,
+    2: _P_LeaveGroupResponse_v1,
+    3: _P_LeaveGroupResponse_v3,
+    4: _P_LeaveGroupResponse_v4,
+    5: _P_LeaveGroupResponse_v4,
+})
+
 _FIELDS_AT = _FieldLines(
-    "87:- 90:error_code:h 101:- 103:error_code:h 105:members 108:unknown_tags 115:- 118:throttle_time_ms:i/error_code:h 128:- 130:throttle_time_ms:i/error_code:h 132:members 135:unknown_tags 142:- 144:member_id 155:group_instance_id 166:error_code:h 168:unknown_tags 175:- 179:throttle_time_ms:i/error_code:h 182:members[] 190:members[]>member_id 198:members[]>group_instance_id 209:members[]>error_code:h 221:- 223:throttle_time_ms:i/error_code:h 225:members[] 236:unknown_tags 243:- 245:member_id 264:group_instance_id 283:error_code:h 285:tagged_fields 295:- 299:throttle_time_ms:i/error_code:h 302:members[] 320:members[]>member_id 336:members[]>group_instance_id 359:members[]>error_code:h 362:members[]>tagged_fields 370:tagged_fields 381:- 383:throttle_time_ms:i/error_code:h 385:members[] 404:tagged_fields"
+    "88:- 91:error_code:h 102:- 104:error_code:h 106:members 109:unknown_tags 116:- 119:throttle_time_ms:i/error_code:h 129:- 131:throttle_time_ms:i/error_code:h 133:members 136:unknown_tags 143:- 145:member_id 156:group_instance_id 167:error_code:h 169:unknown_tags 176:- 180:throttle_time_ms:i/error_code:h 183:members[] 191:members[]>member_id 199:members[]>group_instance_id 210:members[]>error_code:h 222:- 224:throttle_time_ms:i/error_code:h 226:members[] 237:unknown_tags 244:- 246:member_id 265:group_instance_id 284:error_code:h 286:tagged_fields 296:- 300:throttle_time_ms:i/error_code:h 303:members[] 321:members[]>member_id 337:members[]>group_instance_id 360:members[]>error_code:h 363:members[]>tagged_fields 371:tagged_fields 382:- 384:throttle_time_ms:i/error_code:h 386:members[] 405:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -77,6 +78,20 @@ ListClientMetricsResourcesRequest._WRITERS = {
     0: _write_ListClientMetricsResourcesRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ListClientMetricsResourcesRequest_v0 = (
+    ListClientMetricsResourcesRequest, True,
+    (),
+    (),
+    (),
+)
+
+_install_native(ListClientMetricsResourcesRequest, {
+    0: _P_ListClientMetricsResourcesRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "47:- 51:tagged_fields 62:- 64:tagged_fields"
+    "48:- 52:tagged_fields 63:- 65:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -208,6 +209,33 @@ ListClientMetricsResourcesResponse._WRITERS = {
     0: _write_ListClientMetricsResourcesResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ClientMetricsResource_v0 = (
+    ClientMetricsResource, True,
+    (
+        ('name', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_P_ListClientMetricsResourcesResponse_v0 = (
+    ListClientMetricsResourcesResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('client_metrics_resources', ('array', 1, 2, ('struct', 0, _P_ClientMetricsResource_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ListClientMetricsResourcesResponse, {
+    0: _P_ListClientMetricsResourcesResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "81:- 83:name 102:tagged_fields 112:- 116:throttle_time_ms:i/error_code:h 119:client_metrics_resources[] 137:client_metrics_resources[]>name 153:client_metrics_resources[]>tagged_fields 161:tagged_fields 172:- 174:throttle_time_ms:i/error_code:h 176:client_metrics_resources[] 195:tagged_fields"
+    "82:- 84:name 103:tagged_fields 113:- 117:throttle_time_ms:i/error_code:h 120:client_metrics_resources[] 138:client_metrics_resources[]>name 154:client_metrics_resources[]>tagged_fields 162:tagged_fields 173:- 175:throttle_time_ms:i/error_code:h 177:client_metrics_resources[] 196:tagged_fields"
 )

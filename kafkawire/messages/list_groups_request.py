@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -386,6 +387,59 @@ ListGroupsRequest._WRITERS = {
     5: _write_ListGroupsRequest_v5,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ListGroupsRequest_v0 = (
+    ListGroupsRequest, False,
+    (),
+    (
+        ('states_filter', ()),
+        ('types_filter', ()),
+    ),
+    (),
+)
+
+_P_ListGroupsRequest_v3 = (
+    ListGroupsRequest, True,
+    (),
+    (
+        ('states_filter', ()),
+        ('types_filter', ()),
+    ),
+    (),
+)
+
+_P_ListGroupsRequest_v4 = (
+    ListGroupsRequest, True,
+    (
+        ('states_filter', ('array', 1, 1, ('string', 1))),
+    ),
+    (
+        ('types_filter', ()),
+    ),
+    (),
+)
+
+_P_ListGroupsRequest_v5 = (
+    ListGroupsRequest, True,
+    (
+        ('states_filter', ('array', 1, 1, ('string', 1))),
+        ('types_filter', ('array', 1, 1, ('string', 1))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ListGroupsRequest, {
+    0: _P_ListGroupsRequest_v0,
+    1: _P_ListGroupsRequest_v0,
+    2: _P_ListGroupsRequest_v0,
+    3: _P_ListGroupsRequest_v3,
+    4: _P_ListGroupsRequest_v4,
+    5: _P_ListGroupsRequest_v5,
+})
+
 _FIELDS_AT = _FieldLines(
-    "53:- 64:- 66:states_filter 69:types_filter 72:unknown_tags 79:- 85:tagged_fields 96:- 98:states_filter 101:types_filter 104:tagged_fields 114:- 118:states_filter[] 153:tagged_fields 164:- 166:states_filter[] 199:types_filter 202:tagged_fields 212:- 216:states_filter[] 250:types_filter[] 284:tagged_fields 295:- 297:states_filter[] 330:types_filter[] 363:tagged_fields"
+    "54:- 65:- 67:states_filter 70:types_filter 73:unknown_tags 80:- 86:tagged_fields 97:- 99:states_filter 102:types_filter 105:tagged_fields 115:- 119:states_filter[] 154:tagged_fields 165:- 167:states_filter[] 200:types_filter 203:tagged_fields 213:- 217:states_filter[] 251:types_filter[] 285:tagged_fields 296:- 298:states_filter[] 331:types_filter[] 364:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -848,6 +849,125 @@ ListGroupsResponse._WRITERS = {
     5: _write_ListGroupsResponse_v5,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ListedGroup_v0 = (
+    ListedGroup, False,
+    (
+        ('group_id', ('string', 0)),
+        ('protocol_type', ('string', 0)),
+    ),
+    (
+        ('group_state', ''),
+        ('group_type', ''),
+    ),
+    (),
+)
+
+_P_ListGroupsResponse_v0 = (
+    ListGroupsResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('groups', ('array', 0, 4, ('struct', 0, _P_ListedGroup_v0))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+    ),
+    (),
+)
+
+_P_ListGroupsResponse_v1 = (
+    ListGroupsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('groups', ('array', 0, 4, ('struct', 0, _P_ListedGroup_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_ListedGroup_v3 = (
+    ListedGroup, True,
+    (
+        ('group_id', ('string', 1)),
+        ('protocol_type', ('string', 1)),
+    ),
+    (
+        ('group_state', ''),
+        ('group_type', ''),
+    ),
+    (),
+)
+
+_P_ListGroupsResponse_v3 = (
+    ListGroupsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('groups', ('array', 1, 3, ('struct', 0, _P_ListedGroup_v3))),
+    ),
+    (),
+    (),
+)
+
+_P_ListedGroup_v4 = (
+    ListedGroup, True,
+    (
+        ('group_id', ('string', 1)),
+        ('protocol_type', ('string', 1)),
+        ('group_state', ('string', 1)),
+    ),
+    (
+        ('group_type', ''),
+    ),
+    (),
+)
+
+_P_ListGroupsResponse_v4 = (
+    ListGroupsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('groups', ('array', 1, 4, ('struct', 0, _P_ListedGroup_v4))),
+    ),
+    (),
+    (),
+)
+
+_P_ListedGroup_v5 = (
+    ListedGroup, True,
+    (
+        ('group_id', ('string', 1)),
+        ('protocol_type', ('string', 1)),
+        ('group_state', ('string', 1)),
+        ('group_type', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_P_ListGroupsResponse_v5 = (
+    ListGroupsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('groups', ('array', 1, 5, ('struct', 0, _P_ListedGroup_v5))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ListGroupsResponse, {
+    0: _P_ListGroupsResponse_v0,
+    1: _P_ListGroupsResponse_v1,
+    2: _P_ListGroupsResponse_v1,
+    3: _P_ListGroupsResponse_v3,
+    4: _P_ListGroupsResponse_v4,
+    5: _P_ListGroupsResponse_v5,
+})
+
 _FIELDS_AT = _FieldLines(
-    "90:- 92:group_id 103:protocol_type 114:unknown_tags 121:- 125:error_code:h 128:groups[] 136:groups[]>group_id 144:groups[]>protocol_type 164:- 166:error_code:h 168:groups[] 179:unknown_tags 186:- 190:throttle_time_ms:i/error_code:h 193:groups[] 201:groups[]>group_id 209:groups[]>protocol_type 228:- 230:throttle_time_ms:i/error_code:h 232:groups[] 243:unknown_tags 250:- 252:group_id 271:protocol_type 290:tagged_fields 300:- 304:throttle_time_ms:i/error_code:h 307:groups[] 325:groups[]>group_id 341:groups[]>protocol_type 359:groups[]>tagged_fields 367:tagged_fields 378:- 380:throttle_time_ms:i/error_code:h 382:groups[] 401:tagged_fields 411:- 413:group_id 432:protocol_type 451:group_state 470:tagged_fields 480:- 484:throttle_time_ms:i/error_code:h 487:groups[] 505:groups[]>group_id 521:groups[]>protocol_type 537:groups[]>group_state 554:groups[]>tagged_fields 562:tagged_fields 573:- 575:throttle_time_ms:i/error_code:h 577:groups[] 596:tagged_fields 606:- 608:group_id 627:protocol_type 646:group_state 665:group_type 684:tagged_fields 694:- 698:throttle_time_ms:i/error_code:h 701:groups[] 719:groups[]>group_id 735:groups[]>protocol_type 751:groups[]>group_state 767:groups[]>group_type 783:groups[]>tagged_fields 791:tagged_fields 802:- 804:throttle_time_ms:i/error_code:h 806:groups[] 825:tagged_fields"
+    "91:- 93:group_id 104:protocol_type 115:unknown_tags 122:- 126:error_code:h 129:groups[] 137:groups[]>group_id 145:groups[]>protocol_type 165:- 167:error_code:h 169:groups[] 180:unknown_tags 187:- 191:throttle_time_ms:i/error_code:h 194:groups[] 202:groups[]>group_id 210:groups[]>protocol_type 229:- 231:throttle_time_ms:i/error_code:h 233:groups[] 244:unknown_tags 251:- 253:group_id 272:protocol_type 291:tagged_fields 301:- 305:throttle_time_ms:i/error_code:h 308:groups[] 326:groups[]>group_id 342:groups[]>protocol_type 360:groups[]>tagged_fields 368:tagged_fields 379:- 381:throttle_time_ms:i/error_code:h 383:groups[] 402:tagged_fields 412:- 414:group_id 433:protocol_type 452:group_state 471:tagged_fields 481:- 485:throttle_time_ms:i/error_code:h 488:groups[] 506:groups[]>group_id 522:groups[]>protocol_type 538:groups[]>group_state 555:groups[]>tagged_fields 563:tagged_fields 574:- 576:throttle_time_ms:i/error_code:h 578:groups[] 597:tagged_fields 607:- 609:group_id 628:protocol_type 647:group_state 666:group_type 685:tagged_fields 695:- 699:throttle_time_ms:i/error_code:h 702:groups[] 720:groups[]>group_id 736:groups[]>protocol_type 752:groups[]>group_state 768:groups[]>group_type 784:groups[]>tagged_fields 792:tagged_fields 803:- 805:throttle_time_ms:i/error_code:h 807:groups[] 826:tagged_fields"
 )

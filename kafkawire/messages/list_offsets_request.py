@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -889,6 +890,192 @@ ListOffsetsRequest._WRITERS = {
     10: _write_ListOffsetsRequest_v10,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ListOffsetsPartition_v0 = (
+    ListOffsetsPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('timestamp', ('int64', 0)),
+        ('max_num_offsets', ('int32', 0)),
+    ),
+    (
+        ('current_leader_epoch', -1),
+    ),
+    (),
+)
+
+_P_ListOffsetsTopic_v0 = (
+    ListOffsetsTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 16, ('struct', 0, _P_ListOffsetsPartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_ListOffsetsRequest_v0 = (
+    ListOffsetsRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_ListOffsetsTopic_v0))),
+    ),
+    (
+        ('isolation_level', 0),
+        ('timeout_ms', 0),
+    ),
+    (),
+)
+
+_P_ListOffsetsPartition_v1 = (
+    ListOffsetsPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('timestamp', ('int64', 0)),
+    ),
+    (
+        ('current_leader_epoch', -1),
+        ('max_num_offsets', 1),
+    ),
+    (),
+)
+
+_P_ListOffsetsTopic_v1 = (
+    ListOffsetsTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 12, ('struct', 0, _P_ListOffsetsPartition_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_ListOffsetsRequest_v1 = (
+    ListOffsetsRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_ListOffsetsTopic_v1))),
+    ),
+    (
+        ('isolation_level', 0),
+        ('timeout_ms', 0),
+    ),
+    (),
+)
+
+_P_ListOffsetsRequest_v2 = (
+    ListOffsetsRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_ListOffsetsTopic_v1))),
+    ),
+    (
+        ('timeout_ms', 0),
+    ),
+    (),
+)
+
+_P_ListOffsetsPartition_v4 = (
+    ListOffsetsPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('timestamp', ('int64', 0)),
+    ),
+    (
+        ('max_num_offsets', 1),
+    ),
+    (),
+)
+
+_P_ListOffsetsTopic_v4 = (
+    ListOffsetsTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 16, ('struct', 0, _P_ListOffsetsPartition_v4))),
+    ),
+    (),
+    (),
+)
+
+_P_ListOffsetsRequest_v4 = (
+    ListOffsetsRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_ListOffsetsTopic_v4))),
+    ),
+    (
+        ('timeout_ms', 0),
+    ),
+    (),
+)
+
+_P_ListOffsetsPartition_v6 = (
+    ListOffsetsPartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('timestamp', ('int64', 0)),
+    ),
+    (
+        ('max_num_offsets', 1),
+    ),
+    (),
+)
+
+_P_ListOffsetsTopic_v6 = (
+    ListOffsetsTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 17, ('struct', 0, _P_ListOffsetsPartition_v6))),
+    ),
+    (),
+    (),
+)
+
+_P_ListOffsetsRequest_v6 = (
+    ListOffsetsRequest, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_ListOffsetsTopic_v6))),
+    ),
+    (
+        ('timeout_ms', 0),
+    ),
+    (),
+)
+
+_P_ListOffsetsRequest_v10 = (
+    ListOffsetsRequest, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_ListOffsetsTopic_v6))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(ListOffsetsRequest, {
+    0: _P_ListOffsetsRequest_v0,
+    1: _P_ListOffsetsRequest_v1,
+    2: _P_ListOffsetsRequest_v2,
+    3: _P_ListOffsetsRequest_v2,
+    4: _P_ListOffsetsRequest_v4,
+    5: _P_ListOffsetsRequest_v4,
+    6: _P_ListOffsetsRequest_v6,
+    7: _P_ListOffsetsRequest_v6,
+    8: _P_ListOffsetsRequest_v6,
+    9: _P_ListOffsetsRequest_v6,
+    10: _P_ListOffsetsRequest_v10,
+})
+
 _FIELDS_AT = _FieldLines(
-    "125:- 127:partition_index:i/timestamp:q/max_num_offsets:i 129:unknown_tags 136:- 138:name 149:partitions[] 160:unknown_tags 167:- 171:replica_id:i 174:topics[] 182:topics[]>name 190:topics[]>partitions[] 198:topics[]>partitions[]>partition_index:i/timestamp:q/max_num_offsets:i 216:- 218:replica_id:i 220:topics[] 231:isolation_level 234:unknown_tags 241:- 243:partition_index:i/timestamp:q 245:max_num_offsets 248:unknown_tags 255:- 257:name 268:partitions[] 279:unknown_tags 286:- 290:replica_id:i 293:topics[] 301:topics[]>name 309:topics[]>partitions[] 317:topics[]>partitions[]>partition_index:i/timestamp:q 336:- 338:replica_id:i 340:topics[] 351:isolation_level 354:unknown_tags 361:- 365:replica_id:i/isolation_level:b 368:topics[] 376:topics[]>name 384:topics[]>partitions[] 392:topics[]>partitions[]>partition_index:i/timestamp:q 410:- 412:replica_id:i/isolation_level:b 414:topics[] 425:unknown_tags 432:- 434:partition_index:i/current_leader_epoch:i/timestamp:q 436:max_num_offsets 439:unknown_tags 446:- 448:name 459:partitions[] 470:unknown_tags 477:- 481:replica_id:i/isolation_level:b 484:topics[] 492:topics[]>name 500:topics[]>partitions[] 508:topics[]>partitions[]>partition_index:i/current_leader_epoch:i/timestamp:q 525:- 527:replica_id:i/isolation_level:b 529:topics[] 540:unknown_tags 547:- 549:partition_index:i/current_leader_epoch:i/timestamp:q 551:max_num_offsets 554:tagged_fields 564:- 566:name 585:partitions[] 604:tagged_fields 614:- 618:replica_id:i/isolation_level:b 621:topics[] 639:topics[]>name 655:topics[]>partitions[] 673:topics[]>partitions[]>partition_index:i/current_leader_epoch:i/timestamp:q 677:topics[]>partitions[]>tagged_fields 685:topics[]>tagged_fields 694:tagged_fields 705:- 707:replica_id:i/isolation_level:b 709:topics[] 728:tagged_fields 738:- 742:replica_id:i/isolation_level:b 745:topics[] 763:topics[]>name 779:topics[]>partitions[] 797:topics[]>partitions[]>partition_index:i/current_leader_epoch:i/timestamp:q 801:topics[]>partitions[]>tagged_fields 809:topics[]>tagged_fields 817:timeout_ms:i 820:tagged_fields 831:- 833:replica_id:i/isolation_level:b 835:topics[] 854:timeout_ms:i 856:tagged_fields"
+    "126:- 128:partition_index:i/timestamp:q/max_num_offsets:i 130:unknown_tags 137:- 139:name 150:partitions[] 161:unknown_tags 168:- 172:replica_id:i 175:topics[] 183:topics[]>name 191:topics[]>partitions[] 199:topics[]>partitions[]>partition_index:i/timestamp:q/max_num_offsets:i 217:- 219:replica_id:i 221:topics[] 232:isolation_level 235:unknown_tags 242:- 244:partition_index:i/timestamp:q 246:max_num_offsets 249:unknown_tags 256:- 258:name 269:partitions[] 280:unknown_tags 287:- 291:replica_id:i 294:topics[] 302:topics[]>name 310:topics[]>partitions[] 318:topics[]>partitions[]>partition_index:i/timestamp:q 337:- 339:replica_id:i 341:topics[] 352:isolation_level 355:unknown_tags 362:- 366:replica_id:i/isolation_level:b 369:topics[] 377:topics[]>name 385:topics[]>partitions[] 393:topics[]>partitions[]>partition_index:i/timestamp:q 411:- 413:replica_id:i/isolation_level:b 415:topics[] 426:unknown_tags 433:- 435:partition_index:i/current_leader_epoch:i/timestamp:q 437:max_num_offsets 440:unknown_tags 447:- 449:name 460:partitions[] 471:unknown_tags 478:- 482:replica_id:i/isolation_level:b 485:topics[] 493:topics[]>name 501:topics[]>partitions[] 509:topics[]>partitions[]>partition_index:i/current_leader_epoch:i/timestamp:q 526:- 528:replica_id:i/isolation_level:b 530:topics[] 541:unknown_tags 548:- 550:partition_index:i/current_leader_epoch:i/timestamp:q 552:max_num_offsets 555:tagged_fields 565:- 567:name 586:partitions[] 605:tagged_fields 615:- 619:replica_id:i/isolation_level:b 622:topics[] 640:topics[]>name 656:topics[]>partitions[] 674:topics[]>partitions[]>partition_index:i/current_leader_epoch:i/timestamp:q 678:topics[]>partitions[]>tagged_fields 686:topics[]>tagged_fields 695:tagged_fields 706:- 708:replica_id:i/isolation_level:b 710:topics[] 729:tagged_fields 739:- 743:replica_id:i/isolation_level:b 746:topics[] 764:topics[]>name 780:topics[]>partitions[] 798:topics[]>partitions[]>partition_index:i/current_leader_epoch:i/timestamp:q 802:topics[]>partitions[]>tagged_fields 810:topics[]>tagged_fields 818:timeout_ms:i 821:tagged_fields 832:- 834:replica_id:i/isolation_level:b 836:topics[] 855:timeout_ms:i 857:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -768,6 +769,175 @@ ListOffsetsResponse._WRITERS = {
     10: _write_ListOffsetsResponse_v6,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ListOffsetsPartitionResponse_v0 = (
+    ListOffsetsPartitionResponse, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('old_style_offsets', ('array', 0, 8, ('int64', 0))),
+    ),
+    (
+        ('timestamp', -1),
+        ('offset', -1),
+        ('leader_epoch', -1),
+    ),
+    (),
+)
+
+_P_ListOffsetsTopicResponse_v0 = (
+    ListOffsetsTopicResponse, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 10, ('struct', 0, _P_ListOffsetsPartitionResponse_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_ListOffsetsResponse_v0 = (
+    ListOffsetsResponse, False,
+    (
+        ('topics', ('array', 0, 6, ('struct', 0, _P_ListOffsetsTopicResponse_v0))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+    ),
+    (),
+)
+
+_P_ListOffsetsPartitionResponse_v1 = (
+    ListOffsetsPartitionResponse, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('timestamp', ('int64', 0)),
+        ('offset', ('int64', 0)),
+    ),
+    (
+        ('old_style_offsets', ()),
+        ('leader_epoch', -1),
+    ),
+    (),
+)
+
+_P_ListOffsetsTopicResponse_v1 = (
+    ListOffsetsTopicResponse, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 22, ('struct', 0, _P_ListOffsetsPartitionResponse_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_ListOffsetsResponse_v1 = (
+    ListOffsetsResponse, False,
+    (
+        ('topics', ('array', 0, 6, ('struct', 0, _P_ListOffsetsTopicResponse_v1))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+    ),
+    (),
+)
+
+_P_ListOffsetsResponse_v2 = (
+    ListOffsetsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_ListOffsetsTopicResponse_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_ListOffsetsPartitionResponse_v4 = (
+    ListOffsetsPartitionResponse, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('timestamp', ('int64', 0)),
+        ('offset', ('int64', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (
+        ('old_style_offsets', ()),
+    ),
+    (),
+)
+
+_P_ListOffsetsTopicResponse_v4 = (
+    ListOffsetsTopicResponse, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 26, ('struct', 0, _P_ListOffsetsPartitionResponse_v4))),
+    ),
+    (),
+    (),
+)
+
+_P_ListOffsetsResponse_v4 = (
+    ListOffsetsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_ListOffsetsTopicResponse_v4))),
+    ),
+    (),
+    (),
+)
+
+_P_ListOffsetsPartitionResponse_v6 = (
+    ListOffsetsPartitionResponse, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('timestamp', ('int64', 0)),
+        ('offset', ('int64', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (
+        ('old_style_offsets', ()),
+    ),
+    (),
+)
+
+_P_ListOffsetsTopicResponse_v6 = (
+    ListOffsetsTopicResponse, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 27, ('struct', 0, _P_ListOffsetsPartitionResponse_v6))),
+    ),
+    (),
+    (),
+)
+
+_P_ListOffsetsResponse_v6 = (
+    ListOffsetsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_ListOffsetsTopicResponse_v6))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ListOffsetsResponse, {
+    0: _P_ListOffsetsResponse_v0,
+    1: _P_ListOffsetsResponse_v1,
+    2: _P_ListOffsetsResponse_v2,
+    3: _P_ListOffsetsResponse_v2,
+    4: _P_ListOffsetsResponse_v4,
+    5: _P_ListOffsetsResponse_v4,
+    6: _P_ListOffsetsResponse_v6,
+    7: _P_ListOffsetsResponse_v6,
+    8: _P_ListOffsetsResponse_v6,
+    9: _P_ListOffsetsResponse_v6,
+    10: _P_ListOffsetsResponse_v6,
+})
+
 _FIELDS_AT = _FieldLines(
-    "125:- 127:partition_index:i/error_code:h 129:old_style_offsets 136:timestamp 139:offset 142:leader_epoch 145:unknown_tags 152:- 154:name 165:partitions[] 176:unknown_tags 183:- 187:topics[] 195:topics[]>name 203:topics[]>partitions[] 211:topics[]>partitions[]>partition_index:i/error_code:h 214:topics[]>partitions[]>old_style_offsets 237:- 239:topics[] 250:unknown_tags 257:- 259:partition_index:i/error_code:h/timestamp:q/offset:q 261:old_style_offsets 264:leader_epoch 267:unknown_tags 274:- 276:name 287:partitions[] 298:unknown_tags 305:- 309:topics[] 317:topics[]>name 325:topics[]>partitions[] 333:topics[]>partitions[]>partition_index:i/error_code:h/timestamp:q/offset:q 351:- 353:topics[] 364:unknown_tags 371:- 375:throttle_time_ms:i 378:topics[] 386:topics[]>name 394:topics[]>partitions[] 402:topics[]>partitions[]>partition_index:i/error_code:h/timestamp:q/offset:q 419:- 421:throttle_time_ms:i 423:topics[] 434:unknown_tags 441:- 443:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 445:old_style_offsets 448:unknown_tags 455:- 457:name 468:partitions[] 479:unknown_tags 486:- 490:throttle_time_ms:i 493:topics[] 501:topics[]>name 509:topics[]>partitions[] 517:topics[]>partitions[]>partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 533:- 535:throttle_time_ms:i 537:topics[] 548:unknown_tags 555:- 557:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 559:old_style_offsets 562:tagged_fields 572:- 574:name 593:partitions[] 612:tagged_fields 622:- 626:throttle_time_ms:i 629:topics[] 647:topics[]>name 663:topics[]>partitions[] 681:topics[]>partitions[]>partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 685:topics[]>partitions[]>tagged_fields 693:topics[]>tagged_fields 701:tagged_fields 712:- 714:throttle_time_ms:i 716:topics[] 735:tagged_fields"
+    "126:- 128:partition_index:i/error_code:h 130:old_style_offsets 137:timestamp 140:offset 143:leader_epoch 146:unknown_tags 153:- 155:name 166:partitions[] 177:unknown_tags 184:- 188:topics[] 196:topics[]>name 204:topics[]>partitions[] 212:topics[]>partitions[]>partition_index:i/error_code:h 215:topics[]>partitions[]>old_style_offsets 238:- 240:topics[] 251:unknown_tags 258:- 260:partition_index:i/error_code:h/timestamp:q/offset:q 262:old_style_offsets 265:leader_epoch 268:unknown_tags 275:- 277:name 288:partitions[] 299:unknown_tags 306:- 310:topics[] 318:topics[]>name 326:topics[]>partitions[] 334:topics[]>partitions[]>partition_index:i/error_code:h/timestamp:q/offset:q 352:- 354:topics[] 365:unknown_tags 372:- 376:throttle_time_ms:i 379:topics[] 387:topics[]>name 395:topics[]>partitions[] 403:topics[]>partitions[]>partition_index:i/error_code:h/timestamp:q/offset:q 420:- 422:throttle_time_ms:i 424:topics[] 435:unknown_tags 442:- 444:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 446:old_style_offsets 449:unknown_tags 456:- 458:name 469:partitions[] 480:unknown_tags 487:- 491:throttle_time_ms:i 494:topics[] 502:topics[]>name 510:topics[]>partitions[] 518:topics[]>partitions[]>partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 534:- 536:throttle_time_ms:i 538:topics[] 549:unknown_tags 556:- 558:partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 560:old_style_offsets 563:tagged_fields 573:- 575:name 594:partitions[] 613:tagged_fields 623:- 627:throttle_time_ms:i 630:topics[] 648:topics[]>name 664:topics[]>partitions[] 682:topics[]>partitions[]>partition_index:i/error_code:h/timestamp:q/offset:q/leader_epoch:i 686:topics[]>partitions[]>tagged_fields 694:topics[]>tagged_fields 702:tagged_fields 713:- 715:throttle_time_ms:i 717:topics[] 736:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -239,6 +240,33 @@ ListPartitionReassignmentsRequest._WRITERS = {
     0: _write_ListPartitionReassignmentsRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ListPartitionReassignmentsTopics_v0 = (
+    ListPartitionReassignmentsTopics, True,
+    (
+        ('name', ('string', 1)),
+        ('partition_indexes', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_ListPartitionReassignmentsRequest_v0 = (
+    ListPartitionReassignmentsRequest, True,
+    (
+        ('timeout_ms', ('int32', 0)),
+        ('topics', ('array', 3, 3, ('struct', 0, _P_ListPartitionReassignmentsTopics_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ListPartitionReassignmentsRequest, {
+    0: _P_ListPartitionReassignmentsRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "82:- 84:name 103:partition_indexes 118:tagged_fields 128:- 132:timeout_ms:i 135:topics[] 156:topics[]>name 172:topics[]>partition_indexes 184:topics[]>tagged_fields 192:tagged_fields 203:- 205:timeout_ms:i 207:topics[] 226:tagged_fields"
+    "83:- 85:name 104:partition_indexes 119:tagged_fields 129:- 133:timeout_ms:i 136:topics[] 157:topics[]>name 173:topics[]>partition_indexes 185:topics[]>tagged_fields 193:tagged_fields 204:- 206:timeout_ms:i 208:topics[] 227:tagged_fields"
 )

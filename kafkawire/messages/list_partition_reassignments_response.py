@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -434,6 +435,47 @@ ListPartitionReassignmentsResponse._WRITERS = {
     0: _write_ListPartitionReassignmentsResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_OngoingPartitionReassignment_v0 = (
+    OngoingPartitionReassignment, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('replicas', ('array', 1, 4, ('int32', 0))),
+        ('adding_replicas', ('array', 1, 4, ('int32', 0))),
+        ('removing_replicas', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_OngoingTopicReassignment_v0 = (
+    OngoingTopicReassignment, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 8, ('struct', 0, _P_OngoingPartitionReassignment_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_ListPartitionReassignmentsResponse_v0 = (
+    ListPartitionReassignmentsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_OngoingTopicReassignment_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ListPartitionReassignmentsResponse, {
+    0: _P_ListPartitionReassignmentsResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "122:- 124:partition_index:i 126:replicas 141:adding_replicas 156:removing_replicas 171:tagged_fields 181:- 183:name 202:partitions[] 221:tagged_fields 231:- 235:throttle_time_ms:i/error_code:h 238:error_message 261:topics[] 279:topics[]>name 295:topics[]>partitions[] 313:topics[]>partitions[]>partition_index:i 316:topics[]>partitions[]>replicas 328:topics[]>partitions[]>adding_replicas 340:topics[]>partitions[]>removing_replicas 352:topics[]>partitions[]>tagged_fields 360:topics[]>tagged_fields 368:tagged_fields 379:- 381:throttle_time_ms:i/error_code:h 383:error_message 402:topics[] 421:tagged_fields"
+    "123:- 125:partition_index:i 127:replicas 142:adding_replicas 157:removing_replicas 172:tagged_fields 182:- 184:name 203:partitions[] 222:tagged_fields 232:- 236:throttle_time_ms:i/error_code:h 239:error_message 262:topics[] 280:topics[]>name 296:topics[]>partitions[] 314:topics[]>partitions[]>partition_index:i 317:topics[]>partitions[]>replicas 329:topics[]>partitions[]>adding_replicas 341:topics[]>partitions[]>removing_replicas 353:topics[]>partitions[]>tagged_fields 361:topics[]>tagged_fields 369:tagged_fields 380:- 382:throttle_time_ms:i/error_code:h 384:error_message 403:topics[] 422:tagged_fields"
 )

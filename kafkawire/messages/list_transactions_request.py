@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -317,6 +318,37 @@ ListTransactionsRequest._WRITERS = {
     1: _write_ListTransactionsRequest_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ListTransactionsRequest_v0 = (
+    ListTransactionsRequest, True,
+    (
+        ('state_filters', ('array', 1, 1, ('string', 1))),
+        ('producer_id_filters', ('array', 1, 8, ('int64', 0))),
+    ),
+    (
+        ('duration_filter', -1),
+    ),
+    (),
+)
+
+_P_ListTransactionsRequest_v1 = (
+    ListTransactionsRequest, True,
+    (
+        ('state_filters', ('array', 1, 1, ('string', 1))),
+        ('producer_id_filters', ('array', 1, 8, ('int64', 0))),
+        ('duration_filter', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(ListTransactionsRequest, {
+    0: _P_ListTransactionsRequest_v0,
+    1: _P_ListTransactionsRequest_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "61:- 65:state_filters[] 99:producer_id_filters 112:tagged_fields 123:- 125:state_filters[] 158:producer_id_filters 173:duration_filter 176:tagged_fields 186:- 190:state_filters[] 224:producer_id_filters 236:duration_filter:q 239:tagged_fields 250:- 252:state_filters[] 285:producer_id_filters 300:duration_filter:q 302:tagged_fields"
+    "62:- 66:state_filters[] 100:producer_id_filters 113:tagged_fields 124:- 126:state_filters[] 159:producer_id_filters 174:duration_filter 177:tagged_fields 187:- 191:state_filters[] 225:producer_id_filters 237:duration_filter:q 240:tagged_fields 251:- 253:state_filters[] 286:producer_id_filters 301:duration_filter:q 303:tagged_fields"
 )

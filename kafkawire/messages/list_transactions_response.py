@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -328,6 +329,37 @@ ListTransactionsResponse._WRITERS = {
     1: _write_ListTransactionsResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_TransactionState_v0 = (
+    TransactionState, True,
+    (
+        ('transactional_id', ('string', 1)),
+        ('producer_id', ('int64', 0)),
+        ('transaction_state', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_P_ListTransactionsResponse_v0 = (
+    ListTransactionsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('unknown_state_filters', ('array', 1, 1, ('string', 1))),
+        ('transaction_states', ('array', 1, 11, ('struct', 0, _P_TransactionState_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ListTransactionsResponse, {
+    0: _P_ListTransactionsResponse_v0,
+    1: _P_ListTransactionsResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "92:- 94:transactional_id 113:producer_id:q 115:transaction_state 134:tagged_fields 144:- 148:throttle_time_ms:i/error_code:h 151:unknown_state_filters[] 185:transaction_states[] 203:transaction_states[]>transactional_id 219:transaction_states[]>producer_id:q 222:transaction_states[]>transaction_state 238:transaction_states[]>tagged_fields 246:tagged_fields 257:- 259:throttle_time_ms:i/error_code:h 261:unknown_state_filters[] 294:transaction_states[] 313:tagged_fields"
+    "93:- 95:transactional_id 114:producer_id:q 116:transaction_state 135:tagged_fields 145:- 149:throttle_time_ms:i/error_code:h 152:unknown_state_filters[] 186:transaction_states[] 204:transaction_states[]>transactional_id 220:transaction_states[]>producer_id:q 223:transaction_states[]>transaction_state 239:transaction_states[]>tagged_fields 247:tagged_fields 258:- 260:throttle_time_ms:i/error_code:h 262:unknown_state_filters[] 295:transaction_states[] 314:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -770,6 +771,145 @@ MetadataRequest._WRITERS = {
     12: _write_MetadataRequest_v11,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_MetadataRequestTopic_v0 = (
+    MetadataRequestTopic, False,
+    (
+        ('name', ('string', 0)),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_MetadataRequest_v0 = (
+    MetadataRequest, False,
+    (
+        ('topics', ('array', 0, 2, ('struct', 0, _P_MetadataRequestTopic_v0))),
+    ),
+    (
+        ('allow_auto_topic_creation', True),
+        ('include_cluster_authorized_operations', False),
+        ('include_topic_authorized_operations', False),
+    ),
+    (),
+)
+
+_P_MetadataRequest_v1 = (
+    MetadataRequest, False,
+    (
+        ('topics', ('array', 2, 2, ('struct', 0, _P_MetadataRequestTopic_v0))),
+    ),
+    (
+        ('allow_auto_topic_creation', True),
+        ('include_cluster_authorized_operations', False),
+        ('include_topic_authorized_operations', False),
+    ),
+    (),
+)
+
+_P_MetadataRequest_v4 = (
+    MetadataRequest, False,
+    (
+        ('topics', ('array', 2, 2, ('struct', 0, _P_MetadataRequestTopic_v0))),
+        ('allow_auto_topic_creation', ('bool', 0)),
+    ),
+    (
+        ('include_cluster_authorized_operations', False),
+        ('include_topic_authorized_operations', False),
+    ),
+    (),
+)
+
+_P_MetadataRequest_v8 = (
+    MetadataRequest, False,
+    (
+        ('topics', ('array', 2, 2, ('struct', 0, _P_MetadataRequestTopic_v0))),
+        ('allow_auto_topic_creation', ('bool', 0)),
+        ('include_cluster_authorized_operations', ('bool', 0)),
+        ('include_topic_authorized_operations', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_MetadataRequestTopic_v9 = (
+    MetadataRequestTopic, True,
+    (
+        ('name', ('string', 1)),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_MetadataRequest_v9 = (
+    MetadataRequest, True,
+    (
+        ('topics', ('array', 3, 2, ('struct', 0, _P_MetadataRequestTopic_v9))),
+        ('allow_auto_topic_creation', ('bool', 0)),
+        ('include_cluster_authorized_operations', ('bool', 0)),
+        ('include_topic_authorized_operations', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_MetadataRequestTopic_v10 = (
+    MetadataRequestTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('name', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_MetadataRequest_v10 = (
+    MetadataRequest, True,
+    (
+        ('topics', ('array', 3, 18, ('struct', 0, _P_MetadataRequestTopic_v10))),
+        ('allow_auto_topic_creation', ('bool', 0)),
+        ('include_cluster_authorized_operations', ('bool', 0)),
+        ('include_topic_authorized_operations', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_MetadataRequest_v11 = (
+    MetadataRequest, True,
+    (
+        ('topics', ('array', 3, 18, ('struct', 0, _P_MetadataRequestTopic_v10))),
+        ('allow_auto_topic_creation', ('bool', 0)),
+        ('include_topic_authorized_operations', ('bool', 0)),
+    ),
+    (
+        ('include_cluster_authorized_operations', False),
+    ),
+    (),
+)
+
+_install_native(MetadataRequest, {
+    0: _P_MetadataRequest_v0,
+    1: _P_MetadataRequest_v1,
+    2: _P_MetadataRequest_v1,
+    3: _P_MetadataRequest_v1,
+    4: _P_MetadataRequest_v4,
+    5: _P_MetadataRequest_v4,
+    6: _P_MetadataRequest_v4,
+    7: _P_MetadataRequest_v4,
+    8: _P_MetadataRequest_v8,
+    9: _P_MetadataRequest_v9,
+    10: _P_MetadataRequest_v10,
+    11: _P_MetadataRequest_v11,
+    12: _P_MetadataRequest_v11,
+})
+
 _FIELDS_AT = _FieldLines(
-    "93:- 95:name 106:unknown_tags 113:- 117:topics[] 125:topics[]>name 146:- 148:topics[] 159:allow_auto_topic_creation 162:include_cluster_authorized_operations 165:include_topic_authorized_operations 168:unknown_tags 175:- 179:topics[] 190:topics[]>name 211:- 213:topics[] 224:allow_auto_topic_creation 227:include_cluster_authorized_operations 230:include_topic_authorized_operations 233:unknown_tags 240:- 244:topics[] 255:topics[]>name 267:allow_auto_topic_creation:? 278:- 280:topics[] 291:allow_auto_topic_creation:? 293:include_cluster_authorized_operations 296:include_topic_authorized_operations 299:unknown_tags 306:- 310:topics[] 321:topics[]>name 333:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 342:- 344:topics[] 355:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 357:unknown_tags 364:- 366:name 385:tagged_fields 395:- 399:topics[] 420:topics[]>name 437:topics[]>tagged_fields 445:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 448:tagged_fields 459:- 461:topics[] 480:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 482:tagged_fields 492:- 494:topic_id:16s 496:name 515:tagged_fields 525:- 529:topics[] 550:topics[]>topic_id:16s 554:topics[]>name 577:topics[]>tagged_fields 585:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 588:tagged_fields 599:- 601:topics[] 620:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 622:tagged_fields 632:- 636:topics[] 657:topics[]>topic_id:16s 661:topics[]>name 684:topics[]>tagged_fields 692:allow_auto_topic_creation:?/include_topic_authorized_operations:? 696:tagged_fields 707:- 709:topics[] 728:allow_auto_topic_creation:?/include_topic_authorized_operations:? 730:include_cluster_authorized_operations 733:tagged_fields"
+    "94:- 96:name 107:unknown_tags 114:- 118:topics[] 126:topics[]>name 147:- 149:topics[] 160:allow_auto_topic_creation 163:include_cluster_authorized_operations 166:include_topic_authorized_operations 169:unknown_tags 176:- 180:topics[] 191:topics[]>name 212:- 214:topics[] 225:allow_auto_topic_creation 228:include_cluster_authorized_operations 231:include_topic_authorized_operations 234:unknown_tags 241:- 245:topics[] 256:topics[]>name 268:allow_auto_topic_creation:? 279:- 281:topics[] 292:allow_auto_topic_creation:? 294:include_cluster_authorized_operations 297:include_topic_authorized_operations 300:unknown_tags 307:- 311:topics[] 322:topics[]>name 334:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 343:- 345:topics[] 356:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 358:unknown_tags 365:- 367:name 386:tagged_fields 396:- 400:topics[] 421:topics[]>name 438:topics[]>tagged_fields 446:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 449:tagged_fields 460:- 462:topics[] 481:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 483:tagged_fields 493:- 495:topic_id:16s 497:name 516:tagged_fields 526:- 530:topics[] 551:topics[]>topic_id:16s 555:topics[]>name 578:topics[]>tagged_fields 586:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 589:tagged_fields 600:- 602:topics[] 621:allow_auto_topic_creation:?/include_cluster_authorized_operations:?/include_topic_authorized_operations:? 623:tagged_fields 633:- 637:topics[] 658:topics[]>topic_id:16s 662:topics[]>name 685:topics[]>tagged_fields 693:allow_auto_topic_creation:?/include_topic_authorized_operations:? 697:tagged_fields 708:- 710:topics[] 729:allow_auto_topic_creation:?/include_topic_authorized_operations:? 731:include_cluster_authorized_operations 734:tagged_fields"
 )

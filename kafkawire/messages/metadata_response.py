@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -3214,6 +3215,404 @@ MetadataResponse._WRITERS = {
     12: _write_MetadataResponse_v12,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_MetadataResponseBroker_v0 = (
+    MetadataResponseBroker, False,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 0)),
+        ('port', ('int32', 0)),
+    ),
+    (
+        ('rack', None),
+    ),
+    (),
+)
+
+_P_MetadataResponsePartition_v0 = (
+    MetadataResponsePartition, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition_index', ('int32', 0)),
+        ('leader_id', ('int32', 0)),
+        ('replica_nodes', ('array', 0, 4, ('int32', 0))),
+        ('isr_nodes', ('array', 0, 4, ('int32', 0))),
+    ),
+    (
+        ('leader_epoch', -1),
+        ('offline_replicas', ()),
+    ),
+    (),
+)
+
+_P_MetadataResponseTopic_v0 = (
+    MetadataResponseTopic, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 18, ('struct', 0, _P_MetadataResponsePartition_v0))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+        ('is_internal', False),
+        ('topic_authorized_operations', -2147483648),
+    ),
+    (),
+)
+
+_P_MetadataResponse_v0 = (
+    MetadataResponse, False,
+    (
+        ('brokers', ('array', 0, 10, ('struct', 0, _P_MetadataResponseBroker_v0))),
+        ('topics', ('array', 0, 8, ('struct', 0, _P_MetadataResponseTopic_v0))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+        ('cluster_id', None),
+        ('controller_id', -1),
+        ('cluster_authorized_operations', -2147483648),
+    ),
+    (),
+)
+
+_P_MetadataResponseBroker_v1 = (
+    MetadataResponseBroker, False,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 0)),
+        ('port', ('int32', 0)),
+        ('rack', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_P_MetadataResponseTopic_v1 = (
+    MetadataResponseTopic, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 0)),
+        ('is_internal', ('bool', 0)),
+        ('partitions', ('array', 0, 18, ('struct', 0, _P_MetadataResponsePartition_v0))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+        ('topic_authorized_operations', -2147483648),
+    ),
+    (),
+)
+
+_P_MetadataResponse_v1 = (
+    MetadataResponse, False,
+    (
+        ('brokers', ('array', 0, 12, ('struct', 0, _P_MetadataResponseBroker_v1))),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 0, 9, ('struct', 0, _P_MetadataResponseTopic_v1))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+        ('cluster_id', None),
+        ('cluster_authorized_operations', -2147483648),
+    ),
+    (),
+)
+
+_P_MetadataResponse_v2 = (
+    MetadataResponse, False,
+    (
+        ('brokers', ('array', 0, 12, ('struct', 0, _P_MetadataResponseBroker_v1))),
+        ('cluster_id', ('string', 2)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 0, 9, ('struct', 0, _P_MetadataResponseTopic_v1))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+        ('cluster_authorized_operations', -2147483648),
+    ),
+    (),
+)
+
+_P_MetadataResponse_v3 = (
+    MetadataResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('brokers', ('array', 0, 12, ('struct', 0, _P_MetadataResponseBroker_v1))),
+        ('cluster_id', ('string', 2)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 0, 9, ('struct', 0, _P_MetadataResponseTopic_v1))),
+    ),
+    (
+        ('cluster_authorized_operations', -2147483648),
+    ),
+    (),
+)
+
+_P_MetadataResponsePartition_v5 = (
+    MetadataResponsePartition, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition_index', ('int32', 0)),
+        ('leader_id', ('int32', 0)),
+        ('replica_nodes', ('array', 0, 4, ('int32', 0))),
+        ('isr_nodes', ('array', 0, 4, ('int32', 0))),
+        ('offline_replicas', ('array', 0, 4, ('int32', 0))),
+    ),
+    (
+        ('leader_epoch', -1),
+    ),
+    (),
+)
+
+_P_MetadataResponseTopic_v5 = (
+    MetadataResponseTopic, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 0)),
+        ('is_internal', ('bool', 0)),
+        ('partitions', ('array', 0, 22, ('struct', 0, _P_MetadataResponsePartition_v5))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+        ('topic_authorized_operations', -2147483648),
+    ),
+    (),
+)
+
+_P_MetadataResponse_v5 = (
+    MetadataResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('brokers', ('array', 0, 12, ('struct', 0, _P_MetadataResponseBroker_v1))),
+        ('cluster_id', ('string', 2)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 0, 9, ('struct', 0, _P_MetadataResponseTopic_v5))),
+    ),
+    (
+        ('cluster_authorized_operations', -2147483648),
+    ),
+    (),
+)
+
+_P_MetadataResponsePartition_v7 = (
+    MetadataResponsePartition, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition_index', ('int32', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('replica_nodes', ('array', 0, 4, ('int32', 0))),
+        ('isr_nodes', ('array', 0, 4, ('int32', 0))),
+        ('offline_replicas', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_MetadataResponseTopic_v7 = (
+    MetadataResponseTopic, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 0)),
+        ('is_internal', ('bool', 0)),
+        ('partitions', ('array', 0, 26, ('struct', 0, _P_MetadataResponsePartition_v7))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+        ('topic_authorized_operations', -2147483648),
+    ),
+    (),
+)
+
+_P_MetadataResponse_v7 = (
+    MetadataResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('brokers', ('array', 0, 12, ('struct', 0, _P_MetadataResponseBroker_v1))),
+        ('cluster_id', ('string', 2)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 0, 9, ('struct', 0, _P_MetadataResponseTopic_v7))),
+    ),
+    (
+        ('cluster_authorized_operations', -2147483648),
+    ),
+    (),
+)
+
+_P_MetadataResponseTopic_v8 = (
+    MetadataResponseTopic, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 0)),
+        ('is_internal', ('bool', 0)),
+        ('partitions', ('array', 0, 26, ('struct', 0, _P_MetadataResponsePartition_v7))),
+        ('topic_authorized_operations', ('int32', 0)),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_MetadataResponse_v8 = (
+    MetadataResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('brokers', ('array', 0, 12, ('struct', 0, _P_MetadataResponseBroker_v1))),
+        ('cluster_id', ('string', 2)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 0, 13, ('struct', 0, _P_MetadataResponseTopic_v8))),
+        ('cluster_authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_MetadataResponseBroker_v9 = (
+    MetadataResponseBroker, True,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+        ('rack', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_MetadataResponsePartition_v9 = (
+    MetadataResponsePartition, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition_index', ('int32', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('replica_nodes', ('array', 1, 4, ('int32', 0))),
+        ('isr_nodes', ('array', 1, 4, ('int32', 0))),
+        ('offline_replicas', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_MetadataResponseTopic_v9 = (
+    MetadataResponseTopic, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 1)),
+        ('is_internal', ('bool', 0)),
+        ('partitions', ('array', 1, 18, ('struct', 0, _P_MetadataResponsePartition_v9))),
+        ('topic_authorized_operations', ('int32', 0)),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_MetadataResponse_v9 = (
+    MetadataResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('brokers', ('array', 1, 11, ('struct', 0, _P_MetadataResponseBroker_v9))),
+        ('cluster_id', ('string', 3)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 1, 10, ('struct', 0, _P_MetadataResponseTopic_v9))),
+        ('cluster_authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_MetadataResponseTopic_v10 = (
+    MetadataResponseTopic, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 1)),
+        ('topic_id', ('uuid', 0)),
+        ('is_internal', ('bool', 0)),
+        ('partitions', ('array', 1, 18, ('struct', 0, _P_MetadataResponsePartition_v9))),
+        ('topic_authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_MetadataResponse_v10 = (
+    MetadataResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('brokers', ('array', 1, 11, ('struct', 0, _P_MetadataResponseBroker_v9))),
+        ('cluster_id', ('string', 3)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 1, 26, ('struct', 0, _P_MetadataResponseTopic_v10))),
+        ('cluster_authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_MetadataResponse_v11 = (
+    MetadataResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('brokers', ('array', 1, 11, ('struct', 0, _P_MetadataResponseBroker_v9))),
+        ('cluster_id', ('string', 3)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 1, 26, ('struct', 0, _P_MetadataResponseTopic_v10))),
+    ),
+    (
+        ('cluster_authorized_operations', -2147483648),
+    ),
+    (),
+)
+
+_P_MetadataResponseTopic_v12 = (
+    MetadataResponseTopic, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 3)),
+        ('topic_id', ('uuid', 0)),
+        ('is_internal', ('bool', 0)),
+        ('partitions', ('array', 1, 18, ('struct', 0, _P_MetadataResponsePartition_v9))),
+        ('topic_authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_MetadataResponse_v12 = (
+    MetadataResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('brokers', ('array', 1, 11, ('struct', 0, _P_MetadataResponseBroker_v9))),
+        ('cluster_id', ('string', 3)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 1, 26, ('struct', 0, _P_MetadataResponseTopic_v12))),
+    ),
+    (
+        ('cluster_authorized_operations', -2147483648),
+    ),
+    (),
+)
+
+_install_native(MetadataResponse, {
+    0: _P_MetadataResponse_v0,
+    1: _P_MetadataResponse_v1,
+    2: _P_MetadataResponse_v2,
+    3: _P_MetadataResponse_v3,
+    4: _P_MetadataResponse_v3,
+    5: _P_MetadataResponse_v5,
+    6: _P_MetadataResponse_v5,
+    7: _P_MetadataResponse_v7,
+    8: _P_MetadataResponse_v8,
+    9: _P_MetadataResponse_v9,
+    10: _P_MetadataResponse_v10,
+    11: _P_MetadataResponse_v11,
+    12: _P_MetadataResponse_v12,
+})
+
 _FIELDS_AT = _FieldLines(
-    "187:- 189:node_id:i 191:host 202:port:i 204:unknown_tags 211:- 213:error_code:h/partition_index:i/leader_id:i 215:replica_nodes 222:isr_nodes 229:unknown_tags 236:- 238:error_code:h 240:name 251:partitions[] 262:topic_authorized_operations 265:unknown_tags 272:- 276:brokers[] 284:brokers[]>node_id:i 287:brokers[]>host 295:brokers[]>port:i 302:topics[] 310:topics[]>error_code:h 313:topics[]>name 321:topics[]>partitions[] 329:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i 332:topics[]>partitions[]>replica_nodes 339:topics[]>partitions[]>isr_nodes 367:- 369:brokers[] 380:topics[] 391:cluster_authorized_operations 394:unknown_tags 401:- 403:node_id:i 405:host 416:port:i 418:rack 429:unknown_tags 436:- 438:error_code:h 440:name 451:is_internal:? 453:partitions[] 464:topic_authorized_operations 467:unknown_tags 474:- 478:brokers[] 486:brokers[]>node_id:i 489:brokers[]>host 497:brokers[]>port:i 500:brokers[]>rack 514:controller_id:i 517:topics[] 525:topics[]>error_code:h 528:topics[]>name 536:topics[]>is_internal:? 539:topics[]>partitions[] 547:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i 550:topics[]>partitions[]>replica_nodes 557:topics[]>partitions[]>isr_nodes 583:- 585:brokers[] 596:controller_id:i 598:topics[] 609:cluster_authorized_operations 612:unknown_tags 619:- 623:brokers[] 631:brokers[]>node_id:i 634:brokers[]>host 642:brokers[]>port:i 645:brokers[]>rack 659:cluster_id 670:controller_id:i 673:topics[] 681:topics[]>error_code:h 684:topics[]>name 692:topics[]>is_internal:? 695:topics[]>partitions[] 703:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i 706:topics[]>partitions[]>replica_nodes 713:topics[]>partitions[]>isr_nodes 738:- 740:brokers[] 751:cluster_id 762:controller_id:i 764:topics[] 775:cluster_authorized_operations 778:unknown_tags 785:- 789:throttle_time_ms:i 792:brokers[] 800:brokers[]>node_id:i 803:brokers[]>host 811:brokers[]>port:i 814:brokers[]>rack 828:cluster_id 839:controller_id:i 842:topics[] 850:topics[]>error_code:h 853:topics[]>name 861:topics[]>is_internal:? 864:topics[]>partitions[] 872:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i 875:topics[]>partitions[]>replica_nodes 882:topics[]>partitions[]>isr_nodes 906:- 908:throttle_time_ms:i 910:brokers[] 921:cluster_id 932:controller_id:i 934:topics[] 945:cluster_authorized_operations 948:unknown_tags 955:- 957:error_code:h/partition_index:i/leader_id:i 959:replica_nodes 966:isr_nodes 973:offline_replicas 980:unknown_tags 987:- 989:error_code:h 991:name 1002:is_internal:? 1004:partitions[] 1015:topic_authorized_operations 1018:unknown_tags 1025:- 1029:throttle_time_ms:i 1032:brokers[] 1040:brokers[]>node_id:i 1043:brokers[]>host 1051:brokers[]>port:i 1054:brokers[]>rack 1068:cluster_id 1079:controller_id:i 1082:topics[] 1090:topics[]>error_code:h 1093:topics[]>name 1101:topics[]>is_internal:? 1104:topics[]>partitions[] 1112:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i 1115:topics[]>partitions[]>replica_nodes 1122:topics[]>partitions[]>isr_nodes 1129:topics[]>partitions[]>offline_replicas 1152:- 1154:throttle_time_ms:i 1156:brokers[] 1167:cluster_id 1178:controller_id:i 1180:topics[] 1191:cluster_authorized_operations 1194:unknown_tags 1201:- 1203:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1205:replica_nodes 1212:isr_nodes 1219:offline_replicas 1226:unknown_tags 1233:- 1235:error_code:h 1237:name 1248:is_internal:? 1250:partitions[] 1261:topic_authorized_operations 1264:unknown_tags 1271:- 1275:throttle_time_ms:i 1278:brokers[] 1286:brokers[]>node_id:i 1289:brokers[]>host 1297:brokers[]>port:i 1300:brokers[]>rack 1314:cluster_id 1325:controller_id:i 1328:topics[] 1336:topics[]>error_code:h 1339:topics[]>name 1347:topics[]>is_internal:? 1350:topics[]>partitions[] 1358:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1361:topics[]>partitions[]>replica_nodes 1368:topics[]>partitions[]>isr_nodes 1375:topics[]>partitions[]>offline_replicas 1397:- 1399:throttle_time_ms:i 1401:brokers[] 1412:cluster_id 1423:controller_id:i 1425:topics[] 1436:cluster_authorized_operations 1439:unknown_tags 1446:- 1448:error_code:h 1450:name 1461:is_internal:? 1463:partitions[] 1474:topic_authorized_operations:i 1476:unknown_tags 1483:- 1487:throttle_time_ms:i 1490:brokers[] 1498:brokers[]>node_id:i 1501:brokers[]>host 1509:brokers[]>port:i 1512:brokers[]>rack 1526:cluster_id 1537:controller_id:i 1540:topics[] 1548:topics[]>error_code:h 1551:topics[]>name 1559:topics[]>is_internal:? 1562:topics[]>partitions[] 1570:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1573:topics[]>partitions[]>replica_nodes 1580:topics[]>partitions[]>isr_nodes 1587:topics[]>partitions[]>offline_replicas 1597:topics[]>topic_authorized_operations:i 1604:cluster_authorized_operations:i 1613:- 1615:throttle_time_ms:i 1617:brokers[] 1628:cluster_id 1639:controller_id:i 1641:topics[] 1652:cluster_authorized_operations:i 1654:unknown_tags 1661:- 1663:node_id:i 1665:host 1684:port:i 1686:rack 1705:tagged_fields 1715:- 1717:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1719:replica_nodes 1734:isr_nodes 1749:offline_replicas 1764:tagged_fields 1774:- 1776:error_code:h 1778:name 1797:is_internal:? 1799:partitions[] 1818:topic_authorized_operations:i 1820:tagged_fields 1830:- 1834:throttle_time_ms:i 1837:brokers[] 1855:brokers[]>node_id:i 1858:brokers[]>host 1874:brokers[]>port:i 1877:brokers[]>rack 1900:brokers[]>tagged_fields 1908:cluster_id 1931:controller_id:i 1934:topics[] 1952:topics[]>error_code:h 1955:topics[]>name 1971:topics[]>is_internal:? 1974:topics[]>partitions[] 1992:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1995:topics[]>partitions[]>replica_nodes 2007:topics[]>partitions[]>isr_nodes 2019:topics[]>partitions[]>offline_replicas 2031:topics[]>partitions[]>tagged_fields 2039:topics[]>topic_authorized_operations:i 2043:topics[]>tagged_fields 2051:cluster_authorized_operations:i 2054:tagged_fields 2065:- 2067:throttle_time_ms:i 2069:brokers[] 2088:cluster_id 2107:controller_id:i 2109:topics[] 2128:cluster_authorized_operations:i 2130:tagged_fields 2140:- 2142:error_code:h 2144:name 2163:topic_id:16s/is_internal:? 2165:partitions[] 2184:topic_authorized_operations:i 2186:tagged_fields 2196:- 2200:throttle_time_ms:i 2203:brokers[] 2221:brokers[]>node_id:i 2224:brokers[]>host 2240:brokers[]>port:i 2243:brokers[]>rack 2266:brokers[]>tagged_fields 2274:cluster_id 2297:controller_id:i 2300:topics[] 2318:topics[]>error_code:h 2321:topics[]>name 2337:topics[]>topic_id:16s/is_internal:? 2341:topics[]>partitions[] 2359:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 2362:topics[]>partitions[]>replica_nodes 2374:topics[]>partitions[]>isr_nodes 2386:topics[]>partitions[]>offline_replicas 2398:topics[]>partitions[]>tagged_fields 2406:topics[]>topic_authorized_operations:i 2409:topics[]>tagged_fields 2417:cluster_authorized_operations:i 2420:tagged_fields 2431:- 2433:throttle_time_ms:i 2435:brokers[] 2454:cluster_id 2473:controller_id:i 2475:topics[] 2494:cluster_authorized_operations:i 2496:tagged_fields 2506:- 2510:throttle_time_ms:i 2513:brokers[] 2531:brokers[]>node_id:i 2534:brokers[]>host 2550:brokers[]>port:i 2553:brokers[]>rack 2576:brokers[]>tagged_fields 2584:cluster_id 2607:controller_id:i 2610:topics[] 2628:topics[]>error_code:h 2631:topics[]>name 2647:topics[]>topic_id:16s/is_internal:? 2651:topics[]>partitions[] 2669:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 2672:topics[]>partitions[]>replica_nodes 2684:topics[]>partitions[]>isr_nodes 2696:topics[]>partitions[]>offline_replicas 2708:topics[]>partitions[]>tagged_fields 2716:topics[]>topic_authorized_operations:i 2719:topics[]>tagged_fields 2728:tagged_fields 2739:- 2741:throttle_time_ms:i 2743:brokers[] 2762:cluster_id 2781:controller_id:i 2783:topics[] 2802:cluster_authorized_operations 2805:tagged_fields 2815:- 2817:error_code:h 2819:name 2838:topic_id:16s/is_internal:? 2840:partitions[] 2859:topic_authorized_operations:i 2861:tagged_fields 2871:- 2875:throttle_time_ms:i 2878:brokers[] 2896:brokers[]>node_id:i 2899:brokers[]>host 2915:brokers[]>port:i 2918:brokers[]>rack 2941:brokers[]>tagged_fields 2949:cluster_id 2972:controller_id:i 2975:topics[] 2993:topics[]>error_code:h 2996:topics[]>name 3019:topics[]>topic_id:16s/is_internal:? 3023:topics[]>partitions[] 3041:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 3044:topics[]>partitions[]>replica_nodes 3056:topics[]>partitions[]>isr_nodes 3068:topics[]>partitions[]>offline_replicas 3080:topics[]>partitions[]>tagged_fields 3088:topics[]>topic_authorized_operations:i 3091:topics[]>tagged_fields 3100:tagged_fields 3111:- 3113:throttle_time_ms:i 3115:brokers[] 3134:cluster_id 3153:controller_id:i 3155:topics[] 3174:cluster_authorized_operations 3177:tagged_fields"
+    "188:- 190:node_id:i 192:host 203:port:i 205:unknown_tags 212:- 214:error_code:h/partition_index:i/leader_id:i 216:replica_nodes 223:isr_nodes 230:unknown_tags 237:- 239:error_code:h 241:name 252:partitions[] 263:topic_authorized_operations 266:unknown_tags 273:- 277:brokers[] 285:brokers[]>node_id:i 288:brokers[]>host 296:brokers[]>port:i 303:topics[] 311:topics[]>error_code:h 314:topics[]>name 322:topics[]>partitions[] 330:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i 333:topics[]>partitions[]>replica_nodes 340:topics[]>partitions[]>isr_nodes 368:- 370:brokers[] 381:topics[] 392:cluster_authorized_operations 395:unknown_tags 402:- 404:node_id:i 406:host 417:port:i 419:rack 430:unknown_tags 437:- 439:error_code:h 441:name 452:is_internal:? 454:partitions[] 465:topic_authorized_operations 468:unknown_tags 475:- 479:brokers[] 487:brokers[]>node_id:i 490:brokers[]>host 498:brokers[]>port:i 501:brokers[]>rack 515:controller_id:i 518:topics[] 526:topics[]>error_code:h 529:topics[]>name 537:topics[]>is_internal:? 540:topics[]>partitions[] 548:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i 551:topics[]>partitions[]>replica_nodes 558:topics[]>partitions[]>isr_nodes 584:- 586:brokers[] 597:controller_id:i 599:topics[] 610:cluster_authorized_operations 613:unknown_tags 620:- 624:brokers[] 632:brokers[]>node_id:i 635:brokers[]>host 643:brokers[]>port:i 646:brokers[]>rack 660:cluster_id 671:controller_id:i 674:topics[] 682:topics[]>error_code:h 685:topics[]>name 693:topics[]>is_internal:? 696:topics[]>partitions[] 704:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i 707:topics[]>partitions[]>replica_nodes 714:topics[]>partitions[]>isr_nodes 739:- 741:brokers[] 752:cluster_id 763:controller_id:i 765:topics[] 776:cluster_authorized_operations 779:unknown_tags 786:- 790:throttle_time_ms:i 793:brokers[] 801:brokers[]>node_id:i 804:brokers[]>host 812:brokers[]>port:i 815:brokers[]>rack 829:cluster_id 840:controller_id:i 843:topics[] 851:topics[]>error_code:h 854:topics[]>name 862:topics[]>is_internal:? 865:topics[]>partitions[] 873:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i 876:topics[]>partitions[]>replica_nodes 883:topics[]>partitions[]>isr_nodes 907:- 909:throttle_time_ms:i 911:brokers[] 922:cluster_id 933:controller_id:i 935:topics[] 946:cluster_authorized_operations 949:unknown_tags 956:- 958:error_code:h/partition_index:i/leader_id:i 960:replica_nodes 967:isr_nodes 974:offline_replicas 981:unknown_tags 988:- 990:error_code:h 992:name 1003:is_internal:? 1005:partitions[] 1016:topic_authorized_operations 1019:unknown_tags 1026:- 1030:throttle_time_ms:i 1033:brokers[] 1041:brokers[]>node_id:i 1044:brokers[]>host 1052:brokers[]>port:i 1055:brokers[]>rack 1069:cluster_id 1080:controller_id:i 1083:topics[] 1091:topics[]>error_code:h 1094:topics[]>name 1102:topics[]>is_internal:? 1105:topics[]>partitions[] 1113:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i 1116:topics[]>partitions[]>replica_nodes 1123:topics[]>partitions[]>isr_nodes 1130:topics[]>partitions[]>offline_replicas 1153:- 1155:throttle_time_ms:i 1157:brokers[] 1168:cluster_id 1179:controller_id:i 1181:topics[] 1192:cluster_authorized_operations 1195:unknown_tags 1202:- 1204:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1206:replica_nodes 1213:isr_nodes 1220:offline_replicas 1227:unknown_tags 1234:- 1236:error_code:h 1238:name 1249:is_internal:? 1251:partitions[] 1262:topic_authorized_operations 1265:unknown_tags 1272:- 1276:throttle_time_ms:i 1279:brokers[] 1287:brokers[]>node_id:i 1290:brokers[]>host 1298:brokers[]>port:i 1301:brokers[]>rack 1315:cluster_id 1326:controller_id:i 1329:topics[] 1337:topics[]>error_code:h 1340:topics[]>name 1348:topics[]>is_internal:? 1351:topics[]>partitions[] 1359:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1362:topics[]>partitions[]>replica_nodes 1369:topics[]>partitions[]>isr_nodes 1376:topics[]>partitions[]>offline_replicas 1398:- 1400:throttle_time_ms:i 1402:brokers[] 1413:cluster_id 1424:controller_id:i 1426:topics[] 1437:cluster_authorized_operations 1440:unknown_tags 1447:- 1449:error_code:h 1451:name 1462:is_internal:? 1464:partitions[] 1475:topic_authorized_operations:i 1477:unknown_tags 1484:- 1488:throttle_time_ms:i 1491:brokers[] 1499:brokers[]>node_id:i 1502:brokers[]>host 1510:brokers[]>port:i 1513:brokers[]>rack 1527:cluster_id 1538:controller_id:i 1541:topics[] 1549:topics[]>error_code:h 1552:topics[]>name 1560:topics[]>is_internal:? 1563:topics[]>partitions[] 1571:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1574:topics[]>partitions[]>replica_nodes 1581:topics[]>partitions[]>isr_nodes 1588:topics[]>partitions[]>offline_replicas 1598:topics[]>topic_authorized_operations:i 1605:cluster_authorized_operations:i 1614:- 1616:throttle_time_ms:i 1618:brokers[] 1629:cluster_id 1640:controller_id:i 1642:topics[] 1653:cluster_authorized_operations:i 1655:unknown_tags 1662:- 1664:node_id:i 1666:host 1685:port:i 1687:rack 1706:tagged_fields 1716:- 1718:error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1720:replica_nodes 1735:isr_nodes 1750:offline_replicas 1765:tagged_fields 1775:- 1777:error_code:h 1779:name 1798:is_internal:? 1800:partitions[] 1819:topic_authorized_operations:i 1821:tagged_fields 1831:- 1835:throttle_time_ms:i 1838:brokers[] 1856:brokers[]>node_id:i 1859:brokers[]>host 1875:brokers[]>port:i 1878:brokers[]>rack 1901:brokers[]>tagged_fields 1909:cluster_id 1932:controller_id:i 1935:topics[] 1953:topics[]>error_code:h 1956:topics[]>name 1972:topics[]>is_internal:? 1975:topics[]>partitions[] 1993:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 1996:topics[]>partitions[]>replica_nodes 2008:topics[]>partitions[]>isr_nodes 2020:topics[]>partitions[]>offline_replicas 2032:topics[]>partitions[]>tagged_fields 2040:topics[]>topic_authorized_operations:i 2044:topics[]>tagged_fields 2052:cluster_authorized_operations:i 2055:tagged_fields 2066:- 2068:throttle_time_ms:i 2070:brokers[] 2089:cluster_id 2108:controller_id:i 2110:topics[] 2129:cluster_authorized_operations:i 2131:tagged_fields 2141:- 2143:error_code:h 2145:name 2164:topic_id:16s/is_internal:? 2166:partitions[] 2185:topic_authorized_operations:i 2187:tagged_fields 2197:- 2201:throttle_time_ms:i 2204:brokers[] 2222:brokers[]>node_id:i 2225:brokers[]>host 2241:brokers[]>port:i 2244:brokers[]>rack 2267:brokers[]>tagged_fields 2275:cluster_id 2298:controller_id:i 2301:topics[] 2319:topics[]>error_code:h 2322:topics[]>name 2338:topics[]>topic_id:16s/is_internal:? 2342:topics[]>partitions[] 2360:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 2363:topics[]>partitions[]>replica_nodes 2375:topics[]>partitions[]>isr_nodes 2387:topics[]>partitions[]>offline_replicas 2399:topics[]>partitions[]>tagged_fields 2407:topics[]>topic_authorized_operations:i 2410:topics[]>tagged_fields 2418:cluster_authorized_operations:i 2421:tagged_fields 2432:- 2434:throttle_time_ms:i 2436:brokers[] 2455:cluster_id 2474:controller_id:i 2476:topics[] 2495:cluster_authorized_operations:i 2497:tagged_fields 2507:- 2511:throttle_time_ms:i 2514:brokers[] 2532:brokers[]>node_id:i 2535:brokers[]>host 2551:brokers[]>port:i 2554:brokers[]>rack 2577:brokers[]>tagged_fields 2585:cluster_id 2608:controller_id:i 2611:topics[] 2629:topics[]>error_code:h 2632:topics[]>name 2648:topics[]>topic_id:16s/is_internal:? 2652:topics[]>partitions[] 2670:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 2673:topics[]>partitions[]>replica_nodes 2685:topics[]>partitions[]>isr_nodes 2697:topics[]>partitions[]>offline_replicas 2709:topics[]>partitions[]>tagged_fields 2717:topics[]>topic_authorized_operations:i 2720:topics[]>tagged_fields 2729:tagged_fields 2740:- 2742:throttle_time_ms:i 2744:brokers[] 2763:cluster_id 2782:controller_id:i 2784:topics[] 2803:cluster_authorized_operations 2806:tagged_fields 2816:- 2818:error_code:h 2820:name 2839:topic_id:16s/is_internal:? 2841:partitions[] 2860:topic_authorized_operations:i 2862:tagged_fields 2872:- 2876:throttle_time_ms:i 2879:brokers[] 2897:brokers[]>node_id:i 2900:brokers[]>host 2916:brokers[]>port:i 2919:brokers[]>rack 2942:brokers[]>tagged_fields 2950:cluster_id 2973:controller_id:i 2976:topics[] 2994:topics[]>error_code:h 2997:topics[]>name 3020:topics[]>topic_id:16s/is_internal:? 3024:topics[]>partitions[] 3042:topics[]>partitions[]>error_code:h/partition_index:i/leader_id:i/leader_epoch:i 3045:topics[]>partitions[]>replica_nodes 3057:topics[]>partitions[]>isr_nodes 3069:topics[]>partitions[]>offline_replicas 3081:topics[]>partitions[]>tagged_fields 3089:topics[]>topic_authorized_operations:i 3092:topics[]>tagged_fields 3101:tagged_fields 3112:- 3114:throttle_time_ms:i 3116:brokers[] 3135:cluster_id 3154:controller_id:i 3156:topics[] 3175:cluster_authorized_operations 3178:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1406,6 +1407,223 @@ OffsetCommitRequest._WRITERS = {
     9: _write_OffsetCommitRequest_v8,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_OffsetCommitRequestPartition_v0 = (
+    OffsetCommitRequestPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_metadata', ('string', 2)),
+    ),
+    (
+        ('committed_leader_epoch', -1),
+        ('commit_timestamp', -1),
+    ),
+    (),
+)
+
+_P_OffsetCommitRequestTopic_v0 = (
+    OffsetCommitRequestTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 14, ('struct', 0, _P_OffsetCommitRequestPartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetCommitRequest_v0 = (
+    OffsetCommitRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetCommitRequestTopic_v0))),
+    ),
+    (
+        ('generation_id_or_member_epoch', -1),
+        ('member_id', ''),
+        ('group_instance_id', None),
+        ('retention_time_ms', -1),
+    ),
+    (),
+)
+
+_P_OffsetCommitRequestPartition_v1 = (
+    OffsetCommitRequestPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('commit_timestamp', ('int64', 0)),
+        ('committed_metadata', ('string', 2)),
+    ),
+    (
+        ('committed_leader_epoch', -1),
+    ),
+    (),
+)
+
+_P_OffsetCommitRequestTopic_v1 = (
+    OffsetCommitRequestTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 22, ('struct', 0, _P_OffsetCommitRequestPartition_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetCommitRequest_v1 = (
+    OffsetCommitRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('generation_id_or_member_epoch', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetCommitRequestTopic_v1))),
+    ),
+    (
+        ('group_instance_id', None),
+        ('retention_time_ms', -1),
+    ),
+    (),
+)
+
+_P_OffsetCommitRequest_v2 = (
+    OffsetCommitRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('generation_id_or_member_epoch', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('retention_time_ms', ('int64', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetCommitRequestTopic_v0))),
+    ),
+    (
+        ('group_instance_id', None),
+    ),
+    (),
+)
+
+_P_OffsetCommitRequest_v5 = (
+    OffsetCommitRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('generation_id_or_member_epoch', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetCommitRequestTopic_v0))),
+    ),
+    (
+        ('group_instance_id', None),
+        ('retention_time_ms', -1),
+    ),
+    (),
+)
+
+_P_OffsetCommitRequestPartition_v6 = (
+    OffsetCommitRequestPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_leader_epoch', ('int32', 0)),
+        ('committed_metadata', ('string', 2)),
+    ),
+    (
+        ('commit_timestamp', -1),
+    ),
+    (),
+)
+
+_P_OffsetCommitRequestTopic_v6 = (
+    OffsetCommitRequestTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 18, ('struct', 0, _P_OffsetCommitRequestPartition_v6))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetCommitRequest_v6 = (
+    OffsetCommitRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('generation_id_or_member_epoch', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetCommitRequestTopic_v6))),
+    ),
+    (
+        ('group_instance_id', None),
+        ('retention_time_ms', -1),
+    ),
+    (),
+)
+
+_P_OffsetCommitRequest_v7 = (
+    OffsetCommitRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('generation_id_or_member_epoch', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('group_instance_id', ('string', 2)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetCommitRequestTopic_v6))),
+    ),
+    (
+        ('retention_time_ms', -1),
+    ),
+    (),
+)
+
+_P_OffsetCommitRequestPartition_v8 = (
+    OffsetCommitRequestPartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_leader_epoch', ('int32', 0)),
+        ('committed_metadata', ('string', 3)),
+    ),
+    (
+        ('commit_timestamp', -1),
+    ),
+    (),
+)
+
+_P_OffsetCommitRequestTopic_v8 = (
+    OffsetCommitRequestTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 18, ('struct', 0, _P_OffsetCommitRequestPartition_v8))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetCommitRequest_v8 = (
+    OffsetCommitRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('generation_id_or_member_epoch', ('int32', 0)),
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_OffsetCommitRequestTopic_v8))),
+    ),
+    (
+        ('retention_time_ms', -1),
+    ),
+    (),
+)
+
+_install_native(OffsetCommitRequest, {
+    0: _P_OffsetCommitRequest_v0,
+    1: _P_OffsetCommitRequest_v1,
+    2: _P_OffsetCommitRequest_v2,
+    3: _P_OffsetCommitRequest_v2,
+    4: _P_OffsetCommitRequest_v2,
+    5: _P_OffsetCommitRequest_v5,
+    6: _P_OffsetCommitRequest_v6,
+    7: _P_OffsetCommitRequest_v7,
+    8: _P_OffsetCommitRequest_v8,
+    9: _P_OffsetCommitRequest_v8,
+})
+
 _FIELDS_AT = _FieldLines(
-    "134:- 136:partition_index:i/committed_offset:q 138:committed_metadata 149:commit_timestamp 152:unknown_tags 159:- 161:name 172:partitions[] 183:unknown_tags 190:- 194:group_id 202:topics[] 210:topics[]>name 218:topics[]>partitions[] 226:topics[]>partitions[]>partition_index:i/committed_offset:q 229:topics[]>partitions[]>committed_metadata 258:- 260:group_id 271:topics[] 282:group_instance_id 285:unknown_tags 292:- 294:partition_index:i/committed_offset:q/commit_timestamp:q 296:committed_metadata 307:unknown_tags 314:- 316:name 327:partitions[] 338:unknown_tags 345:- 349:group_id 357:generation_id_or_member_epoch:i 360:member_id 368:topics[] 376:topics[]>name 384:topics[]>partitions[] 392:topics[]>partitions[]>partition_index:i/committed_offset:q/commit_timestamp:q 395:topics[]>partitions[]>committed_metadata 421:- 423:group_id 434:generation_id_or_member_epoch:i 436:member_id 447:topics[] 458:group_instance_id 461:unknown_tags 468:- 472:group_id 480:generation_id_or_member_epoch:i 483:member_id 491:retention_time_ms:q 494:topics[] 502:topics[]>name 510:topics[]>partitions[] 518:topics[]>partitions[]>partition_index:i/committed_offset:q 521:topics[]>partitions[]>committed_metadata 547:- 549:group_id 560:generation_id_or_member_epoch:i 562:member_id 573:retention_time_ms:q 575:topics[] 586:group_instance_id 589:unknown_tags 596:- 600:group_id 608:generation_id_or_member_epoch:i 611:member_id 619:topics[] 627:topics[]>name 635:topics[]>partitions[] 643:topics[]>partitions[]>partition_index:i/committed_offset:q 646:topics[]>partitions[]>committed_metadata 673:- 675:group_id 686:generation_id_or_member_epoch:i 688:member_id 699:topics[] 710:group_instance_id 713:unknown_tags 720:- 722:partition_index:i/committed_offset:q/committed_leader_epoch:i 724:committed_metadata 735:commit_timestamp 738:unknown_tags 745:- 747:name 758:partitions[] 769:unknown_tags 776:- 780:group_id 788:generation_id_or_member_epoch:i 791:member_id 799:topics[] 807:topics[]>name 815:topics[]>partitions[] 823:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 826:topics[]>partitions[]>committed_metadata 852:- 854:group_id 865:generation_id_or_member_epoch:i 867:member_id 878:topics[] 889:group_instance_id 892:unknown_tags 899:- 903:group_id 911:generation_id_or_member_epoch:i 914:member_id 922:group_instance_id 933:topics[] 941:topics[]>name 949:topics[]>partitions[] 957:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 960:topics[]>partitions[]>committed_metadata 985:- 987:group_id 998:generation_id_or_member_epoch:i 1000:member_id 1011:group_instance_id 1022:topics[] 1033:unknown_tags 1040:- 1042:partition_index:i/committed_offset:q/committed_leader_epoch:i 1044:committed_metadata 1063:commit_timestamp 1066:tagged_fields 1076:- 1078:name 1097:partitions[] 1116:tagged_fields 1126:- 1130:group_id 1146:generation_id_or_member_epoch:i 1149:member_id 1165:group_instance_id 1188:topics[] 1206:topics[]>name 1222:topics[]>partitions[] 1240:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 1243:topics[]>partitions[]>committed_metadata 1267:topics[]>partitions[]>tagged_fields 1275:topics[]>tagged_fields 1284:tagged_fields 1295:- 1297:group_id 1316:generation_id_or_member_epoch:i 1318:member_id 1337:group_instance_id 1356:topics[] 1375:tagged_fields"
+    "135:- 137:partition_index:i/committed_offset:q 139:committed_metadata 150:commit_timestamp 153:unknown_tags 160:- 162:name 173:partitions[] 184:unknown_tags 191:- 195:group_id 203:topics[] 211:topics[]>name 219:topics[]>partitions[] 227:topics[]>partitions[]>partition_index:i/committed_offset:q 230:topics[]>partitions[]>committed_metadata 259:- 261:group_id 272:topics[] 283:group_instance_id 286:unknown_tags 293:- 295:partition_index:i/committed_offset:q/commit_timestamp:q 297:committed_metadata 308:unknown_tags 315:- 317:name 328:partitions[] 339:unknown_tags 346:- 350:group_id 358:generation_id_or_member_epoch:i 361:member_id 369:topics[] 377:topics[]>name 385:topics[]>partitions[] 393:topics[]>partitions[]>partition_index:i/committed_offset:q/commit_timestamp:q 396:topics[]>partitions[]>committed_metadata 422:- 424:group_id 435:generation_id_or_member_epoch:i 437:member_id 448:topics[] 459:group_instance_id 462:unknown_tags 469:- 473:group_id 481:generation_id_or_member_epoch:i 484:member_id 492:retention_time_ms:q 495:topics[] 503:topics[]>name 511:topics[]>partitions[] 519:topics[]>partitions[]>partition_index:i/committed_offset:q 522:topics[]>partitions[]>committed_metadata 548:- 550:group_id 561:generation_id_or_member_epoch:i 563:member_id 574:retention_time_ms:q 576:topics[] 587:group_instance_id 590:unknown_tags 597:- 601:group_id 609:generation_id_or_member_epoch:i 612:member_id 620:topics[] 628:topics[]>name 636:topics[]>partitions[] 644:topics[]>partitions[]>partition_index:i/committed_offset:q 647:topics[]>partitions[]>committed_metadata 674:- 676:group_id 687:generation_id_or_member_epoch:i 689:member_id 700:topics[] 711:group_instance_id 714:unknown_tags 721:- 723:partition_index:i/committed_offset:q/committed_leader_epoch:i 725:committed_metadata 736:commit_timestamp 739:unknown_tags 746:- 748:name 759:partitions[] 770:unknown_tags 777:- 781:group_id 789:generation_id_or_member_epoch:i 792:member_id 800:topics[] 808:topics[]>name 816:topics[]>partitions[] 824:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 827:topics[]>partitions[]>committed_metadata 853:- 855:group_id 866:generation_id_or_member_epoch:i 868:member_id 879:topics[] 890:group_instance_id 893:unknown_tags 900:- 904:group_id 912:generation_id_or_member_epoch:i 915:member_id 923:group_instance_id 934:topics[] 942:topics[]>name 950:topics[]>partitions[] 958:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 961:topics[]>partitions[]>committed_metadata 986:- 988:group_id 999:generation_id_or_member_epoch:i 1001:member_id 1012:group_instance_id 1023:topics[] 1034:unknown_tags 1041:- 1043:partition_index:i/committed_offset:q/committed_leader_epoch:i 1045:committed_metadata 1064:commit_timestamp 1067:tagged_fields 1077:- 1079:name 1098:partitions[] 1117:tagged_fields 1127:- 1131:group_id 1147:generation_id_or_member_epoch:i 1150:member_id 1166:group_instance_id 1189:topics[] 1207:topics[]>name 1223:topics[]>partitions[] 1241:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 1244:topics[]>partitions[]>committed_metadata 1268:topics[]>partitions[]>tagged_fields 1276:topics[]>tagged_fields 1285:tagged_fields 1296:- 1298:group_id 1317:generation_id_or_member_epoch:i 1319:member_id 1338:group_instance_id 1357:topics[] 1376:tagged_fields"
 )

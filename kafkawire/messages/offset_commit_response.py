@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -488,6 +489,93 @@ OffsetCommitResponse._WRITERS = {
     9: _write_OffsetCommitResponse_v8,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_OffsetCommitResponsePartition_v0 = (
+    OffsetCommitResponsePartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetCommitResponseTopic_v0 = (
+    OffsetCommitResponseTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 6, ('struct', 0, _P_OffsetCommitResponsePartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetCommitResponse_v0 = (
+    OffsetCommitResponse, False,
+    (
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetCommitResponseTopic_v0))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+    ),
+    (),
+)
+
+_P_OffsetCommitResponse_v3 = (
+    OffsetCommitResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetCommitResponseTopic_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetCommitResponsePartition_v8 = (
+    OffsetCommitResponsePartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetCommitResponseTopic_v8 = (
+    OffsetCommitResponseTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 7, ('struct', 0, _P_OffsetCommitResponsePartition_v8))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetCommitResponse_v8 = (
+    OffsetCommitResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_OffsetCommitResponseTopic_v8))),
+    ),
+    (),
+    (),
+)
+
+_install_native(OffsetCommitResponse, {
+    0: _P_OffsetCommitResponse_v0,
+    1: _P_OffsetCommitResponse_v0,
+    2: _P_OffsetCommitResponse_v0,
+    3: _P_OffsetCommitResponse_v3,
+    4: _P_OffsetCommitResponse_v3,
+    5: _P_OffsetCommitResponse_v3,
+    6: _P_OffsetCommitResponse_v3,
+    7: _P_OffsetCommitResponse_v3,
+    8: _P_OffsetCommitResponse_v8,
+    9: _P_OffsetCommitResponse_v8,
+})
+
 _FIELDS_AT = _FieldLines(
-    "107:- 109:partition_index:i/error_code:h 111:unknown_tags 118:- 120:name 131:partitions[] 142:unknown_tags 149:- 153:topics[] 161:topics[]>name 169:topics[]>partitions[] 177:topics[]>partitions[]>partition_index:i/error_code:h 193:- 195:topics[] 206:unknown_tags 213:- 217:throttle_time_ms:i 220:topics[] 228:topics[]>name 236:topics[]>partitions[] 244:topics[]>partitions[]>partition_index:i/error_code:h 259:- 261:throttle_time_ms:i 263:topics[] 274:unknown_tags 281:- 283:partition_index:i/error_code:h 285:tagged_fields 295:- 297:name 316:partitions[] 335:tagged_fields 345:- 349:throttle_time_ms:i 352:topics[] 370:topics[]>name 386:topics[]>partitions[] 404:topics[]>partitions[]>partition_index:i/error_code:h 407:topics[]>partitions[]>tagged_fields 415:topics[]>tagged_fields 423:tagged_fields 434:- 436:throttle_time_ms:i 438:topics[] 457:tagged_fields"
+    "108:- 110:partition_index:i/error_code:h 112:unknown_tags 119:- 121:name 132:partitions[] 143:unknown_tags 150:- 154:topics[] 162:topics[]>name 170:topics[]>partitions[] 178:topics[]>partitions[]>partition_index:i/error_code:h 194:- 196:topics[] 207:unknown_tags 214:- 218:throttle_time_ms:i 221:topics[] 229:topics[]>name 237:topics[]>partitions[] 245:topics[]>partitions[]>partition_index:i/error_code:h 260:- 262:throttle_time_ms:i 264:topics[] 275:unknown_tags 282:- 284:partition_index:i/error_code:h 286:tagged_fields 296:- 298:name 317:partitions[] 336:tagged_fields 346:- 350:throttle_time_ms:i 353:topics[] 371:topics[]>name 387:topics[]>partitions[] 405:topics[]>partitions[]>partition_index:i/error_code:h 408:topics[]>partitions[]>tagged_fields 416:topics[]>tagged_fields 424:tagged_fields 435:- 437:throttle_time_ms:i 439:topics[] 458:tagged_fields"
 )

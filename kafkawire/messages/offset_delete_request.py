@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -229,6 +230,42 @@ OffsetDeleteRequest._WRITERS = {
     0: _write_OffsetDeleteRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_OffsetDeleteRequestPartition_v0 = (
+    OffsetDeleteRequestPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetDeleteRequestTopic_v0 = (
+    OffsetDeleteRequestTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 4, ('struct', 0, _P_OffsetDeleteRequestPartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetDeleteRequest_v0 = (
+    OffsetDeleteRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetDeleteRequestTopic_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(OffsetDeleteRequest, {
+    0: _P_OffsetDeleteRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "102:- 104:partition_index:i 106:unknown_tags 113:- 115:name 126:partitions[] 137:unknown_tags 144:- 148:group_id 156:topics[] 164:topics[]>name 172:topics[]>partitions[] 180:topics[]>partitions[]>partition_index:i 195:- 197:group_id 208:topics[] 219:unknown_tags"
+    "103:- 105:partition_index:i 107:unknown_tags 114:- 116:name 127:partitions[] 138:unknown_tags 145:- 149:group_id 157:topics[] 165:topics[]>name 173:topics[]>partitions[] 181:topics[]>partitions[]>partition_index:i 196:- 198:group_id 209:topics[] 220:unknown_tags"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -225,6 +226,44 @@ OffsetDeleteResponse._WRITERS = {
     0: _write_OffsetDeleteResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_OffsetDeleteResponsePartition_v0 = (
+    OffsetDeleteResponsePartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetDeleteResponseTopic_v0 = (
+    OffsetDeleteResponseTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 6, ('struct', 0, _P_OffsetDeleteResponsePartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetDeleteResponse_v0 = (
+    OffsetDeleteResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetDeleteResponseTopic_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(OffsetDeleteResponse, {
+    0: _P_OffsetDeleteResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "112:- 114:partition_index:i/error_code:h 116:unknown_tags 123:- 125:name 136:partitions[] 147:unknown_tags 154:- 158:error_code:h/throttle_time_ms:i 161:topics[] 169:topics[]>name 177:topics[]>partitions[] 185:topics[]>partitions[]>partition_index:i/error_code:h 200:- 202:error_code:h/throttle_time_ms:i 204:topics[] 215:unknown_tags"
+    "113:- 115:partition_index:i/error_code:h 117:unknown_tags 124:- 126:name 137:partitions[] 148:unknown_tags 155:- 159:error_code:h/throttle_time_ms:i 162:topics[] 170:topics[]>name 178:topics[]>partitions[] 186:topics[]>partitions[]>partition_index:i/error_code:h 201:- 203:error_code:h/throttle_time_ms:i 205:topics[] 216:unknown_tags"
 )

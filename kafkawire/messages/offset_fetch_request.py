@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1215,6 +1216,155 @@ OffsetFetchRequest._WRITERS = {
     9: _write_OffsetFetchRequest_v9,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_OffsetFetchRequestTopic_v0 = (
+    OffsetFetchRequestTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partition_indexes', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetFetchRequest_v0 = (
+    OffsetFetchRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetFetchRequestTopic_v0))),
+    ),
+    (
+        ('groups', ()),
+        ('require_stable', False),
+    ),
+    (),
+)
+
+_P_OffsetFetchRequest_v2 = (
+    OffsetFetchRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('topics', ('array', 2, 6, ('struct', 0, _P_OffsetFetchRequestTopic_v0))),
+    ),
+    (
+        ('groups', ()),
+        ('require_stable', False),
+    ),
+    (),
+)
+
+_P_OffsetFetchRequestTopic_v6 = (
+    OffsetFetchRequestTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partition_indexes', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetFetchRequest_v6 = (
+    OffsetFetchRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('topics', ('array', 3, 3, ('struct', 0, _P_OffsetFetchRequestTopic_v6))),
+    ),
+    (
+        ('groups', ()),
+        ('require_stable', False),
+    ),
+    (),
+)
+
+_P_OffsetFetchRequest_v7 = (
+    OffsetFetchRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('topics', ('array', 3, 3, ('struct', 0, _P_OffsetFetchRequestTopic_v6))),
+        ('require_stable', ('bool', 0)),
+    ),
+    (
+        ('groups', ()),
+    ),
+    (),
+)
+
+_P_OffsetFetchRequestTopics_v8 = (
+    OffsetFetchRequestTopics, True,
+    (
+        ('name', ('string', 1)),
+        ('partition_indexes', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetFetchRequestGroup_v8 = (
+    OffsetFetchRequestGroup, True,
+    (
+        ('group_id', ('string', 1)),
+        ('topics', ('array', 3, 3, ('struct', 0, _P_OffsetFetchRequestTopics_v8))),
+    ),
+    (
+        ('member_id', None),
+        ('member_epoch', -1),
+    ),
+    (),
+)
+
+_P_OffsetFetchRequest_v8 = (
+    OffsetFetchRequest, True,
+    (
+        ('groups', ('array', 1, 3, ('struct', 0, _P_OffsetFetchRequestGroup_v8))),
+        ('require_stable', ('bool', 0)),
+    ),
+    (
+        ('group_id', ''),
+        ('topics', ()),
+    ),
+    (),
+)
+
+_P_OffsetFetchRequestGroup_v9 = (
+    OffsetFetchRequestGroup, True,
+    (
+        ('group_id', ('string', 1)),
+        ('member_id', ('string', 3)),
+        ('member_epoch', ('int32', 0)),
+        ('topics', ('array', 3, 3, ('struct', 0, _P_OffsetFetchRequestTopics_v8))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetFetchRequest_v9 = (
+    OffsetFetchRequest, True,
+    (
+        ('groups', ('array', 1, 8, ('struct', 0, _P_OffsetFetchRequestGroup_v9))),
+        ('require_stable', ('bool', 0)),
+    ),
+    (
+        ('group_id', ''),
+        ('topics', ()),
+    ),
+    (),
+)
+
+_install_native(OffsetFetchRequest, {
+    0: _P_OffsetFetchRequest_v0,
+    1: _P_OffsetFetchRequest_v0,
+    2: _P_OffsetFetchRequest_v2,
+    3: _P_OffsetFetchRequest_v2,
+    4: _P_OffsetFetchRequest_v2,
+    5: _P_OffsetFetchRequest_v2,
+    6: _P_OffsetFetchRequest_v6,
+    7: _P_OffsetFetchRequest_v7,
+    8: _P_OffsetFetchRequest_v8,
+    9: _P_OffsetFetchRequest_v9,
+})
+
 _FIELDS_AT = _FieldLines(
-    "148:- 150:name 161:partition_indexes 168:unknown_tags 175:- 179:group_id 187:topics[] 195:topics[]>name 203:topics[]>partition_indexes 221:- 223:group_id 234:topics[] 245:groups 248:require_stable 251:unknown_tags 258:- 262:group_id 270:topics[] 281:topics[]>name 289:topics[]>partition_indexes 307:- 309:group_id 320:topics[] 331:groups 334:require_stable 337:unknown_tags 344:- 346:name 365:partition_indexes 380:tagged_fields 390:- 394:group_id 410:topics[] 431:topics[]>name 447:topics[]>partition_indexes 459:topics[]>tagged_fields 469:tagged_fields 480:- 482:group_id 501:topics[] 520:groups 523:require_stable 526:tagged_fields 536:- 540:group_id 556:topics[] 577:topics[]>name 593:topics[]>partition_indexes 605:topics[]>tagged_fields 613:require_stable:? 617:tagged_fields 628:- 630:group_id 649:topics[] 668:require_stable:? 670:groups 673:tagged_fields 683:- 685:name 704:partition_indexes 719:tagged_fields 729:- 731:group_id 750:topics[] 769:tagged_fields 779:- 783:groups[] 801:groups[]>group_id 817:groups[]>topics[] 838:groups[]>topics[]>name 854:groups[]>topics[]>partition_indexes 866:groups[]>topics[]>tagged_fields 876:groups[]>tagged_fields 884:require_stable:? 889:tagged_fields 900:- 902:groups[] 921:require_stable:? 923:group_id 926:topics 929:tagged_fields 939:- 941:group_id 960:member_id 979:member_epoch:i 981:topics[] 1000:tagged_fields 1010:- 1014:groups[] 1032:groups[]>group_id 1048:groups[]>member_id 1071:groups[]>member_epoch:i 1074:groups[]>topics[] 1095:groups[]>topics[]>name 1111:groups[]>topics[]>partition_indexes 1123:groups[]>topics[]>tagged_fields 1131:groups[]>tagged_fields 1139:require_stable:? 1144:tagged_fields 1155:- 1157:groups[] 1176:require_stable:? 1178:group_id 1181:topics 1184:tagged_fields"
+    "149:- 151:name 162:partition_indexes 169:unknown_tags 176:- 180:group_id 188:topics[] 196:topics[]>name 204:topics[]>partition_indexes 222:- 224:group_id 235:topics[] 246:groups 249:require_stable 252:unknown_tags 259:- 263:group_id 271:topics[] 282:topics[]>name 290:topics[]>partition_indexes 308:- 310:group_id 321:topics[] 332:groups 335:require_stable 338:unknown_tags 345:- 347:name 366:partition_indexes 381:tagged_fields 391:- 395:group_id 411:topics[] 432:topics[]>name 448:topics[]>partition_indexes 460:topics[]>tagged_fields 470:tagged_fields 481:- 483:group_id 502:topics[] 521:groups 524:require_stable 527:tagged_fields 537:- 541:group_id 557:topics[] 578:topics[]>name 594:topics[]>partition_indexes 606:topics[]>tagged_fields 614:require_stable:? 618:tagged_fields 629:- 631:group_id 650:topics[] 669:require_stable:? 671:groups 674:tagged_fields 684:- 686:name 705:partition_indexes 720:tagged_fields 730:- 732:group_id 751:topics[] 770:tagged_fields 780:- 784:groups[] 802:groups[]>group_id 818:groups[]>topics[] 839:groups[]>topics[]>name 855:groups[]>topics[]>partition_indexes 867:groups[]>topics[]>tagged_fields 877:groups[]>tagged_fields 885:require_stable:? 890:tagged_fields 901:- 903:groups[] 922:require_stable:? 924:group_id 927:topics 930:tagged_fields 940:- 942:group_id 961:member_id 980:member_epoch:i 982:topics[] 1001:tagged_fields 1011:- 1015:groups[] 1033:groups[]>group_id 1049:groups[]>member_id 1072:groups[]>member_epoch:i 1075:groups[]>topics[] 1096:groups[]>topics[]>name 1112:groups[]>topics[]>partition_indexes 1124:groups[]>topics[]>tagged_fields 1132:groups[]>tagged_fields 1140:require_stable:? 1145:tagged_fields 1156:- 1158:groups[] 1177:require_stable:? 1179:group_id 1182:topics 1185:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1277,6 +1278,204 @@ OffsetFetchResponse._WRITERS = {
     9: _write_OffsetFetchResponse_v8,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_OffsetFetchResponsePartition_v0 = (
+    OffsetFetchResponsePartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('metadata', ('string', 2)),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('committed_leader_epoch', -1),
+    ),
+    (),
+)
+
+_P_OffsetFetchResponseTopic_v0 = (
+    OffsetFetchResponseTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 16, ('struct', 0, _P_OffsetFetchResponsePartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetFetchResponse_v0 = (
+    OffsetFetchResponse, False,
+    (
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetFetchResponseTopic_v0))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+        ('error_code', 0),
+        ('groups', ()),
+    ),
+    (),
+)
+
+_P_OffsetFetchResponse_v2 = (
+    OffsetFetchResponse, False,
+    (
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetFetchResponseTopic_v0))),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('throttle_time_ms', 0),
+        ('groups', ()),
+    ),
+    (),
+)
+
+_P_OffsetFetchResponse_v3 = (
+    OffsetFetchResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetFetchResponseTopic_v0))),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('groups', ()),
+    ),
+    (),
+)
+
+_P_OffsetFetchResponsePartition_v5 = (
+    OffsetFetchResponsePartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_leader_epoch', ('int32', 0)),
+        ('metadata', ('string', 2)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetFetchResponseTopic_v5 = (
+    OffsetFetchResponseTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 20, ('struct', 0, _P_OffsetFetchResponsePartition_v5))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetFetchResponse_v5 = (
+    OffsetFetchResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetFetchResponseTopic_v5))),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('groups', ()),
+    ),
+    (),
+)
+
+_P_OffsetFetchResponsePartition_v6 = (
+    OffsetFetchResponsePartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_leader_epoch', ('int32', 0)),
+        ('metadata', ('string', 3)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetFetchResponseTopic_v6 = (
+    OffsetFetchResponseTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 20, ('struct', 0, _P_OffsetFetchResponsePartition_v6))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetFetchResponse_v6 = (
+    OffsetFetchResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_OffsetFetchResponseTopic_v6))),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('groups', ()),
+    ),
+    (),
+)
+
+_P_OffsetFetchResponsePartitions_v8 = (
+    OffsetFetchResponsePartitions, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_leader_epoch', ('int32', 0)),
+        ('metadata', ('string', 3)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetFetchResponseTopics_v8 = (
+    OffsetFetchResponseTopics, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 20, ('struct', 0, _P_OffsetFetchResponsePartitions_v8))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetFetchResponseGroup_v8 = (
+    OffsetFetchResponseGroup, True,
+    (
+        ('group_id', ('string', 1)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_OffsetFetchResponseTopics_v8))),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetFetchResponse_v8 = (
+    OffsetFetchResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 1, 5, ('struct', 0, _P_OffsetFetchResponseGroup_v8))),
+    ),
+    (
+        ('topics', ()),
+        ('error_code', 0),
+    ),
+    (),
+)
+
+_install_native(OffsetFetchResponse, {
+    0: _P_OffsetFetchResponse_v0,
+    1: _P_OffsetFetchResponse_v0,
+    2: _P_OffsetFetchResponse_v2,
+    3: _P_OffsetFetchResponse_v3,
+    4: _P_OffsetFetchResponse_v3,
+    5: _P_OffsetFetchResponse_v5,
+    6: _P_OffsetFetchResponse_v6,
+    7: _P_OffsetFetchResponse_v6,
+    8: _P_OffsetFetchResponse_v8,
+    9: _P_OffsetFetchResponse_v8,
+})
+
 _FIELDS_AT = _FieldLines(
-    "214:- 216:partition_index:i/committed_offset:q 218:metadata 229:error_code:h 231:unknown_tags 238:- 240:name 251:partitions[] 262:unknown_tags 269:- 273:topics[] 281:topics[]>name 289:topics[]>partitions[] 297:topics[]>partitions[]>partition_index:i/committed_offset:q 300:topics[]>partitions[]>metadata 311:topics[]>partitions[]>error_code:h 330:- 332:topics[] 343:groups 346:unknown_tags 353:- 357:topics[] 365:topics[]>name 373:topics[]>partitions[] 381:topics[]>partitions[]>partition_index:i/committed_offset:q 384:topics[]>partitions[]>metadata 395:topics[]>partitions[]>error_code:h 405:error_code:h 416:- 418:topics[] 429:error_code:h 431:groups 434:unknown_tags 441:- 445:throttle_time_ms:i 448:topics[] 456:topics[]>name 464:topics[]>partitions[] 472:topics[]>partitions[]>partition_index:i/committed_offset:q 475:topics[]>partitions[]>metadata 486:topics[]>partitions[]>error_code:h 496:error_code:h 506:- 508:throttle_time_ms:i 510:topics[] 521:error_code:h 523:groups 526:unknown_tags 533:- 535:partition_index:i/committed_offset:q/committed_leader_epoch:i 537:metadata 548:error_code:h 550:unknown_tags 557:- 559:name 570:partitions[] 581:unknown_tags 588:- 592:throttle_time_ms:i 595:topics[] 603:topics[]>name 611:topics[]>partitions[] 619:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 622:topics[]>partitions[]>metadata 633:topics[]>partitions[]>error_code:h 642:error_code:h 652:- 654:throttle_time_ms:i 656:topics[] 667:error_code:h 669:groups 672:unknown_tags 679:- 681:partition_index:i/committed_offset:q/committed_leader_epoch:i 683:metadata 702:error_code:h 704:tagged_fields 714:- 716:name 735:partitions[] 754:tagged_fields 764:- 768:throttle_time_ms:i 771:topics[] 789:topics[]>name 805:topics[]>partitions[] 823:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 826:topics[]>partitions[]>metadata 849:topics[]>partitions[]>error_code:h 852:topics[]>partitions[]>tagged_fields 860:topics[]>tagged_fields 868:error_code:h 872:tagged_fields 883:- 885:throttle_time_ms:i 887:topics[] 906:error_code:h 908:groups 911:tagged_fields 921:- 923:partition_index:i/committed_offset:q/committed_leader_epoch:i 925:metadata 944:error_code:h 946:tagged_fields 956:- 958:name 977:partitions[] 996:tagged_fields 1006:- 1008:group_id 1027:topics[] 1046:error_code:h 1048:tagged_fields 1058:- 1062:throttle_time_ms:i 1065:groups[] 1083:groups[]>group_id 1099:groups[]>topics[] 1117:groups[]>topics[]>name 1133:groups[]>topics[]>partitions[] 1151:groups[]>topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 1154:groups[]>topics[]>partitions[]>metadata 1177:groups[]>topics[]>partitions[]>error_code:h 1180:groups[]>topics[]>partitions[]>tagged_fields 1188:groups[]>topics[]>tagged_fields 1196:groups[]>error_code:h 1199:groups[]>tagged_fields 1209:tagged_fields 1220:- 1222:throttle_time_ms:i 1224:groups[] 1243:topics 1246:tagged_fields"
+    "215:- 217:partition_index:i/committed_offset:q 219:metadata 230:error_code:h 232:unknown_tags 239:- 241:name 252:partitions[] 263:unknown_tags 270:- 274:topics[] 282:topics[]>name 290:topics[]>partitions[] 298:topics[]>partitions[]>partition_index:i/committed_offset:q 301:topics[]>partitions[]>metadata 312:topics[]>partitions[]>error_code:h 331:- 333:topics[] 344:groups 347:unknown_tags 354:- 358:topics[] 366:topics[]>name 374:topics[]>partitions[] 382:topics[]>partitions[]>partition_index:i/committed_offset:q 385:topics[]>partitions[]>metadata 396:topics[]>partitions[]>error_code:h 406:error_code:h 417:- 419:topics[] 430:error_code:h 432:groups 435:unknown_tags 442:- 446:throttle_time_ms:i 449:topics[] 457:topics[]>name 465:topics[]>partitions[] 473:topics[]>partitions[]>partition_index:i/committed_offset:q 476:topics[]>partitions[]>metadata 487:topics[]>partitions[]>error_code:h 497:error_code:h 507:- 509:throttle_time_ms:i 511:topics[] 522:error_code:h 524:groups 527:unknown_tags 534:- 536:partition_index:i/committed_offset:q/committed_leader_epoch:i 538:metadata 549:error_code:h 551:unknown_tags 558:- 560:name 571:partitions[] 582:unknown_tags 589:- 593:throttle_time_ms:i 596:topics[] 604:topics[]>name 612:topics[]>partitions[] 620:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 623:topics[]>partitions[]>metadata 634:topics[]>partitions[]>error_code:h 643:error_code:h 653:- 655:throttle_time_ms:i 657:topics[] 668:error_code:h 670:groups 673:unknown_tags 680:- 682:partition_index:i/committed_offset:q/committed_leader_epoch:i 684:metadata 703:error_code:h 705:tagged_fields 715:- 717:name 736:partitions[] 755:tagged_fields 765:- 769:throttle_time_ms:i 772:topics[] 790:topics[]>name 806:topics[]>partitions[] 824:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 827:topics[]>partitions[]>metadata 850:topics[]>partitions[]>error_code:h 853:topics[]>partitions[]>tagged_fields 861:topics[]>tagged_fields 869:error_code:h 873:tagged_fields 884:- 886:throttle_time_ms:i 888:topics[] 907:error_code:h 909:groups 912:tagged_fields 922:- 924:partition_index:i/committed_offset:q/committed_leader_epoch:i 926:metadata 945:error_code:h 947:tagged_fields 957:- 959:name 978:partitions[] 997:tagged_fields 1007:- 1009:group_id 1028:topics[] 1047:error_code:h 1049:tagged_fields 1059:- 1063:throttle_time_ms:i 1066:groups[] 1084:groups[]>group_id 1100:groups[]>topics[] 1118:groups[]>topics[]>name 1134:groups[]>topics[]>partitions[] 1152:groups[]>topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 1155:groups[]>topics[]>partitions[]>metadata 1178:groups[]>topics[]>partitions[]>error_code:h 1181:groups[]>topics[]>partitions[]>tagged_fields 1189:groups[]>topics[]>tagged_fields 1197:groups[]>error_code:h 1200:groups[]>tagged_fields 1210:tagged_fields 1221:- 1223:throttle_time_ms:i 1225:groups[] 1244:topics 1247:tagged_fields"
 )

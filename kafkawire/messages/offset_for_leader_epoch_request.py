@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -590,6 +591,123 @@ OffsetForLeaderEpochRequest._WRITERS = {
     4: _write_OffsetForLeaderEpochRequest_v4,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_OffsetForLeaderPartition_v0 = (
+    OffsetForLeaderPartition, False,
+    (
+        ('partition', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (
+        ('current_leader_epoch', -1),
+    ),
+    (),
+)
+
+_P_OffsetForLeaderTopic_v0 = (
+    OffsetForLeaderTopic, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 8, ('struct', 0, _P_OffsetForLeaderPartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetForLeaderEpochRequest_v0 = (
+    OffsetForLeaderEpochRequest, False,
+    (
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetForLeaderTopic_v0))),
+    ),
+    (
+        ('replica_id', -2),
+    ),
+    (),
+)
+
+_P_OffsetForLeaderPartition_v2 = (
+    OffsetForLeaderPartition, False,
+    (
+        ('partition', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetForLeaderTopic_v2 = (
+    OffsetForLeaderTopic, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 12, ('struct', 0, _P_OffsetForLeaderPartition_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetForLeaderEpochRequest_v2 = (
+    OffsetForLeaderEpochRequest, False,
+    (
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetForLeaderTopic_v2))),
+    ),
+    (
+        ('replica_id', -2),
+    ),
+    (),
+)
+
+_P_OffsetForLeaderEpochRequest_v3 = (
+    OffsetForLeaderEpochRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetForLeaderTopic_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetForLeaderPartition_v4 = (
+    OffsetForLeaderPartition, True,
+    (
+        ('partition', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetForLeaderTopic_v4 = (
+    OffsetForLeaderTopic, True,
+    (
+        ('topic', ('string', 1)),
+        ('partitions', ('array', 1, 13, ('struct', 0, _P_OffsetForLeaderPartition_v4))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetForLeaderEpochRequest_v4 = (
+    OffsetForLeaderEpochRequest, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_OffsetForLeaderTopic_v4))),
+    ),
+    (),
+    (),
+)
+
+_install_native(OffsetForLeaderEpochRequest, {
+    0: _P_OffsetForLeaderEpochRequest_v0,
+    1: _P_OffsetForLeaderEpochRequest_v0,
+    2: _P_OffsetForLeaderEpochRequest_v2,
+    3: _P_OffsetForLeaderEpochRequest_v3,
+    4: _P_OffsetForLeaderEpochRequest_v4,
+})
+
 _FIELDS_AT = _FieldLines(
-    "112:- 114:partition:i/leader_epoch:i 116:unknown_tags 123:- 125:topic 136:partitions[] 147:unknown_tags 154:- 158:topics[] 166:topics[]>topic 174:topics[]>partitions[] 182:topics[]>partitions[]>partition:i/leader_epoch:i 199:- 201:topics[] 212:unknown_tags 219:- 221:partition:i/current_leader_epoch:i/leader_epoch:i 223:unknown_tags 230:- 232:topic 243:partitions[] 254:unknown_tags 261:- 265:topics[] 273:topics[]>topic 281:topics[]>partitions[] 289:topics[]>partitions[]>partition:i/current_leader_epoch:i/leader_epoch:i 305:- 307:topics[] 318:unknown_tags 325:- 329:replica_id:i 332:topics[] 340:topics[]>topic 348:topics[]>partitions[] 356:topics[]>partitions[]>partition:i/current_leader_epoch:i/leader_epoch:i 371:- 373:replica_id:i 375:topics[] 386:unknown_tags 393:- 395:partition:i/current_leader_epoch:i/leader_epoch:i 397:tagged_fields 407:- 409:topic 428:partitions[] 447:tagged_fields 457:- 461:replica_id:i 464:topics[] 482:topics[]>topic 498:topics[]>partitions[] 516:topics[]>partitions[]>partition:i/current_leader_epoch:i/leader_epoch:i 519:topics[]>partitions[]>tagged_fields 527:topics[]>tagged_fields 535:tagged_fields 546:- 548:replica_id:i 550:topics[] 569:tagged_fields"
+    "113:- 115:partition:i/leader_epoch:i 117:unknown_tags 124:- 126:topic 137:partitions[] 148:unknown_tags 155:- 159:topics[] 167:topics[]>topic 175:topics[]>partitions[] 183:topics[]>partitions[]>partition:i/leader_epoch:i 200:- 202:topics[] 213:unknown_tags 220:- 222:partition:i/current_leader_epoch:i/leader_epoch:i 224:unknown_tags 231:- 233:topic 244:partitions[] 255:unknown_tags 262:- 266:topics[] 274:topics[]>topic 282:topics[]>partitions[] 290:topics[]>partitions[]>partition:i/current_leader_epoch:i/leader_epoch:i 306:- 308:topics[] 319:unknown_tags 326:- 330:replica_id:i 333:topics[] 341:topics[]>topic 349:topics[]>partitions[] 357:topics[]>partitions[]>partition:i/current_leader_epoch:i/leader_epoch:i 372:- 374:replica_id:i 376:topics[] 387:unknown_tags 394:- 396:partition:i/current_leader_epoch:i/leader_epoch:i 398:tagged_fields 408:- 410:topic 429:partitions[] 448:tagged_fields 458:- 462:replica_id:i 465:topics[] 483:topics[]>topic 499:topics[]>partitions[] 517:topics[]>partitions[]>partition:i/current_leader_epoch:i/leader_epoch:i 520:topics[]>partitions[]>tagged_fields 528:topics[]>tagged_fields 536:tagged_fields 547:- 549:replica_id:i 551:topics[] 570:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -593,6 +594,126 @@ OffsetForLeaderEpochResponse._WRITERS = {
     4: _write_OffsetForLeaderEpochResponse_v4,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_EpochEndOffset_v0 = (
+    EpochEndOffset, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition', ('int32', 0)),
+        ('end_offset', ('int64', 0)),
+    ),
+    (
+        ('leader_epoch', -1),
+    ),
+    (),
+)
+
+_P_OffsetForLeaderTopicResult_v0 = (
+    OffsetForLeaderTopicResult, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 14, ('struct', 0, _P_EpochEndOffset_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetForLeaderEpochResponse_v0 = (
+    OffsetForLeaderEpochResponse, False,
+    (
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetForLeaderTopicResult_v0))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+    ),
+    (),
+)
+
+_P_EpochEndOffset_v1 = (
+    EpochEndOffset, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('end_offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetForLeaderTopicResult_v1 = (
+    OffsetForLeaderTopicResult, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 18, ('struct', 0, _P_EpochEndOffset_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetForLeaderEpochResponse_v1 = (
+    OffsetForLeaderEpochResponse, False,
+    (
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetForLeaderTopicResult_v1))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+    ),
+    (),
+)
+
+_P_OffsetForLeaderEpochResponse_v2 = (
+    OffsetForLeaderEpochResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_OffsetForLeaderTopicResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_EpochEndOffset_v4 = (
+    EpochEndOffset, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('end_offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetForLeaderTopicResult_v4 = (
+    OffsetForLeaderTopicResult, True,
+    (
+        ('topic', ('string', 1)),
+        ('partitions', ('array', 1, 19, ('struct', 0, _P_EpochEndOffset_v4))),
+    ),
+    (),
+    (),
+)
+
+_P_OffsetForLeaderEpochResponse_v4 = (
+    OffsetForLeaderEpochResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_OffsetForLeaderTopicResult_v4))),
+    ),
+    (),
+    (),
+)
+
+_install_native(OffsetForLeaderEpochResponse, {
+    0: _P_OffsetForLeaderEpochResponse_v0,
+    1: _P_OffsetForLeaderEpochResponse_v1,
+    2: _P_OffsetForLeaderEpochResponse_v2,
+    3: _P_OffsetForLeaderEpochResponse_v2,
+    4: _P_OffsetForLeaderEpochResponse_v4,
+})
+
 _FIELDS_AT = _FieldLines(
-    "115:- 117:error_code:h/partition:i/end_offset:q 119:unknown_tags 126:- 128:topic 139:partitions[] 150:unknown_tags 157:- 161:topics[] 169:topics[]>topic 177:topics[]>partitions[] 185:topics[]>partitions[]>error_code:h/partition:i/end_offset:q 202:- 204:topics[] 215:unknown_tags 222:- 224:error_code:h/partition:i/leader_epoch:i/end_offset:q 226:unknown_tags 233:- 235:topic 246:partitions[] 257:unknown_tags 264:- 268:topics[] 276:topics[]>topic 284:topics[]>partitions[] 292:topics[]>partitions[]>error_code:h/partition:i/leader_epoch:i/end_offset:q 308:- 310:topics[] 321:unknown_tags 328:- 332:throttle_time_ms:i 335:topics[] 343:topics[]>topic 351:topics[]>partitions[] 359:topics[]>partitions[]>error_code:h/partition:i/leader_epoch:i/end_offset:q 374:- 376:throttle_time_ms:i 378:topics[] 389:unknown_tags 396:- 398:error_code:h/partition:i/leader_epoch:i/end_offset:q 400:tagged_fields 410:- 412:topic 431:partitions[] 450:tagged_fields 460:- 464:throttle_time_ms:i 467:topics[] 485:topics[]>topic 501:topics[]>partitions[] 519:topics[]>partitions[]>error_code:h/partition:i/leader_epoch:i/end_offset:q 522:topics[]>partitions[]>tagged_fields 530:topics[]>tagged_fields 538:tagged_fields 549:- 551:throttle_time_ms:i 553:topics[] 572:tagged_fields"
+    "116:- 118:error_code:h/partition:i/end_offset:q 120:unknown_tags 127:- 129:topic 140:partitions[] 151:unknown_tags 158:- 162:topics[] 170:topics[]>topic 178:topics[]>partitions[] 186:topics[]>partitions[]>error_code:h/partition:i/end_offset:q 203:- 205:topics[] 216:unknown_tags 223:- 225:error_code:h/partition:i/leader_epoch:i/end_offset:q 227:unknown_tags 234:- 236:topic 247:partitions[] 258:unknown_tags 265:- 269:topics[] 277:topics[]>topic 285:topics[]>partitions[] 293:topics[]>partitions[]>error_code:h/partition:i/leader_epoch:i/end_offset:q 309:- 311:topics[] 322:unknown_tags 329:- 333:throttle_time_ms:i 336:topics[] 344:topics[]>topic 352:topics[]>partitions[] 360:topics[]>partitions[]>error_code:h/partition:i/leader_epoch:i/end_offset:q 375:- 377:throttle_time_ms:i 379:topics[] 390:unknown_tags 397:- 399:error_code:h/partition:i/leader_epoch:i/end_offset:q 401:tagged_fields 411:- 413:topic 432:partitions[] 451:tagged_fields 461:- 465:throttle_time_ms:i 468:topics[] 486:topics[]>topic 502:topics[]>partitions[] 520:topics[]>partitions[]>error_code:h/partition:i/leader_epoch:i/end_offset:q 523:topics[]>partitions[]>tagged_fields 531:topics[]>tagged_fields 539:tagged_fields 550:- 552:throttle_time_ms:i 554:topics[] 573:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -641,6 +642,101 @@ ProduceRequest._WRITERS = {
     11: _write_ProduceRequest_v9,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionProduceData_v0 = (
+    PartitionProduceData, False,
+    (
+        ('index', ('int32', 0)),
+        ('records', ('records', 2)),
+    ),
+    (),
+    (),
+)
+
+_P_TopicProduceData_v0 = (
+    TopicProduceData, False,
+    (
+        ('name', ('string', 0)),
+        ('partition_data', ('array', 0, 8, ('struct', 0, _P_PartitionProduceData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_ProduceRequest_v0 = (
+    ProduceRequest, False,
+    (
+        ('acks', ('int16', 0)),
+        ('timeout_ms', ('int32', 0)),
+        ('topic_data', ('array', 0, 6, ('struct', 0, _P_TopicProduceData_v0))),
+    ),
+    (
+        ('transactional_id', None),
+    ),
+    (),
+)
+
+_P_ProduceRequest_v3 = (
+    ProduceRequest, False,
+    (
+        ('transactional_id', ('string', 2)),
+        ('acks', ('int16', 0)),
+        ('timeout_ms', ('int32', 0)),
+        ('topic_data', ('array', 0, 6, ('struct', 0, _P_TopicProduceData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionProduceData_v9 = (
+    PartitionProduceData, True,
+    (
+        ('index', ('int32', 0)),
+        ('records', ('records', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_TopicProduceData_v9 = (
+    TopicProduceData, True,
+    (
+        ('name', ('string', 1)),
+        ('partition_data', ('array', 1, 6, ('struct', 0, _P_PartitionProduceData_v9))),
+    ),
+    (),
+    (),
+)
+
+_P_ProduceRequest_v9 = (
+    ProduceRequest, True,
+    (
+        ('transactional_id', ('string', 3)),
+        ('acks', ('int16', 0)),
+        ('timeout_ms', ('int32', 0)),
+        ('topic_data', ('array', 1, 3, ('struct', 0, _P_TopicProduceData_v9))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ProduceRequest, {
+    0: _P_ProduceRequest_v0,
+    1: _P_ProduceRequest_v0,
+    2: _P_ProduceRequest_v0,
+    3: _P_ProduceRequest_v3,
+    4: _P_ProduceRequest_v3,
+    5: _P_ProduceRequest_v3,
+    6: _P_ProduceRequest_v3,
+    7: _P_ProduceRequest_v3,
+    8: _P_ProduceRequest_v3,
+    9: _P_ProduceRequest_v9,
+    10: _P_ProduceRequest_v9,
+    11: _P_ProduceRequest_v9,
+})
+
 _FIELDS_AT = _FieldLines(
-    "113:- 115:index:i 117:records 124:unknown_tags 131:- 133:name 144:partition_data[] 155:unknown_tags 162:- 168:acks:h/timeout_ms:i 171:topic_data[] 179:topic_data[]>name 187:topic_data[]>partition_data[] 195:topic_data[]>partition_data[]>index:i 198:topic_data[]>partition_data[]>records 222:- 224:acks:h/timeout_ms:i 226:topic_data[] 237:transactional_id 240:unknown_tags 247:- 253:transactional_id 264:acks:h/timeout_ms:i 267:topic_data[] 275:topic_data[]>name 283:topic_data[]>partition_data[] 291:topic_data[]>partition_data[]>index:i 294:topic_data[]>partition_data[]>records 317:- 319:transactional_id 330:acks:h/timeout_ms:i 332:topic_data[] 343:unknown_tags 350:- 352:index:i 354:records 369:tagged_fields 379:- 381:name 400:partition_data[] 419:tagged_fields 429:- 435:transactional_id 458:acks:h/timeout_ms:i 461:topic_data[] 479:topic_data[]>name 495:topic_data[]>partition_data[] 513:topic_data[]>partition_data[]>index:i 516:topic_data[]>partition_data[]>records 537:topic_data[]>partition_data[]>tagged_fields 545:topic_data[]>tagged_fields 553:tagged_fields 564:- 566:transactional_id 585:acks:h/timeout_ms:i 587:topic_data[] 606:tagged_fields"
+    "114:- 116:index:i 118:records 125:unknown_tags 132:- 134:name 145:partition_data[] 156:unknown_tags 163:- 169:acks:h/timeout_ms:i 172:topic_data[] 180:topic_data[]>name 188:topic_data[]>partition_data[] 196:topic_data[]>partition_data[]>index:i 199:topic_data[]>partition_data[]>records 223:- 225:acks:h/timeout_ms:i 227:topic_data[] 238:transactional_id 241:unknown_tags 248:- 254:transactional_id 265:acks:h/timeout_ms:i 268:topic_data[] 276:topic_data[]>name 284:topic_data[]>partition_data[] 292:topic_data[]>partition_data[]>index:i 295:topic_data[]>partition_data[]>records 318:- 320:transactional_id 331:acks:h/timeout_ms:i 333:topic_data[] 344:unknown_tags 351:- 353:index:i 355:records 370:tagged_fields 380:- 382:name 401:partition_data[] 420:tagged_fields 430:- 436:transactional_id 459:acks:h/timeout_ms:i 462:topic_data[] 480:topic_data[]>name 496:topic_data[]>partition_data[] 514:topic_data[]>partition_data[]>index:i 517:topic_data[]>partition_data[]>records 538:topic_data[]>partition_data[]>tagged_fields 546:topic_data[]>tagged_fields 554:tagged_fields 565:- 567:transactional_id 586:acks:h/timeout_ms:i 588:topic_data[] 607:tagged_fields"
 )

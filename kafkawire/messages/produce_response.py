@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1607,20 +1608,20 @@ def _read_ProduceResponse_v10(buf, pos, view):
                         else:
                             size, pos = read_uvarint(buf, pos)
                         start = pos
-                        end = pos + size
-                        if end > blen:
+                        tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                        if tag_end > blen:
                             raise bad_length(size, pos, blen, "tagged field")
                         if tag == 0:
                             # field: responses[]>partition_responses[]>current_leader
                             item1._current_leader, pos = _read_LeaderIdAndEpoch_v10(buf, pos, view)
-                            if pos != end:
+                            if pos != tag_end:
                                 raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                             # field: responses[]>partition_responses[]>tagged_fields
                             continue
                         if unknown is None:
                             unknown = {}
-                        unknown[tag] = bytes(buf[pos:end])
-                        pos = end
+                        unknown[tag] = bytes(buf[pos:tag_end])
+                        pos = tag_end
                     item1.unknown_tags = unknown
                 items1[i_partition_responses] = item1
             item.partition_responses = tuple(items1)
@@ -1661,8 +1662,8 @@ def _read_ProduceResponse_v10(buf, pos, view):
                 else:
                     size, pos = read_uvarint(buf, pos)
                 start = pos
-                end = pos + size
-                if end > blen:
+                tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                if tag_end > blen:
                     raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: node_endpoints
@@ -1685,14 +1686,14 @@ def _read_ProduceResponse_v10(buf, pos, view):
                         item, pos = _read_NodeEndpoint_v10(buf, pos, view)
                         items[i_node_endpoints] = item
                     self.node_endpoints = tuple(items)
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 if unknown is None:
                     unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
+                unknown[tag] = bytes(buf[pos:tag_end])
+                pos = tag_end
             self.unknown_tags = unknown
         return self, pos
     except Exception as exc:
@@ -1783,6 +1784,316 @@ ProduceResponse._WRITERS = {
     11: _write_ProduceResponse_v10,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionProduceResponse_v0 = (
+    PartitionProduceResponse, False,
+    (
+        ('index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('base_offset', ('int64', 0)),
+    ),
+    (
+        ('log_append_time_ms', -1),
+        ('log_start_offset', -1),
+        ('record_errors', ()),
+        ('error_message', None),
+        ('_current_leader', _ABSENT),
+    ),
+    (),
+)
+
+_P_TopicProduceResponse_v0 = (
+    TopicProduceResponse, False,
+    (
+        ('name', ('string', 0)),
+        ('partition_responses', ('array', 0, 14, ('struct', 0, _P_PartitionProduceResponse_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_ProduceResponse_v0 = (
+    ProduceResponse, False,
+    (
+        ('responses', ('array', 0, 6, ('struct', 0, _P_TopicProduceResponse_v0))),
+    ),
+    (
+        ('throttle_time_ms', 0),
+        ('node_endpoints', ()),
+    ),
+    (),
+)
+
+_P_ProduceResponse_v1 = (
+    ProduceResponse, False,
+    (
+        ('responses', ('array', 0, 6, ('struct', 0, _P_TopicProduceResponse_v0))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (
+        ('node_endpoints', ()),
+    ),
+    (),
+)
+
+_P_PartitionProduceResponse_v2 = (
+    PartitionProduceResponse, False,
+    (
+        ('index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('base_offset', ('int64', 0)),
+        ('log_append_time_ms', ('int64', 0)),
+    ),
+    (
+        ('log_start_offset', -1),
+        ('record_errors', ()),
+        ('error_message', None),
+        ('_current_leader', _ABSENT),
+    ),
+    (),
+)
+
+_P_TopicProduceResponse_v2 = (
+    TopicProduceResponse, False,
+    (
+        ('name', ('string', 0)),
+        ('partition_responses', ('array', 0, 22, ('struct', 0, _P_PartitionProduceResponse_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_ProduceResponse_v2 = (
+    ProduceResponse, False,
+    (
+        ('responses', ('array', 0, 6, ('struct', 0, _P_TopicProduceResponse_v2))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (
+        ('node_endpoints', ()),
+    ),
+    (),
+)
+
+_P_PartitionProduceResponse_v5 = (
+    PartitionProduceResponse, False,
+    (
+        ('index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('base_offset', ('int64', 0)),
+        ('log_append_time_ms', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+    ),
+    (
+        ('record_errors', ()),
+        ('error_message', None),
+        ('_current_leader', _ABSENT),
+    ),
+    (),
+)
+
+_P_TopicProduceResponse_v5 = (
+    TopicProduceResponse, False,
+    (
+        ('name', ('string', 0)),
+        ('partition_responses', ('array', 0, 30, ('struct', 0, _P_PartitionProduceResponse_v5))),
+    ),
+    (),
+    (),
+)
+
+_P_ProduceResponse_v5 = (
+    ProduceResponse, False,
+    (
+        ('responses', ('array', 0, 6, ('struct', 0, _P_TopicProduceResponse_v5))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (
+        ('node_endpoints', ()),
+    ),
+    (),
+)
+
+_P_BatchIndexAndErrorMessage_v8 = (
+    BatchIndexAndErrorMessage, False,
+    (
+        ('batch_index', ('int32', 0)),
+        ('batch_index_error_message', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionProduceResponse_v8 = (
+    PartitionProduceResponse, False,
+    (
+        ('index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('base_offset', ('int64', 0)),
+        ('log_append_time_ms', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('record_errors', ('array', 0, 6, ('struct', 0, _P_BatchIndexAndErrorMessage_v8))),
+        ('error_message', ('string', 2)),
+    ),
+    (
+        ('_current_leader', _ABSENT),
+    ),
+    (),
+)
+
+_P_TopicProduceResponse_v8 = (
+    TopicProduceResponse, False,
+    (
+        ('name', ('string', 0)),
+        ('partition_responses', ('array', 0, 36, ('struct', 0, _P_PartitionProduceResponse_v8))),
+    ),
+    (),
+    (),
+)
+
+_P_ProduceResponse_v8 = (
+    ProduceResponse, False,
+    (
+        ('responses', ('array', 0, 6, ('struct', 0, _P_TopicProduceResponse_v8))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (
+        ('node_endpoints', ()),
+    ),
+    (),
+)
+
+_P_BatchIndexAndErrorMessage_v9 = (
+    BatchIndexAndErrorMessage, True,
+    (
+        ('batch_index', ('int32', 0)),
+        ('batch_index_error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionProduceResponse_v9 = (
+    PartitionProduceResponse, True,
+    (
+        ('index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('base_offset', ('int64', 0)),
+        ('log_append_time_ms', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('record_errors', ('array', 1, 6, ('struct', 0, _P_BatchIndexAndErrorMessage_v9))),
+        ('error_message', ('string', 3)),
+    ),
+    (
+        ('_current_leader', _ABSENT),
+    ),
+    (),
+)
+
+_P_TopicProduceResponse_v9 = (
+    TopicProduceResponse, True,
+    (
+        ('name', ('string', 1)),
+        ('partition_responses', ('array', 1, 33, ('struct', 0, _P_PartitionProduceResponse_v9))),
+    ),
+    (),
+    (),
+)
+
+_P_ProduceResponse_v9 = (
+    ProduceResponse, True,
+    (
+        ('responses', ('array', 1, 3, ('struct', 0, _P_TopicProduceResponse_v9))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (
+        ('node_endpoints', ()),
+    ),
+    (),
+)
+
+_P_LeaderIdAndEpoch_v10 = (
+    LeaderIdAndEpoch, True,
+    (
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionProduceResponse_v10 = (
+    PartitionProduceResponse, True,
+    (
+        ('index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('base_offset', ('int64', 0)),
+        ('log_append_time_ms', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('record_errors', ('array', 1, 6, ('struct', 0, _P_BatchIndexAndErrorMessage_v9))),
+        ('error_message', ('string', 3)),
+    ),
+    (
+        ('_current_leader', _ABSENT),
+    ),
+    (
+        (0, '_current_leader', ('struct', 0, _P_LeaderIdAndEpoch_v10)),
+    ),
+)
+
+_P_TopicProduceResponse_v10 = (
+    TopicProduceResponse, True,
+    (
+        ('name', ('string', 1)),
+        ('partition_responses', ('array', 1, 33, ('struct', 0, _P_PartitionProduceResponse_v10))),
+    ),
+    (),
+    (),
+)
+
+_P_NodeEndpoint_v10 = (
+    NodeEndpoint, True,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+        ('rack', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_ProduceResponse_v10 = (
+    ProduceResponse, True,
+    (
+        ('responses', ('array', 1, 3, ('struct', 0, _P_TopicProduceResponse_v10))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (
+        ('node_endpoints', ()),
+    ),
+    (
+        (0, 'node_endpoints', ('array', 1, 11, ('struct', 0, _P_NodeEndpoint_v10))),
+    ),
+)
+
+_install_native(ProduceResponse, {
+    0: _P_ProduceResponse_v0,
+    1: _P_ProduceResponse_v1,
+    2: _P_ProduceResponse_v2,
+    3: _P_ProduceResponse_v2,
+    4: _P_ProduceResponse_v2,
+    5: _P_ProduceResponse_v5,
+    6: _P_ProduceResponse_v5,
+    7: _P_ProduceResponse_v5,
+    8: _P_ProduceResponse_v8,
+    9: _P_ProduceResponse_v9,
+    10: _P_ProduceResponse_v10,
+    11: _P_ProduceResponse_v10,
+})
+
 _FIELDS_AT = _FieldLines(
-    "219:- 221:index:i/error_code:h/base_offset:q 223:current_leader 226:unknown_tags 233:- 235:name 246:partition_responses[] 257:unknown_tags 264:- 268:responses[] 276:responses[]>name 284:responses[]>partition_responses[] 292:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q 314:- 316:responses[] 327:node_endpoints 330:unknown_tags 337:- 341:responses[] 349:responses[]>name 357:responses[]>partition_responses[] 365:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q 379:throttle_time_ms:i 389:- 391:responses[] 402:throttle_time_ms:i 404:node_endpoints 407:unknown_tags 414:- 416:index:i/error_code:h/base_offset:q/log_append_time_ms:q 418:current_leader 421:unknown_tags 428:- 430:name 441:partition_responses[] 452:unknown_tags 459:- 463:responses[] 471:responses[]>name 479:responses[]>partition_responses[] 487:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q/log_append_time_ms:q 500:throttle_time_ms:i 510:- 512:responses[] 523:throttle_time_ms:i 525:node_endpoints 528:unknown_tags 535:- 537:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 539:current_leader 542:unknown_tags 549:- 551:name 562:partition_responses[] 573:unknown_tags 580:- 584:responses[] 592:responses[]>name 600:responses[]>partition_responses[] 608:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 620:throttle_time_ms:i 630:- 632:responses[] 643:throttle_time_ms:i 645:node_endpoints 648:unknown_tags 655:- 657:batch_index:i 659:batch_index_error_message 670:unknown_tags 677:- 679:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 681:record_errors[] 692:error_message 703:current_leader 706:unknown_tags 713:- 715:name 726:partition_responses[] 737:unknown_tags 744:- 748:responses[] 756:responses[]>name 764:responses[]>partition_responses[] 772:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 775:responses[]>partition_responses[]>record_errors[] 783:responses[]>partition_responses[]>record_errors[]>batch_index:i 786:responses[]>partition_responses[]>record_errors[]>batch_index_error_message 800:responses[]>partition_responses[]>error_message 818:throttle_time_ms:i 828:- 830:responses[] 841:throttle_time_ms:i 843:node_endpoints 846:unknown_tags 853:- 855:batch_index:i 857:batch_index_error_message 876:tagged_fields 886:- 888:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 890:record_errors[] 909:error_message 928:current_leader 931:tagged_fields 941:- 943:name 962:partition_responses[] 981:tagged_fields 991:- 995:responses[] 1013:responses[]>name 1029:responses[]>partition_responses[] 1047:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1050:responses[]>partition_responses[]>record_errors[] 1068:responses[]>partition_responses[]>record_errors[]>batch_index:i 1071:responses[]>partition_responses[]>record_errors[]>batch_index_error_message 1094:responses[]>partition_responses[]>record_errors[]>tagged_fields 1102:responses[]>partition_responses[]>error_message 1126:responses[]>partition_responses[]>tagged_fields 1134:responses[]>tagged_fields 1142:throttle_time_ms:i 1146:tagged_fields 1157:- 1159:responses[] 1178:throttle_time_ms:i 1180:node_endpoints 1183:tagged_fields 1193:- 1197:leader_id:i/leader_epoch:i 1200:tagged_fields 1211:- 1213:leader_id:i/leader_epoch:i 1215:tagged_fields 1225:- 1227:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1229:record_errors[] 1248:error_message 1268:current_leader 1276:tagged_fields 1286:- 1288:name 1307:partition_responses[] 1326:tagged_fields 1336:- 1340:node_id:i 1343:host 1359:port:i 1362:rack 1385:tagged_fields 1396:- 1398:node_id:i 1400:host 1419:port:i 1421:rack 1440:tagged_fields 1450:- 1454:responses[] 1472:responses[]>name 1488:responses[]>partition_responses[] 1506:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1509:responses[]>partition_responses[]>record_errors[] 1527:responses[]>partition_responses[]>record_errors[]>batch_index:i 1530:responses[]>partition_responses[]>record_errors[]>batch_index_error_message 1553:responses[]>partition_responses[]>record_errors[]>tagged_fields 1561:responses[]>partition_responses[]>error_message 1585:responses[]>partition_responses[]>tagged_fields 1614:responses[]>partition_responses[]>current_leader 1618:responses[]>partition_responses[]>tagged_fields 1627:responses[]>tagged_fields 1635:throttle_time_ms:i 1639:tagged_fields 1668:node_endpoints 1690:tagged_fields 1702:- 1704:responses[] 1723:throttle_time_ms:i 1726:node_endpoints 1748:tagged_fields"
+    "220:- 222:index:i/error_code:h/base_offset:q 224:current_leader 227:unknown_tags 234:- 236:name 247:partition_responses[] 258:unknown_tags 265:- 269:responses[] 277:responses[]>name 285:responses[]>partition_responses[] 293:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q 315:- 317:responses[] 328:node_endpoints 331:unknown_tags 338:- 342:responses[] 350:responses[]>name 358:responses[]>partition_responses[] 366:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q 380:throttle_time_ms:i 390:- 392:responses[] 403:throttle_time_ms:i 405:node_endpoints 408:unknown_tags 415:- 417:index:i/error_code:h/base_offset:q/log_append_time_ms:q 419:current_leader 422:unknown_tags 429:- 431:name 442:partition_responses[] 453:unknown_tags 460:- 464:responses[] 472:responses[]>name 480:responses[]>partition_responses[] 488:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q/log_append_time_ms:q 501:throttle_time_ms:i 511:- 513:responses[] 524:throttle_time_ms:i 526:node_endpoints 529:unknown_tags 536:- 538:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 540:current_leader 543:unknown_tags 550:- 552:name 563:partition_responses[] 574:unknown_tags 581:- 585:responses[] 593:responses[]>name 601:responses[]>partition_responses[] 609:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 621:throttle_time_ms:i 631:- 633:responses[] 644:throttle_time_ms:i 646:node_endpoints 649:unknown_tags 656:- 658:batch_index:i 660:batch_index_error_message 671:unknown_tags 678:- 680:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 682:record_errors[] 693:error_message 704:current_leader 707:unknown_tags 714:- 716:name 727:partition_responses[] 738:unknown_tags 745:- 749:responses[] 757:responses[]>name 765:responses[]>partition_responses[] 773:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 776:responses[]>partition_responses[]>record_errors[] 784:responses[]>partition_responses[]>record_errors[]>batch_index:i 787:responses[]>partition_responses[]>record_errors[]>batch_index_error_message 801:responses[]>partition_responses[]>error_message 819:throttle_time_ms:i 829:- 831:responses[] 842:throttle_time_ms:i 844:node_endpoints 847:unknown_tags 854:- 856:batch_index:i 858:batch_index_error_message 877:tagged_fields 887:- 889:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 891:record_errors[] 910:error_message 929:current_leader 932:tagged_fields 942:- 944:name 963:partition_responses[] 982:tagged_fields 992:- 996:responses[] 1014:responses[]>name 1030:responses[]>partition_responses[] 1048:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1051:responses[]>partition_responses[]>record_errors[] 1069:responses[]>partition_responses[]>record_errors[]>batch_index:i 1072:responses[]>partition_responses[]>record_errors[]>batch_index_error_message 1095:responses[]>partition_responses[]>record_errors[]>tagged_fields 1103:responses[]>partition_responses[]>error_message 1127:responses[]>partition_responses[]>tagged_fields 1135:responses[]>tagged_fields 1143:throttle_time_ms:i 1147:tagged_fields 1158:- 1160:responses[] 1179:throttle_time_ms:i 1181:node_endpoints 1184:tagged_fields 1194:- 1198:leader_id:i/leader_epoch:i 1201:tagged_fields 1212:- 1214:leader_id:i/leader_epoch:i 1216:tagged_fields 1226:- 1228:index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1230:record_errors[] 1249:error_message 1269:current_leader 1277:tagged_fields 1287:- 1289:name 1308:partition_responses[] 1327:tagged_fields 1337:- 1341:node_id:i 1344:host 1360:port:i 1363:rack 1386:tagged_fields 1397:- 1399:node_id:i 1401:host 1420:port:i 1422:rack 1441:tagged_fields 1451:- 1455:responses[] 1473:responses[]>name 1489:responses[]>partition_responses[] 1507:responses[]>partition_responses[]>index:i/error_code:h/base_offset:q/log_append_time_ms:q/log_start_offset:q 1510:responses[]>partition_responses[]>record_errors[] 1528:responses[]>partition_responses[]>record_errors[]>batch_index:i 1531:responses[]>partition_responses[]>record_errors[]>batch_index_error_message 1554:responses[]>partition_responses[]>record_errors[]>tagged_fields 1562:responses[]>partition_responses[]>error_message 1586:responses[]>partition_responses[]>tagged_fields 1615:responses[]>partition_responses[]>current_leader 1619:responses[]>partition_responses[]>tagged_fields 1628:responses[]>tagged_fields 1636:throttle_time_ms:i 1640:tagged_fields 1669:node_endpoints 1691:tagged_fields 1703:- 1705:responses[] 1724:throttle_time_ms:i 1727:node_endpoints 1749:tagged_fields"
 )

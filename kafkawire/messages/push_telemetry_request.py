@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -135,6 +136,26 @@ PushTelemetryRequest._WRITERS = {
     0: _write_PushTelemetryRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PushTelemetryRequest_v0 = (
+    PushTelemetryRequest, True,
+    (
+        ('client_instance_id', ('uuid', 0)),
+        ('subscription_id', ('int32', 0)),
+        ('terminating', ('bool', 0)),
+        ('compression_type', ('int8', 0)),
+        ('metrics', ('bytes', 1)),
+    ),
+    (),
+    (),
+)
+
+_install_native(PushTelemetryRequest, {
+    0: _P_PushTelemetryRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "64:- 70:client_instance_id:16s/subscription_id:i/terminating:?/compression_type:b 74:metrics 92:tagged_fields 103:- 105:client_instance_id:16s/subscription_id:i/terminating:?/compression_type:b 107:metrics 122:tagged_fields"
+    "65:- 71:client_instance_id:16s/subscription_id:i/terminating:?/compression_type:b 75:metrics 93:tagged_fields 104:- 106:client_instance_id:16s/subscription_id:i/terminating:?/compression_type:b 108:metrics 123:tagged_fields"
 )

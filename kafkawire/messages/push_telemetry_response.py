@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -90,6 +91,23 @@ PushTelemetryResponse._WRITERS = {
     0: _write_PushTelemetryResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PushTelemetryResponse_v0 = (
+    PushTelemetryResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(PushTelemetryResponse, {
+    0: _P_PushTelemetryResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "55:- 59:throttle_time_ms:i/error_code:h 62:tagged_fields 73:- 75:throttle_time_ms:i/error_code:h 77:tagged_fields"
+    "56:- 60:throttle_time_ms:i/error_code:h 63:tagged_fields 74:- 76:throttle_time_ms:i/error_code:h 78:tagged_fields"
 )

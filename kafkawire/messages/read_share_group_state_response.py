@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -418,6 +419,58 @@ ReadShareGroupStateResponse._WRITERS = {
     0: _write_ReadShareGroupStateResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_StateBatch_v0 = (
+    StateBatch, True,
+    (
+        ('first_offset', ('int64', 0)),
+        ('last_offset', ('int64', 0)),
+        ('delivery_state', ('int8', 0)),
+        ('delivery_count', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionResult_v0 = (
+    PartitionResult, True,
+    (
+        ('partition', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('state_epoch', ('int32', 0)),
+        ('start_offset', ('int64', 0)),
+        ('state_batches', ('array', 1, 20, ('struct', 0, _P_StateBatch_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_ReadStateResult_v0 = (
+    ReadStateResult, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 21, ('struct', 0, _P_PartitionResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_ReadShareGroupStateResponse_v0 = (
+    ReadShareGroupStateResponse, True,
+    (
+        ('results', ('array', 1, 18, ('struct', 0, _P_ReadStateResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ReadShareGroupStateResponse, {
+    0: _P_ReadShareGroupStateResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "154:- 156:first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 158:tagged_fields 168:- 170:partition:i/error_code:h 172:error_message 191:state_epoch:i/start_offset:q 193:state_batches[] 212:tagged_fields 222:- 224:topic_id:16s 226:partitions[] 245:tagged_fields 255:- 259:results[] 277:results[]>topic_id:16s 281:results[]>partitions[] 299:results[]>partitions[]>partition:i/error_code:h 302:results[]>partitions[]>error_message 325:results[]>partitions[]>state_epoch:i/start_offset:q 328:results[]>partitions[]>state_batches[] 346:results[]>partitions[]>state_batches[]>first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 349:results[]>partitions[]>state_batches[]>tagged_fields 357:results[]>partitions[]>tagged_fields 365:results[]>tagged_fields 373:tagged_fields 384:- 386:results[] 405:tagged_fields"
+    "155:- 157:first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 159:tagged_fields 169:- 171:partition:i/error_code:h 173:error_message 192:state_epoch:i/start_offset:q 194:state_batches[] 213:tagged_fields 223:- 225:topic_id:16s 227:partitions[] 246:tagged_fields 256:- 260:results[] 278:results[]>topic_id:16s 282:results[]>partitions[] 300:results[]>partitions[]>partition:i/error_code:h 303:results[]>partitions[]>error_message 326:results[]>partitions[]>state_epoch:i/start_offset:q 329:results[]>partitions[]>state_batches[] 347:results[]>partitions[]>state_batches[]>first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 350:results[]>partitions[]>state_batches[]>tagged_fields 358:results[]>partitions[]>tagged_fields 366:results[]>tagged_fields 374:tagged_fields 385:- 387:results[] 406:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -299,6 +300,43 @@ ReadShareGroupStateSummaryRequest._WRITERS = {
     0: _write_ReadShareGroupStateSummaryRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_ReadStateSummaryData_v0 = (
+    ReadStateSummaryData, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 9, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_ReadShareGroupStateSummaryRequest_v0 = (
+    ReadShareGroupStateSummaryRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('topics', ('array', 1, 18, ('struct', 0, _P_ReadStateSummaryData_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ReadShareGroupStateSummaryRequest, {
+    0: _P_ReadShareGroupStateSummaryRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "109:- 111:partition:i/leader_epoch:i 113:tagged_fields 123:- 125:topic_id:16s 127:partitions[] 146:tagged_fields 156:- 160:group_id 176:topics[] 194:topics[]>topic_id:16s 198:topics[]>partitions[] 216:topics[]>partitions[]>partition:i/leader_epoch:i 219:topics[]>partitions[]>tagged_fields 227:topics[]>tagged_fields 235:tagged_fields 246:- 248:group_id 267:topics[] 286:tagged_fields"
+    "110:- 112:partition:i/leader_epoch:i 114:tagged_fields 124:- 126:topic_id:16s 128:partitions[] 147:tagged_fields 157:- 161:group_id 177:topics[] 195:topics[]>topic_id:16s 199:topics[]>partitions[] 217:topics[]>partitions[]>partition:i/leader_epoch:i 220:topics[]>partitions[]>tagged_fields 228:topics[]>tagged_fields 236:tagged_fields 247:- 249:group_id 268:topics[] 287:tagged_fields"
 )

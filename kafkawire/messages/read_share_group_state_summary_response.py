@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -319,6 +320,45 @@ ReadShareGroupStateSummaryResponse._WRITERS = {
     0: _write_ReadShareGroupStateSummaryResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionResult_v0 = (
+    PartitionResult, True,
+    (
+        ('partition', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('state_epoch', ('int32', 0)),
+        ('start_offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_ReadStateSummaryResult_v0 = (
+    ReadStateSummaryResult, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 20, ('struct', 0, _P_PartitionResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_ReadShareGroupStateSummaryResponse_v0 = (
+    ReadShareGroupStateSummaryResponse, True,
+    (
+        ('results', ('array', 1, 18, ('struct', 0, _P_ReadStateSummaryResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ReadShareGroupStateSummaryResponse, {
+    0: _P_ReadShareGroupStateSummaryResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "117:- 119:partition:i/error_code:h 121:error_message 140:state_epoch:i/start_offset:q 142:tagged_fields 152:- 154:topic_id:16s 156:partitions[] 175:tagged_fields 185:- 189:results[] 207:results[]>topic_id:16s 211:results[]>partitions[] 229:results[]>partitions[]>partition:i/error_code:h 232:results[]>partitions[]>error_message 255:results[]>partitions[]>state_epoch:i/start_offset:q 258:results[]>partitions[]>tagged_fields 266:results[]>tagged_fields 274:tagged_fields 285:- 287:results[] 306:tagged_fields"
+    "118:- 120:partition:i/error_code:h 122:error_message 141:state_epoch:i/start_offset:q 143:tagged_fields 153:- 155:topic_id:16s 157:partitions[] 176:tagged_fields 186:- 190:results[] 208:results[]>topic_id:16s 212:results[]>partitions[] 230:results[]>partitions[]>partition:i/error_code:h 233:results[]>partitions[]>error_message 256:results[]>partitions[]>state_epoch:i/start_offset:q 259:results[]>partitions[]>tagged_fields 267:results[]>tagged_fields 275:tagged_fields 286:- 288:results[] 307:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -136,6 +137,24 @@ RemoveRaftVoterRequest._WRITERS = {
     0: _write_RemoveRaftVoterRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_RemoveRaftVoterRequest_v0 = (
+    RemoveRaftVoterRequest, True,
+    (
+        ('cluster_id', ('string', 3)),
+        ('voter_id', ('int32', 0)),
+        ('voter_directory_id', ('uuid', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(RemoveRaftVoterRequest, {
+    0: _P_RemoveRaftVoterRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "58:- 62:cluster_id 85:voter_id:i/voter_directory_id:16s 89:tagged_fields 100:- 102:cluster_id 121:voter_id:i/voter_directory_id:16s 123:tagged_fields"
+    "59:- 63:cluster_id 86:voter_id:i/voter_directory_id:16s 90:tagged_fields 101:- 103:cluster_id 122:voter_id:i/voter_directory_id:16s 124:tagged_fields"
 )

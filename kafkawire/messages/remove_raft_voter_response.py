@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -135,6 +136,24 @@ RemoveRaftVoterResponse._WRITERS = {
     0: _write_RemoveRaftVoterResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_RemoveRaftVoterResponse_v0 = (
+    RemoveRaftVoterResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_install_native(RemoveRaftVoterResponse, {
+    0: _P_RemoveRaftVoterResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "58:- 62:throttle_time_ms:i/error_code:h 65:error_message 88:tagged_fields 99:- 101:throttle_time_ms:i/error_code:h 103:error_message 122:tagged_fields"
+    "59:- 63:throttle_time_ms:i/error_code:h 66:error_message 89:tagged_fields 100:- 102:throttle_time_ms:i/error_code:h 104:error_message 123:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -170,6 +171,35 @@ RenewDelegationTokenRequest._WRITERS = {
     2: _write_RenewDelegationTokenRequest_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_RenewDelegationTokenRequest_v0 = (
+    RenewDelegationTokenRequest, False,
+    (
+        ('hmac', ('bytes', 0)),
+        ('renew_period_ms', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_RenewDelegationTokenRequest_v2 = (
+    RenewDelegationTokenRequest, True,
+    (
+        ('hmac', ('bytes', 1)),
+        ('renew_period_ms', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(RenewDelegationTokenRequest, {
+    0: _P_RenewDelegationTokenRequest_v0,
+    1: _P_RenewDelegationTokenRequest_v0,
+    2: _P_RenewDelegationTokenRequest_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "55:- 61:hmac 69:renew_period_ms:q 78:- 80:hmac 87:renew_period_ms:q 89:unknown_tags 96:- 102:hmac 120:renew_period_ms:q 123:tagged_fields 134:- 136:hmac 151:renew_period_ms:q 153:tagged_fields"
+    "56:- 62:hmac 70:renew_period_ms:q 79:- 81:hmac 88:renew_period_ms:q 90:unknown_tags 97:- 103:hmac 121:renew_period_ms:q 124:tagged_fields 135:- 137:hmac 152:renew_period_ms:q 154:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -120,6 +121,37 @@ RenewDelegationTokenResponse._WRITERS = {
     2: _write_RenewDelegationTokenResponse_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_RenewDelegationTokenResponse_v0 = (
+    RenewDelegationTokenResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('expiry_timestamp_ms', ('int64', 0)),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_RenewDelegationTokenResponse_v2 = (
+    RenewDelegationTokenResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('expiry_timestamp_ms', ('int64', 0)),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(RenewDelegationTokenResponse, {
+    0: _P_RenewDelegationTokenResponse_v0,
+    1: _P_RenewDelegationTokenResponse_v0,
+    2: _P_RenewDelegationTokenResponse_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "58:- 61:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 70:- 72:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 74:unknown_tags 81:- 85:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 88:tagged_fields 99:- 101:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 103:tagged_fields"
+    "59:- 62:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 71:- 73:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 75:unknown_tags 82:- 86:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 89:tagged_fields 100:- 102:error_code:h/expiry_timestamp_ms:q/throttle_time_ms:i 104:tagged_fields"
 )

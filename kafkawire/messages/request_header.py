@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -192,6 +193,52 @@ RequestHeader._WRITERS = {
     2: _write_RequestHeader_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_RequestHeader_v0 = (
+    RequestHeader, False,
+    (
+        ('request_api_key', ('int16', 0)),
+        ('request_api_version', ('int16', 0)),
+        ('correlation_id', ('int32', 0)),
+    ),
+    (
+        ('client_id', ''),
+    ),
+    (),
+)
+
+_P_RequestHeader_v1 = (
+    RequestHeader, False,
+    (
+        ('request_api_key', ('int16', 0)),
+        ('request_api_version', ('int16', 0)),
+        ('correlation_id', ('int32', 0)),
+        ('client_id', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_P_RequestHeader_v2 = (
+    RequestHeader, True,
+    (
+        ('request_api_key', ('int16', 0)),
+        ('request_api_version', ('int16', 0)),
+        ('correlation_id', ('int32', 0)),
+        ('client_id', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_install_native(RequestHeader, {
+    0: _P_RequestHeader_v0,
+    1: _P_RequestHeader_v1,
+    2: _P_RequestHeader_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "61:- 64:request_api_key:h/request_api_version:h/correlation_id:i 74:- 76:request_api_key:h/request_api_version:h/correlation_id:i 78:unknown_tags 85:- 89:request_api_key:h/request_api_version:h/correlation_id:i 92:client_id 109:- 111:request_api_key:h/request_api_version:h/correlation_id:i 113:client_id 124:unknown_tags 131:- 135:request_api_key:h/request_api_version:h/correlation_id:i 138:client_id 149:tagged_fields 160:- 162:request_api_key:h/request_api_version:h/correlation_id:i 164:client_id 175:tagged_fields"
+    "62:- 65:request_api_key:h/request_api_version:h/correlation_id:i 75:- 77:request_api_key:h/request_api_version:h/correlation_id:i 79:unknown_tags 86:- 90:request_api_key:h/request_api_version:h/correlation_id:i 93:client_id 110:- 112:request_api_key:h/request_api_version:h/correlation_id:i 114:client_id 125:unknown_tags 132:- 136:request_api_key:h/request_api_version:h/correlation_id:i 139:client_id 150:tagged_fields 161:- 163:request_api_key:h/request_api_version:h/correlation_id:i 165:client_id 176:tagged_fields"
 )

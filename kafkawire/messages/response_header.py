@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -110,6 +111,32 @@ ResponseHeader._WRITERS = {
     1: _write_ResponseHeader_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ResponseHeader_v0 = (
+    ResponseHeader, False,
+    (
+        ('correlation_id', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_ResponseHeader_v1 = (
+    ResponseHeader, True,
+    (
+        ('correlation_id', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(ResponseHeader, {
+    0: _P_ResponseHeader_v0,
+    1: _P_ResponseHeader_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "50:- 53:correlation_id:i 62:- 64:correlation_id:i 66:unknown_tags 73:- 77:correlation_id:i 80:tagged_fields 91:- 93:correlation_id:i 95:tagged_fields"
+    "51:- 54:correlation_id:i 63:- 65:correlation_id:i 67:unknown_tags 74:- 78:correlation_id:i 81:tagged_fields 92:- 94:correlation_id:i 96:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -155,6 +156,33 @@ SaslAuthenticateRequest._WRITERS = {
     2: _write_SaslAuthenticateRequest_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_SaslAuthenticateRequest_v0 = (
+    SaslAuthenticateRequest, False,
+    (
+        ('auth_bytes', ('bytes', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_SaslAuthenticateRequest_v2 = (
+    SaslAuthenticateRequest, True,
+    (
+        ('auth_bytes', ('bytes', 1)),
+    ),
+    (),
+    (),
+)
+
+_install_native(SaslAuthenticateRequest, {
+    0: _P_SaslAuthenticateRequest_v0,
+    1: _P_SaslAuthenticateRequest_v0,
+    2: _P_SaslAuthenticateRequest_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "50:- 56:auth_bytes 70:- 72:auth_bytes 79:unknown_tags 86:- 92:auth_bytes 110:tagged_fields 121:- 123:auth_bytes 138:tagged_fields"
+    "51:- 57:auth_bytes 71:- 73:auth_bytes 80:unknown_tags 87:- 93:auth_bytes 111:tagged_fields 122:- 124:auth_bytes 139:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -314,6 +315,52 @@ SaslAuthenticateResponse._WRITERS = {
     2: _write_SaslAuthenticateResponse_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_SaslAuthenticateResponse_v0 = (
+    SaslAuthenticateResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('auth_bytes', ('bytes', 0)),
+    ),
+    (
+        ('session_lifetime_ms', 0),
+    ),
+    (),
+)
+
+_P_SaslAuthenticateResponse_v1 = (
+    SaslAuthenticateResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('auth_bytes', ('bytes', 0)),
+        ('session_lifetime_ms', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_SaslAuthenticateResponse_v2 = (
+    SaslAuthenticateResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('auth_bytes', ('bytes', 1)),
+        ('session_lifetime_ms', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(SaslAuthenticateResponse, {
+    0: _P_SaslAuthenticateResponse_v0,
+    1: _P_SaslAuthenticateResponse_v1,
+    2: _P_SaslAuthenticateResponse_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "61:- 67:error_code:h 70:error_message 81:auth_bytes 96:- 98:error_code:h 100:error_message 111:auth_bytes 118:unknown_tags 125:- 131:error_code:h 134:error_message 145:auth_bytes 153:session_lifetime_ms:q 162:- 164:error_code:h 166:error_message 177:auth_bytes 184:session_lifetime_ms:q 186:unknown_tags 193:- 199:error_code:h 202:error_message 225:auth_bytes 243:session_lifetime_ms:q 246:tagged_fields 257:- 259:error_code:h 261:error_message 280:auth_bytes 295:session_lifetime_ms:q 297:tagged_fields"
+    "62:- 68:error_code:h 71:error_message 82:auth_bytes 97:- 99:error_code:h 101:error_message 112:auth_bytes 119:unknown_tags 126:- 132:error_code:h 135:error_message 146:auth_bytes 154:session_lifetime_ms:q 163:- 165:error_code:h 167:error_message 178:auth_bytes 185:session_lifetime_ms:q 187:unknown_tags 194:- 200:error_code:h 203:error_message 226:auth_bytes 244:session_lifetime_ms:q 247:tagged_fields 258:- 260:error_code:h 262:error_message 281:auth_bytes 296:session_lifetime_ms:q 298:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -93,6 +94,23 @@ SaslHandshakeRequest._WRITERS = {
     1: _write_SaslHandshakeRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_SaslHandshakeRequest_v0 = (
+    SaslHandshakeRequest, False,
+    (
+        ('mechanism', ('string', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(SaslHandshakeRequest, {
+    0: _P_SaslHandshakeRequest_v0,
+    1: _P_SaslHandshakeRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "50:- 54:mechanism 68:- 70:mechanism 81:unknown_tags"
+    "51:- 55:mechanism 69:- 71:mechanism 82:unknown_tags"
 )

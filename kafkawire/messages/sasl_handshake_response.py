@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -115,6 +116,24 @@ SaslHandshakeResponse._WRITERS = {
     1: _write_SaslHandshakeResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_SaslHandshakeResponse_v0 = (
+    SaslHandshakeResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('mechanisms', ('array', 0, 2, ('string', 0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(SaslHandshakeResponse, {
+    0: _P_SaslHandshakeResponse_v0,
+    1: _P_SaslHandshakeResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "53:- 57:error_code:h 60:mechanisms[] 82:- 84:error_code:h 86:mechanisms[] 103:unknown_tags"
+    "54:- 58:error_code:h 61:mechanisms[] 83:- 85:error_code:h 87:mechanisms[] 104:unknown_tags"
 )

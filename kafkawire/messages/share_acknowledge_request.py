@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -480,6 +481,56 @@ ShareAcknowledgeRequest._WRITERS = {
     0: _write_ShareAcknowledgeRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_AcknowledgementBatch_v0 = (
+    AcknowledgementBatch, True,
+    (
+        ('first_offset', ('int64', 0)),
+        ('last_offset', ('int64', 0)),
+        ('acknowledge_types', ('array', 1, 1, ('int8', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_AcknowledgePartition_v0 = (
+    AcknowledgePartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('acknowledgement_batches', ('array', 1, 18, ('struct', 0, _P_AcknowledgementBatch_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_AcknowledgeTopic_v0 = (
+    AcknowledgeTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 6, ('struct', 0, _P_AcknowledgePartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_ShareAcknowledgeRequest_v0 = (
+    ShareAcknowledgeRequest, True,
+    (
+        ('group_id', ('string', 3)),
+        ('member_id', ('string', 3)),
+        ('share_session_epoch', ('int32', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _P_AcknowledgeTopic_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ShareAcknowledgeRequest, {
+    0: _P_ShareAcknowledgeRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "147:- 149:first_offset:q/last_offset:q 151:acknowledge_types 166:tagged_fields 176:- 178:partition_index:i 180:acknowledgement_batches[] 199:tagged_fields 209:- 211:topic_id:16s 213:partitions[] 232:tagged_fields 242:- 246:group_id 269:member_id 292:share_session_epoch:i 295:topics[] 313:topics[]>topic_id:16s 317:topics[]>partitions[] 335:topics[]>partitions[]>partition_index:i 338:topics[]>partitions[]>acknowledgement_batches[] 356:topics[]>partitions[]>acknowledgement_batches[]>first_offset:q/last_offset:q 359:topics[]>partitions[]>acknowledgement_batches[]>acknowledge_types 371:topics[]>partitions[]>acknowledgement_batches[]>tagged_fields 379:topics[]>partitions[]>tagged_fields 387:topics[]>tagged_fields 395:tagged_fields 406:- 408:group_id 427:member_id 446:share_session_epoch:i 448:topics[] 467:tagged_fields"
+    "148:- 150:first_offset:q/last_offset:q 152:acknowledge_types 167:tagged_fields 177:- 179:partition_index:i 181:acknowledgement_batches[] 200:tagged_fields 210:- 212:topic_id:16s 214:partitions[] 233:tagged_fields 243:- 247:group_id 270:member_id 293:share_session_epoch:i 296:topics[] 314:topics[]>topic_id:16s 318:topics[]>partitions[] 336:topics[]>partitions[]>partition_index:i 339:topics[]>partitions[]>acknowledgement_batches[] 357:topics[]>partitions[]>acknowledgement_batches[]>first_offset:q/last_offset:q 360:topics[]>partitions[]>acknowledgement_batches[]>acknowledge_types 372:topics[]>partitions[]>acknowledgement_batches[]>tagged_fields 380:topics[]>partitions[]>tagged_fields 388:topics[]>tagged_fields 396:tagged_fields 407:- 409:group_id 428:member_id 447:share_session_epoch:i 449:topics[] 468:tagged_fields"
 )

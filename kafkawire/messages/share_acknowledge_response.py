@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -612,6 +613,70 @@ ShareAcknowledgeResponse._WRITERS = {
     0: _write_ShareAcknowledgeResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_LeaderIdAndEpoch_v0 = (
+    LeaderIdAndEpoch, True,
+    (
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('_current_leader', ('struct', 0, _P_LeaderIdAndEpoch_v0)),
+    ),
+    (),
+    (),
+)
+
+_P_ShareAcknowledgeTopicResponse_v0 = (
+    ShareAcknowledgeTopicResponse, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 17, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_NodeEndpoint_v0 = (
+    NodeEndpoint, True,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+        ('rack', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_ShareAcknowledgeResponse_v0 = (
+    ShareAcknowledgeResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('responses', ('array', 1, 18, ('struct', 0, _P_ShareAcknowledgeTopicResponse_v0))),
+        ('node_endpoints', ('array', 1, 11, ('struct', 0, _P_NodeEndpoint_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ShareAcknowledgeResponse, {
+    0: _P_ShareAcknowledgeResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "185:- 189:leader_id:i/leader_epoch:i 192:tagged_fields 203:- 205:leader_id:i/leader_epoch:i 207:tagged_fields 217:- 219:partition_index:i/error_code:h 221:error_message 240:current_leader 245:tagged_fields 255:- 257:topic_id:16s 259:partitions[] 278:tagged_fields 288:- 290:node_id:i 292:host 311:port:i 313:rack 332:tagged_fields 342:- 346:throttle_time_ms:i/error_code:h 349:error_message 372:responses[] 390:responses[]>topic_id:16s 394:responses[]>partitions[] 412:responses[]>partitions[]>partition_index:i/error_code:h 415:responses[]>partitions[]>error_message 438:responses[]>partitions[]>current_leader 440:responses[]>partitions[]>tagged_fields 448:responses[]>tagged_fields 456:node_endpoints[] 474:node_endpoints[]>node_id:i 477:node_endpoints[]>host 493:node_endpoints[]>port:i 496:node_endpoints[]>rack 519:node_endpoints[]>tagged_fields 527:tagged_fields 538:- 540:throttle_time_ms:i/error_code:h 542:error_message 561:responses[] 580:node_endpoints[] 599:tagged_fields"
+    "186:- 190:leader_id:i/leader_epoch:i 193:tagged_fields 204:- 206:leader_id:i/leader_epoch:i 208:tagged_fields 218:- 220:partition_index:i/error_code:h 222:error_message 241:current_leader 246:tagged_fields 256:- 258:topic_id:16s 260:partitions[] 279:tagged_fields 289:- 291:node_id:i 293:host 312:port:i 314:rack 333:tagged_fields 343:- 347:throttle_time_ms:i/error_code:h 350:error_message 373:responses[] 391:responses[]>topic_id:16s 395:responses[]>partitions[] 413:responses[]>partitions[]>partition_index:i/error_code:h 416:responses[]>partitions[]>error_message 439:responses[]>partitions[]>current_leader 441:responses[]>partitions[]>tagged_fields 449:responses[]>tagged_fields 457:node_endpoints[] 475:node_endpoints[]>node_id:i 478:node_endpoints[]>host 494:node_endpoints[]>port:i 497:node_endpoints[]>rack 520:node_endpoints[]>tagged_fields 528:tagged_fields 539:- 541:throttle_time_ms:i/error_code:h 543:error_message 562:responses[] 581:node_endpoints[] 600:tagged_fields"
 )

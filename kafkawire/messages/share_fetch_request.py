@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -618,6 +619,71 @@ ShareFetchRequest._WRITERS = {
     0: _write_ShareFetchRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_AcknowledgementBatch_v0 = (
+    AcknowledgementBatch, True,
+    (
+        ('first_offset', ('int64', 0)),
+        ('last_offset', ('int64', 0)),
+        ('acknowledge_types', ('array', 1, 1, ('int8', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_FetchPartition_v0 = (
+    FetchPartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('partition_max_bytes', ('int32', 0)),
+        ('acknowledgement_batches', ('array', 1, 18, ('struct', 0, _P_AcknowledgementBatch_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_FetchTopic_v0 = (
+    FetchTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 10, ('struct', 0, _P_FetchPartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_ForgottenTopic_v0 = (
+    ForgottenTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_ShareFetchRequest_v0 = (
+    ShareFetchRequest, True,
+    (
+        ('group_id', ('string', 3)),
+        ('member_id', ('string', 3)),
+        ('share_session_epoch', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _P_FetchTopic_v0))),
+        ('forgotten_topics_data', ('array', 1, 18, ('struct', 0, _P_ForgottenTopic_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ShareFetchRequest, {
+    0: _P_ShareFetchRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "195:- 197:first_offset:q/last_offset:q 199:acknowledge_types 214:tagged_fields 224:- 226:partition_index:i/partition_max_bytes:i 228:acknowledgement_batches[] 247:tagged_fields 257:- 259:topic_id:16s 261:partitions[] 280:tagged_fields 290:- 292:topic_id:16s 294:partitions 309:tagged_fields 319:- 323:group_id 346:member_id 369:share_session_epoch:i/max_wait_ms:i/min_bytes:i/max_bytes:i 372:topics[] 390:topics[]>topic_id:16s 394:topics[]>partitions[] 412:topics[]>partitions[]>partition_index:i/partition_max_bytes:i 415:topics[]>partitions[]>acknowledgement_batches[] 433:topics[]>partitions[]>acknowledgement_batches[]>first_offset:q/last_offset:q 436:topics[]>partitions[]>acknowledgement_batches[]>acknowledge_types 448:topics[]>partitions[]>acknowledgement_batches[]>tagged_fields 456:topics[]>partitions[]>tagged_fields 464:topics[]>tagged_fields 472:forgotten_topics_data[] 490:forgotten_topics_data[]>topic_id:16s 494:forgotten_topics_data[]>partitions 506:forgotten_topics_data[]>tagged_fields 514:tagged_fields 525:- 527:group_id 546:member_id 565:share_session_epoch:i/max_wait_ms:i/min_bytes:i/max_bytes:i 567:topics[] 586:forgotten_topics_data[] 605:tagged_fields"
+    "196:- 198:first_offset:q/last_offset:q 200:acknowledge_types 215:tagged_fields 225:- 227:partition_index:i/partition_max_bytes:i 229:acknowledgement_batches[] 248:tagged_fields 258:- 260:topic_id:16s 262:partitions[] 281:tagged_fields 291:- 293:topic_id:16s 295:partitions 310:tagged_fields 320:- 324:group_id 347:member_id 370:share_session_epoch:i/max_wait_ms:i/min_bytes:i/max_bytes:i 373:topics[] 391:topics[]>topic_id:16s 395:topics[]>partitions[] 413:topics[]>partitions[]>partition_index:i/partition_max_bytes:i 416:topics[]>partitions[]>acknowledgement_batches[] 434:topics[]>partitions[]>acknowledgement_batches[]>first_offset:q/last_offset:q 437:topics[]>partitions[]>acknowledgement_batches[]>acknowledge_types 449:topics[]>partitions[]>acknowledgement_batches[]>tagged_fields 457:topics[]>partitions[]>tagged_fields 465:topics[]>tagged_fields 473:forgotten_topics_data[] 491:forgotten_topics_data[]>topic_id:16s 495:forgotten_topics_data[]>partitions 507:forgotten_topics_data[]>tagged_fields 515:tagged_fields 526:- 528:group_id 547:member_id 566:share_session_epoch:i/max_wait_ms:i/min_bytes:i/max_bytes:i 568:topics[] 587:forgotten_topics_data[] 606:tagged_fields"
 )

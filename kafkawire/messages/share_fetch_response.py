@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -802,6 +803,85 @@ ShareFetchResponse._WRITERS = {
     0: _write_ShareFetchResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_LeaderIdAndEpoch_v0 = (
+    LeaderIdAndEpoch, True,
+    (
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_AcquiredRecords_v0 = (
+    AcquiredRecords, True,
+    (
+        ('first_offset', ('int64', 0)),
+        ('last_offset', ('int64', 0)),
+        ('delivery_count', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('acknowledge_error_code', ('int16', 0)),
+        ('acknowledge_error_message', ('string', 3)),
+        ('_current_leader', ('struct', 0, _P_LeaderIdAndEpoch_v0)),
+        ('records', ('records', 3)),
+        ('acquired_records', ('array', 1, 19, ('struct', 0, _P_AcquiredRecords_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_ShareFetchableTopicResponse_v0 = (
+    ShareFetchableTopicResponse, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 22, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_NodeEndpoint_v0 = (
+    NodeEndpoint, True,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+        ('rack', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_ShareFetchResponse_v0 = (
+    ShareFetchResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('responses', ('array', 1, 18, ('struct', 0, _P_ShareFetchableTopicResponse_v0))),
+        ('node_endpoints', ('array', 1, 11, ('struct', 0, _P_NodeEndpoint_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ShareFetchResponse, {
+    0: _P_ShareFetchResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "228:- 232:leader_id:i/leader_epoch:i 235:tagged_fields 246:- 248:leader_id:i/leader_epoch:i 250:tagged_fields 260:- 262:first_offset:q/last_offset:q/delivery_count:h 264:tagged_fields 274:- 276:partition_index:i/error_code:h 278:error_message 297:acknowledge_error_code:h 299:acknowledge_error_message 318:current_leader 323:records 338:acquired_records[] 357:tagged_fields 367:- 369:topic_id:16s 371:partitions[] 390:tagged_fields 400:- 402:node_id:i 404:host 423:port:i 425:rack 444:tagged_fields 454:- 460:throttle_time_ms:i/error_code:h 463:error_message 486:responses[] 504:responses[]>topic_id:16s 508:responses[]>partitions[] 526:responses[]>partitions[]>partition_index:i/error_code:h 529:responses[]>partitions[]>error_message 552:responses[]>partitions[]>acknowledge_error_code:h 555:responses[]>partitions[]>acknowledge_error_message 578:responses[]>partitions[]>current_leader 580:responses[]>partitions[]>records 601:responses[]>partitions[]>acquired_records[] 619:responses[]>partitions[]>acquired_records[]>first_offset:q/last_offset:q/delivery_count:h 622:responses[]>partitions[]>acquired_records[]>tagged_fields 630:responses[]>partitions[]>tagged_fields 638:responses[]>tagged_fields 646:node_endpoints[] 664:node_endpoints[]>node_id:i 667:node_endpoints[]>host 683:node_endpoints[]>port:i 686:node_endpoints[]>rack 709:node_endpoints[]>tagged_fields 717:tagged_fields 728:- 730:throttle_time_ms:i/error_code:h 732:error_message 751:responses[] 770:node_endpoints[] 789:tagged_fields"
+    "229:- 233:leader_id:i/leader_epoch:i 236:tagged_fields 247:- 249:leader_id:i/leader_epoch:i 251:tagged_fields 261:- 263:first_offset:q/last_offset:q/delivery_count:h 265:tagged_fields 275:- 277:partition_index:i/error_code:h 279:error_message 298:acknowledge_error_code:h 300:acknowledge_error_message 319:current_leader 324:records 339:acquired_records[] 358:tagged_fields 368:- 370:topic_id:16s 372:partitions[] 391:tagged_fields 401:- 403:node_id:i 405:host 424:port:i 426:rack 445:tagged_fields 455:- 461:throttle_time_ms:i/error_code:h 464:error_message 487:responses[] 505:responses[]>topic_id:16s 509:responses[]>partitions[] 527:responses[]>partitions[]>partition_index:i/error_code:h 530:responses[]>partitions[]>error_message 553:responses[]>partitions[]>acknowledge_error_code:h 556:responses[]>partitions[]>acknowledge_error_message 579:responses[]>partitions[]>current_leader 581:responses[]>partitions[]>records 602:responses[]>partitions[]>acquired_records[] 620:responses[]>partitions[]>acquired_records[]>first_offset:q/last_offset:q/delivery_count:h 623:responses[]>partitions[]>acquired_records[]>tagged_fields 631:responses[]>partitions[]>tagged_fields 639:responses[]>tagged_fields 647:node_endpoints[] 665:node_endpoints[]>node_id:i 668:node_endpoints[]>host 684:node_endpoints[]>port:i 687:node_endpoints[]>rack 710:node_endpoints[]>tagged_fields 718:tagged_fields 729:- 731:throttle_time_ms:i/error_code:h 733:error_message 752:responses[] 771:node_endpoints[] 790:tagged_fields"
 )

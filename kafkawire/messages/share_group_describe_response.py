@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -890,6 +891,75 @@ ShareGroupDescribeResponse._WRITERS = {
     0: _write_ShareGroupDescribeResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_TopicPartitions_v0 = (
+    TopicPartitions, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_Assignment_v0 = (
+    Assignment, True,
+    (
+        ('topic_partitions', ('array', 1, 19, ('struct', 0, _P_TopicPartitions_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_Member_v0 = (
+    Member, True,
+    (
+        ('member_id', ('string', 1)),
+        ('rack_id', ('string', 3)),
+        ('member_epoch', ('int32', 0)),
+        ('client_id', ('string', 1)),
+        ('client_host', ('string', 1)),
+        ('subscribed_topic_names', ('array', 1, 1, ('string', 1))),
+        ('_assignment', ('struct', 0, _P_Assignment_v0)),
+    ),
+    (),
+    (),
+)
+
+_P_DescribedGroup_v0 = (
+    DescribedGroup, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('group_id', ('string', 1)),
+        ('group_state', ('string', 1)),
+        ('group_epoch', ('int32', 0)),
+        ('assignment_epoch', ('int32', 0)),
+        ('assignor_name', ('string', 1)),
+        ('members', ('array', 1, 12, ('struct', 0, _P_Member_v0))),
+        ('authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_ShareGroupDescribeResponse_v0 = (
+    ShareGroupDescribeResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 1, 20, ('struct', 0, _P_DescribedGroup_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ShareGroupDescribeResponse, {
+    0: _P_ShareGroupDescribeResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "201:- 203:topic_id:16s 205:topic_name 224:partitions 239:tagged_fields 249:- 253:topic_partitions[] 271:topic_partitions[]>topic_id:16s 275:topic_partitions[]>topic_name 291:topic_partitions[]>partitions 303:topic_partitions[]>tagged_fields 311:tagged_fields 322:- 324:topic_partitions[] 343:tagged_fields 353:- 355:member_id 374:rack_id 393:member_epoch:i 395:client_id 414:client_host 433:subscribed_topic_names[] 466:assignment 471:tagged_fields 481:- 483:error_code:h 485:error_message 504:group_id 523:group_state 542:group_epoch:i/assignment_epoch:i 544:assignor_name 563:members[] 582:authorized_operations:i 584:tagged_fields 594:- 598:throttle_time_ms:i 601:groups[] 619:groups[]>error_code:h 622:groups[]>error_message 645:groups[]>group_id 661:groups[]>group_state 677:groups[]>group_epoch:i/assignment_epoch:i 680:groups[]>assignor_name 696:groups[]>members[] 714:groups[]>members[]>member_id 730:groups[]>members[]>rack_id 753:groups[]>members[]>member_epoch:i 756:groups[]>members[]>client_id 772:groups[]>members[]>client_host 788:groups[]>members[]>subscribed_topic_names[] 822:groups[]>members[]>assignment 824:groups[]>members[]>tagged_fields 832:groups[]>authorized_operations:i 835:groups[]>tagged_fields 843:tagged_fields 854:- 856:throttle_time_ms:i 858:groups[] 877:tagged_fields"
+    "202:- 204:topic_id:16s 206:topic_name 225:partitions 240:tagged_fields 250:- 254:topic_partitions[] 272:topic_partitions[]>topic_id:16s 276:topic_partitions[]>topic_name 292:topic_partitions[]>partitions 304:topic_partitions[]>tagged_fields 312:tagged_fields 323:- 325:topic_partitions[] 344:tagged_fields 354:- 356:member_id 375:rack_id 394:member_epoch:i 396:client_id 415:client_host 434:subscribed_topic_names[] 467:assignment 472:tagged_fields 482:- 484:error_code:h 486:error_message 505:group_id 524:group_state 543:group_epoch:i/assignment_epoch:i 545:assignor_name 564:members[] 583:authorized_operations:i 585:tagged_fields 595:- 599:throttle_time_ms:i 602:groups[] 620:groups[]>error_code:h 623:groups[]>error_message 646:groups[]>group_id 662:groups[]>group_state 678:groups[]>group_epoch:i/assignment_epoch:i 681:groups[]>assignor_name 697:groups[]>members[] 715:groups[]>members[]>member_id 731:groups[]>members[]>rack_id 754:groups[]>members[]>member_epoch:i 757:groups[]>members[]>client_id 773:groups[]>members[]>client_host 789:groups[]>members[]>subscribed_topic_names[] 823:groups[]>members[]>assignment 825:groups[]>members[]>tagged_fields 833:groups[]>authorized_operations:i 836:groups[]>tagged_fields 844:tagged_fields 855:- 857:throttle_time_ms:i 859:groups[] 878:tagged_fields"
 )

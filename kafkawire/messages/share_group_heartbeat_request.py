@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -279,6 +280,26 @@ ShareGroupHeartbeatRequest._WRITERS = {
     0: _write_ShareGroupHeartbeatRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_ShareGroupHeartbeatRequest_v0 = (
+    ShareGroupHeartbeatRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('member_id', ('string', 1)),
+        ('member_epoch', ('int32', 0)),
+        ('rack_id', ('string', 3)),
+        ('subscribed_topic_names', ('array', 3, 1, ('string', 1))),
+    ),
+    (),
+    (),
+)
+
+_install_native(ShareGroupHeartbeatRequest, {
+    0: _P_ShareGroupHeartbeatRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "62:- 66:group_id 82:member_id 98:member_epoch:i 101:rack_id 124:subscribed_topic_names[] 161:tagged_fields 172:- 174:group_id 193:member_id 212:member_epoch:i 214:rack_id 233:subscribed_topic_names[] 266:tagged_fields"
+    "63:- 67:group_id 83:member_id 99:member_epoch:i 102:rack_id 125:subscribed_topic_names[] 162:tagged_fields 173:- 175:group_id 194:member_id 213:member_epoch:i 215:rack_id 234:subscribed_topic_names[] 267:tagged_fields"
 )

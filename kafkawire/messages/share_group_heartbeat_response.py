@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -380,6 +381,47 @@ ShareGroupHeartbeatResponse._WRITERS = {
     0: _write_ShareGroupHeartbeatResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_TopicPartitions_v0 = (
+    TopicPartitions, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_Assignment_v0 = (
+    Assignment, True,
+    (
+        ('topic_partitions', ('array', 1, 18, ('struct', 0, _P_TopicPartitions_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_ShareGroupHeartbeatResponse_v0 = (
+    ShareGroupHeartbeatResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('member_id', ('string', 3)),
+        ('member_epoch', ('int32', 0)),
+        ('heartbeat_interval_ms', ('int32', 0)),
+        ('assignment', ('struct', 2, _P_Assignment_v0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(ShareGroupHeartbeatResponse, {
+    0: _P_ShareGroupHeartbeatResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "126:- 128:topic_id:16s 130:partitions 145:tagged_fields 155:- 159:topic_partitions[] 177:topic_partitions[]>topic_id:16s 181:topic_partitions[]>partitions 193:topic_partitions[]>tagged_fields 201:tagged_fields 212:- 214:topic_partitions[] 233:tagged_fields 243:- 247:throttle_time_ms:i/error_code:h 250:error_message 273:member_id 296:member_epoch:i/heartbeat_interval_ms:i 299:assignment 305:tagged_fields 316:- 318:throttle_time_ms:i/error_code:h 320:error_message 339:member_id 358:member_epoch:i/heartbeat_interval_ms:i 360:assignment 367:tagged_fields"
+    "127:- 129:topic_id:16s 131:partitions 146:tagged_fields 156:- 160:topic_partitions[] 178:topic_partitions[]>topic_id:16s 182:topic_partitions[]>partitions 194:topic_partitions[]>tagged_fields 202:tagged_fields 213:- 215:topic_partitions[] 234:tagged_fields 244:- 248:throttle_time_ms:i/error_code:h 251:error_message 274:member_id 297:member_epoch:i/heartbeat_interval_ms:i 300:assignment 306:tagged_fields 317:- 319:throttle_time_ms:i/error_code:h 321:error_message 340:member_id 359:member_epoch:i/heartbeat_interval_ms:i 361:assignment 368:tagged_fields"
 )

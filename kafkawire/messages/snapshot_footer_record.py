@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -85,6 +86,22 @@ SnapshotFooterRecord._WRITERS = {
     0: _write_SnapshotFooterRecord_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_SnapshotFooterRecord_v0 = (
+    SnapshotFooterRecord, True,
+    (
+        ('version', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(SnapshotFooterRecord, {
+    0: _P_SnapshotFooterRecord_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "50:- 54:version:h 57:tagged_fields 68:- 70:version:h 72:tagged_fields"
+    "51:- 55:version:h 58:tagged_fields 69:- 71:version:h 73:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -891,6 +892,153 @@ StopReplicaRequest._WRITERS = {
     4: _write_StopReplicaRequest_v4,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_StopReplicaPartitionV0_v0 = (
+    StopReplicaPartitionV0, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partition_index', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_StopReplicaRequest_v0 = (
+    StopReplicaRequest, False,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('delete_partitions', ('bool', 0)),
+        ('ungrouped_partitions', ('array', 0, 6, ('struct', 0, _P_StopReplicaPartitionV0_v0))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('broker_epoch', -1),
+        ('topics', ()),
+        ('topic_states', ()),
+    ),
+    (),
+)
+
+_P_StopReplicaTopicV1_v1 = (
+    StopReplicaTopicV1, False,
+    (
+        ('name', ('string', 0)),
+        ('partition_indexes', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_StopReplicaRequest_v1 = (
+    StopReplicaRequest, False,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('delete_partitions', ('bool', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_StopReplicaTopicV1_v1))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('ungrouped_partitions', ()),
+        ('topic_states', ()),
+    ),
+    (),
+)
+
+_P_StopReplicaTopicV1_v2 = (
+    StopReplicaTopicV1, True,
+    (
+        ('name', ('string', 1)),
+        ('partition_indexes', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_StopReplicaRequest_v2 = (
+    StopReplicaRequest, True,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('delete_partitions', ('bool', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_StopReplicaTopicV1_v2))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('ungrouped_partitions', ()),
+        ('topic_states', ()),
+    ),
+    (),
+)
+
+_P_StopReplicaPartitionState_v3 = (
+    StopReplicaPartitionState, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('delete_partition', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_StopReplicaTopicState_v3 = (
+    StopReplicaTopicState, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partition_states', ('array', 1, 10, ('struct', 0, _P_StopReplicaPartitionState_v3))),
+    ),
+    (),
+    (),
+)
+
+_P_StopReplicaRequest_v3 = (
+    StopReplicaRequest, True,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('topic_states', ('array', 1, 3, ('struct', 0, _P_StopReplicaTopicState_v3))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('delete_partitions', False),
+        ('ungrouped_partitions', ()),
+        ('topics', ()),
+    ),
+    (),
+)
+
+_P_StopReplicaRequest_v4 = (
+    StopReplicaRequest, True,
+    (
+        ('controller_id', ('int32', 0)),
+        ('is_kraft_controller', ('bool', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('topic_states', ('array', 1, 3, ('struct', 0, _P_StopReplicaTopicState_v3))),
+    ),
+    (
+        ('delete_partitions', False),
+        ('ungrouped_partitions', ()),
+        ('topics', ()),
+    ),
+    (),
+)
+
+_install_native(StopReplicaRequest, {
+    0: _P_StopReplicaRequest_v0,
+    1: _P_StopReplicaRequest_v1,
+    2: _P_StopReplicaRequest_v2,
+    3: _P_StopReplicaRequest_v3,
+    4: _P_StopReplicaRequest_v4,
+})
+
 _FIELDS_AT = _FieldLines(
-    "189:- 191:topic_name 202:partition_index:i 204:unknown_tags 211:- 215:controller_id:i/controller_epoch:i/delete_partitions:? 218:ungrouped_partitions[] 226:ungrouped_partitions[]>topic_name 234:ungrouped_partitions[]>partition_index:i 250:- 252:controller_id:i/controller_epoch:i/delete_partitions:? 254:ungrouped_partitions[] 265:is_kraft_controller 268:topics 271:topic_states 274:unknown_tags 281:- 283:name 294:partition_indexes 301:unknown_tags 308:- 312:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 315:topics[] 323:topics[]>name 331:topics[]>partition_indexes 350:- 352:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 354:topics[] 365:is_kraft_controller 368:ungrouped_partitions 371:topic_states 374:unknown_tags 381:- 383:name 402:partition_indexes 417:tagged_fields 427:- 431:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 434:topics[] 452:topics[]>name 468:topics[]>partition_indexes 480:topics[]>tagged_fields 491:tagged_fields 502:- 504:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 506:topics[] 525:is_kraft_controller 528:ungrouped_partitions 531:topic_states 534:tagged_fields 544:- 546:partition_index:i/leader_epoch:i/delete_partition:? 548:tagged_fields 558:- 560:topic_name 579:partition_states[] 598:tagged_fields 608:- 612:controller_id:i/controller_epoch:i/broker_epoch:q 615:topic_states[] 633:topic_states[]>topic_name 649:topic_states[]>partition_states[] 667:topic_states[]>partition_states[]>partition_index:i/leader_epoch:i/delete_partition:? 670:topic_states[]>partition_states[]>tagged_fields 678:topic_states[]>tagged_fields 690:tagged_fields 701:- 703:controller_id:i/controller_epoch:i/broker_epoch:q 705:topic_states[] 724:is_kraft_controller 727:delete_partitions 730:ungrouped_partitions 733:topics 736:tagged_fields 746:- 750:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 753:topic_states[] 771:topic_states[]>topic_name 787:topic_states[]>partition_states[] 805:topic_states[]>partition_states[]>partition_index:i/leader_epoch:i/delete_partition:? 808:topic_states[]>partition_states[]>tagged_fields 816:topic_states[]>tagged_fields 827:tagged_fields 838:- 840:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 842:topic_states[] 861:delete_partitions 864:ungrouped_partitions 867:topics 870:tagged_fields"
+    "190:- 192:topic_name 203:partition_index:i 205:unknown_tags 212:- 216:controller_id:i/controller_epoch:i/delete_partitions:? 219:ungrouped_partitions[] 227:ungrouped_partitions[]>topic_name 235:ungrouped_partitions[]>partition_index:i 251:- 253:controller_id:i/controller_epoch:i/delete_partitions:? 255:ungrouped_partitions[] 266:is_kraft_controller 269:topics 272:topic_states 275:unknown_tags 282:- 284:name 295:partition_indexes 302:unknown_tags 309:- 313:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 316:topics[] 324:topics[]>name 332:topics[]>partition_indexes 351:- 353:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 355:topics[] 366:is_kraft_controller 369:ungrouped_partitions 372:topic_states 375:unknown_tags 382:- 384:name 403:partition_indexes 418:tagged_fields 428:- 432:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 435:topics[] 453:topics[]>name 469:topics[]>partition_indexes 481:topics[]>tagged_fields 492:tagged_fields 503:- 505:controller_id:i/controller_epoch:i/broker_epoch:q/delete_partitions:? 507:topics[] 526:is_kraft_controller 529:ungrouped_partitions 532:topic_states 535:tagged_fields 545:- 547:partition_index:i/leader_epoch:i/delete_partition:? 549:tagged_fields 559:- 561:topic_name 580:partition_states[] 599:tagged_fields 609:- 613:controller_id:i/controller_epoch:i/broker_epoch:q 616:topic_states[] 634:topic_states[]>topic_name 650:topic_states[]>partition_states[] 668:topic_states[]>partition_states[]>partition_index:i/leader_epoch:i/delete_partition:? 671:topic_states[]>partition_states[]>tagged_fields 679:topic_states[]>tagged_fields 691:tagged_fields 702:- 704:controller_id:i/controller_epoch:i/broker_epoch:q 706:topic_states[] 725:is_kraft_controller 728:delete_partitions 731:ungrouped_partitions 734:topics 737:tagged_fields 747:- 751:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 754:topic_states[] 772:topic_states[]>topic_name 788:topic_states[]>partition_states[] 806:topic_states[]>partition_states[]>partition_index:i/leader_epoch:i/delete_partition:? 809:topic_states[]>partition_states[]>tagged_fields 817:topic_states[]>tagged_fields 828:tagged_fields 839:- 841:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 843:topic_states[] 862:delete_partitions 865:ungrouped_partitions 868:topics 871:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -303,6 +304,59 @@ StopReplicaResponse._WRITERS = {
     4: _write_StopReplicaResponse_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_StopReplicaPartitionError_v0 = (
+    StopReplicaPartitionError, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_StopReplicaResponse_v0 = (
+    StopReplicaResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition_errors', ('array', 0, 8, ('struct', 0, _P_StopReplicaPartitionError_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_StopReplicaPartitionError_v2 = (
+    StopReplicaPartitionError, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_StopReplicaResponse_v2 = (
+    StopReplicaResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition_errors', ('array', 1, 8, ('struct', 0, _P_StopReplicaPartitionError_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_native(StopReplicaResponse, {
+    0: _P_StopReplicaResponse_v0,
+    1: _P_StopReplicaResponse_v0,
+    2: _P_StopReplicaResponse_v2,
+    3: _P_StopReplicaResponse_v2,
+    4: _P_StopReplicaResponse_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "84:- 86:topic_name 97:partition_index:i/error_code:h 99:unknown_tags 106:- 110:error_code:h 113:partition_errors[] 121:partition_errors[]>topic_name 129:partition_errors[]>partition_index:i/error_code:h 141:- 143:error_code:h 145:partition_errors[] 156:unknown_tags 163:- 165:topic_name 184:partition_index:i/error_code:h 186:tagged_fields 196:- 200:error_code:h 203:partition_errors[] 221:partition_errors[]>topic_name 237:partition_errors[]>partition_index:i/error_code:h 240:partition_errors[]>tagged_fields 248:tagged_fields 259:- 261:error_code:h 263:partition_errors[] 282:tagged_fields"
+    "85:- 87:topic_name 98:partition_index:i/error_code:h 100:unknown_tags 107:- 111:error_code:h 114:partition_errors[] 122:partition_errors[]>topic_name 130:partition_errors[]>partition_index:i/error_code:h 142:- 144:error_code:h 146:partition_errors[] 157:unknown_tags 164:- 166:topic_name 185:partition_index:i/error_code:h 187:tagged_fields 197:- 201:error_code:h 204:partition_errors[] 222:partition_errors[]>topic_name 238:partition_errors[]>partition_index:i/error_code:h 241:partition_errors[]>tagged_fields 249:tagged_fields 260:- 262:error_code:h 264:partition_errors[] 283:tagged_fields"
 )

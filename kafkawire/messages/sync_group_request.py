@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -950,6 +951,101 @@ SyncGroupRequest._WRITERS = {
     5: _write_SyncGroupRequest_v5,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_SyncGroupRequestAssignment_v0 = (
+    SyncGroupRequestAssignment, False,
+    (
+        ('member_id', ('string', 0)),
+        ('assignment', ('bytes', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_SyncGroupRequest_v0 = (
+    SyncGroupRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('generation_id', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('assignments', ('array', 0, 6, ('struct', 0, _P_SyncGroupRequestAssignment_v0))),
+    ),
+    (
+        ('group_instance_id', None),
+        ('protocol_type', None),
+        ('protocol_name', None),
+    ),
+    (),
+)
+
+_P_SyncGroupRequest_v3 = (
+    SyncGroupRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('generation_id', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('group_instance_id', ('string', 2)),
+        ('assignments', ('array', 0, 6, ('struct', 0, _P_SyncGroupRequestAssignment_v0))),
+    ),
+    (
+        ('protocol_type', None),
+        ('protocol_name', None),
+    ),
+    (),
+)
+
+_P_SyncGroupRequestAssignment_v4 = (
+    SyncGroupRequestAssignment, True,
+    (
+        ('member_id', ('string', 1)),
+        ('assignment', ('bytes', 1)),
+    ),
+    (),
+    (),
+)
+
+_P_SyncGroupRequest_v4 = (
+    SyncGroupRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('generation_id', ('int32', 0)),
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('assignments', ('array', 1, 3, ('struct', 0, _P_SyncGroupRequestAssignment_v4))),
+    ),
+    (
+        ('protocol_type', None),
+        ('protocol_name', None),
+    ),
+    (),
+)
+
+_P_SyncGroupRequest_v5 = (
+    SyncGroupRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('generation_id', ('int32', 0)),
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('protocol_type', ('string', 3)),
+        ('protocol_name', ('string', 3)),
+        ('assignments', ('array', 1, 3, ('struct', 0, _P_SyncGroupRequestAssignment_v4))),
+    ),
+    (),
+    (),
+)
+
+_install_native(SyncGroupRequest, {
+    0: _P_SyncGroupRequest_v0,
+    1: _P_SyncGroupRequest_v0,
+    2: _P_SyncGroupRequest_v0,
+    3: _P_SyncGroupRequest_v3,
+    4: _P_SyncGroupRequest_v4,
+    5: _P_SyncGroupRequest_v5,
+})
+
 _FIELDS_AT = _FieldLines(
-    "94:- 96:member_id 107:assignment 114:unknown_tags 121:- 127:group_id 135:generation_id:i 138:member_id 146:assignments[] 154:assignments[]>member_id 162:assignments[]>assignment 182:- 184:group_id 195:generation_id:i 197:member_id 208:assignments[] 219:group_instance_id 222:unknown_tags 229:- 235:group_id 243:generation_id:i 246:member_id 254:group_instance_id 265:assignments[] 273:assignments[]>member_id 281:assignments[]>assignment 300:- 302:group_id 313:generation_id:i 315:member_id 326:group_instance_id 337:assignments[] 348:unknown_tags 355:- 357:member_id 376:assignment 391:tagged_fields 401:- 407:group_id 423:generation_id:i 426:member_id 442:group_instance_id 465:assignments[] 483:assignments[]>member_id 499:assignments[]>assignment 517:assignments[]>tagged_fields 527:tagged_fields 538:- 540:group_id 559:generation_id:i 561:member_id 580:group_instance_id 599:assignments[] 618:tagged_fields 628:- 634:group_id 650:generation_id:i 653:member_id 669:group_instance_id 692:protocol_type 715:protocol_name 738:assignments[] 756:assignments[]>member_id 772:assignments[]>assignment 790:assignments[]>tagged_fields 798:tagged_fields 809:- 811:group_id 830:generation_id:i 832:member_id 851:group_instance_id 870:protocol_type 889:protocol_name 908:assignments[] 927:tagged_fields"
+    "95:- 97:member_id 108:assignment 115:unknown_tags 122:- 128:group_id 136:generation_id:i 139:member_id 147:assignments[] 155:assignments[]>member_id 163:assignments[]>assignment 183:- 185:group_id 196:generation_id:i 198:member_id 209:assignments[] 220:group_instance_id 223:unknown_tags 230:- 236:group_id 244:generation_id:i 247:member_id 255:group_instance_id 266:assignments[] 274:assignments[]>member_id 282:assignments[]>assignment 301:- 303:group_id 314:generation_id:i 316:member_id 327:group_instance_id 338:assignments[] 349:unknown_tags 356:- 358:member_id 377:assignment 392:tagged_fields 402:- 408:group_id 424:generation_id:i 427:member_id 443:group_instance_id 466:assignments[] 484:assignments[]>member_id 500:assignments[]>assignment 518:assignments[]>tagged_fields 528:tagged_fields 539:- 541:group_id 560:generation_id:i 562:member_id 581:group_instance_id 600:assignments[] 619:tagged_fields 629:- 635:group_id 651:generation_id:i 654:member_id 670:group_instance_id 693:protocol_type 716:protocol_name 739:assignments[] 757:assignments[]>member_id 773:assignments[]>assignment 791:assignments[]>tagged_fields 799:tagged_fields 810:- 812:group_id 831:generation_id:i 833:member_id 852:group_instance_id 871:protocol_type 890:protocol_name 909:assignments[] 928:tagged_fields"
 )

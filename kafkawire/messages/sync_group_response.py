@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -384,6 +385,73 @@ SyncGroupResponse._WRITERS = {
     5: _write_SyncGroupResponse_v5,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_SyncGroupResponse_v0 = (
+    SyncGroupResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('assignment', ('bytes', 0)),
+    ),
+    (
+        ('throttle_time_ms', 0),
+        ('protocol_type', None),
+        ('protocol_name', None),
+    ),
+    (),
+)
+
+_P_SyncGroupResponse_v1 = (
+    SyncGroupResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('assignment', ('bytes', 0)),
+    ),
+    (
+        ('protocol_type', None),
+        ('protocol_name', None),
+    ),
+    (),
+)
+
+_P_SyncGroupResponse_v4 = (
+    SyncGroupResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('assignment', ('bytes', 1)),
+    ),
+    (
+        ('protocol_type', None),
+        ('protocol_name', None),
+    ),
+    (),
+)
+
+_P_SyncGroupResponse_v5 = (
+    SyncGroupResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('protocol_type', ('string', 3)),
+        ('protocol_name', ('string', 3)),
+        ('assignment', ('bytes', 1)),
+    ),
+    (),
+    (),
+)
+
+_install_native(SyncGroupResponse, {
+    0: _P_SyncGroupResponse_v0,
+    1: _P_SyncGroupResponse_v1,
+    2: _P_SyncGroupResponse_v1,
+    3: _P_SyncGroupResponse_v1,
+    4: _P_SyncGroupResponse_v4,
+    5: _P_SyncGroupResponse_v5,
+})
+
 _FIELDS_AT = _FieldLines(
-    "64:- 70:error_code:h 73:assignment 90:- 92:error_code:h 94:assignment 101:unknown_tags 108:- 114:throttle_time_ms:i/error_code:h 117:assignment 133:- 135:throttle_time_ms:i/error_code:h 137:assignment 144:unknown_tags 151:- 157:throttle_time_ms:i/error_code:h 160:assignment 180:tagged_fields 191:- 193:throttle_time_ms:i/error_code:h 195:assignment 210:tagged_fields 220:- 226:throttle_time_ms:i/error_code:h 229:protocol_type 252:protocol_name 275:assignment 293:tagged_fields 304:- 306:throttle_time_ms:i/error_code:h 308:protocol_type 327:protocol_name 346:assignment 361:tagged_fields"
+    "65:- 71:error_code:h 74:assignment 91:- 93:error_code:h 95:assignment 102:unknown_tags 109:- 115:throttle_time_ms:i/error_code:h 118:assignment 134:- 136:throttle_time_ms:i/error_code:h 138:assignment 145:unknown_tags 152:- 158:throttle_time_ms:i/error_code:h 161:assignment 181:tagged_fields 192:- 194:throttle_time_ms:i/error_code:h 196:assignment 211:tagged_fields 221:- 227:throttle_time_ms:i/error_code:h 230:protocol_type 253:protocol_name 276:assignment 294:tagged_fields 305:- 307:throttle_time_ms:i/error_code:h 309:protocol_type 328:protocol_name 347:assignment 362:tagged_fields"
 )

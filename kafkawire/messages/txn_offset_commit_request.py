@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -888,6 +889,134 @@ TxnOffsetCommitRequest._WRITERS = {
     4: _write_TxnOffsetCommitRequest_v3,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_TxnOffsetCommitRequestPartition_v0 = (
+    TxnOffsetCommitRequestPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_metadata', ('string', 2)),
+    ),
+    (
+        ('committed_leader_epoch', -1),
+    ),
+    (),
+)
+
+_P_TxnOffsetCommitRequestTopic_v0 = (
+    TxnOffsetCommitRequestTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 14, ('struct', 0, _P_TxnOffsetCommitRequestPartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_TxnOffsetCommitRequest_v0 = (
+    TxnOffsetCommitRequest, False,
+    (
+        ('transactional_id', ('string', 0)),
+        ('group_id', ('string', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_TxnOffsetCommitRequestTopic_v0))),
+    ),
+    (
+        ('generation_id', -1),
+        ('member_id', ''),
+        ('group_instance_id', None),
+    ),
+    (),
+)
+
+_P_TxnOffsetCommitRequestPartition_v2 = (
+    TxnOffsetCommitRequestPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_leader_epoch', ('int32', 0)),
+        ('committed_metadata', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_P_TxnOffsetCommitRequestTopic_v2 = (
+    TxnOffsetCommitRequestTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 18, ('struct', 0, _P_TxnOffsetCommitRequestPartition_v2))),
+    ),
+    (),
+    (),
+)
+
+_P_TxnOffsetCommitRequest_v2 = (
+    TxnOffsetCommitRequest, False,
+    (
+        ('transactional_id', ('string', 0)),
+        ('group_id', ('string', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_TxnOffsetCommitRequestTopic_v2))),
+    ),
+    (
+        ('generation_id', -1),
+        ('member_id', ''),
+        ('group_instance_id', None),
+    ),
+    (),
+)
+
+_P_TxnOffsetCommitRequestPartition_v3 = (
+    TxnOffsetCommitRequestPartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_leader_epoch', ('int32', 0)),
+        ('committed_metadata', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_TxnOffsetCommitRequestTopic_v3 = (
+    TxnOffsetCommitRequestTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 18, ('struct', 0, _P_TxnOffsetCommitRequestPartition_v3))),
+    ),
+    (),
+    (),
+)
+
+_P_TxnOffsetCommitRequest_v3 = (
+    TxnOffsetCommitRequest, True,
+    (
+        ('transactional_id', ('string', 1)),
+        ('group_id', ('string', 1)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('generation_id', ('int32', 0)),
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TxnOffsetCommitRequestTopic_v3))),
+    ),
+    (),
+    (),
+)
+
+_install_native(TxnOffsetCommitRequest, {
+    0: _P_TxnOffsetCommitRequest_v0,
+    1: _P_TxnOffsetCommitRequest_v0,
+    2: _P_TxnOffsetCommitRequest_v2,
+    3: _P_TxnOffsetCommitRequest_v3,
+    4: _P_TxnOffsetCommitRequest_v3,
+})
+
 _FIELDS_AT = _FieldLines(
-    "137:- 139:partition_index:i/committed_offset:q 141:committed_metadata 152:unknown_tags 159:- 161:name 172:partitions[] 183:unknown_tags 190:- 194:transactional_id 202:group_id 210:producer_id:q/producer_epoch:h 213:topics[] 221:topics[]>name 229:topics[]>partitions[] 237:topics[]>partitions[]>partition_index:i/committed_offset:q 240:topics[]>partitions[]>committed_metadata 267:- 269:transactional_id 280:group_id 291:producer_id:q/producer_epoch:h 293:topics[] 304:generation_id 307:member_id 310:group_instance_id 313:unknown_tags 320:- 322:partition_index:i/committed_offset:q/committed_leader_epoch:i 324:committed_metadata 335:unknown_tags 342:- 344:name 355:partitions[] 366:unknown_tags 373:- 377:transactional_id 385:group_id 393:producer_id:q/producer_epoch:h 396:topics[] 404:topics[]>name 412:topics[]>partitions[] 420:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 423:topics[]>partitions[]>committed_metadata 449:- 451:transactional_id 462:group_id 473:producer_id:q/producer_epoch:h 475:topics[] 486:generation_id 489:member_id 492:group_instance_id 495:unknown_tags 502:- 504:partition_index:i/committed_offset:q/committed_leader_epoch:i 506:committed_metadata 525:tagged_fields 535:- 537:name 556:partitions[] 575:tagged_fields 585:- 589:transactional_id 605:group_id 621:producer_id:q/producer_epoch:h/generation_id:i 624:member_id 640:group_instance_id 663:topics[] 681:topics[]>name 697:topics[]>partitions[] 715:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 718:topics[]>partitions[]>committed_metadata 741:topics[]>partitions[]>tagged_fields 749:topics[]>tagged_fields 757:tagged_fields 768:- 770:transactional_id 789:group_id 808:producer_id:q/producer_epoch:h/generation_id:i 810:member_id 829:group_instance_id 848:topics[] 867:tagged_fields"
+    "138:- 140:partition_index:i/committed_offset:q 142:committed_metadata 153:unknown_tags 160:- 162:name 173:partitions[] 184:unknown_tags 191:- 195:transactional_id 203:group_id 211:producer_id:q/producer_epoch:h 214:topics[] 222:topics[]>name 230:topics[]>partitions[] 238:topics[]>partitions[]>partition_index:i/committed_offset:q 241:topics[]>partitions[]>committed_metadata 268:- 270:transactional_id 281:group_id 292:producer_id:q/producer_epoch:h 294:topics[] 305:generation_id 308:member_id 311:group_instance_id 314:unknown_tags 321:- 323:partition_index:i/committed_offset:q/committed_leader_epoch:i 325:committed_metadata 336:unknown_tags 343:- 345:name 356:partitions[] 367:unknown_tags 374:- 378:transactional_id 386:group_id 394:producer_id:q/producer_epoch:h 397:topics[] 405:topics[]>name 413:topics[]>partitions[] 421:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 424:topics[]>partitions[]>committed_metadata 450:- 452:transactional_id 463:group_id 474:producer_id:q/producer_epoch:h 476:topics[] 487:generation_id 490:member_id 493:group_instance_id 496:unknown_tags 503:- 505:partition_index:i/committed_offset:q/committed_leader_epoch:i 507:committed_metadata 526:tagged_fields 536:- 538:name 557:partitions[] 576:tagged_fields 586:- 590:transactional_id 606:group_id 622:producer_id:q/producer_epoch:h/generation_id:i 625:member_id 641:group_instance_id 664:topics[] 682:topics[]>name 698:topics[]>partitions[] 716:topics[]>partitions[]>partition_index:i/committed_offset:q/committed_leader_epoch:i 719:topics[]>partitions[]>committed_metadata 742:topics[]>partitions[]>tagged_fields 750:topics[]>tagged_fields 758:tagged_fields 769:- 771:transactional_id 790:group_id 809:producer_id:q/producer_epoch:h/generation_id:i 811:member_id 830:group_instance_id 849:topics[] 868:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -414,6 +415,77 @@ TxnOffsetCommitResponse._WRITERS = {
     4: _write_TxnOffsetCommitResponse_v3,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_TxnOffsetCommitResponsePartition_v0 = (
+    TxnOffsetCommitResponsePartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_TxnOffsetCommitResponseTopic_v0 = (
+    TxnOffsetCommitResponseTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 6, ('struct', 0, _P_TxnOffsetCommitResponsePartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_TxnOffsetCommitResponse_v0 = (
+    TxnOffsetCommitResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_TxnOffsetCommitResponseTopic_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_TxnOffsetCommitResponsePartition_v3 = (
+    TxnOffsetCommitResponsePartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_TxnOffsetCommitResponseTopic_v3 = (
+    TxnOffsetCommitResponseTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 7, ('struct', 0, _P_TxnOffsetCommitResponsePartition_v3))),
+    ),
+    (),
+    (),
+)
+
+_P_TxnOffsetCommitResponse_v3 = (
+    TxnOffsetCommitResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TxnOffsetCommitResponseTopic_v3))),
+    ),
+    (),
+    (),
+)
+
+_install_native(TxnOffsetCommitResponse, {
+    0: _P_TxnOffsetCommitResponse_v0,
+    1: _P_TxnOffsetCommitResponse_v0,
+    2: _P_TxnOffsetCommitResponse_v0,
+    3: _P_TxnOffsetCommitResponse_v3,
+    4: _P_TxnOffsetCommitResponse_v3,
+})
+
 _FIELDS_AT = _FieldLines(
-    "107:- 109:partition_index:i/error_code:h 111:unknown_tags 118:- 120:name 131:partitions[] 142:unknown_tags 149:- 153:throttle_time_ms:i 156:topics[] 164:topics[]>name 172:topics[]>partitions[] 180:topics[]>partitions[]>partition_index:i/error_code:h 195:- 197:throttle_time_ms:i 199:topics[] 210:unknown_tags 217:- 219:partition_index:i/error_code:h 221:tagged_fields 231:- 233:name 252:partitions[] 271:tagged_fields 281:- 285:throttle_time_ms:i 288:topics[] 306:topics[]>name 322:topics[]>partitions[] 340:topics[]>partitions[]>partition_index:i/error_code:h 343:topics[]>partitions[]>tagged_fields 351:topics[]>tagged_fields 359:tagged_fields 370:- 372:throttle_time_ms:i 374:topics[] 393:tagged_fields"
+    "108:- 110:partition_index:i/error_code:h 112:unknown_tags 119:- 121:name 132:partitions[] 143:unknown_tags 150:- 154:throttle_time_ms:i 157:topics[] 165:topics[]>name 173:topics[]>partitions[] 181:topics[]>partitions[]>partition_index:i/error_code:h 196:- 198:throttle_time_ms:i 200:topics[] 211:unknown_tags 218:- 220:partition_index:i/error_code:h 222:tagged_fields 232:- 234:name 253:partitions[] 272:tagged_fields 282:- 286:throttle_time_ms:i 289:topics[] 307:topics[]>name 323:topics[]>partitions[] 341:topics[]>partitions[]>partition_index:i/error_code:h 344:topics[]>partitions[]>tagged_fields 352:topics[]>tagged_fields 360:tagged_fields 371:- 373:throttle_time_ms:i 375:topics[] 394:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -85,6 +86,22 @@ UnregisterBrokerRequest._WRITERS = {
     0: _write_UnregisterBrokerRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_UnregisterBrokerRequest_v0 = (
+    UnregisterBrokerRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(UnregisterBrokerRequest, {
+    0: _P_UnregisterBrokerRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "50:- 54:broker_id:i 57:tagged_fields 68:- 70:broker_id:i 72:tagged_fields"
+    "51:- 55:broker_id:i 58:tagged_fields 69:- 71:broker_id:i 73:tagged_fields"
 )

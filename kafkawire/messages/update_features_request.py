@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -376,6 +377,64 @@ UpdateFeaturesRequest._WRITERS = {
     2: _write_UpdateFeaturesRequest_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_FeatureUpdateKey_v0 = (
+    FeatureUpdateKey, True,
+    (
+        ('feature', ('string', 1)),
+        ('max_version_level', ('int16', 0)),
+        ('allow_downgrade', ('bool', 0)),
+    ),
+    (
+        ('upgrade_type', 1),
+    ),
+    (),
+)
+
+_P_UpdateFeaturesRequest_v0 = (
+    UpdateFeaturesRequest, True,
+    (
+        ('timeout_ms', ('int32', 0)),
+        ('feature_updates', ('array', 1, 5, ('struct', 0, _P_FeatureUpdateKey_v0))),
+    ),
+    (
+        ('validate_only', False),
+    ),
+    (),
+)
+
+_P_FeatureUpdateKey_v1 = (
+    FeatureUpdateKey, True,
+    (
+        ('feature', ('string', 1)),
+        ('max_version_level', ('int16', 0)),
+        ('upgrade_type', ('int8', 0)),
+    ),
+    (
+        ('allow_downgrade', False),
+    ),
+    (),
+)
+
+_P_UpdateFeaturesRequest_v1 = (
+    UpdateFeaturesRequest, True,
+    (
+        ('timeout_ms', ('int32', 0)),
+        ('feature_updates', ('array', 1, 5, ('struct', 0, _P_FeatureUpdateKey_v1))),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(UpdateFeaturesRequest, {
+    0: _P_UpdateFeaturesRequest_v0,
+    1: _P_UpdateFeaturesRequest_v1,
+    2: _P_UpdateFeaturesRequest_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "94:- 96:feature 115:max_version_level:h/allow_downgrade:? 117:upgrade_type 120:tagged_fields 130:- 134:timeout_ms:i 137:feature_updates[] 155:feature_updates[]>feature 171:feature_updates[]>max_version_level:h/allow_downgrade:? 175:feature_updates[]>tagged_fields 184:tagged_fields 195:- 197:timeout_ms:i 199:feature_updates[] 218:validate_only 221:tagged_fields 231:- 233:feature 252:max_version_level:h/upgrade_type:b 254:allow_downgrade 257:tagged_fields 267:- 271:timeout_ms:i 274:feature_updates[] 292:feature_updates[]>feature 308:feature_updates[]>max_version_level:h/upgrade_type:b 312:feature_updates[]>tagged_fields 320:validate_only:? 323:tagged_fields 334:- 336:timeout_ms:i 338:feature_updates[] 357:validate_only:? 359:tagged_fields"
+    "95:- 97:feature 116:max_version_level:h/allow_downgrade:? 118:upgrade_type 121:tagged_fields 131:- 135:timeout_ms:i 138:feature_updates[] 156:feature_updates[]>feature 172:feature_updates[]>max_version_level:h/allow_downgrade:? 176:feature_updates[]>tagged_fields 185:tagged_fields 196:- 198:timeout_ms:i 200:feature_updates[] 219:validate_only 222:tagged_fields 232:- 234:feature 253:max_version_level:h/upgrade_type:b 255:allow_downgrade 258:tagged_fields 268:- 272:timeout_ms:i 275:feature_updates[] 293:feature_updates[]>feature 309:feature_updates[]>max_version_level:h/upgrade_type:b 313:feature_updates[]>tagged_fields 321:validate_only:? 324:tagged_fields 335:- 337:timeout_ms:i 339:feature_updates[] 358:validate_only:? 360:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -385,6 +386,51 @@ UpdateFeaturesResponse._WRITERS = {
     2: _write_UpdateFeaturesResponse_v2,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_UpdatableFeatureResult_v0 = (
+    UpdatableFeatureResult, True,
+    (
+        ('feature', ('string', 1)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_P_UpdateFeaturesResponse_v0 = (
+    UpdateFeaturesResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('results', ('array', 1, 5, ('struct', 0, _P_UpdatableFeatureResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_UpdateFeaturesResponse_v2 = (
+    UpdateFeaturesResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (
+        ('results', ()),
+    ),
+    (),
+)
+
+_install_native(UpdateFeaturesResponse, {
+    0: _P_UpdateFeaturesResponse_v0,
+    1: _P_UpdateFeaturesResponse_v0,
+    2: _P_UpdateFeaturesResponse_v2,
+})
+
 _FIELDS_AT = _FieldLines(
-    "90:- 92:feature 111:error_code:h 113:error_message 132:tagged_fields 142:- 146:throttle_time_ms:i/error_code:h 149:error_message 172:results[] 190:results[]>feature 206:results[]>error_code:h 209:results[]>error_message 232:results[]>tagged_fields 240:tagged_fields 251:- 253:throttle_time_ms:i/error_code:h 255:error_message 274:results[] 293:tagged_fields 303:- 307:throttle_time_ms:i/error_code:h 310:error_message 334:tagged_fields 345:- 347:throttle_time_ms:i/error_code:h 349:error_message 368:tagged_fields"
+    "91:- 93:feature 112:error_code:h 114:error_message 133:tagged_fields 143:- 147:throttle_time_ms:i/error_code:h 150:error_message 173:results[] 191:results[]>feature 207:results[]>error_code:h 210:results[]>error_message 233:results[]>tagged_fields 241:tagged_fields 252:- 254:throttle_time_ms:i/error_code:h 256:error_message 275:results[] 294:tagged_fields 304:- 308:throttle_time_ms:i/error_code:h 311:error_message 335:tagged_fields 346:- 348:throttle_time_ms:i/error_code:h 350:error_message 369:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -2629,21 +2630,21 @@ def _read_UpdateMetadataRequest_v8(buf, pos, view):
                 else:
                     size, pos = read_uvarint(buf, pos)
                 start = pos
-                end = pos + size
-                if end > blen:
+                tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                if tag_end > blen:
                     raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: type
                     self.type = _R_b(buf, pos)[0]
                     pos += 1
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 if unknown is None:
                     unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
+                unknown[tag] = bytes(buf[pos:tag_end])
+                pos = tag_end
             self.unknown_tags = unknown
         return self, pos
     except Exception as exc:
@@ -2733,6 +2734,389 @@ UpdateMetadataRequest._WRITERS = {
     8: _write_UpdateMetadataRequest_v8,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_UpdateMetadataPartitionState_v0 = (
+    UpdateMetadataPartitionState, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partition_index', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('leader', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('isr', ('array', 0, 4, ('int32', 0))),
+        ('zk_version', ('int32', 0)),
+        ('replicas', ('array', 0, 4, ('int32', 0))),
+    ),
+    (
+        ('offline_replicas', ()),
+    ),
+    (),
+)
+
+_P_UpdateMetadataBroker_v0 = (
+    UpdateMetadataBroker, False,
+    (
+        ('id', ('int32', 0)),
+        ('v0_host', ('string', 0)),
+        ('v0_port', ('int32', 0)),
+    ),
+    (
+        ('endpoints', ()),
+        ('rack', ''),
+    ),
+    (),
+)
+
+_P_UpdateMetadataRequest_v0 = (
+    UpdateMetadataRequest, False,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('ungrouped_partition_states', ('array', 0, 30, ('struct', 0, _P_UpdateMetadataPartitionState_v0))),
+        ('live_brokers', ('array', 0, 10, ('struct', 0, _P_UpdateMetadataBroker_v0))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('type', 0),
+        ('broker_epoch', -1),
+        ('topic_states', ()),
+    ),
+    (),
+)
+
+_P_UpdateMetadataEndpoint_v1 = (
+    UpdateMetadataEndpoint, False,
+    (
+        ('port', ('int32', 0)),
+        ('host', ('string', 0)),
+        ('security_protocol', ('int16', 0)),
+    ),
+    (
+        ('listener', ''),
+    ),
+    (),
+)
+
+_P_UpdateMetadataBroker_v1 = (
+    UpdateMetadataBroker, False,
+    (
+        ('id', ('int32', 0)),
+        ('endpoints', ('array', 0, 8, ('struct', 0, _P_UpdateMetadataEndpoint_v1))),
+    ),
+    (
+        ('v0_host', ''),
+        ('v0_port', 0),
+        ('rack', ''),
+    ),
+    (),
+)
+
+_P_UpdateMetadataRequest_v1 = (
+    UpdateMetadataRequest, False,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('ungrouped_partition_states', ('array', 0, 30, ('struct', 0, _P_UpdateMetadataPartitionState_v0))),
+        ('live_brokers', ('array', 0, 8, ('struct', 0, _P_UpdateMetadataBroker_v1))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('type', 0),
+        ('broker_epoch', -1),
+        ('topic_states', ()),
+    ),
+    (),
+)
+
+_P_UpdateMetadataBroker_v2 = (
+    UpdateMetadataBroker, False,
+    (
+        ('id', ('int32', 0)),
+        ('endpoints', ('array', 0, 8, ('struct', 0, _P_UpdateMetadataEndpoint_v1))),
+        ('rack', ('string', 2)),
+    ),
+    (
+        ('v0_host', ''),
+        ('v0_port', 0),
+    ),
+    (),
+)
+
+_P_UpdateMetadataRequest_v2 = (
+    UpdateMetadataRequest, False,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('ungrouped_partition_states', ('array', 0, 30, ('struct', 0, _P_UpdateMetadataPartitionState_v0))),
+        ('live_brokers', ('array', 0, 10, ('struct', 0, _P_UpdateMetadataBroker_v2))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('type', 0),
+        ('broker_epoch', -1),
+        ('topic_states', ()),
+    ),
+    (),
+)
+
+_P_UpdateMetadataEndpoint_v3 = (
+    UpdateMetadataEndpoint, False,
+    (
+        ('port', ('int32', 0)),
+        ('host', ('string', 0)),
+        ('listener', ('string', 0)),
+        ('security_protocol', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_UpdateMetadataBroker_v3 = (
+    UpdateMetadataBroker, False,
+    (
+        ('id', ('int32', 0)),
+        ('endpoints', ('array', 0, 10, ('struct', 0, _P_UpdateMetadataEndpoint_v3))),
+        ('rack', ('string', 2)),
+    ),
+    (
+        ('v0_host', ''),
+        ('v0_port', 0),
+    ),
+    (),
+)
+
+_P_UpdateMetadataRequest_v3 = (
+    UpdateMetadataRequest, False,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('ungrouped_partition_states', ('array', 0, 30, ('struct', 0, _P_UpdateMetadataPartitionState_v0))),
+        ('live_brokers', ('array', 0, 10, ('struct', 0, _P_UpdateMetadataBroker_v3))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('type', 0),
+        ('broker_epoch', -1),
+        ('topic_states', ()),
+    ),
+    (),
+)
+
+_P_UpdateMetadataPartitionState_v4 = (
+    UpdateMetadataPartitionState, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partition_index', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('leader', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('isr', ('array', 0, 4, ('int32', 0))),
+        ('zk_version', ('int32', 0)),
+        ('replicas', ('array', 0, 4, ('int32', 0))),
+        ('offline_replicas', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_UpdateMetadataRequest_v4 = (
+    UpdateMetadataRequest, False,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('ungrouped_partition_states', ('array', 0, 34, ('struct', 0, _P_UpdateMetadataPartitionState_v4))),
+        ('live_brokers', ('array', 0, 10, ('struct', 0, _P_UpdateMetadataBroker_v3))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('type', 0),
+        ('broker_epoch', -1),
+        ('topic_states', ()),
+    ),
+    (),
+)
+
+_P_UpdateMetadataPartitionState_v5 = (
+    UpdateMetadataPartitionState, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('leader', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('isr', ('array', 0, 4, ('int32', 0))),
+        ('zk_version', ('int32', 0)),
+        ('replicas', ('array', 0, 4, ('int32', 0))),
+        ('offline_replicas', ('array', 0, 4, ('int32', 0))),
+    ),
+    (
+        ('topic_name', ''),
+    ),
+    (),
+)
+
+_P_UpdateMetadataTopicState_v5 = (
+    UpdateMetadataTopicState, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partition_states', ('array', 0, 32, ('struct', 0, _P_UpdateMetadataPartitionState_v5))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_UpdateMetadataRequest_v5 = (
+    UpdateMetadataRequest, False,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('topic_states', ('array', 0, 6, ('struct', 0, _P_UpdateMetadataTopicState_v5))),
+        ('live_brokers', ('array', 0, 10, ('struct', 0, _P_UpdateMetadataBroker_v3))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('type', 0),
+        ('ungrouped_partition_states', ()),
+    ),
+    (),
+)
+
+_P_UpdateMetadataPartitionState_v6 = (
+    UpdateMetadataPartitionState, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('leader', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('isr', ('array', 1, 4, ('int32', 0))),
+        ('zk_version', ('int32', 0)),
+        ('replicas', ('array', 1, 4, ('int32', 0))),
+        ('offline_replicas', ('array', 1, 4, ('int32', 0))),
+    ),
+    (
+        ('topic_name', ''),
+    ),
+    (),
+)
+
+_P_UpdateMetadataTopicState_v6 = (
+    UpdateMetadataTopicState, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partition_states', ('array', 1, 24, ('struct', 0, _P_UpdateMetadataPartitionState_v6))),
+    ),
+    (
+        ('topic_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_UpdateMetadataEndpoint_v6 = (
+    UpdateMetadataEndpoint, True,
+    (
+        ('port', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('listener', ('string', 1)),
+        ('security_protocol', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_UpdateMetadataBroker_v6 = (
+    UpdateMetadataBroker, True,
+    (
+        ('id', ('int32', 0)),
+        ('endpoints', ('array', 1, 9, ('struct', 0, _P_UpdateMetadataEndpoint_v6))),
+        ('rack', ('string', 3)),
+    ),
+    (
+        ('v0_host', ''),
+        ('v0_port', 0),
+    ),
+    (),
+)
+
+_P_UpdateMetadataRequest_v6 = (
+    UpdateMetadataRequest, True,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('topic_states', ('array', 1, 3, ('struct', 0, _P_UpdateMetadataTopicState_v6))),
+        ('live_brokers', ('array', 1, 7, ('struct', 0, _P_UpdateMetadataBroker_v6))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('type', 0),
+        ('ungrouped_partition_states', ()),
+    ),
+    (),
+)
+
+_P_UpdateMetadataTopicState_v7 = (
+    UpdateMetadataTopicState, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('topic_id', ('uuid', 0)),
+        ('partition_states', ('array', 1, 24, ('struct', 0, _P_UpdateMetadataPartitionState_v6))),
+    ),
+    (),
+    (),
+)
+
+_P_UpdateMetadataRequest_v7 = (
+    UpdateMetadataRequest, True,
+    (
+        ('controller_id', ('int32', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('topic_states', ('array', 1, 19, ('struct', 0, _P_UpdateMetadataTopicState_v7))),
+        ('live_brokers', ('array', 1, 7, ('struct', 0, _P_UpdateMetadataBroker_v6))),
+    ),
+    (
+        ('is_kraft_controller', False),
+        ('type', 0),
+        ('ungrouped_partition_states', ()),
+    ),
+    (),
+)
+
+_P_UpdateMetadataRequest_v8 = (
+    UpdateMetadataRequest, True,
+    (
+        ('controller_id', ('int32', 0)),
+        ('is_kraft_controller', ('bool', 0)),
+        ('controller_epoch', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('topic_states', ('array', 1, 19, ('struct', 0, _P_UpdateMetadataTopicState_v7))),
+        ('live_brokers', ('array', 1, 7, ('struct', 0, _P_UpdateMetadataBroker_v6))),
+    ),
+    (
+        ('ungrouped_partition_states', ()),
+        ('type', 0),
+    ),
+    (
+        (0, 'type', ('int8', 0)),
+    ),
+)
+
+_install_native(UpdateMetadataRequest, {
+    0: _P_UpdateMetadataRequest_v0,
+    1: _P_UpdateMetadataRequest_v1,
+    2: _P_UpdateMetadataRequest_v2,
+    3: _P_UpdateMetadataRequest_v3,
+    4: _P_UpdateMetadataRequest_v4,
+    5: _P_UpdateMetadataRequest_v5,
+    6: _P_UpdateMetadataRequest_v6,
+    7: _P_UpdateMetadataRequest_v7,
+    8: _P_UpdateMetadataRequest_v8,
+})
+
 _FIELDS_AT = _FieldLines(
-    "229:- 231:topic_name 242:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 244:isr 251:zk_version:i 253:replicas 260:unknown_tags 267:- 269:id:i 271:v0_host 282:v0_port:i 284:unknown_tags 291:- 295:controller_id:i/controller_epoch:i 298:ungrouped_partition_states[] 306:ungrouped_partition_states[]>topic_name 314:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 317:ungrouped_partition_states[]>isr 324:ungrouped_partition_states[]>zk_version:i 327:ungrouped_partition_states[]>replicas 338:live_brokers[] 346:live_brokers[]>id:i 349:live_brokers[]>v0_host 357:live_brokers[]>v0_port:i 375:- 377:controller_id:i/controller_epoch:i 379:ungrouped_partition_states[] 390:live_brokers[] 401:is_kraft_controller 404:type 407:topic_states 410:unknown_tags 417:- 419:port:i 421:host 432:security_protocol:h 434:unknown_tags 441:- 443:id:i 445:endpoints[] 456:unknown_tags 463:- 467:controller_id:i/controller_epoch:i 470:ungrouped_partition_states[] 478:ungrouped_partition_states[]>topic_name 486:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 489:ungrouped_partition_states[]>isr 496:ungrouped_partition_states[]>zk_version:i 499:ungrouped_partition_states[]>replicas 510:live_brokers[] 518:live_brokers[]>id:i 521:live_brokers[]>endpoints[] 529:live_brokers[]>endpoints[]>port:i 532:live_brokers[]>endpoints[]>host 540:live_brokers[]>endpoints[]>security_protocol:h 563:- 565:controller_id:i/controller_epoch:i 567:ungrouped_partition_states[] 578:live_brokers[] 589:is_kraft_controller 592:type 595:topic_states 598:unknown_tags 605:- 607:id:i 609:endpoints[] 620:rack 631:unknown_tags 638:- 642:controller_id:i/controller_epoch:i 645:ungrouped_partition_states[] 653:ungrouped_partition_states[]>topic_name 661:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 664:ungrouped_partition_states[]>isr 671:ungrouped_partition_states[]>zk_version:i 674:ungrouped_partition_states[]>replicas 685:live_brokers[] 693:live_brokers[]>id:i 696:live_brokers[]>endpoints[] 704:live_brokers[]>endpoints[]>port:i 707:live_brokers[]>endpoints[]>host 715:live_brokers[]>endpoints[]>security_protocol:h 722:live_brokers[]>rack 748:- 750:controller_id:i/controller_epoch:i 752:ungrouped_partition_states[] 763:live_brokers[] 774:is_kraft_controller 777:type 780:topic_states 783:unknown_tags 790:- 792:port:i 794:host 805:listener 816:security_protocol:h 818:unknown_tags 825:- 827:id:i 829:endpoints[] 840:rack 851:unknown_tags 858:- 862:controller_id:i/controller_epoch:i 865:ungrouped_partition_states[] 873:ungrouped_partition_states[]>topic_name 881:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 884:ungrouped_partition_states[]>isr 891:ungrouped_partition_states[]>zk_version:i 894:ungrouped_partition_states[]>replicas 905:live_brokers[] 913:live_brokers[]>id:i 916:live_brokers[]>endpoints[] 924:live_brokers[]>endpoints[]>port:i 927:live_brokers[]>endpoints[]>host 935:live_brokers[]>endpoints[]>listener 943:live_brokers[]>endpoints[]>security_protocol:h 949:live_brokers[]>rack 975:- 977:controller_id:i/controller_epoch:i 979:ungrouped_partition_states[] 990:live_brokers[] 1001:is_kraft_controller 1004:type 1007:topic_states 1010:unknown_tags 1017:- 1019:topic_name 1030:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1032:isr 1039:zk_version:i 1041:replicas 1048:offline_replicas 1055:unknown_tags 1062:- 1066:controller_id:i/controller_epoch:i 1069:ungrouped_partition_states[] 1077:ungrouped_partition_states[]>topic_name 1085:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1088:ungrouped_partition_states[]>isr 1095:ungrouped_partition_states[]>zk_version:i 1098:ungrouped_partition_states[]>replicas 1105:ungrouped_partition_states[]>offline_replicas 1115:live_brokers[] 1123:live_brokers[]>id:i 1126:live_brokers[]>endpoints[] 1134:live_brokers[]>endpoints[]>port:i 1137:live_brokers[]>endpoints[]>host 1145:live_brokers[]>endpoints[]>listener 1153:live_brokers[]>endpoints[]>security_protocol:h 1159:live_brokers[]>rack 1185:- 1187:controller_id:i/controller_epoch:i 1189:ungrouped_partition_states[] 1200:live_brokers[] 1211:is_kraft_controller 1214:type 1217:topic_states 1220:unknown_tags 1227:- 1229:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1231:isr 1238:zk_version:i 1240:replicas 1247:offline_replicas 1254:unknown_tags 1261:- 1263:topic_name 1274:partition_states[] 1285:unknown_tags 1292:- 1296:controller_id:i/controller_epoch:i/broker_epoch:q 1299:topic_states[] 1307:topic_states[]>topic_name 1315:topic_states[]>partition_states[] 1323:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1326:topic_states[]>partition_states[]>isr 1333:topic_states[]>partition_states[]>zk_version:i 1336:topic_states[]>partition_states[]>replicas 1343:topic_states[]>partition_states[]>offline_replicas 1358:live_brokers[] 1366:live_brokers[]>id:i 1369:live_brokers[]>endpoints[] 1377:live_brokers[]>endpoints[]>port:i 1380:live_brokers[]>endpoints[]>host 1388:live_brokers[]>endpoints[]>listener 1396:live_brokers[]>endpoints[]>security_protocol:h 1402:live_brokers[]>rack 1427:- 1429:controller_id:i/controller_epoch:i/broker_epoch:q 1431:topic_states[] 1442:live_brokers[] 1453:is_kraft_controller 1456:type 1459:ungrouped_partition_states 1462:unknown_tags 1469:- 1471:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1473:isr 1488:zk_version:i 1490:replicas 1505:offline_replicas 1520:tagged_fields 1530:- 1532:topic_name 1551:partition_states[] 1570:tagged_fields 1580:- 1582:port:i 1584:host 1603:listener 1622:security_protocol:h 1624:tagged_fields 1634:- 1636:id:i 1638:endpoints[] 1657:rack 1676:tagged_fields 1686:- 1690:controller_id:i/controller_epoch:i/broker_epoch:q 1693:topic_states[] 1711:topic_states[]>topic_name 1727:topic_states[]>partition_states[] 1745:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1748:topic_states[]>partition_states[]>isr 1760:topic_states[]>partition_states[]>zk_version:i 1763:topic_states[]>partition_states[]>replicas 1775:topic_states[]>partition_states[]>offline_replicas 1788:topic_states[]>partition_states[]>tagged_fields 1797:topic_states[]>tagged_fields 1805:live_brokers[] 1823:live_brokers[]>id:i 1826:live_brokers[]>endpoints[] 1844:live_brokers[]>endpoints[]>port:i 1847:live_brokers[]>endpoints[]>host 1863:live_brokers[]>endpoints[]>listener 1879:live_brokers[]>endpoints[]>security_protocol:h 1882:live_brokers[]>endpoints[]>tagged_fields 1890:live_brokers[]>rack 1915:live_brokers[]>tagged_fields 1926:tagged_fields 1937:- 1939:controller_id:i/controller_epoch:i/broker_epoch:q 1941:topic_states[] 1960:live_brokers[] 1979:is_kraft_controller 1982:type 1985:ungrouped_partition_states 1988:tagged_fields 1998:- 2000:topic_name 2019:topic_id:16s 2021:partition_states[] 2040:tagged_fields 2050:- 2054:controller_id:i/controller_epoch:i/broker_epoch:q 2057:topic_states[] 2075:topic_states[]>topic_name 2091:topic_states[]>topic_id:16s 2095:topic_states[]>partition_states[] 2113:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 2116:topic_states[]>partition_states[]>isr 2128:topic_states[]>partition_states[]>zk_version:i 2131:topic_states[]>partition_states[]>replicas 2143:topic_states[]>partition_states[]>offline_replicas 2156:topic_states[]>partition_states[]>tagged_fields 2164:topic_states[]>tagged_fields 2172:live_brokers[] 2190:live_brokers[]>id:i 2193:live_brokers[]>endpoints[] 2211:live_brokers[]>endpoints[]>port:i 2214:live_brokers[]>endpoints[]>host 2230:live_brokers[]>endpoints[]>listener 2246:live_brokers[]>endpoints[]>security_protocol:h 2249:live_brokers[]>endpoints[]>tagged_fields 2257:live_brokers[]>rack 2282:live_brokers[]>tagged_fields 2293:tagged_fields 2304:- 2306:controller_id:i/controller_epoch:i/broker_epoch:q 2308:topic_states[] 2327:live_brokers[] 2346:is_kraft_controller 2349:type 2352:ungrouped_partition_states 2355:tagged_fields 2365:- 2369:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 2372:topic_states[] 2390:topic_states[]>topic_name 2406:topic_states[]>topic_id:16s 2410:topic_states[]>partition_states[] 2428:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 2431:topic_states[]>partition_states[]>isr 2443:topic_states[]>partition_states[]>zk_version:i 2446:topic_states[]>partition_states[]>replicas 2458:topic_states[]>partition_states[]>offline_replicas 2471:topic_states[]>partition_states[]>tagged_fields 2479:topic_states[]>tagged_fields 2487:live_brokers[] 2505:live_brokers[]>id:i 2508:live_brokers[]>endpoints[] 2526:live_brokers[]>endpoints[]>port:i 2529:live_brokers[]>endpoints[]>host 2545:live_brokers[]>endpoints[]>listener 2561:live_brokers[]>endpoints[]>security_protocol:h 2564:live_brokers[]>endpoints[]>tagged_fields 2572:live_brokers[]>rack 2597:live_brokers[]>tagged_fields 2607:tagged_fields 2636:type 2641:tagged_fields 2653:- 2655:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 2657:topic_states[] 2676:live_brokers[] 2695:ungrouped_partition_states 2699:type 2704:tagged_fields"
+    "230:- 232:topic_name 243:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 245:isr 252:zk_version:i 254:replicas 261:unknown_tags 268:- 270:id:i 272:v0_host 283:v0_port:i 285:unknown_tags 292:- 296:controller_id:i/controller_epoch:i 299:ungrouped_partition_states[] 307:ungrouped_partition_states[]>topic_name 315:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 318:ungrouped_partition_states[]>isr 325:ungrouped_partition_states[]>zk_version:i 328:ungrouped_partition_states[]>replicas 339:live_brokers[] 347:live_brokers[]>id:i 350:live_brokers[]>v0_host 358:live_brokers[]>v0_port:i 376:- 378:controller_id:i/controller_epoch:i 380:ungrouped_partition_states[] 391:live_brokers[] 402:is_kraft_controller 405:type 408:topic_states 411:unknown_tags 418:- 420:port:i 422:host 433:security_protocol:h 435:unknown_tags 442:- 444:id:i 446:endpoints[] 457:unknown_tags 464:- 468:controller_id:i/controller_epoch:i 471:ungrouped_partition_states[] 479:ungrouped_partition_states[]>topic_name 487:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 490:ungrouped_partition_states[]>isr 497:ungrouped_partition_states[]>zk_version:i 500:ungrouped_partition_states[]>replicas 511:live_brokers[] 519:live_brokers[]>id:i 522:live_brokers[]>endpoints[] 530:live_brokers[]>endpoints[]>port:i 533:live_brokers[]>endpoints[]>host 541:live_brokers[]>endpoints[]>security_protocol:h 564:- 566:controller_id:i/controller_epoch:i 568:ungrouped_partition_states[] 579:live_brokers[] 590:is_kraft_controller 593:type 596:topic_states 599:unknown_tags 606:- 608:id:i 610:endpoints[] 621:rack 632:unknown_tags 639:- 643:controller_id:i/controller_epoch:i 646:ungrouped_partition_states[] 654:ungrouped_partition_states[]>topic_name 662:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 665:ungrouped_partition_states[]>isr 672:ungrouped_partition_states[]>zk_version:i 675:ungrouped_partition_states[]>replicas 686:live_brokers[] 694:live_brokers[]>id:i 697:live_brokers[]>endpoints[] 705:live_brokers[]>endpoints[]>port:i 708:live_brokers[]>endpoints[]>host 716:live_brokers[]>endpoints[]>security_protocol:h 723:live_brokers[]>rack 749:- 751:controller_id:i/controller_epoch:i 753:ungrouped_partition_states[] 764:live_brokers[] 775:is_kraft_controller 778:type 781:topic_states 784:unknown_tags 791:- 793:port:i 795:host 806:listener 817:security_protocol:h 819:unknown_tags 826:- 828:id:i 830:endpoints[] 841:rack 852:unknown_tags 859:- 863:controller_id:i/controller_epoch:i 866:ungrouped_partition_states[] 874:ungrouped_partition_states[]>topic_name 882:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 885:ungrouped_partition_states[]>isr 892:ungrouped_partition_states[]>zk_version:i 895:ungrouped_partition_states[]>replicas 906:live_brokers[] 914:live_brokers[]>id:i 917:live_brokers[]>endpoints[] 925:live_brokers[]>endpoints[]>port:i 928:live_brokers[]>endpoints[]>host 936:live_brokers[]>endpoints[]>listener 944:live_brokers[]>endpoints[]>security_protocol:h 950:live_brokers[]>rack 976:- 978:controller_id:i/controller_epoch:i 980:ungrouped_partition_states[] 991:live_brokers[] 1002:is_kraft_controller 1005:type 1008:topic_states 1011:unknown_tags 1018:- 1020:topic_name 1031:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1033:isr 1040:zk_version:i 1042:replicas 1049:offline_replicas 1056:unknown_tags 1063:- 1067:controller_id:i/controller_epoch:i 1070:ungrouped_partition_states[] 1078:ungrouped_partition_states[]>topic_name 1086:ungrouped_partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1089:ungrouped_partition_states[]>isr 1096:ungrouped_partition_states[]>zk_version:i 1099:ungrouped_partition_states[]>replicas 1106:ungrouped_partition_states[]>offline_replicas 1116:live_brokers[] 1124:live_brokers[]>id:i 1127:live_brokers[]>endpoints[] 1135:live_brokers[]>endpoints[]>port:i 1138:live_brokers[]>endpoints[]>host 1146:live_brokers[]>endpoints[]>listener 1154:live_brokers[]>endpoints[]>security_protocol:h 1160:live_brokers[]>rack 1186:- 1188:controller_id:i/controller_epoch:i 1190:ungrouped_partition_states[] 1201:live_brokers[] 1212:is_kraft_controller 1215:type 1218:topic_states 1221:unknown_tags 1228:- 1230:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1232:isr 1239:zk_version:i 1241:replicas 1248:offline_replicas 1255:unknown_tags 1262:- 1264:topic_name 1275:partition_states[] 1286:unknown_tags 1293:- 1297:controller_id:i/controller_epoch:i/broker_epoch:q 1300:topic_states[] 1308:topic_states[]>topic_name 1316:topic_states[]>partition_states[] 1324:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1327:topic_states[]>partition_states[]>isr 1334:topic_states[]>partition_states[]>zk_version:i 1337:topic_states[]>partition_states[]>replicas 1344:topic_states[]>partition_states[]>offline_replicas 1359:live_brokers[] 1367:live_brokers[]>id:i 1370:live_brokers[]>endpoints[] 1378:live_brokers[]>endpoints[]>port:i 1381:live_brokers[]>endpoints[]>host 1389:live_brokers[]>endpoints[]>listener 1397:live_brokers[]>endpoints[]>security_protocol:h 1403:live_brokers[]>rack 1428:- 1430:controller_id:i/controller_epoch:i/broker_epoch:q 1432:topic_states[] 1443:live_brokers[] 1454:is_kraft_controller 1457:type 1460:ungrouped_partition_states 1463:unknown_tags 1470:- 1472:partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1474:isr 1489:zk_version:i 1491:replicas 1506:offline_replicas 1521:tagged_fields 1531:- 1533:topic_name 1552:partition_states[] 1571:tagged_fields 1581:- 1583:port:i 1585:host 1604:listener 1623:security_protocol:h 1625:tagged_fields 1635:- 1637:id:i 1639:endpoints[] 1658:rack 1677:tagged_fields 1687:- 1691:controller_id:i/controller_epoch:i/broker_epoch:q 1694:topic_states[] 1712:topic_states[]>topic_name 1728:topic_states[]>partition_states[] 1746:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 1749:topic_states[]>partition_states[]>isr 1761:topic_states[]>partition_states[]>zk_version:i 1764:topic_states[]>partition_states[]>replicas 1776:topic_states[]>partition_states[]>offline_replicas 1789:topic_states[]>partition_states[]>tagged_fields 1798:topic_states[]>tagged_fields 1806:live_brokers[] 1824:live_brokers[]>id:i 1827:live_brokers[]>endpoints[] 1845:live_brokers[]>endpoints[]>port:i 1848:live_brokers[]>endpoints[]>host 1864:live_brokers[]>endpoints[]>listener 1880:live_brokers[]>endpoints[]>security_protocol:h 1883:live_brokers[]>endpoints[]>tagged_fields 1891:live_brokers[]>rack 1916:live_brokers[]>tagged_fields 1927:tagged_fields 1938:- 1940:controller_id:i/controller_epoch:i/broker_epoch:q 1942:topic_states[] 1961:live_brokers[] 1980:is_kraft_controller 1983:type 1986:ungrouped_partition_states 1989:tagged_fields 1999:- 2001:topic_name 2020:topic_id:16s 2022:partition_states[] 2041:tagged_fields 2051:- 2055:controller_id:i/controller_epoch:i/broker_epoch:q 2058:topic_states[] 2076:topic_states[]>topic_name 2092:topic_states[]>topic_id:16s 2096:topic_states[]>partition_states[] 2114:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 2117:topic_states[]>partition_states[]>isr 2129:topic_states[]>partition_states[]>zk_version:i 2132:topic_states[]>partition_states[]>replicas 2144:topic_states[]>partition_states[]>offline_replicas 2157:topic_states[]>partition_states[]>tagged_fields 2165:topic_states[]>tagged_fields 2173:live_brokers[] 2191:live_brokers[]>id:i 2194:live_brokers[]>endpoints[] 2212:live_brokers[]>endpoints[]>port:i 2215:live_brokers[]>endpoints[]>host 2231:live_brokers[]>endpoints[]>listener 2247:live_brokers[]>endpoints[]>security_protocol:h 2250:live_brokers[]>endpoints[]>tagged_fields 2258:live_brokers[]>rack 2283:live_brokers[]>tagged_fields 2294:tagged_fields 2305:- 2307:controller_id:i/controller_epoch:i/broker_epoch:q 2309:topic_states[] 2328:live_brokers[] 2347:is_kraft_controller 2350:type 2353:ungrouped_partition_states 2356:tagged_fields 2366:- 2370:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 2373:topic_states[] 2391:topic_states[]>topic_name 2407:topic_states[]>topic_id:16s 2411:topic_states[]>partition_states[] 2429:topic_states[]>partition_states[]>partition_index:i/controller_epoch:i/leader:i/leader_epoch:i 2432:topic_states[]>partition_states[]>isr 2444:topic_states[]>partition_states[]>zk_version:i 2447:topic_states[]>partition_states[]>replicas 2459:topic_states[]>partition_states[]>offline_replicas 2472:topic_states[]>partition_states[]>tagged_fields 2480:topic_states[]>tagged_fields 2488:live_brokers[] 2506:live_brokers[]>id:i 2509:live_brokers[]>endpoints[] 2527:live_brokers[]>endpoints[]>port:i 2530:live_brokers[]>endpoints[]>host 2546:live_brokers[]>endpoints[]>listener 2562:live_brokers[]>endpoints[]>security_protocol:h 2565:live_brokers[]>endpoints[]>tagged_fields 2573:live_brokers[]>rack 2598:live_brokers[]>tagged_fields 2608:tagged_fields 2637:type 2642:tagged_fields 2654:- 2656:controller_id:i/is_kraft_controller:?/controller_epoch:i/broker_epoch:q 2658:topic_states[] 2677:live_brokers[] 2696:ungrouped_partition_states 2700:type 2705:tagged_fields"
 )

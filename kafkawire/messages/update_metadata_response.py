@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -124,6 +125,39 @@ UpdateMetadataResponse._WRITERS = {
     8: _write_UpdateMetadataResponse_v6,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_UpdateMetadataResponse_v0 = (
+    UpdateMetadataResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_UpdateMetadataResponse_v6 = (
+    UpdateMetadataResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(UpdateMetadataResponse, {
+    0: _P_UpdateMetadataResponse_v0,
+    1: _P_UpdateMetadataResponse_v0,
+    2: _P_UpdateMetadataResponse_v0,
+    3: _P_UpdateMetadataResponse_v0,
+    4: _P_UpdateMetadataResponse_v0,
+    5: _P_UpdateMetadataResponse_v0,
+    6: _P_UpdateMetadataResponse_v6,
+    7: _P_UpdateMetadataResponse_v6,
+    8: _P_UpdateMetadataResponse_v6,
+})
+
 _FIELDS_AT = _FieldLines(
-    "50:- 53:error_code:h 62:- 64:error_code:h 66:unknown_tags 73:- 77:error_code:h 80:tagged_fields 91:- 93:error_code:h 95:tagged_fields"
+    "51:- 54:error_code:h 63:- 65:error_code:h 67:unknown_tags 74:- 78:error_code:h 81:tagged_fields 92:- 94:error_code:h 96:tagged_fields"
 )

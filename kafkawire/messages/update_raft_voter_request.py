@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -376,6 +377,48 @@ UpdateRaftVoterRequest._WRITERS = {
     0: _write_UpdateRaftVoterRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_Listener_v0 = (
+    Listener, True,
+    (
+        ('name', ('string', 1)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_KRaftVersionFeature_v0 = (
+    KRaftVersionFeature, True,
+    (
+        ('min_supported_version', ('int16', 0)),
+        ('max_supported_version', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_UpdateRaftVoterRequest_v0 = (
+    UpdateRaftVoterRequest, True,
+    (
+        ('cluster_id', ('string', 3)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('voter_id', ('int32', 0)),
+        ('voter_directory_id', ('uuid', 0)),
+        ('listeners', ('array', 1, 5, ('struct', 0, _P_Listener_v0))),
+        ('_kraft_version_feature', ('struct', 0, _P_KRaftVersionFeature_v0)),
+    ),
+    (),
+    (),
+)
+
+_install_native(UpdateRaftVoterRequest, {
+    0: _P_UpdateRaftVoterRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "127:- 129:name 148:host 167:port:H 169:tagged_fields 179:- 183:min_supported_version:h/max_supported_version:h 186:tagged_fields 197:- 199:min_supported_version:h/max_supported_version:h 201:tagged_fields 211:- 215:cluster_id 238:current_leader_epoch:i/voter_id:i/voter_directory_id:16s 242:listeners[] 260:listeners[]>name 276:listeners[]>host 292:listeners[]>port:H 295:listeners[]>tagged_fields 303:kraft_version_feature 305:tagged_fields 316:- 318:cluster_id 337:current_leader_epoch:i/voter_id:i/voter_directory_id:16s 339:listeners[] 358:kraft_version_feature 363:tagged_fields"
+    "128:- 130:name 149:host 168:port:H 170:tagged_fields 180:- 184:min_supported_version:h/max_supported_version:h 187:tagged_fields 198:- 200:min_supported_version:h/max_supported_version:h 202:tagged_fields 212:- 216:cluster_id 239:current_leader_epoch:i/voter_id:i/voter_directory_id:16s 243:listeners[] 261:listeners[]>name 277:listeners[]>host 293:listeners[]>port:H 296:listeners[]>tagged_fields 304:kraft_version_feature 306:tagged_fields 317:- 319:cluster_id 338:current_leader_epoch:i/voter_id:i/voter_directory_id:16s 340:listeners[] 359:kraft_version_feature 364:tagged_fields"
 )

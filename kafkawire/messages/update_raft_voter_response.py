@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -195,20 +196,20 @@ def _read_UpdateRaftVoterResponse_v0(buf, pos, view):
                 else:
                     size, pos = read_uvarint(buf, pos)
                 start = pos
-                end = pos + size
-                if end > blen:
+                tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                if tag_end > blen:
                     raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: current_leader
                     self._current_leader, pos = _read_CurrentLeader_v0(buf, pos, view)
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 if unknown is None:
                     unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
+                unknown[tag] = bytes(buf[pos:tag_end])
+                pos = tag_end
             self.unknown_tags = unknown
         return self, pos
     except Exception as exc:
@@ -244,6 +245,39 @@ UpdateRaftVoterResponse._WRITERS = {
     0: _write_UpdateRaftVoterResponse_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_CurrentLeader_v0 = (
+    CurrentLeader, True,
+    (
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_UpdateRaftVoterResponse_v0 = (
+    UpdateRaftVoterResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('_current_leader', _ABSENT),
+    ),
+    (
+        (0, '_current_leader', ('struct', 0, _P_CurrentLeader_v0)),
+    ),
+)
+
+_install_native(UpdateRaftVoterResponse, {
+    0: _P_UpdateRaftVoterResponse_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "93:- 97:leader_id:i/leader_epoch:i 100:host 116:port:i 119:tagged_fields 130:- 132:leader_id:i/leader_epoch:i 134:host 153:port:i 155:tagged_fields 165:- 169:throttle_time_ms:i/error_code:h 173:tagged_fields 202:current_leader 206:tagged_fields 218:- 220:throttle_time_ms:i/error_code:h 223:current_leader 231:tagged_fields"
+    "94:- 98:leader_id:i/leader_epoch:i 101:host 117:port:i 120:tagged_fields 131:- 133:leader_id:i/leader_epoch:i 135:host 154:port:i 156:tagged_fields 166:- 170:throttle_time_ms:i/error_code:h 174:tagged_fields 203:current_leader 207:tagged_fields 219:- 221:throttle_time_ms:i/error_code:h 224:current_leader 232:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -588,6 +589,88 @@ VoteRequest._WRITERS = {
     1: _write_VoteRequest_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('candidate_epoch', ('int32', 0)),
+        ('candidate_id', ('int32', 0)),
+        ('last_offset_epoch', ('int32', 0)),
+        ('last_offset', ('int64', 0)),
+    ),
+    (
+        ('candidate_directory_id', ZERO_UUID),
+        ('voter_directory_id', ZERO_UUID),
+    ),
+    (),
+)
+
+_P_TopicData_v0 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 25, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_VoteRequest_v0 = (
+    VoteRequest, True,
+    (
+        ('cluster_id', ('string', 3)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicData_v0))),
+    ),
+    (
+        ('voter_id', -1),
+    ),
+    (),
+)
+
+_P_PartitionData_v1 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('candidate_epoch', ('int32', 0)),
+        ('candidate_id', ('int32', 0)),
+        ('candidate_directory_id', ('uuid', 0)),
+        ('voter_directory_id', ('uuid', 0)),
+        ('last_offset_epoch', ('int32', 0)),
+        ('last_offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_TopicData_v1 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 57, ('struct', 0, _P_PartitionData_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_VoteRequest_v1 = (
+    VoteRequest, True,
+    (
+        ('cluster_id', ('string', 3)),
+        ('voter_id', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicData_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_native(VoteRequest, {
+    0: _P_VoteRequest_v0,
+    1: _P_VoteRequest_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "127:- 129:partition_index:i/candidate_epoch:i/candidate_id:i/last_offset_epoch:i/last_offset:q 131:tagged_fields 141:- 143:topic_name 162:partitions[] 181:tagged_fields 191:- 195:cluster_id 218:topics[] 236:topics[]>topic_name 252:topics[]>partitions[] 270:topics[]>partitions[]>partition_index:i/candidate_epoch:i/candidate_id:i/last_offset_epoch:i/last_offset:q 275:topics[]>partitions[]>tagged_fields 283:topics[]>tagged_fields 292:tagged_fields 303:- 305:cluster_id 324:topics[] 343:tagged_fields 353:- 355:partition_index:i/candidate_epoch:i/candidate_id:i/candidate_directory_id:16s/voter_directory_id:16s/last_offset_epoch:i/last_offset:q 357:tagged_fields 367:- 369:topic_name 388:partitions[] 407:tagged_fields 417:- 421:cluster_id 444:voter_id:i 447:topics[] 465:topics[]>topic_name 481:topics[]>partitions[] 499:topics[]>partitions[]>partition_index:i/candidate_epoch:i/candidate_id:i/candidate_directory_id:16s/voter_directory_id:16s/last_offset_epoch:i/last_offset:q 504:topics[]>partitions[]>tagged_fields 512:topics[]>tagged_fields 520:tagged_fields 531:- 533:cluster_id 552:voter_id:i 554:topics[] 573:tagged_fields"
+    "128:- 130:partition_index:i/candidate_epoch:i/candidate_id:i/last_offset_epoch:i/last_offset:q 132:tagged_fields 142:- 144:topic_name 163:partitions[] 182:tagged_fields 192:- 196:cluster_id 219:topics[] 237:topics[]>topic_name 253:topics[]>partitions[] 271:topics[]>partitions[]>partition_index:i/candidate_epoch:i/candidate_id:i/last_offset_epoch:i/last_offset:q 276:topics[]>partitions[]>tagged_fields 284:topics[]>tagged_fields 293:tagged_fields 304:- 306:cluster_id 325:topics[] 344:tagged_fields 354:- 356:partition_index:i/candidate_epoch:i/candidate_id:i/candidate_directory_id:16s/voter_directory_id:16s/last_offset_epoch:i/last_offset:q 358:tagged_fields 368:- 370:topic_name 389:partitions[] 408:tagged_fields 418:- 422:cluster_id 445:voter_id:i 448:topics[] 466:topics[]>topic_name 482:topics[]>partitions[] 500:topics[]>partitions[]>partition_index:i/candidate_epoch:i/candidate_id:i/candidate_directory_id:16s/voter_directory_id:16s/last_offset_epoch:i/last_offset:q 505:topics[]>partitions[]>tagged_fields 513:topics[]>tagged_fields 521:tagged_fields 532:- 534:cluster_id 553:voter_id:i 555:topics[] 574:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -513,8 +514,8 @@ def _read_VoteResponse_v1(buf, pos, view):
                 else:
                     size, pos = read_uvarint(buf, pos)
                 start = pos
-                end = pos + size
-                if end > blen:
+                tag_end = pos + size  # not "end": reading a string or bytes value sets that
+                if tag_end > blen:
                     raise bad_length(size, pos, blen, "tagged field")
                 if tag == 0:
                     # field: node_endpoints
@@ -537,14 +538,14 @@ def _read_VoteResponse_v1(buf, pos, view):
                         item, pos = _read_NodeEndpoint_v1(buf, pos, view)
                         items[i_node_endpoints] = item
                     self.node_endpoints = tuple(items)
-                    if pos != end:
+                    if pos != tag_end:
                         raise _Invalid(f"tag {tag} declares {size} bytes but its value takes {pos - start}", start)
                     # field: tagged_fields
                     continue
                 if unknown is None:
                     unknown = {}
-                unknown[tag] = bytes(buf[pos:end])
-                pos = end
+                unknown[tag] = bytes(buf[pos:tag_end])
+                pos = tag_end
             self.unknown_tags = unknown
         return self, pos
     except Exception as exc:
@@ -615,6 +616,74 @@ VoteResponse._WRITERS = {
     1: _write_VoteResponse_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('vote_granted', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_TopicData_v0 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 16, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_VoteResponse_v0 = (
+    VoteResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicData_v0))),
+    ),
+    (
+        ('node_endpoints', ()),
+    ),
+    (),
+)
+
+_P_NodeEndpoint_v1 = (
+    NodeEndpoint, True,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_VoteResponse_v1 = (
+    VoteResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_TopicData_v0))),
+    ),
+    (
+        ('node_endpoints', ()),
+    ),
+    (
+        (0, 'node_endpoints', ('array', 1, 8, ('struct', 0, _P_NodeEndpoint_v1))),
+    ),
+)
+
+_install_native(VoteResponse, {
+    0: _P_VoteResponse_v0,
+    1: _P_VoteResponse_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "150:- 152:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/vote_granted:? 154:tagged_fields 164:- 166:topic_name 185:partitions[] 204:tagged_fields 214:- 218:error_code:h 221:topics[] 239:topics[]>topic_name 255:topics[]>partitions[] 273:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i/vote_granted:? 276:topics[]>partitions[]>tagged_fields 284:topics[]>tagged_fields 293:tagged_fields 304:- 306:error_code:h 308:topics[] 327:node_endpoints 330:tagged_fields 340:- 344:node_id:i 347:host 363:port:H 366:tagged_fields 377:- 379:node_id:i 381:host 400:port:H 402:tagged_fields 412:- 416:error_code:h 419:topics[] 437:topics[]>topic_name 453:topics[]>partitions[] 471:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i/vote_granted:? 474:topics[]>partitions[]>tagged_fields 482:topics[]>tagged_fields 491:tagged_fields 520:node_endpoints 542:tagged_fields 554:- 556:error_code:h 558:topics[] 578:node_endpoints 600:tagged_fields"
+    "151:- 153:partition_index:i/error_code:h/leader_id:i/leader_epoch:i/vote_granted:? 155:tagged_fields 165:- 167:topic_name 186:partitions[] 205:tagged_fields 215:- 219:error_code:h 222:topics[] 240:topics[]>topic_name 256:topics[]>partitions[] 274:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i/vote_granted:? 277:topics[]>partitions[]>tagged_fields 285:topics[]>tagged_fields 294:tagged_fields 305:- 307:error_code:h 309:topics[] 328:node_endpoints 331:tagged_fields 341:- 345:node_id:i 348:host 364:port:H 367:tagged_fields 378:- 380:node_id:i 382:host 401:port:H 403:tagged_fields 413:- 417:error_code:h 420:topics[] 438:topics[]>topic_name 454:topics[]>partitions[] 472:topics[]>partitions[]>partition_index:i/error_code:h/leader_id:i/leader_epoch:i/vote_granted:? 475:topics[]>partitions[]>tagged_fields 483:topics[]>tagged_fields 492:tagged_fields 521:node_endpoints 543:tagged_fields 555:- 557:error_code:h 559:topics[] 579:node_endpoints 601:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -416,6 +417,56 @@ VotersRecord._WRITERS = {
     0: _write_VotersRecord_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_Endpoint_v0 = (
+    Endpoint, True,
+    (
+        ('name', ('string', 1)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_KRaftVersionFeature_v0 = (
+    KRaftVersionFeature, True,
+    (
+        ('min_supported_version', ('int16', 0)),
+        ('max_supported_version', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_Voter_v0 = (
+    Voter, True,
+    (
+        ('voter_id', ('int32', 0)),
+        ('voter_directory_id', ('uuid', 0)),
+        ('endpoints', ('array', 1, 5, ('struct', 0, _P_Endpoint_v0))),
+        ('_kraft_version_feature', ('struct', 0, _P_KRaftVersionFeature_v0)),
+    ),
+    (),
+    (),
+)
+
+_P_VotersRecord_v0 = (
+    VotersRecord, True,
+    (
+        ('version', ('int16', 0)),
+        ('voters', ('array', 1, 27, ('struct', 0, _P_Voter_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(VotersRecord, {
+    0: _P_VotersRecord_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "147:- 149:name 168:host 187:port:H 189:tagged_fields 199:- 203:min_supported_version:h/max_supported_version:h 206:tagged_fields 217:- 219:min_supported_version:h/max_supported_version:h 221:tagged_fields 231:- 233:voter_id:i/voter_directory_id:16s 235:endpoints[] 254:kraft_version_feature 259:tagged_fields 269:- 273:version:h 276:voters[] 294:voters[]>voter_id:i/voter_directory_id:16s 298:voters[]>endpoints[] 316:voters[]>endpoints[]>name 332:voters[]>endpoints[]>host 348:voters[]>endpoints[]>port:H 351:voters[]>endpoints[]>tagged_fields 359:voters[]>kraft_version_feature 361:voters[]>tagged_fields 369:tagged_fields 380:- 382:version:h 384:voters[] 403:tagged_fields"
+    "148:- 150:name 169:host 188:port:H 190:tagged_fields 200:- 204:min_supported_version:h/max_supported_version:h 207:tagged_fields 218:- 220:min_supported_version:h/max_supported_version:h 222:tagged_fields 232:- 234:voter_id:i/voter_directory_id:16s 236:endpoints[] 255:kraft_version_feature 260:tagged_fields 270:- 274:version:h 277:voters[] 295:voters[]>voter_id:i/voter_directory_id:16s 299:voters[]>endpoints[] 317:voters[]>endpoints[]>name 333:voters[]>endpoints[]>host 349:voters[]>endpoints[]>port:H 352:voters[]>endpoints[]>tagged_fields 360:voters[]>kraft_version_feature 362:voters[]>tagged_fields 370:tagged_fields 381:- 383:version:h 385:voters[] 404:tagged_fields"
 )

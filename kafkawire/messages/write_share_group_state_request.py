@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -404,6 +405,58 @@ WriteShareGroupStateRequest._WRITERS = {
     0: _write_WriteShareGroupStateRequest_v0,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_StateBatch_v0 = (
+    StateBatch, True,
+    (
+        ('first_offset', ('int64', 0)),
+        ('last_offset', ('int64', 0)),
+        ('delivery_state', ('int8', 0)),
+        ('delivery_count', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition', ('int32', 0)),
+        ('state_epoch', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('start_offset', ('int64', 0)),
+        ('state_batches', ('array', 1, 20, ('struct', 0, _P_StateBatch_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_WriteStateData_v0 = (
+    WriteStateData, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 22, ('struct', 0, _P_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_WriteShareGroupStateRequest_v0 = (
+    WriteShareGroupStateRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('topics', ('array', 1, 18, ('struct', 0, _P_WriteStateData_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_native(WriteShareGroupStateRequest, {
+    0: _P_WriteShareGroupStateRequest_v0,
+})
+
 _FIELDS_AT = _FieldLines(
-    "152:- 154:first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 156:tagged_fields 166:- 168:partition:i/state_epoch:i/leader_epoch:i/start_offset:q 170:state_batches[] 189:tagged_fields 199:- 201:topic_id:16s 203:partitions[] 222:tagged_fields 232:- 236:group_id 252:topics[] 270:topics[]>topic_id:16s 274:topics[]>partitions[] 292:topics[]>partitions[]>partition:i/state_epoch:i/leader_epoch:i/start_offset:q 295:topics[]>partitions[]>state_batches[] 313:topics[]>partitions[]>state_batches[]>first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 316:topics[]>partitions[]>state_batches[]>tagged_fields 324:topics[]>partitions[]>tagged_fields 332:topics[]>tagged_fields 340:tagged_fields 351:- 353:group_id 372:topics[] 391:tagged_fields"
+    "153:- 155:first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 157:tagged_fields 167:- 169:partition:i/state_epoch:i/leader_epoch:i/start_offset:q 171:state_batches[] 190:tagged_fields 200:- 202:topic_id:16s 204:partitions[] 223:tagged_fields 233:- 237:group_id 253:topics[] 271:topics[]>topic_id:16s 275:topics[]>partitions[] 293:topics[]>partitions[]>partition:i/state_epoch:i/leader_epoch:i/start_offset:q 296:topics[]>partitions[]>state_batches[] 314:topics[]>partitions[]>state_batches[]>first_offset:q/last_offset:q/delivery_state:b/delivery_count:h 317:topics[]>partitions[]>state_batches[]>tagged_fields 325:topics[]>partitions[]>tagged_fields 333:topics[]>tagged_fields 341:tagged_fields 352:- 354:group_id 373:topics[] 392:tagged_fields"
 )

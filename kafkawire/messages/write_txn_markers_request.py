@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -458,6 +459,78 @@ WriteTxnMarkersRequest._WRITERS = {
     1: _write_WriteTxnMarkersRequest_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_WritableTxnMarkerTopic_v0 = (
+    WritableTxnMarkerTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partition_indexes', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_WritableTxnMarker_v0 = (
+    WritableTxnMarker, False,
+    (
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('transaction_result', ('bool', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_WritableTxnMarkerTopic_v0))),
+        ('coordinator_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_WriteTxnMarkersRequest_v0 = (
+    WriteTxnMarkersRequest, False,
+    (
+        ('markers', ('array', 0, 19, ('struct', 0, _P_WritableTxnMarker_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_WritableTxnMarkerTopic_v1 = (
+    WritableTxnMarkerTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partition_indexes', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_P_WritableTxnMarker_v1 = (
+    WritableTxnMarker, True,
+    (
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('transaction_result', ('bool', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_WritableTxnMarkerTopic_v1))),
+        ('coordinator_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_WriteTxnMarkersRequest_v1 = (
+    WriteTxnMarkersRequest, True,
+    (
+        ('markers', ('array', 1, 17, ('struct', 0, _P_WritableTxnMarker_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_native(WriteTxnMarkersRequest, {
+    0: _P_WriteTxnMarkersRequest_v0,
+    1: _P_WriteTxnMarkersRequest_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "116:- 118:name 129:partition_indexes 136:unknown_tags 143:- 145:producer_id:q/producer_epoch:h/transaction_result:? 147:topics[] 158:coordinator_epoch:i 160:unknown_tags 167:- 171:markers[] 179:markers[]>producer_id:q/producer_epoch:h/transaction_result:? 182:markers[]>topics[] 190:markers[]>topics[]>name 198:markers[]>topics[]>partition_indexes 208:markers[]>coordinator_epoch:i 220:- 222:markers[] 233:unknown_tags 240:- 242:name 261:partition_indexes 276:tagged_fields 286:- 288:producer_id:q/producer_epoch:h/transaction_result:? 290:topics[] 309:coordinator_epoch:i 311:tagged_fields 321:- 325:markers[] 343:markers[]>producer_id:q/producer_epoch:h/transaction_result:? 346:markers[]>topics[] 364:markers[]>topics[]>name 380:markers[]>topics[]>partition_indexes 392:markers[]>topics[]>tagged_fields 400:markers[]>coordinator_epoch:i 403:markers[]>tagged_fields 411:tagged_fields 422:- 424:markers[] 443:tagged_fields"
+    "117:- 119:name 130:partition_indexes 137:unknown_tags 144:- 146:producer_id:q/producer_epoch:h/transaction_result:? 148:topics[] 159:coordinator_epoch:i 161:unknown_tags 168:- 172:markers[] 180:markers[]>producer_id:q/producer_epoch:h/transaction_result:? 183:markers[]>topics[] 191:markers[]>topics[]>name 199:markers[]>topics[]>partition_indexes 209:markers[]>coordinator_epoch:i 221:- 223:markers[] 234:unknown_tags 241:- 243:name 262:partition_indexes 277:tagged_fields 287:- 289:producer_id:q/producer_epoch:h/transaction_result:? 291:topics[] 310:coordinator_epoch:i 312:tagged_fields 322:- 326:markers[] 344:markers[]>producer_id:q/producer_epoch:h/transaction_result:? 347:markers[]>topics[] 365:markers[]>topics[]>name 381:markers[]>topics[]>partition_indexes 393:markers[]>topics[]>tagged_fields 401:markers[]>coordinator_epoch:i 404:markers[]>tagged_fields 412:tagged_fields 423:- 425:markers[] 444:tagged_fields"
 )

@@ -8,6 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
+from kafkawire.codec.native import install as _install_native
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -521,6 +522,92 @@ WriteTxnMarkersResponse._WRITERS = {
     1: _write_WriteTxnMarkersResponse_v1,
 }
 
+
+# The decode programs of the optional native decoder (kafkawire.codec.native): the same layouts as the
+# readers above, which stay the fallback and the reference.
+_P_WritableTxnMarkerPartitionResult_v0 = (
+    WritableTxnMarkerPartitionResult, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_WritableTxnMarkerTopicResult_v0 = (
+    WritableTxnMarkerTopicResult, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 6, ('struct', 0, _P_WritableTxnMarkerPartitionResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_WritableTxnMarkerResult_v0 = (
+    WritableTxnMarkerResult, False,
+    (
+        ('producer_id', ('int64', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _P_WritableTxnMarkerTopicResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_WriteTxnMarkersResponse_v0 = (
+    WriteTxnMarkersResponse, False,
+    (
+        ('markers', ('array', 0, 12, ('struct', 0, _P_WritableTxnMarkerResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_P_WritableTxnMarkerPartitionResult_v1 = (
+    WritableTxnMarkerPartitionResult, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_P_WritableTxnMarkerTopicResult_v1 = (
+    WritableTxnMarkerTopicResult, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 7, ('struct', 0, _P_WritableTxnMarkerPartitionResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_WritableTxnMarkerResult_v1 = (
+    WritableTxnMarkerResult, True,
+    (
+        ('producer_id', ('int64', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _P_WritableTxnMarkerTopicResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_P_WriteTxnMarkersResponse_v1 = (
+    WriteTxnMarkersResponse, True,
+    (
+        ('markers', ('array', 1, 10, ('struct', 0, _P_WritableTxnMarkerResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_native(WriteTxnMarkersResponse, {
+    0: _P_WriteTxnMarkersResponse_v0,
+    1: _P_WriteTxnMarkersResponse_v1,
+})
+
 _FIELDS_AT = _FieldLines(
-    "132:- 134:partition_index:i/error_code:h 136:unknown_tags 143:- 145:name 156:partitions[] 167:unknown_tags 174:- 176:producer_id:q 178:topics[] 189:unknown_tags 196:- 200:markers[] 208:markers[]>producer_id:q 211:markers[]>topics[] 219:markers[]>topics[]>name 227:markers[]>topics[]>partitions[] 235:markers[]>topics[]>partitions[]>partition_index:i/error_code:h 253:- 255:markers[] 266:unknown_tags 273:- 275:partition_index:i/error_code:h 277:tagged_fields 287:- 289:name 308:partitions[] 327:tagged_fields 337:- 339:producer_id:q 341:topics[] 360:tagged_fields 370:- 374:markers[] 392:markers[]>producer_id:q 395:markers[]>topics[] 413:markers[]>topics[]>name 429:markers[]>topics[]>partitions[] 447:markers[]>topics[]>partitions[]>partition_index:i/error_code:h 450:markers[]>topics[]>partitions[]>tagged_fields 458:markers[]>topics[]>tagged_fields 466:markers[]>tagged_fields 474:tagged_fields 485:- 487:markers[] 506:tagged_fields"
+    "133:- 135:partition_index:i/error_code:h 137:unknown_tags 144:- 146:name 157:partitions[] 168:unknown_tags 175:- 177:producer_id:q 179:topics[] 190:unknown_tags 197:- 201:markers[] 209:markers[]>producer_id:q 212:markers[]>topics[] 220:markers[]>topics[]>name 228:markers[]>topics[]>partitions[] 236:markers[]>topics[]>partitions[]>partition_index:i/error_code:h 254:- 256:markers[] 267:unknown_tags 274:- 276:partition_index:i/error_code:h 278:tagged_fields 288:- 290:name 309:partitions[] 328:tagged_fields 338:- 340:producer_id:q 342:topics[] 361:tagged_fields 371:- 375:markers[] 393:markers[]>producer_id:q 396:markers[]>topics[] 414:markers[]>topics[]>name 430:markers[]>topics[]>partitions[] 448:markers[]>topics[]>partitions[]>partition_index:i/error_code:h 451:markers[]>topics[]>partitions[]>tagged_fields 459:markers[]>topics[]>tagged_fields 467:markers[]>tagged_fields 475:tagged_fields 486:- 488:markers[] 507:tagged_fields"
 )
