@@ -224,7 +224,8 @@ def native_decoder_active() -> bool:
 def decoder_text() -> str:
     if native_decoder_active():
         return "native (kafkawire.codec._decoder), with pure-Python rows for comparison"
-    if os.environ.get("KAFKAWIRE_PURE_PYTHON") == "1":
+    from kafkawire.accelerators import PURE_PYTHON
+    if PURE_PYTHON:
         return "pure Python (KAFKAWIRE_PURE_PYTHON=1)"
     return "pure Python (the native decoder is not built)"
 

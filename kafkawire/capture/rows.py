@@ -276,21 +276,6 @@ def summarize_records(blob) -> BlobSummary:
                        _CODEC_NAMES[codec], *producer, tuple(batches), error)
 
 
-def _headers(columns, count: int) -> list[tuple]:
-    """Each record's headers as (key, value) pairs, read for the whole batch at once (``columns.headers(i)``
-    per record made an object per header and a call per record)."""
-    headers_at = columns.headers_at
-    if headers_at[count] == 0:
-        return [()] * count
-    data = columns.data
-    pairs = [(str(data[key_start:key_start + key_length], "utf-8", "replace"),
-              None if value_length < 0 else data[value_start:value_start + value_length])
-             for key_start, key_length, value_start, value_length in zip(
-                 columns.header_key_starts, columns.header_key_lengths, columns.header_value_starts,
-                 columns.header_value_lengths)]
-    return [tuple(pairs[first:last]) if first != last else () for first, last in zip(headers_at, headers_at[1:])]
-
-
 def _sequences(base_sequence: int, base_offset: int, offsets) -> list[int]:
     """Each record's producer sequence: the base plus its offset delta, wrapping past the int32 maximum
     (``increment_sequence``) only when the batch gets near it."""
@@ -326,7 +311,7 @@ class _RecordRows:
         count = len(columns)
         offsets = list(columns.offsets) if self.fetched else self._assigned(count)
         timestamps = [None if t == -1 else t * 1000 for t in columns.timestamps]  # ms -> the column's us
-        headers = _headers(columns, count)
+        headers = columns.all_headers()
         if batch.base_sequence == NO_SEQUENCE:
             sequences = [None] * count
         else:

@@ -11,20 +11,15 @@ bytearray body) without a Python frame and defers to Message.decode for everythi
 """
 from __future__ import annotations
 
-import os
 import uuid
 
+from ..accelerators import load
 from . import base
 from .base import Message
 from .primitives import ZERO_UUID
 
-try:
-    if os.environ.get("KAFKAWIRE_PURE_PYTHON") == "1":
-        raise ImportError("KAFKAWIRE_PURE_PYTHON=1")
-    from . import _decoder
-except ImportError:
-    _decoder = None
-else:
+_decoder = load("kafkawire.codec._decoder")
+if _decoder is not None:
     _decoder.configure(uuid.UUID, ZERO_UUID, uuid.SafeUUID.unknown)
     _decoder.set_pause_gc_above(base._PAUSE_GC_ABOVE)
     base.PAUSE_GC_LISTENERS.append(_decoder.set_pause_gc_above)

@@ -7,11 +7,11 @@ record), or into one tuple per record (``rows``, the consumer's path; ``records(
 from __future__ import annotations
 
 import gc
-import os
 from array import array
 
 from crc32c import crc32c
 
+from ..accelerators import load
 from ..errors import CompressionError, CorruptRecordError, RecordsError
 from .columns import RecordColumns
 from .compression import DEFAULT_DECOMPRESSED_LIMIT, Codec, codec_name, codec_of, decompress
@@ -19,13 +19,9 @@ from .layouts import ATTRIBUTES_OFFSET, BATCH_HEADER, BATCH_HEADER_SIZE, packed
 from .record import Header, Record, TimestampType
 from .varints import read_varint, read_varlong
 
-try:  # the C twin of _read_rows (setup.py builds it where a compiler exists); KAFKAWIRE_PURE_PYTHON=1 skips it
-    from . import _rows as _native
+_native = load("kafkawire.records._rows")  # the C twin of _read_rows, when built
+if _native is not None:
     _native.set_header_type(Header)
-except ImportError:
-    _native = None
-if os.environ.get("KAFKAWIRE_PURE_PYTHON") == "1":
-    _native = None
 
 __all__ = ["RecordBatch", "CODEC_MASK", "TIMESTAMP_TYPE_FLAG", "TRANSACTIONAL_FLAG", "CONTROL_FLAG",
            "DELETE_HORIZON_FLAG", "NO_PRODUCER_ID", "NO_SEQUENCE", "wrap_int64", "increment_sequence"]

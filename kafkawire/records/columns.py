@@ -64,12 +64,23 @@ class RecordColumns:
             found.append(Header(key, None if length < 0 else data[start:start + length]))
         return tuple(found)
 
-    def records(self) -> list[Record]:
+    def all_headers(self) -> list[tuple[Header, ...]]:
+        """Every record's headers (``headers(i)`` for each i), read in one pass over the header arrays."""
         headers_at = self.headers_at
+        count = len(self.offsets)
+        if headers_at[count] == 0:
+            return [()] * count
+        data = self.data
+        make = tuple.__new__
+        found = [make(Header, (str(data[key_start:key_start + key_length], "utf-8", "replace"),
+                               None if value_length < 0 else data[value_start:value_start + value_length]))
+                 for key_start, key_length, value_start, value_length in zip(
+                     self.header_key_starts, self.header_key_lengths, self.header_value_starts,
+                     self.header_value_lengths)]
+        return [tuple(found[first:last]) if first != last else () for first, last in zip(headers_at, headers_at[1:])]
+
+    def records(self) -> list[Record]:
         timestamp_type = self.timestamp_type
-        return [
-            Record(offset, timestamp, timestamp_type, key, value,
-                   self.headers(i) if headers_at[i] != headers_at[i + 1] else ())
-            for i, (offset, timestamp, key, value) in enumerate(
-                zip(self.offsets, self.timestamps, self.keys(), self.values()))
-        ]
+        return [Record(offset, timestamp, timestamp_type, key, value, headers)
+                for offset, timestamp, key, value, headers in zip(
+                    self.offsets, self.timestamps, self.keys(), self.values(), self.all_headers())]
