@@ -22,6 +22,7 @@ from ..framing import FrameBuffer, FrameTooLarge, decode_request, encode_respons
 from .config import BrokerConfig
 from .groups import GroupCoordinator
 from .handlers import Handlers
+from .sending import send_parts
 from .storage import FileRecords
 from .tap import WireTap
 from .topics import TopicManager
@@ -134,7 +135,7 @@ class Broker:
                     if tap is not None:  # the tap needs the bytes themselves: send them as bytes too
                         response = [b"".join(p.read() if type(p) is FileRecords else p for p in response)]
                         tap.broker_sent(conn, response[0], time.time_ns())
-                    await _send(writer, response)
+                    await send_parts(writer, response)
         except FrameTooLarge as error:
             log.warning("closing connection from %s: %s", host, error)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -174,23 +175,3 @@ class Broker:
         if response is None:
             return None
         return encode_response_parts(api_key, version, correlation_id, response)
-
-
-async def _send(writer: asyncio.StreamWriter, parts: list) -> None:
-    """Write a response's pieces in order: runs of bytes joined into one write, file slices by sendfile."""
-    run: list = []
-    for part in parts:
-        if type(part) is not FileRecords:
-            run.append(part)
-            continue
-        if run:
-            writer.write(b"".join(run))
-            run = []
-        try:
-            # waits for the transport's buffer to empty, then copies file -> socket in the kernel
-            await asyncio.get_running_loop().sendfile(writer.transport, part.file(), part.position, part.size)
-        finally:
-            part.close()
-    if run:
-        writer.write(b"".join(run))
-    await writer.drain()

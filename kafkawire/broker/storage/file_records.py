@@ -47,6 +47,10 @@ class FileRecords:
             got += len(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
+    def fileno(self) -> int:
+        """The slice's own descriptor, for ``os.sendfile`` (valid until ``close``)."""
+        return self._fd
+
     def file(self) -> io.FileIO:
         """A binary file object over the descriptor for ``loop.sendfile`` (which seeks it; it is not
         closed with the slice's descriptor, which ``close`` owns)."""

@@ -1,0 +1,91 @@
+"""Writing a response's pieces to a connection: runs of bytes as writes, file slices with sendfile(2).
+
+``loop.sendfile`` alone would do, but it ends every slice by waiting for the socket to become
+writable again (its completion runs from a writer callback) and starts every slice by waiting for
+the transport's buffer to empty: a fetch of several partitions then stalls once per partition until
+the client has drained most of the socket's send buffer, and the two sides take turns instead of
+copying at the same time. Here, while the transport has nothing buffered, pieces go straight to the
+socket: ``os.sendfile`` for slices, ``os.write`` for bytes, each taking whatever the send buffer
+accepts. Only when the kernel pushes back does a piece's remainder go the transport's way
+(``loop.sendfile`` for a slice, ``transport.write`` for bytes), which waits without blocking the
+loop; order is kept because nothing is written directly again until the transport has emptied.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+
+from .storage import FileRecords
+
+__all__ = ["send_parts"]
+
+_SENDFILE = getattr(os, "sendfile", None)
+
+
+async def send_parts(writer: asyncio.StreamWriter, parts: list) -> None:
+    """Write ``parts`` (bytes-like and ``FileRecords``) in order, then wait for the transport to drain.
+    Every ``FileRecords`` is closed, sent or not."""
+    transport = writer.transport
+    sock = transport.get_extra_info("socket")
+    fd = sock.fileno() if sock is not None and _SENDFILE is not None else -1
+    try:
+        for piece in _coalesced(parts):
+            direct = fd >= 0 and not transport.is_closing() and transport.get_write_buffer_size() == 0
+            if type(piece) is FileRecords:
+                sent = _sendfile_now(fd, piece) if direct else 0
+                if sent < piece.size:
+                    # the kernel's buffer is full: let asyncio wait for room (it empties the transport first)
+                    rest = piece.size - sent
+                    if await asyncio.get_running_loop().sendfile(transport, piece.file(), piece.position + sent,
+                                                                 rest) < rest:
+                        raise _short_file(piece)
+            else:
+                sent = _write_now(fd, piece) if direct else 0
+                if sent < len(piece):
+                    transport.write(piece[sent:] if sent else piece)
+    finally:
+        for piece in parts:
+            if type(piece) is FileRecords:
+                piece.close()
+    await writer.drain()
+
+
+def _coalesced(parts: list):
+    """The pieces with each run of bytes joined into one (one write instead of several small ones)."""
+    run: list = []
+    for part in parts:
+        if type(part) is FileRecords:
+            if run:
+                yield run[0] if len(run) == 1 else b"".join(run)
+                run = []
+            yield part
+        else:
+            run.append(part)
+    if run:
+        yield run[0] if len(run) == 1 else b"".join(run)
+
+
+def _sendfile_now(fd: int, piece: FileRecords) -> int:
+    """Bytes of ``piece`` the socket took without waiting (``sendfile`` until it would block)."""
+    sent = 0
+    while sent < piece.size:
+        try:
+            n = _SENDFILE(fd, piece.fileno(), piece.position + sent, piece.size - sent)
+        except (BlockingIOError, InterruptedError):
+            break
+        if n == 0:
+            raise _short_file(piece)
+        sent += n
+    return sent
+
+
+def _short_file(piece: FileRecords) -> OSError:
+    return OSError(f"the file ended before the end of its slice (position {piece.position}, size {piece.size})")
+
+
+def _write_now(fd: int, data) -> int:
+    """Bytes of ``data`` the socket took without waiting."""
+    try:
+        return os.write(fd, data)
+    except (BlockingIOError, InterruptedError):
+        return 0
