@@ -5,16 +5,19 @@
  *
  * with offsets and timestamps wrapped to int64 as Java's long arithmetic leaves them, every
  * timestamp replaced by fixed_timestamp when one is given (LogAppendTime batches), keys and values
- * as bytes (None when null), headers as a tuple of Header(str, bytes | None).
+ * as bytes (None when null), headers as a tuple of Header(str, bytes | None). read_columns reads
+ * the same records into the buffers of RecordBatch.columns' arrays, as _read_records does.
  *
- * This reader never raises for malformed records: it returns None, and the caller runs the Python
+ * These readers never raise for malformed records: it returns None, and the caller runs the Python
  * reader on the same bytes, which raises the RecordsError with its path and offset. So the errors
  * are the Python reader's by construction, and this file only has to be right about good input and
  * safe (no read past the end, nothing allocated from an unchecked count) about bad input.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
+#include <string.h>
 
 #define MIN_RECORD_SIZE 7
 #define MALFORMED 1
@@ -266,6 +269,202 @@ done:
     return rows;
 }
 
+/* ---- read_columns: the twin of kafkawire.records.batch._read_records -------------------------------
+ *
+ * The same records read into columns rather than rows: positions and lengths in `data`, offsets and
+ * timestamps, written straight into bytes objects laid out as the RecordColumns arrays ('q' is long
+ * long, 'i' is int, native byte order), so the caller turns each into an array with one memcpy. */
+
+enum {
+    OFFSETS, TIMESTAMPS, KEY_STARTS, KEY_LENGTHS, VALUE_STARTS, VALUE_LENGTHS, HEADERS_AT,
+    HEADER_KEY_STARTS, HEADER_KEY_LENGTHS, HEADER_VALUE_STARTS, HEADER_VALUE_LENGTHS, COLUMN_COUNT
+};
+#define RECORD_COLUMNS HEADER_KEY_STARTS  /* the columns before it have a size known from the count */
+
+/* memcpy, not a cast: a bytes object's buffer carries no alignment promise. */
+static inline void
+put_int(char *column, Py_ssize_t index, int value)
+{
+    memcpy(column + index * (Py_ssize_t)sizeof(int), &value, sizeof(int));
+}
+
+static inline void
+put_long(char *column, Py_ssize_t index, long long value)
+{
+    memcpy(column + index * (Py_ssize_t)sizeof(long long), &value, sizeof(long long));
+}
+
+/* The four header columns, grown together: how many headers a batch has is known only at the end. */
+typedef struct {
+    int *items[4];  /* key starts, key lengths, value starts, value lengths */
+    Py_ssize_t length, capacity;
+} HeaderColumns;
+
+static int
+push_header(HeaderColumns *headers, int key_start, int key_length, int value_start, int value_length)
+{
+    if (headers->length == headers->capacity) {
+        /* doubling: a header takes at least two bytes, so this stays within the records' size */
+        Py_ssize_t capacity = headers->capacity ? headers->capacity * 2 : 16;
+        for (int k = 0; k < 4; k++) {
+            int *grown = PyMem_Realloc(headers->items[k], capacity * sizeof(int));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            headers->items[k] = grown;
+        }
+        headers->capacity = capacity;
+    }
+    Py_ssize_t h = headers->length++;
+    headers->items[0][h] = key_start;
+    headers->items[1][h] = key_length;
+    headers->items[2][h] = value_start;
+    headers->items[3][h] = value_length;
+    return 0;
+}
+
+static void
+free_headers(HeaderColumns *headers)
+{
+    for (int k = 0; k < 4; k++)
+        PyMem_Free(headers->items[k]);
+}
+
+/* A length-prefixed field: its start (just after the length) and length (-1 for null, when allowed). */
+static inline int
+read_span(Cursor *c, int null_allowed, int *start, int *length)
+{
+    int32_t n;
+    if (read_varint(c, &n) || n < -null_allowed || n > c->size - c->pos)
+        return MALFORMED;
+    *start = (int)c->pos;
+    *length = n;
+    if (n > 0)
+        c->pos += n;
+    return 0;
+}
+
+typedef struct {
+    int64_t base_offset, base_timestamp, fixed_timestamp;
+    int has_fixed_timestamp;  /* LogAppendTime: every record gets fixed_timestamp */
+} Bases;
+
+/* Record `index` at c->pos into the columns; 0, MALFORMED or -1 (a Python error is set).
+ *
+ * The record's fields are read through a cursor that ends where the record does. The Python reader
+ * reads on to the end of the records instead, but any field that crosses the record's end leaves it
+ * past that end, which it reports: so the two fail on the same records. */
+static int
+read_record_columns(Cursor *c, Py_ssize_t index, const Bases *bases, char **columns, HeaderColumns *headers)
+{
+    int32_t length, offset_delta, count;
+    int64_t timestamp_delta;
+    int start, span;
+    if (read_varint(c, &length) || length < MIN_RECORD_SIZE - 1 || length > c->size - c->pos)
+        return MALFORMED;
+    Cursor record = {c->data, c->pos + length, c->pos + 1};  /* + 1: the attributes, unused */
+    if (read_varlong(&record, &timestamp_delta) || read_varint(&record, &offset_delta))
+        return MALFORMED;
+    put_long(columns[OFFSETS], index, wrapping_add(bases->base_offset, offset_delta));
+    put_long(columns[TIMESTAMPS], index, bases->has_fixed_timestamp
+                                             ? bases->fixed_timestamp
+                                             : wrapping_add(bases->base_timestamp, timestamp_delta));
+    if (read_span(&record, 1, &start, &span))
+        return MALFORMED;
+    put_int(columns[KEY_STARTS], index, start);
+    put_int(columns[KEY_LENGTHS], index, span);
+    if (read_span(&record, 1, &start, &span))
+        return MALFORMED;
+    put_int(columns[VALUE_STARTS], index, start);
+    put_int(columns[VALUE_LENGTHS], index, span);
+    if (read_varint(&record, &count) || count < 0 || count > (record.size - record.pos) / 2)
+        return MALFORMED;
+    for (int32_t h = 0; h < count; h++) {
+        int key_start, key_length, value_start, value_length;
+        if (read_span(&record, 0, &key_start, &key_length) || read_span(&record, 1, &value_start, &value_length))
+            return MALFORMED;
+        if (push_header(headers, key_start, key_length, value_start, value_length))
+            return -1;
+    }
+    if (record.pos != record.size)
+        return MALFORMED;
+    put_int(columns[HEADERS_AT], index + 1, (int)headers->length);
+    c->pos = record.pos;
+    return 0;
+}
+
+static PyObject *
+read_columns(PyObject *module, PyObject *args)
+{
+    Py_buffer buffer;
+    Py_ssize_t count;
+    long long base_offset, base_timestamp;
+    PyObject *fixed_timestamp;
+    if (!PyArg_ParseTuple(args, "y*nLLO", &buffer, &count, &base_offset, &base_timestamp, &fixed_timestamp))
+        return NULL;
+    PyObject *result = NULL;
+    PyObject *buffers[COLUMN_COUNT] = {NULL};
+    char *columns[RECORD_COLUMNS];
+    HeaderColumns headers = {{NULL, NULL, NULL, NULL}, 0, 0};
+    Bases bases = {base_offset, base_timestamp, 0, fixed_timestamp != Py_None};
+    if (bases.has_fixed_timestamp) {
+        if (!PyLong_Check(fixed_timestamp)) {
+            PyErr_SetString(PyExc_TypeError, "fixed_timestamp must be an int or None");
+            goto done;
+        }
+        bases.fixed_timestamp = PyLong_AsLongLong(fixed_timestamp);
+        if (bases.fixed_timestamp == -1 && PyErr_Occurred())
+            goto done;
+    }
+    Cursor c = {(const unsigned char *)buffer.buf, buffer.len, 0};
+    /* A count that cannot fit is the Python reader's to report; positions past INT_MAX do not fit
+     * an 'i' array (the Python reader fails on those too). */
+    if (count < 0 || count > c.size / MIN_RECORD_SIZE || c.size > INT_MAX) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    for (int k = 0; k < RECORD_COLUMNS; k++) {
+        Py_ssize_t items = k == HEADERS_AT ? count + 1 : count;
+        Py_ssize_t item_size = k == OFFSETS || k == TIMESTAMPS ? sizeof(long long) : sizeof(int);
+        if ((buffers[k] = PyBytes_FromStringAndSize(NULL, items * item_size)) == NULL)
+            goto done;
+        columns[k] = PyBytes_AS_STRING(buffers[k]);
+    }
+    put_int(columns[HEADERS_AT], 0, 0);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int failed = read_record_columns(&c, i, &bases, columns, &headers);
+        if (failed < 0)
+            goto done;
+        if (failed) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    if (c.pos != c.size) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    for (int k = 0; k < 4; k++) {
+        buffers[RECORD_COLUMNS + k] = PyBytes_FromStringAndSize((const char *)headers.items[k],
+                                                                headers.length * (Py_ssize_t)sizeof(int));
+        if (buffers[RECORD_COLUMNS + k] == NULL)
+            goto done;
+    }
+    if ((result = PyTuple_New(COLUMN_COUNT)) == NULL)
+        goto done;
+    for (int k = 0; k < COLUMN_COUNT; k++) {
+        PyTuple_SET_ITEM(result, k, buffers[k]);  /* the tuple takes the reference */
+        buffers[k] = NULL;
+    }
+done:
+    for (int k = 0; k < COLUMN_COUNT; k++)
+        Py_XDECREF(buffers[k]);
+    free_headers(&headers);
+    PyBuffer_Release(&buffer);
+    return result;
+}
+
 static PyObject *
 set_header_type(PyObject *module, PyObject *type)
 {
@@ -281,6 +480,11 @@ static PyMethodDef methods[] = {
     {"read_rows", read_rows, METH_VARARGS,
      "read_rows(data, count, base_offset, base_timestamp, fixed_timestamp, context, row_type) -> list | None\n"
      "The rows of RecordBatch.rows; None when the records are malformed (the Python reader says why)."},
+    {"read_columns", read_columns, METH_VARARGS,
+     "read_columns(data, count, base_offset, base_timestamp, fixed_timestamp) -> tuple | None\n"
+     "The buffers of RecordBatch.columns' arrays (offsets, timestamps, key starts and lengths, value starts and\n"
+     "lengths, headers_at, header key starts and lengths, header value starts and lengths) as bytes; None when\n"
+     "the records are malformed (the Python reader says why)."},
     {"set_header_type", set_header_type, METH_O, "The tuple subclass headers are made of (records.Header)."},
     {NULL, NULL, 0, NULL},
 };

@@ -19,7 +19,7 @@ from .layouts import ATTRIBUTES_OFFSET, BATCH_HEADER, BATCH_HEADER_SIZE, packed
 from .record import Header, Record, TimestampType
 from .varints import read_varint, read_varlong
 
-_native = load("kafkawire.records._rows")  # the C twin of _read_rows, when built
+_native = load("kafkawire.records._rows")  # the C twins of _read_rows and _read_records, when built
 if _native is not None:
     _native.set_header_type(Header)
 
@@ -46,6 +46,10 @@ _INT64_MIN = -0x8000000000000000
 _INT64_MAX = 0x7FFFFFFFFFFFFFFF
 # A one- or two-byte varint never moves a base further than this.
 _SHORT_VARINT_MAX = 0x2000
+# The RecordColumns arrays _native.read_columns returns the buffers of, in its order.
+_NATIVE_COLUMNS = (("offsets", "q"), ("timestamps", "q"), ("key_starts", "i"), ("key_lengths", "i"),
+                   ("value_starts", "i"), ("value_lengths", "i"), ("headers_at", "i"), ("header_key_starts", "i"),
+                   ("header_key_lengths", "i"), ("header_value_starts", "i"), ("header_value_lengths", "i"))
 
 
 def _zigzag_table() -> tuple[int, ...]:
@@ -166,6 +170,15 @@ class RecordBatch:
         timestamp_type = self.timestamp_type
         columns = RecordColumns(data, timestamp_type)
         fixed_timestamp = self.max_timestamp if timestamp_type is TimestampType.LOG_APPEND_TIME else None
+        if _native is not None:
+            buffers = _native.read_columns(data, self.count, self.base_offset, self.base_timestamp, fixed_timestamp)
+            if buffers is not None:
+                for (name, typecode), raw in zip(_NATIVE_COLUMNS, buffers):
+                    column = array(typecode)
+                    column.frombytes(raw)
+                    setattr(columns, name, column)
+                return columns
+            # malformed: the Python reader reads it again and raises the error with its path and offset
         try:
             _read_records(data, self.count, self.base_offset, self.base_timestamp, fixed_timestamp, columns)
         except RecordsError as error:
