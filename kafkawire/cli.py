@@ -114,15 +114,17 @@ def _broker(args) -> int:
 def _decode(args) -> int:
     from .capture import job
     from .capture.packets import CaptureError
-    from .capture.spark import session
+    from .capture.spark import session, stop
 
+    spark = session(args.master, keep_classes=True)
     try:
-        spark = session(args.master)
         result = job.decode(spark, args.captures, args.out, broker_ports=args.ports, records=args.records,
                             split_bytes=args.split_mb << 20, partitions=args.partitions)
     except (CaptureError, FileNotFoundError) as error:
         print(f"kafkawire decode: {error}", file=sys.stderr)
         return 1
+    finally:
+        stop(spark)
     print(f"decoded {len(result.files)} file(s), {result.input_bytes:,} bytes in {result.splits} split(s), "
           f"in {result.seconds:.1f} s, into {result.out_dir}")
     for name, count in result.rows.items():
@@ -134,9 +136,13 @@ def _report(args) -> int:
     from dataclasses import asdict
 
     from .capture import report
-    from .capture.spark import session
+    from .capture.spark import session, stop
 
-    summary = report.build(session(args.master), args.tables)
+    spark = session(args.master, keep_classes=True)
+    try:
+        summary = report.build(spark, args.tables)
+    finally:
+        stop(spark)
     print(json.dumps(asdict(summary), indent=2, default=str) if args.json else summary.text())
     return 0
 

@@ -75,7 +75,7 @@ def consume(bootstrap: str, expected: int) -> tuple[int, dict]:
 def run(out_dir: str | None = None) -> int:
     from .broker import BrokerThread
     from .capture import job, report
-    from .capture.spark import session
+    from .capture.spark import session, stop
 
     work = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="kafkawire-demo-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -92,15 +92,18 @@ def run(out_dir: str | None = None) -> int:
         print(f"capture: {tap} ({tap.stat().st_size:,} bytes)")
 
         started = time.monotonic()
-        spark = session()
-        print(f"spark: {spark.sparkContext.master} ready in {time.monotonic() - started:.1f} s")
-        result = job.decode(spark, [str(tap)], str(work / "tables"), records=True)
-        print(f"decoded in {result.seconds:.1f} s: " + ", ".join(f"{n} {c:,}" for n, c in result.rows.items()))
-        summary = report.build(spark, str(work / "tables"))
-        print()
-        print(summary.text())
-        print()
-        return _check(spark, work / "tables", summary, produced)
+        spark = session(keep_classes=True)
+        try:
+            print(f"spark: {spark.sparkContext.master} ready in {time.monotonic() - started:.1f} s")
+            result = job.decode(spark, [str(tap)], str(work / "tables"), records=True)
+            print(f"decoded in {result.seconds:.1f} s: " + ", ".join(f"{n} {c:,}" for n, c in result.rows.items()))
+            summary = report.build(spark, str(work / "tables"))
+            print()
+            print(summary.text())
+            print()
+            return _check(spark, work / "tables", summary, produced)
+        finally:
+            stop(spark)
     finally:
         if out_dir is None:
             shutil.rmtree(work, ignore_errors=True)

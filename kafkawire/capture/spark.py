@@ -3,11 +3,24 @@
 Under spark-submit a session already exists (master, executors and resources come from the command
 line) and ``session()`` returns it unchanged apart from the settings the job needs. Run directly,
 ``session()`` starts local Spark on every core of this machine.
+
+A local JVM spends most of its start loading and verifying Spark's classes: about 14 CPU-s for a
+session and its first job here, nearly all of it before any data moves. The JVM can map those classes
+from a class-data-sharing archive instead (CDS, Java 13+), which halves that. The archive lives in
+the user's cache, named after everything it depends on (the java binary, PySpark, the jars, the JVM
+options). A command that will stop its session with ``stop()`` asks for one when none exists
+(``session(keep_classes=True)``): its JVM writes the archive to a temporary file at exit, and ``stop``
+publishes it only once that JVM has exited cleanly, because a partial archive crashes the next JVM
+that maps it. ``KAFKAWIRE_SPARK_CDS=0`` turns this off.
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import subprocess
 import sys
+from pathlib import Path
 
 # Settings the job relies on, wherever it runs.
 JOB_SETTINGS = {
@@ -37,8 +50,17 @@ LOCAL_SETTINGS = {
 }
 
 
-def session(master: str | None = None, app_name: str = "kafkawire-decode"):
-    """The active SparkSession, or a new one on ``master`` (default ``local[*]``)."""
+# A local session that will write a class archive when its JVM exits: (temporary file, final name).
+_pending_archive: tuple[Path, Path] | None = None
+# The session session(keep_classes=True) started, which stop() ends (any other one is left running).
+_owned = None
+
+
+def session(master: str | None = None, app_name: str = "kafkawire-decode", keep_classes: bool = False):
+    """The active SparkSession, or a new one on ``master`` (default ``local[*]``). A new local session maps
+    the class archive when there is one; with ``keep_classes`` it writes one when there is not (the
+    caller must end with ``stop(spark)``, which publishes it)."""
+    global _pending_archive, _owned
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -52,10 +74,96 @@ def session(master: str | None = None, app_name: str = "kafkawire-decode"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
         if master is None or master.startswith("local"):
-            for key, value in LOCAL_SETTINGS.items():
+            settings = dict(LOCAL_SETTINGS)
+            if active is None:  # a new JVM: it can map (or write) the class archive
+                archive_options, _pending_archive = _class_archive(settings["spark.driver.extraJavaOptions"],
+                                                                   keep_classes)
+                settings["spark.driver.extraJavaOptions"] += archive_options
+            for key, value in settings.items():
                 builder = builder.config(key, value)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
+        if keep_classes and active is None:  # getOrCreate may still return a session someone else started
+            _owned = spark
     for key, value in JOB_SETTINGS.items():
         spark.conf.set(key, value)
     return spark
+
+
+def stop(spark) -> None:
+    """End a session ``session(keep_classes=True)`` started: stop it and, for a local one, end its JVM and
+    publish the class archive it wrote on exit (only after a clean exit: a partial archive crashes the
+    JVM that maps it); the process cannot start another session afterwards. A session that was
+    already running when ``session()`` was called (a test's, a notebook's) is left running."""
+    global _pending_archive, _owned
+    if spark is not _owned:
+        return
+    _owned = None
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    spark.stop()
+    pending, _pending_archive = _pending_archive, None
+    if pending is None:
+        return
+    temporary, final = pending
+    jvm = getattr(gateway, "proc", None)  # the JVM PySpark launched; it exits when its stdin closes
+    published = False
+    try:
+        if jvm is not None and jvm.stdin is not None:
+            jvm.stdin.close()
+            published = jvm.wait(timeout=120) == 0 and temporary.is_file() and temporary.stat().st_size > 0
+            if published:
+                os.replace(temporary, final)
+    except (OSError, subprocess.TimeoutExpired):
+        published = False
+    finally:
+        if not published:
+            temporary.unlink(missing_ok=True)
+
+
+def _class_archive(java_options: str, write: bool) -> tuple[str, tuple[Path, Path] | None]:
+    """(JVM options that map the class archive or write a new one, (temporary, final) when writing)."""
+    if os.environ.get("KAFKAWIRE_SPARK_CDS", "1") == "0":
+        return "", None
+    try:
+        final = _archive_path(java_options)
+        if final is None:
+            return "", None
+        if final.is_file():
+            return f" -XX:SharedArchiveFile={final}", None
+        if not write:
+            return "", None
+        final.parent.mkdir(parents=True, exist_ok=True)
+        for stale in final.parent.glob(f"{final.name}.*.tmp"):  # left by a run that was killed
+            if not _alive(stale.name.rsplit(".", 2)[-2]):
+                stale.unlink(missing_ok=True)
+        temporary = final.with_name(f"{final.name}.{os.getpid()}.tmp")
+        return f" -XX:ArchiveClassesAtExit={temporary}", (temporary, final)
+    except OSError:
+        return "", None  # no cache folder: run without the archive
+
+
+def _archive_path(java_options: str) -> Path | None:
+    """Where the archive for this java, PySpark, jars and options lives; None without a java to key it on."""
+    import pyspark
+
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        return None
+    java = os.path.realpath(java)
+    spark_home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
+    jars = sorted(p.name for p in (spark_home / "jars").glob("*.jar"))
+    key = hashlib.sha256("\n".join([java, str(os.stat(java).st_mtime_ns), pyspark.__version__, java_options,
+                                     *jars]).encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kafkawire"
+    return cache / f"spark-classes-{key}.jsa"
+
+
+def _alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,113 @@
+"""The local JVM's class-data-sharing archive: asked for only by callers that stop their session, mapped
+when present, published only after the JVM that wrote it exited cleanly (a partial archive crashes
+the next JVM that maps it), and stale temporaries of killed runs cleaned up."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from kafkawire.capture import spark as spark_module  # noqa: E402
+
+OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("KAFKAWIRE_SPARK_CDS", raising=False)
+    if spark_module._archive_path(OPTIONS) is None:
+        pytest.skip("no java binary to key the archive on")
+    return tmp_path / "kafkawire"
+
+
+def test_no_archive_and_not_asked_to_write_one(cache):
+    assert spark_module._class_archive(OPTIONS, write=False) == ("", None)
+
+
+def test_asked_to_write_gives_a_temporary_path_beside_the_final_one(cache):
+    options, pending = spark_module._class_archive(OPTIONS, write=True)
+    temporary, final = pending
+    assert options == f" -XX:ArchiveClassesAtExit={temporary}"
+    assert temporary.parent == final.parent == cache and temporary.name.startswith(final.name)
+    assert not final.exists()
+
+
+def test_an_existing_archive_is_mapped(cache):
+    final = spark_module._archive_path(OPTIONS)
+    final.parent.mkdir(parents=True)
+    final.write_bytes(b"archive")
+    assert spark_module._class_archive(OPTIONS, write=True) == (f" -XX:SharedArchiveFile={final}", None)
+
+
+def test_the_archive_is_keyed_on_the_jvm_options(cache):
+    assert spark_module._archive_path(OPTIONS) != spark_module._archive_path(OPTIONS + " -XX:+UseSerialGC")
+
+
+def test_switched_off_by_the_environment(cache, monkeypatch):
+    monkeypatch.setenv("KAFKAWIRE_SPARK_CDS", "0")
+    assert spark_module._class_archive(OPTIONS, write=True) == ("", None)
+
+
+def test_stale_temporaries_of_dead_runs_are_removed(cache):
+    final = spark_module._archive_path(OPTIONS)
+    final.parent.mkdir(parents=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    stale = final.with_name(f"{final.name}.{dead}.tmp")
+    stale.write_bytes(b"half an archive")
+    spark_module._class_archive(OPTIONS, write=True)
+    assert not stale.exists()
+
+
+def _fake_session(jvm: subprocess.Popen):
+    stopped = []
+    return SimpleNamespace(sparkContext=SimpleNamespace(_gateway=SimpleNamespace(proc=jvm)),
+                           stop=lambda: stopped.append(True)), stopped
+
+
+def _stand_in_jvm(temporary: Path, exit_code: int) -> subprocess.Popen:
+    """A process that, like PySpark's JVM, runs until its stdin closes, then writes the archive and exits."""
+    script = (f"import sys; sys.stdin.read(); open({str(temporary)!r}, 'wb').write(b'classes'); "
+              f"sys.exit({exit_code})")
+    return subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE)
+
+
+@pytest.mark.parametrize("exit_code", [0, 1])
+def test_stop_publishes_only_after_a_clean_exit(cache, monkeypatch, exit_code):
+    _, pending = spark_module._class_archive(OPTIONS, write=True)
+    temporary, final = pending
+    monkeypatch.setattr(spark_module, "_pending_archive", pending)
+    jvm = _stand_in_jvm(temporary, exit_code)
+    fake, stopped = _fake_session(jvm)
+    monkeypatch.setattr(spark_module, "_owned", fake)
+    spark_module.stop(fake)
+    assert stopped == [True] and jvm.returncode == exit_code
+    assert not temporary.exists()
+    assert final.exists() == (exit_code == 0)
+    if exit_code == 0:
+        assert final.read_bytes() == b"classes"
+    assert spark_module._pending_archive is None
+
+
+def test_stop_without_a_pending_archive_only_stops(cache, monkeypatch):
+    monkeypatch.setattr(spark_module, "_pending_archive", None)
+    fake, stopped = _fake_session(None)
+    monkeypatch.setattr(spark_module, "_owned", fake)
+    spark_module.stop(fake)
+    assert stopped == [True]
+
+
+def test_a_session_it_did_not_start_is_left_running(cache, monkeypatch):
+    # the CLI run in-process (tests, notebooks) finds the caller's session and must not stop it
+    _, pending = spark_module._class_archive(OPTIONS, write=True)
+    monkeypatch.setattr(spark_module, "_pending_archive", pending)
+    monkeypatch.setattr(spark_module, "_owned", None)
+    fake, stopped = _fake_session(None)
+    spark_module.stop(fake)
+    assert stopped == [] and spark_module._pending_archive == pending
