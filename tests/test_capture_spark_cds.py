@@ -33,7 +33,7 @@ def test_no_archive_and_not_asked_to_write_one(cache):
 def test_asked_to_write_gives_a_temporary_path_beside_the_final_one(cache):
     options, pending = spark_module._class_archive(OPTIONS, write=True)
     temporary, final = pending
-    assert options == f" -XX:ArchiveClassesAtExit={temporary}"
+    assert options == f" -Xlog:cds*=off -XX:ArchiveClassesAtExit={temporary}"
     assert temporary.parent == final.parent == cache and temporary.name.startswith(final.name)
     assert not final.exists()
 
@@ -42,11 +42,25 @@ def test_an_existing_archive_is_mapped(cache):
     final = spark_module._archive_path(OPTIONS)
     final.parent.mkdir(parents=True)
     final.write_bytes(b"archive")
-    assert spark_module._class_archive(OPTIONS, write=True) == (f" -XX:SharedArchiveFile={final}", None)
+    assert spark_module._class_archive(OPTIONS, write=True) == (f" -Xlog:cds*=off -XX:SharedArchiveFile={final}", None)
 
 
 def test_the_archive_is_keyed_on_the_jvm_options(cache):
     assert spark_module._archive_path(OPTIONS) != spark_module._archive_path(OPTIONS + " -XX:+UseSerialGC")
+
+
+def test_another_spark_install_gets_its_own_archive(cache, monkeypatch, tmp_path):
+    # the JVM refuses an archive made with another class path (another venv's PySpark)
+    import pyspark
+
+    other = tmp_path / "other-spark"
+    (other / "jars").mkdir(parents=True)
+    for jar in (Path(pyspark.__file__).parent / "jars").glob("*.jar"):  # the same jars, elsewhere
+        (other / "jars" / jar.name).touch()
+    monkeypatch.setenv("SPARK_HOME", str(other))
+    moved = spark_module._archive_path(OPTIONS)
+    monkeypatch.delenv("SPARK_HOME")
+    assert moved != spark_module._archive_path(OPTIONS)
 
 
 def test_switched_off_by_the_environment(cache, monkeypatch):

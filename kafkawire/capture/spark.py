@@ -50,6 +50,9 @@ LOCAL_SETTINGS = {
 }
 
 
+# The JVM's CDS messages go to the command's stdout: an archive it cannot use (another JDK build, a class
+# path that moved) is only a slower start, not something to print in the middle of a command's output.
+_QUIET = "-Xlog:cds*=off"
 # A local session that will write a class archive when its JVM exits: (temporary file, final name).
 _pending_archive: tuple[Path, Path] | None = None
 # The session session(keep_classes=True) started, which stop() ends (any other one is left running).
@@ -129,7 +132,7 @@ def _class_archive(java_options: str, write: bool) -> tuple[str, tuple[Path, Pat
         if final is None:
             return "", None
         if final.is_file():
-            return f" -XX:SharedArchiveFile={final}", None
+            return f" {_QUIET} -XX:SharedArchiveFile={final}", None
         if not write:
             return "", None
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -137,7 +140,7 @@ def _class_archive(java_options: str, write: bool) -> tuple[str, tuple[Path, Pat
             if not _alive(stale.name.rsplit(".", 2)[-2]):
                 stale.unlink(missing_ok=True)
         temporary = final.with_name(f"{final.name}.{os.getpid()}.tmp")
-        return f" -XX:ArchiveClassesAtExit={temporary}", (temporary, final)
+        return f" {_QUIET} -XX:ArchiveClassesAtExit={temporary}", (temporary, final)
     except OSError:
         return "", None  # no cache folder: run without the archive
 
@@ -153,8 +156,10 @@ def _archive_path(java_options: str) -> Path | None:
     java = os.path.realpath(java)
     spark_home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
     jars = sorted(p.name for p in (spark_home / "jars").glob("*.jar"))
+    # the JVM checks the class path against the archive's: another install of the same PySpark (another
+    # venv) needs an archive of its own
     key = hashlib.sha256("\n".join([java, str(os.stat(java).st_mtime_ns), pyspark.__version__, java_options,
-                                     *jars]).encode()).hexdigest()[:16]
+                                     str(spark_home.resolve()), *jars]).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kafkawire"
     return cache / f"spark-classes-{key}.jsa"
 
