@@ -227,7 +227,6 @@ def consume(bootstrap: str, count: int, partitions: int, value_size: int) -> tup
     return seconds, payload, threads
 
 
-
 def raw_fetch(bootstrap: str, partitions: int, count: int) -> tuple[float, int, int]:
     """The broker's serving rate without a client's per-record work: Fetch v11 requests back to back
     on one connection (one in flight, as clients do; MaxBytes 50 MiB, PartitionMaxBytes 1 MiB), each

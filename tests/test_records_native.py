@@ -87,13 +87,10 @@ def test_offsets_and_timestamps_wrap_like_javas_longs(rows, base_offset, base_ti
     assert_same_rows(ours, theirs)
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
-@given(records.filter(bool), st.data())
-def test_malformed_records_are_left_to_the_python_reader(rows, data):
-    batch = build(rows)
-    good = bytearray(batch.records_data())
-    mutation = data.draw(st.sampled_from(["flip", "truncate", "extend", "random", "count"]))
-    count = batch.count
+def mutated(records: bytes, count: int, data, kinds: list[str]) -> tuple[bytearray, int]:
+    """``records`` (non-empty) and ``count`` after one mutation of a kind drawn from ``kinds``."""
+    good = bytearray(records)
+    mutation = data.draw(st.sampled_from(kinds))
     if mutation == "flip":
         for _ in range(data.draw(st.integers(1, 4))):
             at = data.draw(st.integers(0, len(good) - 1))
@@ -102,10 +99,23 @@ def test_malformed_records_are_left_to_the_python_reader(rows, data):
         del good[data.draw(st.integers(0, len(good) - 1)):]
     elif mutation == "extend":
         good += data.draw(st.binary(min_size=1, max_size=20))
+    elif mutation == "splice":  # bytes such as 0x80 and 0xFF make long and overlong varints
+        at = data.draw(st.integers(0, len(good) - 1))
+        cut = data.draw(st.integers(0, 12))
+        filler = st.sampled_from([0x00, 0x01, 0x7F, 0x80, 0xFE, 0xFF])
+        good[at:at + cut] = bytes(data.draw(st.lists(filler | st.integers(0, 255), max_size=12)))
     elif mutation == "random":
         good = bytearray(data.draw(st.binary(max_size=400)))
     else:
         count = data.draw(st.integers(-5, count + 5))
+    return good, count
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(records.filter(bool), st.data())
+def test_malformed_records_are_left_to_the_python_reader(rows, data):
+    batch = build(rows)
+    good, count = mutated(batch.records_data(), batch.count, data, ["flip", "truncate", "extend", "random", "count"])
     args = (bytes(good), count, batch.base_offset, batch.base_timestamp, None, ("t", 0, 0, None), tuple)
     ours = native.read_rows(*args)
     try:
@@ -247,26 +257,8 @@ def test_header_columns_grow_past_their_first_allocation():
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
 @given(raw_records.filter(bool), fixed_timestamps, st.data())
 def test_malformed_columns_are_left_to_the_python_reader(records, fixed_timestamp, data):
-    good = bytearray(encode_records(records))
-    count = len(records)
-    mutation = data.draw(st.sampled_from(["flip", "truncate", "extend", "splice", "random", "count"]))
-    if mutation == "flip":
-        for _ in range(data.draw(st.integers(1, 4))):
-            at = data.draw(st.integers(0, len(good) - 1))
-            good[at] ^= 1 << data.draw(st.integers(0, 7))
-    elif mutation == "truncate":
-        del good[data.draw(st.integers(0, len(good) - 1)):]
-    elif mutation == "extend":
-        good += data.draw(st.binary(min_size=1, max_size=20))
-    elif mutation == "splice":  # bytes such as 0x80 and 0xFF make long and overlong varints
-        at = data.draw(st.integers(0, len(good) - 1))
-        cut = data.draw(st.integers(0, 12))
-        filler = st.sampled_from([0x00, 0x01, 0x7F, 0x80, 0xFE, 0xFF])
-        good[at:at + cut] = bytes(data.draw(st.lists(filler | st.integers(0, 255), max_size=12)))
-    elif mutation == "random":
-        good = bytearray(data.draw(st.binary(max_size=400)))
-    else:
-        count = data.draw(st.integers(-5, count + 5))
+    good, count = mutated(encode_records(records), len(records), data,
+                          ["flip", "truncate", "extend", "splice", "random", "count"])
     assert_agree(good, count, 0, 1_700_000_000_000, fixed_timestamp)
 
 

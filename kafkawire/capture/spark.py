@@ -109,18 +109,15 @@ def stop(spark) -> None:
         return
     temporary, final = pending
     jvm = getattr(gateway, "proc", None)  # the JVM PySpark launched; it exits when its stdin closes
-    published = False
     try:
         if jvm is not None and jvm.stdin is not None:
             jvm.stdin.close()
-            published = jvm.wait(timeout=120) == 0 and temporary.is_file() and temporary.stat().st_size > 0
-            if published:
+            if jvm.wait(timeout=120) == 0 and temporary.stat().st_size > 0:
                 os.replace(temporary, final)
     except (OSError, subprocess.TimeoutExpired):
-        published = False
+        pass  # no archive this time
     finally:
-        if not published:
-            temporary.unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)  # gone already when published
 
 
 def _class_archive(java_options: str, write: bool) -> tuple[str, tuple[Path, Path] | None]:
