@@ -966,7 +966,7 @@ def test_record_sequences_wrap_as_kafka_does():
     (wrapping past the int32 maximum to 0), for gaps in offsets (compaction) and deltas in any order."""
     from array import array
 
-    from kafkawire.capture.rows import _sequences
+    from kafkawire.capture.record_table import _sequences
     from kafkawire.records.batch import increment_sequence
 
     for base_sequence, base_offset, deltas in [(0, 0, range(5)), (10, 1000, [0, 2, 7]), (0x7FFFFFFF - 2, 50, range(6)),

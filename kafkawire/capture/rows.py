@@ -28,13 +28,13 @@ from kafkawire.errors import DecodeError
 from kafkawire.framing import decode_request, response_header_class
 from kafkawire.messages import api, apis
 from kafkawire.records import LegacyBatch, iter_batches
-from kafkawire.records.batch import CODEC_MASK, NO_SEQUENCE, increment_sequence
-from kafkawire.records.compression import codec_name
+from kafkawire.records.batch import CODEC_MASK
 from kafkawire.records.legacy import LEGACY_CODEC_MASK
-from kafkawire.records.record import TimestampType
 
 from .bodies import arrow_type, converter, error_codes, has_field, top_error_code
+from .column_table import ColumnTable
 from .model import KafkaFrame, Problem
+from .record_table import CODEC_NAMES, RecordRows, RecordsTable
 
 __all__ = ["TABLES", "BODY", "BodyStructColumn", "TableBatcher", "Decoded", "decode_frame", "BlobSummary",
            "summarize_records", "DEFAULT_MAX_ROWS", "DEFAULT_MAX_BYTES"]
@@ -152,7 +152,7 @@ TABLES: dict[str, pa.Schema] = {
         ("api_name", pa.string()), ("api_version", pa.int16()), ("correlation_id", pa.int32()),
     ]),
 }
-_SPECIAL_COLUMNS = {("frames", "body"): BODY.to_arrow}
+_CONVERTERS = {"frames": {"body": BODY.to_arrow}}
 
 # ---- decoding ---------------------------------------------------------------------------------------
 
@@ -273,145 +273,7 @@ def summarize_records(blob) -> BlobSummary:
         codec = first.attributes & CODEC_MASK
         producer = (first.producer_id, first.producer_epoch, first.base_sequence, first.is_transactional)
     return BlobSummary(len(blob), first.size, len(batches), records, first_offset, batches[-1].last_offset,
-                       _CODEC_NAMES[codec], *producer, tuple(batches), error)
-
-
-def _sequences(base_sequence: int, base_offset: int, offsets) -> list[int]:
-    """Each record's producer sequence: the base plus its offset delta, wrapping past the int32 maximum
-    (``increment_sequence``) only when the batch gets near it."""
-    if offsets and base_sequence + (max(offsets) - base_offset) <= 0x7FFFFFFF:
-        shift = base_sequence - base_offset
-        return [offset + shift for offset in offsets]
-    return [increment_sequence(base_sequence, offset - base_offset) for offset in offsets]
-
-
-_TIMESTAMP_TYPES = {t: t.name for t in TimestampType}
-_CODEC_NAMES = {codec: codec_name(codec).lower() for codec in range(8)}  # ids 5-7: "unknown(N)"
-
-
-class _RecordRows:
-    """Appends one partition's records to the records table's columns, batch by batch."""
-
-    def __init__(self, table: "_Table", source: str, connection: str, correlation_id: int, ts: int,
-                 topic: str | None, topic_id: str | None, partition: int, first_offset: int | None):
-        self.table = table
-        self.constants = (source, connection, correlation_id, ts, topic, topic_id, partition)
-        self.fetched = source == "fetch"  # fetched records carry their offsets; produced ones get them
-        self.next_offset = first_offset  # produce: assigned offsets run on from the response's base
-
-    def add(self, batch) -> None:
-        """Raise DecodeError (RecordsError) when the batch's records do not read."""
-        if isinstance(batch, LegacyBatch):
-            self._legacy(batch)
-        else:
-            self._batch(batch)
-
-    def _batch(self, batch) -> None:
-        columns = batch.columns()
-        count = len(columns)
-        offsets = list(columns.offsets) if self.fetched else self._assigned(count)
-        timestamps = [None if t == -1 else t * 1000 for t in columns.timestamps]  # ms -> the column's us
-        headers = columns.all_headers()
-        if batch.base_sequence == NO_SEQUENCE:
-            sequences = [None] * count
-        else:
-            sequences = _sequences(batch.base_sequence, batch.base_offset, columns.offsets)
-        codec = _CODEC_NAMES[batch.attributes & CODEC_MASK]
-        keys, values = columns.keys(), columns.values()
-        # lengths are -1 for null: sum + count(-1) adds the nulls back, in C loops over the arrays
-        size = (sum(columns.value_lengths) + columns.value_lengths.count(-1)
-                + sum(columns.key_lengths) + columns.key_lengths.count(-1))
-        self.table.extend(count, size + 64 * count, self._constant_columns(count) + [
-            offsets, timestamps, [_TIMESTAMP_TYPES[columns.timestamp_type]] * count, keys, values, headers,
-            [batch.producer_id] * count, [batch.producer_epoch] * count, sequences,
-            [batch.is_transactional] * count, [batch.is_control] * count, [codec] * count])
-
-    def _legacy(self, batch: LegacyBatch) -> None:
-        records = batch.records()
-        count = len(records)
-        offsets = [r.offset for r in records] if self.fetched else self._assigned(count)
-        codec = _CODEC_NAMES[batch.attributes & LEGACY_CODEC_MASK]
-        size = sum(len(r.value or b"") + len(r.key or b"") for r in records)
-        none = [None] * count
-        self.table.extend(count, size + 64 * count, self._constant_columns(count) + [
-            offsets, [None if r.timestamp == -1 else r.timestamp * 1000 for r in records],
-            [_TIMESTAMP_TYPES[r.timestamp_type] for r in records], [r.key for r in records],
-            [r.value for r in records], [()] * count, none, none, none, [False] * count, [False] * count,
-            [codec] * count])
-
-    def _assigned(self, count: int) -> list:
-        if self.next_offset is None:
-            return [None] * count
-        start = self.next_offset
-        self.next_offset += count
-        return list(range(start, start + count))
-
-    def _constant_columns(self, count: int) -> list:
-        return [[value] * count for value in self.constants]
-
-
-# ---- tables -----------------------------------------------------------------------------------------
-
-class _Table:
-    """One table's rows, as column lists (rows added one at a time wait as tuples and are transposed
-    in bulk); a RecordBatch is cut as soon as ``max_rows`` rows or about ``max_bytes`` of values are
-    held, and waits in ``ready``."""
-
-    def __init__(self, name: str, schema: pa.Schema, max_rows: int, max_bytes: int):
-        self.name = name
-        self.schema = schema
-        self.width = len(schema)
-        self.max_rows = max_rows
-        self.max_bytes = max_bytes
-        self.converters = [_SPECIAL_COLUMNS.get((name, f.name)) for f in schema]
-        self.columns: list[list] = [[] for _ in range(self.width)]
-        self.waiting: list[tuple] = []
-        self.rows = 0
-        self.bytes = 0
-        self.ready: list[pa.RecordBatch] = []
-
-    def append(self, row: tuple, size: int = 0) -> None:
-        if len(row) != self.width:
-            raise ValueError(f"{self.name}: a row of {len(row)} values for {self.width} columns")
-        self.waiting.append(row)
-        self.rows += 1
-        self.bytes += size
-        if self.rows >= self.max_rows or self.bytes >= self.max_bytes:
-            self.cut()
-
-    def extend(self, count: int, size: int, columns: list[list]) -> None:
-        if len(columns) != self.width:
-            raise ValueError(f"{self.name}: {len(columns)} columns for {self.width}")
-        self._transpose()
-        for column, values in zip(self.columns, columns):
-            column.extend(values)
-        self.rows += count
-        self.bytes += size
-        if self.rows >= self.max_rows or self.bytes >= self.max_bytes:
-            self.cut()
-
-    def _transpose(self) -> None:
-        if self.waiting:
-            for column, values in zip(self.columns, zip(*self.waiting)):
-                column.extend(values)
-            self.waiting = []
-
-    def cut(self) -> None:
-        """Move the rows held into ready batches of at most ``max_rows`` rows."""
-        if not self.rows:
-            return
-        self._transpose()
-        arrays = [pa.array(values, type=field.type) if convert is None else convert(values)
-                  for values, field, convert in zip(self.columns, self.schema, self.converters)]
-        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
-        self.columns = [[] for _ in range(self.width)]
-        self.rows = self.bytes = 0
-        for start in range(0, batch.num_rows, self.max_rows):
-            self.ready.append(batch.slice(start, self.max_rows))
-
-    def take_ready(self) -> list[pa.RecordBatch]:
-        ready, self.ready = self.ready, []
-        return ready
+                       CODEC_NAMES[codec], *producer, tuple(batches), error)
 
 
 class _Pending(NamedTuple):
@@ -465,7 +327,10 @@ class TableBatcher:
             raise ValueError(f"unknown tables {sorted(unknown)}; known: {sorted(TABLES)}")
         if max_rows < 1 or max_bytes < 1:
             raise ValueError("max_rows and max_bytes must be positive")
-        self.tables = {name: _Table(name, TABLES[name], max_rows, max_bytes) for name in TABLES if name in names}
+        self.tables = {
+            name: RecordsTable(TABLES[name], max_rows, max_bytes) if name == "records"
+            else ColumnTable(name, TABLES[name], max_rows, max_bytes, _CONVERTERS.get(name))
+            for name in TABLES if name in names}
         self.max_pending = max_pending
         self.max_pending_bytes = max_pending_bytes
         self._pending: dict[tuple[str, int], _Pending] = {}
@@ -682,7 +547,7 @@ class _Join:
         table = self.batcher.tables.get("records")
         if table is None or not summary.batches:
             return
-        rows = _RecordRows(table, source, frame.connection, frame.correlation_id, _us(frame.end_ts_ns), topic,
+        rows = RecordRows(table, source, frame.connection, frame.correlation_id, _us(frame.end_ts_ns), topic,
                            topic_id, partition, first_offset)
         for batch in summary.batches:
             try:
