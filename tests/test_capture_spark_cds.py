@@ -125,3 +125,30 @@ def test_a_session_it_did_not_start_is_left_running(cache, monkeypatch):
     fake, stopped = _fake_session(None)
     spark_module.stop(fake)
     assert stopped == [] and spark_module._pending_archive == pending
+
+
+def test_publishing_prunes_archives_of_other_keys_by_last_use(cache, monkeypatch):
+    """Archives of other keys (another JDK, PySpark or venv) are kept up to three in all, most recently used
+    first, and not past 30 days unused; mapping an archive counts as using it."""
+    import os
+    import time
+
+    cache.mkdir(parents=True)
+    now = time.time()
+    ages = {"recent": 60, "older": 3600, "oldest": 7200, "stale": 40 * 24 * 3600}
+    for name, age in ages.items():
+        path = cache / f"spark-classes-{name}.jsa"
+        path.write_bytes(b"x")
+        os.utime(path, (now - age, now - age))
+    unrelated = cache / "notes.txt"
+    unrelated.write_text("kept")
+    mapped = cache / "spark-classes-oldest.jsa"
+    monkeypatch.setattr(spark_module, "_archive_path", lambda options: mapped)
+    assert spark_module._class_archive(OPTIONS, write=False)[0].endswith(f"SharedArchiveFile={mapped}")
+    assert time.time() - mapped.stat().st_mtime < 60  # mapped: now the most recently used
+
+    published = cache / "spark-classes-new.jsa"
+    published.write_bytes(b"classes")
+    spark_module._prune_archives(published)
+    assert sorted(p.name for p in cache.iterdir()) == [
+        "notes.txt", "spark-classes-new.jsa", "spark-classes-oldest.jsa", "spark-classes-recent.jsa"]

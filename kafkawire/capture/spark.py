@@ -11,7 +11,8 @@ the user's cache, named after everything it depends on (the java binary, PySpark
 options). A command that will stop its session with ``stop()`` asks for one when none exists
 (``session(keep_classes=True)``): its JVM writes the archive to a temporary file at exit, and ``stop``
 publishes it only once that JVM has exited cleanly, because a partial archive crashes the next JVM
-that maps it. ``KAFKAWIRE_SPARK_CDS=0`` turns this off.
+that maps it. Publishing one removes the archives of other keys beyond the three most recently used,
+or unused for 30 days. ``KAFKAWIRE_SPARK_CDS=0`` turns this off.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 # Settings the job relies on, wherever it runs.
@@ -53,6 +55,8 @@ LOCAL_SETTINGS = {
 # The JVM's CDS messages go to the command's stdout: an archive it cannot use (another JDK build, a class
 # path that moved) is only a slower start, not something to print in the middle of a command's output.
 _QUIET = "-Xlog:cds*=off"
+ARCHIVES_KEPT = 3                     # class archives of different keys kept side by side (two venvs...)
+ARCHIVE_MAX_AGE_S = 30 * 24 * 3600    # and an archive of another key unused this long is removed
 # A local session that will write a class archive when its JVM exits: (temporary file, final name).
 _pending_archive: tuple[Path, Path] | None = None
 # The session session(keep_classes=True) started, which stop() ends (any other one is left running).
@@ -114,6 +118,7 @@ def stop(spark) -> None:
             jvm.stdin.close()
             if jvm.wait(timeout=120) == 0 and temporary.stat().st_size > 0:
                 os.replace(temporary, final)
+                _prune_archives(final)
     except (OSError, subprocess.TimeoutExpired):
         pass  # no archive this time
     finally:
@@ -129,6 +134,7 @@ def _class_archive(java_options: str, write: bool) -> tuple[str, tuple[Path, Pat
         if final is None:
             return "", None
         if final.is_file():
+            os.utime(final)  # its modification time says when it was last used (see _prune_archives)
             return f" {_QUIET} -XX:SharedArchiveFile={final}", None
         if not write:
             return "", None
@@ -140,6 +146,24 @@ def _class_archive(java_options: str, write: bool) -> tuple[str, tuple[Path, Pat
         return f" {_QUIET} -XX:ArchiveClassesAtExit={temporary}", (temporary, final)
     except OSError:
         return "", None  # no cache folder: run without the archive
+
+
+def _prune_archives(kept: Path, keep: int = ARCHIVES_KEPT, max_age_s: float = ARCHIVE_MAX_AGE_S) -> None:
+    """Remove the archives of other keys (another JDK, PySpark or venv) beyond the ``keep`` most
+    recently used and any unused for ``max_age_s``: each is about 160 MB, and a key never comes back
+    once its JDK or PySpark is upgraded."""
+    now = time.time()
+    others = []
+    for path in kept.parent.glob("spark-classes-*.jsa"):
+        if path != kept:
+            try:
+                others.append((path.stat().st_mtime, path))
+            except OSError:
+                continue
+    others.sort(reverse=True)
+    for rank, (used, path) in enumerate(others, start=1):  # the archive just published is the first kept
+        if rank >= keep or now - used > max_age_s:
+            path.unlink(missing_ok=True)
 
 
 def _archive_path(java_options: str) -> Path | None:
