@@ -26,8 +26,13 @@ __all__ = ["PartitionRead", "read_partitions", "FetchPurgatory", "DelayedFetch"]
 
 log = logging.getLogger(__name__)
 
+_NO_ERROR = ErrorCode.NONE
+_UNKNOWN_TOPIC = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+_UNKNOWN_TOPIC_ID = ErrorCode.UNKNOWN_TOPIC_ID
+_OFFSET_OUT_OF_RANGE = ErrorCode.OFFSET_OUT_OF_RANGE
 
-@dataclass
+
+@dataclass(slots=True)
 class PartitionRead:
     """One partition of a fetch: what was asked (``request``) and what the read found."""
 
@@ -52,21 +57,19 @@ async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_ma
     remote_taken = False
     total = 0
     for read in reads:
-        read.records, read.error, read.remote, read.fetch_metadata = b"", ErrorCode.NONE, False, None
+        read.error, read.remote, read.fetch_metadata = _NO_ERROR, False, None
         log = read.log
         if log is None:
-            read.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if read.topic is not None else ErrorCode.UNKNOWN_TOPIC_ID
+            read.records = b""
+            read.error = _UNKNOWN_TOPIC if read.topic is not None else _UNKNOWN_TOPIC_ID
             continue
-        # snapshots taken before the read, as Partition.readRecords takes them
-        read.high_watermark = log.high_watermark
-        read.last_stable_offset = log.last_stable_offset
-        read.log_start_offset = log.log_start_offset
-        adjusted = min(read.request.partition_max_bytes, limit)
+        request = read.request
+        adjusted = min(request.partition_max_bytes, limit)
         try:
-            result = log.read(read.request.fetch_offset, adjusted, min_one_message, as_file=True)
-            records = b"" if result.first_entry_incomplete and not hard_max_bytes_limit else result.records
-            read.fetch_metadata = result.fetch_offset_metadata
+            # the watermarks the read returns are snapshots taken before it, as Partition.readRecords takes them
+            result = log.read(request.fetch_offset, adjusted, min_one_message, as_file=True)
         except OffsetInRemoteTier:
+            _snapshot_offsets(read, log)
             if remote_taken:
                 records = b""  # only the first remote partition of a request is read remotely
             else:
@@ -74,14 +77,33 @@ async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_ma
                 records = await _read_remote(read, limit, min_one_message, use_remote_max_bytes, remote_wait_s)
                 read.remote = True
         except OffsetOutOfRange:
-            read.error = ErrorCode.OFFSET_OUT_OF_RANGE
+            _snapshot_offsets(read, log)
+            read.records = b""
+            read.error = _OFFSET_OUT_OF_RANGE
             continue
+        else:
+            read.high_watermark = result.high_watermark
+            read.last_stable_offset = result.last_stable_offset
+            read.log_start_offset = result.log_start_offset
+            read.fetch_metadata = result.fetch_offset_metadata
+            records = result.records
+            if result.first_entry_incomplete and not hard_max_bytes_limit:
+                if type(records) is FileRecords:
+                    records.close()
+                records = b""
         read.records = records
         if records:
             min_one_message = False  # only the first partition with data gets the exemption
-            limit = max(0, limit - len(records))
-            total += len(records)
+            size = len(records)
+            limit = max(0, limit - size)
+            total += size
     return total
+
+
+def _snapshot_offsets(read: PartitionRead, log: PartitionLog) -> None:
+    read.high_watermark = log.high_watermark
+    read.last_stable_offset = log.last_stable_offset
+    read.log_start_offset = log.log_start_offset
 
 
 async def _read_remote(read: PartitionRead, limit: int, min_one_message: bool, use_remote_max_bytes: bool,

@@ -17,6 +17,7 @@ from ..codec.primitives import ZERO_UUID
 from ..error_codes import ErrorCode
 from .config import BrokerConfig
 from .fetch import DelayedFetch, FetchPurgatory, PartitionRead, read_partitions
+from .fetch_response import encode_fetch_response
 from .groups import GroupCoordinator
 from .sessions import FetchSessionCache, SessionPartition
 from .storage import LogAppendError
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 
 _NO_OPERATIONS = -(1 << 31)  # authorized operations not computed
 _LATEST, _EARLIEST, _MAX_TIMESTAMP, _EARLIEST_LOCAL, _LATEST_TIERED = -1, -2, -3, -4, -5
+_NO_KEY = object()  # matches no topic key
 
 
 def _now_ms() -> int:
@@ -172,43 +174,42 @@ class Handlers:
             read = PartitionRead(partition, name, partition.key[1],
                                  self.topics.log(name, partition.key[1]) if name is not None else None)
             (known if read.log is not None else unknown).append(read)
-        reads = known + unknown  # unknown partitions are not read, and go at the end
-        options = dict(use_remote_max_bytes=version >= 18, remote_wait_s=self.config.remote_fetch_max_wait_ms / 1000)
-        total = await read_partitions(reads, max_bytes, **options)
+        reads = known + unknown if unknown else known  # unknown partitions are not read, and go at the end
+        use_remote_max_bytes = version >= 18
+        remote_wait_s = self.config.remote_fetch_max_wait_ms / 1000
+        total = await read_partitions(reads, max_bytes, use_remote_max_bytes=use_remote_max_bytes,
+                                      remote_wait_s=remote_wait_s)
         # unknown partitions carry an error, so they too answer at once
         must_answer = (request.max_wait_ms <= 0 or not known or total >= min_bytes
                        or any(r.error or r.remote for r in reads))
         if not must_answer:
             await self.purgatory.park(DelayedFetch(known, min_bytes), request.max_wait_ms / 1000)
-            await read_partitions(reads, max_bytes, **options)  # re-read everything, as Kafka does
+            # re-read everything, as Kafka does
+            await read_partitions(reads, max_bytes, use_remote_max_bytes=use_remote_max_bytes,
+                                  remote_wait_s=remote_wait_s)
         return self._fetch_response(context, reads, version, request.isolation_level if version >= 4 else 0)
 
     def _fetch_response(self, context, reads: list[PartitionRead], version: int, isolation_level: int):
         # Partitions are grouped into topics as they come, consecutively (as FetchResponse.toMessage
         # does), so a topic can appear twice: once for its read partitions, once for unknown ones.
         topics = []
+        key = _NO_KEY
+        include = context.include
         for read in reads:
-            if not context.include(read.request, len(read.records), read.high_watermark, read.log_start_offset,
-                                   read.error):
+            if not include(read.request, len(read.records), read.high_watermark, read.log_start_offset, read.error):
                 continue
-            data = m.FetchResponse.PartitionData(
-                partition_index=read.partition, error_code=read.error, high_watermark=read.high_watermark,
-                last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
-                aborted_transactions=[] if isolation_level == 1 else None, preferred_read_replica=-1,
-                records=read.records)
-            key = read.request.key[0]
-            if not topics or topics[-1][0] != key:
+            if read.request.key[0] != key:
+                key = read.request.key[0]
                 topic = self.topics.get(read.topic) if read.topic is not None else None
                 if topic is not None:
                     topic_id = topic.topic_id
                 else:
                     topic_id = key if isinstance(key, uuid.UUID) else ZERO_UUID
-                topics.append((key, m.FetchResponse.FetchableTopicResponse(
-                    topic=read.topic or "", topic_id=topic_id, partitions=[])))
-            topics[-1][1].partitions.append(data)
-        context.finish([read.request for read in reads if read.records])
-        return m.FetchResponse(error_code=0, session_id=context.response_session_id,
-                               responses=[topic for _, topic in topics])
+                topics.append((read.topic or "", topic_id, []))
+            topics[-1][2].append(read)
+        if context.session is not None:
+            context.finish([read.request for read in reads if read.records])
+        return encode_fetch_response(version, context.response_session_id, topics, isolation_level == 1)
 
     def _topic_name(self, topic_id) -> str | None:
         topic = self.topics.by_id.get(topic_id)

@@ -20,6 +20,7 @@ from ..error_codes import ErrorCode
 from ..errors import DecodeError
 from ..framing import FrameBuffer, FrameTooLarge, decode_request, encode_response_parts, peek_request
 from .config import BrokerConfig
+from .fetch_response import EncodedFetchResponse
 from .groups import GroupCoordinator
 from .handlers import Handlers
 from .sending import send_parts
@@ -174,4 +175,6 @@ class Broker:
             return False
         if response is None:
             return None
+        if type(response) is EncodedFetchResponse:
+            return response.frame(correlation_id)
         return encode_response_parts(api_key, version, correlation_id, response)

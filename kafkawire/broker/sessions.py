@@ -21,7 +21,7 @@ FINAL_EPOCH = -1
 _MAX_EPOCH = 0x7FFFFFFF
 
 
-@dataclass
+@dataclass(slots=True)
 class SessionPartition:
     """A partition's fetch parameters, as the session remembers them between requests."""
 
@@ -60,6 +60,8 @@ class FetchContext:
                 error: int) -> bool:
         """Whether a partition belongs in the response (incremental responses carry only changes), and
         remember what the client now knows."""
+        if self.session is None:
+            return True  # a full response, and no session to remember anything for
         changed = (records_size > 0 or error != 0 or high_watermark != partition.high_watermark
                    or log_start_offset != partition.log_start_offset)
         partition.high_watermark = high_watermark

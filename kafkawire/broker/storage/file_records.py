@@ -5,27 +5,61 @@ log bytes, and the network layer copies them from the page cache to the socket i
 the generated encoder takes the slice as the ``records`` value (it needs only ``len()``), and the
 server hands it to ``loop.sendfile``.
 
-The slice owns a duplicate of the segment's file descriptor: retention may close and delete the
+A slice holds a duplicate of the segment's file descriptor: retention may close and delete the
 segment while the response is still queued, and the duplicate keeps the file's bytes (and the
-descriptor number) from changing under it.
+descriptor number) from changing under it. A segment's slices share one duplicate (its
+``SliceSource``), counted: a fetch then costs no dup(2)/close(2) pair per partition, and the
+duplicate is closed when the segment and the last of its slices have let go of it. Like the logs,
+sources and slices belong to the event loop's thread.
 """
 from __future__ import annotations
 
 import io
 import os
 
-__all__ = ["FileRecords"]
+__all__ = ["FileRecords", "SliceSource"]
+
+
+class SliceSource:
+    """A duplicate of a file's descriptor for ``FileRecords`` slices of that file, open while its owner
+    (who calls ``release`` when done with the file) or any slice still holds it."""
+
+    __slots__ = ("_fd", "_holders")
+
+    def __init__(self, fd: int):
+        self._fd = os.dup(fd)
+        self._holders = 1  # the owner
+
+    def _acquire(self) -> int:
+        if self._holders <= 0:
+            raise ValueError("the slice source is closed")
+        self._holders += 1
+        return self._fd
+
+    def release(self) -> None:
+        self._holders -= 1
+        if self._holders == 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
 
 
 class FileRecords:
-    """``size`` bytes of an open file from ``position``: ``len()``, ``read()``, ``file()`` for sendfile."""
+    """``size`` bytes of an open file from ``position``: ``len()``, ``read()``, ``file()`` for sendfile.
 
-    __slots__ = ("_fd", "position", "size")
+    ``source`` is a descriptor (the slice takes a duplicate of its own) or a ``SliceSource`` (the slice
+    shares its duplicate)."""
 
-    def __init__(self, fd: int, position: int, size: int):
+    __slots__ = ("_fd", "_source", "position", "size")
+
+    def __init__(self, source: int | SliceSource, position: int, size: int):
         if position < 0 or size < 0:
             raise ValueError(f"bad file slice: position {position}, size {size}")
-        self._fd = os.dup(fd)
+        if type(source) is SliceSource:
+            self._fd = source._acquire()
+            self._source = source
+        else:
+            self._fd = os.dup(source)
+            self._source = None
         self.position = position
         self.size = size
 
@@ -59,7 +93,11 @@ class FileRecords:
     def close(self) -> None:
         fd, self._fd = self._fd, -1
         if fd >= 0:
-            os.close(fd)
+            if self._source is not None:
+                self._source.release()
+                self._source = None
+            else:
+                os.close(fd)
 
     def __del__(self) -> None:
         self.close()

@@ -63,7 +63,7 @@ class LogOffsetMetadata(NamedTuple):
     relative_position: int
 
 
-@dataclass
+@dataclass(slots=True)
 class LogRead:
     records: bytes | FileRecords  # raw log bytes; may end with a partial batch; b"" when nothing
     first_entry_incomplete: bool  # the first batch did not fit (v3+ callers replace the records with empty)
@@ -327,11 +327,11 @@ class PartitionLog:
 
     # ---- reading --------------------------------------------------------------------------------
     def _check_range(self, offset: int) -> None:
-        leo = self.log_end_offset
         start = self.log_start_offset
+        leo = self._segments[-1].next_offset
         if offset < start or offset > leo:
             raise OffsetOutOfRange(offset, start, leo)
-        local_start = self.local_log_start_offset
+        local_start = self._segments[0].base_offset  # the local log start, as offset >= start here
         if offset < local_start:
             if self.tiered:
                 raise OffsetInRemoteTier(offset, start, leo, local_start)
@@ -369,36 +369,41 @@ class PartitionLog:
         """
         if max_bytes < 0:
             raise ValueError(f"invalid max size {max_bytes}")
-        high_watermark = self.high_watermark
-        log_start = self.log_start_offset
-        last_stable = self.last_stable_offset
         self._check_range(offset)
-        bound = self._bound(isolation_bound)
-        if offset >= bound:
-            return LogRead(b"", False, high_watermark, log_start, last_stable, self._metadata(offset))
-        bound_metadata = self._metadata(bound)
         segments = self._segments
+        active = segments[-1]
+        leo = active.next_offset  # also the high watermark and the last stable offset
+        log_start = self.log_start_offset
+        if isolation_bound is None or isolation_bound >= leo:
+            bound, bound_segment, bound_position = leo, active.base_offset, active.size
+        else:
+            bound = isolation_bound
+        if offset >= bound:
+            return LogRead(b"", False, leo, log_start, leo, self._metadata(offset))
+        if bound < leo:
+            _, bound_segment, bound_position = self._metadata(bound)
         for index in range(max(0, self._segment_index(offset)), len(segments)):
             segment = segments[index]
             info = segment.translate(offset)
             if info is None:
                 continue  # nothing at or after offset here (a gap): the next segment
-            fetch_metadata = LogOffsetMetadata(offset, segment.base_offset, info.position)
-            if segment.base_offset < bound_metadata.segment_base_offset:
+            base = segment.base_offset
+            if base < bound_segment:
                 max_position = segment.size
-            elif segment.base_offset == bound_metadata.segment_base_offset:
-                max_position = bound_metadata.relative_position
+            elif base == bound_segment:
+                max_position = bound_position
             else:
                 break
-            adjusted = max(max_bytes, info.size) if min_one_message else max_bytes
+            position, first_size = info.position, info.size
+            fetch_metadata = LogOffsetMetadata(offset, base, position)
+            adjusted = max(max_bytes, first_size) if min_one_message else max_bytes
             if adjusted == 0:
-                return LogRead(b"", False, high_watermark, log_start, last_stable, fetch_metadata)
-            fetch_size = min(max_position - info.position, adjusted)
-            records = (FileRecords(segment.fd, info.position, fetch_size) if as_file and fetch_size > 0
-                       else segment.pread(fetch_size, info.position))
-            return LogRead(records, adjusted < info.size, high_watermark,
-                           log_start, last_stable, fetch_metadata)
-        return LogRead(b"", False, high_watermark, log_start, last_stable, self.end_offset_metadata)
+                return LogRead(b"", False, leo, log_start, leo, fetch_metadata)
+            fetch_size = min(max_position - position, adjusted)
+            records = (FileRecords(segment.slice_source, position, fetch_size) if as_file and fetch_size > 0
+                       else segment.pread(fetch_size, position))
+            return LogRead(records, adjusted < first_size, leo, log_start, leo, fetch_metadata)
+        return LogRead(b"", False, leo, log_start, leo, self.end_offset_metadata)
 
     def bytes_available(self, offset: int, max_bytes: int, isolation_bound: int | None = None) -> int:
         """For a parked fetch (§4.6 G): ``min(bound position - fetch position, max_bytes)`` when the fetch

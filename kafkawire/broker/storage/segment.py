@@ -22,12 +22,14 @@ from struct import Struct
 from crc32c import crc32c
 
 from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER, BATCH_HEADER_SIZE, LOG_OVERHEAD, packed
+from .file_records import SliceSource
 
 __all__ = ["LogSegment", "BatchInfo", "segment_name", "iter_batch_headers", "HEADER"]
 
 HEADER = packed(BATCH_HEADER)
 _PREFIX = Struct(">qi")
 _INDEX_ENTRY = Struct(">ii")
+_LOCATE = Struct(">qi11xi")  # a batch header's base offset, length and (at byte 23) last offset delta
 _INT32_MAX = 0x7FFFFFFF
 _MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD  # the Length field of an empty batch (49)
 _SCAN_CHUNK = 64 * 1024
@@ -114,6 +116,7 @@ class LogSegment:
         self.log_path = directory / f"{stem}.log"
         self.index_path = directory / f"{stem}.index"
         self._fd: int | None = None
+        self._slice_source: SliceSource | None = None
         if create:
             self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
             with open(self.index_path, "wb"):
@@ -126,6 +129,9 @@ class LogSegment:
         self._index_offsets = array("i")  # relative offsets
         self._index_positions = array("i")
         self._index_loaded = create
+        # the target batch lies within about index.interval.bytes of its index entry: reading that much
+        # (rather than _SCAN_CHUNK) keeps a fetch's offset lookup from copying 64 KiB it does not need
+        self._translate_chunk = min(_SCAN_CHUNK, BATCH_HEADER_SIZE + index_interval_bytes)
         self._index_fd: int | None = None
         self._bytes_since_index_entry = 0
         self._unflushed = create
@@ -198,7 +204,17 @@ class LogSegment:
                 os.fsync(self._index_fd)
             self._unflushed = False
 
+    @property
+    def slice_source(self) -> SliceSource:
+        """Where this segment's ``FileRecords`` slices send from (see ``file_records``)."""
+        if self._slice_source is None:
+            self._slice_source = SliceSource(self.fd)
+        return self._slice_source
+
     def close(self) -> None:
+        if self._slice_source is not None:
+            source, self._slice_source = self._slice_source, None
+            source.release()  # slices still queued keep its descriptor open
         for name in ("_fd", "_index_fd"):
             fd = getattr(self, name)
             if fd is not None:
@@ -308,10 +324,53 @@ class LogSegment:
         None past the segment's end. ``LogSegment.translateOffset``."""
         if offset >= self.next_offset:
             return None
-        position = max(self.lookup(offset), start_position)
-        for info in iter_batch_headers(self.fd, position, self.size):
-            if info.last_offset >= offset:
-                return info
+        self._ensure_index()
+        positions = self._index_positions
+        i = bisect_right(self._index_offsets, offset - self.base_offset)  # entries [0, i) are <= offset
+        position = max(positions[i - 1] if i else 0, start_position)
+        if i < len(positions) and positions[i] - position > self._translate_chunk:
+            # The scan from the entry below would need a second read to get past a large batch. With
+            # large batches the next entry's batch is usually the one holding ``offset``, and its
+            # header alone shows it: every batch before it ends below its base offset.
+            ahead = self._batch_at(positions[i])
+            if ahead is not None and ahead.base_offset <= offset:
+                if ahead.last_offset >= offset:
+                    return ahead
+                position = ahead.position
+        return self._scan_for(offset, position)
+
+    def _batch_at(self, position: int) -> BatchInfo | None:
+        """The header of the whole batch at ``position`` (None when there is none)."""
+        if self.size - position < BATCH_HEADER_SIZE:
+            return None
+        buf = os.pread(self.fd, BATCH_HEADER_SIZE, position)
+        if len(buf) < BATCH_HEADER_SIZE:
+            return None
+        fields = HEADER.unpack_from(buf)
+        if fields[1] < _MIN_BATCH_LENGTH or position + LOG_OVERHEAD + fields[1] > self.size:
+            return None
+        return BatchInfo(position, fields)
+
+    def _scan_for(self, offset: int, pos: int) -> BatchInfo | None:
+        """``iter_batch_headers`` from ``pos`` to the first batch whose last offset >= ``offset``, inlined:
+        it is on the fetch path, and most batches it passes are only skipped."""
+        end = self.size
+        chunk = self._translate_chunk
+        buf = b""
+        buf_start = pos
+        while end - pos >= BATCH_HEADER_SIZE:
+            rel = pos - buf_start
+            if rel + BATCH_HEADER_SIZE > len(buf):
+                buf = os.pread(self.fd, min(chunk, end - pos), pos)
+                buf_start, rel = pos, 0
+                if len(buf) < BATCH_HEADER_SIZE:
+                    return None
+            base_offset, length, last_offset_delta = _LOCATE.unpack_from(buf, rel)
+            if length < _MIN_BATCH_LENGTH or pos + LOG_OVERHEAD + length > end:
+                return None
+            if base_offset + last_offset_delta >= offset:
+                return BatchInfo(pos, HEADER.unpack_from(buf, rel))
+            pos += LOG_OVERHEAD + length
         return None
 
     def batches(self, start: int = 0, end: int | None = None, chunk: int = _SCAN_CHUNK):
