@@ -18,7 +18,7 @@ import uuid
 from struct import Struct
 from typing import NamedTuple
 
-from ..codec.primitives import SMALL_UVARINTS, UVARINT2, UVARINT3, uvarint
+from ..codec.primitives import uvarint
 from .fetch import PartitionRead
 from .versions import SUPPORTED_VERSIONS
 
@@ -36,15 +36,8 @@ _MAX_STRING = 0x7FFF
 
 
 def _compact_length(n: int) -> bytes:
-    """A compact length (n + 1 as an unsigned varint), with the sizes records take most often inlined."""
-    k = n + 1
-    if k < 0x80:
-        return SMALL_UVARINTS[k]
-    if k < 0x4000:
-        return UVARINT2(k & 0x7F | 0x80, k >> 7)
-    if k < 0x200000:
-        return UVARINT3(k & 0x7F | 0x80, k >> 7 & 0x7F | 0x80, k >> 14)
-    return uvarint(k)
+    """A compact length: n + 1 as an unsigned varint."""
+    return uvarint(n + 1)
 
 
 class _Layout(NamedTuple):

@@ -184,9 +184,9 @@ def _sequences(base_sequence: int, base_offset: int, offsets) -> list[int | None
 
 # ---- the columnar path ------------------------------------------------------------------------------
 
-_CONSTANTS = ("source", "connection", "correlation_id", "ts", "topic", "topic_id", "partition")
-_BATCH_VALUES = ("timestamp_type", "producer_id", "producer_epoch", "is_transactional", "is_control",
-                 "compression")
+# The columns a batch's records share: RecordRows' constants, then the batch's own.
+_SHARED = ("source", "connection", "correlation_id", "ts", "topic", "topic_id", "partition",
+           "timestamp_type", "producer_id", "producer_epoch", "is_transactional", "is_control", "compression")
 
 
 class _Columns:
@@ -208,12 +208,11 @@ class _Columns:
         self.header_ends: list[np.ndarray] = []  # per batch: each record's end in the header columns
         self.header_count = 0
         self.counts: list[int] = []
-        self.constants: list[tuple] = []
+        self.shared: list[tuple] = []  # per batch: the _SHARED values
         self.assigned: list[int | None] = []  # produced: first assigned offset (None: offsets null); fetched: -1
         self.fetched: list[bool] = []
         self.base_offsets: list[int] = []
         self.base_sequences: list[int] = []
-        self.batch_values: list[tuple] = []
 
     def add(self, constants: tuple, fetched: bool, first_offset: int | None, batch, columns) -> bool:
         """False, with nothing added, when a header key is not UTF-8 (the per-record path reads it)."""
@@ -234,14 +233,13 @@ class _Columns:
         self.offsets.extend(columns.offsets)
         self.timestamps.extend(columns.timestamps)
         self.counts.append(count)
-        self.constants.append(constants)
+        self.shared.append(constants + (
+            _TIMESTAMP_TYPES[columns.timestamp_type], batch.producer_id, batch.producer_epoch,
+            batch.is_transactional, batch.is_control, CODEC_NAMES[batch.attributes & CODEC_MASK]))
         self.fetched.append(fetched)
         self.assigned.append(first_offset)
         self.base_offsets.append(batch.base_offset)
         self.base_sequences.append(batch.base_sequence)
-        self.batch_values.append((_TIMESTAMP_TYPES[columns.timestamp_type], batch.producer_id, batch.producer_epoch,
-                                  batch.is_transactional, batch.is_control,
-                                  CODEC_NAMES[batch.attributes & CODEC_MASK]))
         self.rows += count
         self.bytes += (self.keys.nbytes - key_bytes) + (self.values.nbytes - value_bytes) + _BATCH_ROW_OVERHEAD * count
         return True
@@ -251,11 +249,8 @@ class _Columns:
         rows = int(counts.sum())
         batch_of_row = np.repeat(np.arange(len(counts)), counts)
         take = pa.array(batch_of_row)
-        arrays = {}
-        for name, values in zip(_CONSTANTS, zip(*self.constants)):
-            arrays[name] = pa.array(values, self.schema.field(name).type).take(take)
-        for name, values in zip(_BATCH_VALUES, zip(*self.batch_values)):
-            arrays[name] = pa.array(values, self.schema.field(name).type).take(take)
+        arrays = {name: pa.array(values, self.schema.field(name).type).take(take)
+                  for name, values in zip(_SHARED, zip(*self.shared))}
         raw_offsets = np.frombuffer(self.offsets, np.int64) if rows else np.zeros(0, np.int64)
         arrays["offset"] = self._offsets(raw_offsets, counts, batch_of_row)
         arrays["sequence"] = self._sequences(raw_offsets, batch_of_row)
