@@ -924,8 +924,8 @@ def test_rotated_series_with_some_files_gzip(spark, synthetic, synthetic_out, wo
 def index_rows(paths: list[Path], split_bytes: int = 4096) -> list[pa.RecordBatch]:
     """Stage 1 and the shuffle without Spark: packet index rows sorted by (connection, order)."""
     splits = [split for index, path in enumerate(paths) for split in plan_splits(str(path), index, split_bytes)]
-    shipped = pa.record_batch([pa.array([json.dumps(split) for split in splits])], names=["split"])
-    packets = pa.Table.from_batches(list(job.read_splits([shipped])), schema=job.PACKET_SCHEMA)
+    numbers = pa.record_batch([pa.array(range(len(splits)), pa.int64())], names=["id"])  # as spark.range gives
+    packets = pa.Table.from_batches(list(job.read_splits(splits)([numbers])), schema=job.PACKET_SCHEMA)
     assert packets.column("payload").null_count == packets.num_rows  # plain files: no payload bytes
     return packets.sort_by([("connection", "ascending"), ("order", "ascending")]).to_batches(max_chunksize=64)
 
