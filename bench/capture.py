@@ -429,16 +429,15 @@ def profile(capture: Path, records_too: bool, top: int) -> None:
     """Stage costs of the job's Python code on one capture, in this process (CPU time), plus cProfile."""
     import cProfile
     import io
+    import pickle
     import pstats
-
-    import pyarrow as pa
+    from operator import itemgetter
 
     from kafkawire.capture import job
     from kafkawire.capture.packets import iter_split, plan_splits
 
     input_mb = capture.stat().st_size / 1e6
     splits = plan_splits(str(capture), 0)
-    split_batch = pa.record_batch([pa.array(range(len(splits)), pa.int64())], names=["id"])  # spark.range
     clock = time.process_time
     scratch = Path(tempfile.mkdtemp(prefix="kafkawire-profile-"))
 
@@ -447,19 +446,25 @@ def profile(capture: Path, records_too: bool, top: int) -> None:
         value = fn()
         return value, clock() - started
 
-    def stage2(records: bool, batches) -> list:
+    def stage2(records: bool, rows) -> list:
         """The stage 2 body as one Spark task runs it: payloads read back, decoded, tables written."""
         out = scratch / ("out-records" if records else "out")
         shutil.rmtree(out, ignore_errors=True)
-        run = job.decode_partition([str(capture)], str(out), None, records, task=(0, 0))
-        return [row for batch in run(batches) for row in batch.to_pylist()]
+        return list(job.decode_partition([str(capture)], str(out), None, records, task=(0, 0))(iter(rows)))
+
+    def stage1() -> list:
+        return list(job.read_splits(splits)(iter(range(len(splits)))))
+
+    def shuffle(rows: list) -> list:
+        """What PySpark's shuffle does to the rows in the workers: pickled in batches, unpickled, sorted
+        by key (the JVM between them only moves bytes)."""
+        batches = [pickle.dumps(rows[at:at + 1024], pickle.HIGHEST_PROTOCOL) for at in range(0, len(rows), 1024)]
+        return sorted((row for batch in batches for row in pickle.loads(batch)), key=itemgetter(0))
 
     packets, t_parse = timed(lambda: sum(1 for s in splits for _ in iter_split(s)))
     _, t_refs = timed(lambda: sum(1 for s in splits for _ in iter_split(s, payloads=False)))
-    batches, t_stage1 = timed(lambda: list(job.read_splits(splits)([split_batch])))
-    table, t_sort = timed(lambda: pa.Table.from_batches(batches).sort_by([("connection", "ascending"),
-                                                                            ("order", "ascending")]))
-    shuffled = table.to_batches(max_chunksize=512)  # spark.sql.execution.arrow.maxRecordsPerBatch
+    rows, t_stage1 = timed(stage1)
+    shuffled, t_sort = timed(lambda: shuffle(rows))
     print(f"\n## Profile: {capture.name}, {input_mb:,.0f} MB, {packets:,} packets, {len(splits)} split(s), "
           f"CPU time of this process\n")
     print("| stage | CPU s | MB/s per CPU-s |")
@@ -467,18 +472,17 @@ def profile(capture: Path, records_too: bool, top: int) -> None:
     print(f"| 1a. packet parsing, payloads copied (`iter_split`) | {t_parse:.2f} | {input_mb / t_parse:.0f} |")
     print(f"| 1b. packet parsing, payloads left in the file (`iter_split(payloads=False)`) | {t_refs:.2f} "
           f"| {input_mb / t_refs:.0f} |")
-    print(f"| 1c. stage 1 body (`read_splits`: parsing + index rows to Arrow, {table.nbytes / 1e6:,.1f} MB) "
-          f"| {t_stage1:.2f} | {input_mb / t_stage1:.0f} |")
-    print(f"| (shuffle stand-in: pyarrow sort by connection, order; Spark does this in the JVM) | {t_sort:.2f} | "
-          f"{input_mb / t_sort:.0f} |")
+    print(f"| 1c. stage 1 body (`read_splits`: parsing + index rows) | {t_stage1:.2f} | {input_mb / t_stage1:.0f} |")
+    print(f"| (shuffle stand-in: the rows pickled in batches, unpickled and sorted by key, as PySpark's shuffle "
+          f"does in the workers) | {t_sort:.2f} | {input_mb / t_sort:.0f} |")
     for records in ([False, True] if records_too else [False]):
         written, t_stage2 = timed(lambda: stage2(records, shuffled))
-        rows = sum(row["rows"] for row in written)
+        count = sum(rows for _, _, rows in written)
         tag = " --records" if records else ""
         out = scratch / ("out-records" if records else "out")
         size = sum(p.stat().st_size for p in out.rglob("*.parquet"))
         print(f"| 2. stage 2 body{tag} (`decode_partition`: payloads read back, streams, frames, decode, rows, "
-              f"Parquet files: {rows:,} rows, {size / 1e6:,.0f} MB) | {t_stage2:.2f} | {input_mb / t_stage2:.0f} |")
+              f"Parquet files: {count:,} rows, {size / 1e6:,.0f} MB) | {t_stage2:.2f} | {input_mb / t_stage2:.0f} |")
     for records in ([False, True] if records_too else [False]):
         profiler = cProfile.Profile()
         profiler.enable()
@@ -493,7 +497,7 @@ def profile(capture: Path, records_too: bool, top: int) -> None:
         print("```")
     profiler = cProfile.Profile()
     profiler.enable()
-    list(job.read_splits(splits)([split_batch]))
+    stage1()
     profiler.disable()
     text = io.StringIO()
     pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top // 2)

@@ -46,7 +46,7 @@ from broker_harness import BrokerThread  # noqa: E402
 from kafkawire import messages as m  # noqa: E402
 from kafkawire.capture import job, report  # noqa: E402
 from kafkawire.capture.bodies import to_json  # noqa: E402
-from kafkawire.capture.packets import plan_splits  # noqa: E402
+from kafkawire.capture.packets import PacketRef, plan_splits  # noqa: E402
 from kafkawire.capture.rows import TABLES  # noqa: E402
 from kafkawire.framing import Correlator, decode_request, decode_response, encode_response, peek_request  # noqa: E402
 from kafkawire.messages import api  # noqa: E402
@@ -921,13 +921,13 @@ def test_rotated_series_with_some_files_gzip(spark, synthetic, synthetic_out, wo
     assert_same_tables(synthetic_out, workdir / "mixed-series-tables")
 
 
-def index_rows(paths: list[Path], split_bytes: int = 4096) -> list[pa.RecordBatch]:
+def index_rows(paths: list[Path], split_bytes: int = 4096) -> list[tuple]:
     """Stage 1 and the shuffle without Spark: packet index rows sorted by (connection, order)."""
     splits = [split for index, path in enumerate(paths) for split in plan_splits(str(path), index, split_bytes)]
-    numbers = pa.record_batch([pa.array(range(len(splits)), pa.int64())], names=["id"])  # as spark.range gives
-    packets = pa.Table.from_batches(list(job.read_splits(splits)([numbers])), schema=job.PACKET_SCHEMA)
-    assert packets.column("payload").null_count == packets.num_rows  # plain files: no payload bytes
-    return packets.sort_by([("connection", "ascending"), ("order", "ascending")]).to_batches(max_chunksize=64)
+    rows = list(job.read_splits(splits)(iter(range(len(splits)))))
+    assert all(len(fields) == len(PacketRef._fields) for _, fields in rows)  # plain files: no payload bytes
+    assert len({key for key, _ in rows}) == len(rows)
+    return sorted(rows, key=lambda row: row[0])
 
 
 def test_a_retried_partition_rewrites_its_files(synthetic, synthetic_out, workdir):
@@ -935,28 +935,28 @@ def test_a_retried_partition_rewrites_its_files(synthetic, synthetic_out, workdi
     reader sees, and attempts that complete write the same files under the same names (no duplicate
     rows), which hold what the Spark job wrote."""
     out = workdir / "retried"
-    batches = index_rows([synthetic.path])
+    rows = index_rows([synthetic.path])
 
-    def attempt(attempt_id: int, input_batches) -> list[dict]:
+    def attempt(attempt_id: int, input_rows) -> list[tuple[str, str, int]]:
         stage = job.decode_partition([str(synthetic.path)], str(out), None, True, task=(7, attempt_id))
-        return [row for batch in stage(input_batches) for row in batch.to_pylist()]
+        return list(stage(input_rows))
 
     def failing():
-        yield from batches[:len(batches) // 2]
+        yield from rows[:len(rows) // 2]
         raise RuntimeError("executor lost")
 
     with pytest.raises(RuntimeError, match="executor lost"):
         attempt(1, failing())
     assert [p for p in out.rglob("*") if p.is_file()] == []  # no part file, and no temporary one left
 
-    written = attempt(2, iter(batches))
+    written = attempt(2, iter(rows))
     files = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    assert sorted(files) == sorted(row["file"] for row in written) == [
+    assert sorted(files) == sorted(file for _, file, _ in written) == [
         f"{name}/part-00007-000.parquet" for name in sorted(job.TABLE_ORDER)]
-    assert {row["table"]: row["rows"] for row in written} == {
+    assert {table: count for table, _, count in written} == {
         name: read(synthetic_out, name).num_rows for name in job.TABLE_ORDER}
 
-    assert attempt(3, iter(batches)) == written
+    assert attempt(3, iter(rows)) == written
     assert {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()} == files
     assert_same_tables(synthetic_out, out)
 

@@ -1,20 +1,23 @@
 """The capture job: pcap/pcapng files in, one Parquet table per kind of row out.
 
-Two stages, one shuffle, and no capture bytes through the JVM (for files that are not compressed):
+Two stages, one shuffle, and no capture bytes through the JVM (for files that are not compressed). The job
+is made of RDD operations on plain Python tuples: the JVM only schedules tasks and moves the shuffle's
+bytes, where a DataFrame plan converted every index row to and from Arrow and sorted it in the JVM
+(about 3 CPU-s per GB of capture, and PySpark's SQL workers import pandas).
 
 1. **Packets.** The driver cuts each file into splits at exact record offsets (``plan_splits``); each
-   task of a ``spark.range`` of split numbers (the splits travel in the task's closure, so no Python
-   worker is needed to make the input) opens its split's file by path and turns records into packet
-   *index* rows (``mapInArrow``):
-   the connection, capture order, time, addresses, TCP header fields and where the payload is in its
-   file (``PacketRef``), not the payload itself. A gzip-compressed file cannot be read at an offset,
-   so its rows carry their payloads (the nullable ``payload`` column).
+   task (one split; the splits travel in the tasks' closure) opens its split's file by path and turns
+   records into packet *index* rows (``read_splits``): ``((connection, order), fields)``, the fields
+   being a ``PacketRef``'s (time, addresses, TCP header fields and where the payload is in its file),
+   not the payload itself. A gzip-compressed file cannot be read at an offset, so its rows carry a
+   ``Packet``'s fields, payload included.
 2. **Connections.** Index rows are repartitioned by connection (both directions share a key) and
-   sorted by capture order inside each partition, so one task sees each connection's packets in
-   order. The task reads each payload back from its file (``PayloadReader``: one mmap per file, kept
-   for the task; the page cache makes a read a copy), rebuilds the ``Packet`` and streams the
-   connection through reassembly, framing, correlation and decoding (``decode_connection``, then
-   ``TableBatcher``), holding one connection's state at a time.
+   sorted by capture order inside each partition (``repartitionAndSortWithinPartitions``: PySpark's
+   external sort, which spills to disk past ``spark.python.worker.memory``), so one task sees each
+   connection's packets in order. The task reads each payload back from its file (``PayloadReader``:
+   one mmap per file, kept for the task; the page cache makes a read a copy), rebuilds the ``Packet``
+   and streams the connection through reassembly, framing, correlation and decoding
+   (``decode_connection``, then ``TableBatcher``), holding one connection's state at a time.
 
 Stage 2 writes the tables itself, with pyarrow's Parquet writer, as part files under ``<out>/<table>/``,
 and returns only (table, file, rows) for each file it wrote; the driver collects those to count the
@@ -33,10 +36,9 @@ from __future__ import annotations
 import json
 import os
 import time
+import zlib
 from dataclasses import dataclass, field
-from functools import partial
 from itertools import groupby
-from operator import itemgetter
 
 import pyarrow as pa
 
@@ -46,29 +48,7 @@ from .packets import (
 )
 from .rows import TABLES
 
-# Packet index rows between the stages (the shuffle's schema). A row has either a payload_offset (the
-# payload is payload_length bytes there in file order // ORDER_STRIDE) or a payload (gzip captures).
-PACKET_SCHEMA = pa.schema([
-    ("connection", pa.string()),
-    ("order", pa.int64()),
-    ("ts_ns", pa.int64()),
-    ("src", pa.string()),
-    ("sport", pa.int32()),
-    ("dst", pa.string()),
-    ("dport", pa.int32()),
-    ("seq", pa.int64()),
-    ("ack", pa.int64()),
-    ("flags", pa.int16()),
-    ("payload_offset", pa.int64()),
-    ("payload_length", pa.int32()),
-    ("missing", pa.int64()),
-    ("payload", pa.binary()),
-])
-PACKET_ROWS_PER_BATCH = 4096
-PACKET_BYTES_PER_BATCH = 16 << 20  # payload bytes (gzip captures only) per packet batch
 TABLE_ORDER = ("frames", "fetches", "produces", "records", "problems")
-# What stage 2 returns: one row per Parquet file it wrote (``file`` relative to the output folder).
-WRITTEN_SCHEMA = pa.schema([("table", pa.string()), ("file", pa.string()), ("rows", pa.int64())])
 MAX_FILE_BYTES = 512 << 20  # Arrow bytes written to one part file before the next one starts
 # Arrow bytes held per table and written as one row group: each row group costs about 50 ms for the
 # frames table's ~2,000 leaf columns (the typed bodies), so small ones would cost more than the data
@@ -77,6 +57,7 @@ ROW_GROUP_BYTES = 128 << 20
 STAGING = "_staging"  # written by earlier versions; removed when found
 SUMMARY = "_summary"
 _CONNECTION_CACHE_LIMIT = 1 << 16
+_REF_FIELDS = len(PacketRef._fields)  # an index row's fields: a PacketRef's, or a Packet's (one fewer)
 _new_tuple = tuple.__new__  # builds a Packet without the Python-level __new__ of a NamedTuple
 
 
@@ -96,77 +77,48 @@ class DecodeResult:
 # ---- stage 1: splits -> packet index rows ------------------------------------------------------------
 
 def read_splits(splits: list[Split]):
-    """``mapInArrow`` body for stage 1 (a closure over the run's splits): each input row is a split's
-    number (the ``id`` of ``spark.range``); yields that split's packet index batches."""
-    def run(batches):
-        connections: dict[tuple, str] = {}
-        for batch in batches:
-            for number in batch.column(0).to_pylist():
-                yield from _packet_batches(iter_split(splits[number], payloads=False), connections)
+    """Stage 1's task body (a closure over the run's splits): for each split number of the task, yields
+    ``((connection, order), fields)`` per packet, the fields as a plain tuple (a PacketRef's, or a
+    Packet's for a gzip capture): plain tuples pickle smaller and faster than named ones."""
+    def run(numbers):
+        known: dict[tuple, str] = {}  # connection key per 4-tuple, computed once (a capture has few)
+        for number in numbers:
+            for packet in iter_split(splits[number], payloads=False):
+                four = packet[2:6]  # src, sport, dst, dport: the same place in Packet and PacketRef
+                key = known.get(four)
+                if key is None:
+                    if len(known) >= _CONNECTION_CACHE_LIMIT:
+                        known.clear()
+                    key = known[four] = connection_key(*four)
+                yield (key, packet[0]), tuple(packet)
     return run
 
 
-def _packet_batches(packets, connections: dict):
-    held: list = []
-    size = 0
-    for packet in packets:
-        held.append(packet)
-        if packet.__class__ is Packet:
-            size += len(packet.payload)
-        if len(held) >= PACKET_ROWS_PER_BATCH or size >= PACKET_BYTES_PER_BATCH:
-            yield _packet_batch(held, connections)
-            held, size = [], 0
-    if held:
-        yield _packet_batch(held, connections)
-
-
-def _connection_keys(packets: list, known: dict) -> list[str]:
-    """Packet.connection of each packet, computed once per 4-tuple (a capture has few)."""
-    if len(known) >= _CONNECTION_CACHE_LIMIT:
-        known.clear()
-    keys = []
-    for packet in packets:
-        four = packet[2:6]  # src, sport, dst, dport: the same place in Packet and PacketRef
-        key = known.get(four)
-        if key is None:
-            key = known[four] = connection_key(*four)
-        keys.append(key)
-    return keys
-
-
-def _packet_batch(packets: list, connections: dict) -> pa.RecordBatch:
-    """One split's packets (all PacketRefs, or all Packets for a gzip capture) as index rows."""
-    count = len(packets)
-    if packets[0].__class__ is PacketRef:
-        *head, offsets, lengths, missing = zip(*packets)
-        payloads = pa.nulls(count, pa.binary())
-    else:
-        *head, payloads, missing = zip(*packets)
-        offsets, lengths = pa.nulls(count, pa.int64()), pa.nulls(count, pa.int32())
-    columns = [_connection_keys(packets, connections), *head, offsets, lengths, missing, payloads]
-    return pa.RecordBatch.from_arrays(
-        [c if isinstance(c, pa.Array) else pa.array(c, f.type) for c, f in zip(columns, PACKET_SCHEMA)],
-        schema=PACKET_SCHEMA)
+def connection_partition(key: tuple[str, int]) -> int:
+    """The shuffle's partitioner: the same for both directions of a connection, and the same in every
+    process (``hash()`` of a str is not, without a fixed PYTHONHASHSEED)."""
+    return zlib.crc32(key[0].encode())
 
 
 # ---- stage 2: packets of each connection -> Parquet files of the tables -------------------------------
 
 def decode_partition(files: list[str], out: str, broker_ports: set[int] | None, records: bool,
                      task: tuple[int, int] | None = None):
-    """``mapInArrow`` body for stage 2 (a closure so the options travel to the workers): decodes the
-    partition's connections, writes the table rows under ``out`` and yields a WRITTEN_SCHEMA batch.
+    """Stage 2's task body (a closure so the options travel to the workers): decodes the partition's
+    connections from its index rows, sorted by (connection, order), writes the table rows under ``out``
+    and yields (table, file relative to ``out``, rows) for each Parquet file written.
 
     ``files`` are the run's captures by file index; ``out`` an absolute path or a URI. ``task`` is
     (partition id, attempt id), by default the running Spark task's (given when run without Spark).
     """
-    def run(batches):
+    def run(rows):
         from .conversations import decode_connection
         from .rows import TableBatcher
 
         partition, attempt = task if task is not None else _spark_task()
         batcher = TableBatcher(records=records)
         with PayloadReader(files) as payloads, TableFiles(out, partition, attempt) as written:
-            for connection, connection_packets in _connections(batches, payloads):
+            for connection, connection_packets in _connections(rows, payloads):
                 for item in decode_connection(connection_packets, broker_ports):
                     for table, batch in batcher.add(item):
                         written.write(table, batch)
@@ -174,10 +126,7 @@ def decode_partition(files: list[str], out: str, broker_ports: set[int] | None, 
                     written.write(table, batch)
             for table, batch in batcher.finish():
                 written.write(table, batch)
-        if written.files:
-            tables, names, counts = zip(*written.files)
-            yield pa.RecordBatch.from_arrays([pa.array(tables, pa.string()), pa.array(names, pa.string()),
-                                              pa.array(counts, pa.int64())], schema=WRITTEN_SCHEMA)
+        yield from written.files
     return run
 
 
@@ -190,32 +139,24 @@ def _spark_task() -> tuple[int, int]:
     return context.partitionId(), context.taskAttemptId()
 
 
-def _connections(batches, payloads: PayloadReader):
+def _connection_of(row) -> str:
+    return row[0][0]
+
+
+def _connections(rows, payloads: PayloadReader):
     """Index rows sorted by (connection, order) -> (connection, iterator of its Packets) in turn."""
-    for connection, pairs in groupby(_packets(batches, payloads), key=itemgetter(0)):
-        yield connection, map(_second, pairs)
+    for connection, connection_rows in groupby(rows, key=_connection_of):
+        yield connection, _packets(connection_rows, payloads)
 
 
-_second = itemgetter(1)
-_as_packet = partial(_new_tuple, Packet)
-
-
-def _packets(batches, payloads: PayloadReader):
-    """(connection, Packet) per index row, each payload read back from its file or taken from the row."""
-    for batch in batches:
-        (connection, order, ts_ns, src, sport, dst, dport, seq, ack, flags, offsets, lengths, missing,
-         carried) = [batch.column(name).to_pylist() for name in PACKET_SCHEMA.names]
-        carrying = batch.column("payload_offset").null_count
-        if carrying == batch.num_rows:
-            data = carried  # a gzip capture's rows
-        elif not carrying:
-            data = payloads.read_all(order, offsets, lengths)
-        else:  # gzip and plain captures in one batch
-            read = payloads.read
-            data = [read(at // ORDER_STRIDE, offset, length) if offset is not None else payload
-                    for at, offset, length, payload in zip(order, offsets, lengths, carried)]
-        yield from zip(connection, map(_as_packet, zip(order, ts_ns, src, sport, dst, dport, seq, ack, flags,
-                                                       data, missing)))
+def _packets(rows, payloads: PayloadReader):
+    """The Packet of each index row, its payload read back from its file or carried by the row."""
+    read = payloads.read
+    for _, fields in rows:
+        if len(fields) == _REF_FIELDS:
+            order, offset, length = fields[0], fields[9], fields[10]
+            fields = (*fields[:9], read(order // ORDER_STRIDE, offset, length), fields[11])
+        yield _new_tuple(Packet, fields)
 
 
 class TableFiles:
@@ -340,8 +281,6 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
     ``overwrite`` (the default) first removes the tables (and summary) an earlier run left there, and
     nothing else; without it, a table folder already there is a FileExistsError.
     """
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     started = time.monotonic()
     files = expand_inputs(inputs if isinstance(inputs, (list, tuple)) else [inputs])
     if not files:
@@ -362,24 +301,22 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
         if found:
             raise FileExistsError(f"{out} already holds {', '.join(found)} (decode with overwrite to replace them)")
 
-    # One split per partition. spark.range needs no Python worker of its own, where a DataFrame made from
-    # Python rows starts a second PySpark daemon just to ship them (about 1.5 CPU-s).
-    packets = spark.range(len(splits), numPartitions=len(splits)).mapInArrow(
-        read_splits(splits), from_arrow_schema(PACKET_SCHEMA))
     if partitions is None:
         cores = spark.sparkContext.defaultParallelism
         partitions = max(cores, -(-input_bytes // (256 << 20)))
     ports = set(broker_ports) if broker_ports else None
-    written = (packets.repartition(partitions, "connection")
-               .sortWithinPartitions("connection", "order")
-               .mapInArrow(decode_partition(files, location, ports, records), from_arrow_schema(WRITTEN_SCHEMA))
+    context = spark.sparkContext
+    written = (context.parallelize(range(len(splits)), len(splits))  # one split per task; no data shipped
+               .mapPartitions(read_splits(splits))
+               .repartitionAndSortWithinPartitions(partitions, connection_partition)
+               .mapPartitions(decode_partition(files, location, ports, records))
                .collect())
 
     result = DecodeResult(out, files, len(splits), input_bytes)
     result.rows = {name: 0 for name in tables}
-    for row in written:
-        result.rows[row["table"]] += row["rows"]
-    with_files = {row["table"] for row in written}
+    for table, _, rows in written:
+        result.rows[table] += rows
+    with_files = {table for table, _, _ in written}
     for name in tables:
         if name not in with_files:
             _write_empty(fs, f"{root}/{name}", TABLES[name])

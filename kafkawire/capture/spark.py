@@ -26,16 +26,12 @@ from pathlib import Path
 
 # Settings the job relies on, wherever it runs.
 JOB_SETTINGS = {
-    # Packet payloads are up to 64 KiB (loopback, TSO): keep Arrow batches to a few MiB.
-    "spark.sql.execution.arrow.maxRecordsPerBatch": "512",
     # The frames table is wide (the typed bodies) and holds large binaries: Spark's vectorized reader at
     # its default 4,096 rows per batch asked for 125 MB blocks and ran a 2 GB driver out of heap reading
     # such rows back from a 1 GB capture.
     "spark.sql.parquet.columnarReaderBatchSize": "256",
     # Timestamps are written as UTC instants.
     "spark.sql.session.timeZone": "UTC",
-    # The decode stage sets its own partition count from the capture size.
-    "spark.sql.adaptive.coalescePartitions.enabled": "false",
 }
 
 # Settings for the embedded local session only.
@@ -45,7 +41,7 @@ LOCAL_SETTINGS = {
     "spark.driver.memory": "2g",
     "spark.sql.shuffle.partitions": "8",
     "spark.python.worker.reuse": "true",
-    # The JVM only moves small packet index rows (the Python workers do the decoding): its cost is
+    # The JVM only moves the shuffle's bytes (the Python workers do the decoding): its cost is
     # starting up, mostly JIT-compiling Spark itself. The quick compiler alone and the serial collector
     # halve that (about 17 CPU-s to 8 for a session and its first job, measured here).
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
