@@ -126,6 +126,7 @@ def _decode(args) -> int:
     finally:
         stop(spark)
     print(f"decoded {len(result.files)} file(s), {result.input_bytes:,} bytes in {result.splits} split(s), "
+          f"{result.connections:,} connection(s) with {result.payload_bytes:,} bytes of TCP payload, "
           f"in {result.seconds:.1f} s, into {result.out_dir}")
     for name, count in result.rows.items():
         print(f"  {name:<10}{count:>14,} rows")

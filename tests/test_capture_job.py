@@ -46,7 +46,8 @@ from broker_harness import BrokerThread  # noqa: E402
 from kafkawire import messages as m  # noqa: E402
 from kafkawire.capture import job, report  # noqa: E402
 from kafkawire.capture.bodies import to_json  # noqa: E402
-from kafkawire.capture.packets import PacketRef, plan_splits  # noqa: E402
+from kafkawire.capture.model import connection_key  # noqa: E402
+from kafkawire.capture.packets import PacketRef, iter_split, plan_splits  # noqa: E402
 from kafkawire.capture.rows import TABLES  # noqa: E402
 from kafkawire.framing import Correlator, decode_request, decode_response, encode_response, peek_request  # noqa: E402
 from kafkawire.messages import api  # noqa: E402
@@ -1000,6 +1001,10 @@ def test_many_small_splits(spark, synthetic, synthetic_out, workdir):
     (out / "notes.txt").write_text("keep me")
     result = decode(spark, [str(synthetic.path)], out, split_bytes=4096)
     assert result.splits >= synthetic.path.stat().st_size // 4096
+    # the summary's counts, added up over the splits' tasks, are those of one read of the whole file
+    packets = [packet for split in plan_splits(str(synthetic.path), 0) for packet in iter_split(split)]
+    assert result.connections == len({connection_key(*packet[2:6]) for packet in packets})
+    assert result.payload_bytes == sum(len(packet.payload) for packet in packets) > 0
     assert_same_tables(synthetic_out, out, tables=("frames", "fetches", "produces", "problems"))
     assert not (out / "records").exists() and (out / "notes.txt").read_text() == "keep me"
 
