@@ -45,6 +45,10 @@ LOCAL_SETTINGS = {
     # starting up, mostly JIT-compiling Spark itself. The quick compiler alone and the serial collector
     # halve that (about 17 CPU-s to 8 for a session and its first job, measured here).
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    # Arrow's allocator (mimalloc) hands freed memory back to the system after 10 ms, and a decode task
+    # allocates and frees about the same few hundred MB for every row group, faulting and zeroing it
+    # again each time: about a third of a --records task's CPU went to the kernel. Workers keep it.
+    "spark.executorEnv.MIMALLOC_PURGE_DELAY": "-1",
 }
 
 
