@@ -114,9 +114,9 @@ def _broker(args) -> int:
 def _decode(args) -> int:
     from .capture import job
     from .capture.packets import CaptureError
-    from .capture.spark import session, stop
+    from .capture.spark import context, stop
 
-    spark = session(args.master, keep_classes=True)
+    spark = context(args.master, keep_classes=True)  # RDDs only: no SQL session to start
     try:
         result = job.decode(spark, args.captures, args.out, broker_ports=args.ports, records=args.records,
                             split_bytes=args.split_mb << 20, partitions=args.partitions)
@@ -127,7 +127,7 @@ def _decode(args) -> int:
         stop(spark)
     print(f"decoded {len(result.files)} file(s), {result.input_bytes:,} bytes in {result.splits} split(s), "
           f"{result.connections:,} connection(s) with {result.payload_bytes:,} bytes of TCP payload, "
-          f"in {result.seconds:.1f} s, into {result.out_dir}")
+          f"in {result.seconds:.1f} s on {result.master}, into {result.out_dir}")
     for name, count in result.rows.items():
         print(f"  {name:<10}{count:>14,} rows")
     return 0

@@ -962,6 +962,26 @@ def test_a_retried_partition_rewrites_its_files(synthetic, synthetic_out, workdi
     assert_same_tables(synthetic_out, out)
 
 
+def test_spark_submit_keeps_its_master(synthetic, synthetic_out, workdir):
+    """Under spark-submit the command line decides where the job runs: the decode keeps its master
+    (a cluster's job must not fall back to local mode on the driver) and writes the same tables."""
+    from kafkawire.capture import spark_submit
+
+    submit = Path(sys.executable).with_name("spark-submit")
+    if not submit.exists():
+        pytest.skip("PySpark's spark-submit is not beside this Python")
+    out = workdir / "submitted"
+    environment = {key: value for key, value in os.environ.items() if key != "PYSPARK_GATEWAY_PORT"}
+    environment.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+                       SPARK_LOCAL_IP="127.0.0.1")
+    done = subprocess.run([str(submit), "--master", "local[1]", spark_submit.__file__, "decode",
+                           str(synthetic.path), "--out", str(out), "--records"],
+                          env=environment, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert " on local[1], into " in done.stdout
+    assert_same_tables(synthetic_out, out)
+
+
 def test_record_sequences_wrap_as_kafka_does():
     """The records table's sequences, computed per batch in bulk, equal Kafka's per-record increment
     (wrapping past the int32 maximum to 0), for gaps in offsets (compaction) and deltas in any order."""

@@ -71,6 +71,7 @@ class DecodeResult:
     connections: int = 0   # TCP connections seen
     payload_bytes: int = 0  # their TCP payload bytes
     partitions: int = 0    # stage-2 tasks
+    master: str = ""       # where Spark ran the job
     rows: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -309,7 +310,8 @@ def _location(out: str) -> str:
 
 def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, split_bytes: int = SPLIT_BYTES,
            partitions: int | None = None, overwrite: bool = True) -> DecodeResult:
-    """Decode captures ``inputs`` (files, folders, globs) into Parquet tables under ``out_dir``.
+    """Decode captures ``inputs`` (files, folders, globs) into Parquet tables under ``out_dir``, on
+    ``spark``: a SparkSession or a SparkContext (the job uses only RDDs).
 
     ``overwrite`` (the default) first removes the tables (and summary) an earlier run left there, and
     nothing else; without it, a table folder already there is a FileExistsError.
@@ -334,7 +336,7 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
         if found:
             raise FileExistsError(f"{out} already holds {', '.join(found)} (decode with overwrite to replace them)")
 
-    context = spark.sparkContext
+    context = getattr(spark, "sparkContext", spark)  # a SparkSession or a SparkContext
     if partitions is None:
         cores = context.defaultParallelism
         partitions = max(cores, -(-input_bytes // (256 << 20)))
@@ -347,7 +349,7 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
                .collect())
 
     result = DecodeResult(out, files, len(splits), input_bytes, len(sizes.value), sum(sizes.value.values()),
-                          partitions)
+                          partitions, context.master)
     result.rows = {name: 0 for name in tables}
     for table, _, rows in written:
         result.rows[table] += rows

@@ -1,8 +1,8 @@
 """The SparkSession the capture job runs on: local Spark by default, or whatever spark-submit provides.
 
-Under spark-submit a session already exists (master, executors and resources come from the command
-line) and ``session()`` returns it unchanged apart from the settings the job needs. Run directly,
-``session()`` starts local Spark on every core of this machine.
+Under spark-submit the JVM is already running with the master, executors and resources of the command
+line, and ``session()`` (or ``context()``) keeps them, adding only the settings the job needs. Run
+directly, they start local Spark on every core of this machine.
 
 A local JVM spends most of its start loading and verifying Spark's classes: about 14 CPU-s for a
 session and its first job here, nearly all of it before any data moves. The JVM can map those classes
@@ -64,30 +64,19 @@ _owned = None
 
 
 def session(master: str | None = None, app_name: str = "kafkawire-decode", keep_classes: bool = False):
-    """The active SparkSession, or a new one on ``master`` (default ``local[*]``). A new local session maps
-    the class archive when there is one; with ``keep_classes`` it writes one when there is not (the
-    caller must end with ``stop(spark)``, which publishes it)."""
-    global _pending_archive, _owned
+    """The active SparkSession, the one spark-submit configured, or a new one on ``master`` (default
+    ``local[*]``). A new local session maps the class archive when there is one; with ``keep_classes`` it
+    writes one when there is not (the caller must end with ``stop(spark)``, which publishes it)."""
+    global _owned
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         spark = active
     else:
-        # Workers must run this interpreter (it has kafkawire and its dependencies installed).
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        if master is None or master.startswith("local"):
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
-        if master is None or master.startswith("local"):
-            settings = dict(LOCAL_SETTINGS)
-            if active is None:  # a new JVM: it can map (or write) the class archive
-                archive_options, _pending_archive = _class_archive(settings["spark.driver.extraJavaOptions"],
-                                                                   keep_classes)
-                settings["spark.driver.extraJavaOptions"] += archive_options
-            for key, value in settings.items():
-                builder = builder.config(key, value)
+        builder = SparkSession.builder.appName(app_name)
+        for key, value in _settings(master, keep_classes, new_jvm=active is None).items():
+            builder = builder.config(key, value)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         if keep_classes and active is None:  # getOrCreate may still return a session someone else started
@@ -97,16 +86,61 @@ def session(master: str | None = None, app_name: str = "kafkawire-decode", keep_
     return spark
 
 
+def context(master: str | None = None, app_name: str = "kafkawire-decode", keep_classes: bool = False):
+    """Like ``session()``, for a job that needs only RDDs: the active SparkContext, spark-submit's, or a
+    new one. A SparkContext alone starts about a second sooner than a session (no SQL state)."""
+    global _owned
+    from pyspark import SparkConf, SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None and master is None:
+        return active
+    conf = SparkConf().setAppName(app_name)  # spark-submit's settings are loaded here
+    for key, value in _settings(master, keep_classes, new_jvm=active is None).items():
+        conf.set(key, value)
+    spark = SparkContext.getOrCreate(conf)
+    spark.setLogLevel("ERROR")
+    if keep_classes and active is None:
+        _owned = spark
+    return spark
+
+
+def submitted() -> bool:
+    """Whether spark-submit started this Python (its JVM is up, with the master and resources the user
+    chose): PySpark then connects to that JVM through the port it was given."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _settings(master: str | None, keep_classes: bool, new_jvm: bool) -> dict[str, str]:
+    """Settings for a new session or context: none under spark-submit without a master (its command line
+    decides), else the master, and for a local one the embedded settings and class archive."""
+    global _pending_archive
+    if master is None and submitted():
+        return {}
+    # Workers must run this interpreter (it has kafkawire and its dependencies installed).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    settings = {"spark.master": master or "local[*]"}
+    if master is None or master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        settings.update(LOCAL_SETTINGS)
+        if new_jvm:  # it can map (or write) the class archive
+            archive_options, _pending_archive = _class_archive(settings["spark.driver.extraJavaOptions"],
+                                                               keep_classes)
+            settings["spark.driver.extraJavaOptions"] += archive_options
+    return settings
+
+
 def stop(spark) -> None:
-    """End a session ``session(keep_classes=True)`` started: stop it and, for a local one, end its JVM and
-    publish the class archive it wrote on exit (only after a clean exit: a partial archive crashes the
-    JVM that maps it); the process cannot start another session afterwards. A session that was
-    already running when ``session()`` was called (a test's, a notebook's) is left running."""
+    """End a session (or context) ``session(keep_classes=True)`` started: stop it and, for a local one,
+    end its JVM and publish the class archive it wrote on exit (only after a clean exit: a partial
+    archive crashes the JVM that maps it); the process cannot start another session afterwards. One
+    that was already running when ``session()`` was called (a test's, a notebook's) is left running."""
     global _pending_archive, _owned
     if spark is not _owned:
         return
     _owned = None
-    gateway = getattr(spark.sparkContext, "_gateway", None)
+    gateway = getattr(getattr(spark, "sparkContext", spark), "_gateway", None)
     spark.stop()
     pending, _pending_archive = _pending_archive, None
     if pending is None:
