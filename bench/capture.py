@@ -329,7 +329,7 @@ def decode_run(capture: Path, out: Path, records: bool, logs: Path, timeout: flo
     if spark_conf:  # PySpark hands PYSPARK_SUBMIT_ARGS to spark-submit after the session's own settings
         env = dict(os.environ, PYSPARK_SUBMIT_ARGS=" ".join(f"--conf {c}" for c in spark_conf) + " pyspark-shell")
     usage = run_measured(label, command, stdout, stdout.with_suffix(".err"), timeout, env)
-    found = re.search(r"in ([\d.]+) s, into", stdout.read_text())
+    found = re.search(r"in ([\d.]+) s(?: on \S+)?, into", stdout.read_text())
     return usage, float(found.group(1)) if found else None
 
 
