@@ -47,7 +47,6 @@ import re
 import zlib
 from collections import defaultdict
 from collections.abc import Iterator
-from operator import add
 from socket import AF_INET6, inet_ntop
 from struct import Struct
 from typing import NamedTuple
@@ -886,14 +885,32 @@ def _read(path: str, order_base: int, start: int, end: int | None, context, coun
                 yield from _read_pcapng(mm, size, start, stop, order_base, context, counts, refs)
 
 
+def release_pages(mapping, end: int | None = None) -> None:
+    """Drop the pages of a read-only file mapping (up to ``end``, or all) from this process: they stay
+    in the page cache, and a later read maps them again. Without it a process that walks a capture
+    keeps every page it touched resident, as much as the file, whatever its size."""
+    if _DONTNEED is None or not isinstance(mapping, mmap.mmap):
+        return
+    if end is None:
+        mapping.madvise(_DONTNEED)
+    elif end >= mmap.PAGESIZE:
+        mapping.madvise(_DONTNEED, 0, end - end % mmap.PAGESIZE)
+
+
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
+RELEASE_BYTES = 256 << 20  # payload bytes a PayloadReader reads between releases of its mapped pages
+
+
 class PayloadReader:
     """Reads ``PacketRef`` payloads back from the run's files (``paths[file_index]``), each file mmap-ed
     once, on first use, and kept open until ``close()``: a task re-reads many payloads of few files, and
-    the page cache makes each read a copy. Use as a context manager."""
+    the page cache makes each read a copy. Every ``RELEASE_BYTES`` read, the pages mapped so far are
+    released, so that a task's memory does not grow with the files. Use as a context manager."""
 
     def __init__(self, paths):
         self.paths = [os.fspath(path) for path in paths]
         self._maps: dict[int, mmap.mmap] = {}
+        self._unreleased = 0  # payload bytes read since the pages were last released
 
     def payload(self, ref: PacketRef) -> bytes:
         return self.read(ref.order // ORDER_STRIDE, ref.payload_offset, ref.payload_length)
@@ -906,22 +923,16 @@ class PayloadReader:
         if len(data) != length:
             raise CaptureError(f"{self.paths[file_index]}: {length} payload bytes at offset {offset} are past "
                                f"the end of the file ({len(mm)} bytes): it changed since it was read")
+        self._unreleased += length
+        if self._unreleased >= RELEASE_BYTES:
+            self.release()
         return data
 
-    def read_all(self, orders, offsets, lengths) -> list[bytes]:
-        """The payloads of many PacketRefs at once (their ``order``, ``payload_offset`` and
-        ``payload_length`` as lists): one slice each when they are all in one file, the common case."""
-        first = min(orders, default=0) // ORDER_STRIDE
-        if first != max(orders, default=0) // ORDER_STRIDE:
-            read = self.read
-            return [read(at // ORDER_STRIDE, offset, length) for at, offset, length in zip(orders, offsets, lengths)]
-        mm = self._maps.get(first)
-        if mm is None:
-            mm = self._open(first)
-        if max(map(add, offsets, lengths), default=0) > len(mm):
-            for offset, length in zip(offsets, lengths):
-                self.read(first, offset, length)  # raises for the first one past the end
-        return [mm[offset:offset + length] for offset, length in zip(offsets, lengths)]
+    def release(self) -> None:
+        """Release the pages mapped so far (see ``release_pages``)."""
+        self._unreleased = 0
+        for mm in self._maps.values():
+            release_pages(mm)
 
     def _open(self, file_index: int) -> mmap.mmap:
         if not 0 <= file_index < len(self.paths):
@@ -974,7 +985,10 @@ def plan_splits(path, file_index: int = 0, split_bytes: int = SPLIT_BYTES) -> li
             if kind == "pcap":
                 cuts = _pcap_cuts(mm, path, size, split_bytes)
             else:
-                cuts = [(0, None)] + list(_walk_pcapng(mm, size, split_bytes, split_bytes))
+                cuts = [(0, None)]
+                for cut in _walk_pcapng(mm, size, split_bytes, split_bytes):
+                    cuts.append(cut)
+                    release_pages(mm, cut[0])
     ends = [start for start, _ in cuts[1:]] + [size]
     return [Split(path, file_index, start, stop, context) for (start, context), stop in zip(cuts, ends)
             if start < stop]
@@ -993,6 +1007,7 @@ def _pcap_cuts(buf, path: str, size: int, split_bytes: int) -> list[tuple[int, d
         if pos >= cut:
             starts.append(pos)
             cut = pos + split_bytes
+            release_pages(buf, pos)
         incl, orig = lengths(buf, pos + lengths_at)
         if incl > max_incl or not (incl or orig):
             break  # corrupt (as _pcap_records sees it): the last split resyncs past it, as a whole read does
