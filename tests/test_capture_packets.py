@@ -545,6 +545,29 @@ def test_payload_refs_read_back_the_same_bytes(mixed_files, kind):
                    for ref, p in zip(refs, whole))
 
 
+def test_payload_reader_releases_what_it_mapped(mixed_files, monkeypatch):
+    """Once its reads may have mapped MAPPED_BUDGET (each payload and the 64 KB the kernel maps around a
+    faulting read), the pages leave the process, and reads go on returning the same bytes."""
+    path = mixed_files["pcapng"]
+    whole, _ = read(path)
+    refs = list(iter_packets(path, payloads=False))
+    budget = 300_000
+    monkeypatch.setattr(packets_module, "MAPPED_BUDGET", budget)
+    released = []
+    original = packets_module.release_pages
+    monkeypatch.setattr(packets_module, "release_pages", lambda mapping, end=None: (released.append(end),
+                                                                                     original(mapping, end)))
+    with PayloadReader([path]) as reader:
+        for _ in range(2):  # again after releases: the pages come back from the page cache
+            assert [reader.payload(ref) for ref in refs] == [p.payload for p in whole]
+    expected, mapped = 0, 0
+    for ref in refs * 2:
+        mapped += ref.payload_length + 64 * 1024
+        if mapped >= budget:
+            expected, mapped = expected + 1, 0
+    assert expected >= 4 and released == [None] * expected
+
+
 def test_planning_splits_releases_the_pages_it_walked(mixed_files, monkeypatch):
     """plan_splits walks every record header of a file: the pages behind each cut are released as it
     goes, so the driver's memory does not grow with the capture."""

@@ -15,7 +15,7 @@ bytes, where a DataFrame plan converted every index row to and from Arrow and so
    sorted by capture order inside each partition (``repartitionAndSortWithinPartitions``: PySpark's
    external sort, which spills to disk past ``spark.python.worker.memory``), so one task sees each
    connection's packets in order. The task reads each payload back from its file (``PayloadReader``:
-   one descriptor per file, a pread per payload: a copy from the page cache), rebuilds the ``Packet``
+   one mmap per file; its pages released every 256 MB it may have mapped), rebuilds the ``Packet``
    and streams the connection through reassembly, framing, correlation and decoding
    (``decode_connection``, then ``TableBatcher``), holding one connection's state at a time.
 

@@ -900,46 +900,63 @@ def release_pages(mapping, end: int | None = None) -> None:
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
 
 
+# What the kernel maps around a read of a file mapping that faults (fault_around_bytes, 64 KB by default),
+# and how much a PayloadReader lets its reads map before it releases them.
+_FAULT_AROUND = 64 << 10
+MAPPED_BUDGET = 256 << 20
+
+
 class PayloadReader:
-    """Reads ``PacketRef`` payloads back from the run's files (``paths[file_index]``), each file opened
-    once, on first use, and kept open until ``close()``; each payload is one ``pread`` (the page cache
-    makes it a copy). Not an mmap: reading a small payload maps the 64 KB around it, and a task that
-    reads connection after connection across a whole file kept every page of it resident (3.2 GB in a
-    worker decoding a 5 GB capture). Use as a context manager."""
+    """Reads ``PacketRef`` payloads back from the run's files (``paths[file_index]``), each file mmap-ed
+    once, on first use, and kept open until ``close()``: a task re-reads many payloads of few files, and
+    the page cache makes each read a copy. A small payload's read maps the 64 KB around it, and a task
+    reading connection after connection across a file would keep all of it resident (3.2 GB in a worker
+    decoding a 5 GB capture): once the reads may have mapped ``MAPPED_BUDGET``, the pages are released.
+    (One pread per payload bounds memory too, at 0.05-0.3 CPU-s more per GB here.) Use as a context
+    manager."""
 
     def __init__(self, paths):
         self.paths = [os.fspath(path) for path in paths]
-        self._files: dict[int, int] = {}  # file index -> descriptor
+        self._maps: dict[int, mmap.mmap] = {}
+        self._mapped = 0  # at most this many bytes mapped since the last release
 
     def payload(self, ref: PacketRef) -> bytes:
         return self.read(ref.order // ORDER_STRIDE, ref.payload_offset, ref.payload_length)
 
     def read(self, file_index: int, offset: int, length: int) -> bytes:
-        descriptor = self._files.get(file_index)
-        if descriptor is None:
-            descriptor = self._open(file_index)
-        data = os.pread(descriptor, length, offset)
+        mm = self._maps.get(file_index)
+        if mm is None:
+            mm = self._open(file_index)
+        data = mm[offset:offset + length]
         if len(data) != length:
-            size = os.fstat(descriptor).st_size
             raise CaptureError(f"{self.paths[file_index]}: {length} payload bytes at offset {offset} are past "
-                               f"the end of the file ({size} bytes): it changed since it was read")
+                               f"the end of the file ({len(mm)} bytes): it changed since it was read")
+        self._mapped += length + _FAULT_AROUND
+        if self._mapped >= MAPPED_BUDGET:
+            self.release()
         return data
 
-    def _open(self, file_index: int) -> int:
+    def release(self) -> None:
+        """Release the pages mapped so far (see ``release_pages``)."""
+        self._mapped = 0
+        for mm in self._maps.values():
+            release_pages(mm)
+
+    def _open(self, file_index: int) -> mmap.mmap:
         if not 0 <= file_index < len(self.paths):
             raise CaptureError(f"a payload of file {file_index} of a run of {len(self.paths)} file(s)")
         path = self.paths[file_index]
-        descriptor = os.open(path, os.O_RDONLY)
-        if os.fstat(descriptor).st_size == 0:
-            os.close(descriptor)
-            raise CaptureError(f"{path}: empty, but packets were read from it: it changed since")
-        self._files[file_index] = descriptor
-        return descriptor
+        with open(path, "rb") as file:
+            if os.fstat(file.fileno()).st_size == 0:
+                raise CaptureError(f"{path}: empty, but packets were read from it: it changed since")
+            mm = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)  # stays valid after the file closes
+        self._maps[file_index] = mm
+        return mm
 
     def close(self) -> None:
-        files, self._files = self._files, {}
-        for descriptor in files.values():
-            os.close(descriptor)
+        maps, self._maps = self._maps, {}
+        for mm in maps.values():
+            mm.close()
 
     def __enter__(self) -> "PayloadReader":
         return self
