@@ -712,10 +712,19 @@ def _walk_pcapng(buf, size: int, first_cut: int, split_bytes: int | None):
             if split_bytes is None:
                 return
             cut = pos + split_bytes
-        header, _, epb, pb, _, _ = section.structs
+        header, trailer, epb, pb, _, _ = section.structs
         if pos + _MIN_BLOCK > size:
             return
         block_type, length = header(buf, pos)
+        # The common block, checked here as _block_at would (lengths, trailer), without its call: the
+        # driver walks every block of every capture before any task starts.
+        if (block_type == PCAPNG_ENHANCED_PACKET_TYPE and _EPB_SIZE + _TRAILER_SIZE <= length <= MAX_PCAPNG_BLOCK
+                and not length & 3 and pos + length <= size
+                and trailer(buf, pos + length - _TRAILER_SIZE)[0] == length):
+            if epb(buf, pos)[2] < len(section.interfaces):
+                last_packet = pos
+            pos += length
+            continue
         if block_type == PCAPNG_SECTION_HEADER_TYPE and last_packet is not None:
             carried_ts, last_packet = section.timestamp_at(buf, last_packet), None
         block_type, length, ended = _block_at(buf, pos, size, section)
