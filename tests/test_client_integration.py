@@ -343,12 +343,24 @@ def test_kip81_slow_consumer_stays_within_buffer_memory_and_reads_pause(broker):
     async def scenario():
         consumer = AsyncConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", group_id="kip81",
                                  enable_auto_commit=False, buffer_memory=buffer_memory, fetch_max_bytes=buffer_memory,
-                                 max_partition_fetch_bytes=4096, max_poll_records=10,
+                                 # A response holds about 12 records (three 4 KiB batches): a poll of 7
+                                 # leaves 5 behind, so the prefetch goes out with 5 KiB held and its
+                                 # 12 KiB response must wait for memory.
+                                 max_partition_fetch_bytes=4096, max_poll_records=7,
                                  fetch_max_wait_ms=50)  # the last, hottest partition is not held up by parked fetches
         consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
 
         async def slow(polled):
             await asyncio.sleep(0.005)  # the application's work; responses meanwhile wait for memory
+            if not commit_seconds:
+                # Until the pool has been depleted once, each poll's work lasts until the response its
+                # prefetch asked for has come (at most 1 s). With 5 ms alone the test needed the broker
+                # to answer within one poll's work, which a loaded machine (CI, with other tests beside
+                # it) did not always do.
+                deadline = time.monotonic() + 1
+                while (consumer.fetcher.in_flight_nodes() and not consumer.pool.is_depleted
+                       and time.monotonic() < deadline):
+                    await asyncio.sleep(0.002)
             if consumer.pool.is_depleted and not commit_seconds:
                 started = time.monotonic()  # the coordinator's connection never waits for the pool
                 await consumer.commit()
