@@ -65,8 +65,8 @@ class BrokerProcess:
 def processes():
     started: list[BrokerProcess] = []
 
-    def start(data_dir):
-        started.append(BrokerProcess(data_dir))
+    def start(data_dir, *extra):
+        started.append(BrokerProcess(data_dir, *extra))
         return started[-1]
 
     yield start
@@ -164,10 +164,11 @@ def check_offsets_continue(client, ends: dict[int, int]) -> None:
         assert records[ends[partition]][0] == f"after-{partition}-0".encode()
 
 
-def crash_under_load(start, data_dir: Path, *, min_acked: int = 600, workers: int = 4) -> list:
-    """Start a broker, create the topic, run the load, kill -9 the broker once ``min_acked`` batches
-    (at least) were acknowledged, with requests in flight. Returns the acknowledged batches."""
-    broker = start(data_dir)
+def crash_under_load(start, data_dir: Path, *extra: str, min_acked: int = 600, workers: int = 4) -> list:
+    """Start a broker (with ``extra`` options), create the topic, run the load, kill -9 the broker once
+    ``min_acked`` batches (at least) were acknowledged, with requests in flight. Returns the acknowledged
+    batches."""
+    broker = start(data_dir, *extra)
     with RawClient(broker.port) as admin:
         create_topic(admin, TOPIC, PARTITIONS)
     acked, stop = [], threading.Event()
@@ -206,7 +207,10 @@ def last_segment(data_dir: Path, partition: int) -> Path:
 @pytest.mark.parametrize("tear", ["mid-batch", "mid-header", "zero-filled-tail", "garbage-tail"])
 def test_torn_tail_written_while_down_is_truncated_on_restart(tmp_path, processes, tear):
     data_dir = tmp_path / "data"
-    acked = crash_under_load(processes, data_dir, min_acked=150, workers=2)
+    # One segment holds the whole load: with small ones the kill could land just after a roll and leave
+    # a last segment of a single batch, with no earlier batch for the tear to fall back to.
+    one_segment = ("--segment-bytes", str(8 << 20))
+    acked = crash_under_load(processes, data_dir, *one_segment, min_acked=150, workers=2)
     segment = last_segment(data_dir, 0)
     blob = segment.read_bytes()
     positions, pos = [], 0
@@ -237,7 +241,7 @@ def test_torn_tail_written_while_down_is_truncated_on_restart(tmp_path, processe
             f.seek(cut)
             f.write(bytes([0, 0, 0, 0, 0, 0, 0, 99]) + (500).to_bytes(4, "big") + os.urandom(200))
 
-    broker = processes(data_dir)
+    broker = processes(data_dir, *one_segment)
     with RawClient(broker.port) as client:
         records, spans, end = read_log(client, 0)
         assert end == survivors_end
