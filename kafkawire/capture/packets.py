@@ -894,11 +894,11 @@ def _read(path: str, order_base: int, start: int, end: int | None, context, coun
                 yield from _read_pcapng(mm, size, start, stop, order_base, context, counts, refs)
 
 
-def release_pages(mapping, end: int | None = None) -> None:
+def release_pages(mapping: mmap.mmap, end: int | None = None) -> None:
     """Drop the pages of a read-only file mapping (up to ``end``, or all) from this process: they stay
     in the page cache, and a later read maps them again. Without it a process that walks a capture
     keeps every page it touched resident, as much as the file, whatever its size."""
-    if _DONTNEED is None or not isinstance(mapping, mmap.mmap):
+    if _DONTNEED is None:  # a platform without madvise(MADV_DONTNEED): the pages stay
         return
     if end is None:
         mapping.madvise(_DONTNEED)
