@@ -962,6 +962,22 @@ def test_a_retried_partition_rewrites_its_files(synthetic, synthetic_out, workdi
     assert_same_tables(synthetic_out, out)
 
 
+def test_frames_raw_batches_are_written_without_dictionary_or_statistics(synthetic_out):
+    """The raw record batches in the frames table are neither dictionary-encoded nor given min/max
+    statistics (they never repeat and nobody filters them by range); scalar columns keep both."""
+    part = next((synthetic_out / "frames").glob("part-*.parquet"))
+    group = pq.ParquetFile(part).metadata.row_group(0)
+    columns = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
+    raw = columns["body.FetchResponse.responses.list.element.partitions.list.element.records"]
+    assert raw.total_uncompressed_size > 1000  # the synthetic fetches carry batches
+    assert "RLE_DICTIONARY" not in raw.encodings and not raw.is_stats_set
+    assert set(job.writer_options("frames")["use_dictionary"]) == {
+        path for path, kind in job.parquet_leaves(job.TABLES["frames"]) if not pa.types.is_binary(kind)}
+    ts = columns["ts"]
+    assert ts.is_stats_set and ts.statistics.min <= ts.statistics.max
+    assert "RLE_DICTIONARY" in columns["api_name"].encodings
+
+
 def test_spark_submit_keeps_its_master(synthetic, synthetic_out, workdir):
     """Under spark-submit the command line decides where the job runs: the decode keeps its master
     (a cluster's job must not fall back to local mode on the driver) and writes the same tables."""
