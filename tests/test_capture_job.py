@@ -962,6 +962,16 @@ def test_a_retried_partition_rewrites_its_files(synthetic, synthetic_out, workdi
     assert_same_tables(synthetic_out, out)
 
 
+def test_local_workers_allocate_arrow_memory_with_malloc(spark):
+    """The embedded session's Python workers run with Arrow's system allocator (see LOCAL_SETTINGS)."""
+    def backend(_):
+        import pyarrow
+
+        return pyarrow.default_memory_pool().backend_name
+
+    assert spark.sparkContext.parallelize([0, 1], 2).map(backend).collect() == ["system", "system"]
+
+
 def test_frames_raw_batches_are_written_without_dictionary_or_statistics(synthetic_out):
     """The raw record batches in the frames table are neither dictionary-encoded nor given min/max
     statistics (they never repeat and nobody filters them by range); scalar columns keep both."""
