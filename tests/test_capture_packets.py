@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import pickle
 import random
 import re
 import shutil
@@ -393,8 +394,12 @@ def test_empty_and_packetless_files_and_not_captures(tmp_path):
     with pytest.raises(NotACaptureError):
         plan_splits(path)
     gz = write(tmp_path, "notes.gz", gzip.compress(b"still not a capture"))
-    with pytest.raises(NotACaptureError, match="inside gzip"):
+    with pytest.raises(NotACaptureError, match="inside gzip") as caught:
         list(iter_packets(gz))
+    # The command line plans splits in a child process, whose errors come back pickled.
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert type(again) is NotACaptureError and str(again) == str(caught.value)
+    assert (again.path, again.magic, again.inside) == (caught.value.path, caught.value.magic, caught.value.inside)
 
 
 def test_corrupt_pcapng_block_stops_and_pcap_resyncs(tmp_path):

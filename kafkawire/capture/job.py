@@ -39,6 +39,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from itertools import groupby
+from typing import NamedTuple
 
 import pyarrow as pa
 
@@ -339,20 +340,36 @@ def _location(out: str) -> str:
 
 # ---- the driver -----------------------------------------------------------------------------------
 
+class CapturePlan(NamedTuple):
+    """A run's capture files and the splits they are cut into (``plan_captures``)."""
+    files: list[str]
+    splits: list[Split]
+    input_bytes: int
+
+
+def plan_captures(inputs, split_bytes: int = SPLIT_BYTES) -> CapturePlan:
+    """Expands ``inputs`` (files, folders, globs) and cuts every file into splits: the driver's one
+    serial walk of the captures (about 0.4 s per GB from the page cache). It needs no Spark, so the
+    command line runs it in another process while the JVM starts."""
+    files = expand_inputs(inputs if isinstance(inputs, (list, tuple)) else [inputs])
+    if not files:
+        raise FileNotFoundError(f"no capture files in {inputs}")
+    splits = [split for index, path in enumerate(files) for split in plan_splits(path, index, split_bytes)]
+    return CapturePlan(files, splits, sum(os.path.getsize(path) for path in files))
+
+
 def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, split_bytes: int = SPLIT_BYTES,
            partitions: int | None = None, overwrite: bool = True) -> DecodeResult:
-    """Decode captures ``inputs`` (files, folders, globs) into Parquet tables under ``out_dir``, on
-    ``spark``: a SparkSession or a SparkContext (the job uses only RDDs).
+    """Decode captures ``inputs`` (files, folders, globs, or a ``CapturePlan`` made beforehand) into
+    Parquet tables under ``out_dir``, on ``spark``: a SparkSession or a SparkContext (the job uses
+    only RDDs).
 
     ``overwrite`` (the default) first removes the tables (and summary) an earlier run left there, and
     nothing else; without it, a table folder already there is a FileExistsError.
     """
     started = time.monotonic()
-    files = expand_inputs(inputs if isinstance(inputs, (list, tuple)) else [inputs])
-    if not files:
-        raise FileNotFoundError(f"no capture files in {inputs}")
-    splits = [split for index, path in enumerate(files) for split in plan_splits(path, index, split_bytes)]
-    input_bytes = sum(os.path.getsize(path) for path in files)
+    captures = inputs if isinstance(inputs, CapturePlan) else plan_captures(inputs, split_bytes)
+    files, splits, input_bytes = captures.files, captures.splits, captures.input_bytes
     out = str(out_dir).rstrip("/")
     location = _location(out)
     fs, root = _file_system(location)

@@ -102,11 +102,14 @@ class NotACaptureError(CaptureError):
     """A file that is not a pcap, pcapng or gzip-compressed capture; names the path and its first bytes."""
 
     def __init__(self, path: str, magic: bytes, inside: str = ""):
-        self.path, self.magic = path, bytes(magic)
+        self.path, self.magic, self.inside = path, bytes(magic), inside
         found = self.magic.hex(" ") if self.magic else "nothing (an empty file)"
         super().__init__(
             f"{path}: not a packet capture{inside}: it starts with {found}; expected a pcap magic "
             f"(a1b2c3d4 or a1b23c4d, either byte order), pcapng's 0a0d0d0a, or gzip's 1f8b")
+
+    def __reduce__(self):  # pickled from the process that plans the splits
+        return type(self), (self.path, self.magic, self.inside)
 
 
 class Split(NamedTuple):
