@@ -32,6 +32,7 @@ import struct
 import subprocess
 import sys
 import time
+import zlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +48,7 @@ from kafkawire import messages as m  # noqa: E402
 from kafkawire.capture import job, report  # noqa: E402
 from kafkawire.capture.bodies import to_json  # noqa: E402
 from kafkawire.capture.model import connection_key  # noqa: E402
-from kafkawire.capture.packets import PacketRef, iter_split, plan_splits  # noqa: E402
+from kafkawire.capture.packets import PacketRef, Split, iter_split, plan_splits  # noqa: E402
 from kafkawire.capture.rows import TABLES  # noqa: E402
 from kafkawire.framing import Correlator, decode_request, decode_response, encode_response, peek_request  # noqa: E402
 from kafkawire.messages import api  # noqa: E402
@@ -929,6 +930,65 @@ def index_rows(paths: list[Path], split_bytes: int = 4096) -> list[tuple]:
     assert all(len(fields) == len(PacketRef._fields) for _, fields in rows)  # plain files: no payload bytes
     assert len({key for key, _ in rows}) == len(rows)
     return sorted(rows, key=lambda row: row[0])
+
+
+def _payload_by_connection(splits) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for split in splits:
+        for packet in iter_split(split, payloads=False):
+            key = connection_key(*packet[2:6])
+            counts[key] = counts.get(key, 0) + packet.payload_length
+    return counts
+
+
+def test_plan_captures_joins_pieces_into_splits_and_samples_connections(synthetic):
+    """The planning walk's pieces, joined into splits, read the same packets as one read of the file;
+    windows as long as the pieces sample every packet, shorter ones a part of each connection's."""
+    path = str(synthetic.path)
+    whole = list(iter_split(plan_splits(path, 0)[0]))
+    exact = _payload_by_connection(plan_splits(path, 0))
+    for spacing, split_bytes in ((3000, 20_000), (4096, 4096), (5000, 1 << 30)):
+        every = job.plan_captures([path], split_bytes, sample_spacing=spacing, sample_window=spacing)
+        assert [p for split in every.splits for p in iter_split(split)] == whole
+        assert all(s.end is None or s.end - s.start >= split_bytes for s in every.splits[:-1])
+        assert [(s.start, s.end) for s in every.splits] == sorted((s.start, s.end) for s in every.splits)
+        assert every.sampled_bytes == exact and every.input_bytes == synthetic.path.stat().st_size
+        part = job.plan_captures([path], split_bytes, sample_spacing=spacing, sample_window=spacing // 4)
+        assert part.splits == every.splits
+        assert 0 < sum(part.sampled_bytes.values()) < sum(exact.values())
+        assert all(part.sampled_bytes[key] <= exact[key] for key in part.sampled_bytes)
+
+
+def test_plan_captures_of_a_gzip_file_is_one_split_unsampled(synthetic, workdir):
+    packed = workdir / "plan.pcapng.gz"
+    packed.write_bytes(gzip.compress(synthetic.path.read_bytes()))
+    plan = job.plan_captures([str(packed)], 4096, sample_spacing=4096)
+    assert plan.splits == [Split(str(packed), 0, 0, None, None)] and plan.sampled_bytes == {}
+
+
+def test_balanced_partitions_even_out_the_sampled_bytes():
+    rng = random.Random(7)
+    for _ in range(200):
+        sizes = {f"10.1.0.{n}:{40000 + n}-10.0.0.1:9092": rng.choice([1, 10, 100, 1000]) * rng.randint(1, 50)
+                 for n in range(rng.randint(1, 60))}
+        partitions = rng.randint(1, 12)
+        chosen = job.balanced_partitions(sizes, partitions)
+        assert set(chosen) == set(sizes) and all(0 <= p < partitions for p in chosen.values())
+        loads = [0] * partitions
+        for key, count in sizes.items():
+            loads[chosen[key]] += count
+        # largest first, each to the least loaded: no partition exceeds another by more than its smallest item
+        for p, load in enumerate(loads):
+            smallest = min((sizes[k] for k, q in chosen.items() if q == p), default=0)
+            assert load - min(loads) <= smallest
+        assert job.balanced_partitions(dict(reversed(list(sizes.items()))), partitions) == chosen
+    # beyond the limit, connections keep their hash partition and count there first
+    sizes = {"a": 50, "b": 40, "c": 1, "d": 1}
+    chosen = job.balanced_partitions(sizes, 2, limit=2)
+    assert set(chosen) == {"a", "b"} and chosen["a"] != chosen["b"]
+    partitioner = job.ConnectionPartitioner(chosen)
+    assert [partitioner((key, 0)) % 2 for key in "ab"] == [chosen["a"], chosen["b"]]
+    assert partitioner(("c", 5)) == zlib.crc32(b"c") and job.ConnectionPartitioner()(("a", 1)) == zlib.crc32(b"a")
 
 
 def test_a_retried_partition_rewrites_its_files(synthetic, synthetic_out, workdir):
