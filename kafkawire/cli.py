@@ -112,28 +112,28 @@ def _broker(args) -> int:
 
 
 def _decode(args) -> int:
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
-
     from .capture import job
+    from .capture.background_plan import BackgroundPlan
     from .capture.packets import CaptureError
     from .capture.spark import context, stop
 
     # The driver's walk of the captures (serial: about 0.4 s per GB, more from disk) runs in a child
-    # process while the JVM starts, which takes a few seconds and leaves a core idle. A thread would
-    # hold the GIL that the Spark start's many Py4J calls wait for. Spawned, not forked: pyarrow
-    # may have started threads.
-    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as planner:
-        planning = planner.submit(job.plan_captures, args.captures, args.split_mb << 20)
+    # process while the JVM starts, which takes a few seconds and leaves a core idle. (A thread would
+    # hold the GIL that the Spark start's many Py4J calls wait for.)
+    planning = BackgroundPlan(args.captures, args.split_mb << 20)
+    try:
         spark = context(args.master, keep_classes=True)  # RDDs only: no SQL session to start
-        try:
-            result = job.decode(spark, planning.result(), args.out, broker_ports=args.ports,
-                                records=args.records, partitions=args.partitions)
-        except (CaptureError, FileNotFoundError) as error:
-            print(f"kafkawire decode: {error}", file=sys.stderr)
-            return 1
-        finally:
-            stop(spark)
+    except BaseException:
+        planning.cancel()
+        raise
+    try:
+        result = job.decode(spark, planning.result(), args.out, broker_ports=args.ports, records=args.records,
+                            partitions=args.partitions)
+    except (CaptureError, FileNotFoundError) as error:
+        print(f"kafkawire decode: {error}", file=sys.stderr)
+        return 1
+    finally:
+        stop(spark)
     print(f"decoded {len(result.files)} file(s), {result.input_bytes:,} bytes in {result.splits} split(s), "
           f"{result.connections:,} connection(s) with {result.payload_bytes:,} bytes of TCP payload, "
           f"in {result.seconds:.1f} s on {result.master}, into {result.out_dir}")

@@ -966,6 +966,35 @@ def test_plan_captures_of_a_gzip_file_is_one_split_unsampled(synthetic, workdir)
     assert plan.splits == [Split(str(packed), 0, 0, None, None)] and plan.sampled_bytes == {}
 
 
+def test_background_plan_is_the_plan_and_brings_back_errors(synthetic, workdir):
+    from kafkawire.capture.background_plan import BackgroundPlan
+    from kafkawire.capture.packets import NotACaptureError
+
+    assert BackgroundPlan([synthetic.path], 4096).result() == job.plan_captures([str(synthetic.path)], 4096)
+    bogus = workdir / "plan-notes.pcap"
+    bogus.write_text("not a capture")
+    with pytest.raises(NotACaptureError, match="plan-notes.pcap: not a packet capture") as caught:
+        BackgroundPlan([bogus], 4096).result()
+    assert caught.value.path == str(bogus)
+    with pytest.raises(FileNotFoundError, match="no files match it"):
+        BackgroundPlan([str(workdir / "nothing-here-*.pcap")], 4096).result()
+    pending = BackgroundPlan([synthetic.path], 4096)
+    pending.cancel()  # given up on: the child is gone
+    assert pending._child.returncode is not None
+
+
+def test_decode_command_from_a_script_without_a_main_guard(synthetic, workdir):
+    """The planning child is not a multiprocessing spawn, which would run the calling script again."""
+    script = workdir / "unguarded.py"
+    out = workdir / "unguarded-tables"
+    script.write_text("import sys\nfrom kafkawire.cli import main\nprint('script ran')\n"
+                      f"sys.exit(main(['decode', {str(synthetic.path)!r}, '--out', {str(out)!r}]))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("script ran") == 1 and "decoded 1 file(s)" in done.stdout
+    assert pq.read_table(out / "frames").num_rows > 0
+
+
 def test_balanced_partitions_even_out_the_sampled_bytes():
     rng = random.Random(7)
     for _ in range(200):
