@@ -475,7 +475,7 @@ def profile(capture: Path, records_too: bool, top: int) -> None:
     print(f"| 1a. packet parsing, payloads copied (`iter_split`) | {t_parse:.2f} | {input_mb / t_parse:.0f} |")
     print(f"| 1b. packet parsing, payloads left in the file (`iter_split(payloads=False)`) | {t_refs:.2f} "
           f"| {input_mb / t_refs:.0f} |")
-    print(f"| 1c. stage 1 body (`read_splits`: parsing + index rows) | {t_stage1:.2f} | {input_mb / t_stage1:.0f} |")
+    print(f"| 1c. stage 1 body (`read_splits`: parsing + chunk rows) | {t_stage1:.2f} | {input_mb / t_stage1:.0f} |")
     print(f"| (shuffle stand-in: the rows pickled in batches, unpickled and sorted by key, as PySpark's shuffle "
           f"does in the workers) | {t_sort:.2f} | {input_mb / t_sort:.0f} |")
     for records in ([False, True] if records_too else [False]):

@@ -48,7 +48,7 @@ from kafkawire import messages as m  # noqa: E402
 from kafkawire.capture import job, report  # noqa: E402
 from kafkawire.capture.bodies import to_json  # noqa: E402
 from kafkawire.capture.model import connection_key  # noqa: E402
-from kafkawire.capture.packets import PacketRef, Split, iter_split, plan_splits  # noqa: E402
+from kafkawire.capture.packets import Split, iter_split, plan_splits  # noqa: E402
 from kafkawire.capture.rows import TABLES  # noqa: E402
 from kafkawire.framing import Correlator, decode_request, decode_response, encode_response, peek_request  # noqa: E402
 from kafkawire.messages import api  # noqa: E402
@@ -927,7 +927,7 @@ def index_rows(paths: list[Path], split_bytes: int = 4096) -> list[tuple]:
     """Stage 1 and the shuffle without Spark: packet index rows sorted by (connection, order)."""
     splits = [split for index, path in enumerate(paths) for split in plan_splits(str(path), index, split_bytes)]
     rows = list(job.read_splits(splits)(iter(range(len(splits)))))
-    assert all(len(fields) == len(PacketRef._fields) for _, fields in rows)  # plain files: no payload bytes
+    assert all(payloads is None for _, (_, _, payloads) in rows)  # plain files: no payload bytes
     assert len({key for key, _ in rows}) == len(rows)
     return sorted(rows, key=lambda row: row[0])
 
@@ -964,6 +964,37 @@ def test_plan_captures_of_a_gzip_file_is_one_split_unsampled(synthetic, workdir)
     packed.write_bytes(gzip.compress(synthetic.path.read_bytes()))
     plan = job.plan_captures([str(packed)], 4096, sample_spacing=4096)
     assert plan.splits == [Split(str(packed), 0, 0, None, None)] and plan.sampled_bytes == {}
+
+
+@pytest.mark.parametrize("limits", [(4096, 64 << 20, 1 << 20), (3, 64 << 20, 1 << 20), (5, 2000, 7)])
+@pytest.mark.parametrize("packed", [False, True])
+def test_chunk_rows_give_back_every_packet_in_order(synthetic, workdir, monkeypatch, limits, packed):
+    """Stage 1's chunk rows, sorted as the shuffle sorts them, unpack to each connection's packets in
+    capture order, payloads included, whether chunks close at their packet limit or because the task's
+    open chunks hold too much (small limits here), and whether payloads stay in the file or ride along
+    (gzip)."""
+    from kafkawire.capture import chunks
+    from kafkawire.capture.packets import PayloadReader
+
+    monkeypatch.setattr(chunks, "MAX_PACKETS", limits[0])
+    monkeypatch.setattr(chunks, "MAX_OPEN_PAYLOAD", limits[1])
+    monkeypatch.setattr(chunks, "MAX_OPEN_PACKETS", limits[2])
+    path = synthetic.path
+    if packed:
+        path = workdir / "chunks.pcapng.gz"
+        path.write_bytes(gzip.compress(synthetic.path.read_bytes()))
+    splits = plan_splits(str(path), 0, 4096)
+    rows = sorted(job.read_splits(splits)(iter(range(len(splits)))), key=lambda row: row[0])
+    whole = list(iter_split(plan_splits(str(path), 0)[0]))
+    expected: dict[str, list] = {}
+    for packet in whole:
+        expected.setdefault(connection_key(*packet[2:6]), []).append(packet)
+    assert all((payloads is not None) == packed for _, (_, _, payloads) in rows)
+    if limits[0] == 4096 and not packed:
+        assert len(rows) < len(whole) // 10  # few rows for the shuffle
+    with PayloadReader([str(path)]) as reader:
+        got = {connection: list(packets) for connection, packets in job._connections(iter(rows), reader)}
+    assert got == expected
 
 
 def test_background_plan_is_the_plan_and_brings_back_errors(synthetic, workdir):

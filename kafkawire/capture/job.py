@@ -8,13 +8,14 @@ bytes, where a DataFrame plan converted every index row to and from Arrow and so
 1. **Packets.** The driver cuts each file into splits at exact record offsets (``plan_captures``, which
    also samples the packets' headers to estimate each connection's share of the payload); each
    task (one split; the splits travel in the tasks' closure) opens its split's file by path and turns
-   records into packet *index* rows (``read_splits``): ``((connection, order), fields)``, the fields
-   being a ``PacketRef``'s (time, addresses, TCP header fields and where the payload is in its file),
-   not the payload itself. A gzip-compressed file cannot be read at an offset, so its rows carry a
-   ``Packet``'s fields, payload included.
-2. **Connections.** Index rows are repartitioned by connection (both directions share a key; the
-   sampled connections are spread so the partitions' bytes come out even) and sorted by capture order inside each partition (``repartitionAndSortWithinPartitions``: PySpark's
-   external sort, which spills to disk past ``spark.python.worker.memory``), so one task sees each
+   records into *chunk* rows (``read_splits``, ``chunks``): ``((connection, first order), chunk)``, a
+   chunk packing up to 4096 consecutive packets of one connection as binary headers (time, TCP header
+   fields and where each payload is in its file), not the payloads themselves. A gzip-compressed file
+   cannot be read at an offset, so its chunks carry their payloads.
+2. **Connections.** Chunk rows are repartitioned by connection (both directions share a key; the
+   sampled connections are spread so the partitions' bytes come out even) and sorted by (connection,
+   first order) inside each partition (``repartitionAndSortWithinPartitions``: PySpark's external
+   sort, which spills to disk past ``spark.python.worker.memory``), so one task sees each
    connection's packets in order. The task reads each payload back from its file (``PayloadReader``:
    one mmap per file; its pages released every 256 MB it may have mapped), rebuilds the ``Packet``
    and streams the connection through reassembly, framing, correlation and decoding
@@ -44,9 +45,10 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
-from .model import Packet, connection_key
+from .chunks import ChunkPacker, unpack_packets
+from .model import connection_key
 from .packets import (
-    ORDER_STRIDE, SPLIT_BYTES, PacketRef, PayloadReader, Split, expand_inputs, iter_split, plan_splits,
+    SPLIT_BYTES, PacketRef, PayloadReader, Split, expand_inputs, iter_split, plan_splits,
 )
 from .rows import TABLES
 
@@ -69,8 +71,7 @@ SAMPLE_SPACING = 2 << 20
 SAMPLE_WINDOW = 128 << 10
 TASK_BYTES = 256 << 20  # capture bytes per stage-2 task, about
 BALANCED_CONNECTIONS = 4096  # connections given a partition by size; the rest are hashed
-_REF_FIELDS = len(PacketRef._fields)  # an index row's fields: a PacketRef's, or a Packet's (one fewer)
-_new_tuple = tuple.__new__  # builds a Packet without the Python-level __new__ of a NamedTuple
+_REF_FIELDS = len(PacketRef._fields)  # a PacketRef's fields; a Packet (payload carried) has one fewer
 
 
 @dataclass
@@ -90,16 +91,17 @@ class DecodeResult:
         return json.dumps(self.__dict__, indent=2)
 
 
-# ---- stage 1: splits -> packet index rows ------------------------------------------------------------
+# ---- stage 1: splits -> chunk rows ------------------------------------------------------------------
 
 def read_splits(splits: list[Split], sizes=None):
     """Stage 1's task body (a closure over the run's splits): for each split number of the task, yields
-    ``((connection, order), fields)`` per packet, the fields as a plain tuple (a PacketRef's, or a
-    Packet's for a gzip capture): plain tuples pickle smaller and faster than named ones. With
-    ``sizes`` (a Spark accumulator of ``ConnectionBytes``), adds each connection's payload bytes to it."""
+    chunk rows ``((connection, first order), chunk)``, a connection's consecutive packets packed
+    together (``chunks.ChunkPacker``). With ``sizes`` (a Spark accumulator of ``ConnectionBytes``),
+    adds each connection's payload bytes to it."""
     def run(numbers):
         known: dict[tuple, str] = {}  # connection key per 4-tuple, computed once (a capture has few)
         counts: dict[str, int] = {}
+        packer = ChunkPacker()
         for number in numbers:
             for packet in iter_split(splits[number], payloads=False):
                 four = packet[2:6]  # src, sport, dst, dport: the same place in Packet and PacketRef
@@ -108,10 +110,10 @@ def read_splits(splits: list[Split], sizes=None):
                     if len(known) >= _CONNECTION_CACHE_LIMIT:
                         known.clear()
                     key = known[four] = connection_key(*four)
-                fields = tuple(packet)
-                size = fields[10] if len(fields) == _REF_FIELDS else len(fields[9])
+                size = packet[10] if len(packet) == _REF_FIELDS else len(packet[9])
                 counts[key] = counts.get(key, 0) + size
-                yield (key, fields[0]), fields
+                yield from packer.add(key, packet)
+        yield from packer.finish()
         if sizes is not None:
             sizes.add(counts)
     return run
@@ -134,8 +136,8 @@ class ConnectionBytes:
 def decode_partition(files: list[str], out: str, broker_ports: set[int] | None, records: bool,
                      task: tuple[int, int] | None = None):
     """Stage 2's task body (a closure so the options travel to the workers): decodes the partition's
-    connections from its index rows, sorted by (connection, order), writes the table rows under ``out``
-    and yields (table, file relative to ``out``, rows) for each Parquet file written.
+    connections from its chunk rows, sorted by (connection, first order), writes the table rows under
+    ``out`` and yields (table, file relative to ``out``, rows) for each Parquet file written.
 
     ``files`` are the run's captures by file index; ``out`` an absolute path or a URI. ``task`` is
     (partition id, attempt id), by default the running Spark task's (given when run without Spark).
@@ -173,19 +175,9 @@ def _connection_of(row) -> str:
 
 
 def _connections(rows, payloads: PayloadReader):
-    """Index rows sorted by (connection, order) -> (connection, iterator of its Packets) in turn."""
+    """Chunk rows sorted by (connection, first order) -> (connection, iterator of its Packets) in turn."""
     for connection, connection_rows in groupby(rows, key=_connection_of):
-        yield connection, _packets(connection_rows, payloads)
-
-
-def _packets(rows, payloads: PayloadReader):
-    """The Packet of each index row, its payload read back from its file or carried by the row."""
-    read = payloads.read
-    for _, fields in rows:
-        if len(fields) == _REF_FIELDS:
-            order, offset, length = fields[0], fields[9], fields[10]
-            fields = (*fields[:9], read(order // ORDER_STRIDE, offset, length), fields[11])
-        yield _new_tuple(Packet, fields)
+        yield connection, unpack_packets(connection_rows, payloads)
 
 
 class TableFiles:
