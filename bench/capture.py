@@ -602,9 +602,11 @@ def main(argv=None) -> int:
           "collected by a child-subreaper helper; MB = 1e6 bytes of the capture file; records/s = records "
           "written to the capture / wall s. tshark is one thread: its MB/s per machine is one core's.")
     if job_seconds:
-        print("Spark's own timing (DecodeResult.seconds, session start to the last table written): "
+        print("The job's own timing (DecodeResult.seconds, from the Spark job's start, with the JVM up and "
+              "the splits planned, to the last table written): "
               + ", ".join(f"{label} {seconds:.1f} s" for label, seconds in job_seconds.items() if seconds)
-              + "; the rest of wall is starting Python, the JVM and the Spark session.")
+              + "; the rest of wall is starting Python, the JVM and the Spark context (the splits are "
+              "planned meanwhile), and stopping them.")
     print("\n### Where the CPU went, and how it was measured\n")
     for usage, _ in results:
         print_cpu_detail(usage)
