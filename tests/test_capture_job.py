@@ -1083,13 +1083,16 @@ def test_a_retried_partition_rewrites_its_files(synthetic, synthetic_out, workdi
 
 
 def test_local_workers_allocate_arrow_memory_with_malloc(spark):
-    """The embedded session's Python workers run with Arrow's system allocator (see LOCAL_SETTINGS)."""
+    """The embedded session's Python workers run with Arrow's system allocator and a single OpenBLAS
+    thread (see LOCAL_SETTINGS)."""
     def backend(_):
+        import os
+
         import pyarrow
 
-        return pyarrow.default_memory_pool().backend_name
+        return pyarrow.default_memory_pool().backend_name, os.environ.get("OPENBLAS_NUM_THREADS")
 
-    assert spark.sparkContext.parallelize([0, 1], 2).map(backend).collect() == ["system", "system"]
+    assert spark.sparkContext.parallelize([0, 1], 2).map(backend).collect() == [("system", "1")] * 2
 
 
 def test_frames_raw_batches_are_written_without_dictionary_or_statistics(synthetic_out):

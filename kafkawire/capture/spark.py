@@ -52,6 +52,10 @@ LOCAL_SETTINGS = {
     # and 0.55 -> 0.35 s with --records; user CPU unchanged. (Session 7's MIMALLOC_PURGE_DELAY=-1,
     # which kept mimalloc from returning memory, had recovered less of the same cost.)
     "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "system",
+    # A worker imports numpy (pyarrow converting Python lists imports pandas), whose OpenBLAS starts a
+    # thread per core that spins after it starts: about 0.1 CPU-s per worker process, for a library
+    # the job never calls.
+    "spark.executorEnv.OPENBLAS_NUM_THREADS": "1",
     # The shuffle carries only packets' headers (tens of MB per GB of capture, to local disk), so
     # compressing them is JVM CPU for little: 1 GB bench, four pairs of runs, JVM CPU 6.9, 5.0, 3.7
     # and 3.8 s with compression against 4.1, 3.3, 3.0 and 3.5 s without.
