@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -151,7 +152,9 @@ def stop(spark) -> None:
     if spark is not _owned:
         return
     _owned = None
-    gateway = getattr(getattr(spark, "sparkContext", spark), "_gateway", None)
+    context = getattr(spark, "sparkContext", spark)
+    gateway = getattr(context, "_gateway", None)
+    _stop_accumulator_server_in_background(context)
     spark.stop()
     pending, _pending_archive = _pending_archive, None
     if pending is None:
@@ -168,6 +171,18 @@ def stop(spark) -> None:
         pass  # no archive this time
     finally:
         temporary.unlink(missing_ok=True)  # gone already when published
+
+
+def _stop_accumulator_server_in_background(context) -> None:
+    """PySpark's stop() first waits for its accumulator server, whose handler polls the JVM's connection
+    once a second: about a second at the end of every run (0.84-0.98 s measured), after the job's
+    updates have all arrived (each task's are acknowledged before the job ends). The server is shut
+    down on a daemon thread instead, and stop() goes on without it."""
+    server = getattr(context, "_accumulatorServer", None)
+    if server is None:
+        return
+    context._accumulatorServer = None
+    threading.Thread(target=server.shutdown, name="accumulator server shutdown", daemon=True).start()
 
 
 def _class_archive(java_options: str, write: bool) -> tuple[str, tuple[Path, Path] | None]:
