@@ -1082,17 +1082,35 @@ def test_a_retried_partition_rewrites_its_files(synthetic, synthetic_out, workdi
     assert_same_tables(synthetic_out, out)
 
 
-def test_local_workers_allocate_arrow_memory_with_malloc(spark):
+def test_local_workers_environment(spark):
     """The embedded session's Python workers run with Arrow's system allocator and a single OpenBLAS
-    thread (see LOCAL_SETTINGS)."""
-    def backend(_):
+    thread, and import PySpark from its installed package, not from pyspark.zip (see LOCAL_SETTINGS)."""
+    def facts(_):
         import os
 
+        import py4j
         import pyarrow
+        import pyspark
 
-        return pyarrow.default_memory_pool().backend_name, os.environ.get("OPENBLAS_NUM_THREADS")
+        zipped = [module.__file__ for module in (pyspark, py4j) if ".zip" in module.__file__]
+        return pyarrow.default_memory_pool().backend_name, os.environ.get("OPENBLAS_NUM_THREADS"), zipped
 
-    assert spark.sparkContext.parallelize([0, 1], 2).map(backend).collect() == [("system", "1")] * 2
+    assert spark.sparkContext.parallelize([0, 1], 2).map(facts).collect() == [("system", "1", [])] * 2
+
+
+def test_daemon_leaves_out_spark_zips_only_when_the_package_is_installed(monkeypatch, tmp_path):
+    from kafkawire.capture import spark_daemon
+
+    path = ["/spark/python/lib/pyspark.zip", "/spark/python/lib/py4j-0.10.9.9-src.zip", "/app/deps.zip",
+            *[entry for entry in sys.path if not entry.endswith(".zip")]]
+    assert spark_daemon._without_spark_zips(path) == path[2:]
+    monkeypatch.setattr(sys, "path", list(path))
+    spark_daemon._prefer_installed_pyspark()
+    assert sys.path == path[2:]  # this venv has pyspark and py4j installed
+    bare = ["/spark/python/lib/pyspark.zip", "/spark/python/lib/py4j-0.10.9.9-src.zip", str(tmp_path)]
+    monkeypatch.setattr(sys, "path", list(bare))
+    spark_daemon._prefer_installed_pyspark()
+    assert sys.path == bare  # PySpark only in its zip: left as it is
 
 
 def test_frames_raw_batches_are_written_without_dictionary_or_statistics(synthetic_out):

@@ -57,6 +57,10 @@ LOCAL_SETTINGS = {
     # thread per core that spins after it starts: about 0.1 CPU-s per worker process, for a library
     # the job never calls.
     "spark.executorEnv.OPENBLAS_NUM_THREADS": "1",
+    # PySpark's daemon, importing PySpark from the installed package instead of pyspark.zip, whose
+    # modules Python compiles from source at every start (see spark_daemon.py): the first task of a
+    # run started about 0.8 s sooner.
+    "spark.python.daemon.module": "kafkawire.capture.spark_daemon",
     # The shuffle carries only packets' headers (tens of MB per GB of capture, to local disk), so
     # compressing them is JVM CPU for little: 1 GB bench, four pairs of runs, JVM CPU 6.9, 5.0, 3.7
     # and 3.8 s with compression against 4.1, 3.3, 3.0 and 3.5 s without.

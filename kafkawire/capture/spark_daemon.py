@@ -1,0 +1,34 @@
+"""PySpark's worker daemon (``pyspark.daemon``), importing PySpark from its installed package.
+
+Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` (and py4j's zip) first on the workers' PYTHONPATH.
+Python cannot keep compiled bytecode for modules it imports from a zip, so the daemon compiled PySpark
+from source each time it started (about 0.8 s before the first task of a run could start), and every
+worker process compiled ``pyspark.worker`` again after its fork. With pip's PySpark, which the
+embedded session runs, the zip holds the same PySpark as the installed package, whose bytecode is
+cached: the daemon leaves the zips out of ``sys.path`` when that package is there (a Spark
+distribution's PySpark, found only in its zip, is left as it is). The embedded session names this
+module in ``spark.python.daemon.module``; the workers it forks inherit the path.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from importlib.machinery import PathFinder
+
+
+def _without_spark_zips(path: list[str]) -> list[str]:
+    return [entry for entry in path
+            if not (entry.endswith(".zip") and os.path.basename(entry).startswith(("pyspark", "py4j")))]
+
+
+def _prefer_installed_pyspark() -> None:
+    path = _without_spark_zips(sys.path)
+    if path != sys.path and all(PathFinder.find_spec(name, path) for name in ("pyspark", "py4j")):
+        sys.path[:] = path
+
+
+if __name__ == "__main__":
+    _prefer_installed_pyspark()
+    from pyspark import daemon
+
+    daemon.manager()
