@@ -2,7 +2,7 @@
 
 Two stages, one shuffle, and no capture bytes through the JVM (for files that are not compressed). The job
 is made of RDD operations on plain Python tuples: the JVM only schedules tasks and moves the shuffle's
-bytes, where a DataFrame plan converted every index row to and from Arrow and sorted it in the JVM
+bytes, where a DataFrame plan had converted a row per packet to and from Arrow and sorted it in the JVM
 (about 3 CPU-s per GB of capture, and PySpark's SQL workers import pandas).
 
 1. **Packets.** The driver cuts each file into splits at exact record offsets (``plan_captures``, which
