@@ -57,9 +57,11 @@ class _OpenChunk:
 class ChunkPacker:
     """Packs one task's packets into chunk rows. ``add`` returns the rows completed by a packet (most
     often none); ``finish`` the rest. Memory is bounded: a chunk is sent at ``MAX_PACKETS`` packets,
-    and every open chunk once they hold ``MAX_OPEN_PAYLOAD`` carried bytes or ``MAX_OPEN_PACKETS``."""
+    and every open chunk once they hold ``MAX_OPEN_PAYLOAD`` carried bytes or ``MAX_OPEN_PACKETS``.
+    ``connection_bytes`` sums each connection's payload bytes over everything added."""
 
     def __init__(self):
+        self.connection_bytes: dict[str, int] = {}
         self._open: dict[str, _OpenChunk] = {}
         self._open_payload = 0
         self._open_packets = 0
@@ -79,6 +81,8 @@ class ChunkPacker:
             chunk.payloads.append(payload)
             chunk.payload_bytes += length
             self._open_payload += length
+        totals = self.connection_bytes
+        totals[connection] = totals.get(connection, 0) + length
         endpoints = chunk.endpoints
         chunk.headers += _pack(order, ts_ns, seq, ack, flags, src != endpoints[0] or sport != endpoints[1],
                                offset, length, missing)
@@ -106,9 +110,12 @@ def unpack_packets(rows, payloads: PayloadReader) -> Iterator[Packet]:
     for _, (endpoints, headers, carried) in rows:
         src, sport, dst, dport = endpoints
         ways = ((src, sport, dst, dport), (dst, dport, src, sport))
-        for order, ts_ns, seq, ack, flags, direction, offset, length, missing in HEADER.iter_unpack(headers):
-            if carried is None:
-                payload = read(order // ORDER_STRIDE, offset, length)
-            else:
-                payload = carried[offset:offset + length]
-            yield _new_tuple(Packet, (order, ts_ns, *ways[direction], seq, ack, flags, payload, missing))
+        headers = HEADER.iter_unpack(headers)
+        if carried is None:
+            for order, ts_ns, seq, ack, flags, direction, offset, length, missing in headers:
+                yield _new_tuple(Packet, (order, ts_ns, *ways[direction], seq, ack, flags,
+                                          read(order // ORDER_STRIDE, offset, length), missing))
+        else:
+            for order, ts_ns, seq, ack, flags, direction, offset, length, missing in headers:
+                yield _new_tuple(Packet, (order, ts_ns, *ways[direction], seq, ack, flags,
+                                          carried[offset:offset + length], missing))

@@ -48,7 +48,7 @@ import pyarrow as pa
 from .chunks import ChunkPacker, unpack_packets
 from .model import connection_key
 from .packets import (
-    SPLIT_BYTES, PacketRef, PayloadReader, Split, expand_inputs, iter_split, plan_splits,
+    SPLIT_BYTES, PayloadReader, Split, expand_inputs, iter_split, plan_splits,
 )
 from .rows import TABLES
 
@@ -71,7 +71,6 @@ SAMPLE_SPACING = 2 << 20
 SAMPLE_WINDOW = 128 << 10
 TASK_BYTES = 256 << 20  # capture bytes per stage-2 task, about
 BALANCED_CONNECTIONS = 4096  # connections given a partition by size; the rest are hashed
-_REF_FIELDS = len(PacketRef._fields)  # a PacketRef's fields; a Packet (payload carried) has one fewer
 
 
 @dataclass
@@ -100,7 +99,6 @@ def read_splits(splits: list[Split], sizes=None):
     adds each connection's payload bytes to it."""
     def run(numbers):
         known: dict[tuple, str] = {}  # connection key per 4-tuple, computed once (a capture has few)
-        counts: dict[str, int] = {}
         packer = ChunkPacker()
         for number in numbers:
             for packet in iter_split(splits[number], payloads=False):
@@ -110,12 +108,10 @@ def read_splits(splits: list[Split], sizes=None):
                     if len(known) >= _CONNECTION_CACHE_LIMIT:
                         known.clear()
                     key = known[four] = connection_key(*four)
-                size = packet[10] if len(packet) == _REF_FIELDS else len(packet[9])
-                counts[key] = counts.get(key, 0) + size
                 yield from packer.add(key, packet)
         yield from packer.finish()
         if sizes is not None:
-            sizes.add(counts)
+            sizes.add(packer.connection_bytes)
     return run
 
 
@@ -364,7 +360,7 @@ def plan_captures(inputs, split_bytes: int = SPLIT_BYTES, *, sample_spacing: int
     for index, path in enumerate(files):
         pieces = plan_splits(path, index, min(sample_spacing, split_bytes))
         splits += _joined(pieces, split_bytes)
-        if len(pieces) > 1 or pieces[0].end is not None:  # not gzip
+        if pieces[-1].end is not None:  # not gzip (nor empty): its pieces end at offsets
             for piece in pieces:
                 _sample(piece, sample_window, sampled)
     return CapturePlan(files, splits, sum(os.path.getsize(path) for path in files), sampled)
@@ -386,8 +382,7 @@ def _joined(pieces: list[Split], split_bytes: int) -> list[Split]:
 
 
 def _sample(piece: Split, window_bytes: int, sampled: dict[str, int]) -> None:
-    window = piece._replace(end=piece.start + window_bytes if piece.end is None
-                            else min(piece.end, piece.start + window_bytes))
+    window = piece._replace(end=min(piece.end, piece.start + window_bytes))
     for packet in iter_split(window, payloads=False):
         key = connection_key(*packet[2:6])
         sampled[key] = sampled.get(key, 0) + packet.payload_length
