@@ -113,6 +113,7 @@ class Usage:
     peak_anon_mb: float = 0.0         # the same for anonymous memory only (Pss_Anon)
     unreaped_cpu: float = 0.0         # sampled CPU of auto-reaped processes, which rusage misses
     cpu_by_kind: dict = field(default_factory=dict)      # sampled, a lower bound per kind
+    system_cpu_by_kind: dict = field(default_factory=dict)  # the kernel's part of it
     peak_pss_by_kind: dict = field(default_factory=dict)
     largest: list = field(default_factory=list)           # (process, peak Pss MB, its anon MB), largest first
     samples: int = 0
@@ -125,7 +126,7 @@ class Usage:
 
 
 def _proc_stat(pid: int):
-    """(ppid, utime+stime ticks, comm) of a process, or None if it is gone."""
+    """(ppid, utime+stime ticks, stime ticks, comm) of a process, or None if it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             text = f.read().decode(errors="replace")
@@ -133,7 +134,7 @@ def _proc_stat(pid: int):
         return None
     close = text.rfind(")")
     fields = text[close + 2:].split()
-    return int(fields[1]), int(fields[11]) + int(fields[12]), text[text.find("(") + 1:close]
+    return int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[12]), text[text.find("(") + 1:close]
 
 
 def _pss_kb(pid: int) -> tuple[int, int]:
@@ -195,7 +196,7 @@ class TreeSampler(threading.Thread):
         super().__init__(daemon=True)
         self.root, self.interval = root, interval
         self.stop = threading.Event()
-        self.cpu: dict[int, tuple[str, int]] = {}  # pid -> (kind, ticks)
+        self.cpu: dict[int, tuple[str, int, int]] = {}  # pid -> (kind, ticks, of them system ticks)
         self.kinds: dict[tuple[int, str], str] = {}
         self.unreaped: set[int] = set()
         self.peak_pss_kb = 0
@@ -205,7 +206,7 @@ class TreeSampler(threading.Thread):
         self.samples = 0
 
     def descendants(self) -> list[tuple[int, int, int, str]]:
-        """(pid, ppid, CPU ticks, comm) of every descendant of the root, parents before children."""
+        """(pid, ppid, CPU ticks, system ticks, comm) of every descendant of the root, parents first."""
         stats, children = {}, {}
         for name in os.listdir("/proc"):
             if name.isdigit():
@@ -224,7 +225,7 @@ class TreeSampler(threading.Thread):
     def run(self) -> None:
         while not self.stop.is_set():
             total, total_anon, by_kind, kind_of = 0, 0, {}, {}
-            for pid, ppid, ticks, comm in self.descendants():
+            for pid, ppid, ticks, system, comm in self.descendants():
                 # keyed by name too: spark-submit is a shell script until it execs java
                 kind = self.kinds.get((pid, comm))
                 if kind is None:
@@ -232,7 +233,7 @@ class TreeSampler(threading.Thread):
                     if ppid != self.root and _ignores_sigchld(ppid):
                         self.unreaped.add(pid)
                 kind_of[pid] = kind
-                self.cpu[pid] = (kind, ticks)
+                self.cpu[pid] = (kind, ticks, system)
                 if kind == SPAWNING:
                     continue
                 pss, anon = _pss_kb(pid)
@@ -250,8 +251,15 @@ class TreeSampler(threading.Thread):
 
     def cpu_by_kind(self) -> dict[str, float]:
         out: dict[str, float] = {}
-        for kind, ticks in self.cpu.values():
+        for kind, ticks, _ in self.cpu.values():
             out[kind] = out.get(kind, 0.0) + ticks / CLOCK_TICKS
+        return out
+
+    def system_cpu_by_kind(self) -> dict[str, float]:
+        """The kernel's part of cpu_by_kind (page faults, file writes, the shuffle's I/O)."""
+        out: dict[str, float] = {}
+        for kind, _, system in self.cpu.values():
+            out[kind] = out.get(kind, 0.0) + system / CLOCK_TICKS
         return out
 
     def unreaped_cpu(self, reaped: set[int]) -> float:
@@ -301,6 +309,7 @@ def run_measured(label: str, command: list[str], stdout: Path, stderr: Path, tim
     usage.until_all_exited = facts["until_all_exited"]
     usage.peak_pss_mb = sampler.peak_pss_kb / 1024
     usage.cpu_by_kind = sampler.cpu_by_kind()
+    usage.system_cpu_by_kind = sampler.system_cpu_by_kind()
     usage.unreaped_cpu = sampler.unreaped_cpu(set(facts["reaped"]))
     usage.peak_anon_mb = sampler.peak_anon_kb / 1024
     usage.largest = [(f"{kind} ({comm} {pid})", kb / 1024, anon / 1024) for (pid, kind), (kb, anon, comm)
@@ -391,7 +400,8 @@ def print_table(rows: list[tuple[Usage, int | None]], input_mb: float, tshark_ra
 
 
 def print_cpu_detail(usage: Usage) -> None:
-    kinds = ", ".join(f"{kind} {seconds:.1f} s" for kind, seconds in sorted(usage.cpu_by_kind.items()) if seconds)
+    kinds = ", ".join(f"{kind} {seconds:.1f} s (system {usage.system_cpu_by_kind.get(kind, 0):.1f})"
+                      for kind, seconds in sorted(usage.cpu_by_kind.items()) if seconds)
     sampled = sum(usage.cpu_by_kind.values())
     memory = ", ".join(f"{kind} {fmt_mb(mb)}" for kind, mb in sorted(usage.peak_pss_by_kind.items()) if mb >= 1)
     rusage = usage.user + usage.sys

@@ -48,7 +48,7 @@ from kafkawire import messages as m  # noqa: E402
 from kafkawire.capture import job, report  # noqa: E402
 from kafkawire.capture.bodies import to_json  # noqa: E402
 from kafkawire.capture.model import connection_key  # noqa: E402
-from kafkawire.capture.packets import Split, iter_split, plan_splits  # noqa: E402
+from kafkawire.capture.packets import PayloadReader, Split, iter_split, plan_splits  # noqa: E402
 from kafkawire.capture.rows import TABLES  # noqa: E402
 from kafkawire.framing import Correlator, decode_request, decode_response, encode_response, peek_request  # noqa: E402
 from kafkawire.messages import api  # noqa: E402
@@ -993,6 +993,26 @@ def test_chunk_rows_give_back_every_packet_in_order(synthetic, workdir, monkeypa
     if limits[0] == 4096 and not packed:
         assert len(rows) < len(whole) // 10  # few rows for the shuffle
     with PayloadReader([str(path)]) as reader:
+        got = {connection: list(packets) for connection, packets in job._connections(iter(rows), reader)}
+    assert got == expected
+
+
+def test_one_task_reading_plain_and_gzip_files_of_a_series(synthetic, workdir):
+    """A stage-1 task takes several splits: reading a rotated series whose files alternate plain and
+    gzip, one task's connections go from payloads left in the files to carried ones and back, and
+    each chunk holds one kind."""
+    files = rotated_series(synthetic, workdir / "task-series")
+    for path in files[1::2]:
+        path.with_name(path.name + ".gz").write_bytes(gzip.compress(path.read_bytes()))
+        path.unlink()
+    plan = job.plan_captures([str(workdir / "task-series")])
+    rows = sorted(job.read_splits(plan.splits)(iter(range(len(plan.splits)))), key=lambda row: row[0])
+    assert {payloads is None for _, (_, _, payloads) in rows} == {True, False}
+    expected: dict[str, list] = {}
+    for index, path in enumerate(plan.files):
+        for packet in iter_split(plan_splits(path, index)[0]):
+            expected.setdefault(connection_key(*packet[2:6]), []).append(packet)
+    with PayloadReader(plan.files) as reader:
         got = {connection: list(packets) for connection, packets in job._connections(iter(rows), reader)}
     assert got == expected
 

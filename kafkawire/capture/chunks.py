@@ -72,7 +72,13 @@ class ChunkPacker:
             payload = None
         else:
             order, ts_ns, src, sport, dst, dport, seq, ack, flags, payload, missing = packet
+        done = _NOTHING
         chunk = self._open.get(connection)
+        if chunk is not None and (chunk.payloads is None) != (payload is None):
+            # a task's splits went from a plain file to a gzip one (or back) in the middle of a
+            # connection (a rotated series): one chunk's payloads are all in files or all carried
+            done = [self._close(connection)]
+            chunk = None
         if chunk is None:
             chunk = self._open[connection] = _OpenChunk((connection, order), (src, sport, dst, dport),
                                                         payload is not None)
@@ -89,13 +95,16 @@ class ChunkPacker:
         chunk.count += 1
         self._open_packets += 1
         if self._open_payload >= MAX_OPEN_PAYLOAD or self._open_packets >= MAX_OPEN_PACKETS:
-            return self.finish()
+            return [*done, *self.finish()]
         if chunk.count >= MAX_PACKETS:
-            del self._open[connection]
-            self._open_packets -= chunk.count
-            self._open_payload -= chunk.payload_bytes
-            return [chunk.row()]
-        return _NOTHING
+            return [*done, self._close(connection)]
+        return done
+
+    def _close(self, connection: str) -> tuple:
+        chunk = self._open.pop(connection)
+        self._open_packets -= chunk.count
+        self._open_payload -= chunk.payload_bytes
+        return chunk.row()
 
     def finish(self) -> list[tuple]:
         rows = [chunk.row() for chunk in self._open.values()]
