@@ -16,7 +16,7 @@ file in the same run.
    reaped by the kernel and their CPU reaches no rusage at all. A sampler reads /proc/<pid>/stat of
    every descendant every 0.2 s: the CPU of processes whose parent ignores SIGCHLD is added from it
    (their last sample, a lower bound), and it splits the CPU by process kind (JVM, PySpark daemons,
-   Python workers, driver) as a cross-check of the total.
+   Python workers, driver) as a cross-check of the total. Memory (below) is read every third sample.
 3. Runs, one after the other, on a file already in the page cache:
    - `kafkawire decode FILE --out DIR` (every message decoded, record batches summarised, kept raw)
    - `kafkawire decode FILE --out DIR --records` (plus one row per record)
@@ -114,6 +114,7 @@ class Usage:
     unreaped_cpu: float = 0.0         # sampled CPU of auto-reaped processes, which rusage misses
     cpu_by_kind: dict = field(default_factory=dict)      # sampled, a lower bound per kind
     system_cpu_by_kind: dict = field(default_factory=dict)  # the kernel's part of it
+    sampler_cpu: float = 0.0          # the sampler thread's own CPU (not in cpu: it competes for the cores)
     peak_pss_by_kind: dict = field(default_factory=dict)
     largest: list = field(default_factory=list)           # (process, peak Pss MB, its anon MB), largest first
     samples: int = 0
@@ -190,11 +191,15 @@ def _ignores_sigchld(pid: int) -> bool:
 
 class TreeSampler(threading.Thread):
     """Samples every descendant of ``root``: last CPU time seen per process, peak Pss of the tree, and
-    which processes are auto-reaped (their parent ignores SIGCHLD), whose CPU rusage never sees."""
+    which processes are auto-reaped (their parent ignores SIGCHLD), whose CPU rusage never sees.
 
-    def __init__(self, root: int, interval: float = 0.2):
+    CPU every ``interval``; memory every ``memory_every``-th sample, because reading a process's
+    smaps_rollup walks all its mappings (about 7 ms for the JVM and for each Python worker, which maps
+    the capture): sampling memory every 0.2 s took 10% of a core from the run being measured."""
+
+    def __init__(self, root: int, interval: float = 0.2, memory_every: int = 3):
         super().__init__(daemon=True)
-        self.root, self.interval = root, interval
+        self.root, self.interval, self.memory_every = root, interval, memory_every
         self.stop = threading.Event()
         self.cpu: dict[int, tuple[str, int, int]] = {}  # pid -> (kind, ticks, of them system ticks)
         self.kinds: dict[tuple[int, str], str] = {}
@@ -204,6 +209,7 @@ class TreeSampler(threading.Thread):
         self.peak_by_kind: dict[str, int] = {}
         self.peak_by_process: dict[tuple[int, str], tuple[int, str]] = {}  # (pid, kind) -> (Pss kB, comm)
         self.samples = 0
+        self.own_cpu = 0.0  # this thread's CPU: taken from the same cores as the run it measures
 
     def descendants(self) -> list[tuple[int, int, int, str]]:
         """(pid, ppid, CPU ticks, system ticks, comm) of every descendant of the root, parents first."""
@@ -223,8 +229,15 @@ class TreeSampler(threading.Thread):
         return found
 
     def run(self) -> None:
+        try:
+            self._sample_until_stopped()
+        finally:
+            self.own_cpu = time.thread_time()
+
+    def _sample_until_stopped(self) -> None:
         while not self.stop.is_set():
             total, total_anon, by_kind, kind_of = 0, 0, {}, {}
+            memory = self.samples % self.memory_every == 0
             for pid, ppid, ticks, system, comm in self.descendants():
                 # keyed by name too: spark-submit is a shell script until it execs java
                 kind = self.kinds.get((pid, comm))
@@ -234,7 +247,7 @@ class TreeSampler(threading.Thread):
                         self.unreaped.add(pid)
                 kind_of[pid] = kind
                 self.cpu[pid] = (kind, ticks, system)
-                if kind == SPAWNING:
+                if kind == SPAWNING or not memory:
                     continue
                 pss, anon = _pss_kb(pid)
                 if pss > self.peak_by_process.get((pid, kind), (0,))[0]:
@@ -242,10 +255,11 @@ class TreeSampler(threading.Thread):
                 total += pss
                 total_anon += anon
                 by_kind[kind] = by_kind.get(kind, 0) + pss
-            self.peak_pss_kb = max(self.peak_pss_kb, total)
-            self.peak_anon_kb = max(self.peak_anon_kb, total_anon)
-            for kind, pss in by_kind.items():
-                self.peak_by_kind[kind] = max(self.peak_by_kind.get(kind, 0), pss)
+            if memory:
+                self.peak_pss_kb = max(self.peak_pss_kb, total)
+                self.peak_anon_kb = max(self.peak_anon_kb, total_anon)
+                for kind, pss in by_kind.items():
+                    self.peak_by_kind[kind] = max(self.peak_by_kind.get(kind, 0), pss)
             self.samples += 1
             self.stop.wait(self.interval)
 
@@ -286,7 +300,7 @@ def run_measured(label: str, command: list[str], stdout: Path, stderr: Path, tim
         try:
             helper.wait(timeout)
         except subprocess.TimeoutExpired:
-            for pid in sampler.descendants():  # only what this run started, by pid
+            for pid, *_ in sampler.descendants():  # only what this run started, by pid
                 try:
                     os.kill(pid, 9)
                 except ProcessLookupError:
@@ -310,6 +324,7 @@ def run_measured(label: str, command: list[str], stdout: Path, stderr: Path, tim
     usage.peak_pss_mb = sampler.peak_pss_kb / 1024
     usage.cpu_by_kind = sampler.cpu_by_kind()
     usage.system_cpu_by_kind = sampler.system_cpu_by_kind()
+    usage.sampler_cpu = sampler.own_cpu
     usage.unreaped_cpu = sampler.unreaped_cpu(set(facts["reaped"]))
     usage.peak_anon_mb = sampler.peak_anon_kb / 1024
     usage.largest = [(f"{kind} ({comm} {pid})", kb / 1024, anon / 1024) for (pid, kind), (kb, anon, comm)
@@ -413,7 +428,9 @@ def print_cpu_detail(usage: Usage) -> None:
           f"processes (peak PSS, of it anonymous): "
           f"{', '.join(f'{name} {fmt_mb(mb)} ({fmt_mb(anon)})' for name, mb, anon in usage.largest)}; "
           f"peak anonymous PSS of the tree {fmt_mb(usage.peak_anon_mb)}. "
-          f"Every process gone {usage.until_all_exited - usage.wall:.1f} s after the command exited.")
+          f"Every process gone {usage.until_all_exited - usage.wall:.1f} s after the command exited. "
+          f"The sampler itself used {usage.sampler_cpu:.1f} CPU-s ({usage.samples} samples), from the same "
+          f"cores (not counted in the run's CPU).")
 
 
 def verdict(ok: bool | None) -> str:
