@@ -1104,18 +1104,25 @@ def test_a_retried_partition_rewrites_its_files(synthetic, synthetic_out, workdi
 
 def test_local_workers_environment(spark):
     """The embedded session's Python workers run with Arrow's system allocator and a single OpenBLAS
-    thread, and import PySpark from its installed package, not from pyspark.zip (see LOCAL_SETTINGS)."""
+    thread, import PySpark from its installed package, not from pyspark.zip, and start with the capture
+    job's modules loaded by their daemon (see LOCAL_SETTINGS and spark_daemon)."""
+    from kafkawire.capture.spark_daemon import PRELOAD
+
     def facts(_):
         import os
+        import sys
+
+        preloaded = [name for name in PRELOAD if name in sys.modules]  # before this task imports any
 
         import py4j
         import pyarrow
         import pyspark
 
         zipped = [module.__file__ for module in (pyspark, py4j) if ".zip" in module.__file__]
-        return pyarrow.default_memory_pool().backend_name, os.environ.get("OPENBLAS_NUM_THREADS"), zipped
+        return (pyarrow.default_memory_pool().backend_name, os.environ.get("OPENBLAS_NUM_THREADS"), zipped,
+                preloaded)
 
-    assert spark.sparkContext.parallelize([0, 1], 2).map(facts).collect() == [("system", "1", [])] * 2
+    assert spark.sparkContext.parallelize([0, 1], 2).map(facts).collect() == [("system", "1", [], list(PRELOAD))] * 2
 
 
 def test_daemon_leaves_out_spark_zips_only_when_the_package_is_installed(monkeypatch, tmp_path):
