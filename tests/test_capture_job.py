@@ -1158,7 +1158,8 @@ def test_frames_raw_batches_are_written_without_dictionary_or_statistics(synthet
 
 def test_spark_submit_keeps_its_master(synthetic, synthetic_out, workdir):
     """Under spark-submit the command line decides where the job runs: the decode keeps its master
-    (a cluster's job must not fall back to local mode on the driver) and writes the same tables."""
+    (a cluster's job must not fall back to local mode on the driver) and writes the same tables, with
+    the worker settings the README's cluster example passes."""
     from kafkawire.capture import spark_submit
 
     submit = Path(sys.executable).with_name("spark-submit")
@@ -1168,7 +1169,10 @@ def test_spark_submit_keeps_its_master(synthetic, synthetic_out, workdir):
     environment = {key: value for key, value in os.environ.items() if key != "PYSPARK_GATEWAY_PORT"}
     environment.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                        SPARK_LOCAL_IP="127.0.0.1")
-    done = subprocess.run([str(submit), "--master", "local[1]", spark_submit.__file__, "decode",
+    readme_settings = ["--conf", "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL=system",
+                       "--conf", "spark.executorEnv.OPENBLAS_NUM_THREADS=1",
+                       "--conf", "spark.python.daemon.module=kafkawire.capture.spark_daemon"]  # as the README's
+    done = subprocess.run([str(submit), "--master", "local[1]", *readme_settings, spark_submit.__file__, "decode",
                            str(synthetic.path), "--out", str(out), "--records"],
                           env=environment, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
