@@ -3,6 +3,7 @@ when present, published only after the JVM that wrote it exited cleanly (a parti
 the next JVM that maps it), and stale temporaries of killed runs cleaned up."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -152,3 +153,31 @@ def test_publishing_prunes_archives_of_other_keys_by_last_use(cache, monkeypatch
     spark_module._prune_archives(published)
     assert sorted(p.name for p in cache.iterdir()) == [
         "notes.txt", "spark-classes-new.jsa", "spark-classes-oldest.jsa", "spark-classes-recent.jsa"]
+
+
+STOP_SCRIPT = """
+import threading, time
+from kafkawire.capture import spark
+context = spark.context(keep_classes=True)
+total = context.accumulator(0)
+context.parallelize(range(100), 4).foreach(lambda n: total.add(n))
+server = context._accumulatorServer
+spark.stop(context)
+deadline = time.monotonic() + 30
+while server.socket.fileno() != -1 and time.monotonic() < deadline:
+    time.sleep(0.05)
+print(total.value, server.socket.fileno())
+"""
+
+
+def test_stop_leaves_the_accumulator_server_to_a_thread_that_closes_it(tmp_path):
+    """stop() does not wait for PySpark's accumulator server (its handler polls once a second) but
+    hands its shutdown to a thread: every task's update has arrived by then, and the server's socket
+    is closed soon after, not leaked."""
+    environment = {**os.environ, "KAFKAWIRE_SPARK_CDS": "0", "SPARK_LOCAL_IP": "127.0.0.1",
+                   "PYSPARK_PYTHON": sys.executable, "XDG_CACHE_HOME": str(tmp_path)}
+    environment.pop("PYSPARK_GATEWAY_PORT", None)
+    done = subprocess.run([sys.executable, "-c", STOP_SCRIPT], env=environment, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["4950", "-1"]
