@@ -211,7 +211,7 @@ class TreeSampler(threading.Thread):
         self.samples = 0
         self.own_cpu = 0.0  # this thread's CPU: taken from the same cores as the run it measures
 
-    def descendants(self) -> list[tuple[int, int, int, str]]:
+    def descendants(self) -> list[tuple[int, int, int, int, str]]:
         """(pid, ppid, CPU ticks, system ticks, comm) of every descendant of the root, parents first."""
         stats, children = {}, {}
         for name in os.listdir("/proc"):
@@ -263,17 +263,12 @@ class TreeSampler(threading.Thread):
             self.samples += 1
             self.stop.wait(self.interval)
 
-    def cpu_by_kind(self) -> dict[str, float]:
+    def cpu_by_kind(self, system_only: bool = False) -> dict[str, float]:
+        """Sampled CPU seconds per process kind; ``system_only``: the kernel's part of them (page faults,
+        file writes, the shuffle's I/O)."""
         out: dict[str, float] = {}
-        for kind, ticks, _ in self.cpu.values():
-            out[kind] = out.get(kind, 0.0) + ticks / CLOCK_TICKS
-        return out
-
-    def system_cpu_by_kind(self) -> dict[str, float]:
-        """The kernel's part of cpu_by_kind (page faults, file writes, the shuffle's I/O)."""
-        out: dict[str, float] = {}
-        for kind, _, system in self.cpu.values():
-            out[kind] = out.get(kind, 0.0) + system / CLOCK_TICKS
+        for kind, ticks, system in self.cpu.values():
+            out[kind] = out.get(kind, 0.0) + (system if system_only else ticks) / CLOCK_TICKS
         return out
 
     def unreaped_cpu(self, reaped: set[int]) -> float:
@@ -323,7 +318,7 @@ def run_measured(label: str, command: list[str], stdout: Path, stderr: Path, tim
     usage.until_all_exited = facts["until_all_exited"]
     usage.peak_pss_mb = sampler.peak_pss_kb / 1024
     usage.cpu_by_kind = sampler.cpu_by_kind()
-    usage.system_cpu_by_kind = sampler.system_cpu_by_kind()
+    usage.system_cpu_by_kind = sampler.cpu_by_kind(system_only=True)
     usage.sampler_cpu = sampler.own_cpu
     usage.unreaped_cpu = sampler.unreaped_cpu(set(facts["reaped"]))
     usage.peak_anon_mb = sampler.peak_anon_kb / 1024

@@ -61,9 +61,7 @@ MAX_FILE_BYTES = 512 << 20  # Arrow bytes written to one part file before the ne
 # frames table's ~2,000 leaf columns (the typed bodies), so small ones would cost more than the data
 # (Spark's writer made 128 MB row groups too).
 ROW_GROUP_BYTES = 128 << 20
-OUTPUT_BUFFER_BYTES = 4 << 20
-# Local part files are written with O_DIRECT (direct_file.py).
-DIRECT_WRITES = True
+OUTPUT_BUFFER_BYTES = 4 << 20  # in front of a part file on a URI's file system (local ones: DirectFile)
 STAGING = "_staging"  # written by earlier versions; removed when found
 SUMMARY = "_summary"
 _CONNECTION_CACHE_LIMIT = 1 << 16
@@ -154,7 +152,9 @@ def decode_partition(files: list[str], out: str, broker_ports: set[int] | None, 
 
         if task is None:  # a Spark worker, which runs task after task: see worker_memory
             keep_freed_memory()
-        partition, attempt = task if task is not None else _spark_task()
+            partition, attempt = _spark_task()
+        else:
+            partition, attempt = task
         batcher = TableBatcher(records=records)
         with PayloadReader(files) as payloads, TableFiles(out, partition, attempt) as written:
             for connection, connection_packets in _connections(rows, payloads):
@@ -230,7 +230,7 @@ class TableFiles:
         folder = f"{self.root}/{table}"
         self.fs.create_dir(folder, recursive=True)
         temporary = f"{folder}/.{name}.{self.attempt}.tmp"
-        if DIRECT_WRITES and isinstance(self.fs, LocalFileSystem):
+        if isinstance(self.fs, LocalFileSystem):
             stream = DirectFile(temporary)  # past the page cache: see direct_file
         else:
             # Parquet's writer issues a write (and a seek) per page, tens of thousands per file: a
@@ -462,15 +462,13 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
             raise FileExistsError(f"{out} already holds {', '.join(found)} (decode with overwrite to replace them)")
 
     context = getattr(spark, "sparkContext", spark)  # a SparkSession or a SparkContext
+    cores = context.defaultParallelism
     if partitions is None:
-        # A multiple of the cores: with partitions balanced by size, 5 tasks on 2 cores take as long as 6.
-        cores = context.defaultParallelism
-        partitions = cores * max(1, -(-input_bytes // (TASK_BYTES * cores)))
+        partitions = _tasks(input_bytes, TASK_BYTES, cores)
     ports = set(broker_ports) if broker_ports else None
     partitioner = ConnectionPartitioner(balanced_partitions(captures.sampled_bytes, partitions))
     sizes = context.accumulator({}, ConnectionBytes())  # for the summary (a retried task adds twice)
-    cores = context.defaultParallelism
-    readers = min(len(splits), cores * max(1, -(-input_bytes // (READ_TASK_BYTES * cores))))
+    readers = min(len(splits), _tasks(input_bytes, READ_TASK_BYTES, cores))
     written = (context.parallelize(range(len(splits)), readers)  # split numbers, consecutive per task
                .mapPartitions(read_splits(splits, sizes))
                .repartitionAndSortWithinPartitions(partitions, partitioner)
@@ -491,6 +489,12 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
     with fs.open_output_stream(f"{root}/{SUMMARY}/summary.json") as stream:
         stream.write(result.to_json().encode())
     return result
+
+
+def _tasks(input_bytes: int, task_bytes: int, cores: int) -> int:
+    """About ``task_bytes`` of capture per task, in a multiple of the cores: with tasks of even size,
+    5 tasks on 2 cores take as long as 6."""
+    return cores * max(1, -(-input_bytes // (task_bytes * cores)))
 
 
 def _write_empty(fs, folder: str, schema: pa.Schema) -> None:

@@ -153,7 +153,7 @@ def _import_pandas_in_background() -> None:
     """Import pandas on a thread while the JVM starts. PySpark's first call into a new JVM (creating
     its SparkConf) runs a py4j argument converter that imports ``pyspark.testing.utils``, which imports
     pandas: half a second of the driver's CPU while the JVM waits for the call. Imported here while the
-    driver only waits for the JVM to come up, a context was ready in 1.49-2.00 s instead of 1.98-2.30 s
+    driver only waits for the JVM to come up, a context was ready in 1.64-1.90 s instead of 1.98-2.30 s
     (five starts each). pandas imports nothing of PySpark, so this import cannot deadlock with the
     ones the main thread makes meanwhile."""
     def run() -> None:
