@@ -73,10 +73,11 @@ _CONNECTION_CACHE_LIMIT = 1 << 16
 SAMPLE_SPACING = 2 << 20
 SAMPLE_WINDOW = 128 << 10
 TASK_BYTES = 256 << 20  # capture bytes per stage-2 task, about
-# Capture bytes per stage-1 task, about: a task takes several splits. Each task costs about 0.1-0.35 s
-# between tasks (mostly the JVM: its shuffle write and the next launch), where reading 128 MB takes
-# 0.25 CPU-s: one split per task had left the 1 GB bench's stage 1 half idle (8 tasks in 1.8 s of
-# wall, 1.9 CPU-s on 2 cores); 4 tasks of 2 splits finished 0.9-1.0 s sooner.
+# Capture bytes per stage-1 task, about: a task takes several splits. A worker waited 0.1-0.35 s between
+# the end of one task's Python and the start of the next (the shuffle write and the next launch), where
+# reading 128 MB takes 0.25 CPU-s: one split per task had left the 1 GB bench's stage 1 half idle
+# (8 tasks in 1.8 s of wall, 1.9 CPU-s on 2 cores). With 4 tasks of 2 splits the job's own time was
+# 8.5-8.7 s against 9.6-10.0 s (two runs each).
 READ_TASK_BYTES = 512 << 20
 BALANCED_CONNECTIONS = 4096  # connections given a partition by size; the rest are hashed
 
