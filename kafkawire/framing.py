@@ -8,6 +8,8 @@ and writes those frames without touching sockets:
 - ``encode_request`` / ``decode_request``: a request frame from/to ``(RequestHeader, body)``.
 - ``encode_response`` / ``decode_response``: the same for responses (which need the request's API key
   and version to decode).
+- ``read_request`` / ``read_response``: the same reads, lenient as Kafka is: bytes after the body are
+  counted (``trailing``), not refused; ``read_response`` also says which version the body was read at.
 - ``Correlator``: one connection's client side, pairing each response with its request.
 
 A *frame* here is the bytes after the size prefix; the ``encode_*`` functions return the size prefix
@@ -18,6 +20,7 @@ from __future__ import annotations
 import struct
 from collections import deque
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from .errors import DecodeError
 from .messages import api as _api
@@ -113,8 +116,24 @@ def encode_request(header, body) -> bytes:
     return frame(payload)
 
 
-def decode_request(frame_bytes, exact: bool = True):
-    """``(header, body)`` of a request frame (without its size prefix).
+class RequestFrame(NamedTuple):
+    """A request frame read by ``read_request``."""
+    header: Any
+    body: Any
+    trailing: int  # bytes after the body (Kafka ignores them; librdkafka sends some)
+
+
+class ResponseFrame(NamedTuple):
+    """A response frame read by ``read_response``."""
+    header: Any
+    body: Any
+    version: int  # the version the body was read at (an ApiVersions fallback reads v0)
+    trailing: int
+
+
+def read_request(frame_bytes) -> RequestFrame:
+    """The header and body of a request frame (without its size prefix), and the count of bytes after
+    the body, which Kafka's ``RequestContext.parseRequest`` does not reject.
 
     Raises DecodeError for an unknown API key or an unsupported version (``exc.path`` names the
     header) and for malformed bodies.
@@ -128,8 +147,22 @@ def decode_request(frame_bytes, exact: bool = True):
     if not info.supports(version):
         raise DecodeError(f"unsupported {info.name} version {version}", 2,
                           ["RequestHeader", "request_api_version"])
-    body = _decode_body(info.request_class, frame_bytes, version, pos, exact)
+    body, end = info.request_class.decode_from(frame_bytes, version, pos)
+    return RequestFrame(header, body, len(frame_bytes) - end)
+
+
+def decode_request(frame_bytes, exact: bool = True):
+    """``(header, body)`` of a request frame (without its size prefix); with ``exact``, bytes after the
+    body are a DecodeError (``read_request`` counts them instead)."""
+    header, body, trailing = read_request(frame_bytes)
+    if exact and trailing:
+        _refuse_trailing(body, frame_bytes, trailing)
     return header, body
+
+
+def _refuse_trailing(body, frame_bytes, trailing: int):
+    end = len(frame_bytes) - trailing
+    raise DecodeError(f"{trailing} trailing bytes after the body", end, [body.NAME])
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body, header_tags=None) -> bytes:
@@ -149,8 +182,9 @@ def encode_response_parts(api_key: int, api_version: int, correlation_id: int, b
     return parts
 
 
-def decode_response(frame_bytes, api_key: int, api_version: int, exact: bool = True):
-    """``(header, body)`` of a response frame (without its size prefix) to a request of this API and version.
+def read_response(frame_bytes, api_key: int, api_version: int) -> ResponseFrame:
+    """The header and body of a response frame (without its size prefix) to a request of this API and
+    version, the version the body was read at, and the count of bytes after the body.
 
     An ApiVersions response that does not decode at the requested version is read again as v0: a
     broker that does not know the requested version answers with a v0 body (KIP-511).
@@ -158,23 +192,35 @@ def decode_response(frame_bytes, api_key: int, api_version: int, exact: bool = T
     info = _api(api_key)
     header, pos = response_header_class().decode_from(frame_bytes, info.response_header_version(api_version))
     try:
-        body = _decode_body(info.response_class, frame_bytes, api_version, pos, exact)
+        body, end = info.response_class.decode_from(frame_bytes, api_version, pos)
     except DecodeError:
-        if api_key == _API_VERSIONS and api_version > 0:
-            try:
-                return header, _decode_body(info.response_class, frame_bytes, 0, pos, exact)
-            except DecodeError:
-                pass
+        if api_key != _API_VERSIONS or api_version == 0:
+            raise
+        try:
+            body, end = info.response_class.decode_from(frame_bytes, 0, pos)  # the v0 error body
+        except DecodeError:
+            pass
+        else:
+            return ResponseFrame(header, body, 0, len(frame_bytes) - end)
         raise
+    if end != len(frame_bytes) and api_key == _API_VERSIONS and api_version > 0:
+        try:  # a v0 body that happened to read at the newer version too: prefer the reading that fits
+            v0, v0_end = info.response_class.decode_from(frame_bytes, 0, pos)
+        except DecodeError:
+            pass
+        else:
+            if v0_end == len(frame_bytes):
+                return ResponseFrame(header, v0, 0, 0)
+    return ResponseFrame(header, body, api_version, len(frame_bytes) - end)
+
+
+def decode_response(frame_bytes, api_key: int, api_version: int, exact: bool = True):
+    """``(header, body)`` of a response frame (without its size prefix) to a request of this API and
+    version (see ``read_response``); with ``exact``, bytes after the body are a DecodeError."""
+    header, body, _, trailing = read_response(frame_bytes, api_key, api_version)
+    if exact and trailing:
+        _refuse_trailing(body, frame_bytes, trailing)
     return header, body
-
-
-def _decode_body(cls, frame_bytes, version: int, pos: int, exact: bool):
-    """The body after the header; error offsets count from the start of the frame."""
-    body, end = cls.decode_from(frame_bytes, version, pos)
-    if exact and end != len(frame_bytes):
-        raise DecodeError(f"{len(frame_bytes) - end} trailing bytes after the body", end, [cls.NAME])
-    return body
 
 
 @dataclass

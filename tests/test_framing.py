@@ -15,7 +15,7 @@ import pytest
 from kafkawire import DecodeError
 from kafkawire.framing import (
     DEFAULT_MAX_FRAME, Correlator, FrameBuffer, FrameTooLarge, decode_request, decode_response, encode_request,
-    encode_response, encode_response_parts, frame, peek_request,
+    encode_response, encode_response_parts, frame, peek_request, read_request, read_response,
 )
 from kafkawire.messages import (
     ApiVersionsRequest, ApiVersionsResponse, ControlledShutdownRequest, FetchRequest, FetchResponse,
@@ -250,6 +250,16 @@ def test_bad_request_body_offset_counts_from_frame_start():
     assert info.value.offset == len(data)
 
 
+def test_read_request_counts_trailing_bytes_as_kafka_ignores_them():
+    # librdkafka 2.16's all-topics Metadata request carries 3 bytes after its body; Kafka serves it.
+    data = encode_request(_header(3, 12), MetadataRequest(topics=None))[4:]
+    header, body, trailing = read_request(data + b"\x00\x00\x00")
+    assert trailing == 3 and body.topics is None and header.request_api_key == 3
+    assert read_request(data).trailing == 0
+    header, body = decode_request(data + b"\x01", exact=False)
+    assert body.topics is None
+
+
 # ---------------------------------------------------------------------------------------------------
 # Responses
 
@@ -307,6 +317,20 @@ def test_api_versions_v0_fallback():
     correlator.request(ApiVersionsRequest(client_software_name="kw", client_software_version="1"), 3)
     pending, _, got = correlator.response(struct.pack(">i", 0) + frame_bytes[4:])
     assert pending.api_version == 3 and got.error_code == 35
+
+
+def test_read_response_says_which_version_was_read():
+    v0_body = ApiVersionsResponse(error_code=35, api_keys=[
+        ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2)])
+    frame_bytes = encode_response(18, 0, 11, v0_body)[4:]
+    assert read_response(frame_bytes, 18, 3)[2:] == (0, 0)
+    body = _fetch_response()
+    frame_bytes = encode_response(1, 12, 3, body)[4:]
+    header, got, version, trailing = read_response(frame_bytes + b"xy", 1, 12)
+    assert (got, version, trailing) == (body, 12, 2)
+    with pytest.raises(DecodeError) as info:
+        decode_response(frame_bytes + b"xy", 1, 12)
+    assert "2 trailing bytes" in str(info.value) and info.value.offset == len(frame_bytes)
 
 
 def test_no_fallback_for_other_apis():

@@ -18,7 +18,7 @@ import time
 from .. import messages as m
 from ..error_codes import ErrorCode
 from ..errors import DecodeError
-from ..framing import FrameBuffer, FrameTooLarge, decode_request, encode_response_parts, peek_request
+from ..framing import FrameBuffer, FrameTooLarge, encode_response_parts, peek_request, read_request
 from .config import BrokerConfig
 from .fetch_response import EncodedFetchResponse
 from .groups import GroupCoordinator
@@ -163,10 +163,12 @@ class Broker:
             log.warning("closing connection from %s: API key %d version %d is not served", host, api_key, version)
             return False
         try:
-            header, request = decode_request(frame)
+            header, request, trailing = read_request(frame)
         except DecodeError as error:
             log.warning("closing connection from %s: bad request: %s", host, error)
             return False
+        if trailing:  # served, as Kafka serves them (librdkafka's all-topics Metadata has 3 extra bytes)
+            log.debug("%d bytes after the body of API key %d version %d from %s", trailing, api_key, version, host)
         try:
             response = await self.handlers.handle(api_key, request, version, header.client_id, host)
         except Exception:
