@@ -8,6 +8,8 @@ setup(ext_modules=[
     Extension("kafkawire.codec._decoder", ["kafkawire/codec/_decoder.c"], optional=True),
     # RecordBatch.rows' per-record loop (kafkawire/records/batch.py).
     Extension("kafkawire.records._rows", ["kafkawire/records/_rows.c"], optional=True),
+    # RecordAppender.append, a producer's per-record write (kafkawire/records/appender.py).
+    Extension("kafkawire.records._append", ["kafkawire/records/_append.c"], optional=True),
     # Record keys, values and headers gathered into Arrow buffers (kafkawire/capture/record_table.py).
     Extension("kafkawire.records._spans", ["kafkawire/records/_spans.c"], optional=True),
 ])

@@ -13,13 +13,13 @@ from struct import Struct
 
 from crc32c import crc32c
 
-from .batch import CONTROL_FLAG, DELETE_HORIZON_FLAG, TIMESTAMP_TYPE_FLAG, TRANSACTIONAL_FLAG, wrap_int64
+from .batch import CONTROL_FLAG, DELETE_HORIZON_FLAG, TIMESTAMP_TYPE_FLAG, TRANSACTIONAL_FLAG
 from .compression import Codec, compress
 from .control import ControlType, control_key, end_txn_marker_value
 from .layouts import ATTRIBUTES_OFFSET, BATCH_HEADER, CRC_OFFSET, packed
 from .legacy import LEGACY_TIMESTAMP_TYPE_FLAG
 from .record import Header, TimestampType
-from .varints import write_varint, write_varlong
+from .appender import RecordAppender
 
 __all__ = ["RecordBatchBuilder", "LegacyMessageSetBuilder", "HeaderLike", "transaction_marker_batch"]
 
@@ -71,58 +71,34 @@ class RecordBatchBuilder:
         self.control = control
         self.partition_leader_epoch = partition_leader_epoch
         self.delete_horizon = delete_horizon
-        self._records = bytearray()
-        self._count = 0
-        self._last_offset_delta = -1
-        self._base_timestamp: int | None = None
-        self._max_timestamp = _NO_TIMESTAMP
+        # the records so far, written by the C appender when it is built (the producer appends
+        # through it directly: one call per record, room checked in the same call)
+        self.appender = RecordAppender(delete_horizon)
 
     def __len__(self) -> int:
-        return self._count
+        return self.appender.count
 
     @property
     def records_size(self) -> int:
         """Bytes of the (uncompressed) records appended so far."""
-        return len(self._records)
+        return self.appender.size
 
     def append(self, value: bytes | None, key: bytes | None = None, headers: Iterable[HeaderLike] = (),
                timestamp: int | None = None, offset_delta: int | None = None) -> int:
         """Add a record; returns its offset delta. Timestamps default to now (milliseconds)."""
-        if offset_delta is None:
-            offset_delta = self._last_offset_delta + 1
-        elif offset_delta <= self._last_offset_delta:
-            raise ValueError(f"offset delta {offset_delta} does not follow {self._last_offset_delta}")
         if timestamp is None:
             timestamp = _now_ms()
         elif timestamp < _NO_TIMESTAMP:
             raise ValueError(f"invalid negative timestamp {timestamp}")  # as Kafka's builder refuses it
-        if self._base_timestamp is None:
-            self._base_timestamp = self.delete_horizon if self.delete_horizon is not None else timestamp
-        _check_bytes(key, "key")
-        _check_bytes(value, "value")
-        body = bytearray(b"\x00")  # attributes: unused
-        write_varlong(body, wrap_int64(timestamp - self._base_timestamp))  # wraps as Java's long does
-        write_varint(body, offset_delta)
-        _write_sized(body, key)
-        _write_sized(body, value)
-        headers = tuple(headers)
-        write_varint(body, len(headers))
-        for header_key, header_value in headers:
-            if header_key is None:
-                raise ValueError("a header key cannot be null")
-            _write_sized(body, header_key.encode("utf-8"))
-            _write_sized(body, header_value)
-        out = self._records
-        write_varint(out, len(body))
-        out += body
-        self._count += 1
-        self._last_offset_delta = offset_delta
-        if timestamp > self._max_timestamp:
-            self._max_timestamp = timestamp
-        return offset_delta
+        if not isinstance(headers, (tuple, list)):
+            headers = tuple(headers)
+        appender = self.appender
+        appender.append(key, value, headers, timestamp, offset_delta)
+        return appender.last_offset_delta
 
     def build(self) -> bytes:
-        records = bytes(self._records)
+        appender = self.appender
+        records = appender.records
         if self.compression != Codec.NONE:
             records = compress(self.compression, records, self.compression_level)
         attributes = self.compression
@@ -134,30 +110,23 @@ class RecordBatchBuilder:
             attributes |= CONTROL_FLAG
         if self.delete_horizon is not None:
             attributes |= DELETE_HORIZON_FLAG
-        base_timestamp = self._base_timestamp if self._base_timestamp is not None else (
-            self.delete_horizon if self.delete_horizon is not None else _NO_TIMESTAMP)
+        base_timestamp = appender.base_timestamp
+        if base_timestamp is None:
+            base_timestamp = _NO_TIMESTAMP
         if self.timestamp_type == TimestampType.LOG_APPEND_TIME and self.log_append_time is not None:
             max_timestamp = self.log_append_time
         else:
-            max_timestamp = self._max_timestamp
+            max_timestamp = appender.max_timestamp
         total = _HEADER.size + len(records)
         if total - 12 > _INT32_MAX:
             raise ValueError(f"batch of {total} bytes exceeds the int32 length limit")
-        out = bytearray(total)
-        _HEADER.pack_into(out, 0, self.base_offset, total - 12, self.partition_leader_epoch, 2, 0, attributes,
-                          max(self._last_offset_delta, 0), base_timestamp, max_timestamp, self.producer_id,
-                          self.producer_epoch, self.base_sequence, self._count)
-        out[_HEADER.size:] = records
-        _CRC.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
-        return bytes(out)
-
-
-def _write_sized(out: bytearray, data: bytes | None) -> None:
-    if data is None:
-        write_varint(out, -1)
-    else:
-        write_varint(out, len(data))
-        out += data
+        header = bytearray(_HEADER.size)
+        _HEADER.pack_into(header, 0, self.base_offset, total - 12, self.partition_leader_epoch, 2, 0, attributes,
+                          max(appender.last_offset_delta, 0), base_timestamp, max_timestamp, self.producer_id,
+                          self.producer_epoch, self.base_sequence, appender.count)
+        crc = crc32c(records, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+        _CRC.pack_into(header, CRC_OFFSET, crc)
+        return b"".join((header, records))
 
 
 class LegacyMessageSetBuilder:

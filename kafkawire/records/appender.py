@@ -1,0 +1,142 @@
+"""RecordAppender: the records section of a magic-2 batch, written one record at a time.
+
+One ``append`` call lays out a whole record (Kafka's ``DefaultRecord.writeTo``): the length varint,
+attributes, timestamp and offset deltas, key, value and headers, and keeps the running state the
+batch header needs (count, last offset delta, base and max timestamp). With ``limit`` it writes
+nothing and answers -1 when the record would take the section past ``limit`` bytes, so a producer
+checks a batch's room and appends in the same call.
+
+``kafkawire/records/_append.c`` is the same class in C (the producer's per-record path); this one is
+the fallback and the reference: both write the same bytes and refuse the same input with the same
+exception types (``tests/test_records_appender.py``).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..accelerators import load
+from .varints import varint_size, write_varint, write_varlong
+
+__all__ = ["RecordAppender", "PyRecordAppender", "NATIVE"]
+
+_INT32_MAX = 0x7FFFFFFF
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_WRAP = 1 << 64
+
+
+def _wrap_int64(value: int) -> int:
+    # the timestamp delta wraps as Java's long subtraction does
+    value &= _WRAP - 1
+    return value - _WRAP if value > _INT64_MAX else value
+
+
+def _blob(data, what: str):
+    """``data`` as something with a byte length, or None; TypeError for anything not bytes-like."""
+    if data is None or type(data) is bytes:
+        return data
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise TypeError(f"record {what} must be bytes-like or None, not {type(data).__name__}") from None
+    if not view.contiguous:
+        raise TypeError(f"record {what} must be a contiguous buffer")
+    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+
+
+def _sized(out: bytearray, data) -> None:
+    if data is None:
+        write_varint(out, -1)
+    else:
+        write_varint(out, len(data))
+        out += data
+
+
+class PyRecordAppender:
+    """A batch's records section (see the module docstring). ``base_timestamp`` None: the first
+    record's timestamp becomes the base (a delete horizon sets it up front)."""
+
+    __slots__ = ("records", "count", "last_offset_delta", "base_timestamp", "max_timestamp")
+
+    def __init__(self, base_timestamp: int | None = None):
+        if base_timestamp is not None:
+            _check_timestamp(base_timestamp, "base timestamp")
+        self.records = bytearray()
+        self.count = 0
+        self.last_offset_delta = -1
+        self.base_timestamp = base_timestamp
+        self.max_timestamp = -1
+
+    @property
+    def size(self) -> int:
+        """Bytes written so far."""
+        return len(self.records)
+
+    def append(self, key, value, headers: Sequence, timestamp: int, offset_delta: int | None = None,
+               limit: int = -1) -> int:
+        """Write one record; returns the bytes it took, or -1 (writing nothing) when ``limit`` >= 0 and
+        the section would grow past it. ``headers``: a tuple or list of (str, bytes-like or None);
+        ``offset_delta`` None: one past the last."""
+        _check_timestamp(timestamp, "timestamp")
+        if offset_delta is None:
+            offset_delta = self.last_offset_delta + 1
+        elif not isinstance(offset_delta, int):
+            raise TypeError(f"offset delta must be an int, not {type(offset_delta).__name__}")
+        if offset_delta <= self.last_offset_delta:
+            raise ValueError(f"offset delta {offset_delta} does not follow {self.last_offset_delta}")
+        if offset_delta > _INT32_MAX:
+            raise ValueError(f"offset delta {offset_delta} is out of the int32 range")
+        key, value = _blob(key, "key"), _blob(value, "value")
+        if not isinstance(headers, (tuple, list)):
+            raise TypeError(f"record headers must be a tuple or list, not {type(headers).__name__}")
+        encoded = []
+        for header in headers:
+            if not isinstance(header, (tuple, list)) or len(header) != 2:
+                raise TypeError(f"a record header must be a (key, value) pair, not {header!r}")
+            header_key, header_value = header
+            if header_key is None:
+                raise ValueError("a header key cannot be null")
+            if not isinstance(header_key, str):
+                raise TypeError(f"a header key must be a str, not {type(header_key).__name__}")
+            encoded.append((header_key.encode("utf-8"), _blob(header_value, "header value")))
+        for data in (key, value, *(part for pair in encoded for part in pair)):
+            if data is not None and len(data) > _INT32_MAX:
+                raise ValueError(f"a record field of {len(data)} bytes exceeds the int32 length limit")
+        base = self.base_timestamp if self.base_timestamp is not None else timestamp
+        body = bytearray(b"\x00")  # attributes: unused in v2 records
+        write_varlong(body, _wrap_int64(timestamp - base))
+        write_varint(body, offset_delta)
+        _sized(body, key)
+        _sized(body, value)
+        write_varint(body, len(encoded))
+        for header_key, header_value in encoded:
+            _sized(body, header_key)
+            _sized(body, header_value)
+        if len(body) > _INT32_MAX:
+            raise ValueError(f"a record of {len(body)} bytes exceeds the int32 length limit")
+        before = len(self.records)
+        size = varint_size(len(body)) + len(body)
+        if 0 <= limit < before + size:
+            return -1
+        write_varint(self.records, len(body))
+        self.records += body
+        self.base_timestamp = base
+        self.count += 1
+        self.last_offset_delta = offset_delta
+        if timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
+        return size
+
+    def __repr__(self) -> str:
+        return f"RecordAppender(count={self.count}, size={self.size})"
+
+
+def _check_timestamp(timestamp, what: str) -> None:
+    if not isinstance(timestamp, int):
+        raise TypeError(f"{what} must be an int, not {type(timestamp).__name__}")
+    if not _INT64_MIN <= timestamp <= _INT64_MAX:
+        raise OverflowError(f"{what} {timestamp} is out of the int64 range")
+
+
+_native = load("kafkawire.records._append")
+NATIVE = _native is not None  # whether RecordAppender is the C one
+RecordAppender = _native.RecordAppender if _native is not None else PyRecordAppender
