@@ -32,8 +32,9 @@ from kafkawire.errors import KafkaWireError
 from kafkawire.records.batch import increment_sequence
 
 from .buffer_pool import Allocation, BufferPool
+from .delivery import RecordFuture
 from .producer_batch import (
-    BATCH_OVERHEAD, CompressionRatioEstimator, DeliveryTimeout, ProducerBatch, RecordFuture, TopicPartition,
+    BATCH_OVERHEAD, CompressionRatioEstimator, DeliveryTimeout, ProducerBatch, TopicPartition,
     record_size_upper_bound, size_factor,
 )
 from .producer_config import ProducerConfig
@@ -83,16 +84,49 @@ class RecordAccumulator:
         self._closed = False
         self.producer_id: int | None = None
         self.producer_epoch = -1
+        # each partition's newest batch, the one try_append writes to while it is open
+        self._open: dict[tuple[str, int], ProducerBatch] = {}
+        # the blocking Producer's loop thread: its records' futures block in result() (delivery.py)
+        self.waitable: int | None = None
 
     # ---- appending -------------------------------------------------------------------------------
+    def try_append(self, topic: str, partition: int, key, value, headers, timestamp_ms: int) -> tuple[
+            RecordFuture, int, bool] | None:
+        """``append`` without waiting, the producer's per-record path: the record goes into the
+        partition's open batch in one call when it has room; otherwise ``append`` grows that batch
+        or starts a new one if the memory is free now. Returns (future, bytes appended, whether the
+        sender should look: a new batch, or one that has reached ``batch.size``), or None when
+        memory must be waited for (``append`` with ``max_block_ms``). Bad input raises as in
+        ``append``. ``headers``: a tuple or list (anything else takes ``append``'s path)."""
+        batch = self._open.get((topic, partition))
+        if batch is not None:
+            appender = batch.appender
+            try:
+                size = appender.append(key, value, headers, timestamp_ms, None, batch.records_limit)
+            except (TypeError, ValueError, OverflowError):
+                size = -1  # append() below refuses it with a message naming the partition
+            if size >= 0:
+                future = RecordFuture(batch.result, appender.count - 1, timestamp_ms,
+                                      -1 if key is None else len(key), -1 if value is None else len(value))
+                if batch.full_signalled or appender.size < batch.full_at:
+                    return future, size, False
+                batch.full_signalled = True
+                return future, size, True
+        result = self.append(topic, partition, key, value, headers, timestamp_ms, self.pool.clock_ms(), wait=False)
+        if result is None:
+            return None
+        return result.future, result.appended_bytes, result.new_batch_created or result.batch_is_full
+
     def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
                headers: Iterable = (), timestamp_ms: int | None = None, now_ms: float = 0, *,
-               allocation: Allocation | None = None, max_block_ms: float | None = None) -> AppendResult:
+               allocation: Allocation | None = None, max_block_ms: float | None = None,
+               wait: bool = True) -> AppendResult | None:
         """Add a record to the partition's last batch, growing it or starting a new one.
 
         ``timestamp_ms`` None stamps the record with ``now_ms``. When memory for a new batch must be
         waited for, the result carries the pending Allocation; retry with ``allocation=`` once it is
-        done (BufferExhausted surfaces then, after ``max.block.ms``).
+        done (BufferExhausted surfaces then, after ``max.block.ms``). With ``wait`` false nothing
+        waits: None instead of a pending result.
         """
         if self._closed:
             if allocation is not None:
@@ -112,18 +146,29 @@ class RecordAccumulator:
             if appended is not None:
                 if allocation is not None:
                     self._give_back(allocation)  # another append made room meanwhile
-                return AppendResult(appended[0], queue[-1].is_full(self.config.batch_size), False, appended[1])
+                full = queue[-1].is_full(self.config.batch_size)
+                if full:
+                    queue[-1].full_signalled = True
+                return AppendResult(appended[0], full, False, appended[1])
         if allocation is None:
             factor = size_factor(self.config.codec, self._ratios.estimate(topic))
-            needed = BATCH_OVERHEAD + math.ceil(bound * factor)
-            wait = self.config.max_block_ms if max_block_ms is None else max_block_ms
-            allocation = self.pool.allocate(self._first_capacity(needed), wait)
-            if not allocation.done():
-                return AppendResult(None, False, False, 0, allocation)
-        buffer = allocation.result()  # raises BufferExhausted or PoolClosed
+            capacity = self._first_capacity(BATCH_OVERHEAD + math.ceil(bound * factor))
+            if not wait:
+                buffer = self.pool.try_allocate(capacity)
+                if buffer is None:
+                    return None
+            else:
+                wait_ms = self.config.max_block_ms if max_block_ms is None else max_block_ms
+                allocation = self.pool.allocate(capacity, wait_ms)
+                if not allocation.done():
+                    return AppendResult(None, False, False, 0, allocation)
+                buffer = allocation.result()  # raises BufferExhausted
+        else:
+            buffer = allocation.result()  # raises BufferExhausted or PoolClosed
         batch = ProducerBatch(tp, buffer, now_ms, codec=self.config.codec,
                               compression_level=self.config.compression_level,
-                              compression_ratio=self._ratios.estimate(topic))
+                              compression_ratio=self._ratios.estimate(topic), batch_size=self.config.batch_size,
+                              waitable=self.waitable)
         try:
             future, size = batch.append(key, value, headers, timestamp)  # a batch always takes its first record
         except Exception:
@@ -131,15 +176,24 @@ class RecordAccumulator:
             raise
         queue.append(batch)
         self._incomplete.add(batch)
-        return AppendResult(future, batch.is_full(self.config.batch_size), True, size)
+        if buffer.capacity <= min(self.config.batch_max_size, self.pool.total_memory):
+            self._open[tp] = batch
+        else:
+            batch.close()  # a record past batch.max.size has a batch of its own
+        full = batch.is_full(self.config.batch_size)
+        batch.full_signalled = full
+        return AppendResult(future, full, True, size)
 
     def _try_append(self, batch: ProducerBatch, key, value, headers, timestamp: int, bound: int):
+        appended = batch.try_append(key, value, headers, timestamp)  # it fits as it is
+        if appended is not None:
+            return appended
         needed = batch.estimated_size(bound)
         if needed > batch.capacity:
             capacity = self._grown_capacity(batch.capacity, needed)
             grown = self.pool.reallocate(batch.buffer, capacity) if capacity is not None else None
             if grown is None:
-                batch.close()  # at batch.max.size, or memory is short: the next record starts a new batch
+                self._close(batch)  # at batch.max.size, or memory is short: the next record starts a new batch
                 return None
             batch.buffer = grown
         return batch.append(key, value, headers, timestamp)
@@ -271,8 +325,13 @@ class RecordAccumulator:
             taken.append(head)
         return taken
 
-    def _prepare(self, batch: ProducerBatch, now_ms: float) -> None:
+    def _close(self, batch: ProducerBatch) -> None:
         batch.close()
+        if self._open.get(batch.tp) is batch:
+            del self._open[batch.tp]
+
+    def _prepare(self, batch: ProducerBatch, now_ms: float) -> None:
+        self._close(batch)
         tp = batch.tp
         if self.config.enable_idempotence and not batch.has_sequence:
             sequence = self._next_sequence.get(tp, 0)
@@ -321,7 +380,8 @@ class RecordAccumulator:
         queue.insert(position, batch)
 
     def deallocate(self, batch: ProducerBatch) -> None:
-        """Return the batch's memory to the pool (once)."""
+        """Return the batch's memory to the pool (once); it takes no more records."""
+        self._close(batch)
         self._incomplete.discard(batch)
         if batch.buffer is not None:
             buffer, batch.buffer = batch.buffer, None
@@ -395,6 +455,7 @@ class RecordAccumulator:
     def close(self) -> None:
         """No more appends; everything queued is ready."""
         self._closed = True
+        self._open.clear()
 
     def abort_undrained(self, error: BaseException) -> list[ProducerBatch]:
         """Fail and free every queued batch (a forced close)."""
@@ -406,7 +467,22 @@ class RecordAccumulator:
             batch.fail(error)
         return aborted
 
+    def abort_incomplete(self, error: BaseException) -> list[ProducerBatch]:
+        """Fail and free every batch not yet settled, in flight or not (the end of a forced close:
+        answers that arrive later are for batches already failed)."""
+        aborted = self.abort_undrained(error)
+        for batch in list(self._incomplete):
+            self._settle(batch)
+            batch.fail(error)
+            aborted.append(batch)
+        return aborted
+
     # ---- introspection ---------------------------------------------------------------------------
+    def batch_is_full(self, topic: str, partition: int) -> bool:
+        """Whether the partition's newest batch has reached ``batch.size`` (True when it has none)."""
+        queue = self._batches.get(TopicPartition(topic, partition))
+        return not queue or queue[-1].is_full(self.config.batch_size)
+
     def batches(self, topic: str, partition: int) -> tuple[ProducerBatch, ...]:
         return tuple(self._batches.get(TopicPartition(topic, partition), ()))
 

@@ -15,14 +15,17 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-__all__ = ["murmur2", "to_positive", "partition_for_key", "StickyPartitioner", "Partitioner"]
+from kafkawire.accelerators import load
+
+__all__ = ["murmur2", "to_positive", "partition_for_key", "StickyPartitioner", "StickyState", "Partitioner",
+           "py_murmur2", "py_partition_for_key"]
 
 _MASK32 = 0xFFFFFFFF
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
 
 
-def murmur2(data: bytes) -> int:
+def py_murmur2(data: bytes) -> int:
     """MurmurHash2 of ``data`` as Java's ``Utils.murmur2`` returns it: a signed 32-bit int."""
     length = len(data)
     h = (_SEED ^ length) & _MASK32
@@ -53,13 +56,22 @@ def to_positive(number: int) -> int:
     return number & 0x7FFFFFFF
 
 
-def partition_for_key(key: bytes, num_partitions: int) -> int:
+def py_partition_for_key(key: bytes, num_partitions: int) -> int:
     if num_partitions <= 0:
         raise ValueError(f"a topic needs at least one partition, got {num_partitions}")
-    return to_positive(murmur2(key)) % num_partitions
+    return to_positive(py_murmur2(key)) % num_partitions
 
 
-class _Sticky:
+# the C twins (kafkawire/client/_murmur2.c) when built: a keyed send hashes its key once per record
+_native = load("kafkawire.client._murmur2")
+murmur2 = _native.murmur2 if _native is not None else py_murmur2
+partition_for_key = _native.partition_for_key if _native is not None else py_partition_for_key
+
+
+class StickyState:
+    """One topic's sticky partition and the bytes produced to it since it was picked. Changed in
+    place, so the producer can keep a reference per topic for its per-record path."""
+
     __slots__ = ("partition", "produced_bytes", "num_partitions", "available")
 
     def __init__(self, partition: int, num_partitions: int, available: tuple[int, ...]):
@@ -78,20 +90,27 @@ class StickyPartitioner:
         # batch.size 0 (batching off) still has to move on eventually: switch after every record
         self.batch_size = max(batch_size, 1)
         self._rng = rng if rng is not None else random.Random()
-        self._current: dict[str, _Sticky] = {}
+        self._current: dict[str, StickyState] = {}
 
-    def partition(self, topic: str, num_partitions: int, available: Sequence[int] = ()) -> int:
-        """The sticky partition of ``topic``; ``available`` lists partitions that have a leader."""
+    def state(self, topic: str, num_partitions: int, available: Sequence[int] = ()) -> StickyState:
+        """``topic``'s sticky state, checked against the topic as now known (``available``: the
+        partitions that have a leader); a partition no longer usable is replaced at once."""
         if num_partitions <= 0:
             raise ValueError(f"topic {topic!r} needs at least one partition, got {num_partitions}")
         available = tuple(available)
         sticky = self._current.get(topic)
-        if sticky is None or not _usable(sticky.partition, num_partitions, available):
-            sticky = self._current[topic] = _Sticky(self._pick(num_partitions, available, None),
-                                                    num_partitions, available)
-        else:
-            sticky.num_partitions, sticky.available = num_partitions, available
-        return sticky.partition
+        if sticky is None:
+            sticky = self._current[topic] = StickyState(self._pick(num_partitions, available, None),
+                                                        num_partitions, available)
+            return sticky
+        sticky.num_partitions, sticky.available = num_partitions, available
+        if not _usable(sticky.partition, num_partitions, available):
+            sticky.partition, sticky.produced_bytes = self._pick(num_partitions, available, None), 0
+        return sticky
+
+    def partition(self, topic: str, num_partitions: int, available: Sequence[int] = ()) -> int:
+        """The sticky partition of ``topic``; ``available`` lists partitions that have a leader."""
+        return self.state(topic, num_partitions, available).partition
 
     def on_append(self, topic: str, partition: int, appended_bytes: int, batches_full: bool = True) -> None:
         """Count ``appended_bytes`` produced to the sticky ``partition`` and switch when due.
@@ -104,9 +123,14 @@ class StickyPartitioner:
         if sticky is None or sticky.partition != partition:
             return
         sticky.produced_bytes += appended_bytes
-        if sticky.produced_bytes >= 2 * self.batch_size or (sticky.produced_bytes >= self.batch_size and batches_full):
-            self._current[topic] = _Sticky(self._pick(sticky.num_partitions, sticky.available, partition),
-                                           sticky.num_partitions, sticky.available)
+        self.switch_if_due(sticky, batches_full)
+
+    def switch_if_due(self, sticky: StickyState, batches_full: bool) -> None:
+        """Move ``sticky`` on once ``batch.size`` bytes went to a full batch, or twice that regardless."""
+        produced = sticky.produced_bytes
+        if produced >= 2 * self.batch_size or (produced >= self.batch_size and batches_full):
+            sticky.partition = self._pick(sticky.num_partitions, sticky.available, sticky.partition)
+            sticky.produced_bytes = 0
 
     def _pick(self, num_partitions: int, available: tuple[int, ...], previous: int | None) -> int:
         choices = [p for p in available if 0 <= p < num_partitions] or list(range(num_partitions))

@@ -1,55 +1,49 @@
-"""AsyncProducer: the RecordAccumulator and its sender run over broker connections.
+"""AsyncProducer: the RecordAccumulator and its sender (``sender.py``) run over broker connections.
 
-``send()`` waits (up to ``max.block.ms``) for the topic's metadata and for ``buffer.memory`` in the
-BufferPool, appends the record, and returns an awaitable for its RecordMetadata::
+``send()`` appends the record and returns an awaitable future for its RecordMetadata::
 
     async with AsyncProducer(bootstrap_servers="localhost:9092") as producer:
         delivery = await producer.send("events", b"value", key=b"key")
         metadata = await delivery                # or: await producer.send_and_wait(...)
 
+The common case is one synchronous step, with no coroutine of its own per record: the topic's
+partitions are known (cached per topic with its sticky partition, until metadata changes) and the
+partition's open batch has room, so the record is written in place (``RecordAccumulator.try_append``).
+Otherwise ``send`` waits (up to ``max.block.ms``) for the topic's metadata and for ``buffer.memory``
+in the BufferPool. A send that fills a batch yields to the event loop once, so the sender takes the
+batch while the application keeps producing.
+
 Appends are served in call order: once one waits for memory, later ones wait behind it, so records
 of one partition are never reordered by the wait.
 
-The sender task asks the accumulator which nodes have sendable batches (``ready``), drains them
-(``drain``) into one Produce request per node, at the highest Produce version both sides speak
-(v3+, record batch v2), with at most ``max.in.flight.requests.per.connection`` requests in flight
-per broker. With ``enable.idempotence`` it first gets a producer id (InitProducerId); batches get
-sequence numbers as they are drained, and a failed request's batches go back in sequence order to be
-sent again (the broker drops duplicates by sequence), only once the batches before them are
-acknowledged, so retries never reorder. Retriable errors are retried until ``delivery.timeout.ms``
-after the batch was created (or ``retries`` runs out); leader and topic errors refresh metadata
-first. A batch that fails for good while later ones hold sequences makes the producer fetch a new
-epoch (KIP-360) once nothing is in flight, since the broker would refuse the gap.
+The blocking Producer (``sync.py``) shares this producer with other threads: its ``send`` appends in
+the caller's thread through ``append_now`` and ``append_blocking``, under ``lock`` (which the sender
+takes too), and waits in that thread for memory; only a topic's first metadata is fetched on the
+event loop.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import math
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kafkawire.error_codes import ErrorCode
-from kafkawire.messages import InitProducerIdRequest, ProduceRequest
-
-from .accumulator import RecordAccumulator
-from .buffer_pool import BufferPool
-from .common import TopicPartition
-from .connection import ConnectionManager, IncompatibleBrokerError, KafkaConnectionError, KafkaError
-from .metadata import METADATA_REFRESH_ERRORS, Metadata
-from .partitioner import Partitioner
-from .producer_batch import ProducerBatch, RecordFuture, RecordMetadata
+from .accumulator import AppendResult, RecordAccumulator
+from .buffer_pool import Allocation, BufferPool
+from .delivery import RecordFuture, RecordMetadata
+from .connection import ConnectionManager
+from .metadata import Metadata
+from .partitioner import Partitioner, StickyState, partition_for_key
 from . import settings
 from .producer_config import ProducerConfig
+from .sender import Sender
 
 __all__ = ["AsyncProducer", "RecordMetadata", "ProducerClosed"]
 
 log = logging.getLogger(__name__)
-
-_PRODUCE_MIN_VERSION = 3  # record batch v2
-_PRODUCE_MAX_VERSION = 11
-_INIT_PRODUCER_ID_BUMP_VERSION = 3  # KIP-360: an idempotent producer may bump its own epoch
 
 
 class ProducerClosed(RuntimeError):
@@ -58,6 +52,16 @@ class ProducerClosed(RuntimeError):
 
 def _now_ms() -> float:
     return time.monotonic() * 1000.0
+
+
+class _Route:
+    """What the per-record path needs of a topic: its partition count and sticky partition."""
+
+    __slots__ = ("count", "sticky")
+
+    def __init__(self, count: int, sticky: StickyState):
+        self.count = count
+        self.sticky = sticky
 
 
 class AsyncProducer:
@@ -74,25 +78,30 @@ class AsyncProducer:
                                              request_timeout_ms=self.config.request_timeout_ms)
         self.metadata = Metadata(self.connections, self.config.bootstrap_servers, allow_auto_topic_creation=True,
                                  retry_backoff_ms=self.config.retry_backoff_ms)
+        self.lock: contextlib.AbstractContextManager = contextlib.nullcontext()  # see share_with_threads
+        self._stats = {"record-send-total": 0, "record-error-total": 0, "record-retry-total": 0,
+                       "produce-request-total": 0, "batch-total": 0, "bytes-sent-total": 0,
+                       "metadata-refresh-total": 0, "producer-id-requests": 0}
+        self.sender = Sender(self.config, self.accumulator, self.metadata, self.connections, self.lock,
+                             self._stats, self._on_fatal)
         self.metadata.add_listener(self._on_metadata)
-        self._leaders: dict[TopicPartition, int | None] = {}
-        self._in_flight: dict[int, int] = {}  # node -> produce requests awaiting a response
+        self._routes: dict[str, _Route] = {}  # topics send() may append to synchronously
+        self._ignore_keys = self.config.partitioner_ignore_keys
+        self._sticky_bytes = self.partitioner.sticky.batch_size
+        self._wake = self.sender.wake
         self._started = False
         self._start_lock: asyncio.Lock | None = None
         self._closing = False
         self._closed = False
-        self._sender: asyncio.Task | None = None
-        self._wakeup: asyncio.Event | None = None
-        self._progress: asyncio.Event | None = None
         self._append_queue: list[asyncio.Future] = []  # sends waiting for memory, in call order
-        self._connecting: set[int] = set()
-        self._producer_id_task: asyncio.Task | None = None
-        self._epoch_bump_needed = False
-        self._fatal: BaseException | None = None
         self._expiry_timer: asyncio.TimerHandle | None = None
-        self._stats = {"record-send-total": 0, "record-error-total": 0, "record-retry-total": 0,
-                       "produce-request-total": 0, "batch-total": 0, "bytes-sent-total": 0,
-                       "metadata-refresh-total": 0, "producer-id-requests": 0}
+
+    def share_with_threads(self) -> None:
+        """Let other threads append (the blocking Producer's ``send``); call before ``start``, on the
+        loop the producer will run on."""
+        self.lock = self.sender.lock = threading.RLock()  # re-entrant: record callbacks may send
+        self.accumulator.waitable = threading.get_ident()
+        self._wake = self.sender.wake_from_thread
 
     # ---- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -104,12 +113,10 @@ class AsyncProducer:
         async with self._start_lock:
             if self._started:
                 return
-            if self._closed:
+            if self._closing or self._closed:
                 raise ProducerClosed("the producer is closed")
-            self._wakeup = asyncio.Event()
-            self._progress = asyncio.Event()
             await self.metadata.refresh()
-            self._sender = asyncio.get_running_loop().create_task(self._run_sender(), name="kafkawire-sender")
+            self.sender.start()
             self._started = True
 
     async def __aenter__(self) -> AsyncProducer:
@@ -122,34 +129,70 @@ class AsyncProducer:
     # ---- sending ---------------------------------------------------------------------------------
     async def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
                    partition: int | None = None, headers: Iterable[tuple[str, bytes | None]] | None = None,
-                   timestamp_ms: int | None = None) -> asyncio.Future:
-        """Append a record; returns a future for its RecordMetadata. Waits at most ``max.block.ms`` for
-        metadata and memory (then BufferExhausted, or UnknownTopicError / KafkaConnectionError)."""
-        if self._closing or self._closed:
-            raise ProducerClosed("cannot send: the producer is closed")
-        if self._fatal is not None:
-            raise self._fatal
+                   timestamp_ms: int | None = None) -> RecordFuture:
+        """Append a record; returns an awaitable future for its RecordMetadata. Waits at most
+        ``max.block.ms`` for metadata and memory (then BufferExhausted, or UnknownTopicError /
+        KafkaConnectionError)."""
+        if not self._append_queue:
+            future = self.append_now(topic, value, key, partition, headers, timestamp_ms)
+            if future is not None:
+                if self.sender.due:
+                    await asyncio.sleep(0)  # a batch is ready: let the sender take it
+                return future
+        return await self._send_waiting(topic, value, key, partition, headers, timestamp_ms)
+
+    async def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                            partition: int | None = None, headers=None, timestamp_ms: int | None = None
+                            ) -> RecordMetadata:
+        """``send`` and wait for the broker's acknowledgement."""
+        return await (await self.send(topic, value, key, partition, headers, timestamp_ms))
+
+    def append_now(self, topic: str, value, key, partition, headers, timestamp_ms) -> RecordFuture | None:
+        """``send``'s common case without waiting or a coroutine: the topic's partitions are known and
+        the partition's open batch has room. None when ``send`` must take its longer path (which also
+        reports bad input). The blocking Producer calls it holding ``lock``."""
+        route = self._routes.get(topic)
+        if route is None:
+            return None
+        sticky = None
+        if partition is None:
+            if key is None or self._ignore_keys:
+                sticky = route.sticky
+                partition = sticky.partition
+            else:
+                try:
+                    partition = partition_for_key(key, route.count)
+                except TypeError:
+                    return None
+        elif type(partition) is not int or not 0 <= partition < route.count:
+            return None
+        if timestamp_ms is None:
+            timestamp_ms = time.time_ns() // 1_000_000  # CreateTime is wall-clock
+        elif type(timestamp_ms) is not int or timestamp_ms < 0:
+            return None
+        appended = self.accumulator.try_append(topic, partition, key, value, () if headers is None else headers,
+                                               timestamp_ms)
+        if appended is None:
+            return None
+        future, size, full = appended
+        if sticky is not None:
+            sticky.produced_bytes += size
+            if sticky.produced_bytes >= self._sticky_bytes:
+                self.partitioner.sticky.switch_if_due(sticky, self.accumulator.batch_is_full(topic, partition))
+        if full:
+            self._wake()
+        return future
+
+    async def _send_waiting(self, topic: str, value, key, partition, headers, timestamp_ms) -> RecordFuture:
+        """``send`` when the record cannot be appended at once: metadata or memory to wait for."""
+        self._check_open()
         if not self._started:
             await self.start()
-        if not isinstance(topic, str) or not topic:
-            raise ValueError(f"topic must be a non-empty string, not {topic!r}")
         started = _now_ms()
-        block = self.config.max_block_ms
-        partitions = self.metadata.cluster.partitions_for(topic)
-        if not partitions:
-            await self.metadata.wait_for_topic(topic, block)
-            partitions = self.metadata.cluster.partitions_for(topic)
-        count = len(partitions)
-        if partition is None:
-            partition = self.partitioner.partition(topic, key, count, self.metadata.cluster.available_partitions(topic))
-        elif isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < count:
-            raise ValueError(f"partition {partition!r} is not a partition of {topic!r} (it has {count})")
-        headers = tuple(headers) if headers else ()
-        if timestamp_ms is None:
-            timestamp_ms = time.time_ns() // 1_000_000  # CreateTime is wall-clock; the accumulator's clock is not
+        partition, headers, timestamp_ms = await self._prepare(topic, key, partition, headers, timestamp_ms)
         turn = await self._take_turn() if self._append_queue else None
         try:
-            remaining = max(0.0, block - (_now_ms() - started))
+            remaining = max(0.0, self.config.max_block_ms - (_now_ms() - started))
             result = self.accumulator.append(topic, partition, key, value, headers, timestamp_ms, _now_ms(),
                                              max_block_ms=remaining)
             if result.pending is not None:
@@ -164,17 +207,52 @@ class AsyncProducer:
         finally:
             if turn is not None:
                 self._leave_queue(turn)
-        self.partitioner.on_append(topic, partition, result.appended_bytes, result.batch_is_full)
-        self._stats["record-send-total"] += 1
-        if result.new_batch_created or result.batch_is_full:
-            self._wakeup.set()
-        return _as_asyncio_future(result.future)
+        self._appended(topic, partition, result)
+        return result.future
 
-    async def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
-                            partition: int | None = None, headers=None, timestamp_ms: int | None = None
-                            ) -> RecordMetadata:
-        """``send`` and wait for the broker's acknowledgement."""
-        return await (await self.send(topic, value, key, partition, headers, timestamp_ms))
+    async def _prepare(self, topic: str, key, partition, headers, timestamp_ms) -> tuple[int, tuple, int]:
+        """A record's partition, headers and timestamp, once the topic's metadata is known (waited
+        for up to ``max.block.ms``); bad arguments raise here."""
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"topic must be a non-empty string, not {topic!r}")
+        partition = self._partition(topic, key, partition, await self.route(topic))
+        if timestamp_ms is None:
+            timestamp_ms = time.time_ns() // 1_000_000
+        return partition, tuple(headers) if headers else (), timestamp_ms
+
+    async def route(self, topic: str) -> _Route:
+        """The topic's route, waiting (up to ``max.block.ms``) for its metadata on first use."""
+        route = self._routes.get(topic)
+        if route is None:
+            if not self.metadata.cluster.partitions_for(topic):
+                await self.metadata.wait_for_topic(topic, self.config.max_block_ms)
+            self._check_open()
+            cluster = self.metadata.cluster
+            count = len(cluster.partitions_for(topic))
+            with self.lock:
+                sticky = self.partitioner.sticky.state(topic, count, cluster.available_partitions(topic))
+                route = self._routes[topic] = _Route(count, sticky)
+        return route
+
+    def _partition(self, topic: str, key, partition, route: _Route) -> int:
+        if partition is None:
+            if key is not None and not self._ignore_keys:
+                return partition_for_key(key, route.count)
+            return route.sticky.partition
+        if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < route.count:
+            raise ValueError(f"partition {partition!r} is not a partition of {topic!r} (it has {route.count})")
+        return partition
+
+    def _appended(self, topic: str, partition: int, result: AppendResult) -> None:
+        self.partitioner.on_append(topic, partition, result.appended_bytes, result.batch_is_full)
+        if result.new_batch_created or result.batch_is_full:
+            self._wake()
+
+    def _check_open(self) -> None:
+        if self._closing or self._closed:
+            raise ProducerClosed("cannot send: the producer is closed")
+        if self.sender.fatal is not None:
+            raise self.sender.fatal
 
     # Once a send waits for memory, later sends queue behind it (the head of _append_queue is the one
     # appending), so that a record cannot overtake an earlier one of the same partition.
@@ -198,10 +276,10 @@ class AsyncProducer:
         if first and self._append_queue and not self._append_queue[0].done():
             self._append_queue[0].set_result(None)
 
-    async def _memory(self, allocation) -> None:
+    async def _memory(self, allocation: Allocation) -> None:
         waiter = asyncio.get_running_loop().create_future()
         allocation.add_done_callback(lambda _a: waiter.done() or waiter.set_result(None))
-        self._wakeup.set()  # a waiting allocation makes every batch sendable (the pool is exhausted)
+        self.sender.wake()  # a waiting allocation makes every batch sendable (the pool is exhausted)
         self._schedule_pool_expiry()
         try:
             await waiter
@@ -223,67 +301,93 @@ class AsyncProducer:
             self._schedule_pool_expiry()
         self._expiry_timer = asyncio.get_running_loop().call_later(delay + 0.001, expire)
 
+    # ---- sending from other threads (the blocking Producer) ---------------------------------------
+    def append_blocking(self, topic: str, value, key, partition, headers, timestamp_ms, route: _Route,
+                        started_ms: float) -> RecordFuture:
+        """``send``'s longer path in the calling thread, once the topic has a ``route``: appends,
+        blocking the thread while ``buffer.memory`` is exhausted, until ``max.block.ms`` after
+        ``started_ms`` (then BufferExhausted)."""
+        if self.accumulator.waitable == threading.get_ident():
+            raise RuntimeError("the blocking producer cannot wait for memory on its own thread")
+        headers = tuple(headers) if headers else ()
+        if timestamp_ms is None:
+            timestamp_ms = time.time_ns() // 1_000_000
+        with self.lock:
+            self._check_open()
+            partition = self._partition(topic, key, partition, route)
+            result = self.accumulator.append(topic, partition, key, value, headers, timestamp_ms, _now_ms(),
+                                             max_block_ms=max(0.0, self.config.max_block_ms - (_now_ms() - started_ms)))
+        pending = result.pending
+        if pending is not None:
+            freed = threading.Event()
+            pending.add_done_callback(lambda _allocation: freed.set())
+            self._wake()  # a waiting allocation makes every batch sendable (the pool is exhausted)
+            while not pending.done():
+                freed.wait(max(0.0, pending.deadline_ms - self.pool.clock_ms()) / 1000 + 0.001)
+                with self.lock:
+                    self.pool.expire()  # past max.block.ms the allocation fails with BufferExhausted
+            with self.lock:
+                result = self.accumulator.append(topic, partition, key, value, headers, timestamp_ms, _now_ms(),
+                                                 allocation=pending)
+        with self.lock:
+            self._appended(topic, partition, result)
+        return result.future
+
+    # ---- flush and close -------------------------------------------------------------------------
     async def flush(self, timeout_ms: float | None = None) -> None:
         """Send everything appended so far and wait until each record is acknowledged or failed."""
         if not self._started:
             return
         self.accumulator.begin_flush()
-        self._wakeup.set()
+        self.sender.wake()
         try:
-            await self._wait_until(lambda: not self.accumulator.has_incomplete(), timeout_ms)
+            await self.sender.wait_until(lambda: not self.accumulator.has_incomplete(), timeout_ms)
         finally:
             self.accumulator.end_flush()
 
-    async def _wait_until(self, condition, timeout_ms: float | None) -> None:
-        deadline = None if timeout_ms is None else _now_ms() + timeout_ms
-        while not condition():
-            if self._sender is not None and self._sender.done():
-                self._sender.result()  # re-raise what stopped the sender
-                return
-            self._progress.clear()
-            remaining = None if deadline is None else (deadline - _now_ms()) / 1000
-            if remaining is not None and remaining <= 0:
-                raise asyncio.TimeoutError(f"flush did not finish within {timeout_ms} ms")
-            try:
-                await asyncio.wait_for(self._progress.wait(), remaining)
-            except asyncio.TimeoutError:
-                continue
-
     async def close(self, timeout_ms: float | None = None) -> None:
-        """Flush (up to ``timeout_ms``; None waits), then stop. Records still unsent after the timeout fail."""
+        """Send what is queued and wait for the answers, at most ``timeout_ms`` (default
+        ``delivery.timeout.ms``, when every record is acknowledged or failed anyway, as in Kafka);
+        then fail whatever is left and close the connections, whatever the broker does."""
         if self._closed:
             return
-        self._closing = True
+        timeout = self.config.delivery_timeout_ms if timeout_ms is None else timeout_ms
+        with self.lock:
+            self._closing = True
+            self._routes.clear()
+            self.accumulator.close()
         try:
-            if self._started:
-                self.accumulator.close()
-                self._wakeup.set()
+            if self._started and self.sender.fatal is None:
+                self.sender.closing = True
+                self.sender.wake()
                 try:
-                    await self._wait_until(lambda: not self.accumulator.has_incomplete(), timeout_ms)
-                except asyncio.TimeoutError:
-                    log.warning("closing the producer with records still unacknowledged")
+                    await self.sender.wait_until(lambda: not self.accumulator.has_incomplete(), timeout)
+                except TimeoutError:
+                    log.warning("closing the producer with records still unacknowledged after %s ms", timeout)
         finally:
             self._closed = True
-            self.accumulator.close()
-            self.pool.close()
-            self.accumulator.abort_undrained(ProducerClosed("the producer closed before the record was sent"))
-            if self._sender is not None:
-                self._sender.cancel()
-                try:
-                    await self._sender
-                except (asyncio.CancelledError, Exception):
-                    pass
+            with self.lock:
+                self.pool.close()
+                self.accumulator.abort_undrained(ProducerClosed("the producer closed before the record was sent"))
+            await self.sender.stop()
             if self._expiry_timer is not None:
                 self._expiry_timer.cancel()
             await self.metadata.close()
             await self.connections.close()
+            with self.lock:
+                self.accumulator.abort_incomplete(ProducerClosed("the producer closed before the record was "
+                                                                 "acknowledged"))
 
     # ---- metadata --------------------------------------------------------------------------------
     def _on_metadata(self, cluster) -> None:
         self._stats["metadata-refresh-total"] += 1
-        self._leaders = cluster.leaders(self.metadata.topics)
-        if self._wakeup is not None:
-            self._wakeup.set()
+        with self.lock:
+            self._routes.clear()  # partition counts and leaders may have changed: rebuilt on the next send
+        self.sender.on_metadata(cluster)
+
+    def _on_fatal(self, error: BaseException) -> None:
+        with self.lock:
+            self._routes.clear()  # every send takes the path that raises the error
 
     async def partitions_for(self, topic: str) -> list[int]:
         if not self._started:
@@ -291,248 +395,11 @@ class AsyncProducer:
         await self.metadata.wait_for_topic(topic, self.config.max_block_ms)
         return self.metadata.cluster.partitions_for(topic)
 
-    # ---- the sender ------------------------------------------------------------------------------
-    async def _run_sender(self) -> None:
-        while True:
-            self._wakeup.clear()
-            try:
-                delay_ms = self._run_once(_now_ms())
-            except Exception as error:  # a bug here must not leave send() and flush() waiting forever
-                log.exception("the producer's sender failed")
-                self._fatal = error
-                self.accumulator.abort_undrained(error)
-                self._progress.set()
-                raise
-            if self._closing and not self.accumulator.has_incomplete():
-                self._progress.set()
-            timeout = None if math.isinf(delay_ms) else max(delay_ms, 0.5) / 1000
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
-            except asyncio.TimeoutError:
-                pass
-
-    def _run_once(self, now: float) -> float:
-        """One pass: expire, look up what is missing, drain and send. Returns ms until the next pass."""
-        accumulator = self.accumulator
-        if accumulator.expire_batches(now):
-            self._progress.set()
-        self.metadata.maybe_refresh()  # when due; its listener wakes the sender
-        if self.config.enable_idempotence and (accumulator.producer_id is None or self._epoch_bump_needed):
-            self._ensure_producer_id()
-            if accumulator.producer_id is None or self._epoch_bump_needed:
-                return float(self.config.retry_backoff_ms)  # InitProducerId's answer wakes the sender sooner
-        check = accumulator.ready(self._leaders, now)
-        if check.unknown_leader_topics:
-            self.metadata.add_topics(check.unknown_leader_topics)
-            self.metadata.request_update()
-            self.metadata.maybe_refresh()
-        nodes = []
-        for node in check.ready_nodes:
-            if self._in_flight.get(node, 0) >= self.config.max_in_flight_requests_per_connection:
-                continue
-            if self.connections.get_ready(node) is None:
-                self._connect(node)
-                continue
-            nodes.append(node)
-        delay = check.next_ready_check_delay_ms
-        if nodes:
-            sent = False
-            for node, batches in accumulator.drain(self._leaders, nodes, self.config.max_request_size, now).items():
-                if batches:
-                    self._send_produce(node, batches)
-                    sent = True
-            if sent:
-                # Drain takes one batch per partition; a backlog goes out in further requests now, while
-                # in-flight room lasts, rather than one request per round trip (as Java's sender loops).
-                self._wakeup.set()
-        if check.unknown_leader_topics or self.metadata.needs_update:
-            delay = min(delay, self.config.retry_backoff_ms)
-        return delay
-
-    def _connect(self, node: int) -> None:
-        if node in self._connecting:
-            return
-        self._connecting.add(node)
-
-        async def connect():
-            try:
-                await self.connections.connection(node)
-            except (KafkaConnectionError, IncompatibleBrokerError, KafkaError) as error:
-                log.debug("producer: cannot connect to node %d: %s", node, error)
-                self.metadata.request_update()
-                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
-            finally:
-                self._connecting.discard(node)
-                self._wakeup.set()
-        asyncio.get_running_loop().create_task(connect())
-
-    # ---- producer id -----------------------------------------------------------------------------
-    def _ensure_producer_id(self) -> None:
-        if self._producer_id_task is not None and not self._producer_id_task.done():
-            return
-        if self._epoch_bump_needed and any(self._in_flight.values()):
-            return  # the new epoch restarts sequences: wait for every answer first
-        self._producer_id_task = asyncio.get_running_loop().create_task(self._init_producer_id())
-
-    async def _init_producer_id(self) -> None:
-        self._stats["producer-id-requests"] += 1
-        try:
-            connection = await self._least_loaded_connection()
-            version = connection.api_version(InitProducerIdRequest.API_KEY)
-            current = self.accumulator.producer_id
-            bump = self._epoch_bump_needed and current is not None and version >= _INIT_PRODUCER_ID_BUMP_VERSION
-            request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1,
-                                            producer_id=current if bump else -1,
-                                            producer_epoch=self.accumulator.producer_epoch if bump else -1)
-            response = await connection.send(request, version)
-        except IncompatibleBrokerError as error:
-            self._fail_fatally(error)
-            return
-        except KafkaConnectionError as error:
-            log.debug("InitProducerId failed: %s", error)
-            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
-            self._wakeup.set()
-            return
-        if response.error_code:
-            error = KafkaError(response.error_code, "InitProducerId")
-            if not error.retriable:
-                self._fail_fatally(error)
-                return
-            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
-        else:
-            self.accumulator.set_producer_id(response.producer_id, response.producer_epoch)
-            self._epoch_bump_needed = False
-        self._wakeup.set()
-
-    def _fail_fatally(self, error: BaseException) -> None:
-        log.error("producer failed: %s", error)
-        self._fatal = error
-        self.accumulator.abort_undrained(error)
-        self._progress.set()
-
-    async def _least_loaded_connection(self):
-        nodes = sorted(self.metadata.cluster.brokers, key=lambda n: self._in_flight.get(n, 0))
-        for node in nodes:
-            ready = self.connections.get_ready(node)
-            if ready is not None:
-                return ready
-        if nodes:
-            return await self.connections.connection(nodes[0])
-        return await self.connections.bootstrap(self.config.bootstrap_servers)
-
-    # ---- produce requests ------------------------------------------------------------------------
-    def _send_produce(self, node: int, batches: list[ProducerBatch]) -> None:
-        connection = self.connections.get_ready(node)
-        acks = self.config.acks
-        topics: dict[str, list] = {}
-        size = 0
-        for batch in batches:
-            data = batch.build()
-            size += len(data)
-            topics.setdefault(batch.tp.topic, []).append(
-                ProduceRequest.PartitionProduceData(index=batch.tp.partition, records=data))
-        request = ProduceRequest(transactional_id=None, acks=acks, timeout_ms=self.config.request_timeout_ms,
-                                 topic_data=[ProduceRequest.TopicProduceData(name=name, partition_data=parts)
-                                             for name, parts in topics.items()])
-        self._stats["produce-request-total"] += 1
-        self._stats["batch-total"] += len(batches)
-        self._stats["bytes-sent-total"] += size
-        try:
-            version = connection.api_version(ProduceRequest.API_KEY, _PRODUCE_MIN_VERSION, _PRODUCE_MAX_VERSION)
-        except IncompatibleBrokerError as error:
-            for batch in batches:
-                self._fail(batch, error)
-            return
-        future = connection.request(request, version)
-        if acks == 0:
-            for batch in batches:  # nobody will say where they went
-                self.accumulator.complete_batch(batch, -1)
-            self._progress.set()
-            return
-        self._in_flight[node] = self._in_flight.get(node, 0) + 1
-        future.add_done_callback(lambda done: self._on_produce_response(node, batches, done))
-
-    def _on_produce_response(self, node: int, batches: list[ProducerBatch], done: asyncio.Future) -> None:
-        self._in_flight[node] = max(0, self._in_flight.get(node, 0) - 1)
-        now = _now_ms()
-        error = done.exception() if not done.cancelled() else KafkaConnectionError("request cancelled")
-        if error is not None:
-            log.debug("produce request to node %d failed: %s", node, error)
-            self.metadata.request_update()
-            for batch in _in_sequence_order(batches):
-                self._retry_or_fail(batch, error, now, retriable=isinstance(error, KafkaConnectionError))
-        else:
-            answers = {(topic.name, p.index): p for topic in done.result().responses for p in topic.partition_responses}
-            for batch in _in_sequence_order(batches):
-                answer = answers.get(batch.tp)
-                if answer is None:
-                    self._retry_or_fail(batch, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
-                                                          f"no answer for {batch.tp} in the produce response"),
-                                        now, retriable=False)
-                    continue
-                code = answer.error_code
-                if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
-                    self.accumulator.complete_batch(batch, answer.base_offset, answer.log_append_time_ms)
-                    continue
-                if code in METADATA_REFRESH_ERRORS:
-                    self.metadata.request_update()
-                failure = KafkaError(code, f"producing to {batch.tp.topic}-{batch.tp.partition}"
-                                           + (f": {answer.error_message}" if answer.error_message else ""))
-                retriable = failure.retriable
-                if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
-                    # caused by an earlier batch that failed in this same round: it goes again first
-                    retriable = not self._is_oldest_unacknowledged(batch)
-                self._retry_or_fail(batch, failure, now, retriable=retriable)
-        self._progress.set()
-        self._wakeup.set()
-
-    def _is_oldest_unacknowledged(self, batch: ProducerBatch) -> bool:
-        # the accumulator keeps each partition's unacknowledged batches in sequence order
-        return not self.accumulator._retry_waits_for_earlier(batch)  # noqa: SLF001
-
-    def _retry_or_fail(self, batch: ProducerBatch, error: BaseException, now: float, retriable: bool) -> None:
-        within = now - batch.created_ms < self.config.delivery_timeout_ms
-        if retriable and within and batch.attempts < self.config.retries and not self._closed:
-            self._stats["record-retry-total"] += batch.record_count
-            self.accumulator.reenqueue(batch, now)
-            return
-        if retriable and not within:
-            error = TimeoutError(f"expiring {batch.record_count} record(s) for {batch.tp.topic}-{batch.tp.partition}: "
-                                 f"delivery.timeout.ms ({self.config.delivery_timeout_ms}) passed; last error: {error}")
-        self._fail(batch, error)
-
-    def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
-        sequenced = batch.has_sequence
-        self._stats["record-error-total"] += batch.record_count
-        self.accumulator.fail_batch(batch, error)
-        if sequenced and self.config.enable_idempotence:
-            self._epoch_bump_needed = True  # later batches would hit the gap: restart sequences
-
     # ---- metrics ---------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
         """The BufferPool's metrics plus the sender's counters, by Kafka's names where it has them."""
         out: dict[str, float] = dict(self.pool.metrics())
         out.update(self._stats)
-        out["requests-in-flight"] = sum(self._in_flight.values())
+        out["requests-in-flight"] = sum(self.sender.in_flight.values())
         out["bufferpool-peak-in-use"] = self.pool.peak_in_use
         return out
-
-
-def _in_sequence_order(batches: list[ProducerBatch]) -> list[ProducerBatch]:
-    # reenqueue puts retried batches back in sequence order only if they come back oldest first
-    return sorted(batches, key=lambda b: (b.tp, b.base_sequence))
-
-
-def _as_asyncio_future(record_future: RecordFuture) -> asyncio.Future:
-    future = asyncio.get_running_loop().create_future()
-
-    def resolve(done: RecordFuture) -> None:
-        if future.cancelled():
-            return
-        error = done.exception()
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(done.result())
-    record_future.add_done_callback(resolve)
-    return future

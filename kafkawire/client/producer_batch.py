@@ -10,8 +10,7 @@ can briefly hold up to 1/ratio more than the pool accounts for (upstream compres
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Sequence
 
 from kafkawire.records import Codec, RecordBatchBuilder
 from kafkawire.records.batch import NO_PRODUCER_ID, NO_SEQUENCE
@@ -19,6 +18,7 @@ from kafkawire.records.layouts import BATCH_HEADER_SIZE
 
 from .buffer_pool import Buffer
 from .common import TopicPartition
+from .delivery import BatchResult, RecordFuture, RecordMetadata
 
 __all__ = ["TopicPartition", "RecordMetadata", "RecordFuture", "ProducerBatch", "DeliveryTimeout",
            "CompressionRatioEstimator", "record_size_upper_bound", "size_factor", "BATCH_OVERHEAD"]
@@ -32,59 +32,8 @@ _HEADER_FRAMING_MAX = 5 + 5
 _ESTIMATION_MARGIN = 1.05
 
 
-class RecordMetadata(NamedTuple):
-    """Where a record landed: offset -1 when unknown (acks=0); timestamp is the log-append time when
-    the topic uses it, else the record's create time."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    serialized_key_size: int
-    serialized_value_size: int
-
-
 class DeliveryTimeout(TimeoutError):
     """A batch not acknowledged within ``delivery.timeout.ms`` of its creation."""
-
-
-class RecordFuture:
-    """The outcome of one record's send: RecordMetadata or an error. Never blocks: ``result()`` on a
-    pending future is a RuntimeError (await it through the asyncio layer instead)."""
-
-    __slots__ = ("_metadata", "_error", "_callbacks")
-
-    def __init__(self):
-        self._metadata: RecordMetadata | None = None
-        self._error: BaseException | None = None
-        self._callbacks: list[Callable[[RecordFuture], None]] = []
-
-    def done(self) -> bool:
-        return self._metadata is not None or self._error is not None
-
-    def result(self) -> RecordMetadata:
-        if self._error is not None:
-            raise self._error
-        if self._metadata is None:
-            raise RuntimeError("the record has not been acknowledged yet")
-        return self._metadata
-
-    def exception(self) -> BaseException | None:
-        return self._error
-
-    def add_done_callback(self, callback: Callable[[RecordFuture], None]) -> None:
-        if self.done():
-            callback(self)
-        else:
-            self._callbacks.append(callback)
-
-    def _finish(self, metadata: RecordMetadata | None, error: BaseException | None) -> None:
-        if self.done():
-            raise RuntimeError("a record future is resolved only once")
-        self._metadata, self._error = metadata, error
-        callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            callback(self)
 
 
 class CompressionRatioEstimator:
@@ -124,12 +73,16 @@ def record_size_upper_bound(key: bytes | None, value: bytes | None, headers: Seq
 
 
 class ProducerBatch:
-    """Records for one partition, open for appends until closed (by the accumulator, or at drain)."""
+    """Records for one partition, open for appends until closed (by the accumulator, or at drain).
+
+    ``records_limit`` is how many uncompressed record bytes the buffer's capacity holds by the size
+    estimate, so an append can check its room in the appender's own call (``try_append``);
+    ``full_at`` is the records size at which the batch reaches ``batch_size`` (ready to send)."""
 
     def __init__(self, tp: TopicPartition, buffer: Buffer, created_ms: float, *, codec: Codec = Codec.NONE,
-                 compression_level: int | None = None, compression_ratio: float = 1.0):
+                 compression_level: int | None = None, compression_ratio: float = 1.0,
+                 batch_size: int | None = None, waitable: int | None = None):
         self.tp = tp
-        self.buffer: Buffer | None = buffer
         self.created_ms = created_ms
         self.last_attempt_ms = created_ms
         self.drained_ms: float | None = None
@@ -139,7 +92,12 @@ class ProducerBatch:
         self.codec = Codec(codec)
         self.size_factor = size_factor(self.codec, compression_ratio)
         self.builder = RecordBatchBuilder(compression=self.codec, compression_level=compression_level)
-        self._records: list[tuple[RecordFuture, int, int, int]] = []  # future, timestamp, key/value sizes
+        self.appender = self.builder.appender
+        self.result = BatchResult(tp.topic, tp.partition, waitable)
+        self.full_at = _records_at_least(batch_size, self.size_factor) if batch_size is not None else None
+        self.full_signalled = False  # try_append has reported the batch full once
+        self.records_limit = 0
+        self.buffer = buffer
         self._built: bytes | None = None
         self._built_for: tuple[int, int, int] | None = None
         self.compressed_ratio: float | None = None  # observed at build, for the estimator
@@ -147,19 +105,25 @@ class ProducerBatch:
 
     # ---- appends ---------------------------------------------------------------------------------
     @property
+    def buffer(self) -> Buffer | None:
+        return self._buffer
+
+    @buffer.setter
+    def buffer(self, buffer: Buffer | None) -> None:
+        self._buffer = buffer
+        self.records_limit = _records_within(buffer.capacity, self.size_factor) if buffer is not None else 0
+
+    @property
     def capacity(self) -> int:
-        return self.buffer.capacity if self.buffer is not None else 0
+        return self._buffer.capacity if self._buffer is not None else 0
 
     @property
     def record_count(self) -> int:
-        return len(self._records)
+        return self.appender.count
 
     def estimated_size(self, extra_record_bytes: int = 0) -> int:
         """Estimated bytes of the finished batch, with ``extra_record_bytes`` more uncompressed data."""
-        records = self.builder.records_size + extra_record_bytes
-        if self.size_factor == 1.0:
-            return BATCH_OVERHEAD + records
-        return BATCH_OVERHEAD + math.ceil(records * self.size_factor)
+        return _estimate(self.appender.size + extra_record_bytes, self.size_factor)
 
     def append(self, key: bytes | None, value: bytes | None, headers: Sequence, timestamp_ms: int) -> tuple[
             RecordFuture, int]:
@@ -167,12 +131,26 @@ class ProducerBatch:
         the uncompressed bytes it added."""
         if self.closed:
             raise RuntimeError(f"batch for {self.tp} is closed for appends")
-        before = self.builder.records_size
-        self.builder.append(value, key=key, headers=headers, timestamp=timestamp_ms)
-        future = RecordFuture()
-        self._records.append((future, timestamp_ms, len(key) if key is not None else -1,
-                              len(value) if value is not None else -1))
-        return future, self.builder.records_size - before
+        appender = self.appender
+        size = appender.append(key, value, headers if isinstance(headers, (tuple, list)) else tuple(headers),
+                               timestamp_ms)
+        return RecordFuture(self.result, appender.count - 1, timestamp_ms, len(key) if key is not None else -1,
+                            len(value) if value is not None else -1), size
+
+    def try_append(self, key, value, headers, timestamp_ms: int) -> tuple[RecordFuture, int] | None:
+        """``append`` if the record fits the buffer (by the size estimate) and the batch is open;
+        None otherwise, or for input ``append`` would refuse (it raises, naming the problem)."""
+        if self.closed:
+            return None
+        appender = self.appender
+        try:
+            size = appender.append(key, value, headers, timestamp_ms, None, self.records_limit)
+        except (TypeError, ValueError, OverflowError):
+            return None
+        if size < 0:
+            return None
+        return RecordFuture(self.result, appender.count - 1, timestamp_ms, len(key) if key is not None else -1,
+                            len(value) if value is not None else -1), size
 
     def close(self) -> None:
         self.closed = True
@@ -213,7 +191,7 @@ class ProducerBatch:
         if self._built is None or self._built_for != state:
             self._built = self.builder.build()
             self._built_for = state
-            uncompressed = self.builder.records_size
+            uncompressed = self.appender.size
             if self.codec != Codec.NONE and uncompressed:
                 self.compressed_ratio = (len(self._built) - BATCH_OVERHEAD) / uncompressed
         return self._built
@@ -225,18 +203,37 @@ class ProducerBatch:
 
     def complete(self, base_offset: int, log_append_time_ms: int = -1) -> None:
         """Resolve every record's future from the broker's answer (base_offset -1 with acks=0)."""
-        topic, partition = self.tp
-        for index, (future, timestamp, key_size, value_size) in enumerate(self._records):
-            offset = base_offset + index if base_offset >= 0 else -1
-            when = log_append_time_ms if log_append_time_ms >= 0 else timestamp
-            future._finish(RecordMetadata(topic, partition, offset, when, key_size, value_size), None)
         self.done = True
+        self.result.finish(base_offset, log_append_time_ms, None)
 
     def fail(self, error: BaseException) -> None:
-        for future, *_ in self._records:
-            future._finish(None, error)
         self.done = True
+        self.result.finish(-1, -1, error)
 
     def __repr__(self) -> str:
         return (f"ProducerBatch({self.tp.topic}-{self.tp.partition}, records={self.record_count}, "
                 f"estimated={self.estimated_size()}, capacity={self.capacity}, attempts={self.attempts})")
+
+
+def _estimate(records_size: int, factor: float) -> int:
+    if factor == 1.0:
+        return BATCH_OVERHEAD + records_size
+    return BATCH_OVERHEAD + math.ceil(records_size * factor)
+
+
+def _records_within(capacity: int, factor: float) -> int:
+    """The most uncompressed record bytes whose estimated batch fits ``capacity``."""
+    room = capacity - BATCH_OVERHEAD
+    if room <= 0:
+        return 0
+    records = room if factor == 1.0 else math.floor(room / factor)
+    while records > 0 and _estimate(records, factor) > capacity:  # float rounding
+        records -= 1
+    while _estimate(records + 1, factor) <= capacity:
+        records += 1
+    return records
+
+
+def _records_at_least(batch_size: int, factor: float) -> int:
+    """The fewest uncompressed record bytes whose estimated batch reaches ``batch_size``."""
+    return _records_within(batch_size - 1, factor) + 1 if batch_size > BATCH_OVERHEAD else 0

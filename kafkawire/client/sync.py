@@ -12,15 +12,19 @@ in a background thread, behind the same method names.
         consumer.assign([TopicPartition("events", 0)])
         records = consumer.poll(timeout_ms=1000)
 
-Every call runs on the client's loop thread and waits for it; ``Producer.send`` returns a
-``concurrent.futures.Future`` for the record's metadata. A client is meant for one calling thread at
-a time, like Kafka's consumer (calls from several threads are serialized by the loop, not checked).
+Every call runs on the client's loop thread and waits for it, except ``Producer.send``: it appends
+in the calling thread, as Kafka's producer does (only a topic's first metadata is fetched on the
+loop), and returns a RecordFuture whose ``result(timeout)`` waits for the record's metadata. A
+Producer may be shared by threads. A Consumer is meant for one calling thread at a time, like
+Kafka's (calls from several threads are serialized by the loop, not checked).
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -28,11 +32,15 @@ from .common import TopicPartition
 from .consumer import AsyncConsumer
 from .consumer_config import ConsumerConfig
 from .fetcher import ConsumerRecord
+from .delivery import RecordFuture, RecordMetadata
 from .producer import AsyncProducer
-from .producer_batch import RecordMetadata
 from .producer_config import ProducerConfig
 
 __all__ = ["Producer", "Consumer"]
+
+log = logging.getLogger(__name__)
+
+_CLOSE_MARGIN_S = 10.0  # past close's own timeout: stopping the sender and closing sockets
 
 
 class _LoopThread:
@@ -82,13 +90,14 @@ def _chain(source: asyncio.Future) -> concurrent.futures.Future:
 
 class Producer:
     """A blocking facade over AsyncProducer (same settings: a ProducerConfig, a mapping of property
-    names, or keyword properties)."""
+    names, or keyword properties). Safe to share between threads."""
 
     def __init__(self, config: ProducerConfig | Mapping[str, Any] | None = None, **properties):
         self._thread = _LoopThread("kafkawire-producer")
 
         async def create() -> AsyncProducer:
             producer = AsyncProducer(config, **properties)
+            producer.share_with_threads()
             await producer.start()
             return producer
         try:
@@ -97,15 +106,31 @@ class Producer:
             self._thread.stop()
             raise
         self.config = self._producer.config
+        self._lock = self._producer.lock
 
     def send(self, topic: str, value: bytes | None = None, key: bytes | None = None, partition: int | None = None,
              headers: Iterable[tuple[str, bytes | None]] | None = None,
-             timestamp_ms: int | None = None) -> concurrent.futures.Future:
-        """Append a record (blocking up to max.block.ms for metadata and memory); the returned future
-        resolves to its RecordMetadata."""
-        async def send():
-            return _chain(await self._producer.send(topic, value, key, partition, headers, timestamp_ms))
-        return self._thread.run(send())
+             timestamp_ms: int | None = None) -> RecordFuture:
+        """Append a record in the calling thread (blocking up to max.block.ms for metadata and
+        memory); the returned future's ``result(timeout)`` waits for its RecordMetadata."""
+        with self._lock:
+            future = self._producer.append_now(topic, value, key, partition, headers, timestamp_ms)
+        if future is not None:
+            return future
+        started = time.monotonic() * 1000
+        producer = self._producer
+        producer._check_open()  # noqa: SLF001
+        route = producer._routes.get(topic) if isinstance(topic, str) and topic else None  # noqa: SLF001
+        if route is None:  # the topic's first send, or metadata changed: the loop fetches and checks
+            route = self._thread.run(self._route(topic))
+        return producer.append_blocking(topic, value, key, partition, headers, timestamp_ms, route, started)
+
+    async def _route(self, topic: str):
+        producer = self._producer
+        producer._check_open()  # noqa: SLF001
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"topic must be a non-empty string, not {topic!r}")
+        return await producer.route(topic)
 
     def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
                       partition: int | None = None, headers=None, timestamp_ms: int | None = None) -> RecordMetadata:
@@ -121,10 +146,14 @@ class Producer:
         return self._thread.call(self._producer.metrics)
 
     def close(self, timeout_ms: float | None = None) -> None:
+        """AsyncProducer.close on the loop; bounded even if that hangs (its timeout plus a margin)."""
         if self._thread.loop.is_closed():
             return
+        bound = (self.config.delivery_timeout_ms if timeout_ms is None else timeout_ms) / 1000 + _CLOSE_MARGIN_S
         try:
-            self._thread.run(self._producer.close(timeout_ms))
+            self._thread.run(self._producer.close(timeout_ms), bound)
+        except TimeoutError:
+            log.error("the producer did not close within %.1f s; stopping its thread regardless", bound)
         finally:
             self._thread.stop()
 
