@@ -150,10 +150,10 @@ class BrokerConnection:
         if self._closed:
             raise KafkaConnectionError(f"{self!r} is closed")
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, limit=_STREAM_LIMIT),
-                self.request_timeout_ms / 1000)
-        except (OSError, asyncio.TimeoutError) as error:
+            async with asyncio.timeout(self.request_timeout_ms / 1000):  # not wait_for: see common.wait_event
+                self._reader, self._writer = await asyncio.open_connection(self.host, self.port,
+                                                                           limit=_STREAM_LIMIT)
+        except (OSError, TimeoutError) as error:
             self._closed = True
             raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {error or 'timed out'}") from error
         if self.memory_pool is not None:

@@ -41,7 +41,7 @@ from typing import Any
 from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import FetchRequest, ListOffsetsRequest
 
-from .common import TopicPartition
+from .common import TopicPartition, wait_event
 from .connection import (
     COORDINATOR_ROLE, DEFAULT_ROLE, FETCH_ROLE, BrokerConnection, ConnectionManager, IncompatibleBrokerError,
     KafkaConnectionError, KafkaError, Reply,
@@ -60,6 +60,7 @@ __all__ = ["AsyncConsumer", "ConsumerRecord", "TopicPartition", "CommitFailedErr
 
 log = logging.getLogger(__name__)
 
+_TASKS_STOP_S = 1.0  # closing: how long cancelled tasks get to finish
 _LIST_OFFSETS_MIN_VERSION = 1  # one offset per partition, not the v0 array
 
 
@@ -136,28 +137,32 @@ class AsyncConsumer:
         if self._closed:
             return
         timeout = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = _now_ms() + timeout  # the commit and the leave share it: close is bounded by it
         try:
-            if self._started and self.member is not None and not self.member.closed:
+            if self._group_task is not None and not self.member.closed:
                 if autocommit and self.config.enable_auto_commit and not self._subscribed and self._positions():
                     try:  # assign() mode; a group member commits its own positions as it leaves
-                        await self.commit(timeout_ms=timeout)
-                    except (GroupError, KafkaConnectionError) as error:
-                        log.warning("auto-commit on close failed: %s", error)
-                self.member.close(_now_ms(), int(timeout))
+                        remaining = max(0.0, deadline - _now_ms())
+                        async with asyncio.timeout(remaining / 1000):
+                            await self.commit(timeout_ms=remaining)
+                    except (GroupError, KafkaConnectionError, TimeoutError) as error:
+                        log.warning("auto-commit on close failed: %r", error)
+                remaining = max(0.0, deadline - _now_ms())
+                self.member.close(_now_ms(), int(remaining))
                 self._group_wake.set()
-                try:
-                    await asyncio.wait_for(asyncio.shield(self._group_task), timeout / 1000 + 1)
-                except (asyncio.TimeoutError, Exception) as error:  # noqa: BLE001 (closing regardless)
-                    log.warning("leaving the group did not finish: %r", error)
+                # asyncio.wait neither cancels the task nor can lose this task's own cancellation
+                done, _ = await asyncio.wait({self._group_task}, timeout=remaining / 1000)
+                if not done:
+                    log.warning("leaving the group did not finish within %.0f ms", timeout)
+                elif not self._group_task.cancelled() and self._group_task.exception() is not None:
+                    log.warning("leaving the group failed: %r", self._group_task.exception())
         finally:
             self._closed = True
-            for task in list(self._tasks):
+            tasks = list(self._tasks)
+            for task in tasks:
                 task.cancel()
-            for task in list(self._tasks):
-                try:
-                    await task
-                except BaseException:  # noqa: BLE001 (cancelled or failed: closing regardless)
-                    pass
+            if tasks:
+                await asyncio.wait(tasks, timeout=_TASKS_STOP_S)
             for waiter in self._waiters.values():
                 if not waiter.done():
                     waiter.set_exception(ConsumerClosed("the consumer closed before this completed"))
@@ -273,10 +278,7 @@ class AsyncConsumer:
             remaining = deadline - _now_ms()
             if remaining <= 0:
                 return []
-            try:
-                await asyncio.wait_for(self._wake.wait(), remaining / 1000)
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(self._wake, remaining / 1000)
 
     def _pump(self) -> None:
         """Start whatever network work is due: metadata, position lookups, fetches. Never waits."""
@@ -410,10 +412,7 @@ class AsyncConsumer:
                 raise asyncio.TimeoutError(f"no position for {tp} within the timeout")
             self._wake.clear()
             self._pump()
-            try:
-                await asyncio.wait_for(self._wake.wait(), remaining / 1000)
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(self._wake, remaining / 1000)
 
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop fetching and returning records of these partitions (buffered records are kept)."""
@@ -612,10 +611,7 @@ class AsyncConsumer:
             if events:
                 continue  # taking events may have let a JoinGroup or LeaveGroup go out
             timeout = member.timeout_ms(_now_ms())
-            try:
-                await asyncio.wait_for(self._group_wake.wait(), None if timeout is None else max(timeout, 1) / 1000)
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(self._group_wake, None if timeout is None else max(timeout, 1) / 1000)
 
     async def _send_group_request(self, request: OutgoingRequest) -> None:
         member = self.member

@@ -320,8 +320,9 @@ class Metadata:
                 raise UnknownTopicError(code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                         f"topic {topic!r} not present in metadata after {timeout_ms:.0f} ms")
             try:
-                await asyncio.wait_for(self.refresh(), remaining / 1000)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(remaining / 1000):  # not wait_for: see common.wait_event
+                    await self.refresh()
+            except TimeoutError:
                 continue
             except (KafkaConnectionError, IncompatibleBrokerError):
                 await asyncio.sleep(min(self.retry_backoff_ms, max(remaining, 0)) / 1000)

@@ -370,13 +370,13 @@ class AsyncProducer:
                 self.pool.close()
                 self.accumulator.abort_undrained(ProducerClosed("the producer closed before the record was sent"))
             await self.sender.stop()
+            with self.lock:  # answers still on their way are for batches settled here
+                self.accumulator.abort_incomplete(ProducerClosed("the producer closed before the record was "
+                                                                 "acknowledged"))
             if self._expiry_timer is not None:
                 self._expiry_timer.cancel()
             await self.metadata.close()
             await self.connections.close()
-            with self.lock:
-                self.accumulator.abort_incomplete(ProducerClosed("the producer closed before the record was "
-                                                                 "acknowledged"))
 
     # ---- metadata --------------------------------------------------------------------------------
     def _on_metadata(self, cluster) -> None:

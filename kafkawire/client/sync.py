@@ -241,10 +241,14 @@ class Consumer:
         return self._thread.call(self._consumer.metrics)
 
     def close(self, autocommit: bool = True, timeout_ms: float | None = None) -> None:
+        """AsyncConsumer.close on the loop; bounded even if that hangs (its timeout plus a margin)."""
         if self._thread.loop.is_closed():
             return
+        bound = (self.config.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000 + _CLOSE_MARGIN_S
         try:
-            self._thread.run(self._consumer.close(autocommit, timeout_ms))
+            self._thread.run(self._consumer.close(autocommit, timeout_ms), bound)
+        except TimeoutError:
+            log.error("the consumer did not close within %.1f s; stopping its thread regardless", bound)
         finally:
             self._thread.stop()
 
