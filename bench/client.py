@@ -4,6 +4,7 @@ kafka-python, aiokafka and confluent-kafka measured in the same run.
     .venv/bin/python bench/client.py                  # everything, about 3 minutes
     .venv/bin/python bench/client.py --quick          # smoke run, about a minute
     .venv/bin/python bench/client.py --only consume --repeats 5 --consumers kafkawire,aiokafka
+    .venv/bin/python bench/client.py --only produce --producers kafkawire,aiokafka,confluent
 
 1. Consume throughput. One topic of --partitions (8) partitions is loaded once with --records (500k)
    records (13-byte keys, --value-size (100) random bytes) by confluent-kafka's producer (acks=1,
@@ -25,6 +26,11 @@ kafka-python, aiokafka and confluent-kafka measured in the same run.
    run with a hidden --delay-proxy, listens there in a subprocess), batch.max.size 256 KiB against
    batch.max.size = batch.size, kafka-python's and confluent-kafka's producers with 16 KiB batches
    beside them.
+4. Produce throughput (issue 18, bench/produce.py has the method): kafkawire's Producer and
+   AsyncProducer against kafka-python, aiokafka and confluent-kafka, each in its usual loop, 100 B and
+   1 KiB values, with and without keys, uncompressed and lz4, a fresh topic of 4 partitions for every
+   run. Targets: at 100 B, each of kafkawire's producers at least 3× aiokafka's records/s and at least
+   a quarter of confluent-kafka's.
 
 The broker is ``kafkawire broker`` in a subprocess (its own interpreter and GIL, as in production);
 ``--in-process`` runs kafkawire.broker.BrokerThread in this process instead (every Python client
@@ -49,6 +55,7 @@ from importlib.metadata import version as dist_version
 from pathlib import Path
 
 from common import BrokerProcess, git_state, record_reader  # noqa: E402
+from produce import bench_produce  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MiB = 1 << 20
@@ -719,8 +726,14 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="runs of each consumer; the best counts (3)")
     parser.add_argument("--consumers", type=lambda s: s.split(","), default=None,
                         help="only consumers whose name contains one of these (comma separated)")
-    parser.add_argument("--only", type=lambda s: set(s.split(",")), default={"consume", "kip81", "kip782"},
-                        help="sections to run: consume,kip81,kip782")
+    parser.add_argument("--only", type=lambda s: set(s.split(",")),
+                        default={"consume", "kip81", "kip782", "produce"},
+                        help="sections to run: consume,kip81,kip782,produce")
+    parser.add_argument("--producers", type=lambda s: s.split(","), default=None,
+                        help="only producers whose name contains one of these (comma separated)")
+    parser.add_argument("--produce-records", type=int, default=200_000,
+                        help="records of 100 B per produce run (200,000; a quarter as many of 1 KiB)")
+    parser.add_argument("--produce-partitions", type=int, default=4, help="partitions of each produce topic (4)")
     parser.add_argument("--quick", action="store_true", help="smoke run: fewer records, one repeat")
     parser.add_argument("--in-process", action="store_true",
                         help="run the broker as a BrokerThread in this process instead of a subprocess")
@@ -741,6 +754,7 @@ def main(argv=None) -> int:
     if args.quick:
         args.records, args.repeats = 50_000, 1
         args.kip81_partitions, args.kip782_partitions, args.latency_bytes = 200, 200, 1 * MiB
+        args.produce_records = 40_000
     if args.in_process:
         make_broker = BrokerInProcess
     else:
@@ -766,6 +780,8 @@ def main(argv=None) -> int:
             verdicts += bench_kip81(args, make_broker, tmp, out)
         if "kip782" in args.only:
             verdicts += bench_kip782(args, make_broker, tmp, out)
+        if "produce" in args.only:
+            verdicts += bench_produce(args, make_broker, create_topic, tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("\n".join(out))

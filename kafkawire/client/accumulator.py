@@ -91,13 +91,14 @@ class RecordAccumulator:
 
     # ---- appending -------------------------------------------------------------------------------
     def try_append(self, topic: str, partition: int, key, value, headers, timestamp_ms: int) -> tuple[
-            RecordFuture, int, bool] | None:
+            RecordFuture, int, bool, bool] | None:
         """``append`` without waiting, the producer's per-record path: the record goes into the
         partition's open batch in one call when it has room; otherwise ``append`` grows that batch
         or starts a new one if the memory is free now. Returns (future, bytes appended, whether the
-        sender should look: a new batch, or one that has reached ``batch.size``), or None when
-        memory must be waited for (``append`` with ``max_block_ms``). Bad input raises as in
-        ``append``. ``headers``: a tuple or list (anything else takes ``append``'s path)."""
+        batch has reached ``batch.size``, whether the sender should look: a new batch, or one that
+        reached ``batch.size`` with this record), or None when memory must be waited for (``append``
+        with ``max_block_ms``). Bad input raises as in ``append``. ``headers``: a tuple or list
+        (anything else takes ``append``'s path)."""
         batch = self._open.get((topic, partition))
         if batch is not None:
             appender = batch.appender
@@ -108,14 +109,17 @@ class RecordAccumulator:
             if size >= 0:
                 future = RecordFuture(batch.result, appender.count - 1, timestamp_ms,
                                       -1 if key is None else len(key), -1 if value is None else len(value))
-                if batch.full_signalled or appender.size < batch.full_at:
-                    return future, size, False
+                if batch.full_signalled:
+                    return future, size, True, False
+                if appender.size < batch.full_at:
+                    return future, size, False, False
                 batch.full_signalled = True
-                return future, size, True
+                return future, size, True, True
         result = self.append(topic, partition, key, value, headers, timestamp_ms, self.pool.clock_ms(), wait=False)
         if result is None:
             return None
-        return result.future, result.appended_bytes, result.new_batch_created or result.batch_is_full
+        return (result.future, result.appended_bytes, result.batch_is_full,
+                result.new_batch_created or result.batch_is_full)
 
     def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
                headers: Iterable = (), timestamp_ms: int | None = None, now_ms: float = 0, *,
@@ -389,14 +393,16 @@ class RecordAccumulator:
 
     def expire_batches(self, now_ms: float) -> list[ProducerBatch]:
         """Fail and free the queued batches created ``delivery.timeout.ms`` ago or more."""
+        oldest = now_ms - self.config.delivery_timeout_ms  # created at or before this: expired
         timeout = self.config.delivery_timeout_ms
         expired = []
         for tp, queue in self._batches.items():
+            if not any(batch.created_ms <= oldest for batch in queue):
+                continue  # the usual case, checked without building anything
             kept = deque()
             for batch in queue:
-                (expired if now_ms - batch.created_ms >= timeout else kept).append(batch)
-            if len(kept) != len(queue):
-                self._batches[tp] = kept
+                (expired if batch.created_ms <= oldest else kept).append(batch)
+            self._batches[tp] = kept
         for batch in expired:
             waited = now_ms - batch.created_ms
             self._drop_sequence(batch)
@@ -478,11 +484,6 @@ class RecordAccumulator:
         return aborted
 
     # ---- introspection ---------------------------------------------------------------------------
-    def batch_is_full(self, topic: str, partition: int) -> bool:
-        """Whether the partition's newest batch has reached ``batch.size`` (True when it has none)."""
-        queue = self._batches.get(TopicPartition(topic, partition))
-        return not queue or queue[-1].is_full(self.config.batch_size)
-
     def batches(self, topic: str, partition: int) -> tuple[ProducerBatch, ...]:
         return tuple(self._batches.get(TopicPartition(topic, partition), ()))
 

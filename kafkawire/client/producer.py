@@ -10,8 +10,9 @@ The common case is one synchronous step, with no coroutine of its own per record
 partitions are known (cached per topic with its sticky partition, until metadata changes) and the
 partition's open batch has room, so the record is written in place (``RecordAccumulator.try_append``).
 Otherwise ``send`` waits (up to ``max.block.ms``) for the topic's metadata and for ``buffer.memory``
-in the BufferPool. A send that fills a batch yields to the event loop once, so the sender takes the
-batch while the application keeps producing.
+in the BufferPool. Once an append gives the sender work (a new batch, or one at ``batch.size``), a
+send yields to the event loop once, at most every 2 ms (or linger.ms if less), so a loop that never
+waits still has its batches sent, several to a request.
 
 Appends are served in call order: once one waits for memory, later ones wait behind it, so records
 of one partition are never reordered by the wait.
@@ -44,6 +45,12 @@ from .sender import Sender
 __all__ = ["AsyncProducer", "RecordMetadata", "ProducerClosed"]
 
 log = logging.getLogger(__name__)
+
+
+# A loop of sends that never waits yields to the sender at most this often (at most linger.ms): a
+# full batch waits that much longer, and the sender takes several per request, which halves the
+# CPU per record and the broker's work at 100 B records (docs/performance.md).
+_YIELD_INTERVAL_MS = 2
 
 
 class ProducerClosed(RuntimeError):
@@ -88,7 +95,10 @@ class AsyncProducer:
         self._routes: dict[str, _Route] = {}  # topics send() may append to synchronously
         self._ignore_keys = self.config.partitioner_ignore_keys
         self._sticky_bytes = self.partitioner.sticky.batch_size
-        self._wake = self.sender.wake
+        self._wake = self._wake_and_yield
+        self._yield_due = False  # the sender has work from an append: a send soon yields to it once
+        self._next_yield = 0.0
+        self._yield_interval = min(self.config.linger_ms, _YIELD_INTERVAL_MS) / 1000
         self._started = False
         self._start_lock: asyncio.Lock | None = None
         self._closing = False
@@ -136,8 +146,10 @@ class AsyncProducer:
         if not self._append_queue:
             future = self.append_now(topic, value, key, partition, headers, timestamp_ms)
             if future is not None:
-                if self.sender.due:
-                    await asyncio.sleep(0)  # a batch is ready: let the sender take it
+                if self._yield_due and time.monotonic() >= self._next_yield:
+                    self._yield_due = False
+                    await asyncio.sleep(0)  # a batch is ready: the sender takes it and what filled since
+                    self._next_yield = time.monotonic() + self._yield_interval
                 return future
         return await self._send_waiting(topic, value, key, partition, headers, timestamp_ms)
 
@@ -146,6 +158,10 @@ class AsyncProducer:
                             ) -> RecordMetadata:
         """``send`` and wait for the broker's acknowledgement."""
         return await (await self.send(topic, value, key, partition, headers, timestamp_ms))
+
+    def _wake_and_yield(self) -> None:
+        self._yield_due = True
+        self.sender.wake()
 
     def append_now(self, topic: str, value, key, partition, headers, timestamp_ms) -> RecordFuture | None:
         """``send``'s common case without waiting or a coroutine: the topic's partitions are known and
@@ -174,12 +190,12 @@ class AsyncProducer:
                                                timestamp_ms)
         if appended is None:
             return None
-        future, size, full = appended
+        future, size, full, wake = appended
         if sticky is not None:
             sticky.produced_bytes += size
             if sticky.produced_bytes >= self._sticky_bytes:
-                self.partitioner.sticky.switch_if_due(sticky, self.accumulator.batch_is_full(topic, partition))
-        if full:
+                self.partitioner.sticky.switch_if_due(sticky, full)
+        if wake:
             self._wake()
         return future
 
