@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..accelerators import load
-from .varints import varint_size, write_varint, write_varlong
 
 __all__ = ["RecordAppender", "PyRecordAppender", "NATIVE"]
 
@@ -43,12 +42,35 @@ def _blob(data, what: str):
     return view.cast("B") if view.format != "B" or view.ndim != 1 else view
 
 
+def _zigzag(out: bytearray, value: int) -> None:
+    """``value`` (an int64; int32s zigzag the same) as a zigzag varint."""
+    raw = (value << 1) ^ (value >> 63)
+    if raw < 0x80:
+        out.append(raw)
+        return
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
 def _sized(out: bytearray, data) -> None:
     if data is None:
-        write_varint(out, -1)
+        out.append(1)  # zigzag(-1)
     else:
-        write_varint(out, len(data))
+        _zigzag(out, len(data))
         out += data
+
+
+def _header(header) -> tuple:
+    if not isinstance(header, (tuple, list)) or len(header) != 2:
+        raise TypeError(f"a record header must be a (key, value) pair, not {header!r}")
+    header_key, header_value = header
+    if header_key is None:
+        raise ValueError("a header key cannot be null")
+    if not isinstance(header_key, str):
+        raise TypeError(f"a header key must be a str, not {type(header_key).__name__}")
+    return header_key.encode("utf-8"), _blob(header_value, "header value")
 
 
 class PyRecordAppender:
@@ -76,49 +98,48 @@ class PyRecordAppender:
         """Write one record; returns the bytes it took, or -1 (writing nothing) when ``limit`` >= 0 and
         the section would grow past it. ``headers``: a tuple or list of (str, bytes-like or None);
         ``offset_delta`` None: one past the last."""
-        _check_timestamp(timestamp, "timestamp")
+        if type(timestamp) is not int or not _INT64_MIN <= timestamp <= _INT64_MAX:
+            _check_timestamp(timestamp, "timestamp")
         if offset_delta is None:
             offset_delta = self.last_offset_delta + 1
-        elif not isinstance(offset_delta, int):
-            raise TypeError(f"offset delta must be an int, not {type(offset_delta).__name__}")
-        if offset_delta <= self.last_offset_delta:
-            raise ValueError(f"offset delta {offset_delta} does not follow {self.last_offset_delta}")
-        if offset_delta > _INT32_MAX:
-            raise ValueError(f"offset delta {offset_delta} is out of the int32 range")
-        key, value = _blob(key, "key"), _blob(value, "value")
-        if not isinstance(headers, (tuple, list)):
-            raise TypeError(f"record headers must be a tuple or list, not {type(headers).__name__}")
-        encoded = []
-        for header in headers:
-            if not isinstance(header, (tuple, list)) or len(header) != 2:
-                raise TypeError(f"a record header must be a (key, value) pair, not {header!r}")
-            header_key, header_value = header
-            if header_key is None:
-                raise ValueError("a header key cannot be null")
-            if not isinstance(header_key, str):
-                raise TypeError(f"a header key must be a str, not {type(header_key).__name__}")
-            encoded.append((header_key.encode("utf-8"), _blob(header_value, "header value")))
-        for data in (key, value, *(part for pair in encoded for part in pair)):
-            if data is not None and len(data) > _INT32_MAX:
-                raise ValueError(f"a record field of {len(data)} bytes exceeds the int32 length limit")
+        else:
+            if not isinstance(offset_delta, int):
+                raise TypeError(f"offset delta must be an int, not {type(offset_delta).__name__}")
+            if offset_delta <= self.last_offset_delta:
+                raise ValueError(f"offset delta {offset_delta} does not follow {self.last_offset_delta}")
+            if offset_delta > _INT32_MAX:
+                raise ValueError(f"offset delta {offset_delta} is out of the int32 range")
+        if key is not None and type(key) is not bytes:
+            key = _blob(key, "key")
+        if value is not None and type(value) is not bytes:
+            value = _blob(value, "value")
+        if type(headers) is not tuple and type(headers) is not list:
+            if not isinstance(headers, (tuple, list)):
+                raise TypeError(f"record headers must be a tuple or list, not {type(headers).__name__}")
+        encoded = [_header(header) for header in headers] if headers else ()
+        if (key is not None and len(key) > _INT32_MAX) or (value is not None and len(value) > _INT32_MAX) or any(
+                len(k) > _INT32_MAX or (v is not None and len(v) > _INT32_MAX) for k, v in encoded):
+            raise ValueError("a record field exceeds the int32 length limit")
         base = self.base_timestamp if self.base_timestamp is not None else timestamp
         body = bytearray(b"\x00")  # attributes: unused in v2 records
-        write_varlong(body, _wrap_int64(timestamp - base))
-        write_varint(body, offset_delta)
+        _zigzag(body, _wrap_int64(timestamp - base))
+        _zigzag(body, offset_delta)
         _sized(body, key)
         _sized(body, value)
-        write_varint(body, len(encoded))
+        _zigzag(body, len(encoded))
         for header_key, header_value in encoded:
             _sized(body, header_key)
             _sized(body, header_value)
         if len(body) > _INT32_MAX:
             raise ValueError(f"a record of {len(body)} bytes exceeds the int32 length limit")
-        before = len(self.records)
-        size = varint_size(len(body)) + len(body)
-        if 0 <= limit < before + size:
+        record = bytearray()
+        _zigzag(record, len(body))
+        size = len(record) + len(body)
+        records = self.records
+        if 0 <= limit < len(records) + size:
             return -1
-        write_varint(self.records, len(body))
-        self.records += body
+        records += record
+        records += body
         self.base_timestamp = base
         self.count += 1
         self.last_offset_delta = offset_delta
