@@ -163,7 +163,9 @@ class AsyncProducer:
         self._yield_due = True
         self.sender.wake()
 
-    def append_now(self, topic: str, value, key, partition, headers, timestamp_ms) -> RecordFuture | None:
+    def append_now(self, topic: str, value: bytes | None, key: bytes | None, partition: int | None,
+                   headers: Iterable[tuple[str, bytes | None]] | None, timestamp_ms: int | None
+                   ) -> RecordFuture | None:
         """``send``'s common case without waiting or a coroutine: the topic's partitions are known and
         the partition's open batch has room. None when ``send`` must take its longer path (which also
         reports bad input). The blocking Producer calls it holding ``lock``."""
@@ -318,8 +320,9 @@ class AsyncProducer:
         self._expiry_timer = asyncio.get_running_loop().call_later(delay + 0.001, expire)
 
     # ---- sending from other threads (the blocking Producer) ---------------------------------------
-    def append_blocking(self, topic: str, value, key, partition, headers, timestamp_ms, route: _Route,
-                        started_ms: float) -> RecordFuture:
+    def append_blocking(self, topic: str, value: bytes | None, key: bytes | None, partition: int | None,
+                        headers: Iterable[tuple[str, bytes | None]] | None, timestamp_ms: int | None,
+                        route: _Route, started_ms: float) -> RecordFuture:
         """``send``'s longer path in the calling thread, once the topic has a ``route``: appends,
         blocking the thread while ``buffer.memory`` is exhausted, until ``max.block.ms`` after
         ``started_ms`` (then BufferExhausted)."""
