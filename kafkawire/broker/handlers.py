@@ -17,11 +17,12 @@ from ..codec.primitives import ZERO_UUID
 from ..error_codes import ErrorCode
 from .config import BrokerConfig
 from .fetch import DelayedFetch, FetchPurgatory, PartitionRead, read_partitions
+from .error_responses import error_response
 from .fetch_response import encode_fetch_response
 from .groups import GroupCoordinator
 from .sessions import FetchSessionCache, SessionPartition
 from .produce import ProduceHandler
-from .topics import TopicError, TopicManager
+from .topics import Topic, TopicError, TopicManager
 from .versions import SUPPORTED_VERSIONS
 
 __all__ = ["Handlers"]
@@ -81,15 +82,13 @@ class Handlers:
         else:
             wanted = [(t.name, t.topic_id if version >= 10 else None) for t in request.topics]
         auto_create = self.config.auto_create_topics and (version < 4 or request.allow_auto_topic_creation)
+        created = await self._auto_create([name for name, _ in wanted if name is not None]) if auto_create else {}
         results = []
         for name, topic_id in wanted:
             topic = self.topics.get(name) if name is not None else self.topics.by_id.get(topic_id)
             error = ErrorCode.NONE
-            if topic is None and name is not None and auto_create:
-                try:
-                    topic = self.topics.create(name)
-                except TopicError as failure:
-                    error = failure.code
+            if topic is None and isinstance(created.get(name), TopicError):
+                error = created[name].code
             if topic is None:
                 error = error or (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID)
                 results.append(m.MetadataResponse.MetadataResponseTopic(
@@ -106,8 +105,31 @@ class Handlers:
         return m.MetadataResponse(brokers=[broker], cluster_id=self.config.cluster_id,
                                   controller_id=self.config.node_id, topics=results)
 
+    async def _auto_create(self, names: list[str]) -> dict[str, Topic | TopicError]:
+        """Create the named topics that do not exist (auto.create.topics.enable), as one creation."""
+        outcomes: dict[str, Topic | TopicError] = {}
+        planned = []
+        for name in dict.fromkeys(names):
+            if self.topics.get(name) is not None:
+                continue
+            if await self.topics.wait_for_creation(name) is not None:  # another request is creating it
+                continue
+            try:
+                planned.append(self.topics.plan(name))
+            except TopicError as failure:
+                outcomes[name] = failure
+        try:
+            self.topics.check_request_size(planned)
+        except TopicError as failure:
+            return {**outcomes, **{topic.name: failure for topic in planned}}
+        for topic, result in zip(planned, await self.topics.create(planned)):
+            outcomes[topic.name] = result
+        return outcomes
+
     # ---- Fetch ----------------------------------------------------------------------------------
     async def fetch(self, request, version: int):
+        if version >= 3 and request.max_bytes < 0:
+            return error_response(1, request, version, ErrorCode.INVALID_REQUEST, "negative MaxBytes")
         max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, self.config.fetch_max_bytes)
         min_bytes = min(request.min_bytes, max_bytes)
         use_ids = version >= 13
@@ -214,28 +236,44 @@ class Handlers:
 
     # ---- topics ---------------------------------------------------------------------------------
     async def create_topics(self, request, version: int):
-        results = []
-        for creatable in request.topics:
-            result = m.CreateTopicsResponse.CreatableTopicResult(name=creatable.name, error_code=0,
-                                                                 num_partitions=-1, replication_factor=-1)
+        validate_only = request.validate_only if version >= 1 else False
+        results = [m.CreateTopicsResponse.CreatableTopicResult(name=creatable.name, error_code=0, num_partitions=-1,
+                                                               replication_factor=-1)
+                   for creatable in request.topics]
+        names = [creatable.name for creatable in request.topics]
+        duplicates = {name for name in names if names.count(name) > 1} if len(set(names)) < len(names) else set()
+        planned: list[tuple[int, Topic]] = []
+        for index, creatable in enumerate(request.topics):
             try:
+                if creatable.name in duplicates:
+                    raise TopicError(ErrorCode.INVALID_REQUEST, f"Duplicate topic name {creatable.name!r} in the request.")
                 if creatable.assignments:
                     raise TopicError(ErrorCode.INVALID_REQUEST, "manual replica assignments are not supported")
                 configs = {c.name: c.value for c in creatable.configs}
-                topic = self.topics.create(creatable.name, creatable.num_partitions, creatable.replication_factor,
-                                           configs, validate_only=request.validate_only if version >= 1 else False)
+                planned.append((index, self.topics.plan(creatable.name, creatable.num_partitions,
+                                                        creatable.replication_factor, configs)))
             except TopicError as failure:
-                result.error_code = failure.code
-                result.error_message = failure.message
-            else:
-                result.topic_id = topic.topic_id
-                result.num_partitions = creatable.num_partitions if creatable.num_partitions != -1 else (
-                    self.config.num_partitions)
-                result.replication_factor = 1
-                result.configs = [m.CreateTopicsResponse.CreatableTopicConfigs(
-                    name=name, value=value, read_only=False, config_source=1, is_sensitive=False)
-                    for name, value in sorted(topic.configs.items())]
-            results.append(result)
+                _fail(results[index], failure)
+        try:
+            self.topics.check_request_size([topic for _, topic in planned],
+                                           sum(len(c.configs) for c in request.topics))
+        except TopicError as failure:
+            for result in results:
+                _fail(result, failure)
+            return m.CreateTopicsResponse(topics=results)
+        created = [topic for _, topic in planned] if validate_only else await self.topics.create(
+            [topic for _, topic in planned])
+        for (index, _), outcome in zip(planned, created):
+            result = results[index]
+            if isinstance(outcome, TopicError):
+                _fail(result, outcome)
+                continue
+            result.topic_id = outcome.topic_id
+            result.num_partitions = outcome.planned_partitions
+            result.replication_factor = 1
+            result.configs = [m.CreateTopicsResponse.CreatableTopicConfigs(
+                name=name, value=value, read_only=False, config_source=1, is_sensitive=False)
+                for name, value in sorted(outcome.configs.items())]
         return m.CreateTopicsResponse(topics=results)
 
     async def delete_topics(self, request, version: int):
@@ -251,7 +289,7 @@ class Handlers:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
             else:
                 try:
-                    deleted = self.topics.delete(name)
+                    deleted = await self.topics.delete(name)
                     result.topic_id = deleted.topic_id
                 except TopicError as failure:
                     result.error_code = failure.code
@@ -339,6 +377,11 @@ class Handlers:
                                              error_message="transactions are not supported", node_id=-1, host="",
                                              port=-1)
         return m.FindCoordinatorResponse(error_code=0, node_id=node, host=host, port=port)
+
+
+def _fail(result, failure: TopicError) -> None:
+    result.error_code = failure.code
+    result.error_message = failure.message
 
 
 _CONFIG_TYPES = {"retention.ms": 5, "retention.bytes": 5, "segment.bytes": 3, "max.message.bytes": 3,

@@ -32,6 +32,8 @@ from .produce import CLOSE_CONNECTION
 from .request_memory import RequestMemory
 from .sending import send_parts
 from .storage import FileRecords
+from .storage.descriptors import DescriptorCache
+from .storage.remote import describe_closed_segment
 from .tap import WireTap
 from .topics import TopicManager
 from .versions import SUPPORTED_VERSIONS
@@ -42,6 +44,7 @@ log = logging.getLogger(__name__)
 
 _API_VERSIONS = 18
 _READ_SIZE = 1 << 16
+_RETENTION_SLICE = 16  # partitions whose retention runs between two turns of the loop
 
 
 class Broker:
@@ -50,7 +53,8 @@ class Broker:
 
     def __init__(self, config: BrokerConfig | None = None, **settings):
         self.config = config if config is not None else BrokerConfig(**settings)
-        self.topics = TopicManager(self.config)
+        connection_descriptors, file_descriptors = descriptor_budget()
+        self.topics = TopicManager(self.config, DescriptorCache(max(file_descriptors // 3, 16)))  # 3 per segment
         self.groups = GroupCoordinator(self.config.data_dir / "__consumer_offsets",
                                        initial_rebalance_delay_ms=self.config.group_initial_rebalance_delay_ms,
                                        partition_exists=lambda topic, p: self.topics.log(topic, p) is not None)
@@ -60,7 +64,6 @@ class Broker:
         self._connections: dict[asyncio.Task, _Connection] = {}
         self._retention: asyncio.TimerHandle | None = None
         self._idle_sweeper: asyncio.Task | None = None
-        connection_descriptors, self.file_descriptors = descriptor_budget()
         self.limits = ConnectionLimits(self.config.max_connections, self.config.connection_limit_for,
                                        connection_descriptors)
         self.memory = RequestMemory(self.config.queued_max_request_bytes)
@@ -73,6 +76,7 @@ class Broker:
     async def start(self) -> None:
         if self.config.tap_path is not None and self.tap is None:
             self.tap = WireTap(self.config.tap_path)
+        self.topics.descriptors.bind_to_current_thread()  # the loop's: only it closes segment files
         self.topics.load()
         await self.groups.start()
         self._server = await asyncio.start_server(self._serve, self.config.host, self.config.port)
@@ -113,15 +117,24 @@ class Broker:
     # ---- retention ------------------------------------------------------------------------------
     def _schedule_retention(self) -> None:
         loop = asyncio.get_running_loop()
-        self._retention = loop.call_later(self.config.retention_check_interval_ms / 1000, self._apply_retention)
+        self._retention = loop.call_later(self.config.retention_check_interval_ms / 1000,
+                                          lambda: loop.create_task(self._apply_retention()))
 
-    def _apply_retention(self) -> None:
+    async def _apply_retention(self) -> None:
+        """Retention over every partition, a few at a time: with thousands of partitions one pass
+        would otherwise hold the loop (it stays on the loop, which owns the segments' files)."""
         now = time.time_ns() // 1_000_000
-        for topic, index, partition_log in self.topics.all_logs():
+        for count, (topic, index, partition_log) in enumerate(list(self.topics.all_logs()), 1):
             try:
-                partition_log.apply_retention(now)
+                for segment in partition_log.segments_to_copy():  # to the remote tier, off the loop
+                    closed = describe_closed_segment(segment)
+                    copied = await asyncio.to_thread(partition_log.remote.copy_files, partition_log.name, closed)
+                    partition_log.add_remote_segment(copied)
+                partition_log.apply_retention(now, copy_to_remote=False)
             except OSError:
                 log.exception("retention of %s-%d failed", topic.name, index)
+            if count % _RETENTION_SLICE == 0:
+                await asyncio.sleep(0)
         self._schedule_retention()
 
     # ---- connections ----------------------------------------------------------------------------
@@ -133,11 +146,13 @@ class Broker:
         while True:
             await asyncio.sleep(min(max(idle_s / 4, 0.01), 30.0))
             deadline = loop.time() - idle_s
-            for connection in list(self._connections.values()):
+            for task, connection in list(self._connections.items()):
                 if not connection.busy and connection.last_active < deadline:
                     log.debug("closing connection from %s: idle for %.0f ms", connection.host,
                               (loop.time() - connection.last_active) * 1000)
+                    connection.closing = True
                     connection.writer.close()
+                    self.memory.wake()  # it may be waiting for request memory rather than reading
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
@@ -151,48 +166,59 @@ class Broker:
         self._connections[task] = connection
         frames = FrameBuffer(self.config.max_request_bytes)
         memory = self.memory
-        held = 0  # request bytes this connection holds in the memory pool
+        taken = 0  # request memory taken for the frame at the head of the buffer (whole or partial)
         tap = self.tap
         client_closed = aborted = False  # how the connection ended, for the tap
         if tap is not None:
             conn = tap.connection_opened(peer, writer.get_extra_info("sockname"), time.time_ns())
         try:
             while True:
-                if memory.must_wait(frames.pending_size):
-                    await memory.wait()  # a large request waits for the pool; small ones carry on
+                pending = frames.pending_size
+                if pending is not None and not taken:  # a request started: take its size from the pool
+                    while memory.must_wait(pending + 4):
+                        await memory.wait()
+                        if connection.closing:
+                            return
+                    taken = pending + 4
+                    memory.take(taken)
                 data = await reader.read(_READ_SIZE)
                 if not data:  # the client closed, unless the broker's own shutdown ended the read
                     client_closed = self._server is not None and self._server.is_serving()
                     return
                 connection.last_active = loop.time()
-                memory.charge(len(data))
-                held += len(data)
                 if tap is not None:
                     tap.client_sent(conn, data, time.time_ns())
                 frames.feed(data)
                 while (frame := frames.next_frame()) is not None:
+                    if not taken:  # it came whole in one read
+                        taken = len(frame) + 4
+                        memory.take(taken)
                     connection.busy = True
                     try:
                         response = await self._respond(frame, host)
                     finally:
                         connection.busy = False
-                        memory.release(len(frame) + 4)  # answered: its bytes are free (Kafka frees them then)
-                        held -= len(frame) + 4
+                        memory.give_back(taken)  # answered: its bytes are free (Kafka frees them then)
+                        taken = 0
                     if response is False:
                         return  # closing: the request could not be read, or Kafka closes here
                     if response is None:
+                        if len(frames):
+                            await asyncio.sleep(0)
                         continue
                     if tap is not None:  # the tap needs the bytes themselves: send them as bytes too
                         response = [b"".join(p.read() if type(p) is FileRecords else p for p in response)]
                         tap.broker_sent(conn, response[0], time.time_ns())
                     await send_parts(writer, response)
                     connection.last_active = loop.time()
+                    if len(frames):  # pipelined requests: let other connections in between them
+                        await asyncio.sleep(0)
         except FrameTooLarge as error:
             log.warning("closing connection from %s: %s", host, error)
         except (ConnectionError, asyncio.IncompleteReadError):
             client_closed = aborted = True
         finally:
-            memory.release(held)
+            memory.give_back(taken)
             self.limits.release(host)
             self._connections.pop(task, None)
             writer.close()
@@ -240,10 +266,11 @@ class Broker:
 class _Connection:
     """What the broker tracks of one open connection."""
 
-    __slots__ = ("host", "writer", "last_active", "busy")
+    __slots__ = ("host", "writer", "last_active", "busy", "closing")
 
     def __init__(self, host: str, writer: asyncio.StreamWriter, now: float):
         self.host = host
         self.writer = writer
         self.last_active = now
         self.busy = False  # a request of this connection is being handled
+        self.closing = False  # closed by the broker (idle) while it may be waiting for request memory
