@@ -7,6 +7,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class AddOffsetsToTxnRequest(_Message):
     """AddOffsetsToTxnRequest, versions 0-4."""
 
+    API_KEY: int
+
     transactional_id: str
     producer_id: int
     producer_epoch: int

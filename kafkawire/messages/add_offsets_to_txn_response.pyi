@@ -7,6 +7,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class AddOffsetsToTxnResponse(_Message):
     """AddOffsetsToTxnResponse, versions 0-4."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
 

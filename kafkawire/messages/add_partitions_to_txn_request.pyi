@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class AddPartitionsToTxnRequest(_Message):
     """AddPartitionsToTxnRequest, versions 0-5."""
 
+    API_KEY: int
+
     transactions: _Sequence[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction]
     v3_and_below_transactional_id: str
     v3_and_below_producer_id: int

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class AddPartitionsToTxnResponse(_Message):
     """AddPartitionsToTxnResponse, versions 0-5."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
     results_by_transaction: _Sequence[AddPartitionsToTxnResponse.AddPartitionsToTxnResult]

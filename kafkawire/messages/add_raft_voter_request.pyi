@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class AddRaftVoterRequest(_Message):
     """AddRaftVoterRequest, versions 0."""
 
+    API_KEY: int
+
     cluster_id: str | None
     timeout_ms: int
     voter_id: int

@@ -7,6 +7,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class AllocateProducerIdsResponse(_Message):
     """AllocateProducerIdsResponse, versions 0."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
     producer_id_start: int

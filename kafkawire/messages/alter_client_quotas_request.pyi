@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class AlterClientQuotasRequest(_Message):
     """AlterClientQuotasRequest, versions 0-1."""
 
+    API_KEY: int
+
     entries: _Sequence[AlterClientQuotasRequest.EntryData]
     validate_only: bool
 

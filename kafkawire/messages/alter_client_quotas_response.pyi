@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class AlterClientQuotasResponse(_Message):
     """AlterClientQuotasResponse, versions 0-1."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     entries: _Sequence[AlterClientQuotasResponse.EntryData]
 

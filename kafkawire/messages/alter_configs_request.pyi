@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class AlterConfigsRequest(_Message):
     """AlterConfigsRequest, versions 0-2."""
 
+    API_KEY: int
+
     resources: _Sequence[AlterConfigsRequest.AlterConfigsResource]
     validate_only: bool
 

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class AlterConfigsResponse(_Message):
     """AlterConfigsResponse, versions 0-2."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     responses: _Sequence[AlterConfigsResponse.AlterConfigsResourceResponse]
 

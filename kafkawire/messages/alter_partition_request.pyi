@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class AlterPartitionRequest(_Message):
     """AlterPartitionRequest, versions 0-3."""
 
+    API_KEY: int
+
     broker_id: int
     broker_epoch: int
     topics: _Sequence[AlterPartitionRequest.TopicData]

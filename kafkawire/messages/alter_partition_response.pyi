@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class AlterPartitionResponse(_Message):
     """AlterPartitionResponse, versions 0-3."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
     topics: _Sequence[AlterPartitionResponse.TopicData]

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class AlterReplicaLogDirsRequest(_Message):
     """AlterReplicaLogDirsRequest, versions 0-2."""
 
+    API_KEY: int
+
     dirs: _Sequence[AlterReplicaLogDirsRequest.AlterReplicaLogDir]
 
     def __init__(

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class AlterReplicaLogDirsResponse(_Message):
     """AlterReplicaLogDirsResponse, versions 0-2."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     results: _Sequence[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult]
 

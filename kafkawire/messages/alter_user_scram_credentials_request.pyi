@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class AlterUserScramCredentialsRequest(_Message):
     """AlterUserScramCredentialsRequest, versions 0."""
 
+    API_KEY: int
+
     deletions: _Sequence[AlterUserScramCredentialsRequest.ScramCredentialDeletion]
     upsertions: _Sequence[AlterUserScramCredentialsRequest.ScramCredentialUpsertion]
 

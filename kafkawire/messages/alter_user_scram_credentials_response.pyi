@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class AlterUserScramCredentialsResponse(_Message):
     """AlterUserScramCredentialsResponse, versions 0."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     results: _Sequence[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult]
 

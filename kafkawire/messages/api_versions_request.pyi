@@ -7,6 +7,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ApiVersionsRequest(_Message):
     """ApiVersionsRequest, versions 0-4."""
 
+    API_KEY: int
+
     client_software_name: str
     client_software_version: str
 

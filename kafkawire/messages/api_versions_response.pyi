@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ApiVersionsResponse(_Message):
     """ApiVersionsResponse, versions 0-4."""
 
+    API_KEY: int
+
     error_code: int
     api_keys: _Sequence[ApiVersionsResponse.ApiVersion]
     throttle_time_ms: int

@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class AssignReplicasToDirsRequest(_Message):
     """AssignReplicasToDirsRequest, versions 0."""
 
+    API_KEY: int
+
     broker_id: int
     broker_epoch: int
     directories: _Sequence[AssignReplicasToDirsRequest.DirectoryData]

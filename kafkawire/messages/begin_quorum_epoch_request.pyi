@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class BeginQuorumEpochRequest(_Message):
     """BeginQuorumEpochRequest, versions 0-1."""
 
+    API_KEY: int
+
     cluster_id: str | None
     voter_id: int
     topics: _Sequence[BeginQuorumEpochRequest.TopicData]

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class BeginQuorumEpochResponse(_Message):
     """BeginQuorumEpochResponse, versions 0-1."""
 
+    API_KEY: int
+
     error_code: int
     topics: _Sequence[BeginQuorumEpochResponse.TopicData]
     node_endpoints: _Sequence[BeginQuorumEpochResponse.NodeEndpoint]

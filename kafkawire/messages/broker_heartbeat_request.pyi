@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class BrokerHeartbeatRequest(_Message):
     """BrokerHeartbeatRequest, versions 0-1."""
 
+    API_KEY: int
+
     broker_id: int
     broker_epoch: int
     current_metadata_offset: int

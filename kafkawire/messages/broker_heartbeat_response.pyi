@@ -7,6 +7,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class BrokerHeartbeatResponse(_Message):
     """BrokerHeartbeatResponse, versions 0-1."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
     is_caught_up: bool

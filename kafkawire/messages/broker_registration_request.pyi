@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class BrokerRegistrationRequest(_Message):
     """BrokerRegistrationRequest, versions 0-4."""
 
+    API_KEY: int
+
     broker_id: int
     cluster_id: str
     incarnation_id: _UUID

@@ -7,6 +7,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class BrokerRegistrationResponse(_Message):
     """BrokerRegistrationResponse, versions 0-4."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
     broker_epoch: int

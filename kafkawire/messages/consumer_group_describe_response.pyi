@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ConsumerGroupDescribeResponse(_Message):
     """ConsumerGroupDescribeResponse, versions 0."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     groups: _Sequence[ConsumerGroupDescribeResponse.DescribedGroup]
 

@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ConsumerGroupHeartbeatRequest(_Message):
     """ConsumerGroupHeartbeatRequest, versions 0-1."""
 
+    API_KEY: int
+
     group_id: str
     member_id: str
     member_epoch: int

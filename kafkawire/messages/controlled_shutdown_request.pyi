@@ -7,6 +7,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ControlledShutdownRequest(_Message):
     """ControlledShutdownRequest, versions 0-3."""
 
+    API_KEY: int
+
     broker_id: int
     broker_epoch: int
 

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ControlledShutdownResponse(_Message):
     """ControlledShutdownResponse, versions 0-3."""
 
+    API_KEY: int
+
     error_code: int
     remaining_partitions: _Sequence[ControlledShutdownResponse.RemainingPartition]
 

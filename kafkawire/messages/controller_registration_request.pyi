@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ControllerRegistrationRequest(_Message):
     """ControllerRegistrationRequest, versions 0."""
 
+    API_KEY: int
+
     controller_id: int
     incarnation_id: _UUID
     zk_migration_ready: bool

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class CreateAclsRequest(_Message):
     """CreateAclsRequest, versions 0-3."""
 
+    API_KEY: int
+
     creations: _Sequence[CreateAclsRequest.AclCreation]
 
     def __init__(

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class CreateAclsResponse(_Message):
     """CreateAclsResponse, versions 0-3."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     results: _Sequence[CreateAclsResponse.AclCreationResult]
 

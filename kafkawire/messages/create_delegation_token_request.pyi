@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class CreateDelegationTokenRequest(_Message):
     """CreateDelegationTokenRequest, versions 0-3."""
 
+    API_KEY: int
+
     owner_principal_type: str | None
     owner_principal_name: str | None
     renewers: _Sequence[CreateDelegationTokenRequest.CreatableRenewers]

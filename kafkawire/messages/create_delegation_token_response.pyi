@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class CreateDelegationTokenResponse(_Message):
     """CreateDelegationTokenResponse, versions 0-3."""
 
+    API_KEY: int
+
     error_code: int
     principal_type: str
     principal_name: str

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class CreatePartitionsRequest(_Message):
     """CreatePartitionsRequest, versions 0-3."""
 
+    API_KEY: int
+
     topics: _Sequence[CreatePartitionsRequest.CreatePartitionsTopic]
     timeout_ms: int
     validate_only: bool

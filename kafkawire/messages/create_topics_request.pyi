@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class CreateTopicsRequest(_Message):
     """CreateTopicsRequest, versions 0-7."""
 
+    API_KEY: int
+
     topics: _Sequence[CreateTopicsRequest.CreatableTopic]
     timeout_ms: int
     validate_only: bool

@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class CreateTopicsResponse(_Message):
     """CreateTopicsResponse, versions 0-7."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     topics: _Sequence[CreateTopicsResponse.CreatableTopicResult]
 

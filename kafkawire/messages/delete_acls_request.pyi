@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DeleteAclsRequest(_Message):
     """DeleteAclsRequest, versions 0-3."""
 
+    API_KEY: int
+
     filters: _Sequence[DeleteAclsRequest.DeleteAclsFilter]
 
     def __init__(

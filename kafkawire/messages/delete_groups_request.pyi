@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DeleteGroupsRequest(_Message):
     """DeleteGroupsRequest, versions 0-2."""
 
+    API_KEY: int
+
     groups_names: _Sequence[str]
 
     def __init__(

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DeleteRecordsRequest(_Message):
     """DeleteRecordsRequest, versions 0-2."""
 
+    API_KEY: int
+
     topics: _Sequence[DeleteRecordsRequest.DeleteRecordsTopic]
     timeout_ms: int
 

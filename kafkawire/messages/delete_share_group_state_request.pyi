@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DeleteShareGroupStateRequest(_Message):
     """DeleteShareGroupStateRequest, versions 0."""
 
+    API_KEY: int
+
     group_id: str
     topics: _Sequence[DeleteShareGroupStateRequest.DeleteStateData]
 

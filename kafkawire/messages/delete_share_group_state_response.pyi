@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DeleteShareGroupStateResponse(_Message):
     """DeleteShareGroupStateResponse, versions 0."""
 
+    API_KEY: int
+
     results: _Sequence[DeleteShareGroupStateResponse.DeleteStateResult]
 
     def __init__(

@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DeleteTopicsRequest(_Message):
     """DeleteTopicsRequest, versions 0-6."""
 
+    API_KEY: int
+
     topics: _Sequence[DeleteTopicsRequest.DeleteTopicState]
     topic_names: _Sequence[str]
     timeout_ms: int

@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DeleteTopicsResponse(_Message):
     """DeleteTopicsResponse, versions 0-6."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     responses: _Sequence[DeleteTopicsResponse.DeletableTopicResult]
 

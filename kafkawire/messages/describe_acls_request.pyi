@@ -7,6 +7,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeAclsRequest(_Message):
     """DescribeAclsRequest, versions 0-3."""
 
+    API_KEY: int
+
     resource_type_filter: int
     resource_name_filter: str | None
     pattern_type_filter: int

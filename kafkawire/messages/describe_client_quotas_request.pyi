@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeClientQuotasRequest(_Message):
     """DescribeClientQuotasRequest, versions 0-1."""
 
+    API_KEY: int
+
     components: _Sequence[DescribeClientQuotasRequest.ComponentData]
     strict: bool
 

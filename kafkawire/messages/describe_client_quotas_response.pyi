@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeClientQuotasResponse(_Message):
     """DescribeClientQuotasResponse, versions 0-1."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
     error_message: str | None

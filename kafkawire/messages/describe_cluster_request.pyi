@@ -7,6 +7,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeClusterRequest(_Message):
     """DescribeClusterRequest, versions 0-1."""
 
+    API_KEY: int
+
     include_cluster_authorized_operations: bool
     endpoint_type: int
 

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeConfigsRequest(_Message):
     """DescribeConfigsRequest, versions 0-4."""
 
+    API_KEY: int
+
     resources: _Sequence[DescribeConfigsRequest.DescribeConfigsResource]
     include_synonyms: bool
     include_documentation: bool

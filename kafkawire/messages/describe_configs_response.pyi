@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeConfigsResponse(_Message):
     """DescribeConfigsResponse, versions 0-4."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     results: _Sequence[DescribeConfigsResponse.DescribeConfigsResult]
 

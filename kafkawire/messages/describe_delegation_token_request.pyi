@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeDelegationTokenRequest(_Message):
     """DescribeDelegationTokenRequest, versions 0-3."""
 
+    API_KEY: int
+
     owners: _Sequence[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None
 
     def __init__(

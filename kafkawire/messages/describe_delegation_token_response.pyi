@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeDelegationTokenResponse(_Message):
     """DescribeDelegationTokenResponse, versions 0-3."""
 
+    API_KEY: int
+
     error_code: int
     tokens: _Sequence[DescribeDelegationTokenResponse.DescribedDelegationToken]
     throttle_time_ms: int

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeGroupsRequest(_Message):
     """DescribeGroupsRequest, versions 0-5."""
 
+    API_KEY: int
+
     groups: _Sequence[str]
     include_authorized_operations: bool
 

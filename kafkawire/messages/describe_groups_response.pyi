@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeGroupsResponse(_Message):
     """DescribeGroupsResponse, versions 0-5."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     groups: _Sequence[DescribeGroupsResponse.DescribedGroup]
 

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeLogDirsRequest(_Message):
     """DescribeLogDirsRequest, versions 0-4."""
 
+    API_KEY: int
+
     topics: _Sequence[DescribeLogDirsRequest.DescribableLogDirTopic] | None
 
     def __init__(

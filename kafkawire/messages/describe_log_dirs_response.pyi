@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeLogDirsResponse(_Message):
     """DescribeLogDirsResponse, versions 0-4."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
     results: _Sequence[DescribeLogDirsResponse.DescribeLogDirsResult]

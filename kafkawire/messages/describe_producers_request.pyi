@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeProducersRequest(_Message):
     """DescribeProducersRequest, versions 0."""
 
+    API_KEY: int
+
     topics: _Sequence[DescribeProducersRequest.TopicRequest]
 
     def __init__(

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeQuorumRequest(_Message):
     """DescribeQuorumRequest, versions 0-2."""
 
+    API_KEY: int
+
     topics: _Sequence[DescribeQuorumRequest.TopicData]
 
     def __init__(

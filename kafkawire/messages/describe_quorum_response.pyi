@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeQuorumResponse(_Message):
     """DescribeQuorumResponse, versions 0-2."""
 
+    API_KEY: int
+
     error_code: int
     error_message: str | None
     topics: _Sequence[DescribeQuorumResponse.TopicData]

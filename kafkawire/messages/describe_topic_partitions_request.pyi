@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeTopicPartitionsRequest(_Message):
     """DescribeTopicPartitionsRequest, versions 0."""
 
+    API_KEY: int
+
     topics: _Sequence[DescribeTopicPartitionsRequest.TopicRequest]
     response_partition_limit: int
     cursor: DescribeTopicPartitionsRequest.Cursor | None

@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeTopicPartitionsResponse(_Message):
     """DescribeTopicPartitionsResponse, versions 0."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     topics: _Sequence[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic]
     next_cursor: DescribeTopicPartitionsResponse.Cursor | None

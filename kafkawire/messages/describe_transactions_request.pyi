@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeTransactionsRequest(_Message):
     """DescribeTransactionsRequest, versions 0."""
 
+    API_KEY: int
+
     transactional_ids: _Sequence[str]
 
     def __init__(

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeTransactionsResponse(_Message):
     """DescribeTransactionsResponse, versions 0."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     transaction_states: _Sequence[DescribeTransactionsResponse.TransactionState]
 

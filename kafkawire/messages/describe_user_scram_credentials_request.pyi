@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class DescribeUserScramCredentialsRequest(_Message):
     """DescribeUserScramCredentialsRequest, versions 0."""
 
+    API_KEY: int
+
     users: _Sequence[DescribeUserScramCredentialsRequest.UserName] | None
 
     def __init__(

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ElectLeadersRequest(_Message):
     """ElectLeadersRequest, versions 0-2."""
 
+    API_KEY: int
+
     election_type: int
     topic_partitions: _Sequence[ElectLeadersRequest.TopicPartitions] | None
     timeout_ms: int

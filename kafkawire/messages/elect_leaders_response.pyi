@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ElectLeadersResponse(_Message):
     """ElectLeadersResponse, versions 0-2."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
     replica_election_results: _Sequence[ElectLeadersResponse.ReplicaElectionResult]

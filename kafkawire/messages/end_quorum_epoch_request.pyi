@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class EndQuorumEpochRequest(_Message):
     """EndQuorumEpochRequest, versions 0-1."""
 
+    API_KEY: int
+
     cluster_id: str | None
     topics: _Sequence[EndQuorumEpochRequest.TopicData]
     leader_endpoints: _Sequence[EndQuorumEpochRequest.LeaderEndpoint]

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class EndQuorumEpochResponse(_Message):
     """EndQuorumEpochResponse, versions 0-1."""
 
+    API_KEY: int
+
     error_code: int
     topics: _Sequence[EndQuorumEpochResponse.TopicData]
     node_endpoints: _Sequence[EndQuorumEpochResponse.NodeEndpoint]

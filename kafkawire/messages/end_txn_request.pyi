@@ -7,6 +7,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class EndTxnRequest(_Message):
     """EndTxnRequest, versions 0-5."""
 
+    API_KEY: int
+
     transactional_id: str
     producer_id: int
     producer_epoch: int

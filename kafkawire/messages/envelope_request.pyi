@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class EnvelopeRequest(_Message):
     """EnvelopeRequest, versions 0."""
 
+    API_KEY: int
+
     request_data: _Bytes
     request_principal: _Bytes | None
     client_host_address: _Bytes

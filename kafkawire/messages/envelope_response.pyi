@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class EnvelopeResponse(_Message):
     """EnvelopeResponse, versions 0."""
 
+    API_KEY: int
+
     response_data: _Bytes | None
     error_code: int
 

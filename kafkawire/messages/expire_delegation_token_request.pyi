@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ExpireDelegationTokenRequest(_Message):
     """ExpireDelegationTokenRequest, versions 0-2."""
 
+    API_KEY: int
+
     hmac: _Bytes
     expiry_time_period_ms: int
 

@@ -7,6 +7,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ExpireDelegationTokenResponse(_Message):
     """ExpireDelegationTokenResponse, versions 0-2."""
 
+    API_KEY: int
+
     error_code: int
     expiry_timestamp_ms: int
     throttle_time_ms: int

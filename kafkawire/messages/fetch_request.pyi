@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class FetchRequest(_Message):
     """FetchRequest, versions 0-18."""
 
+    API_KEY: int
+
     cluster_id: str | None
     replica_id: int
     replica_state: FetchRequest.ReplicaState

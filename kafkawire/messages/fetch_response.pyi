@@ -10,6 +10,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class FetchResponse(_Message):
     """FetchResponse, versions 0-18."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
     session_id: int

@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class FetchSnapshotRequest(_Message):
     """FetchSnapshotRequest, versions 0-1."""
 
+    API_KEY: int
+
     cluster_id: str | None
     replica_id: int
     max_bytes: int

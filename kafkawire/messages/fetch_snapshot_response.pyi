@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class FetchSnapshotResponse(_Message):
     """FetchSnapshotResponse, versions 0-1."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
     topics: _Sequence[FetchSnapshotResponse.TopicSnapshot]

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class FindCoordinatorRequest(_Message):
     """FindCoordinatorRequest, versions 0-6."""
 
+    API_KEY: int
+
     key: str
     key_type: int
     coordinator_keys: _Sequence[str]

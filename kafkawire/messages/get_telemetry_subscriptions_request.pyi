@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class GetTelemetrySubscriptionsRequest(_Message):
     """GetTelemetrySubscriptionsRequest, versions 0."""
 
+    API_KEY: int
+
     client_instance_id: _UUID
 
     def __init__(

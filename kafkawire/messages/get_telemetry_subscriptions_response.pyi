@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class GetTelemetrySubscriptionsResponse(_Message):
     """GetTelemetrySubscriptionsResponse, versions 0."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
     client_instance_id: _UUID

@@ -7,6 +7,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class HeartbeatRequest(_Message):
     """HeartbeatRequest, versions 0-4."""
 
+    API_KEY: int
+
     group_id: str
     generation_id: int
     member_id: str

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class IncrementalAlterConfigsRequest(_Message):
     """IncrementalAlterConfigsRequest, versions 0-1."""
 
+    API_KEY: int
+
     resources: _Sequence[IncrementalAlterConfigsRequest.AlterConfigsResource]
     validate_only: bool
 

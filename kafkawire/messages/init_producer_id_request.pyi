@@ -7,6 +7,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class InitProducerIdRequest(_Message):
     """InitProducerIdRequest, versions 0-5."""
 
+    API_KEY: int
+
     transactional_id: str | None
     transaction_timeout_ms: int
     producer_id: int

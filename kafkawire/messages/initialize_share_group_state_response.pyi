@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class InitializeShareGroupStateResponse(_Message):
     """InitializeShareGroupStateResponse, versions 0."""
 
+    API_KEY: int
+
     results: _Sequence[InitializeShareGroupStateResponse.InitializeStateResult]
 
     def __init__(

@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class JoinGroupRequest(_Message):
     """JoinGroupRequest, versions 0-9."""
 
+    API_KEY: int
+
     group_id: str
     session_timeout_ms: int
     rebalance_timeout_ms: int

@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class JoinGroupResponse(_Message):
     """JoinGroupResponse, versions 0-9."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
     generation_id: int

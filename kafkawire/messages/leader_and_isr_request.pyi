@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class LeaderAndIsrRequest(_Message):
     """LeaderAndIsrRequest, versions 0-7."""
 
+    API_KEY: int
+
     controller_id: int
     is_kraft_controller: bool
     controller_epoch: int

@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class LeaderAndIsrResponse(_Message):
     """LeaderAndIsrResponse, versions 0-7."""
 
+    API_KEY: int
+
     error_code: int
     partition_errors: _Sequence[LeaderAndIsrResponse.LeaderAndIsrPartitionError]
     topics: _Sequence[LeaderAndIsrResponse.LeaderAndIsrTopicError]

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class LeaveGroupRequest(_Message):
     """LeaveGroupRequest, versions 0-5."""
 
+    API_KEY: int
+
     group_id: str
     member_id: str
     members: _Sequence[LeaveGroupRequest.MemberIdentity]

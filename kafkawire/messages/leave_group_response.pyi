@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class LeaveGroupResponse(_Message):
     """LeaveGroupResponse, versions 0-5."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
     members: _Sequence[LeaveGroupResponse.MemberResponse]

@@ -7,6 +7,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ListClientMetricsResourcesRequest(_Message):
     """ListClientMetricsResourcesRequest, versions 0."""
 
+    API_KEY: int
+
 
     def __init__(
         self, *,

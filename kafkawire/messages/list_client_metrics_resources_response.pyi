@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ListClientMetricsResourcesResponse(_Message):
     """ListClientMetricsResourcesResponse, versions 0."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
     client_metrics_resources: _Sequence[ListClientMetricsResourcesResponse.ClientMetricsResource]

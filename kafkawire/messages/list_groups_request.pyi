@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ListGroupsRequest(_Message):
     """ListGroupsRequest, versions 0-5."""
 
+    API_KEY: int
+
     states_filter: _Sequence[str]
     types_filter: _Sequence[str]
 

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ListOffsetsRequest(_Message):
     """ListOffsetsRequest, versions 0-10."""
 
+    API_KEY: int
+
     replica_id: int
     isolation_level: int
     topics: _Sequence[ListOffsetsRequest.ListOffsetsTopic]

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ListOffsetsResponse(_Message):
     """ListOffsetsResponse, versions 0-10."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     topics: _Sequence[ListOffsetsResponse.ListOffsetsTopicResponse]
 

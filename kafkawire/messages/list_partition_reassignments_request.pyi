@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ListPartitionReassignmentsRequest(_Message):
     """ListPartitionReassignmentsRequest, versions 0."""
 
+    API_KEY: int
+
     timeout_ms: int
     topics: _Sequence[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None
 

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ListTransactionsRequest(_Message):
     """ListTransactionsRequest, versions 0-1."""
 
+    API_KEY: int
+
     state_filters: _Sequence[str]
     producer_id_filters: _Sequence[int]
     duration_filter: int

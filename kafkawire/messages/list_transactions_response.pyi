@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ListTransactionsResponse(_Message):
     """ListTransactionsResponse, versions 0-1."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
     unknown_state_filters: _Sequence[str]

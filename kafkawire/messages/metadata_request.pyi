@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class MetadataRequest(_Message):
     """MetadataRequest, versions 0-12."""
 
+    API_KEY: int
+
     topics: _Sequence[MetadataRequest.MetadataRequestTopic] | None
     allow_auto_topic_creation: bool
     include_cluster_authorized_operations: bool

@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class MetadataResponse(_Message):
     """MetadataResponse, versions 0-12."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     brokers: _Sequence[MetadataResponse.MetadataResponseBroker]
     cluster_id: str | None

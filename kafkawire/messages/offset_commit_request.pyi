@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class OffsetCommitRequest(_Message):
     """OffsetCommitRequest, versions 0-9."""
 
+    API_KEY: int
+
     group_id: str
     generation_id_or_member_epoch: int
     member_id: str

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class OffsetCommitResponse(_Message):
     """OffsetCommitResponse, versions 0-9."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     topics: _Sequence[OffsetCommitResponse.OffsetCommitResponseTopic]
 

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class OffsetDeleteRequest(_Message):
     """OffsetDeleteRequest, versions 0."""
 
+    API_KEY: int
+
     group_id: str
     topics: _Sequence[OffsetDeleteRequest.OffsetDeleteRequestTopic]
 

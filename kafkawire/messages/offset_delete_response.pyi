@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class OffsetDeleteResponse(_Message):
     """OffsetDeleteResponse, versions 0."""
 
+    API_KEY: int
+
     error_code: int
     throttle_time_ms: int
     topics: _Sequence[OffsetDeleteResponse.OffsetDeleteResponseTopic]

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class OffsetFetchRequest(_Message):
     """OffsetFetchRequest, versions 0-9."""
 
+    API_KEY: int
+
     group_id: str
     topics: _Sequence[OffsetFetchRequest.OffsetFetchRequestTopic] | None
     groups: _Sequence[OffsetFetchRequest.OffsetFetchRequestGroup]

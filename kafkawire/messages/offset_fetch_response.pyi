@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class OffsetFetchResponse(_Message):
     """OffsetFetchResponse, versions 0-9."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     topics: _Sequence[OffsetFetchResponse.OffsetFetchResponseTopic]
     error_code: int

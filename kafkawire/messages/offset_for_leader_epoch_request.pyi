@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class OffsetForLeaderEpochRequest(_Message):
     """OffsetForLeaderEpochRequest, versions 0-4."""
 
+    API_KEY: int
+
     replica_id: int
     topics: _Sequence[OffsetForLeaderEpochRequest.OffsetForLeaderTopic]
 

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class OffsetForLeaderEpochResponse(_Message):
     """OffsetForLeaderEpochResponse, versions 0-4."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     topics: _Sequence[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult]
 

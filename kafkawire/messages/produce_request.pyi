@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ProduceRequest(_Message):
     """ProduceRequest, versions 0-11."""
 
+    API_KEY: int
+
     transactional_id: str | None
     acks: int
     timeout_ms: int

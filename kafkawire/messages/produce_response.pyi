@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ProduceResponse(_Message):
     """ProduceResponse, versions 0-11."""
 
+    API_KEY: int
+
     responses: _Sequence[ProduceResponse.TopicProduceResponse]
     throttle_time_ms: int
     node_endpoints: _Sequence[ProduceResponse.NodeEndpoint]

@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class PushTelemetryRequest(_Message):
     """PushTelemetryRequest, versions 0."""
 
+    API_KEY: int
+
     client_instance_id: _UUID
     subscription_id: int
     terminating: bool

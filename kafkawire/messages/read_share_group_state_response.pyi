@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ReadShareGroupStateResponse(_Message):
     """ReadShareGroupStateResponse, versions 0."""
 
+    API_KEY: int
+
     results: _Sequence[ReadShareGroupStateResponse.ReadStateResult]
 
     def __init__(

@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ReadShareGroupStateSummaryResponse(_Message):
     """ReadShareGroupStateSummaryResponse, versions 0."""
 
+    API_KEY: int
+
     results: _Sequence[ReadShareGroupStateSummaryResponse.ReadStateSummaryResult]
 
     def __init__(

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class RemoveRaftVoterRequest(_Message):
     """RemoveRaftVoterRequest, versions 0."""
 
+    API_KEY: int
+
     cluster_id: str | None
     voter_id: int
     voter_directory_id: _UUID

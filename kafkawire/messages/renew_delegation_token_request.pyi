@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class RenewDelegationTokenRequest(_Message):
     """RenewDelegationTokenRequest, versions 0-2."""
 
+    API_KEY: int
+
     hmac: _Bytes
     renew_period_ms: int
 

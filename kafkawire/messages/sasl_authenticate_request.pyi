@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class SaslAuthenticateRequest(_Message):
     """SaslAuthenticateRequest, versions 0-2."""
 
+    API_KEY: int
+
     auth_bytes: _Bytes
 
     def __init__(

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class SaslAuthenticateResponse(_Message):
     """SaslAuthenticateResponse, versions 0-2."""
 
+    API_KEY: int
+
     error_code: int
     error_message: str | None
     auth_bytes: _Bytes

@@ -7,6 +7,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class SaslHandshakeRequest(_Message):
     """SaslHandshakeRequest, versions 0-1."""
 
+    API_KEY: int
+
     mechanism: str
 
     def __init__(

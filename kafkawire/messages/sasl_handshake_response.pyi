@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class SaslHandshakeResponse(_Message):
     """SaslHandshakeResponse, versions 0-1."""
 
+    API_KEY: int
+
     error_code: int
     mechanisms: _Sequence[str]
 

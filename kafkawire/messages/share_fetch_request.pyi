@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ShareFetchRequest(_Message):
     """ShareFetchRequest, versions 0."""
 
+    API_KEY: int
+
     group_id: str | None
     member_id: str | None
     share_session_epoch: int

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ShareGroupDescribeRequest(_Message):
     """ShareGroupDescribeRequest, versions 0."""
 
+    API_KEY: int
+
     group_ids: _Sequence[str]
     include_authorized_operations: bool
 

@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ShareGroupDescribeResponse(_Message):
     """ShareGroupDescribeResponse, versions 0."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     groups: _Sequence[ShareGroupDescribeResponse.DescribedGroup]
 

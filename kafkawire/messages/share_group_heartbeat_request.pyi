@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ShareGroupHeartbeatRequest(_Message):
     """ShareGroupHeartbeatRequest, versions 0."""
 
+    API_KEY: int
+
     group_id: str
     member_id: str
     member_epoch: int

@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class ShareGroupHeartbeatResponse(_Message):
     """ShareGroupHeartbeatResponse, versions 0."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
     error_message: str | None

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class StopReplicaRequest(_Message):
     """StopReplicaRequest, versions 0-4."""
 
+    API_KEY: int
+
     controller_id: int
     is_kraft_controller: bool
     controller_epoch: int

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class StopReplicaResponse(_Message):
     """StopReplicaResponse, versions 0-4."""
 
+    API_KEY: int
+
     error_code: int
     partition_errors: _Sequence[StopReplicaResponse.StopReplicaPartitionError]
 

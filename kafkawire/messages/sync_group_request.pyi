@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class SyncGroupRequest(_Message):
     """SyncGroupRequest, versions 0-5."""
 
+    API_KEY: int
+
     group_id: str
     generation_id: int
     member_id: str

@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class SyncGroupResponse(_Message):
     """SyncGroupResponse, versions 0-5."""
 
+    API_KEY: int
+
     throttle_time_ms: int
     error_code: int
     protocol_type: str | None

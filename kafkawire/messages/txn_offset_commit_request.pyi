@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class TxnOffsetCommitRequest(_Message):
     """TxnOffsetCommitRequest, versions 0-4."""
 
+    API_KEY: int
+
     transactional_id: str
     group_id: str
     producer_id: int

@@ -7,6 +7,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class UnregisterBrokerRequest(_Message):
     """UnregisterBrokerRequest, versions 0."""
 
+    API_KEY: int
+
     broker_id: int
 
     def __init__(

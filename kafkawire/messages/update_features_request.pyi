@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class UpdateFeaturesRequest(_Message):
     """UpdateFeaturesRequest, versions 0-2."""
 
+    API_KEY: int
+
     timeout_ms: int
     feature_updates: _Sequence[UpdateFeaturesRequest.FeatureUpdateKey]
     validate_only: bool

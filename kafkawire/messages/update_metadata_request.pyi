@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class UpdateMetadataRequest(_Message):
     """UpdateMetadataRequest, versions 0-8."""
 
+    API_KEY: int
+
     controller_id: int
     is_kraft_controller: bool
     type: int

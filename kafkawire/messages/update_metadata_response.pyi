@@ -7,6 +7,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class UpdateMetadataResponse(_Message):
     """UpdateMetadataResponse, versions 0-8."""
 
+    API_KEY: int
+
     error_code: int
 
     def __init__(

@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class UpdateRaftVoterRequest(_Message):
     """UpdateRaftVoterRequest, versions 0."""
 
+    API_KEY: int
+
     cluster_id: str | None
     current_leader_epoch: int
     voter_id: int

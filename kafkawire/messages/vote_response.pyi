@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class VoteResponse(_Message):
     """VoteResponse, versions 0-1."""
 
+    API_KEY: int
+
     error_code: int
     topics: _Sequence[VoteResponse.TopicData]
     node_endpoints: _Sequence[VoteResponse.NodeEndpoint]

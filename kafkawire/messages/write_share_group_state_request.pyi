@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class WriteShareGroupStateRequest(_Message):
     """WriteShareGroupStateRequest, versions 0."""
 
+    API_KEY: int
+
     group_id: str
     topics: _Sequence[WriteShareGroupStateRequest.WriteStateData]
 

@@ -9,6 +9,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class WriteShareGroupStateResponse(_Message):
     """WriteShareGroupStateResponse, versions 0."""
 
+    API_KEY: int
+
     results: _Sequence[WriteShareGroupStateResponse.WriteStateResult]
 
     def __init__(

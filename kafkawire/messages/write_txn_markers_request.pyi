@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class WriteTxnMarkersRequest(_Message):
     """WriteTxnMarkersRequest, versions 0-1."""
 
+    API_KEY: int
+
     markers: _Sequence[WriteTxnMarkersRequest.WritableTxnMarker]
 
     def __init__(

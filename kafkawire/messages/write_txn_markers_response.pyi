@@ -8,6 +8,8 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 class WriteTxnMarkersResponse(_Message):
     """WriteTxnMarkersResponse, versions 0-1."""
 
+    API_KEY: int
+
     markers: _Sequence[WriteTxnMarkersResponse.WritableTxnMarkerResult]
 
     def __init__(
