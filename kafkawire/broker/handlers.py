@@ -168,7 +168,8 @@ class Handlers:
         context = self.sessions.context(request.session_id if version >= 7 else 0, epoch, requested, forgotten)
         if context.error:
             return m.FetchResponse(error_code=context.error, session_id=0, responses=[])
-        known, unknown = [], []
+        known: list[PartitionRead] = []
+        unknown: list[PartitionRead] = []
         for partition in context.partitions:
             name = partition.key[0] if isinstance(partition.key[0], str) else None
             read = PartitionRead(partition, name, partition.key[1],
@@ -192,7 +193,7 @@ class Handlers:
     def _fetch_response(self, context, reads: list[PartitionRead], version: int, isolation_level: int):
         # Partitions are grouped into topics as they come, consecutively (as FetchResponse.toMessage
         # does), so a topic can appear twice: once for its read partitions, once for unknown ones.
-        topics = []
+        topics: list[tuple[str, uuid.UUID, list[PartitionRead]]] = []
         key = _NO_KEY
         include = context.include
         for read in reads:

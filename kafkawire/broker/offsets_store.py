@@ -21,6 +21,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = ["CommittedOffset", "OffsetStore", "OFFSETS_FILE_NAME"]
 
@@ -49,7 +50,7 @@ class OffsetStore:
         self._compact_min_bytes = compact_min_bytes
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self.groups: dict[str, tuple[int, str | None]] = {}  # group -> (generation, protocol type)
-        self._file = None
+        self._file: BinaryIO | None = None
         self._size = 0  # bytes in the file
         self._compacted_size = 0  # its size right after the last compaction
 
@@ -158,8 +159,8 @@ class OffsetStore:
         """Rewrite the file as one line per group and kind: temporary file, fsync, rename, fsync dir."""
         self.close()
         tmp = self.path.with_name(self.path.name + ".tmp")
-        data = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in self._snapshot_lines())
-        data = data.encode("utf-8")
+        data = "".join(json.dumps(line, separators=(",", ":")) + "\n"
+                       for line in self._snapshot_lines()).encode("utf-8")
         with open(tmp, "wb") as out:
             out.write(data)
             out.flush()

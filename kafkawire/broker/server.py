@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .. import messages as m
 from ..error_codes import ErrorCode
@@ -29,6 +31,9 @@ from .tap import WireTap
 from .topics import TopicManager
 from .versions import SUPPORTED_VERSIONS
 
+if TYPE_CHECKING:
+    from ..codec.base import Bytes
+
 __all__ = ["Broker"]
 
 log = logging.getLogger(__name__)
@@ -41,7 +46,7 @@ class Broker:
     """A single-node Kafka broker. Use as ``async with Broker(data_dir=..., port=0) as broker:``;
     ``broker.port`` is the port bound and ``broker.bootstrap`` the address for clients."""
 
-    def __init__(self, config: BrokerConfig | None = None, **settings):
+    def __init__(self, config: BrokerConfig | None = None, **settings: Any) -> None:
         self.config = config if config is not None else BrokerConfig(**settings)
         self.topics = TopicManager(self.config)
         self.groups = GroupCoordinator(self.config.data_dir / "__consumer_offsets",
@@ -50,7 +55,7 @@ class Broker:
         self.handlers: Handlers | None = None
         self.port: int | None = None
         self._server: asyncio.base_events.Server | None = None
-        self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
+        self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._retention: asyncio.TimerHandle | None = None
         self.tap: WireTap | None = None  # records every byte read and written (config.tap_path)
 
@@ -87,10 +92,12 @@ class Broker:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def serve_forever(self) -> None:
+        if self._server is None:
+            raise RuntimeError("the broker is not started")
         await self._server.serve_forever()
 
     # ---- retention ------------------------------------------------------------------------------
@@ -109,7 +116,7 @@ class Broker:
 
     # ---- connections ----------------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
+        task = cast("asyncio.Task[None]", asyncio.current_task())  # (a connection's handler runs in its task)
         self._connections[task] = writer
         peer = writer.get_extra_info("peername")
         host = peer[0] if peer else ""
@@ -134,7 +141,7 @@ class Broker:
                     if response is None:
                         continue
                     if tap is not None:  # the tap needs the bytes themselves: send them as bytes too
-                        response = [b"".join(p.read() if type(p) is FileRecords else p for p in response)]
+                        response = [b"".join(p.read() if isinstance(p, FileRecords) else p for p in response)]
                         tap.broker_sent(conn, response[0], time.time_ns())
                     await send_parts(writer, response)
         except FrameTooLarge as error:
@@ -147,7 +154,7 @@ class Broker:
             if tap is not None:
                 tap.connection_closed(conn, time.time_ns(), aborted=aborted, by_client=client_closed)
 
-    async def _respond(self, frame: bytes, host: str) -> list | None | bool:
+    async def _respond(self, frame: bytes, host: str) -> Sequence[Bytes | FileRecords] | None | Literal[False]:
         """The response frame for one request frame, as pieces; None for no response; False to close."""
         try:
             api_key, version, correlation_id = peek_request(frame)
@@ -170,6 +177,8 @@ class Broker:
         if trailing:  # served, as Kafka serves them (librdkafka's all-topics Metadata has 3 extra bytes)
             log.debug("%d bytes after the body of API key %d version %d from %s", trailing, api_key, version, host)
         try:
+            if self.handlers is None:  # (set by start, before any connection is served)
+                raise RuntimeError("the broker is not started")
             response = await self.handlers.handle(api_key, request, version, header.client_id, host)
         except Exception:
             log.exception("handling API key %d version %d from %s failed; closing the connection",
