@@ -64,6 +64,15 @@ class FrameBuffer:
         """Bytes buffered and not yet returned as frames."""
         return len(self._buffer) - self._start
 
+    @property
+    def pending_size(self) -> int | None:
+        """The declared size of the frame being received (its prefix is in, not all of it), else None."""
+        start = self._start
+        if len(self._buffer) - start < 4:
+            return None
+        size = _SIZE.unpack_from(self._buffer, start)[0]
+        return size if len(self._buffer) - start - 4 < size else None
+
     def next_frame(self) -> bytes | None:
         start = self._start
         if len(self._buffer) - start < 4:

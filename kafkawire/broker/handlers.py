@@ -20,7 +20,7 @@ from .fetch import DelayedFetch, FetchPurgatory, PartitionRead, read_partitions
 from .fetch_response import encode_fetch_response
 from .groups import GroupCoordinator
 from .sessions import FetchSessionCache, SessionPartition
-from .storage import LogAppendError
+from .produce import ProduceHandler
 from .topics import TopicError, TopicManager
 from .versions import SUPPORTED_VERSIONS
 
@@ -48,13 +48,17 @@ class Handlers:
         self.purgatory = FetchPurgatory()
         self.sessions = FetchSessionCache(config.fetch_session_cache_slots, config.fetch_session_eviction_ms)
         self.producer_ids = _ProducerIdBlock(config.data_dir / "producer_ids.json")
+        self.producer = ProduceHandler(topics, self.purgatory.notify, config.produce_max_decompressed_bytes)
         self.table = {
-            18: self.api_versions, 3: self.metadata, 0: self.produce, 1: self.fetch, 2: self.list_offsets,
+            18: self.api_versions, 3: self.metadata, 0: self.producer.produce, 1: self.fetch, 2: self.list_offsets,
             19: self.create_topics, 20: self.delete_topics, 32: self.describe_configs, 22: self.init_producer_id,
             10: self.find_coordinator, 14: self.groups.sync_group, 12: self.groups.heartbeat,
             13: self.groups.leave_group, 8: self.groups.offset_commit, 9: self.groups.offset_fetch,
-            16: self.groups.list_groups, 15: self.groups.describe_groups,
+            16: self.groups.list_groups, 15: self.groups.describe_groups, 60: self.describe_cluster,
         }
+
+    def close(self) -> None:
+        self.producer.close()
 
     async def handle(self, api_key: int, request, version: int, client_id: str | None, client_host: str):
         """The response to one request (None: no response is sent)."""
@@ -101,51 +105,6 @@ class Handlers:
                 partitions=partitions, topic_authorized_operations=_NO_OPERATIONS))
         return m.MetadataResponse(brokers=[broker], cluster_id=self.config.cluster_id,
                                   controller_id=self.config.node_id, topics=results)
-
-    # ---- Produce --------------------------------------------------------------------------------
-    async def produce(self, request, version: int):
-        if request.transactional_id is not None:
-            error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # no transactions on this broker
-        elif request.acks not in (-1, 0, 1):
-            error = ErrorCode.INVALID_REQUIRED_ACKS
-        else:
-            error = ErrorCode.NONE
-        now = _now_ms()
-        responses = []
-        for topic_data in request.topic_data:
-            partitions = []
-            for data in topic_data.partition_data:
-                partitions.append(self._append(topic_data.name, data.index, data.records, now, error))
-            responses.append(m.ProduceResponse.TopicProduceResponse(name=topic_data.name,
-                                                                    partition_responses=partitions))
-        if request.acks == 0:
-            return None
-        return m.ProduceResponse(responses=responses)
-
-    def _append(self, topic: str, partition: int, records, now: int, error: ErrorCode):
-        response = m.ProduceResponse.PartitionProduceResponse(index=partition, base_offset=-1,
-                                                             log_append_time_ms=-1, log_start_offset=-1)
-        partition_log = self.topics.log(topic, partition)
-        if error:
-            response.error_code = error
-        elif partition_log is None:
-            response.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        elif records is None:
-            response.error_code = ErrorCode.CORRUPT_MESSAGE
-        else:
-            try:
-                result = partition_log.append(records, now_ms=now)
-            except LogAppendError as failure:
-                response.error_code = failure.error_code
-                response.error_message = failure.message
-                response.log_start_offset = partition_log.log_start_offset
-                return response
-            response.base_offset = result.base_offset
-            response.log_append_time_ms = result.log_append_time
-            response.log_start_offset = result.log_start_offset
-            if not result.duplicate:
-                self.purgatory.notify(topic, partition)
-        return response
 
     # ---- Fetch ----------------------------------------------------------------------------------
     async def fetch(self, request, version: int):
@@ -314,7 +273,14 @@ class Handlers:
                     result.configs = self._config_entries(self.topics.effective_configs(topic), topic.configs,
                                                           resource.configuration_keys)
             elif resource.resource_type == 4:  # BROKER
-                result.configs = self._config_entries(self._broker_configs(), {}, resource.configuration_keys)
+                if not resource.resource_name:  # the cluster-wide dynamic defaults: none are set here
+                    pass
+                elif resource.resource_name == str(self.config.node_id):
+                    result.configs = self._config_entries(self._broker_configs(), {}, resource.configuration_keys)
+                else:
+                    result.error_code = ErrorCode.INVALID_REQUEST
+                    result.error_message = (f"Unexpected broker id, expected {self.config.node_id} or empty string, "
+                                            f"but received {resource.resource_name}")
             else:
                 result.error_code = ErrorCode.INVALID_REQUEST
                 result.error_message = f"resource type {resource.resource_type} is not supported"
@@ -331,7 +297,7 @@ class Handlers:
     def _config_entries(values: dict[str, str], explicit: dict[str, str], keys):
         entries = []
         for name, value in sorted(values.items()):
-            if keys is not None and name not in keys:
+            if keys and name not in keys:  # null or empty: every config (ConfigHelper.describeConfigs)
                 continue
             is_default = name not in explicit
             entries.append(m.DescribeConfigsResponse.DescribeConfigsResourceResult(
@@ -339,6 +305,17 @@ class Handlers:
                 config_source=5 if is_default else 1, is_sensitive=False, synonyms=[],
                 config_type=_CONFIG_TYPES.get(name, 2)))
         return entries
+
+    async def describe_cluster(self, request, version: int):
+        if version >= 1 and request.endpoint_type != 1:  # a broker describes brokers, not controllers
+            return m.DescribeClusterResponse(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                                             error_message="The broker only handles the BROKER endpoint type",
+                                             endpoint_type=request.endpoint_type, cluster_id=self.config.cluster_id,
+                                             brokers=[])
+        broker = m.DescribeClusterResponse.DescribeClusterBroker(
+            broker_id=self.config.node_id, host=self.config.advertised, port=self.port, rack=None)
+        return m.DescribeClusterResponse(error_code=0, endpoint_type=1, cluster_id=self.config.cluster_id,
+                                         controller_id=self.config.node_id, brokers=[broker])
 
     # ---- producers and coordinators --------------------------------------------------------------
     async def init_producer_id(self, request, version: int):

@@ -7,7 +7,10 @@ cache to the socket with sendfile(2), everything else in one write per run of sm
 A request the broker cannot read (an unknown API, a version it does not serve, a malformed body,
 an oversized frame) closes the connection, as Kafka does; the one exception is an ApiVersions
 request of a version too new, answered with a v0 UNSUPPORTED_VERSION response naming the versions
-served (KIP-511) so the client can retry.
+served (KIP-511) so the client can retry. A handler that fails answers with UNKNOWN_SERVER_ERROR
+(``error_responses``). Kafka's limits guard the rest: ``max.connections`` and
+``max.connections.per.ip`` (``connection_limits``), ``queued.max.request.bytes`` (``request_memory``),
+``socket.request.max.bytes`` and ``connections.max.idle.ms``.
 """
 from __future__ import annotations
 
@@ -22,9 +25,13 @@ from ..error_codes import ErrorCode
 from ..errors import DecodeError
 from ..framing import FrameBuffer, FrameTooLarge, encode_response_parts, peek_request, read_request
 from .config import BrokerConfig
+from .connection_limits import ConnectionLimits, descriptor_budget
+from .error_responses import error_response
 from .fetch_response import EncodedFetchResponse
 from .groups import GroupCoordinator
 from .handlers import Handlers
+from .produce import CLOSE_CONNECTION
+from .request_memory import RequestMemory
 from .sending import send_parts
 from .storage import FileRecords
 from .tap import WireTap
@@ -55,8 +62,13 @@ class Broker:
         self.handlers: Handlers | None = None
         self.port: int | None = None
         self._server: asyncio.base_events.Server | None = None
-        self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+        self._connections: dict[asyncio.Task[None], _Connection] = {}
         self._retention: asyncio.TimerHandle | None = None
+        self._idle_sweeper: asyncio.Task[None] | None = None
+        connection_descriptors, self.file_descriptors = descriptor_budget()
+        self.limits = ConnectionLimits(self.config.max_connections, self.config.connection_limit_for,
+                                       connection_descriptors)
+        self.memory = RequestMemory(self.config.queued_max_request_bytes)
         self.tap: WireTap | None = None  # records every byte read and written (config.tap_path)
 
     @property
@@ -72,17 +84,22 @@ class Broker:
         self.port = self._server.sockets[0].getsockname()[1]
         self.handlers = Handlers(self.config, self.topics, self.groups, self.port)
         self._schedule_retention()
+        self._idle_sweeper = asyncio.get_running_loop().create_task(self._close_idle_connections())
         log.info("kafkawire broker listening on %s", self.bootstrap)
 
     async def close(self) -> None:
         if self._retention is not None:
             self._retention.cancel()
+        if self._idle_sweeper is not None:
+            self._idle_sweeper.cancel()
         if self._server is not None:
             self._server.close()
-            for writer in self._connections.values():
-                writer.close()  # each connection's read ends, and its task with it
+            for connection in self._connections.values():
+                connection.writer.close()  # each connection's read ends, and its task with it
             await asyncio.gather(*self._connections, return_exceptions=True)
             await self._server.wait_closed()
+        if self.handlers is not None:
+            self.handlers.close()
         await self.groups.close()
         self.topics.close()
         if self.tap is not None:
@@ -115,40 +132,75 @@ class Broker:
         self._schedule_retention()
 
     # ---- connections ----------------------------------------------------------------------------
+    async def _close_idle_connections(self) -> None:
+        """connections.max.idle.ms: close connections with no bytes read or written for that long (a
+        connection whose request is being handled, say a parked fetch, is not idle)."""
+        idle_s = self.config.connections_max_idle_ms / 1000
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(max(idle_s / 4, 0.01), 30.0))
+            deadline = loop.time() - idle_s
+            for connection in list(self._connections.values()):
+                if not connection.busy and connection.last_active < deadline:
+                    log.debug("closing connection from %s: idle for %.0f ms", connection.host,
+                              (loop.time() - connection.last_active) * 1000)
+                    connection.writer.close()
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = cast("asyncio.Task[None]", asyncio.current_task())  # (a connection's handler runs in its task)
-        self._connections[task] = writer
         peer = writer.get_extra_info("peername")
         host = peer[0] if peer else ""
+        if not self.limits.admit(host):
+            writer.close()
+            return
+        task = cast("asyncio.Task[None]", asyncio.current_task())  # (a connection's handler runs in its task)
+        loop = asyncio.get_running_loop()
+        connection = _Connection(host, writer, loop.time())
+        self._connections[task] = connection
         frames = FrameBuffer(self.config.max_request_bytes)
+        memory = self.memory
+        held = 0  # request bytes this connection holds in the memory pool
         tap = self.tap
         client_closed = aborted = False  # how the connection ended, for the tap
         if tap is not None:
             conn = tap.connection_opened(peer, writer.get_extra_info("sockname"), time.time_ns())
         try:
             while True:
+                if memory.must_wait(frames.pending_size):
+                    await memory.wait()  # a large request waits for the pool; small ones carry on
                 data = await reader.read(_READ_SIZE)
                 if not data:  # the client closed, unless the broker's own shutdown ended the read
                     client_closed = self._server is not None and self._server.is_serving()
                     return
+                connection.last_active = loop.time()
+                memory.charge(len(data))
+                held += len(data)
                 if tap is not None:
                     tap.client_sent(conn, data, time.time_ns())
                 frames.feed(data)
                 while (frame := frames.next_frame()) is not None:
-                    response = await self._respond(frame, host)
+                    connection.busy = True
+                    try:
+                        response = await self._respond(frame, host)
+                    finally:
+                        connection.busy = False
+                        memory.release(len(frame) + 4)  # answered: its bytes are free (Kafka frees them then)
+                        held -= len(frame) + 4
                     if response is False:
-                        return  # closing: the request could not be read
+                        return  # closing: the request could not be read, or Kafka closes here
                     if response is None:
                         continue
                     if tap is not None:  # the tap needs the bytes themselves: send them as bytes too
                         response = [b"".join(p.read() if isinstance(p, FileRecords) else p for p in response)]
                         tap.broker_sent(conn, response[0], time.time_ns())
                     await send_parts(writer, response)
+                    connection.last_active = loop.time()
         except FrameTooLarge as error:
             log.warning("closing connection from %s: %s", host, error)
         except (ConnectionError, asyncio.IncompleteReadError):
             client_closed = aborted = True
         finally:
+            memory.release(held)
+            self.limits.release(host)
             self._connections.pop(task, None)
             writer.close()
             if tap is not None:
@@ -180,12 +232,27 @@ class Broker:
             if self.handlers is None:  # (set by start, before any connection is served)
                 raise RuntimeError("the broker is not started")
             response = await self.handlers.handle(api_key, request, version, header.client_id, host)
-        except Exception:
-            log.exception("handling API key %d version %d from %s failed; closing the connection",
-                          api_key, version, host)
-            return False
+        except Exception as error:
+            log.exception("handling API key %d version %d from %s failed", api_key, version, host)
+            response = error_response(api_key, request, version, ErrorCode.UNKNOWN_SERVER_ERROR, str(error))
+            if response is None or (isinstance(request, m.ProduceRequest) and request.acks == 0):
+                return False  # nothing to answer with: Kafka closes the connection
         if response is None:
             return None
+        if response is CLOSE_CONNECTION:
+            return False
         if type(response) is EncodedFetchResponse:
             return response.frame(correlation_id)
         return encode_response_parts(api_key, version, correlation_id, response)
+
+
+class _Connection:
+    """What the broker tracks of one open connection."""
+
+    __slots__ = ("host", "writer", "last_active", "busy")
+
+    def __init__(self, host: str, writer: asyncio.StreamWriter, now: float):
+        self.host = host
+        self.writer = writer
+        self.last_active = now
+        self.busy = False  # a request of this connection is being handled

@@ -62,6 +62,10 @@ class TopicManager:
     """The broker's topics. Not thread-safe: the event loop owns it."""
 
     def __init__(self, config: BrokerConfig):
+        try:  # settings the broker cannot honour are refused now, not by every topic created later
+            _log_config(config, config.topic_defaults)
+        except TopicError as failure:
+            raise ValueError(f"topic_defaults: {failure.message}") from None
         self.config = config
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}

@@ -20,6 +20,7 @@ from crc32c import crc32c
 
 from ...error_codes import ErrorCode
 from ...records.batch import RecordBatch
+from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT
 from ...records.layouts import ATTRIBUTES_OFFSET, CRC_OFFSET
 from .config import LogConfig
 from .errors import LogAppendError, OffsetInRemoteTier, OffsetOutOfRange
@@ -27,7 +28,7 @@ from .file_records import FileRecords
 from .producer_state import CorruptSnapshot, ProducerStateManager, read_snapshot, write_snapshot
 from .remote import RemoteSegment, RemoteStore
 from .segment import LogSegment, iter_batch_headers, segment_name
-from .validation import validate_produce_records
+from .validation import ValidatedBatch, validate_produce_records
 
 __all__ = ["PartitionLog", "AppendResult", "LogRead", "LogOffsetMetadata", "OffsetAndTimestamp"]
 
@@ -241,21 +242,32 @@ class PartitionLog:
 
     # ---- appending ------------------------------------------------------------------------------
     def append(self, records, *, now_ms: int | None = None) -> AppendResult:
-        """Append a Produce request's records for this partition (one magic-2 batch, base offset 0).
+        """Append a Produce request's records for this partition (one magic-2 batch, base offset 0):
+        ``validate`` then ``append_batch``.
 
         Raises LogAppendError with Kafka's code (see ``validation``; INVALID_PRODUCER_EPOCH,
         OUT_OF_ORDER_SEQUENCE_NUMBER from the producer state; RECORD_LIST_TOO_LARGE when the batch is larger
         than a segment; KAFKA_STORAGE_ERROR when the write fails). Nothing is appended on error.
         """
+        now = now_ms if now_ms is not None else self._clock()
+        return self.append_batch(self.validate(records, now), now_ms=now)
+
+    def validate(self, records, now_ms: int, decompressed_limit: int = DEFAULT_DECOMPRESSED_LIMIT) -> ValidatedBatch:
+        """Check a Produce request's records against this log's config (raises LogAppendError). Reads
+        nothing but the records and the config, so it may run on a worker thread while the loop appends."""
+        batch = validate_produce_records(records, self.config, now_ms, self.name, decompressed_limit)
+        if batch.size > self.config.segment_bytes:
+            raise LogAppendError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                                 f"Message batch size is {batch.size} bytes in append to partition {self.name}, "
+                                 f"which exceeds the maximum configured segment size of {self.config.segment_bytes}.")
+        return batch
+
+    def append_batch(self, batch: ValidatedBatch, *, now_ms: int | None = None) -> AppendResult:
+        """Append a batch ``validate`` accepted: offsets, producer state, the write (see ``append``)."""
         if self._closed:
             raise LogAppendError(ErrorCode.KAFKA_STORAGE_ERROR, f"the log of {self.name} is closed")
         now = now_ms if now_ms is not None else self._clock()
         config = self.config
-        batch = validate_produce_records(records, config, now, self.name)
-        if batch.size > config.segment_bytes:
-            raise LogAppendError(ErrorCode.RECORD_LIST_TOO_LARGE,
-                                 f"Message batch size is {batch.size} bytes in append to partition {self.name}, "
-                                 f"which exceeds the maximum configured segment size of {config.segment_bytes}.")
         base_offset = self.log_end_offset
         last_offset = base_offset + batch.last_offset_delta
         active = self._segments[-1]
