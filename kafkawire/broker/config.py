@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 __all__ = ["BrokerConfig", "PROPERTIES", "MAX_RECORDS_PER_USER_OP"]
 
@@ -79,7 +80,7 @@ class BrokerConfig:
         return self.max_connections_per_ip_overrides.get(host, self.max_connections_per_ip)
 
     @classmethod
-    def from_properties(cls, properties: dict[str, str], **settings) -> "BrokerConfig":
+    def from_properties(cls, properties: dict[str, str], **settings: Any) -> "BrokerConfig":
         """A config from Kafka property names (values as text), plus keyword settings by field name."""
         values = dict(settings)
         for key, text in properties.items():
@@ -113,7 +114,7 @@ _POSITIVE = ("num_partitions", "segment_bytes", "message_max_bytes", "fetch_max_
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
 
 
-def _parse(key: str, name: str, text: str):
+def _parse(key: str, name: str, text: str) -> object:
     kind = _TYPES[name]
     try:
         if "bool" in kind:

@@ -87,8 +87,9 @@ class Handlers:
         for name, topic_id in wanted:
             topic = self.topics.get(name) if name is not None else self.topics.by_id.get(topic_id)
             error = ErrorCode.NONE
-            if topic is None and isinstance(created.get(name), TopicError):
-                error = created[name].code
+            failure = created.get(name) if name is not None else None
+            if topic is None and isinstance(failure, TopicError):
+                error = failure.code
             if topic is None:
                 error = error or (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID)
                 results.append(m.MetadataResponse.MetadataResponseTopic(
@@ -149,7 +150,8 @@ class Handlers:
         context = self.sessions.context(request.session_id if version >= 7 else 0, epoch, requested, forgotten)
         if context.error:
             return m.FetchResponse(error_code=context.error, session_id=0, responses=[])
-        known, unknown = [], []
+        known: list[PartitionRead] = []
+        unknown: list[PartitionRead] = []
         for partition in context.partitions:
             name = partition.key[0] if isinstance(partition.key[0], str) else None
             read = PartitionRead(partition, name, partition.key[1],
@@ -173,7 +175,7 @@ class Handlers:
     def _fetch_response(self, context, reads: list[PartitionRead], version: int, isolation_level: int):
         # Partitions are grouped into topics as they come, consecutively (as FetchResponse.toMessage
         # does), so a topic can appear twice: once for its read partitions, once for unknown ones.
-        topics = []
+        topics: list[tuple[str, uuid.UUID, list[PartitionRead]]] = []
         key = _NO_KEY
         include = context.include
         for read in reads:

@@ -27,6 +27,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = ["CommittedOffset", "GroupRecord", "MemberRecord", "OffsetStore", "OFFSETS_FILE_NAME"]
 
@@ -81,7 +82,7 @@ class OffsetStore:
         self._compact_min_bytes = compact_min_bytes
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self.groups: dict[str, GroupRecord] = {}
-        self._file = None
+        self._file: BinaryIO | None = None
         self._size = 0  # bytes in the file
         self._compacted_size = 0  # its size right after the last compaction
 
@@ -193,8 +194,8 @@ class OffsetStore:
         """Rewrite the file as one line per group and kind: temporary file, fsync, rename, fsync dir."""
         self.close()
         tmp = self.path.with_name(self.path.name + ".tmp")
-        data = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in self._snapshot_lines())
-        data = data.encode("utf-8")
+        data = "".join(json.dumps(line, separators=(",", ":")) + "\n"
+                       for line in self._snapshot_lines()).encode("utf-8")
         with open(tmp, "wb") as out:
             out.write(data)
             out.flush()

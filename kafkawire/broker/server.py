@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .. import messages as m
 from ..error_codes import ErrorCode
@@ -38,6 +40,9 @@ from .tap import WireTap
 from .topics import TopicManager
 from .versions import SUPPORTED_VERSIONS
 
+if TYPE_CHECKING:
+    from ..codec.base import Bytes
+
 __all__ = ["Broker"]
 
 log = logging.getLogger(__name__)
@@ -51,19 +56,20 @@ class Broker:
     """A single-node Kafka broker. Use as ``async with Broker(data_dir=..., port=0) as broker:``;
     ``broker.port`` is the port bound and ``broker.bootstrap`` the address for clients."""
 
-    def __init__(self, config: BrokerConfig | None = None, **settings):
+    def __init__(self, config: BrokerConfig | None = None, **settings: Any) -> None:
         self.config = config if config is not None else BrokerConfig(**settings)
         connection_descriptors, file_descriptors = descriptor_budget()
-        self.topics = TopicManager(self.config, DescriptorCache(max(file_descriptors // 3, 16)))  # 3 per segment
+        self.descriptors = DescriptorCache(max(file_descriptors // 3, 16))  # segments hold up to 3 each
+        self.topics = TopicManager(self.config, self.descriptors)
         self.groups = GroupCoordinator(self.config.data_dir / "__consumer_offsets",
                                        initial_rebalance_delay_ms=self.config.group_initial_rebalance_delay_ms,
                                        partition_exists=lambda topic, p: self.topics.log(topic, p) is not None)
         self.handlers: Handlers | None = None
         self.port: int | None = None
         self._server: asyncio.base_events.Server | None = None
-        self._connections: dict[asyncio.Task, _Connection] = {}
+        self._connections: dict[asyncio.Task[None], _Connection] = {}
         self._retention: asyncio.TimerHandle | None = None
-        self._idle_sweeper: asyncio.Task | None = None
+        self._idle_sweeper: asyncio.Task[None] | None = None
         self.limits = ConnectionLimits(self.config.max_connections, self.config.connection_limit_for,
                                        connection_descriptors)
         self.memory = RequestMemory(self.config.queued_max_request_bytes)
@@ -76,7 +82,7 @@ class Broker:
     async def start(self) -> None:
         if self.config.tap_path is not None and self.tap is None:
             self.tap = WireTap(self.config.tap_path)
-        self.topics.descriptors.bind_to_current_thread()  # the loop's: only it closes segment files
+        self.descriptors.bind_to_current_thread()  # the loop's: only it closes segment files
         self.topics.load()
         await self.groups.start()
         self._server = await asyncio.start_server(self._serve, self.config.host, self.config.port)
@@ -108,10 +114,12 @@ class Broker:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def serve_forever(self) -> None:
+        if self._server is None:
+            raise RuntimeError("the broker is not started")
         await self._server.serve_forever()
 
     # ---- retention ------------------------------------------------------------------------------
@@ -126,10 +134,12 @@ class Broker:
         now = time.time_ns() // 1_000_000
         for count, (topic, index, partition_log) in enumerate(list(self.topics.all_logs()), 1):
             try:
-                for segment in partition_log.segments_to_copy():  # to the remote tier, off the loop
-                    closed = describe_closed_segment(segment)
-                    copied = await asyncio.to_thread(partition_log.remote.copy_files, partition_log.name, closed)
-                    partition_log.add_remote_segment(copied)
+                remote = partition_log.remote
+                if remote is not None:
+                    for segment in partition_log.segments_to_copy():  # to the remote tier, the files off the loop
+                        closed = describe_closed_segment(segment)
+                        copied = await asyncio.to_thread(remote.copy_files, partition_log.name, closed)
+                        partition_log.add_remote_segment(copied)
                 partition_log.apply_retention(now, copy_to_remote=False)
             except OSError:
                 log.exception("retention of %s-%d failed", topic.name, index)
@@ -160,7 +170,7 @@ class Broker:
         if not self.limits.admit(host):
             writer.close()
             return
-        task = asyncio.current_task()
+        task = cast("asyncio.Task[None]", asyncio.current_task())  # (a connection's handler runs in its task)
         loop = asyncio.get_running_loop()
         connection = _Connection(host, writer, loop.time())
         self._connections[task] = connection
@@ -207,7 +217,7 @@ class Broker:
                             await asyncio.sleep(0)
                         continue
                     if tap is not None:  # the tap needs the bytes themselves: send them as bytes too
-                        response = [b"".join(p.read() if type(p) is FileRecords else p for p in response)]
+                        response = [b"".join(p.read() if isinstance(p, FileRecords) else p for p in response)]
                         tap.broker_sent(conn, response[0], time.time_ns())
                     await send_parts(writer, response)
                     connection.last_active = loop.time()
@@ -225,7 +235,7 @@ class Broker:
             if tap is not None:
                 tap.connection_closed(conn, time.time_ns(), aborted=aborted, by_client=client_closed)
 
-    async def _respond(self, frame: bytes, host: str) -> list | None | bool:
+    async def _respond(self, frame: bytes, host: str) -> Sequence[Bytes | FileRecords] | None | Literal[False]:
         """The response frame for one request frame, as pieces; None for no response; False to close."""
         try:
             api_key, version, correlation_id = peek_request(frame)
@@ -248,11 +258,13 @@ class Broker:
         if trailing:  # served, as Kafka serves them (librdkafka's all-topics Metadata has 3 extra bytes)
             log.debug("%d bytes after the body of API key %d version %d from %s", trailing, api_key, version, host)
         try:
+            if self.handlers is None:  # (set by start, before any connection is served)
+                raise RuntimeError("the broker is not started")
             response = await self.handlers.handle(api_key, request, version, header.client_id, host)
         except Exception as error:
             log.exception("handling API key %d version %d from %s failed", api_key, version, host)
             response = error_response(api_key, request, version, ErrorCode.UNKNOWN_SERVER_ERROR, str(error))
-            if response is None or (api_key == 0 and request.acks == 0):
+            if response is None or (isinstance(request, m.ProduceRequest) and request.acks == 0):
                 return False  # nothing to answer with: Kafka closes the connection
         if response is None:
             return None

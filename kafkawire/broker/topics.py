@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,7 +157,7 @@ class TopicManager:
                 values[name] = str(value).lower() if isinstance(value, bool) else str(value)
         return values
 
-    def all_logs(self):
+    def all_logs(self) -> Iterator[tuple[Topic, int, PartitionLog]]:
         for topic in self.topics.values():
             for index, log in enumerate(topic.partitions):
                 yield topic, index, log
