@@ -18,6 +18,7 @@ atomically, after every change).
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 import json
 import os
 from dataclasses import dataclass
@@ -151,7 +152,7 @@ class AclFilter:
 class Authorizer:
     """The ACLs and the decisions made from them (see the module docstring)."""
 
-    def __init__(self, path: Path | None, super_users: set[str] = frozenset(), allow_if_no_acl: bool = False):
+    def __init__(self, path: Path | None, super_users: Iterable[str] = (), allow_if_no_acl: bool = False):
         self.path = path
         self.super_users = set(super_users)
         self.allow_if_no_acl = allow_if_no_acl
