@@ -18,9 +18,9 @@ atomically, after every change).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
