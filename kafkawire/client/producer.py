@@ -74,7 +74,7 @@ class _Route:
 class AsyncProducer:
     """A Kafka producer on asyncio (see the module docstring)."""
 
-    def __init__(self, config: ProducerConfig | Mapping[str, Any] | None = None, **properties):
+    def __init__(self, config: ProducerConfig | Mapping[str, Any] | None = None, **properties: Any) -> None:
         self.config = settings.resolve(ProducerConfig, config, properties)
         if not self.config.bootstrap_servers:
             raise ValueError("bootstrap.servers is required")
@@ -133,7 +133,7 @@ class AsyncProducer:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     # ---- sending ---------------------------------------------------------------------------------
@@ -154,8 +154,8 @@ class AsyncProducer:
         return await self._send_waiting(topic, value, key, partition, headers, timestamp_ms)
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
-                            partition: int | None = None, headers=None, timestamp_ms: int | None = None
-                            ) -> RecordMetadata:
+                            partition: int | None = None, headers: Iterable[tuple[str, bytes | None]] | None = None,
+                            timestamp_ms: int | None = None) -> RecordMetadata:
         """``send`` and wait for the broker's acknowledgement."""
         return await (await self.send(topic, value, key, partition, headers, timestamp_ms))
 

@@ -53,7 +53,9 @@ class Sender:
     def __init__(self, config: ProducerConfig, accumulator: RecordAccumulator, metadata: Metadata,
                  connections: ConnectionManager, lock: AbstractContextManager, stats: dict[str, float],
                  on_fatal: Callable[[BaseException], None]):
+        assert config.delivery_timeout_ms is not None  # (ProducerConfig resolves it)
         self.config = config
+        self.delivery_timeout_ms = config.delivery_timeout_ms
         self.accumulator = accumulator
         self.metadata = metadata
         self.connections = connections
@@ -66,8 +68,8 @@ class Sender:
         self.closing = False  # close() began: everything queued is sendable
         self.stopped = False
         self.due = False  # woken and not yet run: appends need not wake it again
-        self.wakeup: asyncio.Event | None = None
-        self.progress: asyncio.Event | None = None  # set when batches settle
+        self.wakeup = asyncio.Event()  # bound to the loop that first waits on it
+        self.progress = asyncio.Event()  # set when batches settle
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task | None = None
         self._connecting: set[int] = set()
@@ -76,8 +78,6 @@ class Sender:
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self.wakeup = asyncio.Event()
-        self.progress = asyncio.Event()
         self._task = self._loop.create_task(self._run(), name="kafkawire-sender")
 
     def wake(self) -> None:
@@ -88,12 +88,13 @@ class Sender:
     def wake_from_thread(self) -> None:
         """``wake`` from another thread; a no-op while a wake-up is already on its way."""
         if not self.due:
+            assert self._loop is not None  # (appends from threads start after start())
             self.due = True
             self._loop.call_soon_threadsafe(self.wakeup.set)
 
     def on_metadata(self, cluster) -> None:
         self.leaders = cluster.leaders(self.metadata.topics)
-        if self.wakeup is not None:
+        if self._task is not None:
             self.wake()
 
     async def wait_until(self, condition: Callable[[], bool], timeout_ms: float | None) -> None:
@@ -206,10 +207,10 @@ class Sender:
             connection = await self._least_loaded_connection()
             version = connection.api_version(InitProducerIdRequest.API_KEY)
             current = self.accumulator.producer_id
-            bump = self._epoch_bump_needed and current is not None and version >= _INIT_PRODUCER_ID_BUMP_VERSION
-            request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1,
-                                            producer_id=current if bump else -1,
-                                            producer_epoch=self.accumulator.producer_epoch if bump else -1)
+            bump = self._epoch_bump_needed and version >= _INIT_PRODUCER_ID_BUMP_VERSION
+            producer_id, epoch = (current, self.accumulator.producer_epoch) if bump and current is not None else (-1, -1)
+            request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1, producer_id=producer_id,
+                                            producer_epoch=epoch)
             response = await connection.send(request, version)
         except IncompatibleBrokerError as error:
             self.fail_fatally(error)
@@ -220,9 +221,9 @@ class Sender:
             self.wake()
             return
         if response.error_code:
-            error = KafkaError(response.error_code, "InitProducerId")
-            if not error.retriable:
-                self.fail_fatally(error)
+            refused = KafkaError(response.error_code, "InitProducerId")
+            if not refused.retriable:
+                self.fail_fatally(refused)
                 return
             await asyncio.sleep(self.config.retry_backoff_ms / 1000)
         else:
@@ -253,6 +254,7 @@ class Sender:
     # ---- produce requests ------------------------------------------------------------------------
     def _send_produce(self, node: int, batches: list[ProducerBatch]) -> None:
         connection = self.connections.get_ready(node)
+        assert connection is not None  # (drained for ready nodes only, in this same pass)
         acks = self.config.acks
         topics: dict[str, list] = {}
         size = 0
@@ -332,14 +334,14 @@ class Sender:
         return not self.accumulator._retry_waits_for_earlier(batch)  # noqa: SLF001
 
     def _retry_or_fail(self, batch: ProducerBatch, error: BaseException, now: float, retriable: bool) -> None:
-        within = now - batch.created_ms < self.config.delivery_timeout_ms
+        within = now - batch.created_ms < self.delivery_timeout_ms
         if retriable and within and batch.attempts < self.config.retries and not self.stopped:
             self.stats["record-retry-total"] += batch.record_count
             self.accumulator.reenqueue(batch, now)
             return
         if retriable and not within:
             error = TimeoutError(f"expiring {batch.record_count} record(s) for {batch.tp.topic}-{batch.tp.partition}: "
-                                 f"delivery.timeout.ms ({self.config.delivery_timeout_ms}) passed; last error: {error}")
+                                 f"delivery.timeout.ms ({self.delivery_timeout_ms}) passed; last error: {error}")
         self._fail(batch, error)
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:

@@ -29,11 +29,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .common import TopicPartition
-from .consumer import AsyncConsumer
+from .consumer import AsyncConsumer, CommitCallback
 from .consumer_config import ConsumerConfig
-from .fetcher import ConsumerRecord
 from .delivery import RecordFuture, RecordMetadata
-from .producer import AsyncProducer
+from .fetcher import ConsumerRecord
+from .producer import AsyncProducer, _Route
 from .producer_config import ProducerConfig
 
 __all__ = ["Producer", "Consumer"]
@@ -92,7 +92,9 @@ class Producer:
     """A blocking facade over AsyncProducer (same settings: a ProducerConfig, a mapping of property
     names, or keyword properties). Safe to share between threads."""
 
-    def __init__(self, config: ProducerConfig | Mapping[str, Any] | None = None, **properties):
+    config: ProducerConfig
+
+    def __init__(self, config: ProducerConfig | Mapping[str, Any] | None = None, **properties: Any) -> None:
         self._thread = _LoopThread("kafkawire-producer")
 
         async def create() -> AsyncProducer:
@@ -125,7 +127,7 @@ class Producer:
             route = self._thread.run(self._route(topic))
         return producer.append_blocking(topic, value, key, partition, headers, timestamp_ms, route, started)
 
-    async def _route(self, topic: str):
+    async def _route(self, topic: str) -> _Route:
         producer = self._producer
         producer._check_open()  # noqa: SLF001
         if not isinstance(topic, str) or not topic:
@@ -133,7 +135,8 @@ class Producer:
         return await producer.route(topic)
 
     def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
-                      partition: int | None = None, headers=None, timestamp_ms: int | None = None) -> RecordMetadata:
+                      partition: int | None = None, headers: Iterable[tuple[str, bytes | None]] | None = None,
+                      timestamp_ms: int | None = None) -> RecordMetadata:
         return self.send(topic, value, key, partition, headers, timestamp_ms).result()
 
     def flush(self, timeout_ms: float | None = None) -> None:
@@ -149,7 +152,8 @@ class Producer:
         """AsyncProducer.close on the loop; bounded even if that hangs (its timeout plus a margin)."""
         if self._thread.loop.is_closed():
             return
-        bound = (self.config.delivery_timeout_ms if timeout_ms is None else timeout_ms) / 1000 + _CLOSE_MARGIN_S
+        default = self.config.delivery_timeout_ms or 0  # (resolved by ProducerConfig: never None here)
+        bound = (default if timeout_ms is None else timeout_ms) / 1000 + _CLOSE_MARGIN_S
         try:
             self._thread.run(self._producer.close(timeout_ms), bound)
         except TimeoutError:
@@ -160,14 +164,16 @@ class Producer:
     def __enter__(self) -> Producer:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
 class Consumer:
     """A blocking facade over AsyncConsumer (same settings and method names)."""
 
-    def __init__(self, config: ConsumerConfig | Mapping[str, Any] | None = None, **properties):
+    config: ConsumerConfig
+
+    def __init__(self, config: ConsumerConfig | Mapping[str, Any] | None = None, **properties: Any) -> None:
         self._thread = _LoopThread("kafkawire-consumer")
 
         async def create() -> AsyncConsumer:
@@ -186,7 +192,7 @@ class Consumer:
     def assignment(self) -> set[TopicPartition]:
         return self._thread.call(self._consumer.assignment)
 
-    def subscribe(self, topics: Iterable[str], listener=None) -> None:
+    def subscribe(self, topics: Iterable[str], listener: object = None) -> None:
         """Join the group; ``listener``'s callbacks run on the client's loop thread."""
         self._thread.call(self._consumer.subscribe, list(topics), listener)
 
@@ -230,7 +236,7 @@ class Consumer:
         self._thread.run(self._consumer.commit(offsets, timeout_ms))
 
     def commit_async(self, offsets: Mapping[TopicPartition, int] | None = None,
-                     callback=None) -> concurrent.futures.Future:
+                     callback: CommitCallback | None = None) -> concurrent.futures.Future[dict[TopicPartition, Any]]:
         """Start a commit; ``callback(offsets, error)`` runs on the client's thread when it ends."""
         return self._thread.call(lambda: _chain(self._consumer.commit_async(offsets, callback)))
 
@@ -255,5 +261,5 @@ class Consumer:
     def __enter__(self) -> Consumer:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

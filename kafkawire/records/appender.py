@@ -15,8 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..accelerators import load
+from .compression import Buffer
 
-__all__ = ["RecordAppender", "PyRecordAppender", "NATIVE"]
+__all__ = ["RecordAppender", "PyRecordAppender", "NATIVE", "HeaderPair"]
+
+HeaderPair = tuple[str, "Buffer | None"]  # a header as append takes it (records.Header is one)
 
 _INT32_MAX = 0x7FFFFFFF
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -29,12 +32,12 @@ def _wrap_int64(value: int) -> int:
     return value - _WRAP if value > _INT64_MAX else value
 
 
-def _blob(data, what: str):
+def _blob(data: object, what: str) -> Buffer | None:
     """``data`` as something with a byte length, or None; TypeError for anything not bytes-like."""
-    if data is None or type(data) is bytes:
+    if data is None or isinstance(data, bytes):
         return data
     try:
-        view = memoryview(data)
+        view = memoryview(data)  # type: ignore[arg-type]  # any buffer; TypeError otherwise
     except TypeError:
         raise TypeError(f"record {what} must be bytes-like or None, not {type(data).__name__}") from None
     if not view.contiguous:
@@ -54,7 +57,7 @@ def _zigzag(out: bytearray, value: int) -> None:
     out.append(raw)
 
 
-def _sized(out: bytearray, data) -> None:
+def _sized(out: bytearray, data: Buffer | None) -> None:
     if data is None:
         out.append(1)  # zigzag(-1)
     else:
@@ -62,7 +65,7 @@ def _sized(out: bytearray, data) -> None:
         out += data
 
 
-def _header(header) -> tuple:
+def _header(header: object) -> tuple[bytes, Buffer | None]:
     if not isinstance(header, (tuple, list)) or len(header) != 2:
         raise TypeError(f"a record header must be a (key, value) pair, not {header!r}")
     header_key, header_value = header
@@ -93,8 +96,8 @@ class PyRecordAppender:
         """Bytes written so far."""
         return len(self.records)
 
-    def append(self, key, value, headers: Sequence, timestamp: int, offset_delta: int | None = None,
-               limit: int = -1) -> int:
+    def append(self, key: Buffer | None, value: Buffer | None, headers: Sequence[HeaderPair], timestamp: int,
+               offset_delta: int | None = None, limit: int = -1) -> int:
         """Write one record; returns the bytes it took, or -1 (writing nothing) when ``limit`` >= 0 and
         the section would grow past it. ``headers``: a tuple or list of (str, bytes-like or None);
         ``offset_delta`` None: one past the last."""
@@ -151,7 +154,7 @@ class PyRecordAppender:
         return f"RecordAppender(count={self.count}, size={self.size})"
 
 
-def _check_timestamp(timestamp, what: str) -> None:
+def _check_timestamp(timestamp: object, what: str) -> None:
     if not isinstance(timestamp, int):
         raise TypeError(f"{what} must be an int, not {type(timestamp).__name__}")
     if not _INT64_MIN <= timestamp <= _INT64_MAX:
@@ -160,4 +163,4 @@ def _check_timestamp(timestamp, what: str) -> None:
 
 _native = load("kafkawire.records._append")
 NATIVE = _native is not None  # whether RecordAppender is the C one
-RecordAppender = _native.RecordAppender if _native is not None else PyRecordAppender
+RecordAppender: type[PyRecordAppender] = _native.RecordAppender if _native is not None else PyRecordAppender
