@@ -48,17 +48,33 @@ def make_records(count: int, value_size: int, keyed: bool) -> list[tuple[bytes |
     return [(keys[i % len(keys)], values[i & 255]) for i in range(count)]
 
 
+def blocking_loop(producer, topic: str, records) -> tuple[float, float]:
+    """``send()`` in a loop, then ``flush()``: (wall seconds, CPU seconds)."""
+    producer.partitions_for(topic)
+    send = producer.send
+    started, cpu = time.perf_counter(), time.process_time()
+    for key, value in records:
+        send(topic, value, key=key)
+    producer.flush()
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+async def awaiting_loop(producer, topic: str, records) -> tuple[float, float]:
+    """``await send()`` in a loop, then ``await flush()``: (wall seconds, CPU seconds)."""
+    await producer.partitions_for(topic)
+    send = producer.send
+    started, cpu = time.perf_counter(), time.process_time()
+    for key, value in records:
+        await send(topic, value, key=key)
+    await producer.flush()
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
 def kafkawire_sync(bootstrap: str, topic: str, records, codec: str) -> tuple[float, float]:
     from kafkawire.client import Producer
     with Producer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS, batch_size=BATCH_SIZE,
                   compression_type=codec) as producer:
-        producer.partitions_for(topic)
-        send = producer.send
-        started, cpu = time.perf_counter(), time.process_time()
-        for key, value in records:
-            send(topic, value, key=key)
-        producer.flush()
-        return time.perf_counter() - started, time.process_time() - cpu
+        return blocking_loop(producer, topic, records)
 
 
 def kafkawire_async(bootstrap: str, topic: str, records, codec: str) -> tuple[float, float]:
@@ -67,13 +83,7 @@ def kafkawire_async(bootstrap: str, topic: str, records, codec: str) -> tuple[fl
     async def run() -> tuple[float, float]:
         async with AsyncProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS, batch_size=BATCH_SIZE,
                                  compression_type=codec) as producer:
-            await producer.partitions_for(topic)
-            send = producer.send
-            started, cpu = time.perf_counter(), time.process_time()
-            for key, value in records:
-                await send(topic, value, key=key)
-            await producer.flush()
-            return time.perf_counter() - started, time.process_time() - cpu
+            return await awaiting_loop(producer, topic, records)
     return asyncio.run(run())
 
 
@@ -82,13 +92,7 @@ def kafka_python(bootstrap: str, topic: str, records, codec: str) -> tuple[float
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS, batch_size=BATCH_SIZE,
                              compression_type=None if codec == "none" else codec)
     try:
-        producer.partitions_for(topic)
-        send = producer.send
-        started, cpu = time.perf_counter(), time.process_time()
-        for key, value in records:
-            send(topic, value, key=key)
-        producer.flush()
-        return time.perf_counter() - started, time.process_time() - cpu
+        return blocking_loop(producer, topic, records)
     finally:
         producer.close()
 
@@ -101,13 +105,7 @@ def aiokafka(bootstrap: str, topic: str, records, codec: str) -> tuple[float, fl
                                     max_batch_size=BATCH_SIZE, compression_type=None if codec == "none" else codec)
         await producer.start()
         try:
-            await producer.partitions_for(topic)
-            send = producer.send
-            started, cpu = time.perf_counter(), time.process_time()
-            for key, value in records:
-                await send(topic, value, key=key)
-            await producer.flush()
-            return time.perf_counter() - started, time.process_time() - cpu
+            return await awaiting_loop(producer, topic, records)
         finally:
             await producer.stop()
     return asyncio.run(run())

@@ -8,17 +8,19 @@ The public names, loaded on first use:
 
 * ``AsyncProducer`` / ``AsyncConsumer`` (asyncio) and ``Producer`` / ``Consumer`` (blocking, on a
   loop thread of their own), with ``ProducerConfig`` / ``ConsumerConfig``.
-* What they hand out: ``RecordMetadata`` (where a sent record landed), ``ConsumerRecord``,
-  ``TopicPartition``.
+* What they hand out: ``RecordFuture`` (a sent record's outcome: awaitable, or ``result(timeout)``)
+  and its ``RecordMetadata`` (where the record landed), ``ConsumerRecord``, ``TopicPartition``.
 * Errors: ``KafkaError`` (a broker error code), ``KafkaConnectionError`` and ``RequestTimedOut``,
   ``IncompatibleBrokerError``, ``BufferExhausted`` (no buffer.memory within max.block.ms),
   ``FetchError`` and its ``CorruptRecordException``, ``OffsetOutOfRangeException``,
-  ``NoOffsetForPartitionException``, ``GroupError`` and its ``CommitFailedError``, ``ConfigError``.
+  ``NoOffsetForPartitionException``, ``GroupError`` and its ``CommitFailedError``, ``ConfigError``,
+  ``ProducerClosed`` (a send after close, or a record close could not deliver).
 
-The modules, core first: ``producer_config``, ``partitioner``, ``buffer_pool``, ``producer_batch``,
-``accumulator`` (KIP-782); ``consumer_config``, ``memory_pool`` (KIP-81), ``fetch_session`` (KIP-227),
-``fetcher`` (KIP-74, KIP-41, KIP-1178), ``assignors`` and ``group`` (classic group membership); then
-``connection``, ``metadata``, ``producer``, ``consumer`` and ``sync``.
+The modules, core first: ``producer_config``, ``partitioner``, ``buffer_pool``, ``delivery`` (record
+futures), ``producer_batch``, ``accumulator`` (KIP-782); ``consumer_config``, ``memory_pool`` (KIP-81),
+``fetch_session`` (KIP-227), ``fetcher`` (KIP-74, KIP-41, KIP-1178), ``assignors`` and ``group``
+(classic group membership); then ``connection``, ``metadata``, ``sender``, ``producer``, ``consumer``
+and ``sync``.
 """
 from __future__ import annotations
 
@@ -43,7 +45,9 @@ if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
     from .group import GroupError as GroupError
     from .group import OffsetAndMetadata as OffsetAndMetadata
     from .metadata import UnknownTopicError as UnknownTopicError
+    from .delivery import RecordFuture as RecordFuture
     from .producer import AsyncProducer as AsyncProducer
+    from .producer import ProducerClosed as ProducerClosed
     from .producer_batch import RecordMetadata as RecordMetadata
     from .producer_config import ConfigError as ConfigError
     from .producer_config import ProducerConfig as ProducerConfig
@@ -58,7 +62,8 @@ _EXPORTS = {
     "IncompatibleBrokerError": "connection", "BufferExhausted": "buffer_pool", "FetchError": "fetcher",
     "CorruptRecordException": "fetcher", "OffsetOutOfRangeException": "fetcher",
     "NoOffsetForPartitionException": "fetcher", "CommitFailedError": "group", "GroupError": "group",
-    "OffsetAndMetadata": "group", "UnknownTopicError": "metadata",
+    "OffsetAndMetadata": "group", "UnknownTopicError": "metadata", "RecordFuture": "delivery",
+    "ProducerClosed": "producer",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,6 +1,7 @@
-"""One partition's batch of records on its way to the broker, and the futures its records resolve.
+"""One partition's batch of records on its way to the broker.
 
-A ProducerBatch holds a pool Buffer (its accounted capacity) and a RecordBatchBuilder (the bytes).
+A ProducerBatch holds a pool Buffer (its accounted capacity), a RecordBatchBuilder (the bytes, written
+by its RecordAppender) and the BatchResult its records' futures read (``delivery.py``).
 Its size is estimated the way upstream's MemoryRecordsBuilder estimates it: the 61-byte batch header
 plus the uncompressed records, scaled when compression is on by the topic's estimated compression
 ratio and a 5% safety margin. Without compression the estimate is exact. With compression the
