@@ -11,7 +11,8 @@ Tables (schemas in ``TABLES``):
 - ``records`` (only with ``TableBatcher(records=True)``): one row per record of Produce requests and
   Fetch responses.
 - ``problems``: the Problems of the earlier stages, frames or record batches that do not decode, and
-  bytes after a frame's body (``trailing_bytes``: the frame is decoded, as Kafka reads it).
+  bytes after a frame's body (``trailing_bytes``: the frame is decoded, as Kafka reads it). The capture
+  job adds the capture records its reader skipped (``job.capture_problems``).
 
 Batch summaries (batch and record counts, offsets, codec) read batch headers only; records are
 decompressed only for the records table.
@@ -151,6 +152,8 @@ TABLES: dict[str, pa.Schema] = {
         ("connection", pa.string()), ("direction", pa.string()), ("ts", _TS), ("kind", pa.string()),
         ("reason", pa.string()), ("stream_offset", pa.int64()), ("length", pa.int64()), ("api_key", pa.int16()),
         ("api_name", pa.string()), ("api_version", pa.int16()), ("correlation_id", pa.int32()),
+        # runs of capture bytes the reader skipped (job.capture_problems): which file, where in it
+        ("file", pa.string()), ("file_offset", pa.int64()),
     ]),
 }
 _CONVERTERS = {"frames": {"body": BODY.to_arrow}}
@@ -470,7 +473,7 @@ class TableBatcher:
         table = self.tables.get("problems")
         if table is not None:
             table.append((connection, direction, _us(ts_ns), kind, reason, offset, length, api_key, api_name,
-                          api_version, correlation_id), 256)
+                          api_version, correlation_id, None, None), 256)
 
     def _ready(self) -> list[tuple[str, pa.RecordBatch]]:
         return [(name, batch) for name, table in self.tables.items() if table.ready
