@@ -41,6 +41,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from broker_harness import BrokerThread  # noqa: E402
@@ -48,7 +49,7 @@ from kafkawire import messages as m  # noqa: E402
 from kafkawire.capture import job, report  # noqa: E402
 from kafkawire.capture.bodies import to_json  # noqa: E402
 from kafkawire.capture.model import connection_key  # noqa: E402
-from kafkawire.capture.packets import PayloadReader, Split, iter_split, plan_splits  # noqa: E402
+from kafkawire.capture.packets import PayloadReader, Split, iter_packets, iter_split, plan_splits  # noqa: E402
 from kafkawire.capture.rows import TABLES  # noqa: E402
 from kafkawire.framing import (  # noqa: E402
     Correlator, decode_request, decode_response, encode_response, peek_request, read_request,
@@ -1222,6 +1223,7 @@ def test_tables_without_rows_still_read(spark, workdir):
         assert spark.read.parquet(str(out / name)).columns == TABLES[name].names
     summary = report.build(spark, str(out))
     assert summary.totals["frames"] == 0 and summary.apis == [] and summary.problems == []
+    assert report.build_arrow(str(out)) == summary
     assert json.loads((out / job.SUMMARY / "summary.json").read_text())["rows"] == result.rows
 
 
@@ -1240,26 +1242,79 @@ def test_many_small_splits(spark, synthetic, synthetic_out, workdir):
     assert not (out / "records").exists() and (out / "notes.txt").read_text() == "keep me"
 
 
-def test_cli_refuses_a_file_that_is_not_a_capture(spark, workdir, capsys):
+def test_skipped_capture_records_are_problems_and_in_the_summary(spark, synthetic, synthetic_out, workdir):
+    """The synthetic capture as pcap with a corrupt record header in the middle (a bare ACK's) and its
+    last record torn: both are rows of the problems table (file, where, how many bytes) and counts in
+    the summary, and every Kafka frame decodes as without them."""
+    blocks = split_blocks(synthetic.path.read_bytes())[2:]
+    packets = list(iter_packets(synthetic.path))
+    assert len(packets) == len(blocks)
+    middle = next(i for i in range(len(blocks) // 2, len(blocks)) if not packets[i].payload)
+    path = workdir / "damaged.pcap"
+    write_pcap(path, blocks)
+    data = bytearray(path.read_bytes())
+    offsets = [24]
+    for block in blocks:
+        offsets.append(offsets[-1] + 16 + struct.unpack_from("<I", block, 20)[0])  # the EPB's captured length
+    assert offsets[-1] == len(data)
+    struct.pack_into("<I", data, offsets[middle] + 8, 0x7FFFFFF0)
+    del data[-5:]
+    path.write_bytes(bytes(data))
+
+    out = workdir / "damaged-tables"
+    result = decode(spark, [str(path)], out)
+    assert result.skipped == {"corrupt": 1, "truncated_tail": 1}
+    assert result.capture_records == len(blocks) - 2
+    assert json.loads((out / job.SUMMARY / "summary.json").read_text())["skipped"] == result.skipped
+    found = rows(out, "problems", where=lambda r: r["file"] is not None)
+    assert [(r["kind"], r["file"], r["file_offset"], r["length"], r["connection"], r["stream_offset"])
+            for r in found] == [
+        ("corrupt_record", str(path), offsets[middle], offsets[middle + 1] - offsets[middle], None, None),
+        ("truncated_tail", str(path), offsets[-2], offsets[-1] - offsets[-2] - 5, None, None)]
+    assert found[0]["reason"].startswith(f"{path}: a record header that cannot be right at byte {offsets[middle]}")
+    assert_same_tables(synthetic_out, out, tables=("frames", "fetches", "produces"))
+    connections = TABLE_KEYS["problems"]
+    assert sorted_table(out, "problems").filter(pc.is_valid(pc.field("connection"))).select(
+        connections).equals(sorted_table(synthetic_out, "problems").select(connections))
+
+
+def test_cli_decode_refuses_a_table_set_and_overwrite_replaces_all_of_it(spark, synthetic, synthetic_out, workdir,
+                                                                        capsys):
+    """`kafkawire decode --out DIR` on the tables of an earlier run is refused, touching nothing; with
+    --overwrite the whole set is replaced: a run without --records leaves no records table of the
+    earlier run beside its frames. (In this process: the command uses the module's session.)"""
     from kafkawire.cli import main
-    bogus = workdir / "notes.pcap"
-    bogus.write_text("hello, this is text\n")
-    assert main(["decode", str(bogus), "--out", str(workdir / "bogus-tables")]) == 1  # the module's session
+    out = workdir / "rerun-tables"
+    assert main(["decode", str(synthetic.path), "--out", str(out), "--records"]) == 0
+    capsys.readouterr()
+    (out / "notes.txt").write_text("the user's")
+    files = {path: path.stat().st_mtime_ns for path in out.rglob("*")}
+
+    assert main(["decode", str(synthetic.path), "--out", str(out)]) == 2
     error = capsys.readouterr().err
-    assert f"kafkawire decode: {bogus}: not a packet capture" in error
-    assert not (workdir / "bogus-tables" / "frames").exists()
+    assert error.count("\n") == 1 and "already holds the tables of a decode" in error and "--overwrite" in error
+    assert {path: path.stat().st_mtime_ns for path in out.rglob("*")} == files
+
+    assert main(["decode", str(synthetic.path), "--out", str(out), "--overwrite"]) == 0
+    printed = capsys.readouterr().out
+    assert "records" not in printed.split("rows")[0]
+    assert not (out / "records").exists() and (out / "notes.txt").read_text() == "the user's"
+    assert sorted(path.name for path in out.iterdir()) == ["_summary", "fetches", "frames", "notes.txt", "problems",
+                                                          "produces"]
+    assert_same_tables(synthetic_out, out, tables=("frames", "fetches", "produces", "problems"))
 
 
 def test_cli_decode_of_a_glob_and_report(spark, synthetic, synthetic_out, workdir):
     """The commands as a user runs them, each in its own process (and Spark): ``decode`` of a glob over the
-    rotated series, and (at the same time, to overlap the two JVM starts) ``report`` of the synthetic tables."""
+    rotated series, and (at the same time, to overlap the two JVM starts) ``report --engine spark`` of the
+    synthetic tables, which gives the text the Arrow engine gives."""
     rotated_series(synthetic, workdir / "cli-series")
     out = workdir / "cli-tables"
     command = [sys.executable, "-m", "kafkawire.cli"]
     decoding = subprocess.Popen(command + ["decode", str(workdir / "cli-series" / "series.pcapng*"), "--out", str(out),
                                            "--records", "--master", "local[2]"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    reporting = subprocess.Popen(command + ["report", str(synthetic_out), "--master", "local[2]"],
+    reporting = subprocess.Popen(command + ["report", str(synthetic_out), "--engine", "spark", "--master", "local[2]"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     decoded, decode_errors = decoding.communicate(timeout=600)
     text, report_errors = reporting.communicate(timeout=600)
@@ -1272,6 +1327,7 @@ def test_cli_decode_of_a_glob_and_report(spark, synthetic, synthetic_out, workdi
     assert_same_tables(synthetic_out, out)
 
     assert reporting.returncode == 0, report_errors[-3000:]
+    assert text == report.build_arrow(str(synthetic_out)).text() + "\n"
     for section in ("per API (latency in ms, responses)", "per client", "problems", "fetch limits (KIP-74)"):
         assert f"\n{section}\n" in text, text
     assert "responses over max(MaxBytes, first batch): 1" in text
@@ -1285,6 +1341,7 @@ def test_cli_decode_of_a_glob_and_report(spark, synthetic, synthetic_out, workdi
 
 def test_report_counts_and_fetch_limits(spark, synthetic, synthetic_out):
     summary = report.build(spark, str(synthetic_out))
+    assert report.build_arrow(str(synthetic_out)) == summary  # the other engine, the same report
 
     # Requests and responses per API: every frame the scenarios and the fetch-limit clients should give.
     expected = defaultdict(lambda: [0, 0])
@@ -1316,3 +1373,18 @@ def test_report_counts_and_fetch_limits(spark, synthetic, synthetic_out):
             for r in summary.oversized_partitions] == [(conn[42003], 1, 0, len(TWO_BATCHES), 500)]
     assert [(r["connection"], r["topic"], r["partition"], r["longest"]) for r in summary.starved] == [
         (conn[42004], TOPIC, 1, 3)]
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_report_engines_agree(spark, workdir, seed):
+    """Made-up tables in several part files, with many groups, ties and nulls (null API names, topics,
+    request indexes, MaxBytes, times): Spark and Arrow give the same report, text and JSON."""
+    from dataclasses import asdict
+
+    from capture_tables import random_tables
+    out = random_tables(workdir / f"made-up-{seed}", seed, rows=1200, records=seed % 2 == 0)
+    by_spark, by_arrow = report.build(spark, str(out)), report.build_arrow(str(out))
+    assert by_arrow.text() == by_spark.text()
+    assert json.dumps(asdict(by_arrow), default=str) == json.dumps(asdict(by_spark), default=str)
+    assert by_spark.starved and by_spark.oversized_responses and by_spark.oversized_partitions  # all exercised
+    assert None in {row["api_name"] for row in by_spark.apis}

@@ -325,7 +325,7 @@ def test_problems_pass_through():
     assert tables["problems"] == [{
         "connection": CONNECTION, "direction": "response", "ts": tables["problems"][0]["ts"], "kind": "gap",
         "reason": "12 bytes never captured", "stream_offset": 100, "length": 12, "api_key": 1, "api_name": "Fetch",
-        "api_version": 11, "correlation_id": 4}]
+        "api_version": 11, "correlation_id": 4, "file": None, "file_offset": None}]
     assert tables["problems"][0]["ts"].timestamp() == T0 / 1e9
     with pytest.raises(TypeError):
         TableBatcher().add("not a frame")
