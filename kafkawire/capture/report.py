@@ -26,7 +26,7 @@ PERCENTILES = (50, 90, 99)
 # The Arrow engine holds the columns it reads in this process's memory and works on one core; past
 # this many rows (frames, fetches, produces, problems and records together) Spark, which spills and
 # uses every core, takes over. The figures behind the choice are in docs/performance.md.
-ARROW_MAX_ROWS = 2_000_000
+ARROW_MAX_ROWS = 5_000_000
 ENGINES = ("auto", "arrow", "spark")
 
 
