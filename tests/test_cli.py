@@ -396,9 +396,13 @@ def test_decode_out_refusals(tmp_path, capsys, no_spark):
     # with --overwrite a table set may be replaced, never a table
     code, _, err = run(["decode", str(capture), "--out", str(tables / "frames"), "--overwrite"], capsys)
     assert code == 2 and "is a Parquet table" in err
-    # a folder beside the tables is not inside one
+    # a folder beside the tables is not inside one, nor is a folder under one with a stray Parquet file
     check_out(str(tables / "more"), overwrite=False)
     check_out(str(tmp_path / "new" / "deeper"), overwrite=False)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "data.parquet").write_bytes(b"PAR1")
+    (tmp_path / "home" / "notes.txt").write_text("mine")
+    check_out(str(tmp_path / "home" / "tables"), overwrite=False)
 
 
 def test_decode_api_refuses_an_out_inside_a_table(tmp_path):

@@ -49,16 +49,23 @@ def found_in(fs, root: str, names=OURS) -> list[str]:
 
 
 def is_table(fs, path: str) -> bool:
-    """Whether the folder ``path`` is itself a Parquet table: it holds Parquet files (or the marker
-    files Spark writes beside them), so readers take everything under it as one table."""
+    """Whether the folder ``path`` is itself a Parquet table: its files are Parquet files (and the
+    marker files Spark writes beside them; hidden files aside), at least one, so that readers take
+    everything under it as one table. A folder that also holds other files (a home folder with a
+    stray .parquet file) is not one."""
     from pyarrow.fs import FileSelector, FileType
 
     if _kind(fs, path) != "folder":
         return False
+    parquet = False
     for info in fs.get_file_info(FileSelector(path, allow_not_found=True)):
-        if info.type == FileType.File and (info.base_name.endswith(".parquet") or info.base_name in _TABLE_FILES):
-            return True
-    return False
+        if info.type != FileType.File or info.base_name.startswith("."):
+            continue
+        if info.base_name.endswith(".parquet"):
+            parquet = True
+        elif info.base_name not in _TABLE_FILES:
+            return False
+    return parquet
 
 
 def _parent(path: str) -> str:
