@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     broker.add_argument("--remote-latency-ms", type=float, default=0.0, help="added latency of remote reads")
     broker.add_argument("--rebalance-delay-ms", type=int, default=3000, help="group.initial.rebalance.delay.ms")
     broker.add_argument("--tap", metavar="FILE", help="write the broker's own traffic to FILE as pcapng (for tshark)")
+    broker.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a broker property by its Kafka name (repeatable), e.g. "
+                             "--override queued.max.request.bytes=104857600")
     broker.add_argument("-v", "--verbose", action="store_true", help="log each connection problem")
 
     decode = commands.add_parser("decode", help="decode pcap/pcapng captures into Parquet tables with Spark")
@@ -127,9 +130,15 @@ def _broker(args) -> int:
             return _refuse("broker", f"{option} {folder}: {problem}")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    overrides = {}
+    for item in args.override:
+        key, equals, value = item.partition("=")
+        if not equals:
+            return _refuse("broker", f"--override takes KEY=VALUE, not {item!r}")
+        overrides[key.strip()] = value
     try:
-        config = BrokerConfig(
-            data_dir=args.data_dir, host=args.host, port=args.port, advertised_host=args.advertised_host,
+        config = BrokerConfig.from_properties(
+            overrides, data_dir=args.data_dir, host=args.host, port=args.port, advertised_host=args.advertised_host,
             num_partitions=args.partitions, auto_create_topics=not args.no_auto_create,
             segment_bytes=args.segment_bytes, retention_ms=args.retention_ms, retention_bytes=args.retention_bytes,
             remote_dir=args.remote_dir, remote_read_latency_ms=args.remote_latency_ms,

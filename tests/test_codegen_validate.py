@@ -505,8 +505,11 @@ def ours():
 
 def test_generation_over_schemas(ours):
     spec_names = sorted(p.stem for p in SCHEMAS.glob("*.json"))
-    assert len(ours) == len(spec_names) + 1
+    modules = [name for name in ours if name.endswith(".py")]
+    assert len(modules) == len(spec_names) + 1
     assert "__init__.py" in ours
+    # Each module has its stub (the types), the package's __init__ too.
+    assert sorted(name for name in ours if name.endswith(".pyi")) == sorted(name + "i" for name in modules)
     for text in ours.values():
         compile(text, "<generated>", "exec")
 
@@ -526,7 +529,7 @@ def test_generated_package_matches_committed(ours):
 def test_generation_over_upstream_specs():
     files = generate(UPSTREAM)
     specs = sorted(UPSTREAM.glob("*.json"))
-    assert len(files) == len(specs) + 1
+    assert len(files) == 2 * (len(specs) + 1)  # modules and their stubs
     assert generate(UPSTREAM) == files
     for text in files.values():
         compile(text, "<generated>", "exec")

@@ -31,6 +31,7 @@ OLDEST = {
     9: 1,  # OffsetFetch
     16: 0,  # ListGroups
     15: 0,  # DescribeGroups
+    60: 0,  # DescribeCluster
 }
 
 SUPPORTED_VERSIONS = {key: (oldest, messages.api(key).valid_versions[1]) for key, oldest in OLDEST.items()}

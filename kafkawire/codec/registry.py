@@ -4,6 +4,10 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing where codecs load
+if TYPE_CHECKING:
+    from .base import Message
+
 CONTROLLED_SHUTDOWN = 7
 API_VERSIONS = 18
 
@@ -52,11 +56,13 @@ class ApiInfo:
         return 1 if flexible is not None and version >= flexible[0] else 0
 
     @property
-    def request_class(self):
+    def request_class(self) -> type[Message]:
+        assert self._registry is not None  # set by the Registry that holds it
         return self._registry.load(self.request)
 
     @property
-    def response_class(self):
+    def response_class(self) -> type[Message]:
+        assert self._registry is not None
         return self._registry.load(self.response)
 
 
@@ -66,7 +72,7 @@ class Registry:
         self.modules = modules
         self._by_key: dict[int, ApiInfo] = {}
         self._by_name: dict[str, ApiInfo] = {}
-        self._loaded: dict[str, type] = {}
+        self._loaded: dict[str, type[Message]] = {}
         for info in apis:
             object.__setattr__(info, "_registry", self)
             self._by_key[info.key] = info
@@ -84,7 +90,7 @@ class Registry:
     def apis(self) -> list[ApiInfo]:
         return [self._by_key[key] for key in sorted(self._by_key)]
 
-    def load(self, name: str) -> type:
+    def load(self, name: str) -> type[Message]:
         """The generated class ``name``, importing its module on first use."""
         cls = self._loaded.get(name)
         if cls is not None:
@@ -93,9 +99,9 @@ class Registry:
         if module_name is None:
             raise AttributeError(f"module {self.package!r} has no attribute {name!r}")
         module = importlib.import_module(f"{self.package}.{module_name}")
-        cls = getattr(module, name)
-        self._loaded[name] = cls
-        return cls
+        loaded: type[Message] = getattr(module, name)
+        self._loaded[name] = loaded
+        return loaded
 
-    def message_class(self, name: str) -> type:
+    def message_class(self, name: str) -> type[Message]:
         return self.load(name)
