@@ -1242,7 +1242,7 @@ def test_many_small_splits(spark, synthetic, synthetic_out, workdir):
     assert not (out / "records").exists() and (out / "notes.txt").read_text() == "keep me"
 
 
-def test_skipped_capture_records_are_problems_and_in_the_summary(spark, synthetic, synthetic_out, workdir):
+def test_skipped_capture_records_are_problems_and_in_the_summary(spark, synthetic, synthetic_out, workdir, capsys):
     """The synthetic capture as pcap with a corrupt record header in the middle (a bare ACK's) and its
     last record torn: both are rows of the problems table (file, where, how many bytes) and counts in
     the summary, and every Kafka frame decodes as without them."""
@@ -1262,10 +1262,15 @@ def test_skipped_capture_records_are_problems_and_in_the_summary(spark, syntheti
     path.write_bytes(bytes(data))
 
     out = workdir / "damaged-tables"
-    result = decode(spark, [str(path)], out)
-    assert result.skipped == {"corrupt": 1, "truncated_tail": 1}
-    assert result.capture_records == len(blocks) - 2
-    assert json.loads((out / job.SUMMARY / "summary.json").read_text())["skipped"] == result.skipped
+    from kafkawire.cli import main
+    assert main(["decode", str(path), "--out", str(out)]) == 0  # in this process: the module's session
+    summary = json.loads((out / job.SUMMARY / "summary.json").read_text())
+    assert summary["skipped"] == {"corrupt": 1, "truncated_tail": 1}
+    assert summary["capture_records"] == len(blocks) - 2
+    assert summary["rows"]["problems"] == read(out, "problems").num_rows
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1] == (f"skipped 2 of {len(blocks) - 2:,} capture records: corrupt 1, truncated_tail 1 "
+                           f"(corrupt records and torn tails are in the problems table)")
     found = rows(out, "problems", where=lambda r: r["file"] is not None)
     assert [(r["kind"], r["file"], r["file_offset"], r["length"], r["connection"], r["stream_offset"])
             for r in found] == [
