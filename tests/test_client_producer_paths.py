@@ -73,6 +73,27 @@ def test_try_append_makes_the_batches_append_makes(rows, compression, sizes):
     assert took_fast_path or len(rows) < 3
 
 
+def test_both_paths_take_and_refuse_the_same_records():
+    """A record starting a batch goes through append(), the next through try_append's one C call:
+    each takes any bytes-like value and (str, bytes) headers as tuples or lists, and refuses a str
+    value naming the partition, with nothing written."""
+    from array import array
+    fast = accumulator(**{"linger.ms": 0})
+    odd = [(array("i", [1, 2]), [["h", bytearray(b"1")]]), (memoryview(b"mv"), [("h", None)])]
+    for value, headers in odd * 2:
+        assert fast.try_append("t", 0, None, value, headers, 5) is not None
+    for bad in ("text", 7):
+        with pytest.raises(TypeError, match="t-0"):
+            fast.try_append("t", 0, None, bad, (), 5)
+        with pytest.raises(TypeError, match="t-1"):
+            fast.try_append("t", 1, None, bad, (), 5)  # no batch yet: append() refuses it
+    (batch,) = fast.batches("t", 0)
+    records = list(next(iter_batches(batch.build())))
+    assert [(r.value, [tuple(h) for h in r.headers]) for r in records] == [
+        (array("i", [1, 2]).tobytes(), [("h", b"1")]), (b"mv", [("h", None)])] * 2
+    assert fast.batches("t", 1) == ()
+
+
 @SETTINGS
 @given(st.binary(max_size=64), st.integers(1, 1 << 31))
 def test_c_murmur2_is_the_python_one(key, partitions):

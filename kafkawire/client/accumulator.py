@@ -498,15 +498,26 @@ class RecordAccumulator:
         return self._flushes > 0
 
 
+def _bytes_like(data: object) -> bool:
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return True
+    try:
+        memoryview(data)  # type: ignore[arg-type]  # any buffer, as the record appender takes
+    except TypeError:
+        return False
+    return True
+
+
 def _check_record(tp: TopicPartition, key, value, headers: tuple, timestamp_ms) -> None:
-    """Refuse malformed records before any memory is taken for them."""
+    """Refuse malformed records before any memory is taken for them (what the record appender would
+    refuse, with the partition named)."""
     where = f"{tp.topic}-{tp.partition}"
     for name, data in (("key", key), ("value", value)):
-        if data is not None and not isinstance(data, (bytes, bytearray, memoryview)):
+        if data is not None and not _bytes_like(data):
             raise TypeError(f"record {name} for {where} must be bytes or None, not {type(data).__name__}")
     for header in headers:
-        if (not isinstance(header, tuple) or len(header) != 2 or not isinstance(header[0], str)
-                or not (header[1] is None or isinstance(header[1], (bytes, bytearray, memoryview)))):
+        if (not isinstance(header, (tuple, list)) or len(header) != 2 or not isinstance(header[0], str)
+                or not (header[1] is None or _bytes_like(header[1]))):
             raise TypeError(f"record header for {where} must be (str, bytes or None), not {header!r}")
     if timestamp_ms is not None and (isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int)
                                      or timestamp_ms < 0):
