@@ -61,8 +61,8 @@ def _now_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-class _Route:
-    """What the per-record path needs of a topic: its partition count and sticky partition."""
+class TopicRoute:
+    """What send's per-record path needs of a topic: its partition count and sticky partition."""
 
     __slots__ = ("count", "sticky")
 
@@ -92,7 +92,7 @@ class AsyncProducer:
         self.sender = Sender(self.config, self.accumulator, self.metadata, self.connections, self.lock,
                              self._stats, self._on_fatal)
         self.metadata.add_listener(self._on_metadata)
-        self._routes: dict[str, _Route] = {}  # topics send() may append to synchronously
+        self._routes: dict[str, TopicRoute] = {}  # topics send() may append to synchronously
         self._ignore_keys = self.config.partitioner_ignore_keys
         self._sticky_bytes = self.partitioner.sticky.batch_size
         self._wake = self._wake_and_yield
@@ -169,7 +169,10 @@ class AsyncProducer:
         """``send``'s common case without waiting or a coroutine: the topic's partitions are known and
         the partition's open batch has room. None when ``send`` must take its longer path (which also
         reports bad input). The blocking Producer calls it holding ``lock``."""
-        route = self._routes.get(topic)
+        try:
+            route = self._routes.get(topic)
+        except TypeError:  # an unhashable topic: the longer path says what is wrong
+            return None
         if route is None:
             return None
         sticky = None
@@ -203,7 +206,7 @@ class AsyncProducer:
 
     async def _send_waiting(self, topic: str, value, key, partition, headers, timestamp_ms) -> RecordFuture:
         """``send`` when the record cannot be appended at once: metadata or memory to wait for."""
-        self._check_open()
+        self.check_open()
         if not self._started:
             await self.start()
         started = _now_ms()
@@ -238,21 +241,25 @@ class AsyncProducer:
             timestamp_ms = time.time_ns() // 1_000_000
         return partition, tuple(headers) if headers else (), timestamp_ms
 
-    async def route(self, topic: str) -> _Route:
+    def known_route(self, topic: str) -> TopicRoute | None:
+        """The topic's route if send() may use it now (None: metadata to fetch or recheck first)."""
+        return self._routes.get(topic) if isinstance(topic, str) else None
+
+    async def route(self, topic: str) -> TopicRoute:
         """The topic's route, waiting (up to ``max.block.ms``) for its metadata on first use."""
         route = self._routes.get(topic)
         if route is None:
             if not self.metadata.cluster.partitions_for(topic):
                 await self.metadata.wait_for_topic(topic, self.config.max_block_ms)
-            self._check_open()
+            self.check_open()
             cluster = self.metadata.cluster
             count = len(cluster.partitions_for(topic))
             with self.lock:
                 sticky = self.partitioner.sticky.state(topic, count, cluster.available_partitions(topic))
-                route = self._routes[topic] = _Route(count, sticky)
+                route = self._routes[topic] = TopicRoute(count, sticky)
         return route
 
-    def _partition(self, topic: str, key, partition, route: _Route) -> int:
+    def _partition(self, topic: str, key, partition, route: TopicRoute) -> int:
         if partition is None:
             if key is not None and not self._ignore_keys:
                 return partition_for_key(key, route.count)
@@ -266,7 +273,8 @@ class AsyncProducer:
         if result.new_batch_created or result.batch_is_full:
             self._wake()
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """Raise ProducerClosed after close, or what stopped the sender."""
         if self._closing or self._closed:
             raise ProducerClosed("cannot send: the producer is closed")
         if self.sender.fatal is not None:
@@ -322,7 +330,7 @@ class AsyncProducer:
     # ---- sending from other threads (the blocking Producer) ---------------------------------------
     def append_blocking(self, topic: str, value: bytes | None, key: bytes | None, partition: int | None,
                         headers: Iterable[tuple[str, bytes | None]] | None, timestamp_ms: int | None,
-                        route: _Route, started_ms: float) -> RecordFuture:
+                        route: TopicRoute, started_ms: float) -> RecordFuture:
         """``send``'s longer path in the calling thread, once the topic has a ``route``: appends,
         blocking the thread while ``buffer.memory`` is exhausted, until ``max.block.ms`` after
         ``started_ms`` (then BufferExhausted)."""
@@ -332,7 +340,7 @@ class AsyncProducer:
         if timestamp_ms is None:
             timestamp_ms = time.time_ns() // 1_000_000
         with self.lock:
-            self._check_open()
+            self.check_open()
             partition = self._partition(topic, key, partition, route)
             result = self.accumulator.append(topic, partition, key, value, headers, timestamp_ms, _now_ms(),
                                              max_block_ms=max(0.0, self.config.max_block_ms - (_now_ms() - started_ms)))

@@ -33,7 +33,7 @@ from .consumer import AsyncConsumer, CommitCallback
 from .consumer_config import ConsumerConfig
 from .delivery import RecordFuture, RecordMetadata
 from .fetcher import ConsumerRecord
-from .producer import AsyncProducer, _Route
+from .producer import AsyncProducer, TopicRoute
 from .producer_config import ProducerConfig
 
 __all__ = ["Producer", "Consumer"]
@@ -121,15 +121,15 @@ class Producer:
             return future
         started = time.monotonic() * 1000
         producer = self._producer
-        producer._check_open()  # noqa: SLF001
-        route = producer._routes.get(topic) if isinstance(topic, str) and topic else None  # noqa: SLF001
+        producer.check_open()
+        route = producer.known_route(topic)
         if route is None:  # the topic's first send, or metadata changed: the loop fetches and checks
             route = self._thread.run(self._route(topic))
         return producer.append_blocking(topic, value, key, partition, headers, timestamp_ms, route, started)
 
-    async def _route(self, topic: str) -> _Route:
+    async def _route(self, topic: str) -> TopicRoute:
         producer = self._producer
-        producer._check_open()  # noqa: SLF001
+        producer.check_open()
         if not isinstance(topic, str) or not topic:
             raise ValueError(f"topic must be a non-empty string, not {topic!r}")
         return await producer.route(topic)
