@@ -4,19 +4,23 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
-CONTROLLED_SHUTDOWN = 7
 API_VERSIONS = 18
 
 
 @dataclass(frozen=True)
 class ApiInfo:
-    """One API key: its request and response messages and the versions they share."""
+    """One API key: its request and response messages and the versions they share.
+
+    A removed API (Kafka 4 keeps ControlledShutdown, LeaderAndIsr, StopReplica and UpdateMetadata as
+    specs with ``"validVersions": "none"``, so that their keys are not reused) has ``removed`` set, no
+    versions and no message classes.
+    """
 
     key: int
     name: str  # "Fetch"
     request: str  # class names, "FetchRequest"
     response: str
-    valid_versions: tuple[int, int]
+    valid_versions: tuple[int, int] | None  # None: removed
     flexible_versions: tuple[int, int] | None
     response_flexible_versions: tuple[int, int] | None
     deprecated_versions: tuple[int, int] | None = None
@@ -25,23 +29,31 @@ class ApiInfo:
     _registry: "Registry | None" = field(default=None, repr=False, compare=False)
 
     @property
-    def min_version(self) -> int:
-        return self.valid_versions[0]
+    def removed(self) -> bool:
+        return self.valid_versions is None
 
     @property
-    def max_version(self) -> int:
-        return self.valid_versions[1]
+    def min_version(self) -> int | None:
+        return None if self.removed else self.valid_versions[0]
+
+    @property
+    def max_version(self) -> int | None:
+        return None if self.removed else self.valid_versions[1]
 
     def supports(self, version: int) -> bool:
-        return self.valid_versions[0] <= version <= self.valid_versions[1]
+        return not self.removed and self.valid_versions[0] <= version <= self.valid_versions[1]
+
+    def unsupported(self, version: int) -> str:
+        """Why ``version`` cannot be read: the API was removed, or the version is outside its range."""
+        if self.removed:
+            return f"{self.name} (API key {self.key}) was removed from Kafka; it has no versions"
+        return f"unsupported {self.name} version {version} (versions {self.min_version}-{self.max_version})"
 
     def is_flexible(self, version: int) -> bool:
         return self.flexible_versions is not None and version >= self.flexible_versions[0]
 
     def request_header_version(self, version: int) -> int:
         """RequestHeader version for a request of ``version`` (2 flexible, 1 classic)."""
-        if self.key == CONTROLLED_SHUTDOWN and version == 0:
-            return 0  # ControlledShutdown v0 predates the client id
         return 2 if self.is_flexible(version) else 1
 
     def response_header_version(self, version: int) -> int:
@@ -53,10 +65,14 @@ class ApiInfo:
 
     @property
     def request_class(self):
+        if self.removed:
+            raise AttributeError(self.unsupported(0))
         return self._registry.load(self.request)
 
     @property
     def response_class(self):
+        if self.removed:
+            raise AttributeError(self.unsupported(0))
         return self._registry.load(self.response)
 
 
@@ -81,8 +97,9 @@ class Registry:
             raise KeyError(f"unknown API {key_or_name!r}")
         return found
 
-    def apis(self) -> list[ApiInfo]:
-        return [self._by_key[key] for key in sorted(self._by_key)]
+    def apis(self, include_removed: bool = False) -> list[ApiInfo]:
+        """The APIs by key: those with versions, and with ``include_removed`` the removed ones too."""
+        return [self._by_key[key] for key in sorted(self._by_key) if include_removed or not self._by_key[key].removed]
 
     def load(self, name: str) -> type:
         """The generated class ``name``, importing its module on first use."""
