@@ -159,17 +159,18 @@ def _report(args) -> int:
 
 def _apis(args) -> int:
     from .messages import apis
-    rows = apis()
+    rows = apis(include_removed=True)  # Kafka 4's removed APIs too, with no versions
     if args.json:
         print(json.dumps([{"key": a.key, "name": a.name, "min_version": a.min_version,
-                           "max_version": a.max_version,
+                           "max_version": a.max_version, "removed": a.removed,
                            "flexible_from": a.flexible_versions[0] if a.flexible_versions else None}
                           for a in rows], indent=2))
         return 0
     print(f"{'key':>4}  {'name':<36} {'versions':<9} flexible")
     for a in rows:
         flexible = f"{a.flexible_versions[0]}+" if a.flexible_versions else "none"
-        print(f"{a.key:>4}  {a.name:<36} {a.min_version}-{a.max_version:<7} {flexible}")
+        versions = "removed" if a.removed else f"{a.min_version}-{a.max_version}"
+        print(f"{a.key:>4}  {a.name:<36} {versions:<9} {'-' if a.removed else flexible}")
     return 0
 
 

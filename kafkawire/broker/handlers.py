@@ -22,7 +22,7 @@ from .groups import GroupCoordinator
 from .sessions import FetchSessionCache, SessionPartition
 from .storage import LogAppendError
 from .topics import TopicError, TopicManager
-from .versions import SUPPORTED_VERSIONS
+from .versions import served_versions
 
 __all__ = ["Handlers"]
 
@@ -48,6 +48,7 @@ class Handlers:
         self.purgatory = FetchPurgatory()
         self.sessions = FetchSessionCache(config.fetch_session_cache_slots, config.fetch_session_eviction_ms)
         self.producer_ids = _ProducerIdBlock(config.data_dir / "producer_ids.json")
+        self.versions = served_versions(upstream=config.upstream_versions)  # API key -> (oldest, newest)
         self.table = {
             18: self.api_versions, 3: self.metadata, 0: self.produce, 1: self.fetch, 2: self.list_offsets,
             19: self.create_topics, 20: self.delete_topics, 32: self.describe_configs, 22: self.init_producer_id,
@@ -65,7 +66,7 @@ class Handlers:
     # ---- ApiVersions ----------------------------------------------------------------------------
     async def api_versions(self, request, version: int):
         keys = [m.ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
-                for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())]
+                for key, (low, high) in sorted(self.versions.items())]
         return m.ApiVersionsResponse(error_code=0, api_keys=keys)
 
     # ---- Metadata -------------------------------------------------------------------------------
@@ -231,8 +232,6 @@ class Handlers:
                     found = self._offset_for(partition_log, p.timestamp)
                     if found is not None:
                         result.offset, result.timestamp = found
-                    if version == 0:
-                        result.old_style_offsets = [result.offset] if found is not None else []
                 partitions.append(result)
             topics.append(m.ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
         return m.ListOffsetsResponse(topics=topics)

@@ -341,7 +341,7 @@ class AsyncConsumer:
             topics: dict[str, list] = {}
             for tp, timestamp in wanted.items():
                 topics.setdefault(tp.topic, []).append(ListOffsetsRequest.ListOffsetsPartition(
-                    partition_index=tp.partition, current_leader_epoch=-1, timestamp=timestamp, max_num_offsets=1))
+                    partition_index=tp.partition, current_leader_epoch=-1, timestamp=timestamp))
             request = ListOffsetsRequest(
                 replica_id=-1, isolation_level=self.config.isolation_level_code,
                 topics=[ListOffsetsRequest.ListOffsetsTopic(name=name, partitions=parts) for name, parts in topics.items()],
