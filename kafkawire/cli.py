@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     broker.add_argument("--rebalance-delay-ms", type=int, default=3000, help="group.initial.rebalance.delay.ms")
     broker.add_argument("--tap", metavar="FILE", help="write the broker's own traffic to FILE as pcapng (for tshark)")
     broker.add_argument("-v", "--verbose", action="store_true", help="log each connection problem")
+    broker.add_argument("--upstream-versions", action="store_true",
+                        help="advertise exactly Kafka 4.3's API versions (Fetch up to v18, not kafkawire's "
+                             "KIP-1178 v19)")
 
     decode = commands.add_parser("decode", help="decode pcap/pcapng captures into Parquet tables with Spark")
     decode.add_argument("captures", nargs="+", metavar="CAPTURE",
@@ -97,7 +100,8 @@ def _broker(args) -> int:
         num_partitions=args.partitions, auto_create_topics=not args.no_auto_create,
         segment_bytes=args.segment_bytes, retention_ms=args.retention_ms, retention_bytes=args.retention_bytes,
         remote_dir=args.remote_dir, remote_read_latency_ms=args.remote_latency_ms,
-        group_initial_rebalance_delay_ms=args.rebalance_delay_ms, tap_path=args.tap)
+        group_initial_rebalance_delay_ms=args.rebalance_delay_ms, tap_path=args.tap,
+        upstream_versions=args.upstream_versions)
 
     async def serve() -> None:
         async with Broker(config) as broker:

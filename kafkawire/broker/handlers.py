@@ -29,8 +29,9 @@ __all__ = ["Handlers"]
 log = logging.getLogger(__name__)
 
 _NO_OPERATIONS = -(1 << 31)  # authorized operations not computed
-_LATEST, _EARLIEST, _MAX_TIMESTAMP, _EARLIEST_LOCAL, _LATEST_TIERED = -1, -2, -3, -4, -5
+_LATEST, _EARLIEST, _MAX_TIMESTAMP, _EARLIEST_LOCAL, _LATEST_TIERED, _EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
 _NO_KEY = object()  # matches no topic key
+_KIP_1178 = 19  # the Fetch version with RemotePartitionMaxBytes (schemas/kip-1178; v18 is upstream's KIP-1166)
 
 
 def _now_ms() -> int:
@@ -53,7 +54,7 @@ class Handlers:
             18: self.api_versions, 3: self.metadata, 0: self.produce, 1: self.fetch, 2: self.list_offsets,
             19: self.create_topics, 20: self.delete_topics, 32: self.describe_configs, 22: self.init_producer_id,
             10: self.find_coordinator, 14: self.groups.sync_group, 12: self.groups.heartbeat,
-            13: self.groups.leave_group, 8: self.groups.offset_commit, 9: self.groups.offset_fetch,
+            13: self.groups.leave_group, 8: self.offset_commit, 9: self.offset_fetch,
             16: self.groups.list_groups, 15: self.groups.describe_groups,
         }
 
@@ -114,19 +115,27 @@ class Handlers:
         now = _now_ms()
         responses = []
         for topic_data in request.topic_data:
+            name, topic_error = self._produce_topic(topic_data, version)
             partitions = []
             for data in topic_data.partition_data:
-                partitions.append(self._append(topic_data.name, data.index, data.records, now, error))
-            responses.append(m.ProduceResponse.TopicProduceResponse(name=topic_data.name,
-                                                                    partition_responses=partitions))
+                partitions.append(self._append(name, data.index, data.records, now, error or topic_error))
+            responses.append(m.ProduceResponse.TopicProduceResponse(
+                name=topic_data.name, topic_id=topic_data.topic_id, partition_responses=partitions))
         if request.acks == 0:
             return None
         return m.ProduceResponse(responses=responses)
 
-    def _append(self, topic: str, partition: int, records, now: int, error: ErrorCode):
+    def _produce_topic(self, topic_data, version: int) -> tuple[str | None, ErrorCode]:
+        """The topic a Produce names, and UNKNOWN_TOPIC_ID for an id (v13+, KIP-516) this broker lacks."""
+        if version < 13:
+            return topic_data.name, ErrorCode.NONE
+        name = self._topic_name(topic_data.topic_id)
+        return name, ErrorCode.NONE if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
+
+    def _append(self, topic: str | None, partition: int, records, now: int, error: ErrorCode):
         response = m.ProduceResponse.PartitionProduceResponse(index=partition, base_offset=-1,
                                                              log_append_time_ms=-1, log_start_offset=-1)
-        partition_log = self.topics.log(topic, partition)
+        partition_log = self.topics.log(topic, partition) if topic is not None else None
         if error:
             response.error_code = error
         elif partition_log is None:
@@ -159,7 +168,7 @@ class Handlers:
             for p in topic.partitions:
                 key = (name if name is not None else topic.topic_id, p.partition)
                 requested.append(SessionPartition(key, p.fetch_offset, p.partition_max_bytes,
-                                                  p.remote_partition_max_bytes if version >= 18 else None))
+                                                  p.remote_partition_max_bytes if version >= _KIP_1178 else None))
         forgotten = []
         if version >= 7:
             for topic in request.forgotten_topics_data:
@@ -176,7 +185,7 @@ class Handlers:
                                  self.topics.log(name, partition.key[1]) if name is not None else None)
             (known if read.log is not None else unknown).append(read)
         reads = known + unknown if unknown else known  # unknown partitions are not read, and go at the end
-        use_remote_max_bytes = version >= 18
+        use_remote_max_bytes = version >= _KIP_1178
         remote_wait_s = self.config.remote_fetch_max_wait_ms / 1000
         total = await read_partitions(reads, max_bytes, use_remote_max_bytes=use_remote_max_bytes,
                                       remote_wait_s=remote_wait_s)
@@ -216,6 +225,54 @@ class Handlers:
         topic = self.topics.by_id.get(topic_id)
         return topic.name if topic is not None else None
 
+    # ---- OffsetCommit and OffsetFetch v10: topics by id (KIP-848) ------------------------------
+    async def offset_commit(self, request, version: int):
+        if version < 10:
+            return await self.groups.offset_commit(request, version)
+        known, unknown = self._topics_by_id(request.topics)
+        request.topics = known
+        response = await self.groups.offset_commit(request, version)
+        Topic, Partition = (m.OffsetCommitResponse.OffsetCommitResponseTopic,
+                            m.OffsetCommitResponse.OffsetCommitResponsePartition)
+        response.topics = list(response.topics) + [Topic(topic_id=t.topic_id, partitions=[
+            Partition(partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partitions])
+            for t in unknown]
+        return response
+
+    async def offset_fetch(self, request, version: int):
+        if version < 10:
+            return await self.groups.offset_fetch(request, version)
+        unknown_by_group = []
+        for group in request.groups:
+            known, unknown = self._topics_by_id(group.topics) if group.topics is not None else (None, [])
+            group.topics = known
+            unknown_by_group.append(unknown)
+        response = await self.groups.offset_fetch(request, version)
+        Topic, Partition = (m.OffsetFetchResponse.OffsetFetchResponseTopics,
+                            m.OffsetFetchResponse.OffsetFetchResponsePartitions)
+        for group, unknown in zip(response.groups, unknown_by_group):
+            # every topic (a null request list) is answered only for topics that still exist
+            topics = [t for t in group.topics if self.topics.get(t.name) is not None]
+            for topic in topics:
+                topic.topic_id = self.topics.get(topic.name).topic_id
+            group.topics = topics + [Topic(topic_id=t.topic_id, partitions=[Partition(
+                partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                error_code=ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]) for t in unknown]
+        return response
+
+    def _topics_by_id(self, topics) -> tuple[list, list]:
+        """The request topics whose id this broker knows, each given its name (for the group coordinator,
+        which keeps offsets by name), and those it does not (answered UNKNOWN_TOPIC_ID)."""
+        known, unknown = [], []
+        for topic in topics:
+            name = self._topic_name(topic.topic_id)
+            if name is None:
+                unknown.append(topic)
+            else:
+                topic.name = name
+                known.append(topic)
+        return known, unknown
+
     # ---- ListOffsets ----------------------------------------------------------------------------
     async def list_offsets(self, request, version: int):
         topics = []
@@ -246,6 +303,8 @@ class Handlers:
             return partition_log.log_start_offset, -1
         if timestamp == _EARLIEST_LOCAL:
             return partition_log.local_log_start_offset, -1
+        if timestamp == _EARLIEST_PENDING_UPLOAD:
+            return _earliest_pending_upload(partition_log), -1
         if timestamp == _MAX_TIMESTAMP:
             found = partition_log.max_timestamp_offset()
             return (found[0], found[1]) if found is not None else (-1, -1)
@@ -361,6 +420,20 @@ class Handlers:
                                              error_message="transactions are not supported", node_id=-1, host="",
                                              port=-1)
         return m.FindCoordinatorResponse(error_code=0, node_id=node, host=host, port=port)
+
+
+def _earliest_pending_upload(partition_log) -> int:
+    """ListOffsets v11's EARLIEST_PENDING_UPLOAD (KIP-1023), as Kafka's UnifiedLog answers it: the first
+    offset not yet copied to the remote tier; -1 without a remote tier, or when segments were uploaded
+    but the broker does not know how far."""
+    if not partition_log.tiered:
+        return -1
+    highest = partition_log.highest_offset_in_remote_storage
+    if highest >= 0:
+        return max(highest + 1, partition_log.log_start_offset)
+    if partition_log.local_log_start_offset == partition_log.log_start_offset:
+        return partition_log.log_start_offset  # nothing uploaded yet: everything is pending
+    return -1
 
 
 _CONFIG_TYPES = {"retention.ms": 5, "retention.bytes": 5, "segment.bytes": 3, "max.message.bytes": 3,
