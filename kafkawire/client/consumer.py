@@ -447,6 +447,8 @@ class AsyncConsumer:
                 info = cluster.partition(tp)
                 leaders[tp] = Leader(node, info.leader_epoch if info is not None else -1)
         self.fetcher.update_metadata(leaders, cluster.topic_ids())
+        if self.member is not None:
+            self.member.set_topic_ids(cluster.topic_ids())  # OffsetCommit/OffsetFetch v10 go by topic id
         if self._wake is not None:
             self._wake.set()
 

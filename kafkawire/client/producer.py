@@ -48,7 +48,8 @@ __all__ = ["AsyncProducer", "RecordMetadata", "ProducerClosed"]
 log = logging.getLogger(__name__)
 
 _PRODUCE_MIN_VERSION = 3  # record batch v2
-_PRODUCE_MAX_VERSION = 11
+_PRODUCE_MAX_VERSION = 13
+_PRODUCE_TOPIC_ID_VERSION = 13  # KIP-516: topics named by id
 _INIT_PRODUCER_ID_BUMP_VERSION = 3  # KIP-360: an idempotent producer may bump its own epoch
 
 
@@ -443,6 +444,7 @@ class AsyncProducer:
             for batch in batches:
                 self._fail(batch, error)
             return
+        version = _name_topics_by_id(request, version, self.metadata.cluster.topic_id)
         future = connection.request(request, version)
         if acks == 0:
             for batch in batches:  # nobody will say where they went
@@ -462,7 +464,9 @@ class AsyncProducer:
             for batch in _in_sequence_order(batches):
                 self._retry_or_fail(batch, error, now, retriable=isinstance(error, KafkaConnectionError))
         else:
-            answers = {(topic.name, p.index): p for topic in done.result().responses for p in topic.partition_responses}
+            names = {self.metadata.cluster.topic_id(b.tp.topic): b.tp.topic for b in batches}  # v13 answers by id
+            answers = {(names.get(topic.topic_id, topic.name), p.index): p
+                       for topic in done.result().responses for p in topic.partition_responses}
             for batch in _in_sequence_order(batches):
                 answer = answers.get(batch.tp)
                 if answer is None:
@@ -536,3 +540,16 @@ def _as_asyncio_future(record_future: RecordFuture) -> asyncio.Future:
             future.set_result(done.result())
     record_future.add_done_callback(resolve)
     return future
+
+
+def _name_topics_by_id(request: ProduceRequest, version: int, topic_id) -> int:
+    """The version to send ``request`` at: from v13 its topics go by id (``topic_id(name)``, None when the
+    metadata has none), else at v12, the same request by name."""
+    if version < _PRODUCE_TOPIC_ID_VERSION:
+        return version
+    ids = [topic_id(topic.name) for topic in request.topic_data]
+    if None in ids:
+        return _PRODUCE_TOPIC_ID_VERSION - 1
+    for topic, found in zip(request.topic_data, ids):
+        topic.topic_id = found
+    return version
