@@ -59,6 +59,23 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--master", help="Spark master URL (default: local[*])")
     report.add_argument("--json", action="store_true", help="print JSON instead of text")
 
+    fuzz = commands.add_parser(
+        "fuzz", help="send a broker generated and malformed requests and check its answers",
+        description="Ask the target for its ApiVersions, then send generated requests of every API and version "
+                    "it advertises, and malformed frames, checking that every answer decodes with the schema "
+                    "of its version, that correlation ids match, and that nothing hangs or crashes it. Exit "
+                    "status 1 when anything did. Needs kafkawire's fuzz extra only for its Hypothesis "
+                    "strategies, not for this command.")
+    fuzz.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="the broker to fuzz")
+    fuzz.add_argument("--seconds", type=float, default=30, help="how long to run (default 30)")
+    fuzz.add_argument("--seed", type=int, help="the random seed (default: random; printed, to replay a run)")
+    fuzz.add_argument("--out", metavar="DIR", default="kafkawire-fuzz",
+                      help="where each finding's request and response bytes go (default ./kafkawire-fuzz)")
+    fuzz.add_argument("--all-apis", action="store_true",
+                      help="also send the APIs that change the target (produce, create and delete topics, "
+                           "commit offsets, ...): never against a cluster you care about")
+    fuzz.add_argument("--timeout-ms", type=int, default=5000, help="an answer later than this is a hang")
+
     demo = commands.add_parser("demo", help="an end-to-end run on embedded defaults")
     demo.add_argument("--out", help="keep the capture and tables in this directory (default: a temporary one)")
 
@@ -81,6 +98,10 @@ def _run(args, parser) -> int:
         return _decode(args)
     if args.command == "report":
         return _report(args)
+    if args.command == "fuzz":
+        from .testing.fuzz import command
+        return command(args.bootstrap, seconds=args.seconds, seed=args.seed, out=args.out,
+                       all_apis=args.all_apis, timeout_ms=args.timeout_ms)
     if args.command == "demo":
         from .demo import run
         return run(args.out)

@@ -268,3 +268,15 @@ def test_cli_broker_upstream_versions_flag(tmp_path):
                 assert advertised == (UPSTREAM_VERSIONS if flag else SUPPORTED_VERSIONS)
             finally:
                 process.terminate()
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_v10_v11_refuse_topic_ids_and_null_names(client, topic, version):
+    """Those versions have the fields but not the feature: INVALID_REQUEST on every topic, as Kafka answers."""
+    Topic = m.MetadataRequest.MetadataRequestTopic
+    response = client.request(m.MetadataRequest(topics=[Topic(name=None), Topic(name="t43", topic_id=topic)]),
+                              version)
+    assert [(t.error_code, t.name) for t in response.topics] == [(ErrorCode.INVALID_REQUEST, ""),
+                                                                 (ErrorCode.INVALID_REQUEST, "t43")]
+    (found,) = client.request(m.MetadataRequest(topics=[Topic(name="t43")]), version).topics
+    assert (found.error_code, found.topic_id) == (0, topic)

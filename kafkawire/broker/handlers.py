@@ -74,6 +74,9 @@ class Handlers:
     async def metadata(self, request, version: int):
         broker = m.MetadataResponse.MetadataResponseBroker(node_id=self.config.node_id, host=self.config.advertised,
                                                            port=self.port, rack=None)
+        refused = _metadata_topics_refused(request, version)
+        if refused is not None:
+            return refused
         if request.topics is None or (version == 0 and not request.topics):
             wanted = [(topic.name, None) for topic in self.topics.topics.values()]
         else:
@@ -420,6 +423,18 @@ class Handlers:
                                              error_message="transactions are not supported", node_id=-1, host="",
                                              port=-1)
         return m.FindCoordinatorResponse(error_code=0, node_id=node, host=host, port=port)
+
+
+def _metadata_topics_refused(request, version: int):
+    """Metadata v10 and v11 carry topic ids and nullable names that only v12 may use: Kafka refuses such
+    a request with INVALID_REQUEST on every topic (a null name answered as "", which the response allows)."""
+    if version not in (10, 11) or not request.topics:
+        return None
+    if all(t.name is not None and t.topic_id == ZERO_UUID for t in request.topics):
+        return None
+    return m.MetadataResponse(topics=[m.MetadataResponse.MetadataResponseTopic(
+        error_code=ErrorCode.INVALID_REQUEST, name=t.name or "", topic_id=t.topic_id, is_internal=False,
+        partitions=[]) for t in request.topics])
 
 
 def _earliest_pending_upload(partition_log) -> int:
