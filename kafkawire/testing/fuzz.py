@@ -28,7 +28,7 @@ from pathlib import Path
 
 from kafkawire import messages
 from kafkawire.errors import DecodeError, EncodeError
-from kafkawire.framing import encode_request, read_response
+from kafkawire.framing import decode_request, encode_request, read_response
 
 from .mutations import mutate
 from .values import MessageValues
@@ -143,8 +143,9 @@ class Fuzzer:
 
     def __init__(self, host: str, port: int, *, seconds: float = 30, seed: int | None = None,
                  out: str | Path | None = None, all_apis: bool = False, timeout_ms: int = 5000,
-                 malformed: float = 0.25, max_requests: int | None = None):
+                 malformed: float = 0.25, max_requests: int | None = None, skip: frozenset[str] = frozenset()):
         self.host, self.port = host, port
+        self.skip = frozenset(skip)  # API names not to send
         self.seconds, self.all_apis, self.malformed = seconds, all_apis, malformed
         self.timeout_s = timeout_ms / 1000
         self.max_requests = max_requests
@@ -190,6 +191,9 @@ class Fuzzer:
                 continue
             if info.removed:
                 skipped.append(f"{info.name} ({key}): removed from Kafka, yet advertised")
+                continue
+            if info.name in self.skip:
+                skipped.append(f"{info.name}: skipped as asked")
                 continue
             if not (self.all_apis or read_only(info.name)):
                 skipped.append(f"{info.name}: changes the target (--all-apis sends it)")
@@ -244,20 +248,11 @@ class Fuzzer:
 
     def _malformed(self, info, version: int) -> None:
         frame, correlation = self._request_frame(info, version)
+        frame = self._mangled(frame, info, version)
+        if frame is None:
+            return
         row = self._row(info.name, version, True)
         row.requests += 1
-        payload = frame[4:]
-        header_size = _header_size(payload, info, version)
-        choice = self.rng.random()
-        if choice < 0.8:  # the body: the header still says which API, version and correlation id
-            body, _ = mutate(payload[header_size:], self.rng)
-            payload = payload[:header_size] + body
-            frame = _SIZE.pack(len(payload)) + payload
-        elif choice < 0.9:  # anywhere, header included
-            payload, _ = mutate(payload, self.rng)
-            frame = _SIZE.pack(len(payload)) + payload
-        else:  # a size prefix no broker accepts
-            frame = _SIZE.pack(self.rng.choice((-1, -(1 << 31), 0x7FFFFFFF))) + payload
         intact = frame[4:4 + 8] == _HEADER.pack(info.key, version, correlation)
         try:
             connection = _Connection(self.host, self.port, self.timeout_s)
@@ -283,6 +278,30 @@ class Fuzzer:
             self._check(info, version, True, frame, correlation, answer, row)
         else:
             row.decoded += 1  # an answer to what the target made of a mangled header: nothing to hold it to
+
+    def _mangled(self, frame: bytes, info, version: int) -> bytes | None:
+        """``frame`` with its body, its header or its size prefix mutated; None when every try made a
+        request an honest broker may leave unanswered for long (acks=0, a long wait or timeout)."""
+        for _ in range(10):
+            mangled = self._mutated(frame, info, version)
+            if not _may_wait(mangled):
+                return mangled
+        return None
+
+    def _mutated(self, frame: bytes, info, version: int) -> bytes:
+        payload = frame[4:]
+        header_size = _header_size(payload, info, version)
+        choice = self.rng.random()
+        if choice < 0.8:  # the body: the header still says which API, version and correlation id
+            body, _ = mutate(payload[header_size:], self.rng)
+            payload = payload[:header_size] + body
+            frame = _SIZE.pack(len(payload)) + payload
+        elif choice < 0.9:  # anywhere, header included
+            payload, _ = mutate(payload, self.rng)
+            frame = _SIZE.pack(len(payload)) + payload
+        else:  # a size prefix no broker accepts
+            frame = _SIZE.pack(self.rng.choice((-1, -(1 << 31), 0x7FFFFFFF))) + payload
+        return frame
 
     def _check(self, info, version: int, malformed: bool, frame: bytes, correlation: int, answer: bytes,
                row: Row) -> None:
@@ -373,6 +392,16 @@ class Fuzzer:
         (self.out / "findings.txt").write_text(f"seed {self.seed}\n" + "\n".join(lines) + "\n")
 
 
+def _may_wait(frame: bytes) -> bool:
+    """A frame that reads as a request rightly left unanswered: a Produce with acks=0, or a request whose
+    wait or timeout (MaxWaitMs, a group's rebalance timeout...) is longer than the fuzzer's."""
+    try:
+        _, body = decode_request(frame[4:], exact=False)
+    except DecodeError:
+        return False
+    return getattr(body, "acks", None) == 0 or _longest_wait(body) > _MAX_WAIT_MS
+
+
 def _header_size(payload: bytes, info, version: int) -> int:
     """Bytes of the request header at the start of ``payload`` (client id and, flexible, its tags)."""
     (client_id,) = struct.unpack_from(">h", payload, 8)
@@ -403,6 +432,20 @@ def _short_waits(obj, rng: random.Random) -> None:
                 _short_waits(item, rng)
         elif hasattr(value, "_FIELDS"):
             _short_waits(value, rng)
+
+
+def _longest_wait(obj) -> int:
+    """The largest ``*timeout_ms`` or ``*wait_ms`` value in a message, at any depth (0 without one)."""
+    longest = 0
+    for name in getattr(obj, "_FIELDS", ()):
+        value = getattr(obj, name)
+        if isinstance(value, int) and not isinstance(value, bool) and name.endswith(("timeout_ms", "wait_ms")):
+            longest = max(longest, value)
+        elif isinstance(value, (list, tuple)):
+            longest = max([longest] + [_longest_wait(item) for item in value])
+        elif hasattr(value, "_FIELDS"):
+            longest = max(longest, _longest_wait(value))
+    return longest
 
 
 def _error_codes(obj, found: set | None = None) -> set:
