@@ -421,46 +421,37 @@ def _keep_it_harmless(body, key: int, version: int, rng: random.Random) -> None:
             body.allow_auto_topic_creation = False
 
 
-def _short_waits(obj, rng: random.Random) -> None:
+def _walk(obj):
+    """(struct, attribute, value) for every field of a message, at any depth."""
+    for name in getattr(obj, "_FIELDS", ()):
+        value = getattr(obj, name)
+        yield obj, name, value
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                yield from _walk(item)
+        elif hasattr(value, "_FIELDS"):
+            yield from _walk(value)
+
+
+def _is_wait(name: str, value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and name.endswith(("timeout_ms", "wait_ms"))
+
+
+def _short_waits(message, rng: random.Random) -> None:
     """Every ``*timeout_ms`` and ``*wait_ms`` integer field, at any depth, below 100 ms."""
-    for name in getattr(obj, "_FIELDS", ()):
-        value = getattr(obj, name)
-        if isinstance(value, int) and not isinstance(value, bool) and name.endswith(("timeout_ms", "wait_ms")):
-            setattr(obj, name, rng.randint(0, _MAX_WAIT_MS))
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                _short_waits(item, rng)
-        elif hasattr(value, "_FIELDS"):
-            _short_waits(value, rng)
+    for struct_obj, name, value in list(_walk(message)):
+        if _is_wait(name, value):
+            setattr(struct_obj, name, rng.randint(0, _MAX_WAIT_MS))
 
 
-def _longest_wait(obj) -> int:
+def _longest_wait(message) -> int:
     """The largest ``*timeout_ms`` or ``*wait_ms`` value in a message, at any depth (0 without one)."""
-    longest = 0
-    for name in getattr(obj, "_FIELDS", ()):
-        value = getattr(obj, name)
-        if isinstance(value, int) and not isinstance(value, bool) and name.endswith(("timeout_ms", "wait_ms")):
-            longest = max(longest, value)
-        elif isinstance(value, (list, tuple)):
-            longest = max([longest] + [_longest_wait(item) for item in value])
-        elif hasattr(value, "_FIELDS"):
-            longest = max(longest, _longest_wait(value))
-    return longest
+    return max((value for _, name, value in _walk(message) if _is_wait(name, value)), default=0)
 
 
-def _error_codes(obj, found: set | None = None) -> set:
+def _error_codes(message) -> set:
     """Every error_code in a decoded message, at any depth."""
-    found = set() if found is None else found
-    for name in getattr(obj, "_FIELDS", ()):
-        value = getattr(obj, name)
-        if name == "error_code" and isinstance(value, int):
-            found.add(value)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                _error_codes(item, found)
-        elif hasattr(value, "_FIELDS"):
-            _error_codes(value, found)
-    return found
+    return {value for _, name, value in _walk(message) if name == "error_code" and isinstance(value, int)}
 
 
 def command(bootstrap: str, *, seconds: float = 30, seed: int | None = None, out: str | None = None,
