@@ -35,6 +35,10 @@ confluent-kafka, against a plain loopback socket copy of the same number of byte
 7. The machine is shared and its loopback rate moves by tens of percent between runs: consume and raw
    fetch run --repeats times (3) on the same log, each printed, and the best of each is scored against
    the faster of the two loopback copies.
+8. Under abuse (issue 17): the consume runs again, --repeats times, while another process
+   (``bench/abuse.py``) holds 1,000 idle connections and 100 slow readers (each fetching up to 1 MiB
+   and reading it 16 KiB every 50 ms) against the same broker; target: the best consume rate under
+   abuse >= 90% of the best without.
 
 This is a benchmark script, not a test.
 """
@@ -46,6 +50,7 @@ import platform
 import re
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -68,6 +73,7 @@ HERE = Path(__file__).resolve().parent
 TOPIC = "bench"
 CHUNK = 1 << 20
 TARGET = 0.5  # consume >= 50% of the loopback copy rate
+ABUSE_TARGET = 0.9  # consume under abuse >= 90% of the rate without
 CONSUME_CALL_BYTES = 4 << 20  # about this many value bytes per consume() call
 RAW_PARTITION_MAX_BYTES = 1 << 20
 
@@ -305,6 +311,7 @@ class Round:
     consume_s: float
     raw_s: float
     raw_bytes: int
+    abused_s: float
 
     @property
     def total(self) -> int:
@@ -349,6 +356,15 @@ def run_round(value_size: int, nbytes: int, partitions: int, keep: bool, repeats
             raw_s = min(raw_s, seconds)
             print(f"- raw fetch {attempt}: {mb_s(raw_bytes, seconds):8,.0f} MB/s  ({seconds:.2f} s of back-to-back Fetch "
                   f"requests, log bytes, no per-record work; broker CPU {raw_broker_cpu:.2f} s)")
+        abused_s = float("inf")
+        with Abusers(broker.bootstrap, TOPIC):
+            for attempt in range(1, repeats + 1):
+                seconds, _, payload, _ = consume(broker.bootstrap, count, partitions, value_size)
+                if payload != total:
+                    raise RuntimeError(f"consumed {payload} payload bytes under abuse, produced {total}")
+                abused_s = min(abused_s, seconds)
+                print(f"- consume under abuse {attempt}: {mb_s(total, seconds):8,.0f} MB/s  ({seconds:.2f} s; "
+                      f"1,000 idle connections and 100 slow readers open)")
         on_disk = sum(f.stat().st_size for f in (tmp / "data").rglob("*.log"))
         print(f"- log bytes on disk: {on_disk:,} ({on_disk / total:.3f}x the payload: batch and record framing)"
               + (f"; kept in {tmp}" if keep else ""))
@@ -356,7 +372,31 @@ def run_round(value_size: int, nbytes: int, partitions: int, keep: bool, repeats
         broker.stop()
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
-    return Round(value_size, count, produce_s, consume_s, raw_s, raw_bytes)
+    return Round(value_size, count, produce_s, consume_s, raw_s, raw_bytes, abused_s)
+
+
+class Abusers:
+    """``bench/abuse.py`` in a process of its own for the length of a ``with`` block."""
+
+    def __init__(self, bootstrap: str, topic: str, idle: int = 1000, slow: int = 100):
+        self.args = [sys.executable, str(HERE / "abuse.py"), "--bootstrap", bootstrap, "--topic", topic,
+                     "--idle", str(idle), "--slow", str(slow)]
+
+    def __enter__(self) -> "Abusers":
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE)
+        line = self.proc.stdout.readline()
+        if line.strip() != b"ready":
+            self.proc.kill()
+            raise RuntimeError(f"the abusers did not start (said {line!r})")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        alive = self.proc.poll() is None
+        self.proc.kill()
+        self.proc.wait(10)
+        self.proc.stdout.close()
+        if not alive and exc[0] is None:
+            raise RuntimeError("the abusers stopped before the measurement ended")
 
 
 def main(argv=None) -> int:
@@ -398,13 +438,15 @@ def main(argv=None) -> int:
     loop_rate = mb_s(args.bytes, min(loop_before, loop_after))
     print(f"\nReference: the faster loopback copy, {loop_rate:,.0f} MB/s.\n")
 
-    print("## Target: consume >= 50% of the loopback copy rate\n")
-    print("| values | produce | consume | raw fetch (info: no per-record work) |")
-    print("|---|---|---|---|")
+    print("## Targets: consume >= 50% of the loopback copy rate; under abuse >= 90% of the rate without\n")
+    print("| values | produce | consume | under abuse / without | raw fetch (info: no per-record work) |")
+    print("|---|---|---|---|---|")
     for r in rounds:
         consume_ratio = mb_s(r.total, r.consume_s) / loop_rate
+        abuse_ratio = r.consume_s / r.abused_s
         print(f"| {r.value_size:,} B | {mb_s(r.total, r.produce_s) / loop_rate:.1%} (no target) | "
               f"{'PASS' if consume_ratio >= TARGET else 'FAIL'} {consume_ratio:.1%} | "
+              f"{'PASS' if abuse_ratio >= ABUSE_TARGET else 'FAIL'} {abuse_ratio:.2f} | "
               f"{mb_s(r.raw_bytes, r.raw_s) / loop_rate:.1%} |")
     print(f"\nTotal run {time.perf_counter() - started:.0f} s.")
     return 0

@@ -345,7 +345,9 @@ def _first_error(stderr: Path) -> str:
 def decode_run(capture: Path, out: Path, records: bool, logs: Path, timeout: float,
                spark_conf: list[str]) -> tuple[Usage, float | None]:
     label = "kafkawire decode" + (" --records" if records else "")
-    command = [str(KAFKAWIRE), "decode", str(capture), "--out", str(out)] + (["--records"] if records else [])
+    # --overwrite: the out folder of an earlier run (the work folder is kept between runs) is replaced
+    command = [str(KAFKAWIRE), "decode", str(capture), "--out", str(out), "--overwrite"] + (
+        ["--records"] if records else [])
     stdout = logs / f"decode{'-records' if records else ''}.out"
     env = None
     if spark_conf:  # PySpark hands PYSPARK_SUBMIT_ARGS to spark-submit after the session's own settings

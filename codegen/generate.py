@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .parse import SpecError, parse_directory
-from .render import ModuleRenderer, _environment, render_registry, render_spark_types
+from .render import ModuleRenderer, _environment, render_registry, render_registry_stub, render_spark_types
 from .validate import validate_all
 
 DEFAULT_SPECS = Path(__file__).resolve().parent.parent / "schemas"
@@ -18,13 +18,19 @@ SPARK_TYPES_MODULE = "spark_types.py"
 def generate(specs_dir: Path, *, overlays: tuple[Path, ...] = (), spark_types: bool = False) -> dict[str, str]:
     """Every output file's name and text for the specs in ``specs_dir`` (with ``overlays`` replacing
     specs of the same file name): a codec module per spec with versions and the registry (removed APIs
-    included), plus with ``spark_types`` the module of Spark schemas (``python -m codegen`` writes it)."""
+    included), each with its stub (``.pyi``, the types), plus with ``spark_types`` the module of Spark
+    schemas (``python -m codegen`` writes it)."""
     specs = parse_directory(specs_dir, overlays)
     validate_all(specs)
     env = _environment()
     present = [spec for spec in specs if not spec.removed]
-    files = {f"{spec.module_name}.py": ModuleRenderer(env, spec).render() for spec in present}
+    files = {}
+    for spec in present:
+        renderer = ModuleRenderer(env, spec)
+        files[f"{spec.module_name}.py"] = renderer.render()
+        files[f"{spec.module_name}.pyi"] = renderer.render_stub()
     files["__init__.py"] = render_registry(env, specs)
+    files["__init__.pyi"] = render_registry_stub(env, specs)
     if spark_types:
         if any(spec.module_name == SPARK_TYPES_MODULE[:-3] for spec in present):
             raise SpecError("", "", f"a spec's module would be named {SPARK_TYPES_MODULE}")
@@ -41,7 +47,7 @@ def write(files: dict[str, str], out_dir: Path) -> list[str]:
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
             changed.append(name)
-    for path in sorted(out_dir.glob("*.py")):
+    for path in _generated_names(out_dir):
         if path.name not in files and _is_generated(path):
             path.unlink()
             changed.append(path.name)
@@ -57,10 +63,15 @@ def stale(files: dict[str, str], out_dir: Path) -> list[str]:
             problems.append(f"{name}: missing")
         elif path.read_text(encoding="utf-8") != text:
             problems.append(f"{name}: differs")
-    for path in sorted(out_dir.glob("*.py")):
+    for path in _generated_names(out_dir):
         if path.name not in files and _is_generated(path):
             problems.append(f"{path.name}: no longer generated")
     return problems
+
+
+def _generated_names(out_dir: Path) -> list[Path]:
+    """The modules and stubs in ``out_dir`` (generated or not)."""
+    return sorted([*out_dir.glob("*.py"), *out_dir.glob("*.pyi")])
 
 
 def _is_generated(path: Path) -> bool:

@@ -100,6 +100,23 @@ INTEGER_RANGES = {
     "uint32": (0, (1 << 32) - 1),
     "int64": (-(1 << 63), (1 << 63) - 1),
 }
+# The Python type of each primitive's value, as the generated stubs (*.pyi) write it: they import UUID,
+# Sequence and kafkawire.codec.base.Bytes (bytes, bytearray or memoryview; decode gives memoryview slices)
+# under these underscore names, which no spec's struct can take.
+PYTHON_TYPES = {
+    "bool": "bool",
+    "int8": "int",
+    "int16": "int",
+    "uint16": "int",
+    "int32": "int",
+    "uint32": "int",
+    "int64": "int",
+    "float64": "float",
+    "uuid": "_UUID",
+    "string": "str",
+    "bytes": "_Bytes",
+    "records": "_Bytes",
+}
 VARIABLE_TYPES = ("string", "bytes", "records")
 PRIMITIVE_TYPES = tuple(FIXED_FORMATS) + VARIABLE_TYPES
 NULLABLE_KINDS = ("string", "bytes", "records", "array", "struct")

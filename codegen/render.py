@@ -13,7 +13,7 @@ import jinja2
 
 from .defaults import NULL, parse_default
 from .layout import layout, python_literal, slot_name
-from .model import FieldSpec, MessageSpec, StructSpec
+from .model import PYTHON_TYPES, FieldSpec, FieldType, MessageSpec, StructSpec
 from .programs import render_programs
 from .spark_schema import message_schema, python_literal as schema_literal
 
@@ -56,6 +56,32 @@ def differs(spec_field: FieldSpec, default, expr: str) -> str:
     return f"{expr} != {python_literal(default, kind)}"
 
 
+def python_type(field_type: FieldType, owner: str) -> str:
+    """The type a stub declares for a value of ``field_type`` (not None: see ``annotation``). Every struct
+    of a module is an attribute of its message class ``owner``, as at run time."""
+    if field_type.kind == "array":
+        return f"_Sequence[{python_type(field_type.element, owner)}]"
+    if field_type.kind == "struct":
+        return f"{owner}.{field_type.struct}"
+    return PYTHON_TYPES[field_type.kind]
+
+
+def annotation(spec_field: FieldSpec, owner: str) -> str:
+    """A field's type in the stub: ``| None`` if a version where the field exists lets it be null, or if
+    it defaults to None (a ``records`` field does, as upstream's, even where it is not nullable)."""
+    text = python_type(spec_field.type, owner)
+    nullable = not spec_field.nullable_versions.intersect(spec_field.versions).empty
+    return f"{text} | None" if nullable or parse_default(spec_field) is NULL else text
+
+
+_STUB_LITERAL = re.compile(r"-?[0-9][0-9.e+-]*|True|False|None|b?'[^'\\]*'")
+
+
+def stub_default(init_default: str) -> str:
+    """The constructor default as a stub shows it: plain literals as they are, anything else ``...``."""
+    return init_default if _STUB_LITERAL.fullmatch(init_default) else "..."
+
+
 @dataclass
 class ClassField:
     name: str
@@ -64,6 +90,11 @@ class ClassField:
     lazy: bool
     struct: str
     differs: str
+    type: str  # the annotation in the stub
+
+    @property
+    def stub_default(self) -> str:
+        return stub_default(self.init_default)
 
 
 @dataclass
@@ -161,6 +192,7 @@ class ModuleRenderer:
         formats = sorted(set(re.findall(r"\b_[RW]_(\w+)\(", source)) | {"h", "i"})
         arrays = sorted(set(re.findall(r"\b_ARRAYW?_(\w+)\[", source)))
         compact_arrays = sorted(set(re.findall(r"\b_ARRAYC_(\w+)\[", source)))
+        self.classes = classes  # for render_stub
         program_lines, programs = render_programs(self._layouts, spec.name, spec.valid_versions)
         module = self.env.get_template("module.py.j2").render(
             spec=spec,
@@ -176,6 +208,18 @@ class ModuleRenderer:
         )
         return add_field_lines(module)
 
+    def render_stub(self) -> str:
+        """The module's stub (``.pyi``): typed constructors and attributes of the classes ``render`` made,
+        for type checkers only, so the module itself runs exactly as it would untyped."""
+        types = " ".join(f.type for c in self.classes for f in c.fields)
+        imports = [(module, name) for module, name, used in (
+            ("collections.abc", "Sequence", "_Sequence[" in types),
+            ("uuid", "UUID", "_UUID" in types),
+            ("kafkawire.codec.base", "Bytes", "_Bytes" in types),
+        ) if used]
+        return self.env.get_template("module.pyi.j2").render(spec=self.spec, classes=self.classes,
+                                                             imports=imports)
+
     def _class_info(self, struct: StructSpec, top: bool) -> ClassInfo:
         fields = []
         for f in struct.fields:
@@ -183,7 +227,7 @@ class ModuleRenderer:
             lazy = default == "struct"
             init_default = "_ABSENT" if lazy else python_literal(default, f.type.kind)
             fields.append(ClassField(f.snake_name, slot_name(f), init_default, lazy, f.type.struct_name or "",
-                                     differs(f, default, f"self.{slot_name(f)}")))
+                                     differs(f, default, f"self.{slot_name(f)}"), annotation(f, self.spec.name)))
         qualname = struct.name if top else f"{self.spec.name}.{struct.name}"
         return ClassInfo(struct.name, qualname, top, str(struct.versions), fields)
 
@@ -249,6 +293,11 @@ def render_registry(env: jinja2.Environment, specs: list[MessageSpec]) -> str:
     others = [s for s in specs if s.type not in ("request", "response")]
     return env.get_template("registry.py.j2").render(apis=apis, specs=sorted(specs, key=lambda s: s.name),
                                                      others=others)
+
+
+def render_registry_stub(env: jinja2.Environment, specs: list[MessageSpec]) -> str:
+    """The package's ``__init__.pyi``: every message class as if imported (they load lazily at run time)."""
+    return env.get_template("registry.pyi.j2").render(specs=sorted(specs, key=lambda s: s.name))
 
 
 def render_spark_types(env: jinja2.Environment, specs: list[MessageSpec]) -> str:

@@ -1,19 +1,34 @@
-"""The ``kafkawire`` command line."""
+"""The ``kafkawire`` command line (also ``python -m kafkawire``).
+
+A mistake in what the user gave (a port in use, a missing capture, an ``--out`` that would mix tables)
+is one line on stderr and exit status 2, found before anything slow (Spark) starts; a failure while
+running is exit status 1.
+"""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 
-from .errors import DecodeError
+from . import __version__
+from .errors import DecodeError, KafkaWireError
+
+USAGE_ERROR = 2
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .capture.report import ARROW_MAX_ROWS
+
     parser = argparse.ArgumentParser(prog="kafkawire", description="The Apache Kafka wire protocol in Python.")
+    parser.add_argument("--version", action="version", version=f"kafkawire {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    apis = commands.add_parser("apis", help="list API keys, names and versions")
+    apis = commands.add_parser("apis", help="list API keys, names and versions, and which the broker serves",
+                               description="Every API of the message specs: key, name, versions, the first "
+                                           "flexible version, and the versions `kafkawire broker` serves "
+                                           "('-': not served).")
     apis.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     inspect = commands.add_parser("inspect", help="print one request or response frame as JSON")
@@ -38,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     broker.add_argument("--remote-latency-ms", type=float, default=0.0, help="added latency of remote reads")
     broker.add_argument("--rebalance-delay-ms", type=int, default=3000, help="group.initial.rebalance.delay.ms")
     broker.add_argument("--tap", metavar="FILE", help="write the broker's own traffic to FILE as pcapng (for tshark)")
+    broker.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a broker property by its Kafka name (repeatable), e.g. "
+                             "--override queued.max.request.bytes=104857600")
     broker.add_argument("-v", "--verbose", action="store_true", help="log each connection problem")
     broker.add_argument("--upstream-versions", action="store_true",
                         help="advertise exactly Kafka 4.3's API versions (Fetch up to v18, not kafkawire's "
@@ -46,7 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     decode = commands.add_parser("decode", help="decode pcap/pcapng captures into Parquet tables with Spark")
     decode.add_argument("captures", nargs="+", metavar="CAPTURE",
                         help="capture files (pcap, pcapng, gzip-compressed), folders or globs")
-    decode.add_argument("--out", required=True, help="directory (or URI) for the tables")
+    decode.add_argument("--out", required=True,
+                        help="directory (or URI) for the tables; refused if it holds the tables of an earlier "
+                             "decode (see --overwrite) or is inside a table")
+    decode.add_argument("--overwrite", action="store_true",
+                        help="replace the tables already in --out, all of them (other files there stay)")
     decode.add_argument("--master", help="Spark master URL (default: local[*], or spark-submit's)")
     decode.add_argument("--port", type=int, action="append", dest="ports", metavar="N",
                         help="a broker port (repeatable; default: detected per connection)")
@@ -54,9 +76,16 @@ def main(argv: list[str] | None = None) -> int:
     decode.add_argument("--split-mb", type=int, default=128, help="split large captures into pieces of this size")
     decode.add_argument("--partitions", type=int, help="tasks of the connection stage (default: from input size)")
 
-    report = commands.add_parser("report", help="summarise tables written by `kafkawire decode`")
+    report = commands.add_parser(
+        "report", help="summarise tables written by `kafkawire decode`",
+        description=f"Summarise the tables of `kafkawire decode`. Local tables of up to {ARROW_MAX_ROWS:,} rows "
+                    f"are read with pyarrow in this process; larger ones, and tables behind a URI, with Spark. "
+                    f"Both give the same report.")
     report.add_argument("tables", metavar="DIR", help="the --out directory of `kafkawire decode`")
-    report.add_argument("--master", help="Spark master URL (default: local[*])")
+    report.add_argument("--engine", choices=("auto", "arrow", "spark"), default="auto",
+                        help=f"auto (the default): pyarrow for local tables of up to {ARROW_MAX_ROWS:,} rows, "
+                             f"Spark otherwise")
+    report.add_argument("--master", help="Spark master URL, when Spark reads the tables (default: local[*])")
     report.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     fuzz = commands.add_parser(
@@ -108,32 +137,102 @@ def _run(args, parser) -> int:
     return 2
 
 
+def _refuse(command: str, message) -> int:
+    print(f"kafkawire {command}: {message}", file=sys.stderr)
+    return USAGE_ERROR
+
+
 def _broker(args) -> int:
     import asyncio
     import logging
 
     from .broker import Broker, BrokerConfig
 
+    for option, folder in (("--data-dir", args.data_dir), ("--remote-dir", args.remote_dir)):
+        problem = _folder_problem(folder) if folder else None
+        if problem:
+            return _refuse("broker", f"{option} {folder}: {problem}")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = BrokerConfig(
-        data_dir=args.data_dir, host=args.host, port=args.port, advertised_host=args.advertised_host,
-        num_partitions=args.partitions, auto_create_topics=not args.no_auto_create,
-        segment_bytes=args.segment_bytes, retention_ms=args.retention_ms, retention_bytes=args.retention_bytes,
-        remote_dir=args.remote_dir, remote_read_latency_ms=args.remote_latency_ms,
-        group_initial_rebalance_delay_ms=args.rebalance_delay_ms, tap_path=args.tap,
-        upstream_versions=args.upstream_versions)
+    overrides = {}
+    for item in args.override:
+        key, equals, value = item.partition("=")
+        if not equals:
+            return _refuse("broker", f"--override takes KEY=VALUE, not {item!r}")
+        overrides[key.strip()] = value
+    try:
+        config = BrokerConfig.from_properties(
+            overrides, data_dir=args.data_dir, host=args.host, port=args.port, advertised_host=args.advertised_host,
+            num_partitions=args.partitions, auto_create_topics=not args.no_auto_create,
+            segment_bytes=args.segment_bytes, retention_ms=args.retention_ms, retention_bytes=args.retention_bytes,
+            remote_dir=args.remote_dir, remote_read_latency_ms=args.remote_latency_ms,
+            group_initial_rebalance_delay_ms=args.rebalance_delay_ms, tap_path=args.tap,
+            upstream_versions=args.upstream_versions)
+    except ValueError as error:  # a setting the broker cannot honour
+        return _refuse("broker", error)
 
-    async def serve() -> None:
-        async with Broker(config) as broker:
+    async def serve() -> int:
+        try:
+            broker = Broker(config)
+        except (OSError, ValueError) as error:
+            return _refuse("broker", _start_problem(error, config))
+        try:
+            await broker.start()
+        except (OSError, ValueError) as error:
+            with contextlib.suppress(Exception):  # what did start (groups, the tap) is let go
+                await broker.close()
+            return _refuse("broker", _start_problem(error, config))
+        try:
             print(f"kafkawire broker on {broker.bootstrap} (data in {config.data_dir})", flush=True)
             await broker.serve_forever()
+        finally:
+            await broker.close()
+        return 0
 
     try:
-        asyncio.run(serve())
+        return asyncio.run(serve())
     except KeyboardInterrupt:
-        pass
-    return 0
+        return 0
+
+
+def _folder_problem(folder: str) -> str | None:
+    """Why ``folder`` cannot be a folder the broker writes in (None if it can, or can be made)."""
+    path = os.path.abspath(folder)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    if not os.path.isdir(path):
+        return "is a file, not a folder" if path == os.path.abspath(folder) else f"{path} is a file, not a folder"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"{path} is not writable"
+    return None
+
+
+def _start_problem(error: Exception, config) -> str:
+    import errno
+
+    address = f"{config.host}:{config.port}"
+    if isinstance(error, OSError) and error.errno == errno.EADDRINUSE:
+        return f"cannot listen on {address}: the address is in use (another broker? pass another --port, " \
+               f"or --port 0 for any free one)"
+    if isinstance(error, OSError) and error.errno == errno.EACCES and error.filename is None:
+        return f"cannot listen on {address}: permission denied (ports below 1024 need privileges)"
+    if isinstance(error, OSError) and error.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+        return f"cannot listen on {address}: {os.strerror(error.errno)} (is --host an address of this machine?)"
+    if isinstance(error, OSError) and error.filename is not None:
+        return f"{error.filename}: {error.strerror}"
+    return str(error)
+
+
+def _check_captures(patterns: list[str]) -> None:
+    """Raises FileNotFoundError or CaptureError unless every pattern names at least one capture; reads
+    the head of each file only (the walk of the records comes later, while Spark starts)."""
+    from .capture.packets import expand_inputs
+
+    for pattern in patterns:
+        if not expand_inputs([pattern]):
+            what = "this folder holds" if os.path.isdir(pattern) else "the files that match it are"
+            raise FileNotFoundError(f"{pattern}: no packet captures: {what} no pcap, pcapng or gzip-compressed "
+                                    f"capture files")
 
 
 def _decode(args) -> int:
@@ -141,6 +240,13 @@ def _decode(args) -> int:
     from .capture.background_plan import BackgroundPlan
     from .capture.packets import CaptureError
     from .capture.spark import context, stop
+    from .capture.tables import check_out
+
+    try:
+        check_out(args.out, args.overwrite)
+        _check_captures(args.captures)
+    except (KafkaWireError, OSError) as error:  # TableSetError, CaptureError; FileNotFoundError...
+        return _refuse("decode", error)
 
     # The driver's walk of the captures (serial: about 0.4 s per GB, more from disk) runs in a child
     # process while the JVM starts, which takes a few seconds and leaves a core idle. (A thread would
@@ -153,7 +259,7 @@ def _decode(args) -> int:
         raise
     try:
         result = job.decode(spark, planning.result(), args.out, broker_ports=args.ports, records=args.records,
-                            partitions=args.partitions)
+                            partitions=args.partitions, overwrite=args.overwrite)
     except (CaptureError, FileNotFoundError) as error:
         print(f"kafkawire decode: {error}", file=sys.stderr)
         return 1
@@ -164,38 +270,67 @@ def _decode(args) -> int:
           f"in {result.seconds:.1f} s on {result.master}, into {result.out_dir}")
     for name, count in result.rows.items():
         print(f"  {name:<10}{count:>14,} rows")
+    if result.skipped:
+        print(f"skipped {sum(result.skipped.values()):,} of {result.capture_records:,} capture records: " + ", ".join(
+            f"{reason} {count:,}" for reason, count in result.skipped.items())
+              + (" (corrupt records and torn tails are in the problems table)"
+                 if {"corrupt", "truncated_tail"} & set(result.skipped) else ""))
     return 0
 
 
 def _report(args) -> int:
     from dataclasses import asdict
 
-    from .capture import report
-    from .capture.spark import session, stop
+    import pyarrow as pa
 
-    spark = session(args.master, keep_classes=True)
+    from .capture import report
+    from .capture.tables import check_tables
+
+    local = "://" not in args.tables or args.tables.startswith("file://")
+    if args.engine == "arrow" and not local:
+        return _refuse("report", f"{args.tables}: the arrow engine reads local tables only")
     try:
-        summary = report.build(spark, args.tables)
-    finally:
-        stop(spark)
+        check_tables(args.tables)
+    except (KafkaWireError, OSError) as error:  # TableSetError; a URI's file system that cannot be reached
+        return _refuse("report", error)
+    engine = report.engine_for(args.tables, args.engine)
+    if engine == "arrow":
+        try:
+            summary = report.build_arrow(args.tables)
+        except (OSError, pa.ArrowException) as error:
+            print(f"kafkawire report: cannot read the tables in {args.tables}: {error}", file=sys.stderr)
+            return 1
+    else:
+        from .capture.spark import session, stop
+
+        spark = session(args.master, keep_classes=True)
+        try:
+            summary = report.build(spark, args.tables)
+        finally:
+            stop(spark)
     print(json.dumps(asdict(summary), indent=2, default=str) if args.json else summary.text())
     return 0
 
 
 def _apis(args) -> int:
+    from .broker.versions import SUPPORTED_VERSIONS
     from .messages import apis
     rows = apis(include_removed=True)  # Kafka 4's removed APIs too, with no versions
     if args.json:
-        print(json.dumps([{"key": a.key, "name": a.name, "min_version": a.min_version,
-                           "max_version": a.max_version, "removed": a.removed,
-                           "flexible_from": a.flexible_versions[0] if a.flexible_versions else None}
+        print(json.dumps([{"key": a.key, "name": a.name, "min_version": None if a.removed else a.min_version,
+                           "max_version": None if a.removed else a.max_version, "removed": a.removed,
+                           "flexible_from": a.flexible_versions[0] if a.flexible_versions else None,
+                           "broker_min_version": SUPPORTED_VERSIONS.get(a.key, (None, None))[0],
+                           "broker_max_version": SUPPORTED_VERSIONS.get(a.key, (None, None))[1]}
                           for a in rows], indent=2))
         return 0
-    print(f"{'key':>4}  {'name':<36} {'versions':<9} flexible")
+    print(f"{'key':>4}  {'name':<36} {'versions':<9} {'flexible':<9} broker")
     for a in rows:
         flexible = f"{a.flexible_versions[0]}+" if a.flexible_versions else "none"
+        served = SUPPORTED_VERSIONS.get(a.key)
+        broker = f"{served[0]}-{served[1]}" if served else "-"
         versions = "removed" if a.removed else f"{a.min_version}-{a.max_version}"
-        print(f"{a.key:>4}  {a.name:<36} {versions:<9} {'-' if a.removed else flexible}")
+        print(f"{a.key:>4}  {a.name:<36} {versions:<9} {'-' if a.removed else flexible:<9} {broker}")
     return 0
 
 

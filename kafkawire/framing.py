@@ -19,12 +19,18 @@ from __future__ import annotations
 
 import struct
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from .errors import DecodeError
 from .messages import api as _api
 from .messages import message_class as _message_class
+
+if TYPE_CHECKING:  # the header classes load on first use (request_header_class), not with this module
+    from .codec.base import Bytes, Message
+    from .messages.request_header import RequestHeader
+    from .messages.response_header import ResponseHeader
 
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # the broker's socket.request.max.bytes default
 _API_VERSIONS = 18
@@ -51,12 +57,21 @@ class FrameBuffer:
         self._start = 0
         self._consumed = 0  # stream offset of _buffer[0], for error messages
 
-    def feed(self, data) -> None:
+    def feed(self, data: Bytes) -> None:
         self._buffer += data
 
     def __len__(self) -> int:
         """Bytes buffered and not yet returned as frames."""
         return len(self._buffer) - self._start
+
+    @property
+    def pending_size(self) -> int | None:
+        """The declared size of the frame being received (its prefix is in, not all of it), else None."""
+        start = self._start
+        if len(self._buffer) - start < 4:
+            return None
+        size = _SIZE.unpack_from(self._buffer, start)[0]
+        return size if len(self._buffer) - start - 4 < size else None
 
     def next_frame(self) -> bytes | None:
         start = self._start
@@ -75,7 +90,7 @@ class FrameBuffer:
         self._start = end
         return frame
 
-    def frames(self):
+    def frames(self) -> Iterator[bytes]:
         """Every complete frame buffered now."""
         while (frame := self.next_frame()) is not None:
             yield frame
@@ -92,7 +107,7 @@ def frame(payload: bytes) -> bytes:
     return _SIZE.pack(len(payload)) + payload
 
 
-def peek_request(frame_bytes) -> tuple[int, int, int]:
+def peek_request(frame_bytes: Bytes) -> tuple[int, int, int]:
     """``(api_key, api_version, correlation_id)`` of a request frame without decoding it."""
     if len(frame_bytes) < 8:
         raise DecodeError("request frame shorter than its 8-byte header prefix", 0, ["RequestHeader"])
@@ -100,15 +115,15 @@ def peek_request(frame_bytes) -> tuple[int, int, int]:
     return key, version, _CORRELATION.unpack_from(frame_bytes, 4)[0]
 
 
-def request_header_class():
-    return _message_class("RequestHeader")
+def request_header_class() -> type[RequestHeader]:
+    return cast("type[RequestHeader]", _message_class("RequestHeader"))
 
 
-def response_header_class():
-    return _message_class("ResponseHeader")
+def response_header_class() -> type[ResponseHeader]:
+    return cast("type[ResponseHeader]", _message_class("ResponseHeader"))
 
 
-def encode_request(header, body) -> bytes:
+def encode_request(header: RequestHeader, body: Message) -> bytes:
     """A request frame with its size prefix, the header version chosen from the API and version."""
     info = _api(header.request_api_key)
     version = header.request_api_version
@@ -118,20 +133,20 @@ def encode_request(header, body) -> bytes:
 
 class RequestFrame(NamedTuple):
     """A request frame read by ``read_request``."""
-    header: Any
-    body: Any
+    header: RequestHeader
+    body: Message
     trailing: int  # bytes after the body (Kafka ignores them; librdkafka sends some)
 
 
 class ResponseFrame(NamedTuple):
     """A response frame read by ``read_response``."""
-    header: Any
-    body: Any
+    header: ResponseHeader
+    body: Message
     version: int  # the version the body was read at (an ApiVersions fallback reads v0)
     trailing: int
 
 
-def read_request(frame_bytes) -> RequestFrame:
+def read_request(frame_bytes: Bytes) -> RequestFrame:
     """The header and body of a request frame (without its size prefix), and the count of bytes after
     the body, which Kafka's ``RequestContext.parseRequest`` does not reject.
 
@@ -150,7 +165,7 @@ def read_request(frame_bytes) -> RequestFrame:
     return RequestFrame(header, body, len(frame_bytes) - end)
 
 
-def decode_request(frame_bytes, exact: bool = True):
+def decode_request(frame_bytes: Bytes, exact: bool = True) -> tuple[RequestHeader, Message]:
     """``(header, body)`` of a request frame (without its size prefix); with ``exact``, bytes after the
     body are a DecodeError (``read_request`` counts them instead)."""
     header, body, trailing = read_request(frame_bytes)
@@ -159,17 +174,19 @@ def decode_request(frame_bytes, exact: bool = True):
     return header, body
 
 
-def _refuse_trailing(body, frame_bytes, trailing: int):
+def _refuse_trailing(body: Message, frame_bytes: Bytes, trailing: int) -> None:
     end = len(frame_bytes) - trailing
     raise DecodeError(f"{trailing} trailing bytes after the body", end, [body.NAME])
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, body, header_tags=None) -> bytes:
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Message,
+                    header_tags: dict[int, bytes] | None = None) -> bytes:
     """A response frame with its size prefix."""
     return b"".join(encode_response_parts(api_key, api_version, correlation_id, body, header_tags))
 
 
-def encode_response_parts(api_key: int, api_version: int, correlation_id: int, body, header_tags=None) -> list:
+def encode_response_parts(api_key: int, api_version: int, correlation_id: int, body: Message,
+                          header_tags: dict[int, bytes] | None = None) -> list[Bytes]:
     """The response frame as a list of pieces (size prefix and header first, then ``body.encode_parts``):
     the body's ``bytes`` and ``records`` values stay pieces of their own, for writes that do not copy them."""
     info = _api(api_key)
@@ -181,7 +198,7 @@ def encode_response_parts(api_key: int, api_version: int, correlation_id: int, b
     return parts
 
 
-def read_response(frame_bytes, api_key: int, api_version: int) -> ResponseFrame:
+def read_response(frame_bytes: Bytes, api_key: int, api_version: int) -> ResponseFrame:
     """The header and body of a response frame (without its size prefix) to a request of this API and
     version, the version the body was read at, and the count of bytes after the body.
 
@@ -213,7 +230,8 @@ def read_response(frame_bytes, api_key: int, api_version: int) -> ResponseFrame:
     return ResponseFrame(header, body, api_version, len(frame_bytes) - end)
 
 
-def decode_response(frame_bytes, api_key: int, api_version: int, exact: bool = True):
+def decode_response(frame_bytes: Bytes, api_key: int, api_version: int,
+                    exact: bool = True) -> tuple[ResponseHeader, Message]:
     """``(header, body)`` of a response frame (without its size prefix) to a request of this API and
     version (see ``read_response``); with ``exact``, bytes after the body are a DecodeError."""
     header, body, _, trailing = read_response(frame_bytes, api_key, api_version)
@@ -248,9 +266,12 @@ class Correlator:
     def pending(self) -> int:
         return len(self._pending)
 
-    def request(self, body, version: int, expects_response: bool | None = None, context=None) -> bytes:
+    def request(self, body: Message, version: int, expects_response: bool | None = None,
+                context: object = None) -> bytes:
         """The frame to send for ``body`` at ``version``; remembers it to match the response."""
         api_key = body.API_KEY
+        if api_key is None:  # a header or data message
+            raise TypeError(f"{body.NAME} is not a request")
         correlation_id = self._next_id
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
         header = request_header_class()(request_api_key=api_key, request_api_version=version,
@@ -262,7 +283,7 @@ class Correlator:
             self._pending.append(PendingRequest(correlation_id, api_key, version, True, context))
         return data
 
-    def response(self, frame_bytes):
+    def response(self, frame_bytes: Bytes) -> tuple[PendingRequest, ResponseHeader, Message]:
         """Decode a response frame; returns ``(pending request, header, body)``."""
         if len(frame_bytes) < 4:
             raise DecodeError("response frame shorter than its correlation id", 0, ["ResponseHeader"])

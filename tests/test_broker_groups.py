@@ -12,7 +12,7 @@ import time
 import pytest
 
 from kafkawire.broker.groups import GroupCoordinator
-from kafkawire.broker.offsets_store import OFFSETS_FILE_NAME, CommittedOffset, OffsetStore
+from kafkawire.broker.offsets_store import OFFSETS_FILE_NAME, CommittedOffset, GroupRecord, OffsetStore
 from kafkawire.error_codes import ErrorCode as E
 from kafkawire.messages.describe_groups_request import DescribeGroupsRequest
 from kafkawire.messages.describe_groups_response import DescribeGroupsResponse
@@ -590,10 +590,13 @@ def test_offset_fetch_batched(tmp_path):
 
 
 def test_offsets_persist_across_restart(tmp_path):
+    members = {}
+
     async def first_life():
         async with coordinator(tmp_path) as c:
             a, b, s = Client(c, "ca"), Client(c, "cb"), Client(c)
             gen, ma, mb = await form_group(a, b)
+            members.update(a=ma, b=mb)
             await a.commit("g", {("t", 0): 5, ("t", 1): 6}, generation=gen, member_id=ma, metadata="first")
             await a.commit("g", {("t", 0): 50}, generation=gen, member_id=ma, metadata=None)
             await s.commit("solo", {("x", 3): 33}, metadata="é unicode ✓")
@@ -606,8 +609,18 @@ def test_offsets_persist_across_restart(tmp_path):
             error, got = await Client(c).fetch("g", None, version=7)
             assert got == {("t", 0): (50, 3, "", 0), ("t", 1): (6, 3, "first", 0)}
             listed = await Client(c).list()
-            assert listed["g"].protocol_type == "consumer" and listed["g"].group_state == "Empty"
+            assert listed["g"].protocol_type == "consumer" and listed["g"].group_state == "Stable"
             assert set(listed) == {"g", "solo"}
+            # The members carry on: heartbeats and commits at their generation are accepted.
+            a, b = Client(c, "ca"), Client(c, "cb")
+            assert await a.heartbeat("g", gen, members["a"]) == 0
+            assert await b.heartbeat("g", gen, members["b"]) == 0
+            await a.commit("g", {("t", 0): 51}, generation=gen, member_id=members["a"])
+            described = (await Client(c).describe("g"))["g"]
+            assert {(m.member_id, bytes(m.member_assignment)) for m in described.members} == {
+                (members["a"], b"assign-a"), (members["b"], b"assign-b")}
+            await a.leave("g", members["a"])
+            await b.leave("g", members["b"])
             # The group's generation carries on from where it was.
             r = await Client(c, "cz").join("g", version=3)
             return r.generation_id
@@ -620,7 +633,7 @@ def test_offsets_persist_across_restart(tmp_path):
     assert run(second_life()) > gen
     # load() compacted the file: one line per group and kind, no torn tail.
     lines = path.read_bytes().split(b"\n")
-    assert lines[-1] == b"" and len(lines) - 1 <= 4
+    assert lines[-1] == b"" and len(lines) - 1 <= 8
     assert not path.with_name(path.name + ".tmp").exists()
 
 
@@ -629,14 +642,14 @@ def test_offset_store_compacts_as_it_grows(tmp_path):
     store.load()
     for i in range(2000):
         store.commit("g", [(("t", i % 3), CommittedOffset(i, -1, "", 0))])
-        store.record_group("g", i // 100, "consumer")
+        store.record_group("g", GroupRecord(i // 100, "consumer"))
     assert (tmp_path / OFFSETS_FILE_NAME).stat().st_size < 4 * 4096
     store.close()
     again = OffsetStore(tmp_path)
     again.load()
     assert again.offsets == {"g": {("t", 0): CommittedOffset(1998, -1, "", 0), ("t", 1): CommittedOffset(1999, -1, "", 0),
                                    ("t", 2): CommittedOffset(1997, -1, "", 0)}}
-    assert again.groups == {"g": (19, "consumer")}
+    assert again.groups == {"g": GroupRecord(19, "consumer")}
     again.close()
 
 

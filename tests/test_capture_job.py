@@ -41,6 +41,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from broker_harness import BrokerThread  # noqa: E402
@@ -48,9 +49,11 @@ from kafkawire import messages as m  # noqa: E402
 from kafkawire.capture import job, report  # noqa: E402
 from kafkawire.capture.bodies import to_json  # noqa: E402
 from kafkawire.capture.model import connection_key  # noqa: E402
-from kafkawire.capture.packets import PayloadReader, Split, iter_split, plan_splits  # noqa: E402
+from kafkawire.capture.packets import PayloadReader, Split, iter_packets, iter_split, plan_splits  # noqa: E402
 from kafkawire.capture.rows import TABLES  # noqa: E402
-from kafkawire.framing import Correlator, decode_request, decode_response, encode_response, peek_request  # noqa: E402
+from kafkawire.framing import (  # noqa: E402
+    Correlator, decode_request, decode_response, encode_response, peek_request, read_request,
+)
 from kafkawire.messages import api  # noqa: E402
 from kafkawire.pcap.writer import TcpConversationWriter, file_header  # noqa: E402
 from kafkawire.records import Codec, RecordBatchBuilder  # noqa: E402
@@ -64,11 +67,11 @@ TCPDUMP = shutil.which("tcpdump")
 needs_tshark = pytest.mark.skipif(TSHARK is None, reason="tshark is not installed (apt-get install tshark)")
 PRODUCE, FETCH = 0, 1
 TABLE_KEYS = {  # a unique order for comparing tables row by row
-    "frames": ["connection", "direction", "offset", "ts"],
+    "frames": ["connection", "direction", "stream_offset", "ts"],
     "fetches": ["connection", "correlation_id", "topic", "topic_id", "partition"],
     "produces": ["connection", "correlation_id", "topic", "topic_id", "partition"],
     "records": ["connection", "source", "correlation_id", "topic", "topic_id", "partition", "offset"],
-    "problems": ["connection", "direction", "kind", "offset", "ts", "reason"],
+    "problems": ["connection", "direction", "kind", "stream_offset", "ts", "reason"],
 }
 
 
@@ -430,6 +433,7 @@ class TapCapture:
 @pytest.fixture(scope="module")
 def tap(workdir) -> TapCapture:
     from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient
     path = workdir / "tap.pcapng"
     with BrokerThread(data_dir=workdir / "tap-broker", num_partitions=2, tap_path=path) as broker:
         handled = []
@@ -442,6 +446,10 @@ def tap(workdir) -> TapCapture:
             return response
         broker.broker._respond = recording
 
+        # The call people make first: librdkafka 2.16's all-topics MetadataRequest has 3 bytes after its body.
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        assert admin.list_topics(timeout=10).brokers
+        del admin
         producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "lz4", "linger.ms": 5})
         for i in range(40):
             producer.produce("tapped", key=b"k%d" % i, value=b"v%d" % i, headers=[("n", b"%d" % i)])
@@ -468,8 +476,14 @@ def test_tap_capture_at_flexible_versions_decodes_cleanly(spark, tap, workdir):
     decode(spark, [str(tap.path)], out, records=True)
     frames = rows(out, "frames", ["direction", "api_key", "api_version", "correlation_id", "decode_error",
                                   "header_version"])
-    assert rows(out, "problems") == []
     assert [f for f in frames if f["decode_error"] is not None] == []
+    # The only problems: the bytes after a body that librdkafka's all-topics Metadata requests carry,
+    # one row for each request the broker handled with such bytes, which are decoded all the same.
+    with_trailing = [frame for frame, _ in tap.handled if read_request(frame).trailing]
+    assert with_trailing and all(peek_request(frame)[0] == 3 for frame in with_trailing)
+    problems = rows(out, "problems")
+    assert sorted((p["kind"], p["api_name"], p["correlation_id"], p["length"]) for p in problems) == sorted(
+        ("trailing_bytes", "Metadata", peek_request(frame)[2], read_request(frame).trailing) for frame in with_trailing)
     requests = Counter((f["api_key"], f["api_version"]) for f in frames if f["direction"] == "request")
     responses = Counter((f["api_key"], f["api_version"]) for f in frames if f["direction"] == "response")
     assert requests == Counter(peek_request(frame)[:2] for frame, _ in tap.handled)
@@ -788,7 +802,7 @@ def test_clean_conversation_decodes_exactly(synthetic, synthetic_out):
                       len(e.request) - 4, "synthetic"),
                      ("response", e.correlation_id, e.api_key, e.api_version, at["response"][number],
                       len(e.response) - 4, "synthetic")]
-    assert sorted((f["direction"], f["correlation_id"], f["api_key"], f["api_version"], f["offset"], f["size"],
+    assert sorted((f["direction"], f["correlation_id"], f["api_key"], f["api_version"], f["stream_offset"], f["size"],
                    f["client_id"]) for f in frames) == sorted(expected)
     assert all(f["broker"] == "10.9.0.1:9092" and f["decode_error"] is None for f in frames)
     # Bodies, as JSON and as typed structs, are those that were encoded.
@@ -845,11 +859,11 @@ def test_fault_scenario(synthetic, synthetic_out, name):
             continue
         expected = reference[(f["direction"], f["correlation_id"])]
         assert {k: f[k] for k in same} == {k: expected[k] for k in same}, f["correlation_id"]
-        assert f["offset"] == expected["offset"] - scenario.offset_shift[f["direction"]]
+        assert f["stream_offset"] == expected["stream_offset"] - scenario.offset_shift[f["direction"]]
 
     connection = mine[0]["connection"]
     problems = rows(synthetic_out, "problems", where=lambda r: r["connection"] == connection)
-    assert sorted((p["direction"], p["kind"], p["offset"], p["length"], p["api_key"], p["correlation_id"])
+    assert sorted((p["direction"], p["kind"], p["stream_offset"], p["length"], p["api_key"], p["correlation_id"])
                   for p in problems) == sorted(scenario.problems, key=str), [p["reason"] for p in problems]
 
     # Records come from the frames that survived, as they were.
@@ -1209,6 +1223,7 @@ def test_tables_without_rows_still_read(spark, workdir):
         assert spark.read.parquet(str(out / name)).columns == TABLES[name].names
     summary = report.build(spark, str(out))
     assert summary.totals["frames"] == 0 and summary.apis == [] and summary.problems == []
+    assert report.build_arrow(str(out)) == summary
     assert json.loads((out / job.SUMMARY / "summary.json").read_text())["rows"] == result.rows
 
 
@@ -1227,26 +1242,84 @@ def test_many_small_splits(spark, synthetic, synthetic_out, workdir):
     assert not (out / "records").exists() and (out / "notes.txt").read_text() == "keep me"
 
 
-def test_cli_refuses_a_file_that_is_not_a_capture(spark, workdir, capsys):
+def test_skipped_capture_records_are_problems_and_in_the_summary(spark, synthetic, synthetic_out, workdir, capsys):
+    """The synthetic capture as pcap with a corrupt record header in the middle (a bare ACK's) and its
+    last record torn: both are rows of the problems table (file, where, how many bytes) and counts in
+    the summary, and every Kafka frame decodes as without them."""
+    blocks = split_blocks(synthetic.path.read_bytes())[2:]
+    packets = list(iter_packets(synthetic.path))
+    assert len(packets) == len(blocks)
+    middle = next(i for i in range(len(blocks) // 2, len(blocks)) if not packets[i].payload)
+    path = workdir / "damaged.pcap"
+    write_pcap(path, blocks)
+    data = bytearray(path.read_bytes())
+    offsets = [24]
+    for block in blocks:
+        offsets.append(offsets[-1] + 16 + struct.unpack_from("<I", block, 20)[0])  # the EPB's captured length
+    assert offsets[-1] == len(data)
+    struct.pack_into("<I", data, offsets[middle] + 8, 0x7FFFFFF0)
+    del data[-5:]
+    path.write_bytes(bytes(data))
+
+    out = workdir / "damaged-tables"
     from kafkawire.cli import main
-    bogus = workdir / "notes.pcap"
-    bogus.write_text("hello, this is text\n")
-    assert main(["decode", str(bogus), "--out", str(workdir / "bogus-tables")]) == 1  # the module's session
+    assert main(["decode", str(path), "--out", str(out)]) == 0  # in this process: the module's session
+    summary = json.loads((out / job.SUMMARY / "summary.json").read_text())
+    assert summary["skipped"] == {"corrupt": 1, "truncated_tail": 1}
+    assert summary["capture_records"] == len(blocks) - 2
+    assert summary["rows"]["problems"] == read(out, "problems").num_rows
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1] == (f"skipped 2 of {len(blocks) - 2:,} capture records: corrupt 1, truncated_tail 1 "
+                           f"(corrupt records and torn tails are in the problems table)")
+    found = rows(out, "problems", where=lambda r: r["file"] is not None)
+    assert [(r["kind"], r["file"], r["file_offset"], r["length"], r["connection"], r["stream_offset"])
+            for r in found] == [
+        ("corrupt_record", str(path), offsets[middle], offsets[middle + 1] - offsets[middle], None, None),
+        ("truncated_tail", str(path), offsets[-2], offsets[-1] - offsets[-2] - 5, None, None)]
+    assert found[0]["reason"].startswith(f"{path}: a record header that cannot be right at byte {offsets[middle]}")
+    assert_same_tables(synthetic_out, out, tables=("frames", "fetches", "produces"))
+    connections = TABLE_KEYS["problems"]
+    assert sorted_table(out, "problems").filter(pc.is_valid(pc.field("connection"))).select(
+        connections).equals(sorted_table(synthetic_out, "problems").select(connections))
+
+
+def test_cli_decode_refuses_a_table_set_and_overwrite_replaces_all_of_it(spark, synthetic, synthetic_out, workdir,
+                                                                        capsys):
+    """`kafkawire decode --out DIR` on the tables of an earlier run is refused, touching nothing; with
+    --overwrite the whole set is replaced: a run without --records leaves no records table of the
+    earlier run beside its frames. (In this process: the command uses the module's session.)"""
+    from kafkawire.cli import main
+    out = workdir / "rerun-tables"
+    assert main(["decode", str(synthetic.path), "--out", str(out), "--records"]) == 0
+    capsys.readouterr()
+    (out / "notes.txt").write_text("the user's")
+    files = {path: path.stat().st_mtime_ns for path in out.rglob("*")}
+
+    assert main(["decode", str(synthetic.path), "--out", str(out)]) == 2
     error = capsys.readouterr().err
-    assert f"kafkawire decode: {bogus}: not a packet capture" in error
-    assert not (workdir / "bogus-tables" / "frames").exists()
+    assert error.count("\n") == 1 and "already holds the tables of a decode" in error and "--overwrite" in error
+    assert {path: path.stat().st_mtime_ns for path in out.rglob("*")} == files
+
+    assert main(["decode", str(synthetic.path), "--out", str(out), "--overwrite"]) == 0
+    printed = capsys.readouterr().out
+    assert "records" not in printed.split("rows")[0]
+    assert not (out / "records").exists() and (out / "notes.txt").read_text() == "the user's"
+    assert sorted(path.name for path in out.iterdir()) == ["_summary", "fetches", "frames", "notes.txt", "problems",
+                                                          "produces"]
+    assert_same_tables(synthetic_out, out, tables=("frames", "fetches", "produces", "problems"))
 
 
 def test_cli_decode_of_a_glob_and_report(spark, synthetic, synthetic_out, workdir):
     """The commands as a user runs them, each in its own process (and Spark): ``decode`` of a glob over the
-    rotated series, and (at the same time, to overlap the two JVM starts) ``report`` of the synthetic tables."""
+    rotated series, and (at the same time, to overlap the two JVM starts) ``report --engine spark`` of the
+    synthetic tables, which gives the text the Arrow engine gives."""
     rotated_series(synthetic, workdir / "cli-series")
     out = workdir / "cli-tables"
     command = [sys.executable, "-m", "kafkawire.cli"]
     decoding = subprocess.Popen(command + ["decode", str(workdir / "cli-series" / "series.pcapng*"), "--out", str(out),
                                            "--records", "--master", "local[2]"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    reporting = subprocess.Popen(command + ["report", str(synthetic_out), "--master", "local[2]"],
+    reporting = subprocess.Popen(command + ["report", str(synthetic_out), "--engine", "spark", "--master", "local[2]"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     decoded, decode_errors = decoding.communicate(timeout=600)
     text, report_errors = reporting.communicate(timeout=600)
@@ -1259,6 +1332,7 @@ def test_cli_decode_of_a_glob_and_report(spark, synthetic, synthetic_out, workdi
     assert_same_tables(synthetic_out, out)
 
     assert reporting.returncode == 0, report_errors[-3000:]
+    assert text == report.build_arrow(str(synthetic_out)).text() + "\n"
     for section in ("per API (latency in ms, responses)", "per client", "problems", "fetch limits (KIP-74)"):
         assert f"\n{section}\n" in text, text
     assert "responses over max(MaxBytes, first batch): 1" in text
@@ -1272,6 +1346,7 @@ def test_cli_decode_of_a_glob_and_report(spark, synthetic, synthetic_out, workdi
 
 def test_report_counts_and_fetch_limits(spark, synthetic, synthetic_out):
     summary = report.build(spark, str(synthetic_out))
+    assert report.build_arrow(str(synthetic_out)) == summary  # the other engine, the same report
 
     # Requests and responses per API: every frame the scenarios and the fetch-limit clients should give.
     expected = defaultdict(lambda: [0, 0])
@@ -1303,3 +1378,18 @@ def test_report_counts_and_fetch_limits(spark, synthetic, synthetic_out):
             for r in summary.oversized_partitions] == [(conn[42003], 1, 0, len(TWO_BATCHES), 500)]
     assert [(r["connection"], r["topic"], r["partition"], r["longest"]) for r in summary.starved] == [
         (conn[42004], TOPIC, 1, 3)]
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_report_engines_agree(spark, workdir, seed):
+    """Made-up tables in several part files, with many groups, ties and nulls (null API names, topics,
+    request indexes, MaxBytes, times): Spark and Arrow give the same report, text and JSON."""
+    from dataclasses import asdict
+
+    from capture_tables import random_tables
+    out = random_tables(workdir / f"made-up-{seed}", seed, rows=1200, records=seed % 2 == 0)
+    by_spark, by_arrow = report.build(spark, str(out)), report.build_arrow(str(out))
+    assert by_arrow.text() == by_spark.text()
+    assert json.dumps(asdict(by_arrow), default=str) == json.dumps(asdict(by_spark), default=str)
+    assert by_spark.starved and by_spark.oversized_responses and by_spark.oversized_partitions  # all exercised
+    assert None in {row["api_name"] for row in by_spark.apis}

@@ -433,6 +433,63 @@ def test_corrupt_pcapng_block_stops_and_pcap_resyncs(tmp_path):
     assert len(packets) == 10 and stats["corrupt"] == 1
 
 
+def test_skipped_bytes_say_where_how_many_and_why(tmp_path):
+    """A corrupt record in the middle and a torn tail: each run of bytes skipped is listed with its
+    file, offset and length (pcap resyncs past the corrupt header; pcapng and gzip streams stop)."""
+    records = [(T0 + i * 1000, ethernet(ipv4(segment(i, 50 + 37 * i)))) for i in range(20)]
+    good = pcap(records)
+    offsets = [24]
+    for _, frame in records:
+        offsets.append(offsets[-1] + 16 + len(frame))
+    bad = bytearray(good[:-7])  # the last record torn
+    struct.pack_into("<I", bad, offsets[10] + 8, 0x7FFFFFF0)  # record 10's captured length
+    path = write(tmp_path, "bad.pcap", bytes(bad))
+    skipped: list = []
+    stats: dict = {}
+    packets = list(iter_packets(path, stats=stats, skipped=skipped))
+    assert [p.seq - 1000 for p in packets] == [i for i in range(19) if i != 10]
+    assert stats["corrupt"] == 1 and stats["truncated_tail"] == 1
+    assert [(s.path, s.offset, s.length, s.kind) for s in skipped] == [
+        (path, offsets[10], offsets[11] - offsets[10], "corrupt"),
+        (path, offsets[19], len(bad) - offsets[19], "truncated_tail")]
+    assert skipped[0].reason == (f"{path}: a record header that cannot be right at byte {offsets[10]}; reading "
+                                 f"resumed at byte {offsets[11]} ({offsets[11] - offsets[10]} bytes skipped)")
+    assert skipped[1].reason == (f"{path}: the last record, at byte {offsets[19]}, is cut short "
+                                 f"({len(bad) - offsets[19]} bytes, not read)")
+    # Read by splits, each run is listed once, by the split it starts in.
+    by_splits: list = []
+    for split in plan_splits(path, split_bytes=500):
+        list(iter_split(split, skipped=by_splits))
+    assert by_splits == skipped
+
+    # gzip: the same file, compressed; a stream stops at the corrupt record.
+    zipped = write(tmp_path, "bad.pcap.gz", gzip.compress(bytes(bad)))
+    skipped = []
+    assert len(list(iter_packets(zipped, skipped=skipped))) == 10
+    assert [(s.offset, s.length, s.kind) for s in skipped] == [(offsets[10], None, "corrupt")]
+    assert "of the decompressed data" in skipped[0].reason
+    torn = write(tmp_path, "torn.pcap.gz", gzip.compress(good[:-7]))
+    skipped = []
+    assert len(list(iter_packets(torn, skipped=skipped))) == 19
+    assert [(s.offset, s.length, s.kind) for s in skipped] == [(offsets[19], len(good) - 7 - offsets[19],
+                                                                "truncated_tail")]
+
+    # pcapng: a block of a bad length stops the read; the bytes from there to the end are listed.
+    blocks = [shb(), idb()] + [epb(f, t // 1000) for t, f in records]
+    at = sum(map(len, blocks[:12]))
+    data = bytearray(b"".join(blocks))
+    struct.pack_into("<I", data, at + 4, 13)
+    path = write(tmp_path, "bad.pcapng", bytes(data))
+    skipped = []
+    assert len(list(iter_packets(path, skipped=skipped))) == 10
+    assert [(s.offset, s.length, s.kind) for s in skipped] == [(at, len(data) - at, "corrupt")]
+    path = write(tmp_path, "torn.pcapng", b"".join(blocks)[:-10])
+    skipped = []
+    assert len(list(iter_packets(path, skipped=skipped))) == 19
+    last = sum(map(len, blocks[:-1]))
+    assert [(s.offset, s.length, s.kind) for s in skipped] == [(last, len(blocks[-1]) - 10, "truncated_tail")]
+
+
 # ---------------------------------------------------------------------------------------------------
 # gzip
 

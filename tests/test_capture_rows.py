@@ -198,7 +198,7 @@ def test_frames_rows_for_a_fetch():
     assert req_row["client_id"] == resp_row["client_id"] == "client-1"
     assert req_row["ts"].timestamp() * 1e9 == pytest.approx(request.end_ts_ns, abs=1e3)
     assert req_row["ts_first"] < req_row["ts"]
-    assert req_row["size"] == request.size and resp_row["offset"] == 0
+    assert req_row["size"] == request.size and resp_row["stream_offset"] == 0
     assert req_row["latency_ms"] is None and resp_row["latency_ms"] == (response.end_ts_ns - request.end_ts_ns) / 1e6
     assert req_row["error_code"] is None and req_row["error_codes"] is None
     assert resp_row["error_code"] == 0 and resp_row["error_codes"] == [1]
@@ -223,20 +223,60 @@ def test_undecodable_frames_get_a_decode_error_and_a_problem():
     truncated = wire.raw_request(good.frame[:-6], 1, 11, 5)
     unknown_key = wire.raw_request(b"\x03\xe7\x00\x00\x00\x00\x00\x06\x00\x00junk", 999, 0, 6)
     bad_version = wire.raw_request(b"\x00\x01\x00\x63\x00\x00\x00\x07\x00\x00junk", 1, 99, 7)
-    trailing = wire.raw_request(good.frame + b"\x00", 1, 11, good.correlation_id)
-    tables = run([truncated, unknown_key, bad_version, trailing])
+    tables = run([truncated, unknown_key, bad_version])
     rows = tables["frames"]
     assert all(row["body"] is None and row["body_json"] is None for row in rows)
     assert rows[0]["api_name"] == "Fetch" and "FetchRequest" in rows[0]["decode_error"]
     assert "at byte" in rows[0]["decode_error"]
     assert rows[1]["api_name"] is None and "unknown API key 999" in rows[1]["decode_error"]
     assert "unsupported Fetch version 99" in rows[2]["decode_error"] and rows[2]["header_version"] is None
-    assert "1 trailing bytes" in rows[3]["decode_error"]
     problems = tables["problems"]
-    assert [p["kind"] for p in problems] == ["undecodable"] * 4
+    assert [p["kind"] for p in problems] == ["undecodable"] * 3
     assert [p["reason"] for p in problems] == [row["decode_error"] for row in rows]
     assert problems[1]["api_key"] == 999 and problems[1]["api_name"] is None
-    assert problems[0]["offset"] == truncated.offset and problems[0]["length"] == truncated.size + 4
+    assert problems[0]["stream_offset"] == truncated.offset
+    assert problems[0]["length"] == truncated.size + 4
+
+
+def all_topics_metadata_request_of_librdkafka_2_16(correlation_id):
+    """The frame confluent-kafka 2.16.1's ``AdminClient.list_topics()`` sends (recorded from it against
+    the reference broker): MetadataRequest v12 for all topics, then 3 bytes after the body."""
+    return bytes.fromhex(
+        "0003000c%08x" % correlation_id  # Metadata v12, correlation id
+        + "000772646b61666b61"           # client id "rdkafka"
+        + "00"                           # no header tags
+        + "00" + "00" + "00" + "00"      # topics null, allow_auto_topic_creation, include_topic_authorized_operations, tags
+        + "010000")                      # what librdkafka adds
+
+
+def test_bytes_after_a_body_are_decoded_past_and_noted():
+    """A request or response with bytes after its body is decoded (Kafka does not check for them) and
+    the bytes are a problem of kind trailing_bytes: where they start in the stream, and how many."""
+    wire = Wire()
+    good = wire.request(FR(max_wait_ms=1, topics=(FR.FetchTopic(topic="t", partitions=(
+        FR.FetchPartition(partition=0),)),)), 11)
+    request = wire.raw_request(good.frame + b"\x00", 1, 11, good.correlation_id)
+    response_body = FS(responses=(FS.FetchableTopicResponse(topic="t", partitions=(
+        FS.PartitionData(partition_index=0, high_watermark=3),)),))
+    response = wire.raw_response(request, encode_response(1, 11, good.correlation_id, response_body)[4:]
+                                 + b"\x01\x02")
+    metadata = wire.raw_request(all_topics_metadata_request_of_librdkafka_2_16(9), 3, 12, 9, "rdkafka")
+    tables = run([request, response, metadata])
+    frames = tables["frames"]
+    assert [row["decode_error"] for row in frames] == [None, None, None]
+    assert frames[0]["body"]["FetchRequest"]["topics"][0]["topic"] == "t"
+    assert frames[1]["body"]["FetchResponse"]["responses"][0]["partitions"][0]["high_watermark"] == 3
+    assert frames[2]["api_name"] == "Metadata" and json.loads(frames[2]["body_json"])["topics"] is None
+    problems = tables["problems"]
+    assert [(p["kind"], p["direction"], p["api_name"], p["correlation_id"], p["stream_offset"], p["length"])
+            for p in problems] == [
+        ("trailing_bytes", "request", "Fetch", good.correlation_id, request.offset + 4 + good.size, 1),
+        ("trailing_bytes", "response", "Fetch", good.correlation_id, response.offset + response.size + 2, 2),
+        ("trailing_bytes", "request", "Metadata", 9, metadata.offset + metadata.size + 1, 3)]
+    assert problems[2]["reason"] == ("MetadataRequest: 3 bytes after the body at byte 22 "
+                                     "(ignored, as Kafka does)")
+    # the request still joins with its response
+    assert [(r["partition"], r["high_watermark"]) for r in tables["fetches"]] == [(0, 3)]
 
 
 def test_response_that_does_not_decode():
@@ -284,8 +324,8 @@ def test_problems_pass_through():
     tables = run([problem])
     assert tables["problems"] == [{
         "connection": CONNECTION, "direction": "response", "ts": tables["problems"][0]["ts"], "kind": "gap",
-        "reason": "12 bytes never captured", "offset": 100, "length": 12, "api_key": 1, "api_name": "Fetch",
-        "api_version": 11, "correlation_id": 4}]
+        "reason": "12 bytes never captured", "stream_offset": 100, "length": 12, "api_key": 1, "api_name": "Fetch",
+        "api_version": 11, "correlation_id": 4, "file": None, "file_offset": None}]
     assert tables["problems"][0]["ts"].timestamp() == T0 / 1e9
     with pytest.raises(TypeError):
         TableBatcher().add("not a frame")

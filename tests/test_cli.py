@@ -1,10 +1,14 @@
-"""The ``kafkawire`` command: ``apis`` and ``inspect`` (files, stdin, hex, with and without size prefix)."""
+"""The ``kafkawire`` command: ``apis`` and ``inspect`` (files, stdin, hex, with and without size prefix),
+``--version`` and ``python -m kafkawire``, the errors of ``broker``, ``decode`` and ``report`` (one line,
+exit status 2, before Spark starts), and ``report`` on the Arrow engine without Spark. (``decode`` and the
+Spark engine run in tests/test_capture_job.py, which has a Spark session.)"""
 from __future__ import annotations
 
 import base64
 import io
 import json
 import os
+import socket
 import struct
 import subprocess
 import sys
@@ -12,8 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from broker_harness import BrokerThread, RawClient
+from capture_tables import random_tables
+from kafkawire import __version__
+from kafkawire.broker.versions import SUPPORTED_VERSIONS
+from kafkawire.capture import job, report
+from kafkawire.capture.tables import TableSetError, check_out
 from kafkawire.cli import main
 from kafkawire.framing import encode_request, encode_response
+from kafkawire import messages as m
 from kafkawire.messages import (
     ApiVersionsResponse, FetchRequest, FetchResponse, MetadataRequest, RequestHeader, api, apis,
 )
@@ -57,15 +68,15 @@ def test_apis_table(capsys):
     code, out, err = run(["apis"], capsys)
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].split() == ["key", "name", "versions", "flexible"]
+    assert lines[0].split() == ["key", "name", "versions", "flexible", "broker"]
     assert len(lines) == 1 + len(apis(include_removed=True))
     rows = {line.split()[1]: line.split() for line in lines[1:]}
-    assert rows["Fetch"] == ["1", "Fetch", "4-19", "12+"]
-    assert rows["Produce"] == ["0", "Produce", "3-13", "9+"]
-    assert rows["ControlledShutdown"] == ["7", "ControlledShutdown", "removed", "-"]
-    assert rows["StreamsGroupHeartbeat"] == ["88", "StreamsGroupHeartbeat", "0-0", "0+"]
-    assert rows["SaslHandshake"] == ["17", "SaslHandshake", "0-1", "none"]
-    assert rows["ApiVersions"] == ["18", "ApiVersions", "0-4", "3+"]
+    assert rows["Fetch"] == ["1", "Fetch", "4-19", "12+", "4-19"]
+    assert rows["Produce"] == ["0", "Produce", "3-13", "9+", "3-13"]
+    assert rows["ControlledShutdown"] == ["7", "ControlledShutdown", "removed", "-", "-"]
+    assert rows["StreamsGroupHeartbeat"] == ["88", "StreamsGroupHeartbeat", "0-0", "0+", "-"]
+    assert rows["SaslHandshake"] == ["17", "SaslHandshake", "0-1", "none", "-"]
+    assert rows["ApiVersions"] == ["18", "ApiVersions", "0-4", "3+", "0-4"]
 
 
 def test_apis_json(capsys):
@@ -75,12 +86,39 @@ def test_apis_json(capsys):
     assert len(data) == len(apis(include_removed=True))
     fetch = next(row for row in data if row["key"] == 1)
     assert fetch == {"key": 1, "name": "Fetch", "min_version": 4, "max_version": 19, "removed": False,
-                     "flexible_from": 12}
+                     "flexible_from": 12, "broker_min_version": 4, "broker_max_version": 19}
     shutdown = next(row for row in data if row["key"] == 7)
     assert shutdown == {"key": 7, "name": "ControlledShutdown", "min_version": None, "max_version": None,
-                        "removed": True, "flexible_from": None}
+                        "removed": True, "flexible_from": None, "broker_min_version": None,
+                        "broker_max_version": None}
     handshake = next(row for row in data if row["key"] == 17)
     assert handshake["flexible_from"] is None
+    assert handshake["broker_min_version"] is None and handshake["broker_max_version"] is None
+
+
+def test_apis_marks_what_a_running_broker_advertises(tmp_path, capsys):
+    """The broker column is what `kafkawire broker` answers to ApiVersions, API by API."""
+    with BrokerThread(data_dir=tmp_path / "data") as broker, RawClient(broker.port) as client:
+        advertised = client.request(m.ApiVersionsRequest(client_software_name="cli-test",
+                                                         client_software_version="1"), 3)
+    assert advertised.error_code == 0
+    code, out, _ = run(["apis", "--json"], capsys)
+    assert code == 0
+    marked = {row["key"]: (row["broker_min_version"], row["broker_max_version"]) for row in json.loads(out)
+              if row["broker_min_version"] is not None}
+    assert marked == {a.api_key: (a.min_version, a.max_version) for a in advertised.api_keys}
+    assert marked == SUPPORTED_VERSIONS
+
+
+def test_version_and_python_dash_m(capsys):
+    code, out, _ = run(["--version"], capsys)
+    assert code == 0 and out == f"kafkawire {__version__}\n"
+    result = subprocess.run([sys.executable, "-m", "kafkawire", "--version"], capture_output=True, text=True,
+                            timeout=60, cwd=ROOT)
+    assert result.returncode == 0 and result.stdout == f"kafkawire {__version__}\n", result.stderr
+    result = subprocess.run([sys.executable, "-m", "kafkawire", "apis"], capture_output=True, text=True,
+                            timeout=60, cwd=ROOT)
+    assert result.returncode == 0 and "Fetch" in result.stdout
 
 
 def test_apis_script_entry_point():
@@ -269,3 +307,158 @@ def test_empty_input(capsys, monkeypatch):
     code, _, err = run(["inspect", "--request", "-"], capsys, stdin=b"", monkeypatch=monkeypatch)
     assert code == 1
     assert "RequestHeader" in err
+
+
+# ---------------------------------------------------------------------------------------------------
+# User errors: one line, exit status 2, nothing slow started first
+
+
+def one_line_error(code, out, err, command, *fragments):
+    assert code == 2, (code, err)
+    assert out == "" and "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith(f"kafkawire {command}: "), err
+    for fragment in fragments:
+        assert fragment in err, err
+    return err
+
+
+@pytest.fixture
+def no_spark(monkeypatch):
+    """Fails a test that starts Spark."""
+    from kafkawire.capture import spark
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Spark was started")
+    monkeypatch.setattr(spark, "context", refuse)
+    monkeypatch.setattr(spark, "session", refuse)
+
+
+def test_broker_port_in_use(tmp_path, capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, out, err = run(["broker", "--data-dir", str(tmp_path / "data"), "--port", str(port)], capsys)
+    one_line_error(code, out, err, "broker", f"cannot listen on 127.0.0.1:{port}", "in use", "--port")
+
+
+def test_broker_data_dir_that_is_a_file(tmp_path, capsys):
+    (tmp_path / "file").write_text("not a folder")
+    code, out, err = run(["broker", "--data-dir", str(tmp_path / "file"), "--port", "0"], capsys)
+    one_line_error(code, out, err, "broker", f"--data-dir {tmp_path / 'file'}: is a file, not a folder")
+    code, out, err = run(["broker", "--data-dir", str(tmp_path / "file" / "data"), "--port", "0"], capsys)
+    one_line_error(code, out, err, "broker", f"{tmp_path / 'file'} is a file, not a folder")
+    code, out, err = run(["broker", "--data-dir", str(tmp_path / "data"), "--remote-dir", str(tmp_path / "file"),
+                          "--port", "0"], capsys)
+    one_line_error(code, out, err, "broker", "--remote-dir")
+
+
+def test_broker_errors_from_a_shell_have_no_traceback(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    result = subprocess.run([sys.executable, "-m", "kafkawire", "broker", "--data-dir", str(tmp_path / "file")],
+                            capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_decode_input_errors_come_before_spark(tmp_path, capsys, no_spark):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes.pcap").write_text("hello, this is text\n")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "readme.txt").write_text("no captures here\n")
+    out = str(tmp_path / "tables")
+    for capture, fragment in [(tmp_path / "missing.pcap", "no such file or folder"),
+                              (tmp_path / "empty", "no packet captures"),
+                              (tmp_path / "folder", "no packet captures"),
+                              (tmp_path / "folder" / "*.pcap*", "no such file or folder, and no files match it"),
+                              (tmp_path / "notes.pcap", "not a packet capture")]:
+        code, stdout, err = run(["decode", str(capture), "--out", out], capsys)
+        one_line_error(code, stdout, err, "decode", f"{capture}: {fragment}")
+    assert not (tmp_path / "tables").exists()
+
+
+def table_set(folder: Path) -> Path:
+    return random_tables(folder, seed=3, rows=60, records=False)  # the set a decode without --records writes
+
+
+def test_decode_out_refusals(tmp_path, capsys, no_spark):
+    capture = tmp_path / "empty.pcap"
+    capture.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1))
+    tables = table_set(tmp_path / "tables")
+    before = sorted(str(path) for path in tables.rglob("*"))
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "loose").mkdir()
+    (tmp_path / "loose" / "data.parquet").write_bytes(b"PAR1")
+    cases = [(tables, "already holds the tables of a decode", "--overwrite"),
+             (tables / "frames", "is a Parquet table"),
+             (tables / "frames" / "deeper", f"is inside {tables / 'frames'}, which is a Parquet table"),
+             (tables / "records", "is the records table of the tables in"),
+             (tmp_path / "loose", "is a Parquet table"),
+             (tmp_path / "file", "is a file")]
+    for out, *fragments in cases:
+        code, stdout, err = run(["decode", str(capture), "--out", str(out)], capsys)
+        one_line_error(code, stdout, err, "decode", f"--out {out} ", *fragments)
+    # nothing was written or removed
+    assert sorted(str(path) for path in tables.rglob("*")) == before
+    # with --overwrite a table set may be replaced, never a table
+    code, _, err = run(["decode", str(capture), "--out", str(tables / "frames"), "--overwrite"], capsys)
+    assert code == 2 and "is a Parquet table" in err
+    # a folder beside the tables is not inside one, nor is a folder under one with a stray Parquet file
+    check_out(str(tables / "more"), overwrite=False)
+    check_out(str(tmp_path / "new" / "deeper"), overwrite=False)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "data.parquet").write_bytes(b"PAR1")
+    (tmp_path / "home" / "notes.txt").write_text("mine")
+    check_out(str(tmp_path / "home" / "tables"), overwrite=False)
+
+
+def test_decode_api_refuses_an_out_inside_a_table(tmp_path):
+    tables = table_set(tmp_path / "tables")
+    with pytest.raises(TableSetError, match="is a Parquet table"):
+        job.decode(None, [], str(tables / "frames"))  # refused before anything else is looked at
+    with pytest.raises(TableSetError, match="already holds the tables"):
+        job.decode(None, [], str(tables), overwrite=False)
+
+
+def test_report_errors(tmp_path, capsys, no_spark):
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "other").mkdir()
+    tables = table_set(tmp_path / "tables")
+    shutil_tree = tmp_path / "partial"
+    (shutil_tree / "frames").mkdir(parents=True)
+    for folder, fragment in [(tmp_path / "missing", "no such folder"),
+                             (tmp_path / "file", "is a file"),
+                             (tmp_path / "other", "holds no tables of `kafkawire decode`"),
+                             (tables / "frames", f"is the frames table; pass the folder that holds the tables, {tables}"),
+                             (shutil_tree, "lacks the fetches, produces, problems table(s)")]:
+        code, out, err = run(["report", str(folder)], capsys)
+        one_line_error(code, out, err, "report", f"{folder}", fragment)
+    code, out, err = run(["report", "s3://bucket/tables", "--engine", "arrow"], capsys)  # refused before any access
+    one_line_error(code, out, err, "report", "the arrow engine reads local tables only")
+
+
+def test_report_reads_local_tables_with_arrow_not_spark(tmp_path, capsys, no_spark):
+    tables = random_tables(tmp_path / "tables", seed=5, rows=300)
+    code, out, err = run(["report", str(tables)], capsys)
+    assert code == 0, err
+    assert out == report.build_arrow(str(tables)).text() + "\n"
+    assert "per API (latency in ms, responses)" in out and "records 60" in out
+    code, out, err = run(["report", str(tables), "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["totals"] == {"frames": 300, "requests": report.build_arrow(str(tables)).totals["requests"],
+                                         "responses": report.build_arrow(str(tables)).totals["responses"],
+                                         "fetches": 300, "produces": 30, "records": 60}
+
+
+def test_report_engine_choice(tmp_path):
+    tables = random_tables(tmp_path / "tables", seed=6, rows=100)
+    rows = 100 + 100 + 10 + 25 + 20  # frames, fetches, produces, problems, records
+    assert report.local_rows(str(tables)) == rows
+    assert report.local_rows(f"file://{tables}") == rows
+    assert report.engine_for(str(tables)) == "arrow"
+    assert report.engine_for(str(tables), max_rows=rows) == "arrow"
+    assert report.engine_for(str(tables), max_rows=rows - 1) == "spark"
+    assert report.local_rows("s3://bucket/tables") is None
+    assert report.engine_for("s3://bucket/tables") == "spark"
+    assert report.engine_for(str(tables), "spark") == "spark"
+    with pytest.raises(ValueError):
+        report.engine_for(str(tables), "duckdb")

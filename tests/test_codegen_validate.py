@@ -489,11 +489,13 @@ def test_removed_api_is_accepted_as_upstream_accepts_it(tmp_path):
     write_spec(specs, request([TOPICS], apiKey=1001, name="KeptRequest"))
     write_spec(specs, response([], apiKey=1001, name="KeptResponse"))
     files = generate(specs)
-    assert sorted(files) == ["__init__.py", "kept_request.py", "kept_response.py"]
+    assert sorted(files) == ["__init__.py", "__init__.pyi", "kept_request.py", "kept_request.pyi", "kept_response.py",
+                             "kept_response.pyi"]
     namespace: dict = {}
     exec(compile(files["__init__.py"], "<registry>", "exec"), namespace)
     gone = namespace["api"]("Test")
-    assert gone.removed and gone.valid_versions is None and not gone.supports(0)
+    assert gone.removed and gone.valid_versions == (0, -1) and not gone.supports(0)
+    assert list(range(gone.min_version, gone.max_version + 1)) == []
     assert "was removed" in gone.unsupported(0)
     with pytest.raises(AttributeError, match="removed"):
         gone.request_class
@@ -540,8 +542,11 @@ def test_generation_over_schemas(ours):
     assert sorted(removed) == ["ControlledShutdownRequest", "ControlledShutdownResponse", "LeaderAndIsrRequest",
                                "LeaderAndIsrResponse", "StopReplicaRequest", "StopReplicaResponse",
                                "UpdateMetadataRequest", "UpdateMetadataResponse"]
-    assert len(ours) == len(specs) - len(removed) + 1
+    modules = [name for name in ours if name.endswith(".py")]
+    assert len(modules) == len(specs) - len(removed) + 1
     assert "__init__.py" in ours
+    # Each module has its stub (the types), the package's __init__ too.
+    assert sorted(name for name in ours if name.endswith(".pyi")) == sorted(name + "i" for name in modules)
     for text in ours.values():
         compile(text, "<generated>", "exec")
 
@@ -576,7 +581,7 @@ def test_generated_package_matches_committed(ours):
 def test_generation_over_upstream_specs():
     files = generate(UPSTREAM)
     specs = [p for p in UPSTREAM.glob("*.json") if '"validVersions": "none"' not in p.read_text()]
-    assert len(files) == len(specs) + 1
+    assert len(files) == 2 * (len(specs) + 1)  # modules and their stubs
     assert generate(UPSTREAM) == files
     for text in files.values():
         compile(text, "<generated>", "exec")

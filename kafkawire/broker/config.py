@@ -1,19 +1,32 @@
-"""The broker's settings, named after Kafka's own where one exists."""
+"""The broker's settings, named after Kafka's own where one exists.
+
+Each field's comment gives its Kafka property; ``BrokerConfig.from_properties`` takes those names
+(``{"queued.max.request.bytes": "104857600", ...}``) and refuses an unknown key or a bad value with the
+key named. Limits have finite defaults where Kafka's are unbounded, so that one client cannot exhaust
+the broker's memory or descriptors (``queued.max.request.bytes``, ``max.broker.partitions``).
+"""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-__all__ = ["BrokerConfig"]
+__all__ = ["BrokerConfig", "PROPERTIES", "MAX_RECORDS_PER_USER_OP"]
+
+_INT32_MAX = 2147483647
+# Kafka's controller refuses an operation that would write more than this many metadata records (a
+# topic, each of its partitions, each config) with POLICY_VIOLATION ("excessively large batch").
+MAX_RECORDS_PER_USER_OP = 10000
 
 
 @dataclass
 class BrokerConfig:
-    data_dir: Path
+    data_dir: Path  # log.dirs (one directory)
     host: str = "127.0.0.1"
     port: int = 9092  # 0 picks a free port (the Broker exposes the one bound)
     advertised_host: str | None = None  # what Metadata tells clients; defaults to host
-    node_id: int = 0
+    node_id: int = 0  # node.id
     cluster_id: str = "kafkawire-cluster-0000"
     num_partitions: int = 1  # num.partitions: for auto-created topics and CreateTopics with -1
     auto_create_topics: bool = True  # auto.create.topics.enable
@@ -24,6 +37,19 @@ class BrokerConfig:
     message_max_bytes: int = 1048588  # message.max.bytes
     fetch_max_bytes: int = 57_671_680  # fetch.max.bytes (55 MiB), the broker's cap on a response
     max_request_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
+    # queued.max.request.bytes (KIP-72): the request bytes all connections may hold, read but not yet
+    # answered; past it, connections sending large requests wait (Kafka's default is unbounded)
+    queued_max_request_bytes: int = 128 * 1024 * 1024
+    max_connections: int = _INT32_MAX  # max.connections (also kept under the process's descriptor limit)
+    max_connections_per_ip: int = _INT32_MAX  # max.connections.per.ip
+    max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)  # max.connections.per.ip.overrides
+    connections_max_idle_ms: int = 600_000  # connections.max.idle.ms
+    # max.broker.partitions (KIP-578's name): partitions this broker hosts at most, so that topic
+    # creation cannot exhaust its descriptors and disk (Kafka's default is unbounded)
+    max_broker_partitions: int = 10_000
+    # produce.max.decompressed.bytes (kafkawire's own): what one Produce request's compressed batches
+    # may expand to in all, so that a request of compression bombs is refused after bounded work
+    produce_max_decompressed_bytes: int = 256 * 1024 * 1024
     fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots
     fetch_session_eviction_ms: int = 120_000
     group_initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
@@ -40,7 +66,69 @@ class BrokerConfig:
             self.remote_dir = Path(self.remote_dir)
         if self.tap_path is not None:
             self.tap_path = Path(self.tap_path)
+        for name in _POSITIVE:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{_KAFKA_NAME.get(name, name)} must be positive, not {getattr(self, name)}")
+        for address, limit in self.max_connections_per_ip_overrides.items():
+            if limit < 0:
+                raise ValueError(f"max.connections.per.ip.overrides: {address}:{limit} is negative")
 
     @property
     def advertised(self) -> str:
         return self.advertised_host or self.host
+
+    def connection_limit_for(self, host: str) -> int:
+        return self.max_connections_per_ip_overrides.get(host, self.max_connections_per_ip)
+
+    @classmethod
+    def from_properties(cls, properties: dict[str, str], **settings: Any) -> "BrokerConfig":
+        """A config from Kafka property names (values as text), plus keyword settings by field name."""
+        values = dict(settings)
+        for key, text in properties.items():
+            name = PROPERTIES.get(key)
+            if name is None:
+                raise ValueError(f"unknown broker setting {key!r}")
+            values[name] = _parse(key, name, str(text))
+        return cls(**values)
+
+
+# Kafka property -> BrokerConfig field, for the settings that have a Kafka name.
+PROPERTIES = {
+    "log.dirs": "data_dir", "log.dir": "data_dir", "node.id": "node_id", "num.partitions": "num_partitions",
+    "auto.create.topics.enable": "auto_create_topics", "log.segment.bytes": "segment_bytes",
+    "log.retention.ms": "retention_ms", "log.retention.bytes": "retention_bytes",
+    "log.retention.check.interval.ms": "retention_check_interval_ms", "message.max.bytes": "message_max_bytes",
+    "fetch.max.bytes": "fetch_max_bytes", "socket.request.max.bytes": "max_request_bytes",
+    "queued.max.request.bytes": "queued_max_request_bytes", "max.connections": "max_connections",
+    "max.connections.per.ip": "max_connections_per_ip",
+    "max.connections.per.ip.overrides": "max_connections_per_ip_overrides",
+    "connections.max.idle.ms": "connections_max_idle_ms", "max.broker.partitions": "max_broker_partitions",
+    "produce.max.decompressed.bytes": "produce_max_decompressed_bytes",
+    "max.incremental.fetch.session.cache.slots": "fetch_session_cache_slots",
+    "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
+    "remote.fetch.max.wait.ms": "remote_fetch_max_wait_ms",
+}
+_KAFKA_NAME = {name: key for key, name in PROPERTIES.items()}
+_POSITIVE = ("num_partitions", "segment_bytes", "message_max_bytes", "fetch_max_bytes", "max_request_bytes",
+             "queued_max_request_bytes", "max_connections", "connections_max_idle_ms", "max_broker_partitions",
+             "produce_max_decompressed_bytes", "retention_check_interval_ms")
+_TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
+
+
+def _parse(key: str, name: str, text: str) -> object:
+    kind = _TYPES[name]
+    try:
+        if "bool" in kind:
+            if text.strip().lower() not in ("true", "false"):
+                raise ValueError(text)
+            return text.strip().lower() == "true"
+        if kind.startswith("dict"):  # "host:limit,host:limit"
+            pairs = [item.rsplit(":", 1) for item in text.split(",") if item.strip()]
+            return {host.strip(): int(limit) for host, limit in pairs}
+        if "int" in kind:
+            return int(text.strip())
+        if "float" in kind:
+            return float(text.strip())
+        return text.strip()
+    except ValueError:
+        raise ValueError(f"invalid value {text!r} for {key}") from None

@@ -64,6 +64,10 @@ async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_ma
             read.error = _UNKNOWN_TOPIC if read.topic is not None else _UNKNOWN_TOPIC_ID
             continue
         request = read.request
+        if request.partition_max_bytes < 0 or (request.remote_partition_max_bytes or 0) < 0:
+            read.records = b""
+            read.error = ErrorCode.INVALID_REQUEST  # a negative size: Kafka's log read refuses it too
+            continue
         adjusted = min(request.partition_max_bytes, limit)
         try:
             # the watermarks the read returns are snapshots taken before it, as Partition.readRecords takes them

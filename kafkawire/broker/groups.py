@@ -43,7 +43,7 @@ from ..messages.list_groups_response import ListGroupsResponse
 from ..messages.offset_commit_response import OffsetCommitResponse
 from ..messages.offset_fetch_response import OffsetFetchResponse
 from ..messages.sync_group_response import SyncGroupResponse
-from .offsets_store import CommittedOffset, OffsetStore
+from .offsets_store import CommittedOffset, GroupRecord, MemberRecord, OffsetStore
 
 __all__ = ["GroupCoordinator", "GroupState"]
 
@@ -352,9 +352,27 @@ class GroupCoordinator:
         self.store.load()
         self._groups.clear()
         for group_id in set(self.store.offsets) | set(self.store.groups):
-            generation, protocol_type = self.store.groups.get(group_id, (0, None))
-            self._groups[group_id] = _Group(group_id, generation, protocol_type)
+            record = self.store.groups.get(group_id)
+            self._groups[group_id] = self._restore(group_id, record) if record else _Group(group_id)
         self._active = True
+
+    def _restore(self, group_id: str, record: GroupRecord) -> _Group:
+        """A group as stored: Stable with its members (each given a session timeout to be heard from
+        again, as Kafka's loadGroup does), or Empty at its generation."""
+        group = _Group(group_id, record.generation, record.protocol_type)
+        if not record.members:
+            return group
+        group.state = STABLE
+        group.protocol_name = record.protocol
+        for stored in record.members:
+            member = _Member(stored.member_id, stored.group_instance_id, stored.client_id, stored.client_host,
+                             stored.rebalance_timeout_ms, stored.session_timeout_ms, record.protocol_type,
+                             [(record.protocol, stored.metadata)])
+            member.assignment = stored.assignment
+            group.add(member)
+            self._schedule_member_expiry(group, member)
+        group.leader_id = record.leader if record.leader in group.members else next(iter(group.members))
+        return group
 
     async def close(self) -> None:
         """Cancel every timer, answer parked requests NOT_COORDINATOR (clients look the coordinator up
@@ -514,8 +532,18 @@ class GroupCoordinator:
         group.pending_sync.clear()
 
     def _record_group(self, group: _Group) -> None:
+        """Store the group's metadata: with its members once it is Stable (the assignment known),
+        else only its generation."""
+        members = ()
+        if group.state is STABLE:
+            members = tuple(MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                         m.rebalance_timeout_ms, m.session_timeout_ms,
+                                         bytes(m.metadata(group.protocol_name)), bytes(m.assignment))
+                            for m in group.members.values())
+        record = GroupRecord(group.generation_id, group.protocol_type, group.protocol_name if members else None,
+                             group.leader_id if members else None, members)
         try:
-            self.store.record_group(group.group_id, group.generation_id, group.protocol_type)
+            self.store.record_group(group.group_id, record)
         except OSError as exc:  # as Kafka: a failed write of group metadata is only logged
             log.warning("could not record generation %d of group %s: %s", group.generation_id,
                         group.group_id, exc)
@@ -745,7 +773,8 @@ class GroupCoordinator:
         self._update_member(group, member, join, future)
         if group.state is STABLE:
             if group.select_protocol() == group.protocol_name:
-                # No rebalance: the member keeps its assignment.
+                # No rebalance: the member keeps its assignment, under its new id (stored, as Kafka does)
+                self._record_group(group)
                 fut, member.join_future = member.join_future, None
                 if join.version >= 9:  # the leader learns it leads, but skips the assignment
                     is_leader = group.is_leader(new_member_id)
@@ -813,6 +842,7 @@ class GroupCoordinator:
                                 group.group_id, group.generation_id, missing)
                 self._set_and_propagate_assignment(group, assignment)
                 group.state = STABLE
+                self._record_group(group)  # Kafka's storeGroup: members carry on after a restart
                 log.info("group %s generation %d is stable", group.group_id, group.generation_id)
             return future
         # Stable: the assignment is already known.

@@ -17,11 +17,12 @@ from ..codec.primitives import ZERO_UUID
 from ..error_codes import ErrorCode
 from .config import BrokerConfig
 from .fetch import DelayedFetch, FetchPurgatory, PartitionRead, read_partitions
+from .error_responses import error_response
 from .fetch_response import encode_fetch_response
 from .groups import GroupCoordinator
 from .sessions import FetchSessionCache, SessionPartition
-from .storage import LogAppendError
-from .topics import TopicError, TopicManager
+from .produce import ProduceHandler
+from .topics import Topic, TopicError, TopicManager
 from .versions import served_versions
 
 __all__ = ["Handlers"]
@@ -50,13 +51,17 @@ class Handlers:
         self.sessions = FetchSessionCache(config.fetch_session_cache_slots, config.fetch_session_eviction_ms)
         self.producer_ids = _ProducerIdBlock(config.data_dir / "producer_ids.json")
         self.versions = served_versions(upstream=config.upstream_versions)  # API key -> (oldest, newest)
+        self.producer = ProduceHandler(topics, self.purgatory.notify, config.produce_max_decompressed_bytes)
         self.table = {
-            18: self.api_versions, 3: self.metadata, 0: self.produce, 1: self.fetch, 2: self.list_offsets,
+            18: self.api_versions, 3: self.metadata, 0: self.producer.produce, 1: self.fetch, 2: self.list_offsets,
             19: self.create_topics, 20: self.delete_topics, 32: self.describe_configs, 22: self.init_producer_id,
             10: self.find_coordinator, 14: self.groups.sync_group, 12: self.groups.heartbeat,
             13: self.groups.leave_group, 8: self.offset_commit, 9: self.offset_fetch,
-            16: self.groups.list_groups, 15: self.groups.describe_groups,
+            16: self.groups.list_groups, 15: self.groups.describe_groups, 60: self.describe_cluster,
         }
+
+    def close(self) -> None:
+        self.producer.close()
 
     async def handle(self, api_key: int, request, version: int, client_id: str | None, client_host: str):
         """The response to one request (None: no response is sent)."""
@@ -82,15 +87,14 @@ class Handlers:
         else:
             wanted = [(t.name, t.topic_id if version >= 10 else None) for t in request.topics]
         auto_create = self.config.auto_create_topics and (version < 4 or request.allow_auto_topic_creation)
+        created = await self._auto_create([name for name, _ in wanted if name is not None]) if auto_create else {}
         results = []
         for name, topic_id in wanted:
             topic = self.topics.get(name) if name is not None else self.topics.by_id.get(topic_id)
             error = ErrorCode.NONE
-            if topic is None and name is not None and auto_create:
-                try:
-                    topic = self.topics.create(name)
-                except TopicError as failure:
-                    error = failure.code
+            failure = created.get(name) if name is not None else None
+            if topic is None and isinstance(failure, TopicError):
+                error = failure.code
             if topic is None:
                 error = error or (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID)
                 results.append(m.MetadataResponse.MetadataResponseTopic(
@@ -107,61 +111,31 @@ class Handlers:
         return m.MetadataResponse(brokers=[broker], cluster_id=self.config.cluster_id,
                                   controller_id=self.config.node_id, topics=results)
 
-    # ---- Produce --------------------------------------------------------------------------------
-    async def produce(self, request, version: int):
-        if request.transactional_id is not None:
-            error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # no transactions on this broker
-        elif request.acks not in (-1, 0, 1):
-            error = ErrorCode.INVALID_REQUIRED_ACKS
-        else:
-            error = ErrorCode.NONE
-        now = _now_ms()
-        responses = []
-        for topic_data in request.topic_data:
-            name, topic_error = self._produce_topic(topic_data, version)
-            partitions = []
-            for data in topic_data.partition_data:
-                partitions.append(self._append(name, data.index, data.records, now, error or topic_error))
-            responses.append(m.ProduceResponse.TopicProduceResponse(
-                name=topic_data.name, topic_id=topic_data.topic_id, partition_responses=partitions))
-        if request.acks == 0:
-            return None
-        return m.ProduceResponse(responses=responses)
-
-    def _produce_topic(self, topic_data, version: int) -> tuple[str | None, ErrorCode]:
-        """The topic a Produce names, and UNKNOWN_TOPIC_ID for an id (v13+, KIP-516) this broker lacks."""
-        if version < 13:
-            return topic_data.name, ErrorCode.NONE
-        name = self._topic_name(topic_data.topic_id)
-        return name, ErrorCode.NONE if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
-
-    def _append(self, topic: str | None, partition: int, records, now: int, error: ErrorCode):
-        response = m.ProduceResponse.PartitionProduceResponse(index=partition, base_offset=-1,
-                                                             log_append_time_ms=-1, log_start_offset=-1)
-        partition_log = self.topics.log(topic, partition) if topic is not None else None
-        if error:
-            response.error_code = error
-        elif partition_log is None:
-            response.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        elif records is None:
-            response.error_code = ErrorCode.CORRUPT_MESSAGE
-        else:
+    async def _auto_create(self, names: list[str]) -> dict[str, Topic | TopicError]:
+        """Create the named topics that do not exist (auto.create.topics.enable), as one creation."""
+        outcomes: dict[str, Topic | TopicError] = {}
+        planned = []
+        for name in dict.fromkeys(names):
+            if self.topics.get(name) is not None:
+                continue
+            if await self.topics.wait_for_creation(name) is not None:  # another request is creating it
+                continue
             try:
-                result = partition_log.append(records, now_ms=now)
-            except LogAppendError as failure:
-                response.error_code = failure.error_code
-                response.error_message = failure.message
-                response.log_start_offset = partition_log.log_start_offset
-                return response
-            response.base_offset = result.base_offset
-            response.log_append_time_ms = result.log_append_time
-            response.log_start_offset = result.log_start_offset
-            if not result.duplicate:
-                self.purgatory.notify(topic, partition)
-        return response
+                planned.append(self.topics.plan(name))
+            except TopicError as failure:
+                outcomes[name] = failure
+        try:
+            self.topics.check_request_size(planned)
+        except TopicError as failure:
+            return {**outcomes, **{topic.name: failure for topic in planned}}
+        for topic, result in zip(planned, await self.topics.create(planned)):
+            outcomes[topic.name] = result
+        return outcomes
 
     # ---- Fetch ----------------------------------------------------------------------------------
     async def fetch(self, request, version: int):
+        if version >= 3 and request.max_bytes < 0:
+            return error_response(1, request, version, ErrorCode.INVALID_REQUEST, "negative MaxBytes")
         max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, self.config.fetch_max_bytes)
         min_bytes = min(request.min_bytes, max_bytes)
         use_ids = version >= 13
@@ -181,7 +155,8 @@ class Handlers:
         context = self.sessions.context(request.session_id if version >= 7 else 0, epoch, requested, forgotten)
         if context.error:
             return m.FetchResponse(error_code=context.error, session_id=0, responses=[])
-        known, unknown = [], []
+        known: list[PartitionRead] = []
+        unknown: list[PartitionRead] = []
         for partition in context.partitions:
             name = partition.key[0] if isinstance(partition.key[0], str) else None
             read = PartitionRead(partition, name, partition.key[1],
@@ -205,7 +180,7 @@ class Handlers:
     def _fetch_response(self, context, reads: list[PartitionRead], version: int, isolation_level: int):
         # Partitions are grouped into topics as they come, consecutively (as FetchResponse.toMessage
         # does), so a topic can appear twice: once for its read partitions, once for unknown ones.
-        topics = []
+        topics: list[tuple[str, uuid.UUID, list[PartitionRead]]] = []
         key = _NO_KEY
         include = context.include
         for read in reads:
@@ -255,9 +230,12 @@ class Handlers:
                             m.OffsetFetchResponse.OffsetFetchResponsePartitions)
         for group, unknown in zip(response.groups, unknown_by_group):
             # every topic (a null request list) is answered only for topics that still exist
-            topics = [t for t in group.topics if self.topics.get(t.name) is not None]
-            for topic in topics:
-                topic.topic_id = self.topics.get(topic.name).topic_id
+            topics = []
+            for topic in group.topics:
+                existing = self.topics.get(topic.name)
+                if existing is not None:
+                    topic.topic_id = existing.topic_id
+                    topics.append(topic)
             group.topics = topics + [Topic(topic_id=t.topic_id, partitions=[Partition(
                 partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
                 error_code=ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]) for t in unknown]
@@ -316,28 +294,44 @@ class Handlers:
 
     # ---- topics ---------------------------------------------------------------------------------
     async def create_topics(self, request, version: int):
-        results = []
-        for creatable in request.topics:
-            result = m.CreateTopicsResponse.CreatableTopicResult(name=creatable.name, error_code=0,
-                                                                 num_partitions=-1, replication_factor=-1)
+        validate_only = request.validate_only if version >= 1 else False
+        results = [m.CreateTopicsResponse.CreatableTopicResult(name=creatable.name, error_code=0, num_partitions=-1,
+                                                               replication_factor=-1)
+                   for creatable in request.topics]
+        names = [creatable.name for creatable in request.topics]
+        duplicates = {name for name in names if names.count(name) > 1} if len(set(names)) < len(names) else set()
+        planned: list[tuple[int, Topic]] = []
+        for index, creatable in enumerate(request.topics):
             try:
+                if creatable.name in duplicates:
+                    raise TopicError(ErrorCode.INVALID_REQUEST, f"Duplicate topic name {creatable.name!r} in the request.")
                 if creatable.assignments:
                     raise TopicError(ErrorCode.INVALID_REQUEST, "manual replica assignments are not supported")
                 configs = {c.name: c.value for c in creatable.configs}
-                topic = self.topics.create(creatable.name, creatable.num_partitions, creatable.replication_factor,
-                                           configs, validate_only=request.validate_only if version >= 1 else False)
+                planned.append((index, self.topics.plan(creatable.name, creatable.num_partitions,
+                                                        creatable.replication_factor, configs)))
             except TopicError as failure:
-                result.error_code = failure.code
-                result.error_message = failure.message
-            else:
-                result.topic_id = topic.topic_id
-                result.num_partitions = creatable.num_partitions if creatable.num_partitions != -1 else (
-                    self.config.num_partitions)
-                result.replication_factor = 1
-                result.configs = [m.CreateTopicsResponse.CreatableTopicConfigs(
-                    name=name, value=value, read_only=False, config_source=1, is_sensitive=False)
-                    for name, value in sorted(topic.configs.items())]
-            results.append(result)
+                _fail(results[index], failure)
+        try:
+            self.topics.check_request_size([topic for _, topic in planned],
+                                           sum(len(c.configs) for c in request.topics))
+        except TopicError as failure:
+            for result in results:
+                _fail(result, failure)
+            return m.CreateTopicsResponse(topics=results)
+        created = [topic for _, topic in planned] if validate_only else await self.topics.create(
+            [topic for _, topic in planned])
+        for (index, _), outcome in zip(planned, created):
+            result = results[index]
+            if isinstance(outcome, TopicError):
+                _fail(result, outcome)
+                continue
+            result.topic_id = outcome.topic_id
+            result.num_partitions = outcome.planned_partitions
+            result.replication_factor = 1
+            result.configs = [m.CreateTopicsResponse.CreatableTopicConfigs(
+                name=name, value=value, read_only=False, config_source=1, is_sensitive=False)
+                for name, value in sorted(outcome.configs.items())]
         return m.CreateTopicsResponse(topics=results)
 
     async def delete_topics(self, request, version: int):
@@ -353,7 +347,7 @@ class Handlers:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
             else:
                 try:
-                    deleted = self.topics.delete(name)
+                    deleted = await self.topics.delete(name)
                     result.topic_id = deleted.topic_id
                 except TopicError as failure:
                     result.error_code = failure.code
@@ -374,7 +368,14 @@ class Handlers:
                     result.configs = self._config_entries(self.topics.effective_configs(topic), topic.configs,
                                                           resource.configuration_keys)
             elif resource.resource_type == 4:  # BROKER
-                result.configs = self._config_entries(self._broker_configs(), {}, resource.configuration_keys)
+                if not resource.resource_name:  # the cluster-wide dynamic defaults: none are set here
+                    pass
+                elif resource.resource_name == str(self.config.node_id):
+                    result.configs = self._config_entries(self._broker_configs(), {}, resource.configuration_keys)
+                else:
+                    result.error_code = ErrorCode.INVALID_REQUEST
+                    result.error_message = (f"Unexpected broker id, expected {self.config.node_id} or empty string, "
+                                            f"but received {resource.resource_name}")
             else:
                 result.error_code = ErrorCode.INVALID_REQUEST
                 result.error_message = f"resource type {resource.resource_type} is not supported"
@@ -391,7 +392,7 @@ class Handlers:
     def _config_entries(values: dict[str, str], explicit: dict[str, str], keys):
         entries = []
         for name, value in sorted(values.items()):
-            if keys is not None and name not in keys:
+            if keys and name not in keys:  # null or empty: every config (ConfigHelper.describeConfigs)
                 continue
             is_default = name not in explicit
             entries.append(m.DescribeConfigsResponse.DescribeConfigsResourceResult(
@@ -399,6 +400,17 @@ class Handlers:
                 config_source=5 if is_default else 1, is_sensitive=False, synonyms=[],
                 config_type=_CONFIG_TYPES.get(name, 2)))
         return entries
+
+    async def describe_cluster(self, request, version: int):
+        if version >= 1 and request.endpoint_type != 1:  # a broker describes brokers, not controllers
+            return m.DescribeClusterResponse(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                                             error_message="The broker only handles the BROKER endpoint type",
+                                             endpoint_type=request.endpoint_type, cluster_id=self.config.cluster_id,
+                                             brokers=[])
+        broker = m.DescribeClusterResponse.DescribeClusterBroker(
+            broker_id=self.config.node_id, host=self.config.advertised, port=self.port, rack=None)
+        return m.DescribeClusterResponse(error_code=0, endpoint_type=1, cluster_id=self.config.cluster_id,
+                                         controller_id=self.config.node_id, brokers=[broker])
 
     # ---- producers and coordinators --------------------------------------------------------------
     async def init_producer_id(self, request, version: int):
@@ -449,6 +461,11 @@ def _earliest_pending_upload(partition_log) -> int:
     if partition_log.local_log_start_offset == partition_log.log_start_offset:
         return partition_log.log_start_offset  # nothing uploaded yet: everything is pending
     return -1
+
+
+def _fail(result, failure: TopicError) -> None:
+    result.error_code = failure.code
+    result.error_message = failure.message
 
 
 _CONFIG_TYPES = {"retention.ms": 5, "retention.bytes": 5, "segment.bytes": 3, "max.message.bytes": 3,

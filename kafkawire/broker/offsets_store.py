@@ -1,10 +1,15 @@
-"""The group coordinator's durable state: committed offsets and each group's last generation.
+"""The group coordinator's durable state: committed offsets and each group's metadata.
 
-Kafka keeps these as records in the compacted ``__consumer_offsets`` topic. This broker keeps them in one
-append-only file of JSON lines under the coordinator's data directory::
+Kafka keeps these as records in the compacted ``__consumer_offsets`` topic: offset commits, and a
+group metadata record written when a generation's assignment is known (its members, their
+subscriptions and assignments), so that after a restart the members carry on. This broker keeps them
+in one append-only file of JSON lines under the coordinator's data directory::
 
     {"g": "<group>", "o": [["<topic>", <partition>, <offset>, <leader epoch>, "<metadata>", <commit ms>], ...]}
-    {"g": "<group>", "gen": <generation>, "pt": "<protocol type>" | null}
+    {"g": "<group>", "gen": <generation>, "pt": "<protocol type>" | null,
+     "proto": "<protocol>" | null, "leader": "<member id>" | null,
+     "m": [["<member id>", "<instance id>" | null, "<client id>", "<host>", <rebalance ms>, <session ms>,
+            "<metadata, base64>", "<assignment, base64>"], ...]}
 
 One OffsetCommit request is one line, so a commit is applied whole or not at all: a line torn by a crash
 (no trailing newline, or not valid JSON) is dropped when the file is read back. Later lines override
@@ -16,13 +21,15 @@ a power loss).
 """
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["CommittedOffset", "OffsetStore", "OFFSETS_FILE_NAME"]
+__all__ = ["CommittedOffset", "GroupRecord", "MemberRecord", "OffsetStore", "OFFSETS_FILE_NAME"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +46,32 @@ class CommittedOffset:
     commit_timestamp_ms: int = -1
 
 
+@dataclass(frozen=True, slots=True)
+class MemberRecord:
+    """A member of a group's stored generation (Kafka's MemberMetadataValue)."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    metadata: bytes  # its subscription for the group's protocol
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRecord:
+    """A group's stored metadata (Kafka's GroupMetadataValue): its generation and, once the
+    generation's assignment is known, its protocol, leader and members."""
+
+    generation: int
+    protocol_type: str | None
+    protocol: str | None = None
+    leader: str | None = None
+    members: tuple[MemberRecord, ...] = field(default=())
+
+
 class OffsetStore:
     """Committed offsets (group -> (topic, partition) -> CommittedOffset) and group generations, on disk."""
 
@@ -48,8 +81,8 @@ class OffsetStore:
         self.fsync = fsync
         self._compact_min_bytes = compact_min_bytes
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
-        self.groups: dict[str, tuple[int, str | None]] = {}  # group -> (generation, protocol type)
-        self._file = None
+        self.groups: dict[str, GroupRecord] = {}
+        self._file: BinaryIO | None = None
         self._size = 0  # bytes in the file
         self._compacted_size = 0  # its size right after the last compaction
 
@@ -75,9 +108,8 @@ class OffsetStore:
                 self._apply(json.loads(line))
             except (ValueError, TypeError, KeyError, IndexError) as exc:
                 log.warning("%s:%d: skipping an unreadable line (%s)", self.path, number, exc)
-        # Groups with no committed offsets are dropped here, as Kafka's offset cleanup drops empty
-        # groups without offsets.
-        for group_id in [g for g in self.groups if not self.offsets.get(g)]:
+        # Empty groups with no committed offsets are dropped here, as Kafka's offset cleanup drops them.
+        for group_id in [g for g, record in self.groups.items() if not self.offsets.get(g) and not record.members]:
             del self.groups[group_id]
         self._compact()
 
@@ -101,12 +133,13 @@ class OffsetStore:
         for key, value in entries:
             committed[key] = value
 
-    def record_group(self, group_id: str, generation: int, protocol_type: str | None) -> None:
-        """Record a group's new generation (so that generations keep increasing across restarts)."""
-        if self.groups.get(group_id) == (generation, protocol_type):
+    def record_group(self, group_id: str, record: GroupRecord) -> None:
+        """Record a group's metadata: its new generation (so that generations keep increasing across
+        restarts), with its members once their assignment is known."""
+        if self.groups.get(group_id) == record:
             return
-        self._append({"g": group_id, "gen": generation, "pt": protocol_type})
-        self.groups[group_id] = (generation, protocol_type)
+        self._append(_group_line(group_id, record))
+        self.groups[group_id] = record
 
     # -- internals ---------------------------------------------------------------------------------
 
@@ -121,7 +154,11 @@ class OffsetStore:
                     int(offset), int(epoch), "" if metadata is None else str(metadata), int(timestamp))
         if "gen" in record:
             protocol_type = record.get("pt")
-            self.groups[group_id] = (int(record["gen"]), None if protocol_type is None else str(protocol_type))
+            members = tuple(MemberRecord(str(m[0]), None if m[1] is None else str(m[1]), str(m[2]), str(m[3]),
+                                         int(m[4]), int(m[5]), base64.b64decode(m[6]), base64.b64decode(m[7]))
+                            for m in record.get("m") or ())
+            self.groups[group_id] = GroupRecord(int(record["gen"]), None if protocol_type is None else str(protocol_type),
+                                                record.get("proto"), record.get("leader"), members)
 
     def _append(self, record: dict) -> None:
         if self._file is None:
@@ -146,8 +183,7 @@ class OffsetStore:
     def _snapshot_lines(self):
         for group_id in sorted(set(self.groups) | set(self.offsets)):
             if group_id in self.groups:
-                generation, protocol_type = self.groups[group_id]
-                yield {"g": group_id, "gen": generation, "pt": protocol_type}
+                yield _group_line(group_id, self.groups[group_id])
             committed = self.offsets.get(group_id)
             if committed:
                 yield {"g": group_id, "o": [[topic, partition, c.offset, c.leader_epoch, c.metadata,
@@ -158,8 +194,8 @@ class OffsetStore:
         """Rewrite the file as one line per group and kind: temporary file, fsync, rename, fsync dir."""
         self.close()
         tmp = self.path.with_name(self.path.name + ".tmp")
-        data = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in self._snapshot_lines())
-        data = data.encode("utf-8")
+        data = "".join(json.dumps(line, separators=(",", ":")) + "\n"
+                       for line in self._snapshot_lines()).encode("utf-8")
         with open(tmp, "wb") as out:
             out.write(data)
             out.flush()
@@ -168,6 +204,16 @@ class OffsetStore:
         _fsync_dir(self.data_dir)
         self._file = open(self.path, "ab", buffering=0)
         self._size = self._compacted_size = len(data)
+
+
+def _group_line(group_id: str, record: GroupRecord) -> dict:
+    line = {"g": group_id, "gen": record.generation, "pt": record.protocol_type}
+    if record.members:
+        line.update(proto=record.protocol, leader=record.leader, m=[
+            [m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+             m.session_timeout_ms, base64.b64encode(m.metadata).decode("ascii"),
+             base64.b64encode(m.assignment).decode("ascii")] for m in record.members])
+    return line
 
 
 def _fsync_dir(path: Path) -> None:

@@ -14,15 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from .storage import FileRecords
+
+if TYPE_CHECKING:
+    from ..codec.base import Bytes
 
 __all__ = ["send_parts"]
 
 _SENDFILE = getattr(os, "sendfile", None)
 
 
-async def send_parts(writer: asyncio.StreamWriter, parts: list) -> None:
+async def send_parts(writer: asyncio.StreamWriter, parts: Sequence[Bytes | FileRecords]) -> None:
     """Write ``parts`` (bytes-like and ``FileRecords``) in order, then wait for the transport to drain.
     Every ``FileRecords`` is closed, sent or not."""
     transport = writer.transport
@@ -31,7 +36,7 @@ async def send_parts(writer: asyncio.StreamWriter, parts: list) -> None:
     try:
         for piece in _coalesced(parts):
             direct = fd >= 0 and not transport.is_closing() and transport.get_write_buffer_size() == 0
-            if type(piece) is FileRecords:
+            if isinstance(piece, FileRecords):
                 sent = _sendfile_now(fd, piece) if direct else 0
                 if sent < piece.size:
                     # the kernel's buffer is full: let asyncio wait for room (it empties the transport first)
@@ -50,11 +55,11 @@ async def send_parts(writer: asyncio.StreamWriter, parts: list) -> None:
     await writer.drain()
 
 
-def _coalesced(parts: list):
+def _coalesced(parts: Sequence[Bytes | FileRecords]) -> Iterator[Bytes | FileRecords]:
     """The pieces with each run of bytes joined into one (one write instead of several small ones)."""
-    run: list = []
+    run: list[Bytes] = []
     for part in parts:
-        if type(part) is FileRecords:
+        if isinstance(part, FileRecords):
             if run:
                 yield run[0] if len(run) == 1 else b"".join(run)
                 run = []
@@ -67,10 +72,12 @@ def _coalesced(parts: list):
 
 def _sendfile_now(fd: int, piece: FileRecords) -> int:
     """Bytes of ``piece`` the socket took without waiting (``sendfile`` until it would block)."""
+    sendfile = _SENDFILE
+    assert sendfile is not None  # (fd is -1 without it, and nothing is sent this way)
     sent = 0
     while sent < piece.size:
         try:
-            n = _SENDFILE(fd, piece.fileno(), piece.position + sent, piece.size - sent)
+            n = sendfile(fd, piece.fileno(), piece.position + sent, piece.size - sent)
         except (BlockingIOError, InterruptedError):
             break
         if n == 0:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from typing import BinaryIO
 from pathlib import Path
 
 from ..pcap.writer import TcpConversationWriter, file_header
@@ -45,7 +46,7 @@ class WireTap:
         self.flush_bytes = flush_bytes
         self.flush_seconds = flush_seconds
         self._last_flush = time.monotonic()
-        self._file = open(self.path, "wb")
+        self._file: BinaryIO | None = open(self.path, "wb")
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._seeds = itertools.count()  # a reused address pair still gets new sequence numbers

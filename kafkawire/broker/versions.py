@@ -35,6 +35,7 @@ SERVED_APIS = (
     20,  # DeleteTopics
     22,  # InitProducerId
     32,  # DescribeConfigs
+    60,  # DescribeCluster
 )
 
 # APIs that kafkawire's overlays (schemas/kip-1178/) take past Kafka 4.3: API key -> upstream's newest.

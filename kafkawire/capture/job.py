@@ -50,20 +50,18 @@ from .chunks import ChunkPacker, unpack_packets
 from .direct_file import DirectFile
 from .model import connection_key
 from .packets import (
-    SPLIT_BYTES, PayloadReader, Split, expand_inputs, iter_split, plan_splits,
+    SPLIT_BYTES, PayloadReader, SkippedBytes, Split, expand_inputs, iter_split, plan_splits,
 )
 from .rows import TABLES
+from .tables import OURS, SUMMARY, TABLE_ORDER, check_out
 from .worker_memory import keep_freed_memory
 
-TABLE_ORDER = ("frames", "fetches", "produces", "records", "problems")
 MAX_FILE_BYTES = 512 << 20  # Arrow bytes written to one part file before the next one starts
 # Arrow bytes held per table and written as one row group: each row group costs about 50 ms for the
 # frames table's ~2,000 leaf columns (the typed bodies), so small ones would cost more than the data
 # (Spark's writer made 128 MB row groups too).
 ROW_GROUP_BYTES = 128 << 20
 OUTPUT_BUFFER_BYTES = 4 << 20  # in front of a part file on a URI's file system (local ones: DirectFile)
-STAGING = "_staging"  # written by earlier versions; removed when found
-SUMMARY = "_summary"
 _CONNECTION_CACHE_LIMIT = 1 << 16
 # The planning walk's sample windows: one per 2 MB of capture, 128 KB long (a sixteenth of the
 # packets: the walk takes about 0.4 s per GB instead of 0.33). On the 1 GB bench capture, the 48
@@ -94,6 +92,10 @@ class DecodeResult:
     master: str = ""       # where Spark ran the job
     rows: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    capture_records: int = 0  # packet records of the captures looked at
+    # capture records that gave no packet, by reason (packets.py's stats keys: not_tcp, corrupt,
+    # truncated_tail...); a corrupt header or a torn tail is also a row of the problems table
+    skipped: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, indent=2)
@@ -101,16 +103,19 @@ class DecodeResult:
 
 # ---- stage 1: splits -> chunk rows ------------------------------------------------------------------
 
-def read_splits(splits: list[Split], sizes=None):
+def read_splits(splits: list[Split], sizes=None, reads=None):
     """Stage 1's task body (a closure over the run's splits): for each split number of the task, yields
     chunk rows ``((connection, first order), chunk)``, a connection's consecutive packets packed
     together (``chunks.ChunkPacker``). With ``sizes`` (a Spark accumulator of ``ConnectionBytes``),
-    adds each connection's payload bytes to it."""
+    adds each connection's payload bytes to it; with ``reads`` (one of ``ReadStats``), the reader's
+    counts and the runs of bytes it skipped."""
     def run(numbers):
         known: dict[tuple, str] = {}  # connection key per 4-tuple, computed once (a capture has few)
         packer = ChunkPacker()
+        stats: dict[str, int] = {}
+        skipped: list[SkippedBytes] = []
         for number in numbers:
-            for packet in iter_split(splits[number], payloads=False):
+            for packet in iter_split(splits[number], stats, payloads=False, skipped=skipped):
                 four = packet[2:6]  # src, sport, dst, dport: the same place in Packet and PacketRef
                 key = known.get(four)
                 if key is None:
@@ -121,7 +126,13 @@ def read_splits(splits: list[Split], sizes=None):
         yield from packer.finish()
         if sizes is not None:
             sizes.add(packer.connection_bytes)
+        if reads is not None:
+            reads.add((stats, {_skip_key(skip): skip for skip in skipped}))
     return run
+
+
+def _skip_key(skip: SkippedBytes) -> tuple:
+    return skip.path, skip.offset, skip.kind
 
 
 class ConnectionBytes:
@@ -134,6 +145,38 @@ class ConnectionBytes:
         for key, count in more.items():
             total[key] = total.get(key, 0) + count
         return total
+
+
+class ReadStats:
+    """Spark accumulator parameter: ``(counts, skipped)``, the reader's counts summed over stage 1's tasks
+    and its ``SkippedBytes`` by (file, offset, kind), so that a retried task lists each run once."""
+
+    def zero(self, value) -> tuple:
+        return {}, {}
+
+    def addInPlace(self, total: tuple, more: tuple) -> tuple:
+        for key, count in more[0].items():
+            total[0][key] = total[0].get(key, 0) + count
+        total[1].update(more[1])
+        return total
+
+
+# Problem kinds of the runs of capture bytes the reader skipped (SkippedBytes.kind).
+CAPTURE_PROBLEMS = {"corrupt": "corrupt_record", "truncated_tail": "truncated_tail"}
+
+
+def capture_problems(skipped) -> pa.Table:
+    """Rows of the problems table for ``SkippedBytes``: no connection (the bytes belong to none that is
+    known), the file and where in it, and how many bytes (null where a gzip stream was left unread)."""
+    ordered = sorted(skipped, key=lambda skip: (skip.path, skip.offset, skip.kind))
+    schema = TABLES["problems"]
+    columns = {name: [None] * len(ordered) for name in schema.names}
+    columns["kind"] = [CAPTURE_PROBLEMS[skip.kind] for skip in ordered]
+    columns["reason"] = [skip.reason for skip in ordered]
+    columns["length"] = [skip.length for skip in ordered]
+    columns["file"] = [skip.path for skip in ordered]
+    columns["file_offset"] = [skip.offset for skip in ordered]
+    return pa.table(columns, schema=schema)
 
 
 # ---- stage 2: packets of each connection -> Parquet files of the tables -------------------------------
@@ -442,25 +485,22 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
     Parquet tables under ``out_dir``, on ``spark``: a SparkSession or a SparkContext (the job uses
     only RDDs).
 
-    ``overwrite`` (the default) first removes the tables (and summary) an earlier run left there, and
-    nothing else; without it, a table folder already there is a FileExistsError.
+    ``overwrite`` (the default) first removes the tables (and summary) an earlier run left there, all of
+    them (a run without ``records`` leaves no records table of an earlier run), and nothing else; without
+    it, a table set already there is a ``tables.TableSetError``, as is an ``out_dir`` inside a table.
     """
     started = time.monotonic()
-    captures = inputs if isinstance(inputs, CapturePlan) else plan_captures(inputs, split_bytes)
-    files, splits, input_bytes = captures.files, captures.splits, captures.input_bytes
     out = str(out_dir).rstrip("/")
     location = _location(out)
+    check_out(location, overwrite)
+    captures = inputs if isinstance(inputs, CapturePlan) else plan_captures(inputs, split_bytes)
+    files, splits, input_bytes = captures.files, captures.splits, captures.input_bytes
     fs, root = _file_system(location)
     tables = [name for name in TABLE_ORDER if records or name != "records"]
-    ours = (*TABLE_ORDER, STAGING, SUMMARY)
     if overwrite:
         # Only what this job writes: --out may well be a folder that holds other things (even the captures).
-        for name in ours:
+        for name in OURS:
             _remove(fs, f"{root}/{name}")
-    else:
-        found = [name for name in ours if _exists(fs, f"{root}/{name}")]
-        if found:
-            raise FileExistsError(f"{out} already holds {', '.join(found)} (decode with overwrite to replace them)")
 
     context = getattr(spark, "sparkContext", spark)  # a SparkSession or a SparkContext
     cores = context.defaultParallelism
@@ -469,9 +509,10 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
     ports = set(broker_ports) if broker_ports else None
     partitioner = ConnectionPartitioner(balanced_partitions(captures.sampled_bytes, partitions))
     sizes = context.accumulator({}, ConnectionBytes())  # for the summary (a retried task adds twice)
+    reads = context.accumulator(({}, {}), ReadStats())
     readers = min(len(splits), _tasks(input_bytes, READ_TASK_BYTES, cores))
     written = (context.parallelize(range(len(splits)), readers)  # split numbers, consecutive per task
-               .mapPartitions(read_splits(splits, sizes))
+               .mapPartitions(read_splits(splits, sizes, reads))
                .repartitionAndSortWithinPartitions(partitions, partitioner)
                .mapPartitions(decode_partition(files, location, ports, records))
                .collect())
@@ -481,6 +522,14 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
     result.rows = {name: 0 for name in tables}
     for table, _, rows in written:
         result.rows[table] += rows
+    counts, skipped = reads.value
+    result.capture_records = counts.get("records", 0)
+    result.skipped = {key: count for key, count in sorted(counts.items()) if key not in ("records", "packets")}
+    if skipped:  # in a part file of a partition number no task has
+        problems = capture_problems(skipped.values())
+        _write_table(fs, f"{root}/problems", problems, part_file_name(partitions, 0))
+        result.rows["problems"] += problems.num_rows
+        written.append(("problems", None, problems.num_rows))
     with_files = {table for table, _, _ in written}
     for name in tables:
         if name not in with_files:
@@ -500,16 +549,14 @@ def _tasks(input_bytes: int, task_bytes: int, cores: int) -> int:
 
 def _write_empty(fs, folder: str, schema: pa.Schema) -> None:
     """A table without rows is still a folder with one readable Parquet file: its schema, no rows."""
+    _write_table(fs, folder, schema.empty_table(), part_file_name(0, 0))
+
+
+def _write_table(fs, folder: str, table: pa.Table, name: str) -> None:
     import pyarrow.parquet as pq
 
     fs.create_dir(folder, recursive=True)
-    pq.write_table(schema.empty_table(), f"{folder}/{part_file_name(0, 0)}", filesystem=fs)
-
-
-def _exists(fs, path: str) -> bool:
-    from pyarrow.fs import FileType
-
-    return fs.get_file_info(path).type != FileType.NotFound
+    pq.write_table(table, f"{folder}/{name}", filesystem=fs)
 
 
 def _remove(fs, path: str) -> None:

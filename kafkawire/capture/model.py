@@ -106,7 +106,7 @@ class KafkaFrame(NamedTuple):
 class Problem(NamedTuple):
     """Something the decoder could not take at face value, with a reason a person can act on.
 
-    ``kind`` is one of: gap, resync, truncated_frame, undecodable, unmatched_response,
+    ``kind`` is one of: gap, resync, truncated_frame, undecodable, trailing_bytes, unmatched_response,
     unanswered_request, retransmission_conflict, sasl, tls, not_kafka, oversized_frame.
     """
     connection: str

@@ -20,7 +20,9 @@ free), for ``PayloadReader`` to read back later. The capture job carries these b
 instead of the bytes.
 
 Skipped records are counted, not raised: pass a dict as ``stats`` and the counts are added to it
-(keys below; the dict can be shared by several calls). ``records`` counts the packet records whose
+(keys below; the dict can be shared by several calls). Where reading skipped a run of bytes (a corrupt
+header, a torn tail), pass a list as ``skipped`` to get a ``SkippedBytes`` for each: where, how many
+bytes and why, so that the capture job can list them. ``records`` counts the packet records whose
 frame was looked at, ``packets`` the TCP packets yielded; every other key is a reason a record gave
 no packet, or a reason reading stopped early:
 
@@ -67,7 +69,8 @@ from ..pcap.layouts import (
 from .model import Packet
 
 __all__ = [
-    "Split", "PacketRef", "PayloadReader", "CaptureError", "NotACaptureError", "iter_packets", "iter_split",
+    "Split", "PacketRef", "SkippedBytes", "PayloadReader", "CaptureError", "NotACaptureError", "iter_packets",
+    "iter_split",
     "plan_splits", "find_record_boundary", "expand_inputs", "first_timestamp_ns", "is_capture", "SPLIT_BYTES",
     "ORDER_STRIDE",
 ]
@@ -120,6 +123,35 @@ class Split(NamedTuple):
     start: int
     end: int | None
     context: dict | None
+
+
+class SkippedBytes(NamedTuple):
+    """A run of a capture's bytes that reading gave up on. ``kind`` is ``corrupt`` (a record or block
+    header that cannot be right) or ``truncated_tail`` (the last record cut short); ``offset`` is in the
+    file, or in the decompressed data of a gzip file; ``length`` is None where the rest of a gzip
+    stream was not read (its size is not known)."""
+    path: str
+    offset: int
+    length: int | None
+    kind: str
+    reason: str
+
+
+class _Counts(defaultdict):
+    """The counts of one read (``stats`` keys), and the runs of bytes it skipped."""
+
+    def __init__(self):
+        super().__init__(int)
+        self.skips: list[SkippedBytes] = []
+
+    def skip(self, kind: str, path: str, offset: int, length: int | None, reason: str) -> None:
+        self[kind] += 1
+        self.skips.append(SkippedBytes(path, offset, length, kind, f"{path}: {reason}"))
+
+
+def _torn(counts: _Counts, path: str, offset: int, length: int, where: str = "") -> None:
+    counts.skip(TRUNCATED_TAIL, path, offset, length,
+                f"the last record, at byte {offset}{where}, is cut short ({length} bytes, not read)")
 
 
 class PacketRef(NamedTuple):
@@ -468,7 +500,7 @@ def _read_pcap(mm, path: str, size: int, start: int, stop: int, order_base: int,
         facts = _PcapFacts.from_context(context)
     else:
         if size < _PCAP_HEADER_SIZE:
-            counts[TRUNCATED_TAIL] += 1
+            counts.skip(TRUNCATED_TAIL, path, 0, size, f"{size} bytes, shorter than a pcap file header")
             return
         facts = _PcapFacts.from_header(mm, path)
     if facts.ts_window is None and size >= _PCAP_HEADER_SIZE + _PCAP_RECORD_SIZE:
@@ -485,12 +517,16 @@ def _read_pcap(mm, path: str, size: int, start: int, stop: int, order_base: int,
     while True:
         pos, ended = yield from _pcap_records(mm, pos, stop, size, order_base, facts, counts, refs)
         if ended == _CORRUPT:
-            counts[CORRUPT] += 1
-            pos = find_record_boundary(mm, pos + 1, facts.context(False))
+            resumed = find_record_boundary(mm, pos + 1, facts.context(False))
+            skipped = (size if resumed is None else resumed) - pos
+            counts.skip(CORRUPT, path, pos, skipped, f"a record header that cannot be right at byte {pos}; " + (
+                f"{skipped} bytes to the end of the file not read" if resumed is None
+                else f"reading resumed at byte {resumed} ({skipped} bytes skipped)"))
+            pos = resumed
             if pos is not None:
                 continue
         elif ended == _INCOMPLETE:
-            counts[TRUNCATED_TAIL] += 1
+            _torn(counts, path, pos, size - pos)
         return
 
 
@@ -744,7 +780,7 @@ def _walk_pcapng(buf, size: int, first_cut: int, split_bytes: int | None):
         pos += length
 
 
-def _read_pcapng(mm, size: int, start: int, stop: int, order_base: int, context, counts, refs: bool):
+def _read_pcapng(mm, path: str, size: int, start: int, stop: int, order_base: int, context, counts, refs: bool):
     if start == 0:
         pos, section = 0, _Section()
     elif context is not None and context.get("aligned"):
@@ -757,9 +793,10 @@ def _read_pcapng(mm, size: int, start: int, stop: int, order_base: int, context,
         pos, section = found[0], _Section.from_context(found[1])
     pos, ended = yield from _pcapng_blocks(mm, pos, stop, size, order_base, section, counts, refs)
     if ended == _INCOMPLETE:
-        counts[TRUNCATED_TAIL] += 1
-    elif ended == _CORRUPT:
-        counts[CORRUPT] += 1
+        _torn(counts, path, pos, size - pos)
+    elif ended == _CORRUPT:  # pcapng has no resync: a block's length is the only way to the next
+        counts.skip(CORRUPT, path, pos, size - pos,
+                    f"a block that cannot be right at byte {pos}; {size - pos} bytes to the end of the file not read")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -796,10 +833,11 @@ def _read_stream(stream, path: str, order_base: int, counts):
             got += len(part)
         return b"".join(parts)
 
+    inside = " of the decompressed data"
     buf = more()
     if not buf:
         if torn:
-            counts[TRUNCATED_TAIL] += 1
+            _torn(counts, path, 0, 0, inside)
         return
     kind = _format_of(buf)
     if kind not in ("pcap", "pcapng"):
@@ -807,7 +845,7 @@ def _read_stream(stream, path: str, order_base: int, counts):
     while kind == "pcap" and len(buf) < _PCAP_HEADER_SIZE:
         chunk = more()
         if not chunk:
-            counts[TRUNCATED_TAIL] += 1
+            counts.skip(TRUNCATED_TAIL, path, 0, len(buf), f"{len(buf)} bytes{inside}, shorter than a pcap file header")
             return
         buf += chunk
     if kind == "pcap":
@@ -824,15 +862,16 @@ def _read_stream(stream, path: str, order_base: int, counts):
         else:
             walk = _pcapng_blocks(buf, pos, len(buf), len(buf), order_base + consumed, section, counts)
         pos, ended = yield from walk
-        if ended == _CORRUPT:
-            counts[CORRUPT] += 1
+        if ended == _CORRUPT:  # a stream is read once, front to back: no resync
+            counts.skip(CORRUPT, path, consumed + pos, None,
+                        f"a record that cannot be right at byte {consumed + pos}{inside}; the rest was not read")
             return
         # Reading at least as much again as is pending keeps the copying linear for records larger
         # than a chunk.
         chunk = more(max(STREAM_CHUNK, len(buf) - pos))
         if not chunk:
             if pos < len(buf) or torn:
-                counts[TRUNCATED_TAIL] += 1
+                _torn(counts, path, consumed + pos, len(buf) - pos, inside)
             return
         consumed += pos
         buf = buf[pos:] + chunk
@@ -841,19 +880,20 @@ def _read_stream(stream, path: str, order_base: int, counts):
 
 def iter_packets(path, file_index: int = 0, start: int = 0, end: int | None = None,
                  context: dict | None = None, stats: dict | None = None, *,
-                 payloads: bool = True) -> Iterator[Packet | PacketRef]:
+                 payloads: bool = True, skipped: list | None = None) -> Iterator[Packet | PacketRef]:
     """The TCP packets of the records of capture ``path`` that start in ``[start, end)``, in file order.
 
     ``Packet.order`` is ``file_index * 2**40`` plus the record's byte offset in the (decompressed) file.
     ``context`` is a ``Split.context`` from ``plan_splits``; without one, a split starting mid-file finds
-    its first record itself. Counts of what was skipped are added to ``stats`` (see the module's doc).
+    its first record itself. Counts of what was skipped are added to ``stats`` (see the module's doc),
+    and a ``SkippedBytes`` for each run of bytes skipped is appended to ``skipped``.
     Raises ``NotACaptureError`` for a file that is no capture; an empty file has no packets.
 
     ``payloads=False`` leaves the payloads in the file: a plain pcap or pcapng file yields ``PacketRef``
     (where its payload is) instead of ``Packet``; a gzip-compressed one, which cannot be read at an
     offset, still yields Packets with their payloads.
     """
-    counts = defaultdict(int)
+    counts = _Counts()
     try:
         yield from _read(os.fspath(path), file_index * ORDER_STRIDE, start, end, context, counts, not payloads)
     finally:
@@ -861,12 +901,15 @@ def iter_packets(path, file_index: int = 0, start: int = 0, end: int | None = No
             for key, value in counts.items():
                 if value:
                     stats[key] = stats.get(key, 0) + value
+        if skipped is not None:
+            skipped.extend(counts.skips)
 
 
-def iter_split(split: Split, stats: dict | None = None, *, payloads: bool = True) -> Iterator[Packet | PacketRef]:
+def iter_split(split: Split, stats: dict | None = None, *, payloads: bool = True,
+               skipped: list | None = None) -> Iterator[Packet | PacketRef]:
     """``iter_packets`` over one ``Split``."""
     return iter_packets(split.path, split.file_index, split.start, split.end, split.context, stats,
-                        payloads=payloads)
+                        payloads=payloads, skipped=skipped)
 
 
 def _read(path: str, order_base: int, start: int, end: int | None, context, counts, refs: bool = False):
@@ -894,7 +937,7 @@ def _read(path: str, order_base: int, start: int, end: int | None, context, coun
             if kind == "pcap":
                 yield from _read_pcap(mm, path, size, start, stop, order_base, context, counts, refs)
             else:
-                yield from _read_pcapng(mm, size, start, stop, order_base, context, counts, refs)
+                yield from _read_pcapng(mm, path, size, start, stop, order_base, context, counts, refs)
 
 
 def release_pages(mapping: mmap.mmap, end: int | None = None) -> None:

@@ -1,4 +1,4 @@
-"""``kafkawire report DIR``: a summary of decoded tables, computed with Spark SQL.
+"""``kafkawire report DIR``: a summary of decoded tables.
 
 Sections: frames and latency percentiles per API, bytes per client, problems by kind, and the
 fetch-limits check (KIP-74):
@@ -8,12 +8,26 @@ fetch-limits check (KIP-74):
 - a partition whose record bytes exceed ``max(PartitionMaxBytes, its first batch)``;
 - a partition starved across consecutive fetches: data was waiting (high watermark above the fetch
   offset) yet nothing came back, ``starved_after`` fetches in a row on one connection.
+
+Two engines compute it and give the same Report: pyarrow on the driver (``report_arrow``: tables on the
+local file system of up to ``ARROW_MAX_ROWS`` rows, read in milliseconds to seconds) and Spark SQL
+(``report_spark``: larger tables, and tables behind a URI). Both compute exact figures, each defined
+once here: percentiles are nearest-rank (the value at rank ceil(p * n) of the n latencies), a kind's
+example problem is its earliest (by time, then reason), and every list is put in one order by
+``ordered`` (ties broken by name), so the text and JSON do not depend on the engine.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 STARVED_AFTER = 3
+PERCENTILES = (50, 90, 99)
+# The Arrow engine holds the columns it reads in this process's memory and works on one core; past
+# this many rows (frames, fetches, produces, problems and records together) Spark, which spills and
+# uses every core, takes over. The figures behind the choice are in docs/performance.md.
+ARROW_MAX_ROWS = 5_000_000
+ENGINES = ("auto", "arrow", "spark")
 
 
 @dataclass
@@ -51,7 +65,7 @@ class Report:
                   f"{len(self.starved)}"]
         for row in self.oversized_responses[:5]:
             lines.append(f"    response {row['connection']} #{row['correlation_id']}: {row['bytes']:,} bytes, "
-                         f"MaxBytes {row['max_bytes']:,}, first batch {row['first_batch']:,}")
+                         f"MaxBytes {_count(row['max_bytes'])}, first batch {row['first_batch']:,}")
         for row in self.oversized_partitions[:5]:
             lines.append(f"    partition {row['topic']}-{row['partition']} #{row['correlation_id']}: "
                          f"{row['records_bytes']:,} bytes, PartitionMaxBytes {row['partition_max_bytes']:,}")
@@ -65,78 +79,82 @@ def _ms(value) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def build(spark, out_dir: str, starved_after: int = STARVED_AFTER) -> Report:
-    from pyspark.sql import functions as F
-    from pyspark.sql.window import Window
+def _count(value) -> str:
+    return "-" if value is None else f"{value:,}"  # MaxBytes: not in Fetch v0-2
 
-    out = str(out_dir).rstrip("/")
-    frames = spark.read.parquet(f"{out}/frames")
-    fetches = spark.read.parquet(f"{out}/fetches")
-    produces = spark.read.parquet(f"{out}/produces")
-    problems = spark.read.parquet(f"{out}/problems")
-    report = Report()
 
-    is_request = F.col("direction") == "request"
-    per_api = frames.groupBy("api_name").agg(
-        F.sum(is_request.cast("long")).alias("requests"),
-        F.sum((~is_request).cast("long")).alias("responses"),
-        F.sum(F.when(~is_request & (F.size(F.coalesce("error_codes", F.array())) > 0), 1).otherwise(0)
-              ).alias("errors"),
-        F.min("api_version").alias("low"), F.max("api_version").alias("high"),
-        F.percentile_approx("latency_ms", [0.5, 0.9, 0.99]).alias("pct"),
-        F.max("latency_ms").alias("max"),
-    ).orderBy(F.desc("requests"))
-    for row in per_api.collect():
-        pct = row["pct"] or [None, None, None]
-        versions = "-" if row["low"] is None else (
-            str(row["low"]) if row["low"] == row["high"] else f"{row['low']}-{row['high']}")
-        report.apis.append(dict(api_name=row["api_name"], versions=versions, requests=row["requests"],
-                                responses=row["responses"], errors=row["errors"], p50=pct[0], p90=pct[1],
-                                p99=pct[2], max=row["max"]))
+def rank_of(p: int, n: int) -> int:
+    """The 1-based rank of the p-th percentile of n values (nearest rank: ceil(p * n / 100))."""
+    return (p * n + 99) // 100
 
-    per_client = frames.groupBy("client").agg(
-        F.max("client_id").alias("client_id"),
-        F.sum(F.when(is_request, F.col("size") + 4).otherwise(0)).alias("sent"),
-        F.sum(F.when(~is_request, F.col("size") + 4).otherwise(0)).alias("received"),
-    ).orderBy(F.desc("received"))
-    report.clients = [row.asDict() for row in per_client.collect()]
 
-    report.problems = [row.asDict() for row in problems.groupBy("kind").agg(
-        F.count("*").alias("count"), F.first("reason").alias("example")).orderBy(F.desc("count")).collect()]
+def versions_text(low, high) -> str:
+    return "-" if low is None else (str(low) if low == high else f"{low}-{high}")
 
-    answered = fetches.where(F.col("response_size").isNotNull())
-    first_batch = F.coalesce(F.col("first_batch_bytes"), F.lit(0))
-    in_order = Window.partitionBy("connection", "correlation_id").orderBy("request_index")
-    with_data = answered.where(F.col("records_bytes") > 0).withColumn("rank", F.row_number().over(in_order))
-    per_response = with_data.groupBy("connection", "correlation_id").agg(
-        F.sum("records_bytes").alias("bytes"), F.first("max_bytes").alias("max_bytes"),
-        F.max(F.when(F.col("rank") == 1, first_batch)).alias("first_batch"))
-    report.oversized_responses = [row.asDict() for row in per_response.where(
-        F.col("bytes") > F.greatest("max_bytes", "first_batch")).orderBy("connection", "correlation_id").collect()]
-    report.oversized_partitions = [row.asDict() for row in answered.where(
-        F.col("partition_max_bytes").isNotNull()
-        & (F.col("records_bytes") > F.greatest("partition_max_bytes", first_batch))).select(
-        "connection", "correlation_id", "topic", "partition", "records_bytes", "partition_max_bytes").collect()]
 
-    # Runs of consecutive starved fetches per (connection, partition): a fetch that brought data, or
-    # found none waiting, ends a run.
-    key = ["connection", F.coalesce("topic", "topic_id").alias("topic"), "partition"]
-    fetched = answered.select(*key, "ts", "correlation_id", (
-        (F.col("records_bytes") == 0) & (F.col("high_watermark") > F.col("fetch_offset"))).alias("starved"))
-    by_time = Window.partitionBy("connection", "topic", "partition").orderBy("ts", "correlation_id")
-    runs = fetched.withColumn("run", F.sum(F.when(F.col("starved"), 0).otherwise(1)).over(by_time))
-    starved = runs.where("starved").groupBy("connection", "topic", "partition", "run").agg(
-        F.count("*").alias("length")).groupBy("connection", "topic", "partition").agg(
-        F.max("length").alias("longest")).where(F.col("longest") >= starved_after)
-    report.starved = [row.asDict() for row in starved.orderBy(F.desc("longest")).collect()]
+def _first(value) -> tuple:
+    """A sort key that puts None first (as Spark's ascending order does)."""
+    return (value is not None, value if value is not None else 0)
 
-    counts = frames.groupBy("direction").count().collect()
-    report.totals = {"frames": sum(r["count"] for r in counts),
-                     "requests": sum(r["count"] for r in counts if r["direction"] == "request"),
-                     "responses": sum(r["count"] for r in counts if r["direction"] == "response"),
-                     "fetches": fetches.count(), "produces": produces.count()}
-    try:
-        report.totals["records"] = spark.read.parquet(f"{out}/records").count()
-    except Exception:  # noqa: BLE001 - the records table exists only with --records
-        pass
+
+def _last(value) -> tuple:
+    return (value is None, value if value is not None else "")
+
+
+def ordered(report: Report) -> Report:
+    """The report's lists in the one order both engines give."""
+    report.apis.sort(key=lambda r: (-r["requests"], -r["responses"], _last(r["api_name"])))
+    report.clients.sort(key=lambda r: (-r["received"], -r["sent"], _first(r["client"])))
+    report.problems.sort(key=lambda r: (-r["count"], _first(r["kind"])))
+    report.oversized_responses.sort(key=lambda r: (_first(r["connection"]), _first(r["correlation_id"])))
+    report.oversized_partitions.sort(key=lambda r: (_first(r["connection"]), _first(r["correlation_id"]),
+                                                    _first(r["topic"]), _first(r.get("topic_id")),
+                                                    _first(r["partition"]), _first(r["records_bytes"]),
+                                                    _first(r["partition_max_bytes"])))
+    for row in report.oversized_partitions:
+        row.pop("topic_id", None)  # a tie-breaker only
+    report.starved.sort(key=lambda r: (-r["longest"], _first(r["connection"]), _first(r["topic"]),
+                                       _first(r["partition"])))
     return report
+
+
+def local_rows(out_dir: str) -> int | None:
+    """Rows of the tables the report reads, from the Parquet footers; None for tables behind a URI
+    (other than ``file://``)."""
+    from .report_arrow import part_files
+    from .tables import REPORTED
+
+    path = str(out_dir)
+    if "://" in path:
+        if not path.startswith("file://"):
+            return None
+        path = path[len("file://"):]
+    return sum(rows for name in (*REPORTED, "records") if os.path.isdir(os.path.join(path, name))
+               for _, rows in part_files(os.path.join(path, name)))
+
+
+def engine_for(out_dir: str, engine: str = "auto", max_rows: int = ARROW_MAX_ROWS) -> str:
+    """``arrow`` or ``spark``: ``auto`` takes Arrow for local tables of up to ``max_rows`` rows."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r}: one of {', '.join(ENGINES)}")
+    if engine != "auto":
+        return engine
+    rows = local_rows(out_dir)
+    return "arrow" if rows is not None and rows <= max_rows else "spark"
+
+
+def build(spark, out_dir: str, starved_after: int = STARVED_AFTER) -> Report:
+    """The report of the tables in ``out_dir``, computed with Spark SQL on ``spark``."""
+    from .report_spark import compute
+
+    return ordered(compute(spark, str(out_dir).rstrip("/"), starved_after))
+
+
+def build_arrow(out_dir: str, starved_after: int = STARVED_AFTER) -> Report:
+    """The report of the tables in ``out_dir`` (a local folder), computed with pyarrow on this process."""
+    from .report_arrow import compute
+
+    path = str(out_dir)
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    return ordered(compute(path.rstrip("/") or "/", starved_after))

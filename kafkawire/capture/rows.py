@@ -10,7 +10,9 @@ Tables (schemas in ``TABLES``):
   response fields null).
 - ``records`` (only with ``TableBatcher(records=True)``): one row per record of Produce requests and
   Fetch responses.
-- ``problems``: the Problems of the earlier stages, and frames or record batches that do not decode.
+- ``problems``: the Problems of the earlier stages, frames or record batches that do not decode, and
+  bytes after a frame's body (``trailing_bytes``: the frame is decoded, as Kafka reads it). The capture
+  job adds the capture records its reader skipped (``job.capture_problems``).
 
 Batch summaries (batch and record counts, offsets, codec) read batch headers only; records are
 decompressed only for the records table.
@@ -25,7 +27,7 @@ from typing import NamedTuple
 import pyarrow as pa
 
 from kafkawire.errors import DecodeError
-from kafkawire.framing import decode_request, response_header_class
+from kafkawire.framing import read_request, read_response
 from kafkawire.messages import api, apis
 from kafkawire.records import LegacyBatch, iter_batches
 from kafkawire.records.batch import CODEC_MASK
@@ -39,7 +41,7 @@ from .record_table import CODEC_NAMES, RecordRows, RecordsTable
 __all__ = ["TABLES", "BODY", "BodyStructColumn", "TableBatcher", "Decoded", "decode_frame", "BlobSummary",
            "summarize_records", "DEFAULT_MAX_ROWS", "DEFAULT_MAX_BYTES"]
 
-PRODUCE, FETCH, API_VERSIONS = 0, 1, 18
+PRODUCE, FETCH = 0, 1
 _NAMING_RESPONSES = (3, 19)  # Metadata and CreateTopics responses pair topic names with topic ids
 DEFAULT_MAX_ROWS = 8192
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024  # Python values held per table before a batch is emitted
@@ -102,7 +104,7 @@ _WHERE = [("connection", pa.string()), ("client", pa.string()), ("broker", pa.st
 
 TABLES: dict[str, pa.Schema] = {
     "frames": pa.schema(_WHERE + [
-        ("direction", pa.string()), ("ts", _TS), ("ts_first", _TS), ("offset", pa.int64()),
+        ("direction", pa.string()), ("ts", _TS), ("ts_first", _TS), ("stream_offset", pa.int64()),
         ("api_key", pa.int16()), ("api_name", pa.string()), ("api_version", pa.int16()),
         ("header_version", pa.int16()), ("correlation_id", pa.int32()), ("client_id", pa.string()),
         ("size", pa.int32()), ("latency_ms", pa.float64()), ("error_code", pa.int16()),
@@ -149,8 +151,10 @@ TABLES: dict[str, pa.Schema] = {
     ]),
     "problems": pa.schema([
         ("connection", pa.string()), ("direction", pa.string()), ("ts", _TS), ("kind", pa.string()),
-        ("reason", pa.string()), ("offset", pa.int64()), ("length", pa.int64()), ("api_key", pa.int16()),
+        ("reason", pa.string()), ("stream_offset", pa.int64()), ("length", pa.int64()), ("api_key", pa.int16()),
         ("api_name", pa.string()), ("api_version", pa.int16()), ("correlation_id", pa.int32()),
+        # runs of capture bytes the reader skipped (job.capture_problems): which file, where in it
+        ("file", pa.string()), ("file_offset", pa.int64()),
     ]),
 }
 _CONVERTERS = {"frames": {"body": BODY.to_arrow}}
@@ -165,10 +169,13 @@ class Decoded(NamedTuple):
     body: object | None
     version: int | None   # the version the body was read at (ApiVersions may fall back to 0)
     error: str | None      # why there is no body
+    trailing: int = 0      # bytes after the body (read past, as Kafka does; a problem says so)
 
 
 def decode_frame(frame: KafkaFrame) -> Decoded:
-    """Decode a request (as ``framing.decode_request`` does, exact) or a matched response."""
+    """Decode a request (``framing.read_request``) or a matched response (``framing.read_response``).
+    Bytes after the body do not stop it: Kafka ignores them, and librdkafka 2.16 sends 3 after its
+    all-topics MetadataRequest; ``Decoded.trailing`` counts them."""
     info = _api_info(frame.api_key)
     name = info.name if info is not None else None
     version = frame.api_version
@@ -178,10 +185,10 @@ def decode_frame(frame: KafkaFrame) -> Decoded:
             return Decoded(name, None, None, None, f"unsupported {info.name} version {version}")
         header_version = info.request_header_version(version) if info is not None else None
         try:
-            _, body = decode_request(frame.frame, exact=True)
+            _, body, trailing = read_request(frame.frame)
         except DecodeError as error:
             return Decoded(name, header_version, None, None, str(error))
-        return Decoded(name, header_version, body, version, None)
+        return Decoded(name, header_version, body, version, None, trailing)
     if frame.request is None or frame.api_key is None:
         return Decoded(name, None, None, None, None)  # unmatched: not decoded (a Problem says so)
     if info is None:
@@ -190,10 +197,10 @@ def decode_frame(frame: KafkaFrame) -> Decoded:
         return Decoded(name, None, None, None, f"unsupported {info.name} version {version}")
     header_version = info.response_header_version(version)
     try:
-        body, body_version = _decode_response(frame.frame, info, version, header_version)
+        _, body, body_version, trailing = read_response(frame.frame, info.key, version)
     except DecodeError as error:
         return Decoded(name, header_version, None, None, str(error))
-    return Decoded(name, header_version, body, body_version, None)
+    return Decoded(name, header_version, body, body_version, None, trailing)
 
 
 def _api_info(key):
@@ -203,26 +210,6 @@ def _api_info(key):
         return api(key)
     except KeyError:
         return None
-
-
-def _decode_response(data: bytes, info, version: int, header_version: int):
-    """``framing.decode_response`` that also says which version the body was read at: an ApiVersions
-    response that does not read at the requested version is read as v0 (KIP-511)."""
-    _, pos = response_header_class().decode_from(data, header_version)
-    cls = info.response_class
-    try:
-        return _exact_body(cls, data, version, pos), version
-    except DecodeError:
-        if info.key != API_VERSIONS or version == 0:
-            raise
-        return _exact_body(cls, data, 0, pos), 0
-
-
-def _exact_body(cls, data: bytes, version: int, pos: int):
-    body, end = cls.decode_from(data, version, pos)
-    if end != len(data):
-        raise DecodeError(f"{len(data) - end} trailing bytes after the body", end, [cls.NAME])
-    return body
 
 
 # ---- record blobs -----------------------------------------------------------------------------------
@@ -398,6 +385,12 @@ class TableBatcher:
             self._add_problem(frame.connection, frame.direction, frame.end_ts_ns, "undecodable", decoded.error,
                               frame.offset, frame.size + 4, frame.api_key, decoded.api_name, frame.api_version,
                               frame.correlation_id)
+        elif decoded.trailing:
+            end = frame.size - decoded.trailing  # where the body ended, in the frame
+            self._add_problem(frame.connection, frame.direction, frame.end_ts_ns, "trailing_bytes",
+                              f"{decoded.body.NAME}: {decoded.trailing} bytes after the body at byte {end} "
+                              f"(ignored, as Kafka does)", frame.offset + 4 + end, decoded.trailing,
+                              frame.api_key, decoded.api_name, frame.api_version, frame.correlation_id)
         if frame.api_key in _NAMING_RESPONSES and frame.direction == "response" and decoded.body is not None:
             self.topic_names.learn(decoded.body)
         if not self._joins or frame.api_key not in (PRODUCE, FETCH):
@@ -455,7 +448,7 @@ class TableBatcher:
             while len(self._answered) > self.max_pending:
                 del self._answered[next(iter(self._answered))]
             try:  # the request's own frame row reported a failure already
-                _, request_body = decode_request(request.frame, exact=True)
+                request_body = read_request(request.frame).body
                 request_version = request.api_version
             except DecodeError:
                 request_body = request_version = None
@@ -484,7 +477,7 @@ class TableBatcher:
         table = self.tables.get("problems")
         if table is not None:
             table.append((connection, direction, _us(ts_ns), kind, reason, offset, length, api_key, api_name,
-                          api_version, correlation_id), 256)
+                          api_version, correlation_id, None, None), 256)
 
     def _ready(self) -> list[tuple[str, pa.RecordBatch]]:
         return [(name, batch) for name, table in self.tables.items() if table.ready

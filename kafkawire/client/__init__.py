@@ -23,6 +23,32 @@ The modules, core first: ``producer_config``, ``partitioner``, ``buffer_pool``, 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
+    from .buffer_pool import BufferExhausted as BufferExhausted
+    from .common import TopicPartition as TopicPartition
+    from .connection import IncompatibleBrokerError as IncompatibleBrokerError
+    from .connection import KafkaConnectionError as KafkaConnectionError
+    from .connection import KafkaError as KafkaError
+    from .connection import RequestTimedOut as RequestTimedOut
+    from .consumer import AsyncConsumer as AsyncConsumer
+    from .consumer_config import ConsumerConfig as ConsumerConfig
+    from .fetcher import ConsumerRecord as ConsumerRecord
+    from .fetcher import CorruptRecordException as CorruptRecordException
+    from .fetcher import FetchError as FetchError
+    from .fetcher import NoOffsetForPartitionException as NoOffsetForPartitionException
+    from .fetcher import OffsetOutOfRangeException as OffsetOutOfRangeException
+    from .group import CommitFailedError as CommitFailedError
+    from .group import GroupError as GroupError
+    from .group import OffsetAndMetadata as OffsetAndMetadata
+    from .metadata import UnknownTopicError as UnknownTopicError
+    from .producer import AsyncProducer as AsyncProducer
+    from .producer_batch import RecordMetadata as RecordMetadata
+    from .producer_config import ConfigError as ConfigError
+    from .producer_config import ProducerConfig as ProducerConfig
+    from .sync import Consumer as Consumer
+    from .sync import Producer as Producer
 
 _EXPORTS = {
     "AsyncProducer": "producer", "AsyncConsumer": "consumer", "Producer": "sync", "Consumer": "sync",
@@ -38,13 +64,14 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # type checkers see the imports above instead, and so flag a name not among them
+    def __getattr__(name: str) -> Any:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:

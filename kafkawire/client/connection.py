@@ -252,6 +252,7 @@ class BrokerConnection:
     # ---- responses -------------------------------------------------------------------------------
     async def _read_loop(self) -> None:
         reader = self._reader
+        assert reader is not None  # (started once connected)
         try:
             while True:
                 prefix = await reader.readexactly(4)
@@ -292,14 +293,15 @@ class BrokerConnection:
 
     async def _reserve(self, size: int) -> Lease:
         """Memory for a response body; until the pool grants it, nothing more is read from the socket."""
-        pool = self.memory_pool
+        pool, freed = self.memory_pool, self._pool_freed
+        assert pool is not None and freed is not None  # (charged requests need a pool)
         lease = pool.try_allocate(size, waiter=self)
         if lease is not None:
             return lease
         self.reads_paused_total += 1
         while lease is None:
-            self._pool_freed.clear()
-            await self._pool_freed.wait()
+            freed.clear()
+            await freed.wait()
             lease = pool.try_allocate(size, waiter=self)
         return lease
 

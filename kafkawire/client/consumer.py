@@ -35,8 +35,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import FetchRequest, ListOffsetsRequest
@@ -55,12 +55,18 @@ from .group import (
 from .metadata import METADATA_REFRESH_ERRORS, ClusterMetadata, Metadata
 from . import settings
 
+if TYPE_CHECKING:
+    from kafkawire.messages import FetchResponse
+
 __all__ = ["AsyncConsumer", "ConsumerRecord", "TopicPartition", "CommitFailedError", "GroupError", "ConsumerClosed",
            "OffsetAndMetadata"]
 
 log = logging.getLogger(__name__)
 
 _LIST_OFFSETS_MIN_VERSION = 1  # one offset per partition, not the v0 array
+
+# commit_async's callback: called with the offsets and None, or the error, when the commit ends.
+CommitCallback = Callable[[Mapping[TopicPartition, "int | OffsetAndMetadata"], "BaseException | None"], object]
 
 
 class ConsumerClosed(RuntimeError):
@@ -74,7 +80,7 @@ def _now_ms() -> float:
 class AsyncConsumer:
     """A Kafka consumer on asyncio (see the module docstring)."""
 
-    def __init__(self, config: ConsumerConfig | Mapping[str, Any] | None = None, **properties):
+    def __init__(self, config: ConsumerConfig | Mapping[str, Any] | None = None, **properties: Any) -> None:
         self.config = config = settings.resolve(ConsumerConfig, config, properties)
         if not config.bootstrap_servers:
             raise ValueError("bootstrap.servers is required")
@@ -88,15 +94,16 @@ class AsyncConsumer:
         # group membership and offsets, with a group.id (kafkawire.client.group)
         self.member = GroupMember(config, positions=self._positions) if config.group_id else None
         self._subscribed: tuple[str, ...] = ()
-        self._listener = None
+        self._listener: object = None
         self._started = False
         self._closed = False
-        self._wake: asyncio.Event | None = None
-        self._group_wake: asyncio.Event | None = None
-        self._group_task: asyncio.Task | None = None
+        # (an asyncio.Event binds to the running loop on first use, not here)
+        self._wake = asyncio.Event()
+        self._group_wake = asyncio.Event()
+        self._group_task: asyncio.Task[None] | None = None
         self._group_errors: list[GroupError] = []  # raised by the next poll
-        self._waiters: dict[int, asyncio.Future] = {}  # commit / committed request ids -> their callers
-        self._tasks: set[asyncio.Task] = set()
+        self._waiters: dict[int, asyncio.Future[Any]] = {}  # commit / committed request ids -> their callers
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._connecting_fetch: set[int] = set()
         self._resetting: set[TopicPartition] = set()  # ListOffsets in flight
         self._looking_up: set[TopicPartition] = set()  # committed offsets being fetched
@@ -114,8 +121,6 @@ class AsyncConsumer:
             raise ConsumerClosed("the consumer is closed")
         if self._started:
             return
-        self._wake = asyncio.Event()
-        self._group_wake = asyncio.Event()
         self._started = True
         self._next_auto_commit = _now_ms() + self.config.auto_commit_interval_ms
         await self.metadata.refresh()
@@ -127,7 +132,7 @@ class AsyncConsumer:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self, autocommit: bool = True, timeout_ms: float | None = None) -> None:
@@ -146,7 +151,8 @@ class AsyncConsumer:
                 self.member.close(_now_ms(), int(timeout))
                 self._group_wake.set()
                 try:
-                    await asyncio.wait_for(asyncio.shield(self._group_task), timeout / 1000 + 1)
+                    if self._group_task is not None:
+                        await asyncio.wait_for(asyncio.shield(self._group_task), timeout / 1000 + 1)
                 except (asyncio.TimeoutError, Exception) as error:  # noqa: BLE001 (closing regardless)
                     log.warning("leaving the group did not finish: %r", error)
         finally:
@@ -170,13 +176,13 @@ class AsyncConsumer:
         if self._closed:
             raise ConsumerClosed("the consumer is closed")
 
-    def _spawn(self, coroutine) -> asyncio.Task:
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
         return task
 
-    def _task_done(self, task: asyncio.Task) -> None:
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None and not self._closed:
             log.error("consumer background task failed", exc_info=task.exception())
@@ -209,7 +215,7 @@ class AsyncConsumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self.fetcher.assignment())
 
-    def subscribe(self, topics: Iterable[str], listener=None) -> None:
+    def subscribe(self, topics: Iterable[str], listener: object = None) -> None:
         """Join ``group.id`` and consume the partitions the group assigns from ``topics``.
 
         ``listener`` may have ``on_partitions_revoked(partitions)``, ``on_partitions_lost(partitions)``
@@ -219,11 +225,11 @@ class AsyncConsumer:
             raise RuntimeError("subscribe() needs a group.id")
         if isinstance(topics, str):
             raise TypeError("subscribe() takes a list of topics, not a string")
-        topics = tuple(sorted(set(topics)))
+        names = tuple(sorted(set(topics)))
         if self.fetcher.assignment() and not self._subscribed:
             raise RuntimeError("subscribe() cannot be mixed with assign(); assign([]) first")
-        self.member.subscribe(topics, _now_ms())
-        self._subscribed = topics
+        self.member.subscribe(names, _now_ms())
+        self._subscribed = names
         self._listener = listener
         self._track_topics()
         if self._started:
@@ -258,7 +264,7 @@ class AsyncConsumer:
             now = _now_ms()
             if self._group_errors:
                 raise self._group_errors.pop(0)
-            if self._subscribed:
+            if self._subscribed and self.member is not None:
                 self.member.record_poll(now)
                 self._group_wake.set()
             else:
@@ -319,7 +325,7 @@ class AsyncConsumer:
             self._resetting.update(wanted)
             self._spawn(self._reset_offsets(node, wanted))
 
-    def _restore_committed(self, partitions, offsets: Mapping[TopicPartition, OffsetAndMetadata | None]) -> None:
+    def _restore_committed(self, partitions: Iterable[TopicPartition], offsets: Mapping[TopicPartition, OffsetAndMetadata | None]) -> None:
         """Positions from committed offsets; auto.offset.reset where nothing is committed."""
         assigned = set(self.fetcher.assignment())
         for tp in partitions:
@@ -338,7 +344,7 @@ class AsyncConsumer:
         try:
             connection = await self.connections.connection(node)
             version = connection.api_version(ListOffsetsRequest.API_KEY, _LIST_OFFSETS_MIN_VERSION)
-            topics: dict[str, list] = {}
+            topics: dict[str, list[ListOffsetsRequest.ListOffsetsPartition]] = {}
             for tp, timestamp in wanted.items():
                 topics.setdefault(tp.topic, []).append(ListOffsetsRequest.ListOffsetsPartition(
                     partition_index=tp.partition, current_leader_epoch=-1, timestamp=timestamp))
@@ -385,10 +391,10 @@ class AsyncConsumer:
         """Reset to the log end (of every assigned partition when none is named)."""
         self._reset_to("latest", partitions)
 
-    def _reset_to(self, strategy: str, partitions) -> None:
+    def _reset_to(self, strategy: str, partitions: Iterable[TopicPartition]) -> None:
         self._check_open()
-        for tp in (partitions or self.fetcher.assignment()):
-            tp = TopicPartition(*tp)
+        for given in (partitions or self.fetcher.assignment()):
+            tp = TopicPartition(*given)
             self.fetcher.request_offset_reset(tp, strategy)
             self._resetting.discard(tp)
         if self._started:
@@ -481,9 +487,13 @@ class AsyncConsumer:
             self._stats["fetch-request-total"] += 1
             future = connection.request(request, version, charge_pool=True,
                                         timeout_ms=self.config.request_timeout_ms + self.config.fetch_max_wait_ms)
-            future.add_done_callback(lambda done, n=node, r=request, v=version: self._on_fetch_response(n, r, v, done))
+            future.add_done_callback(self._fetch_response_callback(node, request, version))
 
-    def _on_fetch_response(self, node: int, request, version: int, done: asyncio.Future) -> None:
+    def _fetch_response_callback(self, node: int, request: FetchRequest,
+                                 version: int) -> Callable[[asyncio.Future[Any]], None]:
+        return lambda done: self._on_fetch_response(node, request, version, done)
+
+    def _on_fetch_response(self, node: int, request: FetchRequest, version: int, done: asyncio.Future[Any]) -> None:
         now = _now_ms()
         if done.cancelled() or done.exception() is not None:
             self._stats["fetch-error-total"] += 1
@@ -502,8 +512,8 @@ class AsyncConsumer:
         self._stats["fetch-response-total"] += 1
         self._stats["bytes-fetched-total"] += reply.size
         try:
-            outcome = self.fetcher.handle_fetch_response(node, request, reply.body, version, reply.size, now,
-                                                         lease=reply.lease)
+            outcome = self.fetcher.handle_fetch_response(node, request, cast("FetchResponse", reply.body), version,
+                                                         reply.size, now, lease=reply.lease)
         except ValueError as error:  # a response that does not fit the request: drop it, fetch again
             log.warning("fetch response from node %d rejected: %s", node, error)
             if reply.lease is not None:
@@ -529,14 +539,14 @@ class AsyncConsumer:
         return self.member
 
     def _positions(self) -> dict[TopicPartition, int]:
-        out = {}
+        out: dict[TopicPartition, int] = {}
         for tp in self.fetcher.assignment():
             position = self.fetcher.position(tp)
             if position is not None:
                 out[tp] = position
         return out
 
-    def _await_group(self, request_id: int) -> asyncio.Future:
+    def _await_group(self, request_id: int) -> asyncio.Future[Any]:
         future = asyncio.get_running_loop().create_future()
         self._waiters[request_id] = future
         self._group_wake.set()
@@ -556,17 +566,18 @@ class AsyncConsumer:
         await self._await_group(member.commit(offsets, _now_ms(), int(timeout)))
 
     def commit_async(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
-                     callback=None) -> asyncio.Future:
+                     callback: CommitCallback | None = None) -> asyncio.Future[dict[TopicPartition, Any]]:
         """Send one commit and return at once; the future (and ``callback(offsets, error)``) says how it went."""
         self._check_open()
         member = self._require_member()
         if not self._started:
             raise RuntimeError("commit_async() needs a started consumer (poll first)")
-        offsets = self._positions() if offsets is None else dict(offsets)
-        future = self._await_group(member.commit(offsets, _now_ms()))
+        to_commit: dict[TopicPartition, int | OffsetAndMetadata] = (
+            dict(self._positions()) if offsets is None else dict(offsets))
+        future = self._await_group(member.commit(to_commit, _now_ms()))
         if callback is not None:
             future.add_done_callback(lambda done: callback(
-                offsets, None if done.cancelled() else done.exception()))
+                to_commit, None if done.cancelled() else done.exception()))
         else:
             future.add_done_callback(_log_commit_failure)
         return future
@@ -593,6 +604,7 @@ class AsyncConsumer:
     async def _drive_group(self) -> None:
         """Run the GroupMember: send what it asks, hand it the answers, act on its events."""
         member = self.member
+        assert member is not None  # (the task runs only with a group.id)
         while not member.closed:
             self._group_wake.clear()
             now = _now_ms()
@@ -601,7 +613,7 @@ class AsyncConsumer:
             events = member.drain_events()
             for event in events:
                 self._on_group_event(event)
-            counts = {}
+            counts: dict[str, int | None] = {}
             for topic in member.metadata_topics:
                 partitions = self.metadata.cluster.partitions_for(topic)
                 counts[topic] = len(partitions) if partitions else None
@@ -621,6 +633,7 @@ class AsyncConsumer:
 
     async def _send_group_request(self, request: OutgoingRequest) -> None:
         member = self.member
+        assert member is not None  # (sent only with a group.id)
         try:
             if request.destination is None:
                 connection = await self._any_connection()
@@ -637,7 +650,7 @@ class AsyncConsumer:
                 self._stats["commit-total"] += 1
         self._group_wake.set()
 
-    def _on_group_event(self, event) -> None:
+    def _on_group_event(self, event: object) -> None:
         if isinstance(event, (PartitionsRevoked, PartitionsLost)):
             gone = set(event.partitions)
             self._assign([tp for tp in self.fetcher.assignment() if tp not in gone])
@@ -679,7 +692,7 @@ class AsyncConsumer:
             log.warning("consumer group %r: %s", self.config.group_id, event.error)
         self._wake.set()
 
-    def _call_listener(self, name: str, partitions) -> None:
+    def _call_listener(self, name: str, partitions: Iterable[TopicPartition]) -> None:
         callback = getattr(self._listener, name, None)
         if callback is None:
             return
@@ -714,6 +727,6 @@ class AsyncConsumer:
         return out
 
 
-def _log_commit_failure(future: asyncio.Future) -> None:
+def _log_commit_failure(future: asyncio.Future[Any]) -> None:
     if not future.cancelled() and future.exception() is not None:
         log.warning("asynchronous commit failed: %s", future.exception())

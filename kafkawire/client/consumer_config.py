@@ -63,7 +63,9 @@ class ConsumerConfig:
     check_crcs: bool = True
 
     def __post_init__(self) -> None:
-        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen dataclass)
+        def set_(name: str, value: object) -> None:  # a frozen dataclass
+            object.__setattr__(self, name, value)
+
         set_("bootstrap_servers", settings.servers(self.bootstrap_servers))
         for name in ("client_id", "client_rack"):
             if not isinstance(getattr(self, name), str):

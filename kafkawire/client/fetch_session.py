@@ -99,16 +99,17 @@ class FetchRequestData:
         version = self.version
         ids = self.uses_topic_ids
         topics: list[FetchRequest.FetchTopic] = []
-        current = None
+        partitions: list[FetchRequest.FetchPartition] = []  # the current topic's
         current_key = None
         for tp, data in self.to_send.items():
             key = data.topic_id if ids else tp.topic
-            if current is None or key != current_key:
-                current = FetchRequest.FetchTopic(topic="" if ids else tp.topic,
-                                                  topic_id=data.topic_id if ids else ZERO_UUID, partitions=[])
+            if not topics or key != current_key:
+                partitions = []
+                topics.append(FetchRequest.FetchTopic(topic="" if ids else tp.topic,
+                                                      topic_id=data.topic_id if ids else ZERO_UUID,
+                                                      partitions=partitions))
                 current_key = key
-                topics.append(current)
-            current.partitions.append(FetchRequest.FetchPartition(
+            partitions.append(FetchRequest.FetchPartition(
                 partition=tp.partition,
                 current_leader_epoch=data.current_leader_epoch if version >= 9 else -1,
                 fetch_offset=data.fetch_offset,
@@ -117,13 +118,15 @@ class FetchRequestData:
                 partition_max_bytes=data.partition_max_bytes,
                 remote_partition_max_bytes=data.remote_partition_max_bytes if version >= _KIP_1178_VERSION else 0))
         forgotten: dict[object, FetchRequest.ForgottenTopic] = {}
+        forgotten_partitions: dict[object, list[int]] = {}
         for tp, topic_id in self.forgotten():
             key = topic_id if ids else tp.topic
-            entry = forgotten.get(key)
-            if entry is None:
-                entry = forgotten[key] = FetchRequest.ForgottenTopic(
-                    topic="" if ids else tp.topic, topic_id=topic_id if ids else ZERO_UUID, partitions=[])
-            entry.partitions.append(tp.partition)
+            if key not in forgotten:
+                forgotten_partitions[key] = []
+                forgotten[key] = FetchRequest.ForgottenTopic(
+                    topic="" if ids else tp.topic, topic_id=topic_id if ids else ZERO_UUID,
+                    partitions=forgotten_partitions[key])
+            forgotten_partitions[key].append(tp.partition)
         sessions = version >= _FIRST_SESSION_VERSION
         return FetchRequest(
             max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=isolation_level,

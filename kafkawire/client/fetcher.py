@@ -55,13 +55,13 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from uuid import UUID
 
 from kafkawire.error_codes import ErrorCode
 from kafkawire.errors import KafkaWireError, RecordsError
 from kafkawire.messages import FetchRequest, FetchResponse
-from kafkawire.records import LegacyBatch, RecordBatch, TimestampType, iter_batches
+from kafkawire.records import Header, LegacyBatch, RecordBatch, TimestampType, iter_batches
 
 from .consumer_config import ConsumerConfig
 from .fetch_session import (
@@ -116,33 +116,58 @@ class ConsumerRecord(tuple):
                "headers", "serialized_key_size", "serialized_value_size")
 
     def __new__(cls, topic: str, partition: int, offset: int, timestamp: int, timestamp_type: TimestampType,
-                key: bytes | None, value: bytes | None, headers: tuple = (), leader_epoch: int | None = None,
-                serialized_key_size: int = -1, serialized_value_size: int = -1):
+                key: bytes | None, value: bytes | None, headers: tuple[Header, ...] = (),
+                leader_epoch: int | None = None, serialized_key_size: int = -1,
+                serialized_value_size: int = -1) -> ConsumerRecord:
         return tuple.__new__(cls, (topic, partition, timestamp_type, leader_epoch, offset, timestamp, key, value,
                                    headers, serialized_key_size, serialized_value_size))
 
-    topic = property(itemgetter(0), doc="The topic's name.")
-    partition = property(itemgetter(1), doc="The partition's index.")
-    timestamp_type = property(itemgetter(2), doc="What the timestamp means (a TimestampType).")
-    leader_epoch = property(itemgetter(3), doc="The batch's partition leader epoch, or None.")
-    offset = property(itemgetter(4), doc="The record's offset.")
-    timestamp = property(itemgetter(5), doc="Milliseconds since the epoch.")
-    key = property(itemgetter(6), doc="bytes, or None.")
-    value = property(itemgetter(7), doc="bytes, or None.")
-    headers = property(itemgetter(8), doc="A tuple of Header (key, value).")
-    serialized_key_size = property(itemgetter(9), doc="Bytes of the key, -1 for none.")
-    serialized_value_size = property(itemgetter(10), doc="Bytes of the value, -1 for none.")
+    if TYPE_CHECKING:  # the properties (itemgetters, below), as type checkers see them
+        @property
+        def topic(self) -> str: ...
+        @property
+        def partition(self) -> int: ...
+        @property
+        def timestamp_type(self) -> TimestampType: ...
+        @property
+        def leader_epoch(self) -> int | None: ...
+        @property
+        def offset(self) -> int: ...
+        @property
+        def timestamp(self) -> int: ...
+        @property
+        def key(self) -> bytes | None: ...
+        @property
+        def value(self) -> bytes | None: ...
+        @property
+        def headers(self) -> tuple[Header, ...]: ...
+        @property
+        def serialized_key_size(self) -> int: ...
+        @property
+        def serialized_value_size(self) -> int: ...
+    else:
+        topic = property(itemgetter(0), doc="The topic's name.")
+        partition = property(itemgetter(1), doc="The partition's index.")
+        timestamp_type = property(itemgetter(2), doc="What the timestamp means (a TimestampType).")
+        leader_epoch = property(itemgetter(3), doc="The batch's partition leader epoch, or None.")
+        offset = property(itemgetter(4), doc="The record's offset.")
+        timestamp = property(itemgetter(5), doc="Milliseconds since the epoch.")
+        key = property(itemgetter(6), doc="bytes, or None.")
+        value = property(itemgetter(7), doc="bytes, or None.")
+        headers = property(itemgetter(8), doc="A tuple of Header (key, value).")
+        serialized_key_size = property(itemgetter(9), doc="Bytes of the key, -1 for none.")
+        serialized_value_size = property(itemgetter(10), doc="Bytes of the value, -1 for none.")
 
     @property
     def topic_partition(self) -> TopicPartition:
         return TopicPartition(self[0], self[1])
 
-    def _fields(self) -> tuple:
+    def _fields(self) -> tuple[Any, ...]:
         """The fields in the constructor's order."""
         return (self.topic, self.partition, self.offset, self.timestamp, self.timestamp_type, self.key, self.value,
                 self.headers, self.leader_epoch, self.serialized_key_size, self.serialized_value_size)
 
-    def __getnewargs__(self) -> tuple:  # copy and pickle go through __new__
+    def __getnewargs__(self) -> tuple[Any, ...]:  # copy and pickle go through __new__
         return self._fields()
 
     # Equal to another ConsumerRecord with the same fields only: never to a plain tuple (which would
@@ -157,7 +182,7 @@ class ConsumerRecord(tuple):
             return True if isinstance(other, tuple) else NotImplemented
         return tuple.__ne__(self, other)
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return (f"ConsumerRecord(topic={self.topic!r}, partition={self.partition}, offset={self.offset}, "
@@ -226,7 +251,9 @@ class _DecodedBatch:
             batch.verify()
         if isinstance(batch, RecordBatch):
             epoch = batch.partition_leader_epoch if batch.partition_leader_epoch >= 0 else None
-            records = batch.rows((topic, partition, batch.timestamp_type, epoch), ConsumerRecord)
+            # rows of type ConsumerRecord, which the signature of rows() cannot say
+            records = cast("list[ConsumerRecord]",
+                           batch.rows((topic, partition, batch.timestamp_type, epoch), ConsumerRecord))
         else:
             epoch = None
             timestamp_type = batch.timestamp_type
@@ -287,7 +314,7 @@ class CompletedFetch:
             self._scan_error = RecordsError(
                 f"{len(records)} bytes of records hold no complete batch (a truncated response, or a "
                 f"batch larger than the response limit)", 0)
-        self._estimates = [_estimate(batch, fetch_offset) for batch in self._batches]
+        self._estimates = [_estimate(batch, fetch_offset) for batch in self._batches if batch is not None]
         self.remaining = sum(self._estimates)
         self._index = 0
         self._current: _DecodedBatch | None = None
@@ -329,6 +356,7 @@ class CompletedFetch:
         while self._index < len(self._batches):
             index = self._index
             batch = self._batches[index]
+            assert batch is not None  # (batches before _index are the consumed ones)
             self._batches[index] = None  # let its view go once consumed
             self._index += 1
             estimate = self._estimates[index]
@@ -356,6 +384,7 @@ class CompletedFetch:
         that a fetch whose records are all out is seen as drained at once."""
         while self._index < len(self._batches):
             batch = self._batches[self._index]
+            assert batch is not None  # (batches before _index are the consumed ones)
             if not (batch.is_control or batch.next_offset <= self.next_fetch_offset):
                 return
             self._batches[self._index] = None
@@ -683,6 +712,7 @@ class Fetcher:
             session_partitions = pending.data.session_partitions
             for topic in response.responses:
                 name = pending.data.topic_of(topic)
+                assert name is not None  # (handle_response accepted the response's topics)
                 for partition in topic.partitions:
                     tp = TopicPartition(name, partition.partition_index)
                     self._handle_partition(tp, session_partitions[tp].fetch_offset, partition, lease, now_ms,
@@ -727,8 +757,8 @@ class Fetcher:
         else:
             state.backoff_until = now_ms + self.config.retry_backoff_ms
             if code not in _QUIET_RETRY_ERRORS:
-                name = ErrorCode.of(code)
-                name = name.name if isinstance(name, ErrorCode) else f"error code {code}"
+                known = ErrorCode.of(code)
+                name = known.name if isinstance(known, ErrorCode) else f"error code {code}"
                 self._errors.append(PartitionFetchError(
                     f"fetching partition {tp} at offset {fetch_offset} failed: {name}", tp, fetch_offset, code))
 

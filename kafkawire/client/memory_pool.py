@@ -193,6 +193,7 @@ class MemoryPool:
     def _end_spell(self) -> None:
         now = self._clock()
         start = self._spell_start
+        assert start is not None  # (called only while a spell is open)
         self._spell_start = None
         self._depleted_total += now - start
         spells = self._spells

@@ -248,8 +248,9 @@ class Metadata:
                     continue
                 task = self._start_refresh()
             await asyncio.shield(task)
-            if task.exception() is not None:
-                raise task.exception()
+            error = task.exception()
+            if error is not None:
+                raise error
             return self.cluster
 
     def _start_refresh(self) -> asyncio.Task:

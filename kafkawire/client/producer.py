@@ -64,7 +64,7 @@ def _now_ms() -> float:
 class AsyncProducer:
     """A Kafka producer on asyncio (see the module docstring)."""
 
-    def __init__(self, config: ProducerConfig | Mapping[str, Any] | None = None, **properties):
+    def __init__(self, config: ProducerConfig | Mapping[str, Any] | None = None, **properties: Any) -> None:
         self.config = settings.resolve(ProducerConfig, config, properties)
         if not self.config.bootstrap_servers:
             raise ValueError("bootstrap.servers is required")
@@ -117,13 +117,13 @@ class AsyncProducer:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     # ---- sending ---------------------------------------------------------------------------------
     async def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
                    partition: int | None = None, headers: Iterable[tuple[str, bytes | None]] | None = None,
-                   timestamp_ms: int | None = None) -> asyncio.Future:
+                   timestamp_ms: int | None = None) -> asyncio.Future[RecordMetadata]:
         """Append a record; returns a future for its RecordMetadata. Waits at most ``max.block.ms`` for
         metadata and memory (then BufferExhausted, or UnknownTopicError / KafkaConnectionError)."""
         if self._closing or self._closed:
@@ -172,8 +172,8 @@ class AsyncProducer:
         return _as_asyncio_future(result.future)
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
-                            partition: int | None = None, headers=None, timestamp_ms: int | None = None
-                            ) -> RecordMetadata:
+                            partition: int | None = None, headers: Iterable[tuple[str, bytes | None]] | None = None,
+                            timestamp_ms: int | None = None) -> RecordMetadata:
         """``send`` and wait for the broker's acknowledgement."""
         return await (await self.send(topic, value, key, partition, headers, timestamp_ms))
 

@@ -72,7 +72,9 @@ class ProducerConfig:
     max_request_size: int = 1048576
 
     def __post_init__(self) -> None:
-        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen dataclass)
+        def set_(name: str, value: object) -> None:  # a frozen dataclass
+            object.__setattr__(self, name, value)
+
         set_("bootstrap_servers", settings.servers(self.bootstrap_servers))
         if not isinstance(self.client_id, str):
             raise ConfigError(f"client.id must be a string, not {self.client_id!r}")

@@ -3,8 +3,25 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kafkawire.errors import KafkaWireError
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from _typeshed import DataclassInstance
+
+
+class _Config(Protocol):
+    """ProducerConfig and ConsumerConfig, as ``resolve`` uses them."""
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, object]) -> Self: ...
+
+
+_Dataclass = TypeVar("_Dataclass", bound="DataclassInstance")
+_Resolved = TypeVar("_Resolved", bound=_Config)
 
 
 class ConfigError(KafkaWireError):
@@ -41,7 +58,7 @@ def servers(value: object) -> tuple[str, ...]:
         value = [part for part in (piece.strip() for piece in value.split(",")) if part]
     if not isinstance(value, (list, tuple)):
         raise ConfigError(f"bootstrap.servers must be a list of host:port, not {value!r}")
-    servers = []
+    servers: list[str] = []
     for server in value:
         host, sep, port = str(server).strip().rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
@@ -52,12 +69,12 @@ def servers(value: object) -> tuple[str, ...]:
 
 def choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
     text = value.strip().lower() if isinstance(value, str) else None
-    if text not in allowed:
+    if text is None or text not in allowed:
         raise ConfigError(f"{dotted(name)} must be one of {', '.join(allowed)}, not {value!r}")
     return text
 
 
-def from_properties(cls, properties: Mapping[str, object], kind: str):
+def from_properties(cls: type[_Dataclass], properties: Mapping[str, object], kind: str) -> _Dataclass:
     """A ``cls`` config from Kafka's dotted property names; an unknown name is a ConfigError."""
     known = {f.name for f in dataclasses.fields(cls) if not f.name.startswith("_")}
     values: dict[str, object] = {}
@@ -69,13 +86,18 @@ def from_properties(cls, properties: Mapping[str, object], kind: str):
     return cls(**values)
 
 
-def resolve(cls, config, properties: Mapping[str, object]):
+def resolve(cls: type[_Resolved], config: _Resolved | Mapping[str, object] | None,
+            properties: Mapping[str, object]) -> _Resolved:
     """A ``cls`` config from a config, a mapping of Kafka property names, and/or keyword properties
     (``bootstrap_servers=...`` or the dotted names)."""
     if isinstance(config, cls):
         if properties:
             raise TypeError(f"pass either a {cls.__name__} or properties, not both")
         return config
-    merged = dict(config or {})
+    merged: dict[str, object] = {}
+    if config is not None:
+        if not isinstance(config, Mapping):
+            raise TypeError(f"config must be a {cls.__name__} or a mapping of properties, not {config!r}")
+        merged.update(config)
     merged.update(properties)
     return cls.from_properties(merged)

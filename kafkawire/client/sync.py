@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .common import TopicPartition
-from .consumer import AsyncConsumer
+from .consumer import AsyncConsumer, CommitCallback
 from .consumer_config import ConsumerConfig
 from .fetcher import ConsumerRecord
 from .producer import AsyncProducer
@@ -84,7 +84,9 @@ class Producer:
     """A blocking facade over AsyncProducer (same settings: a ProducerConfig, a mapping of property
     names, or keyword properties)."""
 
-    def __init__(self, config: ProducerConfig | Mapping[str, Any] | None = None, **properties):
+    config: ProducerConfig
+
+    def __init__(self, config: ProducerConfig | Mapping[str, Any] | None = None, **properties: Any) -> None:
         self._thread = _LoopThread("kafkawire-producer")
 
         async def create() -> AsyncProducer:
@@ -100,7 +102,7 @@ class Producer:
 
     def send(self, topic: str, value: bytes | None = None, key: bytes | None = None, partition: int | None = None,
              headers: Iterable[tuple[str, bytes | None]] | None = None,
-             timestamp_ms: int | None = None) -> concurrent.futures.Future:
+             timestamp_ms: int | None = None) -> concurrent.futures.Future[RecordMetadata]:
         """Append a record (blocking up to max.block.ms for metadata and memory); the returned future
         resolves to its RecordMetadata."""
         async def send():
@@ -108,7 +110,8 @@ class Producer:
         return self._thread.run(send())
 
     def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
-                      partition: int | None = None, headers=None, timestamp_ms: int | None = None) -> RecordMetadata:
+                      partition: int | None = None, headers: Iterable[tuple[str, bytes | None]] | None = None,
+                      timestamp_ms: int | None = None) -> RecordMetadata:
         return self.send(topic, value, key, partition, headers, timestamp_ms).result()
 
     def flush(self, timeout_ms: float | None = None) -> None:
@@ -131,14 +134,16 @@ class Producer:
     def __enter__(self) -> Producer:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
 class Consumer:
     """A blocking facade over AsyncConsumer (same settings and method names)."""
 
-    def __init__(self, config: ConsumerConfig | Mapping[str, Any] | None = None, **properties):
+    config: ConsumerConfig
+
+    def __init__(self, config: ConsumerConfig | Mapping[str, Any] | None = None, **properties: Any) -> None:
         self._thread = _LoopThread("kafkawire-consumer")
 
         async def create() -> AsyncConsumer:
@@ -157,7 +162,7 @@ class Consumer:
     def assignment(self) -> set[TopicPartition]:
         return self._thread.call(self._consumer.assignment)
 
-    def subscribe(self, topics: Iterable[str], listener=None) -> None:
+    def subscribe(self, topics: Iterable[str], listener: object = None) -> None:
         """Join the group; ``listener``'s callbacks run on the client's loop thread."""
         self._thread.call(self._consumer.subscribe, list(topics), listener)
 
@@ -201,7 +206,7 @@ class Consumer:
         self._thread.run(self._consumer.commit(offsets, timeout_ms))
 
     def commit_async(self, offsets: Mapping[TopicPartition, int] | None = None,
-                     callback=None) -> concurrent.futures.Future:
+                     callback: CommitCallback | None = None) -> concurrent.futures.Future[dict[TopicPartition, Any]]:
         """Start a commit; ``callback(offsets, error)`` runs on the client's thread when it ends."""
         return self._thread.call(lambda: _chain(self._consumer.commit_async(offsets, callback)))
 
@@ -222,5 +227,5 @@ class Consumer:
     def __enter__(self) -> Consumer:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -1,7 +1,8 @@
 """Base classes of the generated message and struct classes: equality, repr, to_dict, decode, encode.
 
 The generated classes carry their per-version readers and writers; nothing here walks a schema on
-the encode or decode path. Equality, repr and to_dict walk ``_FIELDS``, which is not hot.
+the encode or decode path. Equality, repr and to_dict walk ``_FIELDS``, which is not hot. Each generated
+module has a stub (``.pyi``) beside it that types its classes' fields and constructors for type checkers.
 """
 from __future__ import annotations
 
@@ -10,6 +11,15 @@ import gc
 import uuid
 
 from ..errors import DecodeError, EncodeError, UnsupportedVersionError
+
+TYPE_CHECKING = False  # what typing.TYPE_CHECKING is, without importing typing where codecs load
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, Self
+
+# A ``bytes`` or ``records`` field's value: what the constructor takes and encode writes. Decode gives
+# memoryview slices of its input.
+Bytes = bytes | bytearray | memoryview
 
 
 # Messages larger than this many bytes are decoded with the cyclic GC paused; see pause_gc_above().
@@ -26,6 +36,7 @@ class Struct:
 
     __slots__ = ()
     _FIELDS: tuple[str, ...] = ()
+    unknown_tags: dict[int, bytes] | None  # a slot of every generated class
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -41,7 +52,7 @@ class Struct:
                 return False
         return (self.unknown_tags or None) == (other.unknown_tags or None)
 
-    __hash__ = None  # mutable
+    __hash__ = None  # type: ignore[assignment]  # mutable
 
     def __repr__(self) -> str:
         parts = [f"{name}={_short_repr(getattr(self, name))}" for name in self._FIELDS]
@@ -49,7 +60,7 @@ class Struct:
             parts.append(f"unknown_tags={self.unknown_tags!r}")
         return f"{type(self).__qualname__}({', '.join(parts)})"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-safe data: bytes and records as base64 text, uuids as text, arrays as lists."""
         data = {name: _to_json(getattr(self, name)) for name in self._FIELDS}
         if self.unknown_tags:
@@ -66,16 +77,17 @@ class Message(Struct):
     API_KEY: int | None = None
     VALID_VERSIONS: tuple[int, int] = (0, 0)
     FLEXIBLE_VERSIONS: tuple[int, int] | None = None
-    _READERS: dict = {}
-    _WRITERS: dict = {}
+    _READERS: dict[int, Callable[..., tuple[Any, int]]] = {}
+    _WRITERS: dict[int, Callable[..., None]] = {}
 
     @classmethod
-    def decode(cls, buf, version: int, exact: bool = False):
+    def decode(cls, buf: Bytes, version: int, exact: bool = False) -> Self:
         """Decode a body of ``version`` from bytes, bytearray or memoryview.
 
         ``bytes`` and ``records`` fields come back as memoryview slices of ``buf`` (no copy). With
         ``exact``, bytes left after the message are an error.
         """
+        message: Self  # (a bare annotation: no code at run time)
         if type(buf) is not memoryview and len(buf) <= _PAUSE_GC_ABOVE:
             try:  # small bytes or bytearray: the short path (the reader makes a memoryview if it needs one)
                 message, end = cls._READERS[version](buf, 0, None)
@@ -91,7 +103,7 @@ class Message(Struct):
         return message
 
     @classmethod
-    def decode_from(cls, buf, version: int, pos: int = 0):
+    def decode_from(cls, buf: Bytes, version: int, pos: int = 0) -> tuple[Self, int]:
         """Decode a body of ``version`` starting at ``pos``; returns ``(message, end position)``."""
         return _decode(cls, buf, version, pos)
 
@@ -99,7 +111,7 @@ class Message(Struct):
         """The body of this message written at ``version``."""
         return b"".join(self.encode_parts(version))
 
-    def encode_parts(self, version: int) -> list:
+    def encode_parts(self, version: int) -> list[Bytes]:
         """The body written at ``version`` as the list of pieces ``encode`` joins, in order.
 
         ``bytes`` and ``records`` values are pieces of their own, exactly the objects the message
@@ -111,7 +123,7 @@ class Message(Struct):
             raise UnsupportedVersionError(
                 f"can't write version {version} of {self.NAME} (valid: {_range_text(self.VALID_VERSIONS)})",
                 [self.NAME])
-        out: list = []
+        out: list[Bytes] = []
         try:
             writer(self, out.append)
         except EncodeError as exc:
@@ -121,7 +133,7 @@ class Message(Struct):
         return out
 
 
-def _decode(cls, buf, version: int, pos: int):
+def _decode(cls: type[Any], buf: Bytes, version: int, pos: int) -> tuple[Any, int]:
     reader = cls._READERS.get(version)
     if reader is None:
         raise DecodeError(f"unknown version {version} (valid: {_range_text(cls.VALID_VERSIONS)})", pos,
@@ -144,7 +156,8 @@ def _decode(cls, buf, version: int, pos: int):
     return _read(cls, reader, buf, pos, view)
 
 
-def _read(cls, reader, buf, pos: int, view):
+def _read(cls: type[Any], reader: Callable[..., tuple[Any, int]], buf: Bytes, pos: int,
+          view: memoryview) -> tuple[Any, int]:
     try:
         return reader(buf, pos, view)
     except DecodeError as exc:
@@ -162,7 +175,7 @@ def pause_gc_above(size: int | None) -> None:
 
 # Called with the new size by pause_gc_above(): the native decode entry point (codec/native.py) keeps
 # its own copy rather than look this module's global up on every decode.
-PAUSE_GC_LISTENERS: list = []
+PAUSE_GC_LISTENERS: list[Callable[[float], object]] = []
 
 
 def _range_text(versions: tuple[int, int]) -> str:
@@ -170,7 +183,7 @@ def _range_text(versions: tuple[int, int]) -> str:
     return str(low) if low == high else f"{low}-{high}"
 
 
-def _to_json(value):
+def _to_json(value: object) -> object:
     if isinstance(value, Struct):
         return value.to_dict()
     if isinstance(value, (list, tuple)):
@@ -182,7 +195,7 @@ def _to_json(value):
     return value
 
 
-def _short_repr(value) -> str:
+def _short_repr(value: object) -> str:
     if isinstance(value, memoryview):
         raw = bytes(value[:32])
         return f"<{len(value)} bytes {raw!r}{'...' if len(value) > 32 else ''}>"

@@ -64,13 +64,16 @@ def decode_failure(exc: BaseException, lines: FieldLines) -> DecodeError:
     """Called in a reader's ``except`` clause: the DecodeError to raise, with this level's path segments."""
     label, frame_locals = _locate(exc, lines)
     # A struct read inline in its parent's array loop labels its fields "array[]>field".
-    *arrays, label = label.split(">") if label is not None else [None]
-    segments = [_segment(array, frame_locals) for array in arrays]
+    arrays: list[str] = []
+    if label is not None:
+        *arrays, label = label.split(">")
+    segments = [found for array in arrays if (found := _segment(array, frame_locals)) is not None]
     segment = _segment(label, frame_locals)
     if isinstance(exc, DecodeError):  # from a nested struct's reader: add our part of the path
         if segment is not None:
             exc.path[:0] = segments + [segment]
         return exc
+    offset: int | None
     if isinstance(exc, Invalid):
         reason, offset = exc.reason, exc.offset
     else:
@@ -93,7 +96,7 @@ def _truncated_run_field(label: str, offset: int, buf) -> tuple[str, int]:
 
 
 def _run_fields(label: str) -> list[tuple[str, str]]:
-    return [tuple(part.split(":", 1)) for part in label.split("/")]
+    return [(name, code) for name, _, code in (part.partition(":") for part in label.split("/"))]
 
 
 def _bad_run_value(label: str, frame_locals: dict) -> str | None:

@@ -149,8 +149,8 @@ def fixed_array_writer(code: str) -> _FormatCache:
 
 ZERO_UUID = uuid.UUID(int=0)
 _new_uuid = object.__new__
-_set_uuid_int = uuid.UUID.int.__set__  # the slot descriptors: UUID.__setattr__ refuses all writes
-_set_uuid_is_safe = uuid.UUID.is_safe.__set__
+_set_uuid_int = uuid.UUID.int.__set__  # type: ignore[attr-defined,misc]  # the slot descriptors:
+_set_uuid_is_safe = uuid.UUID.is_safe.__set__  # type: ignore[attr-defined,misc]  # UUID.__setattr__ refuses all writes
 _UNKNOWN_SAFETY = uuid.SafeUUID.unknown
 _int_from_bytes = int.from_bytes
 

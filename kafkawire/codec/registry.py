@@ -4,7 +4,12 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing where codecs load
+if TYPE_CHECKING:
+    from .base import Message
+
 API_VERSIONS = 18
+REMOVED = (0, -1)  # the versions of a removed API: none
 
 
 @dataclass(frozen=True)
@@ -12,15 +17,16 @@ class ApiInfo:
     """One API key: its request and response messages and the versions they share.
 
     A removed API (Kafka 4 keeps ControlledShutdown, LeaderAndIsr, StopReplica and UpdateMetadata as
-    specs with ``"validVersions": "none"``, so that their keys are not reused) has ``removed`` set, no
-    versions and no message classes.
+    specs with ``"validVersions": "none"``, so that their keys are not reused) has the empty range
+    ``REMOVED`` (0, -1) as its versions (``removed`` says so; ``range(min_version, max_version + 1)`` is
+    empty) and no message classes.
     """
 
     key: int
     name: str  # "Fetch"
     request: str  # class names, "FetchRequest"
     response: str
-    valid_versions: tuple[int, int] | None  # None: removed
+    valid_versions: tuple[int, int]  # REMOVED (empty) for a removed API
     flexible_versions: tuple[int, int] | None
     response_flexible_versions: tuple[int, int] | None
     deprecated_versions: tuple[int, int] | None = None
@@ -30,18 +36,18 @@ class ApiInfo:
 
     @property
     def removed(self) -> bool:
-        return self.valid_versions is None
+        return self.valid_versions[1] < self.valid_versions[0]
 
     @property
-    def min_version(self) -> int | None:
-        return None if self.removed else self.valid_versions[0]
+    def min_version(self) -> int:
+        return self.valid_versions[0]
 
     @property
-    def max_version(self) -> int | None:
-        return None if self.removed else self.valid_versions[1]
+    def max_version(self) -> int:
+        return self.valid_versions[1]
 
     def supports(self, version: int) -> bool:
-        return not self.removed and self.valid_versions[0] <= version <= self.valid_versions[1]
+        return self.valid_versions[0] <= version <= self.valid_versions[1]
 
     def unsupported(self, version: int) -> str:
         """Why ``version`` cannot be read: the API was removed, or the version is outside its range."""
@@ -64,15 +70,17 @@ class ApiInfo:
         return 1 if flexible is not None and version >= flexible[0] else 0
 
     @property
-    def request_class(self):
+    def request_class(self) -> type[Message]:
         if self.removed:
             raise AttributeError(self.unsupported(0))
+        assert self._registry is not None  # set by the Registry that holds it
         return self._registry.load(self.request)
 
     @property
-    def response_class(self):
+    def response_class(self) -> type[Message]:
         if self.removed:
             raise AttributeError(self.unsupported(0))
+        assert self._registry is not None
         return self._registry.load(self.response)
 
 
@@ -82,7 +90,7 @@ class Registry:
         self.modules = modules
         self._by_key: dict[int, ApiInfo] = {}
         self._by_name: dict[str, ApiInfo] = {}
-        self._loaded: dict[str, type] = {}
+        self._loaded: dict[str, type[Message]] = {}
         for info in apis:
             object.__setattr__(info, "_registry", self)
             self._by_key[info.key] = info
@@ -101,7 +109,7 @@ class Registry:
         """The APIs by key: those with versions, and with ``include_removed`` the removed ones too."""
         return [self._by_key[key] for key in sorted(self._by_key) if include_removed or not self._by_key[key].removed]
 
-    def load(self, name: str) -> type:
+    def load(self, name: str) -> type[Message]:
         """The generated class ``name``, importing its module on first use."""
         cls = self._loaded.get(name)
         if cls is not None:
@@ -110,9 +118,9 @@ class Registry:
         if module_name is None:
             raise AttributeError(f"module {self.package!r} has no attribute {name!r}")
         module = importlib.import_module(f"{self.package}.{module_name}")
-        cls = getattr(module, name)
-        self._loaded[name] = cls
-        return cls
+        loaded: type[Message] = getattr(module, name)
+        self._loaded[name] = loaded
+        return loaded
 
-    def message_class(self, name: str) -> type:
+    def message_class(self, name: str) -> type[Message]:
         return self.load(name)

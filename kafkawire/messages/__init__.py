@@ -4,7 +4,7 @@
 ``from kafkawire.messages import FetchRequest`` imports only that message's module;
 ``api("Fetch")`` or ``api(1)`` describes an API: versions, flexible versions, header versions.
 """
-from kafkawire.codec.registry import ApiInfo, Registry
+from kafkawire.codec.registry import REMOVED, ApiInfo, Registry
 
 _MODULES = {
     "AddOffsetsToTxnRequest": "add_offsets_to_txn_request",
@@ -238,19 +238,19 @@ _REGISTRY = Registry(__name__, _MODULES, [
     ),
     ApiInfo(
         key=4, name="LeaderAndIsr", request="LeaderAndIsrRequest", response="LeaderAndIsrResponse",
-        valid_versions=None, flexible_versions=None, response_flexible_versions=None,
+        valid_versions=REMOVED, flexible_versions=None, response_flexible_versions=None,
     ),
     ApiInfo(
         key=5, name="StopReplica", request="StopReplicaRequest", response="StopReplicaResponse",
-        valid_versions=None, flexible_versions=None, response_flexible_versions=None,
+        valid_versions=REMOVED, flexible_versions=None, response_flexible_versions=None,
     ),
     ApiInfo(
         key=6, name="UpdateMetadata", request="UpdateMetadataRequest", response="UpdateMetadataResponse",
-        valid_versions=None, flexible_versions=None, response_flexible_versions=None,
+        valid_versions=REMOVED, flexible_versions=None, response_flexible_versions=None,
     ),
     ApiInfo(
         key=7, name="ControlledShutdown", request="ControlledShutdownRequest", response="ControlledShutdownResponse",
-        valid_versions=None, flexible_versions=None, response_flexible_versions=None,
+        valid_versions=REMOVED, flexible_versions=None, response_flexible_versions=None,
     ),
     ApiInfo(
         key=8, name="OffsetCommit", request="OffsetCommitRequest", response="OffsetCommitResponse",

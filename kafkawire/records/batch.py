@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import gc
 from array import array
+from collections.abc import Iterator
+from typing import Any
 
 from crc32c import crc32c
 
@@ -74,6 +76,20 @@ class RecordBatch:
     __slots__ = ("buffer", "base_offset", "length", "partition_leader_epoch", "magic", "crc", "attributes",
                  "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
                  "base_sequence", "count", "position", "decompressed_limit")
+    # The header's fields (unpacked in one call, which a type checker cannot follow).
+    base_offset: int
+    length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    count: int
 
     def __init__(self, buffer: memoryview, position: int = 0,
                  decompressed_limit: int = DEFAULT_DECOMPRESSED_LIMIT):
@@ -185,7 +201,8 @@ class RecordBatch:
             raise self._located(error) from None
         return columns
 
-    def rows(self, context: tuple = (None, None, None, None), row_type: type = tuple) -> list:
+    def rows(self, context: tuple[Any, Any, Any, Any] = (None, None, None, None),
+             row_type: type[tuple[Any, ...]] = tuple) -> list[tuple[Any, ...]]:
         """The records as rows, one ``row_type`` (``tuple`` or a subclass of it) per record, holding
         ``context + (offset, timestamp, key, value, headers, key_size, value_size)``: ``context`` is four
         values every row starts with (a consumer's topic, partition, timestamp type and leader epoch),
@@ -200,8 +217,8 @@ class RecordBatch:
             gc.disable()
         try:
             if _native is not None:
-                rows = _native.read_rows(data, self.count, self.base_offset, self.base_timestamp, fixed_timestamp,
-                                         context, row_type)
+                rows: list[tuple[Any, ...]] | None = _native.read_rows(
+                    data, self.count, self.base_offset, self.base_timestamp, fixed_timestamp, context, row_type)
                 if rows is not None:
                     return rows
                 # malformed: the Python reader reads it again and raises the error with its path and offset
@@ -218,7 +235,7 @@ class RecordBatch:
         return [Record(offset, timestamp, timestamp_type, key, value, headers)
                 for _, _, _, _, offset, timestamp, key, value, headers, _, _ in self.rows()]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Record]:
         return iter(self.records())
 
     def _located(self, error: RecordsError) -> RecordsError:
@@ -371,7 +388,7 @@ def _read_records(data: bytes, count: int, base_offset: int, base_timestamp: int
     columns.headers_at.extend(headers_at)
 
 
-def _int64_array(values: list[int]) -> array:
+def _int64_array(values: list[int]) -> array[int]:
     try:
         return array("q", values)
     except OverflowError:  # Java's long arithmetic wraps; a crafted batch can get here
@@ -379,7 +396,7 @@ def _int64_array(values: list[int]) -> array:
 
 
 def _read_rows(data: bytes, count: int, base_offset: int, base_timestamp: int, fixed_timestamp: int | None,
-               context: tuple, row_type: type) -> list:
+               context: tuple[Any, Any, Any, Any], row_type: type[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """Read ``count`` records from ``data`` into rows (see RecordBatch.rows).
 
     The same reading and the same checks as _read_records, with each record made into its row on
@@ -391,7 +408,7 @@ def _read_rows(data: bytes, count: int, base_offset: int, base_timestamp: int, f
     zigzag = _ZIGZAG
     min_length = _MIN_RECORD_SIZE - 1
     make = tuple.__new__
-    rows: list = []
+    rows: list[tuple[Any, ...]] = []
     add_row = rows.append
     # Deltas of one or two bytes cannot take a base past int64 unless it sits near a limit; longer
     # ones may (crafted batches), and then the rows are fixed up afterwards.
@@ -475,6 +492,7 @@ def _read_rows(data: bytes, count: int, base_offset: int, base_timestamp: int, f
             else:
                 raise RecordsError(f"negative value length {value_length}", pos - 1, path=[f"records[{index}]"])
             # headers
+            headers: tuple[Header, ...]  # (a bare annotation: no code at run time)
             if data[pos] == 0:
                 pos += 1
                 headers = ()
@@ -501,10 +519,11 @@ def _read_rows(data: bytes, count: int, base_offset: int, base_timestamp: int, f
     return rows
 
 
-def _fix_rows(rows: list, fixed_timestamp: int | None, row_type: type) -> list:
+def _fix_rows(rows: list[tuple[Any, ...]], fixed_timestamp: int | None,
+              row_type: type[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """Rows with offsets and timestamps wrapped to int64 (as Java's long arithmetic leaves them), and
     every timestamp replaced by ``fixed_timestamp`` when given (LogAppendTime batches)."""
-    fixed = []
+    fixed: list[tuple[Any, ...]] = []
     for row in rows:
         values = list(row)
         values[4] = wrap_int64(values[4])
@@ -533,7 +552,7 @@ def _read_headers(data: bytes, pos: int, end: int, index: int) -> tuple[int, lis
         raise RecordsError(f"negative header count {count}", pos - 1, path=[f"records[{index}]"])
     if count > (end - pos) // 2:  # each header takes at least two bytes
         raise RecordsError(f"header count {count} cannot fit in the record", pos - 1, path=[f"records[{index}]"])
-    found = []
+    found: list[tuple[int, int, int, int]] = []
     for h in range(count):
         key_length, pos = read_varint(data, pos)
         if key_length < 0:

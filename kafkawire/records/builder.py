@@ -14,7 +14,7 @@ from struct import Struct
 from crc32c import crc32c
 
 from .batch import CONTROL_FLAG, DELETE_HORIZON_FLAG, TIMESTAMP_TYPE_FLAG, TRANSACTIONAL_FLAG, wrap_int64
-from .compression import Codec, compress
+from .compression import Buffer, Codec, compress
 from .control import ControlType, control_key, end_txn_marker_value
 from .layouts import ATTRIBUTES_OFFSET, BATCH_HEADER, CRC_OFFSET, packed
 from .legacy import LEGACY_TIMESTAMP_TYPE_FLAG
@@ -38,7 +38,7 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _check_bytes(value, name: str) -> None:
+def _check_bytes(value: Buffer | None, name: str) -> None:
     if value is not None and len(value) > _INT32_MAX:
         raise ValueError(f"{name} of {len(value)} bytes exceeds the int32 length limit")
 
@@ -85,7 +85,7 @@ class RecordBatchBuilder:
         """Bytes of the (uncompressed) records appended so far."""
         return len(self._records)
 
-    def append(self, value: bytes | None, key: bytes | None = None, headers: Iterable[HeaderLike] = (),
+    def append(self, value: Buffer | None, key: Buffer | None = None, headers: Iterable[HeaderLike] = (),
                timestamp: int | None = None, offset_delta: int | None = None) -> int:
         """Add a record; returns its offset delta. Timestamps default to now (milliseconds)."""
         if offset_delta is None:
@@ -105,9 +105,9 @@ class RecordBatchBuilder:
         write_varint(body, offset_delta)
         _write_sized(body, key)
         _write_sized(body, value)
-        headers = tuple(headers)
-        write_varint(body, len(headers))
-        for header_key, header_value in headers:
+        header_list = tuple(headers)
+        write_varint(body, len(header_list))
+        for header_key, header_value in header_list:
             if header_key is None:
                 raise ValueError("a header key cannot be null")
             _write_sized(body, header_key.encode("utf-8"))
@@ -125,7 +125,7 @@ class RecordBatchBuilder:
         records = bytes(self._records)
         if self.compression != Codec.NONE:
             records = compress(self.compression, records, self.compression_level)
-        attributes = self.compression
+        attributes = int(self.compression)
         if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
             attributes |= TIMESTAMP_TYPE_FLAG
         if self.transactional:
@@ -152,7 +152,7 @@ class RecordBatchBuilder:
         return bytes(out)
 
 
-def _write_sized(out: bytearray, data: bytes | None) -> None:
+def _write_sized(out: bytearray, data: Buffer | None) -> None:
     if data is None:
         write_varint(out, -1)
     else:
@@ -181,12 +181,12 @@ class LegacyMessageSetBuilder:
         self.compression_level = compression_level
         self.timestamp_type = timestamp_type
         self.log_append_time = log_append_time
-        self._messages: list[tuple[int, int, bytes | None, bytes | None]] = []
+        self._messages: list[tuple[int, int, Buffer | None, Buffer | None]] = []
 
     def __len__(self) -> int:
         return len(self._messages)
 
-    def append(self, value: bytes | None, key: bytes | None = None, timestamp: int | None = None,
+    def append(self, value: Buffer | None, key: Buffer | None = None, timestamp: int | None = None,
                offset: int | None = None) -> int:
         """Add a record; returns its absolute offset."""
         if offset is None:
@@ -227,8 +227,8 @@ class LegacyMessageSetBuilder:
             wrapper_timestamp = max(timestamp for _, timestamp, _, _ in self._messages)
         return self._message(last_offset, wrapper_timestamp, flags | self.compression, None, wrapped)
 
-    def _message(self, offset: int, timestamp: int, attributes: int, key: bytes | None,
-                 value: bytes | None) -> bytes:
+    def _message(self, offset: int, timestamp: int, attributes: int, key: Buffer | None,
+                 value: Buffer | None) -> bytes:
         body = bytearray((self.magic, attributes))
         if self.magic == 1:
             body += _INT64.pack(timestamp)

@@ -39,7 +39,7 @@ class RecordColumns:
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def _slices(self, starts: array, lengths: array) -> list[bytes | None]:
+    def _slices(self, starts: array[int], lengths: array[int]) -> list[bytes | None]:
         data = self.data
         return [None if length < 0 else data[start:start + length] for start, length in zip(starts, lengths)]
 

@@ -73,11 +73,12 @@ def codec_name(codec: int) -> str:
     return kind.name if kind is not None else f"unknown({codec})"
 
 
-def _level(codec: Codec, level: int | None) -> int | None:
+def _level(codec: Codec, level: int | None) -> int:
+    """The level to compress at: ``level`` checked, or the codec's default; 0 for codecs without levels."""
     if codec not in _LEVELS:
         if level is not None:
             raise ValueError(f"{codec.name.lower()} takes no compression level (got {level})")
-        return None
+        return 0
     low, high, default = _LEVELS[codec]
     if level is None:
         return default
@@ -95,19 +96,19 @@ def compress(codec: int, data: Buffer, level: int | None = None, *, legacy_lz4: 
     ``"xerial"`` (Java) or ``"raw"`` (librdkafka).
     """
     kind = codec_of(codec)
-    level = _level(kind, level)
+    chosen = _level(kind, level)
     if kind is Codec.SNAPPY and snappy_framing not in ("xerial", "raw"):
         raise ValueError(f"snappy_framing must be 'xerial' or 'raw', not {snappy_framing!r}")
     try:
         if kind is Codec.NONE:
             return bytes(data)
         if kind is Codec.GZIP:
-            return _gzip(data, level)
+            return _gzip(data, chosen)
         if kind is Codec.SNAPPY:
             return _snappy(data) if snappy_framing == "xerial" else bytes(cramjam.snappy.compress_raw(data))
         if kind is Codec.LZ4:
-            return _lz4_frame(data, level, legacy_lz4)
-        return _zstd_compressor(level).compress(data)
+            return _lz4_frame(data, chosen, legacy_lz4)
+        return _zstd_compressor(chosen).compress(data)
     except _LIBRARY_ERRORS[kind] as e:
         raise CompressionError(f"{kind.name.lower()}: cannot compress ({e})") from e
 
@@ -222,7 +223,7 @@ _XERIAL_BLOCK = 32 * 1024  # SnappyOutputStream.DEFAULT_BLOCK_SIZE
 
 def _snappy(data: Buffer) -> bytes:
     view = memoryview(data)
-    parts: list[Buffer] = [_XERIAL_HEADER]
+    parts: list[Buffer | cramjam.Buffer] = [_XERIAL_HEADER]
     for start in range(0, len(view), _XERIAL_BLOCK):
         block = cramjam.snappy.compress_raw(view[start:start + _XERIAL_BLOCK])
         parts += (len(block).to_bytes(4, "big"), block)
@@ -233,7 +234,7 @@ def _unsnappy(view: memoryview, limit: int) -> bytes:
     # SnappyInputStream's test: 16 bytes or more, starting with the magic; anything else is one raw block.
     if len(view) < 16 or view[:8] != _XERIAL_MAGIC:
         return bytes(_snappy_block(view, limit, limit))
-    parts: list[Buffer] = []
+    parts: list[cramjam.Buffer] = []
     produced, pos, end = 0, 16, len(view)
     while end - pos >= 4:  # like SnappyInputStream, ignore 1-3 trailing bytes
         if view[pos:pos + 4] == _XERIAL_MAGIC[:4]:  # a concatenated stream's header
@@ -273,9 +274,9 @@ _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 
 def _lz4_frame(data: Buffer, level: int, legacy: bool) -> bytes:
     # Kafka's default 9 is lz4-java's fast compressor (lz4.frame's 0), other levels HC at that level (3 at least).
-    frame = lz4.frame.compress(data, compression_level=0 if level == 9 else max(level, 3),
-                               block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
-                               content_checksum=False, block_checksum=False, store_size=False)
+    frame: bytes = lz4.frame.compress(data, compression_level=0 if level == 9 else max(level, 3),
+                                      block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
+                                      content_checksum=False, block_checksum=False, store_size=False)
     if not legacy:
         return frame
     broken = (_xxh32(frame[:6]) >> 8) & 0xFF  # over magic + FLG + BD, not FLG + BD
@@ -412,7 +413,7 @@ def _zstd_bound(view: memoryview) -> int:
             content_size = int.from_bytes(view[pos:pos + size_bytes], "little") + (256 if size_bytes == 2 else 0)
             pos += size_bytes
         blocks = 0
-        last = False
+        last = 0
         while not last:
             if end - pos < 3:
                 raise CompressionError("zstd: truncated frame")

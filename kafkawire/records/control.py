@@ -10,10 +10,14 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from struct import Struct
+from typing import TYPE_CHECKING
 
 from ..errors import DecodeError, RecordsError
 from .layouts import CONTROL_KEY, END_TXN_MARKER, packed
 from .record import Record
+
+if TYPE_CHECKING:
+    from ..codec.base import Message
 
 __all__ = ["ControlType", "ControlRecord", "control_record", "control_key", "end_txn_marker_value"]
 
@@ -55,7 +59,7 @@ class ControlRecord:
     version: int
     type_id: int
     coordinator_epoch: int | None = None
-    message: object | None = None
+    message: Message | None = None
 
     @property
     def is_transaction_marker(self) -> bool:
@@ -86,7 +90,7 @@ def control_record(record: Record) -> ControlRecord:
     return ControlRecord(record.offset, kind, version, type_id)
 
 
-def _kraft_message(kind: ControlType, record: Record):
+def _kraft_message(kind: ControlType, record: Record) -> Message:
     from .. import messages  # loaded on first use: most readers never meet a KRaft control record
 
     cls = messages.message_class(_KRAFT_MESSAGES[kind])

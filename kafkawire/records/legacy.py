@@ -7,6 +7,7 @@ magic 0 they are absolute. Inner messages must not themselves be compressed.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 from struct import Struct
 
 from ..errors import CompressionError, CorruptRecordError, RecordsError
@@ -36,6 +37,13 @@ class LegacyBatch:
 
     __slots__ = ("buffer", "offset", "size_field", "crc", "magic", "attributes", "timestamp", "key", "value",
                  "position", "decompressed_limit")
+    # The header's fields (unpacked in one call, which a type checker cannot follow).
+    offset: int
+    size_field: int
+    crc: int
+    magic: int
+    attributes: int
+    timestamp: int
 
     def __init__(self, buffer: memoryview, position: int = 0,
                  decompressed_limit: int = DEFAULT_DECOMPRESSED_LIMIT):
@@ -146,7 +154,7 @@ class LegacyBatch:
                            _bytes_or_none(self.value))]
         return self._inner_records(verify_crc)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Record]:
         return iter(self.records())
 
     def _inner_records(self, verify_crc: bool) -> list[Record]:

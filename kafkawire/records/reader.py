@@ -11,7 +11,7 @@ from struct import Struct
 
 from ..errors import RecordsError
 from .batch import RecordBatch
-from .compression import DEFAULT_DECOMPRESSED_LIMIT
+from .compression import DEFAULT_DECOMPRESSED_LIMIT, Buffer
 from .layouts import LOG_OVERHEAD, MAGIC_OFFSET
 from .legacy import LegacyBatch
 from .record import Record
@@ -25,7 +25,7 @@ _MIN_ENTRY_SIZE = 14
 MAX_DECOMPRESSED_LIMIT = 0x7FFFFFFF
 
 
-def iter_batches(blob, *, verify_crc: bool = True, decompressed_limit: int = DEFAULT_DECOMPRESSED_LIMIT
+def iter_batches(blob: Buffer, *, verify_crc: bool = True, decompressed_limit: int = DEFAULT_DECOMPRESSED_LIMIT
                  ) -> Iterator[RecordBatch | LegacyBatch]:
     """The batches (magic 2) and legacy messages (magic 0/1) in ``blob``, in order.
 
@@ -49,6 +49,7 @@ def iter_batches(blob, *, verify_crc: bool = True, decompressed_limit: int = DEF
             return  # a partial trailing entry
         magic = view[pos + MAGIC_OFFSET]
         entry = view[pos:end]
+        batch: RecordBatch | LegacyBatch
         if magic == 2:
             batch = RecordBatch(entry, pos, decompressed_limit)
         elif magic in (0, 1):
@@ -61,18 +62,20 @@ def iter_batches(blob, *, verify_crc: bool = True, decompressed_limit: int = DEF
         pos = end
 
 
-def read_batches(blob, **options) -> list[RecordBatch | LegacyBatch]:
+def read_batches(blob: Buffer, *, verify_crc: bool = True,
+                 decompressed_limit: int = DEFAULT_DECOMPRESSED_LIMIT) -> list[RecordBatch | LegacyBatch]:
     """``iter_batches`` as a list."""
-    return list(iter_batches(blob, **options))
+    return list(iter_batches(blob, verify_crc=verify_crc, decompressed_limit=decompressed_limit))
 
 
-def iter_records(blob, *, include_control: bool = False, **options) -> Iterator[Record]:
+def iter_records(blob: Buffer, *, include_control: bool = False, verify_crc: bool = True,
+                 decompressed_limit: int = DEFAULT_DECOMPRESSED_LIMIT) -> Iterator[Record]:
     """Every record in ``blob``, in offset order, skipping control records unless asked for them
     (consumers never surface them)."""
-    for batch in iter_batches(blob, **options):
+    for batch in iter_batches(blob, verify_crc=verify_crc, decompressed_limit=decompressed_limit):
         if batch.is_control and not include_control:
             continue
         if isinstance(batch, LegacyBatch):
-            yield from batch.records(options.get("verify_crc", True))
+            yield from batch.records(verify_crc)
         else:
             yield from batch.records()

@@ -40,7 +40,7 @@ class Record:
         return (self.offset, self.timestamp, self.timestamp_type, self.key, self.value, self.headers) == (
             other.offset, other.timestamp, other.timestamp_type, other.key, other.value, other.headers)
 
-    __hash__ = None  # mutable, like the batches it comes from
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the batches it comes from
 
     def __repr__(self) -> str:
         return (f"Record(offset={self.offset}, timestamp={self.timestamp}, "

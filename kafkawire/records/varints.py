@@ -7,11 +7,12 @@ cases; these functions take the rest and the writers.
 from __future__ import annotations
 
 from ..errors import RecordsError
+from .compression import Buffer
 
 __all__ = ["read_varint", "read_varlong", "write_varint", "write_varlong", "varint_size"]
 
 
-def _read_unsigned(buf, pos: int, max_bytes: int, bits: int, what: str) -> tuple[int, int]:
+def _read_unsigned(buf: Buffer, pos: int, max_bytes: int, bits: int, what: str) -> tuple[int, int]:
     start = pos
     value = 0
     shift = 0
@@ -32,13 +33,13 @@ def _read_unsigned(buf, pos: int, max_bytes: int, bits: int, what: str) -> tuple
     return value, pos
 
 
-def read_varint(buf, pos: int) -> tuple[int, int]:
+def read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
     """A zigzag varint (int32) at ``pos``: (value, position after it)."""
     raw, pos = _read_unsigned(buf, pos, 5, 32, "varint")
     return (raw >> 1) ^ -(raw & 1), pos
 
 
-def read_varlong(buf, pos: int) -> tuple[int, int]:
+def read_varlong(buf: Buffer, pos: int) -> tuple[int, int]:
     """A zigzag varlong (int64) at ``pos``: (value, position after it)."""
     raw, pos = _read_unsigned(buf, pos, 10, 64, "varlong")
     return (raw >> 1) ^ -(raw & 1), pos

@@ -247,8 +247,8 @@ class Fuzzer:
         self._check(info, version, False, frame, correlation, answer, row)
 
     def _malformed(self, info, version: int) -> None:
-        frame, correlation = self._request_frame(info, version)
-        frame = self._mangled(frame, info, version)
+        valid, correlation = self._request_frame(info, version)
+        frame = self._mangled(valid, info, version)
         if frame is None:
             return
         row = self._row(info.name, version, True)
@@ -336,7 +336,7 @@ class Fuzzer:
                                             correlation_id=self.correlation, client_id=CLIENT_ID)
             body = messages.ApiVersionsRequest(client_software_name=CLIENT_ID, client_software_version="1")
             answer = self._connect().exchange(encode_request(header, body))
-            response = read_response(answer, API_VERSIONS, version).body
+            response: messages.ApiVersionsResponse = read_response(answer, API_VERSIONS, version).body  # type: ignore[assignment]
             if response.error_code == 35:  # UNSUPPORTED_VERSION: the target's newest is in the answer (KIP-511)
                 offered = [k.max_version for k in response.api_keys if k.api_key == API_VERSIONS]
                 version = min(offered[0] if offered else 0, version - 1)
@@ -474,7 +474,7 @@ def command(bootstrap: str, *, seconds: float = 30, seed: int | None = None, out
     print(report.table())
     for note in report.skipped:
         print(f"not sent: {note}")
-    kinds = {}
+    kinds: dict[str, int] = {}
     for finding in report.findings:
         kinds[finding.kind] = kinds.get(finding.kind, 0) + 1
         print(f"FINDING {finding.kind}: {finding.api} v{finding.version}"

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
+
+from kafkawire.codec.base import Message
 
 __all__ = ["FieldLayout", "fields_at", "known_tags", "in_versions", "message_fields"]
 
@@ -32,22 +35,27 @@ class FieldLayout:
     array: bool
     nullable: bool
     tagged: bool  # in the version's tag section
-    struct: type | None  # the generated class of a struct (or of an array's elements)
+    struct: Any  # the generated class of a struct (or of an array's elements), None for primitives
     children: tuple[dict, ...] = ()  # the struct's spark_types fields, for the next level down
 
 
-def _struct_class(top: type, name: str) -> type:
+def _struct_class(top: type[Message], name: str) -> Any:
     return top if name == top.NAME else getattr(top, name)
 
 
-@lru_cache(maxsize=None)
-def message_fields(cls: type) -> tuple[dict, ...]:
+def message_fields(cls: type[Message]) -> tuple[dict, ...]:
     """The spark_types fields of a message class (every version's)."""
+    return _message_fields(cls.NAME)
+
+
+@lru_cache(maxsize=None)
+def _message_fields(name: str) -> tuple[dict, ...]:
     from kafkawire.messages.spark_types import SCHEMAS
-    return tuple(SCHEMAS[cls.NAME]["fields"])
+    fields: Any = SCHEMAS[name]["fields"]
+    return tuple(fields)
 
 
-def fields_at(cls: type, version: int, top: type | None = None,
+def fields_at(cls: Any, version: int, top: type[Message] | None = None,
               schema_fields: tuple[dict, ...] | None = None) -> list[FieldLayout]:
     """The fields ``cls`` (a message class, or with ``top`` and ``schema_fields`` one of its structs)
     carries at ``version``, in wire order (tagged fields among them, marked)."""

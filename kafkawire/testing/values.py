@@ -15,6 +15,9 @@ from __future__ import annotations
 import random
 import uuid
 
+from typing import Any
+
+from kafkawire.codec.base import Message
 from kafkawire.records import Codec, LegacyMessageSetBuilder, RecordBatchBuilder, transaction_marker_batch
 
 from .layout import FieldLayout, fields_at, known_tags, message_fields
@@ -53,7 +56,7 @@ class MessageValues:
         self.records = records
         self.null = null
 
-    def message(self, cls: type, version: int):
+    def message(self, cls: type[Message], version: int) -> Any:
         low, high = cls.VALID_VERSIONS
         if not low <= version <= high:
             raise ValueError(f"{cls.NAME} has no version {version} (versions {low}-{high})")
@@ -61,7 +64,7 @@ class MessageValues:
         return self._struct(cls, cls, version, message_fields(cls), flexible, depth=0)
 
     # ---- structs and fields -------------------------------------------------------------------------
-    def _struct(self, cls: type, top: type, version: int, schema_fields, flexible: bool, depth: int):
+    def _struct(self, cls: Any, top: type[Message], version: int, schema_fields, flexible: bool, depth: int):
         kwargs = {}
         for f in fields_at(cls, version, top, schema_fields):
             if f.tagged and self.rng.random() < 0.5:
@@ -166,15 +169,16 @@ def record_batches(rng: random.Random, *, magic: int | None = None, codec: Codec
         batch_codec = codec if codec is not None else rng.choice(codecs)
         count = rng.randint(1, 5)
         if batch_magic == 2:
-            builder = RecordBatchBuilder(base_offset=offset, compression=batch_codec)
+            batch = RecordBatchBuilder(base_offset=offset, compression=batch_codec)
             for _ in range(count):
-                builder.append(_maybe(rng, _blob(rng)), key=_maybe(rng, _blob(rng)),
-                               headers=[(f"h{n}", _maybe(rng, _blob(rng))) for n in range(rng.randint(0, 2))])
+                batch.append(_maybe(rng, _blob(rng)), key=_maybe(rng, _blob(rng)),
+                             headers=[(f"h{n}", _maybe(rng, _blob(rng))) for n in range(rng.randint(0, 2))])
+            out += batch.build()
         else:
-            builder = LegacyMessageSetBuilder(batch_magic, base_offset=offset, compression=batch_codec)
+            legacy = LegacyMessageSetBuilder(batch_magic, base_offset=offset, compression=batch_codec)
             for _ in range(count):
-                builder.append(_maybe(rng, _blob(rng)), key=_maybe(rng, _blob(rng)))
-        out += builder.build()
+                legacy.append(_maybe(rng, _blob(rng)), key=_maybe(rng, _blob(rng)))
+            out += legacy.build()
         offset += count
     return bytes(out)
 

@@ -54,7 +54,8 @@ class FileRecords:
     def __init__(self, source: int | SliceSource, position: int, size: int):
         if position < 0 or size < 0:
             raise ValueError(f"bad file slice: position {position}, size {size}")
-        if type(source) is SliceSource:
+        self._source: SliceSource | None
+        if isinstance(source, SliceSource):
             self._fd = source._acquire()
             self._source = source
         else:

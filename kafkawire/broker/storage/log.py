@@ -20,14 +20,16 @@ from crc32c import crc32c
 
 from ...error_codes import ErrorCode
 from ...records.batch import RecordBatch
+from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT
 from ...records.layouts import ATTRIBUTES_OFFSET, CRC_OFFSET
 from .config import LogConfig
+from .descriptors import DescriptorCache
 from .errors import LogAppendError, OffsetInRemoteTier, OffsetOutOfRange
 from .file_records import FileRecords
 from .producer_state import CorruptSnapshot, ProducerStateManager, read_snapshot, write_snapshot
 from .remote import RemoteSegment, RemoteStore
 from .segment import LogSegment, iter_batch_headers, segment_name
-from .validation import validate_produce_records
+from .validation import ValidatedBatch, validate_produce_records
 
 __all__ = ["PartitionLog", "AppendResult", "LogRead", "LogOffsetMetadata", "OffsetAndTimestamp"]
 
@@ -88,8 +90,10 @@ class PartitionLog:
     """
 
     def __init__(self, directory: Path, config: LogConfig | None = None, remote: RemoteStore | None = None,
-                 now_ms: Callable[[], int] | None = None, *, leader_epoch: int = 0):
+                 now_ms: Callable[[], int] | None = None, *, leader_epoch: int = 0,
+                 descriptors: DescriptorCache | None = None):
         self.directory = Path(directory)
+        self._descriptors = descriptors  # shared with other logs: a bound on open segment files
         self.config = config if config is not None else LogConfig()
         self.name = self.directory.name
         self.remote = remote
@@ -172,10 +176,12 @@ class PartitionLog:
         now = self._clock()
         if not bases:
             base = self._remote_segments[-1].next_offset if self._remote_segments else 0
-            self._add_segment(LogSegment(directory, base, self.config.index_interval_bytes, create=True, now_ms=now))
+            self._add_segment(LogSegment(directory, base, self.config.index_interval_bytes, create=True, now_ms=now,
+                                         descriptors=self._descriptors))
         else:
             for base in bases:
-                self._add_segment(LogSegment(directory, base, self.config.index_interval_bytes, now_ms=now))
+                self._add_segment(LogSegment(directory, base, self.config.index_interval_bytes, now_ms=now,
+                                             descriptors=self._descriptors))
             for segment, following in zip(self._segments, self._segments[1:]):
                 segment.next_offset = following.base_offset
             self._open_active()
@@ -241,21 +247,32 @@ class PartitionLog:
 
     # ---- appending ------------------------------------------------------------------------------
     def append(self, records, *, now_ms: int | None = None) -> AppendResult:
-        """Append a Produce request's records for this partition (one magic-2 batch, base offset 0).
+        """Append a Produce request's records for this partition (one magic-2 batch, base offset 0):
+        ``validate`` then ``append_batch``.
 
         Raises LogAppendError with Kafka's code (see ``validation``; INVALID_PRODUCER_EPOCH,
         OUT_OF_ORDER_SEQUENCE_NUMBER from the producer state; RECORD_LIST_TOO_LARGE when the batch is larger
         than a segment; KAFKA_STORAGE_ERROR when the write fails). Nothing is appended on error.
         """
+        now = now_ms if now_ms is not None else self._clock()
+        return self.append_batch(self.validate(records, now), now_ms=now)
+
+    def validate(self, records, now_ms: int, decompressed_limit: int = DEFAULT_DECOMPRESSED_LIMIT) -> ValidatedBatch:
+        """Check a Produce request's records against this log's config (raises LogAppendError). Reads
+        nothing but the records and the config, so it may run on a worker thread while the loop appends."""
+        batch = validate_produce_records(records, self.config, now_ms, self.name, decompressed_limit)
+        if batch.size > self.config.segment_bytes:
+            raise LogAppendError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                                 f"Message batch size is {batch.size} bytes in append to partition {self.name}, "
+                                 f"which exceeds the maximum configured segment size of {self.config.segment_bytes}.")
+        return batch
+
+    def append_batch(self, batch: ValidatedBatch, *, now_ms: int | None = None) -> AppendResult:
+        """Append a batch ``validate`` accepted: offsets, producer state, the write (see ``append``)."""
         if self._closed:
             raise LogAppendError(ErrorCode.KAFKA_STORAGE_ERROR, f"the log of {self.name} is closed")
         now = now_ms if now_ms is not None else self._clock()
         config = self.config
-        batch = validate_produce_records(records, config, now, self.name)
-        if batch.size > config.segment_bytes:
-            raise LogAppendError(ErrorCode.RECORD_LIST_TOO_LARGE,
-                                 f"Message batch size is {batch.size} bytes in append to partition {self.name}, "
-                                 f"which exceeds the maximum configured segment size of {config.segment_bytes}.")
         base_offset = self.log_end_offset
         last_offset = base_offset + batch.last_offset_delta
         active = self._segments[-1]
@@ -311,7 +328,8 @@ class PartitionLog:
             return  # Kafka deletes and recreates an empty active segment: the same thing
         active.close_index_writer()
         leo = active.next_offset
-        self._add_segment(LogSegment(self.directory, leo, self.config.index_interval_bytes, create=True, now_ms=now))
+        self._add_segment(LogSegment(self.directory, leo, self.config.index_interval_bytes, create=True, now_ms=now,
+                                     descriptors=self._descriptors))
         self._take_snapshot()
 
     def _take_snapshot(self) -> None:
@@ -508,7 +526,7 @@ class PartitionLog:
         return None
 
     # ---- retention and the remote tier ----------------------------------------------------------
-    def apply_retention(self, now_ms: int | None = None) -> int:
+    def apply_retention(self, now_ms: int | None = None, *, copy_to_remote: bool = True) -> int:
         """Kafka's ``deleteOldSegments`` (and, tiered, the RLM copy and expiration tasks): returns the
         number of segments deleted, local and remote.
 
@@ -517,11 +535,15 @@ class PartitionLog:
         segments are first copied to the remote store; local segments are deleted under
         local.retention.* once copied (advancing the local log start offset only); remote segments are
         deleted under retention.* (advancing the log start offset).
+
+        ``copy_to_remote=False``: the caller copies segments itself first (``segments_to_copy`` and
+        ``add_remote_segment``, the file copies on a worker thread); a segment rolled here is copied
+        and deleted at the next run.
         """
         now = now_ms if now_ms is not None else self._clock()
         removed = 0
         for _ in range(2):  # a tiered log rolls a breached active segment, then copies and deletes it
-            if self.tiered:
+            if self.tiered and copy_to_remote:
                 self._copy_to_remote()
             removed += self._delete_log_start_breached()
             removed += self._delete_retention_size_breached()
@@ -537,16 +559,22 @@ class PartitionLog:
         return removed
 
     def _copy_to_remote(self) -> None:
+        for segment in self.segments_to_copy():
+            self.add_remote_segment(self.remote.copy_segment(self.name, segment))
+
+    def segments_to_copy(self) -> list[LogSegment]:
+        """Closed segments below the high watermark not yet in the remote tier, oldest first."""
+        if not self.tiered:
+            return []
         highest = self.highest_offset_in_remote_storage
         bound = min(self.high_watermark, self.last_stable_offset)
-        copied = list(self._remote_segments)
-        for segment in self._segments[:-1]:
-            if segment.next_offset - 1 <= highest or segment.next_offset > bound or segment.size == 0:
-                continue
-            copied.append(self.remote.copy_segment(self.name, segment))
-            highest = segment.next_offset - 1
-        if len(copied) != len(self._remote_segments):
-            self._remote_segments = tuple(copied)
+        return [segment for segment in self._segments[:-1]
+                if highest < segment.next_offset - 1 and segment.next_offset <= bound and segment.size > 0]
+
+    def add_remote_segment(self, remote: RemoteSegment) -> None:
+        """A segment's finished copy: it now counts as in the remote tier (if it is still the next one)."""
+        if remote.end_offset > self.highest_offset_in_remote_storage and not self._closed:
+            self._remote_segments = (*self._remote_segments, remote)
 
     def _deletable(self, predicate) -> list[LogSegment]:
         """``UnifiedLog.deletableSegments``: from the oldest, while the predicate holds."""
@@ -720,9 +748,17 @@ class PartitionLog:
 
     def delete(self) -> None:
         """Close and remove the partition's files, local and remote (DeleteTopics)."""
+        self.detach()
+        self.remove_files()
+
+    def detach(self) -> None:
+        """Stop serving: close every segment (on the loop's thread, which reads them)."""
         self._closed = True
         for segment in self._segments:
             segment.close()
+
+    def remove_files(self) -> None:
+        """Remove the files of a detached log, local and remote (may run on a worker thread)."""
         shutil.rmtree(self.directory, ignore_errors=True)
         if self.remote is not None:
             self.remote.delete_partition(self.name)

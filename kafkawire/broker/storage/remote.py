@@ -18,10 +18,29 @@ from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from .segment import BatchInfo, LogSegment, iter_batch_headers, segment_name
 
-__all__ = ["RemoteStore", "RemoteSegment"]
+__all__ = ["RemoteStore", "RemoteSegment", "ClosedSegment", "describe_closed_segment"]
+
+
+class ClosedSegment(NamedTuple):
+    """What copying a closed local segment needs, read from it on the loop's thread."""
+
+    base_offset: int
+    next_offset: int
+    size: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_path: Path
+    index_path: Path
+
+
+def describe_closed_segment(segment: LogSegment) -> ClosedSegment:
+    segment.ensure_index()  # a sane index on disk: remote reads trust it
+    return ClosedSegment(segment.base_offset, segment.next_offset, segment.size, segment.max_timestamp,
+                         segment.offset_of_max_timestamp, segment.log_path, segment.index_path)
 
 
 @dataclass(frozen=True)
@@ -101,9 +120,14 @@ class RemoteStore:
 
     def copy_segment(self, name: str, segment: LogSegment) -> RemoteSegment:
         """Copy a closed local segment; returns its remote metadata once the copy is finished."""
+        return self.copy_files(name, describe_closed_segment(segment))
+
+    def copy_files(self, name: str, closed: ClosedSegment) -> RemoteSegment:
+        """The file work of ``copy_segment``, from a description made on the loop's thread: reads the
+        closed segment's files by path only, so it may run on a worker thread."""
+        segment = closed
         directory = self.partition_dir(name)
         directory.mkdir(parents=True, exist_ok=True)
-        segment.ensure_index()  # a sane index on disk: remote reads trust it
         stem = segment_name(segment.base_offset)
         log_path, index_path, meta_path = (directory / f"{stem}{suffix}" for suffix in (".log", ".index", ".meta"))
         for source, target in ((segment.log_path, log_path), (segment.index_path, index_path)):

@@ -22,6 +22,7 @@ from struct import Struct
 from crc32c import crc32c
 
 from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER, BATCH_HEADER_SIZE, LOG_OVERHEAD, packed
+from .descriptors import DescriptorCache
 from .file_records import SliceSource
 
 __all__ = ["LogSegment", "BatchInfo", "segment_name", "iter_batch_headers", "HEADER"]
@@ -108,8 +109,10 @@ class LogSegment:
     right: the offset after the segment's last batch (for a closed segment, the next segment's base)."""
 
     def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, *, create: bool = False,
-                 now_ms: int | None = None):
+                 now_ms: int | None = None, descriptors: DescriptorCache | None = None):
+        """``descriptors``, when given, bounds the descriptors open across segments (files reopen on use)."""
         self.directory = directory
+        self._descriptors = descriptors
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         stem = segment_name(base_offset)
@@ -117,9 +120,8 @@ class LogSegment:
         self.index_path = directory / f"{stem}.index"
         self._fd: int | None = None
         self._slice_source: SliceSource | None = None
-        if create:
-            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
-            with open(self.index_path, "wb"):
+        if create:  # the files are made now and opened on first use (logs are created on worker threads)
+            with open(self.log_path, "wb"), open(self.index_path, "wb"):
                 pass
             self.size = 0
         else:
@@ -147,6 +149,8 @@ class LogSegment:
     def fd(self) -> int:
         if self._fd is None:
             self._fd = os.open(self.log_path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+        if self._descriptors is not None:
+            self._descriptors.touch(self)
         return self._fd
 
     def pread(self, size: int, position: int) -> bytes:
@@ -198,10 +202,15 @@ class LogSegment:
 
     def flush(self) -> None:
         if self._unflushed:
-            if self._fd is not None:
-                os.fsync(self._fd)
+            os.fsync(self.fd)  # a descriptor closed by the cache is reopened: fsync syncs the file, not the fd
             if self._index_fd is not None:
                 os.fsync(self._index_fd)
+            elif self.index_path.exists():
+                fd = os.open(self.index_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
             self._unflushed = False
 
     @property
@@ -209,9 +218,18 @@ class LogSegment:
         """Where this segment's ``FileRecords`` slices send from (see ``file_records``)."""
         if self._slice_source is None:
             self._slice_source = SliceSource(self.fd)
+        elif self._descriptors is not None:
+            self._descriptors.touch(self)
         return self._slice_source
 
     def close(self) -> None:
+        self.close_descriptors()
+        if self._descriptors is not None:
+            self._descriptors.forget(self)
+
+    def close_descriptors(self) -> None:
+        """Close the segment's files (they reopen on the next access); written bytes are in the page
+        cache, and ``flush`` reopens the file to sync them if it must."""
         if self._slice_source is not None:
             source, self._slice_source = self._slice_source, None
             source.release()  # slices still queued keep its descriptor open
@@ -256,6 +274,8 @@ class LogSegment:
         if self._index_fd is None:
             self._index_fd = os.open(self.index_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
                                      | getattr(os, "O_CLOEXEC", 0), 0o644)
+            if self._descriptors is not None:
+                self._descriptors.touch(self)
         os.write(self._index_fd, _INDEX_ENTRY.pack(offset - self.base_offset, position))
 
     def _load_index(self) -> None:

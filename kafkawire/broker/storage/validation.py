@@ -33,6 +33,7 @@ from crc32c import crc32c
 from ...error_codes import ErrorCode
 from ...errors import RecordsError
 from ...records.batch import CODEC_MASK, CONTROL_FLAG, TIMESTAMP_TYPE_FLAG, TRANSACTIONAL_FLAG, RecordBatch
+from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT
 from ...records.layouts import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET
 from .config import LogConfig
 from .errors import LogAppendError
@@ -48,7 +49,7 @@ class ValidatedBatch:
     """The one batch of a produce, checked: its bytes and the header fields the log needs."""
 
     __slots__ = ("view", "size", "attributes", "last_offset_delta", "max_timestamp", "producer_id", "producer_epoch",
-                 "base_sequence", "count", "new_max_timestamp", "new_attributes")
+                 "base_sequence", "count", "new_max_timestamp", "new_attributes", "decompressed_bytes")
 
     @property
     def last_sequence(self) -> int:
@@ -78,7 +79,10 @@ def _entry_size(view: memoryview, position: int) -> int | None:
     return size + LOG_OVERHEAD
 
 
-def validate_produce_records(records, config: LogConfig, now_ms: int, partition: str = "") -> ValidatedBatch:
+def validate_produce_records(records, config: LogConfig, now_ms: int, partition: str = "",
+                             decompressed_limit: int = DEFAULT_DECOMPRESSED_LIMIT) -> ValidatedBatch:
+    """Check one partition's records as Kafka does (see the module docstring); a compressed batch may
+    expand to at most ``decompressed_limit`` bytes (INVALID_RECORD beyond it). Raises LogAppendError."""
     view = records if isinstance(records, memoryview) else memoryview(records)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
@@ -142,8 +146,10 @@ def validate_produce_records(records, config: LogConfig, now_ms: int, partition:
     log_append_time = config.log_append_time
     batch_says_log_append_time = bool(attributes & TIMESTAMP_TYPE_FLAG)
     new_max_timestamp = max_timestamp
+    decompressed = 0
     if config.validate_records:
-        new_max_timestamp = _validate_records(view, config, now_ms, count, codec, batch_says_log_append_time)
+        new_max_timestamp, decompressed = _validate_records(view, config, now_ms, count, codec,
+                                                            batch_says_log_append_time, decompressed_limit)
     elif batch_says_log_append_time and (log_append_time or max_timestamp == -1):
         raise LogAppendError(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid "
                                                           "timestamp", [(0, "Producer should not set timestamp "
@@ -166,17 +172,20 @@ def validate_produce_records(records, config: LogConfig, now_ms: int, partition:
     batch.base_sequence = base_sequence
     batch.count = count
     batch.new_max_timestamp = new_max_timestamp
+    batch.decompressed_bytes = decompressed
     batch.new_attributes = (attributes | TIMESTAMP_TYPE_FLAG) if log_append_time else (attributes & ~TIMESTAMP_TYPE_FLAG)
     return batch
 
 
 def _validate_records(view: memoryview, config: LogConfig, now_ms: int, count: int, codec: int,
-                      batch_says_log_append_time: bool) -> int:
-    """Decode the records as LogValidator iterates them; return the batch's true max timestamp."""
+                      batch_says_log_append_time: bool, decompressed_limit: int) -> tuple[int, int]:
+    """Decode the records as LogValidator iterates them; return the batch's true max timestamp and the
+    bytes decompressed (0 for an uncompressed batch)."""
     try:
-        columns = RecordBatch(view).columns()
+        columns = RecordBatch(view, decompressed_limit=decompressed_limit).columns()
     except RecordsError as error:
         raise LogAppendError(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {error}") from None
+    decompressed = len(columns.data) if codec else 0
     offsets, timestamps = columns.offsets, columns.timestamps
     if codec and offsets != array("q", range(count)):  # the base offset is 0: offsets are the deltas
         # LogValidator would rebuild (recompress) a compressed batch whose inner offsets are not 0..n-1
@@ -187,7 +196,7 @@ def _validate_records(view: memoryview, config: LogConfig, now_ms: int, count: i
     lowest, highest = min(timestamps), max(timestamps)
     if not batch_says_log_append_time and (
             log_append_time or (lowest >= 0 and now_ms - lowest <= before and highest - now_ms <= after)):
-        return highest  # the common case, checked without a loop in Python
+        return highest, decompressed  # the common case, checked without a loop in Python
     errors = []
     for index, (offset, timestamp) in enumerate(zip(offsets, timestamps)):
         if not log_append_time and timestamp != -1:
@@ -200,4 +209,4 @@ def _validate_records(view: memoryview, config: LogConfig, now_ms: int, count: i
     if errors:
         raise LogAppendError(ErrorCode.INVALID_TIMESTAMP,
                              "One or more records have been rejected due to invalid timestamp", errors)
-    return max(highest, -1)
+    return max(highest, -1), decompressed

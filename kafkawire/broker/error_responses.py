@@ -1,0 +1,119 @@
+"""A response that carries one error for everything a request asked about: Kafka's
+``AbstractRequest.getErrorResponse``, which the broker sends when a handler fails.
+
+APIs with a top-level error code get it there; the others (Produce, ListOffsets, Metadata, the topic
+and group APIs) repeat the request's topics, partitions or groups, each with the error. An API not
+listed here has no error response, and the server closes the connection instead (as Kafka does for a
+request it cannot answer).
+"""
+from __future__ import annotations
+
+from .. import messages as m
+from ..codec.primitives import ZERO_UUID
+
+__all__ = ["error_response"]
+
+# APIs whose response has a top-level ErrorCode at every version this broker serves.
+_TOP_LEVEL = {11: m.JoinGroupResponse, 12: m.HeartbeatResponse, 13: m.LeaveGroupResponse,
+              14: m.SyncGroupResponse, 16: m.ListGroupsResponse, 18: m.ApiVersionsResponse,
+              22: m.InitProducerIdResponse, 60: m.DescribeClusterResponse}
+
+
+def error_response(api_key: int, request, version: int, code: int, message: str | None = None):
+    """The response to ``request`` with ``code`` everywhere, or None when the API has none here."""
+    top = _TOP_LEVEL.get(api_key)
+    if top is not None:
+        response = top(error_code=code)
+        if api_key == 22:
+            response.producer_id, response.producer_epoch = -1, -1
+        if api_key == 60:
+            response.error_message = message
+        return response
+    builder = _BUILDERS.get(api_key)
+    return builder(request, version, code, message) if builder is not None else None
+
+
+def _produce(request, version, code, message):
+    return m.ProduceResponse(responses=[m.ProduceResponse.TopicProduceResponse(name=t.name, partition_responses=[
+        m.ProduceResponse.PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1,
+                                                   log_append_time_ms=-1, log_start_offset=-1)
+        for p in t.partition_data]) for t in request.topic_data])
+
+
+def _fetch(request, version, code, message):
+    if version >= 7:
+        return m.FetchResponse(error_code=code, session_id=0, responses=[])
+    return m.FetchResponse(responses=[m.FetchResponse.FetchableTopicResponse(topic=t.topic, partitions=[
+        m.FetchResponse.PartitionData(partition_index=p.partition, error_code=code, high_watermark=-1)
+        for p in t.partitions]) for t in request.topics])
+
+
+def _list_offsets(request, version, code, message):
+    return m.ListOffsetsResponse(topics=[m.ListOffsetsResponse.ListOffsetsTopicResponse(name=t.name, partitions=[
+        m.ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=code,
+                                                           timestamp=-1, offset=-1)
+        for p in t.partitions]) for t in request.topics])
+
+
+def _metadata(request, version, code, message):
+    topics = [m.MetadataResponse.MetadataResponseTopic(
+        error_code=code, name=t.name if t.name is not None or version >= 12 else "",  # nullable from v12
+        topic_id=t.topic_id or ZERO_UUID, partitions=[]) for t in request.topics or ()]
+    return m.MetadataResponse(brokers=[], topics=topics)
+
+
+def _offset_commit(request, version, code, message):
+    return m.OffsetCommitResponse(topics=[m.OffsetCommitResponse.OffsetCommitResponseTopic(name=t.name, partitions=[
+        m.OffsetCommitResponse.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
+        for p in t.partitions]) for t in request.topics])
+
+
+def _offset_fetch(request, version, code, message):
+    if version >= 8:
+        return m.OffsetFetchResponse(groups=[m.OffsetFetchResponse.OffsetFetchResponseGroup(
+            group_id=g.group_id, error_code=code, topics=[]) for g in request.groups])
+    if version >= 2:
+        return m.OffsetFetchResponse(error_code=code, topics=[])
+    return m.OffsetFetchResponse(topics=[m.OffsetFetchResponse.OffsetFetchResponseTopic(name=t.name, partitions=[
+        m.OffsetFetchResponse.OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, metadata="",
+                                                           error_code=code)
+        for p in t.partition_indexes]) for t in request.topics or ()])
+
+
+def _find_coordinator(request, version, code, message):
+    if version >= 4:
+        return m.FindCoordinatorResponse(coordinators=[m.FindCoordinatorResponse.Coordinator(
+            key=key, node_id=-1, host="", port=-1, error_code=code, error_message=message)
+            for key in request.coordinator_keys])
+    return m.FindCoordinatorResponse(error_code=code, error_message=message, node_id=-1, host="", port=-1)
+
+
+def _describe_groups(request, version, code, message):
+    return m.DescribeGroupsResponse(groups=[m.DescribeGroupsResponse.DescribedGroup(
+        error_code=code, group_id=group, group_state="", protocol_type="", protocol_data="", members=[])
+        for group in request.groups])
+
+
+def _create_topics(request, version, code, message):
+    return m.CreateTopicsResponse(topics=[m.CreateTopicsResponse.CreatableTopicResult(
+        name=t.name, error_code=code, error_message=message, num_partitions=-1, replication_factor=-1)
+        for t in request.topics])
+
+
+def _delete_topics(request, version, code, message):
+    if version >= 6:
+        return m.DeleteTopicsResponse(responses=[m.DeleteTopicsResponse.DeletableTopicResult(
+            name=t.name, topic_id=t.topic_id, error_code=code, error_message=message) for t in request.topics])
+    return m.DeleteTopicsResponse(responses=[m.DeleteTopicsResponse.DeletableTopicResult(
+        name=name, error_code=code, error_message=message) for name in request.topic_names])
+
+
+def _describe_configs(request, version, code, message):
+    return m.DescribeConfigsResponse(results=[m.DescribeConfigsResponse.DescribeConfigsResult(
+        error_code=code, error_message=message, resource_type=r.resource_type, resource_name=r.resource_name,
+        configs=[]) for r in request.resources])
+
+
+_BUILDERS = {0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
+             10: _find_coordinator, 15: _describe_groups, 19: _create_topics, 20: _delete_topics,
+             32: _describe_configs}

@@ -1,0 +1,171 @@
+"""Produce: records checked on a worker thread, appended on the event loop.
+
+Checking a batch means decompressing it and decoding every record (as Kafka's LogValidator does), which
+for one request of many compressed batches takes long enough to stall every other connection if it
+ran on the loop. So the checks of a request's batches run on a small thread pool (the codecs release
+the GIL while they expand data), and only the appends, which are short writes, run on the loop.
+
+A request's batches share a budget of decompressed bytes (``produce_max_decompressed_bytes``): each
+batch may expand to what is left of it (and at most the records layer's 64 MiB), so one request full
+of compression bombs is refused, batch by batch with INVALID_RECORD, after a bounded amount of work.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from .. import messages as m
+from ..error_codes import ErrorCode
+from ..records.batch import CODEC_MASK
+from ..records.compression import DEFAULT_DECOMPRESSED_LIMIT
+from ..records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE
+from .storage import LogAppendError, PartitionLog
+
+__all__ = ["ProduceHandler", "CLOSE_CONNECTION"]
+
+# What a handler returns when Kafka answers by closing the connection (acks=0 produce with errors).
+CLOSE_CONNECTION = object()
+
+# Batches this small and uncompressed are checked on the loop: a thread hop would cost more.
+_INLINE_BYTES = 256 * 1024
+
+
+class _Item:
+    """One partition of a Produce request on its way through the checks and the append."""
+
+    __slots__ = ("topic", "topic_id", "partition", "records", "log", "batch", "error")
+
+    def __init__(self, topic: str | None, topic_id, partition: int, records, log: PartitionLog | None):
+        self.topic = topic  # None: an id (v13+) this broker does not know
+        self.topic_id = topic_id
+        self.partition = partition
+        self.records = records
+        self.log = log
+        self.batch = None
+        self.error: LogAppendError | None = None
+
+
+class ProduceHandler:
+    """Serves ProduceRequest for the broker's handlers (``notify(topic, partition)`` wakes parked fetches)."""
+
+    def __init__(self, topics, notify, max_decompressed_bytes: int, workers: int = 2):
+        self.topics = topics
+        self.notify = notify
+        self.max_decompressed_bytes = max_decompressed_bytes
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kafkawire-produce")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    async def produce(self, request, version: int):
+        if request.transactional_id is not None:
+            error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # no transactions on this broker
+        elif request.acks not in (-1, 0, 1):
+            error = ErrorCode.INVALID_REQUIRED_ACKS
+        else:
+            error = ErrorCode.NONE
+        now = time.time_ns() // 1_000_000
+        items = []
+        for topic in request.topic_data:
+            name = self._topic_name(topic, version)
+            items += [_Item(name, topic.topic_id, data.index, data.records,
+                            self.topics.log(name, data.index) if name is not None else None)
+                      for data in topic.partition_data]
+        if not error:
+            to_check = [item for item in items if item.log is not None and item.records is not None]
+            if _needs_thread(to_check):
+                await asyncio.get_running_loop().run_in_executor(self._pool, self._check, to_check, now)
+            else:
+                self._check(to_check, now)
+        responses, failed = self._append(request, items, error, now)
+        if request.acks == 0:
+            # Kafka closes the connection when an acks=0 produce fails, so that the client notices
+            return CLOSE_CONNECTION if failed else None
+        return m.ProduceResponse(responses=responses)
+
+    def _topic_name(self, topic, version: int) -> str | None:
+        """The topic a request's entry names: by name, or from v13 by id (KIP-516; None if unknown)."""
+        if version < 13:
+            return topic.name
+        found = self.topics.by_id.get(topic.topic_id)
+        return found.name if found is not None else None
+
+    def _check(self, items: list[_Item], now: int) -> None:
+        """Validate each item's batch (on a worker thread for large or compressed requests)."""
+        budget = self.max_decompressed_bytes
+        for item in items:
+            limit = min(DEFAULT_DECOMPRESSED_LIMIT, budget)
+            try:
+                if limit <= 0 and _is_compressed(item.records):
+                    raise LogAppendError(ErrorCode.INVALID_RECORD,
+                                         f"The request's batches expand to more than {self.max_decompressed_bytes} "
+                                         f"bytes (produce.max.decompressed.bytes)")
+                item.batch = item.log.validate(item.records, now, max(limit, 0))
+                budget -= item.batch.decompressed_bytes
+            except LogAppendError as failure:
+                item.error = failure
+                if failure.error_code == ErrorCode.INVALID_RECORD and _is_compressed(item.records):
+                    budget -= limit  # it may have expanded that far before it failed
+
+    def _append(self, request, items: list[_Item], error: ErrorCode, now: int):
+        responses: list = []
+        by_topic: dict[tuple, list] = {}
+        failed = False
+        last = None
+        for item in items:
+            response = m.ProduceResponse.PartitionProduceResponse(index=item.partition, base_offset=-1,
+                                                                 log_append_time_ms=-1, log_start_offset=-1)
+            if error:
+                response.error_code = error
+            elif item.topic is None:
+                response.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+            elif item.log is None:
+                response.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif item.records is None:
+                response.error_code = ErrorCode.CORRUPT_MESSAGE
+            else:
+                try:
+                    if item.error is not None:
+                        raise item.error
+                    result = item.log.append_batch(item.batch, now_ms=now)
+                except LogAppendError as failure:
+                    _set_error(response, failure, item.log)
+                else:
+                    response.base_offset = result.base_offset
+                    response.log_append_time_ms = result.log_append_time
+                    response.log_start_offset = result.log_start_offset
+                    if not result.duplicate:
+                        self.notify(item.topic, item.partition)
+            failed = failed or response.error_code != 0
+            key = (item.topic, item.topic_id)
+            partitions = by_topic.get(key)
+            if partitions is None or last != key:  # topics as they came, consecutively
+                partitions = by_topic[key] = []
+                responses.append(m.ProduceResponse.TopicProduceResponse(  # by name before v13, by id from v13
+                    name=item.topic or "", topic_id=item.topic_id, partition_responses=partitions))
+                last = key
+            partitions.append(response)
+        return responses, failed
+
+
+def _set_error(response, failure: LogAppendError, log: PartitionLog) -> None:
+    response.error_code = failure.error_code
+    response.error_message = failure.message
+    response.log_start_offset = log.log_start_offset
+    response.record_errors = [m.ProduceResponse.BatchIndexAndErrorMessage(batch_index=index,
+                                                                         batch_index_error_message=text)
+                              for index, text in failure.record_errors]
+
+
+def _is_compressed(records) -> bool:
+    return len(records) >= BATCH_HEADER_SIZE and (records[ATTRIBUTES_OFFSET + 1] & CODEC_MASK) != 0
+
+
+def _needs_thread(items: list[_Item]) -> bool:
+    total = 0
+    for item in items:
+        if _is_compressed(item.records):
+            return True
+        total += len(item.records)
+    return total > _INLINE_BYTES

@@ -1,0 +1,1 @@
+"""The broker's security: ACLs and the authorizer (``acls``)."""

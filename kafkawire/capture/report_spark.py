@@ -1,0 +1,107 @@
+"""The report's figures with Spark SQL, for tables too large for the driver or behind a URI (see
+``report``: the definitions, and the order, which ``report.ordered`` applies)."""
+from __future__ import annotations
+
+from .report import PERCENTILES, Report, versions_text
+
+_LONG_MIN = -(1 << 63)
+
+
+def compute(spark, out: str, starved_after: int) -> Report:
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
+
+    frames = spark.read.parquet(f"{out}/frames")
+    fetches = spark.read.parquet(f"{out}/fetches")
+    produces = spark.read.parquet(f"{out}/produces")
+    problems = spark.read.parquet(f"{out}/problems")
+    report = Report()
+
+    is_request = F.col("direction") == "request"
+    per_api = frames.groupBy("api_name").agg(
+        F.sum(is_request.cast("long")).alias("requests"),
+        F.sum((~is_request).cast("long")).alias("responses"),
+        F.sum(F.when(~is_request & (F.size(F.coalesce("error_codes", F.array())) > 0), 1).otherwise(0)
+              ).alias("errors"),
+        F.min("api_version").alias("low"), F.max("api_version").alias("high"),
+        F.max("latency_ms").alias("max"),
+    )
+    # Nearest-rank percentiles: each API's latencies ranked in one sort (a window per API).
+    latencies = frames.where(F.col("latency_ms").isNotNull()).select("api_name", "latency_ms")
+    per_name = Window.partitionBy("api_name")
+    ranked = latencies.withColumn("rank", F.row_number().over(per_name.orderBy("latency_ms"))).withColumn(
+        "n", F.count("*").over(per_name))
+    wanted = {p: F.expr(f"(n * {p} + 99) div 100") for p in PERCENTILES}
+    picked = ranked.where(_any(F, [F.col("rank") == rank for rank in wanted.values()]))
+    percentiles = {row["api_name"]: row for row in picked.groupBy("api_name").agg(
+        *[F.max(F.when(F.col("rank") == rank, F.col("latency_ms"))).alias(f"p{p}")
+          for p, rank in wanted.items()]).collect()}
+    for row in per_api.collect():
+        pct = percentiles.get(row["api_name"])
+        report.apis.append(dict(api_name=row["api_name"], versions=versions_text(row["low"], row["high"]),
+                                requests=row["requests"], responses=row["responses"], errors=row["errors"],
+                                **{f"p{p}": pct[f"p{p}"] if pct else None for p in PERCENTILES}, max=row["max"]))
+
+    per_client = frames.groupBy("client").agg(
+        F.max("client_id").alias("client_id"),
+        F.sum(F.when(is_request, F.col("size") + 4).otherwise(0)).alias("sent"),
+        F.sum(F.when(~is_request, F.col("size") + 4).otherwise(0)).alias("received"),
+    )
+    report.clients = [row.asDict() for row in per_client.collect()]
+
+    earliest = F.min(F.struct(F.coalesce(F.unix_micros("ts"), F.lit(_LONG_MIN)).alias("at"), F.col("reason")))
+    report.problems = [dict(kind=row["kind"], count=row["count"], example=row["first"]["reason"])
+                       for row in problems.groupBy("kind").agg(
+                           F.count("*").alias("count"), earliest.alias("first")).collect()]
+
+    answered = fetches.where(F.col("response_size").isNotNull())
+    first_batch = F.coalesce(F.col("first_batch_bytes"), F.lit(0))
+    in_order = Window.partitionBy("connection", "correlation_id").orderBy(
+        *[F.asc_nulls_first(name) for name in ("request_index", "topic", "topic_id", "partition",
+                                               "first_batch_bytes")])
+    with_data = answered.where(F.col("records_bytes") > 0).withColumn("rank", F.row_number().over(in_order))
+    per_response = with_data.groupBy("connection", "correlation_id").agg(
+        F.sum("records_bytes").alias("bytes"), F.max("max_bytes").alias("max_bytes"),
+        F.max(F.when(F.col("rank") == 1, first_batch)).alias("first_batch"))
+    report.oversized_responses = [row.asDict() for row in per_response.where(
+        F.col("bytes") > F.greatest("max_bytes", "first_batch")).collect()]
+    report.oversized_partitions = [row.asDict() for row in answered.where(
+        F.col("partition_max_bytes").isNotNull()
+        & (F.col("records_bytes") > F.greatest("partition_max_bytes", first_batch))).select(
+        "connection", "correlation_id", "topic", "partition", "records_bytes", "partition_max_bytes",
+        "topic_id").collect()]
+
+    # Runs of consecutive starved fetches per (connection, partition): a fetch that brought data, or
+    # found none waiting, ends a run.
+    key = ["connection", F.coalesce("topic", "topic_id").alias("topic"), "partition"]
+    fetched = answered.select(*key, "ts", "correlation_id", (
+        (F.col("records_bytes") == 0) & (F.col("high_watermark") > F.col("fetch_offset"))).alias("starved"))
+    by_time = Window.partitionBy("connection", "topic", "partition").orderBy("ts", "correlation_id")
+    runs = fetched.withColumn("run", F.sum(F.when(F.col("starved"), 0).otherwise(1)).over(by_time))
+    starved = runs.where("starved").groupBy("connection", "topic", "partition", "run").agg(
+        F.count("*").alias("length")).groupBy("connection", "topic", "partition").agg(
+        F.max("length").alias("longest")).where(F.col("longest") >= starved_after)
+    report.starved = [row.asDict() for row in starved.collect()]
+
+    counts = frames.groupBy("direction").count().collect()
+    report.totals = {"frames": sum(r["count"] for r in counts),
+                     "requests": sum(r["count"] for r in counts if r["direction"] == "request"),
+                     "responses": sum(r["count"] for r in counts if r["direction"] == "response"),
+                     "fetches": fetches.count(), "produces": produces.count()}
+    if _exists(spark, f"{out}/records"):  # the records table exists only with --records
+        report.totals["records"] = spark.read.parquet(f"{out}/records").count()
+    return report
+
+
+def _any(F, conditions):
+    result = F.lit(False)
+    for condition in conditions:
+        result = result | condition
+    return result
+
+
+def _exists(spark, path: str) -> bool:
+    """Whether ``path`` exists, on the file system Hadoop's configuration gives for it."""
+    jvm = spark.sparkContext._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    return hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(hadoop_path)

@@ -1,0 +1,158 @@
+"""Every ```python and ```sh example of README.md, run as written.
+
+The examples that talk to a broker expect one on 127.0.0.1:9092: the module starts the README's own
+``kafkawire broker`` command there (with a fresh ``--data-dir``), and skips those examples, saying why,
+when the port is taken. Each Python example runs in a fresh interpreter, and one that prints must print
+something (the README's consumer once printed nothing: its first poll came back empty). The ``sh``
+examples run in bash with the venv's scripts first on PATH, in a folder holding the frames they name
+(``request.bin``, ``response.bin``, ``request.hex``). ``NOT_RUN`` lists the examples left out, each with
+its reason; an entry that matches no example fails, so the list cannot go stale.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kafkawire.framing import encode_request, encode_response
+from kafkawire.messages import FetchRequest, FetchResponse, MetadataRequest, RequestHeader
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+BIN = Path(sys.executable).parent
+HOST, PORT = "127.0.0.1", 9092
+BROKER_COMMAND = "kafkawire broker --data-dir"
+
+# Examples not run here: (a piece of the example's text, why).
+NOT_RUN = [
+    ("pip install -e", "creates a virtualenv and installs the package: the suite runs from an installed one"),
+    ("kafkawire demo", "starts Spark and takes one to two minutes (tests/test_capture_job.py covers its parts)"),
+    ("python -m pytest", "the test suite itself"),
+    ("kafkawire decode capture.pcapng", "starts Spark, on capture files that are the reader's own "
+                                        "(tests/test_capture_job.py runs decode and report as commands)"),
+    ("spark-submit", "needs a Spark cluster (tests/test_capture_job.py runs spark-submit locally)"),
+    ("python -m codegen --check", "regenerates the committed codecs in place; CI runs `codegen --check` itself"),
+    ("bench/codec.py", "benchmarks, minutes each"),
+]
+
+
+def examples() -> list[tuple[str, int, str]]:
+    """(language, line, code) of every ```python and ```sh block, in README order."""
+    text = README.read_text()
+    found = []
+    for match in re.finditer(r"^```(python|sh)\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+        found.append((match.group(1), text.count("\n", 0, match.start()) + 1, match.group(2)))
+    return found
+
+
+def not_run_reason(code: str) -> str | None:
+    reasons = [why for piece, why in NOT_RUN if piece in code]
+    assert len(reasons) <= 1, f"two NOT_RUN entries match one example: {code[:80]!r}"
+    return reasons[0] if reasons else None
+
+
+def test_every_not_run_entry_matches_an_example():
+    codes = [code for _, _, code in examples()]
+    for piece, _ in NOT_RUN:
+        assert any(piece in code for code in codes), f"NOT_RUN entry {piece!r} matches no README example"
+    assert sum(BROKER_COMMAND in code for code in codes) == 1
+
+
+def port_free(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def environment() -> dict:
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """The README's broker command on 127.0.0.1:9092, with a fresh data folder; None (and the reason)
+    when the port is taken."""
+    if not port_free(HOST, PORT):
+        yield f"{HOST}:{PORT} is in use (another broker?): the README's client examples connect there"
+        return
+    (code,) = [code for _, _, code in examples() if BROKER_COMMAND in code]
+    argv = shlex.split(code.strip())
+    argv[argv.index("--data-dir") + 1] = str(tmp_path_factory.mktemp("readme") / "broker-data")
+    assert argv[0] == "kafkawire" and argv[argv.index("--port") + 1] == str(PORT)
+    process = subprocess.Popen([str(BIN / "kafkawire"), *argv[1:]], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=environment())
+    try:
+        started = process.stdout.readline()
+        assert started.startswith(f"kafkawire broker on {HOST}:{PORT}"), started + process.stderr.read()
+        yield None
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+@pytest.fixture(scope="module")
+def frames_folder(tmp_path_factory) -> Path:
+    """The frames the ``sh`` examples name, made with the codecs."""
+    folder = tmp_path_factory.mktemp("readme-frames")
+    header = RequestHeader(request_api_key=3, request_api_version=12, correlation_id=7, client_id="readme")
+    request = encode_request(header, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="events")]))
+    (folder / "request.bin").write_bytes(request)
+    (folder / "request.hex").write_text(request.hex() + "\n")
+    response = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic="events", partitions=[
+        FetchResponse.PartitionData(partition_index=0, high_watermark=1)])])
+    (folder / "response.bin").write_bytes(encode_response(FetchRequest.API_KEY, 12, 7, response))
+    return folder
+
+
+def check_broker(code: str, broker) -> None:
+    if "9092" in code and broker is not None:
+        pytest.skip(broker)
+
+
+PYTHON = [example for example in examples() if example[0] == "python"]
+SH = [example for example in examples() if example[0] == "sh"]
+
+
+@pytest.mark.parametrize("language,line,code", PYTHON, ids=[f"line {line}" for _, line, _ in PYTHON])
+def test_python_example(language, line, code, broker, tmp_path):
+    reason = not_run_reason(code)
+    if reason:
+        pytest.skip(reason)
+    check_broker(code, broker)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=environment())
+    assert done.returncode == 0, f"README line {line}:\n{done.stderr[-3000:]}"
+    if "print(" in code:
+        assert done.stdout.strip(), f"README line {line} prints nothing (in {time.monotonic() - started:.1f} s)"
+
+
+@pytest.mark.parametrize("language,line,code", SH, ids=[f"line {line}" for _, line, _ in SH])
+def test_sh_example(language, line, code, broker, frames_folder):
+    reason = not_run_reason(code)
+    if reason:
+        pytest.skip(reason)
+    if BROKER_COMMAND in code:
+        assert broker is None or "in use" in broker
+        if broker is not None:
+            pytest.skip(broker)
+        return  # the broker fixture runs it
+    check_broker(code, broker)
+    for command in [line for line in code.splitlines() if line.strip() and not line.startswith("#")]:
+        done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", command], capture_output=True, text=True,
+                              timeout=120, cwd=frames_folder, env=environment())
+        assert done.returncode == 0, f"README line {line}: {command}\n{done.stderr[-3000:]}"
+        assert done.stdout.strip(), f"README line {line}: {command} printed nothing"
