@@ -3,10 +3,12 @@
 Every fixture is a kio entity encoded once with ``kio.serial.entity_writer``; the resulting bytes are
 what every library decodes. Bodies only: no size prefix, no header.
 
-- ``metadata``: MetadataResponse v12, 20 brokers, 1000 topics x 12 partitions (replicas/isr of 3).
+- ``metadata``: MetadataResponse v12, 20 brokers, 1000 topics x 12 partitions (replicas/isr of 3);
+  ``metadata_v13``: the same at Kafka 4.3's v13.
 - ``fetch``: FetchResponse v12, 10 topics x 10 partitions, each with a real uncompressed v2 RecordBatch
   of exactly 16,384 bytes (CRC32C checked).
-- ``produce``: ProduceRequest v9, one partition with a 1 KiB (1,024-byte) v2 RecordBatch.
+- ``produce``: ProduceRequest v9, one partition with a 1 KiB (1,024-byte) v2 RecordBatch;
+  ``produce_v13``: the same at Kafka 4.3's v13, the topic named by id.
 - ``api_versions``: ApiVersionsRequest v3.
 
 Run ``python bench/fixtures.py`` to print the fixture sizes and check the record batches.
@@ -14,6 +16,7 @@ Run ``python bench/fixtures.py`` to print the fixture sizes and check the record
 from __future__ import annotations
 
 import datetime
+import importlib
 import io
 import random
 import struct
@@ -108,7 +111,16 @@ def check_batch(raw: bytes) -> None:
 # --------------------------------------------------------------------------- fixtures
 
 def metadata_response_v12() -> Fixture:
-    from kio.schema.metadata.v12 import response as m
+    return metadata_response(12)
+
+
+def metadata_response_v13() -> Fixture:
+    """Kafka 4.3's MetadataResponse (v13 adds a top-level error code), the v12 fixture's shape."""
+    return metadata_response(13)
+
+
+def metadata_response(version: int) -> Fixture:
+    m = importlib.import_module(f"kio.schema.metadata.v{version}.response")
     rng = random.Random(SEED)
     brokers = tuple(
         m.MetadataResponseBroker(node_id=BrokerId(b), host=f"broker-{b}.kafka.internal.example.com",
@@ -129,10 +141,12 @@ def metadata_response_v12() -> Fixture:
             error_code=ErrorCode.none, name=TopicName(f"topic-{t:04d}"),
             topic_id=uuid.UUID(int=rng.getrandbits(128)), is_internal=False,
             partitions=tuple(partitions), topic_authorized_operations=i32(-2147483648)))
+    top_error = {"error_code": ErrorCode.none} if version >= 13 else {}
     entity = m.MetadataResponse(throttle_time=datetime.timedelta(0), brokers=brokers,
                                 cluster_id="kafkawire-bench-cluster", controller_id=BrokerId(1),
-                                topics=tuple(topics))
-    return Fixture("metadata", "MetadataResponse v12", "MetadataResponse", "metadata", "response", 12,
+                                topics=tuple(topics), **top_error)
+    key = "metadata" if version == 12 else f"metadata_v{version}"
+    return Fixture(key, f"MetadataResponse v{version}", "MetadataResponse", "metadata", "response", version,
                    kio_encode(entity), entity)
 
 
@@ -169,6 +183,19 @@ def produce_request_v9() -> Fixture:
                    kio_encode(entity), entity, ["one partition, 1,024-byte v2 batch"])
 
 
+def produce_request_v13() -> Fixture:
+    """Kafka 4.3's ProduceRequest (v13 names the topic by id), the v9 fixture's shape."""
+    from kio.schema.produce.v13 import request as p
+    rng = random.Random(SEED + 2)
+    batch = record_batch(1024, base_offset=0, rng=rng, records=4)
+    entity = p.ProduceRequest(transactional_id=None, acks=i16(-1), timeout=datetime.timedelta(seconds=30),
+                              topic_data=(p.TopicProduceData(topic_id=uuid.UUID(int=rng.getrandbits(128)),
+                                                             partition_data=(p.PartitionProduceData(
+                                                                 index=i32(0), records=batch),)),))
+    return Fixture("produce_v13", "ProduceRequest v13", "ProduceRequest", "produce", "request", 13,
+                   kio_encode(entity), entity, ["one partition by topic id, 1,024-byte v2 batch"])
+
+
 def api_versions_request_v3() -> Fixture:
     from kio.schema.api_versions.v3 import request as a
     entity = a.ApiVersionsRequest(client_software_name="kafkawire", client_software_version="0.1.0")
@@ -178,8 +205,10 @@ def api_versions_request_v3() -> Fixture:
 
 BUILDERS = {
     "metadata": metadata_response_v12,
+    "metadata_v13": metadata_response_v13,
     "fetch": fetch_response_v12,
     "produce": produce_request_v9,
+    "produce_v13": produce_request_v13,
     "api_versions": api_versions_request_v3,
 }
 

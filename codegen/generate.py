@@ -8,28 +8,33 @@ from .render import ModuleRenderer, _environment, render_registry, render_regist
 from .validate import validate_all
 
 DEFAULT_SPECS = Path(__file__).resolve().parent.parent / "schemas"
+# Applied over schemas/ by default: KIP-1178's RemotePartitionMaxBytes on Fetch v19, the version after
+# Kafka 4.3's newest (upstream gave v18 to KIP-1166).
+DEFAULT_OVERLAYS = (DEFAULT_SPECS / "kip-1178",)
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "kafkawire" / "messages"
 SPARK_TYPES_MODULE = "spark_types.py"
 
 
-def generate(specs_dir: Path, *, spark_types: bool = False) -> dict[str, str]:
-    """Every output file's name and text for the specs in ``specs_dir``: a codec module per spec and the
-    registry, each with its stub (``.pyi``, the types), plus with ``spark_types`` the module of Spark
+def generate(specs_dir: Path, *, overlays: tuple[Path, ...] = (), spark_types: bool = False) -> dict[str, str]:
+    """Every output file's name and text for the specs in ``specs_dir`` (with ``overlays`` replacing
+    specs of the same file name): a codec module per spec with versions and the registry (removed APIs
+    included), each with its stub (``.pyi``, the types), plus with ``spark_types`` the module of Spark
     schemas (``python -m codegen`` writes it)."""
-    specs = parse_directory(specs_dir)
+    specs = parse_directory(specs_dir, overlays)
     validate_all(specs)
     env = _environment()
+    present = [spec for spec in specs if not spec.removed]
     files = {}
-    for spec in specs:
+    for spec in present:
         renderer = ModuleRenderer(env, spec)
         files[f"{spec.module_name}.py"] = renderer.render()
         files[f"{spec.module_name}.pyi"] = renderer.render_stub()
     files["__init__.py"] = render_registry(env, specs)
     files["__init__.pyi"] = render_registry_stub(env, specs)
     if spark_types:
-        if any(spec.module_name == SPARK_TYPES_MODULE[:-3] for spec in specs):
+        if any(spec.module_name == SPARK_TYPES_MODULE[:-3] for spec in present):
             raise SpecError("", "", f"a spec's module would be named {SPARK_TYPES_MODULE}")
-        files[SPARK_TYPES_MODULE] = render_spark_types(env, specs)
+        files[SPARK_TYPES_MODULE] = render_spark_types(env, present)
     return files
 
 

@@ -219,6 +219,11 @@ class MessageSpec:
     def module_name(self) -> str:
         return snake_case(self.name)
 
+    @property
+    def removed(self) -> bool:
+        """A removed API's spec (``"validVersions": "none"``): nothing to generate but its registry entry."""
+        return self.valid_versions.empty
+
     def structs(self) -> dict[str, StructSpec]:
         """Every struct of the spec by name: the message itself, inline structs and common structs."""
         found: dict[str, StructSpec] = {self.name: StructSpec(self.name, self.valid_versions, self.fields, self.name)}

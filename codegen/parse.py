@@ -63,11 +63,21 @@ def parse_file(path: Path) -> MessageSpec:
     return parse_spec(raw, source)
 
 
-def parse_directory(directory: Path) -> list[MessageSpec]:
-    files = sorted(directory.glob("*.json"))
+def parse_directory(directory: Path, overlays: tuple[Path, ...] = ()) -> list[MessageSpec]:
+    """The specs of ``directory``, each overlay's files replacing the spec files of the same name (an
+    overlay changes specs, it adds none)."""
+    files = {path.name: path for path in sorted(directory.glob("*.json"))}
     if not files:
         raise SpecError(str(directory), "", "no *.json spec files")
-    return [parse_file(path) for path in files]
+    for overlay in overlays:
+        replacements = sorted(overlay.glob("*.json"))
+        if not replacements:
+            raise SpecError(str(overlay), "", "no *.json spec files in the overlay")
+        for path in replacements:
+            if path.name not in files:
+                raise SpecError(f"{overlay.name}/{path.name}", "", f"the overlay replaces no spec of {directory}")
+            files[path.name] = path
+    return [parse_file(files[name]) for name in sorted(files)]
 
 
 def parse_spec(raw: object, source: str) -> MessageSpec:
@@ -89,17 +99,22 @@ def parse_spec(raw: object, source: str) -> MessageSpec:
         listeners = [listeners]
     if not isinstance(listeners, list) or not all(isinstance(x, str) for x in listeners):
         raise SpecError(source, name, "listeners must be a list of strings")
-    if "flexibleVersions" not in raw:
+    valid_versions = reader.versions(raw, "validVersions", name, required=True)
+    removed = valid_versions.empty
+    # A removed API ("validVersions": "none", as Kafka 4 keeps ControlledShutdown and others so that
+    # their keys are not reused) is an empty spec to upstream: its flexible versions, listeners and
+    # unstable flag are not read.
+    if "flexibleVersions" not in raw and not removed:
         raise SpecError(source, name, "flexibleVersions must be specified")
     spec = MessageSpec(
         name=name,
         type=spec_type,
         api_key=api_key,
-        valid_versions=reader.versions(raw, "validVersions", name, required=True),
-        flexible_versions=reader.versions(raw, "flexibleVersions", name, required=True),
+        valid_versions=valid_versions,
+        flexible_versions=Versions.NONE if removed else reader.versions(raw, "flexibleVersions", name, required=True),
         deprecated_versions=reader.versions(raw, "deprecatedVersions", name),
-        listeners=tuple(listeners),
-        latest_version_unstable=reader.boolean(raw, "latestVersionUnstable", name),
+        listeners=() if removed else tuple(listeners),
+        latest_version_unstable=False if removed else reader.boolean(raw, "latestVersionUnstable", name),
         fields=reader.fields(raw.get("fields", []), name),
         source=source,
     )

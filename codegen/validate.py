@@ -43,8 +43,6 @@ class _Validator:
         if spec.unknown_keys:
             path, key = spec.unknown_keys[0]
             raise self.fail(path, f"unknown key {key!r}")
-        if spec.valid_versions.empty:
-            raise self.fail(spec.name, "validVersions must not be none")
         flexible = spec.flexible_versions
         if not flexible.empty and not flexible.open_ended:
             raise self.fail(spec.name, f"flexibleVersions must be open-ended (N+) or none, not {flexible}")

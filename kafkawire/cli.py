@@ -57,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="set a broker property by its Kafka name (repeatable), e.g. "
                              "--override queued.max.request.bytes=104857600")
     broker.add_argument("-v", "--verbose", action="store_true", help="log each connection problem")
+    broker.add_argument("--upstream-versions", action="store_true",
+                        help="advertise exactly Kafka 4.3's API versions (Fetch up to v18, not kafkawire's "
+                             "KIP-1178 v19)")
 
     decode = commands.add_parser("decode", help="decode pcap/pcapng captures into Parquet tables with Spark")
     decode.add_argument("captures", nargs="+", metavar="CAPTURE",
@@ -85,6 +88,23 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--master", help="Spark master URL, when Spark reads the tables (default: local[*])")
     report.add_argument("--json", action="store_true", help="print JSON instead of text")
 
+    fuzz = commands.add_parser(
+        "fuzz", help="send a broker generated and malformed requests and check its answers",
+        description="Ask the target for its ApiVersions, then send generated requests of every API and version "
+                    "it advertises, and malformed frames, checking that every answer decodes with the schema "
+                    "of its version, that correlation ids match, and that nothing hangs or crashes it. Exit "
+                    "status 1 when anything did. Needs kafkawire's fuzz extra only for its Hypothesis "
+                    "strategies, not for this command.")
+    fuzz.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="the broker to fuzz")
+    fuzz.add_argument("--seconds", type=float, default=30, help="how long to run (default 30)")
+    fuzz.add_argument("--seed", type=int, help="the random seed (default: random; printed, to replay a run)")
+    fuzz.add_argument("--out", metavar="DIR", default="kafkawire-fuzz",
+                      help="where each finding's request and response bytes go (default ./kafkawire-fuzz)")
+    fuzz.add_argument("--all-apis", action="store_true",
+                      help="also send the APIs that change the target (produce, create and delete topics, "
+                           "commit offsets, ...): never against a cluster you care about")
+    fuzz.add_argument("--timeout-ms", type=int, default=5000, help="an answer later than this is a hang")
+
     demo = commands.add_parser("demo", help="an end-to-end run on embedded defaults")
     demo.add_argument("--out", help="keep the capture and tables in this directory (default: a temporary one)")
 
@@ -107,6 +127,10 @@ def _run(args, parser) -> int:
         return _decode(args)
     if args.command == "report":
         return _report(args)
+    if args.command == "fuzz":
+        from .testing.fuzz import command
+        return command(args.bootstrap, seconds=args.seconds, seed=args.seed, out=args.out,
+                       all_apis=args.all_apis, timeout_ms=args.timeout_ms)
     if args.command == "demo":
         from .demo import run
         return run(args.out)
@@ -142,7 +166,8 @@ def _broker(args) -> int:
             num_partitions=args.partitions, auto_create_topics=not args.no_auto_create,
             segment_bytes=args.segment_bytes, retention_ms=args.retention_ms, retention_bytes=args.retention_bytes,
             remote_dir=args.remote_dir, remote_read_latency_ms=args.remote_latency_ms,
-            group_initial_rebalance_delay_ms=args.rebalance_delay_ms, tap_path=args.tap)
+            group_initial_rebalance_delay_ms=args.rebalance_delay_ms, tap_path=args.tap,
+            upstream_versions=args.upstream_versions)
     except ValueError as error:  # a setting the broker cannot honour
         return _refuse("broker", error)
 
@@ -290,10 +315,10 @@ def _report(args) -> int:
 def _apis(args) -> int:
     from .broker.versions import SUPPORTED_VERSIONS
     from .messages import apis
-    rows = apis()
+    rows = apis(include_removed=True)  # Kafka 4's removed APIs too, with no versions
     if args.json:
-        print(json.dumps([{"key": a.key, "name": a.name, "min_version": a.min_version,
-                           "max_version": a.max_version,
+        print(json.dumps([{"key": a.key, "name": a.name, "min_version": None if a.removed else a.min_version,
+                           "max_version": None if a.removed else a.max_version, "removed": a.removed,
                            "flexible_from": a.flexible_versions[0] if a.flexible_versions else None,
                            "broker_min_version": SUPPORTED_VERSIONS.get(a.key, (None, None))[0],
                            "broker_max_version": SUPPORTED_VERSIONS.get(a.key, (None, None))[1]}
@@ -304,7 +329,8 @@ def _apis(args) -> int:
         flexible = f"{a.flexible_versions[0]}+" if a.flexible_versions else "none"
         served = SUPPORTED_VERSIONS.get(a.key)
         broker = f"{served[0]}-{served[1]}" if served else "-"
-        print(f"{a.key:>4}  {a.name:<36} {a.min_version}-{a.max_version:<7} {flexible:<9} {broker}")
+        versions = "removed" if a.removed else f"{a.min_version}-{a.max_version}"
+        print(f"{a.key:>4}  {a.name:<36} {versions:<9} {'-' if a.removed else flexible:<9} {broker}")
     return 0
 
 

@@ -158,10 +158,9 @@ def read_request(frame_bytes: Bytes) -> RequestFrame:
         info = _api(key)
     except KeyError:
         raise DecodeError(f"unknown API key {key}", 0, ["RequestHeader", "request_api_key"]) from None
-    header, pos = request_header_class().decode_from(frame_bytes, info.request_header_version(version))
     if not info.supports(version):
-        raise DecodeError(f"unsupported {info.name} version {version}", 2,
-                          ["RequestHeader", "request_api_version"])
+        raise DecodeError(info.unsupported(version), 2, ["RequestHeader", "request_api_version"])
+    header, pos = request_header_class().decode_from(frame_bytes, info.request_header_version(version))
     body, end = info.request_class.decode_from(frame_bytes, version, pos)
     return RequestFrame(header, body, len(frame_bytes) - end)
 

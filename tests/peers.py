@@ -77,7 +77,9 @@ def load_json_spec(text: str) -> dict:
 
 @lru_cache(maxsize=None)
 def our_spec(name: str) -> dict:
-    return load_json_spec((SCHEMAS / f"{name}.json").read_text())
+    """The spec kafkawire.messages was generated from: schemas/, or its KIP-1178 overlay for Fetch."""
+    overlay = SCHEMAS / "kip-1178" / f"{name}.json"
+    return load_json_spec((overlay if overlay.exists() else SCHEMAS / f"{name}.json").read_text())
 
 
 def valid_versions(spec: dict) -> tuple[int, int]:

@@ -23,13 +23,15 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from codegen.defaults import NULL, parse_default
+from codegen.generate import DEFAULT_OVERLAYS
 from codegen.model import INTEGER_RANGES, MessageSpec, StructSpec
 from codegen.parse import parse_directory
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMAS = REPO / "schemas"
 # Upstream Kafka's own specs (with comments), kept beside the project as reference data.
-UPSTREAM_SPECS = Path(os.environ.get("KAFKAWIRE_UPSTREAM_SPECS", REPO.parent / "shared" / "kafka-message-specs"))
+UPSTREAM_SPECS = Path(os.environ.get("KAFKAWIRE_UPSTREAM_SPECS",
+                                     REPO.parent / "shared" / "kafka-message-specs-4.3"))
 
 # Size limits: small, so that thousands of message-versions run quickly.
 MAX_ARRAY = 3
@@ -40,19 +42,25 @@ MAX_LONG_ARRAY = 200  # the occasional long array of primitives, for two-byte va
 MAX_TAG = (1 << 31) - 1  # tags are unsigned varints read into a Java int
 MAX_UNKNOWN_TAGS = 3
 
-# Package of generated codecs -> the directory of specs it was generated from.
-_SPEC_DIRS: dict[str, Path] = {"kafkawire.messages": SCHEMAS}
+# Package of generated codecs -> the directory of specs it was generated from, and its overlays.
+_SPEC_DIRS: dict[str, tuple[Path, tuple[Path, ...]]] = {"kafkawire.messages": (SCHEMAS, DEFAULT_OVERLAYS)}
 
 
-def register_specs(package: str, specs_dir: Path) -> None:
+def register_specs(package: str, specs_dir: Path, overlays: tuple[Path, ...] = ()) -> None:
     """Tell ``spec_of`` where the specs of a generated package are."""
-    _SPEC_DIRS[package] = Path(specs_dir)
+    _SPEC_DIRS[package] = (Path(specs_dir), tuple(overlays))
 
 
 @lru_cache(maxsize=None)
-def load_specs(specs_dir: Path) -> dict[str, MessageSpec]:
-    """Every spec in ``specs_dir`` by message name."""
-    return {spec.name: spec for spec in parse_directory(Path(specs_dir))}
+def load_specs(specs_dir: Path, overlays: tuple[Path, ...] = ()) -> dict[str, MessageSpec]:
+    """Every spec with versions in ``specs_dir`` (with ``overlays``) by message name (removed APIs left out:
+    they generate no class)."""
+    return {spec.name: spec for spec in parse_directory(Path(specs_dir), overlays) if not spec.removed}
+
+
+def our_specs() -> list[MessageSpec]:
+    """The specs kafkawire.messages is generated from: schemas/ with its overlays, removed APIs left out."""
+    return list(load_specs(SCHEMAS, DEFAULT_OVERLAYS).values())
 
 
 def spec_of(cls) -> MessageSpec:
@@ -60,7 +68,7 @@ def spec_of(cls) -> MessageSpec:
     package = cls.__module__.rpartition(".")[0]
     if package not in _SPEC_DIRS:
         raise LookupError(f"no specs registered for package {package!r} (see register_specs)")
-    return load_specs(_SPEC_DIRS[package])[cls.NAME]
+    return load_specs(*_SPEC_DIRS[package])[cls.NAME]
 
 
 def class_of(spec: MessageSpec, package: str = "kafkawire.messages"):

@@ -465,7 +465,7 @@ def test_tag_size_mismatch_for_known_tag():
     assert info.value.path[:3] == ["FetchResponse", "responses[0]", "partitions[0]"]
 
 
-@pytest.mark.parametrize("version", [-1, 19, 100, 32767])
+@pytest.mark.parametrize("version", [-1, 3, 20, 100, 32767])
 def test_unknown_version_is_decode_error(version):
     with pytest.raises(DecodeError) as info:
         messages.FetchResponse.decode(b"\x00" * 64, version)
@@ -508,7 +508,7 @@ def test_decode_from_reports_offsets_from_buffer_start():
 def test_non_default_field_missing_from_version_raises_unsupported_version():
     F = messages.FetchRequest
     with pytest.raises(UnsupportedVersionError) as info:
-        F(replica_state=F.ReplicaState(replica_id=5)).encode(3)
+        F(replica_state=F.ReplicaState(replica_id=5)).encode(4)
     assert info.value.path == ["FetchRequest", "replica_state"]
     assert isinstance(info.value, EncodeError) and isinstance(info.value, ValueError)
     # Nested, with array indexes in the path.
@@ -523,12 +523,12 @@ def test_non_default_field_missing_from_version_raises_unsupported_version():
     with pytest.raises(UnsupportedVersionError) as info:
         F(replica_id=5).encode(15)
     assert info.value.field_path == "FetchRequest.replica_id"
-    F(max_bytes=5).encode(2)  # MaxBytes (3+) is ignorable: dropped
+    F(rack_id="r").encode(10)  # RackId (11+) is ignorable: dropped
 
 
 def test_default_value_of_missing_field_is_fine():
     F = messages.FetchRequest
-    assert F.decode(F(max_wait_ms=3).encode(0), 0) == F(max_wait_ms=3)
+    assert F.decode(F(max_wait_ms=3).encode(4), 4) == F(max_wait_ms=3)
 
 
 def test_ignorable_field_dropped_silently():
@@ -538,11 +538,11 @@ def test_ignorable_field_dropped_silently():
     data = message.encode(11)  # ClusterId (ignorable, 12+) dropped
     again = F.decode(data, 11)
     assert again.cluster_id is None
-    data17 = message.encode(17)  # RemotePartitionMaxBytes (ignorable, 18+) dropped
-    again = F.decode(data17, 17)
+    data18 = message.encode(18)  # RemotePartitionMaxBytes (ignorable, 19+: KIP-1178's version) dropped
+    again = F.decode(data18, 18)
     assert again.topics[0].partitions[0].remote_partition_max_bytes == 0
     assert again.cluster_id == "c"
-    assert F.decode(message.encode(18), 18).topics[0].partitions[0].remote_partition_max_bytes == 7
+    assert F.decode(message.encode(19), 19).topics[0].partitions[0].remote_partition_max_bytes == 7
 
 
 def test_none_on_non_nullable_field_raises_encode_error():
@@ -625,8 +625,10 @@ def test_unknown_tags_error_does_not_blame_an_unrelated_field():
 
 def test_writing_unknown_version_raises_unsupported_version():
     with pytest.raises(UnsupportedVersionError) as info:
-        messages.FetchRequest().encode(19)
+        messages.FetchRequest().encode(20)
     assert info.value.path == ["FetchRequest"]
+    with pytest.raises(UnsupportedVersionError):
+        messages.FetchRequest().encode(3)  # removed by Kafka 4.0
 
 
 def test_string_too_long_and_wrong_type_are_encode_errors():

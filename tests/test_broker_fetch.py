@@ -1,6 +1,7 @@
 """The broker's fetch semantics over the wire: KIP-74 limits (kafka-semantics.md 4.2-4.4), parked
-fetches (MinBytes / MaxWaitMs), fetch sessions (KIP-227), the remote tier with Fetch v18's
-RemotePartitionMaxBytes, and the protocol edges (ApiVersions too new, refused versions, bad CRCs)."""
+fetches (MinBytes / MaxWaitMs), fetch sessions (KIP-227), the remote tier with Fetch v19's
+RemotePartitionMaxBytes (KIP-1178), and the protocol edges (ApiVersions too new, refused versions, bad
+CRCs)."""
 from __future__ import annotations
 
 import threading
@@ -14,7 +15,7 @@ from kafkawire.codec.primitives import ZERO_UUID
 from kafkawire.error_codes import ErrorCode
 from kafkawire.records import RecordBatchBuilder, iter_batches, read_batches
 
-FETCH_VERSION = 12  # names, flexible; sessions and v18 are tested with their own versions
+FETCH_VERSION = 12  # names, flexible; sessions and v19 are tested with their own versions
 
 
 def batch_of(size: int, records: int = 1) -> bytes:
@@ -264,19 +265,20 @@ def test_only_the_first_remote_partition_is_read_remotely(tiered):
         assert got["r", 0].log_start_offset == 0
 
 
-def test_remote_partition_max_bytes_on_v18_and_max_bytes_accounting(tiered):
+def test_remote_partition_max_bytes_on_v19_and_max_bytes_accounting(tiered):
     with RawClient(tiered.port) as client:
         _fill_tiered_topic(tiered, client, "r", 1)
         create_topic(client, "local", 1)
         produce(client, "local", 0, batch_of(300))
         ids = {"r": tiered.broker.topics.get("r").topic_id}
         names = {v: k for k, v in ids.items()}
-        # v18: RemotePartitionMaxBytes bounds the remote read (600: two 300-byte batches)
-        got = by_partition(fetch(client, [("r", 0, 0, 100_000, 600)], version=18, topic_ids=ids), names)
+        # v19 (KIP-1178): RemotePartitionMaxBytes bounds the remote read (600: two 300-byte batches)
+        got = by_partition(fetch(client, [("r", 0, 0, 100_000, 600)], version=19, topic_ids=ids), names)
         assert len(got["r", 0].records) == 600
-        # older versions: PartitionMaxBytes bounds it
-        got = by_partition(fetch(client, [("r", 0, 0, 900, 100)], version=17, topic_ids=ids), names)
-        assert len(got["r", 0].records) == 900
+        # v18 and older (upstream's v18 has no such field): PartitionMaxBytes bounds it, as the KIP says
+        for version in (18, 17):
+            got = by_partition(fetch(client, [("r", 0, 0, 900, 100)], version=version, topic_ids=ids), names)
+            assert len(got["r", 0].records) == 900
         # the remote bytes count against MaxBytes: nothing left for the local partition
         got = by_partition(fetch(client, [("r", 0, 0, 1000), ("local", 0, 0, 1000)], max_bytes=1000))
         assert len(got["r", 0].records) == 1000 and len(got["local", 0].records) == 0
@@ -302,13 +304,16 @@ def test_too_new_api_versions_gets_a_v0_answer(broker):
     assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [(18, 0, 4)]
 
 
-def test_old_produce_and_fetch_versions_are_refused(broker):
-    with RawClient(broker.port) as client:
-        with pytest.raises(ConnectionError):
-            client.request(m.ProduceRequest(acks=1, timeout_ms=100, topic_data=[]), 2)
-    with RawClient(broker.port) as client:
-        with pytest.raises(ConnectionError):
-            client.request(m.FetchRequest(max_wait_ms=0, topics=[]), 3)
+@pytest.mark.parametrize("key,version", [(0, 2), (1, 3), (1, 20), (7, 3)])
+def test_old_produce_and_fetch_versions_are_refused(broker, key, version):
+    """Produce v0-2 and Fetch v0-3 (gone from Kafka 4, and from the specs), a version past the newest and
+    a removed API (ControlledShutdown) get a clean disconnect."""
+    import socket
+    import struct
+    frame = struct.pack(">hhih", key, version, 1, 4) + b"test" + b"\x00" * 16
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        assert sock.recv(16) == b""
 
 
 def test_a_batch_with_a_bad_crc_is_refused_and_nothing_is_appended(client):

@@ -225,7 +225,7 @@ def test_two_members_join_sync_heartbeat(tmp_path, version):
             assert await a.heartbeat("g", 1, "nobody") == E.UNKNOWN_MEMBER_ID
             assert await a.heartbeat("other", 1, ra.member_id) == E.UNKNOWN_MEMBER_ID
             assert await a.heartbeat("", 1, ra.member_id) == E.INVALID_GROUP_ID
-            for describe_version in range(6):
+            for describe_version in range(7):
                 described = (await a.describe("g", "missing", version=describe_version))
                 g = described["g"]
                 assert (g.error_code, g.group_state, g.protocol_type, g.protocol_data) == (0, "Stable", "consumer",
@@ -233,6 +233,8 @@ def test_two_members_join_sync_heartbeat(tmp_path, version):
                 assert {m.member_id: (m.client_id, bytes(m.member_metadata), bytes(m.member_assignment))
                         for m in g.members} == {ra.member_id: ("ca", b"A", b"p0"), rb.member_id: ("cb", b"B", b"p1")}
                 assert described["missing"].group_state == "Dead"
+                # v6 (KIP-1043) says the group was not found; older versions describe it Dead, no error
+                assert described["missing"].error_code == (E.GROUP_ID_NOT_FOUND if describe_version >= 6 else 0)
                 if describe_version >= 3:
                     assert g.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
             for list_version in range(6):

@@ -20,8 +20,8 @@ from kafkawire.capture.model import KafkaFrame, Problem
 from kafkawire.capture.rows import BODY, TABLES, TableBatcher, decode_frame, summarize_records
 from kafkawire.framing import encode_request, encode_response
 from kafkawire.messages import (
-    ApiVersionsRequest, ApiVersionsResponse, CreateTopicsResponse, FetchRequest, FetchResponse, MetadataResponse,
-    ProduceRequest, ProduceResponse, RequestHeader, SaslAuthenticateRequest, api, apis, message_class,
+    ApiVersionsRequest, ApiVersionsResponse, CreateTopicsResponse, FetchRequest, FetchResponse, MetadataRequest,
+    MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, SaslAuthenticateRequest, api, apis, message_class,
 )
 from kafkawire.records import Codec, LegacyMessageSetBuilder, RecordBatchBuilder, transaction_marker_batch
 
@@ -358,16 +358,16 @@ def test_fetch_join():
             second["batch_count"], second["first_offset"]) == (1, 1, 1, 0, 0, None)
 
 
-def test_fetch_v0_leaves_later_fields_null():
+def test_fetch_v4_leaves_later_fields_null():
     wire = Wire()
     request = wire.request(FR(max_wait_ms=100, min_bytes=1, topics=(FR.FetchTopic(topic="t", partitions=(
-        FR.FetchPartition(partition=3, fetch_offset=9, partition_max_bytes=100),)),)), 0)
+        FR.FetchPartition(partition=3, fetch_offset=9, partition_max_bytes=100),)),)), 4)
     response = wire.response(request, FS(responses=(FS.FetchableTopicResponse(topic="t", partitions=(
         FS.PartitionData(partition_index=3, high_watermark=10, records=b""),)),)))
     (row,) = run([request, response])["fetches"]
-    for column in ("max_bytes", "isolation_level", "session_id", "session_epoch", "request_log_start_offset",
-                   "last_stable_offset", "log_start_offset", "preferred_read_replica", "throttle_time_ms",
-                   "response_error_code", "response_session_id", "remote_partition_max_bytes", "topic_id"):
+    for column in ("session_id", "session_epoch", "request_log_start_offset", "log_start_offset",
+                   "preferred_read_replica", "response_error_code", "response_session_id",
+                   "remote_partition_max_bytes", "topic_id"):
         assert row[column] is None, column
     assert (row["topic"], row["partition"], row["fetch_offset"], row["high_watermark"]) == ("t", 3, 9, 10)
 
@@ -381,7 +381,7 @@ def test_fetch_incremental_session_with_topic_ids_and_remote_bytes():
         FR.FetchTopic(topic_id=a, partitions=(
             FR.FetchPartition(partition=0, fetch_offset=10, partition_max_bytes=1000,
                               remote_partition_max_bytes=5000),
-            FR.FetchPartition(partition=1, fetch_offset=20, partition_max_bytes=1000))),)), 18)
+            FR.FetchPartition(partition=1, fetch_offset=20, partition_max_bytes=1000))),)), 19)
     blob = batch_bytes(2, base_offset=20)
     response = wire.response(request, FS(session_id=77, responses=(
         FS.FetchableTopicResponse(topic_id=a, partitions=(
@@ -492,12 +492,57 @@ def test_produce_acks0_has_rows_without_a_response():
     assert all(r["offset"] is None for r in tables["records"]) and len(tables["records"]) == 5
 
 
-def test_unanswered_produce_at_finish_and_produce_v0_fields():
+def test_unanswered_produce_at_finish():
     wire = Wire()
     request = wire.request(PR(acks=1, timeout_ms=10, topic_data=(PR.TopicProduceData(name="t", partition_data=(
-        PR.PartitionProduceData(index=0, records=batch_bytes(1)),)),)), 2)
+        PR.PartitionProduceData(index=0, records=batch_bytes(1)),)),)), 3)
     (row,) = run([request])["produces"]
     assert row["transactional_id"] is None and row["base_offset"] is None and row["record_count"] == 1
+
+
+def _produce_v13(wire, topic_id):
+    request = wire.request(PR(acks=-1, timeout_ms=10, topic_data=(PR.TopicProduceData(topic_id=topic_id, partition_data=(
+        PR.PartitionProduceData(index=2, records=batch_bytes(2)),)),)), 13)
+    response = wire.response(request, PS(responses=(PS.TopicProduceResponse(topic_id=topic_id, partition_responses=(
+        PS.PartitionProduceResponse(index=2, base_offset=7),)),)))
+    return [request, response]
+
+
+def test_produce_v13_rows_carry_the_topic_name_the_capture_saw_for_its_id():
+    """Produce v13 names topics by id (KIP-516): its rows, and its records' rows, get the name from a
+    Metadata (or CreateTopics) response seen earlier; an id never resolved leaves the name null."""
+    wire = Wire()
+    known, unknown = uuid.uuid4(), uuid.uuid4()
+    request = wire.request(MetadataRequest(topics=None), 13)
+    metadata = wire.response(request, MetadataResponse(topics=(MetadataResponse.MetadataResponseTopic(
+        name="orders", topic_id=known),)))
+    tables = run(_produce_v13(wire, unknown) + [request, metadata] + _produce_v13(wire, known)
+                 + _produce_v13(wire, unknown), records=True)
+    rows = [(r["topic"], r["topic_id"], r["partition"], r["base_offset"]) for r in tables["produces"]]
+    assert rows == [(None, str(unknown), 2, 7), ("orders", str(known), 2, 7), (None, str(unknown), 2, 7)]
+    assert [(r["topic"], r["offset"]) for r in tables["records"]] == [
+        (None, 7), (None, 8), ("orders", 7), ("orders", 8), (None, 7), (None, 8)]
+    # and a Fetch v13+ of that id too
+    request = wire.request(FR(max_wait_ms=1, topics=(FR.FetchTopic(topic_id=known, partitions=(
+        FR.FetchPartition(partition=2, fetch_offset=7),)),)), 18)
+    response = wire.response(request, FS(responses=(FS.FetchableTopicResponse(topic_id=known, partitions=(
+        FS.PartitionData(partition_index=2, high_watermark=9, records=batch_bytes(2, base_offset=7)),)),)))
+    batcher = TableBatcher()
+    for item in [metadata, request, response]:
+        batcher.add(item)
+    (row,) = [r for _, batch in batcher.finish() if _ == "fetches" for r in batch.to_pylist()]
+    assert (row["topic"], row["topic_id"], row["record_count"]) == ("orders", str(known), 2)
+
+
+def test_topic_names_are_bounded():
+    from kafkawire.capture.rows import TopicNames
+    names = TopicNames(limit=2)
+    ids = [uuid.uuid4() for _ in range(3)]
+    for n, topic_id in enumerate(ids):
+        names.learn(MetadataResponse(topics=(MetadataResponse.MetadataResponseTopic(name=f"t{n}", topic_id=topic_id),)))
+    assert [names.get(str(i)) for i in ids] == [None, "t1", "t2"]
+    names.learn(MetadataResponse(topics=(MetadataResponse.MetadataResponseTopic(name="x"),)))  # no id: nothing
+    assert len(names.names) == 2
 
 
 def test_fetch_records_with_control_and_legacy_batches():
@@ -612,13 +657,14 @@ def test_table_selection():
         TableBatcher(tables=["nope"])
 
 
-def test_every_api_at_its_lowest_and_highest_version_converts():
-    """Default-constructed requests and responses of every API, through real frames: the schemas and
-    the converters agree across the whole spec set, and the body column takes them all."""
+def test_every_api_at_every_version_converts():
+    """Default-constructed requests and responses of every API at every version (Kafka 4.3's, and Fetch
+    v19), through real frames: the schemas and the converters agree across the whole spec set, and the
+    body column takes them all."""
     wire = Wire()
     items = []
     for info in apis():
-        for version in sorted({info.min_version, info.max_version}):
+        for version in range(info.min_version, info.max_version + 1):
             request = wire.request(info.request_class(), version)
             items += [request, wire.response(request, info.response_class())]
     tables = run(items)

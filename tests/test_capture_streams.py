@@ -229,7 +229,7 @@ def test_acks_zero_produce_expects_no_response():
     for n in range(3):
         talk.request(_produce(0, _records(100, n)), 9)
     talk.request(_produce(0, _records(100, 9), transactional_id="t"), 7)
-    talk.request(_produce(0, _records(100, 9)), 2)
+    talk.request(_produce(0, _records(100, 9)), 3)
     talk.request(MetadataRequest(topics=[]), 4, MetadataResponse())
     frames, problems = decode(segments(talk.messages))
     assert problems == []

@@ -69,10 +69,12 @@ def test_apis_table(capsys):
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split() == ["key", "name", "versions", "flexible", "broker"]
-    assert len(lines) == 1 + len(apis())
+    assert len(lines) == 1 + len(apis(include_removed=True))
     rows = {line.split()[1]: line.split() for line in lines[1:]}
-    assert rows["Fetch"] == ["1", "Fetch", "0-18", "12+", "4-18"]
-    assert rows["Produce"] == ["0", "Produce", "0-11", "9+", "3-11"]
+    assert rows["Fetch"] == ["1", "Fetch", "4-19", "12+", "4-19"]
+    assert rows["Produce"] == ["0", "Produce", "3-13", "9+", "3-13"]
+    assert rows["ControlledShutdown"] == ["7", "ControlledShutdown", "removed", "-", "-"]
+    assert rows["StreamsGroupHeartbeat"] == ["88", "StreamsGroupHeartbeat", "0-0", "0+", "-"]
     assert rows["SaslHandshake"] == ["17", "SaslHandshake", "0-1", "none", "-"]
     assert rows["ApiVersions"] == ["18", "ApiVersions", "0-4", "3+", "0-4"]
 
@@ -81,10 +83,14 @@ def test_apis_json(capsys):
     code, out, _ = run(["apis", "--json"], capsys)
     assert code == 0
     data = json.loads(out)
-    assert len(data) == len(apis())
+    assert len(data) == len(apis(include_removed=True))
     fetch = next(row for row in data if row["key"] == 1)
-    assert fetch == {"key": 1, "name": "Fetch", "min_version": 0, "max_version": 18, "flexible_from": 12,
-                     "broker_min_version": 4, "broker_max_version": 18}
+    assert fetch == {"key": 1, "name": "Fetch", "min_version": 4, "max_version": 19, "removed": False,
+                     "flexible_from": 12, "broker_min_version": 4, "broker_max_version": 19}
+    shutdown = next(row for row in data if row["key"] == 7)
+    assert shutdown == {"key": 7, "name": "ControlledShutdown", "min_version": None, "max_version": None,
+                        "removed": True, "flexible_from": None, "broker_min_version": None,
+                        "broker_max_version": None}
     handshake = next(row for row in data if row["key"] == 17)
     assert handshake["flexible_from"] is None
     assert handshake["broker_min_version"] is None and handshake["broker_max_version"] is None
@@ -119,7 +125,7 @@ def test_apis_script_entry_point():
     command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "kafkawire.cli"]
     result = subprocess.run(command + ["apis"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert result.returncode == 0, result.stderr
-    assert "Fetch" in result.stdout and "0-18" in result.stdout
+    assert "Fetch" in result.stdout and "4-19" in result.stdout
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -356,7 +356,7 @@ def test_session_topic_ids_v13_replace_and_cap_at_v12_without_ids():
 
 # ==== requests ========================================================================================
 
-@pytest.mark.parametrize("version", [4, 7, 12, 13, 17, 18])
+@pytest.mark.parametrize("version", [4, 7, 12, 13, 17, 18, 19])
 def test_request_fields_by_version(version):
     ids = {T: uuid.uuid4()}
     fetcher = make_fetcher([tp(0), tp(1)], version=version, fetch_max_bytes=123_456,
@@ -370,8 +370,8 @@ def test_request_fields_by_version(version):
     parts = [p for t in decoded.topics for p in t.partitions]
     assert [p.partition_max_bytes for p in parts] == [7_000, 7_000]
     assert [p.fetch_offset for p in parts] == [0, 0]
-    # RemotePartitionMaxBytes exists from v18 only (KIP-1178)
-    assert [p.remote_partition_max_bytes for p in parts] == ([4_000_000] * 2 if version >= 18 else [0, 0])
+    # RemotePartitionMaxBytes exists from v19 only (KIP-1178; v18 is upstream's, with KIP-1166's HighWatermark)
+    assert [p.remote_partition_max_bytes for p in parts] == ([4_000_000] * 2 if version >= 19 else [0, 0])
     if version >= 13:
         assert decoded.topics[0].topic_id == ids[T]
     else:
@@ -403,11 +403,17 @@ def test_max_bytes_leaves_room_for_the_framing_when_buffer_memory_is_tight(versi
 
 
 def test_remote_bytes_fall_back_to_partition_bytes_and_versions_are_negotiated():
-    fetcher = make_fetcher([tp(0)], version=18, max_partition_fetch_bytes=5_000)
+    fetcher = make_fetcher([tp(0)], version=19, max_partition_fetch_bytes=5_000)
     fetcher.update_metadata({}, {T: uuid.uuid4()})
     (request, version), = fetcher.prepare_fetch_requests(0).values()
-    assert version == 18 and request.topics[0].partitions[0].remote_partition_max_bytes == 5_000
-    fetcher = make_fetcher([tp(0)], version=18)  # no topic id known: names, so at most v12
+    assert version == 19 and request.topics[0].partitions[0].remote_partition_max_bytes == 5_000
+    # a Kafka 4.3 broker (Fetch up to v18): upstream's v18, with no RemotePartitionMaxBytes on the wire
+    fetcher = make_fetcher([tp(0)], version=18, remote_max_partition_fetch_bytes=4_000_000)
+    fetcher.update_metadata({}, {T: uuid.uuid4()})
+    (request, version), = fetcher.prepare_fetch_requests(0).values()
+    assert version == 18
+    assert FetchRequest.decode(request.encode(18), 18, exact=True).topics[0].partitions[0].remote_partition_max_bytes == 0
+    fetcher = make_fetcher([tp(0)], version=19)  # no topic id known: names, so at most v12
     (request, version), = fetcher.prepare_fetch_requests(0).values()
     assert version == 12
     fetcher.set_fetch_version(2, 40)  # a newer broker: capped at what this client speaks

@@ -643,7 +643,7 @@ def test_request_timeout_closes_the_connection_and_fails_every_pending_request(b
 def test_pipelined_requests_are_answered_in_order_and_a_disconnect_fails_cleanly(broker):
     async def scenario():
         connection = await BrokerConnection("127.0.0.1", broker.port).connect()
-        assert connection.api_version(1) == 18 and connection.api_version(0, 3, 9) == 9
+        assert connection.api_version(1) == 19 and connection.api_version(0, 3, 9) == 9
         names = [f"pipelined-{i}" for i in range(40)]
         futures = [connection.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)],
                                                       allow_auto_topic_creation=False)) for name in names]
@@ -681,3 +681,42 @@ def test_buffer_memory_blocks_send_then_buffer_exhausted_and_delivery_timeout(br
 
 
 logging.getLogger("kafka").setLevel(logging.CRITICAL)
+
+
+@pytest.mark.parametrize("upstream", [False, True], ids=["kafkawire-ranges", "kafka-4.3-ranges"])
+def test_the_client_uses_the_newest_versions_both_sides_speak(tmp_path, upstream):
+    """Against kafkawire's broker the consumer fetches at v19 (KIP-1178's RemotePartitionMaxBytes); against
+    one advertising exactly Kafka 4.3's ranges, at v18, upstream's, without it. Either way: Produce v13
+    and OffsetCommit/OffsetFetch v10 by topic id, Metadata v13, ListOffsets v11."""
+    seen: dict[int, set[int]] = {}
+    with BrokerThread(data_dir=tmp_path / "data", num_partitions=2, upstream_versions=upstream) as running:
+        handlers = running.broker.handlers
+        handle = handlers.handle
+
+        async def recording(api_key, request, version, *args):
+            seen.setdefault(api_key, set()).add(version)
+            if api_key == 1:
+                remote = {p.remote_partition_max_bytes for t in request.topics for p in t.partitions}
+                assert remote <= ({0} if version < 19 else {0, 3_000_000}), remote
+            return await handle(api_key, request, version, *args)
+
+        handlers.handle = recording
+
+        async def scenario():
+            records = make_records(50, "versions")
+            metadata = await produce(running.bootstrap, "versions", records)
+            consumer = AsyncConsumer(bootstrap_servers=running.bootstrap, group_id="versions",
+                                     enable_auto_commit=False, auto_offset_reset="earliest",
+                                     remote_max_partition_fetch_bytes=3_000_000)
+            tps = [TopicPartition("versions", p) for p in range(2)]
+            consumer.assign(tps)
+            try:
+                check_intact(records, await consume_all(consumer, len(records)), metadata)
+                await consumer.commit()
+                assert await consumer.committed(tps) == {tp: await consumer.position(tp) for tp in tps}
+            finally:
+                await consumer.close()
+
+        run(scenario())
+    assert seen[1] == {18 if upstream else 19}
+    assert seen[0] == {13} and seen[3] == {13} and seen[8] == {10} and seen[9] == {10} and seen[2] == {11}

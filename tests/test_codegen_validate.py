@@ -3,7 +3,8 @@
 Specs are written as small JSON files (with ``//`` and ``/* */`` comments, as upstream's Jackson reader
 allows) and run through ``codegen.parse.parse_file`` and ``codegen.validate.validate``. The end of
 the file checks whole-directory generation: every spec in ``schemas/`` and in upstream's specs
-generates, output is deterministic, ``python -m codegen --check`` catches a stale package, and
+generates (upstream Kafka 4.3's own files, comments and removed APIs included, to the very modules
+schemas/ gives), output is deterministic, ``python -m codegen --check`` catches a stale package, and
 ``--specs`` turns a directory of upstream specs into an importable package.
 """
 from __future__ import annotations
@@ -17,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from codegen.generate import generate
+from codegen.generate import DEFAULT_OVERLAYS, generate
 from codegen.parse import SpecError, parse_directory, parse_file, strip_comments
 from codegen.validate import validate, validate_all
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = ROOT / "schemas"
 MESSAGES = ROOT / "kafkawire" / "messages"
-UPSTREAM = Path("/work/shared/kafka-message-specs")
+UPSTREAM = ROOT.parent / "shared" / "kafka-message-specs-4.3"
 
 needs_upstream = pytest.mark.skipif(not UPSTREAM.is_dir(), reason="no upstream specs in /work/shared")
 
@@ -468,6 +469,38 @@ def test_missing_valid_versions(tmp_path):
     spec = request([TOPICS])
     del spec["validVersions"]
     refused(tmp_path, spec, "TestRequest", "validVersions")
+    refused(tmp_path, request([TOPICS], validVersions=" "), "TestRequest", "validVersions")
+
+
+def test_removed_api_is_accepted_as_upstream_accepts_it(tmp_path):
+    """Kafka 4 keeps removed APIs as ``"validVersions": "none"`` with nothing else: no flexible versions
+    needed, listeners and the unstable flag not read, and nothing to generate but a registry entry."""
+    removed = {"apiKey": 1000, "type": "request", "name": "TestRequest", "validVersions": "none"}
+    spec = check(tmp_path, removed)
+    assert spec.removed and spec.valid_versions.empty and spec.flexible_versions.empty
+    spec = check(tmp_path, dict(removed, listeners=["broker"], latestVersionUnstable=True, flexibleVersions="0+"))
+    assert spec.removed and spec.listeners == () and not spec.latest_version_unstable
+    refused(tmp_path, request([TOPICS], flexibleVersions=None), "TestRequest", "flexibleVersions")
+
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    write_spec(specs, removed)
+    write_spec(specs, {"apiKey": 1000, "type": "response", "name": "TestResponse", "validVersions": "none"})
+    write_spec(specs, request([TOPICS], apiKey=1001, name="KeptRequest"))
+    write_spec(specs, response([], apiKey=1001, name="KeptResponse"))
+    files = generate(specs)
+    assert sorted(files) == ["__init__.py", "__init__.pyi", "kept_request.py", "kept_request.pyi", "kept_response.py",
+                             "kept_response.pyi"]
+    namespace: dict = {}
+    exec(compile(files["__init__.py"], "<registry>", "exec"), namespace)
+    gone = namespace["api"]("Test")
+    assert gone.removed and gone.valid_versions == (0, -1) and not gone.supports(0)
+    assert list(range(gone.min_version, gone.max_version + 1)) == []
+    assert "was removed" in gone.unsupported(0)
+    with pytest.raises(AttributeError, match="removed"):
+        gone.request_class
+    assert [a.name for a in namespace["apis"]()] == ["Kept"]
+    assert [a.name for a in namespace["apis"](include_removed=True)] == ["Test", "Kept"]
 
 
 def test_request_without_api_key(tmp_path):
@@ -500,13 +533,17 @@ def test_empty_spec_directory(tmp_path):
 
 @pytest.fixture(scope="module")
 def ours():
-    return generate(SCHEMAS)
+    return generate(SCHEMAS, overlays=DEFAULT_OVERLAYS)
 
 
 def test_generation_over_schemas(ours):
-    spec_names = sorted(p.stem for p in SCHEMAS.glob("*.json"))
+    specs = [json.loads(p.read_text()) for p in SCHEMAS.glob("*.json")]
+    removed = [s["name"] for s in specs if s["validVersions"] == "none"]
+    assert sorted(removed) == ["ControlledShutdownRequest", "ControlledShutdownResponse", "LeaderAndIsrRequest",
+                               "LeaderAndIsrResponse", "StopReplicaRequest", "StopReplicaResponse",
+                               "UpdateMetadataRequest", "UpdateMetadataResponse"]
     modules = [name for name in ours if name.endswith(".py")]
-    assert len(modules) == len(spec_names) + 1
+    assert len(modules) == len(specs) - len(removed) + 1
     assert "__init__.py" in ours
     # Each module has its stub (the types), the package's __init__ too.
     assert sorted(name for name in ours if name.endswith(".pyi")) == sorted(name + "i" for name in modules)
@@ -515,9 +552,24 @@ def test_generation_over_schemas(ours):
 
 
 def test_generation_is_deterministic(ours):
-    again = generate(SCHEMAS)
+    again = generate(SCHEMAS, overlays=DEFAULT_OVERLAYS)
     assert list(again) == list(ours)
     assert again == ours
+
+
+@needs_upstream
+def test_upstream_files_generate_the_modules_schemas_gives():
+    """Kafka 4.3's own spec files (comments, prose and removed APIs) generate exactly the modules that
+    schemas/ (their wire facts) generates: every message and version tested on ours is upstream's."""
+    assert generate(UPSTREAM, spark_types=True) == generate(SCHEMAS, spark_types=True)
+
+
+def test_overlay_replaces_only_existing_specs(tmp_path):
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    write_spec(overlay, request([TOPICS], name="NotInSchemasRequest", apiKey=1000))
+    with pytest.raises(SpecError, match="replaces no spec"):
+        generate(SCHEMAS, overlays=(overlay,))
 
 
 def test_generated_package_matches_committed(ours):
@@ -528,7 +580,7 @@ def test_generated_package_matches_committed(ours):
 @needs_upstream
 def test_generation_over_upstream_specs():
     files = generate(UPSTREAM)
-    specs = sorted(UPSTREAM.glob("*.json"))
+    specs = [p for p in UPSTREAM.glob("*.json") if '"validVersions": "none"' not in p.read_text()]
     assert len(files) == 2 * (len(specs) + 1)  # modules and their stubs
     assert generate(UPSTREAM) == files
     for text in files.values():
@@ -599,7 +651,7 @@ def test_specs_option_writes_importable_package(tmp_path, monkeypatch):
     upstream = importlib.import_module("upstream_kafka_messages")
     try:
         info = upstream.api("Fetch")
-        assert info.valid_versions == (0, 17)
+        assert info.valid_versions == (4, 18)
         assert info.request_header_version(12) == 2
         Fetch = upstream.FetchRequest
         request = Fetch(max_wait_ms=500, min_bytes=1, topics=[Fetch.FetchTopic(topic="events", partitions=[
@@ -612,7 +664,7 @@ def test_specs_option_writes_importable_package(tmp_path, monkeypatch):
             Ours.FetchPartition(partition=0, fetch_offset=42, partition_max_bytes=1 << 20)])])
         assert ours.encode(12) == body
         with pytest.raises(Exception):
-            request.encode(18)  # upstream stops at 17
+            request.encode(19)  # upstream stops at 18; v19 is kafkawire's KIP-1178 overlay
         Meta = upstream.MetadataResponse
         response = Meta(brokers=[Meta.MetadataResponseBroker(node_id=1, host="h", port=9092)])
         assert Meta.decode(response.encode(12), 12, exact=True) == response

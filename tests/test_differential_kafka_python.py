@@ -56,14 +56,7 @@ INT32_MIN = -(2**31)
 
 # Layout divergences inside the versions kafka-python's specs declare: (message, version) ->
 # (struct paths kept empty in the drawn messages, why).
-DIVERGENT = {
-    ("FetchRequest", 18): (
-        {"Topics.Partitions"},
-        "our v18 is KIP-1178's (RemotePartitionMaxBytes int32 after PartitionMaxBytes in "
-        "FetchPartition); kafka-python's (Kafka 4.3) is upstream's, whose FetchPartition instead "
-        "gains the tagged HighWatermark (tag 1). Everything outside FetchPartition agrees, so "
-        "FetchTopic.Partitions is drawn empty."),
-}
+DIVERGENT: dict[tuple[str, int], tuple[set[str], str]] = {}  # none since schemas/ became Kafka 4.3
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from kafkawire.framing import (
     encode_response, encode_response_parts, frame, peek_request, read_request, read_response,
 )
 from kafkawire.messages import (
-    ApiVersionsRequest, ApiVersionsResponse, ControlledShutdownRequest, FetchRequest, FetchResponse,
+    ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse,
     MetadataRequest, MetadataResponse, ProduceRequest, RequestHeader, ResponseHeader, api, apis,
 )
 
@@ -152,11 +152,11 @@ REQUESTS = [
     (MetadataRequest(topics=None), 9, 2),
     (ApiVersionsRequest(), 0, 1),
     (ApiVersionsRequest(client_software_name="kw", client_software_version="1"), 3, 2),
-    (ControlledShutdownRequest(broker_id=3), 0, 0),
-    (ControlledShutdownRequest(broker_id=3), 1, 1),
-    (ControlledShutdownRequest(broker_id=3, broker_epoch=9), 3, 2),
     (ProduceRequest(acks=-1, timeout_ms=100), 3, 1),
     (ProduceRequest(acks=1, timeout_ms=100), 9, 2),
+    (ProduceRequest(acks=1, timeout_ms=100, topic_data=[ProduceRequest.TopicProduceData(
+        topic_id=uuid.UUID(int=7), partition_data=[ProduceRequest.PartitionProduceData(index=0, records=b"")])]), 13, 2),
+    (MetadataRequest(topics=None), 13, 2),
 ]
 
 
@@ -335,7 +335,7 @@ def test_read_response_says_which_version_was_read():
 
 def test_no_fallback_for_other_apis():
     body = _fetch_response()
-    frame_bytes = encode_response(1, 0, 1, body)[4:]
+    frame_bytes = encode_response(1, 4, 1, body)[4:]
     with pytest.raises(DecodeError) as info:
         decode_response(frame_bytes, 1, 12)
     assert info.value.path[0] == "FetchResponse"
@@ -441,22 +441,33 @@ def test_registry_lookups():
     assert api("fetch") is fetch
     assert fetch.key == 1 and fetch.name == "Fetch"
     assert fetch.request_class is FetchRequest and fetch.response_class is FetchResponse
-    assert fetch.valid_versions == (0, 18)
+    assert fetch.valid_versions == (4, 19)  # Kafka 4.3's 4-18, and v19 from the KIP-1178 overlay
     assert fetch.flexible_versions == (12, 32767)
-    assert fetch.supports(18) and not fetch.supports(19) and not fetch.supports(-1)
+    assert fetch.supports(19) and not fetch.supports(20) and not fetch.supports(3) and not fetch.supports(-1)
     for missing in (999, "Nope", "NopeRequest", -1):
         with pytest.raises(KeyError):
             api(missing)
 
 
 def test_header_version_functions():
-    fetch, api_versions, shutdown = api("Fetch"), api("ApiVersions"), api("ControlledShutdown")
-    assert [fetch.request_header_version(v) for v in (0, 11, 12, 18)] == [1, 1, 2, 2]
-    assert [fetch.response_header_version(v) for v in (0, 11, 12, 18)] == [0, 0, 1, 1]
+    fetch, api_versions = api("Fetch"), api("ApiVersions")
+    assert [fetch.request_header_version(v) for v in (4, 11, 12, 19)] == [1, 1, 2, 2]
+    assert [fetch.response_header_version(v) for v in (4, 11, 12, 19)] == [0, 0, 1, 1]
     assert [api_versions.request_header_version(v) for v in (0, 2, 3, 4)] == [1, 1, 2, 2]
     assert [api_versions.response_header_version(v) for v in (0, 2, 3, 4)] == [0, 0, 0, 0]
-    assert [shutdown.request_header_version(v) for v in (0, 1, 2, 3)] == [0, 1, 1, 2]
-    assert [shutdown.response_header_version(v) for v in (0, 1, 2, 3)] == [0, 0, 0, 1]
+
+
+@pytest.mark.parametrize("name,key", [("ControlledShutdown", 7), ("LeaderAndIsr", 4), ("StopReplica", 5),
+                                      ("UpdateMetadata", 6)])
+def test_removed_apis_are_known_and_refused(name, key):
+    """Kafka 4 removed these (their specs say validVersions none): the registry names them, with no versions,
+    and a request frame of one is a DecodeError saying so."""
+    info = api(name)
+    assert info is api(key) and info.removed and not info.supports(0) and info.min_version > info.max_version
+    assert key not in [a.key for a in apis()] and key in [a.key for a in apis(include_removed=True)]
+    frame_bytes = struct.pack(">hhih", key, 0, 7, -1)
+    with pytest.raises(DecodeError, match=f"{name} \\(API key {key}\\) was removed"):
+        decode_request(frame_bytes)
 
 
 def test_header_versions_follow_flexible_versions_for_every_api():
@@ -466,38 +477,37 @@ def test_header_versions_follow_flexible_versions_for_every_api():
         for version in range(info.min_version, info.max_version + 1):
             flexible = request_flexible is not None and version >= request_flexible[0]
             expected = 2 if flexible else 1
-            if info.key == 7 and version == 0:
-                expected = 0
             assert info.request_header_version(version) == expected, (info.name, version)
             flexible = response_flexible is not None and version >= response_flexible[0]
             expected = 0 if info.key == 18 else (1 if flexible else 0)
             assert info.response_header_version(version) == expected, (info.name, version)
 
 
-# Reference 2.3: valid and flexible-from versions of common APIs in upstream's snapshot (Fetch: plus v18).
+# Valid and flexible-from versions of common APIs in Kafka 4.3 (Fetch: plus kafkawire's v19).
 COMMON_APIS = {
-    0: ("Produce", 11, 9), 1: ("Fetch", 18, 12), 2: ("ListOffsets", 10, 6), 3: ("Metadata", 12, 9),
-    8: ("OffsetCommit", 9, 8), 9: ("OffsetFetch", 9, 6), 10: ("FindCoordinator", 6, 3), 11: ("JoinGroup", 9, 6),
-    12: ("Heartbeat", 4, 4), 13: ("LeaveGroup", 5, 4), 14: ("SyncGroup", 5, 4), 15: ("DescribeGroups", 5, 5),
-    16: ("ListGroups", 5, 3), 17: ("SaslHandshake", 1, None), 18: ("ApiVersions", 4, 3),
-    22: ("InitProducerId", 5, 2), 23: ("OffsetForLeaderEpoch", 4, 4), 36: ("SaslAuthenticate", 2, 2),
+    0: ("Produce", 3, 13, 9), 1: ("Fetch", 4, 19, 12), 2: ("ListOffsets", 1, 11, 6), 3: ("Metadata", 0, 13, 9),
+    8: ("OffsetCommit", 2, 10, 8), 9: ("OffsetFetch", 1, 10, 6), 10: ("FindCoordinator", 0, 6, 3),
+    11: ("JoinGroup", 0, 9, 6), 12: ("Heartbeat", 0, 4, 4), 13: ("LeaveGroup", 0, 5, 4), 14: ("SyncGroup", 0, 5, 4),
+    15: ("DescribeGroups", 0, 6, 5), 16: ("ListGroups", 0, 5, 3), 17: ("SaslHandshake", 0, 1, None),
+    18: ("ApiVersions", 0, 4, 3), 22: ("InitProducerId", 0, 6, 2), 23: ("OffsetForLeaderEpoch", 2, 4, 4),
+    36: ("SaslAuthenticate", 0, 2, 2),
 }
 
 
 @pytest.mark.parametrize("key", sorted(COMMON_APIS))
 def test_common_api_versions(key):
-    name, high, flexible_from = COMMON_APIS[key]
+    name, low, high, flexible_from = COMMON_APIS[key]
     info = api(key)
     assert info.name == name
-    assert info.valid_versions == (0, high)
+    assert info.valid_versions == (low, high)
     assert (info.flexible_versions[0] if info.flexible_versions else None) == flexible_from
     assert (info.response_flexible_versions[0] if info.response_flexible_versions else None) == flexible_from
 
 
 def test_header_classes():
-    assert RequestHeader.VALID_VERSIONS == (0, 2)
+    assert RequestHeader.VALID_VERSIONS == (1, 2)  # v0 went with ControlledShutdown v0
     assert ResponseHeader.VALID_VERSIONS == (0, 1)
-    assert len(apis()) == 88
+    assert len(apis()) == 89 and len(apis(include_removed=True)) == 93
     assert [a.key for a in apis()] == sorted(a.key for a in apis())
 
 

@@ -1,7 +1,7 @@
 """The native decoder (kafkawire/codec/_decoder.c) against the generated Python readers, its reference.
 
-For every message and valid version of schemas/ and of upstream Kafka's specs (generated to a temp
-package when ../shared is present), hypothesis draws messages (with unknown tags where the version is
+For every message and valid version of schemas/ (Kafka 4.3's specs and the KIP-1178 overlay), hypothesis
+draws messages (with unknown tags where the version is
 flexible), the Python encoder writes them, and:
   - the native read builds the same objects as the Python reader: equal, the same types to the
     leaves (tuples, memoryviews for bytes and records, bytes in unknown_tags, the ABSENT sentinel of
@@ -31,17 +31,14 @@ from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
 import kafkawire.messages as messages
-from codegen.parse import parse_directory
 from kafkawire import DecodeError
 from kafkawire.codec import base, native
 from kafkawire.codec.primitives import ABSENT
-from strategies import SCHEMAS, UPSTREAM_SPECS, message_strategy, register_specs
+from strategies import message_strategy, our_specs
 
 pytestmark = pytest.mark.skipif(not native.ACTIVE, reason="native decoder not built, or KAFKAWIRE_PURE_PYTHON=1")
 
 OURS = "kafkawire.messages"
-UPSTREAM = "upstream_messages"
-register_specs(UPSTREAM, UPSTREAM_SPECS)
 
 # Each hypothesis example draws one message per valid version of a message, so every
 # (message, version) pair gets EXAMPLES messages (about 30 s for both spec sets; more with
@@ -59,19 +56,12 @@ SETTINGS = settings(
 )
 
 
-def _names(specs_dir) -> list[str]:
-    return sorted(spec.name for spec in parse_directory(specs_dir)) if specs_dir.is_dir() else []
-
-
-CASES = ([pytest.param(OURS, name, id=f"ours-{name}") for name in _names(SCHEMAS)]
-         + [pytest.param(UPSTREAM, name, id=f"upstream-{name}") for name in _names(UPSTREAM_SPECS)])
+CASES = [pytest.param(OURS, spec.name, id=spec.name) for spec in sorted(our_specs(), key=lambda s: s.name)]
 
 
 @pytest.fixture
-def message_class(request, package, name):
-    if package == UPSTREAM:
-        return request.getfixturevalue("upstream_messages").message_class(name)
-    return importlib.import_module(OURS).message_class(name)
+def message_class(package, name):
+    return importlib.import_module(package).message_class(name)
 
 
 def _versions(cls) -> range:

@@ -1,4 +1,5 @@
-"""Round-trip properties of every message at every valid version, for our specs and upstream Kafka's.
+"""Round-trip properties of every message at every valid version of schemas/ (Kafka 4.3 and the KIP-1178
+overlay; test_codegen_validate checks that upstream's own files generate the same modules).
 
 For each (message, version):
   (a) encode then decode (exact) gives an equal message;
@@ -24,10 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
-from codegen.parse import parse_directory
 from strategies import (
-    MAX_TAG, SCHEMAS, UPSTREAM_SPECS, carried, message_strategy, plain, reference_encode, register_specs, spec_of,
-    struct_class,
+    MAX_TAG, carried, message_strategy, our_specs, plain, reference_encode, spec_of, struct_class,
 )
 
 # Tuned so that this file runs in well under 3 minutes with `pytest -n 2` on two cores: about 3,400
@@ -48,32 +47,26 @@ SETTINGS = settings(
 )
 
 OURS = "kafkawire.messages"
-UPSTREAM = "upstream_messages"
-register_specs(UPSTREAM, UPSTREAM_SPECS)
 
 
-def _cases(package: str, specs_dir, flexible_only: bool = False) -> list:
-    if not specs_dir.is_dir():
-        return [pytest.param(package, None, None, id=f"{package}-missing")]  # the fixture skips it
+def _cases(flexible_only: bool = False) -> list:
     cases = []
-    for spec in parse_directory(specs_dir):
+    for spec in our_specs():
         for version in spec.valid_versions:
             if flexible_only and version not in spec.flexible_versions:
                 continue
-            cases.append(pytest.param(package, spec.name, version, id=f"{package}-{spec.name}-v{version}"))
+            cases.append(pytest.param(OURS, spec.name, version, id=f"{spec.name}-v{version}"))
     return cases
 
 
-ALL_CASES = _cases(OURS, SCHEMAS) + _cases(UPSTREAM, UPSTREAM_SPECS)
-FLEXIBLE_CASES = _cases(OURS, SCHEMAS, True) + _cases(UPSTREAM, UPSTREAM_SPECS, True)
+ALL_CASES = _cases()
+FLEXIBLE_CASES = _cases(True)
 
 
 @pytest.fixture
-def message_class(request, package, name):
-    """The generated class for the case (generating upstream's package on first use)."""
-    if package == UPSTREAM:
-        return request.getfixturevalue("upstream_messages").message_class(name)
-    return importlib.import_module(OURS).message_class(name)
+def message_class(package, name):
+    """The generated class for the case."""
+    return importlib.import_module(package).message_class(name)
 
 
 def _draw(data, cls, version: int, unknown_tags: bool = False):
@@ -266,7 +259,7 @@ def _field_paths(spec, version: int):
 
 def _boundary_cases() -> list:
     seen, cases = set(), []
-    for spec in parse_directory(SCHEMAS):
+    for spec in our_specs():
         for version in spec.valid_versions:
             for path, f, how in _field_paths(spec, version):
                 kind = f.type.kind

@@ -1,8 +1,10 @@
-"""schemas/ agrees with upstream Kafka's message specs on every wire fact.
+"""schemas/ agrees with upstream Kafka 4.3's message specs (../shared/kafka-message-specs-4.3) on every
+wire fact, with no exception; the KIP-1178 overlay (schemas/kip-1178/) is upstream's Fetch plus exactly
+KIP-1178 on v19.
 
-The only allowed difference is Fetch v18 (KIP-1178): FetchRequest and FetchResponse validVersions
-"0-18" where upstream has "0-17", and FetchRequest's FetchPartition carrying the extra field
-``{"name": "RemotePartitionMaxBytes", "type": "int32", "versions": "18+", "ignorable": true}``.
+The overlay's FetchRequest and FetchResponse have validVersions "4-19" where upstream has "4-18", and
+FetchRequest's FetchPartition ends with the extra field
+``{"name": "RemotePartitionMaxBytes", "type": "int32", "versions": "19+", "ignorable": true}``.
 Values are normalised as ``codegen/parse.py`` reads them (scalar defaults and tags as Jackson coerces
 them, version ranges parsed, absent keys as their defaults), so only a real difference shows.
 """
@@ -13,21 +15,23 @@ from pathlib import Path
 
 import pytest
 
+from codegen.import_specs import import_specs
 from codegen.model import Versions
 from codegen.parse import strip_comments
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = ROOT / "schemas"
-UPSTREAM = Path("/work/shared/kafka-message-specs")
+OVERLAY = SCHEMAS / "kip-1178"
+UPSTREAM = ROOT.parent / "shared" / "kafka-message-specs-4.3"
 
-needs_upstream = pytest.mark.skipif(not UPSTREAM.is_dir(), reason="no upstream specs in /work/shared")
+needs_upstream = pytest.mark.skipif(not UPSTREAM.is_dir(), reason=f"no upstream specs at {UPSTREAM}")
 
 TOP_FACTS = ("apiKey", "type", "name", "validVersions", "flexibleVersions", "deprecatedVersions", "listeners",
              "latestVersionUnstable")
 FIELD_FACTS = ("name", "type", "versions", "nullableVersions", "taggedVersions", "tag", "default", "ignorable",
                "mapKey", "entityType", "zeroCopy", "flexibleVersions")
 
-EXTRA_FIELD = {"name": "RemotePartitionMaxBytes", "type": "int32", "versions": "18+", "ignorable": True}
+EXTRA_FIELD = {"name": "RemotePartitionMaxBytes", "type": "int32", "versions": "19+", "ignorable": True}
 
 
 def load(path: Path) -> dict:
@@ -146,25 +150,47 @@ def test_same_set_of_spec_files():
     ours, theirs = _spec_files(SCHEMAS), _spec_files(UPSTREAM)
     assert sorted(ours - theirs) == []
     assert sorted(theirs - ours) == []
-    assert len(ours) == 186
+    assert len(ours) == 198
 
 
 @needs_upstream
-def test_every_wire_fact_agrees_except_fetch_v18():
+def test_every_wire_fact_agrees():
     differences = []
     for name in sorted(_spec_files(SCHEMAS) & _spec_files(UPSTREAM)):
         differences += diff_spec(name, load(SCHEMAS / name), load(UPSTREAM / name))
-    expected = [
-        ("validVersions", "FetchRequest.json", "ours '0-18', upstream '0-17'"),
-        ("extra field", "FetchRequest.Topics.Partitions.RemotePartitionMaxBytes", json.dumps(EXTRA_FIELD, sort_keys=True)),
-        ("validVersions", "FetchResponse.json", "ours '0-18', upstream '0-17'"),
-    ]
-    assert sorted(differences) == sorted(expected)
+    assert differences == []
 
 
 @needs_upstream
+def test_overlay_is_upstreams_fetch_plus_kip_1178_on_v19():
+    assert _spec_files(OVERLAY) == {"FetchRequest.json", "FetchResponse.json"}
+    differences = []
+    for name in sorted(_spec_files(OVERLAY)):
+        differences += diff_spec(name, load(OVERLAY / name), load(UPSTREAM / name))
+    assert sorted(differences) == sorted([
+        ("validVersions", "FetchRequest.json", "ours '4-19', upstream '4-18'"),
+        ("extra field", "FetchRequest.Topics.Partitions.RemotePartitionMaxBytes", json.dumps(EXTRA_FIELD, sort_keys=True)),
+        ("validVersions", "FetchResponse.json", "ours '4-19', upstream '4-18'"),
+    ])
+    # v19 is the version after upstream's newest: v4-18 of the overlay are upstream's, byte for byte
+    assert load(UPSTREAM / "FetchRequest.json")["validVersions"] == "4-18"
+
+
+@needs_upstream
+def test_import_specs_reproduces_schemas(tmp_path):
+    """schemas/ is what ``python -m codegen.import_specs`` makes of the reference, file for file."""
+    out = tmp_path / "schemas"
+    (out / "Stale.json").parent.mkdir()
+    (out / "Stale.json").write_text("{}")
+    changed, removed = import_specs(UPSTREAM, out)
+    assert removed == ["Stale.json"] and len(changed) == 198
+    for path in SCHEMAS.glob("*.json"):
+        assert (out / path.name).read_text() == path.read_text(), path.name
+    assert import_specs(UPSTREAM, out) == ([], [])
+
+
 def test_extra_fetch_field_is_exactly_as_specified():
-    ours = load(SCHEMAS / "FetchRequest.json")
+    ours = load(OVERLAY / "FetchRequest.json")
     topics = next(f for f in ours["fields"] if f["name"] == "Topics")
     assert topics["type"] == "[]FetchTopic"
     partitions = next(f for f in topics["fields"] if f["name"] == "Partitions")
@@ -203,7 +229,8 @@ def _walk_keys(node, path="$"):
             yield from _walk_keys(value, f"{path}[{index}]")
 
 
-@pytest.mark.parametrize("path", sorted(SCHEMAS.glob("*.json")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(SCHEMAS.glob("*.json")) + sorted(OVERLAY.glob("*.json")),
+                         ids=lambda p: str(p.relative_to(SCHEMAS)))
 def test_schemas_have_no_about_and_no_comments(path):
     text = path.read_text(encoding="utf-8")
     assert strip_comments(text) == text, f"{path.name} has comments"

@@ -58,6 +58,7 @@ class BrokerConfig:
     remote_fetch_max_wait_ms: int = 500  # remote.fetch.max.wait.ms
     topic_defaults: dict[str, str] = field(default_factory=dict)  # default topic configs by Kafka name
     tap_path: Path | None = None  # write the broker's own traffic here as pcapng (kafkawire.broker.tap)
+    upstream_versions: bool = False  # advertise exactly Kafka 4.3's ranges (Fetch up to v18, not v19)
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)

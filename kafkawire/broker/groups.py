@@ -930,7 +930,7 @@ class GroupCoordinator:
         Topic, Partition = OffsetCommitResponse.OffsetCommitResponseTopic, \
             OffsetCommitResponse.OffsetCommitResponsePartition
         return OffsetCommitResponse(throttle_time_ms=0, topics=[
-            Topic(name=topic.name, partitions=[
+            Topic(name=topic.name, topic_id=topic.topic_id, partitions=[
                 Partition(partition_index=p.partition_index, error_code=e)
                 for p, e in zip(topic.partitions, topic_errors)])
             for topic, topic_errors in zip(request.topics, errors)])
@@ -1093,7 +1093,10 @@ class GroupCoordinator:
             return Described(error_code=error, group_id=group_id, authorized_operations=operations)
         group = self._groups.get(group_id)
         if group is None:
-            return Described(error_code=NONE, group_id=group_id, group_state=DEAD.value, protocol_type="",
+            # v6 says so (KIP-1043); before, an unknown group is described as Dead with no error
+            return Described(error_code=ErrorCode.GROUP_ID_NOT_FOUND if version >= 6 else NONE,
+                             error_message=f"Group {group_id} not found." if version >= 6 else None,
+                             group_id=group_id, group_state=DEAD.value, protocol_type="",
                              protocol_data="", members=[], authorized_operations=operations)
         stable = group.state is STABLE
         members = [Member(

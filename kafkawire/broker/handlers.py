@@ -23,15 +23,16 @@ from .groups import GroupCoordinator
 from .sessions import FetchSessionCache, SessionPartition
 from .produce import ProduceHandler
 from .topics import Topic, TopicError, TopicManager
-from .versions import SUPPORTED_VERSIONS
+from .versions import served_versions
 
 __all__ = ["Handlers"]
 
 log = logging.getLogger(__name__)
 
 _NO_OPERATIONS = -(1 << 31)  # authorized operations not computed
-_LATEST, _EARLIEST, _MAX_TIMESTAMP, _EARLIEST_LOCAL, _LATEST_TIERED = -1, -2, -3, -4, -5
+_LATEST, _EARLIEST, _MAX_TIMESTAMP, _EARLIEST_LOCAL, _LATEST_TIERED, _EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
 _NO_KEY = object()  # matches no topic key
+_KIP_1178 = 19  # the Fetch version with RemotePartitionMaxBytes (schemas/kip-1178; v18 is upstream's KIP-1166)
 
 
 def _now_ms() -> int:
@@ -49,12 +50,13 @@ class Handlers:
         self.purgatory = FetchPurgatory()
         self.sessions = FetchSessionCache(config.fetch_session_cache_slots, config.fetch_session_eviction_ms)
         self.producer_ids = _ProducerIdBlock(config.data_dir / "producer_ids.json")
+        self.versions = served_versions(upstream=config.upstream_versions)  # API key -> (oldest, newest)
         self.producer = ProduceHandler(topics, self.purgatory.notify, config.produce_max_decompressed_bytes)
         self.table = {
             18: self.api_versions, 3: self.metadata, 0: self.producer.produce, 1: self.fetch, 2: self.list_offsets,
             19: self.create_topics, 20: self.delete_topics, 32: self.describe_configs, 22: self.init_producer_id,
             10: self.find_coordinator, 14: self.groups.sync_group, 12: self.groups.heartbeat,
-            13: self.groups.leave_group, 8: self.groups.offset_commit, 9: self.groups.offset_fetch,
+            13: self.groups.leave_group, 8: self.offset_commit, 9: self.offset_fetch,
             16: self.groups.list_groups, 15: self.groups.describe_groups, 60: self.describe_cluster,
         }
 
@@ -70,13 +72,16 @@ class Handlers:
     # ---- ApiVersions ----------------------------------------------------------------------------
     async def api_versions(self, request, version: int):
         keys = [m.ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
-                for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())]
+                for key, (low, high) in sorted(self.versions.items())]
         return m.ApiVersionsResponse(error_code=0, api_keys=keys)
 
     # ---- Metadata -------------------------------------------------------------------------------
     async def metadata(self, request, version: int):
         broker = m.MetadataResponse.MetadataResponseBroker(node_id=self.config.node_id, host=self.config.advertised,
                                                            port=self.port, rack=None)
+        refused = _metadata_topics_refused(request, version)
+        if refused is not None:
+            return refused
         if request.topics is None or (version == 0 and not request.topics):
             wanted = [(topic.name, None) for topic in self.topics.topics.values()]
         else:
@@ -140,7 +145,7 @@ class Handlers:
             for p in topic.partitions:
                 key = (name if name is not None else topic.topic_id, p.partition)
                 requested.append(SessionPartition(key, p.fetch_offset, p.partition_max_bytes,
-                                                  p.remote_partition_max_bytes if version >= 18 else None))
+                                                  p.remote_partition_max_bytes if version >= _KIP_1178 else None))
         forgotten = []
         if version >= 7:
             for topic in request.forgotten_topics_data:
@@ -158,7 +163,7 @@ class Handlers:
                                  self.topics.log(name, partition.key[1]) if name is not None else None)
             (known if read.log is not None else unknown).append(read)
         reads = known + unknown if unknown else known  # unknown partitions are not read, and go at the end
-        use_remote_max_bytes = version >= 18
+        use_remote_max_bytes = version >= _KIP_1178
         remote_wait_s = self.config.remote_fetch_max_wait_ms / 1000
         total = await read_partitions(reads, max_bytes, use_remote_max_bytes=use_remote_max_bytes,
                                       remote_wait_s=remote_wait_s)
@@ -198,6 +203,57 @@ class Handlers:
         topic = self.topics.by_id.get(topic_id)
         return topic.name if topic is not None else None
 
+    # ---- OffsetCommit and OffsetFetch v10: topics by id (KIP-848) ------------------------------
+    async def offset_commit(self, request, version: int):
+        if version < 10:
+            return await self.groups.offset_commit(request, version)
+        known, unknown = self._topics_by_id(request.topics)
+        request.topics = known
+        response = await self.groups.offset_commit(request, version)
+        Topic, Partition = (m.OffsetCommitResponse.OffsetCommitResponseTopic,
+                            m.OffsetCommitResponse.OffsetCommitResponsePartition)
+        response.topics = list(response.topics) + [Topic(topic_id=t.topic_id, partitions=[
+            Partition(partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partitions])
+            for t in unknown]
+        return response
+
+    async def offset_fetch(self, request, version: int):
+        if version < 10:
+            return await self.groups.offset_fetch(request, version)
+        unknown_by_group = []
+        for group in request.groups:
+            known, unknown = self._topics_by_id(group.topics) if group.topics is not None else (None, [])
+            group.topics = known
+            unknown_by_group.append(unknown)
+        response = await self.groups.offset_fetch(request, version)
+        Topic, Partition = (m.OffsetFetchResponse.OffsetFetchResponseTopics,
+                            m.OffsetFetchResponse.OffsetFetchResponsePartitions)
+        for group, unknown in zip(response.groups, unknown_by_group):
+            # every topic (a null request list) is answered only for topics that still exist
+            topics = []
+            for topic in group.topics:
+                existing = self.topics.get(topic.name)
+                if existing is not None:
+                    topic.topic_id = existing.topic_id
+                    topics.append(topic)
+            group.topics = topics + [Topic(topic_id=t.topic_id, partitions=[Partition(
+                partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                error_code=ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]) for t in unknown]
+        return response
+
+    def _topics_by_id(self, topics) -> tuple[list, list]:
+        """The request topics whose id this broker knows, each given its name (for the group coordinator,
+        which keeps offsets by name), and those it does not (answered UNKNOWN_TOPIC_ID)."""
+        known, unknown = [], []
+        for topic in topics:
+            name = self._topic_name(topic.topic_id)
+            if name is None:
+                unknown.append(topic)
+            else:
+                topic.name = name
+                known.append(topic)
+        return known, unknown
+
     # ---- ListOffsets ----------------------------------------------------------------------------
     async def list_offsets(self, request, version: int):
         topics = []
@@ -214,8 +270,6 @@ class Handlers:
                     found = self._offset_for(partition_log, p.timestamp)
                     if found is not None:
                         result.offset, result.timestamp = found
-                    if version == 0:
-                        result.old_style_offsets = [result.offset] if found is not None else []
                 partitions.append(result)
             topics.append(m.ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
         return m.ListOffsetsResponse(topics=topics)
@@ -230,6 +284,8 @@ class Handlers:
             return partition_log.log_start_offset, -1
         if timestamp == _EARLIEST_LOCAL:
             return partition_log.local_log_start_offset, -1
+        if timestamp == _EARLIEST_PENDING_UPLOAD:
+            return _earliest_pending_upload(partition_log), -1
         if timestamp == _MAX_TIMESTAMP:
             found = partition_log.max_timestamp_offset()
             return (found[0], found[1]) if found is not None else (-1, -1)
@@ -379,6 +435,32 @@ class Handlers:
                                              error_message="transactions are not supported", node_id=-1, host="",
                                              port=-1)
         return m.FindCoordinatorResponse(error_code=0, node_id=node, host=host, port=port)
+
+
+def _metadata_topics_refused(request, version: int):
+    """Metadata v10 and v11 carry topic ids and nullable names that only v12 may use: Kafka refuses such
+    a request with INVALID_REQUEST on every topic (a null name answered as "", which the response allows)."""
+    if version not in (10, 11) or not request.topics:
+        return None
+    if all(t.name is not None and t.topic_id == ZERO_UUID for t in request.topics):
+        return None
+    return m.MetadataResponse(topics=[m.MetadataResponse.MetadataResponseTopic(
+        error_code=ErrorCode.INVALID_REQUEST, name=t.name or "", topic_id=t.topic_id, is_internal=False,
+        partitions=[]) for t in request.topics])
+
+
+def _earliest_pending_upload(partition_log) -> int:
+    """ListOffsets v11's EARLIEST_PENDING_UPLOAD (KIP-1023), as Kafka's UnifiedLog answers it: the first
+    offset not yet copied to the remote tier; -1 without a remote tier, or when segments were uploaded
+    but the broker does not know how far."""
+    if not partition_log.tiered:
+        return -1
+    highest = partition_log.highest_offset_in_remote_storage
+    if highest >= 0:
+        return max(highest + 1, partition_log.log_start_offset)
+    if partition_log.local_log_start_offset == partition_log.log_start_offset:
+        return partition_log.log_start_offset  # nothing uploaded yet: everything is pending
+    return -1
 
 
 def _fail(result, failure: TopicError) -> None:

@@ -34,10 +34,11 @@ _INLINE_BYTES = 256 * 1024
 class _Item:
     """One partition of a Produce request on its way through the checks and the append."""
 
-    __slots__ = ("topic", "partition", "records", "log", "batch", "error")
+    __slots__ = ("topic", "topic_id", "partition", "records", "log", "batch", "error")
 
-    def __init__(self, topic: str, partition: int, records, log: PartitionLog | None):
-        self.topic = topic
+    def __init__(self, topic: str | None, topic_id, partition: int, records, log: PartitionLog | None):
+        self.topic = topic  # None: an id (v13+) this broker does not know
+        self.topic_id = topic_id
         self.partition = partition
         self.records = records
         self.log = log
@@ -65,8 +66,12 @@ class ProduceHandler:
         else:
             error = ErrorCode.NONE
         now = time.time_ns() // 1_000_000
-        items = [_Item(topic.name, data.index, data.records, self.topics.log(topic.name, data.index))
-                 for topic in request.topic_data for data in topic.partition_data]
+        items = []
+        for topic in request.topic_data:
+            name = self._topic_name(topic, version)
+            items += [_Item(name, topic.topic_id, data.index, data.records,
+                            self.topics.log(name, data.index) if name is not None else None)
+                      for data in topic.partition_data]
         if not error:
             to_check = [item for item in items if item.log is not None and item.records is not None]
             if _needs_thread(to_check):
@@ -78,6 +83,13 @@ class ProduceHandler:
             # Kafka closes the connection when an acks=0 produce fails, so that the client notices
             return CLOSE_CONNECTION if failed else None
         return m.ProduceResponse(responses=responses)
+
+    def _topic_name(self, topic, version: int) -> str | None:
+        """The topic a request's entry names: by name, or from v13 by id (KIP-516; None if unknown)."""
+        if version < 13:
+            return topic.name
+        found = self.topics.by_id.get(topic.topic_id)
+        return found.name if found is not None else None
 
     def _check(self, items: list[_Item], now: int) -> None:
         """Validate each item's batch (on a worker thread for large or compressed requests)."""
@@ -98,13 +110,16 @@ class ProduceHandler:
 
     def _append(self, request, items: list[_Item], error: ErrorCode, now: int):
         responses: list = []
-        by_topic: dict[str, list] = {}
+        by_topic: dict[tuple, list] = {}
         failed = False
+        last = None
         for item in items:
             response = m.ProduceResponse.PartitionProduceResponse(index=item.partition, base_offset=-1,
                                                                  log_append_time_ms=-1, log_start_offset=-1)
             if error:
                 response.error_code = error
+            elif item.topic is None:
+                response.error_code = ErrorCode.UNKNOWN_TOPIC_ID
             elif item.log is None:
                 response.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif item.records is None:
@@ -123,11 +138,13 @@ class ProduceHandler:
                     if not result.duplicate:
                         self.notify(item.topic, item.partition)
             failed = failed or response.error_code != 0
-            partitions = by_topic.get(item.topic)
-            if partitions is None or responses[-1].name != item.topic:  # topics as they came, consecutively
-                partitions = by_topic[item.topic] = []
-                responses.append(m.ProduceResponse.TopicProduceResponse(name=item.topic,
-                                                                        partition_responses=partitions))
+            key = (item.topic, item.topic_id)
+            partitions = by_topic.get(key)
+            if partitions is None or last != key:  # topics as they came, consecutively
+                partitions = by_topic[key] = []
+                responses.append(m.ProduceResponse.TopicProduceResponse(  # by name before v13, by id from v13
+                    name=item.topic or "", topic_id=item.topic_id, partition_responses=partitions))
+                last = key
             partitions.append(response)
         return responses, failed
 

@@ -38,7 +38,6 @@ from .storage.descriptors import DescriptorCache
 from .storage.remote import describe_closed_segment
 from .tap import WireTap
 from .topics import TopicManager
-from .versions import SUPPORTED_VERSIONS
 
 if TYPE_CHECKING:
     from ..codec.base import Bytes
@@ -242,7 +241,7 @@ class Broker:
         except DecodeError as error:
             log.warning("closing connection from %s: %s", host, error)
             return False
-        served = SUPPORTED_VERSIONS.get(api_key)
+        served = self.handlers.versions.get(api_key) if self.handlers is not None else None
         if api_key == _API_VERSIONS and served is not None and version > served[1]:
             body = m.ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[
                 m.ApiVersionsResponse.ApiVersion(api_key=_API_VERSIONS, min_version=served[0], max_version=served[1])])

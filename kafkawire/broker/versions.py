@@ -1,37 +1,60 @@
 """The API versions this broker serves, advertised in ApiVersions.
 
-Each range is the specs' range narrowed to what the handlers implement, with the oldest versions
-removed as Kafka 4.0 removed them (KIP-896): Produce before v3 and Fetch before v4 (message formats
-0 and 1), ListOffsets v0, OffsetCommit before v2, OffsetFetch v0, CreateTopics before v2,
-DeleteTopics v0 and DescribeConfigs v0.
+Every API the handlers implement is served at every version of the specs (Kafka 4.3's ranges, whose
+oldest versions are those Kafka 4.0 kept after KIP-896), with two rules:
+
+- a latest version the spec marks unstable (``latestVersionUnstable``, InitProducerId v6 in 4.3) is
+  not advertised, as Kafka does without ``unstable.api.versions.enable``;
+- Fetch goes up to v19, kafkawire's KIP-1178 version (RemotePartitionMaxBytes, the version after Kafka
+  4.3's newest, v18 being upstream's KIP-1166). ``served_versions(upstream=True)`` (the broker's
+  ``--upstream-versions``) stops Fetch at v18 and so advertises exactly what a Kafka 4.3 broker does.
 """
 from __future__ import annotations
 
 from .. import messages
 
-__all__ = ["SUPPORTED_VERSIONS", "OLDEST"]
+__all__ = ["SERVED_APIS", "UPSTREAM_NEWEST", "SUPPORTED_VERSIONS", "UPSTREAM_VERSIONS", "served_versions"]
 
-# API key -> the oldest version served (the newest is the specs' newest).
-OLDEST = {
-    18: 0,  # ApiVersions
-    3: 0,  # Metadata
-    0: 3,  # Produce: record batch v2 only
-    1: 4,  # Fetch: record batch v2 only
-    2: 1,  # ListOffsets
-    19: 2,  # CreateTopics
-    20: 1,  # DeleteTopics
-    32: 1,  # DescribeConfigs
-    22: 0,  # InitProducerId
-    10: 0,  # FindCoordinator
-    11: 0,  # JoinGroup
-    14: 0,  # SyncGroup
-    12: 0,  # Heartbeat
-    13: 0,  # LeaveGroup
-    8: 2,  # OffsetCommit
-    9: 1,  # OffsetFetch
-    16: 0,  # ListGroups
-    15: 0,  # DescribeGroups
-    60: 0,  # DescribeCluster
-}
+# API keys with a handler.
+SERVED_APIS = (
+    0,  # Produce
+    1,  # Fetch
+    2,  # ListOffsets
+    3,  # Metadata
+    8,  # OffsetCommit
+    9,  # OffsetFetch
+    10,  # FindCoordinator
+    11,  # JoinGroup
+    12,  # Heartbeat
+    13,  # LeaveGroup
+    14,  # SyncGroup
+    15,  # DescribeGroups
+    16,  # ListGroups
+    18,  # ApiVersions
+    19,  # CreateTopics
+    20,  # DeleteTopics
+    22,  # InitProducerId
+    32,  # DescribeConfigs
+    60,  # DescribeCluster
+)
 
-SUPPORTED_VERSIONS = {key: (oldest, messages.api(key).valid_versions[1]) for key, oldest in OLDEST.items()}
+# APIs that kafkawire's overlays (schemas/kip-1178/) take past Kafka 4.3: API key -> upstream's newest.
+UPSTREAM_NEWEST = {1: 18}  # Fetch: v19 is KIP-1178's
+
+
+def served_versions(upstream: bool = False) -> dict[int, tuple[int, int]]:
+    """API key -> (oldest, newest) advertised; with ``upstream``, Kafka 4.3's ranges exactly."""
+    served = {}
+    for key in SERVED_APIS:
+        info = messages.api(key)
+        low, high = info.valid_versions
+        if upstream:
+            high = min(high, UPSTREAM_NEWEST.get(key, high))
+        if info.latest_version_unstable and high == info.max_version:
+            high -= 1
+        served[key] = (low, high)
+    return served
+
+
+SUPPORTED_VERSIONS = served_versions()
+UPSTREAM_VERSIONS = served_versions(upstream=True)

@@ -42,6 +42,7 @@ __all__ = ["TABLES", "BODY", "BodyStructColumn", "TableBatcher", "Decoded", "dec
            "summarize_records", "DEFAULT_MAX_ROWS", "DEFAULT_MAX_BYTES"]
 
 PRODUCE, FETCH = 0, 1
+_NAMING_RESPONSES = (3, 19)  # Metadata and CreateTopics responses pair topic names with topic ids
 DEFAULT_MAX_ROWS = 8192
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024  # Python values held per table before a batch is emitted
 _TS = pa.timestamp("us", tz="UTC")
@@ -325,6 +326,7 @@ class TableBatcher:
         # requests whose response came first (then the request must not wait for it); bounded
         self._answered: dict[tuple[str, int], None] = {}
         self._joins = "fetches" in self.tables or "produces" in self.tables or "records" in self.tables
+        self.topic_names = TopicNames()  # ids resolved by responses seen so far, for Produce v13+ and Fetch v13+
 
     # ---- input --------------------------------------------------------------------------------
     def add(self, item: KafkaFrame | Problem) -> list[tuple[str, pa.RecordBatch]]:
@@ -389,6 +391,8 @@ class TableBatcher:
                               f"{decoded.body.NAME}: {decoded.trailing} bytes after the body at byte {end} "
                               f"(ignored, as Kafka does)", frame.offset + 4 + end, decoded.trailing,
                               frame.api_key, decoded.api_name, frame.api_version, frame.correlation_id)
+        if frame.api_key in _NAMING_RESPONSES and frame.direction == "response" and decoded.body is not None:
+            self.topic_names.learn(decoded.body)
         if not self._joins or frame.api_key not in (PRODUCE, FETCH):
             return
         if frame.direction == "request":
@@ -550,13 +554,35 @@ class _Join:
                 return
 
 
+class TopicNames:
+    """Topic names by topic id (as text), from the Metadata (v10+) and CreateTopics (v7+) responses the
+    batcher has seen: a request that names topics by id only (Produce and Fetch v13+) still gets the name
+    in its rows when the capture saw the id resolved. Bounded: the oldest ids are forgotten first."""
+
+    def __init__(self, limit: int = 100_000):
+        self.limit = limit
+        self.names: dict[str, str] = {}
+
+    def learn(self, body) -> None:
+        for topic in getattr(body, "topics", None) or ():
+            topic_id, name = getattr(topic, "topic_id", None), getattr(topic, "name", None)
+            if name and topic_id is not None and topic_id.int != 0:
+                self.names.pop(str(topic_id), None)
+                self.names[str(topic_id)] = name
+        while len(self.names) > self.limit:
+            del self.names[next(iter(self.names))]
+
+    def get(self, topic_id: str | None) -> str | None:
+        return self.names.get(topic_id) if topic_id is not None else None
+
+
 def _topic_items(topics, topic_field: str | None, id_field: str | None, partitions_field: str,
-                 partition_field: str) -> list:
+                 partition_field: str, names: TopicNames) -> list:
     items = []
     index = 0
     for topic in topics:
-        name = getattr(topic, topic_field) if topic_field else None
         topic_id = str(getattr(topic, id_field)) if id_field else None
+        name = getattr(topic, topic_field) if topic_field else names.get(topic_id)
         for partition in getattr(topic, partitions_field):
             items.append((name, topic_id, getattr(partition, partition_field), partition, index))
             index += 1
@@ -572,7 +598,7 @@ class _FetchJoin(_Join):
         if request is not None:
             request_items = _topic_items(request.topics, "topic" if self.request_has("topics", "topic") else None,
                                          "topic_id" if self.request_has("topics", "topic_id") else None,
-                                         "partitions", "partition")
+                                         "partitions", "partition", self.batcher.topic_names)
             top = request
             head = (top.max_wait_ms, top.min_bytes,
                     top.max_bytes if self.request_has("max_bytes") else None,
@@ -586,7 +612,8 @@ class _FetchJoin(_Join):
         if response is not None:
             response_items = _topic_items(
                 response.responses, "topic" if self.response_has("responses", "topic") else None,
-                "topic_id" if self.response_has("responses", "topic_id") else None, "partitions", "partition_index")
+                "topic_id" if self.response_has("responses", "topic_id") else None, "partitions", "partition_index",
+                self.batcher.topic_names)
             tail = (response.error_code if self.response_has("error_code") else None,
                     response.session_id if self.response_has("session_id") else None,
                     response.throttle_time_ms if self.response_has("throttle_time_ms") else None)
@@ -636,14 +663,15 @@ class _ProduceJoin(_Join):
         if request is not None:
             request_items = _topic_items(request.topic_data, "name" if self.request_has("topic_data", "name") else None,
                                          "topic_id" if self.request_has("topic_data", "topic_id") else None,
-                                         "partition_data", "index")
+                                         "partition_data", "index", self.batcher.topic_names)
             head = (request.acks, request.timeout_ms,
                     request.transactional_id if self.request_has("transactional_id") else None)
         throttle = None
         if response is not None:
             response_items = _topic_items(
                 response.responses, "name" if self.response_has("responses", "name") else None,
-                "topic_id" if self.response_has("responses", "topic_id") else None, "partition_responses", "index")
+                "topic_id" if self.response_has("responses", "topic_id") else None, "partition_responses", "index",
+                self.batcher.topic_names)
             throttle = response.throttle_time_ms if self.response_has("throttle_time_ms") else None
             has_message = self.response_has("responses", "partition_responses", "error_message")
             has_append_time = self.response_has("responses", "partition_responses", "log_append_time_ms")

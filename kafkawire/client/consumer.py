@@ -349,7 +349,7 @@ class AsyncConsumer:
             topics: dict[str, list[ListOffsetsRequest.ListOffsetsPartition]] = {}
             for tp, timestamp in wanted.items():
                 topics.setdefault(tp.topic, []).append(ListOffsetsRequest.ListOffsetsPartition(
-                    partition_index=tp.partition, current_leader_epoch=-1, timestamp=timestamp, max_num_offsets=1))
+                    partition_index=tp.partition, current_leader_epoch=-1, timestamp=timestamp))
             request = ListOffsetsRequest(
                 replica_id=-1, isolation_level=self.config.isolation_level_code,
                 topics=[ListOffsetsRequest.ListOffsetsTopic(name=name, partitions=parts) for name, parts in topics.items()],
@@ -452,6 +452,8 @@ class AsyncConsumer:
                 info = cluster.partition(tp)
                 leaders[tp] = Leader(node, info.leader_epoch if info is not None else -1)
         self.fetcher.update_metadata(leaders, cluster.topic_ids())
+        if self.member is not None:
+            self.member.set_topic_ids(cluster.topic_ids())  # OffsetCommit/OffsetFetch v10 go by topic id
         if self._wake is not None:
             self._wake.set()
 

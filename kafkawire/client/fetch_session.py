@@ -36,6 +36,7 @@ FINAL_EPOCH = -1  # a full request that wants no session
 _MAX_EPOCH = 0x7FFFFFFF
 _FIRST_SESSION_VERSION = 7
 _FIRST_TOPIC_ID_VERSION = 13
+_KIP_1178_VERSION = 19  # RemotePartitionMaxBytes: kafkawire's Fetch v19 (upstream's v18 is KIP-1166's)
 
 
 
@@ -115,7 +116,7 @@ class FetchRequestData:
                 last_fetched_epoch=data.last_fetched_epoch if version >= 12 else -1,
                 log_start_offset=data.log_start_offset,
                 partition_max_bytes=data.partition_max_bytes,
-                remote_partition_max_bytes=data.remote_partition_max_bytes if version >= 18 else 0))
+                remote_partition_max_bytes=data.remote_partition_max_bytes if version >= _KIP_1178_VERSION else 0))
         forgotten: dict[object, FetchRequest.ForgottenTopic] = {}
         forgotten_partitions: dict[object, list[int]] = {}
         for tp, topic_id in self.forgotten():

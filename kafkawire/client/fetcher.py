@@ -25,7 +25,9 @@ The rules, and where they come from:
   sent and the broker reads in session order, moving partitions that returned records to the end: the
   same rotation, kept by the broker.
 * MaxBytes = fetch.max.bytes, PartitionMaxBytes = max.partition.fetch.bytes, RemotePartitionMaxBytes =
-  remote.max.partition.fetch.bytes (or max.partition.fetch.bytes) on Fetch v18 only (KIP-1178).
+  remote.max.partition.fetch.bytes (or max.partition.fetch.bytes) on Fetch v19 only (KIP-1178, on the
+  version after Kafka 4.3's newest): to a broker that stops at v18 (Kafka 4.3) the consumer sends v18,
+  upstream's, without it, and that broker bounds remote reads by PartitionMaxBytes, as the KIP says.
 * ``poll`` drains round robin (KIP-41): it starts with the partition after the last one it served,
   takes as many records as the budget allows from each in turn, and never returns more than
   max.poll.records. A partition with buffered records that is k-th in line is served within k + 1
@@ -73,7 +75,7 @@ __all__ = ["Fetcher", "ConsumerRecord", "CompletedFetch", "Leader", "FetchOutcom
            "LIST_OFFSETS_LATEST"]
 
 FETCH_VERSION_MIN = 4  # IsolationLevel, and record batches rather than down-converted message sets
-FETCH_VERSION_MAX = 18  # RemotePartitionMaxBytes (KIP-1178)
+FETCH_VERSION_MAX = 19  # RemotePartitionMaxBytes (KIP-1178; v18 is Kafka 4.3's newest)
 LIST_OFFSETS_EARLIEST = -2
 LIST_OFFSETS_LATEST = -1
 _RESET_TIMESTAMPS = {"earliest": LIST_OFFSETS_EARLIEST, "latest": LIST_OFFSETS_LATEST}

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -88,7 +89,9 @@ __all__ = ["GroupMember", "MemberState", "OutgoingRequest", "Coordinator", "Offs
 # (v0/v1 are gone from Kafka 4) and OffsetFetch from v1 (v0 read ZooKeeper offsets).
 FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH = 10, 11, 14, 12, 13, 8, 9
 CLIENT_VERSIONS = {FIND_COORDINATOR: (0, 6), JOIN_GROUP: (0, 9), SYNC_GROUP: (0, 5), HEARTBEAT: (0, 4),
-                   LEAVE_GROUP: (0, 5), OFFSET_COMMIT: (2, 9), OFFSET_FETCH: (1, 9)}
+                   LEAVE_GROUP: (0, 5), OFFSET_COMMIT: (2, 10), OFFSET_FETCH: (1, 10)}
+# OffsetCommit and OffsetFetch name topics by id from v10 (KIP-848): sent only when every topic's id is known.
+_TOPIC_ID_VERSION = 10
 # The versions that first carry the group instance id (static membership needs them).
 _INSTANCE_ID_VERSIONS = {JOIN_GROUP: 5, SYNC_GROUP: 3, HEARTBEAT: 3, LEAVE_GROUP: 3, OFFSET_COMMIT: 7}
 # Java's JOIN_GROUP_TIMEOUT_LAPSE: JoinGroup may be parked for the whole rebalance timeout.
@@ -96,6 +99,7 @@ _JOIN_TIMEOUT_LAPSE_MS = 5000
 _REASON_MAX_CHARS = 255  # JoinGroupRequest.maybeTruncateReason
 
 E = ErrorCode
+_ZERO_UUID = uuid.UUID(int=0)
 _COORDINATOR_ERRORS = frozenset({E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR})
 
 
@@ -268,6 +272,7 @@ class GroupMember:
         self._positions = positions
         self._versions: dict[int, int] = {}
         self.set_api_versions(api_versions)
+        self._topic_ids: dict[str, uuid.UUID] = {}  # from the metadata (set_topic_ids), for v10 requests
 
         self._phase = MemberState.UNJOINED
         self.subscription: tuple[str, ...] | None = None
@@ -321,6 +326,17 @@ class GroupMember:
             if version >= max(low, broker_low):
                 chosen[key] = version
         self._versions = chosen
+
+    def set_topic_ids(self, topic_ids: Mapping[str, uuid.UUID]) -> None:
+        """Topic ids by name (the metadata's), for OffsetCommit and OffsetFetch v10, which name topics by id."""
+        self._topic_ids = dict(topic_ids)
+
+    def _offsets_version(self, api_key: int, topics) -> int:
+        """``api_key``'s version for a request about ``topics``: below v10 while one has no known id."""
+        version = self.version(api_key)
+        if version >= _TOPIC_ID_VERSION and any(topic not in self._topic_ids for topic in topics):
+            return _TOPIC_ID_VERSION - 1
+        return version
 
     def version(self, api_key: int) -> int:
         """The version requests of ``api_key`` are sent at; GroupError if the broker supports none of ours."""
@@ -789,7 +805,8 @@ class GroupMember:
         return OutgoingRequest("leave", body, version, self.coordinator, self.config.request_timeout_ms, now_ms)
 
     def _offset_commit_request(self, commit: _Commit, now_ms: float) -> OutgoingRequest:
-        version = self.version(OFFSET_COMMIT)
+        version = self._offsets_version(OFFSET_COMMIT, {tp.topic for tp in commit.offsets})
+        ids = self._topic_ids if version >= _TOPIC_ID_VERSION else {}
         by_topic: dict[str, list] = {}
         for tp, value in commit.offsets.items():
             by_topic.setdefault(tp.topic, []).append(OffsetCommitRequest.OffsetCommitRequestPartition(
@@ -803,20 +820,23 @@ class GroupMember:
             generation_id_or_member_epoch=self.generation.generation_id if in_group else -1,
             member_id=self.generation.member_id if in_group else "",
             group_instance_id=self.group_instance_id if in_group and version >= 7 else None,
-            topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=partitions)
+            topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, topic_id=ids.get(topic, _ZERO_UUID),
+                                                                 partitions=partitions)
                     for topic, partitions in by_topic.items()])
         return OutgoingRequest("commit", body, version, self.coordinator, self.config.request_timeout_ms, now_ms,
                                context=(commit, self.generation.generation_id))
 
     def _offset_fetch_request(self, fetch: _OffsetFetch, now_ms: float) -> OutgoingRequest:
-        version = self.version(OFFSET_FETCH)
         by_topic: dict[str, list[int]] = {}
         for tp in fetch.partitions:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
+        version = self._offsets_version(OFFSET_FETCH, by_topic)
+        ids = self._topic_ids if version >= _TOPIC_ID_VERSION else {}
         if version >= 8:
             body = OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
                 group_id=self.group_id, topics=[OffsetFetchRequest.OffsetFetchRequestTopics(
-                    name=topic, partition_indexes=partitions) for topic, partitions in by_topic.items()])])
+                    name=topic, topic_id=ids.get(topic, _ZERO_UUID), partition_indexes=partitions)
+                    for topic, partitions in by_topic.items()])])
         else:
             body = OffsetFetchRequest(group_id=self.group_id, topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
                 name=topic, partition_indexes=partitions) for topic, partitions in by_topic.items()])
@@ -1051,13 +1071,15 @@ class GroupMember:
             topics = response.topics
         offsets: dict[TopicPartition, OffsetAndMetadata | None] = {}
         codes = {ErrorCode.of(top)} - {E.NONE}
+        names = {self._topic_ids.get(tp.topic): tp.topic for tp in fetch.partitions}  # v10 answers by id
         for topic in topics:
+            name = names.get(topic.topic_id) if request.version >= _TOPIC_ID_VERSION else topic.name
             for p in topic.partitions:
                 if p.error_code != E.NONE:
                     codes.add(ErrorCode.of(p.error_code))
                     continue
                 epoch = p.committed_leader_epoch if request.version >= 5 and p.committed_leader_epoch >= 0 else None
-                offsets[TopicPartition(topic.name, p.partition_index)] = (
+                offsets[TopicPartition(name, p.partition_index)] = (
                     None if p.committed_offset < 0 else OffsetAndMetadata(p.committed_offset, p.metadata or "", epoch))
         if not codes:
             self._finish_fetch(fetch, {tp: offsets.get(tp) for tp in fetch.partitions}, None)

@@ -39,7 +39,8 @@ __all__ = ["Sender"]
 log = logging.getLogger(__name__)
 
 _PRODUCE_MIN_VERSION = 3  # record batch v2
-_PRODUCE_MAX_VERSION = 11
+_PRODUCE_MAX_VERSION = 13
+_PRODUCE_TOPIC_ID_VERSION = 13  # KIP-516: topics named by id
 _INIT_PRODUCER_ID_BUMP_VERSION = 3  # KIP-360: an idempotent producer may bump its own epoch
 
 
@@ -280,6 +281,7 @@ class Sender:
             for batch in batches:
                 self._fail(batch, error)
             return
+        version = _name_topics_by_id(request, version, self.metadata.cluster.topic_id)
         future = connection.request(request, version)
         if acks == 0:
             for batch in batches:  # nobody will say where they went
@@ -307,7 +309,9 @@ class Sender:
             self.wake()
 
     def _take_answers(self, batches: list[ProducerBatch], response, now: float) -> None:
-        answers = {(topic.name, p.index): p for topic in response.responses for p in topic.partition_responses}
+        names = {self.metadata.cluster.topic_id(b.tp.topic): b.tp.topic for b in batches}  # v13 answers by id
+        answers = {(names.get(topic.topic_id, topic.name), p.index): p
+                   for topic in response.responses for p in topic.partition_responses}
         for batch in _in_sequence_order(batches):
             answer = answers.get(batch.tp)
             if answer is None:
@@ -355,3 +359,16 @@ class Sender:
 def _in_sequence_order(batches: list[ProducerBatch]) -> list[ProducerBatch]:
     # reenqueue puts retried batches back in sequence order only if they come back oldest first
     return sorted(batches, key=lambda b: (b.tp, b.base_sequence))
+
+
+def _name_topics_by_id(request: ProduceRequest, version: int, topic_id: Callable[[str], object]) -> int:
+    """The version to send ``request`` at: from v13 its topics go by id (``topic_id(name)``, None when the
+    metadata has none), else at v12, the same request by name."""
+    if version < _PRODUCE_TOPIC_ID_VERSION:
+        return version
+    ids = [topic_id(topic.name) for topic in request.topic_data]
+    if None in ids:
+        return _PRODUCE_TOPIC_ID_VERSION - 1
+    for topic, found in zip(request.topic_data, ids):
+        topic.topic_id = found
+    return version

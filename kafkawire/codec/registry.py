@@ -8,25 +8,35 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing where cod
 if TYPE_CHECKING:
     from .base import Message
 
-CONTROLLED_SHUTDOWN = 7
 API_VERSIONS = 18
+REMOVED = (0, -1)  # the versions of a removed API: none
 
 
 @dataclass(frozen=True)
 class ApiInfo:
-    """One API key: its request and response messages and the versions they share."""
+    """One API key: its request and response messages and the versions they share.
+
+    A removed API (Kafka 4 keeps ControlledShutdown, LeaderAndIsr, StopReplica and UpdateMetadata as
+    specs with ``"validVersions": "none"``, so that their keys are not reused) has the empty range
+    ``REMOVED`` (0, -1) as its versions (``removed`` says so; ``range(min_version, max_version + 1)`` is
+    empty) and no message classes.
+    """
 
     key: int
     name: str  # "Fetch"
     request: str  # class names, "FetchRequest"
     response: str
-    valid_versions: tuple[int, int]
+    valid_versions: tuple[int, int]  # REMOVED (empty) for a removed API
     flexible_versions: tuple[int, int] | None
     response_flexible_versions: tuple[int, int] | None
     deprecated_versions: tuple[int, int] | None = None
     listeners: tuple[str, ...] = ()
     latest_version_unstable: bool = False
     _registry: "Registry | None" = field(default=None, repr=False, compare=False)
+
+    @property
+    def removed(self) -> bool:
+        return self.valid_versions[1] < self.valid_versions[0]
 
     @property
     def min_version(self) -> int:
@@ -39,13 +49,17 @@ class ApiInfo:
     def supports(self, version: int) -> bool:
         return self.valid_versions[0] <= version <= self.valid_versions[1]
 
+    def unsupported(self, version: int) -> str:
+        """Why ``version`` cannot be read: the API was removed, or the version is outside its range."""
+        if self.removed:
+            return f"{self.name} (API key {self.key}) was removed from Kafka; it has no versions"
+        return f"unsupported {self.name} version {version} (versions {self.min_version}-{self.max_version})"
+
     def is_flexible(self, version: int) -> bool:
         return self.flexible_versions is not None and version >= self.flexible_versions[0]
 
     def request_header_version(self, version: int) -> int:
         """RequestHeader version for a request of ``version`` (2 flexible, 1 classic)."""
-        if self.key == CONTROLLED_SHUTDOWN and version == 0:
-            return 0  # ControlledShutdown v0 predates the client id
         return 2 if self.is_flexible(version) else 1
 
     def response_header_version(self, version: int) -> int:
@@ -57,11 +71,15 @@ class ApiInfo:
 
     @property
     def request_class(self) -> type[Message]:
+        if self.removed:
+            raise AttributeError(self.unsupported(0))
         assert self._registry is not None  # set by the Registry that holds it
         return self._registry.load(self.request)
 
     @property
     def response_class(self) -> type[Message]:
+        if self.removed:
+            raise AttributeError(self.unsupported(0))
         assert self._registry is not None
         return self._registry.load(self.response)
 
@@ -87,8 +105,9 @@ class Registry:
             raise KeyError(f"unknown API {key_or_name!r}")
         return found
 
-    def apis(self) -> list[ApiInfo]:
-        return [self._by_key[key] for key in sorted(self._by_key)]
+    def apis(self, include_removed: bool = False) -> list[ApiInfo]:
+        """The APIs by key: those with versions, and with ``include_removed`` the removed ones too."""
+        return [self._by_key[key] for key in sorted(self._by_key) if include_removed or not self._by_key[key].removed]
 
     def load(self, name: str) -> type[Message]:
         """The generated class ``name``, importing its module on first use."""

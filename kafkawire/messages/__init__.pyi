@@ -21,6 +21,8 @@ from .alter_partition_request import AlterPartitionRequest as AlterPartitionRequ
 from .alter_partition_response import AlterPartitionResponse as AlterPartitionResponse
 from .alter_replica_log_dirs_request import AlterReplicaLogDirsRequest as AlterReplicaLogDirsRequest
 from .alter_replica_log_dirs_response import AlterReplicaLogDirsResponse as AlterReplicaLogDirsResponse
+from .alter_share_group_offsets_request import AlterShareGroupOffsetsRequest as AlterShareGroupOffsetsRequest
+from .alter_share_group_offsets_response import AlterShareGroupOffsetsResponse as AlterShareGroupOffsetsResponse
 from .alter_user_scram_credentials_request import AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequest
 from .alter_user_scram_credentials_response import AlterUserScramCredentialsResponse as AlterUserScramCredentialsResponse
 from .api_versions_request import ApiVersionsRequest as ApiVersionsRequest
@@ -39,8 +41,7 @@ from .consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest as C
 from .consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse as ConsumerGroupHeartbeatResponse
 from .consumer_protocol_assignment import ConsumerProtocolAssignment as ConsumerProtocolAssignment
 from .consumer_protocol_subscription import ConsumerProtocolSubscription as ConsumerProtocolSubscription
-from .controlled_shutdown_request import ControlledShutdownRequest as ControlledShutdownRequest
-from .controlled_shutdown_response import ControlledShutdownResponse as ControlledShutdownResponse
+from .control_record_type_schema import ControlRecordTypeSchema as ControlRecordTypeSchema
 from .controller_registration_request import ControllerRegistrationRequest as ControllerRegistrationRequest
 from .controller_registration_response import ControllerRegistrationResponse as ControllerRegistrationResponse
 from .create_acls_request import CreateAclsRequest as CreateAclsRequest
@@ -58,6 +59,8 @@ from .delete_groups_request import DeleteGroupsRequest as DeleteGroupsRequest
 from .delete_groups_response import DeleteGroupsResponse as DeleteGroupsResponse
 from .delete_records_request import DeleteRecordsRequest as DeleteRecordsRequest
 from .delete_records_response import DeleteRecordsResponse as DeleteRecordsResponse
+from .delete_share_group_offsets_request import DeleteShareGroupOffsetsRequest as DeleteShareGroupOffsetsRequest
+from .delete_share_group_offsets_response import DeleteShareGroupOffsetsResponse as DeleteShareGroupOffsetsResponse
 from .delete_share_group_state_request import DeleteShareGroupStateRequest as DeleteShareGroupStateRequest
 from .delete_share_group_state_response import DeleteShareGroupStateResponse as DeleteShareGroupStateResponse
 from .delete_topics_request import DeleteTopicsRequest as DeleteTopicsRequest
@@ -80,6 +83,8 @@ from .describe_producers_request import DescribeProducersRequest as DescribeProd
 from .describe_producers_response import DescribeProducersResponse as DescribeProducersResponse
 from .describe_quorum_request import DescribeQuorumRequest as DescribeQuorumRequest
 from .describe_quorum_response import DescribeQuorumResponse as DescribeQuorumResponse
+from .describe_share_group_offsets_request import DescribeShareGroupOffsetsRequest as DescribeShareGroupOffsetsRequest
+from .describe_share_group_offsets_response import DescribeShareGroupOffsetsResponse as DescribeShareGroupOffsetsResponse
 from .describe_topic_partitions_request import DescribeTopicPartitionsRequest as DescribeTopicPartitionsRequest
 from .describe_topic_partitions_response import DescribeTopicPartitionsResponse as DescribeTopicPartitionsResponse
 from .describe_transactions_request import DescribeTransactionsRequest as DescribeTransactionsRequest
@@ -90,6 +95,7 @@ from .elect_leaders_request import ElectLeadersRequest as ElectLeadersRequest
 from .elect_leaders_response import ElectLeadersResponse as ElectLeadersResponse
 from .end_quorum_epoch_request import EndQuorumEpochRequest as EndQuorumEpochRequest
 from .end_quorum_epoch_response import EndQuorumEpochResponse as EndQuorumEpochResponse
+from .end_txn_marker import EndTxnMarker as EndTxnMarker
 from .end_txn_request import EndTxnRequest as EndTxnRequest
 from .end_txn_response import EndTxnResponse as EndTxnResponse
 from .envelope_request import EnvelopeRequest as EnvelopeRequest
@@ -115,13 +121,11 @@ from .initialize_share_group_state_response import InitializeShareGroupStateResp
 from .join_group_request import JoinGroupRequest as JoinGroupRequest
 from .join_group_response import JoinGroupResponse as JoinGroupResponse
 from .kraft_version_record import KRaftVersionRecord as KRaftVersionRecord
-from .leader_and_isr_request import LeaderAndIsrRequest as LeaderAndIsrRequest
-from .leader_and_isr_response import LeaderAndIsrResponse as LeaderAndIsrResponse
 from .leader_change_message import LeaderChangeMessage as LeaderChangeMessage
 from .leave_group_request import LeaveGroupRequest as LeaveGroupRequest
 from .leave_group_response import LeaveGroupResponse as LeaveGroupResponse
-from .list_client_metrics_resources_request import ListClientMetricsResourcesRequest as ListClientMetricsResourcesRequest
-from .list_client_metrics_resources_response import ListClientMetricsResourcesResponse as ListClientMetricsResourcesResponse
+from .list_config_resources_request import ListConfigResourcesRequest as ListConfigResourcesRequest
+from .list_config_resources_response import ListConfigResourcesResponse as ListConfigResourcesResponse
 from .list_groups_request import ListGroupsRequest as ListGroupsRequest
 from .list_groups_response import ListGroupsResponse as ListGroupsResponse
 from .list_offsets_request import ListOffsetsRequest as ListOffsetsRequest
@@ -168,8 +172,10 @@ from .share_group_heartbeat_request import ShareGroupHeartbeatRequest as ShareGr
 from .share_group_heartbeat_response import ShareGroupHeartbeatResponse as ShareGroupHeartbeatResponse
 from .snapshot_footer_record import SnapshotFooterRecord as SnapshotFooterRecord
 from .snapshot_header_record import SnapshotHeaderRecord as SnapshotHeaderRecord
-from .stop_replica_request import StopReplicaRequest as StopReplicaRequest
-from .stop_replica_response import StopReplicaResponse as StopReplicaResponse
+from .streams_group_describe_request import StreamsGroupDescribeRequest as StreamsGroupDescribeRequest
+from .streams_group_describe_response import StreamsGroupDescribeResponse as StreamsGroupDescribeResponse
+from .streams_group_heartbeat_request import StreamsGroupHeartbeatRequest as StreamsGroupHeartbeatRequest
+from .streams_group_heartbeat_response import StreamsGroupHeartbeatResponse as StreamsGroupHeartbeatResponse
 from .sync_group_request import SyncGroupRequest as SyncGroupRequest
 from .sync_group_response import SyncGroupResponse as SyncGroupResponse
 from .txn_offset_commit_request import TxnOffsetCommitRequest as TxnOffsetCommitRequest
@@ -178,8 +184,6 @@ from .unregister_broker_request import UnregisterBrokerRequest as UnregisterBrok
 from .unregister_broker_response import UnregisterBrokerResponse as UnregisterBrokerResponse
 from .update_features_request import UpdateFeaturesRequest as UpdateFeaturesRequest
 from .update_features_response import UpdateFeaturesResponse as UpdateFeaturesResponse
-from .update_metadata_request import UpdateMetadataRequest as UpdateMetadataRequest
-from .update_metadata_response import UpdateMetadataResponse as UpdateMetadataResponse
 from .update_raft_voter_request import UpdateRaftVoterRequest as UpdateRaftVoterRequest
 from .update_raft_voter_response import UpdateRaftVoterResponse as UpdateRaftVoterResponse
 from .vote_request import VoteRequest as VoteRequest
@@ -195,6 +199,6 @@ _REGISTRY: Registry
 
 
 def api(key_or_name: int | str) -> ApiInfo: ...
-def apis() -> list[ApiInfo]: ...
+def apis(include_removed: bool = False) -> list[ApiInfo]: ...
 def message_class(name: str) -> type[_Message]: ...
 def __dir__() -> list[str]: ...

@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class AddRaftVoterRequest(_Message):
-    """AddRaftVoterRequest, versions 0."""
+    """AddRaftVoterRequest, versions 0-1."""
 
     API_KEY: int
 
@@ -16,6 +16,7 @@ class AddRaftVoterRequest(_Message):
     voter_id: int
     voter_directory_id: _UUID
     listeners: _Sequence[AddRaftVoterRequest.Listener]
+    ack_when_committed: bool
 
     def __init__(
         self, *,
@@ -24,11 +25,12 @@ class AddRaftVoterRequest(_Message):
         voter_id: int = 0,
         voter_directory_id: _UUID = ...,
         listeners: _Sequence[AddRaftVoterRequest.Listener] = ...,
+        ack_when_committed: bool = True,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...
 
     class Listener(_Struct):
-        """AddRaftVoterRequest.Listener, versions 0."""
+        """AddRaftVoterRequest.Listener, versions 0-1."""
 
         name: str
         host: str

@@ -5,7 +5,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class AddRaftVoterResponse(_Message):
-    """AddRaftVoterResponse, versions 0."""
+    """AddRaftVoterResponse, versions 0-1."""
 
     API_KEY: int
 

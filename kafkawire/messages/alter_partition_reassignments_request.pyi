@@ -6,22 +6,24 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class AlterPartitionReassignmentsRequest(_Message):
-    """AlterPartitionReassignmentsRequest, versions 0."""
+    """AlterPartitionReassignmentsRequest, versions 0-1."""
 
     API_KEY: int
 
     timeout_ms: int
+    allow_replication_factor_change: bool
     topics: _Sequence[AlterPartitionReassignmentsRequest.ReassignableTopic]
 
     def __init__(
         self, *,
         timeout_ms: int = 60000,
+        allow_replication_factor_change: bool = True,
         topics: _Sequence[AlterPartitionReassignmentsRequest.ReassignableTopic] = ...,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...
 
     class ReassignableTopic(_Struct):
-        """AlterPartitionReassignmentsRequest.ReassignableTopic, versions 0."""
+        """AlterPartitionReassignmentsRequest.ReassignableTopic, versions 0-1."""
 
         name: str
         partitions: _Sequence[AlterPartitionReassignmentsRequest.ReassignablePartition]
@@ -34,7 +36,7 @@ class AlterPartitionReassignmentsRequest(_Message):
         ) -> None: ...
 
     class ReassignablePartition(_Struct):
-        """AlterPartitionReassignmentsRequest.ReassignablePartition, versions 0."""
+        """AlterPartitionReassignmentsRequest.ReassignablePartition, versions 0-1."""
 
         partition_index: int
         replicas: _Sequence[int] | None

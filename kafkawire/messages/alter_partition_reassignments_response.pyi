@@ -6,11 +6,12 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class AlterPartitionReassignmentsResponse(_Message):
-    """AlterPartitionReassignmentsResponse, versions 0."""
+    """AlterPartitionReassignmentsResponse, versions 0-1."""
 
     API_KEY: int
 
     throttle_time_ms: int
+    allow_replication_factor_change: bool
     error_code: int
     error_message: str | None
     responses: _Sequence[AlterPartitionReassignmentsResponse.ReassignableTopicResponse]
@@ -18,6 +19,7 @@ class AlterPartitionReassignmentsResponse(_Message):
     def __init__(
         self, *,
         throttle_time_ms: int = 0,
+        allow_replication_factor_change: bool = True,
         error_code: int = 0,
         error_message: str | None = '',
         responses: _Sequence[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = ...,
@@ -25,7 +27,7 @@ class AlterPartitionReassignmentsResponse(_Message):
     ) -> None: ...
 
     class ReassignableTopicResponse(_Struct):
-        """AlterPartitionReassignmentsResponse.ReassignableTopicResponse, versions 0."""
+        """AlterPartitionReassignmentsResponse.ReassignableTopicResponse, versions 0-1."""
 
         name: str
         partitions: _Sequence[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse]
@@ -38,7 +40,7 @@ class AlterPartitionReassignmentsResponse(_Message):
         ) -> None: ...
 
     class ReassignablePartitionResponse(_Struct):
-        """AlterPartitionReassignmentsResponse.ReassignablePartitionResponse, versions 0."""
+        """AlterPartitionReassignmentsResponse.ReassignablePartitionResponse, versions 0-1."""
 
         partition_index: int
         error_code: int

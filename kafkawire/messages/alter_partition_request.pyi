@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class AlterPartitionRequest(_Message):
-    """AlterPartitionRequest, versions 0-3."""
+    """AlterPartitionRequest, versions 2-3."""
 
     API_KEY: int
 
@@ -24,22 +24,20 @@ class AlterPartitionRequest(_Message):
     ) -> None: ...
 
     class TopicData(_Struct):
-        """AlterPartitionRequest.TopicData, versions 0-3."""
+        """AlterPartitionRequest.TopicData, versions 2-3."""
 
-        topic_name: str
         topic_id: _UUID
         partitions: _Sequence[AlterPartitionRequest.PartitionData]
 
         def __init__(
             self, *,
-            topic_name: str = '',
             topic_id: _UUID = ...,
             partitions: _Sequence[AlterPartitionRequest.PartitionData] = ...,
             unknown_tags: dict[int, bytes] | None = None,
         ) -> None: ...
 
     class PartitionData(_Struct):
-        """AlterPartitionRequest.PartitionData, versions 0-3."""
+        """AlterPartitionRequest.PartitionData, versions 2-3."""
 
         partition_index: int
         leader_epoch: int

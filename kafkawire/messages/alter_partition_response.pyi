@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class AlterPartitionResponse(_Message):
-    """AlterPartitionResponse, versions 0-3."""
+    """AlterPartitionResponse, versions 2-3."""
 
     API_KEY: int
 
@@ -24,22 +24,20 @@ class AlterPartitionResponse(_Message):
     ) -> None: ...
 
     class TopicData(_Struct):
-        """AlterPartitionResponse.TopicData, versions 0-3."""
+        """AlterPartitionResponse.TopicData, versions 2-3."""
 
-        topic_name: str
         topic_id: _UUID
         partitions: _Sequence[AlterPartitionResponse.PartitionData]
 
         def __init__(
             self, *,
-            topic_name: str = '',
             topic_id: _UUID = ...,
             partitions: _Sequence[AlterPartitionResponse.PartitionData] = ...,
             unknown_tags: dict[int, bytes] | None = None,
         ) -> None: ...
 
     class PartitionData(_Struct):
-        """AlterPartitionResponse.PartitionData, versions 0-3."""
+        """AlterPartitionResponse.PartitionData, versions 2-3."""
 
         partition_index: int
         error_code: int

@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class AlterReplicaLogDirsRequest(_Message):
-    """AlterReplicaLogDirsRequest, versions 0-2."""
+    """AlterReplicaLogDirsRequest, versions 1-2."""
 
     API_KEY: int
 
@@ -19,7 +19,7 @@ class AlterReplicaLogDirsRequest(_Message):
     ) -> None: ...
 
     class AlterReplicaLogDir(_Struct):
-        """AlterReplicaLogDirsRequest.AlterReplicaLogDir, versions 0-2."""
+        """AlterReplicaLogDirsRequest.AlterReplicaLogDir, versions 1-2."""
 
         path: str
         topics: _Sequence[AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic]
@@ -32,7 +32,7 @@ class AlterReplicaLogDirsRequest(_Message):
         ) -> None: ...
 
     class AlterReplicaLogDirTopic(_Struct):
-        """AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic, versions 0-2."""
+        """AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic, versions 1-2."""
 
         name: str
         partitions: _Sequence[int]

@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class AlterReplicaLogDirsResponse(_Message):
-    """AlterReplicaLogDirsResponse, versions 0-2."""
+    """AlterReplicaLogDirsResponse, versions 1-2."""
 
     API_KEY: int
 
@@ -21,7 +21,7 @@ class AlterReplicaLogDirsResponse(_Message):
     ) -> None: ...
 
     class AlterReplicaLogDirTopicResult(_Struct):
-        """AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult, versions 0-2."""
+        """AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult, versions 1-2."""
 
         topic_name: str
         partitions: _Sequence[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult]
@@ -34,7 +34,7 @@ class AlterReplicaLogDirsResponse(_Message):
         ) -> None: ...
 
     class AlterReplicaLogDirPartitionResult(_Struct):
-        """AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult, versions 0-2."""
+        """AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult, versions 1-2."""
 
         partition_index: int
         error_code: int

@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class BrokerHeartbeatRequest(_Message):
-    """BrokerHeartbeatRequest, versions 0-1."""
+    """BrokerHeartbeatRequest, versions 0-2."""
 
     API_KEY: int
 
@@ -17,6 +17,7 @@ class BrokerHeartbeatRequest(_Message):
     want_fence: bool
     want_shut_down: bool
     offline_log_dirs: _Sequence[_UUID]
+    cordoned_log_dirs: _Sequence[_UUID] | None
 
     def __init__(
         self, *,
@@ -26,5 +27,6 @@ class BrokerHeartbeatRequest(_Message):
         want_fence: bool = False,
         want_shut_down: bool = False,
         offline_log_dirs: _Sequence[_UUID] = ...,
+        cordoned_log_dirs: _Sequence[_UUID] | None = None,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...

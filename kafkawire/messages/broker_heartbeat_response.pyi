@@ -5,7 +5,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class BrokerHeartbeatResponse(_Message):
-    """BrokerHeartbeatResponse, versions 0-1."""
+    """BrokerHeartbeatResponse, versions 0-2."""
 
     API_KEY: int
 

@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ConsumerGroupDescribeRequest(_Message):
-    """ConsumerGroupDescribeRequest, versions 0."""
+    """ConsumerGroupDescribeRequest, versions 0-1."""
 
     API_KEY: int
 

@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ConsumerGroupDescribeResponse(_Message):
-    """ConsumerGroupDescribeResponse, versions 0."""
+    """ConsumerGroupDescribeResponse, versions 0-1."""
 
     API_KEY: int
 
@@ -48,7 +48,7 @@ class ConsumerGroupDescribeResponse(_Message):
         ) -> None: ...
 
     class DescribedGroup(_Struct):
-        """ConsumerGroupDescribeResponse.DescribedGroup, versions 0."""
+        """ConsumerGroupDescribeResponse.DescribedGroup, versions 0-1."""
 
         error_code: int
         error_message: str | None
@@ -75,7 +75,7 @@ class ConsumerGroupDescribeResponse(_Message):
         ) -> None: ...
 
     class Member(_Struct):
-        """ConsumerGroupDescribeResponse.Member, versions 0."""
+        """ConsumerGroupDescribeResponse.Member, versions 0-1."""
 
         member_id: str
         instance_id: str | None
@@ -87,6 +87,7 @@ class ConsumerGroupDescribeResponse(_Message):
         subscribed_topic_regex: str | None
         assignment: ConsumerGroupDescribeResponse.Assignment
         target_assignment: ConsumerGroupDescribeResponse.Assignment
+        member_type: int
 
         def __init__(
             self, *,
@@ -100,6 +101,7 @@ class ConsumerGroupDescribeResponse(_Message):
             subscribed_topic_regex: str | None = None,
             assignment: ConsumerGroupDescribeResponse.Assignment = ...,
             target_assignment: ConsumerGroupDescribeResponse.Assignment = ...,
+            member_type: int = -1,
             unknown_tags: dict[int, bytes] | None = None,
         ) -> None: ...
 

@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class CreateAclsRequest(_Message):
-    """CreateAclsRequest, versions 0-3."""
+    """CreateAclsRequest, versions 1-3."""
 
     API_KEY: int
 
@@ -19,7 +19,7 @@ class CreateAclsRequest(_Message):
     ) -> None: ...
 
     class AclCreation(_Struct):
-        """CreateAclsRequest.AclCreation, versions 0-3."""
+        """CreateAclsRequest.AclCreation, versions 1-3."""
 
         resource_type: int
         resource_name: str

@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class CreateAclsResponse(_Message):
-    """CreateAclsResponse, versions 0-3."""
+    """CreateAclsResponse, versions 1-3."""
 
     API_KEY: int
 
@@ -21,7 +21,7 @@ class CreateAclsResponse(_Message):
     ) -> None: ...
 
     class AclCreationResult(_Struct):
-        """CreateAclsResponse.AclCreationResult, versions 0-3."""
+        """CreateAclsResponse.AclCreationResult, versions 1-3."""
 
         error_code: int
         error_message: str | None

@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class CreateDelegationTokenRequest(_Message):
-    """CreateDelegationTokenRequest, versions 0-3."""
+    """CreateDelegationTokenRequest, versions 1-3."""
 
     API_KEY: int
 
@@ -25,7 +25,7 @@ class CreateDelegationTokenRequest(_Message):
     ) -> None: ...
 
     class CreatableRenewers(_Struct):
-        """CreateDelegationTokenRequest.CreatableRenewers, versions 0-3."""
+        """CreateDelegationTokenRequest.CreatableRenewers, versions 1-3."""
 
         principal_type: str
         principal_name: str

@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class CreateDelegationTokenResponse(_Message):
-    """CreateDelegationTokenResponse, versions 0-3."""
+    """CreateDelegationTokenResponse, versions 1-3."""
 
     API_KEY: int
 

@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class CreateTopicsRequest(_Message):
-    """CreateTopicsRequest, versions 0-7."""
+    """CreateTopicsRequest, versions 2-7."""
 
     API_KEY: int
 
@@ -23,7 +23,7 @@ class CreateTopicsRequest(_Message):
     ) -> None: ...
 
     class CreatableTopic(_Struct):
-        """CreateTopicsRequest.CreatableTopic, versions 0-7."""
+        """CreateTopicsRequest.CreatableTopic, versions 2-7."""
 
         name: str
         num_partitions: int
@@ -42,7 +42,7 @@ class CreateTopicsRequest(_Message):
         ) -> None: ...
 
     class CreatableReplicaAssignment(_Struct):
-        """CreateTopicsRequest.CreatableReplicaAssignment, versions 0-7."""
+        """CreateTopicsRequest.CreatableReplicaAssignment, versions 2-7."""
 
         partition_index: int
         broker_ids: _Sequence[int]
@@ -55,7 +55,7 @@ class CreateTopicsRequest(_Message):
         ) -> None: ...
 
     class CreatableTopicConfig(_Struct):
-        """CreateTopicsRequest.CreatableTopicConfig, versions 0-7."""
+        """CreateTopicsRequest.CreatableTopicConfig, versions 2-7."""
 
         name: str
         value: str | None

@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class CreateTopicsResponse(_Message):
-    """CreateTopicsResponse, versions 0-7."""
+    """CreateTopicsResponse, versions 2-7."""
 
     API_KEY: int
 
@@ -22,7 +22,7 @@ class CreateTopicsResponse(_Message):
     ) -> None: ...
 
     class CreatableTopicResult(_Struct):
-        """CreateTopicsResponse.CreatableTopicResult, versions 0-7."""
+        """CreateTopicsResponse.CreatableTopicResult, versions 2-7."""
 
         name: str
         topic_id: _UUID

@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class DeleteAclsRequest(_Message):
-    """DeleteAclsRequest, versions 0-3."""
+    """DeleteAclsRequest, versions 1-3."""
 
     API_KEY: int
 
@@ -19,7 +19,7 @@ class DeleteAclsRequest(_Message):
     ) -> None: ...
 
     class DeleteAclsFilter(_Struct):
-        """DeleteAclsRequest.DeleteAclsFilter, versions 0-3."""
+        """DeleteAclsRequest.DeleteAclsFilter, versions 1-3."""
 
         resource_type_filter: int
         resource_name_filter: str | None

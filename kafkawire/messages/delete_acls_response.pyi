@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class DeleteAclsResponse(_Message):
-    """DeleteAclsResponse, versions 0-3."""
+    """DeleteAclsResponse, versions 1-3."""
 
     API_KEY: int
 
@@ -21,7 +21,7 @@ class DeleteAclsResponse(_Message):
     ) -> None: ...
 
     class DeleteAclsFilterResult(_Struct):
-        """DeleteAclsResponse.DeleteAclsFilterResult, versions 0-3."""
+        """DeleteAclsResponse.DeleteAclsFilterResult, versions 1-3."""
 
         error_code: int
         error_message: str | None
@@ -36,7 +36,7 @@ class DeleteAclsResponse(_Message):
         ) -> None: ...
 
     class DeleteAclsMatchingAcl(_Struct):
-        """DeleteAclsResponse.DeleteAclsMatchingAcl, versions 0-3."""
+        """DeleteAclsResponse.DeleteAclsMatchingAcl, versions 1-3."""
 
         error_code: int
         error_message: str | None

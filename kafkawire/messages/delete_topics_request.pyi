@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class DeleteTopicsRequest(_Message):
-    """DeleteTopicsRequest, versions 0-6."""
+    """DeleteTopicsRequest, versions 1-6."""
 
     API_KEY: int
 

@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class DeleteTopicsResponse(_Message):
-    """DeleteTopicsResponse, versions 0-6."""
+    """DeleteTopicsResponse, versions 1-6."""
 
     API_KEY: int
 
@@ -22,7 +22,7 @@ class DeleteTopicsResponse(_Message):
     ) -> None: ...
 
     class DeletableTopicResult(_Struct):
-        """DeleteTopicsResponse.DeletableTopicResult, versions 0-6."""
+        """DeleteTopicsResponse.DeletableTopicResult, versions 1-6."""
 
         name: str | None
         topic_id: _UUID

@@ -5,7 +5,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class DescribeAclsRequest(_Message):
-    """DescribeAclsRequest, versions 0-3."""
+    """DescribeAclsRequest, versions 1-3."""
 
     API_KEY: int
 

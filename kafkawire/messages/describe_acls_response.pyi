@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class DescribeAclsResponse(_Message):
-    """DescribeAclsResponse, versions 0-3."""
+    """DescribeAclsResponse, versions 1-3."""
 
     API_KEY: int
 
@@ -25,7 +25,7 @@ class DescribeAclsResponse(_Message):
     ) -> None: ...
 
     class DescribeAclsResource(_Struct):
-        """DescribeAclsResponse.DescribeAclsResource, versions 0-3."""
+        """DescribeAclsResponse.DescribeAclsResource, versions 1-3."""
 
         resource_type: int
         resource_name: str
@@ -42,7 +42,7 @@ class DescribeAclsResponse(_Message):
         ) -> None: ...
 
     class AclDescription(_Struct):
-        """DescribeAclsResponse.AclDescription, versions 0-3."""
+        """DescribeAclsResponse.AclDescription, versions 1-3."""
 
         principal: str
         host: str

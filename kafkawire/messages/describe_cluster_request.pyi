@@ -5,16 +5,18 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class DescribeClusterRequest(_Message):
-    """DescribeClusterRequest, versions 0-1."""
+    """DescribeClusterRequest, versions 0-2."""
 
     API_KEY: int
 
     include_cluster_authorized_operations: bool
     endpoint_type: int
+    include_fenced_brokers: bool
 
     def __init__(
         self, *,
         include_cluster_authorized_operations: bool = False,
         endpoint_type: int = 1,
+        include_fenced_brokers: bool = False,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...

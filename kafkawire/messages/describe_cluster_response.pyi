@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class DescribeClusterResponse(_Message):
-    """DescribeClusterResponse, versions 0-1."""
+    """DescribeClusterResponse, versions 0-2."""
 
     API_KEY: int
 
@@ -33,12 +33,13 @@ class DescribeClusterResponse(_Message):
     ) -> None: ...
 
     class DescribeClusterBroker(_Struct):
-        """DescribeClusterResponse.DescribeClusterBroker, versions 0-1."""
+        """DescribeClusterResponse.DescribeClusterBroker, versions 0-2."""
 
         broker_id: int
         host: str
         port: int
         rack: str | None
+        is_fenced: bool
 
         def __init__(
             self, *,
@@ -46,6 +47,7 @@ class DescribeClusterResponse(_Message):
             host: str = '',
             port: int = 0,
             rack: str | None = None,
+            is_fenced: bool = False,
             unknown_tags: dict[int, bytes] | None = None,
         ) -> None: ...
 

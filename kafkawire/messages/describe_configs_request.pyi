@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class DescribeConfigsRequest(_Message):
-    """DescribeConfigsRequest, versions 0-4."""
+    """DescribeConfigsRequest, versions 1-4."""
 
     API_KEY: int
 
@@ -23,7 +23,7 @@ class DescribeConfigsRequest(_Message):
     ) -> None: ...
 
     class DescribeConfigsResource(_Struct):
-        """DescribeConfigsRequest.DescribeConfigsResource, versions 0-4."""
+        """DescribeConfigsRequest.DescribeConfigsResource, versions 1-4."""
 
         resource_type: int
         resource_name: str

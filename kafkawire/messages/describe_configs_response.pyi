@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class DescribeConfigsResponse(_Message):
-    """DescribeConfigsResponse, versions 0-4."""
+    """DescribeConfigsResponse, versions 1-4."""
 
     API_KEY: int
 
@@ -21,7 +21,7 @@ class DescribeConfigsResponse(_Message):
     ) -> None: ...
 
     class DescribeConfigsResult(_Struct):
-        """DescribeConfigsResponse.DescribeConfigsResult, versions 0-4."""
+        """DescribeConfigsResponse.DescribeConfigsResult, versions 1-4."""
 
         error_code: int
         error_message: str | None
@@ -40,12 +40,11 @@ class DescribeConfigsResponse(_Message):
         ) -> None: ...
 
     class DescribeConfigsResourceResult(_Struct):
-        """DescribeConfigsResponse.DescribeConfigsResourceResult, versions 0-4."""
+        """DescribeConfigsResponse.DescribeConfigsResourceResult, versions 1-4."""
 
         name: str
         value: str | None
         read_only: bool
-        is_default: bool
         config_source: int
         is_sensitive: bool
         synonyms: _Sequence[DescribeConfigsResponse.DescribeConfigsSynonym]
@@ -57,7 +56,6 @@ class DescribeConfigsResponse(_Message):
             name: str = '',
             value: str | None = '',
             read_only: bool = False,
-            is_default: bool = False,
             config_source: int = -1,
             is_sensitive: bool = False,
             synonyms: _Sequence[DescribeConfigsResponse.DescribeConfigsSynonym] = ...,

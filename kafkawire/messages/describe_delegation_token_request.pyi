@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class DescribeDelegationTokenRequest(_Message):
-    """DescribeDelegationTokenRequest, versions 0-3."""
+    """DescribeDelegationTokenRequest, versions 1-3."""
 
     API_KEY: int
 
@@ -19,7 +19,7 @@ class DescribeDelegationTokenRequest(_Message):
     ) -> None: ...
 
     class DescribeDelegationTokenOwner(_Struct):
-        """DescribeDelegationTokenRequest.DescribeDelegationTokenOwner, versions 0-3."""
+        """DescribeDelegationTokenRequest.DescribeDelegationTokenOwner, versions 1-3."""
 
         principal_type: str
         principal_name: str

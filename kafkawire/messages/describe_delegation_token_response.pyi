@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class DescribeDelegationTokenResponse(_Message):
-    """DescribeDelegationTokenResponse, versions 0-3."""
+    """DescribeDelegationTokenResponse, versions 1-3."""
 
     API_KEY: int
 
@@ -24,7 +24,7 @@ class DescribeDelegationTokenResponse(_Message):
     ) -> None: ...
 
     class DescribedDelegationToken(_Struct):
-        """DescribeDelegationTokenResponse.DescribedDelegationToken, versions 0-3."""
+        """DescribeDelegationTokenResponse.DescribedDelegationToken, versions 1-3."""
 
         principal_type: str
         principal_name: str
@@ -53,7 +53,7 @@ class DescribeDelegationTokenResponse(_Message):
         ) -> None: ...
 
     class DescribedDelegationTokenRenewer(_Struct):
-        """DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer, versions 0-3."""
+        """DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer, versions 1-3."""
 
         principal_type: str
         principal_name: str

@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class DescribeGroupsRequest(_Message):
-    """DescribeGroupsRequest, versions 0-5."""
+    """DescribeGroupsRequest, versions 0-6."""
 
     API_KEY: int
 

@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class DescribeGroupsResponse(_Message):
-    """DescribeGroupsResponse, versions 0-5."""
+    """DescribeGroupsResponse, versions 0-6."""
 
     API_KEY: int
 
@@ -22,9 +22,10 @@ class DescribeGroupsResponse(_Message):
     ) -> None: ...
 
     class DescribedGroup(_Struct):
-        """DescribeGroupsResponse.DescribedGroup, versions 0-5."""
+        """DescribeGroupsResponse.DescribedGroup, versions 0-6."""
 
         error_code: int
+        error_message: str | None
         group_id: str
         group_state: str
         protocol_type: str
@@ -35,6 +36,7 @@ class DescribeGroupsResponse(_Message):
         def __init__(
             self, *,
             error_code: int = 0,
+            error_message: str | None = None,
             group_id: str = '',
             group_state: str = '',
             protocol_type: str = '',
@@ -45,7 +47,7 @@ class DescribeGroupsResponse(_Message):
         ) -> None: ...
 
     class DescribedGroupMember(_Struct):
-        """DescribeGroupsResponse.DescribedGroupMember, versions 0-5."""
+        """DescribeGroupsResponse.DescribedGroupMember, versions 0-6."""
 
         member_id: str
         group_instance_id: str | None

@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class DescribeLogDirsRequest(_Message):
-    """DescribeLogDirsRequest, versions 0-4."""
+    """DescribeLogDirsRequest, versions 1-5."""
 
     API_KEY: int
 
@@ -19,7 +19,7 @@ class DescribeLogDirsRequest(_Message):
     ) -> None: ...
 
     class DescribableLogDirTopic(_Struct):
-        """DescribeLogDirsRequest.DescribableLogDirTopic, versions 0-4."""
+        """DescribeLogDirsRequest.DescribableLogDirTopic, versions 1-5."""
 
         topic: str
         partitions: _Sequence[int]

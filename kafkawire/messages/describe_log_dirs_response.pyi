@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class DescribeLogDirsResponse(_Message):
-    """DescribeLogDirsResponse, versions 0-4."""
+    """DescribeLogDirsResponse, versions 1-5."""
 
     API_KEY: int
 
@@ -23,13 +23,14 @@ class DescribeLogDirsResponse(_Message):
     ) -> None: ...
 
     class DescribeLogDirsResult(_Struct):
-        """DescribeLogDirsResponse.DescribeLogDirsResult, versions 0-4."""
+        """DescribeLogDirsResponse.DescribeLogDirsResult, versions 1-5."""
 
         error_code: int
         log_dir: str
         topics: _Sequence[DescribeLogDirsResponse.DescribeLogDirsTopic]
         total_bytes: int
         usable_bytes: int
+        is_cordoned: bool
 
         def __init__(
             self, *,
@@ -38,11 +39,12 @@ class DescribeLogDirsResponse(_Message):
             topics: _Sequence[DescribeLogDirsResponse.DescribeLogDirsTopic] = ...,
             total_bytes: int = -1,
             usable_bytes: int = -1,
+            is_cordoned: bool = False,
             unknown_tags: dict[int, bytes] | None = None,
         ) -> None: ...
 
     class DescribeLogDirsTopic(_Struct):
-        """DescribeLogDirsResponse.DescribeLogDirsTopic, versions 0-4."""
+        """DescribeLogDirsResponse.DescribeLogDirsTopic, versions 1-5."""
 
         name: str
         partitions: _Sequence[DescribeLogDirsResponse.DescribeLogDirsPartition]
@@ -55,7 +57,7 @@ class DescribeLogDirsResponse(_Message):
         ) -> None: ...
 
     class DescribeLogDirsPartition(_Struct):
-        """DescribeLogDirsResponse.DescribeLogDirsPartition, versions 0-4."""
+        """DescribeLogDirsResponse.DescribeLogDirsPartition, versions 1-5."""
 
         partition_index: int
         partition_size: int

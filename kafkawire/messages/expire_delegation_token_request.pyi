@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ExpireDelegationTokenRequest(_Message):
-    """ExpireDelegationTokenRequest, versions 0-2."""
+    """ExpireDelegationTokenRequest, versions 1-2."""
 
     API_KEY: int
 

@@ -5,7 +5,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ExpireDelegationTokenResponse(_Message):
-    """ExpireDelegationTokenResponse, versions 0-2."""
+    """ExpireDelegationTokenResponse, versions 1-2."""
 
     API_KEY: int
 

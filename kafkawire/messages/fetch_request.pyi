@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class FetchRequest(_Message):
-    """FetchRequest, versions 0-18."""
+    """FetchRequest, versions 4-19."""
 
     API_KEY: int
 
@@ -42,7 +42,7 @@ class FetchRequest(_Message):
     ) -> None: ...
 
     class ReplicaState(_Struct):
-        """FetchRequest.ReplicaState, versions 15-18."""
+        """FetchRequest.ReplicaState, versions 15-19."""
 
         replica_id: int
         replica_epoch: int
@@ -55,7 +55,7 @@ class FetchRequest(_Message):
         ) -> None: ...
 
     class FetchTopic(_Struct):
-        """FetchRequest.FetchTopic, versions 0-18."""
+        """FetchRequest.FetchTopic, versions 4-19."""
 
         topic: str
         topic_id: _UUID
@@ -70,7 +70,7 @@ class FetchRequest(_Message):
         ) -> None: ...
 
     class FetchPartition(_Struct):
-        """FetchRequest.FetchPartition, versions 0-18."""
+        """FetchRequest.FetchPartition, versions 4-19."""
 
         partition: int
         current_leader_epoch: int
@@ -79,6 +79,7 @@ class FetchRequest(_Message):
         log_start_offset: int
         partition_max_bytes: int
         replica_directory_id: _UUID
+        high_watermark: int
         remote_partition_max_bytes: int
 
         def __init__(
@@ -90,12 +91,13 @@ class FetchRequest(_Message):
             log_start_offset: int = -1,
             partition_max_bytes: int = 0,
             replica_directory_id: _UUID = ...,
+            high_watermark: int = 9223372036854775807,
             remote_partition_max_bytes: int = 0,
             unknown_tags: dict[int, bytes] | None = None,
         ) -> None: ...
 
     class ForgottenTopic(_Struct):
-        """FetchRequest.ForgottenTopic, versions 7-18."""
+        """FetchRequest.ForgottenTopic, versions 7-19."""
 
         topic: str
         topic_id: _UUID

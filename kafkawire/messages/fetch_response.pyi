@@ -8,7 +8,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class FetchResponse(_Message):
-    """FetchResponse, versions 0-18."""
+    """FetchResponse, versions 4-19."""
 
     API_KEY: int
 
@@ -29,7 +29,7 @@ class FetchResponse(_Message):
     ) -> None: ...
 
     class FetchableTopicResponse(_Struct):
-        """FetchResponse.FetchableTopicResponse, versions 0-18."""
+        """FetchResponse.FetchableTopicResponse, versions 4-19."""
 
         topic: str
         topic_id: _UUID
@@ -44,7 +44,7 @@ class FetchResponse(_Message):
         ) -> None: ...
 
     class PartitionData(_Struct):
-        """FetchResponse.PartitionData, versions 0-18."""
+        """FetchResponse.PartitionData, versions 4-19."""
 
         partition_index: int
         error_code: int
@@ -75,7 +75,7 @@ class FetchResponse(_Message):
         ) -> None: ...
 
     class EpochEndOffset(_Struct):
-        """FetchResponse.EpochEndOffset, versions 12-18."""
+        """FetchResponse.EpochEndOffset, versions 12-19."""
 
         epoch: int
         end_offset: int
@@ -88,7 +88,7 @@ class FetchResponse(_Message):
         ) -> None: ...
 
     class LeaderIdAndEpoch(_Struct):
-        """FetchResponse.LeaderIdAndEpoch, versions 12-18."""
+        """FetchResponse.LeaderIdAndEpoch, versions 12-19."""
 
         leader_id: int
         leader_epoch: int
@@ -101,7 +101,7 @@ class FetchResponse(_Message):
         ) -> None: ...
 
     class SnapshotId(_Struct):
-        """FetchResponse.SnapshotId, versions 12-18."""
+        """FetchResponse.SnapshotId, versions 12-19."""
 
         end_offset: int
         epoch: int
@@ -114,7 +114,7 @@ class FetchResponse(_Message):
         ) -> None: ...
 
     class AbortedTransaction(_Struct):
-        """FetchResponse.AbortedTransaction, versions 4-18."""
+        """FetchResponse.AbortedTransaction, versions 4-19."""
 
         producer_id: int
         first_offset: int
@@ -127,7 +127,7 @@ class FetchResponse(_Message):
         ) -> None: ...
 
     class NodeEndpoint(_Struct):
-        """FetchResponse.NodeEndpoint, versions 16-18."""
+        """FetchResponse.NodeEndpoint, versions 16-19."""
 
         node_id: int
         host: str

@@ -5,7 +5,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class InitProducerIdRequest(_Message):
-    """InitProducerIdRequest, versions 0-5."""
+    """InitProducerIdRequest, versions 0-6."""
 
     API_KEY: int
 
@@ -13,6 +13,8 @@ class InitProducerIdRequest(_Message):
     transaction_timeout_ms: int
     producer_id: int
     producer_epoch: int
+    enable2_pc: bool
+    keep_prepared_txn: bool
 
     def __init__(
         self, *,
@@ -20,5 +22,7 @@ class InitProducerIdRequest(_Message):
         transaction_timeout_ms: int = 0,
         producer_id: int = -1,
         producer_epoch: int = -1,
+        enable2_pc: bool = False,
+        keep_prepared_txn: bool = False,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...

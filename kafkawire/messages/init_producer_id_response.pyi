@@ -5,7 +5,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class InitProducerIdResponse(_Message):
-    """InitProducerIdResponse, versions 0-5."""
+    """InitProducerIdResponse, versions 0-6."""
 
     API_KEY: int
 
@@ -13,6 +13,8 @@ class InitProducerIdResponse(_Message):
     error_code: int
     producer_id: int
     producer_epoch: int
+    ongoing_txn_producer_id: int
+    ongoing_txn_producer_epoch: int
 
     def __init__(
         self, *,
@@ -20,5 +22,7 @@ class InitProducerIdResponse(_Message):
         error_code: int = 0,
         producer_id: int = -1,
         producer_epoch: int = 0,
+        ongoing_txn_producer_id: int = -1,
+        ongoing_txn_producer_epoch: int = -1,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...

@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ListOffsetsRequest(_Message):
-    """ListOffsetsRequest, versions 0-10."""
+    """ListOffsetsRequest, versions 1-11."""
 
     API_KEY: int
 
@@ -25,7 +25,7 @@ class ListOffsetsRequest(_Message):
     ) -> None: ...
 
     class ListOffsetsTopic(_Struct):
-        """ListOffsetsRequest.ListOffsetsTopic, versions 0-10."""
+        """ListOffsetsRequest.ListOffsetsTopic, versions 1-11."""
 
         name: str
         partitions: _Sequence[ListOffsetsRequest.ListOffsetsPartition]
@@ -38,19 +38,17 @@ class ListOffsetsRequest(_Message):
         ) -> None: ...
 
     class ListOffsetsPartition(_Struct):
-        """ListOffsetsRequest.ListOffsetsPartition, versions 0-10."""
+        """ListOffsetsRequest.ListOffsetsPartition, versions 1-11."""
 
         partition_index: int
         current_leader_epoch: int
         timestamp: int
-        max_num_offsets: int
 
         def __init__(
             self, *,
             partition_index: int = 0,
             current_leader_epoch: int = -1,
             timestamp: int = 0,
-            max_num_offsets: int = 1,
             unknown_tags: dict[int, bytes] | None = None,
         ) -> None: ...
 

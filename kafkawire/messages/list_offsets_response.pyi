@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ListOffsetsResponse(_Message):
-    """ListOffsetsResponse, versions 0-10."""
+    """ListOffsetsResponse, versions 1-11."""
 
     API_KEY: int
 
@@ -21,7 +21,7 @@ class ListOffsetsResponse(_Message):
     ) -> None: ...
 
     class ListOffsetsTopicResponse(_Struct):
-        """ListOffsetsResponse.ListOffsetsTopicResponse, versions 0-10."""
+        """ListOffsetsResponse.ListOffsetsTopicResponse, versions 1-11."""
 
         name: str
         partitions: _Sequence[ListOffsetsResponse.ListOffsetsPartitionResponse]
@@ -34,11 +34,10 @@ class ListOffsetsResponse(_Message):
         ) -> None: ...
 
     class ListOffsetsPartitionResponse(_Struct):
-        """ListOffsetsResponse.ListOffsetsPartitionResponse, versions 0-10."""
+        """ListOffsetsResponse.ListOffsetsPartitionResponse, versions 1-11."""
 
         partition_index: int
         error_code: int
-        old_style_offsets: _Sequence[int]
         timestamp: int
         offset: int
         leader_epoch: int
@@ -47,7 +46,6 @@ class ListOffsetsResponse(_Message):
             self, *,
             partition_index: int = 0,
             error_code: int = 0,
-            old_style_offsets: _Sequence[int] = ...,
             timestamp: int = -1,
             offset: int = -1,
             leader_epoch: int = -1,

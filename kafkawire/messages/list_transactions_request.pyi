@@ -6,18 +6,20 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ListTransactionsRequest(_Message):
-    """ListTransactionsRequest, versions 0-1."""
+    """ListTransactionsRequest, versions 0-2."""
 
     API_KEY: int
 
     state_filters: _Sequence[str]
     producer_id_filters: _Sequence[int]
     duration_filter: int
+    transactional_id_pattern: str | None
 
     def __init__(
         self, *,
         state_filters: _Sequence[str] = ...,
         producer_id_filters: _Sequence[int] = ...,
         duration_filter: int = -1,
+        transactional_id_pattern: str | None = None,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...

@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ListTransactionsResponse(_Message):
-    """ListTransactionsResponse, versions 0-1."""
+    """ListTransactionsResponse, versions 0-2."""
 
     API_KEY: int
 
@@ -25,7 +25,7 @@ class ListTransactionsResponse(_Message):
     ) -> None: ...
 
     class TransactionState(_Struct):
-        """ListTransactionsResponse.TransactionState, versions 0-1."""
+        """ListTransactionsResponse.TransactionState, versions 0-2."""
 
         transactional_id: str
         producer_id: int

@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class MetadataRequest(_Message):
-    """MetadataRequest, versions 0-12."""
+    """MetadataRequest, versions 0-13."""
 
     API_KEY: int
 
@@ -26,7 +26,7 @@ class MetadataRequest(_Message):
     ) -> None: ...
 
     class MetadataRequestTopic(_Struct):
-        """MetadataRequest.MetadataRequestTopic, versions 0-12."""
+        """MetadataRequest.MetadataRequestTopic, versions 0-13."""
 
         topic_id: _UUID
         name: str | None

@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class MetadataResponse(_Message):
-    """MetadataResponse, versions 0-12."""
+    """MetadataResponse, versions 0-13."""
 
     API_KEY: int
 
@@ -17,6 +17,7 @@ class MetadataResponse(_Message):
     controller_id: int
     topics: _Sequence[MetadataResponse.MetadataResponseTopic]
     cluster_authorized_operations: int
+    error_code: int
 
     def __init__(
         self, *,
@@ -26,11 +27,12 @@ class MetadataResponse(_Message):
         controller_id: int = -1,
         topics: _Sequence[MetadataResponse.MetadataResponseTopic] = ...,
         cluster_authorized_operations: int = -2147483648,
+        error_code: int = 0,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...
 
     class MetadataResponseBroker(_Struct):
-        """MetadataResponse.MetadataResponseBroker, versions 0-12."""
+        """MetadataResponse.MetadataResponseBroker, versions 0-13."""
 
         node_id: int
         host: str
@@ -47,7 +49,7 @@ class MetadataResponse(_Message):
         ) -> None: ...
 
     class MetadataResponseTopic(_Struct):
-        """MetadataResponse.MetadataResponseTopic, versions 0-12."""
+        """MetadataResponse.MetadataResponseTopic, versions 0-13."""
 
         error_code: int
         name: str | None
@@ -68,7 +70,7 @@ class MetadataResponse(_Message):
         ) -> None: ...
 
     class MetadataResponsePartition(_Struct):
-        """MetadataResponse.MetadataResponsePartition, versions 0-12."""
+        """MetadataResponse.MetadataResponsePartition, versions 0-13."""
 
         error_code: int
         partition_index: int

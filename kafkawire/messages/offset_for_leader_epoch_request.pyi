@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class OffsetForLeaderEpochRequest(_Message):
-    """OffsetForLeaderEpochRequest, versions 0-4."""
+    """OffsetForLeaderEpochRequest, versions 2-4."""
 
     API_KEY: int
 
@@ -21,7 +21,7 @@ class OffsetForLeaderEpochRequest(_Message):
     ) -> None: ...
 
     class OffsetForLeaderTopic(_Struct):
-        """OffsetForLeaderEpochRequest.OffsetForLeaderTopic, versions 0-4."""
+        """OffsetForLeaderEpochRequest.OffsetForLeaderTopic, versions 2-4."""
 
         topic: str
         partitions: _Sequence[OffsetForLeaderEpochRequest.OffsetForLeaderPartition]
@@ -34,7 +34,7 @@ class OffsetForLeaderEpochRequest(_Message):
         ) -> None: ...
 
     class OffsetForLeaderPartition(_Struct):
-        """OffsetForLeaderEpochRequest.OffsetForLeaderPartition, versions 0-4."""
+        """OffsetForLeaderEpochRequest.OffsetForLeaderPartition, versions 2-4."""
 
         partition: int
         current_leader_epoch: int

@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class OffsetForLeaderEpochResponse(_Message):
-    """OffsetForLeaderEpochResponse, versions 0-4."""
+    """OffsetForLeaderEpochResponse, versions 2-4."""
 
     API_KEY: int
 
@@ -21,7 +21,7 @@ class OffsetForLeaderEpochResponse(_Message):
     ) -> None: ...
 
     class OffsetForLeaderTopicResult(_Struct):
-        """OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult, versions 0-4."""
+        """OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult, versions 2-4."""
 
         topic: str
         partitions: _Sequence[OffsetForLeaderEpochResponse.EpochEndOffset]
@@ -34,7 +34,7 @@ class OffsetForLeaderEpochResponse(_Message):
         ) -> None: ...
 
     class EpochEndOffset(_Struct):
-        """OffsetForLeaderEpochResponse.EpochEndOffset, versions 0-4."""
+        """OffsetForLeaderEpochResponse.EpochEndOffset, versions 2-4."""
 
         error_code: int
         partition: int

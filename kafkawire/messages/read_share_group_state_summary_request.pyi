@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ReadShareGroupStateSummaryRequest(_Message):
-    """ReadShareGroupStateSummaryRequest, versions 0."""
+    """ReadShareGroupStateSummaryRequest, versions 0-1."""
 
     API_KEY: int
 
@@ -22,7 +22,7 @@ class ReadShareGroupStateSummaryRequest(_Message):
     ) -> None: ...
 
     class ReadStateSummaryData(_Struct):
-        """ReadShareGroupStateSummaryRequest.ReadStateSummaryData, versions 0."""
+        """ReadShareGroupStateSummaryRequest.ReadStateSummaryData, versions 0-1."""
 
         topic_id: _UUID
         partitions: _Sequence[ReadShareGroupStateSummaryRequest.PartitionData]
@@ -35,7 +35,7 @@ class ReadShareGroupStateSummaryRequest(_Message):
         ) -> None: ...
 
     class PartitionData(_Struct):
-        """ReadShareGroupStateSummaryRequest.PartitionData, versions 0."""
+        """ReadShareGroupStateSummaryRequest.PartitionData, versions 0-1."""
 
         partition: int
         leader_epoch: int

@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ReadShareGroupStateSummaryResponse(_Message):
-    """ReadShareGroupStateSummaryResponse, versions 0."""
+    """ReadShareGroupStateSummaryResponse, versions 0-1."""
 
     API_KEY: int
 
@@ -20,7 +20,7 @@ class ReadShareGroupStateSummaryResponse(_Message):
     ) -> None: ...
 
     class ReadStateSummaryResult(_Struct):
-        """ReadShareGroupStateSummaryResponse.ReadStateSummaryResult, versions 0."""
+        """ReadShareGroupStateSummaryResponse.ReadStateSummaryResult, versions 0-1."""
 
         topic_id: _UUID
         partitions: _Sequence[ReadShareGroupStateSummaryResponse.PartitionResult]
@@ -33,13 +33,15 @@ class ReadShareGroupStateSummaryResponse(_Message):
         ) -> None: ...
 
     class PartitionResult(_Struct):
-        """ReadShareGroupStateSummaryResponse.PartitionResult, versions 0."""
+        """ReadShareGroupStateSummaryResponse.PartitionResult, versions 0-1."""
 
         partition: int
         error_code: int
         error_message: str | None
         state_epoch: int
+        leader_epoch: int
         start_offset: int
+        delivery_complete_count: int
 
         def __init__(
             self, *,
@@ -47,7 +49,9 @@ class ReadShareGroupStateSummaryResponse(_Message):
             error_code: int = 0,
             error_message: str | None = None,
             state_epoch: int = 0,
+            leader_epoch: int = 0,
             start_offset: int = 0,
+            delivery_complete_count: int = -1,
             unknown_tags: dict[int, bytes] | None = None,
         ) -> None: ...
 

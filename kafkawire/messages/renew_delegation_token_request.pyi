@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class RenewDelegationTokenRequest(_Message):
-    """RenewDelegationTokenRequest, versions 0-2."""
+    """RenewDelegationTokenRequest, versions 1-2."""
 
     API_KEY: int
 

@@ -5,7 +5,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class RenewDelegationTokenResponse(_Message):
-    """RenewDelegationTokenResponse, versions 0-2."""
+    """RenewDelegationTokenResponse, versions 1-2."""
 
     API_KEY: int
 

@@ -5,7 +5,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class RequestHeader(_Message):
-    """RequestHeader, versions 0-2."""
+    """RequestHeader, versions 1-2."""
 
     request_api_key: int
     request_api_version: int

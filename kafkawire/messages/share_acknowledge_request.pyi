@@ -7,13 +7,14 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ShareAcknowledgeRequest(_Message):
-    """ShareAcknowledgeRequest, versions 0."""
+    """ShareAcknowledgeRequest, versions 1-2."""
 
     API_KEY: int
 
     group_id: str | None
     member_id: str | None
     share_session_epoch: int
+    is_renew_ack: bool
     topics: _Sequence[ShareAcknowledgeRequest.AcknowledgeTopic]
 
     def __init__(
@@ -21,12 +22,13 @@ class ShareAcknowledgeRequest(_Message):
         group_id: str | None = None,
         member_id: str | None = '',
         share_session_epoch: int = 0,
+        is_renew_ack: bool = False,
         topics: _Sequence[ShareAcknowledgeRequest.AcknowledgeTopic] = ...,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...
 
     class AcknowledgeTopic(_Struct):
-        """ShareAcknowledgeRequest.AcknowledgeTopic, versions 0."""
+        """ShareAcknowledgeRequest.AcknowledgeTopic, versions 1-2."""
 
         topic_id: _UUID
         partitions: _Sequence[ShareAcknowledgeRequest.AcknowledgePartition]
@@ -39,7 +41,7 @@ class ShareAcknowledgeRequest(_Message):
         ) -> None: ...
 
     class AcknowledgePartition(_Struct):
-        """ShareAcknowledgeRequest.AcknowledgePartition, versions 0."""
+        """ShareAcknowledgeRequest.AcknowledgePartition, versions 1-2."""
 
         partition_index: int
         acknowledgement_batches: _Sequence[ShareAcknowledgeRequest.AcknowledgementBatch]
@@ -52,7 +54,7 @@ class ShareAcknowledgeRequest(_Message):
         ) -> None: ...
 
     class AcknowledgementBatch(_Struct):
-        """ShareAcknowledgeRequest.AcknowledgementBatch, versions 0."""
+        """ShareAcknowledgeRequest.AcknowledgementBatch, versions 1-2."""
 
         first_offset: int
         last_offset: int

@@ -7,13 +7,14 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ShareAcknowledgeResponse(_Message):
-    """ShareAcknowledgeResponse, versions 0."""
+    """ShareAcknowledgeResponse, versions 1-2."""
 
     API_KEY: int
 
     throttle_time_ms: int
     error_code: int
     error_message: str | None
+    acquisition_lock_timeout_ms: int
     responses: _Sequence[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse]
     node_endpoints: _Sequence[ShareAcknowledgeResponse.NodeEndpoint]
 
@@ -22,13 +23,14 @@ class ShareAcknowledgeResponse(_Message):
         throttle_time_ms: int = 0,
         error_code: int = 0,
         error_message: str | None = None,
+        acquisition_lock_timeout_ms: int = 0,
         responses: _Sequence[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = ...,
         node_endpoints: _Sequence[ShareAcknowledgeResponse.NodeEndpoint] = ...,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...
 
     class ShareAcknowledgeTopicResponse(_Struct):
-        """ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse, versions 0."""
+        """ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse, versions 1-2."""
 
         topic_id: _UUID
         partitions: _Sequence[ShareAcknowledgeResponse.PartitionData]
@@ -41,7 +43,7 @@ class ShareAcknowledgeResponse(_Message):
         ) -> None: ...
 
     class PartitionData(_Struct):
-        """ShareAcknowledgeResponse.PartitionData, versions 0."""
+        """ShareAcknowledgeResponse.PartitionData, versions 1-2."""
 
         partition_index: int
         error_code: int
@@ -58,7 +60,7 @@ class ShareAcknowledgeResponse(_Message):
         ) -> None: ...
 
     class LeaderIdAndEpoch(_Struct):
-        """ShareAcknowledgeResponse.LeaderIdAndEpoch, versions 0."""
+        """ShareAcknowledgeResponse.LeaderIdAndEpoch, versions 1-2."""
 
         leader_id: int
         leader_epoch: int
@@ -71,7 +73,7 @@ class ShareAcknowledgeResponse(_Message):
         ) -> None: ...
 
     class NodeEndpoint(_Struct):
-        """ShareAcknowledgeResponse.NodeEndpoint, versions 0."""
+        """ShareAcknowledgeResponse.NodeEndpoint, versions 1-2."""
 
         node_id: int
         host: str

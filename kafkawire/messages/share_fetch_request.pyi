@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ShareFetchRequest(_Message):
-    """ShareFetchRequest, versions 0."""
+    """ShareFetchRequest, versions 1-2."""
 
     API_KEY: int
 
@@ -17,6 +17,10 @@ class ShareFetchRequest(_Message):
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
+    max_records: int
+    batch_size: int
+    share_acquire_mode: int
+    is_renew_ack: bool
     topics: _Sequence[ShareFetchRequest.FetchTopic]
     forgotten_topics_data: _Sequence[ShareFetchRequest.ForgottenTopic]
 
@@ -28,13 +32,17 @@ class ShareFetchRequest(_Message):
         max_wait_ms: int = 0,
         min_bytes: int = 0,
         max_bytes: int = 2147483647,
+        max_records: int = 0,
+        batch_size: int = 0,
+        share_acquire_mode: int = 0,
+        is_renew_ack: bool = False,
         topics: _Sequence[ShareFetchRequest.FetchTopic] = ...,
         forgotten_topics_data: _Sequence[ShareFetchRequest.ForgottenTopic] = ...,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...
 
     class FetchTopic(_Struct):
-        """ShareFetchRequest.FetchTopic, versions 0."""
+        """ShareFetchRequest.FetchTopic, versions 1-2."""
 
         topic_id: _UUID
         partitions: _Sequence[ShareFetchRequest.FetchPartition]
@@ -47,7 +55,7 @@ class ShareFetchRequest(_Message):
         ) -> None: ...
 
     class FetchPartition(_Struct):
-        """ShareFetchRequest.FetchPartition, versions 0."""
+        """ShareFetchRequest.FetchPartition, versions 1-2."""
 
         partition_index: int
         partition_max_bytes: int
@@ -62,7 +70,7 @@ class ShareFetchRequest(_Message):
         ) -> None: ...
 
     class AcknowledgementBatch(_Struct):
-        """ShareFetchRequest.AcknowledgementBatch, versions 0."""
+        """ShareFetchRequest.AcknowledgementBatch, versions 1-2."""
 
         first_offset: int
         last_offset: int
@@ -77,7 +85,7 @@ class ShareFetchRequest(_Message):
         ) -> None: ...
 
     class ForgottenTopic(_Struct):
-        """ShareFetchRequest.ForgottenTopic, versions 0."""
+        """ShareFetchRequest.ForgottenTopic, versions 1-2."""
 
         topic_id: _UUID
         partitions: _Sequence[int]

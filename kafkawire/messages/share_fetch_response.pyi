@@ -8,13 +8,14 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ShareFetchResponse(_Message):
-    """ShareFetchResponse, versions 0."""
+    """ShareFetchResponse, versions 1-2."""
 
     API_KEY: int
 
     throttle_time_ms: int
     error_code: int
     error_message: str | None
+    acquisition_lock_timeout_ms: int
     responses: _Sequence[ShareFetchResponse.ShareFetchableTopicResponse]
     node_endpoints: _Sequence[ShareFetchResponse.NodeEndpoint]
 
@@ -23,13 +24,14 @@ class ShareFetchResponse(_Message):
         throttle_time_ms: int = 0,
         error_code: int = 0,
         error_message: str | None = None,
+        acquisition_lock_timeout_ms: int = 0,
         responses: _Sequence[ShareFetchResponse.ShareFetchableTopicResponse] = ...,
         node_endpoints: _Sequence[ShareFetchResponse.NodeEndpoint] = ...,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...
 
     class ShareFetchableTopicResponse(_Struct):
-        """ShareFetchResponse.ShareFetchableTopicResponse, versions 0."""
+        """ShareFetchResponse.ShareFetchableTopicResponse, versions 1-2."""
 
         topic_id: _UUID
         partitions: _Sequence[ShareFetchResponse.PartitionData]
@@ -42,7 +44,7 @@ class ShareFetchResponse(_Message):
         ) -> None: ...
 
     class PartitionData(_Struct):
-        """ShareFetchResponse.PartitionData, versions 0."""
+        """ShareFetchResponse.PartitionData, versions 1-2."""
 
         partition_index: int
         error_code: int
@@ -67,7 +69,7 @@ class ShareFetchResponse(_Message):
         ) -> None: ...
 
     class LeaderIdAndEpoch(_Struct):
-        """ShareFetchResponse.LeaderIdAndEpoch, versions 0."""
+        """ShareFetchResponse.LeaderIdAndEpoch, versions 1-2."""
 
         leader_id: int
         leader_epoch: int
@@ -80,7 +82,7 @@ class ShareFetchResponse(_Message):
         ) -> None: ...
 
     class AcquiredRecords(_Struct):
-        """ShareFetchResponse.AcquiredRecords, versions 0."""
+        """ShareFetchResponse.AcquiredRecords, versions 1-2."""
 
         first_offset: int
         last_offset: int
@@ -95,7 +97,7 @@ class ShareFetchResponse(_Message):
         ) -> None: ...
 
     class NodeEndpoint(_Struct):
-        """ShareFetchResponse.NodeEndpoint, versions 0."""
+        """ShareFetchResponse.NodeEndpoint, versions 1-2."""
 
         node_id: int
         host: str

@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ShareGroupDescribeRequest(_Message):
-    """ShareGroupDescribeRequest, versions 0."""
+    """ShareGroupDescribeRequest, versions 1."""
 
     API_KEY: int
 

@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ShareGroupDescribeResponse(_Message):
-    """ShareGroupDescribeResponse, versions 0."""
+    """ShareGroupDescribeResponse, versions 1."""
 
     API_KEY: int
 
@@ -48,7 +48,7 @@ class ShareGroupDescribeResponse(_Message):
         ) -> None: ...
 
     class DescribedGroup(_Struct):
-        """ShareGroupDescribeResponse.DescribedGroup, versions 0."""
+        """ShareGroupDescribeResponse.DescribedGroup, versions 1."""
 
         error_code: int
         error_message: str | None
@@ -75,7 +75,7 @@ class ShareGroupDescribeResponse(_Message):
         ) -> None: ...
 
     class Member(_Struct):
-        """ShareGroupDescribeResponse.Member, versions 0."""
+        """ShareGroupDescribeResponse.Member, versions 1."""
 
         member_id: str
         rack_id: str | None

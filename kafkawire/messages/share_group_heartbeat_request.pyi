@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ShareGroupHeartbeatRequest(_Message):
-    """ShareGroupHeartbeatRequest, versions 0."""
+    """ShareGroupHeartbeatRequest, versions 1."""
 
     API_KEY: int
 

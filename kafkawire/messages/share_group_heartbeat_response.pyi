@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class ShareGroupHeartbeatResponse(_Message):
-    """ShareGroupHeartbeatResponse, versions 0."""
+    """ShareGroupHeartbeatResponse, versions 1."""
 
     API_KEY: int
 
@@ -45,7 +45,7 @@ class ShareGroupHeartbeatResponse(_Message):
         ) -> None: ...
 
     class Assignment(_Struct):
-        """ShareGroupHeartbeatResponse.Assignment, versions 0."""
+        """ShareGroupHeartbeatResponse.Assignment, versions 1."""
 
         topic_partitions: _Sequence[ShareGroupHeartbeatResponse.TopicPartitions]
 

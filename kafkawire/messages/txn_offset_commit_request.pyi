@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class TxnOffsetCommitRequest(_Message):
-    """TxnOffsetCommitRequest, versions 0-4."""
+    """TxnOffsetCommitRequest, versions 0-5."""
 
     API_KEY: int
 
@@ -33,7 +33,7 @@ class TxnOffsetCommitRequest(_Message):
     ) -> None: ...
 
     class TxnOffsetCommitRequestTopic(_Struct):
-        """TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, versions 0-4."""
+        """TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, versions 0-5."""
 
         name: str
         partitions: _Sequence[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]
@@ -46,7 +46,7 @@ class TxnOffsetCommitRequest(_Message):
         ) -> None: ...
 
     class TxnOffsetCommitRequestPartition(_Struct):
-        """TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition, versions 0-4."""
+        """TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition, versions 0-5."""
 
         partition_index: int
         committed_offset: int

@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class TxnOffsetCommitResponse(_Message):
-    """TxnOffsetCommitResponse, versions 0-4."""
+    """TxnOffsetCommitResponse, versions 0-5."""
 
     API_KEY: int
 
@@ -21,7 +21,7 @@ class TxnOffsetCommitResponse(_Message):
     ) -> None: ...
 
     class TxnOffsetCommitResponseTopic(_Struct):
-        """TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, versions 0-4."""
+        """TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, versions 0-5."""
 
         name: str
         partitions: _Sequence[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition]
@@ -34,7 +34,7 @@ class TxnOffsetCommitResponse(_Message):
         ) -> None: ...
 
     class TxnOffsetCommitResponsePartition(_Struct):
-        """TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition, versions 0-4."""
+        """TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition, versions 0-5."""
 
         partition_index: int
         error_code: int

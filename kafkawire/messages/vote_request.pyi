@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class VoteRequest(_Message):
-    """VoteRequest, versions 0-1."""
+    """VoteRequest, versions 0-2."""
 
     API_KEY: int
 
@@ -24,7 +24,7 @@ class VoteRequest(_Message):
     ) -> None: ...
 
     class TopicData(_Struct):
-        """VoteRequest.TopicData, versions 0-1."""
+        """VoteRequest.TopicData, versions 0-2."""
 
         topic_name: str
         partitions: _Sequence[VoteRequest.PartitionData]
@@ -37,25 +37,27 @@ class VoteRequest(_Message):
         ) -> None: ...
 
     class PartitionData(_Struct):
-        """VoteRequest.PartitionData, versions 0-1."""
+        """VoteRequest.PartitionData, versions 0-2."""
 
         partition_index: int
-        candidate_epoch: int
-        candidate_id: int
-        candidate_directory_id: _UUID
+        replica_epoch: int
+        replica_id: int
+        replica_directory_id: _UUID
         voter_directory_id: _UUID
         last_offset_epoch: int
         last_offset: int
+        pre_vote: bool
 
         def __init__(
             self, *,
             partition_index: int = 0,
-            candidate_epoch: int = 0,
-            candidate_id: int = 0,
-            candidate_directory_id: _UUID = ...,
+            replica_epoch: int = 0,
+            replica_id: int = 0,
+            replica_directory_id: _UUID = ...,
             voter_directory_id: _UUID = ...,
             last_offset_epoch: int = 0,
             last_offset: int = 0,
+            pre_vote: bool = False,
             unknown_tags: dict[int, bytes] | None = None,
         ) -> None: ...
 

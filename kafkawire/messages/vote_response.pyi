@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class VoteResponse(_Message):
-    """VoteResponse, versions 0-1."""
+    """VoteResponse, versions 0-2."""
 
     API_KEY: int
 
@@ -23,7 +23,7 @@ class VoteResponse(_Message):
     ) -> None: ...
 
     class TopicData(_Struct):
-        """VoteResponse.TopicData, versions 0-1."""
+        """VoteResponse.TopicData, versions 0-2."""
 
         topic_name: str
         partitions: _Sequence[VoteResponse.PartitionData]
@@ -36,7 +36,7 @@ class VoteResponse(_Message):
         ) -> None: ...
 
     class PartitionData(_Struct):
-        """VoteResponse.PartitionData, versions 0-1."""
+        """VoteResponse.PartitionData, versions 0-2."""
 
         partition_index: int
         error_code: int
@@ -55,7 +55,7 @@ class VoteResponse(_Message):
         ) -> None: ...
 
     class NodeEndpoint(_Struct):
-        """VoteResponse.NodeEndpoint, versions 1."""
+        """VoteResponse.NodeEndpoint, versions 1-2."""
 
         node_id: int
         host: str

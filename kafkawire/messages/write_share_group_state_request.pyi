@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class WriteShareGroupStateRequest(_Message):
-    """WriteShareGroupStateRequest, versions 0."""
+    """WriteShareGroupStateRequest, versions 0-1."""
 
     API_KEY: int
 
@@ -22,7 +22,7 @@ class WriteShareGroupStateRequest(_Message):
     ) -> None: ...
 
     class WriteStateData(_Struct):
-        """WriteShareGroupStateRequest.WriteStateData, versions 0."""
+        """WriteShareGroupStateRequest.WriteStateData, versions 0-1."""
 
         topic_id: _UUID
         partitions: _Sequence[WriteShareGroupStateRequest.PartitionData]
@@ -35,12 +35,13 @@ class WriteShareGroupStateRequest(_Message):
         ) -> None: ...
 
     class PartitionData(_Struct):
-        """WriteShareGroupStateRequest.PartitionData, versions 0."""
+        """WriteShareGroupStateRequest.PartitionData, versions 0-1."""
 
         partition: int
         state_epoch: int
         leader_epoch: int
         start_offset: int
+        delivery_complete_count: int
         state_batches: _Sequence[WriteShareGroupStateRequest.StateBatch]
 
         def __init__(
@@ -49,12 +50,13 @@ class WriteShareGroupStateRequest(_Message):
             state_epoch: int = 0,
             leader_epoch: int = 0,
             start_offset: int = 0,
+            delivery_complete_count: int = -1,
             state_batches: _Sequence[WriteShareGroupStateRequest.StateBatch] = ...,
             unknown_tags: dict[int, bytes] | None = None,
         ) -> None: ...
 
     class StateBatch(_Struct):
-        """WriteShareGroupStateRequest.StateBatch, versions 0."""
+        """WriteShareGroupStateRequest.StateBatch, versions 0-1."""
 
         first_offset: int
         last_offset: int

@@ -7,7 +7,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class WriteShareGroupStateResponse(_Message):
-    """WriteShareGroupStateResponse, versions 0."""
+    """WriteShareGroupStateResponse, versions 0-1."""
 
     API_KEY: int
 
@@ -20,7 +20,7 @@ class WriteShareGroupStateResponse(_Message):
     ) -> None: ...
 
     class WriteStateResult(_Struct):
-        """WriteShareGroupStateResponse.WriteStateResult, versions 0."""
+        """WriteShareGroupStateResponse.WriteStateResult, versions 0-1."""
 
         topic_id: _UUID
         partitions: _Sequence[WriteShareGroupStateResponse.PartitionResult]
@@ -33,7 +33,7 @@ class WriteShareGroupStateResponse(_Message):
         ) -> None: ...
 
     class PartitionResult(_Struct):
-        """WriteShareGroupStateResponse.PartitionResult, versions 0."""
+        """WriteShareGroupStateResponse.PartitionResult, versions 0-1."""
 
         partition: int
         error_code: int

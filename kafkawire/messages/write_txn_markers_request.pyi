@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class WriteTxnMarkersRequest(_Message):
-    """WriteTxnMarkersRequest, versions 0-1."""
+    """WriteTxnMarkersRequest, versions 1-2."""
 
     API_KEY: int
 
@@ -19,13 +19,14 @@ class WriteTxnMarkersRequest(_Message):
     ) -> None: ...
 
     class WritableTxnMarker(_Struct):
-        """WriteTxnMarkersRequest.WritableTxnMarker, versions 0-1."""
+        """WriteTxnMarkersRequest.WritableTxnMarker, versions 1-2."""
 
         producer_id: int
         producer_epoch: int
         transaction_result: bool
         topics: _Sequence[WriteTxnMarkersRequest.WritableTxnMarkerTopic]
         coordinator_epoch: int
+        transaction_version: int
 
         def __init__(
             self, *,
@@ -34,11 +35,12 @@ class WriteTxnMarkersRequest(_Message):
             transaction_result: bool = False,
             topics: _Sequence[WriteTxnMarkersRequest.WritableTxnMarkerTopic] = ...,
             coordinator_epoch: int = 0,
+            transaction_version: int = 0,
             unknown_tags: dict[int, bytes] | None = None,
         ) -> None: ...
 
     class WritableTxnMarkerTopic(_Struct):
-        """WriteTxnMarkersRequest.WritableTxnMarkerTopic, versions 0-1."""
+        """WriteTxnMarkersRequest.WritableTxnMarkerTopic, versions 1-2."""
 
         name: str
         partition_indexes: _Sequence[int]

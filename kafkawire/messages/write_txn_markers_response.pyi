@@ -6,7 +6,7 @@ from kafkawire.codec.base import Message as _Message, Struct as _Struct
 
 
 class WriteTxnMarkersResponse(_Message):
-    """WriteTxnMarkersResponse, versions 0-1."""
+    """WriteTxnMarkersResponse, versions 1-2."""
 
     API_KEY: int
 
@@ -19,7 +19,7 @@ class WriteTxnMarkersResponse(_Message):
     ) -> None: ...
 
     class WritableTxnMarkerResult(_Struct):
-        """WriteTxnMarkersResponse.WritableTxnMarkerResult, versions 0-1."""
+        """WriteTxnMarkersResponse.WritableTxnMarkerResult, versions 1-2."""
 
         producer_id: int
         topics: _Sequence[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult]
@@ -32,7 +32,7 @@ class WriteTxnMarkersResponse(_Message):
         ) -> None: ...
 
     class WritableTxnMarkerTopicResult(_Struct):
-        """WriteTxnMarkersResponse.WritableTxnMarkerTopicResult, versions 0-1."""
+        """WriteTxnMarkersResponse.WritableTxnMarkerTopicResult, versions 1-2."""
 
         name: str
         partitions: _Sequence[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult]
@@ -45,7 +45,7 @@ class WriteTxnMarkersResponse(_Message):
         ) -> None: ...
 
     class WritableTxnMarkerPartitionResult(_Struct):
-        """WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult, versions 0-1."""
+        """WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult, versions 1-2."""
 
         partition_index: int
         error_code: int
