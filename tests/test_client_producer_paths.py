@@ -168,7 +168,7 @@ def test_blocking_producer_shared_by_threads_keeps_order_and_loses_nothing(broke
     for memory: every record arrives once, and each thread's records of a partition in send order."""
     threads, per_thread = 4, 3000
     futures: dict[int, list] = {}
-    with Producer(bootstrap_servers=broker.bootstrap, buffer_memory=256 * 1024, batch_size=16 * 1024,
+    with Producer(bootstrap_servers=broker.bootstrap, buffer_memory=48 * 1024, batch_size=16 * 1024,
                   linger_ms=2) as producer:
         def produce(thread: int) -> None:
             sent = futures[thread] = []

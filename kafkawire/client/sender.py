@@ -21,6 +21,7 @@ import asyncio
 import logging
 import math
 import time
+import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
@@ -361,7 +362,7 @@ def _in_sequence_order(batches: list[ProducerBatch]) -> list[ProducerBatch]:
     return sorted(batches, key=lambda b: (b.tp, b.base_sequence))
 
 
-def _name_topics_by_id(request: ProduceRequest, version: int, topic_id: Callable[[str], object]) -> int:
+def _name_topics_by_id(request: ProduceRequest, version: int, topic_id: Callable[[str], uuid.UUID | None]) -> int:
     """The version to send ``request`` at: from v13 its topics go by id (``topic_id(name)``, None when the
     metadata has none), else at v12, the same request by name."""
     if version < _PRODUCE_TOPIC_ID_VERSION:
@@ -370,5 +371,6 @@ def _name_topics_by_id(request: ProduceRequest, version: int, topic_id: Callable
     if None in ids:
         return _PRODUCE_TOPIC_ID_VERSION - 1
     for topic, found in zip(request.topic_data, ids):
-        topic.topic_id = found
+        if found is not None:
+            topic.topic_id = found
     return version
