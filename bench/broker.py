@@ -35,10 +35,10 @@ confluent-kafka, against a plain loopback socket copy of the same number of byte
 7. The machine is shared and its loopback rate moves by tens of percent between runs: consume and raw
    fetch run --repeats times (3) on the same log, each printed, and the best of each is scored against
    the faster of the two loopback copies.
-8. Under abuse (issue 17): the consume runs again, --repeats times, while another process
+8. Under abuse (issue 17): --repeats pairs of consume runs, one clean and one while another process
    (``bench/abuse.py``) holds 1,000 idle connections and 100 slow readers (each fetching up to 1 MiB
    and reading it 16 KiB every 50 ms) against the same broker; target: the best consume rate under
-   abuse >= 90% of the best without.
+   abuse >= 90% of the best without (over all the clean runs).
 
 This is a benchmark script, not a test.
 """
@@ -356,15 +356,19 @@ def run_round(value_size: int, nbytes: int, partitions: int, keep: bool, repeats
             raw_s = min(raw_s, seconds)
             print(f"- raw fetch {attempt}: {mb_s(raw_bytes, seconds):8,.0f} MB/s  ({seconds:.2f} s of back-to-back Fetch "
                   f"requests, log bytes, no per-record work; broker CPU {raw_broker_cpu:.2f} s)")
-        abused_s = float("inf")
-        with Abusers(broker.bootstrap, TOPIC):
-            for attempt in range(1, repeats + 1):
-                seconds, _, payload, _ = consume(broker.bootstrap, count, partitions, value_size)
-                if payload != total:
-                    raise RuntimeError(f"consumed {payload} payload bytes under abuse, produced {total}")
-                abused_s = min(abused_s, seconds)
-                print(f"- consume under abuse {attempt}: {mb_s(total, seconds):8,.0f} MB/s  ({seconds:.2f} s; "
-                      f"1,000 idle connections and 100 slow readers open)")
+        # under abuse, each run right after a clean one (the machine is shared: pairs see the same load)
+        abused_s = clean_s = float("inf")
+        for attempt in range(1, repeats + 1):
+            seconds, _, payload, _ = consume(broker.bootstrap, count, partitions, value_size)
+            clean_s = min(clean_s, seconds)
+            with Abusers(broker.bootstrap, TOPIC):
+                abused, _, abused_payload, _ = consume(broker.bootstrap, count, partitions, value_size)
+            if payload != total or abused_payload != total:
+                raise RuntimeError(f"consumed {payload} and {abused_payload} payload bytes, produced {total}")
+            abused_s = min(abused_s, abused)
+            print(f"- consume without / under abuse {attempt}: {mb_s(total, seconds):8,.0f} / "
+                  f"{mb_s(total, abused):,.0f} MB/s (1,000 idle connections and 100 slow readers open)")
+        consume_s = min(consume_s, clean_s)
         on_disk = sum(f.stat().st_size for f in (tmp / "data").rglob("*.log"))
         print(f"- log bytes on disk: {on_disk:,} ({on_disk / total:.3f}x the payload: batch and record framing)"
               + (f"; kept in {tmp}" if keep else ""))
