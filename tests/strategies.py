@@ -27,11 +27,7 @@ from codegen.generate import DEFAULT_OVERLAYS
 from codegen.model import INTEGER_RANGES, MessageSpec, StructSpec
 from codegen.parse import parse_directory
 
-REPO = Path(__file__).resolve().parent.parent
-SCHEMAS = REPO / "schemas"
-# Upstream Kafka's own specs (with comments), kept beside the project as reference data.
-UPSTREAM_SPECS = Path(os.environ.get("KAFKAWIRE_UPSTREAM_SPECS",
-                                     REPO.parent / "shared" / "kafka-message-specs-4.3"))
+from paths import REPO, SCHEMAS, UPSTREAM_SPECS  # UPSTREAM_SPECS: Kafka's own specs, beside the project
 
 # Size limits: small, so that thousands of message-versions run quickly.
 MAX_ARRAY = 3

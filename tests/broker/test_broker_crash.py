@@ -21,46 +21,13 @@ from pathlib import Path
 import pytest
 
 from broker_harness import RawClient
+from broker_process import BrokerProcess
 from kafkawire.records import RecordBatchBuilder, iter_batches
-from test_broker_fetch import by_partition, create_topic, fetch, produce
+from broker_wire import by_partition, create_topic, fetch, produce
 
 TOPIC = "crash"
 PARTITIONS = 3
 SEGMENT_BYTES = 64 * 1024  # small, so the load rolls segments (and the kill may land near a roll)
-KAFKAWIRE = Path(sys.executable).with_name("kafkawire")
-READY = re.compile(r"kafkawire broker on (\S+):(\d+)")
-
-
-class BrokerProcess:
-    """``kafkawire broker`` in a subprocess on ``--port 0``; the port is parsed from its ready line."""
-
-    def __init__(self, data_dir: Path, *extra: str):
-        self.proc = subprocess.Popen(
-            [str(KAFKAWIRE), "broker", "--data-dir", str(data_dir), "--port", "0", "--no-auto-create",
-             "--segment-bytes", str(SEGMENT_BYTES), *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        deadline, line = time.monotonic() + 15, b""
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
-            if ready:
-                line = self.proc.stdout.readline()
-                found = READY.search(line.decode(errors="replace"))
-                if found:
-                    self.port = int(found.group(2))
-                    return
-                if not line and self.proc.poll() is not None:
-                    break
-        self.kill()
-        raise RuntimeError(f"the broker did not start (last line {line!r}, exit {self.proc.poll()})")
-
-    def kill(self) -> None:
-        """kill -9, then reap."""
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-        self.proc.stdout.close()
-
-
 @pytest.fixture
 def processes():
     started: list[BrokerProcess] = []

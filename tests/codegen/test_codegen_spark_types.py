@@ -14,9 +14,10 @@ from codegen.spark_schema import message_schema
 from kafkawire.messages import message_class
 from kafkawire.messages.spark_types import SCHEMAS
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import REPO as ROOT
+from paths import UPSTREAM_SPECS
 SPECS = ROOT / "schemas"
-UPSTREAM = ROOT.parent / "shared" / "kafka-message-specs-4.3"
+UPSTREAM = UPSTREAM_SPECS
 needs_upstream = pytest.mark.skipif(not UPSTREAM.is_dir(), reason=f"no upstream specs at {UPSTREAM}")
 
 

@@ -21,7 +21,7 @@ from kafkawire.testing.fuzz import Fuzzer, read_only
 from kafkawire.testing.mutations import MUTATORS, mutate
 from kafkawire.testing.values import MessageValues, record_batches
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import REPO as ROOT
 
 
 @pytest.fixture(scope="module")

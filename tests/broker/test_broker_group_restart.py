@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from test_broker_crash import KAFKAWIRE, BrokerProcess  # noqa: F401 (KAFKAWIRE: the same executable)
+from broker_process import BrokerProcess
 
 TOPIC = "restart"
 PARTITIONS = 4

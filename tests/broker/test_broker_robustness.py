@@ -16,7 +16,7 @@ import pytest
 from broker_harness import BrokerThread, RawClient
 from kafkawire import messages as m
 from kafkawire.framing import Correlator
-from test_broker_fetch import FETCH_VERSION, batch_of, by_partition, create_topic, fetch, produce
+from broker_wire import FETCH_VERSION, batch_of, by_partition, create_topic, fetch, produce
 
 MAX_REQUEST = 1 << 20  # socket.request.max.bytes for this module's broker
 TIMEOUT = 5.0  # a socket operation taking longer than this is a hang

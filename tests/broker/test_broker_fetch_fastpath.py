@@ -31,7 +31,7 @@ from kafkawire.broker.versions import SUPPORTED_VERSIONS
 from kafkawire.codec.primitives import ZERO_UUID
 from kafkawire.framing import encode_response
 from kafkawire.records import RecordBatchBuilder
-from test_broker_fetch import by_partition, create_topic, produce
+from broker_wire import by_partition, create_topic, produce
 
 LOW, HIGH = SUPPORTED_VERSIONS[1]
 NOW = time.time_ns() // 1_000_000

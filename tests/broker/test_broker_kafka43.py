@@ -22,7 +22,7 @@ from kafkawire.codec.primitives import ZERO_UUID
 from kafkawire.error_codes import ErrorCode
 from kafkawire.records import RecordBatchBuilder, iter_records
 
-UPSTREAM_SPECS = Path(__file__).resolve().parent.parent.parent / "shared" / "kafka-message-specs-4.3"
+from paths import UPSTREAM_SPECS
 UNKNOWN_ID = uuid.UUID(int=0xDEAD)
 
 

@@ -22,10 +22,11 @@ from codegen.generate import DEFAULT_OVERLAYS, generate
 from codegen.parse import SpecError, parse_directory, parse_file, strip_comments
 from codegen.validate import validate, validate_all
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import REPO as ROOT
+from paths import UPSTREAM_SPECS
 SCHEMAS = ROOT / "schemas"
 MESSAGES = ROOT / "kafkawire" / "messages"
-UPSTREAM = ROOT.parent / "shared" / "kafka-message-specs-4.3"
+UPSTREAM = UPSTREAM_SPECS
 
 needs_upstream = pytest.mark.skipif(not UPSTREAM.is_dir(), reason="no upstream specs in /work/shared")
 

@@ -24,7 +24,7 @@ import pytest
 from kafkawire.framing import encode_request, encode_response
 from kafkawire.messages import FetchRequest, FetchResponse, MetadataRequest, RequestHeader
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import REPO as ROOT
 README = ROOT / "README.md"
 BIN = Path(sys.executable).parent
 HOST, PORT = "127.0.0.1", 9092

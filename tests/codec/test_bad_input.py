@@ -26,7 +26,7 @@ import kafkawire.messages as messages
 from codegen.parse import parse_directory
 from kafkawire import DecodeError, EncodeError, UnsupportedVersionError
 
-SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+from paths import SCHEMAS
 SPECS = {spec.name: spec for spec in parse_directory(SCHEMAS)}
 PAIRS = [(name, version)
          for name in sorted(messages._MODULES)

@@ -19,10 +19,11 @@ from codegen.import_specs import import_specs
 from codegen.model import Versions
 from codegen.parse import strip_comments
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import REPO as ROOT
+from paths import UPSTREAM_SPECS
 SCHEMAS = ROOT / "schemas"
 OVERLAY = SCHEMAS / "kip-1178"
-UPSTREAM = ROOT.parent / "shared" / "kafka-message-specs-4.3"
+UPSTREAM = UPSTREAM_SPECS
 
 needs_upstream = pytest.mark.skipif(not UPSTREAM.is_dir(), reason=f"no upstream specs at {UPSTREAM}")
 

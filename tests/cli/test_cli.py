@@ -29,7 +29,7 @@ from kafkawire.messages import (
     ApiVersionsResponse, FetchRequest, FetchResponse, MetadataRequest, RequestHeader, api, apis,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import REPO as ROOT
 SCRIPT = Path(sys.executable).parent / "kafkawire"
 
 

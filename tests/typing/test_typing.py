@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import REPO as ROOT
 SCRIPTS = ROOT / "tests" / "typing"
 MESSAGES = ROOT / "kafkawire" / "messages"
 CACHE = ROOT / ".mypy_cache"

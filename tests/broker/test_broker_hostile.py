@@ -25,8 +25,8 @@ from kafkawire import messages as m
 from kafkawire.framing import Correlator, FrameBuffer
 from kafkawire.records import Codec
 from kafkawire.records.builder import RecordBatchBuilder
-from test_broker_crash import BrokerProcess
-from test_broker_fetch import create_topic
+from broker_process import BrokerProcess
+from broker_wire import create_topic
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads the broker's /proc entries")
 
