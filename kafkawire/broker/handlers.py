@@ -18,9 +18,9 @@ from ..error_codes import ErrorCode
 from .config import BrokerConfig
 from .fetch import DelayedFetch, FetchPurgatory, PartitionRead, read_partitions
 from .error_responses import error_response
-from .fetch_response import encode_fetch_response
+from .fetch_encoder import encode_fetch_response
 from .groups import GroupCoordinator
-from .sessions import FetchSessionCache, SessionPartition
+from .fetch_sessions import FetchSessionCache, SessionPartition
 from .produce import ProduceHandler
 from .topics import Topic, TopicError, TopicManager
 from .versions import served_versions
