@@ -30,7 +30,7 @@ from .error_responses import error_response
 from .fetch_encoder import EncodedFetchResponse
 from .groups import GroupCoordinator
 from .handlers import Handlers
-from .produce import CLOSE_CONNECTION
+from .apis.produce import CLOSE_CONNECTION
 from .request_memory import RequestMemory
 from .sending import send_parts
 from .storage import FileRecords
