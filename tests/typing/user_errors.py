@@ -2,8 +2,8 @@
 exactly the errors that the E comments name (mypy's error codes), on their lines. Never run."""
 from __future__ import annotations
 
-from kafkawire.client import Consumer, Producer  # E: attr-defined
-from kafkawire.messages import FetchRequest, FetchResponse, MetadataRequest, MetadataResponse  # E: attr-defined
+from kafkawire.client import Consumer, Producer, Prodcuer  # E: attr-defined
+from kafkawire.messages import FetchRequest, FetchResponse, MetadataRequest, MetadataResponse, NoSuchRequest  # E: attr-defined
 from kafkawire.records import RecordBatchBuilder, iter_records
 
 FetchRequest(max_wait_ms="oops")  # E: arg-type
