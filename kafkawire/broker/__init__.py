@@ -11,7 +11,8 @@
 - ``config`` and ``properties`` (settings by Kafka's names), ``versions`` (what is served),
   ``security/`` (ACLs, TLS, JAAS), ``tap`` (the broker's traffic as pcapng) and ``background`` (a
   broker on a thread, for blocking callers).
-"""from __future__ import annotations
+"""
+from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
