@@ -8,11 +8,14 @@ the broker's memory or descriptors (``queued.max.request.bytes``, ``max.broker.p
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .listeners import DEFAULT_PROTOCOL_MAP, Listener, parse_listeners
 from typing import Any
 
-__all__ = ["BrokerConfig", "PROPERTIES", "MAX_RECORDS_PER_USER_OP"]
+__all__ = ["BrokerConfig", "PROPERTIES", "SECURITY_SETTINGS", "MAX_RECORDS_PER_USER_OP", "is_security_setting"]
 
 _INT32_MAX = 2147483647
 # Kafka's controller refuses an operation that would write more than this many metadata records (a
@@ -58,6 +61,17 @@ class BrokerConfig:
     remote_fetch_max_wait_ms: int = 500  # remote.fetch.max.wait.ms
     topic_defaults: dict[str, str] = field(default_factory=dict)  # default topic configs by Kafka name
     tap_path: Path | None = None  # write the broker's own traffic here as pcapng (kafkawire.broker.tap)
+    # listeners: NAME://host:port,...; unset, one PLAINTEXT listener on host and port
+    listeners: str | None = None
+    advertised_listeners: str | None = None  # advertised.listeners, by listener name
+    listener_security_protocol_map: str = DEFAULT_PROTOCOL_MAP  # listener.security.protocol.map
+    # the ssl.*, sasl.* and listener.name.<listener>.* settings, the authorizer's (authorizer.class.name,
+    # super.users, allow.everyone.if.no.acl.found) and connections.max.reauth.ms, by Kafka name; read by
+    # broker.security
+    security: dict[str, str] = field(default_factory=dict)
+    # SCRAM credentials to add at start, as kafka-storage format --add-scram takes them:
+    # "SCRAM-SHA-256=[name=alice,password=alice-secret]"
+    scram_credentials: list[str] = field(default_factory=list)
     upstream_versions: bool = False  # advertise exactly Kafka 4.3's ranges (Fetch up to v18, not v19)
 
     def __post_init__(self) -> None:
@@ -84,12 +98,23 @@ class BrokerConfig:
     def from_properties(cls, properties: dict[str, str], **settings: Any) -> "BrokerConfig":
         """A config from Kafka property names (values as text), plus keyword settings by field name."""
         values = dict(settings)
+        security = dict(values.pop("security", {}))
         for key, text in properties.items():
             name = PROPERTIES.get(key)
-            if name is None:
+            if name is not None:
+                values[name] = _parse(key, name, str(text))
+            elif is_security_setting(key):
+                security[key] = str(text)
+            else:
                 raise ValueError(f"unknown broker setting {key!r}")
-            values[name] = _parse(key, name, str(text))
-        return cls(**values)
+        return cls(security=security, **values)
+
+    def listener_list(self) -> list[Listener]:
+        """The listeners (``listeners``, or one PLAINTEXT listener on ``host`` and ``port``)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        listeners = self.listeners or f"PLAINTEXT://{host}:{self.port}"
+        return parse_listeners(listeners, self.advertised_listeners, self.listener_security_protocol_map,
+                               self.advertised)
 
 
 # Kafka property -> BrokerConfig field, for the settings that have a Kafka name.
@@ -106,8 +131,31 @@ PROPERTIES = {
     "produce.max.decompressed.bytes": "produce_max_decompressed_bytes",
     "max.incremental.fetch.session.cache.slots": "fetch_session_cache_slots",
     "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
-    "remote.fetch.max.wait.ms": "remote_fetch_max_wait_ms",
+    "remote.fetch.max.wait.ms": "remote_fetch_max_wait_ms", "listeners": "listeners",
+    "advertised.listeners": "advertised_listeners", "listener.security.protocol.map": "listener_security_protocol_map",
 }
+
+# The security settings kept by name in BrokerConfig.security (and, prefixed with listener.name.<listener>.,
+# per listener; JAAS also per mechanism: listener.name.<listener>.<mechanism>.sasl.jaas.config).
+SECURITY_SETTINGS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.key",
+    "ssl.keystore.certificate.chain", "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location",
+    "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
+    "ssl.protocol", "ssl.cipher.suites", "ssl.principal.mapping.rules", "ssl.endpoint.identification.algorithm",
+    "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.mechanism.inter.broker.protocol",
+    "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.audience", "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.clock.skew.seconds",
+    "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "connections.max.reauth.ms",
+})
+_LISTENER_SETTING = re.compile(r"listener\.name\.[a-z0-9_-]+\.(?:(?:plain|scram-sha-256|scram-sha-512|oauthbearer)\."
+                               r"(sasl\.jaas\.config)|(.+))")
+
+
+def is_security_setting(key: str) -> bool:
+    match = _LISTENER_SETTING.fullmatch(key)
+    if match is not None:
+        return bool(match[1]) or match[2] in SECURITY_SETTINGS
+    return key in SECURITY_SETTINGS
 _KAFKA_NAME = {name: key for key, name in PROPERTIES.items()}
 _POSITIVE = ("num_partitions", "segment_bytes", "message_max_bytes", "fetch_max_bytes", "max_request_bytes",
              "queued_max_request_bytes", "max_connections", "connections_max_idle_ms", "max_broker_partitions",

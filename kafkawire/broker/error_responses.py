@@ -15,8 +15,9 @@ __all__ = ["error_response"]
 
 # APIs whose response has a top-level ErrorCode at every version this broker serves.
 _TOP_LEVEL = {11: m.JoinGroupResponse, 12: m.HeartbeatResponse, 13: m.LeaveGroupResponse,
-              14: m.SyncGroupResponse, 16: m.ListGroupsResponse, 18: m.ApiVersionsResponse,
-              22: m.InitProducerIdResponse, 60: m.DescribeClusterResponse}
+              14: m.SyncGroupResponse, 16: m.ListGroupsResponse, 17: m.SaslHandshakeResponse,
+              18: m.ApiVersionsResponse, 22: m.InitProducerIdResponse, 36: m.SaslAuthenticateResponse,
+              60: m.DescribeClusterResponse}
 
 
 def error_response(api_key: int, request, version: int, code: int, message: str | None = None):
@@ -26,7 +27,7 @@ def error_response(api_key: int, request, version: int, code: int, message: str 
         response = top(error_code=code)
         if api_key == 22:
             response.producer_id, response.producer_epoch = -1, -1
-        if api_key == 60:
+        if api_key in (36, 60):
             response.error_message = message
         return response
     builder = _BUILDERS.get(api_key)

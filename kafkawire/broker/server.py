@@ -1,53 +1,37 @@
-"""The broker's network side: an asyncio server speaking Kafka's framing, one request at a time per
-connection (as Kafka mutes a channel until its response is sent), so responses keep request order.
+"""The broker: its listeners (``listeners``), each an asyncio server whose connections
+(``connection.Connection``) read requests and write responses, the shared state they serve from
+(topics, groups, handlers), and the background work (retention, closing idle connections).
 
-Responses are written as the encoder's pieces: fetched log bytes (``FileRecords``) go from the page
-cache to the socket with sendfile(2), everything else in one write per run of small pieces.
-
-A request the broker cannot read (an unknown API, a version it does not serve, a malformed body,
-an oversized frame) closes the connection, as Kafka does; the one exception is an ApiVersions
-request of a version too new, answered with a v0 UNSUPPORTED_VERSION response naming the versions
-served (KIP-511) so the client can retry. A handler that fails answers with UNKNOWN_SERVER_ERROR
-(``error_responses``). Kafka's limits guard the rest: ``max.connections`` and
-``max.connections.per.ip`` (``connection_limits``), ``queued.max.request.bytes`` (``request_memory``),
-``socket.request.max.bytes`` and ``connections.max.idle.ms``.
+Kafka's limits guard the connections: ``max.connections`` and ``max.connections.per.ip``
+(``connection_limits``), ``queued.max.request.bytes`` (``request_memory``), ``socket.request.max.bytes``
+and ``connections.max.idle.ms``.
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, cast
 
-from .. import messages as m
-from ..error_codes import ErrorCode
-from ..errors import DecodeError
-from ..framing import FrameBuffer, FrameTooLarge, encode_response_parts, peek_request, read_request
 from .config import BrokerConfig
+from .connection import Connection
 from .connection_limits import ConnectionLimits, descriptor_budget
-from .error_responses import error_response
-from .fetch_encoder import EncodedFetchResponse
 from .groups import GroupCoordinator
 from .handlers import Handlers
-from .apis.produce import CLOSE_CONNECTION
+from .listeners import Listener
 from .request_memory import RequestMemory
-from .sending import send_parts
-from .storage import FileRecords
+from .security.listener_security import ListenerSecurity
+from .security.scram_store import ScramStore, parse_add_scram
 from .storage.descriptors import DescriptorCache
 from .storage.remote import describe_closed_segment
 from .tap import WireTap
 from .topics import TopicManager
 
-if TYPE_CHECKING:
-    from ..codec.base import Bytes
-
 __all__ = ["Broker"]
 
 log = logging.getLogger(__name__)
 
-_API_VERSIONS = 18
-_READ_SIZE = 1 << 16
 _RETENTION_SLICE = 16  # partitions whose retention runs between two turns of the loop
 
 
@@ -63,10 +47,21 @@ class Broker:
         self.groups = GroupCoordinator(self.config.data_dir / "__consumer_offsets",
                                        initial_rebalance_delay_ms=self.config.group_initial_rebalance_delay_ms,
                                        partition_exists=lambda topic, p: self.topics.log(topic, p) is not None)
+        self.listeners: list[Listener] = self.config.listener_list()
+        # each listener's TLS and SASL settings, checked now: what cannot be honoured is refused at start
+        self.security = {listener.name: ListenerSecurity(listener, self.config.security) for listener in self.listeners}
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.scram = ScramStore(self.config.data_dir / "scram-credentials.json")
+        for entry in self.config.scram_credentials:  # as kafka-storage format --add-scram adds them
+            mechanism, user, credential = parse_add_scram(entry)
+            self.scram.put(user, credential)
+        if self.config.scram_credentials:
+            self.scram.save()
         self.handlers: Handlers | None = None
-        self.port: int | None = None
-        self._server: asyncio.base_events.Server | None = None
-        self._connections: dict[asyncio.Task[None], _Connection] = {}
+        self.port: int | None = None  # the first listener's bound port
+        self.ports: dict[str, int] = {}  # listener name -> bound port
+        self._servers: list[asyncio.base_events.Server] = []
+        self._connections: dict[asyncio.Task[None], Connection] = {}
         self._retention: asyncio.TimerHandle | None = None
         self._idle_sweeper: asyncio.Task[None] | None = None
         self.limits = ConnectionLimits(self.config.max_connections, self.config.connection_limit_for,
@@ -76,7 +71,20 @@ class Broker:
 
     @property
     def bootstrap(self) -> str:
-        return f"{self.config.advertised}:{self.port}"
+        """The first listener's advertised address."""
+        return self.bootstrap_for(self.listeners[0].name)
+
+    def bootstrap_for(self, listener_name: str) -> str:
+        listener = next(item for item in self.listeners if item.name == listener_name.upper())
+        host, port = listener.advertised(self.ports[listener.name])
+        return f"{host}:{port}"
+
+    def bound_port(self, listener: Listener) -> int:
+        return self.ports[listener.name]
+
+    @property
+    def serving(self) -> bool:
+        return bool(self._servers) and self._servers[0].is_serving()
 
     async def start(self) -> None:
         if self.config.tap_path is not None and self.tap is None:
@@ -84,9 +92,14 @@ class Broker:
         self.descriptors.bind_to_current_thread()  # the loop's: only it closes segment files
         self.topics.load()
         await self.groups.start()
-        self._server = await asyncio.start_server(self._serve, self.config.host, self.config.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-        self.handlers = Handlers(self.config, self.topics, self.groups, self.port)
+        for listener in self.listeners:
+            security = self.security[listener.name]
+            server = await asyncio.start_server(functools.partial(self._serve, listener, security),
+                                                listener.host or None, listener.port, ssl=security.ssl_context)
+            self._servers.append(server)
+            self.ports[listener.name] = server.sockets[0].getsockname()[1]
+        self.port = self.ports[self.listeners[0].name]
+        self.handlers = Handlers(self.config, self.topics, self.groups, self.port, self.scram)
         self._schedule_retention()
         self._idle_sweeper = asyncio.get_running_loop().create_task(self._close_idle_connections())
         log.info("kafkawire broker listening on %s", self.bootstrap)
@@ -96,12 +109,14 @@ class Broker:
             self._retention.cancel()
         if self._idle_sweeper is not None:
             self._idle_sweeper.cancel()
-        if self._server is not None:
-            self._server.close()
+        if self._servers:
+            for server in self._servers:
+                server.close()
             for connection in self._connections.values():
                 connection.writer.close()  # each connection's read ends, and its task with it
             await asyncio.gather(*self._connections, return_exceptions=True)
-            await self._server.wait_closed()
+            for server in self._servers:
+                await server.wait_closed()
         if self.handlers is not None:
             self.handlers.close()
         await self.groups.close()
@@ -117,9 +132,9 @@ class Broker:
         await self.close()
 
     async def serve_forever(self) -> None:
-        if self._server is None:
+        if not self._servers:
             raise RuntimeError("the broker is not started")
-        await self._server.serve_forever()
+        await asyncio.gather(*(server.serve_forever() for server in self._servers))
 
     # ---- retention ------------------------------------------------------------------------------
     def _schedule_retention(self) -> None:
@@ -163,125 +178,24 @@ class Broker:
                     connection.writer.close()
                     self.memory.wake()  # it may be waiting for request memory rather than reading
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, listener: Listener, security: ListenerSecurity, reader: asyncio.StreamReader,
+                     writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         host = peer[0] if peer else ""
         if not self.limits.admit(host):
             writer.close()
             return
         task = cast("asyncio.Task[None]", asyncio.current_task())  # (a connection's handler runs in its task)
-        loop = asyncio.get_running_loop()
-        connection = _Connection(host, writer, loop.time())
-        self._connections[task] = connection
-        frames = FrameBuffer(self.config.max_request_bytes)
-        memory = self.memory
-        taken = 0  # request memory taken for the frame at the head of the buffer (whole or partial)
-        tap = self.tap
-        client_closed = aborted = False  # how the connection ended, for the tap
-        if tap is not None:
-            conn = tap.connection_opened(peer, writer.get_extra_info("sockname"), time.time_ns())
         try:
-            while True:
-                pending = frames.pending_size
-                if pending is not None and not taken:  # a request started: take its size from the pool
-                    while memory.must_wait(pending + 4):
-                        await memory.wait()
-                        if connection.closing:
-                            return
-                    taken = pending + 4
-                    memory.take(taken)
-                data = await reader.read(_READ_SIZE)
-                if not data:  # the client closed, unless the broker's own shutdown ended the read
-                    client_closed = self._server is not None and self._server.is_serving()
-                    return
-                connection.last_active = loop.time()
-                if tap is not None:
-                    tap.client_sent(conn, data, time.time_ns())
-                frames.feed(data)
-                while (frame := frames.next_frame()) is not None:
-                    if not taken:  # it came whole in one read
-                        taken = len(frame) + 4
-                        memory.take(taken)
-                    connection.busy = True
-                    try:
-                        response = await self._respond(frame, host)
-                    finally:
-                        connection.busy = False
-                        memory.give_back(taken)  # answered: its bytes are free (Kafka frees them then)
-                        taken = 0
-                    if response is False:
-                        return  # closing: the request could not be read, or Kafka closes here
-                    if response is None:
-                        if len(frames):
-                            await asyncio.sleep(0)
-                        continue
-                    if tap is not None:  # the tap needs the bytes themselves: send them as bytes too
-                        response = [b"".join(p.read() if isinstance(p, FileRecords) else p for p in response)]
-                        tap.broker_sent(conn, response[0], time.time_ns())
-                    await send_parts(writer, response)
-                    connection.last_active = loop.time()
-                    if len(frames):  # pipelined requests: let other connections in between them
-                        await asyncio.sleep(0)
-        except FrameTooLarge as error:
-            log.warning("closing connection from %s: %s", host, error)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            client_closed = aborted = True
+            connection = Connection(self, listener, security, reader, writer, asyncio.get_running_loop().time())
+        except ValueError as error:  # a client certificate that no principal mapping rule applies to
+            log.warning("closing connection from %s on %s: %s", host, listener.name, error)
+            self.limits.release(host)
+            writer.close()
+            return
+        self._connections[task] = connection
+        try:
+            await connection.run()
         finally:
-            memory.give_back(taken)
             self.limits.release(host)
             self._connections.pop(task, None)
-            writer.close()
-            if tap is not None:
-                tap.connection_closed(conn, time.time_ns(), aborted=aborted, by_client=client_closed)
-
-    async def _respond(self, frame: bytes, host: str) -> Sequence[Bytes | FileRecords] | None | Literal[False]:
-        """The response frame for one request frame, as pieces; None for no response; False to close."""
-        try:
-            api_key, version, correlation_id = peek_request(frame)
-        except DecodeError as error:
-            log.warning("closing connection from %s: %s", host, error)
-            return False
-        served = self.handlers.versions.get(api_key) if self.handlers is not None else None
-        if api_key == _API_VERSIONS and served is not None and version > served[1]:
-            body = m.ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[
-                m.ApiVersionsResponse.ApiVersion(api_key=_API_VERSIONS, min_version=served[0], max_version=served[1])])
-            return encode_response_parts(_API_VERSIONS, 0, correlation_id, body)
-        if served is None or not served[0] <= version <= served[1]:
-            log.warning("closing connection from %s: API key %d version %d is not served", host, api_key, version)
-            return False
-        try:
-            header, request, trailing = read_request(frame)
-        except DecodeError as error:
-            log.warning("closing connection from %s: bad request: %s", host, error)
-            return False
-        if trailing:  # served, as Kafka serves them (librdkafka's all-topics Metadata has 3 extra bytes)
-            log.debug("%d bytes after the body of API key %d version %d from %s", trailing, api_key, version, host)
-        try:
-            if self.handlers is None:  # (set by start, before any connection is served)
-                raise RuntimeError("the broker is not started")
-            response = await self.handlers.handle(api_key, request, version, header.client_id, host)
-        except Exception as error:
-            log.exception("handling API key %d version %d from %s failed", api_key, version, host)
-            response = error_response(api_key, request, version, ErrorCode.UNKNOWN_SERVER_ERROR, str(error))
-            if response is None or (isinstance(request, m.ProduceRequest) and request.acks == 0):
-                return False  # nothing to answer with: Kafka closes the connection
-        if response is None:
-            return None
-        if response is CLOSE_CONNECTION:
-            return False
-        if type(response) is EncodedFetchResponse:
-            return response.frame(correlation_id)
-        return encode_response_parts(api_key, version, correlation_id, response)
-
-
-class _Connection:
-    """What the broker tracks of one open connection."""
-
-    __slots__ = ("host", "writer", "last_active", "busy", "closing")
-
-    def __init__(self, host: str, writer: asyncio.StreamWriter, now: float):
-        self.host = host
-        self.writer = writer
-        self.last_active = now
-        self.busy = False  # a request of this connection is being handled
-        self.closing = False  # closed by the broker (idle) while it may be waiting for request memory

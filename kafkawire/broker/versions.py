@@ -30,11 +30,13 @@ SERVED_APIS = (
     14,  # SyncGroup
     15,  # DescribeGroups
     16,  # ListGroups
+    17,  # SaslHandshake
     18,  # ApiVersions
     19,  # CreateTopics
     20,  # DeleteTopics
     22,  # InitProducerId
     32,  # DescribeConfigs
+    36,  # SaslAuthenticate
     60,  # DescribeCluster
 )
 

@@ -105,7 +105,7 @@ def test_a_handler_that_raises_answers_unknown_server_error_and_keeps_the_connec
     with BrokerThread(data_dir=tmp_path) as broker, RawClient(broker.port) as client:
         create_topic(client, "fails", 2)
 
-        async def broken(request, version):
+        async def broken(request, version, context):
             raise RuntimeError("a bug in a handler")
         broker.broker.handlers.table[2] = broken  # ListOffsets
         request = m.ListOffsetsRequest(replica_id=-1, topics=[m.ListOffsetsRequest.ListOffsetsTopic(

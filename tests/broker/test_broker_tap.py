@@ -24,6 +24,7 @@ import pytest
 from broker_harness import BrokerThread
 from kafkawire import messages as m
 from kafkawire.broker.tap import WireTap
+from kafkawire.broker.connection import Connection
 from kafkawire.broker.storage import FileRecords
 from kafkawire.framing import Correlator, FrameBuffer, decode_request, decode_response, peek_request
 from kafkawire.pcap.writer import (DEFAULT_MSS, TcpConversationWriter, enhanced_packet_block, file_header,
@@ -375,19 +376,19 @@ class RecordingClient:
         self.sock.close()
 
 
-def record_handled(broker) -> list:
-    """Every request frame the broker handles, with its response frame (None when it sent none)."""
+def record_handled(monkeypatch) -> list:
+    """Every request frame the broker's connections handle, with its response frame (None when none)."""
     handled = []
-    respond = broker._respond
+    respond = Connection.respond
 
-    async def recording(frame, host):
-        response = await respond(frame, host)
+    async def recording(self, frame):
+        response = await respond(self, frame)
         if isinstance(response, list):  # the response frame's pieces; fetched records are file slices
             handled.append((frame, b"".join(p.read() if isinstance(p, FileRecords) else p for p in response)))
         else:
             handled.append((frame, None))
         return response
-    broker._respond = recording
+    monkeypatch.setattr(Connection, "respond", recording)
     return handled
 
 
@@ -476,13 +477,13 @@ def fetch_request(topic: str, offset: int = 0):
 
 @needs_tshark
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
-def test_raw_clients_bytes_are_captured_exactly(tmp_path, host):
+def test_raw_clients_bytes_are_captured_exactly(tmp_path, host, monkeypatch):
     if ":" in host and not socket.has_ipv6:
         pytest.skip("no IPv6 on this host")
     path = tmp_path / "raw.pcapng"
     t_start = time.time_ns()
     with BrokerThread(data_dir=tmp_path / "data", host=host, tap_path=path) as broker:
-        handled = record_handled(broker.broker)
+        handled = record_handled(monkeypatch)
         builder = RecordBatchBuilder()
         for i in range(3):
             builder.append(random.Random(i).randbytes(100_000), timestamp=int(time.time() * 1000))
@@ -577,11 +578,11 @@ def _confluent_round_trip(bootstrap: str) -> None:
 @needs_tshark
 @pytest.mark.parametrize("round_trip", [_kafka_python_round_trip, _confluent_round_trip],
                          ids=["kafka-python", "confluent-kafka"])
-def test_real_clients_traffic_decodes_in_tshark(tmp_path, round_trip):
+def test_real_clients_traffic_decodes_in_tshark(tmp_path, round_trip, monkeypatch):
     path = tmp_path / "clients.pcapng"
     t_start = time.time_ns()
     with BrokerThread(data_dir=tmp_path / "data", tap_path=path) as broker:
-        handled = record_handled(broker.broker)
+        handled = record_handled(monkeypatch)
         round_trip(broker.bootstrap)
     t_end = time.time_ns()
     per_api = check_capture(path, broker.port, handled, t_start, t_end)

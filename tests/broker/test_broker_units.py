@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from kafkawire import messages as m
+from kafkawire.broker.apis.state import RequestContext
 from kafkawire.broker.config import BrokerConfig
 from kafkawire.broker.fetch_encoder import EncodedFetchResponse
 from kafkawire.broker.fetch_sessions import FetchSessionCache, SessionPartition
@@ -91,7 +92,9 @@ def _with_handlers(tmp_path, body, **settings):
 async def _call(handlers, request, version):
     """The handler's response, passed through the codec as the server would send it."""
     wire = type(request).decode(request.encode(version), version)
-    response = await handlers.handle(request.API_KEY, wire, version, "unit", "127.0.0.1")
+    listener = handlers.state.config.listener_list()[0]
+    context = RequestContext(listener, 9092, "User:ANONYMOUS", "127.0.0.1", "unit")
+    response = await handlers.handle(request.API_KEY, wire, version, context)
     if type(response) is EncodedFetchResponse:
         frame = b"".join(bytes(part) if not hasattr(part, "read") else part.read()
                          for part in response.frame(7))[4:]

@@ -11,7 +11,7 @@ from ..error_responses import error_response
 from ..fetch import DelayedFetch, PartitionRead, read_partitions
 from ..fetch_encoder import encode_fetch_response
 from ..fetch_sessions import SessionPartition
-from .state import BrokerState
+from .state import BrokerState, RequestContext
 
 __all__ = ["FetchApi"]
 
@@ -28,7 +28,7 @@ class FetchApi:
         self.sessions = state.sessions
         self._topic_name = state.topic_name
 
-    async def fetch(self, request, version: int):
+    async def fetch(self, request, version: int, context: RequestContext):
         if version >= 3 and request.max_bytes < 0:
             return error_response(1, request, version, ErrorCode.INVALID_REQUEST, "negative MaxBytes")
         max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, self.config.fetch_max_bytes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
-from .state import BrokerState
+from .state import BrokerState, RequestContext
 
 __all__ = ["ListOffsetsApi"]
 
@@ -15,7 +15,7 @@ class ListOffsetsApi:
     def __init__(self, state: BrokerState):
         self.topics = state.topics
 
-    async def list_offsets(self, request, version: int):
+    async def list_offsets(self, request, version: int, context: RequestContext):
         topics = []
         for topic in request.topics:
             partitions = []

@@ -5,7 +5,7 @@ from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
 from ..topics import Topic, TopicError
-from .state import BrokerState
+from .state import BrokerState, RequestContext
 
 __all__ = ["MetadataApi"]
 
@@ -18,9 +18,9 @@ class MetadataApi:
         self.config = state.config
         self.topics = state.topics
 
-    async def metadata(self, request, version: int):
-        broker = m.MetadataResponse.MetadataResponseBroker(node_id=self.config.node_id, host=self.config.advertised,
-                                                           port=self.state.port, rack=None)
+    async def metadata(self, request, version: int, context: RequestContext):
+        host, port = context.advertised  # the address on the listener the request came in on
+        broker = m.MetadataResponse.MetadataResponseBroker(node_id=self.config.node_id, host=host, port=port, rack=None)
         refused = _metadata_topics_refused(request, version)
         if refused is not None:
             return refused

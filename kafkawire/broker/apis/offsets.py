@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
-from .state import BrokerState
+from .state import BrokerState, RequestContext
 
 __all__ = ["OffsetApis"]
 
@@ -15,7 +15,7 @@ class OffsetApis:
         self.topics = state.topics
         self._topic_name = state.topic_name
 
-    async def offset_commit(self, request, version: int):
+    async def offset_commit(self, request, version: int, context: RequestContext):
         if version < 10:
             return await self.groups.offset_commit(request, version)
         known, unknown = self._topics_by_id(request.topics)
@@ -28,7 +28,7 @@ class OffsetApis:
             for t in unknown]
         return response
 
-    async def offset_fetch(self, request, version: int):
+    async def offset_fetch(self, request, version: int, context: RequestContext):
         if version < 10:
             return await self.groups.offset_fetch(request, version)
         unknown_by_group = []

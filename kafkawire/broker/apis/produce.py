@@ -20,6 +20,7 @@ from ...error_codes import ErrorCode
 from ...records.batch import CODEC_MASK
 from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT
 from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE
+from .state import RequestContext
 from ..storage import LogAppendError, PartitionLog
 
 __all__ = ["ProduceHandler", "CLOSE_CONNECTION"]
@@ -58,7 +59,7 @@ class ProduceHandler:
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    async def produce(self, request, version: int):
+    async def produce(self, request, version: int, context: RequestContext):
         if request.transactional_id is not None:
             error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # no transactions on this broker
         elif request.acks not in (-1, 0, 1):

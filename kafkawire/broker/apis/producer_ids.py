@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ... import messages as m
 from ...error_codes import ErrorCode
-from .state import BrokerState
+from .state import BrokerState, RequestContext
 
 __all__ = ["ProducerIdApi"]
 
@@ -17,7 +17,7 @@ class ProducerIdApi:
     def __init__(self, state: BrokerState):
         self.producer_ids = ProducerIdBlock(state.config.data_dir / "producer_ids.json")
 
-    async def init_producer_id(self, request, version: int):
+    async def init_producer_id(self, request, version: int, context: RequestContext):
         if request.transactional_id is not None:
             return m.InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                             producer_id=-1, producer_epoch=-1)

@@ -7,9 +7,28 @@ from ..config import BrokerConfig
 from ..fetch import FetchPurgatory
 from ..fetch_sessions import FetchSessionCache
 from ..groups import GroupCoordinator
+from ..listeners import Listener
+from ..security.acls import Authorizer
+from ..security.scram_store import ScramStore
 from ..topics import TopicManager
 
-__all__ = ["BrokerState"]
+__all__ = ["BrokerState", "RequestContext"]
+
+
+@dataclass
+class RequestContext:
+    """Who sent a request, and where: the listener (whose advertised address Metadata gives), the
+    principal (``User:<name>``, ``User:ANONYMOUS`` before or without authentication), the client."""
+
+    listener: Listener
+    port: int  # the listener's bound port
+    principal: str
+    client_host: str
+    client_id: str
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        return self.listener.advertised(self.port)
 
 
 @dataclass
@@ -21,6 +40,8 @@ class BrokerState:
     versions: dict[int, tuple[int, int]]  # API key -> (oldest, newest) served
     purgatory: FetchPurgatory
     sessions: FetchSessionCache
+    scram: ScramStore
+    authorizer: Authorizer | None  # None: every request is allowed (no authorizer.class.name)
 
     def topic_name(self, topic_id) -> str | None:
         topic = self.topics.by_id.get(topic_id)

@@ -6,7 +6,7 @@ from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
 from ..topics import Topic, TopicError
-from .state import BrokerState
+from .state import BrokerState, RequestContext
 
 __all__ = ["TopicApis"]
 
@@ -18,7 +18,7 @@ class TopicApis:
         self.topics = state.topics
         self._topic_name = state.topic_name
 
-    async def create_topics(self, request, version: int):
+    async def create_topics(self, request, version: int, context: RequestContext):
         validate_only = request.validate_only if version >= 1 else False
         results = [m.CreateTopicsResponse.CreatableTopicResult(name=creatable.name, error_code=0, num_partitions=-1,
                                                                replication_factor=-1)
@@ -59,7 +59,7 @@ class TopicApis:
                 for name, value in sorted(outcome.configs.items())]
         return m.CreateTopicsResponse(topics=results)
 
-    async def delete_topics(self, request, version: int):
+    async def delete_topics(self, request, version: int, context: RequestContext):
         if version >= 6:
             wanted = [(t.name if t.name is not None else self._topic_name(t.topic_id), t.topic_id)
                       for t in request.topics]
@@ -80,7 +80,7 @@ class TopicApis:
             results.append(result)
         return m.DeleteTopicsResponse(responses=results)
 
-    async def describe_configs(self, request, version: int):
+    async def describe_configs(self, request, version: int, context: RequestContext):
         results = []
         for resource in request.resources:
             result = m.DescribeConfigsResponse.DescribeConfigsResult(

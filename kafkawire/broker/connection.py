@@ -1,0 +1,253 @@
+"""One client connection on one listener: reading frames within the request-memory pool, TLS and SASL
+authentication where the listener asks for them, one request at a time (as Kafka mutes a channel until
+its response is sent, so responses keep request order), and writing the responses.
+
+A request the broker cannot read (an unknown API, a version it does not serve, a malformed body, an
+oversized frame) closes the connection, as Kafka does; the one exception is an ApiVersions request
+of a version too new, answered with a v0 UNSUPPORTED_VERSION response naming the versions served
+(KIP-511) so the client can retry. A handler that fails answers with UNKNOWN_SERVER_ERROR
+(``error_responses``). On a SASL listener only ApiVersions, SaslHandshake and SaslAuthenticate are
+served until the client has authenticated (``security.authenticator``).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from .. import messages as m
+from ..error_codes import ErrorCode
+from ..errors import DecodeError
+from ..framing import FrameBuffer, FrameTooLarge, encode_response_parts, peek_request, read_request
+from ..sasl.redact import redact_token
+from .apis.produce import CLOSE_CONNECTION
+from .apis.state import RequestContext
+from .error_responses import error_response
+from .fetch_encoder import EncodedFetchResponse
+from .listeners import Listener
+from .security.authenticator import SASL_AUTHENTICATE, SASL_HANDSHAKE, Authenticator
+from .security.listener_security import ListenerSecurity
+from .security.tls import subject_dn
+from .sending import send_parts
+from .storage import FileRecords
+
+if TYPE_CHECKING:
+    from ..codec.base import Bytes
+    from .server import Broker
+
+__all__ = ["Connection"]
+
+log = logging.getLogger("kafkawire.broker.server")
+
+_API_VERSIONS = 18
+_READ_SIZE = 1 << 16
+_SIZE = struct.Struct(">i")
+Response = Sequence["Bytes | FileRecords"] | None | Literal[False]
+
+
+class Connection:
+    """A connection's state and its loop (``run``)."""
+
+    def __init__(self, broker: Broker, listener: Listener, security: ListenerSecurity,
+                 reader: asyncio.StreamReader, writer: asyncio.StreamWriter, now: float):
+        self.broker = broker
+        self.listener = listener
+        self.security = security
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.peer = peer
+        self.host = peer[0] if peer else ""
+        self.last_active = now
+        self.busy = False  # a request of this connection is being handled
+        self.closing = False  # closed by the broker (idle) while it may be waiting for request memory
+        self.auth = Authenticator(security, broker.scram) if listener.sasl else None
+        self.principal = "User:ANONYMOUS"
+        if listener.tls:
+            certificate = writer.get_extra_info("peercert")
+            self.principal = security.principal_from_certificate(subject_dn(certificate) if certificate else None)
+
+    async def run(self) -> None:
+        broker, reader, writer = self.broker, self.reader, self.writer
+        loop = asyncio.get_running_loop()
+        frames = FrameBuffer(broker.config.max_request_bytes)
+        memory = broker.memory
+        taken = 0  # request memory taken for the frame at the head of the buffer (whole or partial)
+        tap = broker.tap
+        client_closed = aborted = False  # how the connection ended, for the tap
+        if tap is not None:
+            conn = tap.connection_opened(self.peer, writer.get_extra_info("sockname"), time.time_ns())
+        try:
+            while True:
+                pending = frames.pending_size
+                if pending is not None and not taken:  # a request started: take its size from the pool
+                    while memory.must_wait(pending + 4):
+                        await memory.wait()
+                        if self.closing:
+                            return
+                    taken = pending + 4
+                    memory.take(taken)
+                data = await reader.read(_READ_SIZE)
+                if not data:  # the client closed, unless the broker's own shutdown ended the read
+                    client_closed = broker.serving
+                    return
+                self.last_active = loop.time()
+                frames.feed(data)
+                while (frame := frames.next_frame()) is not None:
+                    if not taken:  # it came whole in one read
+                        taken = len(frame) + 4
+                        memory.take(taken)
+                    if tap is not None:
+                        tap.client_sent(conn, self._tapped_request(frame), time.time_ns())
+                    self.busy = True
+                    try:
+                        response = await self.respond(frame)
+                    finally:
+                        self.busy = False
+                        memory.give_back(taken)  # answered: its bytes are free (Kafka frees them then)
+                        taken = 0
+                    if response is False:
+                        return  # closing: the request could not be read, or Kafka closes here
+                    if response is None:
+                        if len(frames):
+                            await asyncio.sleep(0)
+                        continue
+                    if tap is not None:  # the tap needs the bytes themselves: send them as bytes too
+                        response = [b"".join(p.read() if isinstance(p, FileRecords) else p for p in response)]
+                        tap.broker_sent(conn, self._tapped_response(response[0]), time.time_ns())
+                    await send_parts(writer, response)
+                    self.last_active = loop.time()
+                    if self._close_after_response:
+                        return
+                    if len(frames):  # pipelined requests: let other connections in between them
+                        await asyncio.sleep(0)
+        except FrameTooLarge as error:
+            log.warning("closing connection from %s: %s", self.host, error)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            client_closed = aborted = True
+        finally:
+            memory.give_back(taken)
+            writer.close()
+            if tap is not None:
+                tap.connection_closed(conn, time.time_ns(), aborted=aborted, by_client=client_closed)
+
+    _close_after_response = False  # a failed authentication: its answer is sent, then the connection closes
+
+    # ---- one request ----------------------------------------------------------------------------
+    async def respond(self, frame: bytes) -> Response:
+        """The response frame for one request frame, as pieces; None for no response; False to close."""
+        auth = self.auth
+        if auth is not None and auth.raw_tokens:  # after a v0 SaslHandshake the token comes bare
+            return self._raw_token(frame)
+        try:
+            api_key, version, correlation_id = peek_request(frame)
+        except DecodeError as error:
+            log.warning("closing connection from %s: %s", self.host, error)
+            return False
+        if auth is not None and not auth.may_serve(api_key):
+            log.info("closing connection from %s: API key %d %s", self.host, api_key,
+                     "after its session expired" if auth.complete else "before authentication")
+            return False
+        handlers = self.broker.handlers
+        served = handlers.versions.get(api_key) if handlers is not None else None
+        if api_key == _API_VERSIONS and served is not None and version > served[1]:
+            body = m.ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[
+                m.ApiVersionsResponse.ApiVersion(api_key=_API_VERSIONS, min_version=served[0], max_version=served[1])])
+            return encode_response_parts(_API_VERSIONS, 0, correlation_id, body)
+        if served is None or not served[0] <= version <= served[1]:
+            log.warning("closing connection from %s: API key %d version %d is not served", self.host, api_key, version)
+            return False
+        try:
+            header, request, trailing = read_request(frame)
+        except DecodeError as error:
+            log.warning("closing connection from %s: bad request: %s", self.host, error)
+            return False
+        if trailing:  # served, as Kafka serves them (librdkafka's all-topics Metadata has 3 extra bytes)
+            log.debug("%d bytes after the body of API key %d version %d from %s", trailing, api_key, version, self.host)
+        if api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
+            response = self._sasl(api_key, request, version)
+        else:
+            context = RequestContext(self.listener, self.broker.bound_port(self.listener), self.principal,
+                                     self.host, header.client_id or "")
+            response = await self._handle(api_key, request, version, context)
+            if response is False:
+                return False
+        if response is None:
+            return None
+        if response is CLOSE_CONNECTION:
+            return False
+        if type(response) is EncodedFetchResponse:
+            return response.frame(correlation_id)
+        return encode_response_parts(api_key, version, correlation_id, response)
+
+    async def _handle(self, api_key: int, request: Any, version: int, context: RequestContext) -> Any:
+        try:
+            if self.broker.handlers is None:  # (set by start, before any connection is served)
+                raise RuntimeError("the broker is not started")
+            return await self.broker.handlers.handle(api_key, request, version, context)
+        except Exception as error:
+            log.exception("handling API key %d version %d from %s failed", api_key, version, self.host)
+            response = error_response(api_key, request, version, ErrorCode.UNKNOWN_SERVER_ERROR, str(error))
+            if response is None or (isinstance(request, m.ProduceRequest) and request.acks == 0):
+                return False  # nothing to answer with: Kafka closes the connection
+            return response
+
+    # ---- SASL -----------------------------------------------------------------------------------
+    def _sasl(self, api_key: int, request: Any, version: int) -> Any:
+        auth = self.auth
+        if auth is None:  # SASL on a listener without it: Kafka's KafkaApis answers ILLEGAL_SASL_STATE
+            if api_key == SASL_HANDSHAKE:
+                return m.SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+            return m.SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                                              error_message="SASL is not enabled on this listener", auth_bytes=b"")
+        if api_key == SASL_HANDSHAKE:
+            error, mechanisms = auth.handshake(request.mechanism, version)
+            if error:
+                self._close_after_response = True
+            return m.SaslHandshakeResponse(error_code=error, mechanisms=list(mechanisms))
+        step = auth.authenticate(request.auth_bytes, version)
+        if step.error:
+            self._close_after_response = True
+            log.info("authentication of %s on %s failed: %s", self.host, self.listener.name, step.message)
+        else:
+            self.principal = auth.principal or self.principal
+        return m.SaslAuthenticateResponse(error_code=step.error, error_message=step.message, auth_bytes=step.token,
+                                          session_lifetime_ms=step.session_lifetime_ms)
+
+    def _raw_token(self, frame: bytes) -> Response:
+        assert self.auth is not None
+        step = self.auth.authenticate(frame)
+        if step.error:  # v0 has no way to say why: Kafka closes the connection
+            log.info("authentication of %s on %s failed: %s", self.host, self.listener.name, step.message)
+            return False
+        if self.auth.complete:
+            self.principal = self.auth.principal or self.principal
+        return [_SIZE.pack(len(step.token)) + step.token]
+
+    # ---- what the wire tap records --------------------------------------------------------------
+    def _tapped_request(self, frame: bytes) -> bytes:
+        """The request frame as the tap may keep it: SASL tokens without their secrets."""
+        auth = self.auth
+        if auth is None:
+            return _SIZE.pack(len(frame)) + frame
+        if auth.raw_tokens:
+            token = redact_token(auth.mechanism, frame)
+            return _SIZE.pack(len(token)) + token
+        try:
+            api_key, version, _ = peek_request(frame)
+            if api_key == SASL_AUTHENTICATE:
+                header, request, _ = read_request(frame)
+                assert isinstance(request, m.SaslAuthenticateRequest)
+                request.auth_bytes = redact_token(auth.mechanism, bytes(request.auth_bytes))
+                info = m.api(api_key)
+                payload = header.encode(info.request_header_version(version)) + request.encode(version)
+                return _SIZE.pack(len(payload)) + payload
+        except DecodeError:
+            pass
+        return _SIZE.pack(len(frame)) + frame
+
+    def _tapped_response(self, data: Any) -> Any:
+        return data  # responses carry no client secret (SCRAM's server messages reveal nothing reusable)

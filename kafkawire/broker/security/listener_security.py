@@ -1,0 +1,97 @@
+"""One listener's security, resolved from the broker's settings as Kafka resolves them: a
+``listener.name.<listener>.<key>`` setting wins over ``<key>``, and a mechanism's JAAS entry is
+``listener.name.<listener>.<mechanism>.sasl.jaas.config`` (else ``sasl.jaas.config``).
+
+Everything a listener cannot honour is refused when the broker starts, naming the key: GSSAPI (Kafka's
+default ``sasl.enabled.mechanisms``), a PLAIN mechanism without users, a key store that does not load.
+"""
+from __future__ import annotations
+
+import ssl
+
+from ...sasl import MECHANISMS
+from ..listeners import Listener
+from .jaas import JaasEntry, parse_jaas, plain_users
+from .tls import PrincipalMapper, server_context
+
+__all__ = ["ListenerSecurity"]
+
+_LOGIN_MODULES = {"PLAIN": "PlainLoginModule", "SCRAM-SHA-256": "ScramLoginModule",
+                  "SCRAM-SHA-512": "ScramLoginModule", "OAUTHBEARER": "OAuthBearerLoginModule"}
+
+
+class ListenerSecurity:
+    """What a listener needs to secure its connections: the TLS context, the SASL mechanisms and their
+    settings, the principal mapping, and the re-authentication period."""
+
+    def __init__(self, listener: Listener, settings: dict[str, str]):
+        self.listener = listener
+        self._settings = settings
+        self.ssl_context: ssl.SSLContext | None = None
+        self.principal_mapper = PrincipalMapper(self.get("ssl.principal.mapping.rules") or "DEFAULT")
+        if listener.tls:
+            self.ssl_context = server_context({key: value for key in _SSL_KEYS
+                                               if (value := self.get(key)) is not None})
+        self.mechanisms: tuple[str, ...] = ()
+        self.plain_users: dict[str, str] = {}
+        self.oauth: dict[str, str] = {}
+        if listener.sasl:
+            self._configure_sasl()
+        reauth = self.get("connections.max.reauth.ms")
+        try:
+            self.reauth_ms = int(reauth) if reauth else 0
+        except ValueError:
+            raise ValueError(f"invalid value {reauth!r} for connections.max.reauth.ms") from None
+
+    def get(self, key: str) -> str | None:
+        prefixed = self._settings.get(f"listener.name.{self.listener.name.lower()}.{key}")
+        return prefixed if prefixed is not None else self._settings.get(key)
+
+    def jaas(self, mechanism: str) -> JaasEntry | None:
+        text = (self._settings.get(f"listener.name.{self.listener.name.lower()}.{mechanism.lower()}.sasl.jaas.config")
+                or self.get("sasl.jaas.config"))
+        if text is None:
+            return None
+        try:
+            return parse_jaas(text)
+        except ValueError as error:
+            raise ValueError(f"sasl.jaas.config of listener {self.listener.name}: {error}") from None
+
+    def _configure_sasl(self) -> None:
+        text = self.get("sasl.enabled.mechanisms") or "GSSAPI"  # Kafka's default
+        mechanisms = tuple(m.strip().upper() for m in text.split(",") if m.strip())
+        unsupported = [m for m in mechanisms if m not in MECHANISMS]
+        if unsupported or not mechanisms:
+            raise ValueError(f"sasl.enabled.mechanisms of listener {self.listener.name}: {unsupported or text!r} "
+                             f"not supported; use {', '.join(MECHANISMS)}")
+        self.mechanisms = mechanisms
+        for mechanism in mechanisms:
+            entry = self.jaas(mechanism)
+            if entry is not None and not entry.module.endswith(_LOGIN_MODULES[mechanism]):
+                raise ValueError(f"the JAAS entry for {mechanism} on listener {self.listener.name} names "
+                                 f"{entry.module}, not a {_LOGIN_MODULES[mechanism]}")
+            if mechanism == "PLAIN":
+                self.plain_users = plain_users(entry) if entry is not None else {}
+                if not self.plain_users:
+                    raise ValueError(f"listener {self.listener.name} enables PLAIN but its JAAS entry "
+                                     f"(listener.name.{self.listener.name.lower()}.plain.sasl.jaas.config) "
+                                     f"names no user_<name>=\"<password>\"")
+            if mechanism == "OAUTHBEARER":
+                self.oauth = dict(entry.options) if entry is not None else {}
+                for key in ("sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.audience",
+                            "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.sub.claim.name",
+                            "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.clock.skew.seconds"):
+                    value = self.get(key)
+                    if value is not None:
+                        self.oauth[key] = value
+
+    def principal_from_certificate(self, distinguished_name: str | None) -> str:
+        """``User:`` and the mapped subject of a client certificate, or ``User:ANONYMOUS`` without one."""
+        if not distinguished_name:
+            return "User:ANONYMOUS"
+        return "User:" + self.principal_mapper.name(distinguished_name)
+
+
+_SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+             "ssl.key.password", "ssl.truststore.location", "ssl.truststore.certificates", "ssl.client.auth",
+             "ssl.enabled.protocols", "ssl.cipher.suites")
