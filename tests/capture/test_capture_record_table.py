@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kafkawire.capture import record_table
 from kafkawire.capture.record_table import RecordRows, RecordsTable
-from kafkawire.capture.rows import TABLES
+from kafkawire.capture.table_schemas import TABLES
 from kafkawire.records import Codec, LegacyBatch, RecordBatch, RecordBatchBuilder, iter_batches
 from kafkawire.records.builder import LegacyMessageSetBuilder
 from kafkawire.records.record import TimestampType
