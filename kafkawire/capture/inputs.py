@@ -15,7 +15,7 @@ import zlib
 from ..pcap.layouts import PCAPNG_ENHANCED_PACKET_TYPE, PCAPNG_INTERFACE_DESCRIPTION_TYPE, PCAPNG_PACKET_TYPE
 from .pcap_reader import PCAP_HEADER_SIZE, PCAP_RECORD_SIZE, PcapFacts
 from .pcapng_reader import EPB_SIZE, IDB_SIZE, MIN_BLOCK, PB_SIZE, TRAILER_SIZE, Section, block_at
-from .reading import WALK_CORRUPT, WALK_DONE, WALK_INCOMPLETE, NotACaptureError, format_of
+from .reading import WALK_CORRUPT, WALK_DONE, WALK_INCOMPLETE, NotACaptureError, format_of, kind_of_file
 
 __all__ = ["expand_inputs", "first_timestamp_ns", "is_capture"]
 
@@ -46,12 +46,9 @@ def first_timestamp_ns(path) -> int | None:
     """The time of the first packet record in a capture (None if it has none), reading only its head."""
     path = os.fspath(path)
     with open(path, "rb") as file:
-        magic = file.read(4)
-        if not magic:
-            return None
-        kind = format_of(magic)
+        kind = kind_of_file(file, path)
         if kind is None:
-            raise NotACaptureError(path, magic)
+            return None
         file.seek(0)
         try:
             if kind == "gzip":

@@ -45,7 +45,8 @@ from .model import ORDER_STRIDE, Packet, PacketRef
 from .pcap_reader import PCAP_HEADER_SIZE, PcapFacts, pcap_records, read_pcap
 from .pcapng_reader import Section, pcapng_blocks, read_pcapng
 from .reading import (
-    CORRUPT, TRUNCATED_TAIL, WALK_CORRUPT, CaptureError, NotACaptureError, ReadCounts, format_of, torn_tail,
+    CORRUPT, TRUNCATED_TAIL, WALK_CORRUPT, CaptureError, NotACaptureError, ReadCounts, format_of, kind_of_file,
+    torn_tail,
 )
 from .splits import Split
 
@@ -90,12 +91,9 @@ def iter_split(split: Split, stats: dict | None = None, *, payloads: bool = True
 
 def _read(path: str, order_base: int, start: int, end: int | None, context, counts, refs: bool = False):
     with open(path, "rb") as file:
-        magic = file.read(4)
-        if not magic:
-            return
-        kind = format_of(magic)
+        kind = kind_of_file(file, path)
         if kind is None:
-            raise NotACaptureError(path, magic)
+            return
         if kind == "gzip":
             if start > 0:
                 return  # not splittable: the split at 0 reads it all

@@ -78,3 +78,15 @@ def format_of(magic: bytes) -> str | None:
     if bytes(magic[:2]) == GZIP_MAGIC:
         return "gzip"
     return None
+
+
+def kind_of_file(file, path: str) -> str | None:
+    """``format_of`` the open ``file``'s first bytes (read from where it is); None for an empty file.
+    Raises ``NotACaptureError`` for anything that is not a capture."""
+    magic = file.read(4)
+    if not magic:
+        return None
+    kind = format_of(magic)
+    if kind is None:
+        raise NotACaptureError(path, magic)
+    return kind

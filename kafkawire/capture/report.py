@@ -122,7 +122,7 @@ def local_rows(out_dir: str) -> int | None:
     """Rows of the tables the report reads, from the Parquet footers; None for tables behind a URI
     (other than ``file://``)."""
     from .report_arrow import part_files
-    from .tables import REPORTED
+    from .table_sets import REPORTED
 
     path = str(out_dir)
     if "://" in path:

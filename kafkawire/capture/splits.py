@@ -18,7 +18,7 @@ from ..pcap.layouts import LITTLE, offset_of, pcap_record_header
 from .payloads import release_pages
 from .pcap_reader import PCAP_HEADER_SIZE, PCAP_RECORD_SIZE, PcapFacts
 from .pcapng_reader import walk_pcapng
-from .reading import NotACaptureError, format_of
+from .reading import kind_of_file
 
 __all__ = ["Split", "plan_splits", "SPLIT_BYTES"]
 
@@ -44,13 +44,8 @@ def plan_splits(path, file_index: int = 0, split_bytes: int = SPLIT_BYTES) -> li
     path = os.fspath(path)
     whole = [Split(path, file_index, 0, None, None)]
     with open(path, "rb") as file:
-        magic = file.read(4)
-        if not magic:
-            return whole
-        kind = format_of(magic)
-        if kind is None:
-            raise NotACaptureError(path, magic)
-        if kind == "gzip":
+        kind = kind_of_file(file, path)
+        if kind is None or kind == "gzip":
             return whole
         size = os.fstat(file.fileno()).st_size
         if size <= split_bytes:

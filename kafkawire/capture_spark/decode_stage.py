@@ -16,7 +16,7 @@ from .chunks import unpack_packets
 from .part_files import TableFiles
 from .worker_memory import keep_freed_memory
 
-__all__ = ["decode_partition"]
+__all__ = ["decode_partition", "connections_of"]
 
 
 def decode_partition(files: list[str], out: str, broker_ports: set[int] | None, records: bool,
@@ -36,7 +36,7 @@ def decode_partition(files: list[str], out: str, broker_ports: set[int] | None, 
             partition, attempt = task
         batcher = TableBatcher(records=records)
         with PayloadReader(files) as payloads, TableFiles(out, partition, attempt) as written:
-            for connection, connection_packets in _connections(rows, payloads):
+            for connection, connection_packets in connections_of(rows, payloads):
                 for item in decode_connection(connection_packets, broker_ports):
                     for table, batch in batcher.add(item):
                         written.write(table, batch)
@@ -61,7 +61,7 @@ def _connection_of(row) -> str:
     return row[0][0]
 
 
-def _connections(rows, payloads: PayloadReader):
+def connections_of(rows, payloads: PayloadReader):
     """Chunk rows sorted by (connection, first order) -> (connection, iterator of its Packets) in turn."""
     for connection, connection_rows in groupby(rows, key=_connection_of):
         yield connection, unpack_packets(connection_rows, payloads)
