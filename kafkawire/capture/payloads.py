@@ -43,9 +43,10 @@ class PayloadReader:
     """Reads ``PacketRef`` payloads back from the run's files (``paths[file_index]``), each file mmap-ed
     once, on first use, and kept open until ``close()``: a task re-reads many payloads of few files, and
     the page cache makes each read a copy. A small payload's read maps up to the 2 MB around it, and a
-    task reading connection after connection across a file would keep all of it resident: once the reads may have mapped ``MAPPED_BUDGET``, the pages are
-    released (why per 2 MB region and not per read, and why not a pread per payload: docs/performance.md,
-    "Capture decoding: design measurements"). Use as a context manager."""
+    task reading connection after connection across a file would keep all of it resident: once the reads
+    may have mapped ``MAPPED_BUDGET``, the pages are released (why per 2 MB region and not per read, and
+    why not a pread per payload: docs/performance.md, "Capture decoding: design measurements"). Use as a
+    context manager."""
 
     def __init__(self, paths):
         self.paths = [os.fspath(path) for path in paths]

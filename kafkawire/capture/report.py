@@ -12,9 +12,9 @@ fetch-limits check (KIP-74):
 Two engines compute it and give the same Report: pyarrow on the driver (``report_arrow``, through
 ``build_arrow``: tables on the local file system of up to ``ARROW_MAX_ROWS`` rows) and Spark SQL
 (``capture_spark.report_spark.build``: larger tables, and tables behind a URI). Both compute exact
-figures, each defined once here: percentiles are nearest-rank (the value at rank ceil(p * n) of the n latencies), a kind's
-example problem is its earliest (by time, then reason), and every list is put in one order by
-``ordered`` (ties broken by name), so the text and JSON do not depend on the engine.
+figures, each defined once here: percentiles are nearest-rank (the value at rank ceil(p * n) of the n
+latencies), a kind's example problem is its earliest (by time, then reason), and every list is put in
+one order by ``ordered`` (ties broken by name), so the text and JSON do not depend on the engine.
 """
 from __future__ import annotations
 

@@ -11,12 +11,12 @@ module in ``spark.python.daemon.module`` (on a cluster, pass it with ``--conf``)
 inherit the path.
 
 The daemon also imports what the capture job's tasks import (pyarrow, the job's modules, and pandas,
-which pyarrow imports at its first conversion of Python lists) before it forks any worker: each
-worker then starts with them loaded (shared with the daemon until written), where each had spent
-CPU importing them at its first task; the daemon's own start takes longer, by less than two workers
-spent (docs/performance.md, "Capture decoding: design measurements"). The only threads these imports start are
-the background thread of pyarrow's jemalloc and, unless ``OPENBLAS_NUM_THREADS=1``, OpenBLAS's
-(checked in /proc); both libraries register fork handlers (pthread_atfork) for that.
+which pyarrow imports at its first conversion of Python lists) before it forks any worker: each worker
+then starts with them loaded (shared with the daemon until written), where each had spent CPU importing
+them at its first task; the daemon's own start takes longer, by less than two workers spent
+(docs/performance.md, "Capture decoding: design measurements"). The only threads these imports start are
+the background thread of pyarrow's jemalloc and, unless ``OPENBLAS_NUM_THREADS=1``, OpenBLAS's (checked
+in /proc); both libraries register fork handlers (pthread_atfork) for that.
 """
 from __future__ import annotations
 

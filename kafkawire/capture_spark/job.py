@@ -9,32 +9,32 @@ bytes, where a DataFrame plan had converted a row per packet to and from Arrow a
    (``plan.plan_captures``, which also samples the packets' headers to estimate each connection's share
    of the payload); each task (a run of consecutive splits, about ``READ_TASK_BYTES``; the splits
    travel in the tasks' closure) opens each split's file by path and turns records into *chunk* rows
-   (``read_splits``, ``chunks``): ``((connection, first order), chunk)``, a chunk packing up to 4096 consecutive packets of one connection as binary headers (time, TCP header
-   fields and where each payload is in its file), not the payloads themselves. A gzip-compressed file
-   cannot be read at an offset, so its chunks carry their payloads.
-2. **Connections** (``decode_stage``). Chunk rows are repartitioned by connection (both directions share a key; the
-   sampled connections are spread so the partitions' bytes come out even) and sorted by (connection,
-   first order) inside each partition (``repartitionAndSortWithinPartitions``: PySpark's external
-   sort, which spills to disk past ``spark.python.worker.memory``), so one task sees each
-   connection's packets in order. The task reads each payload back from its file (``PayloadReader``:
-   one mmap per file; its pages released every 256 MB it may have mapped), rebuilds the ``Packet``
-   and streams the connection through reassembly, framing, correlation and decoding
-   (``decode_connection``, then ``TableBatcher``), holding one connection's state at a time.
+   (``read_splits``, ``chunks``): ``((connection, first order), chunk)``, a chunk packing up to 4096
+   consecutive packets of one connection as binary headers (time, TCP header fields and where each
+   payload is in its file), not the payloads themselves. A gzip-compressed file cannot be read at an
+   offset, so its chunks carry their payloads.
+2. **Connections** (``decode_stage``). Chunk rows are repartitioned by connection (both directions
+   share a key; the sampled connections are spread so the partitions' bytes come out even) and sorted
+   by (connection, first order) inside each partition (``repartitionAndSortWithinPartitions``:
+   PySpark's external sort, which spills to disk past ``spark.python.worker.memory``), so one task
+   sees each connection's packets in order. The task reads each payload back from its file
+   (``PayloadReader``: one mmap per file; its pages released every 256 MB it may have mapped),
+   rebuilds the ``Packet`` and streams the connection through reassembly, framing, correlation and
+   decoding (``decode_connection``, then ``TableBatcher``), holding one connection's state at a time.
 
 Stage 2 writes the tables itself (``part_files``), with pyarrow's Parquet writer, as part files under
-``<out>/<table>/``,
-and returns only (table, file, rows) for each file it wrote; the driver collects those to count the
-rows, and writes an empty file (the schema, no rows) for any table no task wrote, so that every table
-reads. Task retries and speculative attempts do not duplicate rows: a file's name comes from the Spark
-partition id and a sequence number within the task (``part-<partition>-<n>.parquet``); it is written
-under a hidden temporary name (readers skip names starting with ``.``) and renamed into place, so an
-attempt that runs again rewrites the same names, and identical input gives identical files.
+``<out>/<table>/``, and returns only (table, file, rows) for each file it wrote; the driver collects
+those to count the rows, and writes an empty file (the schema, no rows) for any table no task wrote,
+so that every table reads. Task retries and speculative attempts do not duplicate rows: a file's name
+comes from the Spark partition id and a sequence number within the task
+(``part-<partition>-<n>.parquet``); it is written under a hidden temporary name (readers skip names
+starting with ``.``) and renamed into place, so an attempt that runs again rewrites the same names,
+and identical input gives identical files.
 
 On a cluster, the captures and ``--out`` must be on a file system that every worker (and the driver)
 sees by the same path: tasks open the captures by path in both stages and write the tables by path.
 ``--out`` may also be a URI that pyarrow's file systems know (``file://``, ``hdfs://``, ``s3://``...).
 """
-from __future__ import annotations
 from __future__ import annotations
 
 import json

@@ -136,8 +136,9 @@ class _PartFile:
 def writer_options(table: str) -> dict:
     """ParquetWriter options for ``table``. The frames table's binary columns hold raw record batches
     (and unknown tagged fields): values that never repeat and that nobody filters on by range, so a
-    dictionary and min/max statistics cost their hashing and comparing for nothing (a large share of
-    the frames table's write time: docs/performance.md). Elsewhere the defaults stay: keys and header values do repeat."""
+    dictionary and min/max statistics cost their hashing and comparing for nothing (a large share of the
+    frames table's write time: docs/performance.md). Elsewhere the defaults stay: keys and header values
+    do repeat."""
     if table != "frames":
         return {}
     others = [path for path, kind in parquet_leaves(TABLES[table]) if not pa.types.is_binary(kind)]

@@ -134,8 +134,8 @@ def _import_pandas_in_background() -> None:
     """Import pandas on a thread while the JVM starts. PySpark's first call into a new JVM (creating
     its SparkConf) runs a py4j argument converter that imports ``pyspark.testing.utils``, which imports
     pandas, while the JVM waits for the call; imported while the driver only waits for the JVM to come
-    up, that time overlaps the JVM's start instead of adding to it. pandas imports nothing of PySpark, so this import cannot deadlock with the
-    ones the main thread makes meanwhile."""
+    up, that time overlaps the JVM's start instead of adding to it. pandas imports nothing of PySpark,
+    so this import cannot deadlock with the ones the main thread makes meanwhile."""
     def run() -> None:
         try:
             import pandas  # noqa: F401
