@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from codegen.generate import generate, write
-from strategies import UPSTREAM_SPECS
+from paths import UPSTREAM_SPECS
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,6 @@ import re
 import uuid
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 from hypothesis import strategies as st
 

@@ -14,7 +14,6 @@ code): the oracle for the byte-level properties, and a way to write tag sections
 from __future__ import annotations
 
 import importlib
-import os
 import random
 import struct as _struct
 from functools import lru_cache
@@ -27,7 +26,7 @@ from codegen.generate import DEFAULT_OVERLAYS
 from codegen.model import INTEGER_RANGES, MessageSpec, StructSpec
 from codegen.parse import parse_directory
 
-from paths import REPO, SCHEMAS, UPSTREAM_SPECS  # UPSTREAM_SPECS: Kafka's own specs, beside the project
+from paths import SCHEMAS
 
 # Size limits: small, so that thousands of message-versions run quickly.
 MAX_ARRAY = 3

@@ -1,9 +1,16 @@
 """A Kafka-compatible reference broker: ``Broker`` (asyncio, in-process or ``kafkawire broker``).
 
-The submodules stand alone: ``storage`` (partition logs on disk), ``fetch`` (KIP-74 limits, parked
-fetches, the remote tier), ``sessions`` (KIP-227), ``groups`` (the classic group coordinator),
-``handlers`` (one coroutine per API), ``server`` (connections and framing), ``tap`` (the broker's
-traffic as pcapng) and ``background`` (a broker on a thread, for blocking callers).
+- ``server`` (connections, framing, the request limits of ``connection_limits`` and
+  ``request_memory``), ``handlers`` (API key -> handler) over ``apis/`` (one module per family of APIs)
+  and ``error_responses`` (what a failing handler answers);
+- ``fetch`` (KIP-74's read loop, parked fetches, the remote tier), ``fetch_sessions`` (KIP-227) and
+  ``fetch_encoder`` (the Fetch response as sendfile pieces), ``sending`` (writing them);
+- ``topics`` (topics and their logs), ``storage/`` (partition logs on disk);
+- ``groups`` (the classic group coordinator) with ``group_state``, ``group_membership``,
+  ``group_offsets`` and ``offsets_store``;
+- ``config`` and ``properties`` (settings by Kafka's names), ``versions`` (what is served),
+  ``security/`` (ACLs, TLS, JAAS), ``tap`` (the broker's traffic as pcapng) and ``background`` (a
+  broker on a thread, for blocking callers).
 """
 from __future__ import annotations
 

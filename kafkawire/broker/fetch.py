@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass
 
 from ..error_codes import ErrorCode
-from .sessions import SessionPartition
+from .fetch_sessions import SessionPartition
 from .storage import FileRecords, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
 
 __all__ = ["PartitionRead", "read_partitions", "FetchPurgatory", "DelayedFetch"]

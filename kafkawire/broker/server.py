@@ -27,10 +27,10 @@ from ..framing import FrameBuffer, FrameTooLarge, encode_response_parts, peek_re
 from .config import BrokerConfig
 from .connection_limits import ConnectionLimits, descriptor_budget
 from .error_responses import error_response
-from .fetch_response import EncodedFetchResponse
+from .fetch_encoder import EncodedFetchResponse
 from .groups import GroupCoordinator
 from .handlers import Handlers
-from .produce import CLOSE_CONNECTION
+from .apis.produce import CLOSE_CONNECTION
 from .request_memory import RequestMemory
 from .sending import send_parts
 from .storage import FileRecords

@@ -24,25 +24,27 @@ class Invalid(Exception):
         self.offset = offset
 
 
-def read_uvarint(buf, pos: int) -> tuple[int, int]:
-    """An unsigned varint of at most 5 bytes (a uint32), as Kafka's ByteUtils.readUnsignedVarint."""
+def read_uvarint(buf, pos: int, max_bytes: int = 5, bits: int = 32, what: str = "varint") -> tuple[int, int]:
+    """An unsigned varint at ``pos`` of at most ``max_bytes`` bytes and ``bits`` bits: (value, position
+    after it). The defaults read a uint32, as Kafka's ByteUtils.readUnsignedVarint; the records' zigzag
+    varints and varlongs (records.varints) read theirs through here too. Raises Invalid."""
     start = pos
     value = 0
     shift = 0
     end = len(buf)
     while True:
         if pos >= end:
-            raise Invalid("varint runs past the end of the buffer", start)
+            raise Invalid(f"{what} runs past the end of the buffer", start)
         byte = buf[pos]
         pos += 1
         value |= (byte & 0x7F) << shift
         if byte < 0x80:
             break
         shift += 7
-        if shift > 28:
-            raise Invalid("varint is longer than 5 bytes", start)
-    if value > 0xFFFFFFFF:
-        raise Invalid("varint overflows 32 bits", start)
+        if shift >= 7 * max_bytes:
+            raise Invalid(f"{what} is longer than {max_bytes} bytes", start)
+    if value >> bits:  # the last byte carries more bits than the type has
+        raise Invalid(f"{what} overflows {bits} bits", start)
     return value, pos
 
 

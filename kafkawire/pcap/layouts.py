@@ -21,7 +21,7 @@ from construct import (
     Int64sl, Padding, Struct as Layout, this,
 )
 
-from ..structs import offset_of, packed  # re-exported: the capture reader derives its formats here
+from ..layout_formats import offset_of, packed  # re-exported: the capture reader derives its formats here
 
 __all__ = [
     "LITTLE", "BIG", "GZIP_MAGIC", "PCAP_MAGIC_MICROS", "PCAP_MAGIC_NANOS", "PCAP_MAGICS",

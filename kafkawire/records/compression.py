@@ -348,8 +348,8 @@ def _xxh32(data: Buffer, seed: int = 0) -> int:
 
 # --- zstd -------------------------------------------------------------------------------------------------
 
-# zstandard's contexts are not safe to share between threads and cost ~9 µs to create (more than
-# decompressing a small batch), so each thread keeps its own.
+# zstandard's contexts are not safe to share between threads and cost more to create than
+# decompressing a small batch does, so each thread keeps its own.
 _local = threading.local()
 
 

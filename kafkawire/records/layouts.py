@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from construct import Int8sb, Int16sb, Int32sb, Int32ub, Int64sb, Struct as Layout
 
-from ..structs import offset_of, packed
+from ..layout_formats import offset_of, packed
 
 __all__ = [
     "BATCH_HEADER", "BATCH_HEADER_SIZE", "LOG_OVERHEAD", "MAGIC_OFFSET", "CRC_OFFSET", "ATTRIBUTES_OFFSET",

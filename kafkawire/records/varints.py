@@ -6,6 +6,7 @@ cases; these functions take the rest and the writers.
 """
 from __future__ import annotations
 
+from ..codec.primitives import Invalid, read_uvarint
 from ..errors import RecordsError
 from .compression import Buffer
 
@@ -13,24 +14,10 @@ __all__ = ["read_varint", "read_varlong", "write_varint", "write_varlong", "vari
 
 
 def _read_unsigned(buf: Buffer, pos: int, max_bytes: int, bits: int, what: str) -> tuple[int, int]:
-    start = pos
-    value = 0
-    shift = 0
-    end = len(buf)
-    while True:
-        if pos >= end:
-            raise RecordsError(f"{what} runs past the end of the records", start)
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-        shift += 7
-        if shift >= 7 * max_bytes:
-            raise RecordsError(f"{what} is longer than {max_bytes} bytes", start)
-    if value >> bits:  # the last byte carries more bits than the type has
-        raise RecordsError(f"{what} overflows {bits} bits", start)
-    return value, pos
+    try:
+        return read_uvarint(buf, pos, max_bytes, bits, what)
+    except Invalid as error:  # the records' own error, at the same position
+        raise RecordsError(error.reason.replace("the buffer", "the records"), error.offset) from None
 
 
 def read_varint(buf: Buffer, pos: int) -> tuple[int, int]:

@@ -9,11 +9,6 @@ acks=-1, so the test knows exactly which batches were acknowledged and at which 
 from __future__ import annotations
 
 import os
-import re
-import select
-import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path

@@ -12,9 +12,8 @@ import pytest
 from broker_harness import BrokerThread, RawClient
 from broker_wire import FETCH_VERSION, batch_of, by_partition, create_topic, fetch, produce
 from kafkawire import messages as m
-from kafkawire.codec.primitives import ZERO_UUID
 from kafkawire.error_codes import ErrorCode
-from kafkawire.records import RecordBatchBuilder, iter_batches, read_batches
+from kafkawire.records import iter_batches, read_batches
 
 @pytest.fixture
 def broker(tmp_path):

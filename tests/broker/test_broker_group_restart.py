@@ -9,7 +9,6 @@ from __future__ import annotations
 import socket
 import time
 
-import pytest
 
 from broker_process import BrokerProcess
 

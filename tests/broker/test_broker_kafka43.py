@@ -11,7 +11,6 @@ import socket
 import struct
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 

@@ -16,7 +16,7 @@ from kafkawire.broker.config import BrokerConfig
 from kafkawire.broker.storage import PartitionLog
 from kafkawire.broker.storage.descriptors import DescriptorCache
 from kafkawire.records import RecordBatchBuilder, iter_records
-from broker_wire import create_topic, fetch, produce
+from broker_wire import create_topic, fetch
 
 API_VERSIONS = m.ApiVersionsRequest(client_software_name="limits", client_software_version="1")
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 import socket
 import struct
 import subprocess
@@ -27,7 +26,7 @@ from kafkawire.cli import main
 from kafkawire.framing import encode_request, encode_response
 from kafkawire import messages as m
 from kafkawire.messages import (
-    ApiVersionsResponse, FetchRequest, FetchResponse, MetadataRequest, RequestHeader, api, apis,
+    ApiVersionsResponse, FetchResponse, MetadataRequest, RequestHeader, apis,
 )
 
 from paths import REPO as ROOT

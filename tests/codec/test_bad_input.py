@@ -15,7 +15,6 @@ import struct
 import time
 import tracemalloc
 import uuid
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings

@@ -296,7 +296,7 @@ def test_hostile_counts_allocate_nothing():
 
 
 def test_deep_and_varint_edge_cases_agree():
-    from kafkawire.messages import ApiVersionsRequest, FetchResponse
+    from kafkawire.messages import ApiVersionsRequest
     # Lengths as redundant varints, null markers, a 5-byte varint overflowing 32 bits.
     for body in [b"\x80\x00\x01\x00", b"\x81\x00\x00\x00", b"\x01\x01\x00", b"\x00\x01\x00",
                  b"\x01\x01\x01\x00\x00", b"\x01\x01\x01\x01\x00\x00", b"\x01\x01\xff\xff\xff\xff\x7f",

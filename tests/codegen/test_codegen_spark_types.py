@@ -3,7 +3,6 @@ JVM, and each matches its generated class, field by field, at every depth."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from pyspark.sql.types import StructType

@@ -15,12 +15,12 @@ import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from .. import messages as m
-from ..error_codes import ErrorCode
-from ..records.batch import CODEC_MASK
-from ..records.compression import DEFAULT_DECOMPRESSED_LIMIT
-from ..records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE
-from .storage import LogAppendError, PartitionLog
+from ... import messages as m
+from ...error_codes import ErrorCode
+from ...records.batch import CODEC_MASK
+from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT
+from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE
+from ..storage import LogAppendError, PartitionLog
 
 __all__ = ["ProduceHandler", "CLOSE_CONNECTION"]
 

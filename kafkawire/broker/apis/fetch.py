@@ -1,0 +1,95 @@
+"""Fetch: the fetch session (KIP-227), the KIP-74 reads (``broker.fetch``), parking short of MinBytes,
+and the response written by ``broker.fetch_encoder``."""
+from __future__ import annotations
+
+import uuid
+
+from ... import messages as m
+from ...codec.primitives import ZERO_UUID
+from ...error_codes import ErrorCode
+from ..error_responses import error_response
+from ..fetch import DelayedFetch, PartitionRead, read_partitions
+from ..fetch_encoder import encode_fetch_response
+from ..fetch_sessions import SessionPartition
+from .state import BrokerState
+
+__all__ = ["FetchApi"]
+
+_NO_KEY = object()  # matches no topic key
+_KIP_1178 = 19  # the Fetch version with RemotePartitionMaxBytes (schemas/kip-1178; v18 is upstream's KIP-1166)
+
+
+class FetchApi:
+    def __init__(self, state: BrokerState):
+        self.state = state
+        self.config = state.config
+        self.topics = state.topics
+        self.purgatory = state.purgatory
+        self.sessions = state.sessions
+        self._topic_name = state.topic_name
+
+    async def fetch(self, request, version: int):
+        if version >= 3 and request.max_bytes < 0:
+            return error_response(1, request, version, ErrorCode.INVALID_REQUEST, "negative MaxBytes")
+        max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, self.config.fetch_max_bytes)
+        min_bytes = min(request.min_bytes, max_bytes)
+        use_ids = version >= 13
+        requested = []
+        for topic in request.topics:
+            name = topic.topic if not use_ids else self._topic_name(topic.topic_id)
+            for p in topic.partitions:
+                key = (name if name is not None else topic.topic_id, p.partition)
+                requested.append(SessionPartition(key, p.fetch_offset, p.partition_max_bytes,
+                                                  p.remote_partition_max_bytes if version >= _KIP_1178 else None))
+        forgotten = []
+        if version >= 7:
+            for topic in request.forgotten_topics_data:
+                name = topic.topic if not use_ids else self._topic_name(topic.topic_id)
+                forgotten += [(name if name is not None else topic.topic_id, p) for p in topic.partitions]
+        epoch = request.session_epoch if version >= 7 else -1
+        context = self.sessions.context(request.session_id if version >= 7 else 0, epoch, requested, forgotten)
+        if context.error:
+            return m.FetchResponse(error_code=context.error, session_id=0, responses=[])
+        known: list[PartitionRead] = []
+        unknown: list[PartitionRead] = []
+        for partition in context.partitions:
+            name = partition.key[0] if isinstance(partition.key[0], str) else None
+            read = PartitionRead(partition, name, partition.key[1],
+                                 self.topics.log(name, partition.key[1]) if name is not None else None)
+            (known if read.log is not None else unknown).append(read)
+        reads = known + unknown if unknown else known  # unknown partitions are not read, and go at the end
+        use_remote_max_bytes = version >= _KIP_1178
+        remote_wait_s = self.config.remote_fetch_max_wait_ms / 1000
+        total = await read_partitions(reads, max_bytes, use_remote_max_bytes=use_remote_max_bytes,
+                                      remote_wait_s=remote_wait_s)
+        # unknown partitions carry an error, so they too answer at once
+        must_answer = (request.max_wait_ms <= 0 or not known or total >= min_bytes
+                       or any(r.error or r.remote for r in reads))
+        if not must_answer:
+            await self.purgatory.park(DelayedFetch(known, min_bytes), request.max_wait_ms / 1000)
+            # re-read everything, as Kafka does
+            await read_partitions(reads, max_bytes, use_remote_max_bytes=use_remote_max_bytes,
+                                  remote_wait_s=remote_wait_s)
+        return self._fetch_response(context, reads, version, request.isolation_level if version >= 4 else 0)
+
+    def _fetch_response(self, context, reads: list[PartitionRead], version: int, isolation_level: int):
+        # Partitions are grouped into topics as they come, consecutively (as FetchResponse.toMessage
+        # does), so a topic can appear twice: once for its read partitions, once for unknown ones.
+        topics: list[tuple[str, uuid.UUID, list[PartitionRead]]] = []
+        key = _NO_KEY
+        include = context.include
+        for read in reads:
+            if not include(read.request, len(read.records), read.high_watermark, read.log_start_offset, read.error):
+                continue
+            if read.request.key[0] != key:
+                key = read.request.key[0]
+                topic = self.topics.get(read.topic) if read.topic is not None else None
+                if topic is not None:
+                    topic_id = topic.topic_id
+                else:
+                    topic_id = key if isinstance(key, uuid.UUID) else ZERO_UUID
+                topics.append((read.topic or "", topic_id, []))
+            topics[-1][2].append(read)
+        if context.session is not None:
+            context.finish([read.request for read in reads if read.records])
+        return encode_fetch_response(version, context.response_session_id, topics, isolation_level == 1)

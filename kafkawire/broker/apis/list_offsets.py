@@ -1,0 +1,67 @@
+"""ListOffsets: offsets by the special timestamps (latest, earliest, max timestamp, earliest local,
+latest tiered, earliest pending upload) and by time."""
+from __future__ import annotations
+
+from ... import messages as m
+from ...error_codes import ErrorCode
+from .state import BrokerState
+
+__all__ = ["ListOffsetsApi"]
+
+_LATEST, _EARLIEST, _MAX_TIMESTAMP, _EARLIEST_LOCAL, _LATEST_TIERED, _EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
+
+
+class ListOffsetsApi:
+    def __init__(self, state: BrokerState):
+        self.topics = state.topics
+
+    async def list_offsets(self, request, version: int):
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                result = m.ListOffsetsResponse.ListOffsetsPartitionResponse(
+                    partition_index=p.partition_index, timestamp=-1, offset=-1,
+                    leader_epoch=0 if version >= 4 else -1)
+                partition_log = self.topics.log(topic.name, p.partition_index)
+                if partition_log is None:
+                    result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    found = self._offset_for(partition_log, p.timestamp)
+                    if found is not None:
+                        result.offset, result.timestamp = found
+                partitions.append(result)
+            topics.append(m.ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+        return m.ListOffsetsResponse(topics=topics)
+
+    @staticmethod
+    def _offset_for(partition_log, timestamp: int) -> tuple[int, int] | None:
+        if timestamp == _LATEST:
+            return partition_log.log_end_offset, -1
+        if timestamp == _LATEST_TIERED:
+            return partition_log.highest_offset_in_remote_storage, -1
+        if timestamp == _EARLIEST:
+            return partition_log.log_start_offset, -1
+        if timestamp == _EARLIEST_LOCAL:
+            return partition_log.local_log_start_offset, -1
+        if timestamp == _EARLIEST_PENDING_UPLOAD:
+            return _earliest_pending_upload(partition_log), -1
+        if timestamp == _MAX_TIMESTAMP:
+            found = partition_log.max_timestamp_offset()
+            return (found[0], found[1]) if found is not None else (-1, -1)
+        found = partition_log.offset_for_timestamp(timestamp)
+        return (found[0], found[1]) if found is not None else None
+
+
+def _earliest_pending_upload(partition_log) -> int:
+    """ListOffsets v11's EARLIEST_PENDING_UPLOAD (KIP-1023), as Kafka's UnifiedLog answers it: the first
+    offset not yet copied to the remote tier; -1 without a remote tier, or when segments were uploaded
+    but the broker does not know how far."""
+    if not partition_log.tiered:
+        return -1
+    highest = partition_log.highest_offset_in_remote_storage
+    if highest >= 0:
+        return max(highest + 1, partition_log.log_start_offset)
+    if partition_log.local_log_start_offset == partition_log.log_start_offset:
+        return partition_log.log_start_offset  # nothing uploaded yet: everything is pending
+    return -1

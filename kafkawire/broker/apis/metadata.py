@@ -1,0 +1,87 @@
+"""Metadata, with topic auto-creation (``auto.create.topics.enable``) for the topics it names."""
+from __future__ import annotations
+
+from ... import messages as m
+from ...codec.primitives import ZERO_UUID
+from ...error_codes import ErrorCode
+from ..topics import Topic, TopicError
+from .state import BrokerState
+
+__all__ = ["MetadataApi"]
+
+_NO_OPERATIONS = -(1 << 31)  # authorized operations not computed
+
+
+class MetadataApi:
+    def __init__(self, state: BrokerState):
+        self.state = state
+        self.config = state.config
+        self.topics = state.topics
+
+    async def metadata(self, request, version: int):
+        broker = m.MetadataResponse.MetadataResponseBroker(node_id=self.config.node_id, host=self.config.advertised,
+                                                           port=self.state.port, rack=None)
+        refused = _metadata_topics_refused(request, version)
+        if refused is not None:
+            return refused
+        if request.topics is None or (version == 0 and not request.topics):
+            wanted = [(topic.name, None) for topic in self.topics.topics.values()]
+        else:
+            wanted = [(t.name, t.topic_id if version >= 10 else None) for t in request.topics]
+        auto_create = self.config.auto_create_topics and (version < 4 or request.allow_auto_topic_creation)
+        created = await self._auto_create([name for name, _ in wanted if name is not None]) if auto_create else {}
+        results = []
+        for name, topic_id in wanted:
+            topic = self.topics.get(name) if name is not None else self.topics.by_id.get(topic_id)
+            error = ErrorCode.NONE
+            failure = created.get(name) if name is not None else None
+            if topic is None and isinstance(failure, TopicError):
+                error = failure.code
+            if topic is None:
+                error = error or (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID)
+                results.append(m.MetadataResponse.MetadataResponseTopic(
+                    error_code=error, name=name, topic_id=topic_id or ZERO_UUID, is_internal=False, partitions=[],
+                    topic_authorized_operations=_NO_OPERATIONS))
+                continue
+            node = self.config.node_id
+            partitions = [m.MetadataResponse.MetadataResponsePartition(
+                error_code=0, partition_index=index, leader_id=node, leader_epoch=0, replica_nodes=[node],
+                isr_nodes=[node], offline_replicas=[]) for index in range(len(topic.partitions))]
+            results.append(m.MetadataResponse.MetadataResponseTopic(
+                error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
+                partitions=partitions, topic_authorized_operations=_NO_OPERATIONS))
+        return m.MetadataResponse(brokers=[broker], cluster_id=self.config.cluster_id,
+                                  controller_id=self.config.node_id, topics=results)
+
+    async def _auto_create(self, names: list[str]) -> dict[str, Topic | TopicError]:
+        """Create the named topics that do not exist (auto.create.topics.enable), as one creation."""
+        outcomes: dict[str, Topic | TopicError] = {}
+        planned = []
+        for name in dict.fromkeys(names):
+            if self.topics.get(name) is not None:
+                continue
+            if await self.topics.wait_for_creation(name) is not None:  # another request is creating it
+                continue
+            try:
+                planned.append(self.topics.plan(name))
+            except TopicError as failure:
+                outcomes[name] = failure
+        try:
+            self.topics.check_request_size(planned)
+        except TopicError as failure:
+            return {**outcomes, **{topic.name: failure for topic in planned}}
+        for topic, result in zip(planned, await self.topics.create(planned)):
+            outcomes[topic.name] = result
+        return outcomes
+
+
+def _metadata_topics_refused(request, version: int):
+    """Metadata v10 and v11 carry topic ids and nullable names that only v12 may use: Kafka refuses such
+    a request with INVALID_REQUEST on every topic (a null name answered as "", which the response allows)."""
+    if version not in (10, 11) or not request.topics:
+        return None
+    if all(t.name is not None and t.topic_id == ZERO_UUID for t in request.topics):
+        return None
+    return m.MetadataResponse(topics=[m.MetadataResponse.MetadataResponseTopic(
+        error_code=ErrorCode.INVALID_REQUEST, name=t.name or "", topic_id=t.topic_id, is_internal=False,
+        partitions=[]) for t in request.topics])

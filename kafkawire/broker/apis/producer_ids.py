@@ -1,0 +1,51 @@
+"""InitProducerId for idempotent producers: ids unique across restarts, an epoch bump for a producer
+that asks with its own id (KIP-360)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ... import messages as m
+from ...error_codes import ErrorCode
+from .state import BrokerState
+
+__all__ = ["ProducerIdApi"]
+
+
+class ProducerIdApi:
+    def __init__(self, state: BrokerState):
+        self.producer_ids = ProducerIdBlock(state.config.data_dir / "producer_ids.json")
+
+    async def init_producer_id(self, request, version: int):
+        if request.transactional_id is not None:
+            return m.InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                            producer_id=-1, producer_epoch=-1)
+        if version >= 3 and request.producer_id >= 0:
+            # an idempotent producer bumping its epoch keeps its id (KIP-360)
+            epoch = request.producer_epoch + 1
+            if epoch <= 0x7FFF:
+                return m.InitProducerIdResponse(error_code=0, producer_id=request.producer_id, producer_epoch=epoch)
+        return m.InitProducerIdResponse(error_code=0, producer_id=self.producer_ids.next(), producer_epoch=0)
+
+
+class ProducerIdBlock:
+    """Producer ids, unique across restarts: the next free id is persisted before ids are handed out,
+    a block at a time, as Kafka's controller allocates them."""
+
+    BLOCK = 1000
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._next = 0
+        self._end = 0
+
+    def next(self) -> int:
+        if self._next >= self._end:
+            start = json.loads(self.path.read_text())["next"] if self.path.exists() else 0
+            self._next, self._end = start, start + self.BLOCK
+            temporary = self.path.with_suffix(".tmp")
+            temporary.write_text(json.dumps({"next": self._end}))
+            os.replace(temporary, self.path)
+        self._next += 1
+        return self._next - 1

@@ -1,0 +1,138 @@
+"""CreateTopics, DeleteTopics and DescribeConfigs: topics planned on the loop and created off it
+(``broker.topics``), with Kafka's caps on one operation and on the broker's partitions."""
+from __future__ import annotations
+
+from ... import messages as m
+from ...codec.primitives import ZERO_UUID
+from ...error_codes import ErrorCode
+from ..topics import Topic, TopicError
+from .state import BrokerState
+
+__all__ = ["TopicApis"]
+
+
+class TopicApis:
+    def __init__(self, state: BrokerState):
+        self.state = state
+        self.config = state.config
+        self.topics = state.topics
+        self._topic_name = state.topic_name
+
+    async def create_topics(self, request, version: int):
+        validate_only = request.validate_only if version >= 1 else False
+        results = [m.CreateTopicsResponse.CreatableTopicResult(name=creatable.name, error_code=0, num_partitions=-1,
+                                                               replication_factor=-1)
+                   for creatable in request.topics]
+        names = [creatable.name for creatable in request.topics]
+        duplicates = {name for name in names if names.count(name) > 1} if len(set(names)) < len(names) else set()
+        planned: list[tuple[int, Topic]] = []
+        for index, creatable in enumerate(request.topics):
+            try:
+                if creatable.name in duplicates:
+                    raise TopicError(ErrorCode.INVALID_REQUEST, f"Duplicate topic name {creatable.name!r} in the request.")
+                if creatable.assignments:
+                    raise TopicError(ErrorCode.INVALID_REQUEST, "manual replica assignments are not supported")
+                configs = {c.name: c.value for c in creatable.configs}
+                planned.append((index, self.topics.plan(creatable.name, creatable.num_partitions,
+                                                        creatable.replication_factor, configs)))
+            except TopicError as failure:
+                _fail(results[index], failure)
+        try:
+            self.topics.check_request_size([topic for _, topic in planned],
+                                           sum(len(c.configs) for c in request.topics))
+        except TopicError as failure:
+            for result in results:
+                _fail(result, failure)
+            return m.CreateTopicsResponse(topics=results)
+        created = [topic for _, topic in planned] if validate_only else await self.topics.create(
+            [topic for _, topic in planned])
+        for (index, _), outcome in zip(planned, created):
+            result = results[index]
+            if isinstance(outcome, TopicError):
+                _fail(result, outcome)
+                continue
+            result.topic_id = outcome.topic_id
+            result.num_partitions = outcome.planned_partitions
+            result.replication_factor = 1
+            result.configs = [m.CreateTopicsResponse.CreatableTopicConfigs(
+                name=name, value=value, read_only=False, config_source=1, is_sensitive=False)
+                for name, value in sorted(outcome.configs.items())]
+        return m.CreateTopicsResponse(topics=results)
+
+    async def delete_topics(self, request, version: int):
+        if version >= 6:
+            wanted = [(t.name if t.name is not None else self._topic_name(t.topic_id), t.topic_id)
+                      for t in request.topics]
+        else:
+            wanted = [(name, ZERO_UUID) for name in request.topic_names]
+        results = []
+        for name, topic_id in wanted:
+            result = m.DeleteTopicsResponse.DeletableTopicResult(name=name, topic_id=topic_id, error_code=0)
+            if name is None:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+            else:
+                try:
+                    deleted = await self.topics.delete(name)
+                    result.topic_id = deleted.topic_id
+                except TopicError as failure:
+                    result.error_code = failure.code
+                    result.error_message = failure.message
+            results.append(result)
+        return m.DeleteTopicsResponse(responses=results)
+
+    async def describe_configs(self, request, version: int):
+        results = []
+        for resource in request.resources:
+            result = m.DescribeConfigsResponse.DescribeConfigsResult(
+                error_code=0, resource_type=resource.resource_type, resource_name=resource.resource_name, configs=[])
+            if resource.resource_type == 2:  # TOPIC
+                topic = self.topics.get(resource.resource_name)
+                if topic is None:
+                    result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    result.configs = self._config_entries(self.topics.effective_configs(topic), topic.configs,
+                                                          resource.configuration_keys)
+            elif resource.resource_type == 4:  # BROKER
+                if not resource.resource_name:  # the cluster-wide dynamic defaults: none are set here
+                    pass
+                elif resource.resource_name == str(self.config.node_id):
+                    result.configs = self._config_entries(self._broker_configs(), {}, resource.configuration_keys)
+                else:
+                    result.error_code = ErrorCode.INVALID_REQUEST
+                    result.error_message = (f"Unexpected broker id, expected {self.config.node_id} or empty string, "
+                                            f"but received {resource.resource_name}")
+            else:
+                result.error_code = ErrorCode.INVALID_REQUEST
+                result.error_message = f"resource type {resource.resource_type} is not supported"
+            results.append(result)
+        return m.DescribeConfigsResponse(results=results)
+
+    def _broker_configs(self) -> dict[str, str]:
+        c = self.config
+        return {"num.partitions": str(c.num_partitions), "auto.create.topics.enable": str(c.auto_create_topics).lower(),
+                "log.segment.bytes": str(c.segment_bytes), "log.retention.ms": str(c.retention_ms),
+                "message.max.bytes": str(c.message_max_bytes), "fetch.max.bytes": str(c.fetch_max_bytes)}
+
+    @staticmethod
+    def _config_entries(values: dict[str, str], explicit: dict[str, str], keys):
+        entries = []
+        for name, value in sorted(values.items()):
+            if keys and name not in keys:  # null or empty: every config (ConfigHelper.describeConfigs)
+                continue
+            is_default = name not in explicit
+            entries.append(m.DescribeConfigsResponse.DescribeConfigsResourceResult(
+                name=name, value=value, read_only=False,  # is_default is v0 only, which is not served
+                config_source=5 if is_default else 1, is_sensitive=False, synonyms=[],
+                config_type=_CONFIG_TYPES.get(name, 2)))
+        return entries
+
+
+def _fail(result, failure: TopicError) -> None:
+    result.error_code = failure.code
+    result.error_message = failure.message
+
+
+_CONFIG_TYPES = {"retention.ms": 5, "retention.bytes": 5, "segment.bytes": 3, "max.message.bytes": 3,
+                 "local.retention.ms": 5, "local.retention.bytes": 5, "remote.storage.enable": 1,
+                 "cleanup.policy": 7, "num.partitions": 3, "auto.create.topics.enable": 1, "log.segment.bytes": 3,
+                 "log.retention.ms": 5, "message.max.bytes": 3, "fetch.max.bytes": 3}

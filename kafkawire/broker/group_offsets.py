@@ -1,0 +1,161 @@
+"""Committed offsets of the classic group coordinator: OffsetCommit (checked against the group's
+generation and member, as ``GroupCoordinator.handleCommitOffsets``) and OffsetFetch, over the
+``OffsetStore``. A mixin of ``GroupCoordinator`` (``groups``)."""
+from __future__ import annotations
+
+import logging
+import time
+
+from ..error_codes import ErrorCode
+from ..messages.offset_commit_response import OffsetCommitResponse
+from ..messages.offset_fetch_response import OffsetFetchResponse
+from .group_state import COMPLETING, DEAD, EMPTY, NONE, PREPARING, STABLE, _Group
+from .offsets_store import CommittedOffset
+
+__all__ = ["GroupOffsets"]
+
+log = logging.getLogger("kafkawire.broker.groups")
+
+
+class GroupOffsets:
+    """OffsetCommit and OffsetFetch for ``GroupCoordinator``."""
+
+    # -- OffsetCommit ----------------------------------------------------------------------------------
+
+    async def offset_commit(self, request, version: int) -> OffsetCommitResponse:
+        errors = self._handle_commit(request, version)
+        Topic, Partition = OffsetCommitResponse.OffsetCommitResponseTopic, \
+            OffsetCommitResponse.OffsetCommitResponsePartition
+        return OffsetCommitResponse(throttle_time_ms=0, topics=[
+            Topic(name=topic.name, topic_id=topic.topic_id, partitions=[
+                Partition(partition_index=p.partition_index, error_code=e)
+                for p, e in zip(topic.partitions, topic_errors)])
+            for topic, topic_errors in zip(request.topics, errors)])
+
+    def _handle_commit(self, request, version) -> list[list[int]]:
+        """Per request topic, the error code of each of its partitions."""
+        group_id = request.group_id
+        generation = request.generation_id_or_member_epoch if version >= 1 else -1
+        member_id = request.member_id if version >= 1 else ""
+        instance_id = request.group_instance_id if version >= 7 else None
+        error = self._status_error(group_id, allow_empty=True)
+        group = None
+        if error is None:
+            group = self._groups.get(group_id)
+            if group is None:
+                if generation < 0:  # not using group management: a standalone commit
+                    group = self._groups[group_id] = _Group(group_id)
+                else:
+                    error = ErrorCode.ILLEGAL_GENERATION
+        if error is None:
+            error = self._validate_offset_commit(group, generation, member_id, instance_id)
+        if error is None:
+            if group.state is COMPLETING:
+                # The member has its JoinGroup answer but not its assignment yet.
+                error = ErrorCode.REBALANCE_IN_PROGRESS
+            elif group.state in (STABLE, PREPARING):
+                # Commits during a rebalance are allowed (heartbeats tell the member to rejoin).
+                member = group.members.get(member_id)
+                if member is not None:
+                    self._schedule_member_expiry(group, member)
+        if error is not None:
+            return [[error] * len(topic.partitions) for topic in request.topics]
+
+        now_ms = int(time.time() * 1000)
+        results: list[list[int]] = []
+        entries: list[tuple[tuple[str, int], CommittedOffset]] = []
+        positions: list[tuple[int, int]] = []  # where each entry's result goes
+        for t, topic in enumerate(request.topics):
+            topic_errors = []
+            for p, partition in enumerate(topic.partitions):
+                metadata = partition.committed_metadata
+                if metadata is not None and len(metadata.encode("utf-8")) > self.offset_metadata_max_bytes:
+                    topic_errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                elif self.partition_exists is not None and \
+                        not self.partition_exists(topic.name, partition.partition_index):
+                    topic_errors.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                else:
+                    topic_errors.append(NONE)
+                    entries.append(((topic.name, partition.partition_index), CommittedOffset(
+                        partition.committed_offset,
+                        partition.committed_leader_epoch if version >= 6 else -1,
+                        metadata or "", now_ms)))
+                    positions.append((t, p))
+            results.append(topic_errors)
+        if entries:
+            try:
+                self.store.commit(group_id, entries)
+            except OSError as exc:
+                log.error("could not store offsets of group %s: %s", group_id, exc)
+                for t, p in positions:
+                    results[t][p] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return results
+
+    def _validate_offset_commit(self, group: _Group, generation: int, member_id: str,
+                                instance_id: str | None):
+        if group.state is DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation >= 0 or member_id or instance_id is not None:
+            error = self._validate_current_member(group, member_id, instance_id)
+            if error is None and generation != group.generation_id:
+                error = ErrorCode.ILLEGAL_GENERATION
+            return error
+        if group.state is not EMPTY:  # only members may commit for a group that has members
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return None
+
+    # -- OffsetFetch -----------------------------------------------------------------------------------
+
+    async def offset_fetch(self, request, version: int) -> OffsetFetchResponse:
+        if version >= 8:
+            Group = OffsetFetchResponse.OffsetFetchResponseGroup
+            Topic = OffsetFetchResponse.OffsetFetchResponseTopics
+            Partition = OffsetFetchResponse.OffsetFetchResponsePartitions
+            groups = []
+            for requested in request.groups:
+                error, topics = self._fetch_offsets(requested.group_id, requested.topics)
+                groups.append(Group(group_id=requested.group_id, error_code=error, topics=[
+                    Topic(name=name, partitions=[Partition(
+                        partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
+                        error_code=pe) for p, o, e, m, pe in partitions])
+                    for name, partitions in topics]))
+            return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+        Topic = OffsetFetchResponse.OffsetFetchResponseTopic
+        Partition = OffsetFetchResponse.OffsetFetchResponsePartition
+        error, topics = self._fetch_offsets(request.group_id, request.topics)
+        if error != NONE and version < 2:  # no top-level error code: report it on every partition
+            topics = [(name, [(p, -1, -1, "", error) for p, *_ in partitions]) for name, partitions in topics]
+        return OffsetFetchResponse(throttle_time_ms=0, error_code=error if version >= 2 else 0, topics=[
+            Topic(name=name, partitions=[Partition(
+                partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m, error_code=pe)
+                for p, o, e, m, pe in partitions])
+            for name, partitions in topics])
+
+    def _fetch_offsets(self, group_id: str, requested_topics):
+        """(group error, [(topic, [(partition, offset, leader epoch, metadata, error)])]).
+
+        ``requested_topics`` None means every partition the group has committed. Requested partitions
+        without a committed offset get offset -1 and no error, as in Kafka.
+        """
+        error = self._status_error(group_id, allow_empty=True)
+        if error is not None:
+            return error, [(t.name, [(p, -1, -1, "", error) for p in t.partition_indexes])
+                           for t in requested_topics or ()]
+        committed = self.store.offsets.get(group_id, {})
+        if requested_topics is None:
+            by_topic: dict[str, list] = {}
+            for (topic, partition), c in sorted(committed.items()):
+                by_topic.setdefault(topic, []).append(
+                    (partition, c.offset, c.leader_epoch, c.metadata, NONE))
+            return NONE, list(by_topic.items())
+        topics = []
+        for topic in requested_topics:
+            partitions = []
+            for p in topic.partition_indexes:
+                c = committed.get((topic.name, p))
+                if c is None:
+                    partitions.append((p, -1, -1, "", NONE))
+                else:
+                    partitions.append((p, c.offset, c.leader_epoch, c.metadata, NONE))
+            topics.append((topic.name, partitions))
+        return NONE, topics
