@@ -460,8 +460,10 @@ def profile(capture: Path, records_too: bool, top: int) -> None:
     import pstats
     from operator import itemgetter
 
-    from kafkawire.capture import job
-    from kafkawire.capture.packets import iter_split, plan_splits
+    from kafkawire.capture.packets import iter_split
+    from kafkawire.capture.splits import plan_splits
+    from kafkawire.capture_spark.decode_stage import decode_partition
+    from kafkawire.capture_spark.read_stage import read_splits
 
     input_mb = capture.stat().st_size / 1e6
     splits = plan_splits(str(capture), 0)
@@ -477,10 +479,10 @@ def profile(capture: Path, records_too: bool, top: int) -> None:
         """The stage 2 body as one Spark task runs it: payloads read back, decoded, tables written."""
         out = scratch / ("out-records" if records else "out")
         shutil.rmtree(out, ignore_errors=True)
-        return list(job.decode_partition([str(capture)], str(out), None, records, task=(0, 0))(iter(rows)))
+        return list(decode_partition([str(capture)], str(out), None, records, task=(0, 0))(iter(rows)))
 
     def stage1() -> list:
-        return list(job.read_splits(splits)(iter(range(len(splits)))))
+        return list(read_splits(splits)(iter(range(len(splits)))))
 
     def shuffle(rows: list) -> list:
         """What PySpark's shuffle does to the rows in the workers: pickled in batches, unpickled, sorted

@@ -13,14 +13,12 @@ import os
 import sys
 
 from . import __version__
-from .errors import DecodeError, KafkaWireError
+from .errors import DecodeError
 
 USAGE_ERROR = 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .capture.report import ARROW_MAX_ROWS
-
     parser = argparse.ArgumentParser(prog="kafkawire", description="The Apache Kafka wire protocol in Python.")
     parser.add_argument("--version", action="version", version=f"kafkawire {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -61,32 +59,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="advertise exactly Kafka 4.3's API versions (Fetch up to v18, not kafkawire's "
                              "KIP-1178 v19)")
 
-    decode = commands.add_parser("decode", help="decode pcap/pcapng captures into Parquet tables with Spark")
-    decode.add_argument("captures", nargs="+", metavar="CAPTURE",
-                        help="capture files (pcap, pcapng, gzip-compressed), folders or globs")
-    decode.add_argument("--out", required=True,
-                        help="directory (or URI) for the tables; refused if it holds the tables of an earlier "
-                             "decode (see --overwrite) or is inside a table")
-    decode.add_argument("--overwrite", action="store_true",
-                        help="replace the tables already in --out, all of them (other files there stay)")
-    decode.add_argument("--master", help="Spark master URL (default: local[*], or spark-submit's)")
-    decode.add_argument("--port", type=int, action="append", dest="ports", metavar="N",
-                        help="a broker port (repeatable; default: detected per connection)")
-    decode.add_argument("--records", action="store_true", help="also write one row per record (records table)")
-    decode.add_argument("--split-mb", type=int, default=128, help="split large captures into pieces of this size")
-    decode.add_argument("--partitions", type=int, help="tasks of the connection stage (default: from input size)")
-
-    report = commands.add_parser(
-        "report", help="summarise tables written by `kafkawire decode`",
-        description=f"Summarise the tables of `kafkawire decode`. Local tables of up to {ARROW_MAX_ROWS:,} rows "
-                    f"are read with pyarrow in this process; larger ones, and tables behind a URI, with Spark. "
-                    f"Both give the same report.")
-    report.add_argument("tables", metavar="DIR", help="the --out directory of `kafkawire decode`")
-    report.add_argument("--engine", choices=("auto", "arrow", "spark"), default="auto",
-                        help=f"auto (the default): pyarrow for local tables of up to {ARROW_MAX_ROWS:,} rows, "
-                             f"Spark otherwise")
-    report.add_argument("--master", help="Spark master URL, when Spark reads the tables (default: local[*])")
-    report.add_argument("--json", action="store_true", help="print JSON instead of text")
+    from .capture_spark.commands import add_decode_command, add_report_command
+    add_decode_command(commands)
+    add_report_command(commands)
 
     fuzz = commands.add_parser(
         "fuzz", help="send a broker generated and malformed requests and check its answers",
@@ -123,10 +98,9 @@ def _run(args, parser) -> int:
         return _inspect(args, parser)
     if args.command == "broker":
         return _broker(args)
-    if args.command == "decode":
-        return _decode(args)
-    if args.command == "report":
-        return _report(args)
+    if args.command in ("decode", "report"):
+        from .capture_spark.commands import run
+        return run(args)
     if args.command == "fuzz":
         from .testing.fuzz import command
         return command(args.bootstrap, seconds=args.seconds, seed=args.seed, out=args.out,
@@ -221,95 +195,6 @@ def _start_problem(error: Exception, config) -> str:
     if isinstance(error, OSError) and error.filename is not None:
         return f"{error.filename}: {error.strerror}"
     return str(error)
-
-
-def _check_captures(patterns: list[str]) -> None:
-    """Raises FileNotFoundError or CaptureError unless every pattern names at least one capture; reads
-    the head of each file only (the walk of the records comes later, while Spark starts)."""
-    from .capture.packets import expand_inputs
-
-    for pattern in patterns:
-        if not expand_inputs([pattern]):
-            what = "this folder holds" if os.path.isdir(pattern) else "the files that match it are"
-            raise FileNotFoundError(f"{pattern}: no packet captures: {what} no pcap, pcapng or gzip-compressed "
-                                    f"capture files")
-
-
-def _decode(args) -> int:
-    from .capture import job
-    from .capture.background_plan import BackgroundPlan
-    from .capture.packets import CaptureError
-    from .capture.spark import context, stop
-    from .capture.tables import check_out
-
-    try:
-        check_out(args.out, args.overwrite)
-        _check_captures(args.captures)
-    except (KafkaWireError, OSError) as error:  # TableSetError, CaptureError; FileNotFoundError...
-        return _refuse("decode", error)
-
-    # The driver's walk of the captures (serial: about 0.4 s per GB, more from disk) runs in a child
-    # process while the JVM starts, which takes a few seconds and leaves a core idle. (A thread would
-    # hold the GIL that the Spark start's many Py4J calls wait for.)
-    planning = BackgroundPlan(args.captures, args.split_mb << 20)
-    try:
-        spark = context(args.master, keep_classes=True)  # RDDs only: no SQL session to start
-    except BaseException:
-        planning.cancel()
-        raise
-    try:
-        result = job.decode(spark, planning.result(), args.out, broker_ports=args.ports, records=args.records,
-                            partitions=args.partitions, overwrite=args.overwrite)
-    except (CaptureError, FileNotFoundError) as error:
-        print(f"kafkawire decode: {error}", file=sys.stderr)
-        return 1
-    finally:
-        stop(spark)
-    print(f"decoded {len(result.files)} file(s), {result.input_bytes:,} bytes in {result.splits} split(s), "
-          f"{result.connections:,} connection(s) with {result.payload_bytes:,} bytes of TCP payload, "
-          f"in {result.seconds:.1f} s on {result.master}, into {result.out_dir}")
-    for name, count in result.rows.items():
-        print(f"  {name:<10}{count:>14,} rows")
-    if result.skipped:
-        print(f"skipped {sum(result.skipped.values()):,} of {result.capture_records:,} capture records: " + ", ".join(
-            f"{reason} {count:,}" for reason, count in result.skipped.items())
-              + (" (corrupt records and torn tails are in the problems table)"
-                 if {"corrupt", "truncated_tail"} & set(result.skipped) else ""))
-    return 0
-
-
-def _report(args) -> int:
-    from dataclasses import asdict
-
-    import pyarrow as pa
-
-    from .capture import report
-    from .capture.tables import check_tables
-
-    local = "://" not in args.tables or args.tables.startswith("file://")
-    if args.engine == "arrow" and not local:
-        return _refuse("report", f"{args.tables}: the arrow engine reads local tables only")
-    try:
-        check_tables(args.tables)
-    except (KafkaWireError, OSError) as error:  # TableSetError; a URI's file system that cannot be reached
-        return _refuse("report", error)
-    engine = report.engine_for(args.tables, args.engine)
-    if engine == "arrow":
-        try:
-            summary = report.build_arrow(args.tables)
-        except (OSError, pa.ArrowException) as error:
-            print(f"kafkawire report: cannot read the tables in {args.tables}: {error}", file=sys.stderr)
-            return 1
-    else:
-        from .capture.spark import session, stop
-
-        spark = session(args.master, keep_classes=True)
-        try:
-            summary = report.build(spark, args.tables)
-        finally:
-            stop(spark)
-    print(json.dumps(asdict(summary), indent=2, default=str) if args.json else summary.text())
-    return 0
 
 
 def _apis(args) -> int:

@@ -74,8 +74,9 @@ def consume(bootstrap: str, expected: int) -> tuple[int, dict]:
 
 def run(out_dir: str | None = None) -> int:
     from .broker import BrokerThread
-    from .capture import job, report
-    from .capture.spark import session, stop
+    from .capture_spark import job
+    from .capture_spark.report_spark import build
+    from .capture_spark.session import session, stop
 
     work = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="kafkawire-demo-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -97,7 +98,7 @@ def run(out_dir: str | None = None) -> int:
             print(f"spark: {spark.sparkContext.master} ready in {time.monotonic() - started:.1f} s")
             result = job.decode(spark, [str(tap)], str(work / "tables"), records=True)
             print(f"decoded in {result.seconds:.1f} s: " + ", ".join(f"{n} {c:,}" for n, c in result.rows.items()))
-            summary = report.build(spark, str(work / "tables"))
+            summary = build(spark, str(work / "tables"))
             print()
             print(summary.text())
             print()

@@ -10,6 +10,9 @@ and writes those frames without touching sockets:
   and version to decode).
 - ``read_request`` / ``read_response``: the same reads, lenient as Kafka is: bytes after the body are
   counted (``trailing``), not refused; ``read_response`` also says which version the body was read at.
+- ``peek_request`` / ``peek_request_head``: a request's API key, version and correlation id without
+  decoding it; ``peek_request_head`` also checks that a size prefix and header could start a request
+  frame, for readers that lost track of the frame boundaries in a byte stream (a capture's resync).
 - ``Correlator``: one connection's client side, pairing each response with its request.
 
 A *frame* here is the bytes after the size prefix; the ``encode_*`` functions return the size prefix
@@ -17,6 +20,7 @@ and the frame together, ready to send.
 """
 from __future__ import annotations
 
+import functools
 import struct
 from collections import deque
 from collections.abc import Iterator
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, NamedTuple, cast
 
 from .errors import DecodeError
 from .messages import api as _api
+from .messages import apis as _apis
 from .messages import message_class as _message_class
 
 if TYPE_CHECKING:  # the header classes load on first use (request_header_class), not with this module
@@ -113,6 +118,52 @@ def peek_request(frame_bytes: Bytes) -> tuple[int, int, int]:
         raise DecodeError("request frame shorter than its 8-byte header prefix", 0, ["RequestHeader"])
     key, version = _KEY_VERSION.unpack_from(frame_bytes, 0)
     return key, version, _CORRELATION.unpack_from(frame_bytes, 4)[0]
+
+
+REQUEST_HEAD_SIZE = 14  # what peek_request_head reads: size, API key and version, correlation id, client id length
+_REQUEST_HEAD = struct.Struct(">ihhih")
+
+
+class RequestHead(NamedTuple):
+    """A request's size prefix and the fixed fields of its header, as ``peek_request_head`` read them."""
+    size: int
+    api_key: int
+    api_version: int
+    correlation_id: int
+    header_version: int
+    client_id_length: int  # -1 for a null client id, and in a v0 header (which has none)
+
+
+def peek_request_head(data: Bytes, pos: int = 0, max_frame: int = DEFAULT_MAX_FRAME) -> RequestHead | None:
+    """The size prefix and request header at ``data[pos:]`` if they can start a request frame, else None.
+
+    They can when the size is 8..``max_frame``, the API key and version are ones the specs define, the
+    correlation id is not negative (clients count up from 0), and the client id (header v1+) fits in
+    the frame, leaving room for a flexible header's tag section. The client id and tags themselves
+    are not read. Sans-IO: reads ``REQUEST_HEAD_SIZE`` bytes at ``pos``, which the caller must have
+    (``struct.error`` otherwise); it is meant for a reader that lost track of the frame boundaries in a
+    byte stream and tries candidate positions (``decode_request`` decodes a frame for real).
+    """
+    size, key, version, correlation_id, client_id_length = _REQUEST_HEAD.unpack_from(data, pos)
+    if size < 8 or size > max_frame or correlation_id < 0:
+        return None
+    header_version = _request_header_versions().get((key, version))
+    if header_version is None:
+        return None
+    if header_version == 0:
+        return RequestHead(size, key, version, correlation_id, 0, -1)
+    if size < 10 or client_id_length < -1 or 10 + client_id_length > size:
+        return None
+    if header_version == 2 and 10 + max(client_id_length, 0) >= size:
+        return None  # no room for the tag section
+    return RequestHead(size, key, version, correlation_id, header_version, client_id_length)
+
+
+@functools.cache
+def _request_header_versions() -> dict[tuple[int, int], int]:
+    """The request header version of every (API key, version) the specs define."""
+    return {(info.key, version): info.request_header_version(version) for info in _apis()
+            for version in range(info.valid_versions[0], info.valid_versions[1] + 1)}
 
 
 def request_header_class() -> type[RequestHeader]:

@@ -1,5 +1,5 @@
-"""Decoding Kafka traffic from packet captures, stage by stage (see ``model`` for the values passed on).
+"""Decoding Kafka traffic from packet captures, stage by stage, in plain Python (see ``model`` for the
+values passed on and the modules of each stage).
 
-The stages are plain Python; the Spark glue lives in its own modules, so importing this package
-imports no PySpark.
+Nothing here imports PySpark: the Spark runner is ``kafkawire.capture_spark``, which uses these stages.
 """

@@ -152,7 +152,7 @@ def to_json(message, version: int) -> str:
 
 
 # Helpers the compiled JSON writers call. They write JSON text directly (no dict per struct, no
-# json.dumps over the whole tree): that is 3-5x faster for messages with thousands of structs.
+# json.dumps over the whole tree), which is much faster for large messages (docs/performance.md).
 _json_string = json.encoder.encode_basestring  # quoted and escaped, non-ASCII kept
 
 

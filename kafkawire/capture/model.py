@@ -2,18 +2,24 @@
 
 The stages are plain Python and know nothing of Spark:
 
-    packets.py       files and byte-range splits  -> Packet
-    streams.py       one connection's packets     -> StreamData / StreamGap / StreamEnd per direction
-    conversations.py one connection's stream      -> KafkaFrame / Problem (framing, resync, correlation)
-    rows.py          KafkaFrame / Problem         -> rows of the output tables
+    packets.py           capture files and splits  -> Packet (pcap_reader, pcapng_reader, packet_headers;
+                                                      splits, inputs, payloads)
+    tcp_reassembly.py    one connection's packets  -> StreamData / StreamGap / StreamEnd per direction
+    kafka_connection.py  one connection's stream   -> KafkaFrame / Problem (kafka_framing and resync,
+                                                      correlation)
+    rows.py              KafkaFrame / Problem      -> rows of the output tables (table_schemas,
+                                                      frame_decoding, joins, bodies, column_table,
+                                                      record_table)
+    report.py            the tables                -> a summary (report_arrow)
 
-``job.py`` runs them inside Spark: packets in one pass over the splits, then a shuffle by
-``Packet.connection`` so that one task sees each connection's packets in capture order.
+``kafkawire.capture_spark`` runs them inside Spark: packets in one pass over the splits, then a
+shuffle by ``Packet.connection`` so that one task sees each connection's packets in capture order.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
+ORDER_STRIDE = 1 << 40  # Packet.order = file_index * ORDER_STRIDE + record offset
 # TCP flags, as in the header's flags byte.
 FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
 
@@ -54,6 +60,25 @@ class Packet(NamedTuple):
     @property
     def sender(self) -> str:
         return endpoint(self.src, self.sport)
+
+
+class PacketRef(NamedTuple):
+    """A ``Packet`` whose payload was left in its file: ``payload_length`` bytes at ``payload_offset``
+    of the capture ``order // ORDER_STRIDE`` of the run (``PayloadReader`` reads them back). The other
+    fields are the Packet's, in its order."""
+    order: int
+    ts_ns: int
+    src: str
+    sport: int
+    dst: str
+    dport: int
+    seq: int
+    ack: int
+    flags: int
+    payload_offset: int
+    payload_length: int
+    missing: int = 0
+
 
 
 class StreamData(NamedTuple):

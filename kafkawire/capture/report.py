@@ -9,12 +9,12 @@ fetch-limits check (KIP-74):
 - a partition starved across consecutive fetches: data was waiting (high watermark above the fetch
   offset) yet nothing came back, ``starved_after`` fetches in a row on one connection.
 
-Two engines compute it and give the same Report: pyarrow on the driver (``report_arrow``: tables on the
-local file system of up to ``ARROW_MAX_ROWS`` rows, read in milliseconds to seconds) and Spark SQL
-(``report_spark``: larger tables, and tables behind a URI). Both compute exact figures, each defined
-once here: percentiles are nearest-rank (the value at rank ceil(p * n) of the n latencies), a kind's
-example problem is its earliest (by time, then reason), and every list is put in one order by
-``ordered`` (ties broken by name), so the text and JSON do not depend on the engine.
+Two engines compute it and give the same Report: pyarrow on the driver (``report_arrow``, through
+``build_arrow``: tables on the local file system of up to ``ARROW_MAX_ROWS`` rows) and Spark SQL
+(``capture_spark.report_spark.build``: larger tables, and tables behind a URI). Both compute exact
+figures, each defined once here: percentiles are nearest-rank (the value at rank ceil(p * n) of the n
+latencies), a kind's example problem is its earliest (by time, then reason), and every list is put in
+one order by ``ordered`` (ties broken by name), so the text and JSON do not depend on the engine.
 """
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def local_rows(out_dir: str) -> int | None:
     """Rows of the tables the report reads, from the Parquet footers; None for tables behind a URI
     (other than ``file://``)."""
     from .report_arrow import part_files
-    from .tables import REPORTED
+    from .table_sets import REPORTED
 
     path = str(out_dir)
     if "://" in path:
@@ -141,13 +141,6 @@ def engine_for(out_dir: str, engine: str = "auto", max_rows: int = ARROW_MAX_ROW
         return engine
     rows = local_rows(out_dir)
     return "arrow" if rows is not None and rows <= max_rows else "spark"
-
-
-def build(spark, out_dir: str, starved_after: int = STARVED_AFTER) -> Report:
-    """The report of the tables in ``out_dir``, computed with Spark SQL on ``spark``."""
-    from .report_spark import compute
-
-    return ordered(compute(spark, str(out_dir).rstrip("/"), starved_after))
 
 
 def build_arrow(out_dir: str, starved_after: int = STARVED_AFTER) -> Report:

@@ -1,4 +1,4 @@
-"""kafkawire.capture.packets: capture files -> Packet, whole and by split.
+"""kafkawire.capture.packets and its readers: capture files -> Packet, whole and by split.
 
 Synthetic captures are written here byte by byte with ``struct`` (independently of kafkawire.pcap's
 declarations); real ones are taken with tcpdump on loopback and checked against tshark.
@@ -22,12 +22,14 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.capture.model import ACK, FIN, PSH, SYN, Packet
-from kafkawire.capture.packets import (
-    ORDER_STRIDE, CaptureError, NotACaptureError, PacketRef, PayloadReader, Split, expand_inputs,
-    find_record_boundary, first_timestamp_ns, is_capture, iter_packets, iter_split, plan_splits,
-)
-from kafkawire.capture import packets as packets_module
+from kafkawire.capture.inputs import expand_inputs, first_timestamp_ns, is_capture
+from kafkawire.capture.model import ACK, FIN, ORDER_STRIDE, PSH, SYN, Packet, PacketRef
+from kafkawire.capture.packets import iter_packets, iter_split
+from kafkawire.capture import payloads as payloads_module, splits as splits_module
+from kafkawire.capture.payloads import PayloadReader
+from kafkawire.capture.pcap_reader import find_record_boundary
+from kafkawire.capture.reading import CaptureError, NotACaptureError
+from kafkawire.capture.splits import Split, plan_splits
 from kafkawire.pcap import layouts
 
 T0 = 1_700_000_000 * 10**9 + 123_456_000  # a timestamp with whole microseconds
@@ -614,11 +616,11 @@ def test_payload_reader_releases_what_it_mapped(mixed_files, monkeypatch):
     path = mixed_files["pcapng"]
     whole, _ = read(path)
     refs = list(iter_packets(path, payloads=False))
-    monkeypatch.setattr(packets_module, "_REGION_SHIFT", 12)
-    monkeypatch.setattr(packets_module, "MAPPED_BUDGET", 16 << 12)
+    monkeypatch.setattr(payloads_module, "_REGION_SHIFT", 12)
+    monkeypatch.setattr(payloads_module, "MAPPED_BUDGET", 16 << 12)
     released = []
-    original = packets_module.release_pages
-    monkeypatch.setattr(packets_module, "release_pages", lambda mapping, end=None: (released.append(end),
+    original = payloads_module.release_pages
+    monkeypatch.setattr(payloads_module, "release_pages", lambda mapping, end=None: (released.append(end),
                                                                                      original(mapping, end)))
     with PayloadReader([path]) as reader:
         for _ in range(2):  # again after releases: the pages come back from the page cache
@@ -636,8 +638,8 @@ def test_planning_splits_releases_the_pages_it_walked(mixed_files, monkeypatch):
     """plan_splits walks every record header of a file: the pages behind each cut are released as it
     goes, so the driver's memory does not grow with the capture."""
     released = []
-    original = packets_module.release_pages
-    monkeypatch.setattr(packets_module, "release_pages", lambda mapping, end=None: (released.append(end),
+    original = splits_module.release_pages
+    monkeypatch.setattr(splits_module, "release_pages", lambda mapping, end=None: (released.append(end),
                                                                                      original(mapping, end)))
     for kind in ("pcap", "pcapng"):
         released.clear()

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kafkawire.capture import record_table
 from kafkawire.capture.record_table import RecordRows, RecordsTable
-from kafkawire.capture.rows import TABLES
+from kafkawire.capture.table_schemas import TABLES
 from kafkawire.records import Codec, LegacyBatch, RecordBatch, RecordBatchBuilder, iter_batches
 from kafkawire.records.builder import LegacyMessageSetBuilder
 from kafkawire.records.record import TimestampType
@@ -121,3 +121,18 @@ def test_a_header_key_that_is_not_utf8_is_read_with_replacement_characters():
     table.cut()
     (row,) = pa.Table.from_batches(table.take_ready()).to_pylist()
     assert row["headers"] == [{"key": "\ufffd\ufffd", "value": b"x"}]
+
+
+def test_record_sequences_wrap_as_kafka_does():
+    """The records table's sequences, computed per batch in bulk, equal Kafka's per-record increment
+    (wrapping past the int32 maximum to 0), for gaps in offsets (compaction) and deltas in any order."""
+    from array import array
+
+    from kafkawire.capture.record_table import _sequences
+    from kafkawire.records.batch import increment_sequence
+
+    for base_sequence, base_offset, deltas in [(0, 0, range(5)), (10, 1000, [0, 2, 7]), (0x7FFFFFFF - 2, 50, range(6)),
+                                               (0x7FFFFFFF, 0, [0, 1]), (0x7FFFFFF0, 0, [3, 40, 1]), (5, 9, [])]:
+        offsets = array("q", [base_offset + delta for delta in deltas])
+        assert _sequences(base_sequence, base_offset, offsets) == [
+            increment_sequence(base_sequence, offset - base_offset) for offset in offsets]

@@ -1,7 +1,7 @@
 """The ``kafkawire`` command: ``apis`` and ``inspect`` (files, stdin, hex, with and without size prefix),
 ``--version`` and ``python -m kafkawire``, the errors of ``broker``, ``decode`` and ``report`` (one line,
 exit status 2, before Spark starts), and ``report`` on the Arrow engine without Spark. (``decode`` and the
-Spark engine run in tests/test_capture_job.py, which has a Spark session.)"""
+Spark engine run in tests/capture_spark/test_capture_spark_job.py, which has a Spark session.)"""
 from __future__ import annotations
 
 import base64
@@ -19,8 +19,9 @@ from broker_harness import BrokerThread, RawClient
 from capture_tables import random_tables
 from kafkawire import __version__
 from kafkawire.broker.versions import SUPPORTED_VERSIONS
-from kafkawire.capture import job, report
-from kafkawire.capture.tables import TableSetError, check_out
+from kafkawire.capture import report
+from kafkawire.capture.table_sets import TableSetError, check_out
+from kafkawire.capture_spark import job
 from kafkawire.cli import main
 from kafkawire.framing import encode_request, encode_response
 from kafkawire import messages as m
@@ -327,7 +328,7 @@ def one_line_error(code, out, err, command, *fragments):
 @pytest.fixture
 def no_spark(monkeypatch):
     """Fails a test that starts Spark."""
-    from kafkawire.capture import spark
+    from kafkawire.capture_spark import session as spark
 
     def refuse(*args, **kwargs):
         raise AssertionError("Spark was started")

@@ -33,11 +33,14 @@ BROKER_COMMAND = "kafkawire broker --data-dir"
 # Examples not run here: (a piece of the example's text, why).
 NOT_RUN = [
     ("pip install -e", "creates a virtualenv and installs the package: the suite runs from an installed one"),
-    ("kafkawire demo", "starts Spark and takes one to two minutes (tests/test_capture_job.py covers its parts)"),
+    ("kafkawire demo", "starts Spark and takes one to two minutes "
+                       "(tests/capture_spark/test_capture_spark_job.py covers its parts)"),
     ("python -m pytest", "the test suite itself"),
     ("kafkawire decode capture.pcapng", "starts Spark, on capture files that are the reader's own "
-                                        "(tests/test_capture_job.py runs decode and report as commands)"),
-    ("spark-submit", "needs a Spark cluster (tests/test_capture_job.py runs spark-submit locally)"),
+                                        "(tests/capture_spark/test_capture_spark_job.py runs decode and report "
+                                        "as commands)"),
+    ("spark-submit", "needs a Spark cluster (tests/capture_spark/test_capture_spark_job.py runs it locally, "
+                     "with its settings)"),
     ("python -m codegen --check", "regenerates the committed codecs in place; CI runs `codegen --check` itself"),
     ("bench/codec.py", "benchmarks, minutes each"),
 ]

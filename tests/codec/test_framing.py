@@ -14,8 +14,9 @@ import pytest
 
 from kafkawire import DecodeError
 from kafkawire.framing import (
-    DEFAULT_MAX_FRAME, Correlator, FrameBuffer, FrameTooLarge, decode_request, decode_response, encode_request,
-    encode_response, encode_response_parts, frame, peek_request, read_request, read_response,
+    DEFAULT_MAX_FRAME, REQUEST_HEAD_SIZE, Correlator, FrameBuffer, FrameTooLarge, RequestHead, decode_request,
+    decode_response, encode_request, encode_response, encode_response_parts, frame, peek_request,
+    peek_request_head, read_request, read_response,
 )
 from kafkawire.messages import (
     ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse,
@@ -258,6 +259,45 @@ def test_read_request_counts_trailing_bytes_as_kafka_ignores_them():
     assert read_request(data).trailing == 0
     header, body = decode_request(data + b"\x01", exact=False)
     assert body.topics is None
+
+
+@pytest.mark.parametrize("key, version, client_id, header_version", [
+    (3, 12, "cli", 2),         # Metadata v12: flexible, header v2
+    (0, 3, "producer-1", 1),   # Produce v3: header v1
+    (3, 1, None, 1),           # a null client id
+])
+def test_peek_request_head_reads_what_decode_request_decodes(key, version, client_id, header_version):
+    body = api(key).request_class()
+    data = encode_request(_header(key, version, correlation_id=41, client_id=client_id), body)
+    head = peek_request_head(data, 0)
+    length = -1 if client_id is None else len(client_id)
+    assert head == RequestHead(len(data) - 4, key, version, 41, header_version, length)
+    header, _ = decode_request(data[4:])
+    assert (header.request_api_key, header.request_api_version, header.correlation_id) == head[1:4]
+    assert peek_request_head(b"junk" + data, 4) == head  # at an offset
+    assert peek_request_head(data, 0, max_frame=len(data) - 5) is None  # the size is above the limit
+
+
+def test_peek_request_head_refuses_what_cannot_start_a_request():
+    good = encode_request(_header(3, 12), MetadataRequest(topics=[]))
+    assert peek_request_head(good) is not None
+
+    def changed(fmt: str, at: int, value: int) -> bytes:
+        data = bytearray(good)
+        struct.pack_into(fmt, data, at, value)
+        return bytes(data)
+
+    assert peek_request_head(changed(">i", 0, 7)) is None         # too small for a request header
+    assert peek_request_head(changed(">i", 0, -1)) is None        # a negative size
+    assert peek_request_head(changed(">h", 4, 999)) is None       # an API key the specs do not define
+    assert peek_request_head(changed(">h", 6, 99)) is None        # a version Metadata does not have
+    assert peek_request_head(changed(">i", 8, -5)) is None        # a negative correlation id
+    assert peek_request_head(changed(">h", 12, 500)) is None      # a client id longer than the frame
+    assert peek_request_head(changed(">h", 12, -2)) is None       # a client id length below -1
+    size = struct.unpack_from(">i", good)[0]
+    assert peek_request_head(changed(">h", 12, size - 10)) is None  # no room left for the tag section
+    with pytest.raises(struct.error):
+        peek_request_head(good[:REQUEST_HEAD_SIZE - 1])  # the caller makes sure the bytes are there
 
 
 # ---------------------------------------------------------------------------------------------------

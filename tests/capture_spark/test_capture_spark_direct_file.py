@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from kafkawire.capture import direct_file
-from kafkawire.capture.direct_file import BLOCK, DirectFile
+from kafkawire.capture_spark import direct_file
+from kafkawire.capture_spark.direct_file import BLOCK, DirectFile
 
 chunks = st.lists(st.binary(max_size=3 * BLOCK + 7), max_size=12)
 
@@ -103,7 +103,7 @@ def test_keep_freed_memory_lets_a_large_buffer_be_reused_without_faults():
         pytest.skip("glibc only")
     script = textwrap.dedent("""
         import resource, sys
-        from kafkawire.capture.worker_memory import keep_freed_memory
+        from kafkawire.capture_spark.worker_memory import keep_freed_memory
         if sys.argv[1] == "keep":
             assert keep_freed_memory()
         def faults():

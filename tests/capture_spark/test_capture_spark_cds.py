@@ -13,7 +13,8 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from kafkawire.capture import spark as spark_module  # noqa: E402
+from kafkawire.capture_spark import class_archive  # noqa: E402
+from kafkawire.capture_spark import session as spark_module  # noqa: E402
 
 OPTIONS = "-XX:TieredStopAtLevel=1"
 
@@ -22,17 +23,17 @@ OPTIONS = "-XX:TieredStopAtLevel=1"
 def cache(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv("KAFKAWIRE_SPARK_CDS", raising=False)
-    if spark_module._archive_path(OPTIONS) is None:
+    if class_archive.archive_path(OPTIONS) is None:
         pytest.skip("no java binary to key the archive on")
     return tmp_path / "kafkawire"
 
 
 def test_no_archive_and_not_asked_to_write_one(cache):
-    assert spark_module._class_archive(OPTIONS, write=False) == ("", None)
+    assert class_archive.archive_options(OPTIONS, write=False) == ("", None)
 
 
 def test_asked_to_write_gives_a_temporary_path_beside_the_final_one(cache):
-    options, pending = spark_module._class_archive(OPTIONS, write=True)
+    options, pending = class_archive.archive_options(OPTIONS, write=True)
     temporary, final = pending
     assert options == f" -Xlog:cds*=off -XX:ArchiveClassesAtExit={temporary}"
     assert temporary.parent == final.parent == cache and temporary.name.startswith(final.name)
@@ -40,14 +41,14 @@ def test_asked_to_write_gives_a_temporary_path_beside_the_final_one(cache):
 
 
 def test_an_existing_archive_is_mapped(cache):
-    final = spark_module._archive_path(OPTIONS)
+    final = class_archive.archive_path(OPTIONS)
     final.parent.mkdir(parents=True)
     final.write_bytes(b"archive")
-    assert spark_module._class_archive(OPTIONS, write=True) == (f" -Xlog:cds*=off -XX:SharedArchiveFile={final}", None)
+    assert class_archive.archive_options(OPTIONS, write=True) == (f" -Xlog:cds*=off -XX:SharedArchiveFile={final}", None)
 
 
 def test_the_archive_is_keyed_on_the_jvm_options(cache):
-    assert spark_module._archive_path(OPTIONS) != spark_module._archive_path(OPTIONS + " -XX:+UseSerialGC")
+    assert class_archive.archive_path(OPTIONS) != class_archive.archive_path(OPTIONS + " -XX:+UseSerialGC")
 
 
 def test_another_spark_install_gets_its_own_archive(cache, monkeypatch, tmp_path):
@@ -59,24 +60,24 @@ def test_another_spark_install_gets_its_own_archive(cache, monkeypatch, tmp_path
     for jar in (Path(pyspark.__file__).parent / "jars").glob("*.jar"):  # the same jars, elsewhere
         (other / "jars" / jar.name).touch()
     monkeypatch.setenv("SPARK_HOME", str(other))
-    moved = spark_module._archive_path(OPTIONS)
+    moved = class_archive.archive_path(OPTIONS)
     monkeypatch.delenv("SPARK_HOME")
-    assert moved != spark_module._archive_path(OPTIONS)
+    assert moved != class_archive.archive_path(OPTIONS)
 
 
 def test_switched_off_by_the_environment(cache, monkeypatch):
     monkeypatch.setenv("KAFKAWIRE_SPARK_CDS", "0")
-    assert spark_module._class_archive(OPTIONS, write=True) == ("", None)
+    assert class_archive.archive_options(OPTIONS, write=True) == ("", None)
 
 
 def test_stale_temporaries_of_dead_runs_are_removed(cache):
-    final = spark_module._archive_path(OPTIONS)
+    final = class_archive.archive_path(OPTIONS)
     final.parent.mkdir(parents=True)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True).stdout.strip()
     stale = final.with_name(f"{final.name}.{dead}.tmp")
     stale.write_bytes(b"half an archive")
-    spark_module._class_archive(OPTIONS, write=True)
+    class_archive.archive_options(OPTIONS, write=True)
     assert not stale.exists()
 
 
@@ -95,7 +96,7 @@ def _stand_in_jvm(temporary: Path, exit_code: int) -> subprocess.Popen:
 
 @pytest.mark.parametrize("exit_code", [0, 1])
 def test_stop_publishes_only_after_a_clean_exit(cache, monkeypatch, exit_code):
-    _, pending = spark_module._class_archive(OPTIONS, write=True)
+    _, pending = class_archive.archive_options(OPTIONS, write=True)
     temporary, final = pending
     monkeypatch.setattr(spark_module, "_pending_archive", pending)
     jvm = _stand_in_jvm(temporary, exit_code)
@@ -120,7 +121,7 @@ def test_stop_without_a_pending_archive_only_stops(cache, monkeypatch):
 
 def test_a_session_it_did_not_start_is_left_running(cache, monkeypatch):
     # the CLI run in-process (tests, notebooks) finds the caller's session and must not stop it
-    _, pending = spark_module._class_archive(OPTIONS, write=True)
+    _, pending = class_archive.archive_options(OPTIONS, write=True)
     monkeypatch.setattr(spark_module, "_pending_archive", pending)
     monkeypatch.setattr(spark_module, "_owned", None)
     fake, stopped = _fake_session(None)
@@ -144,20 +145,20 @@ def test_publishing_prunes_archives_of_other_keys_by_last_use(cache, monkeypatch
     unrelated = cache / "notes.txt"
     unrelated.write_text("kept")
     mapped = cache / "spark-classes-oldest.jsa"
-    monkeypatch.setattr(spark_module, "_archive_path", lambda options: mapped)
-    assert spark_module._class_archive(OPTIONS, write=False)[0].endswith(f"SharedArchiveFile={mapped}")
+    monkeypatch.setattr(class_archive, "archive_path", lambda options: mapped)
+    assert class_archive.archive_options(OPTIONS, write=False)[0].endswith(f"SharedArchiveFile={mapped}")
     assert time.time() - mapped.stat().st_mtime < 60  # mapped: now the most recently used
 
     published = cache / "spark-classes-new.jsa"
     published.write_bytes(b"classes")
-    spark_module._prune_archives(published)
+    class_archive.prune_archives(published)
     assert sorted(p.name for p in cache.iterdir()) == [
         "notes.txt", "spark-classes-new.jsa", "spark-classes-oldest.jsa", "spark-classes-recent.jsa"]
 
 
 STOP_SCRIPT = """
 import threading, time
-from kafkawire.capture import spark
+from kafkawire.capture_spark import session as spark
 context = spark.context(keep_classes=True)
 total = context.accumulator(0)
 context.parallelize(range(100), 4).foreach(lambda n: total.add(n))

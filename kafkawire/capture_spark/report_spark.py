@@ -1,10 +1,16 @@
 """The report's figures with Spark SQL, for tables too large for the driver or behind a URI (see
-``report``: the definitions, and the order, which ``report.ordered`` applies)."""
+``capture.report``: the definitions, and the order, which ``report.ordered`` applies; the other engine,
+``capture.report_arrow``, needs no Spark)."""
 from __future__ import annotations
 
-from .report import PERCENTILES, Report, versions_text
+from ..capture.report import PERCENTILES, STARVED_AFTER, Report, ordered, versions_text
 
 _LONG_MIN = -(1 << 63)
+
+
+def build(spark, out_dir: str, starved_after: int = STARVED_AFTER) -> Report:
+    """The report of the tables in ``out_dir``, computed with Spark SQL on ``spark``."""
+    return ordered(compute(spark, str(out_dir).rstrip("/"), starved_after))
 
 
 def compute(spark, out: str, starved_after: int) -> Report:

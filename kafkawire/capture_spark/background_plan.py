@@ -1,8 +1,8 @@
 """``plan_captures`` in a child Python while the caller does something else (starts Spark's JVM).
 
-The driver's walk of the captures is serial (about 0.4 s per GB), and starting the JVM takes a few
-seconds with a core to spare, so ``kafkawire decode`` runs both at once. The child is a Python started
-for the purpose (``python -m kafkawire.capture.background_plan``), not a multiprocessing worker:
+The driver's walk of the captures is serial, and starting the JVM takes a few seconds with a core to
+spare, so ``kafkawire decode`` runs both at once. The child is a Python started
+for the purpose (``python -m kafkawire.capture_spark.background_plan``), not a multiprocessing worker:
 multiprocessing's spawn re-runs the caller's main script (a script that calls the command line without
 a ``__main__`` guard would start again), and its fork would copy a process that may have threads.
 The arguments go on the command line as JSON; the plan, or the error, comes back pickled on stdout.
@@ -14,7 +14,7 @@ import pickle
 import subprocess
 import sys
 
-from .job import CapturePlan, plan_captures
+from .plan import CapturePlan, plan_captures
 
 
 class BackgroundPlan:

@@ -1,4 +1,4 @@
-"""kafkawire.capture.streams and .conversations: TCP reassembly, Kafka framing, correlation and resync.
+"""kafkawire.capture.tcp_reassembly and the Kafka layer (kafka_connection, kafka_framing, correlation, resync): TCP reassembly, Kafka framing, correlation and resync.
 
 The captures are synthetic but the Kafka bytes are real: requests from ``Correlator``, responses from
 ``encode_response``, cut into TCP segments with chosen sequence numbers (some near the 2**32 wrap), then
@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkawire.capture.conversations import Conversation, decode_connection, detect_broker_ports
+from kafkawire.capture.kafka_connection import Conversation, decode_connection, detect_broker_ports
 from kafkawire.capture.model import (
     ACK, FIN, PSH, RST, SYN, KafkaFrame, Packet, Problem, StreamData, StreamEnd, StreamGap, connection_key,
 )
-from kafkawire.capture.streams import ConnectionOpen, StreamConflict, TcpReassembler
+from kafkawire.capture.tcp_reassembly import ConnectionOpen, StreamConflict, TcpReassembler
 from kafkawire.framing import Correlator, encode_response, frame
 from kafkawire.messages import (
     ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,

@@ -8,12 +8,9 @@ is fresh memory that the kernel must fault in and zero again, page by page. Rais
 keeps that memory in the heap for reuse: the worker's resident memory stays at its peak between
 buffers (it does not grow past it).
 
-Measured in process on the 1 GB bench capture, stage 2 with ``--records``, the same thresholds set
-through glibc's environment (MALLOC_MMAP_THRESHOLD_, and MALLOC_TRIM_THRESHOLD_ at 4 GB): 218-232k page
-faults and 5.8-7.5 s of system CPU, against 177-178k faults (about the peak resident memory's worth)
-and 4.5-5.1 s. Set here on 64 MB of capture: 100k faults against 81k.
-First touches are dear on virtual machines whose host reclaims the guest's free pages (here about 3 s
-per GB touched); on bare metal they cost a tenth of that.
+First touches are dear on virtual machines whose host reclaims the guest's free pages, much less so on
+bare metal; the page faults and system CPU this saves are in docs/performance.md, "Capture decoding:
+design measurements".
 """
 from __future__ import annotations
 

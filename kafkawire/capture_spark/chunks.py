@@ -1,7 +1,7 @@
 """The rows stage 1 hands to the shuffle: a connection's packets from one split, packed into a chunk.
 
 A row per packet cost the shuffle a pickle, an unpickle, a partitioner call and a sort comparison per
-packet (about 2 CPU-s per GB of capture, and a second of a 1 GB job's wall time on 2 cores). A chunk
+packet (docs/performance.md has what that came to). A chunk
 holds up to ``MAX_PACKETS`` consecutive packets of one connection as fixed-size binary headers, so
 the shuffle moves a few thousand rows per GB:
 
@@ -23,8 +23,8 @@ from __future__ import annotations
 from struct import Struct
 from typing import Iterator
 
-from .model import Packet
-from .packets import ORDER_STRIDE, PacketRef, PayloadReader
+from ..capture.model import ORDER_STRIDE, Packet, PacketRef
+from ..capture.payloads import PayloadReader
 
 # order, ts_ns, seq, ack, flags, direction, (pad), payload offset, payload length, missing
 HEADER = Struct("<qqIIHBxQII")

@@ -2,10 +2,10 @@
 
 A decode writes about as many bytes of Parquet as it reads of capture (the frames table keeps the record
 batches raw; ``--records`` writes them again as rows). Through the page cache, every one of those bytes
-first lands in a fresh cache page: on the bench machine (a VM whose host reclaims free guest memory)
-that cost about 2.5 CPU-s of kernel time per GB written, more than snappy-compressing it, where a
-direct write of the same GB took 0.15 CPU-s (and 0.8 s of the disk's time). The cached copies would also
-push the capture out of the page cache, which stage 2 reads payloads back from.
+first lands in a fresh cache page, which on a VM whose host reclaims free guest memory costs more
+kernel time than snappy-compressing the bytes, and many times what a direct write costs
+(docs/performance.md, "Capture decoding: design measurements"). The cached copies would also push the
+capture out of the page cache, which stage 2 reads payloads back from.
 
 Direct I/O needs aligned memory, offsets and lengths, so the writes gather in a page-aligned buffer
 (an anonymous mmap) that goes to disk whole; ``close`` writes the last, partial block padded and then

@@ -2,7 +2,7 @@
 
 Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` (and py4j's zip) first on the workers' PYTHONPATH.
 Python cannot keep compiled bytecode for modules it imports from a zip, so the daemon compiled PySpark
-from source each time it started (about 0.8 s before the first task of a run could start), and every
+from source each time it started, before the first task of a run could start, and every
 worker process compiled ``pyspark.worker`` again after its fork. With pip's PySpark, which the
 embedded session runs, the zip holds the same PySpark as the installed package, whose bytecode is
 cached: the daemon leaves the zips out of ``sys.path`` when that package is there (a Spark
@@ -11,12 +11,12 @@ module in ``spark.python.daemon.module`` (on a cluster, pass it with ``--conf``)
 inherit the path.
 
 The daemon also imports what the capture job's tasks import (pyarrow, the job's modules, and pandas,
-which pyarrow imports at its first conversion of Python lists) before it forks any worker: each
-worker then starts with them loaded (shared with the daemon until written), where each had spent
-about 0.5 CPU-s importing them at its first task. The daemon's own start takes about 0.75 s longer;
-with two or more workers that is less than they spent. The only threads these imports start are
-the background thread of pyarrow's jemalloc and, unless ``OPENBLAS_NUM_THREADS=1``, OpenBLAS's
-(checked in /proc); both libraries register fork handlers (pthread_atfork) for that.
+which pyarrow imports at its first conversion of Python lists) before it forks any worker: each worker
+then starts with them loaded (shared with the daemon until written), where each had spent CPU importing
+them at its first task; the daemon's own start takes longer, by less than two workers spent
+(docs/performance.md, "Capture decoding: design measurements"). The only threads these imports start are
+the background thread of pyarrow's jemalloc and, unless ``OPENBLAS_NUM_THREADS=1``, OpenBLAS's (checked
+in /proc); both libraries register fork handlers (pthread_atfork) for that.
 """
 from __future__ import annotations
 
@@ -37,11 +37,11 @@ def _prefer_installed_pyspark() -> None:
         sys.path[:] = path
 
 
-# What a capture task imports: stage 1 (the job module: pyarrow, numpy, the packet reader), stage 2
-# (reassembly, decoding, the tables and their Parquet writer), and pandas, which pyarrow's first
+# What a capture task imports: stage 1 (the packet reader, the chunks), stage 2 (reassembly, decoding,
+# the tables and their Parquet writer, pyarrow, numpy), and pandas, which pyarrow's first
 # pa.array() of Python lists imports.
-PRELOAD = ("kafkawire.capture.job", "kafkawire.capture.conversations", "kafkawire.capture.rows",
-           "pyarrow.parquet", "pandas")
+PRELOAD = ("kafkawire.capture_spark.read_stage", "kafkawire.capture_spark.decode_stage",
+           "kafkawire.capture.kafka_connection", "kafkawire.capture.rows", "pyarrow.parquet", "pandas")
 
 
 def _preload() -> None:

@@ -1,4 +1,4 @@
-"""The capture job end to end (kafkawire.capture.job and .report on local Spark).
+"""The capture job end to end (kafkawire.capture_spark.job, the reports and the commands on local Spark).
 
 - A real capture: tcpdump on loopback while kafka-python (pinned to broker version 2.5, so its Produce
   v8 and Fetch v11 are versions tshark 4.0 decodes) and confluent-kafka produce and consume against the
@@ -10,12 +10,14 @@
   request and in a response, a capture that starts mid-stream) give exactly the expected frames and
   problems, and what survives decodes as it does without the faults.
 - Inputs: pcap and pcapng, gzip, a rotated series (folder and glob) and many small splits give the same
-  tables; a file that is not a capture gives a clear error.
+  tables; a file that is not a capture gives a clear error. (The synthetic captures are built by
+  ``capture_synthetic``; the job's planning and stages run without Spark in test_capture_spark_stages.py.)
 - The report: counts per API, problems, and the KIP-74 fetch-limits check on fetches built to break
   (or keep) the limits; and ``kafkawire decode`` / ``kafkawire report`` as commands.
 
-One local Spark session serves the module; each capture is decoded once and the tests read the tables
-back with pyarrow (no Spark job per assertion).
+One local Spark session serves the module (so its tests stay in one file: pytest-xdist's
+``--dist loadfile`` runs them on one worker); each capture is decoded once and the tests read the
+tables back with pyarrow (no Spark job per assertion).
 """
 from __future__ import annotations
 
@@ -24,17 +26,16 @@ import gc
 import gzip
 import json
 import os
-import random
 import re
+import shlex
 import shutil
 import signal
 import struct
 import subprocess
 import sys
 import time
-import zlib
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -45,18 +46,26 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from broker_harness import BrokerThread  # noqa: E402
-from kafkawire import messages as m  # noqa: E402
-from kafkawire.capture import job, report  # noqa: E402
+from paths import REPO  # noqa: E402
+from capture_synthetic import (  # noqa: E402
+    FETCH, LARGE, LIMIT_CONNECTIONS, PRODUCE, PRODUCED, SMALL, TOPIC, TWO_BATCHES, Synthetic, all_frames,
+    build_synthetic, rotated_series, split_blocks, stream_offsets, write_pcap,
+)
+from kafkawire.capture import report  # noqa: E402
 from kafkawire.capture.bodies import to_json  # noqa: E402
 from kafkawire.capture.model import connection_key  # noqa: E402
-from kafkawire.capture.packets import PayloadReader, Split, iter_packets, iter_split, plan_splits  # noqa: E402
-from kafkawire.capture.rows import TABLES  # noqa: E402
-from kafkawire.framing import (  # noqa: E402
-    Correlator, decode_request, decode_response, encode_response, peek_request, read_request,
-)
+from kafkawire.capture.packets import iter_packets, iter_split  # noqa: E402
+from kafkawire.capture.splits import plan_splits  # noqa: E402
+from kafkawire.capture.table_schemas import TABLES  # noqa: E402
+from kafkawire.capture.table_sets import SUMMARY, TABLE_ORDER  # noqa: E402
+from kafkawire.capture_spark import job  # noqa: E402
+from kafkawire.capture_spark.decode_stage import decode_partition  # noqa: E402
+from kafkawire.capture_spark.part_files import parquet_leaves, writer_options  # noqa: E402
+from kafkawire.capture_spark.read_stage import read_splits  # noqa: E402
+from kafkawire.capture_spark.report_spark import build  # noqa: E402
+from kafkawire.capture_spark.session import DAEMON_MODULE  # noqa: E402
+from kafkawire.framing import decode_request, decode_response, peek_request, read_request  # noqa: E402
 from kafkawire.messages import api  # noqa: E402
-from kafkawire.pcap.writer import TcpConversationWriter, file_header  # noqa: E402
-from kafkawire.records import Codec, RecordBatchBuilder  # noqa: E402
 
 pytestmark = [pytest.mark.xdist_group("spark"),
               # kafka-python reads its protocol schemas with a deprecated importlib.resources call
@@ -65,7 +74,6 @@ pytestmark = [pytest.mark.xdist_group("spark"),
 TSHARK = shutil.which("tshark")
 TCPDUMP = shutil.which("tcpdump")
 needs_tshark = pytest.mark.skipif(TSHARK is None, reason="tshark is not installed (apt-get install tshark)")
-PRODUCE, FETCH = 0, 1
 TABLE_KEYS = {  # a unique order for comparing tables row by row
     "frames": ["connection", "direction", "stream_offset", "ts"],
     "fetches": ["connection", "correlation_id", "topic", "topic_id", "partition"],
@@ -81,7 +89,7 @@ TABLE_KEYS = {  # a unique order for comparing tables row by row
 def spark():
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("Spark needs a Java runtime (java on PATH or JAVA_HOME)")
-    from kafkawire.capture.spark import session
+    from kafkawire.capture_spark.session import session
     spark = session("local[2]")
     yield spark
     spark.stop()
@@ -496,293 +504,11 @@ def test_tap_capture_at_flexible_versions_decodes_cleanly(spark, tap, workdir):
     assert {r["compression"] for r in records} == {"lz4"}
 
 
-# ---- 3. synthetic captures with faults -----------------------------------------------------------------------
-
-BROKER = ("10.9.0.1", 9092)
-MSS = 300
-T0 = 1_700_000_000_000_000_000  # a whole number of microseconds, as pcap keeps them
-TOPIC = "events"
-
-
-def records_blob(first: int, count: int, codec=Codec.NONE, size: int = 40) -> bytes:
-    builder = RecordBatchBuilder(base_offset=first, compression=codec)
-    for n in range(first, first + count):
-        builder.append(b"value-%d-" % n * (size // 8), key=b"key-%d" % n, headers=[("n", b"%d" % n)],
-                       timestamp=1_700_000_000_000 + n)
-    return builder.build()
-
-
-@dataclass
-class Exchange:
-    api_key: int
-    api_version: int
-    correlation_id: int
-    request: bytes          # size prefix and frame
-    response: bytes
-
-
-class Talk:
-    """A client's exchanges with the broker: real encoded requests and their responses."""
-
-    def __init__(self, client_id: str):
-        self.correlator = Correlator(client_id=client_id, first_correlation_id=1)
-        self.exchanges: list[Exchange] = []
-
-    def add(self, body, version: int, response) -> None:
-        data = self.correlator.request(body, version)
-        correlation_id = struct.unpack_from(">i", data, 8)[0]
-        self.exchanges.append(Exchange(body.API_KEY, version, correlation_id, data,
-                                       encode_response(body.API_KEY, version, correlation_id, response)))
-
-
-# what the standard conversation produces, and fetches back: (partition, first offset, count, codec)
-PRODUCED = [(0, 0, 20, Codec.GZIP), (1, 0, 30, Codec.NONE)]
-
-
-def standard_talk() -> Talk:
-    """ApiVersions, Metadata, a Produce of two partitions, a Fetch of them, Metadata again."""
-    talk = Talk("synthetic")
-    talk.add(m.ApiVersionsRequest(client_software_name="kw", client_software_version="1"), 3,
-             m.ApiVersionsResponse(api_keys=[m.ApiVersionsResponse.ApiVersion(api_key=0, max_version=9)]))
-    talk.add(m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=TOPIC)]), 9,
-             m.MetadataResponse(topics=[m.MetadataResponse.MetadataResponseTopic(name=TOPIC, partitions=[
-                 m.MetadataResponse.MetadataResponsePartition(partition_index=p) for p, *_ in PRODUCED])]))
-    blobs = [records_blob(first, count, codec) for _, first, count, codec in PRODUCED]
-    talk.add(m.ProduceRequest(acks=-1, timeout_ms=1000, topic_data=[m.ProduceRequest.TopicProduceData(
-        name=TOPIC, partition_data=[m.ProduceRequest.PartitionProduceData(index=p, records=blob)
-                                    for (p, *_), blob in zip(PRODUCED, blobs)])]), 8,
-        m.ProduceResponse(responses=[m.ProduceResponse.TopicProduceResponse(name=TOPIC, partition_responses=[
-            m.ProduceResponse.PartitionProduceResponse(index=p, base_offset=first) for p, first, *_ in PRODUCED])]))
-    talk.add(m.FetchRequest(max_wait_ms=100, min_bytes=1, max_bytes=1 << 20, topics=[m.FetchRequest.FetchTopic(
-        topic=TOPIC, partitions=[m.FetchRequest.FetchPartition(partition=p, fetch_offset=first,
-                                                                partition_max_bytes=1 << 20)
-                                 for p, first, *_ in PRODUCED])]), 11,
-        m.FetchResponse(responses=[m.FetchResponse.FetchableTopicResponse(topic=TOPIC, partitions=[
-            m.FetchResponse.PartitionData(partition_index=p, high_watermark=first + count, records=blob)
-            for (p, first, count, _), blob in zip(PRODUCED, blobs)])]))
-    talk.add(m.MetadataRequest(topics=[]), 1, m.MetadataResponse())
-    return talk
-
-
-def fetch_talk(client_id: str, fetches: list[tuple[int, list[tuple]]]) -> Talk:
-    """Fetches of topic TOPIC: (MaxBytes, [(partition, fetch offset, PartitionMaxBytes, high watermark,
-    records or None)]) each."""
-    talk = Talk(client_id)
-    for max_bytes, partitions in fetches:
-        talk.add(m.FetchRequest(max_wait_ms=100, min_bytes=1, max_bytes=max_bytes, topics=[m.FetchRequest.FetchTopic(
-            topic=TOPIC, partitions=[m.FetchRequest.FetchPartition(partition=p, fetch_offset=offset,
-                                                                    partition_max_bytes=limit)
-                                     for p, offset, limit, _, _ in partitions])]), 11,
-            m.FetchResponse(responses=[m.FetchResponse.FetchableTopicResponse(topic=TOPIC, partitions=[
-                m.FetchResponse.PartitionData(partition_index=p, high_watermark=hw, records=blob)
-                for p, _, _, hw, blob in partitions])]))
-    return talk
-
-
-@dataclass
-class Segment:
-    """One packet's Enhanced Packet Block, and which bytes it carries (None for handshakes and ACKs)."""
-    block: bytes
-    direction: str | None = None
-    exchange: int | None = None
-    index: int | None = None
-
-
-def split_blocks(data: bytes) -> list[bytes]:
-    out, pos = [], 0
-    while pos < len(data):
-        length = struct.unpack_from("<I", data, pos + 4)[0]
-        out.append(data[pos:pos + length])
-        pos += length
-    return out
-
-
-def packets_of(talk: Talk, port: int) -> list[Segment]:
-    """Handshake; each request, then its response, in segments of MSS bytes, each acknowledged; FIN exchange."""
-    writer = TcpConversationWriter(("10.9.0.2", port), BROKER, mss=MSS, seed=port)
-    out = [Segment(block) for block in split_blocks(writer.open(T0))]
-    for number, exchange in enumerate(talk.exchanges):
-        for direction, write, data in (("request", writer.client_data, exchange.request),
-                                       ("response", writer.server_data, exchange.response)):
-            *data_blocks, ack = split_blocks(write(data, T0))
-            out += [Segment(b, direction, number, i) for i, b in enumerate(data_blocks)] + [Segment(ack)]
-    return out + [Segment(block) for block in split_blocks(writer.close(T0))]
-
-
-def find(packets: list[Segment], direction: str, exchange: int, index: int) -> int:
-    (at,) = [i for i, p in enumerate(packets) if (p.direction, p.exchange, p.index) == (direction, exchange, index)]
-    return at
-
-
-def reordered(packets: list[Segment], window: int = 4) -> list[Segment]:
-    """Packets shuffled within windows of ``window`` (the handshake and the close stay in place)."""
-    rng = random.Random(7)
-    middle = packets[3:-3]
-    for start in range(0, len(middle), window):
-        chunk = middle[start:start + window]
-        rng.shuffle(chunk)
-        middle[start:start + window] = chunk
-    return packets[:3] + middle + packets[-3:]
-
-
-def duplicated(packets: list[Segment], every: int = 3) -> list[Segment]:
-    """Every ``every``-th packet captured again two packets later (a retransmission)."""
-    out = list(packets)
-    for i in range(len(packets) - 4, 2, -every):
-        out.insert(i + 3, packets[i])
-    return out
-
-
-def stream_offsets(talk: Talk) -> dict[str, list[int]]:
-    """Where each exchange's request and response start in their direction's byte stream."""
-    offsets = {"request": [], "response": []}
-    for direction in offsets:
-        position = 0
-        for exchange in talk.exchanges:
-            offsets[direction].append(position)
-            position += len(getattr(exchange, direction))
-    return offsets
-
-
-@dataclass
-class Scenario:
-    name: str
-    port: int
-    packets: list[Segment]
-    frames: set            # (direction, correlation id, api key or None when unmatched)
-    problems: list         # (direction, kind, offset, length, api key, correlation id)
-    offset_shift: dict = field(default_factory=lambda: {"request": 0, "response": 0})
-
-    @property
-    def client(self) -> str:
-        return f"10.9.0.2:{self.port}"
-
-
-def all_frames(talk: Talk) -> set:
-    return {(direction, e.correlation_id, e.api_key) for e in talk.exchanges for direction in ("request", "response")}
-
-
-def fault_scenarios(talk: Talk) -> list[Scenario]:
-    full = all_frames(talk)
-    at = stream_offsets(talk)
-    produce, fetch = 2, 3  # exchange numbers
-    p, f = talk.exchanges[produce], talk.exchanges[fetch]
-    clean = packets_of(talk, 41001)
-    scenarios = [
-        Scenario("clean", 41001, clean, full, []),
-        Scenario("reordered", 41002, reordered(packets_of(talk, 41002)), full, []),
-        Scenario("duplicated", 41003, duplicated(packets_of(talk, 41003)), full, []),
-    ]
-    # A lost segment in the middle of the Produce request: the request is cut, its response is left
-    # without a request, and framing carries on at the next request (the cut frame's size was known).
-    packets = packets_of(talk, 41004)
-    del packets[find(packets, "request", produce, 2)]
-    scenarios.append(Scenario(
-        "lost request segment", 41004, packets,
-        full - {("request", p.correlation_id, PRODUCE), ("response", p.correlation_id, PRODUCE)}
-        | {("response", p.correlation_id, None)},
-        [("request", "gap", at["request"][produce] + 2 * MSS, MSS, None, None),
-         ("request", "truncated_frame", at["request"][produce], len(p.request) - 4, PRODUCE, p.correlation_id),
-         ("response", "unmatched_response", at["response"][produce], len(p.response) - 4, PRODUCE,
-          p.correlation_id)]))
-    # A lost segment in the middle of the Fetch response: the response is cut (its request known).
-    packets = packets_of(talk, 41005)
-    del packets[find(packets, "response", fetch, 3)]
-    scenarios.append(Scenario(
-        "lost response segment", 41005, packets, full - {("response", f.correlation_id, FETCH)},
-        [("response", "gap", at["response"][fetch] + 3 * MSS, MSS, None, None),
-         ("response", "truncated_frame", at["response"][fetch], len(f.response) - 4, FETCH, f.correlation_id)]))
-    # The capture starts inside the Produce request (its third segment): both directions resync, the
-    # request side on the Fetch request, the response side on the Fetch response (the Produce response
-    # answers nothing captured, so it is skipped too).
-    packets = packets_of(talk, 41006)
-    start = find(packets, "request", produce, 2)
-    request_skip = len(p.request) - 2 * MSS
-    scenarios.append(Scenario(
-        "mid-stream start", 41006, packets[start:],
-        {frame for frame in full if frame[1] > p.correlation_id},
-        [("request", "gap", 0, 0, None, None), ("response", "gap", 0, 0, None, None),
-         ("request", "resync", 0, request_skip, None, None),
-         ("response", "resync", 0, len(p.response), None, None)],
-        {"request": at["request"][produce] + 2 * MSS, "response": at["response"][produce]}))
-    return scenarios
-
-
-# Fetches built for the KIP-74 check: (port, fetches) -- see fetch_talk.
-SMALL, LARGE = records_blob(0, 5), records_blob(0, 20)  # 341 and 1251 bytes
-TWO_BATCHES = SMALL + records_blob(5, 5)
-LIMIT_CONNECTIONS = {
-    # over max(MaxBytes, first batch): the first partition's batch already filled the response
-    42001: [(1000, [(0, 0, 1 << 20, 20, LARGE), (1, 0, 1 << 20, 5, SMALL)])],
-    # within: a first batch alone may overshoot MaxBytes; then a response under MaxBytes
-    42002: [(1000, [(0, 0, 1 << 20, 20, LARGE), (1, 0, 1 << 20, 0, None)]),
-            (1000, [(0, 20, 1 << 20, 20, None), (1, 0, 1 << 20, 5, SMALL)])],
-    # a partition over max(PartitionMaxBytes, its first batch): two batches where one fit
-    42003: [(1 << 20, [(0, 0, 500, 10, TWO_BATCHES)])],
-    # partition 1 starved three fetches in a row while data waited; 2 starved twice; 3 had nothing waiting
-    42004: [(1 << 20, [(0, 0, 1 << 20, 20, records_blob(0, 5)), (1, 5, 1 << 20, 10, None),
-                       (2, 5, 1 << 20, 10, None), (3, 7, 1 << 20, 7, None)]),
-            (1 << 20, [(0, 5, 1 << 20, 20, records_blob(5, 5)), (1, 5, 1 << 20, 10, None),
-                       (2, 5, 1 << 20, 10, None), (3, 7, 1 << 20, 7, None)]),
-            (1 << 20, [(0, 10, 1 << 20, 20, records_blob(10, 5)), (1, 5, 1 << 20, 10, None),
-                       (2, 5, 1 << 20, 10, records_blob(5, 5)), (3, 7, 1 << 20, 7, None)]),
-            (1 << 20, [(0, 15, 1 << 20, 20, records_blob(15, 5)), (1, 5, 1 << 20, 10, records_blob(5, 5)),
-                       (2, 10, 1 << 20, 10, None), (3, 7, 1 << 20, 7, None)])],
-}
-
-
-@dataclass
-class Synthetic:
-    path: Path
-    talk: Talk
-    scenarios: list[Scenario]
-    limits: dict[int, Talk]
-
-
-def interleaved(connections: list[list[Segment]]) -> list[Segment]:
-    """The connections' packets taken in turns, two at a time, as a capture of several clients would."""
-    out, queues = [], [list(c) for c in connections]
-    while any(queues):
-        for queue in queues:
-            out += queue[:2]
-            del queue[:2]
-    return out
-
-
-def restamped(blocks: list[bytes]) -> list[bytes]:
-    """Capture times in file order, a microsecond apart."""
-    out = []
-    for i, block in enumerate(blocks):
-        ts = T0 + i * 1000
-        stamped = bytearray(block)
-        struct.pack_into("<II", stamped, 12, ts >> 32, ts & 0xFFFFFFFF)
-        out.append(bytes(stamped))
-    return out
-
-
-def write_pcapng(path: Path, blocks: list[bytes]) -> None:
-    path.write_bytes(file_header() + b"".join(blocks))
-
-
-def write_pcap(path: Path, blocks: list[bytes]) -> None:
-    """The same packets as a classic little-endian microsecond pcap (Ethernet)."""
-    out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)]
-    for block in blocks:
-        _, _, _, high, low, captured, original = struct.unpack_from("<IIIIIII", block)
-        ts = (high << 32 | low) // 1000
-        out.append(struct.pack("<IIII", ts // 10**6, ts % 10**6, captured, original) + block[28:28 + captured])
-    path.write_bytes(b"".join(out))
-
+# ---- 3. synthetic captures with faults (capture_synthetic) -------------------------------------------------
 
 @pytest.fixture(scope="module")
 def synthetic(workdir) -> Synthetic:
-    talk = standard_talk()
-    scenarios = fault_scenarios(talk)
-    limits = {port: fetch_talk(f"limits-{port}", fetches) for port, fetches in LIMIT_CONNECTIONS.items()}
-    connections = [s.packets for s in scenarios] + [packets_of(t, port) for port, t in limits.items()]
-    path = workdir / "synthetic.pcapng"
-    write_pcapng(path, restamped([p.block for p in interleaved(connections)]))
-    return Synthetic(path, talk, scenarios, limits)
+    return build_synthetic(workdir)
 
 
 @pytest.fixture(scope="module")
@@ -905,19 +631,6 @@ def test_gzip_compressed_capture(spark, synthetic, synthetic_out, workdir):
     assert_same_tables(synthetic_out, folder)
 
 
-def rotated_series(synthetic: Synthetic, folder: Path, per_file: int = 25) -> list[Path]:
-    """The capture as tcpdump -C would rotate it: name, name1, name2, ... each a whole pcapng file."""
-    folder.mkdir(exist_ok=True)
-    blocks = split_blocks(synthetic.path.read_bytes())[2:]
-    paths = []
-    for number, start in enumerate(range(0, len(blocks), per_file)):
-        path = folder / ("series.pcapng" + (str(number) if number else ""))
-        write_pcapng(path, blocks[start:start + per_file])
-        paths.append(path)
-    (folder / "notes.txt").write_text("not a capture: folders and globs skip it\n")
-    return paths
-
-
 def test_rotated_series_in_a_folder(spark, synthetic, synthetic_out, workdir):
     files = rotated_series(synthetic, workdir / "series")
     assert len(files) > 10  # so that name order (series.pcapng10 before series.pcapng2) differs from capture order
@@ -940,149 +653,10 @@ def test_rotated_series_with_some_files_gzip(spark, synthetic, synthetic_out, wo
 def index_rows(paths: list[Path], split_bytes: int = 4096) -> list[tuple]:
     """Stage 1 and the shuffle without Spark: packet index rows sorted by (connection, order)."""
     splits = [split for index, path in enumerate(paths) for split in plan_splits(str(path), index, split_bytes)]
-    rows = list(job.read_splits(splits)(iter(range(len(splits)))))
+    rows = list(read_splits(splits)(iter(range(len(splits)))))
     assert all(payloads is None for _, (_, _, payloads) in rows)  # plain files: no payload bytes
     assert len({key for key, _ in rows}) == len(rows)
     return sorted(rows, key=lambda row: row[0])
-
-
-def _payload_by_connection(splits) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for split in splits:
-        for packet in iter_split(split, payloads=False):
-            key = connection_key(*packet[2:6])
-            counts[key] = counts.get(key, 0) + packet.payload_length
-    return counts
-
-
-def test_plan_captures_joins_pieces_into_splits_and_samples_connections(synthetic):
-    """The planning walk's pieces, joined into splits, read the same packets as one read of the file;
-    windows as long as the pieces sample every packet, shorter ones a part of each connection's."""
-    path = str(synthetic.path)
-    whole = list(iter_split(plan_splits(path, 0)[0]))
-    exact = _payload_by_connection(plan_splits(path, 0))
-    for spacing, split_bytes in ((3000, 20_000), (4096, 4096), (5000, 1 << 30)):
-        every = job.plan_captures([path], split_bytes, sample_spacing=spacing, sample_window=spacing)
-        assert [p for split in every.splits for p in iter_split(split)] == whole
-        assert all(s.end is None or s.end - s.start >= split_bytes for s in every.splits[:-1])
-        assert [(s.start, s.end) for s in every.splits] == sorted((s.start, s.end) for s in every.splits)
-        assert every.sampled_bytes == exact and every.input_bytes == synthetic.path.stat().st_size
-        part = job.plan_captures([path], split_bytes, sample_spacing=spacing, sample_window=spacing // 4)
-        assert part.splits == every.splits
-        assert 0 < sum(part.sampled_bytes.values()) < sum(exact.values())
-        assert all(part.sampled_bytes[key] <= exact[key] for key in part.sampled_bytes)
-
-
-def test_plan_captures_of_a_gzip_file_is_one_split_unsampled(synthetic, workdir):
-    packed = workdir / "plan.pcapng.gz"
-    packed.write_bytes(gzip.compress(synthetic.path.read_bytes()))
-    plan = job.plan_captures([str(packed)], 4096, sample_spacing=4096)
-    assert plan.splits == [Split(str(packed), 0, 0, None, None)] and plan.sampled_bytes == {}
-
-
-@pytest.mark.parametrize("limits", [(4096, 64 << 20, 1 << 20), (3, 64 << 20, 1 << 20), (5, 2000, 7)])
-@pytest.mark.parametrize("packed", [False, True])
-def test_chunk_rows_give_back_every_packet_in_order(synthetic, workdir, monkeypatch, limits, packed):
-    """Stage 1's chunk rows, sorted as the shuffle sorts them, unpack to each connection's packets in
-    capture order, payloads included, whether chunks close at their packet limit or because the task's
-    open chunks hold too much (small limits here), and whether payloads stay in the file or ride along
-    (gzip)."""
-    from kafkawire.capture import chunks
-    from kafkawire.capture.packets import PayloadReader
-
-    monkeypatch.setattr(chunks, "MAX_PACKETS", limits[0])
-    monkeypatch.setattr(chunks, "MAX_OPEN_PAYLOAD", limits[1])
-    monkeypatch.setattr(chunks, "MAX_OPEN_PACKETS", limits[2])
-    path = synthetic.path
-    if packed:
-        path = workdir / "chunks.pcapng.gz"
-        path.write_bytes(gzip.compress(synthetic.path.read_bytes()))
-    splits = plan_splits(str(path), 0, 4096)
-    rows = sorted(job.read_splits(splits)(iter(range(len(splits)))), key=lambda row: row[0])
-    whole = list(iter_split(plan_splits(str(path), 0)[0]))
-    expected: dict[str, list] = {}
-    for packet in whole:
-        expected.setdefault(connection_key(*packet[2:6]), []).append(packet)
-    assert all((payloads is not None) == packed for _, (_, _, payloads) in rows)
-    if limits[0] == 4096 and not packed:
-        assert len(rows) < len(whole) // 10  # few rows for the shuffle
-    with PayloadReader([str(path)]) as reader:
-        got = {connection: list(packets) for connection, packets in job._connections(iter(rows), reader)}
-    assert got == expected
-
-
-def test_one_task_reading_plain_and_gzip_files_of_a_series(synthetic, workdir):
-    """A stage-1 task takes several splits: reading a rotated series whose files alternate plain and
-    gzip, one task's connections go from payloads left in the files to carried ones and back, and
-    each chunk holds one kind."""
-    files = rotated_series(synthetic, workdir / "task-series")
-    for path in files[1::2]:
-        path.with_name(path.name + ".gz").write_bytes(gzip.compress(path.read_bytes()))
-        path.unlink()
-    plan = job.plan_captures([str(workdir / "task-series")])
-    rows = sorted(job.read_splits(plan.splits)(iter(range(len(plan.splits)))), key=lambda row: row[0])
-    assert {payloads is None for _, (_, _, payloads) in rows} == {True, False}
-    expected: dict[str, list] = {}
-    for index, path in enumerate(plan.files):
-        for packet in iter_split(plan_splits(path, index)[0]):
-            expected.setdefault(connection_key(*packet[2:6]), []).append(packet)
-    with PayloadReader(plan.files) as reader:
-        got = {connection: list(packets) for connection, packets in job._connections(iter(rows), reader)}
-    assert got == expected
-
-
-def test_background_plan_is_the_plan_and_brings_back_errors(synthetic, workdir):
-    from kafkawire.capture.background_plan import BackgroundPlan
-    from kafkawire.capture.packets import NotACaptureError
-
-    assert BackgroundPlan([synthetic.path], 4096).result() == job.plan_captures([str(synthetic.path)], 4096)
-    bogus = workdir / "plan-notes.pcap"
-    bogus.write_text("not a capture")
-    with pytest.raises(NotACaptureError, match="plan-notes.pcap: not a packet capture") as caught:
-        BackgroundPlan([bogus], 4096).result()
-    assert caught.value.path == str(bogus)
-    with pytest.raises(FileNotFoundError, match="no files match it"):
-        BackgroundPlan([str(workdir / "nothing-here-*.pcap")], 4096).result()
-    pending = BackgroundPlan([synthetic.path], 4096)
-    pending.cancel()  # given up on: the child is gone
-    assert pending._child.returncode is not None
-
-
-def test_decode_command_from_a_script_without_a_main_guard(synthetic, workdir):
-    """The planning child is not a multiprocessing spawn, which would run the calling script again."""
-    script = workdir / "unguarded.py"
-    out = workdir / "unguarded-tables"
-    script.write_text("import sys\nfrom kafkawire.cli import main\nprint('script ran')\n"
-                      f"sys.exit(main(['decode', {str(synthetic.path)!r}, '--out', {str(out)!r}]))\n")
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.count("script ran") == 1 and "decoded 1 file(s)" in done.stdout
-    assert pq.read_table(out / "frames").num_rows > 0
-
-
-def test_balanced_partitions_even_out_the_sampled_bytes():
-    rng = random.Random(7)
-    for _ in range(200):
-        sizes = {f"10.1.0.{n}:{40000 + n}-10.0.0.1:9092": rng.choice([1, 10, 100, 1000]) * rng.randint(1, 50)
-                 for n in range(rng.randint(1, 60))}
-        partitions = rng.randint(1, 12)
-        chosen = job.balanced_partitions(sizes, partitions)
-        assert set(chosen) == set(sizes) and all(0 <= p < partitions for p in chosen.values())
-        loads = [0] * partitions
-        for key, count in sizes.items():
-            loads[chosen[key]] += count
-        # largest first, each to the least loaded: no partition exceeds another by more than its smallest item
-        for p, load in enumerate(loads):
-            smallest = min((sizes[k] for k, q in chosen.items() if q == p), default=0)
-            assert load - min(loads) <= smallest
-        assert job.balanced_partitions(dict(reversed(list(sizes.items()))), partitions) == chosen
-    # beyond the limit, connections keep their hash partition and count there first
-    sizes = {"a": 50, "b": 40, "c": 1, "d": 1}
-    chosen = job.balanced_partitions(sizes, 2, limit=2)
-    assert set(chosen) == {"a", "b"} and chosen["a"] != chosen["b"]
-    partitioner = job.ConnectionPartitioner(chosen)
-    assert [partitioner((key, 0)) % 2 for key in "ab"] == [chosen["a"], chosen["b"]]
-    assert partitioner(("c", 5)) == zlib.crc32(b"c") and job.ConnectionPartitioner()(("a", 1)) == zlib.crc32(b"a")
 
 
 def test_a_retried_partition_rewrites_its_files(synthetic, synthetic_out, workdir):
@@ -1093,7 +667,7 @@ def test_a_retried_partition_rewrites_its_files(synthetic, synthetic_out, workdi
     rows = index_rows([synthetic.path])
 
     def attempt(attempt_id: int, input_rows) -> list[tuple[str, str, int]]:
-        stage = job.decode_partition([str(synthetic.path)], str(out), None, True, task=(7, attempt_id))
+        stage = decode_partition([str(synthetic.path)], str(out), None, True, task=(7, attempt_id))
         return list(stage(input_rows))
 
     def failing():
@@ -1107,9 +681,9 @@ def test_a_retried_partition_rewrites_its_files(synthetic, synthetic_out, workdi
     written = attempt(2, iter(rows))
     files = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert sorted(files) == sorted(file for _, file, _ in written) == [
-        f"{name}/part-00007-000.parquet" for name in sorted(job.TABLE_ORDER)]
+        f"{name}/part-00007-000.parquet" for name in sorted(TABLE_ORDER)]
     assert {table: count for table, _, count in written} == {
-        name: read(synthetic_out, name).num_rows for name in job.TABLE_ORDER}
+        name: read(synthetic_out, name).num_rows for name in TABLE_ORDER}
 
     assert attempt(3, iter(rows)) == written
     assert {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()} == files
@@ -1119,8 +693,8 @@ def test_a_retried_partition_rewrites_its_files(synthetic, synthetic_out, workdi
 def test_local_workers_environment(spark):
     """The embedded session's Python workers run with Arrow's system allocator and a single OpenBLAS
     thread, import PySpark from its installed package, not from pyspark.zip, and start with the capture
-    job's modules loaded by their daemon (see LOCAL_SETTINGS and spark_daemon)."""
-    from kafkawire.capture.spark_daemon import PRELOAD
+    job's modules loaded by their daemon (see LOCAL_SETTINGS and capture_spark.daemon)."""
+    from kafkawire.capture_spark.daemon import PRELOAD
 
     def facts(_):
         import os
@@ -1139,21 +713,6 @@ def test_local_workers_environment(spark):
     assert spark.sparkContext.parallelize([0, 1], 2).map(facts).collect() == [("system", "1", [], list(PRELOAD))] * 2
 
 
-def test_daemon_leaves_out_spark_zips_only_when_the_package_is_installed(monkeypatch, tmp_path):
-    from kafkawire.capture import spark_daemon
-
-    path = ["/spark/python/lib/pyspark.zip", "/spark/python/lib/py4j-0.10.9.9-src.zip", "/app/deps.zip",
-            *[entry for entry in sys.path if not entry.endswith(".zip")]]
-    assert spark_daemon._without_spark_zips(path) == path[2:]
-    monkeypatch.setattr(sys, "path", list(path))
-    spark_daemon._prefer_installed_pyspark()
-    assert sys.path == path[2:]  # this venv has pyspark and py4j installed
-    bare = ["/spark/python/lib/pyspark.zip", "/spark/python/lib/py4j-0.10.9.9-src.zip", str(tmp_path)]
-    monkeypatch.setattr(sys, "path", list(bare))
-    spark_daemon._prefer_installed_pyspark()
-    assert sys.path == bare  # PySpark only in its zip: left as it is
-
-
 def test_frames_raw_batches_are_written_without_dictionary_or_statistics(synthetic_out):
     """The raw record batches in the frames table are neither dictionary-encoded nor given min/max
     statistics (they never repeat and nobody filters them by range); scalar columns keep both."""
@@ -1163,19 +722,35 @@ def test_frames_raw_batches_are_written_without_dictionary_or_statistics(synthet
     raw = columns["body.FetchResponse.responses.list.element.partitions.list.element.records"]
     assert raw.total_uncompressed_size > 1000  # the synthetic fetches carry batches
     assert "RLE_DICTIONARY" not in raw.encodings and not raw.is_stats_set
-    assert set(job.writer_options("frames")["use_dictionary"]) == {
-        path for path, kind in job.parquet_leaves(job.TABLES["frames"]) if not pa.types.is_binary(kind)}
+    assert set(writer_options("frames")["use_dictionary"]) == {
+        path for path, kind in parquet_leaves(TABLES["frames"]) if not pa.types.is_binary(kind)}
     ts = columns["ts"]
     assert ts.is_stats_set and ts.statistics.min <= ts.statistics.max
     assert "RLE_DICTIONARY" in columns["api_name"].encodings
 
 
+def readme_cluster_example() -> tuple[list[str], str]:
+    """The README's spark-submit example: its ``--conf`` settings for the workers (all but the packed
+    virtualenv's Python, which needs the cluster's ``--archives``) and the entry script its command
+    substitution names, run as written."""
+    readme = (REPO / "README.md").read_text()
+    (example,) = [block for block in re.findall(r"^```sh\n(.*?)^```", readme, re.MULTILINE | re.DOTALL)
+                  if "spark-submit" in block]
+    settings = []
+    for value in re.findall(r"--conf (\S+)", example):
+        if not value.startswith("spark.pyspark.python="):
+            settings += ["--conf", value]
+    (substitution,) = re.findall(r'"\$\((python -c .*?)\)"', example)
+    command = shlex.split(substitution)
+    script = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True, check=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.strip()
+    return settings, script
+
+
 def test_spark_submit_keeps_its_master(synthetic, synthetic_out, workdir):
     """Under spark-submit the command line decides where the job runs: the decode keeps its master
     (a cluster's job must not fall back to local mode on the driver) and writes the same tables, with
-    the worker settings the README's cluster example passes."""
-    from kafkawire.capture import spark_submit
-
+    the worker settings and the entry script the README's cluster example passes."""
     submit = Path(sys.executable).with_name("spark-submit")
     if not submit.exists():
         pytest.skip("PySpark's spark-submit is not beside this Python")
@@ -1183,30 +758,16 @@ def test_spark_submit_keeps_its_master(synthetic, synthetic_out, workdir):
     environment = {key: value for key, value in os.environ.items() if key != "PYSPARK_GATEWAY_PORT"}
     environment.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                        SPARK_LOCAL_IP="127.0.0.1")
-    readme_settings = ["--conf", "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL=system",
-                       "--conf", "spark.executorEnv.OPENBLAS_NUM_THREADS=1",
-                       "--conf", "spark.python.daemon.module=kafkawire.capture.spark_daemon"]  # as the README's
-    done = subprocess.run([str(submit), "--master", "local[1]", *readme_settings, spark_submit.__file__, "decode",
+    settings, script = readme_cluster_example()
+    assert settings == ["--conf", "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL=system",
+                        "--conf", "spark.executorEnv.OPENBLAS_NUM_THREADS=1",
+                        "--conf", f"spark.python.daemon.module={DAEMON_MODULE}"]  # the embedded session's too
+    done = subprocess.run([str(submit), "--master", "local[1]", *settings, script, "decode",
                            str(synthetic.path), "--out", str(out), "--records"],
                           env=environment, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert " on local[1], into " in done.stdout
     assert_same_tables(synthetic_out, out)
-
-
-def test_record_sequences_wrap_as_kafka_does():
-    """The records table's sequences, computed per batch in bulk, equal Kafka's per-record increment
-    (wrapping past the int32 maximum to 0), for gaps in offsets (compaction) and deltas in any order."""
-    from array import array
-
-    from kafkawire.capture.record_table import _sequences
-    from kafkawire.records.batch import increment_sequence
-
-    for base_sequence, base_offset, deltas in [(0, 0, range(5)), (10, 1000, [0, 2, 7]), (0x7FFFFFFF - 2, 50, range(6)),
-                                               (0x7FFFFFFF, 0, [0, 1]), (0x7FFFFFF0, 0, [3, 40, 1]), (5, 9, [])]:
-        offsets = array("q", [base_offset + delta for delta in deltas])
-        assert _sequences(base_sequence, base_offset, offsets) == [
-            increment_sequence(base_sequence, offset - base_offset) for offset in offsets]
 
 
 def test_tables_without_rows_still_read(spark, workdir):
@@ -1216,15 +777,15 @@ def test_tables_without_rows_still_read(spark, workdir):
     capture.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1))  # a header, no packets
     out = workdir / "quiet-tables"
     result = decode(spark, [str(capture)], out, records=True)
-    assert result.rows == {name: 0 for name in job.TABLE_ORDER}
-    for name in job.TABLE_ORDER:
+    assert result.rows == {name: 0 for name in TABLE_ORDER}
+    for name in TABLE_ORDER:
         table = read(out, name)
         assert table.num_rows == 0 and table.schema == TABLES[name], name
         assert spark.read.parquet(str(out / name)).columns == TABLES[name].names
-    summary = report.build(spark, str(out))
+    summary = build(spark, str(out))
     assert summary.totals["frames"] == 0 and summary.apis == [] and summary.problems == []
     assert report.build_arrow(str(out)) == summary
-    assert json.loads((out / job.SUMMARY / "summary.json").read_text())["rows"] == result.rows
+    assert json.loads((out / SUMMARY / "summary.json").read_text())["rows"] == result.rows
 
 
 def test_many_small_splits(spark, synthetic, synthetic_out, workdir):
@@ -1264,7 +825,7 @@ def test_skipped_capture_records_are_problems_and_in_the_summary(spark, syntheti
     out = workdir / "damaged-tables"
     from kafkawire.cli import main
     assert main(["decode", str(path), "--out", str(out)]) == 0  # in this process: the module's session
-    summary = json.loads((out / job.SUMMARY / "summary.json").read_text())
+    summary = json.loads((out / SUMMARY / "summary.json").read_text())
     assert summary["skipped"] == {"corrupt": 1, "truncated_tail": 1}
     assert summary["capture_records"] == len(blocks) - 2
     assert summary["rows"]["problems"] == read(out, "problems").num_rows
@@ -1328,7 +889,7 @@ def test_cli_decode_of_a_glob_and_report(spark, synthetic, synthetic_out, workdi
     files = len(list((workdir / "cli-series").glob("series.pcapng*")))
     assert decoded.startswith(f"decoded {files} file(s)"), decoded
     counts = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in decoded.splitlines()[1:]}
-    assert counts == {name: read(synthetic_out, name).num_rows for name in job.TABLE_ORDER}
+    assert counts == {name: read(synthetic_out, name).num_rows for name in TABLE_ORDER}
     assert_same_tables(synthetic_out, out)
 
     assert reporting.returncode == 0, report_errors[-3000:]
@@ -1345,7 +906,7 @@ def test_cli_decode_of_a_glob_and_report(spark, synthetic, synthetic_out, workdi
 # ---- 5. the report ---------------------------------------------------------------------------------------------
 
 def test_report_counts_and_fetch_limits(spark, synthetic, synthetic_out):
-    summary = report.build(spark, str(synthetic_out))
+    summary = build(spark, str(synthetic_out))
     assert report.build_arrow(str(synthetic_out)) == summary  # the other engine, the same report
 
     # Requests and responses per API: every frame the scenarios and the fetch-limit clients should give.
@@ -1388,7 +949,7 @@ def test_report_engines_agree(spark, workdir, seed):
 
     from capture_tables import random_tables
     out = random_tables(workdir / f"made-up-{seed}", seed, rows=1200, records=seed % 2 == 0)
-    by_spark, by_arrow = report.build(spark, str(out)), report.build_arrow(str(out))
+    by_spark, by_arrow = build(spark, str(out)), report.build_arrow(str(out))
     assert by_arrow.text() == by_spark.text()
     assert json.dumps(asdict(by_arrow), default=str) == json.dumps(asdict(by_spark), default=str)
     assert by_spark.starved and by_spark.oversized_responses and by_spark.oversized_partitions  # all exercised

@@ -1,0 +1,155 @@
+"""``decode`` and ``report``, the capture commands: their arguments and what they run.
+
+The ``kafkawire`` command line and the spark-submit entry (``submit``) both take them from here, so
+the two accept the same arguments. A mistake in what the user gave (a missing capture, an ``--out``
+that would mix tables) is one line on stderr and exit status 2, found before Spark starts; a failure
+while running is exit status 1. Only argparse is imported until a command runs.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..errors import KafkaWireError
+
+__all__ = ["add_decode_command", "add_report_command", "run", "decode", "report", "USAGE_ERROR"]
+
+USAGE_ERROR = 2
+
+
+def add_decode_command(commands) -> None:
+    """The ``decode`` subcommand, on ``commands`` (what ``ArgumentParser.add_subparsers`` returns)."""
+    decode = commands.add_parser("decode", help="decode pcap/pcapng captures into Parquet tables with Spark")
+    decode.add_argument("captures", nargs="+", metavar="CAPTURE",
+                        help="capture files (pcap, pcapng, gzip-compressed), folders or globs")
+    decode.add_argument("--out", required=True,
+                        help="directory (or URI) for the tables; refused if it holds the tables of an earlier "
+                             "decode (see --overwrite) or is inside a table")
+    decode.add_argument("--overwrite", action="store_true",
+                        help="replace the tables already in --out, all of them (other files there stay)")
+    decode.add_argument("--master", help="Spark master URL (default: local[*], or spark-submit's)")
+    decode.add_argument("--port", type=int, action="append", dest="ports", metavar="N",
+                        help="a broker port (repeatable; default: detected per connection)")
+    decode.add_argument("--records", action="store_true", help="also write one row per record (records table)")
+    decode.add_argument("--split-mb", type=int, default=128, help="split large captures into pieces of this size")
+    decode.add_argument("--partitions", type=int, help="tasks of the connection stage (default: from input size)")
+
+
+def add_report_command(commands) -> None:
+    """The ``report`` subcommand, on ``commands``."""
+    from ..capture.report import ARROW_MAX_ROWS
+
+    report = commands.add_parser(
+        "report", help="summarise tables written by `kafkawire decode`",
+        description=f"Summarise the tables of `kafkawire decode`. Local tables of up to {ARROW_MAX_ROWS:,} rows "
+                    f"are read with pyarrow in this process; larger ones, and tables behind a URI, with Spark. "
+                    f"Both give the same report.")
+    report.add_argument("tables", metavar="DIR", help="the --out directory of `kafkawire decode`")
+    report.add_argument("--engine", choices=("auto", "arrow", "spark"), default="auto",
+                        help=f"auto (the default): pyarrow for local tables of up to {ARROW_MAX_ROWS:,} rows, "
+                             f"Spark otherwise")
+    report.add_argument("--master", help="Spark master URL, when Spark reads the tables (default: local[*])")
+    report.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def run(args) -> int:
+    """Runs ``args.command`` (``decode`` or ``report``) with the parsed arguments; the exit status."""
+    return decode(args) if args.command == "decode" else report(args)
+
+
+def _refuse(command: str, message) -> int:
+    print(f"kafkawire {command}: {message}", file=sys.stderr)
+    return USAGE_ERROR
+
+
+def _check_captures(patterns: list[str]) -> None:
+    """Raises FileNotFoundError or CaptureError unless every pattern names at least one capture; reads
+    the head of each file only (the walk of the records comes later, while Spark starts)."""
+    from ..capture.inputs import expand_inputs
+
+    for pattern in patterns:
+        if not expand_inputs([pattern]):
+            what = "this folder holds" if os.path.isdir(pattern) else "the files that match it are"
+            raise FileNotFoundError(f"{pattern}: no packet captures: {what} no pcap, pcapng or gzip-compressed "
+                                    f"capture files")
+
+
+def decode(args) -> int:
+    """``kafkawire decode``: the captures into tables, on Spark; prints what it wrote."""
+    from ..capture.reading import CaptureError
+    from ..capture.table_sets import check_out
+    from . import job
+    from .background_plan import BackgroundPlan
+    from .session import context, stop
+
+    try:
+        check_out(args.out, args.overwrite)
+        _check_captures(args.captures)
+    except (KafkaWireError, OSError) as error:  # TableSetError, CaptureError; FileNotFoundError...
+        return _refuse("decode", error)
+
+    # The driver's walk of the captures (serial, longer from disk) runs in a child process while the JVM
+    # starts, which takes a few seconds and leaves a core idle. (A thread would hold the GIL that the
+    # Spark start's many Py4J calls wait for.)
+    planning = BackgroundPlan(args.captures, args.split_mb << 20)
+    try:
+        spark = context(args.master, keep_classes=True)  # RDDs only: no SQL session to start
+    except BaseException:
+        planning.cancel()
+        raise
+    try:
+        result = job.decode(spark, planning.result(), args.out, broker_ports=args.ports, records=args.records,
+                            partitions=args.partitions, overwrite=args.overwrite)
+    except (CaptureError, FileNotFoundError) as error:
+        print(f"kafkawire decode: {error}", file=sys.stderr)
+        return 1
+    finally:
+        stop(spark)
+    print(f"decoded {len(result.files)} file(s), {result.input_bytes:,} bytes in {result.splits} split(s), "
+          f"{result.connections:,} connection(s) with {result.payload_bytes:,} bytes of TCP payload, "
+          f"in {result.seconds:.1f} s on {result.master}, into {result.out_dir}")
+    for name, count in result.rows.items():
+        print(f"  {name:<10}{count:>14,} rows")
+    if result.skipped:
+        print(f"skipped {sum(result.skipped.values()):,} of {result.capture_records:,} capture records: " + ", ".join(
+            f"{reason} {count:,}" for reason, count in result.skipped.items())
+              + (" (corrupt records and torn tails are in the problems table)"
+                 if {"corrupt", "truncated_tail"} & set(result.skipped) else ""))
+    return 0
+
+
+def report(args) -> int:
+    """``kafkawire report``: the summary of a table set, with pyarrow or Spark; prints it."""
+    import json
+    from dataclasses import asdict
+
+    import pyarrow as pa
+
+    from ..capture import report as reports
+    from ..capture.table_sets import check_tables
+
+    local = "://" not in args.tables or args.tables.startswith("file://")
+    if args.engine == "arrow" and not local:
+        return _refuse("report", f"{args.tables}: the arrow engine reads local tables only")
+    try:
+        check_tables(args.tables)
+    except (KafkaWireError, OSError) as error:  # TableSetError; a URI's file system that cannot be reached
+        return _refuse("report", error)
+    engine = reports.engine_for(args.tables, args.engine)
+    if engine == "arrow":
+        try:
+            summary = reports.build_arrow(args.tables)
+        except (OSError, pa.ArrowException) as error:
+            print(f"kafkawire report: cannot read the tables in {args.tables}: {error}", file=sys.stderr)
+            return 1
+    else:
+        from .report_spark import build
+        from .session import session, stop
+
+        spark = session(args.master, keep_classes=True)
+        try:
+            summary = build(spark, args.tables)
+        finally:
+            stop(spark)
+    print(json.dumps(asdict(summary), indent=2, default=str) if args.json else summary.text())
+    return 0
