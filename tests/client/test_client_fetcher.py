@@ -17,15 +17,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
-from kafkawire.client.consumer_config import ConfigError, ConsumerConfig
-from kafkawire.client.fetch_session import (
-    FINAL_EPOCH, INITIAL_EPOCH, ZERO_UUID, FetchSessionHandler, PartitionFetchData, TopicPartition, next_epoch,
+from kafkawire.client.core.consumer_config import ConsumerConfig
+from kafkawire.client.core.consumer_memory import MemoryPool
+from kafkawire.client.core.fetch_session import (
+    FINAL_EPOCH, INITIAL_EPOCH, ZERO_UUID, FetchSessionHandler, PartitionFetchData, next_epoch,
 )
-from kafkawire.client.fetcher import (
-    CorruptRecordException, Fetcher, Leader, NoOffsetForPartitionException, OffsetOutOfRangeException,
+from kafkawire.client.core.fetcher import Fetcher, Leader
+from kafkawire.client.core.topic_partition import TopicPartition
+from kafkawire.client.errors import (
+    ConfigError, CorruptRecordException, NoOffsetForPartitionException, OffsetOutOfRangeException,
     PartitionFetchError,
 )
-from kafkawire.client.memory_pool import MemoryPool
 from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import FetchRequest, FetchResponse
 from kafkawire.records import (

@@ -22,16 +22,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkawire import messages as m
-from kafkawire.client.assignors import (
+from kafkawire.client.core.assignors import (
     ASSIGNORS, Assignment, RangeAssignor, RoundRobinAssignor, Subscription, decode_assignment,
     decode_subscription, encode_assignment, encode_subscription, get_assignor,
 )
-from kafkawire.client.common import TopicPartition as TP
-from kafkawire.client.consumer_config import ConsumerConfig
-from kafkawire.client.group import (
-    CommitCompleted, CommitFailedError, CommittedOffsets, Coordinator, GroupFailure, GroupMember, MemberState,
-    OffsetAndMetadata, PartitionsAssigned, PartitionsLost, PartitionsRevoked, RebalanceInProgressError,
+from kafkawire.client.core.consumer_config import ConsumerConfig
+from kafkawire.client.core.group_member import GroupMember
+from kafkawire.client.core.group_protocol import (
+    CommitCompleted, CommittedOffsets, Coordinator, GroupFailure, MemberState, OffsetAndMetadata,
+    PartitionsAssigned, PartitionsLost, PartitionsRevoked,
 )
+from kafkawire.client.core.topic_partition import TopicPartition as TP
+from kafkawire.client.errors import CommitFailedError, RebalanceInProgressError
 from kafkawire.error_codes import ErrorCode as E
 from kafkawire.errors import DecodeError
 from kafkawire.framing import Correlator, FrameBuffer

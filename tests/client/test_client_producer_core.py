@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import NamedTuple
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,13 +14,15 @@ from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from kafkawire.client.accumulator import (
-    AccumulatorClosed, RecordAccumulator, RecordTooLarge, measure_peak_memory,
+from kafkawire.client.core.accumulator import RecordAccumulator
+from kafkawire.client.core.partitioner import Partitioner, StickyPartitioner, murmur2, partition_for_key, to_positive
+from kafkawire.client.core.producer_batch import record_size_upper_bound
+from kafkawire.client.core.producer_config import ProducerConfig
+from kafkawire.client.core.producer_memory import BufferPool
+from kafkawire.client.core.topic_partition import TopicPartition
+from kafkawire.client.errors import (
+    AccumulatorClosed, BufferExhausted, ConfigError, DeliveryTimeout, PoolClosed, RecordTooLarge,
 )
-from kafkawire.client.buffer_pool import BufferExhausted, BufferPool, PoolClosed
-from kafkawire.client.partitioner import Partitioner, StickyPartitioner, murmur2, partition_for_key, to_positive
-from kafkawire.client.producer_batch import DeliveryTimeout, TopicPartition, record_size_upper_bound
-from kafkawire.client.producer_config import ConfigError, ProducerConfig
 from kafkawire.records import Codec, Header, iter_batches
 
 SETTINGS = settings(max_examples=60, deadline=None, database=InMemoryExampleDatabase(),
@@ -721,6 +724,38 @@ def test_sticky_partitioner_with_the_accumulator_fills_a_batch_before_switching(
 
 
 # ---- KIP-782 measurement --------------------------------------------------------------------------
+class MemoryPeak(NamedTuple):
+    """What ``measure_peak_memory`` saw of the pool."""
+
+    peak_in_use: int  # most bytes held by batches at once
+    peak_reserved: int  # ... plus the free list kept for reuse (what a Java heap would hold)
+    reserved_after_drain: int  # the free list left once every batch was sent and returned
+    batches: int
+
+
+def measure_peak_memory(config: ProducerConfig, partitions: int = 1000, records_per_partition: int = 3,
+                        value_size: int = 100, rounds: int = 2, topic: str = "measure") -> MemoryPeak:
+    """Pool usage for a workload of small records spread over many partitions: each round appends
+    ``records_per_partition`` records of ``value_size`` bytes to every partition, then drains and
+    returns everything. Compare ``batch.initial.size`` 4096 against ``batch.initial.size`` =
+    ``batch.size`` to see what KIP-782 saves."""
+    pool = BufferPool(config.buffer_memory, config.batch_size)
+    accumulator = RecordAccumulator(config, pool)
+    accumulator.set_producer_id(0, 0)
+    leaders = {TopicPartition(topic, p): 0 for p in range(partitions)}
+    value = bytes(value_size)
+    batches = 0
+    for _ in range(rounds):
+        for partition in range(partitions):
+            for _ in range(records_per_partition):
+                result = accumulator.append(topic, partition, None, value, (), 0, 0, max_block_ms=0)
+                batches += result.new_batch_created
+        while accumulator.has_undrained():
+            for batch in accumulator.drain(leaders, [0], config.max_request_size, 0)[0]:
+                accumulator.complete_batch(batch, 0)
+    return MemoryPeak(pool.peak_in_use, pool.peak_reserved, pool.reserved, batches)
+
+
 def test_expandable_batches_cut_peak_memory_for_many_small_partitions(capsys):
     expandable = measure_peak_memory(ProducerConfig(batch_initial_size=4096), partitions=1000,
                                      records_per_partition=3, value_size=100)

@@ -1,4 +1,4 @@
-"""KIP-81: a memory pool bounding the bytes of fetch responses the consumer holds.
+"""The consumer's memory pool (KIP-81): it bounds the bytes of fetch responses the consumer holds.
 
 The pool is consulted for fetch responses only. Coordinator traffic (heartbeats, join/sync, offset
 commits) never asks it for memory, so a full pool can never starve the group protocol; that is the
@@ -12,7 +12,7 @@ How the consumer uses it:
   listeners, which it does after every release. ``is_out_of_memory`` says whether broker connections
   should read at all; ``cancel(waiter)`` withdraws a connection that closes while waiting.
 * The Fetcher splits the lease among the partitions of the response and returns each share when the
-  application has been handed that partition's records (see ``fetcher.CompletedFetch``).
+  application has been handed that partition's records (see ``completed_fetch``).
 
 Refused waiters queue in arrival order, and while one waits no other allocation may take memory it
 needs: the first waiter is served as soon as its size fits, however many smaller responses arrive
