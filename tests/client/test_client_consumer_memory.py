@@ -8,13 +8,7 @@ import pytest
 
 from kafkawire.client.core.consumer_memory import MemoryPool
 
-
-class FakeClock:
-    def __init__(self, now: float = 0.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from fake_clock import FakeClock
 
 
 def test_pool_grants_what_fits_and_anything_when_empty():

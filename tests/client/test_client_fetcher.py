@@ -32,6 +32,8 @@ from kafkawire.records import (
     Codec, LegacyMessageSetBuilder, RecordBatchBuilder, TimestampType, transaction_marker_batch,
 )
 
+from fake_clock import FakeClock
+
 NODE = 1
 T = "events"
 
@@ -48,14 +50,6 @@ def batch(base_offset: int, count: int, value_size: int = 10, *, key: bytes | No
         builder.append(bytes([65 + (base_offset + i) % 26]) * value_size, key=key, headers=headers,
                        timestamp=timestamp + i)
     return builder.build()
-
-
-class FakeClock:
-    def __init__(self, now: float = 0.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def make_fetcher(partitions=(), *, version: int = 12, pool: MemoryPool | None = None, positions=0, **config):

@@ -24,17 +24,11 @@ from kafkawire.client.core.topic_partition import TopicPartition
 from kafkawire.client.errors import AccumulatorClosed, BufferExhausted, DeliveryTimeout, RecordTooLarge
 from kafkawire.records import Codec, Header, iter_batches
 
+from fake_clock import FakeClock
+
 SETTINGS = settings(max_examples=60, deadline=None, database=InMemoryExampleDatabase(),
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 KiB = 1024
-
-
-class FakeClock:
-    def __init__(self, now: float = 0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def make(clock=None, **properties) -> tuple[RecordAccumulator, BufferPool, FakeClock]:

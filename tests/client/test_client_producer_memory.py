@@ -12,17 +12,11 @@ from hypothesis.database import InMemoryExampleDatabase
 from kafkawire.client.core.producer_memory import BufferPool
 from kafkawire.client.errors import BufferExhausted, PoolClosed
 
+from fake_clock import FakeClock
+
 SETTINGS = settings(max_examples=60, deadline=None, database=InMemoryExampleDatabase(),
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 KiB = 1024
-
-
-class FakeClock:
-    def __init__(self, now: float = 0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_pool_reuses_poolable_buffers():

@@ -31,7 +31,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import ListOffsetsRequest
