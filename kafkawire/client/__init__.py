@@ -1,5 +1,6 @@
-"""Kafka clients: a sans-IO core (state machines fed responses and time, emitting requests; no sockets,
-deterministic to test), an asyncio layer that runs the core over connections, and a blocking facade.
+"""Kafka clients: sans-IO cores (``core``: state machines fed responses and time, emitting requests; no
+sockets, deterministic to test), asyncio drivers that run them over connections (``aio``), and blocking
+wrappers (``blocking``). Every exception is in ``errors``.
 
 Configuration uses Kafka's property names (snake_case attributes, dotted names via ``from_properties``;
 the clients take either a config object, a mapping of dotted names, or keyword properties).
@@ -9,18 +10,13 @@ The public names, loaded on first use:
 * ``AsyncProducer`` / ``AsyncConsumer`` (asyncio) and ``Producer`` / ``Consumer`` (blocking, on a
   loop thread of their own), with ``ProducerConfig`` / ``ConsumerConfig``.
 * What they hand out: ``RecordFuture`` (a sent record's outcome: awaitable, or ``result(timeout)``)
-  and its ``RecordMetadata`` (where the record landed), ``ConsumerRecord``, ``TopicPartition``.
+  and its ``RecordMetadata`` (where the record landed), ``ConsumerRecord``, ``TopicPartition``,
+  ``OffsetAndMetadata``.
 * Errors: ``KafkaError`` (a broker error code), ``KafkaConnectionError`` and ``RequestTimedOut``,
-  ``IncompatibleBrokerError``, ``BufferExhausted`` (no buffer.memory within max.block.ms),
-  ``FetchError`` and its ``CorruptRecordException``, ``OffsetOutOfRangeException``,
+  ``IncompatibleBrokerError``, ``UnknownTopicError``, ``BufferExhausted`` (no buffer.memory within
+  max.block.ms), ``FetchError`` and its ``CorruptRecordException``, ``OffsetOutOfRangeException``,
   ``NoOffsetForPartitionException``, ``GroupError`` and its ``CommitFailedError``, ``ConfigError``,
   ``ProducerClosed`` (a send after close, or a record close could not deliver).
-
-The modules, core first: ``producer_config``, ``partitioner``, ``buffer_pool``, ``delivery`` (record
-futures), ``producer_batch``, ``accumulator`` (KIP-782); ``consumer_config``, ``memory_pool`` (KIP-81),
-``fetch_session`` (KIP-227), ``fetcher`` (KIP-74, KIP-41, KIP-1178), ``assignors`` and ``group``
-(classic group membership); then ``connection``, ``metadata``, ``sender``, ``producer``, ``consumer``
-and ``sync``.
 """
 from __future__ import annotations
 
@@ -28,42 +24,42 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
-    from .buffer_pool import BufferExhausted as BufferExhausted
-    from .common import TopicPartition as TopicPartition
-    from .connection import IncompatibleBrokerError as IncompatibleBrokerError
-    from .connection import KafkaConnectionError as KafkaConnectionError
-    from .connection import KafkaError as KafkaError
-    from .connection import RequestTimedOut as RequestTimedOut
-    from .consumer import AsyncConsumer as AsyncConsumer
-    from .consumer_config import ConsumerConfig as ConsumerConfig
-    from .fetcher import ConsumerRecord as ConsumerRecord
-    from .fetcher import CorruptRecordException as CorruptRecordException
-    from .fetcher import FetchError as FetchError
-    from .fetcher import NoOffsetForPartitionException as NoOffsetForPartitionException
-    from .fetcher import OffsetOutOfRangeException as OffsetOutOfRangeException
-    from .group import CommitFailedError as CommitFailedError
-    from .group import GroupError as GroupError
-    from .group import OffsetAndMetadata as OffsetAndMetadata
-    from .metadata import UnknownTopicError as UnknownTopicError
-    from .delivery import RecordFuture as RecordFuture
-    from .producer import AsyncProducer as AsyncProducer
-    from .producer import ProducerClosed as ProducerClosed
-    from .producer_batch import RecordMetadata as RecordMetadata
-    from .producer_config import ConfigError as ConfigError
-    from .producer_config import ProducerConfig as ProducerConfig
-    from .sync import Consumer as Consumer
-    from .sync import Producer as Producer
+    from .aio.consumer import AsyncConsumer as AsyncConsumer
+    from .aio.producer import AsyncProducer as AsyncProducer
+    from .blocking import Consumer as Consumer
+    from .blocking import Producer as Producer
+    from .core.consumer_config import ConsumerConfig as ConsumerConfig
+    from .core.consumer_record import ConsumerRecord as ConsumerRecord
+    from .core.delivery import RecordFuture as RecordFuture
+    from .core.delivery import RecordMetadata as RecordMetadata
+    from .core.group_protocol import OffsetAndMetadata as OffsetAndMetadata
+    from .core.producer_config import ProducerConfig as ProducerConfig
+    from .core.topic_partition import TopicPartition as TopicPartition
+    from .errors import BufferExhausted as BufferExhausted
+    from .errors import CommitFailedError as CommitFailedError
+    from .errors import ConfigError as ConfigError
+    from .errors import CorruptRecordException as CorruptRecordException
+    from .errors import FetchError as FetchError
+    from .errors import GroupError as GroupError
+    from .errors import IncompatibleBrokerError as IncompatibleBrokerError
+    from .errors import KafkaConnectionError as KafkaConnectionError
+    from .errors import KafkaError as KafkaError
+    from .errors import NoOffsetForPartitionException as NoOffsetForPartitionException
+    from .errors import OffsetOutOfRangeException as OffsetOutOfRangeException
+    from .errors import ProducerClosed as ProducerClosed
+    from .errors import RequestTimedOut as RequestTimedOut
+    from .errors import UnknownTopicError as UnknownTopicError
 
+_ERRORS = ("BufferExhausted", "CommitFailedError", "ConfigError", "CorruptRecordException", "FetchError",
+           "GroupError", "IncompatibleBrokerError", "KafkaConnectionError", "KafkaError",
+           "NoOffsetForPartitionException", "OffsetOutOfRangeException", "ProducerClosed", "RequestTimedOut",
+           "UnknownTopicError")
 _EXPORTS = {
-    "AsyncProducer": "producer", "AsyncConsumer": "consumer", "Producer": "sync", "Consumer": "sync",
-    "ProducerConfig": "producer_config", "ConsumerConfig": "consumer_config", "ConfigError": "producer_config",
-    "RecordMetadata": "producer_batch", "ConsumerRecord": "fetcher", "TopicPartition": "common",
-    "KafkaError": "connection", "KafkaConnectionError": "connection", "RequestTimedOut": "connection",
-    "IncompatibleBrokerError": "connection", "BufferExhausted": "buffer_pool", "FetchError": "fetcher",
-    "CorruptRecordException": "fetcher", "OffsetOutOfRangeException": "fetcher",
-    "NoOffsetForPartitionException": "fetcher", "CommitFailedError": "group", "GroupError": "group",
-    "OffsetAndMetadata": "group", "UnknownTopicError": "metadata", "RecordFuture": "delivery",
-    "ProducerClosed": "producer",
+    "AsyncProducer": "aio.producer", "AsyncConsumer": "aio.consumer", "Producer": "blocking",
+    "Consumer": "blocking", "ProducerConfig": "core.producer_config", "ConsumerConfig": "core.consumer_config",
+    "RecordMetadata": "core.delivery", "RecordFuture": "core.delivery", "ConsumerRecord": "core.consumer_record",
+    "TopicPartition": "core.topic_partition", "OffsetAndMetadata": "core.group_protocol",
+    **dict.fromkeys(_ERRORS, "errors"),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,5 +1,6 @@
-"""The consumer's sans-IO fetch core: ConsumerConfig, the KIP-81 MemoryPool, KIP-227 fetch sessions
-and the Fetcher (KIP-74 rotation, KIP-41 draining and prefetch, KIP-1178 remote bytes, errors).
+"""The consumer's sans-IO fetcher (kafkawire.client.core.fetcher, completed_fetch): KIP-74 rotation, KIP-41
+draining and prefetch, KIP-1178 remote bytes, errors, and what it charges to the KIP-81 memory pool (the
+pool alone is in test_client_consumer_memory, fetch sessions in test_client_fetch_sessions).
 
 Responses are FetchResponse messages carrying real record batches, encoded and decoded at the
 request's version; the larger scenarios run against FakeBroker, a small model of the broker's KIP-74
@@ -17,20 +18,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
-from kafkawire.client.consumer_config import ConfigError, ConsumerConfig
-from kafkawire.client.fetch_session import (
-    FINAL_EPOCH, INITIAL_EPOCH, ZERO_UUID, FetchSessionHandler, PartitionFetchData, TopicPartition, next_epoch,
+from kafkawire.client.core.consumer_config import ConsumerConfig
+from kafkawire.client.core.consumer_memory import MemoryPool
+from kafkawire.client.core.fetch_session import ZERO_UUID
+from kafkawire.client.core.fetcher import Fetcher, Leader
+from kafkawire.client.core.topic_partition import TopicPartition
+from kafkawire.client.errors import (
+    CorruptRecordException, NoOffsetForPartitionException, OffsetOutOfRangeException, PartitionFetchError,
 )
-from kafkawire.client.fetcher import (
-    CorruptRecordException, Fetcher, Leader, NoOffsetForPartitionException, OffsetOutOfRangeException,
-    PartitionFetchError,
-)
-from kafkawire.client.memory_pool import MemoryPool
 from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import FetchRequest, FetchResponse
 from kafkawire.records import (
     Codec, LegacyMessageSetBuilder, RecordBatchBuilder, TimestampType, transaction_marker_batch,
 )
+
+from fake_clock import FakeClock
 
 NODE = 1
 T = "events"
@@ -48,14 +50,6 @@ def batch(base_offset: int, count: int, value_size: int = 10, *, key: bytes | No
         builder.append(bytes([65 + (base_offset + i) % 26]) * value_size, key=key, headers=headers,
                        timestamp=timestamp + i)
     return builder.build()
-
-
-class FakeClock:
-    def __init__(self, now: float = 0.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def make_fetcher(partitions=(), *, version: int = 12, pool: MemoryPool | None = None, positions=0, **config):
@@ -99,259 +93,6 @@ def request_order(request: FetchRequest) -> list[TopicPartition]:
 
 def offsets(records) -> list[tuple[int, int]]:
     return [(r.partition, r.offset) for r in records]
-
-
-# ==== ConsumerConfig =================================================================================
-
-def test_config_defaults_are_kafkas():
-    config = ConsumerConfig()
-    assert (config.fetch_max_bytes, config.max_partition_fetch_bytes, config.fetch_min_bytes,
-            config.fetch_max_wait_ms, config.max_poll_records) == (52428800, 1048576, 1, 500, 500)
-    assert (config.buffer_memory, config.auto_offset_reset, config.isolation_level, config.check_crcs) == (
-        104857600, "latest", "read_uncommitted", True)
-    assert (config.session_timeout_ms, config.heartbeat_interval_ms, config.max_poll_interval_ms,
-            config.request_timeout_ms, config.auto_commit_interval_ms) == (45000, 3000, 300000, 30000, 5000)
-    assert config.remote_max_partition_fetch_bytes is None
-    assert config.remote_partition_max_bytes == 1048576  # falls back to max.partition.fetch.bytes
-    assert config.enable_auto_commit is False  # no group.id
-    assert ConsumerConfig(group_id="g").enable_auto_commit is True
-    assert config.partition_assignment_strategy == ("range",)
-
-
-def test_config_from_properties_takes_dotted_names_and_strings():
-    config = ConsumerConfig.from_properties({
-        "bootstrap.servers": "a:9092, b:9093", "group.id": "g", "fetch.max.bytes": "1048576",
-        "buffer.memory": "2097152", "remote.max.partition.fetch.bytes": "4194304", "check.crcs": "false",
-        "enable.auto.commit": "false", "auto.offset.reset": "Earliest",
-        "partition.assignment.strategy": "org.apache.kafka.clients.consumer.RoundRobinAssignor,range"})
-    assert config.bootstrap_servers == ("a:9092", "b:9093")
-    assert (config.fetch_max_bytes, config.buffer_memory, config.remote_partition_max_bytes) == (
-        1048576, 2097152, 4194304)
-    assert (config.check_crcs, config.enable_auto_commit, config.auto_offset_reset) == (False, False, "earliest")
-    assert config.partition_assignment_strategy == ("roundrobin", "range")
-    again = ConsumerConfig.from_properties(config.to_properties())
-    assert again == config
-
-
-@pytest.mark.parametrize("properties, named", [
-    ({"buffer.memory": 1000, "fetch.max.bytes": 2000}, "buffer.memory"),
-    ({"fetch.max.bytes": "lots"}, "fetch.max.bytes"),
-    ({"max.poll.records": 0}, "max.poll.records"),
-    ({"fetch.max.bytes": 1 << 31}, "fetch.max.bytes"),
-    ({"remote.max.partition.fetch.bytes": -1}, "remote.max.partition.fetch.bytes"),
-    ({"auto.offset.reset": "smallest"}, "auto.offset.reset"),
-    ({"isolation.level": "read_committed"}, "isolation.level"),
-    ({"isolation.level": "serializable"}, "isolation.level"),
-    ({"heartbeat.interval.ms": 45000}, "heartbeat.interval.ms"),
-    ({"enable.auto.commit": True}, "enable.auto.commit"),
-    ({"partition.assignment.strategy": "sticky"}, "partition.assignment.strategy"),
-    ({"check.crcs": "yes"}, "check.crcs"),
-    ({"bootstrap.servers": "nohost"}, "bootstrap.servers"),
-    ({"fetch.max.byte": 1}, "fetch.max.byte"),
-])
-def test_config_errors_name_the_property(properties, named):
-    with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
-        ConsumerConfig.from_properties(properties)
-
-
-# ==== MemoryPool =====================================================================================
-
-def test_pool_grants_what_fits_and_anything_when_empty():
-    pool = MemoryPool(100, clock=FakeClock())
-    first = pool.try_allocate(60)
-    assert first is not None and pool.used == 60 and pool.available == 40
-    assert pool.try_allocate(50) is None  # strict: 60 + 50 > 100
-    assert pool.is_depleted and pool.is_out_of_memory
-    second = pool.try_allocate(40)  # fits exactly; ends the depletion
-    assert second is not None and not pool.is_depleted and pool.is_out_of_memory  # nothing free
-    first.release()
-    second.release()
-    second.release()  # a lease gives its bytes back once
-    assert pool.used == 0
-    huge = pool.try_allocate(250)  # larger than the pool, but the pool is empty: one oversize response
-    assert huge is not None and pool.used == 250 and pool.peak_used == 250
-    assert pool.try_allocate(1) is None
-    huge.release()
-    with pytest.raises(ValueError, match="only 0 are allocated"):
-        pool.release(1)
-    with pytest.raises(ValueError, match="positive"):
-        pool.try_allocate(0)
-    with pytest.raises(ValueError, match="positive size"):
-        MemoryPool(0)
-
-
-def test_pool_lease_split_and_listeners():
-    pool = MemoryPool(100, clock=FakeClock())
-    calls = []
-    pool.add_listener(lambda p: calls.append(p.used))
-    lease = pool.try_allocate(90)
-    share = lease.split(30)
-    assert (lease.size, share.size, pool.used) == (60, 30, 90)
-    lease.release()
-    share.release()
-    assert calls == [30, 0]  # called after every release
-    with pytest.raises(ValueError, match="cannot split"):
-        share.split(1)
-
-
-def test_pool_serves_waiters_first_come_first_served():
-    pool = MemoryPool(100, clock=FakeClock())
-    held = [pool.try_allocate(30) for _ in range(3)]  # 90 used
-    assert pool.try_allocate(150, waiter="big") is None  # larger than the pool: needs it empty
-    assert pool.try_allocate(20, waiter="small") is None  # would fit in 10? no; and it queues behind
-    assert pool.waiters() == ["big", "small"]
-    held[0].release()
-    assert pool.try_allocate(20, waiter="small") is None  # room, but taking it would delay "big"
-    assert pool.try_allocate(5) is None  # so does a one-off
-    held[1].release()
-    held[2].release()
-    assert pool.try_allocate(20, waiter="small") is None  # even with the pool empty
-    big = pool.try_allocate(150, waiter="big")
-    assert big is not None and pool.used == 150 and pool.waiters() == ["small"]
-    big.release()
-    assert pool.try_allocate(20, waiter="small") is not None and pool.waiters() == [] and not pool.is_depleted
-    # a waiter that goes away no longer holds the others up
-    assert pool.try_allocate(90, waiter="gone") is None
-    assert pool.try_allocate(75, waiter="next") is None
-    pool.cancel("gone")
-    assert pool.try_allocate(75, waiter="next") is not None
-
-
-def test_pool_metrics_on_a_fake_clock():
-    clock = FakeClock(0)
-    pool = MemoryPool(100, clock=clock, window_ms=10_000)
-    assert pool.metrics() == {"memory-pool-free": 100, "memory-pool-used": 0,
-                              "memory-pool-avg-depleted-percent": 0.0, "memory-pool-depleted-time-total": 0.0}
-    held = pool.try_allocate(60)
-    clock.now = 1_000
-    assert pool.try_allocate(50) is None  # depleted from t=1000
-    assert pool.try_allocate(45) is None  # the smallest size refused in the spell is 45
-    clock.now = 2_000
-    assert pool.metrics()["memory-pool-depleted-time-total"] == 1_000  # the ongoing spell counts
-    assert pool.metrics()["memory-pool-avg-depleted-percent"] == pytest.approx(50.0)  # 1000 of 2000 ms
-    part = held.split(10)
-    part.release()  # 50 used: 45 would fit now, the spell ends at t=2000
-    assert not pool.is_depleted
-    clock.now = 4_000
-    metrics = pool.metrics()
-    assert metrics["memory-pool-free"] == 50 and metrics["memory-pool-used"] == 50
-    assert metrics["memory-pool-depleted-time-total"] == 1_000
-    assert metrics["memory-pool-avg-depleted-percent"] == pytest.approx(25.0)  # 1000 of the pool's 4000 ms
-    assert pool.try_allocate(60) is None  # a second spell from t=4000 ...
-    clock.now = 5_000
-    assert pool.try_allocate(50) is not None  # ... ended by a grant at t=5000
-    clock.now = 11_500  # window [1500, 11500]: 500 ms of the first spell + the whole second one
-    assert pool.avg_depleted_percent() == pytest.approx(100 * 1_500 / 10_000)
-    assert pool.depleted_time_total() == 2_000
-    clock.now = 40_000  # both spells out of the window; the total keeps them
-    assert pool.avg_depleted_percent() == 0.0
-    assert pool.depleted_time_total() == 2_000
-
-
-# ==== fetch sessions (KIP-227) =======================================================================
-
-def fetch_data(offset: int, topic_id=ZERO_UUID, max_bytes: int = 1024) -> PartitionFetchData:
-    return PartitionFetchData(topic_id, offset, -1, max_bytes, max_bytes)
-
-
-def session_response(data, session_id: int, returned=None, error_code: int = 0) -> FetchResponse:
-    names = data.session_partitions if returned is None else returned
-    topics = []
-    for p in names:
-        topics.append(FetchResponse.FetchableTopicResponse(
-            topic=p.topic, topic_id=data.session_partitions.get(p, fetch_data(0)).topic_id,
-            partitions=[FetchResponse.PartitionData(partition_index=p.partition, records=b"")]))
-    return FetchResponse(session_id=session_id, error_code=error_code, responses=topics)
-
-
-def test_session_full_then_incremental_with_forget_and_re_add():
-    handler = FetchSessionHandler(NODE)
-    a, b, c = tp(0), tp(1), tp(2)
-    full = handler.build({a: fetch_data(0), b: fetch_data(0), c: fetch_data(0)}, 12)
-    assert full.is_full and (full.session_id, full.epoch) == (0, INITIAL_EPOCH)
-    assert list(full.to_send) == [a, b, c] and full.to_forget == []
-    assert handler.handle_response(full, session_response(full, 77))
-    assert (handler.session_id, handler.epoch) == (77, 1)
-
-    same = handler.build({a: fetch_data(0), b: fetch_data(0), c: fetch_data(0)}, 12)
-    assert not same.is_full and (same.session_id, same.epoch) == (77, 1)
-    assert same.to_send == {} and same.to_forget == []  # nothing changed: an empty incremental request
-    assert handler.handle_response(same, session_response(same, 77, returned=[]))
-    assert handler.epoch == 2
-
-    # a has buffered records (left out: forgotten), b moved on
-    moved = handler.build({b: fetch_data(5), c: fetch_data(0)}, 12)
-    assert list(moved.to_send) == [b] and moved.to_forget == [(a, ZERO_UUID)]
-    request = moved.to_request(max_wait_ms=500, min_bytes=1, max_bytes=1000)
-    assert [(t.topic, list(t.partitions)) for t in request.forgotten_topics_data] == [(T, [0])]
-    assert (request.session_id, request.session_epoch) == (77, 2)
-    FetchRequest.decode(request.encode(12), 12, exact=True)
-    assert handler.handle_response(moved, session_response(moved, 77, returned=[b]))
-
-    back = handler.build({b: fetch_data(5), c: fetch_data(0), a: fetch_data(9)}, 12)
-    assert list(back.to_send) == [a] and list(back.session_partitions) == [b, c, a]  # re-added at the end
-    assert handler.handle_response(back, session_response(back, 77, returned=[]))
-    assert handler.epoch == 4
-
-
-def test_session_errors_reset_to_full_requests():
-    handler = FetchSessionHandler(NODE)
-    a = tp(0)
-    data = handler.build({a: fetch_data(0)}, 12)
-    handler.handle_response(data, session_response(data, 5))
-    data = handler.build({a: fetch_data(0)}, 12)
-    assert not handler.handle_response(data, session_response(data, 0, [],
-                                                              ErrorCode.INVALID_FETCH_SESSION_EPOCH))
-    again = handler.build({a: fetch_data(0)}, 12)
-    assert again.is_full and (again.session_id, again.epoch) == (5, 0)  # names the session: closes it
-    handler.handle_response(again, session_response(again, 6))
-    data = handler.build({a: fetch_data(0)}, 12)
-    assert not handler.handle_response(data, session_response(data, 0, [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND))
-    again = handler.build({a: fetch_data(0)}, 12)
-    assert again.is_full and (again.session_id, again.epoch) == (0, 0)  # starts over without an id
-    # a full response that leaves a partition out does not match the session: ignored, closed
-    b = tp(1)
-    data = handler.build({a: fetch_data(0), b: fetch_data(0)}, 12)
-    assert not handler.handle_response(data, session_response(data, 8, returned=[a]))
-    assert handler.build({a: fetch_data(0)}, 12).is_full
-    # the broker may close the session in an incremental response
-    data = handler.build({a: fetch_data(0)}, 12)
-    handler.handle_response(data, session_response(data, 9))
-    data = handler.build({a: fetch_data(0)}, 12)
-    assert handler.handle_response(data, session_response(data, 0, returned=[]))
-    assert (handler.session_id, handler.epoch) == (0, INITIAL_EPOCH)
-    # an incremental response naming a partition outside the session
-    data = handler.build({a: fetch_data(0)}, 12)
-    handler.handle_response(data, session_response(data, 10))
-    data = handler.build({a: fetch_data(0)}, 12)
-    assert not handler.handle_response(data, session_response(data, 10, returned=[tp(7)]))
-    # a failed request: its outcome is unknown
-    handler.handle_response(handler.build({a: fetch_data(0)}, 12), session_response(data, 11))
-    handler.handle_error()
-    assert handler.build({a: fetch_data(0)}, 12).is_full
-
-
-def test_session_epochs_wrap_to_one():
-    assert next_epoch(5) == 6 and next_epoch(0x7FFFFFFF) == 1 and next_epoch(FINAL_EPOCH) == FINAL_EPOCH
-
-
-def test_session_topic_ids_v13_replace_and_cap_at_v12_without_ids():
-    handler = FetchSessionHandler(NODE)
-    old_id, new_id = uuid.uuid4(), uuid.uuid4()
-    a = tp(0)
-    data = handler.build({a: fetch_data(0, old_id)}, 17)
-    assert data.version == 17 and data.topic_names == {old_id: T}
-    handler.handle_response(data, session_response(data, 3))
-    replaced = handler.build({a: fetch_data(0, new_id)}, 17)  # the topic was re-created
-    assert replaced.to_replace == [(a, old_id)] and list(replaced.to_send) == [a]
-    request = replaced.to_request(max_wait_ms=1, min_bytes=1, max_bytes=1)
-    assert [(t.topic_id, list(t.partitions)) for t in request.forgotten_topics_data] == [(old_id, [0])]
-    assert request.topics[0].topic_id == new_id
-    FetchRequest.decode(request.encode(17), 17, exact=True)
-    # a partition without a topic id caps the version at 12 (and starts a new session: no mixing)
-    handler.handle_response(replaced, session_response(replaced, 3, returned=[]))
-    named = handler.build({a: fetch_data(0, new_id), tp(1): fetch_data(0)}, 17)
-    assert named.version == 12 and named.is_full and named.session_id == 3
 
 
 # ==== requests ========================================================================================

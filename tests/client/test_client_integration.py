@@ -23,7 +23,7 @@ from kafkawire.client import (
     AsyncConsumer, AsyncProducer, BufferExhausted, Consumer, CorruptRecordException, KafkaConnectionError, Producer,
     RequestTimedOut, TopicPartition,
 )
-from kafkawire.client.connection import BrokerConnection
+from kafkawire.client.aio.connection import BrokerConnection
 from kafkawire.framing import FrameBuffer, decode_request, decode_response, encode_response, peek_request
 from kafkawire.messages import FetchRequest, MetadataRequest
 from kafkawire.records import Codec, iter_batches

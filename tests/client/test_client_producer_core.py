@@ -1,4 +1,5 @@
-"""The producer's sans-IO core: config, partitioner, BufferPool and RecordAccumulator with KIP-782.
+"""The producer's sans-IO core: the partitioner and the RecordAccumulator with KIP-782 (its config is in
+test_client_configs, its BufferPool in test_client_producer_memory).
 
 Everything runs on a fake clock: no sockets, no threads, no sleeping.
 """
@@ -6,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import NamedTuple
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,26 +15,20 @@ from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from kafkawire.client.accumulator import (
-    AccumulatorClosed, RecordAccumulator, RecordTooLarge, measure_peak_memory,
-)
-from kafkawire.client.buffer_pool import BufferExhausted, BufferPool, PoolClosed
-from kafkawire.client.partitioner import Partitioner, StickyPartitioner, murmur2, partition_for_key, to_positive
-from kafkawire.client.producer_batch import DeliveryTimeout, TopicPartition, record_size_upper_bound
-from kafkawire.client.producer_config import ConfigError, ProducerConfig
+from kafkawire.client.core.accumulator import RecordAccumulator
+from kafkawire.client.core.partitioner import Partitioner, StickyPartitioner, murmur2, partition_for_key, to_positive
+from kafkawire.client.core.producer_batch import record_size_upper_bound
+from kafkawire.client.core.producer_config import ProducerConfig
+from kafkawire.client.core.producer_memory import BufferPool
+from kafkawire.client.core.topic_partition import TopicPartition
+from kafkawire.client.errors import AccumulatorClosed, BufferExhausted, DeliveryTimeout, RecordTooLarge
 from kafkawire.records import Codec, Header, iter_batches
+
+from fake_clock import FakeClock
 
 SETTINGS = settings(max_examples=60, deadline=None, database=InMemoryExampleDatabase(),
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 KiB = 1024
-
-
-class FakeClock:
-    def __init__(self, now: float = 0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def make(clock=None, **properties) -> tuple[RecordAccumulator, BufferPool, FakeClock]:
@@ -52,71 +48,6 @@ def held(accumulator: RecordAccumulator, tps) -> int:
 def drain_all(accumulator, leaders, now, max_request_size=1 << 30):
     nodes = set(leaders.values())
     return accumulator.drain(leaders, nodes, max_request_size, now)
-
-
-# ---- config ---------------------------------------------------------------------------------------
-def test_config_defaults_are_kafkas():
-    config = ProducerConfig()
-    assert (config.acks, config.batch_size, config.linger_ms, config.buffer_memory, config.max_block_ms) == (
-        -1, 16384, 5, 33554432, 60000)
-    assert (config.compression_type, config.enable_idempotence, config.max_in_flight_requests_per_connection) == (
-        "none", True, 5)
-    assert (config.retries, config.delivery_timeout_ms, config.request_timeout_ms, config.max_request_size) == (
-        2147483647, 120000, 30000, 1048576)
-    assert config.partitioner_ignore_keys is False and config.client_id == "" and config.bootstrap_servers == ()
-    # KIP-782
-    assert (config.batch_initial_size, config.batch_max_size, config.batch_reallocation_factor) == (4096, 262144, 2.0)
-
-
-def test_config_from_dotted_properties_with_string_values():
-    config = ProducerConfig.from_properties({
-        "bootstrap.servers": "a:9092, b:9093", "acks": "1", "batch.size": "32768", "linger.ms": "20",
-        "compression.type": "ZSTD", "enable.idempotence": "false", "partitioner.ignore.keys": "true",
-        "batch.initial.size": "0", "batch.reallocation.factor": "1.5"})
-    assert config.bootstrap_servers == ("a:9092", "b:9093")
-    assert config.acks == 1 and config.batch_size == 32768 and config.linger_ms == 20
-    assert config.codec == Codec.ZSTD and config.compression_level == 3
-    assert config.enable_idempotence is False and config.partitioner_ignore_keys is True
-    assert config.batch_initial_size == 32768  # 0 turns expansion off
-    assert config.batch_reallocation_factor == 1.5
-
-
-@pytest.mark.parametrize("properties, names", [
-    ({"batch.initial.size": 20000}, "batch.initial.size"),
-    ({"batch.max.size": 8192}, "batch.max.size"),
-    ({"batch.max.size": 2_000_000}, "max.request.size"),
-    ({"batch.reallocation.factor": 1}, "batch.reallocation.factor"),
-    ({"acks": "2"}, "acks"),
-    ({"linger.ms": -1}, "linger.ms"),
-    ({"buffer.memory": "lots"}, "buffer.memory"),
-    ({"compression.type": "brotli"}, "compression.type"),
-    ({"compression.zstd.level": 99}, "compression.zstd.level"),
-    ({"enable.idempotence": True, "acks": "1"}, "enable.idempotence"),
-    ({"enable.idempotence": "yes"}, "enable.idempotence"),
-    ({"delivery.timeout.ms": 1000}, "delivery.timeout.ms"),
-    ({"bootstrap.servers": "nohost"}, "bootstrap.servers"),
-    ({"fetch.max.bytes": 1}, "fetch.max.bytes"),
-])
-def test_config_errors_name_the_property(properties, names):
-    with pytest.raises(ConfigError, match=names.replace(".", r"\.")):
-        ProducerConfig.from_properties(properties)
-
-
-def test_config_derived_defaults_follow_other_settings():
-    # idempotence quietly off when acks conflicts and it was not asked for (Kafka 3.x)
-    assert ProducerConfig(acks=0).enable_idempotence is False
-    assert ProducerConfig(max_in_flight_requests_per_connection=6).enable_idempotence is False
-    # delivery.timeout.ms raised to linger + request timeout when not given
-    assert ProducerConfig(linger_ms=100_000).delivery_timeout_ms == 130_000
-    # KIP-782 defaults stay within batch.size / max.request.size
-    assert ProducerConfig(batch_size=1000).batch_initial_size == 1000
-    assert ProducerConfig(batch_size=1 << 20).batch_max_size == 1 << 20
-    assert ProducerConfig(max_request_size=100_000).batch_max_size == 100_000
-
-
-def test_retry_backoff_is_exponential_and_capped():
-    config = ProducerConfig(retry_backoff_ms=100, retry_backoff_max_ms=1000)
-    assert [config.retry_backoff(n) for n in range(6)] == [0, 100, 200, 400, 800, 1000]
 
 
 # ---- partitioner ----------------------------------------------------------------------------------
@@ -192,171 +123,6 @@ def test_partitioner_hashes_keys_unless_ignored():
     assert partitioner.partition("t", None, 12) == sticky
     ignoring = Partitioner(batch_size=16384, ignore_keys=True, rng=random.Random(0))
     assert {ignoring.partition("t", bytes([k]), 12) for k in range(50)} == {ignoring.partition("t", None, 12)}
-
-
-# ---- BufferPool -----------------------------------------------------------------------------------
-def test_pool_reuses_poolable_buffers():
-    pool = BufferPool(64 * KiB, 16 * KiB, clock_ms=FakeClock())
-    buffer = pool.allocate(16 * KiB, 0).result()
-    pool.deallocate(buffer)
-    assert pool.free_buffers == 1 and pool.available_memory == 64 * KiB
-    again = pool.allocate(16 * KiB, 0).result()
-    assert pool.free_buffers == 0 and again.capacity == 16 * KiB
-    with pytest.raises(ValueError, match="already given back"):
-        pool.deallocate(buffer)
-
-
-def test_pool_free_list_keeps_at_most_batch_size_of_a_returned_buffer():
-    pool = BufferPool(1024 * KiB, 16 * KiB, clock_ms=FakeClock())
-    big = pool.allocate(256 * KiB, 0).result()
-    small = pool.allocate(4 * KiB, 0).result()
-    pool.deallocate(big)
-    assert pool.free_buffers == 1  # 16 KiB pooled
-    assert pool.unallocated_memory == 1024 * KiB - 16 * KiB - 4 * KiB  # the other 240 KiB freed outright
-    assert pool.reserved == 16 * KiB + 4 * KiB
-    pool.deallocate(small)
-    assert pool.free_buffers == 1 and pool.unallocated_memory == 1024 * KiB - 16 * KiB
-
-
-def test_pool_breaks_up_free_buffers_only_when_needed():
-    pool = BufferPool(64 * KiB, 16 * KiB, clock_ms=FakeClock())
-    buffers = [pool.allocate(16 * KiB, 0).result() for _ in range(4)]
-    for buffer in buffers:
-        pool.deallocate(buffer)
-    assert pool.free_buffers == 4 and pool.unallocated_memory == 0
-    pool.allocate(20 * KiB, 0).result()
-    assert pool.free_buffers == 2 and pool.unallocated_memory == 12 * KiB
-    with pytest.raises(BufferExhausted):
-        pool.allocate(48 * KiB, 0).result()
-    with pytest.raises(ValueError, match="more than buffer.memory"):
-        pool.allocate(65 * KiB, 10)
-
-
-def test_pool_waiters_are_served_fifo_even_when_a_later_one_would_fit():
-    clock = FakeClock()
-    pool = BufferPool(64 * KiB, 16 * KiB, clock_ms=clock)
-    held_buffers = [pool.allocate(16 * KiB, 0).result() for _ in range(4)]
-    order = []
-    first = pool.allocate(32 * KiB, 1000)
-    second = pool.allocate(16 * KiB, 1000)
-    third = pool.allocate(8 * KiB, 1000)
-    for name, allocation in (("first", first), ("second", second), ("third", third)):
-        allocation.add_done_callback(lambda a, name=name: order.append(name))
-    assert pool.metrics()["waiting-threads"] == 3
-    clock.now = 10
-    pool.deallocate(held_buffers.pop())  # 16 KiB: the head gathers it, the others still wait
-    assert not first.done() and not second.done() and not third.done()
-    assert pool.available_memory == 0
-    clock.now = 20
-    pool.deallocate(held_buffers.pop())
-    assert order == ["first"] and first.result().capacity == 32 * KiB
-    pool.deallocate(held_buffers.pop())
-    assert order == ["first", "second"]
-    pool.deallocate(first.result())
-    assert order == ["first", "second", "third"]
-    assert pool.queued == 0 and pool.in_use == 16 * KiB + 16 * KiB + 8 * KiB
-    # waits of 20, 20 and 20 ms
-    assert pool.metrics()["bufferpool-wait-time-ns-total"] == 60_000_000
-
-
-def test_pool_buffer_exhausted_after_max_block_ms_on_fake_clock():
-    clock = FakeClock(1000)
-    pool = BufferPool(32 * KiB, 16 * KiB, clock_ms=clock)
-    keep = [pool.allocate(16 * KiB, 0).result(), pool.allocate(8 * KiB, 0).result()]
-    waiting = pool.allocate(16 * KiB, 500)
-    behind = pool.allocate(8 * KiB, 2000)
-    assert pool.next_deadline_ms() == 1500
-    assert pool.in_use == 32 * KiB  # the head already holds the 8 KiB that were free
-    clock.now = 1499
-    assert pool.expire() == 1500 and not waiting.done()
-    with pytest.raises(RuntimeError, match="still waiting"):
-        waiting.result()
-    clock.now = 1500
-    with pytest.raises(BufferExhausted, match="max.block.ms"):
-        waiting.result()  # result() expires overdue waiters first
-    # what the head had gathered went to the next waiter
-    assert behind.done() and behind.result().capacity == 8 * KiB
-    metrics = pool.metrics()
-    assert metrics["buffer-exhausted-total"] == 1 and metrics["waiting-threads"] == 0
-    assert metrics["bufferpool-wait-time-ns-total"] == 500_000_000 + 500_000_000
-    assert metrics["buffer-available-bytes"] == 0 and metrics["buffer-total-bytes"] == 32 * KiB
-    del keep
-
-
-def test_pool_cancel_and_close_release_waiters():
-    pool = BufferPool(16 * KiB, 16 * KiB, clock_ms=FakeClock())
-    buffer = pool.allocate(8 * KiB, 0).result()
-    cancelled = pool.allocate(16 * KiB, 100)
-    assert pool.available_memory == 0
-    assert cancelled.cancel() and pool.available_memory == 8 * KiB
-    waiter = pool.allocate(16 * KiB, 100)
-    pool.close()
-    with pytest.raises(PoolClosed):
-        waiter.result()
-    assert pool.available_memory == 8 * KiB
-    pool.deallocate(buffer)
-    with pytest.raises(PoolClosed):
-        pool.allocate(1, 0)
-
-
-def test_pool_growth_never_overtakes_waiters():
-    pool = BufferPool(32 * KiB, 16 * KiB, clock_ms=FakeClock())
-    small = pool.allocate(4 * KiB, 0).result()
-    grown = pool.reallocate(small, 8 * KiB)
-    assert grown.capacity == 8 * KiB and pool.in_use == 8 * KiB
-    with pytest.raises(ValueError):
-        pool.deallocate(small)  # consumed by the reallocation
-    pool.allocate(16 * KiB, 0).result()
-    waiter = pool.allocate(16 * KiB, 100)
-    assert pool.reallocate(grown, 12 * KiB) is None  # memory would be there, but a waiter is first
-    assert not waiter.done()
-
-
-@SETTINGS
-@given(st.lists(st.tuples(st.sampled_from(["alloc", "free", "grow", "tick"]), st.integers(1, 80 * KiB)),
-                max_size=60))
-def test_pool_accounting_never_exceeds_total(operations):
-    clock = FakeClock()
-    pool = BufferPool(128 * KiB, 16 * KiB, clock_ms=clock)
-    held_buffers, waiting = [], []
-    for op, size in operations:
-        if op == "alloc":
-            allocation = pool.allocate(size, 50)
-            (held_buffers if allocation.done() else waiting).append(allocation)
-        elif op == "free" and held_buffers:
-            allocation = held_buffers.pop(size % len(held_buffers))
-            if allocation.exception() is None:
-                pool.deallocate(allocation.result())
-        elif op == "grow" and held_buffers:
-            allocation = held_buffers[size % len(held_buffers)]
-            if allocation.exception() is None:
-                grown = pool.reallocate(allocation.result(), min(size * 2, 128 * KiB))
-                if grown is not None:
-                    held_buffers[size % len(held_buffers)] = _Done(grown)
-        elif op == "tick":
-            clock.now += 30
-            pool.expire()
-        still = []
-        for allocation in waiting:
-            (held_buffers if allocation.done() else still).append(allocation)
-        waiting = still
-        live = sum(a.result().capacity for a in held_buffers if a.exception() is None)
-        gathering = sum(a._accumulated for a in waiting)
-        assert pool.in_use == live + gathering <= pool.total_memory
-        assert pool.available_memory + pool.in_use == pool.total_memory
-        assert pool.queued == len(waiting)
-
-
-class _Done:
-    def __init__(self, buffer):
-        self._buffer = buffer
-
-    def result(self):
-        return self._buffer
-
-    def exception(self):
-        return None
-
 
 # ---- accumulator: KIP-782 batch growth ------------------------------------------------------------
 def test_batch_grows_4k_8k_16k_then_ready_but_still_accepts_until_max_size():
@@ -721,6 +487,38 @@ def test_sticky_partitioner_with_the_accumulator_fills_a_batch_before_switching(
 
 
 # ---- KIP-782 measurement --------------------------------------------------------------------------
+class MemoryPeak(NamedTuple):
+    """What ``measure_peak_memory`` saw of the pool."""
+
+    peak_in_use: int  # most bytes held by batches at once
+    peak_reserved: int  # ... plus the free list kept for reuse (what a Java heap would hold)
+    reserved_after_drain: int  # the free list left once every batch was sent and returned
+    batches: int
+
+
+def measure_peak_memory(config: ProducerConfig, partitions: int = 1000, records_per_partition: int = 3,
+                        value_size: int = 100, rounds: int = 2, topic: str = "measure") -> MemoryPeak:
+    """Pool usage for a workload of small records spread over many partitions: each round appends
+    ``records_per_partition`` records of ``value_size`` bytes to every partition, then drains and
+    returns everything. Compare ``batch.initial.size`` 4096 against ``batch.initial.size`` =
+    ``batch.size`` to see what KIP-782 saves."""
+    pool = BufferPool(config.buffer_memory, config.batch_size)
+    accumulator = RecordAccumulator(config, pool)
+    accumulator.set_producer_id(0, 0)
+    leaders = {TopicPartition(topic, p): 0 for p in range(partitions)}
+    value = bytes(value_size)
+    batches = 0
+    for _ in range(rounds):
+        for partition in range(partitions):
+            for _ in range(records_per_partition):
+                result = accumulator.append(topic, partition, None, value, (), 0, 0, max_block_ms=0)
+                batches += result.new_batch_created
+        while accumulator.has_undrained():
+            for batch in accumulator.drain(leaders, [0], config.max_request_size, 0)[0]:
+                accumulator.complete_batch(batch, 0)
+    return MemoryPeak(pool.peak_in_use, pool.peak_reserved, pool.reserved, batches)
+
+
 def test_expandable_batches_cut_peak_memory_for_many_small_partitions(capsys):
     expandable = measure_peak_memory(ProducerConfig(batch_initial_size=4096), partitions=1000,
                                      records_per_partition=3, value_size=100)

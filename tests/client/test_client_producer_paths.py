@@ -16,12 +16,13 @@ from hypothesis.database import InMemoryExampleDatabase
 
 from broker_harness import BrokerThread
 from kafkawire.client import AsyncConsumer, BufferExhausted, Producer, TopicPartition
-from kafkawire.client.accumulator import RecordAccumulator
-from kafkawire.client.buffer_pool import BufferPool
-from kafkawire.client.delivery import BatchResult, RecordFuture
-from kafkawire.client.partitioner import murmur2, partition_for_key, py_murmur2, py_partition_for_key
-from kafkawire.client.producer import ProducerClosed
-from kafkawire.client.producer_config import ProducerConfig
+from kafkawire.client.aio.waiting import wait_for_delivery
+from kafkawire.client.core.accumulator import RecordAccumulator
+from kafkawire.client.core.delivery import BatchResult, RecordFuture
+from kafkawire.client.core.partitioner import murmur2, partition_for_key, py_murmur2, py_partition_for_key
+from kafkawire.client.core.producer_config import ProducerConfig
+from kafkawire.client.core.producer_memory import BufferPool
+from kafkawire.client.errors import ProducerClosed
 from kafkawire.records import iter_batches
 from silent_broker import SilentBroker
 
@@ -134,7 +135,7 @@ def test_record_futures_resolve_from_their_batch():
 
 def test_record_futures_are_awaitable_and_wait_in_threads():
     async def awaiting():
-        batch = BatchResult("t", 0)
+        batch = BatchResult("t", 0, loop_waiter=wait_for_delivery)  # as the AsyncProducer's batches
         future = RecordFuture(batch, 1, 0, -1, 3)
         waiter = asyncio.ensure_future(asyncio.gather(future, future))
         cancelled = asyncio.ensure_future(asyncio.wait_for(future, 30))
@@ -142,10 +143,12 @@ def test_record_futures_are_awaitable_and_wait_in_threads():
         cancelled.cancel()  # one awaiter cancelled: the others still get the result
         asyncio.get_running_loop().call_soon(batch.finish, 10, -1, None)
         assert [m.offset for m in await waiter] == [11, 11]
-        failed = BatchResult("t", 0)
+        failed = BatchResult("t", 0, loop_waiter=wait_for_delivery)
         failed.finish(-1, -1, ValueError("no"))
         with pytest.raises(ValueError):
             await RecordFuture(failed, 0, 0, -1, -1)
+        with pytest.raises(RuntimeError, match="no event loop"):  # the sans-IO core alone cannot wait
+            await RecordFuture(BatchResult("t", 0), 0, 0, -1, -1)
     asyncio.run(awaiting())
 
     batch = BatchResult("t", 0, waitable=-1)  # the blocking Producer's futures: result() waits

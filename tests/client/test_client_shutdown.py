@@ -14,8 +14,8 @@ import time
 import pytest
 
 from kafkawire.client import AsyncConsumer, AsyncProducer, Consumer, Producer, TopicPartition
-from kafkawire.client.common import wait_event
-from kafkawire.client.producer import ProducerClosed
+from kafkawire.client.aio.waiting import wait_event
+from kafkawire.client.errors import ProducerClosed
 from silent_broker import SilentBroker
 
 SLACK_S = 1.5  # past the close timeout: cancelling tasks and closing sockets

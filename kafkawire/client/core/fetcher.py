@@ -18,61 +18,44 @@ The rules, and where they come from:
 
 * One fetch in flight per broker. Partitions with buffered records, in flight, paused, failed or
   waiting for an offset reset are left out of the next request (Kafka's AbstractFetch).
-* Request order is the assignment order, and a partition whose response carried records moves to the
-  end of it. Those partitions are buffered and so left out until drained; the partitions cut off by
-  MaxBytes therefore lead the next request, and the first of them gets the broker's one-batch
-  exemption (KIP-74's client-side round robin). In an incremental session only changed partitions are
-  sent and the broker reads in session order, moving partitions that returned records to the end: the
-  same rotation, kept by the broker.
-* MaxBytes = fetch.max.bytes, PartitionMaxBytes = max.partition.fetch.bytes, RemotePartitionMaxBytes =
-  remote.max.partition.fetch.bytes (or max.partition.fetch.bytes) on Fetch v19 only (KIP-1178, on the
-  version after Kafka 4.3's newest): to a broker that stops at v18 (Kafka 4.3) the consumer sends v18,
-  upstream's, without it, and that broker bounds remote reads by PartitionMaxBytes, as the KIP says.
-* ``poll`` drains round robin (KIP-41): it starts with the partition after the last one it served,
-  takes as many records as the budget allows from each in turn, and never returns more than
-  max.poll.records. A partition with buffered records that is k-th in line is served within k + 1
-  polls, however much data the others hold.
-* Prefetch (KIP-41): ``prepare_fetch_requests`` sends nothing while the records retained for
-  unpaused partitions are at least max.poll.records (``should_prefetch``).
-* Memory (KIP-81): each fetch response is charged to the MemoryPool before it is read; after parsing,
-  the pool keeps only each partition's records bytes (copied out of the response so that the
-  response's buffer can go), and a partition's share is released when poll has handed out (or
-  skipped) all of its records. See memory_pool for the bound this gives.
-* Errors: OFFSET_OUT_OF_RANGE resets the position per auto.offset.reset (``pending_offset_resets``
-  lists the ListOffsets lookups needed) or fails the partition under ``none``; leader and topic errors
-  drop the partition's leader until ``update_metadata`` (``metadata_refresh_needed``); corrupt or
-  truncated records fail that partition alone with a CorruptRecordException raised by ``poll``,
-  after the records before the bad batch have been handed out. A failed partition stays stopped
-  until ``seek``; the others keep going.
-* Records are decoded lazily, one batch at a time as poll reaches it: control batches are skipped,
-  records below the position are skipped (a batch may start before the fetch offset), CRCs are checked
-  when check.crcs is set. Aborted transactions are not filtered (read_uncommitted only).
+* KIP-74 rotation: a partition whose response carried records moves to the end of the request
+  order, so the partitions cut off by MaxBytes lead the next request (in an incremental session the
+  broker keeps the same rotation in session order).
+* MaxBytes = fetch.max.bytes, PartitionMaxBytes = max.partition.fetch.bytes, RemotePartitionMaxBytes
+  = remote.max.partition.fetch.bytes (KIP-1178) on Fetch v19 only; a broker that stops at v18 (Kafka
+  4.3) gets upstream's v18 and bounds remote reads by PartitionMaxBytes, as the KIP says.
+* KIP-41: ``poll`` drains round robin from the partition after the last one it served, never more
+  than max.poll.records (the k-th partition in line is served within k + 1 polls);
+  ``prepare_fetch_requests`` sends nothing while that many records are retained for unpaused
+  partitions.
+* KIP-81: each response is charged to the MemoryPool before it is read; the pool then keeps only each
+  partition's records bytes, released when poll has handed all of them out (``consumer_memory``).
+* Errors: OFFSET_OUT_OF_RANGE resets the position per auto.offset.reset (``pending_offset_resets``)
+  or fails the partition under ``none``; leader and topic errors drop the partition's leader until
+  ``update_metadata`` (``metadata_refresh_needed``); a corrupt batch fails its partition alone
+  (``completed_fetch``). A failed partition stays stopped until ``seek``; the others keep going.
 """
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from operator import itemgetter
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import NamedTuple
 from uuid import UUID
 
 from kafkawire.error_codes import ErrorCode
-from kafkawire.errors import KafkaWireError, RecordsError
 from kafkawire.messages import FetchRequest, FetchResponse
-from kafkawire.records import Header, LegacyBatch, RecordBatch, TimestampType, iter_batches
 
+from ..errors import FetchError, NoOffsetForPartitionException, OffsetOutOfRangeException, PartitionFetchError
+from .completed_fetch import CompletedFetch
 from .consumer_config import ConsumerConfig
-from .fetch_session import (
-    ZERO_UUID, FetchRequestData, FetchSessionHandler, PartitionFetchData, TopicPartition,
-)
-from .memory_pool import Lease, MemoryPool
+from .consumer_memory import Lease, MemoryPool
+from .consumer_record import ConsumerRecord
+from .fetch_session import ZERO_UUID, FetchRequestData, FetchSessionHandler, PartitionFetchData
+from .topic_partition import TopicPartition
 
-__all__ = ["Fetcher", "ConsumerRecord", "CompletedFetch", "Leader", "FetchOutcome", "TopicPartition",
-           "FetchError", "CorruptRecordException", "OffsetOutOfRangeException", "NoOffsetForPartitionException",
-           "PartitionFetchError", "FETCH_VERSION_MIN", "FETCH_VERSION_MAX", "LIST_OFFSETS_EARLIEST",
-           "LIST_OFFSETS_LATEST"]
+__all__ = ["Fetcher", "Leader", "FetchOutcome", "FETCH_VERSION_MIN", "FETCH_VERSION_MAX",
+           "LIST_OFFSETS_EARLIEST", "LIST_OFFSETS_LATEST"]
 
 FETCH_VERSION_MIN = 4  # IsolationLevel, and record batches rather than down-converted message sets
 FETCH_VERSION_MAX = 19  # RemotePartitionMaxBytes (KIP-1178; v18 is Kafka 4.3's newest)
@@ -91,342 +74,12 @@ _QUIET_RETRY_ERRORS = frozenset({ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNO
 # Top-level errors after which topic ids or leaders must be looked up again.
 _METADATA_TOP_LEVEL_ERRORS = frozenset({ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR, ErrorCode.UNKNOWN_TOPIC_ID})
 
-
-# ---- what poll hands out ---------------------------------------------------------------------------
-
-
 # Upper bounds of a Fetch response's bytes around the records (v18 field sizes, varints at their
 # widest): the header and top-level fields, each topic (name or id), each partition's fields.
 _RESPONSE_OVERHEAD = 64
 _TOPIC_OVERHEAD = 32
 _PARTITION_OVERHEAD = 56
 
-class ConsumerRecord(tuple):
-    """A record as the application sees it. ``leader_epoch`` is None when the batch has none;
-    serialized sizes are -1 for a null key or value (as Kafka's ConsumerRecord).
-
-    Immutable, like Kafka's. It is a tuple underneath, laid out as ``RecordBatch.rows`` builds it with
-    the partition's fields in front (see ``_FIELDS``), so that the fetcher makes one per record with
-    ``tuple.__new__`` while reading the batch, without a Python-level constructor call. Use the
-    attributes: the tuple's order is not the constructor's.
-    """
-
-    __slots__ = ()
-    _FIELDS = ("topic", "partition", "timestamp_type", "leader_epoch", "offset", "timestamp", "key", "value",
-               "headers", "serialized_key_size", "serialized_value_size")
-
-    def __new__(cls, topic: str, partition: int, offset: int, timestamp: int, timestamp_type: TimestampType,
-                key: bytes | None, value: bytes | None, headers: tuple[Header, ...] = (),
-                leader_epoch: int | None = None, serialized_key_size: int = -1,
-                serialized_value_size: int = -1) -> ConsumerRecord:
-        return tuple.__new__(cls, (topic, partition, timestamp_type, leader_epoch, offset, timestamp, key, value,
-                                   headers, serialized_key_size, serialized_value_size))
-
-    if TYPE_CHECKING:  # the properties (itemgetters, below), as type checkers see them
-        @property
-        def topic(self) -> str: ...
-        @property
-        def partition(self) -> int: ...
-        @property
-        def timestamp_type(self) -> TimestampType: ...
-        @property
-        def leader_epoch(self) -> int | None: ...
-        @property
-        def offset(self) -> int: ...
-        @property
-        def timestamp(self) -> int: ...
-        @property
-        def key(self) -> bytes | None: ...
-        @property
-        def value(self) -> bytes | None: ...
-        @property
-        def headers(self) -> tuple[Header, ...]: ...
-        @property
-        def serialized_key_size(self) -> int: ...
-        @property
-        def serialized_value_size(self) -> int: ...
-    else:
-        topic = property(itemgetter(0), doc="The topic's name.")
-        partition = property(itemgetter(1), doc="The partition's index.")
-        timestamp_type = property(itemgetter(2), doc="What the timestamp means (a TimestampType).")
-        leader_epoch = property(itemgetter(3), doc="The batch's partition leader epoch, or None.")
-        offset = property(itemgetter(4), doc="The record's offset.")
-        timestamp = property(itemgetter(5), doc="Milliseconds since the epoch.")
-        key = property(itemgetter(6), doc="bytes, or None.")
-        value = property(itemgetter(7), doc="bytes, or None.")
-        headers = property(itemgetter(8), doc="A tuple of Header (key, value).")
-        serialized_key_size = property(itemgetter(9), doc="Bytes of the key, -1 for none.")
-        serialized_value_size = property(itemgetter(10), doc="Bytes of the value, -1 for none.")
-
-    @property
-    def topic_partition(self) -> TopicPartition:
-        return TopicPartition(self[0], self[1])
-
-    def _fields(self) -> tuple[Any, ...]:
-        """The fields in the constructor's order."""
-        return (self.topic, self.partition, self.offset, self.timestamp, self.timestamp_type, self.key, self.value,
-                self.headers, self.leader_epoch, self.serialized_key_size, self.serialized_value_size)
-
-    def __getnewargs__(self) -> tuple[Any, ...]:  # copy and pickle go through __new__
-        return self._fields()
-
-    # Equal to another ConsumerRecord with the same fields only: never to a plain tuple (which would
-    # otherwise compare itself item by item with the tuple underneath).
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ConsumerRecord):
-            return False if isinstance(other, tuple) else NotImplemented
-        return tuple.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        if not isinstance(other, ConsumerRecord):
-            return True if isinstance(other, tuple) else NotImplemented
-        return tuple.__ne__(self, other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return (f"ConsumerRecord(topic={self.topic!r}, partition={self.partition}, offset={self.offset}, "
-                f"timestamp={self.timestamp}, key={self.key!r}, value={_short(self.value)}, "
-                f"headers={list(self.headers)!r}, leader_epoch={self.leader_epoch})")
-
-
-_record_offset = itemgetter(4)
-
-
-def _short(value: bytes | None, limit: int = 40) -> str:
-    if value is None or len(value) <= limit:
-        return repr(value)
-    return f"{bytes(value[:limit])!r}...({len(value)} bytes)"
-
-
-# ---- errors poll raises ----------------------------------------------------------------------------
-
-class FetchError(KafkaWireError):
-    """A partition's fetch failed in a way the application must hear about; raised by ``poll``."""
-
-    def __init__(self, message: str, topic_partition: TopicPartition, offset: int | None):
-        super().__init__(message)
-        self.topic_partition = topic_partition
-        self.offset = offset
-
-
-class CorruptRecordException(FetchError):
-    """Corrupt or truncated records (Kafka's CorruptRecordException). The partition is stopped at
-    ``offset``; ``next_offset`` (when the bad batch's header could be read) is where a seek skips it."""
-
-    def __init__(self, message: str, topic_partition: TopicPartition, offset: int | None,
-                 next_offset: int | None = None):
-        super().__init__(message, topic_partition, offset)
-        self.next_offset = next_offset
-
-
-class OffsetOutOfRangeException(FetchError):
-    """The fetch offset is outside the log and auto.offset.reset is none."""
-
-
-class NoOffsetForPartitionException(FetchError):
-    """A position reset was needed and auto.offset.reset is none."""
-
-
-class PartitionFetchError(FetchError):
-    """A broker error for one partition that neither a metadata refresh nor a reset handles
-    (e.g. TOPIC_AUTHORIZATION_FAILED); the partition is retried after retry.backoff.ms."""
-
-    def __init__(self, message: str, topic_partition: TopicPartition, offset: int | None, error_code: int):
-        super().__init__(message, topic_partition, offset)
-        self.error_code = error_code
-
-
-# ---- one partition's records from one response -----------------------------------------------------
-
-class _DecodedBatch:
-    """One batch's records as ConsumerRecords, with a cursor at the first one at or above the position."""
-
-    __slots__ = ("records", "leader_epoch", "next_offset", "pos", "end")
-
-    def __init__(self, batch: RecordBatch | LegacyBatch, check_crcs: bool, position: int, topic: str,
-                 partition: int):
-        self.next_offset = batch.next_offset
-        if check_crcs:
-            batch.verify()
-        if isinstance(batch, RecordBatch):
-            epoch = batch.partition_leader_epoch if batch.partition_leader_epoch >= 0 else None
-            # rows of type ConsumerRecord, which the signature of rows() cannot say
-            records = cast("list[ConsumerRecord]",
-                           batch.rows((topic, partition, batch.timestamp_type, epoch), ConsumerRecord))
-        else:
-            epoch = None
-            timestamp_type = batch.timestamp_type
-            records = [ConsumerRecord(topic, partition, r.offset, r.timestamp, timestamp_type, r.key, r.value, (),
-                                      None, -1 if r.key is None else len(r.key),
-                                      -1 if r.value is None else len(r.value))
-                       for r in batch.records(check_crcs)]
-        self.records = records
-        self.leader_epoch = epoch
-        self.end = len(records)
-        self.pos = (bisect_left(records, position, key=_record_offset)
-                    if self.end and records[0][4] < position else 0)
-
-    @property
-    def left(self) -> int:
-        return self.end - self.pos
-
-
-def _estimate(batch: RecordBatch | LegacyBatch, fetch_offset: int) -> int:
-    """Records of ``batch`` that poll will hand out, from the header alone (exact for uncompacted
-    batches; a compressed legacy wrapper counts as one until decoded)."""
-    if batch.is_control or batch.next_offset <= fetch_offset:
-        return 0
-    if isinstance(batch, LegacyBatch):
-        return 1
-    if batch.base_offset >= fetch_offset:
-        return batch.count
-    return min(batch.count, batch.last_offset - fetch_offset + 1)
-
-
-class CompletedFetch:
-    """One partition's records from one fetch response, decoded batch by batch as ``take`` needs them.
-
-    ``next_fetch_offset`` is the partition's position once what was taken is consumed; ``remaining``
-    counts the records still to hand out (exact for batches decoded, from headers for the rest).
-    ``failure`` is set, and ``take`` stops, at the first batch that cannot be read.
-    """
-
-    def __init__(self, topic_partition: TopicPartition, fetch_offset: int, records: bytes, lease: Lease,
-                 check_crcs: bool = True):
-        self.topic_partition = topic_partition
-        self.fetch_offset = fetch_offset
-        self.next_fetch_offset = fetch_offset
-        self.last_epoch: int | None = None
-        self.size = len(records)
-        self.lease = lease
-        self.check_crcs = check_crcs
-        self.failure: CorruptRecordException | None = None
-        self.drained = False
-        self._batches: list[RecordBatch | LegacyBatch | None] = []
-        self._scan_error: KafkaWireError | None = None
-        try:  # headers only; CRCs and records are checked when poll reaches each batch
-            for batch in iter_batches(records, verify_crc=False):
-                self._batches.append(batch)
-        except KafkaWireError as error:
-            self._scan_error = error
-        if not self._batches and self._scan_error is None and records:
-            self._scan_error = RecordsError(
-                f"{len(records)} bytes of records hold no complete batch (a truncated response, or a "
-                f"batch larger than the response limit)", 0)
-        self._estimates = [_estimate(batch, fetch_offset) for batch in self._batches if batch is not None]
-        self.remaining = sum(self._estimates)
-        self._index = 0
-        self._current: _DecodedBatch | None = None
-
-    def take(self, limit: int) -> list[ConsumerRecord]:
-        """Up to ``limit`` records, in offset order, advancing ``next_fetch_offset``."""
-        out: list[ConsumerRecord] = []
-        while len(out) < limit:
-            current = self._current or self._next_batch()
-            if current is None:
-                break
-            pos = current.pos
-            stop = min(current.end, pos + limit - len(out))
-            records = current.records
-            if pos == 0 and stop == current.end:
-                if out:
-                    out += records
-                else:
-                    out = records  # the whole batch: hand out its list as it is
-            else:
-                out += records[pos:stop]
-            current.pos = stop
-            self.remaining -= stop - pos
-            self.next_fetch_offset = records[stop - 1][4] + 1
-            if current.leader_epoch is not None:
-                self.last_epoch = current.leader_epoch
-            if stop == current.end:
-                self._finish_batch(current)
-        if self._current is None and self.failure is None:
-            self._skip_without_decoding()
-        return out
-
-    def _finish_batch(self, current: _DecodedBatch) -> None:
-        # past the batch's last offset, even when compaction left gaps at its end
-        self.next_fetch_offset = max(self.next_fetch_offset, current.next_offset)
-        self._current = None
-
-    def _next_batch(self) -> _DecodedBatch | None:
-        while self._index < len(self._batches):
-            index = self._index
-            batch = self._batches[index]
-            assert batch is not None  # (batches before _index are the consumed ones)
-            self._batches[index] = None  # let its view go once consumed
-            self._index += 1
-            estimate = self._estimates[index]
-            if batch.is_control or batch.next_offset <= self.next_fetch_offset:
-                self.remaining -= estimate
-                self.next_fetch_offset = max(self.next_fetch_offset, batch.next_offset)
-                continue
-            try:
-                decoded = _DecodedBatch(batch, self.check_crcs, self.next_fetch_offset, *self.topic_partition)
-            except KafkaWireError as error:
-                self.remaining -= estimate
-                self._fail(error, batch)
-                return None
-            self.remaining += decoded.left - estimate
-            if decoded.left == 0:
-                self._finish_batch(decoded)
-                continue
-            self._current = decoded
-            return decoded
-        self._end()
-        return None
-
-    def _skip_without_decoding(self) -> None:
-        """Step over what follows without decoding (control batches, batches below the position), so
-        that a fetch whose records are all out is seen as drained at once."""
-        while self._index < len(self._batches):
-            batch = self._batches[self._index]
-            assert batch is not None  # (batches before _index are the consumed ones)
-            if not (batch.is_control or batch.next_offset <= self.next_fetch_offset):
-                return
-            self._batches[self._index] = None
-            self.remaining -= self._estimates[self._index]
-            self.next_fetch_offset = max(self.next_fetch_offset, batch.next_offset)
-            self._index += 1
-        self._end()
-
-    def _end(self) -> None:
-        if self._scan_error is not None:
-            error, self._scan_error = self._scan_error, None
-            self._fail(error, None)
-        else:
-            self.drained = True
-
-    def _fail(self, error: KafkaWireError, batch: RecordBatch | LegacyBatch | None) -> None:
-        offset = self.next_fetch_offset
-        next_offset = None
-        if isinstance(batch, RecordBatch):
-            offset = max(offset, batch.base_offset)
-            next_offset = batch.next_offset
-        elif isinstance(batch, LegacyBatch):
-            next_offset = batch.next_offset
-        elif isinstance(error, RecordsError) and error.base_offset is not None:
-            offset = max(offset, error.base_offset)
-        skip = f"; seek to {next_offset} to skip the batch" if next_offset is not None else ""
-        self.failure = CorruptRecordException(
-            f"corrupt record data in partition {self.topic_partition} at offset {offset}: {error}. "
-            f"Fetching from this partition stopped{skip}", self.topic_partition, offset, next_offset)
-        self.remaining = 0
-        self._current = None
-
-    def release(self) -> None:
-        """Give the records' bytes back to the memory pool."""
-        self.lease.release()
-
-    def __repr__(self) -> str:
-        return (f"CompletedFetch({self.topic_partition}, fetch_offset={self.fetch_offset}, "
-                f"next={self.next_fetch_offset}, size={self.size}, remaining={self.remaining})")
-
-
-# ---- the fetcher -----------------------------------------------------------------------------------
 
 class Leader(NamedTuple):
     node_id: int

@@ -28,13 +28,13 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .common import TopicPartition
-from .consumer import AsyncConsumer, CommitCallback
-from .consumer_config import ConsumerConfig
-from .delivery import RecordFuture, RecordMetadata
-from .fetcher import ConsumerRecord
-from .producer import AsyncProducer, TopicRoute
-from .producer_config import ProducerConfig
+from .aio.consumer import AsyncConsumer, CommitCallback
+from .aio.producer import AsyncProducer, TopicRoute
+from .core.consumer_config import ConsumerConfig
+from .core.consumer_record import ConsumerRecord
+from .core.delivery import RecordFuture, RecordMetadata
+from .core.producer_config import ProducerConfig
+from .core.topic_partition import TopicPartition
 
 __all__ = ["Producer", "Consumer"]
 

@@ -1,8 +1,5 @@
-"""The producer's configuration: Kafka's property names and defaults, validated up front.
-
-Attributes are the property names in snake_case (``batch.size`` → ``batch_size``);
-``ProducerConfig.from_properties({"batch.size": "32768"})`` takes the dotted names, with values as
-Java properties files give them (strings) or as Python values.
+"""The producer's configuration: Kafka's property names and defaults, validated up front
+(``ProducerConfig.from_properties({"batch.size": "32768"})``, or ``batch_size=...``).
 
 Besides Kafka's own settings this carries KIP-782's expandable batches (never merged upstream):
 ``batch.initial.size`` (first allocation of a new batch), ``batch.reallocation.factor`` (growth step)
@@ -22,19 +19,16 @@ when the config is built (after that they hold plain values):
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kafkawire.records import Codec
 
-from . import settings
-from .settings import ConfigError
+from ..errors import ConfigError
+from .properties import INT32_MAX, INT64_MAX, PropertyConfig, boolean, integer, servers
 
-__all__ = ["ProducerConfig", "ConfigError", "ACKS_ALL"]
+__all__ = ["ProducerConfig", "ACKS_ALL"]
 
 ACKS_ALL = -1
-_INT32_MAX = 0x7FFFFFFF
-_INT64_MAX = (1 << 63) - 1
 _DEFAULT_BATCH_INITIAL_SIZE = 4096
 _DEFAULT_BATCH_MAX_SIZE = 262144
 _DEFAULT_DELIVERY_TIMEOUT_MS = 120000
@@ -46,7 +40,7 @@ _LEVELS = {"compression_gzip_level": (1, 9), "compression_lz4_level": (1, 17),
 
 
 @dataclass(frozen=True)
-class ProducerConfig:
+class ProducerConfig(PropertyConfig):
     bootstrap_servers: tuple[str, ...] = ()
     client_id: str = ""
     acks: int = ACKS_ALL
@@ -63,7 +57,7 @@ class ProducerConfig:
     compression_zstd_level: int = 3
     enable_idempotence: bool | None = None
     max_in_flight_requests_per_connection: int = 5
-    retries: int = _INT32_MAX
+    retries: int = INT32_MAX
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1000
     delivery_timeout_ms: int | None = None
@@ -71,22 +65,22 @@ class ProducerConfig:
     partitioner_ignore_keys: bool = False
     max_request_size: int = 1048576
 
-    def __post_init__(self) -> None:
-        def set_(name: str, value: object) -> None:  # a frozen dataclass
-            object.__setattr__(self, name, value)
+    _KIND = "producer"
 
-        set_("bootstrap_servers", settings.servers(self.bootstrap_servers))
+    def __post_init__(self) -> None:
+        set_ = self._set
+        set_("bootstrap_servers", servers(self.bootstrap_servers))
         if not isinstance(self.client_id, str):
             raise ConfigError(f"client.id must be a string, not {self.client_id!r}")
         set_("acks", _acks(self.acks))
-        for name, low, high in (("batch_size", 0, _INT32_MAX), ("linger_ms", 0, _INT32_MAX),
-                                ("buffer_memory", 1, _INT64_MAX), ("max_block_ms", 0, _INT64_MAX),
-                                ("max_in_flight_requests_per_connection", 1, _INT32_MAX),
-                                ("retries", 0, _INT32_MAX), ("retry_backoff_ms", 0, _INT64_MAX),
-                                ("retry_backoff_max_ms", 0, _INT64_MAX), ("request_timeout_ms", 0, _INT32_MAX),
-                                ("max_request_size", 1, _INT32_MAX)):
-            set_(name, settings.integer(name, getattr(self, name), low, high))
-        set_("partitioner_ignore_keys", settings.boolean("partitioner_ignore_keys", self.partitioner_ignore_keys))
+        for name, low, high in (("batch_size", 0, INT32_MAX), ("linger_ms", 0, INT32_MAX),
+                                ("buffer_memory", 1, INT64_MAX), ("max_block_ms", 0, INT64_MAX),
+                                ("max_in_flight_requests_per_connection", 1, INT32_MAX),
+                                ("retries", 0, INT32_MAX), ("retry_backoff_ms", 0, INT64_MAX),
+                                ("retry_backoff_max_ms", 0, INT64_MAX), ("request_timeout_ms", 0, INT32_MAX),
+                                ("max_request_size", 1, INT32_MAX)):
+            set_(name, integer(name, getattr(self, name), low, high))
+        set_("partitioner_ignore_keys", boolean("partitioner_ignore_keys", self.partitioner_ignore_keys))
         self._resolve_compression()
         self._resolve_batch_sizes()
         self._resolve_delivery_timeout()
@@ -113,23 +107,18 @@ class ProducerConfig:
             return self.retry_backoff_ms
         return min(self.retry_backoff_ms << min(attempts - 1, 62), self.retry_backoff_max_ms)
 
-    @classmethod
-    def from_properties(cls, properties: Mapping[str, object]) -> ProducerConfig:
-        """A config from Kafka's dotted property names; an unknown name is a ConfigError."""
-        return settings.from_properties(cls, properties, "producer")
-
     # ---- resolution of interdependent settings ---------------------------------------------------
     def _resolve_compression(self) -> None:
         kind = self.compression_type
         if not isinstance(kind, str) or kind.lower() not in _CODECS:
             raise ConfigError(f"compression.type must be one of {', '.join(_CODECS)}, not {kind!r}")
-        object.__setattr__(self, "compression_type", kind.lower())
+        self._set("compression_type", kind.lower())
         for name, (low, high) in _LEVELS.items():
             gzip = name == "compression_gzip_level"
-            level = settings.integer(name, getattr(self, name), -1 if gzip else low, high)
+            level = integer(name, getattr(self, name), -1 if gzip else low, high)
             if gzip and level == 0:
                 raise ConfigError(f"compression.gzip.level must be -1 or between {low} and {high}, not 0")
-            object.__setattr__(self, name, level)
+            self._set(name, level)
 
     def _resolve_batch_sizes(self) -> None:
         batch_size = self.batch_size
@@ -137,7 +126,7 @@ class ProducerConfig:
         if initial is None:
             initial = min(_DEFAULT_BATCH_INITIAL_SIZE, batch_size)
         else:
-            initial = settings.integer("batch_initial_size", initial, 0, _INT32_MAX)
+            initial = integer("batch_initial_size", initial, 0, INT32_MAX)
             if initial > batch_size:
                 raise ConfigError(f"batch.initial.size ({initial}) must not exceed batch.size ({batch_size})")
             if initial == 0:
@@ -146,7 +135,7 @@ class ProducerConfig:
         if maximum is None:
             maximum = max(min(_DEFAULT_BATCH_MAX_SIZE, self.max_request_size), batch_size)
         else:
-            maximum = settings.integer("batch_max_size", maximum, 0, _INT32_MAX)
+            maximum = integer("batch_max_size", maximum, 0, INT32_MAX)
             if maximum < batch_size:
                 raise ConfigError(f"batch.max.size ({maximum}) must be at least batch.size ({batch_size})")
             if maximum > self.max_request_size and maximum != batch_size:
@@ -160,20 +149,20 @@ class ProducerConfig:
                 raise ConfigError(f"batch.reallocation.factor must be a number, not {factor!r}") from None
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1 < factor <= 1024:
             raise ConfigError(f"batch.reallocation.factor must be a number above 1 (at most 1024), not {factor!r}")
-        object.__setattr__(self, "batch_initial_size", initial)
-        object.__setattr__(self, "batch_max_size", maximum)
-        object.__setattr__(self, "batch_reallocation_factor", float(factor))
+        self._set("batch_initial_size", initial)
+        self._set("batch_max_size", maximum)
+        self._set("batch_reallocation_factor", float(factor))
 
     def _resolve_delivery_timeout(self) -> None:
         floor = self.linger_ms + self.request_timeout_ms
         if self.delivery_timeout_ms is None:
-            object.__setattr__(self, "delivery_timeout_ms", max(_DEFAULT_DELIVERY_TIMEOUT_MS, floor))
+            self._set("delivery_timeout_ms", max(_DEFAULT_DELIVERY_TIMEOUT_MS, floor))
             return
-        timeout = settings.integer("delivery_timeout_ms", self.delivery_timeout_ms, 0, _INT32_MAX)
+        timeout = integer("delivery_timeout_ms", self.delivery_timeout_ms, 0, INT32_MAX)
         if timeout < floor:
             raise ConfigError(f"delivery.timeout.ms ({timeout}) must be at least linger.ms + request.timeout.ms "
                               f"({floor})")
-        object.__setattr__(self, "delivery_timeout_ms", timeout)
+        self._set("delivery_timeout_ms", timeout)
 
     def _resolve_idempotence(self) -> None:
         conflicts = []
@@ -185,12 +174,12 @@ class ProducerConfig:
             conflicts.append("max.in.flight.requests.per.connection must be at most 5 "
                              f"(is {self.max_in_flight_requests_per_connection})")
         if self.enable_idempotence is None:
-            object.__setattr__(self, "enable_idempotence", not conflicts)
+            self._set("enable_idempotence", not conflicts)
             return
-        enabled = settings.boolean("enable_idempotence", self.enable_idempotence)
+        enabled = boolean("enable_idempotence", self.enable_idempotence)
         if enabled and conflicts:
             raise ConfigError("enable.idempotence is true but " + "; ".join(conflicts))
-        object.__setattr__(self, "enable_idempotence", enabled)
+        self._set("enable_idempotence", enabled)
 
 
 def _acks(value: object) -> int:

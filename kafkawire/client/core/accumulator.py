@@ -28,27 +28,18 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-from kafkawire.errors import KafkaWireError
 from kafkawire.records.batch import increment_sequence
 
-from .buffer_pool import Allocation, BufferPool
-from .delivery import RecordFuture
+from ..errors import AccumulatorClosed, DeliveryTimeout, RecordTooLarge
+from .delivery import LoopWaiter, RecordFuture
 from .producer_batch import (
-    BATCH_OVERHEAD, CompressionRatioEstimator, DeliveryTimeout, ProducerBatch, TopicPartition,
-    record_size_upper_bound, size_factor,
+    BATCH_OVERHEAD, CompressionRatioEstimator, ProducerBatch, record_size_upper_bound, size_factor,
 )
 from .producer_config import ProducerConfig
+from .producer_memory import Allocation, BufferPool
+from .topic_partition import TopicPartition
 
-__all__ = ["RecordAccumulator", "AppendResult", "ReadyCheck", "RecordTooLarge", "AccumulatorClosed",
-           "MemoryPeak", "measure_peak_memory"]
-
-
-class RecordTooLarge(KafkaWireError):
-    """A record bigger than ``max.request.size`` or ``buffer.memory`` (Kafka's RecordTooLargeException)."""
-
-
-class AccumulatorClosed(RuntimeError):
-    """An append after the producer was closed."""
+__all__ = ["RecordAccumulator", "AppendResult", "ReadyCheck"]
 
 
 class AppendResult(NamedTuple):
@@ -88,6 +79,8 @@ class RecordAccumulator:
         self._open: dict[tuple[str, int], ProducerBatch] = {}
         # the blocking Producer's loop thread: its records' futures block in result() (delivery.py)
         self.waitable: int | None = None
+        # how the records' futures are awaited, given by the driver (kafkawire.client.aio)
+        self.loop_waiter: LoopWaiter | None = None
 
     # ---- appending -------------------------------------------------------------------------------
     def try_append(self, topic: str, partition: int, key, value, headers, timestamp_ms: int) -> tuple[
@@ -172,7 +165,7 @@ class RecordAccumulator:
         batch = ProducerBatch(tp, buffer, now_ms, codec=self.config.codec,
                               compression_level=self.config.compression_level,
                               compression_ratio=self._ratios.estimate(topic), batch_size=self.config.batch_size,
-                              waitable=self.waitable)
+                              waitable=self.waitable, loop_waiter=self.loop_waiter)
         try:
             future, size = batch.append(key, value, headers, timestamp)  # a batch always takes its first record
         except Exception:
@@ -522,33 +515,3 @@ def _check_record(tp: TopicPartition, key, value, headers: tuple, timestamp_ms) 
     if timestamp_ms is not None and (isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int)
                                      or timestamp_ms < 0):
         raise ValueError(f"record timestamp for {where} must be a non-negative integer, not {timestamp_ms!r}")
-
-
-class MemoryPeak(NamedTuple):
-    peak_in_use: int  # most bytes held by batches at once
-    peak_reserved: int  # ... plus the free list kept for reuse (what a Java heap would hold)
-    reserved_after_drain: int  # the free list left once every batch was sent and returned
-    batches: int
-
-
-def measure_peak_memory(config: ProducerConfig, partitions: int = 1000, records_per_partition: int = 3,
-                        value_size: int = 100, rounds: int = 2, topic: str = "measure") -> MemoryPeak:
-    """Pool usage for a workload of small records spread over many partitions: each round appends
-    ``records_per_partition`` records of ``value_size`` bytes to every partition, then drains and
-    returns everything. Compare ``batch.initial.size`` 4096 against ``batch.initial.size`` =
-    ``batch.size`` to see what KIP-782 saves."""
-    pool = BufferPool(config.buffer_memory, config.batch_size)
-    accumulator = RecordAccumulator(config, pool)
-    accumulator.set_producer_id(0, 0)
-    leaders = {TopicPartition(topic, p): 0 for p in range(partitions)}
-    value = bytes(value_size)
-    batches = 0
-    for _ in range(rounds):
-        for partition in range(partitions):
-            for _ in range(records_per_partition):
-                result = accumulator.append(topic, partition, None, value, (), 0, 0, max_block_ms=0)
-                batches += result.new_batch_created
-        while accumulator.has_undrained():
-            for batch in accumulator.drain(leaders, [0], config.max_request_size, 0)[0]:
-                accumulator.complete_batch(batch, 0)
-    return MemoryPeak(pool.peak_in_use, pool.peak_reserved, pool.reserved, batches)

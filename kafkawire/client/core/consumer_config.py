@@ -1,8 +1,5 @@
-"""The consumer's configuration: Kafka's property names and defaults, validated up front.
-
-Attributes are the property names in snake_case (``fetch.max.bytes`` → ``fetch_max_bytes``);
-``ConsumerConfig.from_properties({"fetch.max.bytes": "1048576"})`` takes the dotted names, with values
-as Java properties files give them (strings) or as Python values.
+"""The consumer's configuration: Kafka's property names and defaults, validated up front
+(``ConsumerConfig.from_properties({"fetch.max.bytes": "1048576"})``, or ``fetch_max_bytes=...``).
 
 Besides Kafka's own settings this carries two proposals upstream never merged:
 
@@ -17,17 +14,13 @@ Defaults that depend on other settings, as in Kafka:
 """
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from . import settings
-from .settings import ConfigError
+from ..errors import ConfigError
+from .properties import INT32_MAX, INT64_MAX, PropertyConfig, boolean, choice, dotted, integer, servers
 
-__all__ = ["ConsumerConfig", "ConfigError", "OFFSET_RESET_STRATEGIES", "ASSIGNORS"]
+__all__ = ["ConsumerConfig", "OFFSET_RESET_STRATEGIES", "ASSIGNORS"]
 
-_INT32_MAX = 0x7FFFFFFF
-_INT64_MAX = (1 << 63) - 1
 OFFSET_RESET_STRATEGIES = ("latest", "earliest", "none")
 ASSIGNORS = ("range", "roundrobin")
 # Java class names of the assignors, so properties written for the Java client work unchanged.
@@ -38,7 +31,7 @@ _ASSIGNOR_CLASSES = {
 
 
 @dataclass(frozen=True)
-class ConsumerConfig:
+class ConsumerConfig(PropertyConfig):
     bootstrap_servers: tuple[str, ...] = ()
     client_id: str = ""
     client_rack: str = ""
@@ -62,36 +55,36 @@ class ConsumerConfig:
     retry_backoff_ms: int = 100
     check_crcs: bool = True
 
-    def __post_init__(self) -> None:
-        def set_(name: str, value: object) -> None:  # a frozen dataclass
-            object.__setattr__(self, name, value)
+    _KIND = "consumer"
 
-        set_("bootstrap_servers", settings.servers(self.bootstrap_servers))
+    def __post_init__(self) -> None:
+        set_ = self._set
+        set_("bootstrap_servers", servers(self.bootstrap_servers))
         for name in ("client_id", "client_rack"):
             if not isinstance(getattr(self, name), str):
-                raise ConfigError(f"{settings.dotted(name)} must be a string, not {getattr(self, name)!r}")
+                raise ConfigError(f"{dotted(name)} must be a string, not {getattr(self, name)!r}")
         if self.group_id is not None and not isinstance(self.group_id, str):
             raise ConfigError(f"group.id must be a string, not {self.group_id!r}")
         # Request fields are int32 on the wire, hence the upper bounds.
-        for name, low, high in (("fetch_max_bytes", 0, _INT32_MAX), ("max_partition_fetch_bytes", 0, _INT32_MAX),
-                                ("fetch_min_bytes", 0, _INT32_MAX), ("fetch_max_wait_ms", 0, _INT32_MAX),
-                                ("max_poll_records", 1, _INT32_MAX), ("buffer_memory", 1, _INT64_MAX),
-                                ("auto_commit_interval_ms", 0, _INT32_MAX), ("session_timeout_ms", 1, _INT32_MAX),
-                                ("heartbeat_interval_ms", 1, _INT32_MAX), ("max_poll_interval_ms", 1, _INT32_MAX),
-                                ("request_timeout_ms", 0, _INT32_MAX), ("retry_backoff_ms", 0, _INT64_MAX)):
-            set_(name, settings.integer(name, getattr(self, name), low, high))
+        for name, low, high in (("fetch_max_bytes", 0, INT32_MAX), ("max_partition_fetch_bytes", 0, INT32_MAX),
+                                ("fetch_min_bytes", 0, INT32_MAX), ("fetch_max_wait_ms", 0, INT32_MAX),
+                                ("max_poll_records", 1, INT32_MAX), ("buffer_memory", 1, INT64_MAX),
+                                ("auto_commit_interval_ms", 0, INT32_MAX), ("session_timeout_ms", 1, INT32_MAX),
+                                ("heartbeat_interval_ms", 1, INT32_MAX), ("max_poll_interval_ms", 1, INT32_MAX),
+                                ("request_timeout_ms", 0, INT32_MAX), ("retry_backoff_ms", 0, INT64_MAX)):
+            set_(name, integer(name, getattr(self, name), low, high))
         if self.remote_max_partition_fetch_bytes is not None:
             set_("remote_max_partition_fetch_bytes",
-                 settings.integer("remote_max_partition_fetch_bytes", self.remote_max_partition_fetch_bytes, 0, _INT32_MAX))
-        set_("check_crcs", settings.boolean("check_crcs", self.check_crcs))
+                 integer("remote_max_partition_fetch_bytes", self.remote_max_partition_fetch_bytes, 0, INT32_MAX))
+        set_("check_crcs", boolean("check_crcs", self.check_crcs))
         if self.buffer_memory < self.fetch_max_bytes:
             raise ConfigError(f"buffer.memory ({self.buffer_memory}) must be at least fetch.max.bytes "
                               f"({self.fetch_max_bytes}): one whole fetch response has to fit (KIP-81)")
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ConfigError(f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "
                               f"session.timeout.ms ({self.session_timeout_ms})")
-        set_("auto_offset_reset", settings.choice("auto_offset_reset", self.auto_offset_reset, OFFSET_RESET_STRATEGIES))
-        level = settings.choice("isolation_level", self.isolation_level, ("read_uncommitted", "read_committed"))
+        set_("auto_offset_reset", choice("auto_offset_reset", self.auto_offset_reset, OFFSET_RESET_STRATEGIES))
+        level = choice("isolation_level", self.isolation_level, ("read_uncommitted", "read_committed"))
         if level == "read_committed":
             raise ConfigError("isolation.level read_committed is not supported by this consumer "
                               "(it does not filter aborted transactions); use read_uncommitted")
@@ -100,7 +93,7 @@ class ConsumerConfig:
         if self.enable_auto_commit is None:
             set_("enable_auto_commit", self.group_id is not None)
         else:
-            enabled = settings.boolean("enable_auto_commit", self.enable_auto_commit)
+            enabled = boolean("enable_auto_commit", self.enable_auto_commit)
             if enabled and self.group_id is None:
                 raise ConfigError("enable.auto.commit cannot be true without a group.id")
             set_("enable_auto_commit", enabled)
@@ -118,15 +111,6 @@ class ConsumerConfig:
         """The FetchRequest IsolationLevel byte (0 read_uncommitted, 1 read_committed)."""
         return 0 if self.isolation_level == "read_uncommitted" else 1
 
-    @classmethod
-    def from_properties(cls, properties: Mapping[str, object]) -> ConsumerConfig:
-        """A config from Kafka's dotted property names; an unknown name is a ConfigError."""
-        return settings.from_properties(cls, properties, "consumer")
-
-    def to_properties(self) -> dict[str, object]:
-        """The settings under their dotted names (None where a setting falls back to another)."""
-        return {settings.dotted(f.name): getattr(self, f.name) for f in dataclasses.fields(self)}
-
 
 def _assignors(value: object) -> tuple[str, ...]:
     if isinstance(value, str):
@@ -143,5 +127,3 @@ def _assignors(value: object) -> tuple[str, ...]:
         if name not in names:
             names.append(name)
     return tuple(names)
-
-

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from kafkawire.errors import DecodeError
 from kafkawire.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
-from .common import TopicPartition
+from .topic_partition import TopicPartition
 
 __all__ = ["Subscription", "Assignment", "RangeAssignor", "RoundRobinAssignor", "ASSIGNORS", "get_assignor",
            "encode_subscription", "decode_subscription", "encode_assignment", "decode_assignment",

@@ -1,4 +1,4 @@
-"""AsyncProducer: the RecordAccumulator and its sender (``sender.py``) run over broker connections.
+"""AsyncProducer: the RecordAccumulator and its sender (``sender``) run over broker connections.
 
 ``send()`` appends the record and returns an awaitable future for its RecordMetadata::
 
@@ -10,14 +10,14 @@ The common case is one synchronous step, with no coroutine of its own per record
 partitions are known (cached per topic with its sticky partition, until metadata changes) and the
 partition's open batch has room, so the record is written in place (``RecordAccumulator.try_append``).
 Otherwise ``send`` waits (up to ``max.block.ms``) for the topic's metadata and for ``buffer.memory``
-in the BufferPool. Once an append gives the sender work (a new batch, or one at ``batch.size``), a
+in the BufferPool (``producer_memory``). Once an append gives the sender work (a new batch, or one at ``batch.size``), a
 send yields to the event loop once, at most every 2 ms (or linger.ms if less), so a loop that never
 waits still has its batches sent, several to a request.
 
 Appends are served in call order: once one waits for memory, later ones wait behind it, so records
 of one partition are never reordered by the wait.
 
-The blocking Producer (``sync.py``) shares this producer with other threads: its ``send`` appends in
+The blocking Producer (``kafkawire.client.blocking``) shares this producer with other threads: its ``send`` appends in
 the caller's thread through ``append_now`` and ``append_blocking``, under ``lock`` (which the sender
 takes too), and waits in that thread for memory; only a topic's first metadata is fetched on the
 event loop.
@@ -32,29 +32,27 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .accumulator import AppendResult, RecordAccumulator
-from .buffer_pool import Allocation, BufferPool
-from .delivery import RecordFuture, RecordMetadata
+from ..core.accumulator import AppendResult, RecordAccumulator
+from ..core.cluster_metadata import ClusterMetadata
+from ..core.delivery import RecordFuture, RecordMetadata
+from ..core.partitioner import Partitioner, StickyState, partition_for_key
+from ..core.producer_config import ProducerConfig
+from ..core.producer_memory import Allocation, BufferPool
+from ..core.properties import resolve
+from ..errors import ProducerClosed
 from .connection import ConnectionManager
-from .metadata import Metadata
-from .partitioner import Partitioner, StickyState, partition_for_key
-from . import settings
-from .producer_config import ProducerConfig
+from .metadata_refresh import Metadata
 from .sender import Sender
+from .waiting import wait_for_delivery
 
-__all__ = ["AsyncProducer", "RecordMetadata", "ProducerClosed"]
+__all__ = ["AsyncProducer", "TopicRoute"]
 
 log = logging.getLogger(__name__)
 
 
-# A loop of sends that never waits yields to the sender at most this often (at most linger.ms): a
-# full batch waits that much longer, and the sender takes several per request, which halves the
-# CPU per record and the broker's work at 100 B records (docs/performance.md).
+# A loop of sends that never waits yields to the sender at most this often (at most linger.ms), so
+# the sender takes several full batches per request (docs/performance.md, "Producer throughput").
 _YIELD_INTERVAL_MS = 2
-
-
-class ProducerClosed(RuntimeError):
-    """``send`` after ``close``."""
 
 
 def _now_ms() -> float:
@@ -75,11 +73,12 @@ class AsyncProducer:
     """A Kafka producer on asyncio (see the module docstring)."""
 
     def __init__(self, config: ProducerConfig | Mapping[str, Any] | None = None, **properties: Any) -> None:
-        self.config = settings.resolve(ProducerConfig, config, properties)
+        self.config = resolve(ProducerConfig, config, properties)
         if not self.config.bootstrap_servers:
             raise ValueError("bootstrap.servers is required")
         self.pool = BufferPool(self.config.buffer_memory, self.config.batch_size)
         self.accumulator = RecordAccumulator(self.config, self.pool)
+        self.accumulator.loop_waiter = wait_for_delivery  # what awaiting a record's future waits on
         self.partitioner = Partitioner.from_config(self.config)
         self.connections = ConnectionManager(client_id=self.config.client_id or "kafkawire-producer",
                                              request_timeout_ms=self.config.request_timeout_ms)
@@ -406,7 +405,7 @@ class AsyncProducer:
             await self.connections.close()
 
     # ---- metadata --------------------------------------------------------------------------------
-    def _on_metadata(self, cluster) -> None:
+    def _on_metadata(self, cluster: ClusterMetadata) -> None:
         self._stats["metadata-refresh-total"] += 1
         with self.lock:
             self._routes.clear()  # partition counts and leaders may have changed: rebuilt on the next send

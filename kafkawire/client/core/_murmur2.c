@@ -1,6 +1,6 @@
 /* Kafka's key hash in C: murmur2 exactly as Java's Utils.murmur2 computes it, and the partition a
  * keyed record goes to (toPositive(murmur2(key)) % partitions). The Python functions in
- * kafkawire/client/partitioner.py are the reference and the fallback; tests hold them equal. */
+ * kafkawire/client/core/partitioner.py are the reference and the fallback; tests hold them equal. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>

@@ -15,20 +15,15 @@ How the pieces run:
   left out, KIP-74 rotation, KIP-41 prefetch only while fewer than ``max.poll.records`` records are
   retained): while ``poll`` waits for data, and before it returns records, so the next round is in
   flight while the application works on these.
-* Fetches travel on a connection of their own per broker, which charges each response to the
-  consumer's MemoryPool (``buffer.memory``, KIP-81) before reading its body and stops reading while
-  the pool is exhausted; metadata and ListOffsets use another connection, and the group coordinator
-  a third, so neither ever waits for fetch memory.
+* Fetches travel on a connection of their own per broker, charged to the consumer's memory pool
+  (``buffer.memory``, KIP-81) before they are read (``fetch_driver``); metadata and ListOffsets use
+  another connection, and the group coordinator a third, so neither ever waits for fetch memory.
 * Partitions without a position take the group's committed offset (OffsetFetch, when ``group.id``
   is set), else ``auto.offset.reset`` (ListOffsets to the leader: earliest or latest).
-* Leader and topic errors refresh metadata; leaders reach the Fetcher once a fetch connection to
-  them is up (the Fetch version is negotiated on it).
-* With a ``group.id``, a ``GroupMember`` (kafkawire.client.group, sans I/O) is driven by a task of
-  its own: ``subscribe()`` joins the classic group (JoinGroup/SyncGroup with the range or round-robin
-  assignor, heartbeats, rebalances that revoke and assign partitions), and in both modes it carries
-  ``commit()`` / ``commit_async()`` / ``committed()`` (OffsetCommit/OffsetFetch) to the coordinator,
-  found with FindCoordinator, over the coordinator connection. ``enable.auto.commit`` commits
-  positions every ``auto.commit.interval.ms`` and on ``close``.
+* With a ``group.id``, a ``GroupMember`` runs in a task of its own (``group_driver``): ``subscribe()``
+  joins the classic group, and in both modes it carries ``commit()`` / ``commit_async()`` /
+  ``committed()`` to the coordinator. ``enable.auto.commit`` commits positions every
+  ``auto.commit.interval.ms`` and on ``close``.
 """
 from __future__ import annotations
 
@@ -36,30 +31,29 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from kafkawire.error_codes import ErrorCode
-from kafkawire.messages import FetchRequest, ListOffsetsRequest
+from kafkawire.messages import ListOffsetsRequest
 
-from .common import TopicPartition, wait_event
-from .connection import (
-    COORDINATOR_ROLE, DEFAULT_ROLE, FETCH_ROLE, BrokerConnection, ConnectionManager, IncompatibleBrokerError,
-    KafkaConnectionError, KafkaError, Reply,
+from ..core.cluster_metadata import METADATA_REFRESH_ERRORS, ClusterMetadata
+from ..core.consumer_config import ConsumerConfig
+from ..core.consumer_record import ConsumerRecord
+from ..core.fetcher import Fetcher
+from ..core.group_member import GroupMember
+from ..core.group_protocol import (
+    CommittedOffsets, OffsetAndMetadata, PartitionsAssigned, PartitionsLost, PartitionsRevoked,
 )
-from .consumer_config import ConsumerConfig
-from .fetcher import FETCH_VERSION_MIN, ConsumerRecord, Fetcher, Leader
-from .group import (
-    CommitCompleted, CommitFailedError, CommittedOffsets, GroupError, GroupFailure, GroupMember, OffsetAndMetadata,
-    OutgoingRequest, PartitionsAssigned, PartitionsLost, PartitionsRevoked,
-)
-from .metadata import METADATA_REFRESH_ERRORS, ClusterMetadata, Metadata
-from . import settings
+from ..core.properties import resolve
+from ..core.topic_partition import TopicPartition
+from ..errors import ConsumerClosed, GroupError, IncompatibleBrokerError, KafkaConnectionError, KafkaError
+from .connection import DEFAULT_ROLE, FETCH_ROLE, BrokerConnection, ConnectionManager
+from .fetch_driver import FetchDriver
+from .group_driver import GroupDriver
+from .metadata_refresh import Metadata
+from .waiting import wait_event
 
-if TYPE_CHECKING:
-    from kafkawire.messages import FetchResponse
-
-__all__ = ["AsyncConsumer", "ConsumerRecord", "TopicPartition", "CommitFailedError", "GroupError", "ConsumerClosed",
-           "OffsetAndMetadata"]
+__all__ = ["AsyncConsumer", "CommitCallback"]
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +64,6 @@ _LIST_OFFSETS_MIN_VERSION = 1  # one offset per partition, not the v0 array
 CommitCallback = Callable[[Mapping[TopicPartition, "int | OffsetAndMetadata"], "BaseException | None"], object]
 
 
-class ConsumerClosed(RuntimeError):
-    """A call on a closed consumer."""
-
-
 def _now_ms() -> float:
     return time.monotonic() * 1000.0
 
@@ -82,7 +72,7 @@ class AsyncConsumer:
     """A Kafka consumer on asyncio (see the module docstring)."""
 
     def __init__(self, config: ConsumerConfig | Mapping[str, Any] | None = None, **properties: Any) -> None:
-        self.config = config = settings.resolve(ConsumerConfig, config, properties)
+        self.config = config = resolve(ConsumerConfig, config, properties)
         if not config.bootstrap_servers:
             raise ValueError("bootstrap.servers is required")
         self.fetcher = Fetcher(config)
@@ -92,28 +82,28 @@ class AsyncConsumer:
         self.metadata = Metadata(self.connections, config.bootstrap_servers, allow_auto_topic_creation=False,
                                  retry_backoff_ms=config.retry_backoff_ms)
         self.metadata.add_listener(self._on_metadata)
-        # group membership and offsets, with a group.id (kafkawire.client.group)
+        self._stats = {"records-consumed-total": 0, "fetch-request-total": 0, "fetch-response-total": 0,
+                       "fetch-error-total": 0, "bytes-fetched-total": 0, "list-offsets-total": 0,
+                       "commit-total": 0, "rebalance-total": 0}
+        self._fetching = FetchDriver(self.fetcher, config, self.connections, self.metadata, self._stats,
+                                     spawn=self._spawn, wake=self._wake_poll, connected=self._fetch_connected)
+        # group membership and offsets, with a group.id
         self.member = GroupMember(config, positions=self._positions) if config.group_id else None
+        self._group = (GroupDriver(self.member, config.group_id, self.connections, self.metadata, self._stats,
+                                   spawn=self._spawn, any_connection=self._any_connection,
+                                   on_event=self._on_group_event)
+                       if self.member is not None else None)
         self._subscribed: tuple[str, ...] = ()
         self._listener: object = None
         self._started = False
         self._closed = False
-        # (an asyncio.Event binds to the running loop on first use, not here)
-        self._wake = asyncio.Event()
-        self._group_wake = asyncio.Event()
-        self._group_task: asyncio.Task[None] | None = None
-        self._group_errors: list[GroupError] = []  # raised by the next poll
-        self._waiters: dict[int, asyncio.Future[Any]] = {}  # commit / committed request ids -> their callers
+        self._wake = asyncio.Event()  # (binds to the running loop on first use, not here)
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._connecting_fetch: set[int] = set()
         self._resetting: set[TopicPartition] = set()  # ListOffsets in flight
         self._looking_up: set[TopicPartition] = set()  # committed offsets being fetched
         self._lookups: dict[int, tuple[TopicPartition, ...]] = {}  # our OffsetFetch request ids
         self._position_retry_at = 0.0
         self._next_auto_commit = 0.0
-        self._stats = {"records-consumed-total": 0, "fetch-request-total": 0, "fetch-response-total": 0,
-                       "fetch-error-total": 0, "bytes-fetched-total": 0, "list-offsets-total": 0,
-                       "commit-total": 0, "rebalance-total": 0}
 
     # ---- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -125,9 +115,9 @@ class AsyncConsumer:
         self._started = True
         self._next_auto_commit = _now_ms() + self.config.auto_commit_interval_ms
         await self.metadata.refresh()
-        if self.member is not None:
+        if self.member is not None and self._group is not None:
             self.member.set_api_versions((await self._any_connection()).api_versions)
-            self._group_task = self._spawn(self._drive_group())
+            self._group.start()
 
     async def __aenter__(self) -> AsyncConsumer:
         await self.start()
@@ -143,9 +133,9 @@ class AsyncConsumer:
             return
         timeout = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
         deadline = _now_ms() + timeout  # the commit and the leave share it: close is bounded by it
+        member, group = self.member, self._group
         try:
-            member = self.member
-            if self._group_task is not None and member is not None and not member.closed:
+            if group is not None and group.task is not None and member is not None and not member.closed:
                 if autocommit and self.config.enable_auto_commit and not self._subscribed and self._positions():
                     try:  # assign() mode; a group member commits its own positions as it leaves
                         remaining = max(0.0, deadline - _now_ms())
@@ -155,24 +145,22 @@ class AsyncConsumer:
                         log.warning("auto-commit on close failed: %r", error)
                 remaining = max(0.0, deadline - _now_ms())
                 member.close(_now_ms(), int(remaining))
-                self._group_wake.set()
+                group.wake()
                 # asyncio.wait neither cancels the task nor can lose this task's own cancellation
-                done, _ = await asyncio.wait({self._group_task}, timeout=remaining / 1000)
+                done, _ = await asyncio.wait({group.task}, timeout=remaining / 1000)
                 if not done:
                     log.warning("leaving the group did not finish within %.0f ms", timeout)
-                elif not self._group_task.cancelled() and self._group_task.exception() is not None:
-                    log.warning("leaving the group failed: %r", self._group_task.exception())
+                elif not group.task.cancelled() and group.task.exception() is not None:
+                    log.warning("leaving the group failed: %r", group.task.exception())
         finally:
-            self._closed = True
+            self._closed = self._fetching.closed = True
             tasks = list(self._tasks)
             for task in tasks:
                 task.cancel()
             if tasks:
                 await asyncio.wait(tasks, timeout=_TASKS_STOP_S)
-            for waiter in self._waiters.values():
-                if not waiter.done():
-                    waiter.set_exception(ConsumerClosed("the consumer closed before this completed"))
-            self._waiters.clear()
+            if group is not None:
+                group.fail_waiters(ConsumerClosed("the consumer closed before this completed"))
             self.fetcher.close()
             await self.metadata.close()
             await self.connections.close()
@@ -191,6 +179,13 @@ class AsyncConsumer:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None and not self._closed:
             log.error("consumer background task failed", exc_info=task.exception())
+
+    def _wake_poll(self) -> None:
+        self._wake.set()
+
+    def _wake_group(self) -> None:
+        if self._group is not None:
+            self._group.wake()
 
     # ---- subscriptions ---------------------------------------------------------------------------
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
@@ -238,7 +233,7 @@ class AsyncConsumer:
         self._listener = listener
         self._track_topics()
         if self._started:
-            self._group_wake.set()
+            self._wake_group()
 
     def subscription(self) -> set[str]:
         return set(self._subscribed)
@@ -249,7 +244,7 @@ class AsyncConsumer:
         if self.member is not None and self._subscribed:
             self.member.unsubscribe(_now_ms())
             if self._started:
-                self._group_wake.set()
+                self._wake_group()
         self._subscribed = ()
         self._assign([])
 
@@ -267,11 +262,11 @@ class AsyncConsumer:
         deadline = _now_ms() + timeout_ms
         while True:
             now = _now_ms()
-            if self._group_errors:
-                raise self._group_errors.pop(0)
+            if self._group is not None and self._group.errors:
+                raise self._group.errors.pop(0)
             if self._subscribed and self.member is not None:
                 self.member.record_poll(now)
-                self._group_wake.set()
+                self._wake_group()
             else:
                 self._maybe_auto_commit(now)
             records = self.fetcher.poll(max_records)
@@ -291,13 +286,13 @@ class AsyncConsumer:
         if self._closed or not self._started:
             return
         fetcher = self.fetcher
-        if fetcher.metadata_refresh_needed and not self._connecting_fetch:
+        if fetcher.metadata_refresh_needed and not self._fetching.connecting:
             self.metadata.request_update()
         self.metadata.maybe_refresh()
         now = _now_ms()
         if now >= self._position_retry_at:
             self._update_positions()
-        self._send_fetches(now)
+        self._fetching.send(now)
 
     # ---- positions -------------------------------------------------------------------------------
     def _update_positions(self) -> None:
@@ -308,7 +303,7 @@ class AsyncConsumer:
                 request_id = self.member.fetch_committed(missing, _now_ms())
                 self._lookups[request_id] = tuple(missing)
                 self._looking_up.update(missing)
-                self._group_wake.set()
+                self._wake_group()
             else:
                 for tp in missing:
                     fetcher.request_offset_reset(tp)
@@ -436,99 +431,19 @@ class AsyncConsumer:
         """The high watermark of the partition's last fetch response (-1 before one)."""
         return self.fetcher.high_watermark(TopicPartition(*partition))
 
-    # ---- fetching --------------------------------------------------------------------------------
+    # ---- fetching ---------------------------------------------------------------------------------
     def _on_metadata(self, cluster: ClusterMetadata) -> None:
-        """Give the Fetcher the leaders whose fetch connection is up; connect to the others first."""
         if self._closed:
             return
-        leaders: dict[TopicPartition, Leader | None] = {}
-        for tp in self.fetcher.assignment():
-            node = cluster.leader(tp)
-            if node is None:
-                leaders[tp] = None
-            elif self.connections.get_ready(node, FETCH_ROLE) is None:
-                self._connect_fetch(node)
-            else:
-                info = cluster.partition(tp)
-                leaders[tp] = Leader(node, info.leader_epoch if info is not None else -1)
-        self.fetcher.update_metadata(leaders, cluster.topic_ids())
+        self._fetching.update_leaders(cluster)
         if self.member is not None:
             self.member.set_topic_ids(cluster.topic_ids())  # OffsetCommit/OffsetFetch v10 go by topic id
-        if self._wake is not None:
-            self._wake.set()
+        self._wake.set()
 
-    def _connect_fetch(self, node: int) -> None:
-        if node in self._connecting_fetch or self._closed:
-            return
-        self._connecting_fetch.add(node)
-        self._spawn(self._open_fetch_connection(node))
-
-    async def _open_fetch_connection(self, node: int) -> None:
-        try:
-            connection = await self.connections.connection(node, FETCH_ROLE)
-            self.fetcher.set_fetch_version(node, connection.api_version(FetchRequest.API_KEY, FETCH_VERSION_MIN))
-        except (KafkaConnectionError, KafkaError) as error:
-            log.debug("fetch connection to node %d failed: %s", node, error)
-            self.metadata.request_update()
-            return
-        finally:
-            self._connecting_fetch.discard(node)
+    def _fetch_connected(self) -> None:
         self._on_metadata(self.metadata.cluster)
         self._pump()
 
-    def _send_fetches(self, now: float) -> None:
-        for node, (request, version) in self.fetcher.prepare_fetch_requests(now).items():
-            connection = self.connections.get_ready(node, FETCH_ROLE)
-            if connection is None:
-                self.fetcher.handle_fetch_failure(node, now)
-                self._connect_fetch(node)
-                continue
-            self._stats["fetch-request-total"] += 1
-            future = connection.request(request, version, charge_pool=True,
-                                        timeout_ms=self.config.request_timeout_ms + self.config.fetch_max_wait_ms)
-            future.add_done_callback(self._fetch_response_callback(node, request, version))
-
-    def _fetch_response_callback(self, node: int, request: FetchRequest,
-                                 version: int) -> Callable[[asyncio.Future[Any]], None]:
-        return lambda done: self._on_fetch_response(node, request, version, done)
-
-    def _on_fetch_response(self, node: int, request: FetchRequest, version: int, done: asyncio.Future[Any]) -> None:
-        now = _now_ms()
-        if done.cancelled() or done.exception() is not None:
-            self._stats["fetch-error-total"] += 1
-            if not done.cancelled():
-                log.debug("fetch from node %d failed: %s", node, done.exception())
-            self.fetcher.handle_fetch_failure(node, now)
-            if not self._closed:
-                self.metadata.request_update()
-                self._wake.set()
-            return
-        reply: Reply = done.result()
-        if self._closed:
-            if reply.lease is not None:
-                reply.lease.release()
-            return
-        self._stats["fetch-response-total"] += 1
-        self._stats["bytes-fetched-total"] += reply.size
-        try:
-            outcome = self.fetcher.handle_fetch_response(node, request, cast("FetchResponse", reply.body), version,
-                                                         reply.size, now, lease=reply.lease)
-        except ValueError as error:  # a response that does not fit the request: drop it, fetch again
-            log.warning("fetch response from node %d rejected: %s", node, error)
-            if reply.lease is not None:
-                reply.lease.release()
-            self.fetcher.handle_fetch_failure(node, now)
-            return
-        if outcome.errors or outcome.ignored:
-            self._stats["fetch-error-total"] += 1
-            if any(code in METADATA_REFRESH_ERRORS for code in outcome.errors.values()):
-                self.metadata.request_update()
-        # The next fetch goes out from poll, once it has drained what it could: sent from here, it
-        # would leave out the partitions just buffered and could park at the broker for
-        # fetch.max.wait.ms while they are drained (Kafka sends fetches from poll for the same reason).
-        self._wake.set()
-
-    # ---- commits ---------------------------------------------------------------------------------
     # ---- commits ---------------------------------------------------------------------------------
     def _require_member(self) -> GroupMember:
         if self.member is None:
@@ -546,10 +461,8 @@ class AsyncConsumer:
         return out
 
     def _await_group(self, request_id: int) -> asyncio.Future[Any]:
-        future = asyncio.get_running_loop().create_future()
-        self._waiters[request_id] = future
-        self._group_wake.set()
-        return future
+        assert self._group is not None  # (a member has its driver)
+        return self._group.wait_for(request_id)
 
     async def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
                      timeout_ms: float | None = None) -> None:
@@ -599,53 +512,7 @@ class AsyncConsumer:
                                                                  _now_ms()))
         return {tp: (value.offset if value is not None else None) for tp, value in offsets.items()}
 
-    # ---- the group member ------------------------------------------------------------------------
-    async def _drive_group(self) -> None:
-        """Run the GroupMember: send what it asks, hand it the answers, act on its events."""
-        member = self.member
-        assert member is not None  # (the task runs only with a group.id)
-        while not member.closed:
-            self._group_wake.clear()
-            now = _now_ms()
-            for request in member.poll(now):
-                self._spawn(self._send_group_request(request))
-            events = member.drain_events()
-            for event in events:
-                self._on_group_event(event)
-            counts: dict[str, int | None] = {}
-            for topic in member.metadata_topics:
-                partitions = self.metadata.cluster.partitions_for(topic)
-                counts[topic] = len(partitions) if partitions else None
-            if counts:
-                member.update_metadata(counts, now)
-                if self.metadata.add_topics(member.metadata_topics):
-                    self.metadata.maybe_refresh()
-            if member.closed:
-                break
-            if events:
-                continue  # taking events may have let a JoinGroup or LeaveGroup go out
-            timeout = member.timeout_ms(_now_ms())
-            await wait_event(self._group_wake, None if timeout is None else max(timeout, 1) / 1000)
-
-    async def _send_group_request(self, request: OutgoingRequest) -> None:
-        member = self.member
-        assert member is not None  # (sent only with a group.id)
-        try:
-            if request.destination is None:
-                connection = await self._any_connection()
-            else:
-                coordinator = request.destination
-                self.connections.brokers[coordinator.node_id] = (coordinator.host, coordinator.port)
-                connection = await self.connections.connection(coordinator.node_id, COORDINATOR_ROLE)
-            response = await connection.request(request.body, request.version, timeout_ms=request.timeout_ms)
-        except (KafkaConnectionError, IncompatibleBrokerError, KafkaError) as error:
-            member.handle_failure(request, _now_ms(), str(error))
-        else:
-            member.handle_response(request, response, _now_ms())
-            if request.api_key == 8:
-                self._stats["commit-total"] += 1
-        self._group_wake.set()
-
+    # ---- the group member's events ------------------------------------------------------------------
     def _on_group_event(self, event: object) -> None:
         if isinstance(event, (PartitionsRevoked, PartitionsLost)):
             gone = set(event.partitions)
@@ -657,12 +524,9 @@ class AsyncConsumer:
             self._looking_up.update(event.partitions)  # the member fetches their committed offsets itself
             self._assign(list(event.partitions))
             self._call_listener("on_partitions_assigned", event.partitions)
-        elif isinstance(event, CommittedOffsets):
+        elif isinstance(event, CommittedOffsets):  # (callers waiting on it are told by the GroupDriver)
             partitions = self._lookups.pop(event.request_id, None) if event.request_id is not None else None
-            waiter = self._waiters.pop(event.request_id, None) if event.request_id is not None else None
             if event.error is not None:
-                if waiter is not None and not waiter.done():
-                    waiter.set_exception(event.error)
                 self._looking_up.difference_update(partitions or event.offsets or ())
                 if event.request_id is None or partitions is not None:
                     log.warning("fetching committed offsets failed: %s", event.error)
@@ -671,21 +535,6 @@ class AsyncConsumer:
                 return
             if event.request_id is None or partitions is not None:
                 self._restore_committed(partitions or tuple(event.offsets), event.offsets)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(event.offsets)
-        elif isinstance(event, CommitCompleted):
-            waiter = self._waiters.pop(event.request_id, None)
-            if waiter is not None and not waiter.done():
-                if event.error is not None:
-                    waiter.set_exception(event.error)
-                else:
-                    waiter.set_result(event.offsets)
-            elif event.error is not None and event.auto:
-                log.warning("auto-commit failed: %s", event.error)
-        elif isinstance(event, GroupFailure):
-            if event.fatal:
-                self._group_errors.append(event.error)
-            log.warning("consumer group %r: %s", self.config.group_id, event.error)
         self._wake.set()
 
     def _call_listener(self, name: str, partitions: Iterable[TopicPartition]) -> None:

@@ -1,4 +1,4 @@
-"""The producer's memory pool: ``buffer.memory`` bytes handed out to batches, sans-IO.
+"""The producer's memory pool (BufferPool): ``buffer.memory`` bytes handed out to batches, sans-IO.
 
 It keeps upstream's BufferPool structure: a free list of ``batch.size`` (poolable) buffers kept for
 reuse, the rest of the memory as an unstructured count ("non-pooled"), and strictly FIFO waiters
@@ -23,15 +23,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["BufferPool", "Buffer", "Allocation", "BufferExhausted", "PoolClosed"]
+from ..errors import BufferExhausted, PoolClosed
 
-
-class BufferExhausted(TimeoutError):
-    """No memory for a batch within ``max.block.ms`` (Kafka's BufferExhaustedException)."""
-
-
-class PoolClosed(RuntimeError):
-    """The producer closed while a batch was waiting for memory."""
+__all__ = ["BufferPool", "Buffer", "Allocation"]
 
 
 def _monotonic_ms() -> float:

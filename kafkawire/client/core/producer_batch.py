@@ -1,7 +1,7 @@
 """One partition's batch of records on its way to the broker.
 
-A ProducerBatch holds a pool Buffer (its accounted capacity), a RecordBatchBuilder (the bytes, written
-by its RecordAppender) and the BatchResult its records' futures read (``delivery.py``).
+A ProducerBatch holds a pool Buffer (its accounted capacity, ``producer_memory``), a RecordBatchBuilder
+(the bytes, written by its RecordAppender) and the BatchResult its records' futures read (``delivery``).
 Its size is estimated the way upstream's MemoryRecordsBuilder estimates it: the 61-byte batch header
 plus the uncompressed records, scaled when compression is on by the topic's estimated compression
 ratio and a 5% safety margin. Without compression the estimate is exact. With compression the
@@ -17,12 +17,12 @@ from kafkawire.records import Codec, RecordBatchBuilder
 from kafkawire.records.batch import NO_PRODUCER_ID, NO_SEQUENCE
 from kafkawire.records.layouts import BATCH_HEADER_SIZE
 
-from .buffer_pool import Buffer
-from .common import TopicPartition
-from .delivery import BatchResult, RecordFuture, RecordMetadata
+from .delivery import BatchResult, LoopWaiter, RecordFuture
+from .producer_memory import Buffer
+from .topic_partition import TopicPartition
 
-__all__ = ["TopicPartition", "RecordMetadata", "RecordFuture", "ProducerBatch", "DeliveryTimeout",
-           "CompressionRatioEstimator", "record_size_upper_bound", "size_factor", "BATCH_OVERHEAD"]
+__all__ = ["ProducerBatch", "CompressionRatioEstimator", "record_size_upper_bound", "size_factor",
+           "BATCH_OVERHEAD"]
 
 BATCH_OVERHEAD = BATCH_HEADER_SIZE
 # Per-record framing at its widest: length (varint 5), attributes (1), timestamp delta (varlong 10),
@@ -31,10 +31,6 @@ _RECORD_FRAMING_MAX = 5 + 1 + 10 + 5 + 5 + 5 + 5
 _HEADER_FRAMING_MAX = 5 + 5
 # Upstream's COMPRESSION_RATE_ESTIMATION_FACTOR: estimates run 5% over the observed ratio.
 _ESTIMATION_MARGIN = 1.05
-
-
-class DeliveryTimeout(TimeoutError):
-    """A batch not acknowledged within ``delivery.timeout.ms`` of its creation."""
 
 
 class CompressionRatioEstimator:
@@ -82,7 +78,8 @@ class ProducerBatch:
 
     def __init__(self, tp: TopicPartition, buffer: Buffer, created_ms: float, *, codec: Codec = Codec.NONE,
                  compression_level: int | None = None, compression_ratio: float = 1.0,
-                 batch_size: int | None = None, waitable: int | None = None):
+                 batch_size: int | None = None, waitable: int | None = None,
+                 loop_waiter: LoopWaiter | None = None):
         self.tp = tp
         self.created_ms = created_ms
         self.last_attempt_ms = created_ms
@@ -94,7 +91,7 @@ class ProducerBatch:
         self.size_factor = size_factor(self.codec, compression_ratio)
         self.builder = RecordBatchBuilder(compression=self.codec, compression_level=compression_level)
         self.appender = self.builder.appender
-        self.result = BatchResult(tp.topic, tp.partition, waitable)
+        self.result = BatchResult(tp.topic, tp.partition, waitable, loop_waiter)
         self.full_at = _records_at_least(batch_size, self.size_factor) if batch_size is not None else None
         self.full_signalled = False  # try_append has reported the batch full once
         self.records_limit = 0

@@ -24,9 +24,9 @@ from uuid import UUID
 from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import FetchRequest, FetchResponse
 
-from .common import TopicPartition
+from .topic_partition import TopicPartition
 
-__all__ = ["TopicPartition", "PartitionFetchData", "FetchRequestData", "FetchSessionHandler", "ZERO_UUID",
+__all__ = ["PartitionFetchData", "FetchRequestData", "FetchSessionHandler", "ZERO_UUID",
            "INITIAL_EPOCH", "FINAL_EPOCH", "INVALID_SESSION_ID", "next_epoch"]
 
 ZERO_UUID = UUID(int=0)
@@ -37,7 +37,6 @@ _MAX_EPOCH = 0x7FFFFFFF
 _FIRST_SESSION_VERSION = 7
 _FIRST_TOPIC_ID_VERSION = 13
 _KIP_1178_VERSION = 19  # RemotePartitionMaxBytes: kafkawire's Fetch v19 (upstream's v18 is KIP-1166's)
-
 
 
 class PartitionFetchData(NamedTuple):

@@ -35,15 +35,15 @@ from dataclasses import dataclass
 
 from kafkawire import __version__
 from kafkawire.error_codes import ErrorCode
-from kafkawire.errors import DecodeError, KafkaWireError
+from kafkawire.errors import DecodeError
 from kafkawire.framing import DEFAULT_MAX_FRAME, Correlator
 from kafkawire.messages import ApiVersionsRequest
 from kafkawire.messages import api as _api
 
-from .memory_pool import Lease, MemoryPool
+from ..core.consumer_memory import Lease, MemoryPool
+from ..errors import IncompatibleBrokerError, KafkaConnectionError, KafkaError, RequestTimedOut
 
-__all__ = ["BrokerConnection", "ConnectionManager", "Reply", "KafkaConnectionError", "RequestTimedOut",
-           "IncompatibleBrokerError", "KafkaError", "FETCH_ROLE", "COORDINATOR_ROLE", "DEFAULT_ROLE"]
+__all__ = ["BrokerConnection", "ConnectionManager", "Reply", "FETCH_ROLE", "COORDINATOR_ROLE", "DEFAULT_ROLE"]
 
 log = logging.getLogger(__name__)
 
@@ -53,29 +53,6 @@ COORDINATOR_ROLE = "coordinator"  # group traffic, never paused
 _SIZE = struct.Struct(">i")
 _API_VERSIONS = 18
 _STREAM_LIMIT = 1 << 16  # asyncio pauses the transport once twice this is buffered unread
-
-
-class KafkaConnectionError(ConnectionError):
-    """A connection failed, closed, or a request on it went unanswered."""
-
-
-class RequestTimedOut(KafkaConnectionError, TimeoutError):
-    """No response within the request's timeout; the connection was closed."""
-
-
-class IncompatibleBrokerError(KafkaWireError):
-    """The broker does not serve any version of an API that this client speaks."""
-
-
-class KafkaError(Exception):
-    """An error code in a broker's response that the operation cannot get past."""
-
-    def __init__(self, code: int, message: str = ""):
-        name = ErrorCode.of(code)
-        self.code = code
-        self.name = name.name if isinstance(name, ErrorCode) else f"error code {code}"
-        self.retriable = name.retriable if isinstance(name, ErrorCode) else False
-        super().__init__(f"{self.name}: {message}" if message else self.name)
 
 
 @dataclass
@@ -150,7 +127,7 @@ class BrokerConnection:
         if self._closed:
             raise KafkaConnectionError(f"{self!r} is closed")
         try:
-            async with asyncio.timeout(self.request_timeout_ms / 1000):  # not wait_for: see common.wait_event
+            async with asyncio.timeout(self.request_timeout_ms / 1000):  # not wait_for: see waiting.wait_event
                 self._reader, self._writer = await asyncio.open_connection(self.host, self.port,
                                                                            limit=_STREAM_LIMIT)
         except (OSError, TimeoutError) as error:

@@ -28,12 +28,15 @@ from contextlib import AbstractContextManager
 from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import InitProducerIdRequest, ProduceRequest
 
-from .accumulator import RecordAccumulator
-from .common import TopicPartition, wait_event
-from .connection import ConnectionManager, IncompatibleBrokerError, KafkaConnectionError, KafkaError
-from .metadata import METADATA_REFRESH_ERRORS, Metadata
-from .producer_batch import ProducerBatch
-from .producer_config import ProducerConfig
+from ..core.accumulator import RecordAccumulator
+from ..core.cluster_metadata import METADATA_REFRESH_ERRORS, ClusterMetadata
+from ..core.producer_batch import ProducerBatch
+from ..core.producer_config import ProducerConfig
+from ..core.topic_partition import TopicPartition
+from ..errors import IncompatibleBrokerError, KafkaConnectionError, KafkaError
+from .connection import BrokerConnection, ConnectionManager
+from .metadata_refresh import Metadata
+from .waiting import wait_event
 
 __all__ = ["Sender"]
 
@@ -94,7 +97,7 @@ class Sender:
             self.due = True
             self._loop.call_soon_threadsafe(self.wakeup.set)
 
-    def on_metadata(self, cluster) -> None:
+    def on_metadata(self, cluster: ClusterMetadata) -> None:
         self.leaders = cluster.leaders(self.metadata.topics)
         if self._task is not None:
             self.wake()
@@ -243,7 +246,7 @@ class Sender:
             self.accumulator.abort_undrained(error)
         self.progress.set()
 
-    async def _least_loaded_connection(self):
+    async def _least_loaded_connection(self) -> BrokerConnection:
         nodes = sorted(self.metadata.cluster.brokers, key=lambda n: self.in_flight.get(n, 0))
         for node in nodes:
             ready = self.connections.get_ready(node)

@@ -62,8 +62,8 @@ def py_partition_for_key(key: bytes, num_partitions: int) -> int:
     return to_positive(py_murmur2(key)) % num_partitions
 
 
-# the C twins (kafkawire/client/_murmur2.c) when built: a keyed send hashes its key once per record
-_native = load("kafkawire.client._murmur2")
+# the C twins (_murmur2.c beside this file) when built: a keyed send hashes its key once per record
+_native = load("kafkawire.client.core._murmur2")
 murmur2 = _native.murmur2 if _native is not None else py_murmur2
 partition_for_key = _native.partition_for_key if _native is not None else py_partition_for_key
 

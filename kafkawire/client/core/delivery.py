@@ -2,23 +2,22 @@
 
 A batch is acknowledged or failed as a whole, so the outcome lives once per batch (base offset,
 log-append time or error) and a record's future holds only its place in the batch and what
-RecordMetadata needs of it. That keeps ``send`` cheap: no event, lock or asyncio future per record
-(those are made only for records someone waits on while they are pending).
+RecordMetadata needs of it: no event, lock or loop future per record unless someone waits on it.
 
-A RecordFuture can be awaited (asyncio), asked ``done()``, ``result()``, ``exception()``, and given
-callbacks. ``result(timeout)`` blocks only for futures of the blocking Producer (their batches are
-"waitable" from any thread but the producer's own); elsewhere a pending ``result()`` is a
-RuntimeError, as an asyncio future's is.
+A RecordFuture can be asked ``done()``, ``result()``, ``exception()``, and given callbacks.
+``result(timeout)`` blocks only for futures of the blocking Producer (their batches are "waitable"
+from any thread but the producer's own); elsewhere a pending ``result()`` is a RuntimeError, as an
+asyncio future's is. Awaiting one waits on what the driver that runs the producer gave its batches
+(``loop_waiter``: the asyncio layer's ``wait_for_delivery``); the core itself never touches a loop.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, NamedTuple
 
-__all__ = ["RecordMetadata", "RecordFuture", "BatchResult"]
+__all__ = ["RecordMetadata", "RecordFuture", "BatchResult", "LoopWaiter"]
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +38,21 @@ class RecordMetadata(NamedTuple):
     serialized_value_size: int
 
 
+# What ``await record`` waits on until the record's batch is settled (from any thread).
+LoopWaiter = Callable[["RecordFuture"], Awaitable[None]]
+
+
 class BatchResult:
     """One batch's outcome, shared by its records' futures. ``waitable``: the ident of the thread
     that finishes batches (the blocking Producer's loop thread), which must not wait on them; None
-    when futures never block."""
+    when futures never block. ``loop_waiter``: how its records' futures are awaited (None: they
+    cannot be)."""
 
     __slots__ = ("topic", "partition", "base_offset", "log_append_time", "error", "done", "waitable",
-                 "_callbacks", "_event", "_waiters")
+                 "loop_waiter", "_callbacks", "_event")
 
-    def __init__(self, topic: str, partition: int, waitable: int | None = None):
+    def __init__(self, topic: str, partition: int, waitable: int | None = None,
+                 loop_waiter: LoopWaiter | None = None):
         self.topic = topic
         self.partition = partition
         self.base_offset = -1
@@ -55,9 +60,9 @@ class BatchResult:
         self.error: BaseException | None = None
         self.done = False
         self.waitable = waitable
+        self.loop_waiter = loop_waiter
         self._callbacks: list[tuple[Callable[[RecordFuture], Any], RecordFuture]] | None = None
         self._event: threading.Event | None = None
-        self._waiters: list[asyncio.Future] | None = None
 
     def finish(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
         """Settle the batch once: its records' futures resolve, callbacks run, waiters wake."""
@@ -66,12 +71,10 @@ class BatchResult:
                 raise RuntimeError("a batch's result is settled only once")
             self.base_offset, self.log_append_time, self.error = base_offset, log_append_time, error
             self.done = True
-            callbacks, event, waiters = self._callbacks, self._event, self._waiters
-            self._callbacks = self._waiters = None
+            callbacks, event = self._callbacks, self._event
+            self._callbacks = None
         if event is not None:
             event.set()
-        if waiters:
-            _wake(waiters)
         if callbacks:
             for callback, future in callbacks:
                 _call(callback, future)
@@ -99,37 +102,6 @@ class BatchResult:
             event = self._event
         if not event.wait(timeout):
             raise TimeoutError(f"the record was not acknowledged within {timeout} s")
-
-    def waiter(self) -> asyncio.Future:
-        """An asyncio future on the running loop, resolved (to None) once the batch is settled; one per
-        awaiting task, so cancelling one await leaves the others be."""
-        future = asyncio.get_running_loop().create_future()
-        with _LOCK:
-            if not self.done:
-                if self._waiters is None:
-                    self._waiters = []
-                self._waiters.append(future)
-                return future
-        future.set_result(None)
-        return future
-
-
-def _wake(waiters: list[asyncio.Future]) -> None:
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    for waiter in waiters:
-        loop = waiter.get_loop()
-        if loop is running:
-            _resolve(waiter)
-        elif not loop.is_closed():
-            loop.call_soon_threadsafe(_resolve, waiter)
-
-
-def _resolve(waiter: asyncio.Future) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 def _call(callback: Callable[[RecordFuture], Any], future: RecordFuture) -> None:
@@ -184,8 +156,11 @@ class RecordFuture:
         self._batch.add_callback(callback, self)
 
     def __await__(self) -> Generator[Any, None, RecordMetadata]:
-        if not self._batch.done:
-            yield from self._batch.waiter().__await__()
+        batch = self._batch
+        if not batch.done:
+            if batch.loop_waiter is None:
+                raise RuntimeError("this record's producer runs on no event loop: use result()")
+            yield from batch.loop_waiter(self).__await__()
         return self.result()
 
     def __repr__(self) -> str:

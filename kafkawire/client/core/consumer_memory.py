@@ -1,4 +1,4 @@
-"""KIP-81: a memory pool bounding the bytes of fetch responses the consumer holds.
+"""The consumer's memory pool (KIP-81): it bounds the bytes of fetch responses the consumer holds.
 
 The pool is consulted for fetch responses only. Coordinator traffic (heartbeats, join/sync, offset
 commits) never asks it for memory, so a full pool can never starve the group protocol; that is the
@@ -12,7 +12,7 @@ How the consumer uses it:
   listeners, which it does after every release. ``is_out_of_memory`` says whether broker connections
   should read at all; ``cancel(waiter)`` withdraws a connection that closes while waiting.
 * The Fetcher splits the lease among the partitions of the response and returns each share when the
-  application has been handed that partition's records (see ``fetcher.CompletedFetch``).
+  application has been handed that partition's records (see ``completed_fetch``).
 
 Refused waiters queue in arrival order, and while one waits no other allocation may take memory it
 needs: the first waiter is served as soon as its size fits, however many smaller responses arrive
@@ -24,13 +24,6 @@ Hence ``used <= max(buffer.memory, R)`` for R the largest single response. By KI
 records exceed ``fetch.max.bytes`` only when its first batch alone does, and ``buffer.memory >=
 fetch.max.bytes``: the bytes held never exceed ``buffer.memory`` plus one maximum message (plus one
 response's framing, tens of bytes per partition).
-
-Depletion, for the metrics: the pool is depleted while a refused allocation waits, from a refusal
-until every waiter has been served or withdrawn; a refusal without a waiter (a one-off attempt)
-counts until the next grant, or until a release makes room for the size refused.
-``memory-pool-avg-depleted-percent`` is the share of the last ``window_ms`` (default 30 s; the pool's
-lifetime while shorter) spent depleted, in percent; ``memory-pool-depleted-time-total`` is the
-milliseconds spent depleted since the pool was made.
 """
 from __future__ import annotations
 
@@ -229,7 +222,12 @@ class MemoryPool:
         return 100.0 * min(depleted, span) / span
 
     def metrics(self) -> dict[str, float]:
-        """KIP-81's consumer metrics, by name."""
+        """KIP-81's consumer metrics, by name. The pool is depleted while a refused allocation waits, from
+        a refusal until every waiter has been served or withdrawn; a refusal without a waiter (a one-off
+        attempt) counts until the next grant, or until a release makes room for the size refused.
+        ``memory-pool-avg-depleted-percent`` is the share of the last ``window_ms`` (default 30 s; the
+        pool's lifetime while shorter) spent depleted; ``memory-pool-depleted-time-total`` the
+        milliseconds spent depleted since the pool was made."""
         return {
             "memory-pool-free": max(0, self.size - self.used),
             "memory-pool-used": self.used,

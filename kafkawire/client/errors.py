@@ -1,0 +1,143 @@
+"""Every exception the client raises, by where it comes from. Names and bases follow Kafka's clients
+where Kafka has the exception (BufferExhaustedException, CorruptRecordException, ...)."""
+from __future__ import annotations
+
+from kafkawire.error_codes import ErrorCode
+from kafkawire.errors import KafkaWireError
+
+from .core.topic_partition import TopicPartition
+
+__all__ = [
+    "ConfigError",
+    "KafkaError", "KafkaConnectionError", "RequestTimedOut", "IncompatibleBrokerError", "UnknownTopicError",
+    "BufferExhausted", "PoolClosed", "RecordTooLarge", "AccumulatorClosed", "DeliveryTimeout", "ProducerClosed",
+    "FetchError", "CorruptRecordException", "OffsetOutOfRangeException", "NoOffsetForPartitionException",
+    "PartitionFetchError", "ConsumerClosed",
+    "GroupError", "CommitFailedError", "RebalanceInProgressError",
+]
+
+
+# ---- configuration -------------------------------------------------------------------------------
+
+class ConfigError(KafkaWireError):
+    """A configuration value Kafka would refuse; the message names the property."""
+
+
+# ---- brokers and connections ---------------------------------------------------------------------
+
+class KafkaError(Exception):
+    """An error code in a broker's response that the operation cannot get past."""
+
+    def __init__(self, code: int, message: str = ""):
+        name = ErrorCode.of(code)
+        self.code = code
+        self.name = name.name if isinstance(name, ErrorCode) else f"error code {code}"
+        self.retriable = name.retriable if isinstance(name, ErrorCode) else False
+        super().__init__(f"{self.name}: {message}" if message else self.name)
+
+
+class KafkaConnectionError(ConnectionError):
+    """A connection failed, closed, or a request on it went unanswered."""
+
+
+class RequestTimedOut(KafkaConnectionError, TimeoutError):
+    """No response within the request's timeout; the connection was closed."""
+
+
+class IncompatibleBrokerError(KafkaWireError):
+    """The broker does not serve any version of an API that this client speaks."""
+
+
+class UnknownTopicError(KafkaError):
+    """A topic the cluster does not have (and would not create), or whose metadata did not arrive in time."""
+
+
+# ---- the producer --------------------------------------------------------------------------------
+
+class BufferExhausted(TimeoutError):
+    """No memory for a batch within ``max.block.ms`` (Kafka's BufferExhaustedException)."""
+
+
+class PoolClosed(RuntimeError):
+    """The producer closed while a batch was waiting for memory."""
+
+
+class RecordTooLarge(KafkaWireError):
+    """A record bigger than ``max.request.size`` or ``buffer.memory`` (Kafka's RecordTooLargeException)."""
+
+
+class AccumulatorClosed(RuntimeError):
+    """An append after the producer was closed."""
+
+
+class DeliveryTimeout(TimeoutError):
+    """A batch not acknowledged within ``delivery.timeout.ms`` of its creation."""
+
+
+class ProducerClosed(RuntimeError):
+    """``send`` after ``close``, or a record that ``close`` could not deliver."""
+
+
+# ---- the consumer: fetching ----------------------------------------------------------------------
+
+class FetchError(KafkaWireError):
+    """A partition's fetch failed in a way the application must hear about; raised by ``poll``."""
+
+    def __init__(self, message: str, topic_partition: TopicPartition, offset: int | None):
+        super().__init__(message)
+        self.topic_partition = topic_partition
+        self.offset = offset
+
+
+class CorruptRecordException(FetchError):
+    """Corrupt or truncated records (Kafka's CorruptRecordException). The partition is stopped at
+    ``offset``; ``next_offset`` (when the bad batch's header could be read) is where a seek skips it."""
+
+    def __init__(self, message: str, topic_partition: TopicPartition, offset: int | None,
+                 next_offset: int | None = None):
+        super().__init__(message, topic_partition, offset)
+        self.next_offset = next_offset
+
+
+class OffsetOutOfRangeException(FetchError):
+    """The fetch offset is outside the log and auto.offset.reset is none."""
+
+
+class NoOffsetForPartitionException(FetchError):
+    """A position reset was needed and auto.offset.reset is none."""
+
+
+class PartitionFetchError(FetchError):
+    """A broker error for one partition that neither a metadata refresh nor a reset handles
+    (e.g. TOPIC_AUTHORIZATION_FAILED); the partition is retried after retry.backoff.ms."""
+
+    def __init__(self, message: str, topic_partition: TopicPartition, offset: int | None, error_code: int):
+        super().__init__(message, topic_partition, offset)
+        self.error_code = error_code
+
+
+class ConsumerClosed(RuntimeError):
+    """A call on a closed consumer."""
+
+
+# ---- the consumer: groups and commits ------------------------------------------------------------
+
+class GroupError(KafkaWireError):
+    """A group request failed; ``error_code`` is Kafka's code (None for a client-side failure)."""
+
+    def __init__(self, message: str, error_code: int | None = None):
+        super().__init__(message)
+        self.error_code = error_code
+
+    @property
+    def retriable(self) -> bool:
+        code = ErrorCode.of(self.error_code) if self.error_code is not None else None
+        return isinstance(code, ErrorCode) and code.retriable
+
+
+class CommitFailedError(GroupError):
+    """The commit cannot succeed: the member is no longer in the generation the offsets belong to."""
+
+
+class RebalanceInProgressError(GroupError):
+    """The group is rebalancing; commit again once the member has its new assignment."""
