@@ -45,6 +45,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from kafkawire.broker.connection import Connection  # noqa: E402
 from broker_harness import BrokerThread  # noqa: E402
 from paths import REPO  # noqa: E402
 from capture_synthetic import (  # noqa: E402
@@ -445,37 +446,39 @@ def tap(workdir) -> TapCapture:
     path = workdir / "tap.pcapng"
     with BrokerThread(data_dir=workdir / "tap-broker", num_partitions=2, tap_path=path) as broker:
         handled = []
-        respond = broker.broker._respond
+        respond = Connection.respond
 
-        async def recording(frame, host):
-            response = await respond(frame, host)
+        async def recording(self, frame):
+            response = await respond(self, frame)
             # a response comes as bytes or as a list of pieces; None (no response) and False (close) are none
             handled.append((frame, response if isinstance(response, (bytes, list)) else None))
             return response
-        broker.broker._respond = recording
-
-        # The call people make first: librdkafka 2.16's all-topics MetadataRequest has 3 bytes after its body.
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        assert admin.list_topics(timeout=10).brokers
-        del admin
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "lz4", "linger.ms": 5})
-        for i in range(40):
-            producer.produce("tapped", key=b"k%d" % i, value=b"v%d" % i, headers=[("n", b"%d" % i)])
-        assert producer.flush(30) == 0
-        del producer
-        # a short long-poll: no Fetch is left waiting for its response when the consumer closes
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "tap-group",
-                             "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10})
-        consumer.subscribe(["tapped"])
-        got, deadline = 0, time.monotonic() + 30
-        while got < 40 and time.monotonic() < deadline:
-            got += sum(1 for message in consumer.consume(100, 0.3) if not message.error())
-        consumer.commit(asynchronous=False)
-        consumer.close()
-        del consumer
-        gc.collect()
-        assert got == 40
-        _wait(lambda: not broker.broker._connections, "the clients' connections to close")
+        Connection.respond = recording
+        try:
+            # The call people make first: librdkafka 2.16's all-topics MetadataRequest has 3 bytes after its body.
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            assert admin.list_topics(timeout=10).brokers
+            del admin
+            producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "lz4", "linger.ms": 5})
+            for i in range(40):
+                producer.produce("tapped", key=b"k%d" % i, value=b"v%d" % i, headers=[("n", b"%d" % i)])
+            assert producer.flush(30) == 0
+            del producer
+            # a short long-poll: no Fetch is left waiting for its response when the consumer closes
+            consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "tap-group",
+                                 "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+            consumer.subscribe(["tapped"])
+            got, deadline = 0, time.monotonic() + 30
+            while got < 40 and time.monotonic() < deadline:
+                got += sum(1 for message in consumer.consume(100, 0.3) if not message.error())
+            consumer.commit(asynchronous=False)
+            consumer.close()
+            del consumer
+            gc.collect()
+            assert got == 40
+            _wait(lambda: not broker.broker._connections, "the clients' connections to close")
+        finally:
+            Connection.respond = respond
     return TapCapture(path, handled)
 
 
