@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
 import shutil
 import uuid
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..error_codes import ErrorCode
+from .atomic_file import write_json_atomically
 from .config import MAX_RECORDS_PER_USER_OP, BrokerConfig
 from .storage import LogConfig, PartitionLog, RemoteStore
 from .storage.descriptors import DescriptorCache
@@ -124,13 +124,7 @@ class TopicManager:
     def _save(self) -> None:
         entries = [{"name": t.name, "id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
                    for t in self.topics.values()]
-        path = self.config.data_dir / _METADATA_FILE
-        temporary = path.with_suffix(".tmp")
-        with open(temporary, "w") as out:
-            json.dump(entries, out, indent=1)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)  # atomic: a crash leaves the old or the new file, never half of one
+        write_json_atomically(self.config.data_dir / _METADATA_FILE, entries, indent=1)
 
     def _add(self, topic: Topic) -> None:
         self.topics[topic.name] = topic

@@ -3,11 +3,11 @@ that asks with its own id (KIP-360)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from ... import messages as m
 from ...error_codes import ErrorCode
+from ..atomic_file import write_json_atomically
 from .state import BrokerState, RequestContext
 
 __all__ = ["ProducerIdApi"]
@@ -44,8 +44,6 @@ class ProducerIdBlock:
         if self._next >= self._end:
             start = json.loads(self.path.read_text())["next"] if self.path.exists() else 0
             self._next, self._end = start, start + self.BLOCK
-            temporary = self.path.with_suffix(".tmp")
-            temporary.write_text(json.dumps({"next": self._end}))
-            os.replace(temporary, self.path)
+            write_json_atomically(self.path, {"next": self._end})  # before any id of the block is used
         self._next += 1
         return self._next - 1

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import enum
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..atomic_file import write_json_atomically
 
 __all__ = ["ResourceType", "PatternType", "Operation", "Permission", "AclBinding", "AclFilter", "Authorizer",
            "WILDCARD", "WILDCARD_PRINCIPAL"]
@@ -211,9 +212,4 @@ class Authorizer:
             return
         entries = [[int(a.resource_type), a.resource_name, int(a.pattern_type), a.principal, a.host,
                     int(a.operation), int(a.permission)] for a in self.acls]
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w") as out:
-            json.dump(entries, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, self.path)
+        write_json_atomically(self.path, entries)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 from pathlib import Path
 
+from ..atomic_file import write_json_atomically
 from ...sasl.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, ScramCredential, ScramMechanism
 
 __all__ = ["ScramStore", "parse_add_scram", "MECHANISM_BY_TYPE"]
@@ -81,9 +81,4 @@ class ScramStore:
                               "server_key": base64.b64encode(c.server_key).decode()}
                        for name, c in by_mechanism.items()}
                 for user, by_mechanism in self.credentials.items()}
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w") as out:
-            json.dump(data, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, self.path)
+        write_json_atomically(self.path, data)
