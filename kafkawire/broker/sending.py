@@ -32,7 +32,9 @@ async def send_parts(writer: asyncio.StreamWriter, parts: Sequence[Bytes | FileR
     Every ``FileRecords`` is closed, sent or not."""
     transport = writer.transport
     sock = transport.get_extra_info("socket")
-    fd = sock.fileno() if sock is not None and _SENDFILE is not None else -1
+    # the socket directly only in the clear: under TLS every byte goes through the transport's encryption
+    tls = transport.get_extra_info("ssl_object") is not None
+    fd = sock.fileno() if sock is not None and _SENDFILE is not None and not tls else -1
     try:
         for piece in _coalesced(parts):
             direct = fd >= 0 and not transport.is_closing() and transport.get_write_buffer_size() == 0

@@ -48,14 +48,22 @@ class ListenerSecurity:
         return prefixed if prefixed is not None else self._settings.get(key)
 
     def jaas(self, mechanism: str) -> JaasEntry | None:
-        text = (self._settings.get(f"listener.name.{self.listener.name.lower()}.{mechanism.lower()}.sasl.jaas.config")
-                or self.get("sasl.jaas.config"))
+        """The mechanism's JAAS entry: its own (``listener.name.<l>.<mechanism>.sasl.jaas.config``), or
+        the shared ``sasl.jaas.config`` when that names the mechanism's login module."""
+        own = self._settings.get(f"listener.name.{self.listener.name.lower()}.{mechanism.lower()}.sasl.jaas.config")
+        text = own if own is not None else self.get("sasl.jaas.config")
         if text is None:
             return None
         try:
-            return parse_jaas(text)
+            entry = parse_jaas(text)
         except ValueError as error:
             raise ValueError(f"sasl.jaas.config of listener {self.listener.name}: {error}") from None
+        if not entry.module.endswith(_LOGIN_MODULES[mechanism]):
+            if own is not None:
+                raise ValueError(f"the JAAS entry for {mechanism} on listener {self.listener.name} names "
+                                 f"{entry.module}, not a {_LOGIN_MODULES[mechanism]}")
+            return None  # the shared entry is another mechanism's
+        return entry
 
     def _configure_sasl(self) -> None:
         text = self.get("sasl.enabled.mechanisms") or "GSSAPI"  # Kafka's default
@@ -67,9 +75,6 @@ class ListenerSecurity:
         self.mechanisms = mechanisms
         for mechanism in mechanisms:
             entry = self.jaas(mechanism)
-            if entry is not None and not entry.module.endswith(_LOGIN_MODULES[mechanism]):
-                raise ValueError(f"the JAAS entry for {mechanism} on listener {self.listener.name} names "
-                                 f"{entry.module}, not a {_LOGIN_MODULES[mechanism]}")
             if mechanism == "PLAIN":
                 self.plain_users = plain_users(entry) if entry is not None else {}
                 if not self.plain_users:
