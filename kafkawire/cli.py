@@ -38,18 +38,25 @@ def main(argv: list[str] | None = None) -> int:
     inspect.add_argument("--hex", action="store_true", help="the input is hex text (whitespace ignored)")
 
     broker = commands.add_parser("broker", help="run the reference broker")
-    broker.add_argument("--data-dir", required=True, help="where partition logs and offsets live")
-    broker.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    broker.add_argument("--config", metavar="FILE",
+                        help="a Kafka server.properties file (Kafka's property names); the options below and "
+                             "--override win over it")
+    broker.add_argument("--data-dir", help="where partition logs and offsets live (log.dirs)")
+    broker.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; unless "
+                                                            "listeners is set)")
     broker.add_argument("--port", type=int, default=9092, help="port to listen on (default 9092; 0 picks one)")
     broker.add_argument("--advertised-host", help="host name clients are told to connect to")
-    broker.add_argument("--partitions", type=int, default=1, help="partitions of auto-created topics (num.partitions)")
-    broker.add_argument("--no-auto-create", action="store_true", help="refuse topics that were not created")
-    broker.add_argument("--segment-bytes", type=int, default=1 << 30, help="log.segment.bytes")
-    broker.add_argument("--retention-ms", type=int, default=7 * 24 * 3600 * 1000, help="log.retention.ms")
-    broker.add_argument("--retention-bytes", type=int, default=-1, help="log.retention.bytes (-1: no limit)")
+    broker.add_argument("--partitions", type=int, help="partitions of auto-created topics (num.partitions, default 1)")
+    broker.add_argument("--no-auto-create", action="store_true", help="refuse topics that were not created "
+                                                                      "(auto.create.topics.enable=false)")
+    broker.add_argument("--segment-bytes", type=int, help="log.segment.bytes (default 1 GiB)")
+    broker.add_argument("--retention-ms", type=int, help="log.retention.ms (default 7 days)")
+    broker.add_argument("--retention-bytes", type=int, help="log.retention.bytes (default -1: no limit)")
     broker.add_argument("--remote-dir", help="a directory to use as the remote tier (tiered storage)")
     broker.add_argument("--remote-latency-ms", type=float, default=0.0, help="added latency of remote reads")
-    broker.add_argument("--rebalance-delay-ms", type=int, default=3000, help="group.initial.rebalance.delay.ms")
+    broker.add_argument("--rebalance-delay-ms", type=int, help="group.initial.rebalance.delay.ms (default 3000)")
+    broker.add_argument("--add-scram", action="append", default=[], metavar="SCRAM-SHA-256=[name=N,password=P]",
+                        help="add a SCRAM credential at start, as kafka-storage format --add-scram does (repeatable)")
     broker.add_argument("--tap", metavar="FILE", help="write the broker's own traffic to FILE as pcapng (for tshark)")
     broker.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="set a broker property by its Kafka name (repeatable), e.g. "
@@ -126,23 +133,38 @@ def _broker(args) -> int:
         problem = _folder_problem(folder) if folder else None
         if problem:
             return _refuse("broker", f"{option} {folder}: {problem}")
+    from .broker.properties import read_properties
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    overrides = {}
+    properties: dict[str, str] = {}
+    if args.config:
+        try:
+            properties.update(read_properties(args.config))
+        except OSError as error:
+            return _refuse("broker", f"--config {args.config}: {error.strerror or error}")
+        except ValueError as error:
+            return _refuse("broker", f"--config {args.config}: {error}")
+    flags = {"log.dirs": args.data_dir, "num.partitions": args.partitions, "log.segment.bytes": args.segment_bytes,
+             "log.retention.ms": args.retention_ms, "log.retention.bytes": args.retention_bytes,
+             "group.initial.rebalance.delay.ms": args.rebalance_delay_ms,
+             "auto.create.topics.enable": "false" if args.no_auto_create else None}
+    properties.update({key: str(value) for key, value in flags.items() if value is not None})
     for item in args.override:
         key, equals, value = item.partition("=")
         if not equals:
             return _refuse("broker", f"--override takes KEY=VALUE, not {item!r}")
-        overrides[key.strip()] = value
+        properties[key.strip()] = value
+    data_dir = properties.pop("log.dirs", None) or properties.pop("log.dir", None)
+    if not data_dir:
+        return _refuse("broker", "no data folder: give --data-dir or log.dirs")
+    if "," in data_dir:
+        return _refuse("broker", f"log.dirs: one folder only, not {data_dir!r}")
     try:
         config = BrokerConfig.from_properties(
-            overrides, data_dir=args.data_dir, host=args.host, port=args.port, advertised_host=args.advertised_host,
-            num_partitions=args.partitions, auto_create_topics=not args.no_auto_create,
-            segment_bytes=args.segment_bytes, retention_ms=args.retention_ms, retention_bytes=args.retention_bytes,
-            remote_dir=args.remote_dir, remote_read_latency_ms=args.remote_latency_ms,
-            group_initial_rebalance_delay_ms=args.rebalance_delay_ms, tap_path=args.tap,
-            upstream_versions=args.upstream_versions)
-    except ValueError as error:  # a setting the broker cannot honour
+            properties, data_dir=data_dir, host=args.host, port=args.port, advertised_host=args.advertised_host,
+            remote_dir=args.remote_dir, remote_read_latency_ms=args.remote_latency_ms, tap_path=args.tap,
+            upstream_versions=args.upstream_versions, scram_credentials=args.add_scram)
+    except (TypeError, ValueError) as error:  # a setting the broker cannot honour
         return _refuse("broker", error)
 
     async def serve() -> int:
@@ -158,6 +180,9 @@ def _broker(args) -> int:
             return _refuse("broker", _start_problem(error, config))
         try:
             print(f"kafkawire broker on {broker.bootstrap} (data in {config.data_dir})", flush=True)
+            for listener in broker.listeners[1:]:
+                print(f"  listener {listener.name} ({listener.protocol}) on {broker.bootstrap_for(listener.name)}",
+                      flush=True)
             await broker.serve_forever()
         finally:
             await broker.close()

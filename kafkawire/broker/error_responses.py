@@ -16,7 +16,8 @@ __all__ = ["error_response"]
 # APIs whose response has a top-level ErrorCode at every version this broker serves.
 _TOP_LEVEL = {11: m.JoinGroupResponse, 12: m.HeartbeatResponse, 13: m.LeaveGroupResponse,
               14: m.SyncGroupResponse, 16: m.ListGroupsResponse, 17: m.SaslHandshakeResponse,
-              18: m.ApiVersionsResponse, 22: m.InitProducerIdResponse, 36: m.SaslAuthenticateResponse,
+              18: m.ApiVersionsResponse, 22: m.InitProducerIdResponse, 29: m.DescribeAclsResponse,
+              36: m.SaslAuthenticateResponse, 50: m.DescribeUserScramCredentialsResponse,
               60: m.DescribeClusterResponse}
 
 
@@ -27,7 +28,7 @@ def error_response(api_key: int, request, version: int, code: int, message: str 
         response = top(error_code=code)
         if api_key == 22:
             response.producer_id, response.producer_epoch = -1, -1
-        if api_key in (36, 60):
+        if api_key in (29, 36, 50, 60):
             response.error_message = message
         return response
     builder = _BUILDERS.get(api_key)
@@ -115,6 +116,24 @@ def _describe_configs(request, version, code, message):
         configs=[]) for r in request.resources])
 
 
+def _create_acls(request, version, code, message):
+    return m.CreateAclsResponse(results=[m.CreateAclsResponse.AclCreationResult(error_code=code, error_message=message)
+                                         for _ in request.creations])
+
+
+def _delete_acls(request, version, code, message):
+    return m.DeleteAclsResponse(filter_results=[m.DeleteAclsResponse.DeleteAclsFilterResult(
+        error_code=code, error_message=message, matching_acls=[]) for _ in request.filters])
+
+
+def _alter_scram(request, version, code, message):
+    users = [d.name for d in request.deletions] + [u.name for u in request.upsertions]
+    return m.AlterUserScramCredentialsResponse(results=[
+        m.AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult(user=user, error_code=code,
+                                                                             error_message=message)
+        for user in dict.fromkeys(users)])
+
+
 _BUILDERS = {0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
              10: _find_coordinator, 15: _describe_groups, 19: _create_topics, 20: _delete_topics,
-             32: _describe_configs}
+             30: _create_acls, 31: _delete_acls, 32: _describe_configs, 51: _alter_scram}

@@ -46,6 +46,7 @@ class PartitionRead:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     remote: bool = False  # read from the remote tier
+    denied: bool = False  # the principal may not READ the topic (TOPIC_AUTHORIZATION_FAILED)
     fetch_metadata: object = None  # where the read started in the log, for parked fetches
 
 
@@ -61,7 +62,8 @@ async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_ma
         log = read.log
         if log is None:
             read.records = b""
-            read.error = _UNKNOWN_TOPIC if read.topic is not None else _UNKNOWN_TOPIC_ID
+            read.error = (ErrorCode.TOPIC_AUTHORIZATION_FAILED if read.denied
+                          else _UNKNOWN_TOPIC if read.topic is not None else _UNKNOWN_TOPIC_ID)
             continue
         request = read.request
         if request.partition_max_bytes < 0 or (request.remote_partition_max_bytes or 0) < 0:

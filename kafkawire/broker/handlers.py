@@ -6,6 +6,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .apis.acls import AclApis
 from .apis.cluster import ClusterApis
 from .apis.fetch import FetchApi
 from .apis.list_offsets import ListOffsetsApi
@@ -13,13 +14,16 @@ from .apis.metadata import MetadataApi
 from .apis.offsets import OffsetApis
 from .apis.produce import ProduceHandler
 from .apis.producer_ids import ProducerIdApi
+from .apis.scram_credentials import ScramCredentialApis
 from .apis.state import BrokerState, RequestContext
 from .apis.topics import TopicApis
+from ..error_codes import ErrorCode
 from .config import BrokerConfig
+from .error_responses import error_response
 from .fetch import FetchPurgatory
 from .fetch_sessions import FetchSessionCache
 from .groups import GroupCoordinator
-from .security.acls import Authorizer
+from .security.acls import Authorizer, Operation, ResourceType
 from .security.scram_store import ScramStore
 from .topics import TopicManager
 from .versions import served_versions
@@ -43,18 +47,45 @@ class Handlers:
         self.versions = self.state.versions  # API key -> (oldest, newest)
         cluster, metadata, fetch = ClusterApis(self.state), MetadataApi(self.state), FetchApi(self.state)
         offsets, topic_apis = OffsetApis(self.state), TopicApis(self.state)
-        self.producer = ProduceHandler(topics, self.purgatory.notify, config.produce_max_decompressed_bytes)
+        self.producer = ProduceHandler(topics, self.purgatory.notify, config.produce_max_decompressed_bytes,
+                                       allowed=self.state.allowed if authorizer is not None else None)
+        acls, scram = AclApis(self.state), ScramCredentialApis(self.state)
+        group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
         self.table: dict[int, Callable[..., Awaitable[Any]]] = {
             0: self.producer.produce, 1: fetch.fetch, 2: ListOffsetsApi(self.state).list_offsets, 3: metadata.metadata,
             8: offsets.offset_commit, 9: offsets.offset_fetch, 10: cluster.find_coordinator,
-            11: lambda request, version, context: groups.join_group(request, version, context.client_id,
-                                                                     context.client_host),
-            12: _plain(groups.heartbeat), 13: _plain(groups.leave_group), 14: _plain(groups.sync_group),
-            15: _plain(groups.describe_groups), 16: _plain(groups.list_groups), 18: cluster.api_versions,
-            19: topic_apis.create_topics, 20: topic_apis.delete_topics,
-            22: ProducerIdApi(self.state).init_producer_id, 32: topic_apis.describe_configs,
-            60: cluster.describe_cluster,
+            11: group(11, lambda request, version, context: groups.join_group(request, version, context.client_id,
+                                                                                context.client_host)),
+            12: group(12, _plain(groups.heartbeat)), 13: group(13, _plain(groups.leave_group)),
+            14: group(14, _plain(groups.sync_group)), 15: self._describe_groups, 16: self._list_groups,
+            18: cluster.api_versions, 19: topic_apis.create_topics, 20: topic_apis.delete_topics,
+            22: ProducerIdApi(self.state).init_producer_id, 29: acls.describe_acls, 30: acls.create_acls,
+            31: acls.delete_acls, 32: topic_apis.describe_configs, 50: scram.describe_user_scram_credentials,
+            51: scram.alter_user_scram_credentials, 60: cluster.describe_cluster,
         }
+
+    def _group_api(self, api_key: int, handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def checked(request: Any, version: int, context: RequestContext) -> Any:
+            if not self.state.allowed(context, Operation.READ, ResourceType.GROUP, request.group_id):
+                return error_response(api_key, request, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            return await handler(request, version, context)
+        return checked
+
+    async def _describe_groups(self, request: Any, version: int, context: RequestContext) -> Any:
+        response = await self.groups.describe_groups(request, version)
+        for described in response.groups:  # DESCRIBE on each group
+            if not self.state.allowed(context, Operation.DESCRIBE, ResourceType.GROUP, described.group_id):
+                denied = error_response(15, type(request)(groups=[described.group_id]), version,
+                                        ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                response.groups = [denied.groups[0] if g is described else g for g in response.groups]
+        return response
+
+    async def _list_groups(self, request: Any, version: int, context: RequestContext) -> Any:
+        response = await self.groups.list_groups(request, version)
+        if not self.state.allowed(context, Operation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"):
+            response.groups = [g for g in response.groups  # only the groups it may describe
+                               if self.state.allowed(context, Operation.DESCRIBE, ResourceType.GROUP, g.group_id)]
+        return response
 
     def close(self) -> None:
         self.producer.close()

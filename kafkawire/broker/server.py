@@ -21,6 +21,7 @@ from .groups import GroupCoordinator
 from .handlers import Handlers
 from .listeners import Listener
 from .request_memory import RequestMemory
+from .security.acls import Authorizer
 from .security.listener_security import ListenerSecurity
 from .security.scram_store import ScramStore, parse_add_scram
 from .storage.descriptors import DescriptorCache
@@ -57,6 +58,7 @@ class Broker:
             self.scram.put(user, credential)
         if self.config.scram_credentials:
             self.scram.save()
+        self.authorizer = Authorizer.from_settings(self.config.security, self.config.data_dir / "acls.json")
         self.handlers: Handlers | None = None
         self.port: int | None = None  # the first listener's bound port
         self.ports: dict[str, int] = {}  # listener name -> bound port
@@ -99,7 +101,7 @@ class Broker:
             self._servers.append(server)
             self.ports[listener.name] = server.sockets[0].getsockname()[1]
         self.port = self.ports[self.listeners[0].name]
-        self.handlers = Handlers(self.config, self.topics, self.groups, self.port, self.scram)
+        self.handlers = Handlers(self.config, self.topics, self.groups, self.port, self.scram, self.authorizer)
         self._schedule_retention()
         self._idle_sweeper = asyncio.get_running_loop().create_task(self._close_idle_connections())
         log.info("kafkawire broker listening on %s", self.bootstrap)

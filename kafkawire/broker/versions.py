@@ -35,8 +35,13 @@ SERVED_APIS = (
     19,  # CreateTopics
     20,  # DeleteTopics
     22,  # InitProducerId
+    29,  # DescribeAcls
+    30,  # CreateAcls
+    31,  # DeleteAcls
     32,  # DescribeConfigs
     36,  # SaslAuthenticate
+    50,  # DescribeUserScramCredentials
+    51,  # AlterUserScramCredentials
     60,  # DescribeCluster
 )
 

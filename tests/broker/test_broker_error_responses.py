@@ -69,4 +69,10 @@ def _expected_errors(key: int, version: int, request) -> int:
         return _count(request.groups)
     if key == 20:
         return _count(request.topics) if version >= 6 else _count(request.topic_names)
+    if key == 30:
+        return _count(request.creations)
+    if key == 31:
+        return _count(request.filters)
+    if key == 51:
+        return len(dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions]))
     return 1

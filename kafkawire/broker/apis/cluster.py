@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
+from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["ClusterApis"]
+
+_AUTHORIZATION_FAILED = {ResourceType.GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                         ResourceType.TRANSACTIONAL_ID: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
 
 
 class ClusterApis:
@@ -20,6 +24,10 @@ class ClusterApis:
         return m.ApiVersionsResponse(error_code=0, api_keys=keys)
 
     async def describe_cluster(self, request, version: int, context: RequestContext):
+        if not self.state.allowed(context, Operation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"):
+            return m.DescribeClusterResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                             error_message="Cluster authorization failed.",
+                                             cluster_id=self.config.cluster_id, brokers=[])
         if version >= 1 and request.endpoint_type != 1:  # a broker describes brokers, not controllers
             return m.DescribeClusterResponse(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                                              error_message="The broker only handles the BROKER endpoint type",
@@ -33,10 +41,16 @@ class ClusterApis:
 
     async def find_coordinator(self, request, version: int, context: RequestContext):
         (host, port), node = context.advertised, self.config.node_id
+        kind = ResourceType.GROUP if request.key_type == 0 else ResourceType.TRANSACTIONAL_ID
         if version >= 4:
+            Coordinator = m.FindCoordinatorResponse.Coordinator
             return m.FindCoordinatorResponse(coordinators=[
-                m.FindCoordinatorResponse.Coordinator(key=key, node_id=node, host=host, port=port, error_code=0)
+                Coordinator(key=key, node_id=node, host=host, port=port, error_code=0)
+                if self.state.allowed(context, Operation.DESCRIBE, kind, key) else
+                Coordinator(key=key, node_id=-1, host="", port=-1, error_code=_AUTHORIZATION_FAILED[kind])
                 for key in request.coordinator_keys])
+        if not self.state.allowed(context, Operation.DESCRIBE, kind, request.key):
+            return m.FindCoordinatorResponse(error_code=_AUTHORIZATION_FAILED[kind], node_id=-1, host="", port=-1)
         if version >= 1 and request.key_type != 0:
             return m.FindCoordinatorResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                              error_message="transactions are not supported", node_id=-1, host="",

@@ -11,6 +11,7 @@ from ..error_responses import error_response
 from ..fetch import DelayedFetch, PartitionRead, read_partitions
 from ..fetch_encoder import encode_fetch_response
 from ..fetch_sessions import SessionPartition
+from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["FetchApi"]
@@ -47,15 +48,21 @@ class FetchApi:
                 name = topic.topic if not use_ids else self._topic_name(topic.topic_id)
                 forgotten += [(name if name is not None else topic.topic_id, p) for p in topic.partitions]
         epoch = request.session_epoch if version >= 7 else -1
-        context = self.sessions.context(request.session_id if version >= 7 else 0, epoch, requested, forgotten)
-        if context.error:
-            return m.FetchResponse(error_code=context.error, session_id=0, responses=[])
+        session = self.sessions.context(request.session_id if version >= 7 else 0, epoch, requested, forgotten)
+        if session.error:
+            return m.FetchResponse(error_code=session.error, session_id=0, responses=[])
         known: list[PartitionRead] = []
         unknown: list[PartitionRead] = []
-        for partition in context.partitions:
+        readable: dict[str, bool] = {}  # topic -> READ allowed for this principal
+        for partition in session.partitions:
             name = partition.key[0] if isinstance(partition.key[0], str) else None
             read = PartitionRead(partition, name, partition.key[1],
                                  self.topics.log(name, partition.key[1]) if name is not None else None)
+            if name is not None and self.state.authorizer is not None:
+                if name not in readable:
+                    readable[name] = self.state.allowed(context, Operation.READ, ResourceType.TOPIC, name)
+                if not readable[name]:
+                    read.log, read.denied = None, True
             (known if read.log is not None else unknown).append(read)
         reads = known + unknown if unknown else known  # unknown partitions are not read, and go at the end
         use_remote_max_bytes = version >= _KIP_1178
@@ -70,7 +77,7 @@ class FetchApi:
             # re-read everything, as Kafka does
             await read_partitions(reads, max_bytes, use_remote_max_bytes=use_remote_max_bytes,
                                   remote_wait_s=remote_wait_s)
-        return self._fetch_response(context, reads, version, request.isolation_level if version >= 4 else 0)
+        return self._fetch_response(session, reads, version, request.isolation_level if version >= 4 else 0)
 
     def _fetch_response(self, context, reads: list[PartitionRead], version: int, isolation_level: int):
         # Partitions are grouped into topics as they come, consecutively (as FetchResponse.toMessage

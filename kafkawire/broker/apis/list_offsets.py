@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
+from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["ListOffsetsApi"]
@@ -13,18 +14,22 @@ _LATEST, _EARLIEST, _MAX_TIMESTAMP, _EARLIEST_LOCAL, _LATEST_TIERED, _EARLIEST_P
 
 class ListOffsetsApi:
     def __init__(self, state: BrokerState):
+        self.state = state
         self.topics = state.topics
 
     async def list_offsets(self, request, version: int, context: RequestContext):
         topics = []
         for topic in request.topics:
             partitions = []
+            described = self.state.allowed(context, Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
             for p in topic.partitions:
                 result = m.ListOffsetsResponse.ListOffsetsPartitionResponse(
                     partition_index=p.partition_index, timestamp=-1, offset=-1,
                     leader_epoch=0 if version >= 4 else -1)
                 partition_log = self.topics.log(topic.name, p.partition_index)
-                if partition_log is None:
+                if not described:
+                    result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif partition_log is None:
                     result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     found = self._offset_for(partition_log, p.timestamp)

@@ -5,6 +5,7 @@ from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
 from ..topics import Topic, TopicError
+from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["MetadataApi"]
@@ -24,15 +25,26 @@ class MetadataApi:
         refused = _metadata_topics_refused(request, version)
         if refused is not None:
             return refused
+        allowed = self.state.allowed
         if request.topics is None or (version == 0 and not request.topics):
-            wanted = [(topic.name, None) for topic in self.topics.topics.values()]
+            # every topic the principal may describe, and no other name
+            wanted = [(topic.name, None) for topic in self.topics.topics.values()
+                      if allowed(context, Operation.DESCRIBE, ResourceType.TOPIC, topic.name)]
         else:
             wanted = [(t.name, t.topic_id if version >= 10 else None) for t in request.topics]
         auto_create = self.config.auto_create_topics and (version < 4 or request.allow_auto_topic_creation)
-        created = await self._auto_create([name for name, _ in wanted if name is not None]) if auto_create else {}
+        creatable = [name for name, _ in wanted if name is not None and self._may_create(context, name)]
+        created = await self._auto_create(creatable) if auto_create else {}
         results = []
         for name, topic_id in wanted:
             topic = self.topics.get(name) if name is not None else self.topics.by_id.get(topic_id)
+            checked = topic.name if topic is not None else name
+            if checked is not None and not allowed(context, Operation.DESCRIBE, ResourceType.TOPIC, checked):
+                # the principal learns neither the topic nor whether it exists
+                results.append(m.MetadataResponse.MetadataResponseTopic(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=topic_id or ZERO_UUID,
+                    is_internal=False, partitions=[], topic_authorized_operations=_NO_OPERATIONS))
+                continue
             error = ErrorCode.NONE
             failure = created.get(name) if name is not None else None
             if topic is None and isinstance(failure, TopicError):
@@ -52,6 +64,11 @@ class MetadataApi:
                 partitions=partitions, topic_authorized_operations=_NO_OPERATIONS))
         return m.MetadataResponse(brokers=[broker], cluster_id=self.config.cluster_id,
                                   controller_id=self.config.node_id, topics=results)
+
+    def _may_create(self, context: RequestContext, name: str) -> bool:
+        """CREATE on the cluster or on the topic, as Kafka's auto-creation asks."""
+        return (self.state.allowed(context, Operation.CREATE, ResourceType.CLUSTER, "kafka-cluster")
+                or self.state.allowed(context, Operation.CREATE, ResourceType.TOPIC, name))
 
     async def _auto_create(self, names: list[str]) -> dict[str, Topic | TopicError]:
         """Create the named topics that do not exist (auto.create.topics.enable), as one creation."""

@@ -20,6 +20,7 @@ from ...error_codes import ErrorCode
 from ...records.batch import CODEC_MASK
 from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT
 from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE
+from ..security.acls import Operation, ResourceType
 from .state import RequestContext
 from ..storage import LogAppendError, PartitionLog
 
@@ -35,7 +36,7 @@ _INLINE_BYTES = 256 * 1024
 class _Item:
     """One partition of a Produce request on its way through the checks and the append."""
 
-    __slots__ = ("topic", "topic_id", "partition", "records", "log", "batch", "error")
+    __slots__ = ("topic", "topic_id", "partition", "records", "log", "batch", "error", "denied")
 
     def __init__(self, topic: str | None, topic_id, partition: int, records, log: PartitionLog | None):
         self.topic = topic  # None: an id (v13+) this broker does not know
@@ -45,13 +46,16 @@ class _Item:
         self.log = log
         self.batch = None
         self.error: LogAppendError | None = None
+        self.denied = False  # no WRITE on the topic for this principal
 
 
 class ProduceHandler:
     """Serves ProduceRequest for the broker's handlers (``notify(topic, partition)`` wakes parked fetches)."""
 
-    def __init__(self, topics, notify, max_decompressed_bytes: int, workers: int = 2):
+    def __init__(self, topics, notify, max_decompressed_bytes: int, workers: int = 2, allowed=None):
+        """``allowed(context, operation, resource type, name)``: the authorizer's answer (None: all)."""
         self.topics = topics
+        self.allowed = allowed
         self.notify = notify
         self.max_decompressed_bytes = max_decompressed_bytes
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kafkawire-produce")
@@ -73,8 +77,12 @@ class ProduceHandler:
             items += [_Item(name, topic.topic_id, data.index, data.records,
                             self.topics.log(name, data.index) if name is not None else None)
                       for data in topic.partition_data]
+        if self.allowed is not None:  # WRITE on each topic; names it may not see are refused the same way
+            for item in items:
+                item.denied = not self.allowed(context, Operation.WRITE, ResourceType.TOPIC, item.topic or "")
         if not error:
-            to_check = [item for item in items if item.log is not None and item.records is not None]
+            to_check = [item for item in items if item.log is not None and item.records is not None
+                        and not item.denied]
             if _needs_thread(to_check):
                 await asyncio.get_running_loop().run_in_executor(self._pool, self._check, to_check, now)
             else:
@@ -117,7 +125,9 @@ class ProduceHandler:
         for item in items:
             response = m.ProduceResponse.PartitionProduceResponse(index=item.partition, base_offset=-1,
                                                                  log_append_time_ms=-1, log_start_offset=-1)
-            if error:
+            if item.denied:
+                response.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif error:
                 response.error_code = error
             elif item.topic is None:
                 response.error_code = ErrorCode.UNKNOWN_TOPIC_ID

@@ -8,7 +8,7 @@ from ..fetch import FetchPurgatory
 from ..fetch_sessions import FetchSessionCache
 from ..groups import GroupCoordinator
 from ..listeners import Listener
-from ..security.acls import Authorizer
+from ..security.acls import Authorizer, Operation, ResourceType
 from ..security.scram_store import ScramStore
 from ..topics import TopicManager
 
@@ -42,6 +42,13 @@ class BrokerState:
     sessions: FetchSessionCache
     scram: ScramStore
     authorizer: Authorizer | None  # None: every request is allowed (no authorizer.class.name)
+
+    def allowed(self, context: RequestContext, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+        """Whether the request's principal may do ``operation`` on the resource (always, without an
+        authorizer)."""
+        authorizer = self.authorizer
+        return authorizer is None or authorizer.authorize(context.principal, context.client_host, operation,
+                                                          resource_type, name)
 
     def topic_name(self, topic_id) -> str | None:
         topic = self.topics.by_id.get(topic_id)

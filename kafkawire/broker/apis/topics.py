@@ -6,6 +6,7 @@ from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
 from ..topics import Topic, TopicError
+from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["TopicApis"]
@@ -26,8 +27,12 @@ class TopicApis:
         names = [creatable.name for creatable in request.topics]
         duplicates = {name for name in names if names.count(name) > 1} if len(set(names)) < len(names) else set()
         planned: list[tuple[int, Topic]] = []
+        allowed = self.state.allowed
+        cluster_create = allowed(context, Operation.CREATE, ResourceType.CLUSTER, "kafka-cluster")
         for index, creatable in enumerate(request.topics):
             try:
+                if not cluster_create and not allowed(context, Operation.CREATE, ResourceType.TOPIC, creatable.name):
+                    raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
                 if creatable.name in duplicates:
                     raise TopicError(ErrorCode.INVALID_REQUEST, f"Duplicate topic name {creatable.name!r} in the request.")
                 if creatable.assignments:
@@ -68,7 +73,9 @@ class TopicApis:
         results = []
         for name, topic_id in wanted:
             result = m.DeleteTopicsResponse.DeletableTopicResult(name=name, topic_id=topic_id, error_code=0)
-            if name is None:
+            if name is not None and not self.state.allowed(context, Operation.DELETE, ResourceType.TOPIC, name):
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif name is None:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
             else:
                 try:
@@ -85,7 +92,13 @@ class TopicApis:
         for resource in request.resources:
             result = m.DescribeConfigsResponse.DescribeConfigsResult(
                 error_code=0, resource_type=resource.resource_type, resource_name=resource.resource_name, configs=[])
-            if resource.resource_type == 2:  # TOPIC
+            if resource.resource_type == 2 and not self.state.allowed(context, Operation.DESCRIBE_CONFIGS,
+                                                                      ResourceType.TOPIC, resource.resource_name):
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif resource.resource_type == 4 and not self.state.allowed(context, Operation.DESCRIBE_CONFIGS,
+                                                                        ResourceType.CLUSTER, "kafka-cluster"):
+                result.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            elif resource.resource_type == 2:  # TOPIC
                 topic = self.topics.get(resource.resource_name)
                 if topic is None:
                     result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

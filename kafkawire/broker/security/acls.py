@@ -77,6 +77,9 @@ class Permission(enum.IntEnum):  # org.apache.kafka.common.acl.AclPermissionType
     ALLOW = 3
 
 
+# authorizer.class.name values that turn the authorizer on (KRaft's and the ZooKeeper-era one)
+AUTHORIZER_CLASS_NAMES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                          "kafka.security.authorizer.AclAuthorizer")
 _IMPLIES_DESCRIBE = {Operation.DESCRIBE, Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER}
 _IMPLIES_DESCRIBE_CONFIGS = {Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS}
 
@@ -161,6 +164,20 @@ class Authorizer:
         if path is not None and path.exists():
             self.acls = [AclBinding(ResourceType(e[0]), e[1], PatternType(e[2]), e[3], e[4], Operation(e[5]),
                                     Permission(e[6])) for e in json.loads(path.read_text())]
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, str], path: Path | None) -> Authorizer | None:
+        """The authorizer ``authorizer.class.name`` asks for (Kafka's class names), or None without one."""
+        name = (settings.get("authorizer.class.name") or "").strip()
+        if not name:
+            return None
+        if name not in AUTHORIZER_CLASS_NAMES:
+            raise ValueError(f"authorizer.class.name: {name!r} is not one of {', '.join(AUTHORIZER_CLASS_NAMES)}")
+        users = [u.strip() for u in settings.get("super.users", "").split(";") if u.strip()]
+        allow = settings.get("allow.everyone.if.no.acl.found", "false").strip().lower()
+        if allow not in ("true", "false"):
+            raise ValueError(f"invalid value {allow!r} for allow.everyone.if.no.acl.found")
+        return cls(path, users, allow == "true")
 
     def authorize(self, principal: str, host: str, operation: Operation, resource_type: ResourceType,
                   name: str) -> bool:
