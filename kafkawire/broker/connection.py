@@ -118,7 +118,7 @@ class Connection:
                     if tap is not None:  # the tap needs the bytes themselves: send them as bytes too
                         response = [b"".join(p.read() if isinstance(p, FileRecords) else p for p in response)]
                         tap.broker_sent(conn, self._tapped_response(response[0]), time.time_ns())
-                    await send_parts(writer, response)
+                    await send_parts(writer, response, direct=not self.listener.tls)
                     self.last_active = loop.time()
                     if self._close_after_response:
                         return

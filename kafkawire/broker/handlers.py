@@ -49,7 +49,7 @@ class Handlers:
         offsets, topic_apis = OffsetApis(self.state), TopicApis(self.state)
         self.producer = ProduceHandler(topics, self.purgatory.notify, config.produce_max_decompressed_bytes,
                                        allowed=self.state.allowed if authorizer is not None else None)
-        acls, scram = AclApis(self.state), ScramCredentialApis(self.state)
+        acls, scram_apis = AclApis(self.state), ScramCredentialApis(self.state)
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
         self.table: dict[int, Callable[..., Awaitable[Any]]] = {
             0: self.producer.produce, 1: fetch.fetch, 2: ListOffsetsApi(self.state).list_offsets, 3: metadata.metadata,
@@ -60,8 +60,8 @@ class Handlers:
             14: group(14, _plain(groups.sync_group)), 15: self._describe_groups, 16: self._list_groups,
             18: cluster.api_versions, 19: topic_apis.create_topics, 20: topic_apis.delete_topics,
             22: ProducerIdApi(self.state).init_producer_id, 29: acls.describe_acls, 30: acls.create_acls,
-            31: acls.delete_acls, 32: topic_apis.describe_configs, 50: scram.describe_user_scram_credentials,
-            51: scram.alter_user_scram_credentials, 60: cluster.describe_cluster,
+            31: acls.delete_acls, 32: topic_apis.describe_configs, 50: scram_apis.describe_user_scram_credentials,
+            51: scram_apis.alter_user_scram_credentials, 60: cluster.describe_cluster,
         }
 
     def _group_api(self, api_key: int, handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:

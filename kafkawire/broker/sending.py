@@ -27,14 +27,18 @@ __all__ = ["send_parts"]
 _SENDFILE = getattr(os, "sendfile", None)
 
 
-async def send_parts(writer: asyncio.StreamWriter, parts: Sequence[Bytes | FileRecords]) -> None:
+async def send_parts(writer: asyncio.StreamWriter, parts: Sequence[Bytes | FileRecords], direct: bool = True) -> None:
     """Write ``parts`` (bytes-like and ``FileRecords``) in order, then wait for the transport to drain.
-    Every ``FileRecords`` is closed, sent or not."""
+    Every ``FileRecords`` is closed, sent or not. ``direct=False`` (a TLS connection, whose every byte must
+    go through the transport's encryption) never writes to the socket itself."""
     transport = writer.transport
-    sock = transport.get_extra_info("socket")
-    # the socket directly only in the clear: under TLS every byte goes through the transport's encryption
-    tls = transport.get_extra_info("ssl_object") is not None
-    fd = sock.fileno() if sock is not None and _SENDFILE is not None and not tls else -1
+    if transport.is_closing():
+        for piece in parts:
+            if isinstance(piece, FileRecords):
+                piece.close()
+        raise ConnectionResetError("the connection closed before its response was sent")
+    sock = transport.get_extra_info("socket") if direct else None
+    fd = sock.fileno() if sock is not None and _SENDFILE is not None else -1
     try:
         for piece in _coalesced(parts):
             direct = fd >= 0 and not transport.is_closing() and transport.get_write_buffer_size() == 0

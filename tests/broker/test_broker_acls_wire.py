@@ -1,0 +1,197 @@
+"""ACLs over the wire (issue 21): a broker with StandardAuthorizer and super.users=User:admin; alice holds
+the ACLs each API needs, eve holds none. For every served API, alice's request succeeds and eve's gets
+Kafka's error code and no data. The ACLs themselves are made with CreateAcls by the super user, listed
+with DescribeAcls and removed with DeleteAcls; SCRAM users are managed the same way; and
+confluent-kafka's AdminClient manages both."""
+from __future__ import annotations
+
+import pytest
+
+from broker_harness import BrokerThread
+from broker_wire import batch_of
+from kafkawire import messages as m
+from kafkawire.broker.security.acls import Operation as Op, PatternType as PT, Permission as P, ResourceType as RT
+from security_harness import PLAIN_USERS, make_certificates, plain_client, secured_config
+
+TOPIC, GROUP = "orders", "readers"
+TOPIC_AUTH, GROUP_AUTH, CLUSTER_AUTH = 29, 30, 31
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    certs = make_certificates(tmp_path_factory.mktemp("acl-certs"))
+    with BrokerThread(config=secured_config(tmp_path_factory.mktemp("acl-broker"), certs, authorizer=True)) as running:
+        port = int(running.broker.bootstrap_for("SASL_PLAINTEXT").rsplit(":", 1)[1])
+        running.sasl_port = port
+        with plain_client(port, "admin") as admin:
+            created = admin.request(m.CreateTopicsRequest(topics=[m.CreateTopicsRequest.CreatableTopic(
+                name=TOPIC, num_partitions=1, replication_factor=1)], timeout_ms=5000), 7)
+            assert created.topics[0].error_code == 0
+            grants = [(RT.TOPIC, TOPIC, PT.LITERAL, op) for op in (Op.READ, Op.WRITE, Op.DELETE, Op.DESCRIBE_CONFIGS)]
+            grants += [(RT.TOPIC, "alice-", PT.PREFIXED, Op.CREATE), (RT.GROUP, GROUP, PT.LITERAL, Op.READ),
+                       (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.DESCRIBE),
+                       (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.IDEMPOTENT_WRITE)]
+            answer = admin.request(m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(
+                resource_type=kind, resource_name=name, resource_pattern_type=pattern, principal="User:alice",
+                host="*", operation=op, permission_type=P.ALLOW) for kind, name, pattern, op in grants]), 3)
+            assert [r.error_code for r in answer.results] == [0] * len(grants)
+        yield running
+
+
+def _as(broker, user):
+    return plain_client(broker.sasl_port, user)
+
+
+def _produce(topic=TOPIC):
+    return m.ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[m.ProduceRequest.TopicProduceData(
+        name=topic, partition_data=[m.ProduceRequest.PartitionProduceData(index=0, records=batch_of(100))])])
+
+
+def _fetch():
+    return m.FetchRequest(max_wait_ms=0, max_bytes=1 << 20, topics=[m.FetchRequest.FetchTopic(
+        topic=TOPIC, partitions=[m.FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+
+
+def _list_offsets():
+    return m.ListOffsetsRequest(topics=[m.ListOffsetsRequest.ListOffsetsTopic(name=TOPIC, partitions=[
+        m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])])
+
+
+def _commit():
+    return m.OffsetCommitRequest(group_id=GROUP, generation_id_or_member_epoch=-1, member_id="", topics=[
+        m.OffsetCommitRequest.OffsetCommitRequestTopic(name=TOPIC, partitions=[
+            m.OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])])
+
+
+# (API, version, request, how alice's answer reads as success, how eve's reads as refused)
+CASES = [
+    ("Produce", 9, _produce, lambda r: r.responses[0].partition_responses[0].error_code == 0,
+     lambda r: r.responses[0].partition_responses[0].error_code == TOPIC_AUTH),
+    ("Fetch", 12, _fetch, lambda r: r.responses[0].partitions[0].error_code == 0,
+     lambda r: r.responses[0].partitions[0].error_code == TOPIC_AUTH and not r.responses[0].partitions[0].records),
+    ("ListOffsets", 7, _list_offsets, lambda r: r.topics[0].partitions[0].offset >= 0,
+     lambda r: r.topics[0].partitions[0].error_code == TOPIC_AUTH and r.topics[0].partitions[0].offset == -1),
+    ("Metadata by name", 12, lambda: m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=TOPIC)]),
+     lambda r: r.topics[0].error_code == 0 and r.topics[0].partitions,
+     lambda r: r.topics[0].error_code == TOPIC_AUTH and not r.topics[0].partitions),
+    ("Metadata all topics", 12, lambda: m.MetadataRequest(topics=None),
+     lambda r: [t.name for t in r.topics] == [TOPIC], lambda r: r.topics == ()),
+    ("OffsetCommit", 8, _commit, lambda r: r.topics[0].partitions[0].error_code == 0,
+     lambda r: r.topics[0].partitions[0].error_code == GROUP_AUTH),
+    ("OffsetFetch", 7, lambda: m.OffsetFetchRequest(group_id=GROUP, topics=None),
+     lambda r: r.error_code == 0, lambda r: r.error_code == GROUP_AUTH and not r.topics),
+    ("FindCoordinator", 3, lambda: m.FindCoordinatorRequest(key=GROUP, key_type=0),
+     lambda r: r.error_code == 0, lambda r: r.error_code == GROUP_AUTH and r.node_id == -1),
+    ("JoinGroup", 5, lambda: m.JoinGroupRequest(group_id=GROUP, session_timeout_ms=10_000, rebalance_timeout_ms=1000,
+                                               member_id="", protocol_type="consumer", protocols=[
+                                                   m.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")]),
+     lambda r: r.error_code in (0, 79), lambda r: r.error_code == GROUP_AUTH),  # 79: MEMBER_ID_REQUIRED
+    ("Heartbeat", 3, lambda: m.HeartbeatRequest(group_id=GROUP, generation_id=1, member_id="x"),
+     lambda r: r.error_code != GROUP_AUTH, lambda r: r.error_code == GROUP_AUTH),
+    ("DescribeGroups", 5, lambda: m.DescribeGroupsRequest(groups=[GROUP]),
+     lambda r: r.groups[0].error_code == 0, lambda r: r.groups[0].error_code == GROUP_AUTH),
+    ("ListGroups", 4, lambda: m.ListGroupsRequest(), lambda r: r.error_code == 0,
+     lambda r: r.error_code == 0 and r.groups == ()),
+    ("CreateTopics", 7, lambda: m.CreateTopicsRequest(topics=[m.CreateTopicsRequest.CreatableTopic(
+        name="alice-new", num_partitions=1, replication_factor=1)], timeout_ms=5000),
+     lambda r: r.topics[0].error_code in (0, 36), lambda r: r.topics[0].error_code == TOPIC_AUTH),
+    ("DescribeConfigs", 4, lambda: m.DescribeConfigsRequest(resources=[m.DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=2, resource_name=TOPIC, configuration_keys=None)]),
+     lambda r: r.results[0].error_code == 0 and r.results[0].configs,
+     lambda r: r.results[0].error_code == TOPIC_AUTH and not r.results[0].configs),
+    ("InitProducerId", 4, lambda: m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1,
+                                                          producer_id=-1, producer_epoch=-1),
+     lambda r: r.error_code == 0 and r.producer_id >= 0, lambda r: r.error_code == CLUSTER_AUTH),
+    ("DescribeCluster", 1, lambda: m.DescribeClusterRequest(),
+     lambda r: r.error_code == 0 and r.brokers, lambda r: r.error_code == CLUSTER_AUTH and not r.brokers),
+    ("DescribeAcls", 3, lambda: m.DescribeAclsRequest(resource_type_filter=1, resource_name_filter=None,
+                                                      pattern_type_filter=1, principal_filter=None, host_filter=None,
+                                                      operation=1, permission_type=1),
+     lambda r: r.error_code == 0 and r.resources, lambda r: r.error_code == CLUSTER_AUTH and not r.resources),
+    ("DescribeUserScramCredentials", 0, lambda: m.DescribeUserScramCredentialsRequest(users=None),
+     lambda r: r.error_code == 0, lambda r: r.error_code == CLUSTER_AUTH and not r.results),
+]
+
+
+@pytest.mark.parametrize("name,version,build,allowed,refused", CASES, ids=[c[0] for c in CASES])
+def test_each_api_checks_its_acls(broker, name, version, build, allowed, refused):
+    with _as(broker, "alice") as alice:
+        assert allowed(alice.request(build(), version)), f"{name}: alice was refused"
+    with _as(broker, "eve") as eve:
+        assert refused(eve.request(build(), version)), f"{name}: eve was not refused"
+
+
+def test_delete_topics_needs_delete(broker):
+    with _as(broker, "admin") as admin:
+        admin.request(m.CreateTopicsRequest(topics=[m.CreateTopicsRequest.CreatableTopic(
+            name="doomed", num_partitions=1, replication_factor=1)], timeout_ms=5000), 7)
+    with _as(broker, "eve") as eve:
+        assert eve.request(m.DeleteTopicsRequest(topic_names=["doomed"], timeout_ms=5000), 4).responses[0].error_code \
+            == TOPIC_AUTH
+    with _as(broker, "admin") as admin:  # the super user may
+        assert admin.request(m.DeleteTopicsRequest(topic_names=["doomed"], timeout_ms=5000), 4).responses[0].error_code \
+            == 0
+
+
+def test_acls_and_scram_users_are_managed_over_the_wire(broker):
+    with _as(broker, "admin") as admin:
+        listed = admin.request(m.DescribeAclsRequest(resource_type_filter=2, resource_name_filter=TOPIC,
+                                                     pattern_type_filter=2, principal_filter="User:alice",
+                                                     host_filter=None, operation=1, permission_type=1), 3)
+        assert listed.error_code == 0
+        assert {a.operation for r in listed.resources for a in r.acls} == {Op.READ, Op.WRITE, Op.DELETE,
+                                                                            Op.DESCRIBE_CONFIGS}
+        answer = admin.request(m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(
+            resource_type=RT.TOPIC, resource_name=TOPIC, resource_pattern_type=PT.LITERAL, principal="User:eve",
+            host="*", operation=Op.READ, permission_type=P.DENY)]), 3)
+        assert answer.results[0].error_code == 0
+        removed = admin.request(m.DeleteAclsRequest(filters=[m.DeleteAclsRequest.DeleteAclsFilter(
+            resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter="User:eve",
+            host_filter=None, operation=1, permission_type=1)]), 3)
+        assert [(a.principal, a.operation, a.permission_type) for a in removed.filter_results[0].matching_acls] == [
+            ("User:eve", Op.READ, P.DENY)]
+        # SCRAM users: added, described, deleted
+        from kafkawire.sasl.scram import MECHANISMS
+        salted = MECHANISMS["SCRAM-SHA-256"].salted_password("frank-secret", b"salt" * 4, 4096)
+        changed = admin.request(m.AlterUserScramCredentialsRequest(deletions=[], upsertions=[
+            m.AlterUserScramCredentialsRequest.ScramCredentialUpsertion(name="frank", mechanism=1, iterations=4096,
+                                                                        salt=b"salt" * 4, salted_password=salted)]), 0)
+        assert [(r.user, r.error_code) for r in changed.results] == [("frank", 0)]
+        described = admin.request(m.DescribeUserScramCredentialsRequest(users=[
+            m.DescribeUserScramCredentialsRequest.UserName(name="frank"),
+            m.DescribeUserScramCredentialsRequest.UserName(name="nobody")]), 0)
+        assert [(r.user, r.error_code, [(c.mechanism, c.iterations) for c in r.credential_infos])
+                for r in described.results] == [("frank", 0, [(1, 4096)]), ("nobody", 91, [])]
+        weak = admin.request(m.AlterUserScramCredentialsRequest(deletions=[], upsertions=[
+            m.AlterUserScramCredentialsRequest.ScramCredentialUpsertion(name="weak", mechanism=1, iterations=10,
+                                                                        salt=b"s", salted_password=b"p")]), 0)
+        assert weak.results[0].error_code == 93  # UNACCEPTABLE_CREDENTIAL
+
+
+def test_confluent_admin_client_manages_acls_and_scram_users(broker):
+    from confluent_kafka.admin import (
+        AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, ResourceType,
+        ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion,
+    )
+    admin = AdminClient({"bootstrap.servers": broker.broker.bootstrap_for("SASL_PLAINTEXT"),
+                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                         "sasl.username": "admin", "sasl.password": PLAIN_USERS["admin"]})
+    binding = AclBinding(ResourceType.TOPIC, "ck-topic", ResourcePatternType.LITERAL, "User:bob", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+    for future in admin.create_acls([binding]).values():
+        assert future.result(10) is None
+    found = admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, "ck-topic", ResourcePatternType.ANY, None, None,
+                                                 AclOperation.ANY, AclPermissionType.ANY)).result(10)
+    assert [(b.principal, b.operation) for b in found] == [("User:bob", AclOperation.READ)]
+    deleted = admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "ck-topic", ResourcePatternType.ANY, None, None,
+                                                  AclOperation.ANY, AclPermissionType.ANY)])
+    assert [len(f.result(10)) for f in deleted.values()] == [1]
+    upsert = UserScramCredentialUpsertion("grace", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                          b"grace-secret")
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        assert future.result(10) is None
+    described = admin.describe_user_scram_credentials(["grace"]).result(10) \
+        if hasattr(admin.describe_user_scram_credentials(["grace"]), "result") else \
+        {user: f.result(10) for user, f in admin.describe_user_scram_credentials(["grace"]).items()}
+    info = described["grace"].scram_credential_infos[0]
+    assert (info.mechanism, info.iterations) == (ScramMechanism.SCRAM_SHA_512, 8192)
