@@ -63,6 +63,7 @@ import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import secure
 from common import BrokerProcess, git_state
 
 from kafkawire.framing import decode_response, encode_request
@@ -74,6 +75,8 @@ TOPIC = "bench"
 CHUNK = 1 << 20
 TARGET = 0.5  # consume >= 50% of the loopback copy rate
 ABUSE_TARGET = 0.9  # consume under abuse >= 90% of the rate without
+SECURE_CONSUME_TARGET = 0.5  # SASL_SSL consume >= 50% of PLAINTEXT (issue 21)
+SECURE_PRODUCE_TARGET = 0.7  # SASL_SSL produce >= 70% of PLAINTEXT
 CONSUME_CALL_BYTES = 4 << 20  # about this many value bytes per consume() call
 RAW_PARTITION_MAX_BYTES = 1 << 20
 
@@ -159,16 +162,16 @@ def loopback_copy(total: int) -> float:
 
 # =========================================================================== broker
 
-def create_topic(bootstrap: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def create_topic(bootstrap: str, partitions: int, security: dict | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(security or {})})
     for future in admin.create_topics([NewTopic(TOPIC, partitions, 1)], operation_timeout=10).values():
         future.result(30)
 
 
-def produce(bootstrap: str, count: int, value_size: int, partitions: int) -> float:
+def produce(bootstrap: str, count: int, value_size: int, partitions: int, security: dict | None = None) -> float:
     errors: list = []
     producer = Producer({
-        "bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1 << 20,
+        **(security or {}), "bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1 << 20,
         "compression.type": "none", "queue.buffering.max.kbytes": 1 << 20,
         "queue.buffering.max.messages": 1_000_000, "message.max.bytes": 16 << 20,
         "error_cb": errors.append, "delivery.report.only.error": True,
@@ -203,10 +206,11 @@ def high_watermarks(bootstrap: str, partitions: int) -> list[int]:
         consumer.close()
 
 
-def consume(bootstrap: str, count: int, partitions: int, value_size: int) -> tuple[float, float, int, tuple]:
+def consume(bootstrap: str, count: int, partitions: int, value_size: int,
+            security: dict | None = None) -> tuple[float, float, int, tuple]:
     """(seconds from assign() to the last message, seconds to the first, payload bytes, busiest thread)."""
     consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+        **(security or {}), "bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
         "auto.offset.reset": "earliest", "fetch.max.bytes": 50 << 20, "max.partition.fetch.bytes": 1 << 20,
         "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 256 << 10, "check.crcs": False,
     })
@@ -403,6 +407,42 @@ class Abusers:
             raise RuntimeError("the abusers stopped before the measurement ended")
 
 
+def run_secure_round(value_size: int, nbytes: int, partitions: int, repeats: int) -> tuple[float, float, float, float, float]:
+    """(best produce and consume seconds on PLAINTEXT, then on SASL_SSL, and SCRAM authentications/s)."""
+    count = nbytes // value_size
+    total = count * value_size
+    print(f"\n## SASL_SSL (SCRAM-SHA-512 over TLS) beside PLAINTEXT, {value_size:,} B values, same broker\n")
+    print(f"TLS path: {secure.tls_path()}\n")
+    folder = secure.scratch_folder()
+    broker = secure.SecureBroker(folder)
+    best = {"plain-produce": float("inf"), "plain-consume": float("inf"), "tls-produce": float("inf"),
+            "tls-consume": float("inf")}
+    try:
+        for attempt in range(1, repeats + 1):
+            for kind, bootstrap, settings in (("plain", broker.plaintext, None),
+                                              ("tls", broker.sasl_ssl, broker.client_settings)):
+                global TOPIC
+                topic, TOPIC = TOPIC, f"{kind}-{attempt}"
+                try:
+                    create_topic(bootstrap, partitions, settings)
+                    produce_s = produce(bootstrap, count, value_size, partitions, settings)
+                    consume_s, _, payload, _ = consume(bootstrap, count, partitions, value_size, settings)
+                finally:
+                    TOPIC = topic
+                if payload != total:
+                    raise RuntimeError(f"consumed {payload} payload bytes over {kind}, produced {total}")
+                best[f"{kind}-produce"] = min(best[f"{kind}-produce"], produce_s)
+                best[f"{kind}-consume"] = min(best[f"{kind}-consume"], consume_s)
+                print(f"- {'SASL_SSL ' if kind == 'tls' else 'PLAINTEXT'} {attempt}: produce "
+                      f"{mb_s(total, produce_s):8,.0f} MB/s, consume {mb_s(total, consume_s):8,.0f} MB/s")
+        auths = secure.scram_authentications_per_second(broker.sasl_plaintext)
+        print(f"- SCRAM-SHA-512 authentications: {auths:,.0f}/s (fresh connections, 4 client threads)")
+    finally:
+        broker.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+    return best["plain-produce"], best["plain-consume"], best["tls-produce"], best["tls-consume"], auths
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -413,6 +453,7 @@ def main(argv=None) -> int:
                         help="comma-separated bytes per message value, one round each (default 1024,65536)")
     parser.add_argument("--partitions", type=int, default=4, help="partitions of the topic (default 4)")
     parser.add_argument("--keep", action="store_true", help="keep the data directories and broker logs")
+    parser.add_argument("--no-security", action="store_true", help="skip the SASL_SSL rows")
     parser.add_argument("--repeats", type=int, default=3,
                         help="consume and raw-fetch runs per value size, the best one scored (default 3)")
     args = parser.parse_args(argv)
@@ -452,6 +493,18 @@ def main(argv=None) -> int:
               f"{'PASS' if consume_ratio >= TARGET else 'FAIL'} {consume_ratio:.1%} | "
               f"{'PASS' if abuse_ratio >= ABUSE_TARGET else 'FAIL'} {abuse_ratio:.2f} | "
               f"{mb_s(r.raw_bytes, r.raw_s) / loop_rate:.1%} |")
+    if not args.no_security:
+        size = max(value_sizes)
+        plain_p, plain_c, tls_p, tls_c, auths = run_secure_round(size, min(args.bytes, 512 << 20), args.partitions,
+                                                                 args.repeats)
+        produce_ratio, consume_ratio = plain_p / tls_p, plain_c / tls_c
+        print(f"\n## Targets: SASL_SSL consume >= {SECURE_CONSUME_TARGET:.0%} and produce >= "
+              f"{SECURE_PRODUCE_TARGET:.0%} of PLAINTEXT ({size:,} B values, best of {args.repeats})\n")
+        print("| | produce | consume | SCRAM authentications/s |")
+        print("|---|---|---|---|")
+        print(f"| SASL_SSL / PLAINTEXT | {'PASS' if produce_ratio >= SECURE_PRODUCE_TARGET else 'FAIL'} "
+              f"{produce_ratio:.0%} | {'PASS' if consume_ratio >= SECURE_CONSUME_TARGET else 'FAIL'} "
+              f"{consume_ratio:.0%} | {auths:,.0f} |")
     print(f"\nTotal run {time.perf_counter() - started:.0f} s.")
     return 0
 

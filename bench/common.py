@@ -14,6 +14,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 KAFKAWIRE = Path(sys.executable).with_name("kafkawire")
 READY = re.compile(r"kafkawire broker on (\S+):(\d+)")
+LISTENER = re.compile(r"^listener (\S+) \(\S+\) on (\S+)")
 
 
 def calibrate(fn, block: float, clock) -> int:
@@ -49,12 +50,17 @@ class BrokerProcess:
 
     def __init__(self, data_dir: Path, log_path: Path, *extra: str):
         self.log = open(log_path, "wb")
+        self.listeners: dict[str, str] = {}  # listener name -> address, past the first
         self.proc = subprocess.Popen([str(KAFKAWIRE), "broker", "--data-dir", str(data_dir), "--port", "0", *extra],
-                                     stdout=subprocess.PIPE, stderr=self.log)
+                                     stdout=subprocess.PIPE, stderr=self.log, bufsize=0)  # unbuffered: select sees every line
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if select.select([self.proc.stdout], [], [], 0.2)[0]:
                 line = self.proc.stdout.readline().decode(errors="replace")
+                listener = LISTENER.search(line)
+                if listener:  # the other listeners come first: "listener NAME (PROTOCOL) on host:port"
+                    self.listeners[listener.group(1)] = listener.group(2)
+                    continue
                 found = READY.search(line)
                 if found:
                     self.host, self.port = found.group(1), int(found.group(2))

@@ -179,10 +179,10 @@ def _broker(args) -> int:
                 await broker.close()
             return _refuse("broker", _start_problem(error, config))
         try:
-            print(f"kafkawire broker on {broker.bootstrap} (data in {config.data_dir})", flush=True)
-            for listener in broker.listeners[1:]:
-                print(f"  listener {listener.name} ({listener.protocol}) on {broker.bootstrap_for(listener.name)}",
+            for listener in broker.listeners[1:]:  # before the ready line, which names the first listener
+                print(f"listener {listener.name} ({listener.protocol}) on {broker.bootstrap_for(listener.name)}",
                       flush=True)
+            print(f"kafkawire broker on {broker.bootstrap} (data in {config.data_dir})", flush=True)
             await broker.serve_forever()
         finally:
             await broker.close()

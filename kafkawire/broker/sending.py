@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["send_parts"]
 
 _SENDFILE = getattr(os, "sendfile", None)
+_TLS_CHUNK = 1 << 20  # what a TLS connection reads of a file slice at a time
 
 
 async def send_parts(writer: asyncio.StreamWriter, parts: Sequence[Bytes | FileRecords], direct: bool = True) -> None:
@@ -37,7 +38,10 @@ async def send_parts(writer: asyncio.StreamWriter, parts: Sequence[Bytes | FileR
             if isinstance(piece, FileRecords):
                 piece.close()
         raise ConnectionResetError("the connection closed before its response was sent")
-    sock = transport.get_extra_info("socket") if direct else None
+    if not direct:
+        await _send_through_transport(writer, parts)
+        return
+    sock = transport.get_extra_info("socket")
     fd = sock.fileno() if sock is not None and _SENDFILE is not None else -1
     try:
         for piece in _coalesced(parts):
@@ -54,6 +58,30 @@ async def send_parts(writer: asyncio.StreamWriter, parts: Sequence[Bytes | FileR
                 sent = _write_now(fd, piece) if direct else 0
                 if sent < len(piece):
                     transport.write(piece[sent:] if sent else piece)
+    finally:
+        for piece in parts:
+            if type(piece) is FileRecords:
+                piece.close()
+    await writer.drain()
+
+
+async def _send_through_transport(writer: asyncio.StreamWriter, parts: Sequence[Bytes | FileRecords]) -> None:
+    """Every piece through the transport (TLS): file slices read from the page cache a chunk at a time,
+    each written as soon as the transport has room (asyncio's own sendfile fallback reads each chunk on
+    a worker thread and waits for the socket between chunks)."""
+    try:
+        for piece in _coalesced(parts):
+            if not isinstance(piece, FileRecords):
+                writer.write(piece)
+                continue
+            fd, position, end = piece.fileno(), piece.position, piece.position + piece.size
+            while position < end:
+                chunk = os.pread(fd, min(_TLS_CHUNK, end - position), position)
+                if not chunk:
+                    raise _short_file(piece)
+                writer.write(chunk)
+                position += len(chunk)
+                await writer.drain()  # returns at once while the transport is under its high-water mark
     finally:
         for piece in parts:
             if type(piece) is FileRecords:
