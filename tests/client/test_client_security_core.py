@@ -132,7 +132,8 @@ def test_scram_exchange_refuses_a_server_signature_that_does_not_match():
 def test_oauthbearer_unsecured_token_from_librdkafka_settings():
     config = ProducerConfig(security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER",
                             enable_sasl_oauthbearer_unsecure_jwt=True,
-                            sasl_oauthbearer_config="principal=carol scope=read,write lifeSeconds=600 extension_trace=42")
+                            sasl_oauthbearer_config="principal=carol scope=read,write lifeSeconds=600 "
+                                                    "extension_trace=42")
     token, extensions = parse_client_initial_response(config.sasl_exchanges(clock=lambda: 1_000_000.0)().first())
     validated = validate_unsecured_token(token, 1_000_000_000, required_scope=("read",))
     assert (validated.principal, validated.scope, validated.expires_ms) == ("carol", ("read", "write"), 1_000_600_000)

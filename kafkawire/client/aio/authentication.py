@@ -43,6 +43,7 @@ class ConnectionSecurity:
     def __init__(self, config: SecurityConfig, clock: Callable[[], float] = time.time):
         self.protocol = config.security_protocol
         self.ssl_context: ssl.SSLContext | None = client_context(config) if config.uses_tls else None
+        self.client_certificate = config.uses_tls and config.client_certificate is not None
         self.mechanism: str | None = config.sasl_mechanism if config.uses_sasl else None
         self._exchanges = config.sasl_exchanges(clock) if config.uses_sasl else None
         self._user = config.sasl_user if config.uses_sasl else None

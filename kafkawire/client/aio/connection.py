@@ -54,7 +54,7 @@ from ..core.consumer_memory import Lease, MemoryPool
 from ..core.sasl_client import reauthentication_delay_ms
 from ..errors import AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError, RequestTimedOut
 from .authentication import ConnectionSecurity
-from .tls import handshake_failure
+from .tls import closed_early_hint, handshake_failure, is_refusal
 
 __all__ = ["BrokerConnection", "ConnectionManager", "Reply", "FETCH_ROLE", "COORDINATOR_ROLE", "DEFAULT_ROLE"]
 
@@ -66,8 +66,6 @@ COORDINATOR_ROLE = "coordinator"  # group traffic, never paused
 _SIZE = struct.Struct(">i")
 _API_VERSIONS = 18
 _STREAM_LIMIT = 1 << 16  # asyncio pauses the transport once twice this is buffered unread
-_CLIENT_CERTIFICATE_HINT = ("; if the broker's listener requires client certificates (ssl.client.auth=required), "
-                            "set ssl.certificate.location and ssl.key.location")
 
 AuthenticationListener = Callable[[AuthenticationException], None]
 
@@ -147,10 +145,6 @@ class BrokerConnection:
     def in_flight(self) -> int:
         return len(self._pending) + len(self._held or ())
 
-    @property
-    def tls(self) -> bool:
-        return self.security is not None and self.security.ssl_context is not None
-
     # ---- connecting ------------------------------------------------------------------------------
     async def connect(self) -> BrokerConnection:
         """Open the socket (with TLS, its handshake), negotiate versions (ApiVersions) and authenticate
@@ -164,14 +158,20 @@ class BrokerConnection:
                                                                            limit=_STREAM_LIMIT, ssl=context)
         except ssl.SSLError as error:
             self._closed = True
+            if not is_refusal(error):
+                raise KafkaConnectionError(f"TLS handshake with {self.host}:{self.port} was cut off: {error}"
+                                           f"{self._closed_early_hint(during_handshake=True)}") from error
             failure = handshake_failure(self.host, self.port, error)
             self._authentication_failed(failure)
             raise failure from error
         except (OSError, TimeoutError) as error:
             self._closed = True
-            hint = _CLIENT_CERTIFICATE_HINT if context is not None and isinstance(error, ConnectionError) else ""
-            raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {error or 'timed out'}"
-                                       f"{hint}") from error
+            if context is not None and isinstance(error, (ConnectionResetError, ConnectionAbortedError)):
+                raise KafkaConnectionError(f"TLS handshake with {self.host}:{self.port} was cut off: "
+                                           f"{str(error) or type(error).__name__}"
+                                           f"{self._closed_early_hint(during_handshake=True)}") from error
+            raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {str(error) or 'timed out'}") \
+                from error
         if self.memory_pool is not None:
             self._pool_freed = asyncio.Event()
             self.memory_pool.add_listener(self._on_pool_release)
@@ -317,11 +317,11 @@ class BrokerConnection:
         except asyncio.CancelledError:
             raise
         except asyncio.IncompleteReadError:
-            hint = _CLIENT_CERTIFICATE_HINT if self.tls and not self._connected and self.bytes_received == 0 else ""
+            hint = self._closed_early_hint() if self.bytes_received == 0 else ""
             self._abort(KafkaConnectionError(f"{self.host}:{self.port} (node {self.node_id}) closed the connection"
                                              f"{hint}"))
         except ssl.SSLError as error:
-            if self._connected:
+            if self._connected or not is_refusal(error):
                 self._abort(KafkaConnectionError(f"TLS connection to {self.host}:{self.port} failed: {error}"))
             else:  # TLS 1.3: the broker refuses a client's certificate after the client's handshake is done
                 self._abort(handshake_failure(self.host, self.port, error))
@@ -391,6 +391,11 @@ class BrokerConnection:
     def _authentication_failed(self, error: AuthenticationException) -> None:
         if self._on_authentication_failure is not None:
             self._on_authentication_failure(error)
+
+    def _closed_early_hint(self, during_handshake: bool = False) -> str:
+        if self.security is None or self.security.ssl_context is None or self._connected:
+            return ""
+        return closed_early_hint(self.security.client_certificate, during_handshake)
 
     # ---- closing ---------------------------------------------------------------------------------
     def _closed_error(self) -> KafkaConnectionError:

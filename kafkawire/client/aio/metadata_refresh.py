@@ -18,7 +18,9 @@ from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import MetadataRequest
 
 from ..core.cluster_metadata import TRANSIENT_TOPIC_ERRORS, ClusterMetadata, TopicInfo
-from ..errors import AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError, UnknownTopicError
+from ..errors import (
+    AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError, UnknownTopicError,
+)
 from .connection import BrokerConnection, ConnectionManager
 
 __all__ = ["Metadata"]

@@ -417,7 +417,7 @@ class AsyncProducer:
     def _on_authentication_failure(self, error: AuthenticationException) -> None:
         # not retriable (the credentials must change): queued records fail with it, and so does every send
         if self.sender.fatal is None:
-            self.sender.fail_fatally(error)
+            self.sender.fail_fatally(error, logged=True)  # (the connection manager logged it)
 
     def _on_fatal(self, error: BaseException) -> None:
         with self.lock:

@@ -1,5 +1,5 @@
 """TLS for a client's connections: the SSLContext its settings describe (``client_context``) and what a
-failed handshake means (``handshake_failure``).
+failed handshake means (``handshake_failure``, ``is_refusal``, ``closed_early_hint``).
 
 The context verifies the broker's certificate chain against ``ssl.ca.location`` (or the system's
 certificates) and, with ``ssl.endpoint.identification.algorithm=https`` (the default), that the
@@ -14,7 +14,7 @@ import ssl
 from ..core.security_config import SecurityConfig
 from ..errors import ConfigError, SslAuthenticationException
 
-__all__ = ["client_context", "handshake_failure"]
+__all__ = ["client_context", "handshake_failure", "is_refusal", "closed_early_hint"]
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -59,3 +59,20 @@ def handshake_failure(host: str, port: int, error: ssl.SSLError) -> SslAuthentic
         return SslAuthenticationException(f"TLS handshake with {host}:{port} failed: the broker's certificate is "
                                           f"not trusted: {reason}" + (f" ({hint})" if hint else ""))
     return SslAuthenticationException(f"TLS handshake with {host}:{port} failed: {error.reason or error}")
+
+
+def is_refusal(error: ssl.SSLError) -> bool:
+    """Whether a TLS error is a refusal (a certificate, an alert), not the connection ending midway (as
+    when a broker restarts), which is retried: Kafka treats an EOF during the handshake so too."""
+    return not isinstance(error, (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError))
+
+
+def closed_early_hint(has_client_certificate: bool, during_handshake: bool = False) -> str:
+    """What to add when a broker closes a TLS connection before its first answer: a listener that
+    requires client certificates (ssl.client.auth=required) does that to a client it will not accept,
+    and may send no alert saying why; a listener without TLS, during the handshake."""
+    listener = "; is the listener a TLS one (security.protocol)?" if during_handshake else ""
+    if has_client_certificate:
+        return f"{listener}; the broker may not trust this client's certificate (ssl.certificate.location)"
+    return (f"{listener}; if the broker's listener requires client certificates (ssl.client.auth=required), "
+            "set ssl.certificate.location and ssl.key.location")
