@@ -376,6 +376,10 @@ class BrokerConnection:
         except (KafkaConnectionError, IncompatibleBrokerError) as error:
             self._abort(error)
             return
+        except Exception as error:  # a bug must not leave the held requests waiting forever
+            log.exception("re-authentication of %r failed", self)
+            self._abort(KafkaConnectionError(f"re-authentication with {self.host}:{self.port} failed: {error!r}"))
+            return
         self.reauthentications += 1
         held, self._held = self._held or deque(), None
         while held:  # in the order they were made, behind the exchange
