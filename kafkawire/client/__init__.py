@@ -16,7 +16,12 @@ The public names, loaded on first use:
   ``IncompatibleBrokerError``, ``UnknownTopicError``, ``BufferExhausted`` (no buffer.memory within
   max.block.ms), ``FetchError`` and its ``CorruptRecordException``, ``OffsetOutOfRangeException``,
   ``NoOffsetForPartitionException``, ``GroupError`` and its ``CommitFailedError``, ``ConfigError``,
-  ``ProducerClosed`` (a send after close, or a record close could not deliver).
+  ``ProducerClosed`` (a send after close, or a record close could not deliver), and
+  ``AuthenticationException`` (not retriable) with ``SaslAuthenticationException``,
+  ``UnsupportedSaslMechanismException``, ``IllegalSaslStateException`` and ``SslAuthenticationException``.
+
+Security uses Kafka's settings too (``security.protocol``, ``ssl.*``, ``sasl.*``: see
+``core.security_config``).
 """
 from __future__ import annotations
 
@@ -35,12 +40,14 @@ if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
     from .core.group_protocol import OffsetAndMetadata as OffsetAndMetadata
     from .core.producer_config import ProducerConfig as ProducerConfig
     from .core.topic_partition import TopicPartition as TopicPartition
+    from .errors import AuthenticationException as AuthenticationException
     from .errors import BufferExhausted as BufferExhausted
     from .errors import CommitFailedError as CommitFailedError
     from .errors import ConfigError as ConfigError
     from .errors import CorruptRecordException as CorruptRecordException
     from .errors import FetchError as FetchError
     from .errors import GroupError as GroupError
+    from .errors import IllegalSaslStateException as IllegalSaslStateException
     from .errors import IncompatibleBrokerError as IncompatibleBrokerError
     from .errors import KafkaConnectionError as KafkaConnectionError
     from .errors import KafkaError as KafkaError
@@ -48,12 +55,16 @@ if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
     from .errors import OffsetOutOfRangeException as OffsetOutOfRangeException
     from .errors import ProducerClosed as ProducerClosed
     from .errors import RequestTimedOut as RequestTimedOut
+    from .errors import SaslAuthenticationException as SaslAuthenticationException
+    from .errors import SslAuthenticationException as SslAuthenticationException
     from .errors import UnknownTopicError as UnknownTopicError
+    from .errors import UnsupportedSaslMechanismException as UnsupportedSaslMechanismException
 
-_ERRORS = ("BufferExhausted", "CommitFailedError", "ConfigError", "CorruptRecordException", "FetchError",
-           "GroupError", "IncompatibleBrokerError", "KafkaConnectionError", "KafkaError",
-           "NoOffsetForPartitionException", "OffsetOutOfRangeException", "ProducerClosed", "RequestTimedOut",
-           "UnknownTopicError")
+_ERRORS = ("AuthenticationException", "BufferExhausted", "CommitFailedError", "ConfigError",
+           "CorruptRecordException", "FetchError", "GroupError", "IllegalSaslStateException",
+           "IncompatibleBrokerError", "KafkaConnectionError", "KafkaError", "NoOffsetForPartitionException",
+           "OffsetOutOfRangeException", "ProducerClosed", "RequestTimedOut", "SaslAuthenticationException",
+           "SslAuthenticationException", "UnknownTopicError", "UnsupportedSaslMechanismException")
 _EXPORTS = {
     "AsyncProducer": "aio.producer", "AsyncConsumer": "aio.consumer", "Producer": "blocking",
     "Consumer": "blocking", "ProducerConfig": "core.producer_config", "ConsumerConfig": "core.consumer_config",

@@ -10,6 +10,8 @@ from .core.topic_partition import TopicPartition
 __all__ = [
     "ConfigError",
     "KafkaError", "KafkaConnectionError", "RequestTimedOut", "IncompatibleBrokerError", "UnknownTopicError",
+    "AuthenticationException", "SaslAuthenticationException", "UnsupportedSaslMechanismException",
+    "IllegalSaslStateException", "SslAuthenticationException",
     "BufferExhausted", "PoolClosed", "RecordTooLarge", "AccumulatorClosed", "DeliveryTimeout", "ProducerClosed",
     "FetchError", "CorruptRecordException", "OffsetOutOfRangeException", "NoOffsetForPartitionException",
     "PartitionFetchError", "ConsumerClosed",
@@ -50,6 +52,46 @@ class IncompatibleBrokerError(KafkaWireError):
 
 class UnknownTopicError(KafkaError):
     """A topic the cluster does not have (and would not create), or whose metadata did not arrive in time."""
+
+
+# ---- authentication (Kafka's AuthenticationException and its subclasses) --------------------------
+
+class AuthenticationException(KafkaConnectionError):
+    """A connection that failed to authenticate (TLS or SASL). Not retriable: the client stops
+    connecting and raises it from the calls that need a broker, until it is closed (the credentials or
+    certificates have to change first). ``code`` is Kafka's error code where the broker sent one."""
+
+    code: int | None = None
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class SaslAuthenticationException(AuthenticationException):
+    """The SASL exchange failed: wrong credentials, a token the broker refused, or a broker that could
+    not prove it holds the SCRAM credential (SASL_AUTHENTICATION_FAILED)."""
+
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+class UnsupportedSaslMechanismException(AuthenticationException):
+    """The broker does not enable the configured ``sasl.mechanism`` (UNSUPPORTED_SASL_MECHANISM)."""
+
+    code = ErrorCode.UNSUPPORTED_SASL_MECHANISM
+
+
+class IllegalSaslStateException(AuthenticationException):
+    """The broker refused a SASL request in its state, e.g. SASL on a listener without it (ILLEGAL_SASL_STATE)."""
+
+    code = ErrorCode.ILLEGAL_SASL_STATE
+
+
+class SslAuthenticationException(AuthenticationException):
+    """The TLS handshake failed: an untrusted or expired certificate, a host name the broker's certificate
+    does not name (``ssl.endpoint.identification.algorithm``), or a broker that refused this client's
+    certificate."""
 
 
 # ---- the producer --------------------------------------------------------------------------------

@@ -19,18 +19,28 @@ never wait for the pool, which is why the consumer sends fetches on a connection
 coordinator traffic on another (``ConnectionManager`` roles), as Kafka's separate coordinator
 connection does.
 
+Security (``authentication``): with a ``ConnectionSecurity`` the socket is wrapped in TLS, and on a
+SASL protocol the connection authenticates right after ApiVersions, before anyone else may use it. When
+the broker grants the session a lifetime, the connection re-authenticates at a random point between
+85% and 95% of it (KIP-368) on the same socket: requests made meanwhile are held and written, in
+order, once the exchange is done; those already written are answered first, as the broker answers in
+order.
+
 ``ConnectionManager`` keeps one connection per (broker, role), connects on demand, shares a connect
-in progress, and backs off after a failed attempt.
+in progress, and backs off after a failed attempt. A connection that fails to authenticate is not
+retried: the manager keeps its AuthenticationException, raises it to every later caller, and tells
+the client (``on_authentication_failure``).
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import ssl
 import struct
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kafkawire import __version__
@@ -41,7 +51,10 @@ from kafkawire.messages import ApiVersionsRequest
 from kafkawire.messages import api as _api
 
 from ..core.consumer_memory import Lease, MemoryPool
-from ..errors import IncompatibleBrokerError, KafkaConnectionError, KafkaError, RequestTimedOut
+from ..core.sasl_client import reauthentication_delay_ms
+from ..errors import AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError, RequestTimedOut
+from .authentication import ConnectionSecurity
+from .tls import closed_early_hint, handshake_failure, is_refusal
 
 __all__ = ["BrokerConnection", "ConnectionManager", "Reply", "FETCH_ROLE", "COORDINATOR_ROLE", "DEFAULT_ROLE"]
 
@@ -53,6 +66,8 @@ COORDINATOR_ROLE = "coordinator"  # group traffic, never paused
 _SIZE = struct.Struct(">i")
 _API_VERSIONS = 18
 _STREAM_LIMIT = 1 << 16  # asyncio pauses the transport once twice this is buffered unread
+
+AuthenticationListener = Callable[[AuthenticationException], None]
 
 
 @dataclass
@@ -84,7 +99,9 @@ class BrokerConnection:
 
     def __init__(self, host: str, port: int, *, node_id: int | None = None, client_id: str = "kafkawire",
                  request_timeout_ms: int = 30000, memory_pool: MemoryPool | None = None,
-                 max_frame: int = DEFAULT_MAX_FRAME, role: str = DEFAULT_ROLE):
+                 max_frame: int = DEFAULT_MAX_FRAME, role: str = DEFAULT_ROLE,
+                 security: ConnectionSecurity | None = None,
+                 on_authentication_failure: AuthenticationListener | None = None):
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -104,6 +121,13 @@ class BrokerConnection:
         self._closed = False
         self._close_error: BaseException | None = None
         self._connected = False
+        self.security = security
+        self._on_authentication_failure = on_authentication_failure
+        self.session_lifetime_ms = 0  # the last SASL session's, as the broker granted it (0: unlimited)
+        self.reauthentications = 0
+        self._held: deque[tuple] | None = None  # while re-authenticating: requests to write once it is done
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task | None = None
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "connected" if self._connected else "new"
@@ -119,26 +143,48 @@ class BrokerConnection:
 
     @property
     def in_flight(self) -> int:
-        return len(self._pending)
+        return len(self._pending) + len(self._held or ())
 
     # ---- connecting ------------------------------------------------------------------------------
     async def connect(self) -> BrokerConnection:
-        """Open the socket and negotiate versions (ApiVersions)."""
+        """Open the socket (with TLS, its handshake), negotiate versions (ApiVersions) and authenticate
+        (SASL). Raises KafkaConnectionError, or its AuthenticationException when authentication failed."""
         if self._closed:
             raise KafkaConnectionError(f"{self!r} is closed")
+        context = self.security.ssl_context if self.security is not None else None
         try:
             async with asyncio.timeout(self.request_timeout_ms / 1000):  # not wait_for: see waiting.wait_event
                 self._reader, self._writer = await asyncio.open_connection(self.host, self.port,
-                                                                           limit=_STREAM_LIMIT)
+                                                                           limit=_STREAM_LIMIT, ssl=context)
+        except ssl.SSLError as error:
+            self._closed = True
+            if not is_refusal(error):
+                raise KafkaConnectionError(f"TLS handshake with {self.host}:{self.port} was cut off: {error}"
+                                           f"{self._closed_early_hint(during_handshake=True)}") from error
+            failure = handshake_failure(self.host, self.port, error)
+            self._authentication_failed(failure)
+            raise failure from error
         except (OSError, TimeoutError) as error:
             self._closed = True
-            raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {error or 'timed out'}") from error
+            if context is not None and isinstance(error, (ConnectionResetError, ConnectionAbortedError)):
+                raise KafkaConnectionError(f"TLS handshake with {self.host}:{self.port} was cut off: "
+                                           f"{str(error) or type(error).__name__}"
+                                           f"{self._closed_early_hint(during_handshake=True)}") from error
+            raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {str(error) or 'timed out'}") \
+                from error
         if self.memory_pool is not None:
             self._pool_freed = asyncio.Event()
             self.memory_pool.add_listener(self._on_pool_release)
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop(), name=f"read {self!r}")
         try:
             await self._negotiate()
+            if self.security is not None and self.security.mechanism is not None:
+                lifetime = await self.security.authenticate(self)
+                self._schedule_reauthentication(lifetime)
+        except AuthenticationException as error:
+            self._authentication_failed(error)
+            await self.close()
+            raise
         except BaseException:
             await self.close()
             raise
@@ -183,8 +229,10 @@ class BrokerConnection:
 
     # ---- requests --------------------------------------------------------------------------------
     def request(self, body, version: int | None = None, *, timeout_ms: float | None = None,
-                charge_pool: bool = False, expects_response: bool | None = None) -> asyncio.Future:
-        """Send ``body`` now; the future resolves to the response body (a ``Reply`` with
+                charge_pool: bool = False, expects_response: bool | None = None,
+                authentication: bool = False) -> asyncio.Future:
+        """Send ``body`` now (while re-authenticating: once that is done, unless it is one of the
+        exchange's own, ``authentication``); the future resolves to the response body (a ``Reply`` with
         ``charge_pool``), to None when no response is expected (Produce with acks=0), or fails with
         KafkaConnectionError. ``version`` None means the highest negotiated."""
         loop = asyncio.get_running_loop()
@@ -196,6 +244,15 @@ class BrokerConnection:
             version = self.api_version(body.API_KEY)
         if expects_response is None:  # Produce with acks=0 is the one request without a response
             expects_response = not (body.API_KEY == 0 and getattr(body, "acks", 1) == 0)
+        if self._held is not None and not authentication:
+            self._held.append((future, body, version, timeout_ms, charge_pool, expects_response))
+        else:
+            self._write(future, body, version, timeout_ms, charge_pool, expects_response)
+        return future
+
+    def _write(self, future: asyncio.Future, body, version: int, timeout_ms: float | None, charge_pool: bool,
+               expects_response: bool) -> None:
+        assert self._writer is not None  # (not closed)
         data = self._correlator.request(body, version, expects_response)
         try:
             self._writer.write(data)
@@ -203,17 +260,16 @@ class BrokerConnection:
             failure = KafkaConnectionError(f"writing to {self.host}:{self.port} failed: {error}")
             future.set_exception(failure)
             self._abort(failure)  # the correlator's state no longer matters
-            return future
+            return
         if not expects_response:
             future.set_result(None)
         else:
             pending = _Pending(future, charge_pool and self.memory_pool is not None, body.API_KEY)
             timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
-            pending.timer = loop.call_later(timeout / 1000, self._timed_out, pending, timeout)
+            pending.timer = asyncio.get_running_loop().call_later(timeout / 1000, self._timed_out, pending, timeout)
             self._pending.append(pending)
         # No drain(): what is written is bounded by the requests in flight (max.in.flight per
         # connection, each at most max.request.size; one fetch per broker), already accounted for.
-        return future
 
     async def send(self, body, version: int | None = None, **options):
         """``request()`` and wait for the response."""
@@ -261,7 +317,14 @@ class BrokerConnection:
         except asyncio.CancelledError:
             raise
         except asyncio.IncompleteReadError:
-            self._abort(KafkaConnectionError(f"{self.host}:{self.port} (node {self.node_id}) closed the connection"))
+            hint = self._closed_early_hint() if self.bytes_received == 0 else ""
+            self._abort(KafkaConnectionError(f"{self.host}:{self.port} (node {self.node_id}) closed the connection"
+                                             f"{hint}"))
+        except ssl.SSLError as error:
+            if self._connected or not is_refusal(error):
+                self._abort(KafkaConnectionError(f"TLS connection to {self.host}:{self.port} failed: {error}"))
+            else:  # TLS 1.3: the broker refuses a client's certificate after the client's handshake is done
+                self._abort(handshake_failure(self.host, self.port, error))
         except (OSError, ConnectionError) as error:
             self._abort(KafkaConnectionError(f"connection to {self.host}:{self.port} failed: {error}"))
         except DecodeError as error:
@@ -286,26 +349,88 @@ class BrokerConnection:
         if self._pool_freed is not None:
             self._pool_freed.set()
 
+    # ---- re-authentication (KIP-368) --------------------------------------------------------------
+    def _schedule_reauthentication(self, lifetime_ms: int) -> None:
+        self.session_lifetime_ms = lifetime_ms
+        if lifetime_ms > 0 and not self._closed:
+            delay = reauthentication_delay_ms(lifetime_ms)
+            self._reauth_timer = asyncio.get_running_loop().call_later(delay / 1000, self._begin_reauthentication)
+
+    def _begin_reauthentication(self) -> None:
+        self._reauth_timer = None
+        if self._closed:
+            return
+        self._held = deque()
+        self._reauth_task = asyncio.get_running_loop().create_task(self._reauthenticate(),
+                                                                   name=f"re-authenticate {self!r}")
+
+    async def _reauthenticate(self) -> None:
+        assert self.security is not None  # (scheduled after an authentication)
+        try:
+            lifetime = await self.security.authenticate(self)
+        except AuthenticationException as error:
+            log.error("re-authentication of %r failed: %s", self, error)
+            self._abort(error)
+            self._authentication_failed(error)
+            return
+        except (KafkaConnectionError, IncompatibleBrokerError) as error:
+            self._abort(error)
+            return
+        except Exception as error:  # a bug must not leave the held requests waiting forever
+            log.exception("re-authentication of %r failed", self)
+            self._abort(KafkaConnectionError(f"re-authentication with {self.host}:{self.port} failed: {error!r}"))
+            return
+        self.reauthentications += 1
+        held, self._held = self._held or deque(), None
+        while held:  # in the order they were made, behind the exchange
+            future, *request = held.popleft()
+            if future.done():  # the caller gave up on it
+                continue
+            if self._closed:
+                future.set_exception(self._closed_error())
+            else:
+                self._write(future, *request)
+        self._schedule_reauthentication(lifetime)
+
+    def _authentication_failed(self, error: AuthenticationException) -> None:
+        if self._on_authentication_failure is not None:
+            self._on_authentication_failure(error)
+
+    def _closed_early_hint(self, during_handshake: bool = False) -> str:
+        if self.security is None or self.security.ssl_context is None or self._connected:
+            return ""
+        return closed_early_hint(self.security.client_certificate, during_handshake)
+
     # ---- closing ---------------------------------------------------------------------------------
     def _closed_error(self) -> KafkaConnectionError:
-        if self._close_error is not None:
-            return KafkaConnectionError(str(self._close_error))
+        error = self._close_error
+        if isinstance(error, AuthenticationException):
+            return error
+        if error is not None:
+            return KafkaConnectionError(str(error))
         return KafkaConnectionError(f"connection to {self.host}:{self.port} (node {self.node_id}) is closed")
 
     def _abort(self, error: BaseException) -> None:
         """Close at once and fail every pending request with ``error``."""
-        if self._closed and not self._pending:
+        if self._closed and not self._pending and not self._held:
             return
         self._closed = True
         if self._close_error is None:
             self._close_error = error
+        failure = error if isinstance(error, KafkaConnectionError) else KafkaConnectionError(str(error))
         while self._pending:
             pending = self._pending.popleft()
             if pending.timer is not None:
                 pending.timer.cancel()
             if not pending.future.done():
-                pending.future.set_exception(error if isinstance(error, KafkaConnectionError)
-                                             else KafkaConnectionError(str(error)))
+                pending.future.set_exception(failure)
+        while self._held:
+            future = self._held.popleft()[0]
+            if not future.done():
+                future.set_exception(failure)
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
         if self.memory_pool is not None:
             self.memory_pool.cancel(self)
             with contextlib.suppress(ValueError):
@@ -314,9 +439,9 @@ class BrokerConnection:
                 self._pool_freed.set()
         if self._writer is not None:
             self._writer.transport.abort()
-        task = self._read_task
-        if task is not None and task is not asyncio.current_task() and not task.done():
-            task.cancel()
+        for task in (self._read_task, self._reauth_task):
+            if task is not None and task is not asyncio.current_task() and not task.done():
+                task.cancel()
         log.debug("closed %r: %s", self, error)
 
     async def close(self) -> None:
@@ -332,8 +457,12 @@ class ConnectionManager:
 
     def __init__(self, *, client_id: str = "kafkawire", request_timeout_ms: int = 30000,
                  memory_pool: MemoryPool | None = None, reconnect_backoff_ms: float = 50,
-                 reconnect_backoff_max_ms: float = 1000):
+                 reconnect_backoff_max_ms: float = 1000, security: ConnectionSecurity | None = None,
+                 on_authentication_failure: AuthenticationListener | None = None):
         self.client_id = client_id
+        self.security = security
+        self.authentication_error: AuthenticationException | None = None  # once set, no more connecting
+        self._on_authentication_failure = on_authentication_failure
         self.request_timeout_ms = request_timeout_ms
         self.memory_pool = memory_pool
         self.reconnect_backoff_ms = reconnect_backoff_ms
@@ -374,6 +503,8 @@ class ConnectionManager:
             host, _, port = server.rpartition(":")
             try:
                 return await self._get((("bootstrap", server), DEFAULT_ROLE), host, int(port), None, DEFAULT_ROLE)
+            except AuthenticationException:
+                raise  # the next server would refuse the same credentials: say so now
             except (KafkaConnectionError, IncompatibleBrokerError, KafkaError) as error:
                 errors.append(f"{server}: {error}")
         raise KafkaConnectionError("no bootstrap server could be reached: " + "; ".join(errors or ["none given"]))
@@ -381,6 +512,8 @@ class ConnectionManager:
     async def _get(self, key, host: str, port: int, node_id, role: str) -> BrokerConnection:
         if self._closed:
             raise KafkaConnectionError("the client is closed")
+        if self.authentication_error is not None:
+            raise self.authentication_error
         connection = self._connections.get(key)
         if connection is not None and connection.connected:
             return connection
@@ -395,9 +528,13 @@ class ConnectionManager:
             wait = self.backoff_remaining_ms(*key)
             if wait > 0:
                 await asyncio.sleep(wait / 1000)
+            if self.authentication_error is not None:  # another connection failed while this one waited
+                raise self.authentication_error
             connection = BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
                                           request_timeout_ms=self.request_timeout_ms, role=role,
-                                          memory_pool=self.memory_pool if role == FETCH_ROLE else None)
+                                          memory_pool=self.memory_pool if role == FETCH_ROLE else None,
+                                          security=self.security,
+                                          on_authentication_failure=self._authentication_failed)
             try:
                 await connection.connect()
             except BaseException:
@@ -412,6 +549,14 @@ class ConnectionManager:
             return connection
         finally:
             self._connecting.pop(key, None)
+
+    def _authentication_failed(self, error: AuthenticationException) -> None:
+        if self.authentication_error is not None:
+            return
+        log.error("authentication failed; this client will not connect again: %s", error)
+        self.authentication_error = error
+        if self._on_authentication_failure is not None:
+            self._on_authentication_failure(error)
 
     def connections(self) -> list[BrokerConnection]:
         return list(self._connections.values())

@@ -47,6 +47,7 @@ from ..core.group_protocol import (
 from ..core.properties import resolve
 from ..core.topic_partition import TopicPartition
 from ..errors import ConsumerClosed, GroupError, IncompatibleBrokerError, KafkaConnectionError, KafkaError
+from .authentication import ConnectionSecurity
 from .connection import DEFAULT_ROLE, FETCH_ROLE, BrokerConnection, ConnectionManager
 from .fetch_driver import FetchDriver
 from .group_driver import GroupDriver
@@ -78,7 +79,9 @@ class AsyncConsumer:
         self.fetcher = Fetcher(config)
         self.pool = self.fetcher.pool
         self.connections = ConnectionManager(client_id=config.client_id or "kafkawire-consumer",
-                                             request_timeout_ms=config.request_timeout_ms, memory_pool=self.pool)
+                                             request_timeout_ms=config.request_timeout_ms, memory_pool=self.pool,
+                                             security=ConnectionSecurity.of(config),
+                                             on_authentication_failure=lambda _error: self._wake.set())
         self.metadata = Metadata(self.connections, config.bootstrap_servers, allow_auto_topic_creation=False,
                                  retry_backoff_ms=config.retry_backoff_ms)
         self.metadata.add_listener(self._on_metadata)
@@ -166,8 +169,12 @@ class AsyncConsumer:
             await self.connections.close()
 
     def _check_open(self) -> None:
+        """Raise ConsumerClosed after close, or the AuthenticationException that stopped the consumer
+        from connecting (not retriable: the credentials must change first)."""
         if self._closed:
             raise ConsumerClosed("the consumer is closed")
+        if self.connections.authentication_error is not None:
+            raise self.connections.authentication_error
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -262,6 +269,7 @@ class AsyncConsumer:
         deadline = _now_ms() + timeout_ms
         while True:
             now = _now_ms()
+            self._check_open()  # an authentication failure wakes this wait
             if self._group is not None and self._group.errors:
                 raise self._group.errors.pop(0)
             if self._subscribed and self.member is not None:

@@ -18,7 +18,9 @@ from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import MetadataRequest
 
 from ..core.cluster_metadata import TRANSIENT_TOPIC_ERRORS, ClusterMetadata, TopicInfo
-from ..errors import IncompatibleBrokerError, KafkaConnectionError, KafkaError, UnknownTopicError
+from ..errors import (
+    AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError, UnknownTopicError,
+)
 from .connection import BrokerConnection, ConnectionManager
 
 __all__ = ["Metadata"]
@@ -155,6 +157,8 @@ class Metadata:
         for node_id in sorted(self.cluster.brokers):
             try:
                 return await self.connections.connection(node_id)
+            except AuthenticationException:
+                raise
             except (KafkaConnectionError, IncompatibleBrokerError, KafkaError) as error:
                 log.debug("metadata: broker %d unreachable: %s", node_id, error)
         return await self.connections.bootstrap(self.bootstrap_servers)
@@ -183,6 +187,8 @@ class Metadata:
                     await self.refresh()
             except TimeoutError:
                 continue
+            except AuthenticationException:
+                raise  # not retriable: the credentials must change first
             except (KafkaConnectionError, IncompatibleBrokerError):
                 await asyncio.sleep(min(self.retry_backoff_ms, max(remaining, 0)) / 1000)
                 continue

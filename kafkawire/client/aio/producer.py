@@ -39,7 +39,8 @@ from ..core.partitioner import Partitioner, StickyState, partition_for_key
 from ..core.producer_config import ProducerConfig
 from ..core.producer_memory import Allocation, BufferPool
 from ..core.properties import resolve
-from ..errors import ProducerClosed
+from ..errors import AuthenticationException, ProducerClosed
+from .authentication import ConnectionSecurity
 from .connection import ConnectionManager
 from .metadata_refresh import Metadata
 from .sender import Sender
@@ -81,7 +82,9 @@ class AsyncProducer:
         self.accumulator.loop_waiter = wait_for_delivery  # what awaiting a record's future waits on
         self.partitioner = Partitioner.from_config(self.config)
         self.connections = ConnectionManager(client_id=self.config.client_id or "kafkawire-producer",
-                                             request_timeout_ms=self.config.request_timeout_ms)
+                                             request_timeout_ms=self.config.request_timeout_ms,
+                                             security=ConnectionSecurity.of(self.config),
+                                             on_authentication_failure=self._on_authentication_failure)
         self.metadata = Metadata(self.connections, self.config.bootstrap_servers, allow_auto_topic_creation=True,
                                  retry_backoff_ms=self.config.retry_backoff_ms)
         self.lock: contextlib.AbstractContextManager = contextlib.nullcontext()  # see share_with_threads
@@ -410,6 +413,11 @@ class AsyncProducer:
         with self.lock:
             self._routes.clear()  # partition counts and leaders may have changed: rebuilt on the next send
         self.sender.on_metadata(cluster)
+
+    def _on_authentication_failure(self, error: AuthenticationException) -> None:
+        # not retriable (the credentials must change): queued records fail with it, and so does every send
+        if self.sender.fatal is None:
+            self.sender.fail_fatally(error, logged=True)  # (the connection manager logged it)
 
     def _on_fatal(self, error: BaseException) -> None:
         with self.lock:

@@ -237,9 +237,11 @@ class Sender:
             self._epoch_bump_needed = False
         self.wake()
 
-    def fail_fatally(self, error: BaseException) -> None:
-        """The producer cannot go on: fail everything queued; later sends raise ``error``."""
-        log.error("producer failed: %s", error)
+    def fail_fatally(self, error: BaseException, *, logged: bool = False) -> None:
+        """The producer cannot go on: fail everything queued; later sends raise ``error`` (logged here
+        unless it was already)."""
+        if not logged:
+            log.error("producer failed: %s", error)
         self.fatal = error
         self.on_fatal(error)
         with self.lock:

@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from .properties import INT32_MAX, INT64_MAX, PropertyConfig, boolean, choice, dotted, integer, servers
+from .properties import INT32_MAX, INT64_MAX, boolean, choice, dotted, integer, servers
+from .security_config import SecurityConfig
 
 __all__ = ["ConsumerConfig", "OFFSET_RESET_STRATEGIES", "ASSIGNORS"]
 
@@ -31,7 +32,7 @@ _ASSIGNOR_CLASSES = {
 
 
 @dataclass(frozen=True)
-class ConsumerConfig(PropertyConfig):
+class ConsumerConfig(SecurityConfig):
     bootstrap_servers: tuple[str, ...] = ()
     client_id: str = ""
     client_rack: str = ""
@@ -60,6 +61,7 @@ class ConsumerConfig(PropertyConfig):
     def __post_init__(self) -> None:
         set_ = self._set
         set_("bootstrap_servers", servers(self.bootstrap_servers))
+        self._resolve_security()
         for name in ("client_id", "client_rack"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"{dotted(name)} must be a string, not {getattr(self, name)!r}")

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from kafkawire.records import Codec
 
 from ..errors import ConfigError
-from .properties import INT32_MAX, INT64_MAX, PropertyConfig, boolean, integer, servers
+from .properties import INT32_MAX, INT64_MAX, boolean, integer, servers
+from .security_config import SecurityConfig
 
 __all__ = ["ProducerConfig", "ACKS_ALL"]
 
@@ -40,7 +41,7 @@ _LEVELS = {"compression_gzip_level": (1, 9), "compression_lz4_level": (1, 17),
 
 
 @dataclass(frozen=True)
-class ProducerConfig(PropertyConfig):
+class ProducerConfig(SecurityConfig):
     bootstrap_servers: tuple[str, ...] = ()
     client_id: str = ""
     acks: int = ACKS_ALL
@@ -70,6 +71,7 @@ class ProducerConfig(PropertyConfig):
     def __post_init__(self) -> None:
         set_ = self._set
         set_("bootstrap_servers", servers(self.bootstrap_servers))
+        self._resolve_security()
         if not isinstance(self.client_id, str):
             raise ConfigError(f"client.id must be a string, not {self.client_id!r}")
         set_("acks", _acks(self.acks))

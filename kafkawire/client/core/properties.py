@@ -71,8 +71,11 @@ def resolve(cls: type[_Config], config: _Config | Mapping[str, object] | None,
 
 # ---- checks of one value -------------------------------------------------------------------------
 
+_UNDOTTED = frozenset({"oauth_cb"})  # names with underscores in Kafka's clients (confluent-kafka's callback)
+
+
 def dotted(attribute: str) -> str:
-    return attribute.replace("_", ".")
+    return attribute if attribute in _UNDOTTED else attribute.replace("_", ".")
 
 
 def integer(name: str, value: object, low: int, high: int) -> int:
