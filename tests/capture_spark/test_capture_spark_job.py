@@ -81,6 +81,7 @@ TABLE_KEYS = {  # a unique order for comparing tables row by row
     "produces": ["connection", "correlation_id", "topic", "topic_id", "partition"],
     "records": ["connection", "source", "correlation_id", "topic", "topic_id", "partition", "offset"],
     "problems": ["connection", "direction", "kind", "stream_offset", "ts", "reason"],
+    "connections": ["connection", "ts_first", "ts"],
 }
 
 
@@ -116,7 +117,7 @@ def sorted_table(out, table: str) -> pa.Table:
     return data.sort_by([(key, "ascending") for key in TABLE_KEYS[table]])
 
 
-def assert_same_tables(expected_out, actual_out, tables=("frames", "fetches", "produces", "records", "problems")):
+def assert_same_tables(expected_out, actual_out, tables=TABLE_ORDER):
     for name in tables:
         expected, actual = sorted_table(expected_out, name), sorted_table(actual_out, name)
         assert expected.num_rows > 0, f"{name}: nothing to compare"
@@ -802,7 +803,8 @@ def test_many_small_splits(spark, synthetic, synthetic_out, workdir):
     packets = [packet for split in plan_splits(str(synthetic.path), 0) for packet in iter_split(split)]
     assert result.connections == len({connection_key(*packet[2:6]) for packet in packets})
     assert result.payload_bytes == sum(len(packet.payload) for packet in packets) > 0
-    assert_same_tables(synthetic_out, out, tables=("frames", "fetches", "produces", "problems"))
+    assert_same_tables(synthetic_out, out, tables=("frames", "fetches", "produces", "problems", "connections"))
+    assert read(out, "connections").num_rows == result.connections  # none of them reuses its addresses
     assert not (out / "records").exists() and (out / "notes.txt").read_text() == "keep me"
 
 
@@ -868,9 +870,9 @@ def test_cli_decode_refuses_a_table_set_and_overwrite_replaces_all_of_it(spark, 
     printed = capsys.readouterr().out
     assert "records" not in printed.split("rows")[0]
     assert not (out / "records").exists() and (out / "notes.txt").read_text() == "the user's"
-    assert sorted(path.name for path in out.iterdir()) == ["_summary", "fetches", "frames", "notes.txt", "problems",
-                                                          "produces"]
-    assert_same_tables(synthetic_out, out, tables=("frames", "fetches", "produces", "problems"))
+    assert sorted(path.name for path in out.iterdir()) == ["_summary", "connections", "fetches", "frames", "notes.txt",
+                                                          "problems", "produces"]
+    assert_same_tables(synthetic_out, out, tables=("frames", "fetches", "produces", "problems", "connections"))
 
 
 def test_cli_decode_of_a_glob_and_report(spark, synthetic, synthetic_out, workdir):
@@ -897,7 +899,9 @@ def test_cli_decode_of_a_glob_and_report(spark, synthetic, synthetic_out, workdi
 
     assert reporting.returncode == 0, report_errors[-3000:]
     assert text == report.build_arrow(str(synthetic_out)).text() + "\n"
-    for section in ("per API (latency in ms, responses)", "per client", "problems", "fetch limits (KIP-74)"):
+    for section in ("per API (latency in ms, responses)", "per client", "problems",
+                    "authentication (connections per SASL mechanism and user)",
+                    "TLS (connections per server name and version offered)", "fetch limits (KIP-74)"):
         assert f"\n{section}\n" in text, text
     assert "responses over max(MaxBytes, first batch): 1" in text
     assert "partitions over max(PartitionMaxBytes, first batch): 1" in text
