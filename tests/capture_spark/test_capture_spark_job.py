@@ -29,7 +29,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -47,6 +46,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from kafkawire.broker.connection import Connection  # noqa: E402
 from broker_harness import BrokerThread  # noqa: E402
+from loopback_capture import TCPDUMP, start_tcpdump, stop_tcpdump, wait_until  # noqa: E402
 from paths import REPO  # noqa: E402
 from capture_synthetic import (  # noqa: E402
     FETCH, LARGE, LIMIT_CONNECTIONS, PRODUCE, PRODUCED, SMALL, TOPIC, TWO_BATCHES, Synthetic, all_frames,
@@ -73,7 +73,6 @@ pytestmark = [pytest.mark.xdist_group("spark"),
               pytest.mark.filterwarnings("ignore:.*is deprecated. Use files:DeprecationWarning")]
 
 TSHARK = shutil.which("tshark")
-TCPDUMP = shutil.which("tcpdump")
 needs_tshark = pytest.mark.skipif(TSHARK is None, reason="tshark is not installed (apt-get install tshark)")
 TABLE_KEYS = {  # a unique order for comparing tables row by row
     "frames": ["connection", "direction", "stream_offset", "ts"],
@@ -86,16 +85,6 @@ TABLE_KEYS = {  # a unique order for comparing tables row by row
 
 
 # ---- Spark and the tables ---------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def spark():
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark needs a Java runtime (java on PATH or JAVA_HOME)")
-    from kafkawire.capture_spark.session import session
-    spark = session("local[2]")
-    yield spark
-    spark.stop()
-
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
@@ -231,35 +220,6 @@ class RealCapture:
     topic_ids: dict[str, str]  # topic id text -> name
 
 
-def _wait(condition, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.05)
-
-
-def _start_tcpdump(path: Path, port: int) -> subprocess.Popen:
-    # as root, stay root (-Z): tcpdump otherwise writes the file as its own user, into pytest's private folder
-    user = ["-Z", "root"] if os.geteuid() == 0 else []
-    dump = subprocess.Popen([TCPDUMP, "-i", "lo", "-n", "-U", *user, "-w", str(path), f"tcp port {port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    said = []
-    while line := dump.stderr.readline():  # "listening on lo, ..." once the filter is in place
-        said.append(line.strip())
-        if "listening on" in line:
-            return dump
-    dump.wait()
-    pytest.skip(f"tcpdump cannot capture on lo here: {' '.join(said)}")
-
-
-def _stop_tcpdump(dump: subprocess.Popen) -> str:
-    dump.send_signal(signal.SIGINT)
-    _, err = dump.communicate(timeout=30)
-    assert dump.returncode == 0, err
-    return err
-
-
 def _kafka_python_workload(bootstrap: str) -> None:
     from kafka import KafkaProducer
     producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=(2, 5), client_id="kp-producer",
@@ -313,16 +273,16 @@ def real(workdir) -> RealCapture:
         pytest.skip("tcpdump is not installed (apt-get install tcpdump)")
     path = workdir / "loopback.pcap"
     with BrokerThread(data_dir=workdir / "real-broker", num_partitions=REAL_PARTITIONS) as broker:
-        dump = _start_tcpdump(path, broker.port)
+        dump = start_tcpdump(path, [broker.port])
         try:
             _kafka_python_workload(broker.bootstrap)
             _confluent_workload(broker.bootstrap)
             _consume_all(broker.bootstrap, 2 * REAL_RECORDS)
             gc.collect()
-            _wait(lambda: not broker.broker._connections, "the clients' connections to close")
+            wait_until(lambda: not broker.broker._connections, "the clients' connections to close")
             time.sleep(0.2)  # the last FIN/ACK packets reach the capture
         finally:
-            report_text = _stop_tcpdump(dump)
+            report_text = stop_tcpdump(dump)
         assert re.search(r"^0 packets dropped by kernel", report_text, re.MULTILINE), report_text
         topic_ids = {str(broker.broker.topics.get(name).topic_id): name for name in ("kp", "ck")}
     return RealCapture(path, broker.port, real_records("kp") + real_records("ck"), topic_ids)
@@ -477,7 +437,7 @@ def tap(workdir) -> TapCapture:
             del consumer
             gc.collect()
             assert got == 40
-            _wait(lambda: not broker.broker._connections, "the clients' connections to close")
+            wait_until(lambda: not broker.broker._connections, "the clients' connections to close")
         finally:
             Connection.respond = respond
     return TapCapture(path, handled)

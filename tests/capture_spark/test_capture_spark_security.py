@@ -19,12 +19,9 @@ module (its tests stay in one file: pytest-xdist's ``--dist loadfile`` runs them
 from __future__ import annotations
 
 import gc
-import os
 import re
 import shutil
-import signal
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +31,7 @@ pytest.importorskip("pyspark")
 import pyarrow.parquet as pq  # noqa: E402
 
 from broker_harness import BrokerThread  # noqa: E402
+from loopback_capture import start_tcpdump, stop_tcpdump, wait_until  # noqa: E402
 from secret_scan import folder_leaks, text_leaks  # noqa: E402
 from kafkawire.broker import BrokerConfig  # noqa: E402
 from kafkawire.broker.connection import Connection  # noqa: E402
@@ -52,23 +50,13 @@ from kafkawire.error_codes import ErrorCode  # noqa: E402
 pytestmark = [pytest.mark.xdist_group("spark"),
               pytest.mark.filterwarnings("ignore:.*is deprecated. Use files:DeprecationWarning")]
 
-TCPDUMP, TSHARK = shutil.which("tcpdump"), shutil.which("tshark")
+TSHARK = shutil.which("tshark")
 PASSWORDS = {"alice": "alice-Pw-6b0f2c91", "bob": "bob-Pw-93e1a7d4", "erin": "erin-Pw-0c58f3b2",
              "mallory": "mallory-Pw-47d2e610"}
 TOPIC = "secured"
 
 
 # ---- the broker, the clients and the captures -----------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def spark():
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark needs a Java runtime (java on PATH or JAVA_HOME)")
-    from kafkawire.capture_spark.session import session
-    spark = session("local[2]")
-    yield spark
-    spark.stop()
-
 
 @dataclass
 class Seen:
@@ -87,35 +75,6 @@ class Secured:
     ports: dict[str, int]                       # listener name -> port
     seen: list[Seen]
     secrets: list[bytes] = field(default_factory=list)
-
-
-def _wait(condition, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.05)
-
-
-def _start_tcpdump(path: Path, ports) -> subprocess.Popen:
-    user = ["-Z", "root"] if os.geteuid() == 0 else []
-    expression = " or ".join(f"tcp port {port}" for port in ports)
-    dump = subprocess.Popen([TCPDUMP, "-i", "lo", "-n", "-U", *user, "-w", str(path), expression],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    said = []
-    while line := dump.stderr.readline():
-        said.append(line.strip())
-        if "listening on" in line:
-            return dump
-    dump.wait()
-    pytest.skip(f"tcpdump cannot capture on lo here: {' '.join(said)}")
-
-
-def _stop_tcpdump(dump: subprocess.Popen) -> str:
-    dump.send_signal(signal.SIGINT)
-    _, err = dump.communicate(timeout=30)
-    assert dump.returncode == 0, err
-    return err
 
 
 def _closed_in(capture: Path, broker_ports: set[int]) -> set[int]:
@@ -208,8 +167,6 @@ def _wire_secrets(capture: bytes) -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory) -> Secured:
-    if TCPDUMP is None:
-        pytest.skip("tcpdump is not installed (apt-get install tcpdump)")
     folder = tmp_path_factory.mktemp("capture_security")
     config = _broker_config(folder)
     seen: list[Seen] = []
@@ -230,16 +187,16 @@ def secured(tmp_path_factory) -> Secured:
         with BrokerThread(config=config) as broker:
             ports = {name: int(broker.broker.bootstrap_for(name).rsplit(":", 1)[1])
                      for name in ("SASL_PLAINTEXT", "SSL", "SASL_SSL")}
-            dump = _start_tcpdump(folder / "wire.pcap", ports.values())
+            dump = start_tcpdump(folder / "wire.pcap", ports.values())
             try:
                 _workload(broker.broker, folder / "ca.pem")
                 gc.collect()
-                _wait(lambda: not broker.broker._connections, "the clients' connections to close")
+                wait_until(lambda: not broker.broker._connections, "the clients' connections to close")
                 # packets reach tcpdump's file some time after the broker saw them (under gVisor, seconds)
-                _wait(lambda: {s.port for s in seen} <= _closed_in(folder / "wire.pcap", set(ports.values())),
+                wait_until(lambda: {s.port for s in seen} <= _closed_in(folder / "wire.pcap", set(ports.values())),
                       "the end of every connection in the capture")
             finally:
-                said = _stop_tcpdump(dump)
+                said = stop_tcpdump(dump)
             assert re.search(r"^0 packets dropped by kernel", said, re.MULTILINE), said
     finally:
         Connection.run = run
