@@ -152,7 +152,7 @@ class Conversation(DirectionFraming, RequestCorrelation):
         if self.client is None:
             self._early_event(event, out)
         else:
-            self._dispatch(event, out)  # which sets _last_ts once an epoch the event ends is summed up
+            self._dispatch(event, out)  # sets _last_ts, after summing up an epoch the event comes after
         return out
 
     def finish(self) -> list:

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from capture_talk import BROKER, CLIENT, CONNECTION, Message, Talk, packets, segments
 from secret_scan import table_leaks
@@ -340,3 +342,34 @@ def test_plaintext_connections_have_a_summary_too():
     assert summary == ConnectionSummary(CONNECTION, "10.0.0.1:50000", "10.0.0.2:9092", 0, summary.end_ts_ns, 1, 1,
                                         False, None, None, None, None, None, None, None, 0)
     assert summary.end_ts_ns == packets(segments(plain.messages))[-1].ts_ns
+
+
+# ---- any bytes ----------------------------------------------------------------------------------------------
+
+@given(client_tokens=st.lists(st.binary(max_size=300), min_size=1, max_size=3),
+       server_tokens=st.lists(st.binary(max_size=300), max_size=3),
+       mechanism=st.sampled_from(MECHANISMS + ["GSSAPI"]))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_any_v0_tokens_give_a_summary_and_no_error(client_tokens, server_tokens, mechanism):
+    talk = Talk()
+    talk.request(SaslHandshakeRequest(mechanism=mechanism), 0, SaslHandshakeResponse(mechanisms=[mechanism]))
+    for token in client_tokens:
+        talk.raw(CLIENT, token)
+    for token in server_tokens:
+        talk.raw(BROKER, token)
+    talk.request(MetadataRequest(topics=[]), 4, MetadataResponse())
+    items = decode(talk.messages, mss=97)
+    [summary] = of(ConnectionSummary, items)
+    assert summary.sasl_mechanism == mechanism and summary.authentication in ("authenticated", "failed")
+    assert [(f.direction, f.api_key) for f in of(KafkaFrame, items)][-2:] == [("request", 3), ("response", 3)]
+    tables_of(items)
+
+
+@given(st.binary(min_size=16, max_size=600), st.sampled_from([b"\x16\x03\x01", b"\x16\x03\x03", b"\x17\x03\x03"]))
+@settings(max_examples=200, deadline=None)
+def test_any_bytes_after_a_tls_record_header(data, header):
+    hello = header + len(data).to_bytes(2, "big") + data
+    read_client_hello(hello)
+    items = decode([Message(CLIENT, hello, -1, -1, -1)], mss=64)
+    [summary] = of(ConnectionSummary, items)
+    assert summary.tls and [p.kind for p in of(Problem, items)] == ["tls"]
