@@ -76,6 +76,7 @@ class Broker:
                                        connection_descriptors)
         self.memory = RequestMemory(self.config.queued_max_request_bytes)
         self.tap: WireTap | None = None  # records every byte read and written (config.tap_path)
+        self._closed = False
 
     @property
     def bootstrap(self) -> str:
@@ -116,7 +117,29 @@ class Broker:
         self._group_sweeper = loop.create_task(self._expire_consumer_group_members())
         log.info("kafkawire broker listening on %s", self.bootstrap)
 
+    async def shutdown(self, grace_s: float = 10.0) -> None:
+        """A graceful stop (Kafka's controlled shutdown, for one node): no new connections, every
+        request already received answered (parked fetches at once, with what they have), then the
+        connections closed, the logs flushed and closed. Connections still busy after ``grace_s`` are
+        cut."""
+        for server in self._servers:
+            server.close()
+        for connection in self._connections.values():
+            connection.draining = True
+            if not connection.busy:
+                connection.writer.close()  # waiting in a read: nothing is in flight
+        if self.handlers is not None:
+            self.handlers.purgatory.complete_all()
+        if self._connections:
+            done, pending = await asyncio.wait(list(self._connections), timeout=grace_s)
+            if pending:
+                log.warning("shutdown: %d connections still busy after %.0f s are closed", len(pending), grace_s)
+        await self.close()
+
     async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         if self._retention is not None:
             self._retention.cancel()
         for task in (self._idle_sweeper, self._transaction_sweeper, self._group_sweeper):
