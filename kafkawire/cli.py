@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     from .capture_spark.commands import add_decode_command, add_report_command
     add_decode_command(commands)
     add_report_command(commands)
+    from .capture.show import add_show_command
+    add_show_command(commands)
 
     fuzz = commands.add_parser(
         "fuzz", help="send a broker generated and malformed requests and check its answers",
@@ -109,6 +111,9 @@ def _run(args, parser) -> int:
         return _inspect(args, parser)
     if args.command == "broker":
         return _broker(args)
+    if args.command == "show":
+        from .capture.show import run as show
+        return show(args)
     if args.command in ("decode", "report"):
         from .capture_spark.commands import run
         return run(args)

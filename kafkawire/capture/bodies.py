@@ -19,12 +19,14 @@ import json
 import keyword
 import math
 from functools import lru_cache
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from kafkawire.codec.primitives import ABSENT
 from kafkawire.messages import message_class
 from kafkawire.messages.spark_types import SCHEMAS
+
+if TYPE_CHECKING:  # Arrow is imported where Arrow types are made: `kafkawire show` never needs it
+    import pyarrow as pa
 
 __all__ = ["SCHEMAS", "Converter", "converter", "to_value", "to_json", "arrow_type", "error_codes",
            "top_error_code", "field_present", "field_versions", "has_field", "versions_contain"]
@@ -76,18 +78,18 @@ def has_field(name: str, path: tuple[str, ...], version: int) -> bool:
 
 # ---- Arrow types ----------------------------------------------------------------------------------
 
-_ARROW_ATOMS = {
-    "byte": pa.int8(), "short": pa.int16(), "integer": pa.int32(), "long": pa.int64(),
-    "double": pa.float64(), "boolean": pa.bool_(), "string": pa.string(), "binary": pa.binary(),
-}
+_ARROW_ATOMS = {"byte": "int8", "short": "int16", "integer": "int32", "long": "int64", "double": "float64",
+                "boolean": "bool_", "string": "string", "binary": "binary"}  # pyarrow's type factories
 
 
 def spark_json_to_arrow(spark_type) -> pa.DataType:
     """The Arrow type pyspark's ``to_arrow_type`` gives for a Spark type's JSON form (the subset the
     generated schemas use: atoms, arrays, maps and structs)."""
+    import pyarrow as pa
+
     if isinstance(spark_type, str):
         try:
-            return _ARROW_ATOMS[spark_type]
+            return getattr(pa, _ARROW_ATOMS[spark_type])()
         except KeyError:
             raise ValueError(f"no Arrow type for Spark type {spark_type!r}") from None
     kind = spark_type["type"]

@@ -14,13 +14,15 @@ from kafkawire.framing import read_request, read_response
 from kafkawire.messages import api
 from kafkawire.records import LegacyBatch, iter_batches
 from kafkawire.records.batch import CODEC_MASK
+from kafkawire.records.compression import codec_name
 from kafkawire.records.legacy import LEGACY_CODEC_MASK
 
 from .authentication import SASL_AUTHENTICATE, redact_body
-from .model import KafkaFrame
-from .record_table import CODEC_NAMES
+from .model import KafkaFrame, Problem
 
-__all__ = ["Decoded", "decode_frame", "api_info", "BlobSummary", "summarize_records"]
+__all__ = ["Decoded", "decode_frame", "decode_problem", "CODEC_NAMES", "api_info", "BlobSummary", "summarize_records"]
+
+CODEC_NAMES = {codec: codec_name(codec).lower() for codec in range(8)}  # ids 5-7: "unknown(N)"
 
 
 class Decoded(NamedTuple):
@@ -66,6 +68,21 @@ def decode_frame(frame: KafkaFrame) -> Decoded:
     if frame.api_key == SASL_AUTHENTICATE:
         redact_body(body, frame.sasl_mechanism)
     return Decoded(name, header_version, body, body_version, None, trailing)
+
+
+def decode_problem(frame: KafkaFrame, decoded: Decoded) -> Problem | None:
+    """The problem of a frame that does not decode (``undecodable``) or has bytes after its body
+    (``trailing_bytes``: decoded all the same, as Kafka reads it); None for a clean frame."""
+    if decoded.error is not None:
+        return Problem(frame.connection, frame.direction, frame.end_ts_ns, "undecodable", decoded.error,
+                       frame.offset, frame.size + 4, frame.api_key, frame.api_version, frame.correlation_id)
+    if decoded.trailing:
+        end = frame.size - decoded.trailing  # where the body ended, in the frame
+        return Problem(frame.connection, frame.direction, frame.end_ts_ns, "trailing_bytes",
+                       f"{decoded.body.NAME}: {decoded.trailing} bytes after the body at byte {end} "
+                       f"(ignored, as Kafka does)", frame.offset + 4 + end, decoded.trailing,
+                       frame.api_key, frame.api_version, frame.correlation_id)
+    return None
 
 
 def api_info(key):

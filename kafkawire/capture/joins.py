@@ -14,6 +14,7 @@ from .frame_decoding import BlobSummary, summarize_records
 from .bodies import has_field
 from .model import KafkaFrame
 from .record_table import RecordRows
+from .topic_names import TopicNames
 from .table_schemas import latency_ms, micros
 
 __all__ = ["FetchJoin", "ProduceJoin", "TopicNames"]
@@ -85,28 +86,6 @@ class Join:
             except DecodeError as error:
                 self.problem(frame, topic, topic_id, partition, str(error))
                 return
-
-
-class TopicNames:
-    """Topic names by topic id (as text), from the Metadata (v10+) and CreateTopics (v7+) responses the
-    batcher has seen: a request that names topics by id only (Produce and Fetch v13+) still gets the name
-    in its rows when the capture saw the id resolved. Bounded: the oldest ids are forgotten first."""
-
-    def __init__(self, limit: int = 100_000):
-        self.limit = limit
-        self.names: dict[str, str] = {}
-
-    def learn(self, body) -> None:
-        for topic in getattr(body, "topics", None) or ():
-            topic_id, name = getattr(topic, "topic_id", None), getattr(topic, "name", None)
-            if name and topic_id is not None and topic_id.int != 0:
-                self.names.pop(str(topic_id), None)
-                self.names[str(topic_id)] = name
-        while len(self.names) > self.limit:
-            del self.names[next(iter(self.names))]
-
-    def get(self, topic_id: str | None) -> str | None:
-        return self.names.get(topic_id) if topic_id is not None else None
 
 
 def _topic_items(topics, topic_field: str | None, id_field: str | None, partitions_field: str,

@@ -24,17 +24,16 @@ import pyarrow as pa
 from kafkawire.accelerators import load
 from kafkawire.records import LegacyBatch
 from kafkawire.records.batch import CODEC_MASK, NO_SEQUENCE, increment_sequence, wrap_int64
-from kafkawire.records.compression import codec_name
 from kafkawire.records.legacy import LEGACY_CODEC_MASK
 from kafkawire.records.record import TimestampType
 
 from .column_table import ColumnTable
+from .frame_decoding import CODEC_NAMES
 
 __all__ = ["RecordsTable", "RecordRows", "CODEC_NAMES"]
 
 _spans = load("kafkawire.records._spans")
 
-CODEC_NAMES = {codec: codec_name(codec).lower() for codec in range(8)}  # ids 5-7: "unknown(N)"
 _TIMESTAMP_TYPES = {t: t.name for t in TimestampType}
 _INT32_MAX = 0x7FFFFFFF
 _INT32_MIN = -0x80000000

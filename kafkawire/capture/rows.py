@@ -37,7 +37,7 @@ from kafkawire.framing import read_request
 
 from .bodies import converter, error_codes, top_error_code
 from .column_table import ColumnTable
-from .frame_decoding import Decoded, api_info, decode_frame
+from .frame_decoding import Decoded, api_info, decode_frame, decode_problem
 from .joins import FetchJoin, ProduceJoin, TopicNames
 from .model import ConnectionSummary, KafkaFrame, Problem
 from .record_table import RecordsTable
@@ -164,16 +164,9 @@ class TableBatcher:
         decoded = decode_frame(frame)
         if "frames" in self.tables:
             self._frame_row(frame, decoded)
-        if decoded.error is not None:
-            self._add_problem(frame.connection, frame.direction, frame.end_ts_ns, "undecodable", decoded.error,
-                              frame.offset, frame.size + 4, frame.api_key, decoded.api_name, frame.api_version,
-                              frame.correlation_id)
-        elif decoded.trailing:
-            end = frame.size - decoded.trailing  # where the body ended, in the frame
-            self._add_problem(frame.connection, frame.direction, frame.end_ts_ns, "trailing_bytes",
-                              f"{decoded.body.NAME}: {decoded.trailing} bytes after the body at byte {end} "
-                              f"(ignored, as Kafka does)", frame.offset + 4 + end, decoded.trailing,
-                              frame.api_key, decoded.api_name, frame.api_version, frame.correlation_id)
+        problem = decode_problem(frame, decoded)  # undecodable, trailing_bytes
+        if problem is not None:
+            self._problem(problem)
         if frame.api_key in _NAMING_RESPONSES and frame.direction == "response" and decoded.body is not None:
             self.topic_names.learn(decoded.body)
         if not self._joins or frame.api_key not in (PRODUCE, FETCH):

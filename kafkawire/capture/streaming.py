@@ -1,0 +1,72 @@
+"""Captures -> frames, problems and connection summaries in capture order, in this process, without Spark.
+
+The capture job shuffles packets by connection so that one task sees each connection whole; here every
+connection's reassembler and conversation live side by side instead, and each packet goes to its own
+as the files are read, so a frame comes out as soon as the packet that completes it has been read
+(what ``kafkawire show`` prints). It is the same pipeline (``packets``, ``tcp_reassembly``,
+``kafka_connection``) fed in the same per-connection order, so it gives the same frames and problems.
+
+Memory: each connection holds only what its stages hold (a frame in progress, outstanding requests),
+never the capture. The files are read as the capture job's stage 1 reads them (mmap, pages released as
+it goes; gzip as a stream).
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from .kafka_connection import Conversation
+from .model import ConnectionSummary, KafkaFrame, Problem, connection_key
+from .packets import iter_packets
+from .reading import SkippedBytes
+from .tcp_reassembly import TcpReassembler
+
+__all__ = ["CaptureStream"]
+
+_CONNECTION_CACHE_LIMIT = 1 << 16
+
+
+class CaptureStream:
+    """Iterates over the ``KafkaFrame``, ``Problem`` and ``ConnectionSummary`` items of capture ``files``
+    (read in the order given, as the capture job numbers them), each as soon as the capture shows it;
+    at the end, what every connection still holds (as the job does at the end of a connection's packets).
+
+    After (or during) the iteration, ``stats`` has the reader's counts (``packets`` module) and
+    ``skipped`` the runs of capture bytes it gave up on (the capture job's problems table lists them).
+    """
+
+    def __init__(self, files: list[str], broker_ports: set[int] | None = None):
+        self.files = [os.fspath(path) for path in files]
+        self.broker_ports = set(broker_ports) if broker_ports else None
+        self.stats: dict[str, int] = {}
+        self.skipped: list[SkippedBytes] = []
+        self.connections = 0
+
+    def __iter__(self) -> Iterator[KafkaFrame | Problem | ConnectionSummary]:
+        # connection -> (reassembler, conversation); found by 4-tuple (the key computed once per 4-tuple)
+        live: dict[str, tuple[TcpReassembler, Conversation]] = {}
+        by_four: dict[tuple, tuple[TcpReassembler, Conversation]] = {}
+        for index, path in enumerate(self.files):
+            for packet in iter_packets(path, index, stats=self.stats, skipped=self.skipped):
+                four = packet[2:6]  # src, sport, dst, dport
+                stages = by_four.get(four)
+                if stages is None:
+                    key = connection_key(*four)
+                    stages = live.get(key)
+                    if stages is None:
+                        stages = live[key] = (TcpReassembler(), Conversation(key, self.broker_ports))
+                        self.connections += 1
+                    if len(by_four) >= _CONNECTION_CACHE_LIMIT:
+                        by_four.clear()
+                    by_four[four] = stages
+                feed = stages[1].feed
+                for event in stages[0].feed(packet):
+                    items = feed(event)
+                    if items:
+                        yield from items
+        by_four.clear()
+        for reassembler, conversation in live.values():  # as decode_connection ends a connection's packets
+            for event in reassembler.finish():
+                yield from conversation.feed(event)
+            yield from conversation.finish()
+        live.clear()
