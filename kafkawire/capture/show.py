@@ -56,7 +56,9 @@ def run(args, out=None) -> int:
     try:
         keep = FrameFilter(args.filter)
         files = expand_inputs(args.captures)
-    except (FilterError, OSError) as error:
+        if not files:
+            raise FileNotFoundError(f"{' '.join(args.captures)}: no packet captures")
+    except (FilterError, CaptureError, OSError) as error:  # found before anything is read: a usage error
         print(f"kafkawire show: {error}", file=sys.stderr)
         return USAGE_ERROR
     total = sum(os.path.getsize(path) for path in files)

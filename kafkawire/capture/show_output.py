@@ -89,7 +89,7 @@ class Printer:
             "direction": frame.direction, "api_key": frame.api_key, "api_name": facts.decoded.api_name,
             "api_version": frame.api_version, "correlation_id": frame.correlation_id,
             "client_id": request.client_id if response and request is not None else frame.client_id,
-            "size": frame.size + 4, "stream_offset": frame.offset,
+            "size": frame.size, "stream_offset": frame.offset,
             "topics": [{"topic": t.name, "topic_id": t.topic_id, "partitions": t.partitions} for t in facts.topics],
             "records": facts.records,
             "latency_ms": (frame.end_ts_ns - request.end_ts_ns) / 1e6 if response and request is not None else None,
@@ -151,7 +151,8 @@ class Printer:
                 "problem": problem.kind, "ts": _iso(problem.ts_ns) if problem.ts_ns else None, "ts_ns": problem.ts_ns,
                 "connection": problem.connection, "direction": problem.direction, "reason": problem.reason,
                 "stream_offset": problem.offset, "length": problem.length, "api_key": problem.api_key,
-                "api_version": problem.api_version, "correlation_id": problem.correlation_id}))
+                "api_version": problem.api_version, "correlation_id": problem.correlation_id,
+                "file": None, "file_offset": None}))
             return
         where = problem.connection or "capture"
         self._write(f"{'!':>6}  {_time(problem.ts_ns) if problem.ts_ns else '':15}  {where}  "
@@ -164,8 +165,10 @@ class Printer:
         if self.keep and not self.keep.matches(Candidate(True, kind, None, None, (), (), (), False, None, None)):
             return
         if self.as_json:
-            self._write(json.dumps({"problem": kind, "reason": skip.reason, "file": skip.path,
-                                    "file_offset": skip.offset, "length": skip.length}))
+            self._write(json.dumps({
+                "problem": kind, "ts": None, "ts_ns": None, "connection": None, "direction": None,
+                "reason": skip.reason, "stream_offset": None, "length": skip.length, "api_key": None,
+                "api_version": None, "correlation_id": None, "file": skip.path, "file_offset": skip.offset}))
         else:
             self._write(f"{'!':>6}  {'':15}  {skip.path}  {kind}: {skip.reason}")
 
