@@ -42,6 +42,7 @@ import zlib
 from collections.abc import Iterator
 
 from .model import ORDER_STRIDE, Packet, PacketRef
+from .payloads import release_pages
 from .pcap_reader import PCAP_HEADER_SIZE, PcapFacts, pcap_records, read_pcap
 from .pcapng_reader import Section, pcapng_blocks, read_pcapng
 from .reading import (
@@ -57,7 +58,8 @@ STREAM_CHUNK = 1 << 20          # gzip captures are decompressed this much at a 
 
 def iter_packets(path, file_index: int = 0, start: int = 0, end: int | None = None,
                  context: dict | None = None, stats: dict | None = None, *,
-                 payloads: bool = True, skipped: list | None = None) -> Iterator[Packet | PacketRef]:
+                 payloads: bool = True, skipped: list | None = None,
+                 release_every: int | None = None) -> Iterator[Packet | PacketRef]:
     """The TCP packets of the records of capture ``path`` that start in ``[start, end)``, in file order.
 
     ``Packet.order`` is ``file_index * 2**40`` plus the record's byte offset in the (decompressed) file.
@@ -69,10 +71,14 @@ def iter_packets(path, file_index: int = 0, start: int = 0, end: int | None = No
     ``payloads=False`` leaves the payloads in the file: a plain pcap or pcapng file yields ``PacketRef``
     (where its payload is) instead of ``Packet``; a gzip-compressed one, which cannot be read at an
     offset, still yields Packets with their payloads.
+
+    ``release_every`` gives the pages of a plain file's mapping back each time reading has gone that many
+    bytes further (``payloads.release_pages``), so that a long read does not keep the file resident.
     """
     counts = ReadCounts()
     try:
-        yield from _read(os.fspath(path), file_index * ORDER_STRIDE, start, end, context, counts, not payloads)
+        yield from _read(os.fspath(path), file_index * ORDER_STRIDE, start, end, context, counts, not payloads,
+                         release_every)
     finally:
         if stats is not None:
             for key, value in counts.items():
@@ -89,7 +95,8 @@ def iter_split(split: Split, stats: dict | None = None, *, payloads: bool = True
                         payloads=payloads, skipped=skipped)
 
 
-def _read(path: str, order_base: int, start: int, end: int | None, context, counts, refs: bool = False):
+def _read(path: str, order_base: int, start: int, end: int | None, context, counts, refs: bool = False,
+          release_every: int | None = None):
     with open(path, "rb") as file:
         kind = kind_of_file(file, path)
         if kind is None:
@@ -108,10 +115,18 @@ def _read(path: str, order_base: int, start: int, end: int | None, context, coun
         with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             if hasattr(mm, "madvise"):
                 mm.madvise(mmap.MADV_SEQUENTIAL)
-            if kind == "pcap":
-                yield from read_pcap(mm, path, size, start, stop, order_base, context, counts, refs)
-            else:
-                yield from read_pcapng(mm, path, size, start, stop, order_base, context, counts, refs)
+            read = read_pcap if kind == "pcap" else read_pcapng
+            packets = read(mm, path, size, start, stop, order_base, context, counts, refs)
+            if release_every is None:
+                yield from packets
+                return
+            released = start + release_every
+            for packet in packets:
+                if packet.order - order_base > released:
+                    released = packet.order - order_base
+                    release_pages(mm, released)
+                    released += release_every
+                yield packet
 
 
 def _read_stream(stream, path: str, order_base: int, counts):

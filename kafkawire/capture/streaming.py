@@ -6,24 +6,30 @@ as the files are read, so a frame comes out as soon as the packet that completes
 (what ``kafkawire show`` prints). It is the same pipeline (``packets``, ``tcp_reassembly``,
 ``kafka_connection``) fed in the same per-connection order, so it gives the same frames and problems.
 
-Memory: each connection holds only what its stages hold (a frame in progress, outstanding requests),
-never the capture. The files are read as the capture job's stage 1 reads them (mmap, pages released as
-it goes; gzip as a stream).
+Memory: each connection holds only what its stages hold (a frame in progress, outstanding requests, the
+reassembler's recent segments for its retransmission checks), never the capture. Payloads are not copied:
+a plain file's packets carry views of its mapping, whose pages are given back as the reading goes on
+(``payloads.release_pages``; a view still held maps its page again from the page cache), so the many
+connections alive at once hold views, not copies, of their recent segments. gzip files are read as a
+stream (payloads copied out of each decompressed chunk).
 """
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Iterator
 
 from .kafka_connection import Conversation
-from .model import ConnectionSummary, KafkaFrame, Problem, connection_key
+from .model import ConnectionSummary, KafkaFrame, Packet, PacketRef, Problem, connection_key
 from .packets import iter_packets
+from .payloads import release_pages
 from .reading import SkippedBytes
 from .tcp_reassembly import TcpReassembler
 
 __all__ = ["CaptureStream"]
 
 _CONNECTION_CACHE_LIMIT = 1 << 16
+RELEASE_BYTES = 64 << 20  # the mapping's pages read so far are given back every this many bytes
 
 
 class CaptureStream:
@@ -47,7 +53,7 @@ class CaptureStream:
         live: dict[str, tuple[TcpReassembler, Conversation]] = {}
         by_four: dict[tuple, tuple[TcpReassembler, Conversation]] = {}
         for index, path in enumerate(self.files):
-            for packet in iter_packets(path, index, stats=self.stats, skipped=self.skipped):
+            for packet in self._packets(index, path):
                 four = packet[2:6]  # src, sport, dst, dport
                 stages = by_four.get(four)
                 if stages is None:
@@ -70,3 +76,28 @@ class CaptureStream:
                 yield from conversation.feed(event)
             yield from conversation.finish()
         live.clear()
+
+    def _packets(self, index: int, path: str) -> Iterator[Packet]:
+        """The file's packets, their payloads views of its mapping (a gzip file's: copies)."""
+        with open(path, "rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            mapping = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        try:
+            view = memoryview(mapping) if mapping is not None else None
+            released = RELEASE_BYTES
+            for packet in iter_packets(path, index, stats=self.stats, payloads=False, skipped=self.skipped,
+                                       release_every=RELEASE_BYTES):
+                if type(packet) is PacketRef:
+                    offset = packet.payload_offset
+                    if offset > released:
+                        release_pages(mapping, offset)
+                        released = offset + RELEASE_BYTES
+                    packet = Packet(*packet[:9], view[offset:offset + packet.payload_length], packet.missing)
+                yield packet
+        finally:
+            if mapping is not None:
+                view = None
+                try:
+                    mapping.close()
+                except BufferError:  # a view still held by a caller: the mapping goes with the last view
+                    pass
