@@ -39,8 +39,10 @@ NOT_RUN = [
     ("kafkawire decode capture.pcapng", "starts Spark, on capture files that are the reader's own "
                                         "(tests/capture_spark/test_capture_spark_job.py runs decode and report "
                                         "as commands)"),
-    ("spark-submit", "needs a Spark cluster (tests/capture_spark/test_capture_spark_job.py runs it locally, "
-                     "with its settings)"),
+    ("kafkawire show capture.pcapng", "reads the reader's own capture files (tests/capture_spark/test_capture_show.py "
+                                      "runs show on captures, against the capture job's tables and tshark)"),
+    ("spark-submit", "needs a Spark cluster (tests/capture_spark/test_capture_spark_cluster.py starts one; "
+                     "test_capture_spark_job.py runs it locally, with its settings)"),
     ("python -m codegen --check", "regenerates the committed codecs in place; CI runs `codegen --check` itself"),
     ("bench/codec.py", "benchmarks, minutes each"),
 ]
