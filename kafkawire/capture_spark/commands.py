@@ -99,7 +99,7 @@ def decode(args) -> int:
         raise
     try:
         result = job.decode(spark, planning.result(), args.out, broker_ports=args.ports, records=args.records,
-                            partitions=args.partitions, overwrite=args.overwrite)
+                            partitions=args.partitions, overwrite=args.overwrite, progress=sys.stderr)
     except (CaptureError, FileNotFoundError) as error:
         print(f"kafkawire decode: {error}", file=sys.stderr)
         return 1

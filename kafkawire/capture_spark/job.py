@@ -37,6 +37,7 @@ sees by the same path: tasks open the captures by path in both stages and write 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -49,6 +50,7 @@ from ..capture.table_schemas import TABLES, capture_problems
 from ..capture.table_sets import OURS, SUMMARY, TABLE_ORDER, check_out, file_system
 from .decode_stage import decode_partition
 from .part_files import part_file_name
+from .progress import Progress
 from .plan import CapturePlan, ConnectionPartitioner, balanced_partitions, plan_captures
 from .read_stage import ConnectionBytes, ReadStats, read_splits
 
@@ -90,7 +92,7 @@ def _location(out: str) -> str:
 
 
 def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, split_bytes: int = SPLIT_BYTES,
-           partitions: int | None = None, overwrite: bool = True) -> DecodeResult:
+           partitions: int | None = None, overwrite: bool = True, progress=None) -> DecodeResult:
     """Decode captures ``inputs`` (files, folders, globs, or a ``CapturePlan`` made beforehand) into
     Parquet tables under ``out_dir``, on ``spark``: a SparkSession or a SparkContext (the job uses
     only RDDs).
@@ -98,6 +100,9 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
     ``overwrite`` (the default) first removes the tables (and summary) an earlier run left there, all of
     them (a run without ``records`` leaves no records table of an earlier run), and nothing else; without
     it, a table set already there is a ``tables.TableSetError``, as is an ``out_dir`` inside a table.
+
+    ``progress``: a stream (stderr) for a live progress line while the job runs, when it is a terminal
+    (``progress.Progress``).
     """
     started = time.monotonic()
     out = str(out_dir).rstrip("/")
@@ -121,11 +126,13 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
     sizes = context.accumulator({}, ConnectionBytes())  # for the summary (a retried task adds twice)
     reads = context.accumulator(({}, {}), ReadStats())
     readers = min(len(splits), _tasks(input_bytes, READ_TASK_BYTES, cores))
-    written = (context.parallelize(range(len(splits)), readers)  # split numbers, consecutive per task
-               .mapPartitions(read_splits(splits, sizes, reads))
-               .repartitionAndSortWithinPartitions(partitions, partitioner)
-               .mapPartitions(decode_partition(files, location, ports, records))
-               .collect())
+    shown = Progress(progress, input_bytes).begin(context) if progress is not None else contextlib.nullcontext()
+    with shown:
+        written = (context.parallelize(range(len(splits)), readers)  # split numbers, consecutive per task
+                   .mapPartitions(read_splits(splits, sizes, reads))
+                   .repartitionAndSortWithinPartitions(partitions, partitioner)
+                   .mapPartitions(decode_partition(files, location, ports, records))
+                   .collect())
 
     result = DecodeResult(out, files, len(splits), input_bytes, len(sizes.value), sum(sizes.value.values()),
                           partitions, context.master)
