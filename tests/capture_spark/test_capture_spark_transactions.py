@@ -1,7 +1,22 @@
-"""Transactions in captures decoded on Spark: the synthetic capture of kafkawire-encoded transactional
-traffic (``capture_transactions``) gives the same tables as in process, and the Spark report engine
-the same transactions view and problems as the Arrow one. One local Spark session serves the module."""
+"""Transactions in captures decoded on Spark and in process.
+
+- The synthetic capture of kafkawire-encoded transactional traffic (``capture_transactions``) gives the
+  same tables on Spark as in process, and the Spark report engine the same transactions view and
+  problems as the Arrow one.
+- Real clients: confluent-kafka's transactional producers against kafkawire's broker (its transaction
+  coordinator), recorded by the broker's tap: transactions committed and aborted, a producer fenced by
+  a second instance that goes on writing, a transaction left open past its timeout (which the broker
+  aborts), and a read_committed consumer that fetches the transaction markers. The oracles: the
+  broker's coordinator state (producer ids and epochs) and what the clients were told.
+
+One local Spark session serves the module.
+"""
 from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -9,7 +24,9 @@ pytest.importorskip("pyspark")
 import pyarrow.parquet as pq  # noqa: E402
 
 import capture_transactions as synthetic  # noqa: E402
+from broker_harness import BrokerThread  # noqa: E402
 from capture_in_process import decode_in_process  # noqa: E402
+from loopback_capture import wait_until  # noqa: E402
 from kafkawire.capture import report  # noqa: E402
 from kafkawire.capture.table_sets import TABLE_ORDER  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
@@ -42,3 +59,157 @@ def test_synthetic_report_engines_agree(spark, decoded):
     assert {row["kind"]: row["count"] for row in by_spark.problems} == {
         kind: len(reasons) for kind, reasons in synthetic.EXPECTED_PROBLEMS.items()}
     assert by_spark == report.build_arrow(str(decoded["spark"]))
+
+
+# ---- real clients ----------------------------------------------------------------------------------------
+
+TOPIC = "transactional"
+
+
+@dataclass
+class Workload:
+    tap: Path
+    producers: dict[str, list[tuple[int, int]]]  # transactional id -> (producer id, epoch) each init gave
+    fenced: list                           # what the fenced producer was told
+    committed: list[bytes]                 # the keys the read_committed consumer got
+
+
+def _transactions(bootstrap: str, coordinator, producers: dict) -> tuple[list, list[bytes]]:
+    from confluent_kafka import Consumer, KafkaException, Producer
+
+    def initialized(name: str) -> None:  # the broker's answer to this InitProducerId
+        found = coordinator.describe(name)
+        producers.setdefault(name, []).append((found.producer_id, found.producer_epoch))
+
+    committing = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ck-tx", "linger.ms": 5})
+    committing.init_transactions(15)
+    initialized("ck-tx")
+    for keys, commit in (([b"c0", b"c1", b"c2", b"c3"], True), ([b"a0", b"a1"], False), ([b"c4"], True)):
+        committing.begin_transaction()
+        for key in keys:
+            committing.produce(TOPIC, key=key, value=b"value")
+        if commit:
+            committing.commit_transaction(15)
+        else:
+            assert committing.flush(15) == 0  # written, then aborted
+            committing.abort_transaction(15)
+    del committing
+
+    # a zombie: written in a transaction, fenced by a second instance, then writing again
+    zombie = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ck-zombie", "linger.ms": 0})
+    zombie.init_transactions(15)
+    initialized("ck-zombie")
+    zombie.begin_transaction()
+    zombie.produce(TOPIC, key=b"z0", value=b"zombie")
+    assert zombie.flush(15) == 0
+    successor = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ck-zombie"})
+    successor.init_transactions(15)
+    initialized("ck-zombie")
+    zombie.produce(TOPIC, key=b"z1", value=b"zombie")
+    fenced = []
+    try:
+        zombie.flush(15)
+    except KafkaException as error:
+        fenced.append(error.args[0].code())
+    successor.begin_transaction()
+    successor.produce(TOPIC, key=b"s0", value=b"successor")
+    successor.commit_transaction(15)
+    del zombie, successor
+
+    # left open past its 1 s timeout: the broker aborts it
+    hanging = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ck-hang", "transaction.timeout.ms": 1000})
+    hanging.init_transactions(15)
+    initialized("ck-hang")
+    hanging.begin_transaction()
+    hanging.produce(TOPIC, key=b"h0", value=b"hanging")
+    assert hanging.flush(15) == 0
+    wait_until(lambda: coordinator.describe("ck-hang").state.name == "COMPLETE_ABORT",
+               "the broker to abort the transaction past its timeout")
+    del hanging
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "committed", "isolation.level": "read_committed",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+    consumer.subscribe([TOPIC])
+    committed, deadline = [], time.monotonic() + 30
+    while len(committed) < 6 and time.monotonic() < deadline:
+        committed += [message.key() for message in consumer.consume(100, 0.3) if not message.error()]
+    consumer.close()
+    del consumer
+    return fenced, committed
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory) -> Workload:
+    pytest.importorskip("confluent_kafka")
+    folder = tmp_path_factory.mktemp("transactions_real")
+    with BrokerThread(data_dir=folder / "data", num_partitions=2, tap_path=folder / "tap.pcapng",
+                      transaction_abort_interval_ms=100) as broker:
+        producers: dict[str, list[tuple[int, int]]] = {}
+        fenced, committed = _transactions(broker.bootstrap, broker.broker.handlers.transactions, producers)
+        gc.collect()
+        wait_until(lambda: not broker.broker._connections, "the clients' connections to close")
+    return Workload(folder / "tap.pcapng", producers, fenced, committed)
+
+
+@pytest.fixture(scope="module")
+def real(spark, workload, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("transactions_real_tables")
+    job.decode(spark, [str(workload.tap)], str(folder / "spark"), records=True)
+    return {"spark": folder / "spark", "local": decode_in_process(workload.tap, folder / "local")}
+
+
+def test_real_clients_did_what_the_test_says(workload):
+    from confluent_kafka import KafkaError
+
+    assert sorted(workload.committed) == [b"c0", b"c1", b"c2", b"c3", b"c4", b"s0"]
+    assert workload.fenced == [KafkaError._FENCED]
+    (zombie, successor) = workload.producers["ck-zombie"]
+    assert successor[0] == zombie[0] and successor[1] > zombie[1]  # the successor's InitProducerId bumped it
+
+
+def test_real_tables_agree_with_in_process(real):
+    for table in TABLE_ORDER:
+        assert rows(real["spark"], table) == rows(real["local"], table), table
+
+
+def test_real_produces_carry_the_transactional_id_producer_and_epoch(workload, real):
+    produces = [r for r in rows(real["local"], "produces") if r["topic"] == TOPIC]
+    assert produces and all(r["is_transactional"] for r in produces)
+    written = {(r["transactional_id"], r["producer_id"], r["producer_epoch"]) for r in produces}
+    assert written == {(name, *producer) for name, given in workload.producers.items() for producer in given}
+    refused = [r for r in produces if r["error_code"]]
+    assert [(r["transactional_id"], r["producer_id"], r["producer_epoch"]) for r in refused] == [
+        ("ck-zombie", *workload.producers["ck-zombie"][0])]
+
+
+def test_real_fetches_carry_the_transaction_markers(workload, real):
+    fetched = [r for r in rows(real["local"], "records") if r["source"] == "fetch" and r["topic"] == TOPIC]
+    markers = [r for r in fetched if r["is_control"]]
+    assert {r["control_type"] for r in markers} == {"COMMIT", "ABORT"}
+    assert all(r["is_transactional"] for r in markers)
+    assert {r["producer_id"] for r in markers} <= {producer[0] for given in workload.producers.values()
+                                                   for producer in given}
+    # read_committed fetches hold the aborted transactions' records too (the consumer drops them, by the
+    # response's aborted transactions): every record written, all transactions being over by then
+    assert sorted(r["key"] for r in fetched if not r["is_control"]) == sorted(
+        workload.committed + [b"a0", b"a1", b"z0", b"h0"])
+
+
+def test_real_report_transactions_and_problems(spark, workload, real):
+    summary = report.build_arrow(str(real["local"]))
+    found = {row["transactional_id"]: (row["begun"], row["committed"], row["aborted"], row["open"])
+             for row in summary.transactions}
+    # ck-zombie: the zombie's, aborted by the successor's InitProducerId, and the successor's, committed;
+    # ck-hang: no EndTxn in the capture (the broker aborted it after its timeout)
+    assert found == {"ck-tx": (3, 2, 1, 0), "ck-zombie": (2, 1, 1, 0), "ck-hang": (1, 0, 0, 1)}
+    assert all(0 < row["mean_ms"] <= row["max_ms"] for row in summary.transactions if row["transactional_id"] != "ck-hang")
+    problems = {row["kind"]: row for row in summary.problems}
+    zombie_id, zombie_epoch = workload.producers["ck-zombie"][0]
+    assert problems["fenced_producer"]["count"] == 1
+    assert problems["fenced_producer"]["example"].startswith(
+        f"transactional id 'ck-zombie': producer id {zombie_id} epoch {zombie_epoch} wrote to 1 partition(s)")
+    ((hang_id, _),) = workload.producers["ck-hang"]
+    assert problems["hanging_transaction"]["count"] == 1
+    assert problems["hanging_transaction"]["example"].startswith(f"transactional id 'ck-hang': producer id {hang_id}")
+    assert "timeout of 1000 ms" in problems["hanging_transaction"]["example"]
+    assert build(spark, str(real["spark"])) == summary
