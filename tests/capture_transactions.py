@@ -34,13 +34,11 @@ EXPECTED_TRANSACTIONS = [
     {"transactional_id": ORDERS, "begun": 5, "committed": 2, "aborted": 3, "open": 0,
      "mean_ms": (21 + 41 + 1901 + 21 + 10) / 5, "max_ms": 1901.0},
 ]
+_ZOMBIE = f"transactional id {ORDERS!r}: producer id {ORDERS_PID} epoch 0 wrote to 1 partition(s)"
 EXPECTED_PROBLEMS = {
-    "hanging_transaction": [f"transactional id {ORDERS!r}: producer id {ORDERS_PID} epoch 0 wrote to 1 partition(s) "
-                            "and sent no EndTxn within its transaction timeout of 1000 ms"],
-    "fenced_producer": [f"transactional id {ORDERS!r}: producer id {ORDERS_PID} epoch 0 wrote to 1 partition(s) "
-                        "and was answered PRODUCER_FENCED",
-                        f"transactional id {ORDERS!r}: producer id {ORDERS_PID} epoch 0 wrote to 1 partition(s) "
-                        f"after InitProducerId gave it producer id {ORDERS_PID} epoch 1"],
+    "hanging_transaction": [f"{_ZOMBIE} and sent no EndTxn within its transaction timeout of 1000 ms"],
+    "fenced_producer": [f"{_ZOMBIE} and was answered PRODUCER_FENCED",
+                        f"{_ZOMBIE} after InitProducerId gave it producer id {ORDERS_PID} epoch 1"],
 }
 # The transactional produces: (capture ms of the response, producer epoch, partitions).
 EXPECTED_PRODUCES = [(21, 0, [0, 1]), (51, 0, [0]), (111, 0, [1]), (2011, 0, [0]), (2021, 0, [0]), (2041, 1, [0]),

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import re
 
+import capture_transactions as synthetic
 import pyarrow.parquet as pq
 import pytest
-
-import capture_transactions as synthetic
 from capture_in_process import decode_in_process
+
 from kafkawire.capture import report
 from kafkawire.capture.transactions import follow
 

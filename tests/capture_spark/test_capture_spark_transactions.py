@@ -21,16 +21,16 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("pyspark")
-import pyarrow.parquet as pq  # noqa: E402
+import capture_transactions as synthetic
+import pyarrow.parquet as pq
+from broker_harness import BrokerThread
+from capture_in_process import decode_in_process
+from loopback_capture import wait_until
 
-import capture_transactions as synthetic  # noqa: E402
-from broker_harness import BrokerThread  # noqa: E402
-from capture_in_process import decode_in_process  # noqa: E402
-from loopback_capture import wait_until  # noqa: E402
-from kafkawire.capture import report  # noqa: E402
-from kafkawire.capture.table_sets import TABLE_ORDER  # noqa: E402
-from kafkawire.capture_spark import job  # noqa: E402
-from kafkawire.capture_spark.report_spark import build  # noqa: E402
+from kafkawire.capture import report
+from kafkawire.capture.table_sets import TABLE_ORDER
+from kafkawire.capture_spark import job
+from kafkawire.capture_spark.report_spark import build
 
 pytestmark = [pytest.mark.xdist_group("spark"),
               pytest.mark.filterwarnings("ignore:.*is deprecated. Use files:DeprecationWarning")]
@@ -95,17 +95,22 @@ def _transactions(bootstrap: str, coordinator, producers: dict) -> tuple[list, l
             committing.abort_transaction(15)
     del committing
 
+    def open_transaction(name: str, key: bytes, **settings):
+        """A producer with one record written in a transaction left open."""
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": name, **settings})
+        producer.init_transactions(15)
+        initialized(name)
+        producer.begin_transaction()
+        producer.produce(TOPIC, key=key, value=b"open")
+        assert producer.flush(15) == 0
+        return producer
+
     # a zombie: written in a transaction, fenced by a second instance, then writing again
-    zombie = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ck-zombie", "linger.ms": 0})
-    zombie.init_transactions(15)
-    initialized("ck-zombie")
-    zombie.begin_transaction()
-    zombie.produce(TOPIC, key=b"z0", value=b"zombie")
-    assert zombie.flush(15) == 0
+    zombie = open_transaction("ck-zombie", b"z0")
     successor = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ck-zombie"})
     successor.init_transactions(15)
     initialized("ck-zombie")
-    zombie.produce(TOPIC, key=b"z1", value=b"zombie")
+    zombie.produce(TOPIC, key=b"z1", value=b"fenced")
     fenced = []
     try:
         zombie.flush(15)
@@ -117,12 +122,7 @@ def _transactions(bootstrap: str, coordinator, producers: dict) -> tuple[list, l
     del zombie, successor
 
     # left open past its 1 s timeout: the broker aborts it
-    hanging = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ck-hang", "transaction.timeout.ms": 1000})
-    hanging.init_transactions(15)
-    initialized("ck-hang")
-    hanging.begin_transaction()
-    hanging.produce(TOPIC, key=b"h0", value=b"hanging")
-    assert hanging.flush(15) == 0
+    hanging = open_transaction("ck-hang", b"h0", **{"transaction.timeout.ms": 1000})
     wait_until(lambda: coordinator.describe("ck-hang").state.name == "COMPLETE_ABORT",
                "the broker to abort the transaction past its timeout")
     del hanging
