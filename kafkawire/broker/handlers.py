@@ -55,8 +55,7 @@ class Handlers:
         self.transactions = TransactionCoordinator(
             TransactionStateLog(config.data_dir), producer_ids,
             MarkerWriter(topics.log, self.purgatory.notify, groups.complete_transactional_offsets),
-            max_timeout_ms=config.transaction_max_timeout_ms, id_expiration_ms=config.transactional_id_expiration_ms,
-            server_version=config.transaction_version)
+            max_timeout_ms=config.transaction_max_timeout_ms, id_expiration_ms=config.transactional_id_expiration_ms)
         self.producer = ProduceHandler(topics, self.purgatory.notify, config.produce_max_decompressed_bytes,
                                        allowed=self.state.allowed if authorizer is not None else None,
                                        transactions=self.transactions,
