@@ -105,7 +105,7 @@ class _Open:
 class _TransactionalId:
     name: str
     timeout_ms: int = DEFAULT_TIMEOUT_MS
-    producer_ids: set = field(default_factory=set)
+    producer_ids: set[int] = field(default_factory=set)
     fenced_at: tuple[int, int] | None = None  # the (producer id, epoch) the last InitProducerId gave
     current: _Open | None = None
     begun: int = 0
@@ -254,32 +254,44 @@ class _Replay:
         self.problems.append({
             "kind": HANGING, "ts": current.first_write, "connection": current.write_connection,
             "reason": f"transactional id {state.name!r}: producer id {current.producer[0]} epoch "
-                   f"{current.producer[1]} wrote to {current.partitions} partition(s) and sent no EndTxn within "
-                   f"its transaction timeout of {current.timeout_ms} ms"})
+                      f"{current.producer[1]} wrote to {current.partitions} partition(s) and sent no EndTxn within "
+                      f"its transaction timeout of {current.timeout_ms} ms"})
 
     def problem(self, kind: str, row: dict, reason: str) -> None:
         self.problems.append({"kind": kind, "ts": row["ts"], "connection": row["connection"], "reason": reason})
 
     def finish(self) -> list[dict]:
         rows = []
-        for state in self.ids.values():
+        for _, state in sorted(self.ids.items()):
             if state.current is not None:
                 self.check_hanging(state, state.current, state.current.end_requested)
             if not state.begun:
                 continue  # InitProducerId only
             durations = state.durations
             rows.append({"transactional_id": state.name, "begun": state.begun, "committed": state.committed,
-                             "aborted": state.aborted, "open": int(state.current is not None),
-                             "mean_ms": sum(durations) / len(durations) / 1000 if durations else None,
-                             "max_ms": max(durations) / 1000 if durations else None})
+                         "aborted": state.aborted, "open": int(state.current is not None),
+                         "mean_ms": sum(durations) / len(durations) / 1000 if durations else None,
+                         "max_ms": max(durations) / 1000 if durations else None})
         return rows
+
+
+def _frame_order(row: dict) -> tuple:
+    """A total order of frames rows (the engines hand them over in any order): time, requests before
+    responses, then connection and correlation id (nulls first, as Spark sorts)."""
+    return (row["ts"], row["direction"] != "request", row["connection"] or "", row["correlation_id"] or 0,
+            row["api_key"])
+
+
+def _produce_order(row: dict) -> tuple:
+    return (row["connection"] or "", row["correlation_id"] or 0, row["producer_id"] is not None,
+            row["producer_id"] or 0, row["producer_epoch"] is not None, row["producer_epoch"] or 0)
 
 
 def _calls(frames: list[dict]) -> list[_Call]:
     """Requests paired with their responses (same connection and correlation id, the response after)."""
-    waiting: dict[tuple, dict] = {}
+    waiting: dict[tuple, _Call] = {}
     calls: list[_Call] = []
-    for row in sorted(frames, key=lambda r: (r["ts"], r["direction"] != "request")):
+    for row in sorted(frames, key=_frame_order):
         key = (row["connection"], row["correlation_id"], row["api_key"])
         if row["direction"] == "request":
             call = _Call(row, None)
@@ -294,22 +306,25 @@ def _calls(frames: list[dict]) -> list[_Call]:
 
 def follow(frames: list[dict], produces: list[dict], capture_end: int | None) -> tuple[list[dict], list[dict]]:
     """Replays the transaction APIs' frames (``frame_row`` rows) and transactional Produce requests
-    (``produce_requests`` rows) in capture order. Returns (one row per transactional id that began a
-    transaction, the problems: dicts of kind, ts, connection and reason). ``capture_end`` is the
+    (``produce_requests`` rows) in capture order, whatever order they come in. Returns (one row per
+    transactional id that began a transaction, by id; the problems by time: dicts of kind, ts, connection
+    and reason). ``capture_end`` is the
     capture's last frame time."""
     replay = _Replay(capture_end)
-    events = []  # (time, order among equal times, kind, item): an InitProducerId counts when answered
+    # (time, 0 for calls in request order / 1 for produces in _produce_order, kind, item): an
+    # InitProducerId counts when answered
+    events = []
     for call in _calls(frames):
         api_key = call.request["api_key"]
         events.append((call.answered_ts if api_key == INIT_PRODUCER_ID else call.ts, 0, api_key, call))
-    events += [(row["ts"], 1, PRODUCE, row) for row in produces]
+    events += [(row["ts"], 1, PRODUCE, row) for row in sorted(produces, key=_produce_order)]
     handlers = {INIT_PRODUCER_ID: replay.init_producer_id, ADD_PARTITIONS: replay.adds,
                 ADD_OFFSETS: replay.adds, TXN_OFFSET_COMMIT: replay.adds, END_TXN: replay.end_txn,
                 PRODUCE: replay.produce}
-    for _, _, kind, item in sorted(events, key=lambda event: event[:2]):
+    for _, _, kind, item in sorted(events, key=lambda event: event[:2]):  # stable: the orders above stay
         handlers[kind](item)
     transactions = replay.finish()
-    return transactions, replay.problems
+    return transactions, sorted(replay.problems, key=lambda p: (p["ts"], p["kind"], p["reason"]))
 
 
 def problem_summary(problems: list[dict]) -> list[dict]:

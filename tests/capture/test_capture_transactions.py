@@ -141,3 +141,33 @@ def test_a_produce_without_a_transactional_id_is_known_by_its_producer_id():
 
 def test_failed_adds_begin_nothing():
     assert follow(add_offsets(0, errors=[47]), [], 90_000 * 1000) == ([], [])
+
+
+def test_the_replay_does_not_depend_on_the_order_rows_come_in(tables):
+    """The engines hand the rows over in any order: shuffled, they give the same view and problems."""
+    import random
+
+    from kafkawire.capture.transactions import (
+        FRAME_COLUMNS,
+        PRODUCE_COLUMNS,
+        TXN_API_KEYS,
+        frame_row,
+        produce_requests,
+    )
+
+    def micros(row):
+        return {**row, "ts": round(row["ts"].timestamp() * 1e6)}
+
+    frames = [frame_row(micros({**row, **row.pop("body")})) for row in
+              pq.read_table(tables / "frames", columns=[*FRAME_COLUMNS, "body"]).to_pylist()
+              if row["api_key"] in TXN_API_KEYS]
+    produces = produce_requests(micros(row) for row in pq.read_table(
+        tables / "produces", columns=[*PRODUCE_COLUMNS, "is_transactional"]).to_pylist() if row["is_transactional"])
+    end = max(micros(row)["ts"] for row in pq.read_table(tables / "frames", columns=["ts"]).to_pylist())
+    expected = follow(frames, produces, end)
+    assert expected[0] == synthetic.EXPECTED_TRANSACTIONS
+    rng = random.Random(5)
+    for _ in range(5):
+        rng.shuffle(frames)
+        rng.shuffle(produces)
+        assert follow(frames, produces, end) == expected
