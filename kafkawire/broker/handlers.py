@@ -8,6 +8,7 @@ from typing import Any
 
 from .apis.acls import AclApis
 from .apis.cluster import ClusterApis
+from .apis.consumer_groups import ConsumerGroupApis
 from .apis.fetch import FetchApi
 from .apis.list_offsets import ListOffsetsApi
 from .apis.metadata import MetadataApi
@@ -39,7 +40,7 @@ class Handlers:
     """The broker's request handlers over its shared state: ``handle(api_key, ...)`` answers a request."""
 
     def __init__(self, config: BrokerConfig, topics: TopicManager, groups: GroupCoordinator, port: int,
-                 scram: ScramStore | None = None, authorizer: Authorizer | None = None):
+                 scram: ScramStore | None = None, authorizer: Authorizer | None = None, metrics=None):
         self.state = BrokerState(
             config, topics, groups, port,
             with_transaction_version(served_versions(upstream=config.upstream_versions), config.transaction_version),
@@ -49,7 +50,7 @@ class Handlers:
         self.groups = groups
         self.purgatory = self.state.purgatory
         self.versions = self.state.versions  # API key -> (oldest, newest)
-        cluster, metadata, fetch = ClusterApis(self.state), MetadataApi(self.state), FetchApi(self.state)
+        cluster, metadata, fetch = ClusterApis(self.state), MetadataApi(self.state), FetchApi(self.state, metrics)
         offsets, topic_apis = OffsetApis(self.state), TopicApis(self.state)
         producer_ids = ProducerIdBlock(config.data_dir / "producer_ids.json")  # one block: ids never repeat
         self.transactions = TransactionCoordinator(
@@ -58,9 +59,10 @@ class Handlers:
             max_timeout_ms=config.transaction_max_timeout_ms, id_expiration_ms=config.transactional_id_expiration_ms)
         self.producer = ProduceHandler(topics, self.purgatory.notify, config.produce_max_decompressed_bytes,
                                        allowed=self.state.allowed if authorizer is not None else None,
-                                       transactions=self.transactions,
+                                       transactions=self.transactions, metrics=metrics,
                                        verify_transactions=config.transaction_partition_verification)
         txn = TransactionApis(self.state, self.transactions)
+        consumer_groups = ConsumerGroupApis(self.state)
         acls, scram_apis = AclApis(self.state), ScramCredentialApis(self.state)
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
         self.table: dict[int, Callable[..., Awaitable[Any]]] = {
@@ -77,6 +79,7 @@ class Handlers:
             31: acls.delete_acls, 32: topic_apis.describe_configs, 50: scram_apis.describe_user_scram_credentials,
             51: scram_apis.alter_user_scram_credentials, 60: cluster.describe_cluster,
             61: txn.describe_producers, 65: txn.describe_transactions, 66: txn.list_transactions,
+            68: consumer_groups.heartbeat, 69: consumer_groups.describe,
         }
 
     def _group_api(self, api_key: int, handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
