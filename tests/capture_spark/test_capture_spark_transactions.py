@@ -3,8 +3,8 @@
 - The synthetic capture of kafkawire-encoded transactional traffic (``capture_transactions``) gives the
   same tables on Spark as in process, and the Spark report engine the same transactions view and
   problems as the Arrow one.
-- Real clients: confluent-kafka's transactional producers against kafkawire's broker (its transaction
-  coordinator), recorded by the broker's tap: transactions committed and aborted, a producer fenced by
+- Real clients: confluent-kafka's and kafka-python's transactional producers against kafkawire's broker
+  (its transaction coordinator), recorded by the broker's tap: transactions committed and aborted, a producer fenced by
   a second instance that goes on writing, a transaction left open past its timeout (which the broker
   aborts), and a read_committed consumer that fetches the transaction markers. The oracles: the
   broker's coordinator state (producer ids and epochs) and what the clients were told.
@@ -95,6 +95,20 @@ def _transactions(bootstrap: str, coordinator, producers: dict) -> tuple[list, l
             committing.abort_transaction(15)
     del committing
 
+    # kafka-python's transactional producer (other versions of the transaction APIs than librdkafka's)
+    from kafka import KafkaProducer
+    other = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-tx", client_id="kafka-python")
+    other.init_transactions()
+    initialized("kp-tx")
+    for key, commit in ((b"k0", True), (b"k1", False)):
+        other.begin_transaction()
+        other.send(TOPIC, key=key, value=b"kafka-python").get(15)
+        if commit:
+            other.commit_transaction()
+        else:
+            other.abort_transaction()
+    other.close()
+
     def open_transaction(name: str, key: bytes, **settings):
         """A producer with one record written in a transaction left open."""
         producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": name, **settings})
@@ -131,7 +145,7 @@ def _transactions(bootstrap: str, coordinator, producers: dict) -> tuple[list, l
                          "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10})
     consumer.subscribe([TOPIC])
     committed, deadline = [], time.monotonic() + 30
-    while len(committed) < 6 and time.monotonic() < deadline:
+    while len(committed) < 7 and time.monotonic() < deadline:
         committed += [message.key() for message in consumer.consume(100, 0.3) if not message.error()]
     consumer.close()
     del consumer
@@ -161,7 +175,7 @@ def real(spark, workload, tmp_path_factory):
 def test_real_clients_did_what_the_test_says(workload):
     from confluent_kafka import KafkaError
 
-    assert sorted(workload.committed) == [b"c0", b"c1", b"c2", b"c3", b"c4", b"s0"]
+    assert sorted(workload.committed) == [b"c0", b"c1", b"c2", b"c3", b"c4", b"k0", b"s0"]
     assert workload.fenced == [KafkaError._FENCED]
     (zombie, successor) = workload.producers["ck-zombie"]
     assert successor[0] == zombie[0] and successor[1] > zombie[1]  # the successor's InitProducerId bumped it
@@ -192,7 +206,7 @@ def test_real_fetches_carry_the_transaction_markers(workload, real):
     # read_committed fetches hold the aborted transactions' records too (the consumer drops them, by the
     # response's aborted transactions): every record written, all transactions being over by then
     assert sorted(r["key"] for r in fetched if not r["is_control"]) == sorted(
-        workload.committed + [b"a0", b"a1", b"z0", b"h0"])
+        workload.committed + [b"a0", b"a1", b"k1", b"z0", b"h0"])
 
 
 def test_real_report_transactions_and_problems(spark, workload, real):
@@ -201,7 +215,7 @@ def test_real_report_transactions_and_problems(spark, workload, real):
              for row in summary.transactions}
     # ck-zombie: the zombie's, aborted by the successor's InitProducerId, and the successor's, committed;
     # ck-hang: no EndTxn in the capture (the broker aborted it after its timeout)
-    assert found == {"ck-tx": (3, 2, 1, 0), "ck-zombie": (2, 1, 1, 0), "ck-hang": (1, 0, 0, 1)}
+    assert found == {"ck-tx": (3, 2, 1, 0), "kp-tx": (2, 1, 1, 0), "ck-zombie": (2, 1, 1, 0), "ck-hang": (1, 0, 0, 1)}
     assert all(0 < row["mean_ms"] <= row["max_ms"] for row in summary.transactions if row["transactional_id"] != "ck-hang")
     problems = {row["kind"]: row for row in summary.problems}
     zombie_id, zombie_epoch = workload.producers["ck-zombie"][0]
