@@ -16,7 +16,8 @@ from kafkawire.capture_spark.read_stage import read_splits
 def decode_in_process(capture: Path, out: Path, records: bool = True) -> Path:
     splits = plan_splits(str(capture), 0)
     rows = sorted(read_splits(splits)(iter(range(len(splits)))), key=lambda row: row[0])
-    written = {table for table, _, _ in decode_partition([str(capture)], str(out), None, records, task=(0, 0))(iter(rows))}
+    decode = decode_partition([str(capture)], str(out), None, records, task=(0, 0))
+    written = {table for table, _, _ in decode(iter(rows))}
     for table in [name for name in TABLE_ORDER if name not in written and (records or name != "records")]:
         (out / table).mkdir(parents=True)  # as the job does: every table reads, rows or not
         pq.write_table(TABLES[table].empty_table(), out / table / "part-00000-000.parquet")

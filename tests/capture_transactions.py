@@ -176,8 +176,8 @@ def build(path: Path) -> Path:
         transactional_id=ORDERS, group_id="g", producer_id=ORDERS_PID, producer_epoch=0, topics=[
             m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name="input", partitions=[
                 m.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=5)])]), 3,
-        m.TxnOffsetCommitResponse(topics=[m.TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic(name="input", partitions=[
-            m.TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition(partition_index=0)])]))
+        m.TxnOffsetCommitResponse(topics=[m.TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic(
+            name="input", partitions=[m.TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition(partition_index=0)])]))
     coordinator.call(80, *end_txn(ORDERS, ORDERS_PID, 0, committed=False))
     coordinator.call(100, *add_partitions(ORDERS, ORDERS_PID, 0, [1]))
     leader.call(110, *produce(ORDERS, ORDERS_PID, 0, [1], sequence=2))

@@ -23,7 +23,8 @@ from .report import PERCENTILES, Report, rank_of, versions_text
 from .transactions import FRAME_COLUMNS, PRODUCE_COLUMNS, TXN_API_KEYS, TXN_MESSAGES, follow, frame_row, \
     problem_summary, produce_requests
 
-_FRAMES = ["ts", "api_key", "direction", "api_name", "api_version", "latency_ms", "error_codes", "client", "client_id", "size"]
+_FRAMES = ["ts", "api_key", "direction", "api_name", "api_version", "latency_ms", "error_codes", "client", "client_id",
+           "size"]
 _FETCHES = ["ts", "connection", "correlation_id", "topic", "topic_id", "partition", "request_index",
             "max_bytes", "partition_max_bytes", "fetch_offset", "high_watermark", "records_bytes",
             "first_batch_bytes", "response_size"]

@@ -36,7 +36,8 @@ def test_the_capture_decodes_cleanly(tables):
 
 def test_produces_carry_the_transactional_id_producer_and_epoch(tables):
     produces = rows(tables, "produces")
-    transactional = sorted((ms(r["ts"]), r["producer_epoch"], r["partition"]) for r in produces if r["is_transactional"])
+    transactional = sorted((ms(r["ts"]), r["producer_epoch"], r["partition"])
+                           for r in produces if r["is_transactional"])
     assert transactional == sorted((at, epoch, p) for at, epoch, partitions in synthetic.EXPECTED_PRODUCES
                                    for p in partitions)
     for row in produces:
@@ -120,7 +121,8 @@ def test_a_refused_end_leaves_the_transaction_open_and_then_hanging():
 
 
 def test_an_end_sent_in_time_but_not_answered_in_the_capture_is_not_hanging():
-    (row,), problems = follow(add_offsets(0) + end_txn(10, committed=False, answered=False), [written(5)], 90_000 * 1000)
+    frames = add_offsets(0) + end_txn(10, committed=False, answered=False)
+    (row,), problems = follow(frames, [written(5)], 90_000 * 1000)
     assert (row["open"], problems) == (1, [])
 
 

@@ -216,7 +216,8 @@ def test_real_report_transactions_and_problems(spark, workload, real):
     # ck-zombie: the zombie's, aborted by the successor's InitProducerId, and the successor's, committed;
     # ck-hang: no EndTxn in the capture (the broker aborted it after its timeout)
     assert found == {"ck-tx": (3, 2, 1, 0), "kp-tx": (2, 1, 1, 0), "ck-zombie": (2, 1, 1, 0), "ck-hang": (1, 0, 0, 1)}
-    assert all(0 < row["mean_ms"] <= row["max_ms"] for row in summary.transactions if row["transactional_id"] != "ck-hang")
+    assert all(0 < row["mean_ms"] <= row["max_ms"]
+               for row in summary.transactions if row["transactional_id"] != "ck-hang")
     problems = {row["kind"]: row for row in summary.problems}
     zombie_id, zombie_epoch = workload.producers["ck-zombie"][0]
     assert problems["fenced_producer"]["count"] == 1
