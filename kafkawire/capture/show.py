@@ -7,8 +7,9 @@ decoder, in this process), and one per problem:
 
 A request line has the client id and, for Produce, the records it carries; a response line the
 latency from its request and the error codes it carries (``ok`` for none). ``--filter`` keeps some
-(``show_filter``), ``--json`` prints JSON Lines instead (``show_output`` writes both), and ``-V N`` prints frame N (the first column:
-frames are numbered in the order they are shown, filters or not) with its whole body, then stops.
+(``show_filter``), ``--json`` prints JSON Lines instead (``show_output`` writes both), and ``-V N``
+prints frame N (the first column: frames are numbered in the order they are read, filters or not)
+with its whole body, then stops.
 
 It suits captures up to a few hundred MB; above ``SPARK_ADVISED_BYTES`` it says that ``kafkawire decode``
 (Spark, every core, tables to query) serves better, and goes on.

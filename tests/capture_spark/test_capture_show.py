@@ -18,7 +18,6 @@ import io
 import json
 import shutil
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -33,7 +32,6 @@ from capture_synthetic import build_synthetic  # noqa: E402
 from loopback_capture import start_tcpdump, stop_tcpdump, wait_until  # noqa: E402
 from kafkawire.capture.inputs import expand_inputs  # noqa: E402
 from kafkawire.capture.kafka_connection import decode_connection  # noqa: E402
-from kafkawire.capture.model import KafkaFrame  # noqa: E402
 from kafkawire.capture.packets import iter_packets  # noqa: E402
 from kafkawire.capture.streaming import CaptureStream  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
@@ -313,3 +311,11 @@ def test_show_agrees_with_tshark(real):
     assert all(f["decode_error"] is None for f in frames)
     records = sum(f["records"] or 0 for f in frames if f["api_key"] == PRODUCE)
     assert records == 20 and sum(f["records"] or 0 for f in frames if f["api_key"] == FETCH) >= 20
+
+
+def test_it_says_when_spark_serves_better(synthetic, monkeypatch):
+    from kafkawire.capture import show as command
+    monkeypatch.setattr(command, "SPARK_ADVISED_BYTES", 1000)
+    status, out, err = show(synthetic, "--filter", "corr=1")
+    assert status == 0 and out  # and it goes on
+    assert "MB of captures: `kafkawire decode` (Spark, every core, tables to query) serves captures above" in err
