@@ -8,6 +8,7 @@ on (``TableSetError``) and touch nothing, so the command line calls them before 
 from __future__ import annotations
 
 import os
+from urllib.parse import quote
 
 from ..errors import KafkaWireError
 
@@ -25,6 +26,24 @@ _TABLE_FILES = ("_SUCCESS", "_metadata", "_common_metadata")
 
 class TableSetError(KafkaWireError):
     """An ``--out`` that must not be written, or a folder that holds no table set."""
+
+
+def with_options(location: str, options) -> str:
+    """A URI with file-system options (``key=value`` texts: ``endpoint_override=host:port``,
+    ``scheme=http``, ``region=...``) added to its query, which pyarrow's ``FileSystem.from_uri`` reads, so
+    that the options travel with the location to every worker. Credentials belong in the environment
+    (AWS_ACCESS_KEY_ID..., GOOGLE_APPLICATION_CREDENTIALS...), where pyarrow finds them, not here."""
+    if not options:
+        return location
+    if "://" not in location:
+        raise ValueError(f"{location}: file-system options need a URI (s3://..., gs://...), not a local path")
+    pairs = []
+    for option in options:
+        key, sep, value = option.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{option!r}: a file-system option is key=value")
+        pairs.append(f"{quote(key)}={quote(value, safe=':/')}")
+    return location + ("&" if "?" in location else "?") + "&".join(pairs)
 
 
 def file_system(location: str):

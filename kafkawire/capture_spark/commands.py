@@ -28,6 +28,9 @@ def add_decode_command(commands) -> None:
     decode.add_argument("--overwrite", action="store_true",
                         help="replace the tables already in --out, all of them (other files there stay)")
     decode.add_argument("--master", help="Spark master URL (default: local[*], or spark-submit's)")
+    decode.add_argument("--fs-option", action="append", default=[], dest="fs_options", metavar="KEY=VALUE",
+                        help="an option of --out's file system (repeatable), e.g. endpoint_override=host:9000, "
+                             "scheme=http, region=eu-west-1; credentials come from the environment")
     decode.add_argument("--port", type=int, action="append", dest="ports", metavar="N",
                         help="a broker port (repeatable; default: detected per connection)")
     decode.add_argument("--records", action="store_true", help="also write one row per record (records table)")
@@ -77,15 +80,16 @@ def _check_captures(patterns: list[str]) -> None:
 def decode(args) -> int:
     """``kafkawire decode``: the captures into tables, on Spark; prints what it wrote."""
     from ..capture.reading import CaptureError
-    from ..capture.table_sets import check_out
+    from ..capture.table_sets import check_out, with_options
     from . import job
     from .background_plan import BackgroundPlan
     from .session import context, stop
 
     try:
+        args.out = with_options(args.out, args.fs_options)
         check_out(args.out, args.overwrite)
         _check_captures(args.captures)
-    except (KafkaWireError, OSError) as error:  # TableSetError, CaptureError; FileNotFoundError...
+    except (KafkaWireError, OSError, ValueError) as error:  # TableSetError, CaptureError; FileNotFoundError...
         return _refuse("decode", error)
 
     # The driver's walk of the captures (serial, longer from disk) runs in a child process while the JVM
