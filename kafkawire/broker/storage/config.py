@@ -29,6 +29,12 @@ class LogConfig:
     local_retention_bytes: int = -2               # local.retention.bytes
     local_retention_ms: int = -2                  # local.retention.ms
     producer_id_expiration_ms: int = 86400000     # producer.id.expiration.ms (a broker config in Kafka)
+    # the log cleaner's: "delete", "compact" or both ("compact,delete"); retention deletes only with "delete"
+    cleanup_policy: tuple[str, ...] = ("delete",)  # cleanup.policy
+    delete_retention_ms: int = 86400000           # delete.retention.ms (how long tombstones are kept)
+    min_compaction_lag_ms: int = 0                # min.compaction.lag.ms
+    max_compaction_lag_ms: int = _INT64_MAX       # max.compaction.lag.ms
+    min_cleanable_dirty_ratio: float = 0.5        # min.cleanable.dirty.ratio
     # Decode every produced batch's records, as Kafka's LogValidator does: record structure, the count,
     # timestamps against the before/after limits, and the batch's MaxTimestamp. Off: header checks only.
     validate_records: bool = True
@@ -46,6 +52,16 @@ class LogConfig:
         for name in ("local_retention_bytes", "local_retention_ms"):
             if getattr(self, name) < -2:
                 raise ValueError(f"{name.replace('_', '.')} must be -2, -1 or more")
+
+    @property
+    def compact(self) -> bool:
+        """cleanup.policy includes compact: the log cleaner keeps the newest record of each key."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """cleanup.policy includes delete: retention.ms / retention.bytes delete old segments."""
+        return "delete" in self.cleanup_policy
 
     @property
     def log_append_time(self) -> bool:
