@@ -87,6 +87,7 @@ class BrokerConfig:
     # transaction.partition.verification.enable (KIP-890 part 1): transactional writes to a partition
     # the coordinator does not know in the transaction are refused
     transaction_partition_verification: bool = True
+    telemetry_max_bytes: int = 1024 * 1024  # telemetry.max.bytes (KIP-714): the largest PushTelemetry payload
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
@@ -155,6 +156,7 @@ PROPERTIES = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": "transaction_expiration_interval_ms",
     "transaction.version": "transaction_version",
     "transaction.partition.verification.enable": "transaction_partition_verification",
+    "telemetry.max.bytes": "telemetry_max_bytes",
 }
 
 # The security settings kept by name in BrokerConfig.security (and, prefixed with listener.name.<listener>.,
@@ -182,7 +184,8 @@ _KAFKA_NAME = {name: key for key, name in PROPERTIES.items()}
 _POSITIVE = ("num_partitions", "segment_bytes", "message_max_bytes", "fetch_max_bytes", "max_request_bytes",
              "queued_max_request_bytes", "max_connections", "connections_max_idle_ms", "max_broker_partitions",
              "produce_max_decompressed_bytes", "retention_check_interval_ms", "transaction_max_timeout_ms",
-             "transaction_abort_interval_ms", "transactional_id_expiration_ms", "transaction_expiration_interval_ms")
+             "transaction_abort_interval_ms", "transactional_id_expiration_ms", "transaction_expiration_interval_ms",
+             "telemetry_max_bytes")
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
 
 

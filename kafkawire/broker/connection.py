@@ -66,6 +66,7 @@ class Connection:
         self.closing = False  # closed by the broker (idle) while it may be waiting for request memory
         self.auth = Authenticator(security, broker.scram) if listener.sasl else None
         self.principal = "User:ANONYMOUS"
+        self.software = ("", "")  # ApiVersions v3+'s client software name and version (KIP-511)
         if listener.tls:
             certificate = writer.get_extra_info("peercert")
             self.principal = security.principal_from_certificate(subject_dn(certificate) if certificate else None)
@@ -170,8 +171,10 @@ class Connection:
         if api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
             response = self._sasl(api_key, request, version)
         else:
+            if api_key == _API_VERSIONS and version >= 3:
+                self.software = (request.client_software_name, request.client_software_version)
             context = RequestContext(self.listener, self.broker.bound_port(self.listener), self.principal,
-                                     self.host, header.client_id or "")
+                                     self.host, header.client_id or "", *self.software)
             response = await self._handle(api_key, request, version, context)
             if response is False:
                 return False

@@ -8,17 +8,22 @@ from typing import Any
 
 from .apis.acls import AclApis
 from .apis.cluster import ClusterApis
+from .apis.configs import ConfigApis
 from .apis.fetch import FetchApi
+from .apis.group_admin import GroupAdminApis
 from .apis.list_offsets import ListOffsetsApi
 from .apis.metadata import MetadataApi
 from .apis.offsets import OffsetApis
+from .apis.partitions_admin import PartitionAdminApis
 from .apis.produce import ProduceHandler
 from .apis.producer_ids import ProducerIdApi
 from .apis.scram_credentials import ScramCredentialApis
 from .apis.state import BrokerState, RequestContext
+from .apis.telemetry import TelemetryApis
 from .apis.topics import TopicApis
 from .apis.transactions import TransactionApis
 from ..error_codes import ErrorCode
+from .client_metrics import ClientMetrics
 from .config import BrokerConfig
 from .error_responses import error_response
 from .fetch import FetchPurgatory
@@ -62,6 +67,10 @@ class Handlers:
                                        verify_transactions=config.transaction_partition_verification)
         txn = TransactionApis(self.state, self.transactions)
         acls, scram_apis = AclApis(self.state), ScramCredentialApis(self.state)
+        self.client_metrics = ClientMetrics(config.data_dir, config.telemetry_max_bytes)
+        self.client_metrics.load()
+        configs, admin = ConfigApis(self.state, self.client_metrics), PartitionAdminApis(self.state)
+        group_admin, telemetry = GroupAdminApis(self.state), TelemetryApis(self.state, self.client_metrics)
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
         self.table: dict[int, Callable[..., Awaitable[Any]]] = {
             0: self.producer.produce, 1: fetch.fetch, 2: ListOffsetsApi(self.state).list_offsets, 3: metadata.metadata,
@@ -74,9 +83,14 @@ class Handlers:
             22: ProducerIdApi(self.state, producer_ids, self.transactions).init_producer_id,
             24: txn.add_partitions_to_txn, 25: txn.add_offsets_to_txn, 26: txn.end_txn, 27: txn.write_txn_markers,
             28: txn.txn_offset_commit, 29: acls.describe_acls, 30: acls.create_acls,
-            31: acls.delete_acls, 32: topic_apis.describe_configs, 50: scram_apis.describe_user_scram_credentials,
+            31: acls.delete_acls, 32: configs.describe_configs, 50: scram_apis.describe_user_scram_credentials,
             51: scram_apis.alter_user_scram_credentials, 60: cluster.describe_cluster,
             61: txn.describe_producers, 65: txn.describe_transactions, 66: txn.list_transactions,
+            21: admin.delete_records, 23: admin.offset_for_leader_epoch, 33: configs.alter_configs,
+            35: admin.describe_log_dirs, 37: admin.create_partitions, 42: group_admin.delete_groups,
+            43: admin.elect_leaders, 44: configs.incremental_alter_configs, 47: group_admin.offset_delete,
+            71: telemetry.get_telemetry_subscriptions, 72: telemetry.push_telemetry,
+            75: admin.describe_topic_partitions,
         }
 
     def _group_api(self, api_key: int, handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:

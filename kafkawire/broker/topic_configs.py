@@ -81,7 +81,7 @@ def _list_of(*allowed: str) -> Callable[[Any], str | None]:
         if not values:
             return "Empty list not allowed"
         bad = [value for value in values if value not in allowed]
-        return f"Invalid value {','.join(bad)}: must be one of [{', '.join(allowed)}]" if bad else None
+        return f"String must be one of: {', '.join(allowed)}" if bad else None
     return check
 
 
