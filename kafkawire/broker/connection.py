@@ -171,7 +171,7 @@ class Connection:
         if api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
             response = self._sasl(api_key, request, version)
         else:
-            if api_key == _API_VERSIONS and version >= 3:
+            if isinstance(request, m.ApiVersionsRequest) and version >= 3:
                 self.software = (request.client_software_name, request.client_software_version)
             context = RequestContext(self.listener, self.broker.bound_port(self.listener), self.principal,
                                      self.host, header.client_id or "", *self.software)

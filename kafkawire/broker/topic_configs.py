@@ -132,9 +132,9 @@ def _broker_log_configs() -> dict[str, ConfigDef]:
     """The broker configs that are topic configs' synonyms, all dynamic (cluster-wide) in Kafka."""
     defs: dict[str, ConfigDef] = {}
     for topic_def in TOPIC_CONFIGS.values():
-        for index, (name, unit) in enumerate(topic_def.synonyms):
+        for name, unit in topic_def.synonyms:
             if unit:  # log.retention.hours=168, log.retention.minutes (no default), log.roll.hours=168
-                default = str(int(topic_def.default) // unit) if name.endswith("hours") else None
+                default = str(int(topic_def.default or 0) // unit) if name.endswith("hours") else None
                 defs[name] = ConfigDef(ConfigType.INT, default, _at_least(1 if name == "log.roll.hours" else -1))
             else:  # the first synonym of a config that has units has no default of its own
                 has_units = len(topic_def.synonyms) > 1
@@ -300,7 +300,7 @@ class TopicConfigs:
     # ---- DescribeConfigs ------------------------------------------------------------------------
     def _synonyms(self, name: str, names: tuple[str, ...]) -> list[tuple[str, str | None, int]]:
         """``ConfigHelper.configSynonyms``: by source, then by synonym, from ``name`` on."""
-        found = []
+        found: list[tuple[str, str | None, int]] = []
         for source, values in ((ConfigSource.DYNAMIC_BROKER_CONFIG, self.dynamic_broker),
                                (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, self.dynamic_default),
                                (ConfigSource.STATIC_BROKER_CONFIG, self.static),
