@@ -82,6 +82,17 @@ def test_sources_and_synonyms_as_kafka_reports_them(client):
     assert [(e.name, e.synonyms) for e in plain.configs] == [("retention.ms", ())]
 
 
+def test_create_topics_answers_every_config_with_its_source(client):
+    request = m.CreateTopicsRequest(timeout_ms=5000, topics=[m.CreateTopicsRequest.CreatableTopic(
+        name="w-created", num_partitions=1, replication_factor=1,
+        configs=[m.CreateTopicsRequest.CreatableTopicConfig(name="retention.ms", value="60000")])])
+    (created,) = client.request(request, 7).topics
+    sources = {c.name: (c.value, c.config_source) for c in created.configs}
+    assert sources["retention.ms"] == ("60000", TOPIC_CONFIG)
+    assert sources["segment.bytes"] == (str(SEGMENT_BYTES), STATIC_BROKER)
+    assert sources["cleanup.policy"] == ("delete", DEFAULT)
+
+
 def test_broker_configs_and_their_errors(client):
     entries = _entries(_describe(client, 4, "0"))
     assert entries["log.segment.bytes"].config_source == STATIC_BROKER and not entries["log.segment.bytes"].read_only

@@ -59,9 +59,9 @@ class TopicApis:
             result.topic_id = outcome.topic_id
             result.num_partitions = outcome.planned_partitions
             result.replication_factor = 1
-            result.configs = [m.CreateTopicsResponse.CreatableTopicConfigs(
-                name=name, value=value, read_only=False, config_source=1, is_sensitive=False)
-                for name, value in sorted(outcome.configs.items())]
+            result.configs = [m.CreateTopicsResponse.CreatableTopicConfigs(  # every config, as Kafka (v5+)
+                name=entry.name, value=entry.value, read_only=False, config_source=entry.source, is_sensitive=False)
+                for entry in self.topics.configs.describe_topic(outcome.configs)]
         return m.CreateTopicsResponse(topics=results)
 
     async def delete_topics(self, request, version: int, context: RequestContext):

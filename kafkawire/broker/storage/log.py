@@ -171,7 +171,8 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
             pass
         self._load_producer_state(now)
         self.leader_epochs = LeaderEpochCache.load(directory, (
-            (batch.partition_leader_epoch, batch.base_offset) for segment in self._segments for batch in segment.batches()))
+            (batch.partition_leader_epoch, batch.base_offset)  # (an empty segment's file is not opened)
+            for segment in self._segments if segment.size for batch in segment.batches()))
         self.leader_epochs.truncate_from_end(self.log_end_offset)
         self.leader_epochs.truncate_from_start(self.log_start_offset)
         self.leader_epochs.assign(self.leader_epoch, self.log_end_offset)  # this replica leads from here on
