@@ -211,6 +211,11 @@ def test_offset_for_leader_epoch_from_the_checkpoint(broker, client):
     assert _end_offset(client, "w-epochs", 4) == (0, -1, -1)  # newer than any known
     assert _end_offset(client, "w-epochs", 0, current=2) == (75, -1, -1)  # UNKNOWN_LEADER_EPOCH
     assert _end_offset(client, "w-missing", 0) == (UNKNOWN_TOPIC, -1, -1)
+    for current, code, epoch in ((-1, 0, 0), (0, 0, 0), (3, 75, -1)):  # ListOffsets checks the leader epoch too
+        listed = client.request(m.ListOffsetsRequest(replica_id=-1, topics=[m.ListOffsetsRequest.ListOffsetsTopic(
+            name="w-epochs", partitions=[m.ListOffsetsRequest.ListOffsetsPartition(
+                partition_index=0, current_leader_epoch=current, timestamp=-2)])]), 9).topics[0].partitions[0]
+        assert (listed.error_code, listed.leader_epoch) == (code, epoch)
     checkpoint = broker.config.data_dir / "w-epochs-0" / "leader-epoch-checkpoint"
     assert checkpoint.read_text() == "0\n1\n0 0\n"  # Kafka's format: version, count, epoch start-offset
 
