@@ -37,7 +37,8 @@ class LeaderEpochCache:
             for epoch, offset in rebuild:
                 if epoch >= 0 and (not cache.entries or epoch > cache.entries[-1][0]):
                     cache.entries.append((epoch, offset))
-            cache._write()
+            if cache.entries:
+                cache._write()
         return cache
 
     @property
@@ -100,10 +101,8 @@ class LeaderEpochCache:
     def _write(self) -> None:
         lines = [str(_VERSION), str(len(self.entries))] + [f"{epoch} {offset}" for epoch, offset in self.entries]
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", encoding="ascii") as out:
-            out.write("\n".join(lines) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
+        # replaced whole, not fsynced: a checkpoint lost in a crash is rebuilt from the batches' epochs
+        tmp.write_text("\n".join(lines) + "\n", encoding="ascii")
         os.replace(tmp, self.path)
 
 
