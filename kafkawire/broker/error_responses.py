@@ -18,6 +18,7 @@ _TOP_LEVEL = {11: m.JoinGroupResponse, 12: m.HeartbeatResponse, 13: m.LeaveGroup
               14: m.SyncGroupResponse, 16: m.ListGroupsResponse, 17: m.SaslHandshakeResponse,
               18: m.ApiVersionsResponse, 22: m.InitProducerIdResponse, 25: m.AddOffsetsToTxnResponse,
               26: m.EndTxnResponse, 29: m.DescribeAclsResponse, 66: m.ListTransactionsResponse,
+              68: m.ConsumerGroupHeartbeatResponse,
               36: m.SaslAuthenticateResponse, 50: m.DescribeUserScramCredentialsResponse,
               60: m.DescribeClusterResponse, 47: m.OffsetDeleteResponse,
               71: m.GetTelemetrySubscriptionsResponse, 72: m.PushTelemetryResponse}
@@ -30,7 +31,7 @@ def error_response(api_key: int, request, version: int, code: int, message: str 
         response = top(error_code=code)
         if api_key in (22, 26):
             response.producer_id, response.producer_epoch = -1, -1
-        if api_key in (29, 36, 50, 60):
+        if api_key in (29, 36, 50, 60, 68):
             response.error_message = message
         return response
     builder = _BUILDERS.get(api_key)
@@ -226,6 +227,11 @@ def _describe_topic_partitions(request, version, code, message):
     Response = m.DescribeTopicPartitionsResponse
     return Response(topics=[Response.DescribeTopicPartitionsResponseTopic(
         error_code=code, name=t.name, topic_id=ZERO_UUID, partitions=[]) for t in request.topics])
+def _consumer_group_describe(request, version, code, message):
+    Response = m.ConsumerGroupDescribeResponse
+    return Response(groups=[Response.DescribedGroup(
+        error_code=code, error_message=message, group_id=group_id, group_state="", group_epoch=0, assignment_epoch=0,
+        assignor_name="", members=[]) for group_id in request.group_ids])
 
 
 _BUILDERS = {0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
@@ -235,4 +241,4 @@ _BUILDERS = {0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_
              65: _describe_transactions, 21: _delete_records, 23: _offset_for_leader_epoch,
              33: _alter_configs(m.AlterConfigsResponse), 35: _describe_log_dirs, 37: _create_partitions,
              42: _delete_groups, 43: _elect_leaders, 44: _alter_configs(m.IncrementalAlterConfigsResponse),
-             75: _describe_topic_partitions}
+             75: _describe_topic_partitions, 69: _consumer_group_describe}

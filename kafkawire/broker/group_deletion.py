@@ -1,7 +1,9 @@
-"""DeleteGroups and OffsetDelete over the classic group coordinator, as Kafka's
-``GroupCoordinator.handleDeleteGroups`` / ``handleDeleteOffsets``: only an empty group is deleted, and a
-group's offsets are deleted except those of topics its consumers are subscribed to."""
+"""DeleteGroups and OffsetDelete over the group coordinator (classic groups and KIP-848 consumer groups),
+as Kafka's ``GroupCoordinator.handleDeleteGroups`` / ``handleDeleteOffsets``: only an empty group is
+deleted, and a group's offsets are deleted except those of topics its consumers are subscribed to."""
 from __future__ import annotations
+
+import re
 
 from ..errors import DecodeError
 from ..error_codes import ErrorCode
@@ -18,9 +20,13 @@ def delete_groups(coordinator, group_ids: list[str]) -> list[tuple[str, int]]:
     for group_id in group_ids:
         error = coordinator._status_error(group_id)
         group = coordinator._groups.get(group_id)
-        if error is None and (group is None or group.state is DEAD):
+        consumer_group = coordinator.consumer.groups.get(group_id)
+        known = (group is not None and group.state is not DEAD) or consumer_group is not None \
+            or group_id in coordinator.store.offsets
+        if error is None and not known:
             error = ErrorCode.GROUP_ID_NOT_FOUND
-        elif error is None and group.state is not EMPTY:
+        elif error is None and ((group is not None and group.state not in (EMPTY, DEAD))
+                                or (consumer_group is not None and consumer_group.members)):
             error = ErrorCode.NON_EMPTY_GROUP
         if error is None:
             try:
@@ -28,9 +34,11 @@ def delete_groups(coordinator, group_ids: list[str]) -> list[tuple[str, int]]:
             except OSError:
                 error = ErrorCode.KAFKA_STORAGE_ERROR
             else:
-                group.cancel_timers()
-                group.state = DEAD
-                del coordinator._groups[group_id]
+                if group is not None:
+                    group.cancel_timers()
+                    group.state = DEAD
+                    del coordinator._groups[group_id]
+                coordinator.consumer.groups.pop(group_id, None)
         results.append((group_id, error if error is not None else ErrorCode.NONE))
     return results
 
@@ -41,12 +49,16 @@ def delete_offsets(coordinator, group_id: str, partitions: list[tuple[str, int]]
     its consumers are subscribed to; the other partitions' offsets are deleted."""
     error = coordinator._status_error(group_id)
     group = coordinator._groups.get(group_id)
-    if error is None and (group is None or group.state is DEAD):
+    consumer_group = coordinator.consumer.groups.get(group_id)
+    if error is None and (group is None or group.state is DEAD) and consumer_group is None \
+            and group_id not in coordinator.store.offsets:
         error = ErrorCode.GROUP_ID_NOT_FOUND
     if error is not None:
         return error, {}
     subscribed: set[str] | None = set()
-    if group.state is not EMPTY:
+    if consumer_group is not None and consumer_group.members:  # KIP-848: its members' subscriptions
+        subscribed = _consumer_group_topics(coordinator, consumer_group)
+    elif group is not None and group.state not in (EMPTY, DEAD):
         if group.protocol_type != "consumer":
             return ErrorCode.NON_EMPTY_GROUP, {}
         subscribed = _subscribed_topics(group)
@@ -63,6 +75,18 @@ def delete_offsets(coordinator, group_id: str, partitions: list[tuple[str, int]]
     except OSError:
         return ErrorCode.KAFKA_STORAGE_ERROR, {}
     return ErrorCode.NONE, errors
+
+
+def _consumer_group_topics(coordinator, group) -> set[str]:
+    """The topics a KIP-848 group's members subscribe to, by name or by regular expression."""
+    names = set(coordinator.consumer.topics())
+    topics: set[str] = set()
+    for member in group.members.values():
+        topics.update(member.subscribed_names)
+        if member.subscribed_regex:
+            pattern = re.compile(member.subscribed_regex)
+            topics.update(name for name in names if pattern.fullmatch(name))
+    return topics
 
 
 def _subscribed_topics(group) -> set[str] | None:

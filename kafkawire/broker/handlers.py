@@ -8,6 +8,7 @@ from typing import Any
 
 from .apis.acls import AclApis
 from .apis.cluster import ClusterApis
+from .apis.consumer_groups import ConsumerGroupApis
 from .apis.configs import ConfigApis
 from .apis.fetch import FetchApi
 from .apis.group_admin import GroupAdminApis
@@ -44,7 +45,7 @@ class Handlers:
     """The broker's request handlers over its shared state: ``handle(api_key, ...)`` answers a request."""
 
     def __init__(self, config: BrokerConfig, topics: TopicManager, groups: GroupCoordinator, port: int,
-                 scram: ScramStore | None = None, authorizer: Authorizer | None = None):
+                 scram: ScramStore | None = None, authorizer: Authorizer | None = None, metrics=None):
         self.state = BrokerState(
             config, topics, groups, port,
             with_transaction_version(served_versions(upstream=config.upstream_versions), config.transaction_version),
@@ -54,7 +55,7 @@ class Handlers:
         self.groups = groups
         self.purgatory = self.state.purgatory
         self.versions = self.state.versions  # API key -> (oldest, newest)
-        cluster, metadata, fetch = ClusterApis(self.state), MetadataApi(self.state), FetchApi(self.state)
+        cluster, metadata, fetch = ClusterApis(self.state), MetadataApi(self.state), FetchApi(self.state, metrics)
         offsets, topic_apis = OffsetApis(self.state), TopicApis(self.state)
         producer_ids = ProducerIdBlock(config.data_dir / "producer_ids.json")  # one block: ids never repeat
         self.transactions = TransactionCoordinator(
@@ -63,9 +64,10 @@ class Handlers:
             max_timeout_ms=config.transaction_max_timeout_ms, id_expiration_ms=config.transactional_id_expiration_ms)
         self.producer = ProduceHandler(topics, self.purgatory.notify, config.produce_max_decompressed_bytes,
                                        allowed=self.state.allowed if authorizer is not None else None,
-                                       transactions=self.transactions,
+                                       transactions=self.transactions, metrics=metrics,
                                        verify_transactions=config.transaction_partition_verification)
         txn = TransactionApis(self.state, self.transactions)
+        consumer_groups = ConsumerGroupApis(self.state)
         acls, scram_apis = AclApis(self.state), ScramCredentialApis(self.state)
         self.client_metrics = ClientMetrics(config.data_dir, config.telemetry_max_bytes)
         self.client_metrics.load()
@@ -86,6 +88,7 @@ class Handlers:
             31: acls.delete_acls, 32: configs.describe_configs, 50: scram_apis.describe_user_scram_credentials,
             51: scram_apis.alter_user_scram_credentials, 60: cluster.describe_cluster,
             61: txn.describe_producers, 65: txn.describe_transactions, 66: txn.list_transactions,
+            68: consumer_groups.heartbeat, 69: consumer_groups.describe,
             21: admin.delete_records, 23: admin.offset_for_leader_epoch, 33: configs.alter_configs,
             35: admin.describe_log_dirs, 37: admin.create_partitions, 42: group_admin.delete_groups,
             43: admin.elect_leaders, 44: configs.incremental_alter_configs, 47: group_admin.offset_delete,

@@ -60,6 +60,8 @@ SERVED_APIS = (
     61,  # DescribeProducers
     65,  # DescribeTransactions
     66,  # ListTransactions
+    68,  # ConsumerGroupHeartbeat
+    69,  # ConsumerGroupDescribe
     71,  # GetTelemetrySubscriptions
     72,  # PushTelemetry
     75,  # DescribeTopicPartitions

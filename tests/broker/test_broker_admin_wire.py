@@ -281,6 +281,30 @@ def test_offset_delete_refuses_the_topics_a_live_group_consumes(broker, client):
     assert missing.error_code == 69  # GROUP_ID_NOT_FOUND
 
 
+def test_a_kip848_group_is_deleted_only_when_empty(broker, client):
+    create_topic(client, "w-848", 1)
+    create_topic(client, "w-848-idle", 1)
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{broker.port}", "group.id": "w-848-group",
+                         "group.protocol": "consumer"})
+    try:
+        consumer.subscribe(["w-848"])
+        deadline = time.monotonic() + 15
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        consumer.commit(offsets=[TopicPartition("w-848", 0, 1), TopicPartition("w-848-idle", 0, 1)],
+                        asynchronous=False)
+        Topic, Partition = m.OffsetDeleteRequest.OffsetDeleteRequestTopic, m.OffsetDeleteRequest.OffsetDeleteRequestPartition
+        answer = client.request(m.OffsetDeleteRequest(group_id="w-848-group", topics=[
+            Topic(name=name, partitions=[Partition(partition_index=0)]) for name in ("w-848", "w-848-idle")]), 0)
+        assert [(t.name, t.partitions[0].error_code) for t in answer.topics] == [("w-848", 86), ("w-848-idle", 0)]
+        busy = client.request(m.DeleteGroupsRequest(groups_names=["w-848-group"]), 2)
+        assert busy.results[0].error_code == 68  # NON_EMPTY_GROUP
+    finally:
+        consumer.close()
+    gone = client.request(m.DeleteGroupsRequest(groups_names=["w-848-group"]), 2)
+    assert gone.results[0].error_code == 0 and broker.broker.groups.committed("w-848-group") == {}
+
+
 # ---- telemetry (KIP-714) -----------------------------------------------------------------------
 
 def _subscribe(client, name, configs):
