@@ -272,7 +272,8 @@ class TopicConfigs:
         for name, text in self.effective(overrides).items():
             definition = TOPIC_CONFIGS[name]
             assert definition.field is not None
-            values[definition.field] = parse(name, definition, text)
+            value = parse(name, definition, text)
+            values[definition.field] = ",".join(value) if definition.kind == ConfigType.LIST else value
         if values["remote_storage_enable"] and self.config.remote_dir is None:
             raise ConfigError("remote.storage.enable needs a broker started with a remote tier")
         if values["remote_storage_enable"] and "compact" in values["cleanup_policy"]:

@@ -93,7 +93,7 @@ def test_incremental_alter_configs_applies_and_describe_reports_sources(broker, 
     assert configs["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
     assert configs["segment.bytes"].synonyms["log.segment.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
     log = broker.broker.topics.log("ck-conf", 0)  # applied to the running log
-    assert log.config.max_message_bytes == 2048 and log.config.cleanup_policy == ("delete", "compact")
+    assert log.config.max_message_bytes == 2048 and log.config.cleanup_policy == "delete,compact"
     producer = Producer({"bootstrap.servers": f"127.0.0.1:{broker.port}", "linger.ms": 0})
     errors = []
     producer.produce("ck-conf", value=b"x" * 4000, on_delivery=lambda error, _msg: errors.append(error))

@@ -137,9 +137,9 @@ def test_incremental_operations_and_validate_only(broker, client):
     assert _incremental(client, 2, "w-incr", [("cleanup.policy", APPEND, "compact"), ("segment.ms", SET, "1000")]
                         ).error_code == 0
     log = broker.broker.topics.log("w-incr", 0)
-    assert (log.config.cleanup_policy, log.config.segment_ms) == (("delete", "compact"), 1000)
+    assert (log.config.cleanup_policy, log.config.segment_ms) == ("delete,compact", 1000)
     assert _incremental(client, 2, "w-incr", [("cleanup.policy", SUBTRACT, "delete")]).error_code == 0
-    assert log.config.cleanup_policy == ("compact",) and log.config.compact and not log.config.delete
+    assert log.config.cleanup_policy == "compact" and log.config.compact and not log.config.delete
     refused = _incremental(client, 2, "w-incr", [("segment.ms", APPEND, "5")])
     assert refused.error_code == INVALID_CONFIG and "append is not allowed" in refused.error_message
     duplicate = _incremental(client, 2, "w-incr", [("segment.ms", SET, "5"), ("segment.ms", DELETE, None)])
@@ -385,7 +385,7 @@ def test_a_restart_keeps_configs_log_start_and_epochs(tmp_path):
     with BrokerThread(data_dir=tmp_path) as running, RawClient(running.port) as raw:
         log = running.broker.topics.log("w-kept", 0)
         assert (log.config.retention_bytes, log.config.cleanup_policy, log.config.delete_retention_ms) == (
-            123456, ("compact", "delete"), 5000)
+            123456, "compact,delete", 5000)
         assert log.log_start_offset == 2
         earliest = raw.request(m.ListOffsetsRequest(replica_id=-1, topics=[m.ListOffsetsRequest.ListOffsetsTopic(
             name="w-kept", partitions=[m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-2)])]), 7)

@@ -71,9 +71,9 @@ def test_delete_records_deletes_whole_segments_below_and_survives_a_restart(tmp_
 
 def test_a_compact_only_log_keeps_old_segments(tmp_path):
     old = NOW - 10_000_000
-    for policy, kept in ((("delete",), False), (("compact",), True)):
+    for policy, kept in (("delete", False), ("compact", True)):
         config = LogConfig(segment_bytes=200, retention_ms=1000, cleanup_policy=policy)
-        with PartitionLog(tmp_path / f"{policy[0]}-0", config, now_ms=lambda: NOW) as log:
+        with PartitionLog(tmp_path / f"{policy}-0", config, now_ms=lambda: NOW) as log:
             for _ in range(4):
                 log.append(_batch(2, timestamp=old))
             log.apply_retention(NOW)
