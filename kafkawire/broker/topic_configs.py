@@ -19,7 +19,7 @@ from typing import Any
 
 from ..error_codes import ErrorCode
 from .atomic_file import write_json_atomically
-from .config import BrokerConfig
+from .config import PROPERTIES, BrokerConfig
 from .storage import LogConfig
 
 __all__ = ["ConfigError", "ConfigEntry", "TopicConfigs", "TOPIC_CONFIGS", "BROKER_LOG_CONFIGS", "ConfigSource",
@@ -292,7 +292,7 @@ class TopicConfigs:
         for name, text in updates.items():
             definition = BROKER_LOG_CONFIGS.get(name)
             if definition is None:
-                if name in _READ_ONLY_BROKER or name in _STATIC_FIELDS:
+                if name in _READ_ONLY_BROKER or name in _STATIC_FIELDS or name in PROPERTIES:
                     raise ConfigError(f"Cannot update these configs dynamically: Set({name})")
                 raise ConfigError(f"Unknown broker config name: {name}")
             if text is not None:
