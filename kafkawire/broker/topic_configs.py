@@ -268,7 +268,7 @@ class TopicConfigs:
         for name in overrides:
             if name not in TOPIC_CONFIGS:
                 raise ConfigError(f"Unknown topic config name: {name}")
-        values = {}
+        values: dict[str, Any] = {}
         for name, text in self.effective(overrides).items():
             definition = TOPIC_CONFIGS[name]
             assert definition.field is not None
