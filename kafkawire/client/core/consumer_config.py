@@ -86,11 +86,7 @@ class ConsumerConfig(SecurityConfig):
             raise ConfigError(f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "
                               f"session.timeout.ms ({self.session_timeout_ms})")
         set_("auto_offset_reset", choice("auto_offset_reset", self.auto_offset_reset, OFFSET_RESET_STRATEGIES))
-        level = choice("isolation_level", self.isolation_level, ("read_uncommitted", "read_committed"))
-        if level == "read_committed":
-            raise ConfigError("isolation.level read_committed is not supported by this consumer "
-                              "(it does not filter aborted transactions); use read_uncommitted")
-        set_("isolation_level", level)
+        set_("isolation_level", choice("isolation_level", self.isolation_level, ("read_uncommitted", "read_committed")))
         set_("partition_assignment_strategy", _assignors(self.partition_assignment_strategy))
         if self.enable_auto_commit is None:
             set_("enable_auto_commit", self.group_id is not None)
@@ -112,6 +108,11 @@ class ConsumerConfig(SecurityConfig):
     def isolation_level_code(self) -> int:
         """The FetchRequest IsolationLevel byte (0 read_uncommitted, 1 read_committed)."""
         return 0 if self.isolation_level == "read_uncommitted" else 1
+
+    @property
+    def read_committed(self) -> bool:
+        """Only committed transactional records are returned, and fetches stop at the last stable offset."""
+        return self.isolation_level == "read_committed"
 
 
 def _assignors(value: object) -> tuple[str, ...]:
