@@ -61,6 +61,20 @@ def _problems(rng: random.Random, count: int) -> list[dict]:
             for _ in range(count)]
 
 
+def _connections(rng: random.Random, count: int) -> list[dict]:
+    rows = []
+    for n in range(count):
+        tls = rng.random() < 0.3
+        sasl = not tls and rng.random() < 0.6
+        rows.append(dict(
+            connection=f"c{n}", tls=tls, tls_server_name=_maybe(rng, rng.choice(["a.example", "b.example"]), 0.3)
+            if tls else None, tls_version=_maybe(rng, rng.choice(["TLS 1.2", "TLS 1.3"]), 0.2) if tls else None,
+            sasl_mechanism=_maybe(rng, rng.choice(["PLAIN", "SCRAM-SHA-512"]), 0.1) if sasl else None,
+            sasl_user=_maybe(rng, rng.choice(["alice", "bob"]), 0.2) if sasl else None,
+            authentication=rng.choice(["authenticated", "authenticated", "failed", "incomplete"]) if sasl else None))
+    return rows
+
+
 def _write(folder: Path, name: str, rows: list[dict], files: int) -> None:
     schema = TABLES[name]
     folder = folder / name
@@ -73,12 +87,14 @@ def _write(folder: Path, name: str, rows: list[dict], files: int) -> None:
 
 
 def random_tables(out: Path, seed: int, rows: int = 400, records: bool = True) -> Path:
-    """A table set of about ``rows`` rows per table (problems: a quarter) under ``out``."""
+    """A table set of about ``rows`` rows per table (problems: a quarter; connections, records: a fifth)
+    under ``out``."""
     rng = random.Random(seed)
     _write(out, "frames", _frames(rng, rows), 3)
     _write(out, "fetches", _fetches(rng, rows), 2)
     _write(out, "produces", [dict(topic="t", partition=0)] * (rows // 10), 1)
     _write(out, "problems", _problems(rng, rows // 4), 2)
+    _write(out, "connections", _connections(rng, rows // 5), 2)
     if records:
         _write(out, "records", [dict(topic="t", partition=0, offset=n) for n in range(rows // 5)], 1)
     (out / "_summary").mkdir()

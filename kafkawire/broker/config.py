@@ -73,6 +73,20 @@ class BrokerConfig:
     # "SCRAM-SHA-256=[name=alice,password=alice-secret]"
     scram_credentials: list[str] = field(default_factory=list)
     upstream_versions: bool = False  # advertise exactly Kafka 4.3's ranges (Fetch up to v18, not v19)
+    transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    # transaction.abort.timed.out.transaction.cleanup.interval.ms: how often open transactions past
+    # their transaction.timeout.ms are looked for (and aborted)
+    transaction_abort_interval_ms: int = 10_000
+    transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
+    # transaction.remove.expired.transaction.cleanup.interval.ms
+    transaction_expiration_interval_ms: int = 3_600_000
+    # the finalized transaction.version feature (kafka-features.sh): 2 is KIP-890 part 2, the default
+    # of a Kafka 4 cluster (clients bump the epoch on every transaction); 0 or 1 keeps Produce at v11,
+    # EndTxn and TxnOffsetCommit at v4, as Kafka advertises them then
+    transaction_version: int = 2
+    # transaction.partition.verification.enable (KIP-890 part 1): transactional writes to a partition
+    # the coordinator does not know in the transaction are refused
+    transaction_partition_verification: bool = True
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
@@ -83,6 +97,8 @@ class BrokerConfig:
         for name in _POSITIVE:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{_KAFKA_NAME.get(name, name)} must be positive, not {getattr(self, name)}")
+        if self.transaction_version not in (0, 1, 2):
+            raise ValueError(f"transaction.version must be 0, 1 or 2, not {self.transaction_version}")
         for address, limit in self.max_connections_per_ip_overrides.items():
             if limit < 0:
                 raise ValueError(f"max.connections.per.ip.overrides: {address}:{limit} is negative")
@@ -133,6 +149,12 @@ PROPERTIES = {
     "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
     "remote.fetch.max.wait.ms": "remote_fetch_max_wait_ms", "listeners": "listeners",
     "advertised.listeners": "advertised_listeners", "listener.security.protocol.map": "listener_security_protocol_map",
+    "transaction.max.timeout.ms": "transaction_max_timeout_ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "transaction_abort_interval_ms",
+    "transactional.id.expiration.ms": "transactional_id_expiration_ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "transaction_expiration_interval_ms",
+    "transaction.version": "transaction_version",
+    "transaction.partition.verification.enable": "transaction_partition_verification",
 }
 
 # The security settings kept by name in BrokerConfig.security (and, prefixed with listener.name.<listener>.,
@@ -159,7 +181,8 @@ def is_security_setting(key: str) -> bool:
 _KAFKA_NAME = {name: key for key, name in PROPERTIES.items()}
 _POSITIVE = ("num_partitions", "segment_bytes", "message_max_bytes", "fetch_max_bytes", "max_request_bytes",
              "queued_max_request_bytes", "max_connections", "connections_max_idle_ms", "max_broker_partitions",
-             "produce_max_decompressed_bytes", "retention_check_interval_ms")
+             "produce_max_decompressed_bytes", "retention_check_interval_ms", "transaction_max_timeout_ms",
+             "transaction_abort_interval_ms", "transactional_id_expiration_ms", "transaction_expiration_interval_ms")
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
 
 

@@ -48,17 +48,20 @@ class PartitionRead:
     remote: bool = False  # read from the remote tier
     denied: bool = False  # the principal may not READ the topic (TOPIC_AUTHORIZATION_FAILED)
     fetch_metadata: object = None  # where the read started in the log, for parked fetches
+    aborted: list = None  # read_committed: the aborted transactions overlapping the records (AbortedTxn)
 
 
 async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_max_bytes_limit: bool = False,
-                          use_remote_max_bytes: bool = False, remote_wait_s: float = 0.5) -> int:
-    """Read every partition in order under KIP-74's limits; returns the bytes read in all."""
+                          use_remote_max_bytes: bool = False, remote_wait_s: float = 0.5,
+                          read_committed: bool = False) -> int:
+    """Read every partition in order under KIP-74's limits; returns the bytes read in all.
+    ``read_committed``: up to each log's last stable offset, listing the aborted transactions read."""
     limit = max_bytes
     min_one_message = not hard_max_bytes_limit
     remote_taken = False
     total = 0
     for read in reads:
-        read.error, read.remote, read.fetch_metadata = _NO_ERROR, False, None
+        read.error, read.remote, read.fetch_metadata, read.aborted = _NO_ERROR, False, None, None
         log = read.log
         if log is None:
             read.records = b""
@@ -73,14 +76,16 @@ async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_ma
         adjusted = min(request.partition_max_bytes, limit)
         try:
             # the watermarks the read returns are snapshots taken before it, as Partition.readRecords takes them
-            result = log.read(request.fetch_offset, adjusted, min_one_message, as_file=True)
+            result = log.read(request.fetch_offset, adjusted, min_one_message,
+                              log.last_stable_offset if read_committed else None, as_file=True)
         except OffsetInRemoteTier:
             _snapshot_offsets(read, log)
             if remote_taken:
                 records = b""  # only the first remote partition of a request is read remotely
             else:
                 remote_taken = True
-                records = await _read_remote(read, limit, min_one_message, use_remote_max_bytes, remote_wait_s)
+                records = await _read_remote(read, limit, min_one_message, use_remote_max_bytes, remote_wait_s,
+                                             read_committed)
                 read.remote = True
         except OffsetOutOfRange:
             _snapshot_offsets(read, log)
@@ -97,6 +102,10 @@ async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_ma
                 if type(records) is FileRecords:
                     records.close()
                 records = b""
+            if read_committed and records:
+                start = result.fetch_offset_metadata
+                read.aborted = log.aborted_transactions(request.fetch_offset, start.relative_position, len(records),
+                                                        start.segment_base_offset)
         read.records = records
         if records:
             min_one_message = False  # only the first partition with data gets the exemption
@@ -113,14 +122,22 @@ def _snapshot_offsets(read: PartitionRead, log: PartitionLog) -> None:
 
 
 async def _read_remote(read: PartitionRead, limit: int, min_one_message: bool, use_remote_max_bytes: bool,
-                       wait_s: float) -> bytes:
+                       wait_s: float, read_committed: bool) -> bytes:
     request = read.request
     partition_limit = request.partition_max_bytes
     if use_remote_max_bytes and request.remote_partition_max_bytes is not None:
         partition_limit = request.remote_partition_max_bytes
     max_bytes = min(partition_limit, limit)
-    task = asyncio.ensure_future(asyncio.to_thread(read.log.read_remote, request.fetch_offset, max_bytes,
-                                                   min_one_message))
+
+    def remote_read():
+        result = read.log.read_remote(request.fetch_offset, max_bytes, min_one_message)
+        if read_committed and result.records:
+            # a remote read never spans segments, and the tier lies below the last stable offset
+            upper = read.log.offset_after_remote_segment(request.fetch_offset)
+            result.aborted = read.log.aborted_transactions_from_remote(request.fetch_offset, upper)
+        return result
+
+    task = asyncio.ensure_future(asyncio.to_thread(remote_read))
     try:
         result = await asyncio.wait_for(asyncio.shield(task), wait_s)
     except TimeoutError:
@@ -130,6 +147,7 @@ async def _read_remote(read: PartitionRead, limit: int, min_one_message: bool, u
     except OffsetOutOfRange:
         read.error = ErrorCode.OFFSET_OUT_OF_RANGE
         return b""
+    read.aborted = result.aborted
     return result.records
 
 
@@ -139,9 +157,10 @@ class DelayedFetch:
     or at once when a partition's log moved under it (condition F: its fetch position is now on an
     older segment, or beyond the end)."""
 
-    def __init__(self, reads: list[PartitionRead], min_bytes: int):
+    def __init__(self, reads: list[PartitionRead], min_bytes: int, read_committed: bool = False):
         self.reads = reads
         self.min_bytes = min_bytes
+        self.read_committed = read_committed  # bytes count up to the last stable offset only
         self.done = asyncio.get_running_loop().create_future()
 
     def try_complete(self) -> bool:
@@ -152,10 +171,12 @@ class DelayedFetch:
             if read.log is None:
                 continue
             try:
-                if read.log.must_complete_fetch(read.request.fetch_offset, fetch_metadata=read.fetch_metadata):
+                bound = read.log.last_stable_offset if self.read_committed else None
+                if read.log.must_complete_fetch(read.request.fetch_offset, bound, fetch_metadata=read.fetch_metadata):
                     self.done.set_result(True)
                     return True
-                available += read.log.bytes_available(read.request.fetch_offset, read.request.partition_max_bytes)
+                available += read.log.bytes_available(read.request.fetch_offset, read.request.partition_max_bytes,
+                                                      bound)
             except (OffsetOutOfRange, OffsetInRemoteTier):
                 self.done.set_result(True)  # the partition changed under the fetch: answer now
                 return True

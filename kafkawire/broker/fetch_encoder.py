@@ -10,7 +10,7 @@ at every version served.
 
 Only what this broker puts in a response is written: no diverging epoch, current leader, snapshot id
 or node endpoints (their tagged fields stay absent), preferred read replica -1, and aborted
-transactions null (read_uncommitted) or empty (read_committed: the broker refuses transactions).
+transactions null (read_uncommitted) or those the read found (read_committed).
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ _TOP_V4 = Struct(">i")  # throttle_time_ms
 _TOP_V7 = Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _PARTITION_V4 = Struct(">ihqq")  # partition_index, error_code, high_watermark, last_stable_offset
 _PARTITION_V5 = Struct(">ihqqq")  # ... and log_start_offset
+_ABORTED = Struct(">qq").pack  # producer_id, first_offset
 _SIZE_CORRELATION = Struct(">ii")  # the frame's size prefix and the response header's correlation id
 _MAX_STRING = 0x7FFF
 
@@ -49,6 +50,7 @@ class _Layout(NamedTuple):
     log_start_offset: bool  # v5+
     middle: bytes  # aborted transactions (null or empty) and, v11+, preferred_read_replica -1
     length: object  # writes an array's or the records' length: int32, compact (+1 varint) from v12
+    replica: bytes  # v11+: preferred_read_replica -1 (what follows a non-empty aborted list)
 
     @property
     def tags(self) -> bytes:
@@ -63,7 +65,7 @@ def _layout(version: int, read_committed: bool) -> _Layout:
         aborted = b"\x00\x00\x00\x00" if read_committed else b"\xff\xff\xff\xff"
     preferred_read_replica = b"\xff\xff\xff\xff" if version >= 11 else b""
     return _Layout(flexible, version >= 13, version >= 7, version >= 5, aborted + preferred_read_replica,
-                   _compact_length if flexible else _INT32)
+                   _compact_length if flexible else _INT32, preferred_read_replica)
 
 
 _LAYOUTS = {(version, committed): _layout(version, committed)
@@ -111,6 +113,7 @@ def encode_fetch_response(version: int, session_id: int, topics: list[tuple[str,
     if layout is None:
         raise ValueError(f"Fetch version {version} is not served")
     length, middle, tags = layout.length, layout.middle, layout.tags
+    replica = layout.replica
     with_log_start = layout.log_start_offset
     partition_head = _PARTITION_V5.pack if with_log_start else _PARTITION_V4.pack
     parts: list = []
@@ -133,7 +136,15 @@ def encode_fetch_response(version: int, session_id: int, topics: list[tuple[str,
                                       read.log_start_offset)
             else:
                 run += partition_head(read.partition, read.error, read.high_watermark, read.last_stable_offset)
-            run += middle
+            aborted = read.aborted
+            if aborted and read_committed:
+                run += length(len(aborted))
+                for txn in aborted:
+                    run += _ABORTED(txn.producer_id, txn.first_offset)
+                    run += tags
+                run += replica
+            else:
+                run += middle
             records = read.records
             size = len(records)
             run += length(size)

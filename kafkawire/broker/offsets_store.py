@@ -6,28 +6,25 @@ subscriptions and assignments), so that after a restart the members carry on. Th
 in one append-only file of JSON lines under the coordinator's data directory::
 
     {"g": "<group>", "o": [["<topic>", <partition>, <offset>, <leader epoch>, "<metadata>", <commit ms>], ...]}
+    {"g": "<group>", "pid": <producer id>, "o": [...]}            offsets committed in an open transaction
+    {"g": "<group>", "pid": <producer id>, "end": "commit" | "abort"}   ... and the transaction's end
     {"g": "<group>", "gen": <generation>, "pt": "<protocol type>" | null,
      "proto": "<protocol>" | null, "leader": "<member id>" | null,
      "m": [["<member id>", "<instance id>" | null, "<client id>", "<host>", <rebalance ms>, <session ms>,
             "<metadata, base64>", "<assignment, base64>"], ...]}
 
-One OffsetCommit request is one line, so a commit is applied whole or not at all: a line torn by a crash
-(no trailing newline, or not valid JSON) is dropped when the file is read back. Later lines override
-earlier ones. ``load()`` compacts the file (one line per group and kind, written to a temporary file,
-flushed, fsynced and atomically renamed over the old one) and so does an append once the file has grown
-well past its compacted size. Every append is written with one unbuffered ``write`` before the commit is
-acknowledged (it survives the process being killed); with ``fsync=True`` it is also fsynced (it survives
-a power loss).
+One OffsetCommit request is one line, so a commit is applied whole or not at all; later lines override
+earlier ones. The file is a ``Journal`` (torn lines dropped, compaction to one line per group and kind,
+written before the commit is acknowledged).
 """
 from __future__ import annotations
 
 import base64
-import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+
+from .journal import Journal
 
 __all__ = ["CommittedOffset", "GroupRecord", "MemberRecord", "OffsetStore", "OFFSETS_FILE_NAME"]
 
@@ -73,18 +70,20 @@ class GroupRecord:
 
 
 class OffsetStore:
-    """Committed offsets (group -> (topic, partition) -> CommittedOffset) and group generations, on disk."""
+    """Committed offsets (group -> (topic, partition) -> CommittedOffset), offsets pending in open
+    transactions (group -> producer id -> ...) and group generations, on disk."""
 
     def __init__(self, data_dir: Path, *, fsync: bool = False, compact_min_bytes: int = 16 << 20) -> None:
         self.data_dir = Path(data_dir)
         self.path = self.data_dir / OFFSETS_FILE_NAME
-        self.fsync = fsync
-        self._compact_min_bytes = compact_min_bytes
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        self.pending: dict[str, dict[int, dict[tuple[str, int], CommittedOffset]]] = {}
         self.groups: dict[str, GroupRecord] = {}
-        self._file: BinaryIO | None = None
-        self._size = 0  # bytes in the file
-        self._compacted_size = 0  # its size right after the last compaction
+        self._journal = Journal(self.path, self._snapshot_lines, fsync=fsync, compact_min_bytes=compact_min_bytes)
+
+    @property
+    def fsync(self) -> bool:
+        return self._journal.fsync
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -92,33 +91,21 @@ class OffsetStore:
         """Read the file back (dropping a torn tail), compact it and open it for appending."""
         self.close()
         self.offsets.clear()
+        self.pending.clear()
         self.groups.clear()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            raw = b""
-        lines = raw.split(b"\n")
-        if lines and lines[-1] != b"":
-            log.warning("%s: dropping a torn last line of %d bytes", self.path, len(lines[-1]))
-        for number, line in enumerate(lines[:-1], 1):  # the last element follows the final newline
-            if not line.strip():
-                continue
+        for record in self._journal.read():
             try:
-                self._apply(json.loads(line))
+                self._apply(record)
             except (ValueError, TypeError, KeyError, IndexError) as exc:
-                log.warning("%s:%d: skipping an unreadable line (%s)", self.path, number, exc)
+                log.warning("%s: skipping an unreadable line (%s)", self.path, exc)
         # Empty groups with no committed offsets are dropped here, as Kafka's offset cleanup drops them.
-        for group_id in [g for g, record in self.groups.items() if not self.offsets.get(g) and not record.members]:
+        for group_id in [g for g, record in self.groups.items()
+                         if not self.offsets.get(g) and not record.members and not self.pending.get(g)]:
             del self.groups[group_id]
-        self._compact()
+        self._journal.open()
 
     def close(self) -> None:
-        if self._file is not None:
-            try:
-                self._file.close()
-            finally:
-                self._file = None
+        self._journal.close()
 
     # -- updates -----------------------------------------------------------------------------------
 
@@ -126,31 +113,68 @@ class OffsetStore:
         """Durably record ``entries`` for ``group_id``, then apply them in memory (raises OSError)."""
         if not entries:
             return
-        record = {"g": group_id, "o": [[topic, partition, c.offset, c.leader_epoch, c.metadata,
-                                        c.commit_timestamp_ms] for (topic, partition), c in entries]}
-        self._append(record)
+        self._write({"g": group_id, "o": _offset_rows(entries)})
         committed = self.offsets.setdefault(group_id, {})
         for key, value in entries:
             committed[key] = value
+
+    def commit_pending(self, group_id: str, producer_id: int,
+                       entries: list[tuple[tuple[str, int], CommittedOffset]]) -> None:
+        """Record offsets committed in ``producer_id``'s open transaction (TxnOffsetCommit): they take
+        effect when the transaction commits, and are dropped if it aborts."""
+        if not entries:
+            return
+        self._write({"g": group_id, "pid": producer_id, "o": _offset_rows(entries)})
+        pending = self.pending.setdefault(group_id, {}).setdefault(producer_id, {})
+        for key, value in entries:
+            pending[key] = value
+
+    def complete_pending(self, group_id: str, producer_id: int, commit: bool) -> None:
+        """The producer's transaction ended: its pending offsets for the group become committed (or go)."""
+        if producer_id not in self.pending.get(group_id, {}):
+            return
+        self._write({"g": group_id, "pid": producer_id, "end": "commit" if commit else "abort"})
+        self._end_pending(group_id, producer_id, commit)
+
+    def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
+        """Whether an open transaction holds an offset for the partition (OffsetFetch's require_stable)."""
+        return any((topic, partition) in offsets for offsets in self.pending.get(group_id, {}).values())
 
     def record_group(self, group_id: str, record: GroupRecord) -> None:
         """Record a group's metadata: its new generation (so that generations keep increasing across
         restarts), with its members once their assignment is known."""
         if self.groups.get(group_id) == record:
             return
-        self._append(_group_line(group_id, record))
+        self._write(_group_line(group_id, record))
         self.groups[group_id] = record
 
     # -- internals ---------------------------------------------------------------------------------
+
+    def _write(self, record: dict) -> None:
+        self._journal.append(record)
+        self._journal.maybe_compact()
+
+    def _end_pending(self, group_id: str, producer_id: int, commit: bool) -> None:
+        by_producer = self.pending.get(group_id, {})
+        offsets = by_producer.pop(producer_id, None)
+        if not by_producer:
+            self.pending.pop(group_id, None)
+        if commit and offsets:
+            self.offsets.setdefault(group_id, {}).update(offsets)
 
     def _apply(self, record: dict) -> None:
         group_id = record["g"]
         if not isinstance(group_id, str):
             raise TypeError("group id is not a string")
-        if "o" in record:
-            committed = self.offsets.setdefault(group_id, {})
+        if "end" in record:
+            self._end_pending(group_id, int(record["pid"]), record["end"] == "commit")
+        elif "o" in record:
+            if "pid" in record:
+                target = self.pending.setdefault(group_id, {}).setdefault(int(record["pid"]), {})
+            else:
+                target = self.offsets.setdefault(group_id, {})
             for topic, partition, offset, epoch, metadata, timestamp in record["o"]:
-                committed[(str(topic), int(partition))] = CommittedOffset(
+                target[(str(topic), int(partition))] = CommittedOffset(
                     int(offset), int(epoch), "" if metadata is None else str(metadata), int(timestamp))
         if "gen" in record:
             protocol_type = record.get("pt")
@@ -160,50 +184,20 @@ class OffsetStore:
             self.groups[group_id] = GroupRecord(int(record["gen"]), None if protocol_type is None else str(protocol_type),
                                                 record.get("proto"), record.get("leader"), members)
 
-    def _append(self, record: dict) -> None:
-        if self._file is None:
-            raise OSError(f"{self.path} is not open (OffsetStore.load() was not called, or it was closed)")
-        data = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
-        view = memoryview(data)
-        while view:
-            written = self._file.write(view)
-            view = view[written:]
-        if self.fsync:
-            os.fsync(self._file.fileno())
-        self._size += len(data)
-        if self._size > max(self._compact_min_bytes, 4 * self._compacted_size):
-            try:
-                self._compact()
-            except OSError as exc:  # the record itself is written: carry on appending to the old file
-                log.warning("%s: compaction failed: %s", self.path, exc)
-                if self._file is None:
-                    self._file = open(self.path, "ab", buffering=0)
-                self._compacted_size = self._size
-
     def _snapshot_lines(self):
-        for group_id in sorted(set(self.groups) | set(self.offsets)):
+        for group_id in sorted(set(self.groups) | set(self.offsets) | set(self.pending)):
             if group_id in self.groups:
                 yield _group_line(group_id, self.groups[group_id])
             committed = self.offsets.get(group_id)
             if committed:
-                yield {"g": group_id, "o": [[topic, partition, c.offset, c.leader_epoch, c.metadata,
-                                             c.commit_timestamp_ms]
-                                            for (topic, partition), c in sorted(committed.items())]}
+                yield {"g": group_id, "o": _offset_rows(sorted(committed.items()))}
+            for producer_id, offsets in sorted(self.pending.get(group_id, {}).items()):
+                yield {"g": group_id, "pid": producer_id, "o": _offset_rows(sorted(offsets.items()))}
 
-    def _compact(self) -> None:
-        """Rewrite the file as one line per group and kind: temporary file, fsync, rename, fsync dir."""
-        self.close()
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        data = "".join(json.dumps(line, separators=(",", ":")) + "\n"
-                       for line in self._snapshot_lines()).encode("utf-8")
-        with open(tmp, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, self.path)
-        _fsync_dir(self.data_dir)
-        self._file = open(self.path, "ab", buffering=0)
-        self._size = self._compacted_size = len(data)
+
+def _offset_rows(entries) -> list:
+    return [[topic, partition, c.offset, c.leader_epoch, c.metadata, c.commit_timestamp_ms]
+            for (topic, partition), c in entries]
 
 
 def _group_line(group_id: str, record: GroupRecord) -> dict:
@@ -214,16 +208,3 @@ def _group_line(group_id: str, record: GroupRecord) -> dict:
              m.session_timeout_ms, base64.b64encode(m.metadata).decode("ascii"),
              base64.b64encode(m.assignment).decode("ascii")] for m in record.members])
     return line
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # not possible on some platforms; the rename is still atomic
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

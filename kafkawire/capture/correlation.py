@@ -4,8 +4,13 @@ Kafka answers a connection's requests in order, so responses are matched against
 outstanding requests (Produce with acks=0 expects no response). The next response must answer the
 oldest; one that answers a later request means the ones before it went unanswered; one whose id is not
 outstanding is held (its request may not be framed yet, the directions being framed independently)
-until a later response matches, a bound is hit or the stream ends, then it is unmatched. After a
-SaslHandshake v0 exchange the two sides swap raw SASL tokens without a Kafka header: they are skipped.
+until a later response matches, a bound is hit or the stream ends, then it is unmatched.
+
+SASL: SaslHandshake and SaslAuthenticate frames are followed by ``authentication.SaslExchanges``, which
+gives them their mechanism and user. After a SaslHandshake v0 exchange the two sides swap raw SASL
+tokens without a Kafka header: they go to ``SaslExchanges`` (which reads the user and the outcome from
+them) and to no table, until the client's next Kafka request (a header a strict check accepts, with
+the client id of its earlier requests) and the response to it.
 
 ``RequestCorrelation`` is the part of ``Conversation`` (``kafka_connection``) that does this; the
 framing (``kafka_framing``) hands it each complete frame (``_frame_done``).
@@ -16,11 +21,12 @@ import struct
 from typing import NamedTuple
 
 from ..framing import peek_request
+from .authentication import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from .kafka_framing import DEAD, REQUEST, RESPONSE, SCAN, Direction
 from .model import KafkaFrame, Problem
-from .resync import api_name, header_version, is_request_header, produce_acks
+from .resync import MAX_CLIENT_ID, WAIT, api_name, check_request, header_version, is_request_header, produce_acks
 
-PRODUCE, SASL_HANDSHAKE = 0, 17
+PRODUCE = 0
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
@@ -65,8 +71,8 @@ class RequestCorrelation:
             key, version, corr = peek_request(frame)
             valid = is_request_header(key, version, corr)
         if self._sasl_requests:
-            if not valid:
-                self._sasl_token(side, out)
+            if not valid or not self._request_after_tokens(side, frame):
+                self._sasl_token(side, frame)
                 return
             self._sasl_requests = False
         if n < 8:
@@ -88,9 +94,21 @@ class RequestCorrelation:
                         side.client_id, side.client_id_text = raw, client_id
             elif client_id_length == -1 and valid:
                 side.client_id = None
+        mechanism = user = None
+        if valid:
+            sasl = self._sasl
+            if key == SASL_HANDSHAKE:
+                sasl.handshake_request(frame, version)
+                mechanism = sasl.mechanism
+            elif key == SASL_AUTHENTICATE:
+                sasl.authenticate_request(frame)
+                mechanism, user = sasl.mechanism, sasl.user
+            elif sasl.outcome is not None:
+                sasl.kafka_request()
         request = KafkaFrame(self.connection, REQUEST, self.client, self.broker, side.frame_ts, end_ts,
-                             side.frame_offset, n, key, version, corr, client_id, frame)
+                             side.frame_offset, n, key, version, corr, client_id, frame, None, mechanism, user)
         out.append(request)
+        self._requests += 1
         side.last_corr = corr
         if key == SASL_HANDSHAKE and version == 0:
             self._sasl_requests = True
@@ -126,7 +144,7 @@ class RequestCorrelation:
         corr = _I32.unpack_from(frame)[0] if len(frame) >= 4 else None
         if self._sasl_responses:
             if corr is None or not self._fifo or self._fifo[0].correlation_id != corr:
-                self._sasl_token(side, out)
+                self._sasl_token(side, frame)
                 return
             self._sasl_responses = False
         if corr is None:
@@ -174,12 +192,17 @@ class RequestCorrelation:
                             "capture gap", out, request)
             return
         frame = held.frame
+        key, version = request.api_key, request.api_version
+        if key == SASL_HANDSHAKE:
+            self._sasl.handshake_response(frame, version)
+            if version == 0 and held.size >= 6 and _I16.unpack_from(frame, 4)[0] == 0:
+                self._sasl_responses = True
+        elif key == SASL_AUTHENTICATE:
+            self._sasl.authenticate_response(frame, version)
         out.append(KafkaFrame(self.connection, RESPONSE, self.client, self.broker, held.ts_ns, held.end_ts_ns,
-                              held.offset, held.size, request.api_key, request.api_version, held.correlation_id,
-                              None, frame, request))
-        if request.api_key == SASL_HANDSHAKE and request.api_version == 0 and held.size >= 6 \
-                and _I16.unpack_from(frame, 4)[0] == 0:
-            self._sasl_responses = True
+                              held.offset, held.size, key, version, held.correlation_id, None, frame, request,
+                              request.sasl_mechanism, request.sasl_user))
+        self._responses += 1
 
     def _hold(self, held: HeldResponse, out: list) -> None:
         self._held.append(held)
@@ -212,18 +235,25 @@ class RequestCorrelation:
             self._held_bytes -= held.size
         out.append(KafkaFrame(self.connection, RESPONSE, self.client, self.broker, held.ts_ns, held.end_ts_ns,
                               held.offset, held.size, None, None, held.correlation_id, None, held.frame, None))
+        self._responses += 1
         out.append(Problem(self.connection, RESPONSE, held.ts_ns, "unmatched_response",
                            f"response {held.correlation_id}: {why}", held.offset, held.size,
                            request and request.api_key, request and request.api_version, held.correlation_id))
 
-    def _sasl_token(self, side: Direction, out: list) -> None:
-        self.sasl_raw = True
-        if "sasl" not in self._reported:
-            self._reported.add("sasl")
-            out.append(Problem(self.connection, side.direction, side.frame_ts, "sasl",
-                               "SASL authentication after SaslHandshake v0: raw SASL tokens without a Kafka header "
-                               "were skipped", side.frame_offset))
+    def _sasl_token(self, side: Direction, token: bytes) -> None:
+        """A raw SASL token after a v0 SaslHandshake: read for its user and outcome, kept nowhere."""
+        if side.direction is REQUEST:
+            self._sasl.client_token(token)
+        else:
+            self._sasl.server_token(token)
 
+    def _request_after_tokens(self, side: Direction, frame: bytes) -> bool:
+        """Whether a frame after raw SASL tokens is the client's next Kafka request: its header passes the
+        strict check of a resync (the client id its earlier requests gave, a small tag section), which a
+        token that happens to start like a request header does not."""
+        head = _I32.pack(len(frame)) + frame[:12 + MAX_CLIENT_ID]
+        found = check_request(head, 0, len(head), side.max_frame, True, side.client_id)
+        return found is not None and found is not WAIT
 
     def _expect_truncated(self, side: Direction, api_key: int, api_version: int, corr: int) -> None:
         """Keeps the cut request's place in the FIFO, so its response is recognised (but not decoded)."""

@@ -2,7 +2,8 @@
 
 Bodies are decoded by ``framing`` (the one frame decoder: requests, and responses at the version they
 were read at); record batches by ``records``, their headers only: records are decompressed only for
-the records table (``record_table``).
+the records table (``record_table``). SaslAuthenticate bodies come out with their tokens' secrets
+taken out (``authentication.redact_body``), so that no table is ever given them.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from kafkawire.records import LegacyBatch, iter_batches
 from kafkawire.records.batch import CODEC_MASK
 from kafkawire.records.legacy import LEGACY_CODEC_MASK
 
+from .authentication import SASL_AUTHENTICATE, redact_body
 from .model import KafkaFrame
 from .record_table import CODEC_NAMES
 
@@ -47,6 +49,8 @@ def decode_frame(frame: KafkaFrame) -> Decoded:
             _, body, trailing = read_request(frame.frame)
         except DecodeError as error:
             return Decoded(name, header_version, None, None, str(error))
+        if frame.api_key == SASL_AUTHENTICATE:
+            redact_body(body, frame.sasl_mechanism)
         return Decoded(name, header_version, body, version, None, trailing)
     if frame.request is None or frame.api_key is None:
         return Decoded(name, None, None, None, None)  # unmatched: not decoded (a Problem says so)
@@ -59,6 +63,8 @@ def decode_frame(frame: KafkaFrame) -> Decoded:
         _, body, body_version, trailing = read_response(frame.frame, info.key, version)
     except DecodeError as error:
         return Decoded(name, header_version, None, None, str(error))
+    if frame.api_key == SASL_AUTHENTICATE:
+        redact_body(body, frame.sasl_mechanism)
     return Decoded(name, header_version, body, body_version, None, trailing)
 
 

@@ -1,11 +1,11 @@
-"""The Kafka layer of one connection: stream events -> KafkaFrame and Problem.
+"""The Kafka layer of one connection: stream events -> KafkaFrame, Problem and ConnectionSummary.
 
 ``Conversation.feed(event)`` takes the events of ``tcp_reassembly.TcpReassembler`` (both directions, in
 capture order) and returns the frames and problems they complete; ``finish()`` flushes the rest.
 ``decode_connection(packets)`` runs both stages over one connection's packets.
 
-What it does, per connection (roles and epochs here; framing and resync in ``kafka_framing`` and
-``resync``, correlation and SASL in ``correlation``):
+What it does, per connection (roles, TLS and epochs here; framing and resync in ``kafka_framing`` and
+``resync``, correlation and SASL in ``correlation`` and ``authentication``):
 
 - Roles: the endpoint whose port is in ``broker_ports`` is the broker; else the SYN's destination; else
   the direction whose first bytes validate as request headers (decided lazily, buffering at most
@@ -21,9 +21,14 @@ What it does, per connection (roles and epochs here; framing and resync in ``kaf
   candidates (known API key and version, correlation id >= 0, printable client id) chained to the next
   header, responses by finding an outstanding correlation id chained to the next response. Skipped bytes
   give Problem ``resync``. A capture that starts mid-stream resyncs the same way.
-- SASL: after a SaslHandshake v0 exchange the client and broker swap raw size-prefixed SASL tokens with no
-  Kafka header: they are skipped (one Problem ``sasl``). TLS (a TLS record at the start of a direction) and
-  bytes that never validate as Kafka give one Problem ``tls`` / ``not_kafka`` and the connection is skipped.
+- SASL: SaslHandshake and SaslAuthenticate frames carry their exchange's mechanism and user. After a
+  SaslHandshake v0 exchange the client and broker swap raw size-prefixed SASL tokens with no Kafka
+  header: they are read for the user and the outcome, never kept, and framing goes on with the Kafka
+  requests after them.
+- TLS (a TLS record at the start of a direction) and bytes that never validate as Kafka give one Problem
+  ``tls`` / ``not_kafka`` and the connection is skipped; a TLS client's ClientHello is read first
+  (``tls_hello``) for the server name and version it asks for.
+- Summaries: each epoch ends with a ``ConnectionSummary`` (times, frames, TLS, SASL).
 - Ends: requests still outstanding when the connection closes or the capture ends are reported as
   ``unanswered_request`` with a reason that says which ("capture ended before the response" is the
   normal fate of requests in flight when tcpdump stopped, not evidence of loss). A response that skips
@@ -37,11 +42,14 @@ from collections import Counter, deque
 from typing import Iterable, Iterator
 
 from ..framing import DEFAULT_MAX_FRAME
+from .authentication import SaslExchanges
 from .correlation import HeldResponse, RequestCorrelation
 from .kafka_framing import DEAD, REQUEST, RESPONSE, SYNC, Direction, DirectionFraming
-from .model import KafkaFrame, Packet, Problem, StreamData, StreamEnd, StreamGap
+from .model import ConnectionSummary, KafkaFrame, Packet, Problem, StreamData, StreamEnd, StreamGap
 from .resync import ACCEPT, WAIT, check_request, looks_like_tls, request_candidates, request_verdict
 from .tcp_reassembly import ConnectionOpen, StreamConflict, TcpReassembler
+from .tls_hello import MAX_HELLO_BYTES, ClientHello, read_client_hello
+from .tls_hello import WAIT as HELLO_INCOMPLETE
 
 DEFAULT_MAX_RESPONSE_FRAME = 128 << 20  # fetch.max.bytes (50 MiB) plus generous overhead
 ROLE_EVIDENCE = 64 << 10    # bytes of each direction looked at to tell the client from the broker
@@ -77,7 +85,7 @@ class Conversation(DirectionFraming, RequestCorrelation):
         self.max_outstanding_bytes = max_outstanding_bytes
         self.client: str | None = None
         self.broker: str | None = None
-        self.sasl_raw = False                        # raw SASL tokens were skipped on this connection
+        self.tls: ClientHello | None = None          # a TLS connection's ClientHello (fields None: unread)
         self._endpoints = connection.split("-") if connection.count("-") == 1 else []
         self._sides: dict[str, Direction] = {}
         self._early: list = []                       # events before the roles are known
@@ -88,6 +96,7 @@ class Conversation(DirectionFraming, RequestCorrelation):
         self._dead = False
         self._reported: set[str] = set()             # once-per-connection problem kinds
         self._last_ts = 0
+        self._epoch_first: int | None = None         # the first event of the current epoch
         self._new_epoch_state()
         self._roles_from_ports()
 
@@ -100,6 +109,8 @@ class Conversation(DirectionFraming, RequestCorrelation):
         self._sasl_responses = False  # after its response: frames not answering the FIFO head are tokens
         self._seen: set[str] = set()
         self._ended: set[str] = set()
+        self._sasl = SaslExchanges()
+        self._requests = self._responses = 0
         if self.client is not None:
             self._sides = {self.client: Direction(REQUEST, self.client, self.max_frame),
                            self.broker: Direction(RESPONSE, self.broker, self.max_response_frame)}
@@ -110,18 +121,22 @@ class Conversation(DirectionFraming, RequestCorrelation):
     def feed(self, event) -> list:
         out: list = []
         if self._dead:
+            self._last_ts = event.ts_ns  # for the summary's end
             return out
         kind = type(event)
         if kind is StreamData:
-            self._last_ts = event.ts_ns
             side = self._sides.get(event.sender)
             if side is not None and side.mode is SYNC and event.offset == side.pos:
+                self._last_ts = event.ts_ns
                 data = event.data
                 used = self._sync(side, event.offset, data, event.ts_ns, out)
                 if used < len(data):
                     self._feed_side(side, event.offset + used, memoryview(data)[used:], event.ts_ns, out)
                 return out
         elif kind is ConnectionOpen:
+            self._last_ts = event.ts_ns
+            if self._epoch_first is None:
+                self._epoch_first = event.ts_ns
             self._seen.update((event.client, event.server))
             if self.client is None:
                 self._set_roles(event.client, event.server, out)
@@ -134,23 +149,21 @@ class Conversation(DirectionFraming, RequestCorrelation):
                                "the first capture of the same sequence range; kept the first",
                                event.offset, event.length))
             return out
-        self._last_ts = event.ts_ns
         if self.client is None:
             self._early_event(event, out)
         else:
-            self._dispatch(event, out)
+            self._dispatch(event, out)  # sets _last_ts, after summing up an epoch the event comes after
         return out
 
     def finish(self) -> list:
         """Flushes everything, as if the capture stopped here."""
         out: list = []
-        if self._dead:
-            return out
-        if self.client is None and self._early:
+        if not self._dead and self.client is None and self._early:
             self._decide_roles(out, final=True)
         if self.client is not None and not self._dead and (
                 self._fifo or self._held or any(s.pos or s.frames for s in self._sides.values())):
             self._end_epoch(self._last_ts, _CLOSE_REASONS["end of capture"], out)
+        self._summary(out)
         return out
 
     def _dispatch(self, event, out: list) -> None:
@@ -164,12 +177,17 @@ class Conversation(DirectionFraming, RequestCorrelation):
                 return
             self._end_epoch(event.ts_ns, "connection reused before the response", out)
             side = self._sides[sender]
+        self._last_ts = event.ts_ns
+        if self._epoch_first is None:
+            self._epoch_first = event.ts_ns
         self._seen.add(sender)
         if kind is StreamData:
             self._feed_side(side, event.offset, event.data, event.ts_ns, out)
         elif kind is StreamGap:
             self._gap(side, event, out)
         elif kind is StreamEnd:
+            if event.reason in ("FIN", "RST"):
+                self._sasl.closed()
             self._finish_side(side, event.ts_ns, f"the stream ended ({event.reason})", out)
             side.ended = True
             self._ended.add(sender)
@@ -202,6 +220,9 @@ class Conversation(DirectionFraming, RequestCorrelation):
         return others[0] if others else "?"
 
     def _early_event(self, event, out: list) -> None:
+        self._last_ts = event.ts_ns
+        if self._epoch_first is None:
+            self._epoch_first = event.ts_ns
         self._early.append(event)
         kind = type(event)
         if kind is StreamData:
@@ -216,8 +237,10 @@ class Conversation(DirectionFraming, RequestCorrelation):
     def _decide_roles(self, out: list, final: bool) -> None:
         verdicts = {sender: self._role_verdict(sender, final) for sender in self._early_bytes}
         requests = [s for s, v in verdicts.items() if v == "request"]
-        if any(v == "tls" for v in verdicts.values()):
-            self._give_up("tls", None, "TLS records: the connection is encrypted and cannot be decoded", out)
+        tls = [s for s, v in verdicts.items() if v == "tls"]
+        if tls:
+            sender = tls[0] if len(tls) == 1 else self._first_sender
+            self._tls_start(self._early_stream(sender)[0], sender, None, final, out)
         elif len(requests) == 1:
             self._set_roles(requests[0], self._other(requests[0]), out)
         elif len(requests) == 2:
@@ -238,8 +261,9 @@ class Conversation(DirectionFraming, RequestCorrelation):
             self._give_up("not_kafka", None, "no valid Kafka request header in the first "
                           f"{max(self._early_bytes.values())} bytes of either direction", out)
 
-    def _role_verdict(self, sender: str, final: bool) -> str:
-        """'request', 'not kafka', 'tls' or 'wait' for the first bytes ``sender`` sent (after its last gap)."""
+    def _early_stream(self, sender: str) -> tuple[bytearray, bool]:
+        """The first bytes ``sender`` sent (after its last gap, about ROLE_EVIDENCE of them), and whether
+        they start its stream."""
         buf = bytearray()
         known_start = True
         for event in self._early:
@@ -252,6 +276,11 @@ class Conversation(DirectionFraming, RequestCorrelation):
                 if not buf and event.offset != 0:
                     known_start = False
                 buf += event.data
+        return buf, known_start
+
+    def _role_verdict(self, sender: str, final: bool) -> str:
+        """'request', 'not kafka', 'tls' or 'wait' for the first bytes ``sender`` sent (after its last gap)."""
+        buf, known_start = self._early_stream(sender)
         if not buf:
             return "wait"
         cached = self._verdicts.get(sender)
@@ -275,6 +304,28 @@ class Conversation(DirectionFraming, RequestCorrelation):
                 return "request"
         return "wait"
 
+    def _tls_start(self, data, sender: str | None, direction: str | None, final: bool, out: list) -> bool:
+        """A TLS record starts a stream, ``sender``'s before the roles are known, else ``direction``'s:
+        once the ClientHello in ``data`` is whole (or will not be), note it and give the connection up.
+        Returns False while waiting for the rest of the ClientHello."""
+        hello = read_client_hello(data)
+        if hello is HELLO_INCOMPLETE and not final and len(data) < 4 * MAX_HELLO_BYTES:
+            return False
+        if isinstance(hello, ClientHello):
+            self.tls = hello
+            if sender is not None:  # the client speaks first in TLS
+                self.client, self.broker = sender, self._other(sender)
+                direction = REQUEST
+            if hello.server_name is not None:
+                what = f"a {hello.version or 'TLS'} ClientHello for server name {hello.server_name}"
+            else:
+                what = f"a {hello.version or 'TLS'} ClientHello without a server name"
+        else:
+            self.tls = ClientHello(None, None)
+            what = "TLS records"
+        self._give_up("tls", direction, f"{what}: the connection is encrypted and cannot be decoded", out)
+        return True
+
     def _give_up(self, kind: str, direction: str | None, reason: str, out: list) -> None:
         """The connection is not decodable Kafka: report once and skip the rest of it."""
         self._dead = True
@@ -291,7 +342,7 @@ class Conversation(DirectionFraming, RequestCorrelation):
         self._held.clear()
 
     def _end_epoch(self, ts: int, why: str, out: list) -> None:
-        """Every direction is done: report what is left and start afresh."""
+        """Every direction is done: report what is left, sum the epoch up and start afresh."""
         for side in self._sides.values():
             if not side.ended:
                 self._finish_side(side, ts, "the stream ended", out)
@@ -300,7 +351,19 @@ class Conversation(DirectionFraming, RequestCorrelation):
             request = self._fifo.popleft()
             out.append(Problem(self.connection, REQUEST, request.ts_ns, "unanswered_request", why, request.offset,
                                request.size, request.api_key, request.api_version, request.correlation_id))
+        self._summary(out)
         self._new_epoch_state()
+
+    def _summary(self, out: list) -> None:
+        """The current epoch's ConnectionSummary, once (nothing for an epoch without events)."""
+        if self._epoch_first is None:
+            return
+        sasl, tls = self._sasl, self.tls
+        out.append(ConnectionSummary(
+            self.connection, self.client, self.broker, self._epoch_first, self._last_ts, self._requests,
+            self._responses, tls is not None, tls.server_name if tls else None, tls.version if tls else None,
+            sasl.mechanism, sasl.user, sasl.handshake_version, sasl.outcome, sasl.error_code, sasl.count))
+        self._epoch_first = None
 
 
 # ----------------------------------------------------------------------------------------------------

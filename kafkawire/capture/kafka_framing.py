@@ -243,15 +243,14 @@ class DirectionFraming:
                 return []
             if verdict:
                 return self._accept(side, p, out)
-            side.hint = None
             if side.known_start and not self._frames_seen():
-                if looks_like_tls(buf[p:p + 3]):
-                    self._give_up("tls", side.direction, "a TLS record where the first Kafka frame should be: the "
-                                  "connection is encrypted and cannot be decoded", out)
+                if looks_like_tls(buf[p:p + 3]):  # given up once its ClientHello is read (the hint kept till then)
+                    self._tls_start(buf[p:], None, side.direction, final, out)
                 else:
                     self._give_up("not_kafka", side.direction, f"the {side.direction} stream does not start with a "
                                   "valid Kafka frame", out)
                 return []
+            side.hint = None
             side.scan_pos = max(side.scan_pos, p + 1)
         # Candidates still waiting for bytes do not block later ones: the earliest that validates wins.
         if side.direction is REQUEST:

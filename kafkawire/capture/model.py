@@ -1,14 +1,16 @@
-"""The values passed between the capture stages: packets, stream pieces, Kafka frames and problems.
+"""The values passed between the capture stages: packets, stream pieces, Kafka frames, problems and
+connection summaries.
 
 The stages are plain Python and know nothing of Spark:
 
     packets.py           capture files and splits  -> Packet (pcap_reader, pcapng_reader, packet_headers;
                                                       splits, inputs, payloads)
     tcp_reassembly.py    one connection's packets  -> StreamData / StreamGap / StreamEnd per direction
-    kafka_connection.py  one connection's stream   -> KafkaFrame / Problem (kafka_framing and resync,
-                                                      correlation)
-    rows.py              KafkaFrame / Problem      -> rows of the output tables (table_schemas,
-                                                      frame_decoding, joins, bodies, column_table,
+    kafka_connection.py  one connection's stream   -> KafkaFrame / Problem / ConnectionSummary
+                                                      (kafka_framing and resync, correlation,
+                                                      authentication, tls_hello)
+    rows.py              KafkaFrame / Problem /    -> rows of the output tables (table_schemas,
+                         ConnectionSummary            frame_decoding, joins, bodies, column_table,
                                                       record_table)
     report.py            the tables                -> a summary (report_arrow)
 
@@ -111,6 +113,8 @@ class KafkaFrame(NamedTuple):
 
     For a response, ``api_key``/``api_version`` come from the request it answers, and ``request`` is that
     request's frame (None when the response could not be matched; then the response is not decoded).
+    SaslHandshake and SaslAuthenticate frames carry the SASL mechanism of their exchange and the user
+    its client named, where the capture shows them (``authentication``).
     """
     connection: str
     direction: str          # "request" or "response"
@@ -126,13 +130,15 @@ class KafkaFrame(NamedTuple):
     client_id: str | None   # requests only
     frame: bytes            # the frame without its size prefix
     request: "KafkaFrame | None" = None
+    sasl_mechanism: str | None = None
+    sasl_user: str | None = None
 
 
 class Problem(NamedTuple):
     """Something the decoder could not take at face value, with a reason a person can act on.
 
     ``kind`` is one of: gap, resync, truncated_frame, undecodable, trailing_bytes, unmatched_response,
-    unanswered_request, retransmission_conflict, sasl, tls, not_kafka, oversized_frame.
+    unanswered_request, retransmission_conflict, tls, not_kafka, oversized_frame.
     """
     connection: str
     direction: str | None
@@ -144,3 +150,32 @@ class Problem(NamedTuple):
     api_key: int | None = None
     api_version: int | None = None
     correlation_id: int | None = None
+
+
+class ConnectionSummary(NamedTuple):
+    """One TCP connection (one use of its addresses and ports: a reused 4-tuple gives one per use), as
+    the capture shows it: when, how many frames, TLS and SASL authentication.
+
+    ``tls_*``: a TLS record opened the connection (which is then not decoded); the server name (SNI) and
+    the highest TLS version its ClientHello offered. ``sasl_*``: the mechanism of its last SASL
+    exchange, the user the client named, the handshake version (0: raw tokens followed it), the
+    outcome (``authentication``: authenticated, failed or incomplete; null without SASL) and the
+    error code of a failure; ``authentications`` counts the exchanges (KIP-368 re-authentication
+    makes more than one).
+    """
+    connection: str
+    client: str | None      # None when the roles were never decided (not Kafka)
+    broker: str | None
+    ts_ns: int              # the first event of the connection
+    end_ts_ns: int          # its last
+    requests: int
+    responses: int
+    tls: bool
+    tls_server_name: str | None
+    tls_version: str | None
+    sasl_mechanism: str | None
+    sasl_user: str | None
+    sasl_handshake_version: int | None
+    authentication: str | None
+    sasl_error_code: int | None
+    authentications: int

@@ -1,7 +1,8 @@
 """``kafkawire report DIR``: a summary of decoded tables.
 
-Sections: frames and latency percentiles per API, bytes per client, problems by kind, and the
-fetch-limits check (KIP-74):
+Sections: frames and latency percentiles per API, bytes per client, problems by kind, authentication
+(connections per SASL mechanism and user: authenticated, failed, incomplete; TLS connections per
+server name and version offered, from the connections table), and the fetch-limits check (KIP-74):
 
 - a fetch response whose record bytes exceed ``max(MaxBytes, first batch)``, where the first batch
   is the first batch of the first partition that returned data (the one overshoot KIP-74 allows);
@@ -35,6 +36,8 @@ class Report:
     apis: list[dict] = field(default_factory=list)
     clients: list[dict] = field(default_factory=list)
     problems: list[dict] = field(default_factory=list)
+    authentications: list[dict] = field(default_factory=list)
+    tls: list[dict] = field(default_factory=list)
     oversized_responses: list[dict] = field(default_factory=list)
     oversized_partitions: list[dict] = field(default_factory=list)
     starved: list[dict] = field(default_factory=list)
@@ -44,6 +47,7 @@ class Report:
         lines = [f"frames {self.totals.get('frames', 0):,}  requests {self.totals.get('requests', 0):,}  "
                  f"responses {self.totals.get('responses', 0):,}  fetched partitions "
                  f"{self.totals.get('fetches', 0):,}  produced partitions {self.totals.get('produces', 0):,}"
+                 f"  connections {self.totals.get('connections', 0):,}"
                  + (f"  records {self.totals['records']:,}" if "records" in self.totals else "")]
         lines += ["", "per API (latency in ms, responses)",
                   f"  {'api':<24}{'ver':>8}{'requests':>10}{'responses':>10}{'errors':>8}"
@@ -58,6 +62,20 @@ class Report:
                          f"{row['sent']:>14,}{row['received']:>14,}")
         lines += ["", "problems"] + ([f"  {row['kind']:<26}{row['count']:>8,}  e.g. {row['example']}"
                                       for row in self.problems] or ["  none"])
+        lines += ["", "authentication (connections per SASL mechanism and user)"]
+        if self.authentications:
+            lines.append(f"  {'mechanism':<16}{'user':<24}{'authenticated':>14}{'failed':>8}{'incomplete':>12}")
+            lines += [f"  {row['mechanism'] or '(unknown)':<16}{_name(row['user'], 23):<24}{row['authenticated']:>14,}"
+                      f"{row['failed']:>8,}{row['incomplete']:>12,}" for row in self.authentications]
+        else:
+            lines.append("  none")
+        lines += ["", "TLS (connections per server name and version offered)"]
+        if self.tls:
+            lines.append(f"  {'server name':<40}{'version':<10}{'connections':>12}")
+            lines += [f"  {_name(row['server_name'], 39):<40}{row['version'] or '-':<10}{row['connections']:>12,}"
+                      for row in self.tls]
+        else:
+            lines.append("  none")
         lines += ["", "fetch limits (KIP-74)",
                   f"  responses over max(MaxBytes, first batch): {len(self.oversized_responses)}",
                   f"  partitions over max(PartitionMaxBytes, first batch): {len(self.oversized_partitions)}",
@@ -73,6 +91,10 @@ class Report:
             lines.append(f"    {row['topic']}-{row['partition']} on {row['connection']}: "
                          f"{row['longest']} fetches in a row")
         return "\n".join(lines)
+
+
+def _name(value, width: int) -> str:
+    return "(none)" if value is None else value[:width]
 
 
 def _ms(value) -> str:
@@ -106,6 +128,8 @@ def ordered(report: Report) -> Report:
     report.apis.sort(key=lambda r: (-r["requests"], -r["responses"], _last(r["api_name"])))
     report.clients.sort(key=lambda r: (-r["received"], -r["sent"], _first(r["client"])))
     report.problems.sort(key=lambda r: (-r["count"], _first(r["kind"])))
+    report.authentications.sort(key=lambda r: (_last(r["mechanism"]), _last(r["user"])))
+    report.tls.sort(key=lambda r: (-r["connections"], _last(r["server_name"]), _last(r["version"])))
     report.oversized_responses.sort(key=lambda r: (_first(r["connection"]), _first(r["correlation_id"])))
     report.oversized_partitions.sort(key=lambda r: (_first(r["connection"]), _first(r["correlation_id"]),
                                                     _first(r["topic"]), _first(r.get("topic_id")),

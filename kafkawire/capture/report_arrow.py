@@ -18,12 +18,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .authentication import AUTHENTICATED, FAILED, INCOMPLETE
 from .report import PERCENTILES, Report, rank_of, versions_text
 
 _FRAMES = ["direction", "api_name", "api_version", "latency_ms", "error_codes", "client", "client_id", "size"]
 _FETCHES = ["ts", "connection", "correlation_id", "topic", "topic_id", "partition", "request_index",
             "max_bytes", "partition_max_bytes", "fetch_offset", "high_watermark", "records_bytes",
             "first_batch_bytes", "response_size"]
+_CONNECTIONS = ["tls", "tls_server_name", "tls_version", "sasl_mechanism", "sasl_user", "authentication"]
 _NULL = np.iinfo(np.int64).min
 
 
@@ -31,9 +33,11 @@ def compute(out: str, starved_after: int) -> Report:
     frames = _read(out, "frames", _FRAMES)
     fetches = _read(out, "fetches", _FETCHES)
     problems = _read(out, "problems", ["ts", "kind", "reason"])
+    connections = _read(out, "connections", _CONNECTIONS)
     is_request = pc.fill_null(pc.equal(frames["direction"], "request"), False)
     report = Report(apis=_per_api(frames, is_request), clients=_per_client(frames, is_request),
-                    problems=_problems(problems))
+                    problems=_problems(problems), authentications=_authentications(connections),
+                    tls=_tls(connections))
 
     answered = fetches.filter(pc.is_valid(fetches["response_size"]))
     report.oversized_responses = _oversized_responses(answered)
@@ -47,7 +51,8 @@ def compute(out: str, starved_after: int) -> Report:
 
     report.totals = {"frames": frames.num_rows, "requests": _count(is_request),
                      "responses": _count(pc.equal(frames["direction"], "response")), "fetches": fetches.num_rows,
-                     "produces": sum(rows for _, rows in part_files(f"{out}/produces"))}
+                     "produces": sum(rows for _, rows in part_files(f"{out}/produces")),
+                     "connections": connections.num_rows}
     if os.path.isdir(f"{out}/records"):  # the records table exists only with --records
         report.totals["records"] = sum(rows for _, rows in part_files(f"{out}/records"))
     return report
@@ -214,6 +219,30 @@ def _problems(problems: pa.Table) -> list[dict]:
     counts = np.bincount(groups) if len(groups) else []
     taken = problems.take(pa.array(order[firsts])).to_pylist() if len(firsts) else []
     return [dict(kind=first["kind"], count=int(count), example=first["reason"]) for first, count in zip(taken, counts)]
+
+
+def _authentications(connections: pa.Table) -> list[dict]:
+    """Connections per SASL mechanism and user, by the outcome of their authentication."""
+    sasl = connections.filter(pc.is_valid(connections["authentication"]))
+    order, _, firsts = _grouped(sasl, ["sasl_mechanism", "sasl_user"])
+    if not len(firsts):
+        return []
+    counts = {outcome: _sums(_array(pc.equal(sasl["authentication"], outcome)).to_numpy(zero_copy_only=False)
+                             .astype(np.int64), order, firsts) for outcome in (AUTHENTICATED, FAILED, INCOMPLETE)}
+    taken = sasl.take(pa.array(order[firsts])).select(["sasl_mechanism", "sasl_user"]).to_pylist()
+    return [dict(mechanism=first["sasl_mechanism"], user=first["sasl_user"],
+                 **{outcome: counts[outcome][i] for outcome in counts}) for i, first in enumerate(taken)]
+
+
+def _tls(connections: pa.Table) -> list[dict]:
+    """TLS connections per server name and version offered."""
+    tls = connections.filter(pc.fill_null(connections["tls"], False))
+    order, groups, firsts = _grouped(tls, ["tls_server_name", "tls_version"])
+    if not len(firsts):
+        return []
+    taken = tls.take(pa.array(order[firsts])).select(["tls_server_name", "tls_version"]).to_pylist()
+    return [dict(server_name=first["tls_server_name"], version=first["tls_version"], connections=int(count))
+            for first, count in zip(taken, np.bincount(groups))]
 
 
 def _oversized_responses(answered: pa.Table) -> list[dict]:

@@ -13,6 +13,9 @@ Tables (schemas in ``TABLES``):
 - ``problems``: the Problems of the earlier stages, frames or record batches that do not decode, and
   bytes after a frame's body (``trailing_bytes``: the frame is decoded, as Kafka reads it). The capture
   job adds the capture records its reader skipped (``table_schemas.capture_problems``).
+- ``connections``: one row per ConnectionSummary (a TCP connection: times, frame counts, TLS, SASL).
+
+SASL tokens reach no table: SaslAuthenticate bodies are redacted when decoded (``frame_decoding``).
 
 Batch summaries (batch and record counts, offsets, codec) read batch headers only; records are
 decompressed only for the records table.
@@ -36,7 +39,7 @@ from .bodies import converter, error_codes, top_error_code
 from .column_table import ColumnTable
 from .frame_decoding import Decoded, api_info, decode_frame
 from .joins import FetchJoin, ProduceJoin, TopicNames
-from .model import KafkaFrame, Problem
+from .model import ConnectionSummary, KafkaFrame, Problem
 from .record_table import RecordsTable
 from .table_schemas import BODY, CONVERTERS, TABLES, latency_ms, micros
 
@@ -107,17 +110,19 @@ class TableBatcher:
         self.topic_names = TopicNames()  # ids resolved by responses seen so far, for Produce v13+ and Fetch v13+
 
     # ---- input --------------------------------------------------------------------------------
-    def add(self, item: KafkaFrame | Problem) -> list[tuple[str, pa.RecordBatch]]:
+    def add(self, item: KafkaFrame | Problem | ConnectionSummary) -> list[tuple[str, pa.RecordBatch]]:
         if isinstance(item, KafkaFrame):
             with _gc_paused():
                 self._frame(item)
         elif isinstance(item, Problem):
             self._problem(item)
+        elif isinstance(item, ConnectionSummary):
+            self._connection(item)
         else:
-            raise TypeError(f"expected a KafkaFrame or a Problem, got {type(item).__name__}")
+            raise TypeError(f"expected a KafkaFrame, a Problem or a ConnectionSummary, got {type(item).__name__}")
         return self._ready()
 
-    def add_all(self, items: Iterable[KafkaFrame | Problem]) -> list[tuple[str, pa.RecordBatch]]:
+    def add_all(self, items: Iterable[KafkaFrame | Problem | ConnectionSummary]) -> list[tuple[str, pa.RecordBatch]]:
         """Add every item, then finish."""
         out = []
         for item in items:
@@ -196,7 +201,7 @@ class TableBatcher:
             frame.offset, frame.api_key, decoded.api_name, frame.api_version, decoded.header_version,
             frame.correlation_id, request.client_id if is_response and request is not None else frame.client_id,
             frame.size, latency_ms(frame, request) if is_response else None, error_code, codes, body_json,
-            decoded.error, body_value,
+            decoded.error, frame.sasl_mechanism, frame.sasl_user, body_value,
         ), frame.size * 2 + 256)
 
     def _request(self, frame: KafkaFrame, body, version: int) -> None:
@@ -256,6 +261,13 @@ class TableBatcher:
         if table is not None:
             table.append((connection, direction, micros(ts_ns), kind, reason, offset, length, api_key, api_name,
                           api_version, correlation_id, None, None), 256)
+
+    # ---- connections --------------------------------------------------------------------------
+    def _connection(self, summary: ConnectionSummary) -> None:
+        table = self.tables.get("connections")
+        if table is not None:
+            table.append((summary.connection, summary.client, summary.broker, micros(summary.end_ts_ns),
+                          micros(summary.ts_ns), *summary[5:]), 256)
 
     def _ready(self) -> list[tuple[str, pa.RecordBatch]]:
         return [(name, batch) for name, table in self.tables.items() if table.ready

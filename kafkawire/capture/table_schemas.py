@@ -91,7 +91,7 @@ TABLES: dict[str, pa.Schema] = {
         ("header_version", pa.int16()), ("correlation_id", pa.int32()), ("client_id", pa.string()),
         ("size", pa.int32()), ("latency_ms", pa.float64()), ("error_code", pa.int16()),
         ("error_codes", _list(pa.int16())), ("body_json", pa.string()), ("decode_error", pa.string()),
-        ("body", BODY.type),
+        ("sasl_mechanism", pa.string()), ("sasl_user", pa.string()), ("body", BODY.type),
     ]),
     "fetches": pa.schema([("ts", _TS)] + _WHERE + [
         ("client_id", pa.string()), ("correlation_id", pa.int32()), ("api_version", pa.int16()),
@@ -137,6 +137,12 @@ TABLES: dict[str, pa.Schema] = {
         ("api_name", pa.string()), ("api_version", pa.int16()), ("correlation_id", pa.int32()),
         # runs of capture bytes the reader skipped (capture_problems): which file, where in it
         ("file", pa.string()), ("file_offset", pa.int64()),
+    ]),
+    "connections": pa.schema(_WHERE + [
+        ("ts", _TS), ("ts_first", _TS), ("requests", pa.int64()), ("responses", pa.int64()),
+        ("tls", pa.bool_()), ("tls_server_name", pa.string()), ("tls_version", pa.string()),
+        ("sasl_mechanism", pa.string()), ("sasl_user", pa.string()), ("sasl_handshake_version", pa.int16()),
+        ("authentication", pa.string()), ("sasl_error_code", pa.int16()), ("authentications", pa.int32()),
     ]),
 }
 CONVERTERS = {"frames": {"body": BODY.to_arrow}}

@@ -14,8 +14,8 @@ from ..errors import KafkaWireError
 __all__ = ["TABLE_ORDER", "REPORTED", "SUMMARY", "STAGING", "TableSetError", "check_out", "check_tables",
            "found_in", "file_system"]
 
-TABLE_ORDER = ("frames", "fetches", "produces", "records", "problems")
-REPORTED = ("frames", "fetches", "produces", "problems")  # every decode writes these (records: --records)
+TABLE_ORDER = ("frames", "fetches", "produces", "records", "problems", "connections")
+REPORTED = ("frames", "fetches", "produces", "problems", "connections")  # every decode writes these (records: --records)
 STAGING = "_staging"  # written by earlier versions; removed when found
 SUMMARY = "_summary"
 OURS = (*TABLE_ORDER, STAGING, SUMMARY)

@@ -3,6 +3,7 @@
 ``capture.report_arrow``, needs no Spark)."""
 from __future__ import annotations
 
+from ..capture.authentication import AUTHENTICATED, FAILED, INCOMPLETE
 from ..capture.report import PERCENTILES, STARVED_AFTER, Report, ordered, versions_text
 
 _LONG_MIN = -(1 << 63)
@@ -21,6 +22,7 @@ def compute(spark, out: str, starved_after: int) -> Report:
     fetches = spark.read.parquet(f"{out}/fetches")
     produces = spark.read.parquet(f"{out}/produces")
     problems = spark.read.parquet(f"{out}/problems")
+    connections = spark.read.parquet(f"{out}/connections")
     report = Report()
 
     is_request = F.col("direction") == "request"
@@ -60,6 +62,15 @@ def compute(spark, out: str, starved_after: int) -> Report:
                        for row in problems.groupBy("kind").agg(
                            F.count("*").alias("count"), earliest.alias("first")).collect()]
 
+    outcomes = (AUTHENTICATED, FAILED, INCOMPLETE)
+    report.authentications = [
+        dict(mechanism=row["sasl_mechanism"], user=row["sasl_user"], **{outcome: row[outcome] for outcome in outcomes})
+        for row in connections.where(F.col("authentication").isNotNull()).groupBy("sasl_mechanism", "sasl_user").agg(
+            *[F.sum((F.col("authentication") == outcome).cast("long")).alias(outcome) for outcome in outcomes]
+        ).collect()]
+    report.tls = [dict(server_name=row["tls_server_name"], version=row["tls_version"], connections=row["count"])
+                  for row in connections.where(F.col("tls")).groupBy("tls_server_name", "tls_version").count().collect()]
+
     answered = fetches.where(F.col("response_size").isNotNull())
     first_batch = F.coalesce(F.col("first_batch_bytes"), F.lit(0))
     in_order = Window.partitionBy("connection", "correlation_id").orderBy(
@@ -93,7 +104,7 @@ def compute(spark, out: str, starved_after: int) -> Report:
     report.totals = {"frames": sum(r["count"] for r in counts),
                      "requests": sum(r["count"] for r in counts if r["direction"] == "request"),
                      "responses": sum(r["count"] for r in counts if r["direction"] == "response"),
-                     "fetches": fetches.count(), "produces": produces.count()}
+                     "fetches": fetches.count(), "produces": produces.count(), "connections": connections.count()}
     if _exists(spark, f"{out}/records"):  # the records table exists only with --records
         report.totals["records"] = spark.read.parquet(f"{out}/records").count()
     return report

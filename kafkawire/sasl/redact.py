@@ -6,6 +6,9 @@ in or attack a password offline.
 - SCRAM: the client-first message is kept (user and nonce); the client-final message keeps its channel
   binding and nonce with the proof replaced; the server's salt and signature are replaced.
 - OAUTHBEARER: the token is replaced by its subject, as ``auth=Bearer [redacted sub=alice]``.
+
+A redacted token redacts to itself and names the same user, so that a capture of the broker's tap
+(tokens redacted already) decodes as a capture of the wire does.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ __all__ = ["redact_token", "token_user", "REDACTED"]
 
 REDACTED = b"[redacted]"
 _SCRAM_SECRET = re.compile(rb"(^|,)(p|s|v)=[^,]*")
+_REDACTED_BEARER = re.compile(rb"n,,\x01auth=Bearer \[redacted(?: sub=(.*))?\]\x01\x01", re.DOTALL)
 
 
 def redact_token(mechanism: str | None, token: bytes, from_client: bool = True) -> bytes:
@@ -33,7 +37,7 @@ def redact_token(mechanism: str | None, token: bytes, from_client: bool = True) 
         parts = token.split(b"\0")
         return b"\0".join(parts[:2]) + b"\0" + REDACTED if len(parts) == 3 else REDACTED
     if mechanism == "OAUTHBEARER":
-        if token == b"\x01":  # the client's answer to an error challenge
+        if token == b"\x01" or _REDACTED_BEARER.fullmatch(token):  # the answer to an error challenge; redacted
             return token
         user = token_user(mechanism, token)
         return b"n,,\x01auth=Bearer [redacted" + (b" sub=" + user.encode() if user else b"") + b"]\x01\x01"
@@ -51,6 +55,9 @@ def token_user(mechanism: str | None, token: bytes) -> str | None:
             match = re.search(rb"(?:^|,)n=([^,]*)", token.split(b",", 2)[-1] if token.startswith(b"n,") else b"")
             return match.group(1).decode().replace("=2C", ",").replace("=3D", "=") if match else None
         if mechanism == "OAUTHBEARER":
+            redacted = _REDACTED_BEARER.fullmatch(token)
+            if redacted:
+                return redacted.group(1).decode() if redacted.group(1) is not None else None
             bearer, _ = parse_client_initial_response(token)
             subject = parse_token(bearer)[1].get("sub")
             return subject if isinstance(subject, str) else None

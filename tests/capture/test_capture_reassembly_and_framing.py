@@ -8,28 +8,23 @@ from __future__ import annotations
 
 import random
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from capture_talk import BROKER, CLIENT, CONNECTION, WRAP, Message, Segment, Talk, packets, segments
 from kafkawire.capture.kafka_connection import Conversation, decode_connection, detect_broker_ports
 from kafkawire.capture.model import (
-    ACK, FIN, PSH, RST, SYN, KafkaFrame, Packet, Problem, StreamData, StreamEnd, StreamGap, connection_key,
+    ACK, FIN, RST, SYN, ConnectionSummary, KafkaFrame, Problem, StreamData, StreamEnd, StreamGap,
 )
 from kafkawire.capture.tcp_reassembly import ConnectionOpen, StreamConflict, TcpReassembler
-from kafkawire.framing import Correlator, encode_response, frame
+from kafkawire.framing import frame
 from kafkawire.messages import (
     ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,
-    ProduceRequest, ProduceResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+    ProduceRequest, ProduceResponse,
 )
-
-CLIENT = ("10.0.0.1", 50000)
-BROKER = ("10.0.0.2", 9092)
-CONNECTION = connection_key(CLIENT[0], CLIENT[1], BROKER[0], BROKER[1])
-WRAP = 1 << 32
-
 
 # ---------------------------------------------------------------------------------------------------
 # Building conversations and captures
@@ -39,41 +34,6 @@ def _records(size: int, seed: int) -> bytes:
     """Binary filler with plenty of zero bytes, like real record batches."""
     raw = random.Random(seed).randbytes(size)
     return raw.translate(bytes(b if b >= 128 else 0 for b in range(256)))
-
-
-@dataclass
-class Message:
-    sender: tuple
-    data: bytes            # size prefix + frame
-    correlation_id: int
-    api_key: int
-    api_version: int
-
-    @property
-    def direction(self) -> str:
-        return "request" if self.sender == CLIENT else "response"
-
-
-class Talk:
-    """A conversation: real encoded requests and responses in the order they are sent."""
-
-    def __init__(self, client_id: str = "test-client", first_id: int = 0):
-        self.correlator = Correlator(client_id=client_id, first_correlation_id=first_id)
-        self.messages: list[Message] = []
-
-    def request(self, body, version: int, response=None) -> int:
-        data = self.correlator.request(body, version)
-        corr = struct.unpack_from(">i", data, 8)[0]
-        self.messages.append(Message(CLIENT, data, corr, body.API_KEY, version))
-        if response is not None:
-            self.respond(body.API_KEY, version, corr, response)
-        return corr
-
-    def respond(self, key: int, version: int, corr: int, body) -> None:
-        self.messages.append(Message(BROKER, encode_response(key, version, corr, body), corr, key, version))
-
-    def raw(self, sender, payload: bytes) -> None:
-        self.messages.append(Message(sender, frame(payload), -1, -1, -1))
 
 
 def _produce(acks: int, records: bytes, transactional_id=None) -> ProduceRequest:
@@ -104,44 +64,6 @@ def standard_talk(big: int = 60_000, seed: int = 0) -> Talk:
     talk.request(FETCH, 12, _fetch_response(_records(big, seed + 3)))
     talk.request(MetadataRequest(topics=[]), 1, MetadataResponse())
     return talk
-
-
-@dataclass
-class Segment:
-    sender: tuple
-    seq: int
-    flags: int
-    payload: bytes = b""
-    missing: int = 0
-
-
-def segments(messages: list[Message], mss=1448, client_isn: int = 1000, broker_isn: int = 7_000_000,
-             syn: bool = True, fin: bool = True) -> list[Segment]:
-    """TCP segments carrying ``messages`` in order; ``mss`` may be a function of the byte count left."""
-    seq = {CLIENT: client_isn, BROKER: broker_isn}
-    out: list[Segment] = []
-    if syn:
-        out += [Segment(CLIENT, client_isn, SYN), Segment(BROKER, broker_isn, SYN | ACK)]
-    seq = {CLIENT: client_isn + 1, BROKER: broker_isn + 1}
-    for message in messages:
-        data, i = message.data, 0
-        while i < len(data):
-            step = mss(len(data) - i) if callable(mss) else mss
-            out.append(Segment(message.sender, seq[message.sender] % WRAP, ACK | PSH, data[i:i + step]))
-            seq[message.sender] += len(data[i:i + step])
-            i += step
-    if fin:
-        out += [Segment(CLIENT, seq[CLIENT] % WRAP, FIN | ACK), Segment(BROKER, seq[BROKER] % WRAP, FIN | ACK)]
-    return out
-
-
-def packets(segs: list[Segment], ts_step: int = 1000) -> list[Packet]:
-    out = []
-    for index, seg in enumerate(segs):
-        (src, sport), (dst, dport) = seg.sender, (BROKER if seg.sender == CLIENT else CLIENT)
-        out.append(Packet(index, index * ts_step, src, sport, dst, dport, seg.seq % WRAP, 0, seg.flags, seg.payload,
-                          seg.missing))
-    return out
 
 
 def decode(segs: list[Segment], broker_ports=frozenset({9092}), **options):
@@ -488,30 +410,7 @@ def test_oversized_size_prefix_resyncs():
 
 
 # ---------------------------------------------------------------------------------------------------
-# SASL, TLS, not Kafka
-
-
-def test_sasl_handshake_v0_raw_tokens_are_skipped():
-    talk = Talk()
-    talk.request(ApiVersionsRequest(), 0, ApiVersionsResponse())
-    talk.request(SaslHandshakeRequest(mechanism="PLAIN"), 0, SaslHandshakeResponse(mechanisms=["PLAIN"]))
-    talk.raw(CLIENT, b"\x00alice\x00secret-password")
-    talk.raw(BROKER, b"")  # the broker's empty token: authenticated
-    talk.request(MetadataRequest(topics=[]), 4, MetadataResponse())
-    talk.request(FETCH, 12, _fetch_response(_records(500, 1)))
-    frames, problems = decode(segments(talk.messages))
-    assert kinds(problems) == ["sasl"]
-    assert_frames(frames, [m for m in talk.messages if m.correlation_id >= 0])
-
-
-def test_tls_connection_is_reported_once_and_skipped():
-    hello = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(500)
-    segs = segments([Message(CLIENT, hello, -1, -1, -1), Message(BROKER, b"\x16\x03\x03\x00\x7a" + bytes(122), -1, -1,
-                                                                       -1),
-                     Message(CLIENT, b"\x17\x03\x03\x01\x00" + bytes(256), -1, -1, -1)])
-    for ports in ({9092}, ()):
-        frames, problems = decode(segs, broker_ports=ports)
-        assert frames == [] and kinds(problems) == ["tls"]
+# Not Kafka (SASL and TLS: test_capture_security.py)
 
 
 def test_http_on_the_port_is_not_kafka():
@@ -664,7 +563,8 @@ def test_detect_broker_ports():
 
 
 def test_conversation_is_streaming():
-    """Events go in one at a time; frames come out as soon as they are complete."""
+    """Events go in one at a time; frames come out as soon as they are complete (and the connection's
+    summary at the end)."""
     talk = Talk()
     talk.request(MetadataRequest(topics=[]), 4, MetadataResponse())
     reassembler = TcpReassembler()
@@ -675,7 +575,10 @@ def test_conversation_is_streaming():
             outputs.append(conversation.feed(event))
     produced = [out for out in outputs if out]
     assert [[f.direction for f in out] for out in produced] == [["request"], ["response"]]
-    assert conversation.finish() == []
+    [summary] = conversation.finish()
+    assert isinstance(summary, ConnectionSummary) and (summary.requests, summary.responses) == (1, 1)
+    assert (summary.client, summary.broker, summary.ts_ns) == ("10.0.0.1:50000", "10.0.0.2:9092", 0)
+    assert summary.end_ts_ns == packets(segments(talk.messages, 10, fin=False))[-1].ts_ns
 
 
 # ---------------------------------------------------------------------------------------------------

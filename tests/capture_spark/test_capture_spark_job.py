@@ -29,7 +29,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -47,6 +46,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from kafkawire.broker.connection import Connection  # noqa: E402
 from broker_harness import BrokerThread  # noqa: E402
+from loopback_capture import TCPDUMP, start_tcpdump, stop_tcpdump, wait_until  # noqa: E402
 from paths import REPO  # noqa: E402
 from capture_synthetic import (  # noqa: E402
     FETCH, LARGE, LIMIT_CONNECTIONS, PRODUCE, PRODUCED, SMALL, TOPIC, TWO_BATCHES, Synthetic, all_frames,
@@ -73,7 +73,6 @@ pytestmark = [pytest.mark.xdist_group("spark"),
               pytest.mark.filterwarnings("ignore:.*is deprecated. Use files:DeprecationWarning")]
 
 TSHARK = shutil.which("tshark")
-TCPDUMP = shutil.which("tcpdump")
 needs_tshark = pytest.mark.skipif(TSHARK is None, reason="tshark is not installed (apt-get install tshark)")
 TABLE_KEYS = {  # a unique order for comparing tables row by row
     "frames": ["connection", "direction", "stream_offset", "ts"],
@@ -81,20 +80,11 @@ TABLE_KEYS = {  # a unique order for comparing tables row by row
     "produces": ["connection", "correlation_id", "topic", "topic_id", "partition"],
     "records": ["connection", "source", "correlation_id", "topic", "topic_id", "partition", "offset"],
     "problems": ["connection", "direction", "kind", "stream_offset", "ts", "reason"],
+    "connections": ["connection", "ts_first", "ts"],
 }
 
 
 # ---- Spark and the tables ---------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def spark():
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark needs a Java runtime (java on PATH or JAVA_HOME)")
-    from kafkawire.capture_spark.session import session
-    spark = session("local[2]")
-    yield spark
-    spark.stop()
-
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
@@ -116,7 +106,7 @@ def sorted_table(out, table: str) -> pa.Table:
     return data.sort_by([(key, "ascending") for key in TABLE_KEYS[table]])
 
 
-def assert_same_tables(expected_out, actual_out, tables=("frames", "fetches", "produces", "records", "problems")):
+def assert_same_tables(expected_out, actual_out, tables=TABLE_ORDER):
     for name in tables:
         expected, actual = sorted_table(expected_out, name), sorted_table(actual_out, name)
         assert expected.num_rows > 0, f"{name}: nothing to compare"
@@ -230,35 +220,6 @@ class RealCapture:
     topic_ids: dict[str, str]  # topic id text -> name
 
 
-def _wait(condition, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.05)
-
-
-def _start_tcpdump(path: Path, port: int) -> subprocess.Popen:
-    # as root, stay root (-Z): tcpdump otherwise writes the file as its own user, into pytest's private folder
-    user = ["-Z", "root"] if os.geteuid() == 0 else []
-    dump = subprocess.Popen([TCPDUMP, "-i", "lo", "-n", "-U", *user, "-w", str(path), f"tcp port {port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    said = []
-    while line := dump.stderr.readline():  # "listening on lo, ..." once the filter is in place
-        said.append(line.strip())
-        if "listening on" in line:
-            return dump
-    dump.wait()
-    pytest.skip(f"tcpdump cannot capture on lo here: {' '.join(said)}")
-
-
-def _stop_tcpdump(dump: subprocess.Popen) -> str:
-    dump.send_signal(signal.SIGINT)
-    _, err = dump.communicate(timeout=30)
-    assert dump.returncode == 0, err
-    return err
-
-
 def _kafka_python_workload(bootstrap: str) -> None:
     from kafka import KafkaProducer
     producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=(2, 5), client_id="kp-producer",
@@ -312,16 +273,16 @@ def real(workdir) -> RealCapture:
         pytest.skip("tcpdump is not installed (apt-get install tcpdump)")
     path = workdir / "loopback.pcap"
     with BrokerThread(data_dir=workdir / "real-broker", num_partitions=REAL_PARTITIONS) as broker:
-        dump = _start_tcpdump(path, broker.port)
+        dump = start_tcpdump(path, [broker.port])
         try:
             _kafka_python_workload(broker.bootstrap)
             _confluent_workload(broker.bootstrap)
             _consume_all(broker.bootstrap, 2 * REAL_RECORDS)
             gc.collect()
-            _wait(lambda: not broker.broker._connections, "the clients' connections to close")
+            wait_until(lambda: not broker.broker._connections, "the clients' connections to close")
             time.sleep(0.2)  # the last FIN/ACK packets reach the capture
         finally:
-            report_text = _stop_tcpdump(dump)
+            report_text = stop_tcpdump(dump)
         assert re.search(r"^0 packets dropped by kernel", report_text, re.MULTILINE), report_text
         topic_ids = {str(broker.broker.topics.get(name).topic_id): name for name in ("kp", "ck")}
     return RealCapture(path, broker.port, real_records("kp") + real_records("ck"), topic_ids)
@@ -476,7 +437,7 @@ def tap(workdir) -> TapCapture:
             del consumer
             gc.collect()
             assert got == 40
-            _wait(lambda: not broker.broker._connections, "the clients' connections to close")
+            wait_until(lambda: not broker.broker._connections, "the clients' connections to close")
         finally:
             Connection.respond = respond
     return TapCapture(path, handled)
@@ -802,7 +763,8 @@ def test_many_small_splits(spark, synthetic, synthetic_out, workdir):
     packets = [packet for split in plan_splits(str(synthetic.path), 0) for packet in iter_split(split)]
     assert result.connections == len({connection_key(*packet[2:6]) for packet in packets})
     assert result.payload_bytes == sum(len(packet.payload) for packet in packets) > 0
-    assert_same_tables(synthetic_out, out, tables=("frames", "fetches", "produces", "problems"))
+    assert_same_tables(synthetic_out, out, tables=("frames", "fetches", "produces", "problems", "connections"))
+    assert read(out, "connections").num_rows == result.connections  # none of them reuses its addresses
     assert not (out / "records").exists() and (out / "notes.txt").read_text() == "keep me"
 
 
@@ -868,9 +830,9 @@ def test_cli_decode_refuses_a_table_set_and_overwrite_replaces_all_of_it(spark, 
     printed = capsys.readouterr().out
     assert "records" not in printed.split("rows")[0]
     assert not (out / "records").exists() and (out / "notes.txt").read_text() == "the user's"
-    assert sorted(path.name for path in out.iterdir()) == ["_summary", "fetches", "frames", "notes.txt", "problems",
-                                                          "produces"]
-    assert_same_tables(synthetic_out, out, tables=("frames", "fetches", "produces", "problems"))
+    assert sorted(path.name for path in out.iterdir()) == ["_summary", "connections", "fetches", "frames", "notes.txt",
+                                                          "problems", "produces"]
+    assert_same_tables(synthetic_out, out, tables=("frames", "fetches", "produces", "problems", "connections"))
 
 
 def test_cli_decode_of_a_glob_and_report(spark, synthetic, synthetic_out, workdir):
@@ -897,7 +859,9 @@ def test_cli_decode_of_a_glob_and_report(spark, synthetic, synthetic_out, workdi
 
     assert reporting.returncode == 0, report_errors[-3000:]
     assert text == report.build_arrow(str(synthetic_out)).text() + "\n"
-    for section in ("per API (latency in ms, responses)", "per client", "problems", "fetch limits (KIP-74)"):
+    for section in ("per API (latency in ms, responses)", "per client", "problems",
+                    "authentication (connections per SASL mechanism and user)",
+                    "TLS (connections per server name and version offered)", "fetch limits (KIP-74)"):
         assert f"\n{section}\n" in text, text
     assert "responses over max(MaxBytes, first batch): 1" in text
     assert "partitions over max(PartitionMaxBytes, first batch): 1" in text

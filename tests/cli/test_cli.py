@@ -432,7 +432,7 @@ def test_report_errors(tmp_path, capsys, no_spark):
                              (tmp_path / "file", "is a file"),
                              (tmp_path / "other", "holds no tables of `kafkawire decode`"),
                              (tables / "frames", f"is the frames table; pass the folder that holds the tables, {tables}"),
-                             (shutil_tree, "lacks the fetches, produces, problems table(s)")]:
+                             (shutil_tree, "lacks the fetches, produces, problems, connections table(s)")]:
         code, out, err = run(["report", str(folder)], capsys)
         one_line_error(code, out, err, "report", f"{folder}", fragment)
     code, out, err = run(["report", "s3://bucket/tables", "--engine", "arrow"], capsys)  # refused before any access
@@ -449,12 +449,12 @@ def test_report_reads_local_tables_with_arrow_not_spark(tmp_path, capsys, no_spa
     assert code == 0, err
     assert json.loads(out)["totals"] == {"frames": 300, "requests": report.build_arrow(str(tables)).totals["requests"],
                                          "responses": report.build_arrow(str(tables)).totals["responses"],
-                                         "fetches": 300, "produces": 30, "records": 60}
+                                         "fetches": 300, "produces": 30, "connections": 60, "records": 60}
 
 
 def test_report_engine_choice(tmp_path):
     tables = random_tables(tmp_path / "tables", seed=6, rows=100)
-    rows = 100 + 100 + 10 + 25 + 20  # frames, fetches, produces, problems, records
+    rows = 100 + 100 + 10 + 25 + 20 + 20  # frames, fetches, produces, problems, connections, records
     assert report.local_rows(str(tables)) == rows
     assert report.local_rows(f"file://{tables}") == rows
     assert report.engine_for(str(tables)) == "arrow"

@@ -67,19 +67,20 @@ class FetchApi:
         reads = known + unknown if unknown else known  # unknown partitions are not read, and go at the end
         use_remote_max_bytes = version >= _KIP_1178
         remote_wait_s = self.config.remote_fetch_max_wait_ms / 1000
+        read_committed = version >= 4 and request.isolation_level == 1  # up to the last stable offset
         total = await read_partitions(reads, max_bytes, use_remote_max_bytes=use_remote_max_bytes,
-                                      remote_wait_s=remote_wait_s)
+                                      remote_wait_s=remote_wait_s, read_committed=read_committed)
         # unknown partitions carry an error, so they too answer at once
         must_answer = (request.max_wait_ms <= 0 or not known or total >= min_bytes
                        or any(r.error or r.remote for r in reads))
         if not must_answer:
-            await self.purgatory.park(DelayedFetch(known, min_bytes), request.max_wait_ms / 1000)
+            await self.purgatory.park(DelayedFetch(known, min_bytes, read_committed), request.max_wait_ms / 1000)
             # re-read everything, as Kafka does
             await read_partitions(reads, max_bytes, use_remote_max_bytes=use_remote_max_bytes,
-                                  remote_wait_s=remote_wait_s)
-        return self._fetch_response(session, reads, version, request.isolation_level if version >= 4 else 0)
+                                  remote_wait_s=remote_wait_s, read_committed=read_committed)
+        return self._fetch_response(session, reads, version, read_committed)
 
-    def _fetch_response(self, context, reads: list[PartitionRead], version: int, isolation_level: int):
+    def _fetch_response(self, context, reads: list[PartitionRead], version: int, read_committed: bool):
         # Partitions are grouped into topics as they come, consecutively (as FetchResponse.toMessage
         # does), so a topic can appear twice: once for its read partitions, once for unknown ones.
         topics: list[tuple[str, uuid.UUID, list[PartitionRead]]] = []
@@ -99,4 +100,4 @@ class FetchApi:
             topics[-1][2].append(read)
         if context.session is not None:
             context.finish([read.request for read in reads if read.records])
-        return encode_fetch_response(version, context.response_session_id, topics, isolation_level == 1)
+        return encode_fetch_response(version, context.response_session_id, topics, read_committed)

@@ -32,17 +32,30 @@ class ListOffsetsApi:
                 elif partition_log is None:
                     result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
-                    found = self._offset_for(partition_log, p.timestamp)
+                    committed = version >= 2 and request.isolation_level == 1
+                    found = self._offset_for(partition_log, p.timestamp, committed)
                     if found is not None:
                         result.offset, result.timestamp = found
                 partitions.append(result)
             topics.append(m.ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
         return m.ListOffsetsResponse(topics=topics)
 
-    @staticmethod
-    def _offset_for(partition_log, timestamp: int) -> tuple[int, int] | None:
+    @classmethod
+    def _offset_for(cls, partition_log, timestamp: int, read_committed: bool) -> tuple[int, int] | None:
+        """Partition.fetchOffsetForTimestamp: LATEST is the last fetchable offset (the last stable offset
+        for READ_COMMITTED, the high watermark otherwise); a lookup by time or MAX_TIMESTAMP finds only an
+        offset below it."""
+        fetchable = partition_log.last_stable_offset if read_committed else partition_log.high_watermark
         if timestamp == _LATEST:
-            return partition_log.log_end_offset, -1
+            return fetchable, -1
+        found = cls._lookup(partition_log, timestamp)
+        if found is not None and timestamp not in (_EARLIEST, _EARLIEST_LOCAL, _LATEST_TIERED,
+                                                    _EARLIEST_PENDING_UPLOAD) and found[0] >= fetchable:
+            return (-1, -1) if timestamp == _MAX_TIMESTAMP else None
+        return found
+
+    @staticmethod
+    def _lookup(partition_log, timestamp: int) -> tuple[int, int] | None:
         if timestamp == _LATEST_TIERED:
             return partition_log.highest_offset_in_remote_storage, -1
         if timestamp == _EARLIEST:

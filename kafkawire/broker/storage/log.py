@@ -19,12 +19,14 @@ from crc32c import crc32c
 
 from ...error_codes import ErrorCode
 from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT
+from ...records.batch import TRANSACTIONAL_FLAG
 from ...records.layouts import ATTRIBUTES_OFFSET, CRC_OFFSET
 from .config import LogConfig
 from .descriptors import DescriptorCache
 from .errors import LogAppendError
 from .log_reads import LogOffsetMetadata, LogRead, LogReads, OffsetAndTimestamp
 from .log_retention import LogRetention
+from .log_transactions import LogTransactions
 from .producer_state import CorruptSnapshot, ProducerStateManager, read_snapshot, write_snapshot
 from .remote import RemoteSegment, RemoteStore
 from .segment import LogSegment, segment_name
@@ -56,11 +58,11 @@ class AppendResult:
     duplicate: bool = False
 
 
-class PartitionLog(LogReads, LogRetention):
+class PartitionLog(LogReads, LogRetention, LogTransactions):
     """A partition's log in ``directory`` (``DATA/<topic>-<partition>``), opened and recovered on construction.
 
-    The high watermark is the log end offset (a single replica) and so is the last stable offset (this
-    broker refuses transactional writes, so no transaction is ever open).
+    The high watermark is the log end offset (a single replica); the last stable offset is the start of
+    the oldest open transaction, or the high watermark (``log_transactions``).
     """
 
     def __init__(self, directory: Path, config: LogConfig | None = None, remote: RemoteStore | None = None,
@@ -97,10 +99,6 @@ class PartitionLog(LogReads, LogRetention):
 
     @property
     def high_watermark(self) -> int:
-        return self._segments[-1].next_offset
-
-    @property
-    def last_stable_offset(self) -> int:
         return self._segments[-1].next_offset
 
     @property
@@ -201,11 +199,7 @@ class PartitionLog(LogReads, LogRetention):
                 snapshots.pop()
         self._snapshots = snapshots
         if start < leo:
-            for segment in self._segments[max(0, self._segment_index(start)):]:
-                position = segment.lookup(start) if segment.base_offset <= start else 0
-                for info in segment.batches(position):
-                    if info.last_offset >= start:
-                        self._producers.replay(info)
+            self._replay_batches(start)
         self._producers.map_end_offset = leo
 
     def _add_segment(self, segment: LogSegment) -> None:
@@ -241,8 +235,13 @@ class PartitionLog(LogReads, LogRetention):
                                  f"which exceeds the maximum configured segment size of {self.config.segment_bytes}.")
         return batch
 
-    def append_batch(self, batch: ValidatedBatch, *, now_ms: int | None = None) -> AppendResult:
-        """Append a batch ``validate`` accepted: offsets, producer state, the write (see ``append``)."""
+    def append_batch(self, batch: ValidatedBatch, *, now_ms: int | None = None,
+                     transaction_verified: bool = False) -> AppendResult:
+        """Append a batch ``validate`` accepted: offsets, producer state, the write (see ``append``).
+
+        A transactional batch goes in only if its producer has a transaction open here at its epoch, or
+        the caller checked with the transaction coordinator that this partition is part of the
+        producer's transaction (``transaction_verified``); otherwise INVALID_TXN_STATE."""
         if self._closed:
             raise LogAppendError(ErrorCode.KAFKA_STORAGE_ERROR, f"the log of {self.name} is closed")
         now = now_ms if now_ms is not None else self._clock()
@@ -254,13 +253,17 @@ class PartitionLog(LogReads, LogRetention):
             self._roll(now)
             active = self._segments[-1]
         producer_id = batch.producer_id
+        transactional = bool(batch.attributes & TRANSACTIONAL_FLAG)
         if producer_id >= 0:
             duplicate = self._producers.check(producer_id, batch.producer_epoch, batch.base_sequence,
-                                              batch.last_sequence, base_offset)
+                                              batch.last_sequence, base_offset, transactional)
             if duplicate is not None:
                 # UnifiedLog.append: the original offsets, and logAppendTime = the duplicate's timestamp
                 return AppendResult(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
                                     self.log_start_offset, True)
+            if transactional and not transaction_verified and \
+                    not self.has_ongoing_transaction(producer_id, batch.producer_epoch):
+                raise LogAppendError(ErrorCode.INVALID_TXN_STATE, "Record was not part of an ongoing transaction")
         data = bytearray(batch.view)
         _INT64.pack_into(data, 0, base_offset)
         _INT32.pack_into(data, _LEADER_EPOCH_OFFSET, self.leader_epoch)
@@ -276,7 +279,7 @@ class PartitionLog(LogReads, LogRetention):
                                  f"Error while appending records to {self.name}: {error}") from None
         if producer_id >= 0:
             self._producers.update(producer_id, batch.producer_epoch, batch.last_sequence, last_offset,
-                                   batch.last_offset_delta, batch.new_max_timestamp)
+                                   batch.last_offset_delta, batch.new_max_timestamp, transactional)
         self._producers.map_end_offset = last_offset + 1
         return AppendResult(base_offset, last_offset, now if config.log_append_time else -1, self.log_start_offset)
 

@@ -35,6 +35,7 @@ class LogRead:
     log_start_offset: int
     last_stable_offset: int
     fetch_offset_metadata: LogOffsetMetadata | None = None  # where the read started (None for remote reads)
+    aborted: list | None = None  # remote read_committed reads: the aborted transactions (AbortedTxn) overlapping
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -94,14 +95,15 @@ class LogReads:
         self._check_range(offset)
         segments = self._segments
         active = segments[-1]
-        leo = active.next_offset  # also the high watermark and the last stable offset
+        leo = active.next_offset  # also the high watermark
+        last_stable = self.last_stable_offset
         log_start = self.log_start_offset
         if isolation_bound is None or isolation_bound >= leo:
             bound, bound_segment, bound_position = leo, active.base_offset, active.size
         else:
             bound = isolation_bound
         if offset >= bound:
-            return LogRead(b"", False, leo, log_start, leo, self._metadata(offset))
+            return LogRead(b"", False, leo, log_start, last_stable, self._metadata(offset))
         if bound < leo:
             _, bound_segment, bound_position = self._metadata(bound)
         for index in range(max(0, self._segment_index(offset)), len(segments)):
@@ -120,12 +122,12 @@ class LogReads:
             fetch_metadata = LogOffsetMetadata(offset, base, position)
             adjusted = max(max_bytes, first_size) if min_one_message else max_bytes
             if adjusted == 0:
-                return LogRead(b"", False, leo, log_start, leo, fetch_metadata)
+                return LogRead(b"", False, leo, log_start, last_stable, fetch_metadata)
             fetch_size = min(max_position - position, adjusted)
             records = (FileRecords(segment.slice_source, position, fetch_size) if as_file and fetch_size > 0
                        else segment.pread(fetch_size, position))
-            return LogRead(records, adjusted < first_size, leo, log_start, leo, fetch_metadata)
-        return LogRead(b"", False, leo, log_start, leo, self.end_offset_metadata)
+            return LogRead(records, adjusted < first_size, leo, log_start, last_stable, fetch_metadata)
+        return LogRead(b"", False, leo, log_start, last_stable, self.end_offset_metadata)
 
     def bytes_available(self, offset: int, max_bytes: int, isolation_bound: int | None = None) -> int:
         """For a parked fetch (§4.6 G): ``min(bound position - fetch position, max_bytes)`` when the fetch
@@ -228,6 +230,12 @@ class LogReads:
                         return OffsetAndTimestamp(offset, timestamp)
                 return None
         return None
+
+    def offset_after_remote_segment(self, offset: int) -> int:
+        """The offset after the remote segment holding ``offset`` (a remote read's upper bound)."""
+        remote_segments = self._remote_segments
+        index = bisect_right([segment.base_offset for segment in remote_segments], offset) - 1
+        return remote_segments[index].next_offset if index >= 0 else offset
 
     def read_remote(self, offset: int, max_bytes: int, min_one_message: bool) -> LogRead:
         """Read ``offset`` from the remote tier as ``RemoteLogManager.read`` does, after the store's read

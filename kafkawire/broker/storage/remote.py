@@ -1,6 +1,7 @@
 """A directory standing in for tiered storage (Kafka's RemoteStorageManager + RemoteLogMetadataManager).
 
-Layout: ``<remote>/<topic>-<partition>/<20-digit base>.log`` and ``.index`` (copies of the local files),
+Layout: ``<remote>/<topic>-<partition>/<20-digit base>.log``, ``.index`` and, when the segment saw an
+aborted transaction, ``.txnindex`` (copies of the local files),
 plus ``<base>.meta``, a small JSON record of the segment's offsets, size and max timestamp. The ``.meta``
 file is written last, by rename: its presence marks a finished copy (COPY_SEGMENT_FINISHED), so a copy
 cut short by a crash is ignored and redone.
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .segment import BatchInfo, LogSegment, iter_batch_headers, segment_name
+from .transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 __all__ = ["RemoteStore", "RemoteSegment", "ClosedSegment", "describe_closed_segment"]
 
@@ -35,12 +37,14 @@ class ClosedSegment(NamedTuple):
     offset_of_max_timestamp: int
     log_path: Path
     index_path: Path
+    txn_index_path: Path
 
 
 def describe_closed_segment(segment: LogSegment) -> ClosedSegment:
     segment.ensure_index()  # a sane index on disk: remote reads trust it
     return ClosedSegment(segment.base_offset, segment.next_offset, segment.size, segment.max_timestamp,
-                         segment.offset_of_max_timestamp, segment.log_path, segment.index_path)
+                         segment.offset_of_max_timestamp, segment.log_path, segment.index_path,
+                         segment.txn_index.path)
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,11 @@ class RemoteSegment:
     @property
     def next_offset(self) -> int:
         return self.end_offset + 1
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        """The segment's aborted transactions (read afresh: remote reads run on worker threads)."""
+        return TransactionIndex(self.log_path.with_suffix(TXN_INDEX_SUFFIX))
 
     def lookup(self, offset: int) -> int:
         """The position of the greatest index entry <= ``offset`` (0 without one or without an index)."""
@@ -137,6 +146,10 @@ class RemoteStore:
             else:
                 tmp.write_bytes(b"")
             os.replace(tmp, target)
+        if segment.txn_index_path.exists():
+            target = log_path.with_suffix(TXN_INDEX_SUFFIX)
+            shutil.copyfile(segment.txn_index_path, target.with_name(target.name + ".tmp"))
+            os.replace(target.with_name(target.name + ".tmp"), target)
         remote = RemoteSegment(segment.base_offset, segment.next_offset - 1, segment.size, segment.max_timestamp,
                                segment.offset_of_max_timestamp, log_path, index_path)
         tmp = meta_path.with_name(meta_path.name + ".tmp")
@@ -151,6 +164,7 @@ class RemoteStore:
         segment.log_path.with_suffix(".meta").unlink(missing_ok=True)
         segment.log_path.unlink(missing_ok=True)
         segment.index_path.unlink(missing_ok=True)
+        segment.log_path.with_suffix(TXN_INDEX_SUFFIX).unlink(missing_ok=True)
 
     def delete_partition(self, name: str) -> None:
         shutil.rmtree(self.partition_dir(name), ignore_errors=True)

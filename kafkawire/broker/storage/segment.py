@@ -24,6 +24,7 @@ from crc32c import crc32c
 from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER, BATCH_HEADER_SIZE, LOG_OVERHEAD, packed
 from .descriptors import DescriptorCache
 from .file_records import SliceSource
+from .transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 __all__ = ["LogSegment", "BatchInfo", "segment_name", "iter_batch_headers", "HEADER"]
 
@@ -118,6 +119,7 @@ class LogSegment:
         stem = segment_name(base_offset)
         self.log_path = directory / f"{stem}.log"
         self.index_path = directory / f"{stem}.index"
+        self.txn_index = TransactionIndex(directory / f"{stem}{TXN_INDEX_SUFFIX}")  # aborted transactions
         self._fd: int | None = None
         self._slice_source: SliceSource | None = None
         if create:  # the files are made now and opened on first use (logs are created on worker threads)
@@ -247,6 +249,7 @@ class LogSegment:
 
     def delete(self) -> None:
         self.close()
+        self.txn_index.delete()
         for path in (self.log_path, self.index_path):
             try:
                 path.unlink()
@@ -392,6 +395,26 @@ class LogSegment:
                 return BatchInfo(pos, HEADER.unpack_from(buf, rel))
             pos += LOG_OVERHEAD + length
         return None
+
+    def fetch_upper_bound_offset(self, position: int) -> int | None:
+        """The offset of the first index entry past ``position``, an offset no fetched byte before
+        ``position`` goes beyond (``OffsetIndex.fetchUpperBoundOffset``); None without one."""
+        self._ensure_index()
+        i = bisect_right(self._index_positions, position)
+        return self.base_offset + self._index_offsets[i] if i < len(self._index_positions) else None
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut the segment before the batch holding ``offset`` (``LogSegment.truncateTo``); returns the
+        bytes cut. The index and timestamps are rebuilt from what is left."""
+        info = self.translate(offset)
+        if info is None:
+            return 0
+        cut = self.size - info.position
+        self.close_index_writer()
+        os.ftruncate(self.fd, info.position)
+        self.txn_index.truncate_to(offset)
+        self.recover()
+        return cut
 
     def batches(self, start: int = 0, end: int | None = None, chunk: int = _SCAN_CHUNK):
         return iter_batch_headers(self.fd, start, self.size if end is None else end, chunk)

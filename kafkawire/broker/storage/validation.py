@@ -20,9 +20,9 @@ The checks, their order and their error codes follow Kafka 4.0 (apache/kafka 1eb
    that do not decode -> INVALID_RECORD; timestamps outside message.timestamp.before/after.max.ms, or a
    batch claiming LogAppendTime on a LogAppendTime topic (or with no timestamp) -> INVALID_TIMESTAMP (32),
    with per-record errors. The batch MaxTimestamp is recomputed from the records (CreateTime).
-5. A transactional batch -> INVALID_TXN_STATE (48): this broker has no transaction coordinator, so no
-   transaction is ever ongoing or verified (``UnifiedLog.analyzeAndValidateProducerState``, "Record was
-   not part of an ongoing transaction").
+
+Transactional batches are checked at the append (``PartitionLog.append_batch``): one goes in only as
+part of a transaction open in the partition or verified with the coordinator.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from crc32c import crc32c
 
 from ...error_codes import ErrorCode
 from ...errors import RecordsError
-from ...records.batch import CODEC_MASK, CONTROL_FLAG, TIMESTAMP_TYPE_FLAG, TRANSACTIONAL_FLAG, RecordBatch
+from ...records.batch import CODEC_MASK, CONTROL_FLAG, TIMESTAMP_TYPE_FLAG, RecordBatch
 from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT
 from ...records.layouts import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET
 from .config import LogConfig
@@ -156,10 +156,6 @@ def validate_produce_records(records, config: LogConfig, now_ms: int, partition:
                                                                             "type to LogAppendTime.")])
     if log_append_time:
         new_max_timestamp = now_ms
-
-    # 5. transactions
-    if attributes & TRANSACTIONAL_FLAG:
-        raise LogAppendError(ErrorCode.INVALID_TXN_STATE, "Record was not part of an ongoing transaction")
 
     batch = ValidatedBatch()
     batch.view = view
