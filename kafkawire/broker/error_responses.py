@@ -16,7 +16,8 @@ __all__ = ["error_response"]
 # APIs whose response has a top-level ErrorCode at every version this broker serves.
 _TOP_LEVEL = {11: m.JoinGroupResponse, 12: m.HeartbeatResponse, 13: m.LeaveGroupResponse,
               14: m.SyncGroupResponse, 16: m.ListGroupsResponse, 17: m.SaslHandshakeResponse,
-              18: m.ApiVersionsResponse, 22: m.InitProducerIdResponse, 29: m.DescribeAclsResponse,
+              18: m.ApiVersionsResponse, 22: m.InitProducerIdResponse, 25: m.AddOffsetsToTxnResponse,
+              26: m.EndTxnResponse, 29: m.DescribeAclsResponse, 66: m.ListTransactionsResponse,
               36: m.SaslAuthenticateResponse, 50: m.DescribeUserScramCredentialsResponse,
               60: m.DescribeClusterResponse}
 
@@ -26,7 +27,7 @@ def error_response(api_key: int, request, version: int, code: int, message: str 
     top = _TOP_LEVEL.get(api_key)
     if top is not None:
         response = top(error_code=code)
-        if api_key == 22:
+        if api_key in (22, 26):
             response.producer_id, response.producer_epoch = -1, -1
         if api_key in (29, 36, 50, 60):
             response.error_message = message
@@ -134,6 +135,48 @@ def _alter_scram(request, version, code, message):
         for user in dict.fromkeys(users)])
 
 
+def _add_partitions_to_txn(request, version, code, message):
+    Response = m.AddPartitionsToTxnResponse
+    if version >= 4:
+        return Response(error_code=code, results_by_transaction=[])
+    return Response(results_by_topic_v3_and_below=[Response.AddPartitionsToTxnTopicResult(
+        name=t.name, results_by_partition=[Response.AddPartitionsToTxnPartitionResult(
+            partition_index=p, partition_error_code=code) for p in t.partitions])
+        for t in request.v3_and_below_topics])
+
+
+def _write_txn_markers(request, version, code, message):
+    Response = m.WriteTxnMarkersResponse
+    return Response(markers=[Response.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
+        Response.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+            Response.WritableTxnMarkerPartitionResult(partition_index=p, error_code=code) for p in t.partition_indexes])
+        for t in marker.topics]) for marker in request.markers])
+
+
+def _txn_offset_commit(request, version, code, message):
+    Response = m.TxnOffsetCommitResponse
+    return Response(topics=[Response.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+        Response.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
+        for p in t.partitions]) for t in request.topics])
+
+
+def _describe_producers(request, version, code, message):
+    Response = m.DescribeProducersResponse
+    return Response(topics=[Response.TopicResponse(name=t.name, partitions=[
+        Response.PartitionResponse(partition_index=p, error_code=code, error_message=message, active_producers=[])
+        for p in t.partition_indexes]) for t in request.topics])
+
+
+def _describe_transactions(request, version, code, message):
+    Response = m.DescribeTransactionsResponse
+    return Response(transaction_states=[Response.TransactionState(
+        error_code=code, transactional_id=tid, transaction_state="", transaction_timeout_ms=0,
+        transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[])
+        for tid in request.transactional_ids])
+
+
 _BUILDERS = {0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
              10: _find_coordinator, 15: _describe_groups, 19: _create_topics, 20: _delete_topics,
-             30: _create_acls, 31: _delete_acls, 32: _describe_configs, 51: _alter_scram}
+             24: _add_partitions_to_txn, 27: _write_txn_markers, 28: _txn_offset_commit, 30: _create_acls,
+             31: _delete_acls, 32: _describe_configs, 51: _alter_scram, 61: _describe_producers,
+             65: _describe_transactions}

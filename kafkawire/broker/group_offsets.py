@@ -11,6 +11,7 @@ from ..messages.offset_commit_response import OffsetCommitResponse
 from ..messages.offset_fetch_response import OffsetFetchResponse
 from .group_state import COMPLETING, DEAD, EMPTY, NONE, PREPARING, STABLE, _Group
 from .offsets_store import CommittedOffset
+from .offsets_topic import offsets_partition_for
 
 __all__ = ["GroupOffsets"]
 
@@ -104,6 +105,66 @@ class GroupOffsets:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
+    # -- TxnOffsetCommit (KIP-98, KIP-447) -------------------------------------------------------------
+
+    def txn_offset_commit(self, request, version: int) -> dict[tuple[str, int], int]:
+        """Offsets committed in the producer's transaction: kept pending until its marker (checked
+        against the group's member and generation from v3, as ``doTxnCommitOffsets``). Returns each
+        requested partition's error code."""
+        group_id = request.group_id
+        keys = [(topic.name, p.partition_index) for topic in request.topics for p in topic.partitions]
+        error = self._status_error(group_id, allow_empty=True)
+        if error is None:
+            group = self._groups.get(group_id)
+            if group is None:
+                group = self._groups[group_id] = _Group(group_id)
+            error = self._validate_txn_offset_commit(group, request, version)
+        if error is not None:
+            return dict.fromkeys(keys, error)
+        now_ms = int(time.time() * 1000)
+        results: dict[tuple[str, int], int] = {}
+        entries: list[tuple[tuple[str, int], CommittedOffset]] = []
+        for topic in request.topics:
+            for partition in topic.partitions:
+                key = (topic.name, partition.partition_index)
+                metadata = partition.committed_metadata
+                if metadata is not None and len(metadata.encode("utf-8")) > self.offset_metadata_max_bytes:
+                    results[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                elif self.partition_exists is not None and not self.partition_exists(*key):
+                    results[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    results[key] = NONE
+                    entries.append((key, CommittedOffset(partition.committed_offset,
+                                                         partition.committed_leader_epoch if version >= 2 else -1,
+                                                         metadata or "", now_ms)))
+        try:
+            self.store.commit_pending(group_id, request.producer_id, entries)
+        except OSError as exc:
+            log.error("could not store transactional offsets of group %s: %s", group_id, exc)
+            results.update(dict.fromkeys((key for key, _ in entries), ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        return results
+
+    def _validate_txn_offset_commit(self, group: _Group, request, version: int):
+        if group.state is DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if version < 3:
+            return None
+        instance_id = request.group_instance_id
+        if instance_id is not None and group.static_members.get(instance_id, request.member_id) != request.member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+        if request.member_id and request.member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if request.generation_id >= 0 and request.generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return None
+
+    def complete_transactional_offsets(self, producer_id: int, commit: bool, offsets_partitions: set[int]) -> None:
+        """A transaction marker reached these ``__consumer_offsets`` partitions: the producer's pending
+        offsets of the groups there are committed (or dropped). Raises OSError."""
+        for group_id in [g for g, by_producer in self.store.pending.items() if producer_id in by_producer]:
+            if offsets_partition_for(group_id) in offsets_partitions:
+                self.store.complete_pending(group_id, producer_id, commit)
+
     # -- OffsetFetch -----------------------------------------------------------------------------------
 
     async def offset_fetch(self, request, version: int) -> OffsetFetchResponse:
@@ -113,7 +174,7 @@ class GroupOffsets:
             Partition = OffsetFetchResponse.OffsetFetchResponsePartitions
             groups = []
             for requested in request.groups:
-                error, topics = self._fetch_offsets(requested.group_id, requested.topics)
+                error, topics = self._fetch_offsets(requested.group_id, requested.topics, request.require_stable)
                 groups.append(Group(group_id=requested.group_id, error_code=error, topics=[
                     Topic(name=name, partitions=[Partition(
                         partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
@@ -122,7 +183,7 @@ class GroupOffsets:
             return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
         Topic = OffsetFetchResponse.OffsetFetchResponseTopic
         Partition = OffsetFetchResponse.OffsetFetchResponsePartition
-        error, topics = self._fetch_offsets(request.group_id, request.topics)
+        error, topics = self._fetch_offsets(request.group_id, request.topics, version >= 7 and request.require_stable)
         if error != NONE and version < 2:  # no top-level error code: report it on every partition
             topics = [(name, [(p, -1, -1, "", error) for p, *_ in partitions]) for name, partitions in topics]
         return OffsetFetchResponse(throttle_time_ms=0, error_code=error if version >= 2 else 0, topics=[
@@ -131,11 +192,12 @@ class GroupOffsets:
                 for p, o, e, m, pe in partitions])
             for name, partitions in topics])
 
-    def _fetch_offsets(self, group_id: str, requested_topics):
+    def _fetch_offsets(self, group_id: str, requested_topics, require_stable: bool = False):
         """(group error, [(topic, [(partition, offset, leader epoch, metadata, error)])]).
 
         ``requested_topics`` None means every partition the group has committed. Requested partitions
-        without a committed offset get offset -1 and no error, as in Kafka.
+        without a committed offset get offset -1 and no error, as in Kafka. With ``require_stable``
+        (KIP-447), a partition with offsets pending in an open transaction is UNSTABLE_OFFSET_COMMIT.
         """
         error = self._status_error(group_id, allow_empty=True)
         if error is not None:
@@ -153,7 +215,9 @@ class GroupOffsets:
             partitions = []
             for p in topic.partition_indexes:
                 c = committed.get((topic.name, p))
-                if c is None:
+                if require_stable and self.store.has_pending(group_id, topic.name, p):
+                    partitions.append((p, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))
+                elif c is None:
                     partitions.append((p, -1, -1, "", NONE))
                 else:
                     partitions.append((p, c.offset, c.leader_epoch, c.metadata, NONE))

@@ -17,6 +17,7 @@ from .apis.producer_ids import ProducerIdApi
 from .apis.scram_credentials import ScramCredentialApis
 from .apis.state import BrokerState, RequestContext
 from .apis.topics import TopicApis
+from .apis.transactions import TransactionApis
 from ..error_codes import ErrorCode
 from .config import BrokerConfig
 from .error_responses import error_response
@@ -26,7 +27,8 @@ from .groups import GroupCoordinator
 from .security.acls import Authorizer, Operation, ResourceType
 from .security.scram_store import ScramStore
 from .topics import TopicManager
-from .versions import served_versions
+from .transactions import MarkerWriter, ProducerIdBlock, TransactionCoordinator, TransactionStateLog
+from .versions import served_versions, with_transaction_version
 
 __all__ = ["Handlers"]
 
@@ -39,7 +41,9 @@ class Handlers:
     def __init__(self, config: BrokerConfig, topics: TopicManager, groups: GroupCoordinator, port: int,
                  scram: ScramStore | None = None, authorizer: Authorizer | None = None):
         self.state = BrokerState(
-            config, topics, groups, port, served_versions(upstream=config.upstream_versions), FetchPurgatory(),
+            config, topics, groups, port,
+            with_transaction_version(served_versions(upstream=config.upstream_versions), config.transaction_version),
+            FetchPurgatory(),
             FetchSessionCache(config.fetch_session_cache_slots, config.fetch_session_eviction_ms),
             scram if scram is not None else ScramStore(None), authorizer)
         self.groups = groups
@@ -47,8 +51,17 @@ class Handlers:
         self.versions = self.state.versions  # API key -> (oldest, newest)
         cluster, metadata, fetch = ClusterApis(self.state), MetadataApi(self.state), FetchApi(self.state)
         offsets, topic_apis = OffsetApis(self.state), TopicApis(self.state)
+        producer_ids = ProducerIdBlock(config.data_dir / "producer_ids.json")  # one block: ids never repeat
+        self.transactions = TransactionCoordinator(
+            TransactionStateLog(config.data_dir), producer_ids,
+            MarkerWriter(topics.log, self.purgatory.notify, groups.complete_transactional_offsets),
+            max_timeout_ms=config.transaction_max_timeout_ms, id_expiration_ms=config.transactional_id_expiration_ms,
+            server_version=config.transaction_version)
         self.producer = ProduceHandler(topics, self.purgatory.notify, config.produce_max_decompressed_bytes,
-                                       allowed=self.state.allowed if authorizer is not None else None)
+                                       allowed=self.state.allowed if authorizer is not None else None,
+                                       transactions=self.transactions,
+                                       verify_transactions=config.transaction_partition_verification)
+        txn = TransactionApis(self.state, self.transactions)
         acls, scram_apis = AclApis(self.state), ScramCredentialApis(self.state)
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
         self.table: dict[int, Callable[..., Awaitable[Any]]] = {
@@ -59,9 +72,12 @@ class Handlers:
             12: group(12, _plain(groups.heartbeat)), 13: group(13, _plain(groups.leave_group)),
             14: group(14, _plain(groups.sync_group)), 15: self._describe_groups, 16: self._list_groups,
             18: cluster.api_versions, 19: topic_apis.create_topics, 20: topic_apis.delete_topics,
-            22: ProducerIdApi(self.state).init_producer_id, 29: acls.describe_acls, 30: acls.create_acls,
+            22: ProducerIdApi(self.state, producer_ids, self.transactions).init_producer_id,
+            24: txn.add_partitions_to_txn, 25: txn.add_offsets_to_txn, 26: txn.end_txn, 27: txn.write_txn_markers,
+            28: txn.txn_offset_commit, 29: acls.describe_acls, 30: acls.create_acls,
             31: acls.delete_acls, 32: topic_apis.describe_configs, 50: scram_apis.describe_user_scram_credentials,
             51: scram_apis.alter_user_scram_credentials, 60: cluster.describe_cluster,
+            61: txn.describe_producers, 65: txn.describe_transactions, 66: txn.list_transactions,
         }
 
     def _group_api(self, api_key: int, handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -89,6 +105,7 @@ class Handlers:
 
     def close(self) -> None:
         self.producer.close()
+        self.transactions.close()
 
     async def handle(self, api_key: int, request: Any, version: int, context: RequestContext) -> Any:
         """The response to one request (None: no response is sent)."""

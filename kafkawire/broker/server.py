@@ -66,6 +66,7 @@ class Broker:
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._retention: asyncio.TimerHandle | None = None
         self._idle_sweeper: asyncio.Task[None] | None = None
+        self._transaction_sweeper: asyncio.Task[None] | None = None
         self.limits = ConnectionLimits(self.config.max_connections, self.config.connection_limit_for,
                                        connection_descriptors)
         self.memory = RequestMemory(self.config.queued_max_request_bytes)
@@ -102,15 +103,19 @@ class Broker:
             self.ports[listener.name] = server.sockets[0].getsockname()[1]
         self.port = self.ports[self.listeners[0].name]
         self.handlers = Handlers(self.config, self.topics, self.groups, self.port, self.scram, self.authorizer)
+        self.handlers.transactions.load()  # transactions a crash left in PrepareCommit/PrepareAbort complete
         self._schedule_retention()
-        self._idle_sweeper = asyncio.get_running_loop().create_task(self._close_idle_connections())
+        loop = asyncio.get_running_loop()
+        self._idle_sweeper = loop.create_task(self._close_idle_connections())
+        self._transaction_sweeper = loop.create_task(self._transaction_housekeeping())
         log.info("kafkawire broker listening on %s", self.bootstrap)
 
     async def close(self) -> None:
         if self._retention is not None:
             self._retention.cancel()
-        if self._idle_sweeper is not None:
-            self._idle_sweeper.cancel()
+        for task in (self._idle_sweeper, self._transaction_sweeper):
+            if task is not None:
+                task.cancel()
         if self._servers:
             for server in self._servers:
                 server.close()
@@ -162,6 +167,27 @@ class Broker:
             if count % _RETENTION_SLICE == 0:
                 await asyncio.sleep(0)
         self._schedule_retention()
+
+    # ---- transactions ---------------------------------------------------------------------------
+    async def _transaction_housekeeping(self) -> None:
+        """Abort transactions past their timeout (every transaction.abort.timed.out.transaction.cleanup.
+        interval.ms), finish those whose markers failed, forget idle transactional ids (every
+        transaction.remove.expired.transaction.cleanup.interval.ms)."""
+        assert self.handlers is not None
+        coordinator = self.handlers.transactions
+        config = self.config
+        loop = asyncio.get_running_loop()
+        next_expiry = loop.time() + config.transaction_expiration_interval_ms / 1000
+        while True:
+            await asyncio.sleep(config.transaction_abort_interval_ms / 1000)
+            try:
+                coordinator.retry_incomplete()
+                coordinator.abort_timed_out()
+                if loop.time() >= next_expiry:
+                    coordinator.expire_transactional_ids()
+                    next_expiry = loop.time() + config.transaction_expiration_interval_ms / 1000
+            except Exception:  # never let housekeeping die: the next round tries again
+                log.exception("transaction housekeeping failed")
 
     # ---- connections ----------------------------------------------------------------------------
     async def _close_idle_connections(self) -> None:

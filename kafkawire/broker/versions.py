@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .. import messages
 
-__all__ = ["SERVED_APIS", "UPSTREAM_NEWEST", "SUPPORTED_VERSIONS", "UPSTREAM_VERSIONS", "served_versions"]
+__all__ = ["SERVED_APIS", "TRANSACTION_V2_VERSIONS", "with_transaction_version", "UPSTREAM_NEWEST", "SUPPORTED_VERSIONS", "UPSTREAM_VERSIONS", "served_versions"]
 
 # API keys with a handler.
 SERVED_APIS = (
@@ -35,6 +35,11 @@ SERVED_APIS = (
     19,  # CreateTopics
     20,  # DeleteTopics
     22,  # InitProducerId
+    24,  # AddPartitionsToTxn
+    25,  # AddOffsetsToTxn
+    26,  # EndTxn
+    27,  # WriteTxnMarkers
+    28,  # TxnOffsetCommit
     29,  # DescribeAcls
     30,  # CreateAcls
     31,  # DeleteAcls
@@ -43,7 +48,15 @@ SERVED_APIS = (
     50,  # DescribeUserScramCredentials
     51,  # AlterUserScramCredentials
     60,  # DescribeCluster
+    61,  # DescribeProducers
+    65,  # DescribeTransactions
+    66,  # ListTransactions
 )
+
+# The versions that need transaction version 2 (KIP-890 part 2): a cluster finalized below it serves
+# the version before (Produce v12 adds partitions implicitly, EndTxn v5 bumps the epoch, TxnOffsetCommit
+# v5 adds the group's offsets partition).
+TRANSACTION_V2_VERSIONS = {0: 12, 26: 5, 28: 5}
 
 # APIs that kafkawire's overlays (schemas/kip-1178/) take past Kafka 4.3: API key -> upstream's newest.
 UPSTREAM_NEWEST = {1: 18}  # Fetch: v19 is KIP-1178's
@@ -61,6 +74,17 @@ def served_versions(upstream: bool = False) -> dict[int, tuple[int, int]]:
             high -= 1
         served[key] = (low, high)
     return served
+
+
+def with_transaction_version(versions: dict[int, tuple[int, int]], level: int) -> dict[int, tuple[int, int]]:
+    """``versions`` as a cluster with ``transaction.version`` finalized at ``level`` serves them."""
+    if level >= 2:
+        return versions
+    capped = dict(versions)
+    for key, first_v2 in TRANSACTION_V2_VERSIONS.items():
+        low, high = capped[key]
+        capped[key] = (low, min(high, first_v2 - 1))
+    return capped
 
 
 SUPPORTED_VERSIONS = served_versions()

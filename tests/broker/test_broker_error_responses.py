@@ -22,8 +22,8 @@ def _error_codes(value):
             yield from _error_codes(item)
     elif hasattr(value, "_FIELDS"):
         for name in value._FIELDS:
-            if name == "error_code":
-                yield value.error_code
+            if name in ("error_code", "partition_error_code"):
+                yield getattr(value, name)
             else:
                 yield from _error_codes(getattr(value, name))
 
@@ -75,4 +75,12 @@ def _expected_errors(key: int, version: int, request) -> int:
         return _count(request.filters)
     if key == 51:
         return len(dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions]))
+    if key == 24:
+        return 1 if version >= 4 else _count(request.v3_and_below_topics, "partitions")
+    if key == 27:
+        return sum(_count(marker.topics, "partition_indexes") for marker in request.markers)
+    if key in (28, 61):
+        return _count(request.topics, "partitions" if key == 28 else "partition_indexes")
+    if key == 65:
+        return _count(request.transactional_ids)
     return 1

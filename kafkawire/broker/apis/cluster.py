@@ -1,9 +1,10 @@
 """Cluster-level APIs: ApiVersions, DescribeCluster and FindCoordinator (this broker is every
-coordinator)."""
+coordinator, of groups and of transactional ids)."""
 from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
+from ..error_responses import error_response
 from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 
@@ -21,7 +22,15 @@ class ClusterApis:
     async def api_versions(self, request, version: int, context: RequestContext):
         keys = [m.ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
                 for key, (low, high) in sorted(self.state.versions.items())]
-        return m.ApiVersionsResponse(error_code=0, api_keys=keys)
+        response = m.ApiVersionsResponse(error_code=0, api_keys=keys)
+        if version >= 3:  # the features clients look at: transaction.version picks KIP-890's protocol
+            level = self.config.transaction_version
+            response.supported_features = [m.ApiVersionsResponse.SupportedFeatureKey(
+                name="transaction.version", min_version=0, max_version=2)]
+            response.finalized_features_epoch = 0
+            response.finalized_features = [m.ApiVersionsResponse.FinalizedFeatureKey(
+                name="transaction.version", max_version_level=level, min_version_level=level)]
+        return response
 
     async def describe_cluster(self, request, version: int, context: RequestContext):
         if not self.state.allowed(context, Operation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"):
@@ -42,6 +51,9 @@ class ClusterApis:
     async def find_coordinator(self, request, version: int, context: RequestContext):
         (host, port), node = context.advertised, self.config.node_id
         kind = ResourceType.GROUP if request.key_type == 0 else ResourceType.TRANSACTIONAL_ID
+        if request.key_type not in (0, 1):  # share groups (2) are not served
+            return error_response(10, request, version, ErrorCode.INVALID_REQUEST,
+                                  f"Unknown coordinator type {request.key_type}")
         if version >= 4:
             Coordinator = m.FindCoordinatorResponse.Coordinator
             return m.FindCoordinatorResponse(coordinators=[
@@ -51,8 +63,4 @@ class ClusterApis:
                 for key in request.coordinator_keys])
         if not self.state.allowed(context, Operation.DESCRIBE, kind, request.key):
             return m.FindCoordinatorResponse(error_code=_AUTHORIZATION_FAILED[kind], node_id=-1, host="", port=-1)
-        if version >= 1 and request.key_type != 0:
-            return m.FindCoordinatorResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                             error_message="transactions are not supported", node_id=-1, host="",
-                                             port=-1)
         return m.FindCoordinatorResponse(error_code=0, node_id=node, host=host, port=port)

@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ... import messages as m
 from ...error_codes import ErrorCode
-from ...records.batch import CODEC_MASK
+from ...records.batch import CODEC_MASK, TRANSACTIONAL_FLAG
 from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT
-from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE
+from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, MAGIC_OFFSET
 from ..security.acls import Operation, ResourceType
 from .state import RequestContext
 from ..storage import LogAppendError, PartitionLog
@@ -52,10 +52,15 @@ class _Item:
 class ProduceHandler:
     """Serves ProduceRequest for the broker's handlers (``notify(topic, partition)`` wakes parked fetches)."""
 
-    def __init__(self, topics, notify, max_decompressed_bytes: int, workers: int = 2, allowed=None):
-        """``allowed(context, operation, resource type, name)``: the authorizer's answer (None: all)."""
+    def __init__(self, topics, notify, max_decompressed_bytes: int, workers: int = 2, allowed=None,
+                 transactions=None, verify_transactions: bool = True):
+        """``allowed(context, operation, resource type, name)``: the authorizer's answer (None: all);
+        ``transactions``: the transaction coordinator, asked before a transaction's first write to a
+        partition (KIP-890; ``verify_transactions`` is transaction.partition.verification.enable)."""
         self.topics = topics
         self.allowed = allowed
+        self.transactions = transactions
+        self.verify_transactions = verify_transactions
         self.notify = notify
         self.max_decompressed_bytes = max_decompressed_bytes
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kafkawire-produce")
@@ -64,8 +69,8 @@ class ProduceHandler:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     async def produce(self, request, version: int, context: RequestContext):
-        if request.transactional_id is not None:
-            error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # no transactions on this broker
+        if _has_transactional_records(request) and not self._may_write_transactionally(request, context):
+            error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         elif request.acks not in (-1, 0, 1):
             error = ErrorCode.INVALID_REQUIRED_ACKS
         else:
@@ -87,11 +92,41 @@ class ProduceHandler:
                 await asyncio.get_running_loop().run_in_executor(self._pool, self._check, to_check, now)
             else:
                 self._check(to_check, now)
-        responses, failed = self._append(request, items, error, now)
+        responses, failed = self._append(request, version, items, error, now)
         if request.acks == 0:
             # Kafka closes the connection when an acks=0 produce fails, so that the client notices
             return CLOSE_CONNECTION if failed else None
         return m.ProduceResponse(responses=responses)
+
+    def _may_write_transactionally(self, request, context: RequestContext) -> bool:
+        """Transactional batches need a transactional id, and WRITE on it."""
+        tid = request.transactional_id
+        return tid is not None and (self.allowed is None or
+                                    self.allowed(context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid))
+
+    def _verify_transaction(self, request, version: int, item: _Item) -> None:
+        """Before a transaction's first write to a partition, the coordinator confirms the partition is
+        in the transaction, or (Produce v12+, transaction version 2) adds it. Raises LogAppendError with
+        the error Kafka's ``ReplicaManager`` gives the producer."""
+        batch = item.batch
+        if item.log.has_ongoing_transaction(batch.producer_id, batch.producer_epoch):
+            return
+        add = version >= 12
+        if not add and not self.verify_transactions:
+            return
+        code = self.transactions.verify_or_add(request.transactional_id, batch.producer_id, batch.producer_epoch,
+                                               (item.topic, item.partition), add)
+        if code == ErrorCode.NONE:
+            return
+        if code == ErrorCode.PRODUCER_FENCED:
+            code = ErrorCode.INVALID_PRODUCER_EPOCH
+        elif code == ErrorCode.TRANSACTION_ABORTABLE and version != 11:
+            code = ErrorCode.INVALID_TXN_STATE  # TRANSACTION_ABORTABLE is for Produce v11 clients (KIP-890)
+        elif code in _RETRIABLE_VERIFICATION:  # one older clients retry without a metadata refresh
+            code = ErrorCode.NOT_ENOUGH_REPLICAS
+        message = ("Partition was not added to the transaction" if code == ErrorCode.INVALID_TXN_STATE else
+                   "Unable to verify the partition has been added to the transaction")
+        raise LogAppendError(ErrorCode(code), message)
 
     def _topic_name(self, topic, version: int) -> str | None:
         """The topic a request's entry names: by name, or from v13 by id (KIP-516; None if unknown)."""
@@ -117,7 +152,7 @@ class ProduceHandler:
                 if failure.error_code == ErrorCode.INVALID_RECORD and _is_compressed(item.records):
                     budget -= limit  # it may have expanded that far before it failed
 
-    def _append(self, request, items: list[_Item], error: ErrorCode, now: int):
+    def _append(self, request, version: int, items: list[_Item], error: ErrorCode, now: int):
         responses: list = []
         by_topic: dict[tuple, list] = {}
         failed = False
@@ -139,7 +174,12 @@ class ProduceHandler:
                 try:
                     if item.error is not None:
                         raise item.error
-                    result = item.log.append_batch(item.batch, now_ms=now)
+                    verified = False
+                    if self.transactions is not None and item.batch.attributes & TRANSACTIONAL_FLAG \
+                            and item.batch.producer_id >= 0:
+                        self._verify_transaction(request, version, item)
+                        verified = True
+                    result = item.log.append_batch(item.batch, now_ms=now, transaction_verified=verified)
                 except LogAppendError as failure:
                     _set_error(response, failure, item.log)
                 else:
@@ -167,6 +207,21 @@ def _set_error(response, failure: LogAppendError, log: PartitionLog) -> None:
     response.record_errors = [m.ProduceResponse.BatchIndexAndErrorMessage(batch_index=index,
                                                                          batch_index_error_message=text)
                               for index, text in failure.record_errors]
+
+
+_RETRIABLE_VERIFICATION = (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                           ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR)
+
+
+def _has_transactional_records(request) -> bool:
+    """Whether any partition's first batch is a transactional v2 batch (``hasTransactionalRecords``)."""
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            records = data.records
+            if records is not None and len(records) >= BATCH_HEADER_SIZE and records[MAGIC_OFFSET] == 2 \
+                    and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG:
+                return True
+    return False
 
 
 def _is_compressed(records) -> bool:

@@ -1,28 +1,26 @@
-"""InitProducerId for idempotent producers: ids unique across restarts, an epoch bump for a producer
-that asks with its own id (KIP-360)."""
+"""InitProducerId: for idempotent producers, ids unique across restarts and an epoch bump for a producer
+that asks with its own id (KIP-360); with a transactional id, the transaction coordinator's answer
+(WRITE on the transactional id required)."""
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 from ... import messages as m
 from ...error_codes import ErrorCode
-from ..atomic_file import write_json_atomically
 from ..security.acls import Operation, ResourceType
+from ..transactions import ProducerIdBlock, TransactionCoordinator
 from .state import BrokerState, RequestContext
 
 __all__ = ["ProducerIdApi"]
 
 
 class ProducerIdApi:
-    def __init__(self, state: BrokerState):
+    def __init__(self, state: BrokerState, producer_ids: ProducerIdBlock, coordinator: TransactionCoordinator):
         self.state = state
-        self.producer_ids = ProducerIdBlock(state.config.data_dir / "producer_ids.json")
+        self.producer_ids = producer_ids
+        self.coordinator = coordinator
 
     async def init_producer_id(self, request, version: int, context: RequestContext):
         if request.transactional_id is not None:
-            return m.InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                            producer_id=-1, producer_epoch=-1)
+            return self._transactional(request, version, context)
         if not self._may_write(context):  # IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679)
             return m.InitProducerIdResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1,
                                             producer_epoch=-1)
@@ -33,29 +31,21 @@ class ProducerIdApi:
                 return m.InitProducerIdResponse(error_code=0, producer_id=request.producer_id, producer_epoch=epoch)
         return m.InitProducerIdResponse(error_code=0, producer_id=self.producer_ids.next(), producer_epoch=0)
 
+    def _transactional(self, request, version: int, context: RequestContext):
+        if not self.state.allowed(context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+            return m.InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                            producer_id=-1, producer_epoch=-1)
+        expected = (request.producer_id, request.producer_epoch) if version >= 3 else (-1, -1)
+        result = self.coordinator.init_producer_id(request.transactional_id, request.transaction_timeout_ms, *expected)
+        error = result.error
+        if error == ErrorCode.PRODUCER_FENCED and version < 4:
+            error = ErrorCode.INVALID_PRODUCER_EPOCH  # PRODUCER_FENCED is known from v4 (KIP-588)
+        return m.InitProducerIdResponse(error_code=error, producer_id=result.producer_id,
+                                        producer_epoch=result.producer_epoch)
+
     def _may_write(self, context: RequestContext) -> bool:
         state = self.state
         if state.authorizer is None or state.allowed(context, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER,
                                                      "kafka-cluster"):
             return True
         return any(state.allowed(context, Operation.WRITE, ResourceType.TOPIC, name) for name in state.topics.topics)
-
-
-class ProducerIdBlock:
-    """Producer ids, unique across restarts: the next free id is persisted before ids are handed out,
-    a block at a time, as Kafka's controller allocates them."""
-
-    BLOCK = 1000
-
-    def __init__(self, path: Path):
-        self.path = path
-        self._next = 0
-        self._end = 0
-
-    def next(self) -> int:
-        if self._next >= self._end:
-            start = json.loads(self.path.read_text())["next"] if self.path.exists() else 0
-            self._next, self._end = start, start + self.BLOCK
-            write_json_atomically(self.path, {"next": self._end})  # before any id of the block is used
-        self._next += 1
-        return self._next - 1
