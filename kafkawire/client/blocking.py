@@ -151,8 +151,8 @@ class Producer:
     def begin_transaction(self) -> None:
         self._thread.call(self._producer.begin_transaction)
 
-    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition | tuple[str, int], int | OffsetAndMetadata],
-                                    group_metadata: ConsumerGroupMetadata | str, timeout: float | None = None) -> None:
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition | tuple[str, int], int | OffsetAndMetadata]
+                                    | Iterable[Any], group_metadata: ConsumerGroupMetadata | str, timeout: float | None = None) -> None:
         self._thread.run(self._producer.send_offsets_to_transaction(offsets, group_metadata, timeout))
 
     def commit_transaction(self, timeout: float | None = None) -> None:

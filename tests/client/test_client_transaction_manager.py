@@ -256,6 +256,7 @@ def test_end_txn_fenced_is_fatal_and_every_later_call_raises_it(code):
     driver.answer("end", EndTxnResponse(error_code=code))
     assert isinstance(result.error, ProducerFencedError) and result.error.fatal()
     assert manager.state is S.FATAL_ERROR
+    assert manager.aborting_batches is manager.fatal_error  # records not yet sent fail with it
     for call in (manager.begin, manager.begin_abort, manager.initialize, lambda: manager.maybe_add_partition(OUT1)):
         with pytest.raises(ProducerFencedError):
             call()

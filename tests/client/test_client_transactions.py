@@ -128,7 +128,8 @@ def test_offsets_sent_to_a_transaction_are_committed_only_with_it(broker):
 
             producer.begin_transaction()
             await producer.send(topic, b"y", partition=0)
-            await producer.send_offsets_to_transaction({source: 12}, metadata)
+            from confluent_kafka import TopicPartition as CTopicPartition  # confluent-kafka's form works too
+            await producer.send_offsets_to_transaction([CTopicPartition(topic, 0, 12)], metadata)
             assert await consumer.committed([source]) == {source: None}  # pending until the commit
             await producer.commit_transaction(TIMEOUT_S)
             assert await consumer.committed([source]) == {source: 12}
@@ -201,3 +202,25 @@ def test_transactional_calls_in_the_wrong_order_are_refused(broker):
         producer.commit_transaction(TIMEOUT_S)
     with Producer(bootstrap_servers=broker.bootstrap) as plain, pytest.raises(TransactionStateError):
         plain.init_transactions(TIMEOUT_S)  # no transactional.id
+
+
+def test_kafkawire_read_committed_reads_confluent_kafkas_transactions(broker):
+    from confluent_kafka import Producer as CProducer
+    topic = "txn-from-confluent"
+    producer = CProducer({"bootstrap.servers": broker.bootstrap, "transactional.id": "confluent-txn",
+                          "linger.ms": 2})
+    producer.init_transactions(TIMEOUT_S)
+    for outcome in ("committed", "aborted", "committed-again"):
+        producer.begin_transaction()
+        for i in range(15):
+            producer.produce(topic, b"%s-%02d" % (outcome.encode(), i), partition=i % PARTITIONS)
+        producer.flush(TIMEOUT_S)
+        if outcome == "aborted":
+            producer.abort_transaction(TIMEOUT_S)
+        else:
+            producer.commit_transaction(TIMEOUT_S)
+    committed = sorted(b"%s-%02d" % (outcome, i) for outcome in (b"committed", b"committed-again") for i in range(15))
+    values, positions = kafkawire_read(broker.bootstrap, topic, "read_committed", len(committed))
+    assert values == committed
+    values_all, positions_all = kafkawire_read(broker.bootstrap, topic, "read_uncommitted", 45)
+    assert len(values_all) == 45 and positions == positions_all

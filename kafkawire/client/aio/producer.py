@@ -393,16 +393,19 @@ class AsyncProducer:
             manager.begin()
 
     async def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition | tuple[str, int],
-                                                                 int | OffsetAndMetadata],
+                                                                 int | OffsetAndMetadata] | Iterable[Any],
                                           group_metadata: ConsumerGroupMetadata | str,
                                           timeout: float | None = None) -> None:
-        """Commit a consumer's ``offsets`` (the next offset to read, per partition) with the transaction.
-        ``group_metadata`` is the consumer's ``consumer_group_metadata()``, which lets the group
-        coordinator refuse offsets from a consumer that has lost its partitions (KIP-447)."""
+        """Commit a consumer's ``offsets`` (the next offset to read, per partition) with the transaction:
+        a mapping of partitions to offsets, or confluent-kafka's list of TopicPartitions carrying
+        ``offset``. ``group_metadata`` is the consumer's ``consumer_group_metadata()``, which lets the
+        group coordinator refuse offsets from a consumer that has lost its partitions (KIP-447)."""
         manager, driver = self._transactional()
         group = ConsumerGroupMetadata(group_metadata) if isinstance(group_metadata, str) else group_metadata
+        pairs = offsets.items() if isinstance(offsets, Mapping) else (
+            ((position.topic, position.partition), position.offset) for position in offsets)
         commits = {TopicPartition(*tp): value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
-                   for tp, value in offsets.items()}
+                   for tp, value in pairs}
         with self.lock:
             result = manager.send_offsets(commits, group)
         await driver.wait(result, self._timeout(timeout))

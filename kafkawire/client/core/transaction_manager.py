@@ -127,8 +127,9 @@ class TransactionManager:
 
     @property
     def aborting_batches(self) -> TransactionError | None:
-        """While the transaction is to be aborted, the error that batches not yet sent fail with."""
-        if self.state is S.ABORTABLE_ERROR:
+        """While the transaction is to be aborted (or the producer has failed for good), the error that
+        batches not yet sent fail with."""
+        if self.state in (S.ABORTABLE_ERROR, S.FATAL_ERROR):
             return self.last_error
         if self.state is S.ABORTING_TRANSACTION:
             return self.last_error or TransactionAbortedError(
