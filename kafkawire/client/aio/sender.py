@@ -123,7 +123,8 @@ class Sender:
     async def stop(self, timeout_s: float = 5.0) -> None:
         """End the task (it checks ``stopped`` on every pass); waits at most ``timeout_s`` for it."""
         self.stopped = True
-        tasks = {task for task in (self._task, self._producer_id_task) if task is not None and not task.done()}
+        txn_task = self.transactions.task if self.transactions is not None else None
+        tasks = {task for task in (self._task, self._producer_id_task, txn_task) if task is not None and not task.done()}
         for task in tasks:
             task.cancel()
         if tasks:
@@ -153,7 +154,9 @@ class Sender:
         if expired:
             if self.transactions is not None:
                 for batch in expired:
-                    self.transactions.manager.handle_failed_batch(batch.result.error, batch.has_sequence)
+                    error = batch.result.error
+                    assert error is not None  # (expired batches failed with DeliveryTimeout)
+                    self.transactions.manager.handle_failed_batch(error, batch.has_sequence)
             self.progress.set()
         self.metadata.maybe_refresh()  # when due; its listener wakes the sender
         transactions = self.transactions

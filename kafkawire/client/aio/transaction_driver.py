@@ -49,6 +49,11 @@ class TransactionDriver:
         self.accumulator.may_send = manager.may_send_to
         sender.transactions = self
 
+    @property
+    def task(self) -> asyncio.Task | None:
+        """The request being sent, if any (the sender cancels it when it stops)."""
+        return self._task
+
     def _wake(self) -> None:
         self.sender.wake()
 
@@ -63,8 +68,8 @@ class TransactionDriver:
         (inf: nothing to wait for)."""
         manager, accumulator = self.manager, self.accumulator
         aborting = manager.aborting_batches
-        if aborting is not None and accumulator.has_undrained():
-            accumulator.abort_undrained(aborting)
+        if aborting is not None and accumulator.has_undrained() and accumulator.abort_undrained(aborting):
+            self.sender.progress.set()  # flush and close wait on settled batches
         if manager.has_producer_id and not any(self.sender.in_flight.values()) and (
                 accumulator.producer_id, accumulator.producer_epoch) != (manager.producer_id, manager.producer_epoch):
             accumulator.set_producer_id(manager.producer_id, manager.producer_epoch)  # sequences restart at 0
@@ -113,7 +118,10 @@ class TransactionDriver:
         ``timeout_s`` (None: no limit)."""
         if not result.done:
             done = asyncio.get_running_loop().create_future()
-            result.add_done_callback(lambda _r: done.done() or done.set_result(None))
+            def settle(_result: TransactionResult) -> None:
+                if not done.done():
+                    done.set_result(None)
+            result.add_done_callback(settle)
             self._wake()
             try:
                 await asyncio.wait_for(asyncio.shield(done), timeout_s)

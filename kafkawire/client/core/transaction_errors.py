@@ -32,7 +32,7 @@ class Action(enum.Enum):
 
 A = Action
 # Meanings shared by every request to the transaction coordinator.
-_COORDINATOR = {
+_COORDINATOR: dict[int, Action] = {
     E.NONE: A.OK,
     E.NOT_COORDINATOR: A.FIND_COORDINATOR,
     E.COORDINATOR_NOT_AVAILABLE: A.FIND_COORDINATOR,
@@ -43,7 +43,7 @@ _COORDINATOR = {
     E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: A.FATAL,
     E.TRANSACTION_ABORTABLE: A.ABORTABLE,
 }
-_UNKNOWN_PRODUCER = {E.UNKNOWN_PRODUCER_ID: A.BUMP_OR_FATAL, E.INVALID_PRODUCER_ID_MAPPING: A.BUMP_OR_FATAL}
+_UNKNOWN_PRODUCER: dict[int, Action] = {E.UNKNOWN_PRODUCER_ID: A.BUMP_OR_FATAL, E.INVALID_PRODUCER_ID_MAPPING: A.BUMP_OR_FATAL}
 
 # kind -> (its table, the action for a code not in it and not retriable)
 _TABLES: dict[str, tuple[dict[int, Action], Action]] = {
