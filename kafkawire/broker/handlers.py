@@ -8,6 +8,7 @@ from typing import Any
 
 from .apis.acls import AclApis
 from .apis.cluster import ClusterApis
+from .apis.consumer_groups import ConsumerGroupApis
 from .apis.fetch import FetchApi
 from .apis.list_offsets import ListOffsetsApi
 from .apis.metadata import MetadataApi
@@ -55,13 +56,13 @@ class Handlers:
         self.transactions = TransactionCoordinator(
             TransactionStateLog(config.data_dir), producer_ids,
             MarkerWriter(topics.log, self.purgatory.notify, groups.complete_transactional_offsets),
-            max_timeout_ms=config.transaction_max_timeout_ms, id_expiration_ms=config.transactional_id_expiration_ms,
-            server_version=config.transaction_version)
+            max_timeout_ms=config.transaction_max_timeout_ms, id_expiration_ms=config.transactional_id_expiration_ms)
         self.producer = ProduceHandler(topics, self.purgatory.notify, config.produce_max_decompressed_bytes,
                                        allowed=self.state.allowed if authorizer is not None else None,
                                        transactions=self.transactions,
                                        verify_transactions=config.transaction_partition_verification)
         txn = TransactionApis(self.state, self.transactions)
+        consumer_groups = ConsumerGroupApis(self.state)
         acls, scram_apis = AclApis(self.state), ScramCredentialApis(self.state)
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
         self.table: dict[int, Callable[..., Awaitable[Any]]] = {
@@ -78,6 +79,7 @@ class Handlers:
             31: acls.delete_acls, 32: topic_apis.describe_configs, 50: scram_apis.describe_user_scram_credentials,
             51: scram_apis.alter_user_scram_credentials, 60: cluster.describe_cluster,
             61: txn.describe_producers, 65: txn.describe_transactions, 66: txn.list_transactions,
+            68: consumer_groups.heartbeat, 69: consumer_groups.describe,
         }
 
     def _group_api(self, api_key: int, handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
