@@ -37,7 +37,6 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from kafkawire.error_codes import ErrorCode
@@ -58,7 +57,8 @@ from .transaction_requests import (
     txn_offset_commit_request,
 )
 from .transaction_state import (
-    ADD, BUMP, END, FIND, INIT, TransactionResult, TransactionState, TxnRequest, may_enter,
+    ADD, BUMP, END, FIND, INIT, PendingCall, PendingOffsets, TransactionResult, TransactionState, TxnRequest,
+    may_enter,
 )
 
 __all__ = ["TransactionManager", "TransactionState", "TransactionResult", "TxnRequest"]
@@ -71,20 +71,6 @@ A = Action
 _ADD_PARTITIONS_RETRY_BACKOFF_MS = 20
 # Answers for one partition of AddPartitionsToTxn that decide the whole request.
 _WHOLE_REQUEST = frozenset({A.RETRY, A.FIND_COORDINATOR, A.FENCED, A.FATAL, A.BUMP_OR_FATAL})
-
-
-@dataclass
-class _PendingCall:
-    """A call whose result the application has not seen (it timed out): only it may be made again."""
-    result: TransactionResult
-    state: TransactionState
-    operation: str
-
-
-@dataclass
-class _Offsets:
-    group: ConsumerGroupMetadata
-    offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
 
 
 class TransactionManager:
@@ -109,7 +95,7 @@ class TransactionManager:
         self._coordinators: dict[tuple[int, str], Coordinator] = {}
         self._queue: list[TxnRequest] = []
         self._in_flight: TxnRequest | None = None
-        self._pending_call: _PendingCall | None = None
+        self._pending_call: PendingCall | None = None
         self._order = itertools.count()
 
     # ---- state ------------------------------------------------------------------------------------
@@ -202,7 +188,7 @@ class TransactionManager:
             raise TransactionStateError(f"cannot send offsets outside a transaction (the producer is "
                                         f"{self.state.value})")
         result = TransactionResult("send_offsets_to_transaction")
-        pending = _Offsets(group, dict(offsets))
+        pending = PendingOffsets(group, dict(offsets))
         if not pending.offsets:
             result.succeed()
         elif self.transaction_v2:  # TxnOffsetCommit v5 adds the group's partition itself
@@ -423,7 +409,7 @@ class TransactionManager:
         request.result.succeed()
 
     def _on_offset_commit(self, request: TxnRequest, response: Any, now_ms: float) -> None:
-        pending: _Offsets = request.context
+        pending: PendingOffsets = request.context
         group = pending.group.group_id
         retry: Action | None = None
         for tp, code in read_txn_offset_commit(response).items():
@@ -492,7 +478,7 @@ class TransactionManager:
                                  lambda version: add_partitions_request(tid, pid, epoch, partitions),
                                  VERSIONS[ADD_PARTITIONS_TO_TXN], (TRANSACTION_COORDINATOR, tid), partitions))
 
-    def _enqueue_offset_commit(self, pending: _Offsets, result: TransactionResult) -> None:
+    def _enqueue_offset_commit(self, pending: PendingOffsets, result: TransactionResult) -> None:
         tid, pid, epoch = self.transactional_id, self.producer_id, self.producer_epoch
         self._enqueue(TxnRequest(
             "offset_commit", TXN_OFFSET_COMMIT, ADD, result,
@@ -596,7 +582,7 @@ class TransactionManager:
             else:
                 return pending.result
         result = start()
-        self._pending_call = _PendingCall(result, state, operation)
+        self._pending_call = PendingCall(result, state, operation)
         return result
 
 

@@ -1,17 +1,20 @@
 """The data a transactional producer's TransactionManager keeps: its states and the moves between them
-(as Kafka's TransactionManager.State), the outcome of one application call (``TransactionResult``) and
-one request for a driver to send (``TxnRequest``). No I/O, no logic beyond bookkeeping."""
+(as Kafka's TransactionManager.State), the outcome of one application call (``TransactionResult``),
+one request for a driver to send (``TxnRequest``), a call that timed out (``PendingCall``) and offsets
+on their way (``PendingOffsets``). No I/O, no logic beyond bookkeeping."""
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import TransactionError
-from .group_protocol import Coordinator
+from .consumer_group_metadata import ConsumerGroupMetadata
+from .group_protocol import Coordinator, OffsetAndMetadata
+from .topic_partition import TopicPartition
 
-__all__ = ["TransactionState", "may_enter", "TransactionResult", "TxnRequest",
+__all__ = ["TransactionState", "may_enter", "TransactionResult", "TxnRequest", "PendingCall", "PendingOffsets",
            "FIND", "INIT", "ADD", "END", "BUMP"]
 
 
@@ -108,3 +111,18 @@ class TxnRequest:
 
     def __repr__(self) -> str:
         return f"TxnRequest({self.kind} -> {self.destination})"
+
+
+@dataclass
+class PendingCall:
+    """A call whose result the application has not seen (it timed out): only it may be made again."""
+    result: TransactionResult
+    state: TransactionState
+    operation: str
+
+
+@dataclass
+class PendingOffsets:
+    """Offsets sent to the transaction, until TxnOffsetCommit has committed each of them."""
+    group: ConsumerGroupMetadata
+    offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
