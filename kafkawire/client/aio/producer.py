@@ -57,7 +57,7 @@ from ..core.properties import resolve
 from ..core.topic_partition import TopicPartition
 from ..core.transaction_manager import TransactionManager
 from ..errors import (
-    AuthenticationException, ProducerClosed, TransactionError, TransactionStateError, TransactionTimeout,
+    AuthenticationException, ProducerClosed, TransactionError, TransactionStateError,
 )
 from .authentication import ConnectionSecurity
 from .connection import ConnectionManager
@@ -411,19 +411,16 @@ class AsyncProducer:
         await driver.wait(result, self._timeout(timeout))
 
     async def commit_transaction(self, timeout: float | None = None) -> None:
-        """Send every record of the transaction, then commit it. A TransactionAbortableError (a record
-        failed) means: abort_transaction, then go on."""
+        """Send every record of the transaction, then commit it (EndTxn goes once the last record is
+        acknowledged). A TransactionAbortableError (a record failed) means: abort_transaction, then go on."""
         manager, driver = self._transactional()
-        timeout_s = self._timeout(timeout)
-        started = time.monotonic()
-        try:
-            await self.flush(None if timeout_s is None else timeout_s * 1000)
-        except TimeoutError:
-            raise TransactionTimeout(f"commit_transaction: the records were not all sent within {timeout_s} s; "
-                                     f"call it again to go on waiting") from None
         with self.lock:
             result = manager.begin_commit()
-        await driver.wait(result, None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - started)))
+        self.accumulator.begin_flush()  # the transaction's records go now, without waiting for linger.ms
+        try:
+            await driver.wait(result, self._timeout(timeout))
+        finally:
+            self.accumulator.end_flush()
 
     async def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort the transaction: records not yet sent fail with TransactionAbortedError, those sent are
