@@ -13,7 +13,7 @@ import pytest
 from broker_harness import BrokerThread
 from kafkawire.client import (
     AsyncConsumer, AsyncProducer, Consumer, KafkaError, Producer, ProducerFencedError, TopicPartition,
-    TransactionAbortableError, TransactionAbortedError, TransactionStateError,
+    TransactionAbortableError, TransactionAbortedError, TransactionError, TransactionStateError,
 )
 from kafkawire.error_codes import ErrorCode
 
@@ -224,3 +224,22 @@ def test_kafkawire_read_committed_reads_confluent_kafkas_transactions(broker):
     assert values == committed
     values_all, positions_all = kafkawire_read(broker.bootstrap, topic, "read_uncommitted", 45)
     assert len(values_all) == 45 and positions == positions_all
+
+
+def test_a_transaction_left_open_past_its_timeout_is_aborted_and_cannot_commit(tmp_path):
+    topic = "txn-timeout"
+    with BrokerThread(data_dir=tmp_path, num_partitions=1, transaction_abort_interval_ms=50) as broker, \
+            Producer(bootstrap_servers=broker.bootstrap, transactional_id="slow", transaction_timeout_ms=200) as producer, \
+            Consumer(bootstrap_servers=broker.bootstrap, isolation_level="read_committed",
+                     auto_offset_reset="earliest") as reader:
+        producer.init_transactions(TIMEOUT_S)
+        producer.begin_transaction()
+        producer.send(topic, b"too slow", partition=0).result(TIMEOUT_S)
+        partition = TopicPartition(topic, 0)
+        reader.assign([partition])
+        deadline = time.monotonic() + TIMEOUT_S
+        while not 0 < reader.highwater(partition) <= reader.position(partition):  # past the broker's ABORT marker
+            assert reader.poll(timeout_ms=100) == []
+            assert time.monotonic() < deadline, "the broker did not abort the timed-out transaction"
+        with pytest.raises(TransactionError):  # the coordinator has moved the epoch on: the commit is refused
+            producer.commit_transaction(TIMEOUT_S)

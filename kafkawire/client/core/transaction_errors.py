@@ -100,7 +100,9 @@ def error_for(action: Action, code: int, what: str, transactional_id: str) -> Tr
     """The exception a failed call raises, for an action that fails it (FENCED, FATAL, ABORTABLE)."""
     if action is A.FENCED:
         return ProducerFencedError(f"{what}: {code_name(code)}: the producer with transactional.id "
-                                   f"{transactional_id!r} has been fenced by a newer producer with the same id")
+                                   f"{transactional_id!r} has been fenced (a newer producer with the same id "
+                                   f"has initialized, or the coordinator aborted a transaction open longer than "
+                                   f"transaction.timeout.ms)")
     if code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
         return TransactionalIdAuthorizationError(f"{what}: not authorized to use transactional.id "
                                                  f"{transactional_id!r}")
