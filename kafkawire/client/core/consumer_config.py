@@ -11,6 +11,9 @@ Besides Kafka's own settings this carries two proposals upstream never merged:
 Defaults that depend on other settings, as in Kafka:
 
 * ``enable_auto_commit``: true when a ``group.id`` is set, else false (true without a group is an error).
+
+``isolation.level`` defaults to ``read_uncommitted``, as in Java's client (confluent-kafka's default is
+``read_committed``); ``read_committed`` reads up to the last stable offset and skips aborted transactions.
 """
 from __future__ import annotations
 
