@@ -81,43 +81,50 @@ class TransactionDriver:
         return float("inf") if timeout is None else timeout
 
     async def _send(self, request: TxnRequest) -> None:
-        manager = self.manager
+        manager, lock = self.manager, self.sender.lock
         try:
-            if request.destination is None:
-                connection = await self.sender.least_loaded_connection()
-            else:
-                coordinator = request.destination
-                self.connections.brokers[coordinator.node_id] = (coordinator.host, coordinator.port)
-                connection = await self.connections.connection(coordinator.node_id, COORDINATOR_ROLE)
-            with self.sender.lock:
-                manager.update_features(connection.finalized_features)
-            try:
-                version = connection.api_version(request.api_key, *request.versions)
-            except IncompatibleBrokerError as error:
-                with self.sender.lock:
-                    manager.handle_unsupported(request, str(error))
-                return
-            try:
-                body = request.build(version)
-            except TransactionError as error:  # (a TxnOffsetCommit below v3 cannot carry the member id)
-                with self.sender.lock:
-                    manager.handle_unsupported(request, str(error))
-                return
-            response = await connection.send(body, version)
+            answered = await self._exchange(request)
+            if answered is not None:
+                response, version = answered
+                with lock:
+                    manager.handle_response(request, response, version, _now_ms())
         except (KafkaConnectionError, IncompatibleBrokerError, KafkaError) as error:
-            with self.sender.lock:
+            with lock:
                 manager.handle_failure(request, _now_ms(), str(error))
-        else:
-            with self.sender.lock:
-                manager.handle_response(request, response, version, _now_ms())
+        except Exception as error:  # an authentication failure, or a bug: fail the calls rather than hang them
+            log.error("transactional request %r failed: %s", request, error)
+            with lock:
+                manager.fail(error)
         finally:
             self._wake()
+
+    async def _exchange(self, request: TxnRequest) -> tuple[object, int] | None:
+        """Send ``request`` where it goes, at the highest version both sides speak: its answer and that
+        version, or None when it cannot be sent at all (the manager has been told)."""
+        manager, lock = self.manager, self.sender.lock
+        if request.destination is None:
+            connection = await self.sender.least_loaded_connection()
+        else:
+            coordinator = request.destination
+            self.connections.brokers[coordinator.node_id] = (coordinator.host, coordinator.port)
+            connection = await self.connections.connection(coordinator.node_id, COORDINATOR_ROLE)
+        with lock:
+            manager.update_features(connection.finalized_features)
+        try:
+            version = connection.api_version(request.api_key, *request.versions)
+            body = request.build(version)
+        except (IncompatibleBrokerError, TransactionError) as error:  # (TxnOffsetCommit below v3: no member id)
+            with lock:
+                manager.handle_unsupported(request, str(error))
+            return None
+        return await connection.send(body, version), version
 
     async def wait(self, result: TransactionResult, timeout_s: float | None) -> None:
         """Wait for ``result``: return on success, raise its error, or TransactionTimeout after
         ``timeout_s`` (None: no limit)."""
         if not result.done:
             done = asyncio.get_running_loop().create_future()
+
             def settle(_result: TransactionResult) -> None:
                 if not done.done():
                     done.set_result(None)
