@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import BrokerProcess, git_state  # noqa: E402
+from common import BrokerProcess, git_state
 
 PRODUCE_TARGET = 0.8
 CONSUME_TARGET = 0.9

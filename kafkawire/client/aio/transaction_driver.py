@@ -92,7 +92,7 @@ class TransactionDriver:
             with lock:
                 manager.handle_failure(request, _now_ms(), str(error))
         except Exception as error:  # an authentication failure, or a bug: fail the calls rather than hang them
-            log.error("transactional request %r failed: %s", request, error)
+            log.exception("transactional request %r failed", request)
             with lock:
                 manager.fail(error)
         finally:

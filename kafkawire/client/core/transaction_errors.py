@@ -14,7 +14,7 @@ from ..errors import (
     TransactionFatalError,
 )
 
-__all__ = ["Action", "action_for", "error_for", "batch_action", "code_name"]
+__all__ = ["Action", "action_for", "batch_action", "code_name", "error_for"]
 
 E = ErrorCode
 

@@ -61,7 +61,7 @@ from .transaction_state import (
     may_enter,
 )
 
-__all__ = ["TransactionManager", "TransactionState", "TransactionResult", "TxnRequest"]
+__all__ = ["TransactionManager", "TransactionResult", "TransactionState", "TxnRequest"]
 
 log = logging.getLogger(__name__)
 S = TransactionState

@@ -20,9 +20,19 @@ from .consumer_group_metadata import ConsumerGroupMetadata
 from .group_protocol import OffsetAndMetadata
 from .topic_partition import TopicPartition
 
-__all__ = ["init_producer_id_request", "add_partitions_request", "read_add_partitions", "add_offsets_request",
-           "txn_offset_commit_request", "read_txn_offset_commit", "end_txn_request", "VERSIONS",
-           "TRANSACTION_V2_VERSIONS", "TRANSACTION_COORDINATOR", "GROUP_COORDINATOR"]
+__all__ = [
+    "GROUP_COORDINATOR",
+    "TRANSACTION_COORDINATOR",
+    "TRANSACTION_V2_VERSIONS",
+    "VERSIONS",
+    "add_offsets_request",
+    "add_partitions_request",
+    "end_txn_request",
+    "init_producer_id_request",
+    "read_add_partitions",
+    "read_txn_offset_commit",
+    "txn_offset_commit_request",
+]
 
 FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = (
     10, 22, 24, 25, 26, 28)

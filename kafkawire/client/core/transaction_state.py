@@ -14,8 +14,19 @@ from .consumer_group_metadata import ConsumerGroupMetadata
 from .group_protocol import Coordinator, OffsetAndMetadata
 from .topic_partition import TopicPartition
 
-__all__ = ["TransactionState", "may_enter", "TransactionResult", "TxnRequest", "PendingCall", "PendingOffsets",
-           "FIND", "INIT", "ADD", "END", "BUMP"]
+__all__ = [
+    "ADD",
+    "BUMP",
+    "END",
+    "FIND",
+    "INIT",
+    "PendingCall",
+    "PendingOffsets",
+    "TransactionResult",
+    "TransactionState",
+    "TxnRequest",
+    "may_enter",
+]
 
 
 class TransactionState(enum.Enum):
@@ -57,7 +68,7 @@ class TransactionResult:
     run once it is done. ``acked`` records that the application has seen the outcome (a call that
     timed out leaves it unacked, and only that same call may be made again)."""
 
-    __slots__ = ("operation", "done", "error", "acked", "_callbacks")
+    __slots__ = ("_callbacks", "acked", "done", "error", "operation")
 
     def __init__(self, operation: str):
         self.operation = operation
