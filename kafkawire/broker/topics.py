@@ -48,6 +48,7 @@ TOPIC_CONFIGS = {
     "local.retention.ms": ("local_retention_ms", int),
     "local.retention.bytes": ("local_retention_bytes", int),
     "cleanup.policy": (None, str),  # only "delete": this broker does not compact
+    "min.insync.replicas": (None, int),  # read by an in-process cluster's produce checks (acks=all)
 }
 
 
@@ -67,6 +68,7 @@ class Topic:
     configs: dict[str, str]
     partitions: list[PartitionLog] = field(default_factory=list)
     planned_partitions: int = 0  # how many partitions a topic being created will have
+    replication_factor: int = -1  # as created (-1: the default); kept in memory only
 
     @property
     def is_internal(self) -> bool:
@@ -87,6 +89,7 @@ class TopicManager:
         self.by_id: dict[uuid.UUID, Topic] = {}
         self._creating: dict[str, asyncio.Future] = {}  # topics being created on a worker thread
         self.partition_count = 0  # hosted or being created
+        self.brokers = 1  # brokers that can hold a replica (an in-process cluster's size)
         self.remote = (RemoteStore(config.remote_dir, config.remote_read_latency_ms)
                        if config.remote_dir is not None else None)
 
@@ -168,14 +171,16 @@ class TopicManager:
             num_partitions = self.config.num_partitions
         if num_partitions <= 0:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-        if replication_factor not in (-1, 1):
+        if replication_factor != -1 and not 1 <= replication_factor <= self.brokers:
+            available = "the 1 available broker" if self.brokers == 1 else f"the {self.brokers} available brokers"
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"Replication factor {replication_factor} is larger than the 1 available broker.")
+                             f"Replication factor {replication_factor} is larger than {available}.")
         merged = dict(self.config.topic_defaults)
         merged.update(configs or {})
         _log_config(self.config, merged)  # validates
         topic = Topic(name, uuid.uuid4(), merged)
         topic.planned_partitions = num_partitions
+        topic.replication_factor = replication_factor
         return topic
 
     @staticmethod
@@ -304,6 +309,10 @@ def _log_config(config: BrokerConfig, configs: dict[str, str]) -> LogConfig:
         if name == "cleanup.policy":
             if value != "delete":
                 raise TopicError(ErrorCode.INVALID_CONFIG, "cleanup.policy: this broker supports only 'delete'")
+            continue
+        if attribute is None:  # not a log setting
+            if name == "min.insync.replicas" and value < 1:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {text} for configuration {name}")
             continue
         if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
             raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {text} for configuration {name}")

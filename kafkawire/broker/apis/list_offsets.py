@@ -31,6 +31,9 @@ class ListOffsetsApi:
                     result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif partition_log is None:
                     result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif refused := self.state.view.leader_error(
+                        topic.name, p.partition_index, p.current_leader_epoch if version >= 4 else -1):
+                    result.error_code = refused
                 else:
                     committed = version >= 2 and request.isolation_level == 1
                     found = self._offset_for(partition_log, p.timestamp, committed)
