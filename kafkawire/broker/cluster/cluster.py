@@ -19,6 +19,7 @@ from ..config import BrokerConfig
 from ..server import Broker
 from ..topics import TopicError
 from .controller import Controller
+from .leader_epochs import OffsetForLeaderEpochApi
 from .view import ClusterNodeView
 
 __all__ = ["Cluster", "api_key", "error_code"]
@@ -67,6 +68,9 @@ class Cluster:
                 broker = Broker(self._node_config(node), over=owner, view=ClusterNodeView(controller, node))
                 self.nodes[node] = broker
                 await broker.start()
+            for node, broker in self.nodes.items():
+                assert broker.handlers is not None
+                OffsetForLeaderEpochApi(controller, node, broker.handlers.state).install(broker.handlers)
         except BaseException:
             await self.close()
             raise

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...error_codes import ErrorCode
 from ..node_view import NodeAddress, PartitionInfo
@@ -26,6 +26,8 @@ class PartitionState:
     isr: list[int]
     leader: int  # -1: every replica offline
     leader_epoch: int
+    # (epoch, start offset) of each leader epoch, oldest first: the log's leader-epoch-checkpoint
+    epochs: list[tuple[int, int]] = field(default_factory=list)
 
 
 class Controller:
@@ -62,7 +64,8 @@ class Controller:
         start = (order + index) % count
         replicas = [self.nodes[(start + step) % count] for step in range(factor)]
         isr = [node for node in replicas if node in self.live]
-        state = PartitionState(replicas, isr, isr[0] if isr else -1, topic.partitions[index].leader_epoch)
+        epoch = topic.partitions[index].leader_epoch
+        state = PartitionState(replicas, isr, isr[0] if isr else -1, epoch, [(epoch, 0)])
         self._partitions[(topic.topic_id, index)] = state
         return state
 
@@ -79,6 +82,7 @@ class Controller:
         partition_log = self.topics.log(topic, partition)
         if partition_log is not None:
             partition_log.leader_epoch = state.leader_epoch
+            state.epochs.append((state.leader_epoch, partition_log.log_end_offset))
 
     def _each_placed(self):
         for topic in list(self.topics.topics.values()):
@@ -175,6 +179,22 @@ class Controller:
             return ErrorCode.NONE
         needed = int(found.configs.get("min.insync.replicas", self.min_insync_replicas))
         return ErrorCode.NOT_ENOUGH_REPLICAS if len(state.isr) < needed else ErrorCode.NONE
+
+    def end_offset_for(self, topic: str, partition: int, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch's answer, as Kafka's LeaderEpochFileCache.endOffsetFor gives it: (the
+        largest epoch at most ``epoch``, the start offset of the next epoch, or the log end offset for
+        the current one); (-1, -1) for an unknown or future epoch."""
+        state = self._require(topic, partition)
+        partition_log = self.topics.log(topic, partition)
+        if epoch < 0 or partition_log is None:
+            return -1, -1
+        if epoch == state.leader_epoch:
+            return epoch, partition_log.log_end_offset
+        later = [(e, start) for e, start in state.epochs if e > epoch]
+        if not later:
+            return -1, -1
+        earlier = [e for e, _ in state.epochs if e <= epoch]
+        return (earlier[-1] if earlier else epoch), later[0][1]
 
     def partition_info(self, topic: str, partition: int) -> PartitionInfo:
         state = self._require(topic, partition)
