@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 class Handlers:
     """The broker's request handlers over its shared state: ``handle(api_key, ...)`` answers a request."""
 
+    purgatory: FetchPurgatory
+    producer_ids: ProducerIdBlock
+    transactions: TransactionCoordinator
+
     def __init__(self, config: BrokerConfig, topics: TopicManager, groups: GroupCoordinator, port: int,
                  scram: ScramStore | None = None, authorizer: Authorizer | None = None, metrics=None,
                  view: NodeView | None = None, shared: Handlers | None = None):

@@ -32,8 +32,10 @@ class NodeAddress(NamedTuple):
 
 class NodeView(Protocol):
     node_id: int
-    controller_id: int
     leads_everything: bool
+
+    @property
+    def controller_id(self) -> int: ...
 
     def leader_error(self, topic: str, partition: int, current_leader_epoch: int = -1) -> int: ...
     def isr_error(self, topic: str, partition: int, acks: int) -> int: ...

@@ -47,6 +47,12 @@ class Broker:
     own listeners, connections, fetch sessions and node id, and serves the other's topics, logs, groups
     and transactions, answering for what its ``view`` says it leads and coordinates."""
 
+    descriptors: DescriptorCache
+    topics: TopicManager
+    groups: GroupCoordinator
+    scram: ScramStore
+    authorizer: Authorizer | None
+
     def __init__(self, config: BrokerConfig | None = None, *, over: "Broker | None" = None,
                  view: NodeView | None = None, **settings: Any) -> None:
         self.config = config if config is not None else BrokerConfig(**settings)

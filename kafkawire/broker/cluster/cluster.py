@@ -133,8 +133,10 @@ class Cluster:
     def coordinator(self, group: str | None = None, *, transactional_id: str | None = None) -> int:
         if (group is None) == (transactional_id is None):
             raise ValueError("name a group or a transactional id")
-        return self._controller.coordinator(0, group) if group is not None else \
-            self._controller.coordinator(1, transactional_id)
+        if group is not None:
+            return self._controller.coordinator(0, group)
+        assert transactional_id is not None
+        return self._controller.coordinator(1, transactional_id)
 
     # ---- faults ---------------------------------------------------------------------------------
     def move_leader(self, topic: str, partition: int = 0, to: int | None = None) -> int:
