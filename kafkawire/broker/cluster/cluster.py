@@ -7,6 +7,7 @@ broker closes its listeners and drops its connections; its leaderships move to l
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import shutil
 import tempfile
@@ -88,6 +89,16 @@ class Cluster:
         self.nodes.clear()
         if self._temporary:
             shutil.rmtree(self.config.data_dir, ignore_errors=True)
+
+    async def shutdown(self, grace_s: float = 10.0) -> None:
+        """Every broker's graceful stop (``Broker.shutdown``), the owner of the shared state last."""
+        for node in reversed(list(self.nodes)):
+            await self.nodes[node].shutdown(grace_s)
+        await self.close()
+
+    async def serve_forever(self) -> None:
+        """Wait until cancelled (the brokers serve from their own tasks)."""
+        await asyncio.Event().wait()
 
     async def __aenter__(self) -> "Cluster":
         await self.start()
@@ -199,7 +210,12 @@ def api_key(api: int | str) -> int:
     if isinstance(api, int):
         return api
     text = api.strip()
-    return int(text) if text.isdigit() else m.api(text).key
+    if text.isdigit():
+        return int(text)
+    try:
+        return m.api(text).key
+    except (KeyError, ValueError):
+        raise ValueError(f"unknown API {text!r} (a name such as Produce, or a key)") from None
 
 
 def error_code(error: int | str) -> int:
@@ -207,4 +223,9 @@ def error_code(error: int | str) -> int:
     if isinstance(error, int):
         return error
     text = error.strip()
-    return int(text) if text.lstrip("-").isdigit() else int(ErrorCode[text.upper()])
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        return int(ErrorCode[text.upper()])
+    except KeyError:
+        raise ValueError(f"unknown error {text!r} (a name such as NOT_LEADER_OR_FOLLOWER, or a code)") from None
