@@ -2,13 +2,10 @@
 fixtures, run by pytest in a subprocess, as a user's suite runs it."""
 from __future__ import annotations
 
-import importlib.metadata
-import os
-import subprocess
-import sys
 import tomllib
 
 from paths import REPO
+from plugin_runs import run_pytest
 
 USER_TESTS = '''
 import confluent_kafka
@@ -57,13 +54,6 @@ def test_function_fixtures_are_new_each_test(kafka_broker, kafka_broker_session,
 '''
 
 
-def plugin_arguments() -> list[str]:
-    """``-p`` the plugin's module unless its entry point is installed (an install of this tree)."""
-    installed = any(entry.value == "kafkawire.testing.pytest_plugin"
-                    for entry in importlib.metadata.entry_points(group="pytest11"))
-    return [] if installed else ["-p", "kafkawire.testing.pytest_plugin"]
-
-
 def test_entry_point_names_the_plugin():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert project["entry-points"]["pytest11"] == {"kafkawire": "kafkawire.testing.pytest_plugin"}
@@ -71,9 +61,6 @@ def test_entry_point_names_the_plugin():
 
 def test_fixtures_in_a_users_test_file(tmp_path):
     (tmp_path / "test_user.py").write_text(USER_TESTS)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:hypothesispytest",
-                           *plugin_arguments(), "--kafka-brokers", "2", "test_user.py"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    done = run_pytest(tmp_path, "--kafka-brokers", "2", "test_user.py")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "5 passed" in done.stdout, done.stdout[-3000:]
