@@ -170,3 +170,72 @@ def test_kafkawire_client_through_leader_moves_and_a_restart(cluster):
         return acked, consumed
 
     check(*asyncio.run(asyncio.wait_for(scenario(), 4 * TIMEOUT_S)))
+
+
+def test_confluent_group_follows_its_coordinator_to_another_broker(cluster):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    topic, group = "ck-group", "ck-group-members"
+    cluster.create_topic(topic, 2)
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                                         "fetch.wait.max.ms": 50, "topic.metadata.refresh.interval.ms": 500})
+    consumed: list[bytes] = []
+    coordinator = None
+
+    def produce_and_consume(prefix: str, total: int) -> None:
+        for i in range(20):
+            producer.produce(topic, f"{prefix}-{i}".encode())
+        assert producer.flush(TIMEOUT_S) == 0
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(consumed) < total and time.monotonic() < deadline:
+            message = consumer.poll(0.1)
+            if message is not None and message.error() is None:
+                consumed.append(message.value())
+        consumer.commit(asynchronous=False)  # at the coordinator of the moment
+
+    try:
+        consumer.subscribe([topic])
+        produce_and_consume("before", 20)
+        coordinator = cluster.coordinator(group)
+        cluster.stop_broker(coordinator)
+        assert cluster.coordinator(group) != coordinator
+        produce_and_consume("after", 40)
+        committed = consumer.committed([confluent_kafka.TopicPartition(topic, p) for p in range(2)], TIMEOUT_S)
+    finally:
+        consumer.close()
+        if coordinator is not None:
+            cluster.start_broker(coordinator)
+    assert sorted(consumed) == sorted([f"{p}-{i}".encode() for p in ("before", "after") for i in range(20)])
+    assert sum(tp.offset for tp in committed) == 40
+
+
+def test_confluent_transactions_across_brokers(cluster):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    topic = "ck-transactions"
+    cluster.create_topic(topic, 3)
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "ck-txn"})
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    for i in range(9):
+        producer.produce(topic, f"committed-{i}".encode(), partition=i % 3)
+    producer.commit_transaction(TIMEOUT_S)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, f"aborted-{i}".encode(), partition=i % 3)
+    producer.abort_transaction(TIMEOUT_S)
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "ck-txn-reader",
+                                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(3)])
+    read = []
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while len(read) < 9 and time.monotonic() < deadline:
+            message = consumer.poll(0.1)
+            if message is not None and message.error() is None:
+                read.append(message.value())
+        extra = consumer.poll(0.5)
+    finally:
+        consumer.close()
+    assert sorted(read) == sorted(f"committed-{i}".encode() for i in range(9))
+    assert extra is None or extra.error() is not None

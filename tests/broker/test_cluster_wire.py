@@ -179,3 +179,16 @@ def test_stopped_broker_refuses_connections_and_hands_over(cluster):
     assert cluster.leader("stop", 0) == victim  # its preferred leadership back
     with RawClient(port) as client:
         assert produce(client, "stop", 0)[1].error_code == 0
+
+
+def test_throttle_slows_answers_by_their_size(cluster):
+    cluster.set_throttle(2, 20_000)  # bytes per second
+    try:
+        with RawClient(port_of(cluster, 2)) as client:
+            started = time.monotonic()
+            response = client.request(m.ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+            elapsed = time.monotonic() - started
+    finally:
+        cluster.set_throttle(2, 0)
+    size = len(response.encode(3))
+    assert elapsed >= size / 20_000 * 0.9

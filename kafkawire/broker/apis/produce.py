@@ -88,7 +88,7 @@ class ProduceHandler:
         if self.allowed is not None:  # WRITE on each topic; names it may not see are refused the same way
             for item in items:
                 item.denied = not self.allowed(context, Operation.WRITE, ResourceType.TOPIC, item.topic or "")
-        if self.view is not None:
+        if self.view is not None and not self.view.leads_everything:
             for item in items:
                 if item.log is not None:
                     item.refused = (self.view.leader_error(item.topic, item.partition)
