@@ -40,6 +40,10 @@ def test_metadata_lists_every_broker_and_spreads_leaders(cluster):
     assert sorted(b.node_id for b in response.brokers) == [1, 2, 3]
     assert {b.node_id: b.port for b in response.brokers} == {n: port_of(cluster, n) for n in (1, 2, 3)}
     assert response.controller_id == 1
+    with RawClient(port_of(cluster, 3)) as client:
+        described = client.request(m.DescribeClusterRequest(include_cluster_authorized_operations=False), 0)
+    assert sorted((b.broker_id, b.port) for b in described.brokers) == [(n, port_of(cluster, n)) for n in (1, 2, 3)]
+    assert described.controller_id == 1
     partitions = response.topics[0].partitions
     assert sorted(p.leader_id for p in partitions) == [1, 2, 3]
     for p in partitions:
