@@ -130,12 +130,14 @@ class Handlers:
 
     async def handle(self, api_key: int, request: Any, version: int, context: RequestContext) -> Any:
         """The response to one request (None: no response is sent)."""
-        for key_type, key in coordinator_keys(api_key, request, version):
-            code = self.state.view.coordinator_error(key_type, key)  # NOT_COORDINATOR on another node
-            if code:
-                response = error_response(api_key, request, version, code)
-                if response is not None:
-                    return response
+        view = self.state.view
+        if not view.leads_everything:
+            for key_type, key in coordinator_keys(api_key, request, version):
+                code = view.coordinator_error(key_type, key)  # NOT_COORDINATOR on another node
+                if code:
+                    response = error_response(api_key, request, version, code)
+                    if response is not None:
+                        return response
         return await self.table[api_key](request, version, context)
 
 
