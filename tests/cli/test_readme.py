@@ -2,8 +2,8 @@
 
 The examples that talk to a broker expect one on 127.0.0.1:9092: the module starts the README's own
 ``kafkawire broker`` command there (with a fresh ``--data-dir``), and skips those examples, saying why,
-when the port is taken. Each Python example runs in a fresh interpreter (one that defines tests is run by pytest, with
-kafkawire's plugin), and one that prints must print
+when the port is taken. Each Python example runs in a fresh interpreter (one whose tests take the pytest plugin's fixtures
+is run by pytest, with the plugin), and one that prints must print
 something (the README's consumer once printed nothing: its first poll came back empty). The ``sh``
 examples run in bash with the venv's scripts first on PATH, in a folder holding the frames they name
 (``request.bin``, ``response.bin``, ``request.hex``). ``NOT_RUN`` lists the examples left out, each with
@@ -123,6 +123,11 @@ def frames_folder(tmp_path_factory) -> Path:
     return folder
 
 
+def uses_plugin_fixtures(code: str) -> bool:
+    """Whether the example defines tests that take kafkawire's pytest fixtures (kafka_broker...)."""
+    return re.search(r"^def test_\w+\([^)]*\bkafka_(broker|cluster)", code, re.MULTILINE) is not None
+
+
 def check_broker(code: str, broker) -> None:
     if "9092" in code and broker is not None:
         pytest.skip(broker)
@@ -138,7 +143,7 @@ def test_python_example(language, line, code, broker, tmp_path):
     if reason:
         pytest.skip(reason)
     check_broker(code, broker)
-    if "def test_" in code:  # a test using the pytest plugin's fixtures: run by pytest, as a user would
+    if uses_plugin_fixtures(code):  # tests using the pytest plugin's fixtures: run by pytest, as a user would
         (tmp_path / "test_readme_example.py").write_text(code)
         done = run_pytest(tmp_path, "test_readme_example.py")
         assert done.returncode == 0 and " passed" in done.stdout, f"README line {line}:\n{done.stdout[-3000:]}"
