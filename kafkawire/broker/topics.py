@@ -35,7 +35,8 @@ _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _MAX_NAME_LENGTH = 249
 _METADATA_FILE = "topics.json"
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
-_LOG_FILE_SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".txnindex", ".tmp", ".kafkawire-clean-shutdown")
+_LOG_FILE_SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".txnindex", ".tmp", ".kafkawire-clean-shutdown",
+                      ".cleaned", ".swap")
 
 # The topic configs this broker understands: Kafka name -> (LogConfig field, parser).
 TOPIC_CONFIGS = {
@@ -47,7 +48,12 @@ TOPIC_CONFIGS = {
     "remote.storage.enable": ("remote_storage_enable", lambda text: text.strip().lower() == "true"),
     "local.retention.ms": ("local_retention_ms", int),
     "local.retention.bytes": ("local_retention_bytes", int),
-    "cleanup.policy": (None, str),  # only "delete": this broker does not compact
+    "cleanup.policy": ("cleanup_policy", lambda text: ",".join(part.strip() for part in text.split(","))),
+    "delete.retention.ms": ("delete_retention_ms", int),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", float),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", int),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", int),
+    "segment.ms": ("segment_ms", int),
 }
 
 
@@ -144,7 +150,7 @@ class TopicManager:
     def effective_configs(self, topic: Topic) -> dict[str, str]:
         """Every topic config this broker understands, by Kafka name, as the topic's logs apply them."""
         log_config = _log_config(self.config, topic.configs)
-        values = {"cleanup.policy": "delete"}
+        values = {}
         for name, (attribute, _) in TOPIC_CONFIGS.items():
             if attribute is not None:
                 value = getattr(log_config, attribute)
@@ -301,10 +307,6 @@ def _log_config(config: BrokerConfig, configs: dict[str, str]) -> LogConfig:
             value = parse(text)
         except (TypeError, ValueError):
             raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {text} for configuration {name}") from None
-        if name == "cleanup.policy":
-            if value != "delete":
-                raise TopicError(ErrorCode.INVALID_CONFIG, "cleanup.policy: this broker supports only 'delete'")
-            continue
         if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
             raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {text} for configuration {name}")
         values[attribute] = value

@@ -148,4 +148,6 @@ def _fail(result, failure: TopicError) -> None:
 _CONFIG_TYPES = {"retention.ms": 5, "retention.bytes": 5, "segment.bytes": 3, "max.message.bytes": 3,
                  "local.retention.ms": 5, "local.retention.bytes": 5, "remote.storage.enable": 1,
                  "cleanup.policy": 7, "num.partitions": 3, "auto.create.topics.enable": 1, "log.segment.bytes": 3,
-                 "log.retention.ms": 5, "message.max.bytes": 3, "fetch.max.bytes": 3}
+                 "log.retention.ms": 5, "message.max.bytes": 3, "fetch.max.bytes": 3, "delete.retention.ms": 5,
+                 "min.cleanable.dirty.ratio": 6, "min.compaction.lag.ms": 5, "max.compaction.lag.ms": 5,
+                 "segment.ms": 5}

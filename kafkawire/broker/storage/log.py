@@ -21,6 +21,7 @@ from ...error_codes import ErrorCode
 from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT
 from ...records.batch import TRANSACTIONAL_FLAG
 from ...records.layouts import ATTRIBUTES_OFFSET, CRC_OFFSET
+from .cleaner_files import commit_swap, finish_swap, recover_interrupted_swaps
 from .config import LogConfig
 from .descriptors import DescriptorCache
 from .errors import LogAppendError
@@ -139,6 +140,7 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
         directory = self.directory
         for path in directory.glob("*.tmp"):
             path.unlink(missing_ok=True)
+        recover_interrupted_swaps(directory)  # a crash in the middle of the log cleaner's swap
         bases = sorted(int(path.stem) for path in directory.glob("*.log") if path.stem.isdigit())
         for path in directory.glob("*.index"):  # an index whose log was deleted
             if path.stem.isdigit() and int(path.stem) not in bases:
@@ -291,7 +293,7 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
         if active.size > 0:
             first = active.first_batch_timestamp
             waited = max_timestamp - first if first is not None and first >= 0 else now - active.created_ms
-            if waited > self.config.segment_ms:
+            if waited > self.config.max_segment_ms:
                 return True
         return last_offset - active.base_offset > _INT32_MAX
 
@@ -319,6 +321,29 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """Forget producers idle longer than producer.id.expiration.ms; returns how many."""
         return self._producers.remove_expired(now_ms if now_ms is not None else self._clock())
+
+    def replace_segments(self, old: list[LogSegment], cleaned_base: int) -> bool:
+        """The log cleaner's swap (``UnifiedLog.replaceSegments``): when ``old`` are still consecutive
+        closed segments of this log, the cleaned files at ``cleaned_base`` take their place on disk
+        (``cleaner_files``) and one segment opened from them takes theirs here. False, and nothing
+        done, otherwise (retention deleted some, the log was truncated or closed)."""
+        segments = self._segments
+        if self._closed or not old or not any(segment is old[0] for segment in segments):
+            return False
+        first = next(index for index, segment in enumerate(segments) if segment is old[0])
+        end = first + len(old)
+        if end >= len(segments) or any(a is not b for a, b in zip(segments[first:end], old)):
+            return False
+        commit_swap(self.directory, cleaned_base)
+        for segment in old:
+            segment.delete()  # a fetch's slice keeps its own descriptor of the deleted file
+        finish_swap(self.directory, cleaned_base)
+        cleaned = LogSegment(self.directory, cleaned_base, self.config.index_interval_bytes,
+                             descriptors=self._descriptors)
+        cleaned.next_offset = old[-1].next_offset
+        segments[first:end] = [cleaned]
+        self._bases[first:end] = [cleaned_base]
+        return True
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def flush(self) -> None:
