@@ -51,8 +51,9 @@ def read_committed(log: PartitionLog, committed: bool = True) -> tuple[list[tupl
     producer id, control, record count))."""
     records, batches = [], []
     offset = log.log_start_offset
-    while offset < log.last_stable_offset:
-        read = log.read(offset, 1 << 20, True, log.last_stable_offset)
+    bound = log.last_stable_offset if committed else log.high_watermark
+    while offset < bound:
+        read = log.read(offset, 1 << 20, True, bound)
         data = read.records if isinstance(read.records, bytes) else read.records.read()
         if not data:
             break
