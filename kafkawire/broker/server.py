@@ -24,6 +24,7 @@ from .request_memory import RequestMemory
 from .security.acls import Authorizer
 from .security.listener_security import ListenerSecurity
 from .security.scram_store import ScramStore, parse_add_scram
+from .storage import PartitionLog
 from .storage.cleaner import LogCleaner
 from .storage.cleaner_manager import LogCleanerManager
 from .storage.descriptors import DescriptorCache
@@ -183,7 +184,7 @@ class Broker:
                 await asyncio.sleep(0)
         self._schedule_retention()
 
-    def _logs(self):
+    def _logs(self) -> list[PartitionLog]:
         return [partition_log for _, _, partition_log in self.topics.all_logs()]
 
     # ---- transactions ---------------------------------------------------------------------------

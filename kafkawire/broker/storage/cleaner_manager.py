@@ -15,8 +15,12 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .cleaner import CleanableOffsets, CleanerAborted, CleanerStats, LogCleaner, cleanable_offsets
+
+if TYPE_CHECKING:
+    from .log import PartitionLog
 
 __all__ = ["LogCleanerManager", "CHECKPOINT_FILE"]
 
@@ -73,10 +77,10 @@ class LogCleanerManager:
         os.replace(tmp, self.path)
 
     # ---- choosing -----------------------------------------------------------------------------------
-    def filthiest(self, logs: Iterable, now_ms: int) -> tuple[object, CleanableOffsets] | None:
+    def filthiest(self, logs: Iterable[PartitionLog], now_ms: int) -> tuple[PartitionLog, CleanableOffsets] | None:
         """The compacted log to clean now (``grabFilthiestCompactedLog``), with what to clean; None when
         no log is dirty enough."""
-        best = None
+        best: tuple[PartitionLog, CleanableOffsets] | None = None
         changed = False
         for partition_log in logs:
             name = partition_log.name
@@ -98,7 +102,7 @@ class LogCleanerManager:
         return best
 
     # ---- cleaning -----------------------------------------------------------------------------------
-    async def clean_filthiest(self, logs: Iterable) -> CleanerStats | None:
+    async def clean_filthiest(self, logs: Iterable[PartitionLog]) -> CleanerStats | None:
         """One round on the filthiest log, if any is dirty enough; its checkpoint moves to where the
         round stopped."""
         now = self._clock()
@@ -125,7 +129,7 @@ class LogCleanerManager:
             self._save()
         return stats
 
-    async def run(self, logs: Callable[[], Iterable]) -> None:
+    async def run(self, logs: Callable[[], Iterable[PartitionLog]]) -> None:
         """Clean forever: the filthiest log, or a wait of ``backoff_ms`` when none is dirty enough."""
         while True:
             try:

@@ -20,6 +20,7 @@ from .cleaner_batches import BatchFilter, control_marker, read_batches
 from .cleaner_files import CLEANED_SUFFIX, segment_files
 from .cleaner_transactions import CleanedTransactions
 from .offset_map import OffsetMap
+from .segment import LogSegment
 from .transaction_index import AbortedTxn, TransactionIndex
 
 __all__ = ["SegmentSnapshot", "RoundPlan", "CleanedSegment", "build_offset_map", "group_segments",
@@ -36,7 +37,7 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 class SegmentSnapshot:
     """A closed segment as the loop saw it when the round was planned."""
 
-    segment: object  # the LogSegment, for the swap to find it again (never used on the worker)
+    segment: LogSegment  # for the swap to find it again (never used on the worker)
     base_offset: int
     next_offset: int
     size: int
@@ -114,14 +115,18 @@ def _map_segment(plan: RoundPlan, segment: SegmentSnapshot, offsets: OffsetMap, 
 
 def _map_batch(view: memoryview, offsets: OffsetMap, start: int) -> bool:
     columns = RecordBatch(view).columns()
-    keys = columns.keys()
     record_offsets = columns.offsets
     lengths = columns.key_lengths
+    keys: list[bytes]
     if record_offsets and record_offsets[0] < start or -1 in lengths:  # part before the dirty start, or keyless
-        pairs = [(key, offset) for key, offset in zip(keys, record_offsets) if key is not None and offset >= start]
+        pairs = [(key, offset) for key, offset in zip(columns.keys(), record_offsets)
+                 if key is not None and offset >= start]
         keys = [key for key, _ in pairs]
         record_offsets = array("q", [offset for _, offset in pairs])
-    key_bytes = sum(len(key) for key in keys) if len(keys) != len(lengths) else sum(lengths)
+        key_bytes = sum(len(key) for key in keys)
+    else:
+        keys = columns.keys()  # type: ignore[assignment]  # no key is None here
+        key_bytes = sum(lengths)
     if offsets.room_for(len(keys), key_bytes):
         offsets.put_all(keys, record_offsets, key_bytes)
         return False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Iterable
 
 from .transaction_index import AbortedTxn
 
@@ -19,7 +20,7 @@ __all__ = ["CleanedTransactions"]
 class CleanedTransactions:
     """Transactions seen so far in one cleaning round (carried from a group of segments to the next)."""
 
-    def __init__(self, aborted: list[AbortedTxn] = ()):
+    def __init__(self, aborted: Iterable[AbortedTxn] = ()):
         self._order = itertools.count()  # ties on first offset: the order they were given in
         self._aborted: list[tuple[int, int, AbortedTxn]] = []
         self.add_aborted(aborted)
@@ -28,7 +29,7 @@ class CleanedTransactions:
         self._ongoing_aborted: dict[int, list] = {}
         self.cleaned_index: list[AbortedTxn] = []  # entries for the segment being written
 
-    def add_aborted(self, aborted: list[AbortedTxn]) -> None:
+    def add_aborted(self, aborted: Iterable[AbortedTxn]) -> None:
         for txn in aborted:
             heapq.heappush(self._aborted, (txn.first_offset, next(self._order), txn))
 
