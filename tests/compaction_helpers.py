@@ -23,11 +23,11 @@ class Writer:
         self.sequences: dict[int, int] = {}
         self.open: set[int] = set()  # transactional producers with a transaction open
 
-    def append(self, records, producer_id: int = -1, transactional: bool = False) -> int:
+    def append(self, records, producer_id: int = -1, transactional: bool = False, compression: int = 0) -> int:
         """Records (key, value) in one batch; returns the first offset."""
         sequence = self.sequences.get(producer_id, 0) if producer_id >= 0 else -1
         builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
-                                     base_sequence=sequence, transactional=transactional)
+                                     base_sequence=sequence, transactional=transactional, compression=compression)
         for key, value in records:
             builder.append(value, key=key, timestamp=self.clock[0])
         now = self.clock[0]

@@ -19,6 +19,7 @@ from kafkawire.broker.storage.segment import LogSegment
 from kafkawire.error_codes import ErrorCode
 from kafkawire.records.batch import RecordBatch
 from kafkawire.records.builder import RecordBatchBuilder
+from kafkawire.records.compression import Codec
 
 
 def _fill(writer: Writer, rounds: int = 5, keys: int = 10) -> dict[bytes, tuple[int, bytes]]:
@@ -115,6 +116,29 @@ def test_log_config_checks_the_compaction_settings():
         with pytest.raises(ValueError):
             LogConfig(**bad)
     assert LogConfig(cleanup_policy="compact", segment_ms=10_000, max_compaction_lag_ms=500).max_segment_ms == 500
+
+
+@pytest.mark.parametrize("codec", [Codec.NONE, Codec.ZSTD, Codec.LZ4])
+def test_rewritten_batches_keep_records_of_any_size_and_codec(tmp_path, codec):
+    """Batches that lose some records are rewritten (recompressed; with a delete horizon, every
+    timestamp delta moves): records of one-, two- and three-byte lengths come through whole."""
+    clock = [1_000_000]
+    log = compacted_log(tmp_path / "t-0", clock, segment_bytes=1 << 20)
+    writer = Writer(log, clock)
+    latest = {}
+    for round_ in range(3):
+        batch = [(b"key-%d" % index, None if (index + round_) % 5 == 0 else bytes([round_]) * size)
+                 for index, size in enumerate((1, 10, 100, 300, 9000, 20000, 50))]
+        base = writer.append(batch[round_:], compression=codec)
+        for delta, (key, value) in enumerate(batch[round_:]):
+            latest[key] = (base + delta, value)
+        clock[0] += 7
+    log.roll()
+    clean_fully(log, LogCleaner(1 << 20), clock[0])
+    assert read_committed(log)[0] == _expected(latest)
+    timestamps = {r.offset: r.timestamp for s in log.segments for info in s.batches()
+                  for r in RecordBatch(memoryview(s.pread(info.size, info.position))).records()}
+    assert timestamps == {offset: 1_000_000 + 7 * (offset >= 7) + 7 * (offset >= 13) for offset in timestamps}
 
 
 # ---- choosing the log ---------------------------------------------------------------------------------

@@ -102,9 +102,17 @@ def _record_spans(data: bytes, count: int) -> list[tuple[int, int]]:
     spans = []
     position = 0
     for _ in range(count):
-        length, body = read_varint(data, position)
-        spans.append((position, body + length))
-        position = body + length
+        first = data[position]
+        if first < 0x80:  # the one- and two-byte lengths inline: most records are under 8 KiB
+            body, raw = position + 1, first
+        elif data[position + 1] < 0x80:
+            body, raw = position + 2, (first & 0x7F) | (data[position + 1] << 7)
+        else:
+            length, body = read_varint(data, position)
+            raw = (length << 1) ^ (length >> 31)
+        end = body + ((raw >> 1) ^ -(raw & 1))
+        spans.append((position, end))
+        position = end
     return spans
 
 
