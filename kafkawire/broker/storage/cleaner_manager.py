@@ -119,6 +119,8 @@ class LogCleanerManager:
         except CleanerAborted:
             raise
         except (OSError, ValueError) as error:  # Kafka marks the partition uncleanable and goes on
+            if partition_log.closed:  # its topic was deleted (or the broker is closing) meanwhile
+                return None
             log.error("cleaning %s failed; it will not be cleaned again until restart: %s",
                       partition_log.name, error)
             self.uncleanable.add(partition_log.name)

@@ -123,6 +123,11 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
         return sum(segment.size for segment in self._segments)
 
     @property
+    def closed(self) -> bool:
+        """Closed, detached or deleted: no longer served."""
+        return self._closed
+
+    @property
     def segments(self) -> list[LogSegment]:
         return list(self._segments)
 
