@@ -178,12 +178,14 @@ def _broker(args) -> int:
             with contextlib.suppress(Exception):  # what did start (groups, the tap) is let go
                 await broker.close()
             return _refuse("broker", _start_problem(error, config))
-        try:
+        def ready() -> None:
             for listener in broker.listeners[1:]:  # before the ready line, which names the first listener
                 print(f"listener {listener.name} ({listener.protocol}) on {broker.bootstrap_for(listener.name)}",
                       flush=True)
             print(f"kafkawire broker on {broker.bootstrap} (data in {config.data_dir})", flush=True)
-            await broker.serve_forever()
+
+        try:
+            await _serve_until_signalled(broker, ready)
         finally:
             await broker.close()
         return 0
@@ -192,6 +194,31 @@ def _broker(args) -> int:
         return asyncio.run(serve())
     except KeyboardInterrupt:
         return 0
+
+
+async def _serve_until_signalled(broker, ready) -> None:
+    """Serve until SIGTERM or SIGINT, then shut down gracefully. The handlers are installed here, whatever
+    the process inherited (a background job of a non-interactive shell starts with SIGINT ignored), and
+    before ``ready()`` announces the broker, so that a signal sent once it is announced is never lost."""
+    import asyncio
+    import signal
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    ready()
+    serving = asyncio.ensure_future(broker.serve_forever())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        stopping.cancel()
+    print("kafkawire broker: shutting down", flush=True)
+    await broker.shutdown()
+    serving.cancel()
 
 
 def _folder_problem(folder: str) -> str | None:

@@ -64,6 +64,7 @@ class Connection:
         self.last_active = now
         self.busy = False  # a request of this connection is being handled
         self.closing = False  # closed by the broker (idle) while it may be waiting for request memory
+        self.draining = False  # the broker is shutting down: answer what was received, then close
         self.auth = Authenticator(security, broker.scram) if listener.sasl else None
         self.principal = "User:ANONYMOUS"
         if listener.tls:
@@ -90,6 +91,8 @@ class Connection:
                             return
                     taken = pending + 4
                     memory.take(taken)
+                if self.draining:
+                    return
                 data = await reader.read(_READ_SIZE)
                 if not data:  # the client closed, unless the broker's own shutdown ended the read
                     client_closed = broker.serving

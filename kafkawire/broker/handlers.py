@@ -8,6 +8,7 @@ from typing import Any
 
 from .apis.acls import AclApis
 from .apis.cluster import ClusterApis
+from .apis.consumer_groups import ConsumerGroupApis
 from .apis.fetch import FetchApi
 from .apis.list_offsets import ListOffsetsApi
 from .apis.metadata import MetadataApi
@@ -61,6 +62,7 @@ class Handlers:
                                        transactions=self.transactions,
                                        verify_transactions=config.transaction_partition_verification)
         txn = TransactionApis(self.state, self.transactions)
+        consumer_groups = ConsumerGroupApis(self.state)
         acls, scram_apis = AclApis(self.state), ScramCredentialApis(self.state)
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
         self.table: dict[int, Callable[..., Awaitable[Any]]] = {
@@ -77,6 +79,7 @@ class Handlers:
             31: acls.delete_acls, 32: topic_apis.describe_configs, 50: scram_apis.describe_user_scram_credentials,
             51: scram_apis.alter_user_scram_credentials, 60: cluster.describe_cluster,
             61: txn.describe_producers, 65: txn.describe_transactions, 66: txn.list_transactions,
+            68: consumer_groups.heartbeat, 69: consumer_groups.describe,
         }
 
     def _group_api(self, api_key: int, handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:

@@ -50,7 +50,11 @@ class Broker:
         self.topics = TopicManager(self.config, self.descriptors)
         self.groups = GroupCoordinator(self.config.data_dir / "__consumer_offsets",
                                        initial_rebalance_delay_ms=self.config.group_initial_rebalance_delay_ms,
-                                       partition_exists=lambda topic, p: self.topics.log(topic, p) is not None)
+                                       partition_exists=lambda topic, p: self.topics.log(topic, p) is not None,
+                                       topic_metadata=self._topic_metadata,
+                                       consumer_session_timeout_ms=self.config.group_consumer_session_timeout_ms,
+                                       consumer_heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
+                                       consumer_assignors=self.config.consumer_assignors)
         self.listeners: list[Listener] = self.config.listener_list()
         # each listener's TLS and SASL settings, checked now: what cannot be honoured is refused at start
         self.security = {listener.name: ListenerSecurity(listener, self.config.security) for listener in self.listeners}
@@ -78,10 +82,12 @@ class Broker:
                                                  self.config.log_cleaner_io_buffer_load_factor),
                 self.config.log_cleaner_backoff_ms)
         self._cleaner_task: asyncio.Task[None] | None = None
+        self._group_sweeper: asyncio.Task[None] | None = None
         self.limits = ConnectionLimits(self.config.max_connections, self.config.connection_limit_for,
                                        connection_descriptors)
         self.memory = RequestMemory(self.config.queued_max_request_bytes)
         self.tap: WireTap | None = None  # records every byte read and written (config.tap_path)
+        self._closed = False
 
     @property
     def bootstrap(self) -> str:
@@ -122,14 +128,37 @@ class Broker:
         if self.cleaner is not None:
             self.cleaner.load()
             self._cleaner_task = loop.create_task(self.cleaner.run(self._logs))
+        self._group_sweeper = loop.create_task(self._expire_consumer_group_members())
         log.info("kafkawire broker listening on %s", self.bootstrap)
 
+    async def shutdown(self, grace_s: float = 10.0) -> None:
+        """A graceful stop (Kafka's controlled shutdown, for one node): no new connections, every
+        request already received answered (parked fetches at once, with what they have), then the
+        connections closed, the logs flushed and closed. Connections still busy after ``grace_s`` are
+        cut."""
+        for server in self._servers:
+            server.close()
+        for connection in self._connections.values():
+            connection.draining = True
+            if not connection.busy:
+                connection.writer.close()  # waiting in a read: nothing is in flight
+        if self.handlers is not None:
+            self.handlers.purgatory.complete_all()
+        if self._connections:
+            done, pending = await asyncio.wait(list(self._connections), timeout=grace_s)
+            if pending:
+                log.warning("shutdown: %d connections still busy after %.0f s are closed", len(pending), grace_s)
+        await self.close()
+
     async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         if self._retention is not None:
             self._retention.cancel()
         if self.cleaner is not None:
             self.cleaner.stop()  # a round on a worker thread ends at its next batch
-        for task in (self._idle_sweeper, self._transaction_sweeper, self._cleaner_task):
+        for task in (self._idle_sweeper, self._transaction_sweeper, self._group_sweeper, self._cleaner_task):
             if task is not None:
                 task.cancel()
         if self._servers:
@@ -186,6 +215,21 @@ class Broker:
 
     def _logs(self) -> list[PartitionLog]:
         return [partition_log for _, _, partition_log in self.topics.all_logs()]
+
+    # ---- KIP-848 consumer groups --------------------------------------------------------------------
+    def _topic_metadata(self) -> dict[str, tuple[object, int]]:
+        return {name: (topic.topic_id, len(topic.partitions)) for name, topic in self.topics.topics.items()
+                if topic.partitions}
+
+    async def _expire_consumer_group_members(self) -> None:
+        """Fence consumer group members past their session or rebalance timeout (checked ten times a
+        second: a scan of the members, no timer per heartbeat)."""
+        while True:
+            await asyncio.sleep(0.1)
+            try:
+                self.groups.consumer.expire()
+            except Exception:  # never let the sweep die
+                log.exception("expiring consumer group members failed")
 
     # ---- transactions ---------------------------------------------------------------------------
     async def _transaction_housekeeping(self) -> None:

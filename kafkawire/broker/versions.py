@@ -51,6 +51,8 @@ SERVED_APIS = (
     61,  # DescribeProducers
     65,  # DescribeTransactions
     66,  # ListTransactions
+    68,  # ConsumerGroupHeartbeat
+    69,  # ConsumerGroupDescribe
 )
 
 # The versions that need transaction version 2 (KIP-890 part 2): a cluster finalized below it serves

@@ -30,6 +30,7 @@ def broker(tmp_path_factory):
             assert created.topics[0].error_code == 0
             grants = [(RT.TOPIC, TOPIC, PT.LITERAL, op) for op in (Op.READ, Op.WRITE, Op.DELETE, Op.DESCRIBE_CONFIGS)]
             grants += [(RT.TOPIC, "alice-", PT.PREFIXED, Op.CREATE), (RT.GROUP, GROUP, PT.LITERAL, Op.READ),
+                       (RT.GROUP, "modern-readers", PT.LITERAL, Op.READ),
                        (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.DESCRIBE),
                        (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.IDEMPOTENT_WRITE),
                        (RT.TRANSACTIONAL_ID, TXN_PREFIX, PT.PREFIXED, Op.WRITE)]
@@ -133,6 +134,14 @@ CASES = [
     ("EndTxn", 3, lambda: m.EndTxnRequest(transactional_id=f"{TXN_PREFIX}-2", producer_id=0, producer_epoch=0,
                                           committed=True),
      lambda r: r.error_code == 49, lambda r: r.error_code == TXN_AUTH),
+    # KIP-848 consumer groups: READ on the group (and DESCRIBE on the topics) to heartbeat
+    ("ConsumerGroupHeartbeat", 1, lambda: m.ConsumerGroupHeartbeatRequest(
+        group_id="modern-readers", member_id="alice-member", member_epoch=0, rebalance_timeout_ms=1000,
+        subscribed_topic_names=[TOPIC], topic_partitions=[]),
+     lambda r: r.error_code == 0 and r.member_epoch > 0, lambda r: r.error_code == GROUP_AUTH),
+    ("ConsumerGroupDescribe", 0, lambda: m.ConsumerGroupDescribeRequest(group_ids=["modern-readers"]),
+     lambda r: r.groups[0].error_code == 0 and r.groups[0].members,
+     lambda r: r.groups[0].error_code == GROUP_AUTH and not r.groups[0].members),
     ("DescribeProducers", 0, lambda: m.DescribeProducersRequest(topics=[m.DescribeProducersRequest.TopicRequest(
         name=TOPIC, partition_indexes=[0])]),
      lambda r: r.topics[0].partitions[0].error_code == 0,

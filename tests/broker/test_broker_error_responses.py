@@ -83,4 +83,6 @@ def _expected_errors(key: int, version: int, request) -> int:
         return _count(request.topics, "partitions" if key == 28 else "partition_indexes")
     if key == 65:
         return _count(request.transactional_ids)
+    if key == 69:
+        return _count(request.group_ids)
     return 1
