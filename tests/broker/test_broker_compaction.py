@@ -141,6 +141,18 @@ def test_rewritten_batches_keep_records_of_any_size_and_codec(tmp_path, codec):
     assert timestamps == {offset: 1_000_000 + 7 * (offset >= 7) + 7 * (offset >= 13) for offset in timestamps}
 
 
+def test_max_compaction_lag_rolls_the_active_segment(tmp_path):
+    """segment.ms is capped by max.compaction.lag.ms on a compacted log, so its records become
+    cleanable in time (``LogConfig.maxSegmentMs``)."""
+    clock = [1_000_000]
+    log = compacted_log(tmp_path / "t-0", clock, segment_bytes=1 << 20, max_compaction_lag_ms=1000)
+    writer = Writer(log, clock)
+    writer.append([(b"k", b"1")])
+    clock[0] += 1001
+    writer.append([(b"k", b"2")])
+    assert [s.base_offset for s in log.segments] == [0, 1]
+
+
 # ---- choosing the log ---------------------------------------------------------------------------------
 def test_the_filthiest_log_past_its_ratio_is_chosen_and_the_checkpoint_kept(tmp_path):
     clock = [1_000_000]
