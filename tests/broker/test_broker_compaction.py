@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from compaction_helpers import Writer, clean_fully, compacted_log, read_committed
+from kafkawire.broker.config import BrokerConfig
+from kafkawire.broker.server import Broker
 from kafkawire.broker.storage import LogAppendError, LogConfig
 from kafkawire.broker.storage import cleaner_files
 from kafkawire.broker.storage.cleaner import LogCleaner, cleanable_offsets
@@ -183,6 +185,17 @@ def test_max_compaction_lag_forces_a_clean_below_the_ratio(tmp_path):
     assert manager.filthiest([log], clock[0]) is None
     clock[0] += 5001
     assert manager.filthiest([log], clock[0])[0] is log
+
+
+def test_the_broker_settings_switch_the_cleaner(tmp_path):
+    off = BrokerConfig.from_properties({"log.cleaner.enable": "false"}, data_dir=tmp_path)
+    assert Broker(off).cleaner is None
+    on = BrokerConfig.from_properties({"log.cleaner.dedupe.buffer.size": "1048576", "log.cleaner.backoff.ms": "50"},
+                                      data_dir=tmp_path)
+    cleaner = Broker(on).cleaner
+    assert cleaner is not None and cleaner.backoff_ms == 50 and cleaner.cleaner.offset_map.limit == 943718
+    with pytest.raises(ValueError, match="log.cleaner.backoff.ms must be positive"):
+        BrokerConfig.from_properties({"log.cleaner.backoff.ms": "0"}, data_dir=tmp_path)
 
 
 # ---- a crash at every step of the swap ---------------------------------------------------------------
