@@ -87,6 +87,41 @@ def test_min_compaction_lag_keeps_young_segments_dirty(tmp_path):
     assert cleanable_offsets(log, None, clock[0]).first_uncleanable_offset == log.log_end_offset
 
 
+def _markers(log) -> list[tuple[int, bool]]:
+    """(offset, has a delete horizon) of each transaction marker left in the log."""
+    found = []
+    for segment in log.segments:
+        for info in segment.batches():
+            if info.attributes & 0x20 and info.count:
+                found.append((info.base_offset, bool(info.attributes & 0x40)))
+    return found
+
+
+def test_markers_go_a_delete_retention_after_their_transaction_is_cleaned_away(tmp_path):
+    """A COMMIT marker stays while its transaction has batches, an ABORT marker while the round that
+    removes its records runs; then each gets a delete horizon, and a round past it drops them."""
+    clock = [1_000_000]
+    log = compacted_log(tmp_path / "t-0", clock, producer_id_expiration_ms=1000)
+    writer = Writer(log, clock)
+    writer.append([(b"a", b"committed")], 21, transactional=True)
+    commit = writer.end(21, True)
+    writer.append([(b"b", b"aborted")], 22, transactional=True)
+    abort = writer.end(22, False)
+    writer.append([(b"a", b"newer")])  # the committed record is superseded
+    clock[0] += 1001
+    assert log.remove_expired_producers() == 2  # no producer's last batch is kept for its sequence
+    cleaner = LogCleaner(1 << 20)
+    checkpoint = None
+    for round_, expected in enumerate(([(commit, False), (abort, False)], [(commit, True), (abort, True)], [])):
+        filler = writer.append([(b"filler-%d" % round_, b"x")])  # something dirty for the round
+        log.roll()
+        checkpoint = clean_fully(log, cleaner, clock[0], checkpoint)
+        assert _markers(log) == expected, round_
+        clock[0] += log.config.delete_retention_ms + 1
+    assert read_committed(log, committed=False)[0][0] == (4, b"a", b"newer")
+    assert filler == log.log_end_offset - 1
+
+
 def test_a_keyless_record_is_refused_by_a_compacted_topic(tmp_path):
     clock = [1_000_000]
     log = compacted_log(tmp_path / "t-0", clock)
