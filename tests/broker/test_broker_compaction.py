@@ -14,8 +14,9 @@ from compaction_helpers import Writer, clean_fully, compacted_log, read_committe
 from kafkawire.broker.config import BrokerConfig
 from kafkawire.broker.server import Broker
 from kafkawire.broker.storage import LogAppendError, LogConfig
+from kafkawire.broker.storage import cleaner as cleaner_module
 from kafkawire.broker.storage import cleaner_files
-from kafkawire.broker.storage.cleaner import LogCleaner, cleanable_offsets
+from kafkawire.broker.storage.cleaner import CleanerAborted, LogCleaner, cleanable_offsets
 from kafkawire.broker.storage.cleaner_manager import CHECKPOINT_FILE, LogCleanerManager
 from kafkawire.broker.storage.segment import LogSegment
 from kafkawire.error_codes import ErrorCode
@@ -316,6 +317,27 @@ def test_a_crash_anywhere_in_the_swap_leaves_a_log_that_opens(tmp_path, monkeypa
     clean_fully(reopened, LogCleaner(1 << 20), clock[0])
     assert read_committed(reopened)[0][-1] == (51, b"key-0", b"later")
     reopened.close()
+
+
+def test_a_stopped_round_leaves_the_log_as_it_was(tmp_path, monkeypatch):
+    clock = [1_000_000]
+    log = compacted_log(tmp_path / "t-0", clock)
+    _fill(Writer(log, clock))
+    log.roll()
+    before = read_committed(log)[0]
+    cleaner = LogCleaner(1 << 20)
+    build = cleaner_module.build_offset_map
+
+    def build_then_stop(plan, offsets):
+        end = build(plan, offsets)
+        cleaner.stop()  # the broker closes while the first group is being written
+        return end
+
+    monkeypatch.setattr(cleaner_module, "build_offset_map", build_then_stop)
+    with pytest.raises(CleanerAborted):
+        asyncio.run(cleaner.clean(log))
+    assert read_committed(log)[0] == before
+    assert not [p for p in (tmp_path / "t-0").iterdir() if p.name.endswith((".cleaned", ".swap"))]
 
 
 # ---- fetches during cleaning -------------------------------------------------------------------------

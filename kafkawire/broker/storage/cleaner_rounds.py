@@ -184,6 +184,7 @@ def clean_group(plan: RoundPlan, group: list[SegmentSnapshot], batch_filter: Bat
         mtime = group[-1].mtime_ns
         os.utime(log_path, ns=(mtime, mtime))  # retention by time sees the replaced segments' age
     except BaseException:
+        writer.close()
         for path in (index_path, txn_path, log_path):
             path.unlink(missing_ok=True)
         raise
@@ -230,12 +231,17 @@ class _SegmentWriter:
             _write_all(self.fd, b"".join(self.buffer) if len(self.buffer) > 1 else self.buffer[0])
             self.buffer, self.buffered = [], 0
 
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
     def finish(self, index_path: Path) -> None:
         try:
             self._flush()
             os.fsync(self.fd)
         finally:
-            os.close(self.fd)
+            self.close()
         if sys.byteorder == "little":
             self.index.byteswap()
         with open(index_path, "wb") as index:
