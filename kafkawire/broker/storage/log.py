@@ -333,9 +333,9 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
         (``cleaner_files``) and one segment opened from them takes theirs here. False, and nothing
         done, otherwise (retention deleted some, the log was truncated or closed)."""
         segments = self._segments
-        if self._closed or not old or not any(segment is old[0] for segment in segments):
+        first = next((index for index, segment in enumerate(segments) if old and segment is old[0]), None)
+        if self._closed or first is None:
             return False
-        first = next(index for index, segment in enumerate(segments) if segment is old[0])
         end = first + len(old)
         if end >= len(segments) or any(a is not b for a, b in zip(segments[first:end], old)):
             return False
