@@ -3,6 +3,7 @@
 gets the latest value of each key at the offset it was written at; a record without a key is refused."""
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -92,6 +93,54 @@ def test_a_consumer_gets_the_latest_value_of_each_key_after_cleaning(broker):
     assert {key: (offset, value) for offset, key, value in seen} == latest
     cleaned_part = [key for offset, key, _ in seen if offset < cleaned]
     assert len(cleaned_part) == len(set(cleaned_part))  # below the checkpoint, one record a key
+
+
+def test_a_consumer_reading_while_the_cleaner_swaps_segments_gets_whole_records(broker):
+    """A consumer reads the topic from the start again and again while a producer writes and the
+    cleaner rewrites segments under it: every record it gets is the one written at its offset, in
+    order (a fetch of a replaced segment still sends that segment's bytes)."""
+    passes: list[list[tuple[int, bytes, bytes]]] = []
+    stop = threading.Event()
+
+    def consume():
+        while not stop.is_set():
+            passes.append(_consume_all(broker.bootstrap, _end_offset(broker)))
+
+    reader = threading.Thread(target=consume)
+    reader.start()
+    delivered, errors = {}, []
+    try:
+        for chunk in range(3):  # a cleaning round after each chunk, while the reader reads
+            rounds = broker.call(_rounds(broker))
+            records = [(b"user-%d" % (index % 40), b"chunk-%d-%d" % (chunk, index)) for index in range(1000)]
+            more, failed = _produce(broker.bootstrap, records)
+            delivered.update(more)
+            errors += failed
+            deadline = time.monotonic() + TIMEOUT
+            while broker.call(_rounds(broker)) == rounds and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert broker.call(_rounds(broker)) > rounds
+    finally:
+        stop.set()
+        reader.join(TIMEOUT)
+    assert not errors and len(passes) >= 2
+    for seen in passes:
+        offsets = [offset for offset, _, _ in seen]
+        assert offsets == sorted(set(offsets))
+        for offset, key, value in seen:
+            if offset in delivered:
+                assert delivered[offset] == (key, value)
+
+
+async def _rounds(broker) -> int:
+    """The cleaning rounds the broker's cleaner has run (read on the broker's loop)."""
+    return broker.broker.cleaner.rounds
+
+
+def _end_offset(broker) -> int:
+    async def end():
+        return broker.broker.topics.log(TOPIC, 0).log_end_offset
+    return broker.call(end())
 
 
 def test_a_record_without_a_key_is_refused(broker):
