@@ -40,7 +40,8 @@ def _run(writer: Writer, ops) -> dict[bytes, tuple[int, bytes | None]]:
         elif kind == "end":
             if op[1] in writer.open:
                 writer.end(op[1], op[2])
-                for offset, key, value in pending.pop(op[1], []) if op[2] else ():
+                ended = pending.pop(op[1], [])
+                for offset, key, value in ended if op[2] else ():  # an abort's records count for nothing
                     if offset > latest.get(key, (-1, None))[0]:
                         latest[key] = (offset, value)
         else:
