@@ -101,6 +101,12 @@ class BrokerConfig:
     log_cleaner_io_buffer_size: int = 512 * 1024  # log.cleaner.io.buffer.size
     log_cleaner_io_buffer_load_factor: float = 0.9  # log.cleaner.io.buffer.load.factor
     log_cleaner_backoff_ms: int = 15_000  # log.cleaner.backoff.ms: the wait when no log needs cleaning
+    # the broker's defaults of the topics' compaction configs (each topic may set its own)
+    cleanup_policy: str = "delete"  # log.cleanup.policy (topic: cleanup.policy)
+    log_cleaner_delete_retention_ms: int = 86_400_000  # log.cleaner.delete.retention.ms (delete.retention.ms)
+    log_cleaner_min_cleanable_ratio: float = 0.5  # log.cleaner.min.cleanable.ratio (min.cleanable.dirty.ratio)
+    log_cleaner_min_compaction_lag_ms: int = 0  # log.cleaner.min.compaction.lag.ms (min.compaction.lag.ms)
+    log_cleaner_max_compaction_lag_ms: int = (1 << 63) - 1  # log.cleaner.max.compaction.lag.ms
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
@@ -183,7 +189,11 @@ PROPERTIES = {
     "log.cleaner.enable": "log_cleaner_enable", "log.cleaner.dedupe.buffer.size": "log_cleaner_dedupe_buffer_size",
     "log.cleaner.io.buffer.size": "log_cleaner_io_buffer_size",
     "log.cleaner.io.buffer.load.factor": "log_cleaner_io_buffer_load_factor",
-    "log.cleaner.backoff.ms": "log_cleaner_backoff_ms",
+    "log.cleaner.backoff.ms": "log_cleaner_backoff_ms", "log.cleanup.policy": "cleanup_policy",
+    "log.cleaner.delete.retention.ms": "log_cleaner_delete_retention_ms",
+    "log.cleaner.min.cleanable.ratio": "log_cleaner_min_cleanable_ratio",
+    "log.cleaner.min.compaction.lag.ms": "log_cleaner_min_compaction_lag_ms",
+    "log.cleaner.max.compaction.lag.ms": "log_cleaner_max_compaction_lag_ms",
 }
 
 # The security settings kept by name in BrokerConfig.security (and, prefixed with listener.name.<listener>.,

@@ -298,7 +298,11 @@ def _check_name(name: str) -> None:
 
 def _log_config(config: BrokerConfig, configs: dict[str, str]) -> LogConfig:
     values = {"segment_bytes": config.segment_bytes, "retention_ms": config.retention_ms,
-              "retention_bytes": config.retention_bytes, "max_message_bytes": config.message_max_bytes}
+              "retention_bytes": config.retention_bytes, "max_message_bytes": config.message_max_bytes,
+              "cleanup_policy": config.cleanup_policy, "delete_retention_ms": config.log_cleaner_delete_retention_ms,
+              "min_cleanable_dirty_ratio": config.log_cleaner_min_cleanable_ratio,
+              "min_compaction_lag_ms": config.log_cleaner_min_compaction_lag_ms,
+              "max_compaction_lag_ms": config.log_cleaner_max_compaction_lag_ms}
     for name, text in configs.items():
         if name not in TOPIC_CONFIGS:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
