@@ -27,14 +27,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from common import git_state  # noqa: E402
+from common import git_state
 
-from kafkawire.broker.storage import LogConfig, PartitionLog  # noqa: E402
-from kafkawire.broker.storage.cleaner import LogCleaner  # noqa: E402
-from kafkawire.records.batch import RecordBatch  # noqa: E402
-from kafkawire.records.builder import RecordBatchBuilder  # noqa: E402
-from kafkawire.records.compression import Codec  # noqa: E402
-from kafkawire.broker.storage.cleaner_batches import read_batches  # noqa: E402,I001
+from kafkawire.broker.storage import LogConfig, PartitionLog
+from kafkawire.broker.storage.cleaner import LogCleaner
+from kafkawire.broker.storage.cleaner_batches import read_batches
+from kafkawire.records.batch import RecordBatch
+from kafkawire.records.builder import RecordBatchBuilder
+from kafkawire.records.compression import Codec
 
 _CHUNK = 1 << 20
 

@@ -9,14 +9,17 @@ import os
 from pathlib import Path
 
 import pytest
-
 from compaction_helpers import Writer, clean_fully, compacted_log, read_committed
+
 from kafkawire.broker.config import BrokerConfig
 from kafkawire.broker.server import Broker
-from kafkawire.broker.storage import LogAppendError, LogConfig
+from kafkawire.broker.storage import LogAppendError, LogConfig, cleaner_files
 from kafkawire.broker.storage import cleaner as cleaner_module
-from kafkawire.broker.storage import cleaner_files
-from kafkawire.broker.storage.cleaner import CleanerAborted, LogCleaner, cleanable_offsets
+from kafkawire.broker.storage.cleaner import (
+    CleanerAborted,
+    LogCleaner,
+    cleanable_offsets,
+)
 from kafkawire.broker.storage.cleaner_manager import CHECKPOINT_FILE, LogCleanerManager
 from kafkawire.broker.storage.segment import LogSegment
 from kafkawire.error_codes import ErrorCode

@@ -7,7 +7,6 @@ import threading
 import time
 
 import pytest
-
 from broker_harness import BrokerThread
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

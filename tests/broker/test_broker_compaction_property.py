@@ -8,11 +8,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from compaction_helpers import Writer, clean_fully, compacted_log, read_committed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
-from compaction_helpers import Writer, clean_fully, compacted_log, read_committed
 from kafkawire.broker.storage.cleaner import LogCleaner
 
 KEYS = [b"k%d" % index for index in range(8)]

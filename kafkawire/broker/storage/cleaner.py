@@ -24,12 +24,24 @@ from dataclasses import dataclass
 
 from .cleaner_batches import BatchFilter, CleanerAborted
 from .cleaner_files import CLEANED_SUFFIX, segment_files
-from .cleaner_rounds import RoundPlan, SegmentSnapshot, build_offset_map, clean_group, group_segments
+from .cleaner_rounds import (
+    RoundPlan,
+    SegmentSnapshot,
+    build_offset_map,
+    clean_group,
+    group_segments,
+)
 from .cleaner_transactions import CleanedTransactions
 from .offset_map import OffsetMap
 
-__all__ = ["LogCleaner", "CleanerStats", "CleanableOffsets", "cleanable_offsets", "plan_round",
-           "CleanerAborted"]
+__all__ = [
+    "CleanableOffsets",
+    "CleanerAborted",
+    "CleanerStats",
+    "LogCleaner",
+    "cleanable_offsets",
+    "plan_round",
+]
 
 DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
 DEFAULT_IO_BUFFER_SIZE = 512 * 1024  # log.cleaner.io.buffer.size

@@ -19,14 +19,25 @@ from struct import Struct
 from crc32c import crc32c
 
 from ...errors import RecordsError
-from ...records.batch import CODEC_MASK, CONTROL_FLAG, DELETE_HORIZON_FLAG, TIMESTAMP_TYPE_FLAG, \
-    TRANSACTIONAL_FLAG, RecordBatch
+from ...records.batch import (
+    CODEC_MASK,
+    CONTROL_FLAG,
+    DELETE_HORIZON_FLAG,
+    TIMESTAMP_TYPE_FLAG,
+    TRANSACTIONAL_FLAG,
+    RecordBatch,
+)
 from ...records.compression import compress
-from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, CRC_OFFSET, LOG_OVERHEAD
+from ...records.layouts import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_SIZE,
+    CRC_OFFSET,
+    LOG_OVERHEAD,
+)
 from ...records.varints import read_varint, read_varlong, write_varint, write_varlong
 from .segment import HEADER
 
-__all__ = ["read_batches", "BatchFilter", "control_marker", "empty_batch"]
+__all__ = ["BatchFilter", "control_marker", "empty_batch", "read_batches"]
 
 _LENGTH = Struct(">i")
 _CRC = Struct(">I")

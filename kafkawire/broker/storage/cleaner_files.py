@@ -23,8 +23,16 @@ from pathlib import Path
 
 from .segment import iter_batch_headers, segment_name
 
-__all__ = ["CLEANED_SUFFIX", "SWAP_SUFFIX", "SEGMENT_FILE_SUFFIXES", "segment_files", "commit_swap",
-           "finish_swap", "recover_interrupted_swaps", "sync_directory"]
+__all__ = [
+    "CLEANED_SUFFIX",
+    "SEGMENT_FILE_SUFFIXES",
+    "SWAP_SUFFIX",
+    "commit_swap",
+    "finish_swap",
+    "recover_interrupted_swaps",
+    "segment_files",
+    "sync_directory",
+]
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"

@@ -17,12 +17,18 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cleaner import CleanableOffsets, CleanerAborted, CleanerStats, LogCleaner, cleanable_offsets
+from .cleaner import (
+    CleanableOffsets,
+    CleanerAborted,
+    CleanerStats,
+    LogCleaner,
+    cleanable_offsets,
+)
 
 if TYPE_CHECKING:
     from .log import PartitionLog
 
-__all__ = ["LogCleanerManager", "CHECKPOINT_FILE"]
+__all__ = ["CHECKPOINT_FILE", "LogCleanerManager"]
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,14 @@ from .offset_map import OffsetMap
 from .segment import LogSegment
 from .transaction_index import AbortedTxn, TransactionIndex
 
-__all__ = ["SegmentSnapshot", "RoundPlan", "CleanedSegment", "build_offset_map", "group_segments",
-           "clean_group"]
+__all__ = [
+    "CleanedSegment",
+    "RoundPlan",
+    "SegmentSnapshot",
+    "build_offset_map",
+    "clean_group",
+    "group_segments",
+]
 
 _CONTROL = 0x20
 _TRANSACTIONAL = 0x10

@@ -9,7 +9,7 @@ map counts that estimate against the buffer size, conservatively (a key seen twi
 """
 from __future__ import annotations
 
-__all__ = ["OffsetMap", "ENTRY_OVERHEAD"]
+__all__ = ["ENTRY_OVERHEAD", "OffsetMap"]
 
 # What one entry costs beyond its key's bytes: a bytes object's header (33), an int (32), the dict's
 # slot and index (about 40), rounded up.
