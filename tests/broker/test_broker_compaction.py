@@ -233,15 +233,6 @@ def test_the_broker_settings_switch_the_cleaner(tmp_path):
                                       data_dir=tmp_path)
     cleaner = Broker(on).cleaner
     assert cleaner is not None and cleaner.backoff_ms == 50 and cleaner.cleaner.offset_map.limit == 943718
-    defaults = BrokerConfig.from_properties({"log.cleanup.policy": "compact", "log.cleaner.min.cleanable.ratio": "0.2",
-                                             "log.cleaner.delete.retention.ms": "5"}, data_dir=tmp_path)
-    topics = Broker(defaults).topics
-    planned = topics.plan("t", 1, configs={"delete.retention.ms": "7"})
-    assert {name: value for name, value in topics.effective_configs(planned).items() if name in (
-        "cleanup.policy", "min.cleanable.dirty.ratio", "delete.retention.ms")} == {
-        "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.2", "delete.retention.ms": "7"}
-    with pytest.raises(ValueError, match="topic_defaults: cleanup.policy"):
-        Broker(BrokerConfig.from_properties({"log.cleanup.policy": "shrink"}, data_dir=tmp_path))
     with pytest.raises(ValueError, match="log.cleaner.backoff.ms must be positive"):
         BrokerConfig.from_properties({"log.cleaner.backoff.ms": "0"}, data_dir=tmp_path)
 
