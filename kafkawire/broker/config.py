@@ -101,6 +101,11 @@ class BrokerConfig:
     # transaction.partition.verification.enable (KIP-890 part 1): transactional writes to a partition
     # the coordinator does not know in the transaction are refused
     transaction_partition_verification: bool = True
+    log_cleaner_enable: bool = True  # log.cleaner.enable: compact the logs whose cleanup.policy says so
+    log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
+    log_cleaner_io_buffer_size: int = 512 * 1024  # log.cleaner.io.buffer.size
+    log_cleaner_io_buffer_load_factor: float = 0.9  # log.cleaner.io.buffer.load.factor
+    log_cleaner_backoff_ms: int = 15_000  # log.cleaner.backoff.ms: the wait when no log needs cleaning
     telemetry_max_bytes: int = 1024 * 1024  # telemetry.max.bytes (KIP-714): the largest PushTelemetry payload
 
     def __post_init__(self) -> None:
@@ -182,6 +187,10 @@ PROPERTIES = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": "transaction_expiration_interval_ms",
     "transaction.version": "transaction_version",
     "transaction.partition.verification.enable": "transaction_partition_verification",
+    "log.cleaner.enable": "log_cleaner_enable", "log.cleaner.dedupe.buffer.size": "log_cleaner_dedupe_buffer_size",
+    "log.cleaner.io.buffer.size": "log_cleaner_io_buffer_size",
+    "log.cleaner.io.buffer.load.factor": "log_cleaner_io_buffer_load_factor",
+    "log.cleaner.backoff.ms": "log_cleaner_backoff_ms",
     "telemetry.max.bytes": "telemetry_max_bytes",
 }
 
@@ -211,7 +220,9 @@ _POSITIVE = ("num_partitions", "min_insync_replicas", "default_replication_facto
              "queued_max_request_bytes", "max_connections", "connections_max_idle_ms", "max_broker_partitions",
              "produce_max_decompressed_bytes", "retention_check_interval_ms", "transaction_max_timeout_ms",
              "transaction_abort_interval_ms", "transactional_id_expiration_ms", "transaction_expiration_interval_ms",
-             "telemetry_max_bytes", "group_consumer_session_timeout_ms", "group_consumer_heartbeat_interval_ms")
+             "telemetry_max_bytes", "group_consumer_session_timeout_ms", "group_consumer_heartbeat_interval_ms",
+             "log_cleaner_dedupe_buffer_size", "log_cleaner_io_buffer_size", "log_cleaner_io_buffer_load_factor",
+             "log_cleaner_backoff_ms")
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
 
 

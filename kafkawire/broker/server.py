@@ -27,6 +27,9 @@ from .request_memory import RequestMemory
 from .security.acls import Authorizer
 from .security.listener_security import ListenerSecurity
 from .security.scram_store import ScramStore, parse_add_scram
+from .storage import PartitionLog
+from .storage.cleaner import LogCleaner
+from .storage.cleaner_manager import LogCleanerManager
 from .storage.descriptors import DescriptorCache
 from .storage.remote import describe_closed_segment
 from .tap import WireTap
@@ -79,6 +82,14 @@ class Broker:
         self._retention: asyncio.TimerHandle | None = None
         self._idle_sweeper: asyncio.Task[None] | None = None
         self._transaction_sweeper: asyncio.Task[None] | None = None
+        self.cleaner: LogCleanerManager | None = None  # log.cleaner.enable: compaction in the background
+        if self.config.log_cleaner_enable:
+            self.cleaner = LogCleanerManager(
+                self.config.data_dir, LogCleaner(self.config.log_cleaner_dedupe_buffer_size,
+                                                 self.config.log_cleaner_io_buffer_size,
+                                                 self.config.log_cleaner_io_buffer_load_factor),
+                self.config.log_cleaner_backoff_ms)
+        self._cleaner_task: asyncio.Task[None] | None = None
         self._group_sweeper: asyncio.Task[None] | None = None
         self.limits = ConnectionLimits(self.config.max_connections, self.config.connection_limit_for,
                                        connection_descriptors)
@@ -151,6 +162,9 @@ class Broker:
         loop = asyncio.get_running_loop()
         self._idle_sweeper = loop.create_task(self._close_idle_connections())
         self._transaction_sweeper = loop.create_task(self._transaction_housekeeping())
+        if self.cleaner is not None:
+            self.cleaner.load()
+            self._cleaner_task = loop.create_task(self.cleaner.run(self._logs))
         self._group_sweeper = loop.create_task(self._expire_consumer_group_members())
         log.info("kafkawire broker listening on %s", self.bootstrap)
 
@@ -211,7 +225,9 @@ class Broker:
         self._closed = True
         if self._retention is not None:
             self._retention.cancel()
-        for task in (self._idle_sweeper, self._transaction_sweeper, self._group_sweeper):
+        if self.cleaner is not None:
+            self.cleaner.stop()  # a round on a worker thread ends at its next batch
+        for task in (self._idle_sweeper, self._transaction_sweeper, self._group_sweeper, self._cleaner_task):
             if task is not None:
                 task.cancel()
         if self._servers:
@@ -268,6 +284,9 @@ class Broker:
             if count % _RETENTION_SLICE == 0:
                 await asyncio.sleep(0)
         self._schedule_retention()
+
+    def _logs(self) -> list[PartitionLog]:
+        return [partition_log for _, _, partition_log in self.topics.all_logs()]
 
     # ---- KIP-848 consumer groups --------------------------------------------------------------------
     def _topic_metadata(self) -> dict[str, tuple[object, int]]:

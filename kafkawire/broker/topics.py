@@ -37,7 +37,8 @@ _MAX_NAME_LENGTH = 249
 _METADATA_FILE = "topics.json"
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 _LOG_FILE_SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".txnindex", ".tmp", ".kafkawire-clean-shutdown",
-                      "leader-epoch-checkpoint", "log-start-offset")
+                      ".cleaned", ".swap", "leader-epoch-checkpoint", "log-start-offset")
+
 
 class TopicError(Exception):
     """A topic operation refused with a Kafka error code."""
