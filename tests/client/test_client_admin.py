@@ -17,7 +17,7 @@ from kafkawire.client import KafkaError, Producer, UnknownTopicError
 from kafkawire.client.admin import (
     AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, AlterConfigOpType,
     AsyncAdminClient, ConfigEntry, ConfigResource, ConfigSource, ConsumerGroupState, ConsumerGroupTopicPartitions,
-    ConsumerGroupType, IsolationLevel, NewTopic, OffsetAndMetadata, OffsetSpec, ResourcePatternType, ResourceType,
+    ConsumerGroupType, IsolationLevel, NewPartitions, NewTopic, OffsetAndMetadata, OffsetSpec, ResourcePatternType, ResourceType,
     ScramCredentialInfo, ScramMechanism, TopicPartition, UserScramCredentialDeletion, UserScramCredentialUpsertion,
 )
 from kafkawire.broker.versions import SERVED_APIS
@@ -331,3 +331,102 @@ def test_a_scram_user_made_by_the_admin_client_authenticates(secured):
         [UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)]))
     assert removed == {user: None}
     assert user not in _secured_run(secured, lambda a: a.describe_user_scram_credentials())
+
+
+# ---- the broker's admin APIs of issue 23 (skipped while the broker does not serve them) ---------------------
+
+@needs_api(37, "CreatePartitions")
+def test_partitions_added_as_confluent_sees_them(broker, confluent):
+    topic = name("admin-grow")
+    run(broker, lambda a: a.create_topics([NewTopic(topic, 1)]))
+    grown = run(broker, lambda a: a.create_partitions([NewPartitions(topic, 4), NewPartitions("no-such-topic", 2)]))
+    assert grown[topic] is None and isinstance(grown["no-such-topic"], UnknownTopicError)
+    shrink = run(broker, lambda a: a.create_partitions([NewPartitions(topic, 2)]))
+    assert shrink[topic].code == ErrorCode.INVALID_PARTITIONS
+    assert len(confluent.list_topics(topic, timeout=10).topics[topic].partitions) == 4
+
+
+@needs_api(21, "DeleteRecords")
+def test_records_deleted_below_an_offset(broker, confluent):
+    topic = _filled_topic(broker, partitions=1, records=10)
+    deleted = run(broker, lambda a: a.delete_records({TP(topic, 0): 6}))
+    assert deleted[TP(topic, 0)].low_watermark == 6
+    earliest = run(broker, lambda a: a.list_offsets({TP(topic, 0): OffsetSpec.earliest()}))[TP(topic, 0)]
+    ck_tp = confluent_kafka.TopicPartition(topic, 0)
+    assert earliest.offset == confluent.list_offsets({ck_tp: ck_admin.OffsetSpec.earliest()})[ck_tp].result(10).offset
+    assert earliest.offset == 6
+    everything = run(broker, lambda a: a.delete_records({TP(topic, 0): -1}))  # -1: up to the high watermark
+    assert everything[TP(topic, 0)].low_watermark == 10
+    beyond = run(broker, lambda a: a.delete_records({TP(topic, 0): 99}))
+    assert beyond[TP(topic, 0)].code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+@needs_api(44, "IncrementalAlterConfigs")
+def test_configs_altered_incrementally_and_whole(broker, confluent):
+    topic = name("admin-alter")
+    run(broker, lambda a: a.create_topics([NewTopic(topic, 1, config={"retention.ms": "3600000"})]))
+    resource = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)])
+    assert run(broker, lambda a: a.incremental_alter_configs([resource])) == {resource: None}
+    configs = run(broker, lambda a: a.describe_configs([resource]))[resource]
+    assert configs["cleanup.policy"].value == "compact"
+    assert configs["cleanup.policy"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+    assert configs["retention.ms"].source != ConfigSource.DYNAMIC_TOPIC_CONFIG
+    theirs = next(iter(confluent.describe_configs([ck_admin.ConfigResource("topic", topic)]).values())).result(10)
+    assert theirs["cleanup.policy"].value == "compact"
+
+    bad = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)])
+    assert run(broker, lambda a: a.incremental_alter_configs([bad]))[bad].code == ErrorCode.INVALID_CONFIG
+
+    whole = ConfigResource("topic", topic, set_config={"max.message.bytes": "2048"})
+    assert run(broker, lambda a: a.alter_configs([whole])) == {whole: None}
+    configs = run(broker, lambda a: a.describe_configs([whole]))[whole]
+    assert configs["max.message.bytes"].value == "2048"
+    assert configs["cleanup.policy"].source != ConfigSource.DYNAMIC_TOPIC_CONFIG  # AlterConfigs replaces all
+
+
+@needs_api(42, "DeleteGroups")
+def test_groups_deleted_once_empty(broker, confluent):
+    topic = _filled_topic(broker)
+    group = name("admin-delete-group")
+    consumer = _member(broker, group, topic, "classic")
+    consumer.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 2)], asynchronous=False)
+    refused = run(broker, lambda a: a.delete_consumer_groups([group]))
+    assert refused[group].code == ErrorCode.NON_EMPTY_GROUP
+    consumer.close()
+    deleted = run(broker, lambda a: a.delete_consumer_groups([group, name("never-was")]))
+    assert deleted[group] is None and isinstance(next(v for k, v in deleted.items() if k != group), KafkaError)
+    assert group not in {g.group_id for g in confluent.list_consumer_groups().result(10).valid}
+
+
+@needs_api(47, "OffsetDelete")
+def test_group_offsets_deleted_when_no_member_reads_the_topic(broker):
+    topic = _filled_topic(broker)
+    group = name("admin-offset-delete")
+    consumer = _member(broker, group, topic, "classic")
+    consumer.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 2), confluent_kafka.TopicPartition(topic, 1, 3)],
+                    asynchronous=False)
+    request = ConsumerGroupTopicPartitions(group, [TP(topic, 0)])
+    refused = run(broker, lambda a: a.delete_consumer_group_offsets([request]))
+    assert refused[group].code == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+    consumer.close()
+    assert run(broker, lambda a: a.delete_consumer_group_offsets([request]))[group].topic_partitions == [TP(topic, 0)]
+    left = run(broker, lambda a: a.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]))[group]
+    assert set(left.topic_partitions) == {TP(topic, 1)}
+
+
+@needs_api(75, "DescribeTopicPartitions")
+def test_describe_topics_pages_through_describe_topic_partitions(broker):
+    topic = name("admin-pages")
+    run(broker, lambda a: a.create_topics([NewTopic(topic, 5)]))
+
+    async def both(admin):
+        admin.partitions_per_page = 2  # five partitions: three pages
+        connection = await admin._router.any_connection()
+        paged = await admin._describe_topic_partitions(connection, [topic, "no-such-topic"])
+        return paged, await admin.describe_topics([topic])
+    paged, described = run(broker, both)
+    assert paged[topic] == described[topic] and len(paged[topic].partitions) == 5
+    assert isinstance(paged["no-such-topic"], UnknownTopicError)

@@ -29,6 +29,8 @@ class TopicAdmin(AdminCalls):
     """create_topics, delete_topics, create_partitions, describe_topics, describe_cluster and the config
     calls. Per-resource calls return ``{resource: result or exception}``."""
 
+    partitions_per_page = 2000  # DescribeTopicPartitions' ResponsePartitionLimit (Kafka's default)
+
     # ---- topics ------------------------------------------------------------------------------------------
     async def create_topics(self, new_topics: Sequence[NewTopic], *, operation_timeout: float | None = None,
                             request_timeout: float | None = None, validate_only: bool = False
@@ -89,7 +91,7 @@ class TopicAdmin(AdminCalls):
         collected: dict[str, tuple[object, list]] = {}
         cursor = None
         while True:
-            request = topics.describe_topic_partitions_request(names, cursor)
+            request = topics.describe_topic_partitions_request(names, cursor, self.partitions_per_page)
             response = await connection.send(request)
             cursor = topics.read_describe_topic_partitions(response, collected)
             if cursor is None:
