@@ -10,8 +10,8 @@ __all__ = ["error_for", "is_retriable", "outcome_of", "COORDINATOR_ERRORS", "LEA
            "Retry"]
 
 E = ErrorCode
-# The coordinator moved, is loading, or is not elected yet: find it again and retry (as Java's
-# CoordinatorStrategy does).
+# The coordinator moved or is not elected yet (find it again and retry), or is loading (retry it), as
+# Java's CoordinatorStrategy does.
 COORDINATOR_ERRORS = frozenset({E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS})
 # The partition's leader moved or is not elected yet: look it up again and retry.
 LEADER_ERRORS = frozenset({E.NOT_LEADER_OR_FOLLOWER, E.LEADER_NOT_AVAILABLE, E.FENCED_LEADER_EPOCH,
@@ -59,7 +59,8 @@ def outcome_of(code: int, message: str | None = None, resource: object = None, *
     if code == E.NONE:
         return None
     if coordinator and code in COORDINATOR_ERRORS:
-        return Retry(code, message, "coordinator")
+        # a coordinator loading its state is the right one: ask it again; the others moved
+        return Retry(code, message, None if code == E.COORDINATOR_LOAD_IN_PROGRESS else "coordinator")
     if leader and (code in LEADER_ERRORS or code in UNKNOWN_TOPIC_ERRORS):
         return Retry(code, message, "metadata")
     if is_retriable(code) and code not in UNKNOWN_TOPIC_ERRORS:
