@@ -115,7 +115,7 @@ class TopicAdmin(AdminCalls):
         async def attempt() -> object:
             connection = await self._router.any_connection()
             version = connection.api_version(MetadataRequest.API_KEY, 1)
-            request = MetadataRequest(topics=None, allow_auto_topic_creation=False)
+            request = MetadataRequest(topics=None, allow_auto_topic_creation=version < 4)
             response = await connection.send(request, version)
             names = [t.name for t in response.topics if t.name is not None]
             found = topics.read_topic_descriptions(response, names)

@@ -152,7 +152,7 @@ def read_create_partitions(response: CreatePartitionsResponse) -> dict[str, Outc
 def metadata_request(version: int, names: Sequence[str], authorized_operations: bool) -> MetadataRequest:
     return MetadataRequest(
         topics=[MetadataRequest.MetadataRequestTopic(name=name, topic_id=_ZERO_UUID) for name in names],
-        allow_auto_topic_creation=False,
+        allow_auto_topic_creation=version < 4,  # before v4 brokers decide (kafkawire's do not create then)
         include_cluster_authorized_operations=authorized_operations and 8 <= version <= 10,
         include_topic_authorized_operations=authorized_operations and version >= 8)
 
