@@ -4,6 +4,7 @@ it moves), built and read by ``core.admin_groups``."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import cast
 
 from kafkawire.messages import (
     ConsumerGroupDescribeRequest, DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest,
@@ -13,7 +14,7 @@ from kafkawire.messages import (
 from ..core import admin_groups as groups
 from ..core.admin_errors import outcome_of
 from ..core.admin_groups import (
-    ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType,
+    ConsumerGroupListing, ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType,
     ListConsumerGroupsResult,
 )
 from ..core.admin_topics import Node
@@ -61,12 +62,13 @@ class GroupAdmin(AdminCalls):
             return found
         nodes = await self._router.broker_ids()
         outcomes = await self._router.run(nodes, attempt, self._timeout_ms(request_timeout), "list_consumer_groups")
-        valid, errors = [], []
+        valid: list[ConsumerGroupListing] = []
+        errors: list[Exception] = []
         for outcome in outcomes.values():
-            if isinstance(outcome, BaseException):
+            if isinstance(outcome, Exception):
                 errors.append(outcome)
             else:
-                valid.extend(outcome)  # type: ignore[arg-type]
+                valid.extend(cast("list[ConsumerGroupListing]", outcome))
         return ListConsumerGroupsResult(tuple(valid), tuple(errors))
 
     async def describe_consumer_groups(self, group_ids: Sequence[str], *, request_timeout: float | None = None,
@@ -78,14 +80,14 @@ class GroupAdmin(AdminCalls):
             outcomes: dict[str, object] = {}
             classic = batch
             if _CONSUMER_GROUP_DESCRIBE in connection.api_versions:
-                request = groups.consumer_group_describe_request(batch, include_authorized_operations)
-                response = await connection.send(request)
+                response = await connection.send(
+                    groups.consumer_group_describe_request(batch, include_authorized_operations))
                 outcomes = groups.read_consumer_group_describe(response, coordinator)
                 classic = [g for g in batch if outcomes.get(g) == "classic"]
             if classic:
                 version = connection.api_version(DescribeGroupsRequest.API_KEY)
-                request = groups.describe_groups_request(version, classic, include_authorized_operations)
-                outcomes.update(groups.read_describe_groups(await connection.send(request, version), coordinator))
+                described = groups.describe_groups_request(version, classic, include_authorized_operations)
+                outcomes.update(groups.read_describe_groups(await connection.send(described, version), coordinator))
             return outcomes
 
         async def attempt(pending: list[str]) -> dict[str, object]:

@@ -16,11 +16,9 @@ from .connection import BrokerConnection
 __all__ = ["PartitionAdmin"]
 
 
-def _partition(tp: object) -> TopicPartition:
-    if isinstance(tp, TopicPartition):
-        return tp
-    topic, partition = tp  # type: ignore[misc]  # a (topic, partition) pair
-    return TopicPartition(topic, partition)
+def _partition(tp: TopicPartition | tuple[str, int]) -> TopicPartition:
+    """A TopicPartition from itself or a (topic, partition) pair."""
+    return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
 
 
 class PartitionAdmin(AdminCalls):

@@ -250,10 +250,10 @@ class AdminRouter:
                 backoff = min(backoff * 2, float(self.config.retry_backoff_max_ms))
         for key in pending:
             cause = last.get(key)
-            error = RequestTimedOut(f"{what}: {key} not done within {timeout_ms:.0f} ms"
-                                    + (f"; last error: {cause}" if cause is not None else ""))
-            error.__cause__ = cause
-            results[key] = error
+            timed_out = RequestTimedOut(f"{what}: {key} not done within {timeout_ms:.0f} ms"
+                                        + (f"; last error: {cause}" if cause is not None else ""))
+            timed_out.__cause__ = cause
+            results[key] = timed_out
         return results
 
     async def run_one(self, attempt: Callable[[], Awaitable[object]], timeout_ms: float, what: str) -> object:

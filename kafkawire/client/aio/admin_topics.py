@@ -2,7 +2,8 @@
 any broker answers, built and read by ``core.admin_topics`` and ``core.admin_configs``."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import cast
 
 from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import (
@@ -75,7 +76,7 @@ class TopicAdmin(AdminCalls):
                               include_authorized_operations: bool = False) -> dict[str, object]:
         """``{name: TopicDescription or exception}``, by DescribeTopicPartitions (KIP-966, paged) where the
         broker serves it, else Metadata. ``names`` may be a confluent-style TopicCollection."""
-        names = unique(getattr(names, "topic_names", names), "topic")
+        names = unique(cast("Iterable[str]", getattr(names, "topic_names", names)), "topic")
 
         async def attempt(pending: list[str]) -> dict[str, object]:
             connection = await self._router.any_connection()

@@ -4,6 +4,7 @@ transactions it coordinates)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 from kafkawire.messages import DescribeTransactionsRequest, ListTransactionsRequest
 
@@ -59,5 +60,5 @@ class TransactionAdmin(AdminCalls):
         for outcome in outcomes.values():
             if isinstance(outcome, BaseException):
                 raise outcome
-            listings.extend(outcome)  # type: ignore[call-overload]
+            listings.extend(cast("list[TransactionListing]", outcome))
         return listings

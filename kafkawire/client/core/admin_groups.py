@@ -79,7 +79,7 @@ class ConsumerGroupListing:
 @dataclass(frozen=True)
 class ListConsumerGroupsResult:
     valid: tuple[ConsumerGroupListing, ...]
-    errors: tuple[KafkaError, ...] = ()  # brokers that could not list theirs
+    errors: tuple[Exception, ...] = ()  # brokers that could not list theirs
 
 
 @dataclass(frozen=True)
@@ -124,13 +124,13 @@ class ConsumerGroupTopicPartitions:
 
 def list_groups_request(version: int, states: Iterable[ConsumerGroupState],
                         types: Iterable[ConsumerGroupType]) -> ListGroupsRequest:
-    states = [s.value for s in states]
-    types = [t.value.lower() for t in types]
-    if states and version < 4:
+    state_names = [ConsumerGroupState(s).value for s in states]
+    type_names = [ConsumerGroupType(t).value.lower() for t in types]
+    if state_names and version < 4:
         raise ValueError("filtering groups by state needs ListGroups v4 (Kafka 2.6)")
-    if types and version < 5:
+    if type_names and version < 5:
         raise ValueError("filtering groups by type needs ListGroups v5 (Kafka 3.8)")
-    return ListGroupsRequest(states_filter=states, types_filter=types)
+    return ListGroupsRequest(states_filter=state_names, types_filter=type_names)
 
 
 def read_list_groups(response: ListGroupsResponse) -> list[ConsumerGroupListing] | KafkaError:
@@ -158,7 +158,7 @@ def describe_groups_request(version: int, group_ids: Sequence[str], authorized_o
                                  include_authorized_operations=authorized_operations and version >= 3)
 
 
-def _assignment(data: bytes) -> MemberAssignment:
+def _assignment(data: bytes | bytearray | memoryview) -> MemberAssignment:
     try:
         return MemberAssignment(decode_assignment(data).partitions)
     except DecodeError:
