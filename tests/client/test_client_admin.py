@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
+import socket
 import time
 
 import pytest
 
 from broker_harness import BrokerThread
-from kafkawire.client import KafkaError, Producer, UnknownTopicError
+from kafkawire.client import KafkaError, Producer, RequestTimedOut, SaslAuthenticationException, UnknownTopicError
 from kafkawire.client.admin import (
     AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, AlterConfigOpType,
     AsyncAdminClient, ConfigEntry, ConfigResource, ConfigSource, ConsumerGroupState, ConsumerGroupTopicPartitions,
@@ -430,3 +431,29 @@ def test_describe_topics_pages_through_describe_topic_partitions(broker):
     paged, described = run(broker, both)
     assert paged[topic] == described[topic] and len(paged[topic].partitions) == 5
     assert isinstance(paged["no-such-topic"], UnknownTopicError)
+
+
+# ---- calls that fail as a whole ----------------------------------------------------------------------------
+
+def test_a_call_no_broker_answers_fails_every_future_after_its_timeout():
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound, never listening: connections are refused
+        with AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "retry.backoff.ms": 10}) as admin:
+            futures = admin.create_topics([NewTopic("a", 1), NewTopic("b", 1)], request_timeout=0.5)
+            for future in futures.values():
+                with pytest.raises(RequestTimedOut, match="no bootstrap server could be reached"):
+                    future.result(10)
+
+
+def test_refused_credentials_fail_every_resource_without_retrying(secured):
+    settings = {"bootstrap.servers": secured.broker.bootstrap_for("SASL_PLAINTEXT"),
+                "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "admin",
+                "sasl.password": "wrong"}
+    with AdminClient(settings) as admin:
+        futures = admin.describe_topics(["a", "b"])
+        for future in futures.values():
+            with pytest.raises(SaslAuthenticationException):
+                future.result(10)
+    with pytest.raises(SaslAuthenticationException):
+        asyncio.run(AsyncAdminClient(settings).__aenter__())

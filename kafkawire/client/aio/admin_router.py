@@ -233,11 +233,13 @@ class AdminRouter:
                 outcomes = {}
             retry = []
             for key in pending:
-                outcome = outcomes.get(key, None) if key in outcomes else Retry(ErrorCode.UNKNOWN_SERVER_ERROR,
-                                                                                "no answer for it")
+                if key not in outcomes:  # the attempt failed as a whole, or the answer left the key out
+                    last.setdefault(key, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no answer for {key}"))
+                    retry.append(key)
+                    continue
+                outcome = outcomes[key]
                 if isinstance(outcome, Retry):
-                    if key in outcomes:
-                        last[key] = outcome.error()
+                    last[key] = outcome.error()
                     if outcome.refresh == "metadata":
                         self.metadata.request_update()
                     retry.append(key)
