@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from .aio.admin import AsyncAdminClient
+from .aio.admin_base import unique
 from .blocking import _CLOSE_MARGIN_S, _LoopThread
 from .core.admin_acls import AclBinding, AclBindingFilter
 from .core.admin_config import AdminConfig
@@ -28,8 +30,11 @@ from .core.admin_partitions import IsolationLevel, OffsetSpec
 from .core.admin_scram import UserScramCredentialDeletion, UserScramCredentialUpsertion
 from .core.admin_topics import NewPartitions, NewTopic
 from .core.topic_partition import TopicPartition
+from .errors import KafkaConnectionError
 
 __all__ = ["AdminClient"]
+
+log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
 Future = concurrent.futures.Future
@@ -54,20 +59,28 @@ class AdminClient:
             self._thread.stop()
             raise
         self.config = self._admin.config
+        self._calls: set[Future] = set()  # calls in flight, cancelled if close leaves them running
 
     # ---- running calls ------------------------------------------------------------------------------------
     def _start(self, coroutine: Coroutine[Any, Any, Any]) -> Future:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._thread.loop)
+        if self._thread.loop.is_closed():
+            coroutine.close()
+            raise KafkaConnectionError("the admin client is closed")
+        call = asyncio.run_coroutine_threadsafe(coroutine, self._thread.loop)
+        self._calls.add(call)
+        call.add_done_callback(self._calls.discard)
+        return call
 
     def _per_key(self, keys: Iterable[K], coroutine: Coroutine[Any, Any, Mapping[Any, object]],
                  key_of: Callable[[K], Hashable] = lambda key: key) -> dict[K, Future]:
         """One future per key, resolved from the call's ``{key: result or exception}``."""
+        keys = unique(keys, "resource")  # refused here and now, as confluent-kafka does
         futures: dict[K, Future] = {key: Future() for key in keys}
         for future in futures.values():
             future.set_running_or_notify_cancel()
 
         def settle(call: Future) -> None:
-            error = call.exception()
+            error = KafkaConnectionError("the admin client is closed") if call.cancelled() else call.exception()
             outcomes = call.result() if error is None else {}
             for key, future in futures.items():
                 if error is not None:
@@ -195,8 +208,10 @@ class AdminClient:
         try:
             self._thread.run(self._admin.close(), bound)
         except TimeoutError:
-            pass
+            log.error("the admin client did not close within %.1f s; stopping its thread regardless", bound)
         finally:
+            for call in list(self._calls):
+                call.cancel()
             self._thread.stop()
 
     def __enter__(self) -> AdminClient:

@@ -14,12 +14,15 @@ import time
 import pytest
 
 from broker_harness import BrokerThread
-from kafkawire.client import KafkaError, Producer, RequestTimedOut, SaslAuthenticationException, UnknownTopicError
+from kafkawire.client import (
+    KafkaConnectionError, KafkaError, Producer, RequestTimedOut, SaslAuthenticationException, UnknownTopicError,
+)
 from kafkawire.client.admin import (
     AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, AlterConfigOpType,
     AsyncAdminClient, ConfigEntry, ConfigResource, ConfigSource, ConsumerGroupState, ConsumerGroupTopicPartitions,
-    ConsumerGroupType, IsolationLevel, NewPartitions, NewTopic, OffsetAndMetadata, OffsetSpec, ResourcePatternType, ResourceType,
-    ScramCredentialInfo, ScramMechanism, TopicPartition, UserScramCredentialDeletion, UserScramCredentialUpsertion,
+    ConsumerGroupType, IsolationLevel, NewPartitions, NewTopic, OffsetAndMetadata, OffsetSpec, ResourcePatternType,
+    ResourceType, ScramCredentialInfo, ScramMechanism, TopicPartition, UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 from kafkawire.broker.versions import SERVED_APIS
 from kafkawire.error_codes import ErrorCode
@@ -444,6 +447,19 @@ def test_a_call_no_broker_answers_fails_every_future_after_its_timeout():
             for future in futures.values():
                 with pytest.raises(RequestTimedOut, match="no bootstrap server could be reached"):
                     future.result(10)
+
+
+def test_close_ends_the_calls_in_flight():
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{closed.getsockname()[1]}", "retry.backoff.ms": 10})
+        futures = admin.delete_topics(["a", "b"], request_timeout=60)  # retrying: no broker answers
+        admin.close()
+        for future in futures.values():
+            with pytest.raises(KafkaConnectionError, match="closed"):
+                future.result(10)
+        with pytest.raises(KafkaConnectionError, match="closed"):
+            admin.describe_cluster()
 
 
 def test_refused_credentials_fail_every_resource_without_retrying(secured):

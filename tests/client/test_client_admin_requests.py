@@ -69,7 +69,8 @@ BUILDERS = {
     "incremental_alter_configs": (m.IncrementalAlterConfigsRequest, lambda v: admin_configs
                                   .incremental_alter_configs_request([ConfigResource("topic", "a", incremental_configs=[
                                       ConfigEntry("retention.ms", "10", incremental_operation=AlterConfigOpType.SET),
-                                      ConfigEntry("cleanup.policy", "x", incremental_operation=AlterConfigOpType.DELETE),
+                                      ConfigEntry("cleanup.policy", None,
+                                                  incremental_operation=AlterConfigOpType.DELETE),
                                   ])], True)),
     "list_offsets": (m.ListOffsetsRequest, lambda v: admin_partitions.list_offsets_request(
         v, {TP("a", 0): OffsetSpec.latest(), TP("a", 1): OffsetSpec.for_timestamp(5)}, IsolationLevel.READ_COMMITTED,
@@ -83,7 +84,8 @@ BUILDERS = {
     "consumer_group_describe": (m.ConsumerGroupDescribeRequest,
                                 lambda v: admin_groups.consumer_group_describe_request(["g"], True)),
     "delete_groups": (m.DeleteGroupsRequest, lambda v: admin_groups.delete_groups_request(["g", "h"])),
-    "offset_delete": (m.OffsetDeleteRequest, lambda v: admin_groups.offset_delete_request("g", [TP("a", 0), TP("b", 1)])),
+    "offset_delete": (m.OffsetDeleteRequest,
+                      lambda v: admin_groups.offset_delete_request("g", [TP("a", 0), TP("b", 1)])),
     "offset_fetch": (m.OffsetFetchRequest, lambda v: admin_groups.offset_fetch_request(v, "g", [TP("a", 0)], True)),
     "offset_fetch_all": (m.OffsetFetchRequest, lambda v: admin_groups.offset_fetch_request(v, "g", None, False)),
     "describe_transactions": (m.DescribeTransactionsRequest,

@@ -164,9 +164,9 @@ async def test_a_brokers_configs_go_to_that_broker(cluster):
 
     def configs(node, body):
         R = m.DescribeConfigsResponse
+        entry = R.DescribeConfigsResourceResult(name="node", value=str(node))
         return R(results=[R.DescribeConfigsResult(resource_type=r.resource_type, resource_name=r.resource_name,
-                                                  configs=[R.DescribeConfigsResourceResult(name="node", value=str(node))])
-                          for r in body.resources])
+                                                  configs=[entry]) for r in body.resources])
     cluster.script[32] = [configs]
     async with admin_for(cluster) as admin:
         found = await admin.describe_configs([ConfigResource("broker", "1"), ConfigResource("topic", "t")])

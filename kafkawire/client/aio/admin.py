@@ -49,7 +49,6 @@ class AsyncAdminClient(TopicAdmin, PartitionAdmin, GroupAdmin, TransactionAdmin,
         if not self.config.bootstrap_servers:
             raise ValueError("bootstrap.servers is required")
         self._router = AdminRouter(self.config)
-        self._closed = False
 
     @property
     def retries(self) -> int:
@@ -60,12 +59,12 @@ class AsyncAdminClient(TopicAdmin, PartitionAdmin, GroupAdmin, TransactionAdmin,
         """Connect and load the cluster's metadata (the first call does it otherwise). Raises
         KafkaConnectionError when no bootstrap server answers, an AuthenticationException when one
         refuses the credentials."""
-        if self._closed:
+        if self._router.closed:
             raise KafkaConnectionError("the admin client is closed")
         await self._router.metadata.refresh()
 
     async def close(self) -> None:
-        self._closed = True
+        """Close the connections; calls in flight end with KafkaConnectionError, later ones too."""
         await self._router.close()
 
     async def __aenter__(self) -> AsyncAdminClient:

@@ -67,6 +67,7 @@ class AdminRouter:
                                  retry_backoff_ms=config.retry_backoff_ms)
         self._coordinators: dict[tuple[int, str], int] = {}
         self.retries = 0  # resources sent again, for tests and metrics
+        self.closed = False
 
     # ---- brokers -----------------------------------------------------------------------------------------
     async def any_connection(self) -> BrokerConnection:
@@ -212,6 +213,9 @@ class AdminRouter:
         deadline = _now_ms() + timeout_ms
         backoff = float(self.config.retry_backoff_ms)
         while pending:
+            if self.closed:  # calls in flight end with the client, not at their timeout
+                results.update(dict.fromkeys(pending, KafkaConnectionError("the admin client is closed")))
+                return results
             remaining = deadline - _now_ms()
             if remaining <= 0:
                 break
@@ -265,5 +269,6 @@ class AdminRouter:
         return (await self.run([""], wrapped, timeout_ms, what))[""]
 
     async def close(self) -> None:
+        self.closed = True
         await self.metadata.close()
         await self.connections.close()
