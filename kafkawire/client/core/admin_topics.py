@@ -25,8 +25,7 @@ __all__ = ["Node", "NewTopic", "NewPartitions", "TopicPartitionInfo", "TopicDesc
            "read_describe_cluster", "topic_descriptions_from_pages", "operations"]
 
 _ZERO_UUID = uuid.UUID(int=0)
-Outcome = object  # a resource's result, a Retry, or a KafkaError
-_TOPIC_RETRY = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT})
+Outcome = object  # a resource's result, None for success without one, a Retry, or a KafkaError
 
 
 @dataclass(frozen=True)
@@ -108,10 +107,11 @@ def create_topics_request(topics: Iterable[NewTopic], timeout_ms: int, validate_
 
 
 def _topic_outcome(code: int, message: str | None, name: str | None) -> Outcome:
-    if code in _TOPIC_RETRY:
+    if code == ErrorCode.NOT_CONTROLLER:  # the controller moved: ask again
         return Retry(code, message)
-    outcome = outcome_of(code, message, f"topic {name!r}")
-    return outcome if isinstance(outcome, (Retry, KafkaError)) else None
+    if code == ErrorCode.REQUEST_TIMED_OUT:  # outlasted TimeoutMs, and may yet complete: say so, as Java does
+        return error_for(code, message, f"topic {name!r}")
+    return outcome_of(code, message, f"topic {name!r}")
 
 
 def read_create_topics(response: CreateTopicsResponse) -> dict[str, Outcome]:
