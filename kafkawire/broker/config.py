@@ -62,6 +62,9 @@ class BrokerConfig:
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_assignors: str = "uniform,range"
+    # Prometheus metrics on this port (kafkawire's; Kafka exposes JMX), None: off; 0: any free port
+    metrics_port: int | None = None
+    request_log: bool = False  # one INFO line per request on the kafkawire.broker.requests logger
     remote_dir: Path | None = None  # a directory standing in for tiered storage
     remote_read_latency_ms: float = 0.0
     remote_fetch_max_wait_ms: int = 500  # remote.fetch.max.wait.ms

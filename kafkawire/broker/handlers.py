@@ -40,7 +40,7 @@ class Handlers:
     """The broker's request handlers over its shared state: ``handle(api_key, ...)`` answers a request."""
 
     def __init__(self, config: BrokerConfig, topics: TopicManager, groups: GroupCoordinator, port: int,
-                 scram: ScramStore | None = None, authorizer: Authorizer | None = None):
+                 scram: ScramStore | None = None, authorizer: Authorizer | None = None, metrics=None):
         self.state = BrokerState(
             config, topics, groups, port,
             with_transaction_version(served_versions(upstream=config.upstream_versions), config.transaction_version),
@@ -50,7 +50,7 @@ class Handlers:
         self.groups = groups
         self.purgatory = self.state.purgatory
         self.versions = self.state.versions  # API key -> (oldest, newest)
-        cluster, metadata, fetch = ClusterApis(self.state), MetadataApi(self.state), FetchApi(self.state)
+        cluster, metadata, fetch = ClusterApis(self.state), MetadataApi(self.state), FetchApi(self.state, metrics)
         offsets, topic_apis = OffsetApis(self.state), TopicApis(self.state)
         producer_ids = ProducerIdBlock(config.data_dir / "producer_ids.json")  # one block: ids never repeat
         self.transactions = TransactionCoordinator(
@@ -59,7 +59,7 @@ class Handlers:
             max_timeout_ms=config.transaction_max_timeout_ms, id_expiration_ms=config.transactional_id_expiration_ms)
         self.producer = ProduceHandler(topics, self.purgatory.notify, config.produce_max_decompressed_bytes,
                                        allowed=self.state.allowed if authorizer is not None else None,
-                                       transactions=self.transactions,
+                                       transactions=self.transactions, metrics=metrics,
                                        verify_transactions=config.transaction_partition_verification)
         txn = TransactionApis(self.state, self.transactions)
         consumer_groups = ConsumerGroupApis(self.state)
