@@ -11,6 +11,7 @@ INFO line per request with API, version, client, latency and error, when ``reque
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from .. import messages
 
@@ -46,7 +47,7 @@ class BrokerMetrics:
                                  "Partitions whose fetch stopped short of the data there (KIP-74)", ["limit"],
                                  registry=registry)
         self.parked_fetches = Gauge("kafkawire_fetch_parked", "Fetches waiting for MinBytes", registry=registry)
-        self._server = None
+        self._server: Any = None  # prometheus_client's WSGI server, once serving
 
     def serve(self, port: int, host: str = "") -> int:
         """Serve ``/metrics`` on ``port`` (0: any free one); returns the port bound."""

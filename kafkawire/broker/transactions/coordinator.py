@@ -103,12 +103,13 @@ class TransactionCoordinator:
             # fence the open transaction's producer and abort it; the caller retries (as in Kafka)
             error = self._fence_and_abort(metadata, now)
             return InitResult(error or ErrorCode.CONCURRENT_TRANSACTIONS)
+        transit: TxnTransit | None
         if metadata.epoch_exhausted and (not expected or expected_epoch == metadata.producer_epoch):
             transit = metadata.prepare_producer_id_rotation(self.producer_ids.next(), timeout_ms, now, expected)
         else:
             transit = metadata.prepare_increment_epoch(timeout_ms, expected_epoch if expected else None, now)
-            if transit is None:
-                return InitResult(ErrorCode.PRODUCER_FENCED)
+        if transit is None:
+            return InitResult(ErrorCode.PRODUCER_FENCED)
         error = self._write(metadata, transit)
         if error:
             return InitResult(error)

@@ -37,6 +37,9 @@ class ConsumerConfig(SecurityConfig):
     client_id: str = ""
     client_rack: str = ""
     group_id: str | None = None
+    group_instance_id: str | None = None  # static membership (KIP-345; KIP-848 keeps it)
+    group_protocol: str = "classic"  # or "consumer": KIP-848, the broker assigns
+    group_remote_assignor: str | None = None  # consumer protocol: the broker's assignor to use (uniform, range)
     fetch_max_bytes: int = 52428800
     max_partition_fetch_bytes: int = 1048576
     remote_max_partition_fetch_bytes: int | None = None
@@ -67,6 +70,11 @@ class ConsumerConfig(SecurityConfig):
                 raise ConfigError(f"{dotted(name)} must be a string, not {getattr(self, name)!r}")
         if self.group_id is not None and not isinstance(self.group_id, str):
             raise ConfigError(f"group.id must be a string, not {self.group_id!r}")
+        for name in ("group_instance_id", "group_remote_assignor"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ConfigError(f"{dotted(name)} must be a non-empty string, not {value!r}")
+        set_("group_protocol", choice("group_protocol", str(self.group_protocol).lower(), ("classic", "consumer")))
         # Request fields are int32 on the wire, hence the upper bounds.
         for name, low, high in (("fetch_max_bytes", 0, INT32_MAX), ("max_partition_fetch_bytes", 0, INT32_MAX),
                                 ("fetch_min_bytes", 0, INT32_MAX), ("fetch_max_wait_ms", 0, INT32_MAX),
