@@ -11,7 +11,7 @@ import pytest
 
 from kafkawire import messages as m
 from kafkawire.client.admin import (
-    AclBinding, AclBindingFilter, AlterConfigOpType, ConfigEntry, ConfigResource, ConsumerGroupState,
+    AclBinding, AdminConfig, AclBindingFilter, AlterConfigOpType, ConfigEntry, ConfigResource, ConsumerGroupState,
     ConsumerGroupType, IsolationLevel, NewPartitions, NewTopic, OffsetSpec, ScramCredentialInfo, ScramMechanism,
     TopicPartition, UserScramCredentialDeletion, UserScramCredentialUpsertion,
 )
@@ -20,7 +20,7 @@ from kafkawire.client.core import (
 )
 from kafkawire.client.core.admin_errors import Retry
 from kafkawire.client.core.admin_topics import Node
-from kafkawire.client.errors import KafkaError, UnknownTopicError
+from kafkawire.client.errors import ConfigError, KafkaError, UnknownTopicError
 from kafkawire.error_codes import ErrorCode as E
 from kafkawire.sasl.scram import MECHANISMS
 
@@ -276,3 +276,14 @@ def test_acl_answers_come_back_in_request_order():
         resource_type=2, resource_name="orders", pattern_type=3, principal="User:alice", host="*", operation=3,
         permission_type=3)])]), 3)
     assert admin_acls.read_delete_acls(response, [ACL_FILTER]) == {ACL_FILTER: [ACL]}
+
+
+def test_admin_settings_take_kafkas_names_and_refuse_what_kafka_refuses():
+    config = AdminConfig.from_properties({"bootstrap.servers": "h:9092", "default.api.timeout.ms": "90000",
+                                          "security.protocol": "sasl_plaintext", "sasl.mechanism": "PLAIN",
+                                          "sasl.username": "u", "sasl.password": "p"})
+    assert config.default_api_timeout_ms == 90000 and config.bootstrap_servers == ("h:9092",)
+    with pytest.raises(ConfigError, match="unknown admin config 'linger.ms'"):
+        AdminConfig.from_properties({"linger.ms": 5})
+    with pytest.raises(ConfigError, match="default.api.timeout.ms"):
+        AdminConfig(bootstrap_servers="h:9092", default_api_timeout_ms=1000)
