@@ -16,6 +16,7 @@ from security_harness import PLAIN_USERS, make_certificates, plain_client, secur
 TOPIC, GROUP = "orders", "readers"
 TOPIC_AUTH, GROUP_AUTH, CLUSTER_AUTH, TXN_AUTH = 29, 30, 31, 53
 TXN_PREFIX = "alice-tx"
+ADMIN_TOPIC, ADMIN_GROUP = "alice-admin", "alice-group"
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +27,15 @@ def broker(tmp_path_factory):
         running.sasl_port = port
         with plain_client(port, "admin") as admin:
             created = admin.request(m.CreateTopicsRequest(topics=[m.CreateTopicsRequest.CreatableTopic(
-                name=TOPIC, num_partitions=1, replication_factor=1)], timeout_ms=5000), 7)
-            assert created.topics[0].error_code == 0
+                name=name, num_partitions=1, replication_factor=1) for name in (TOPIC, ADMIN_TOPIC)],
+                timeout_ms=5000), 7)
+            assert [t.error_code for t in created.topics] == [0, 0]
             grants = [(RT.TOPIC, TOPIC, PT.LITERAL, op) for op in (Op.READ, Op.WRITE, Op.DELETE, Op.DESCRIBE_CONFIGS)]
+            # the admin APIs (issue 23): a topic of her own to alter, a group of her own to delete
+            grants += [(RT.TOPIC, ADMIN_TOPIC, PT.LITERAL, op) for op in (Op.ALTER, Op.ALTER_CONFIGS, Op.DELETE)]
+            grants += [(RT.GROUP, ADMIN_GROUP, PT.LITERAL, Op.DELETE), (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.ALTER),
+                       (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.ALTER_CONFIGS),
+                       (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.DESCRIBE_CONFIGS)]
             grants += [(RT.TOPIC, "alice-", PT.PREFIXED, Op.CREATE), (RT.GROUP, GROUP, PT.LITERAL, Op.READ),
                        (RT.GROUP, "modern-readers", PT.LITERAL, Op.READ),
                        (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.DESCRIBE),
@@ -78,7 +85,7 @@ CASES = [
      lambda r: r.topics[0].error_code == 0 and r.topics[0].partitions,
      lambda r: r.topics[0].error_code == TOPIC_AUTH and not r.topics[0].partitions),
     ("Metadata all topics", 12, lambda: m.MetadataRequest(topics=None),
-     lambda r: [t.name for t in r.topics] == [TOPIC], lambda r: r.topics == ()),
+     lambda r: {t.name for t in r.topics} == {TOPIC, ADMIN_TOPIC}, lambda r: r.topics == ()),
     ("OffsetCommit", 8, _commit, lambda r: r.topics[0].partitions[0].error_code == 0,
      lambda r: r.topics[0].partitions[0].error_code == GROUP_AUTH),
     ("OffsetFetch", 7, lambda: m.OffsetFetchRequest(group_id=GROUP, topics=None),
@@ -146,7 +153,52 @@ CASES = [
         name=TOPIC, partition_indexes=[0])]),
      lambda r: r.topics[0].partitions[0].error_code == 0,
      lambda r: r.topics[0].partitions[0].error_code == TOPIC_AUTH and not r.topics[0].partitions[0].active_producers),
+    # the admin APIs (issue 23), as Kafka's "operations and resources on protocols" table
+    ("CreatePartitions", 3, lambda: m.CreatePartitionsRequest(topics=[m.CreatePartitionsRequest.CreatePartitionsTopic(
+        name=ADMIN_TOPIC, count=2, assignments=None)], timeout_ms=5000, validate_only=True),  # ALTER on the topic
+     lambda r: r.results[0].error_code == 0, lambda r: r.results[0].error_code == TOPIC_AUTH),
+    ("DeleteRecords", 2, lambda: m.DeleteRecordsRequest(timeout_ms=5000, topics=[m.DeleteRecordsRequest.DeleteRecordsTopic(
+        name=ADMIN_TOPIC, partitions=[m.DeleteRecordsRequest.DeleteRecordsPartition(partition_index=0, offset=-1)])]),
+     lambda r: r.topics[0].partitions[0].error_code == 0,  # DELETE on the topic
+     lambda r: r.topics[0].partitions[0].error_code == TOPIC_AUTH and r.topics[0].partitions[0].low_watermark == -1),
+    ("IncrementalAlterConfigs topic", 1, lambda: _incremental(2, ADMIN_TOPIC, "retention.ms"),  # ALTER_CONFIGS
+     lambda r: r.responses[0].error_code == 0, lambda r: r.responses[0].error_code == TOPIC_AUTH),
+    ("AlterConfigs broker", 2, lambda: m.AlterConfigsRequest(validate_only=True, resources=[
+        m.AlterConfigsRequest.AlterConfigsResource(resource_type=4, resource_name="0", configs=[])]),
+     lambda r: r.responses[0].error_code == 0, lambda r: r.responses[0].error_code == CLUSTER_AUTH),
+    ("IncrementalAlterConfigs broker", 1, lambda: _incremental(4, "", "log.retention.ms"),  # on the cluster
+     lambda r: r.responses[0].error_code == 0, lambda r: r.responses[0].error_code == CLUSTER_AUTH),
+    ("DescribeConfigs broker", 4, lambda: m.DescribeConfigsRequest(resources=[
+        m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="0", configuration_keys=None)]),
+     lambda r: r.results[0].error_code == 0 and r.results[0].configs,
+     lambda r: r.results[0].error_code == CLUSTER_AUTH and not r.results[0].configs),
+    ("DescribeLogDirs", 4, lambda: m.DescribeLogDirsRequest(topics=None),  # DESCRIBE on the cluster
+     lambda r: r.error_code == 0 and r.results, lambda r: r.error_code == CLUSTER_AUTH and not r.results),
+    ("DescribeTopicPartitions", 0, lambda: m.DescribeTopicPartitionsRequest(topics=[
+        m.DescribeTopicPartitionsRequest.TopicRequest(name=TOPIC)], response_partition_limit=10),  # DESCRIBE
+     lambda r: r.topics[0].error_code == 0 and r.topics[0].partitions,
+     lambda r: r.topics[0].error_code == TOPIC_AUTH and not r.topics[0].partitions),
+    ("OffsetForLeaderEpoch", 4, lambda: m.OffsetForLeaderEpochRequest(replica_id=-1, topics=[
+        m.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=TOPIC, partitions=[
+            m.OffsetForLeaderEpochRequest.OffsetForLeaderPartition(partition=0, leader_epoch=0)])]),  # DESCRIBE
+     lambda r: r.topics[0].partitions[0].error_code == 0 and r.topics[0].partitions[0].end_offset >= 0,
+     lambda r: r.topics[0].partitions[0].error_code == TOPIC_AUTH and r.topics[0].partitions[0].end_offset == -1),
+    ("ElectLeaders", 2, lambda: m.ElectLeadersRequest(election_type=0, timeout_ms=5000, topic_partitions=[
+        m.ElectLeadersRequest.TopicPartitions(topic=TOPIC, partitions=[0])]),  # ALTER on the cluster
+     lambda r: r.replica_election_results[0].partition_result[0].error_code == 84,
+     lambda r: r.error_code == CLUSTER_AUTH and r.replica_election_results[0].partition_result[0].error_code
+     == CLUSTER_AUTH),
+    ("DeleteGroups", 2, lambda: m.DeleteGroupsRequest(groups_names=[ADMIN_GROUP]),  # DELETE on the group
+     lambda r: r.results[0].error_code == 69, lambda r: r.results[0].error_code == GROUP_AUTH),
+    ("OffsetDelete", 0, lambda: m.OffsetDeleteRequest(group_id=ADMIN_GROUP, topics=[]),  # DELETE on the group
+     lambda r: r.error_code == 69, lambda r: r.error_code == GROUP_AUTH),
 ]
+
+
+def _incremental(kind, name, config):
+    return m.IncrementalAlterConfigsRequest(validate_only=True, resources=[
+        m.IncrementalAlterConfigsRequest.AlterConfigsResource(resource_type=kind, resource_name=name, configs=[
+            m.IncrementalAlterConfigsRequest.AlterableConfig(name=config, config_operation=0, value="60000")])])
 
 
 @pytest.mark.parametrize("name,version,build,allowed,refused", CASES, ids=[c[0] for c in CASES])

@@ -21,9 +21,11 @@ from ...error_codes import ErrorCode
 from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT
 from ...records.batch import TRANSACTIONAL_FLAG
 from ...records.layouts import ATTRIBUTES_OFFSET, CRC_OFFSET
+from .cleaner_files import commit_swap, finish_swap, recover_interrupted_swaps
 from .config import LogConfig
 from .descriptors import DescriptorCache
-from .errors import LogAppendError
+from .errors import LogAppendError, OffsetOutOfRange
+from .leader_epochs import LeaderEpochCache
 from .log_reads import LogOffsetMetadata, LogRead, LogReads, OffsetAndTimestamp
 from .log_retention import LogRetention
 from .log_transactions import LogTransactions
@@ -43,6 +45,8 @@ _MAX_TIMESTAMP_OFFSET = 35
 _LEADER_EPOCH_OFFSET = 12
 _CLEAN_SHUTDOWN = ".kafkawire-clean-shutdown"
 _SNAPSHOT_SUFFIX = ".snapshot"
+# The log start offset DeleteRecords moved past the first segment's base (Kafka's log-start-offset-checkpoint)
+LOG_START_FILE = "log-start-offset"
 
 
 def _wall_clock_ms() -> int:
@@ -122,6 +126,11 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
         return sum(segment.size for segment in self._segments)
 
     @property
+    def closed(self) -> bool:
+        """Closed, detached or deleted: no longer served."""
+        return self._closed
+
+    @property
     def segments(self) -> list[LogSegment]:
         return list(self._segments)
 
@@ -139,6 +148,7 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
         directory = self.directory
         for path in directory.glob("*.tmp"):
             path.unlink(missing_ok=True)
+        recover_interrupted_swaps(directory)  # a crash in the middle of the log cleaner's swap
         bases = sorted(int(path.stem) for path in directory.glob("*.log") if path.stem.isdigit())
         for path in directory.glob("*.index"):  # an index whose log was deleted
             if path.stem.isdigit() and int(path.stem) not in bases:
@@ -161,7 +171,41 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
         self.log_start_offset = first_local
         if self._remote_segments and self._remote_segments[0].base_offset < first_local:
             self.log_start_offset = self._remote_segments[0].base_offset
+        try:  # DeleteRecords may have moved it into the first segment
+            saved = int((directory / LOG_START_FILE).read_text())
+            self.log_start_offset = max(self.log_start_offset, min(saved, self.log_end_offset))
+        except (OSError, ValueError):
+            pass
         self._load_producer_state(now)
+        self.leader_epochs = LeaderEpochCache.load(directory, (
+            (batch.partition_leader_epoch, batch.base_offset)  # (an empty segment's file is not opened)
+            for segment in self._segments if segment.size for batch in segment.batches()))
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        self.leader_epochs.assign(self.leader_epoch, self.log_end_offset)  # this replica leads from here on
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) for the requested epoch (``UnifiedLog.endOffsetForEpoch``)."""
+        return self.leader_epochs.end_offset_for(epoch, self.log_end_offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (-1: the high watermark) and delete the
+        segments wholly below it; returns the new log start offset. OffsetOutOfRange past the high watermark."""
+        high_watermark = self.high_watermark
+        if offset == -1:
+            offset = high_watermark
+        if offset < 0 or offset > high_watermark:
+            raise OffsetOutOfRange(offset, self.log_start_offset, high_watermark,
+                                   f"Cannot increment the log start offset to {offset} of partition {self.name} "
+                                   f"since it is larger than the high watermark {high_watermark}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            tmp = self.directory / (LOG_START_FILE + ".tmp")
+            tmp.write_text(str(offset))
+            os.replace(tmp, self.directory / LOG_START_FILE)
+            self.leader_epochs.truncate_from_start(offset)
+            self._delete_log_start_breached()
+        return self.log_start_offset
 
     def _open_active(self) -> None:
         active = self._segments[-1]
@@ -291,7 +335,7 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
         if active.size > 0:
             first = active.first_batch_timestamp
             waited = max_timestamp - first if first is not None and first >= 0 else now - active.created_ms
-            if waited > self.config.segment_ms:
+            if waited > self.config.max_segment_ms:
                 return True
         return last_offset - active.base_offset > _INT32_MAX
 
@@ -319,6 +363,29 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """Forget producers idle longer than producer.id.expiration.ms; returns how many."""
         return self._producers.remove_expired(now_ms if now_ms is not None else self._clock())
+
+    def replace_segments(self, old: list[LogSegment], cleaned_base: int) -> bool:
+        """The log cleaner's swap (``UnifiedLog.replaceSegments``): when ``old`` are still consecutive
+        closed segments of this log, the cleaned files at ``cleaned_base`` take their place on disk
+        (``cleaner_files``) and one segment opened from them takes theirs here. False, and nothing
+        done, otherwise (retention deleted some, the log was truncated or closed)."""
+        segments = self._segments
+        first = next((index for index, segment in enumerate(segments) if old and segment is old[0]), None)
+        if self._closed or first is None:
+            return False
+        end = first + len(old)
+        if end >= len(segments) or any(a is not b for a, b in zip(segments[first:end], old)):
+            return False
+        commit_swap(self.directory, cleaned_base)
+        for segment in old:
+            segment.delete()  # a fetch's slice keeps its own descriptor of the deleted file
+        finish_swap(self.directory, cleaned_base)
+        cleaned = LogSegment(self.directory, cleaned_base, self.config.index_interval_bytes,
+                             descriptors=self._descriptors)
+        cleaned.next_offset = old[-1].next_offset
+        segments[first:end] = [cleaned]
+        self._bases[first:end] = [cleaned_base]
+        return True
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def flush(self) -> None:

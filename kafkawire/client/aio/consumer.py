@@ -38,6 +38,7 @@ from kafkawire.messages import ListOffsetsRequest
 
 from ..core.cluster_metadata import METADATA_REFRESH_ERRORS, ClusterMetadata
 from ..core.consumer_config import ConsumerConfig
+from ..core.consumer_group_metadata import ConsumerGroupMetadata
 from ..core.consumer_record import ConsumerRecord
 from ..core.fetcher import Fetcher
 from ..core.consumer_protocol_member import ConsumerProtocolMember
@@ -47,7 +48,7 @@ from ..core.group_protocol import (
 )
 from ..core.properties import resolve
 from ..core.topic_partition import TopicPartition
-from ..errors import ConsumerClosed, GroupError, IncompatibleBrokerError, KafkaConnectionError, KafkaError
+from ..errors import ConfigError, ConsumerClosed, GroupError, IncompatibleBrokerError, KafkaConnectionError, KafkaError
 from .authentication import ConnectionSecurity
 from .connection import DEFAULT_ROLE, FETCH_ROLE, BrokerConnection, ConnectionManager
 from .fetch_driver import FetchDriver
@@ -222,6 +223,16 @@ class AsyncConsumer:
         if self.member is not None:
             topics |= self.member.metadata_topics
         self.metadata.set_topics(topics)
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        """This consumer's group, generation and member id, for a transactional producer's
+        ``send_offsets_to_transaction`` (KIP-447: the group coordinator refuses the offsets once this
+        member has lost its partitions). Outside a group's management (``assign``) the generation is -1."""
+        if self.member is None:
+            raise ConfigError("consumer_group_metadata needs a group.id")
+        generation = self.member.generation
+        return ConsumerGroupMetadata(self.member.group_id, generation.generation_id, generation.member_id,
+                                     self.member.group_instance_id)
 
     def assignment(self) -> set[TopicPartition]:
         return set(self.fetcher.assignment())

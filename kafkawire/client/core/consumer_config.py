@@ -11,6 +11,9 @@ Besides Kafka's own settings this carries two proposals upstream never merged:
 Defaults that depend on other settings, as in Kafka:
 
 * ``enable_auto_commit``: true when a ``group.id`` is set, else false (true without a group is an error).
+
+``isolation.level`` defaults to ``read_uncommitted``, as in Java's client (confluent-kafka's default is
+``read_committed``); ``read_committed`` reads up to the last stable offset and skips aborted transactions.
 """
 from __future__ import annotations
 
@@ -94,11 +97,7 @@ class ConsumerConfig(SecurityConfig):
             raise ConfigError(f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "
                               f"session.timeout.ms ({self.session_timeout_ms})")
         set_("auto_offset_reset", choice("auto_offset_reset", self.auto_offset_reset, OFFSET_RESET_STRATEGIES))
-        level = choice("isolation_level", self.isolation_level, ("read_uncommitted", "read_committed"))
-        if level == "read_committed":
-            raise ConfigError("isolation.level read_committed is not supported by this consumer "
-                              "(it does not filter aborted transactions); use read_uncommitted")
-        set_("isolation_level", level)
+        set_("isolation_level", choice("isolation_level", self.isolation_level, ("read_uncommitted", "read_committed")))
         set_("partition_assignment_strategy", _assignors(self.partition_assignment_strategy))
         if self.enable_auto_commit is None:
             set_("enable_auto_commit", self.group_id is not None)
@@ -120,6 +119,11 @@ class ConsumerConfig(SecurityConfig):
     def isolation_level_code(self) -> int:
         """The FetchRequest IsolationLevel byte (0 read_uncommitted, 1 read_committed)."""
         return 0 if self.isolation_level == "read_uncommitted" else 1
+
+    @property
+    def read_committed(self) -> bool:
+        """Only committed transactional records are returned, and fetches stop at the last stable offset."""
+        return self.isolation_level == "read_committed"
 
 
 def _assignors(value: object) -> tuple[str, ...]:
