@@ -9,6 +9,8 @@ The public names, loaded on first use:
 
 * ``AsyncProducer`` / ``AsyncConsumer`` (asyncio) and ``Producer`` / ``Consumer`` (blocking, on a
   loop thread of their own), with ``ProducerConfig`` / ``ConsumerConfig``.
+* ``AsyncAdminClient`` / ``AdminClient`` (blocking, with futures as confluent-kafka's) and ``AdminConfig``;
+  the types their calls take and return are in ``kafkawire.client.admin``.
 * What they hand out: ``RecordFuture`` (a sent record's outcome: awaitable, or ``result(timeout)``)
   and its ``RecordMetadata`` (where the record landed), ``ConsumerRecord``, ``TopicPartition``,
   ``OffsetAndMetadata``.
@@ -33,10 +35,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
+    from .aio.admin import AsyncAdminClient as AsyncAdminClient
     from .aio.consumer import AsyncConsumer as AsyncConsumer
     from .aio.producer import AsyncProducer as AsyncProducer
     from .blocking import Consumer as Consumer
     from .blocking import Producer as Producer
+    from .blocking_admin import AdminClient as AdminClient
+    from .core.admin_config import AdminConfig as AdminConfig
     from .core.consumer_config import ConsumerConfig as ConsumerConfig
     from .core.consumer_group_metadata import ConsumerGroupMetadata as ConsumerGroupMetadata
     from .core.consumer_record import ConsumerRecord as ConsumerRecord
@@ -87,6 +92,7 @@ _EXPORTS = {
     "RecordMetadata": "core.delivery", "RecordFuture": "core.delivery", "ConsumerRecord": "core.consumer_record",
     "TopicPartition": "core.topic_partition", "OffsetAndMetadata": "core.group_protocol",
     "ConsumerGroupMetadata": "core.consumer_group_metadata",
+    "AdminClient": "blocking_admin", "AsyncAdminClient": "aio.admin", "AdminConfig": "core.admin_config",
     **dict.fromkeys(_ERRORS, "errors"),
 }
 

@@ -148,6 +148,10 @@ class Metadata:
         for listener in tuple(self._listeners):
             listener(self.cluster)
 
+    async def any_connection(self) -> BrokerConnection:
+        """A connection to a known broker (one already up first), else to a bootstrap server."""
+        return await self._any_connection()
+
     async def _any_connection(self) -> BrokerConnection:
         """A connection to a known broker, else to a bootstrap server."""
         for node_id in sorted(self.cluster.brokers):

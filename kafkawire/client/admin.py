@@ -1,0 +1,46 @@
+"""The admin client's public names in one place, as ``confluent_kafka.admin`` gathers them: the clients
+(``AdminClient``, blocking with futures; ``AsyncAdminClient``, asyncio), their settings (``AdminConfig``)
+and every type a call takes or returns.
+
+::
+
+    from kafkawire.client.admin import AdminClient, NewTopic, OffsetSpec
+"""
+from __future__ import annotations
+
+from .aio.admin import AsyncAdminClient
+from .blocking_admin import AdminClient
+from .core.admin_acls import (
+    AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType,
+)
+from .core.admin_config import AdminConfig
+from .core.admin_configs import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigResourceType, ConfigSource
+from .core.admin_groups import (
+    ConsumerGroupDescription, ConsumerGroupListing, ConsumerGroupState, ConsumerGroupTopicPartitions,
+    ConsumerGroupType, ListConsumerGroupsResult, MemberAssignment, MemberDescription,
+)
+from .core.admin_partitions import DeletedRecords, IsolationLevel, ListOffsetsResultInfo, OffsetSpec, ProducerState
+from .core.admin_scram import (
+    ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion, UserScramCredentialsDescription,
+    UserScramCredentialUpsertion,
+)
+from .core.admin_topics import (
+    DescribeClusterResult, NewPartitions, NewTopic, Node, TopicDescription, TopicPartitionInfo,
+)
+from .core.admin_transactions import TransactionDescription, TransactionListing
+from .core.group_protocol import OffsetAndMetadata
+from .core.topic_partition import TopicPartition
+
+__all__ = [
+    "AdminClient", "AsyncAdminClient", "AdminConfig",
+    "NewTopic", "NewPartitions", "Node", "TopicDescription", "TopicPartitionInfo", "DescribeClusterResult",
+    "ConfigResource", "ConfigResourceType", "ConfigEntry", "ConfigSource", "AlterConfigOpType",
+    "OffsetSpec", "IsolationLevel", "ListOffsetsResultInfo", "DeletedRecords", "ProducerState",
+    "ConsumerGroupState", "ConsumerGroupType", "ConsumerGroupListing", "ListConsumerGroupsResult",
+    "ConsumerGroupDescription", "MemberDescription", "MemberAssignment", "ConsumerGroupTopicPartitions",
+    "TransactionDescription", "TransactionListing",
+    "AclBinding", "AclBindingFilter", "AclOperation", "AclPermissionType", "ResourceType", "ResourcePatternType",
+    "ScramMechanism", "ScramCredentialInfo", "UserScramCredentialsDescription", "UserScramCredentialUpsertion",
+    "UserScramCredentialDeletion",
+    "TopicPartition", "OffsetAndMetadata",
+]
