@@ -139,8 +139,10 @@ def test_kafkawire_and_confluent_consumers_share_a_group(broker):
     seen: dict[str, list[str]] = {}
 
     async def kafkawire_member(name, seconds):
+        # a few records a poll, as confluent-kafka hands them one by one: the group changes while they last
         consumer = AsyncConsumer({"bootstrap.servers": broker.bootstrap, "group.id": "mixed",
-                                  "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+                                  "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                                  "max.poll.records": 10})
         consumer.subscribe(["shared"])
         stop = time.monotonic() + seconds
         while time.monotonic() < stop and len(seen) < 600:
