@@ -20,7 +20,7 @@ import asyncio
 import uuid
 from dataclasses import dataclass, field
 
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from kafkawire.broker.fetch import PartitionRead, read_partitions
@@ -53,7 +53,8 @@ class Model:
     """The partition as a list of batches; everything else is derived from it."""
 
     def __init__(self):
-        self.batches: list[Batch] = []
+        self.batches: list[Batch] = []  # every batch appended and not truncated, retention's included
+        self.log_start = 0  # retention moved it: the batches below are gone from the log, not from history
 
     @property
     def leo(self) -> int:
@@ -84,8 +85,9 @@ class Model:
 
     @property
     def last_stable_offset(self) -> int:
+        """Never below the log start, where retention may have deleted an open transaction's start."""
         open_txns, _, _ = self._transactions()
-        return min(open_txns.values()) if open_txns else self.leo
+        return min(max(min(open_txns.values()), self.log_start), self.leo) if open_txns else self.leo
 
     def open_transaction(self, producer_id: int) -> bool:
         return producer_id in self._transactions()[0]
@@ -119,6 +121,7 @@ operations = st.lists(st.one_of(
     st.tuples(st.just("plain_from_txn_producer"), st.sampled_from(TXN_PRODUCERS)),
     st.tuples(st.just("roll")),
     st.tuples(st.just("truncate"), st.integers(0, 10_000)),
+    st.tuples(st.just("retention")),
     st.tuples(st.just("reopen"), st.booleans()),
 ), min_size=15, max_size=40)
 
@@ -127,7 +130,7 @@ fetches = st.tuples(st.integers(0, 10_000), st.one_of(st.integers(0, 300), st.in
 
 
 def _values(tag: str, count: int) -> list[bytes]:
-    return [f"{tag}-{i}".encode() * 3 for i in range(count)]
+    return [f"{tag}-{i}".encode() * 5 for i in range(count)]
 
 
 def apply(log, model: Model, op, step: int, reopen):
@@ -178,10 +181,17 @@ def apply(log, model: Model, op, step: int, reopen):
     elif kind == "roll":
         log.roll()
     elif kind == "truncate":
-        if model.leo:
-            offset = op[1] % model.leo
+        if model.leo > model.log_start:
+            offset = model.log_start + op[1] % (model.leo - model.log_start)
             assert log.truncate_to(offset)
             model.truncate(offset)
+    elif kind == "retention":
+        log.apply_retention()
+        assert log.log_start_offset >= model.log_start
+        assert log.log_start_offset in {b.base for b in model.batches} | {model.leo}
+        model.log_start = log.log_start_offset
+        open_txns = model._transactions()[0]
+        event(f"retention: open transaction below the log start: {any(o < model.log_start for o in open_txns.values())}")
     elif kind == "reopen":
         if op[1]:
             log.close()
@@ -239,7 +249,7 @@ def check(log, model: Model, fetch) -> None:
     open_txns, aborted, visible = model._transactions()
     assert log.ongoing_transactions == open_txns
 
-    offset = fetch[0] % (model.leo + 1)
+    offset = model.log_start + fetch[0] % (model.leo - model.log_start + 1)
     records, listed, read_lso = committed_read(log, offset, fetch[1])
     assert read_lso == lso
     delivered, end = consume_committed(records, listed, offset)
@@ -254,7 +264,7 @@ def check(log, model: Model, fetch) -> None:
     # but aborted transactions overlapping the rest of the fetched segment (the index bounds the search)
     listed_keys = [tuple(t) for t in listed]
     assert len(set(listed_keys)) == len(listed_keys), f"listed twice: {listed_keys}"
-    needed = {t for t in aborted if t[2] >= offset and t[1] < end}
+    needed = {t for t in aborted if t[2] >= offset and t[1] < end}  # (a marker at or past the fetch offset)
     segment_end = next((s.base_offset for s in log.segments if s.base_offset > offset), model.leo)
     allowed = {t for t in aborted if t[2] >= offset and t[1] < segment_end}
     assert needed <= set(listed_keys) <= allowed, (listed_keys, needed, allowed)
@@ -262,12 +272,15 @@ def check(log, model: Model, fetch) -> None:
     event(f"LSO below the log end: {lso < model.leo}")
 
 
+# retention deletes the first batches of a transaction still open: the LSO is then the log start offset
+@example(ops=[("txn", 1, 2, True)] + [("plain", 3)] * 12 + [("retention",), ("reopen", False), ("end", 1, False, True)],
+         checks=[(0, 1 << 20)] * 41, segment_bytes=300, interval=0, retention_bytes=700)
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=operations, checks=st.lists(fetches, min_size=41, max_size=41), segment_bytes=st.integers(300, 6000),
-       interval=st.sampled_from([0, 100, 4096]))
-def test_lso_and_aborted_index_follow_the_model(tmp_path, ops, checks, segment_bytes, interval):
+@given(ops=operations, checks=st.lists(fetches, min_size=41, max_size=41), segment_bytes=st.integers(500, 3000),
+       interval=st.sampled_from([0, 100, 4096]), retention_bytes=st.sampled_from([-1, -1, 700, 2000]))
+def test_lso_and_aborted_index_follow_the_model(tmp_path, ops, checks, segment_bytes, interval, retention_bytes):
     path = tmp_path / uuid.uuid4().hex / "t-0"
-    config = dict(segment_bytes=segment_bytes, index_interval_bytes=interval)
+    config = dict(segment_bytes=segment_bytes, index_interval_bytes=interval, retention_bytes=retention_bytes)
     log = open_log(path, **config)
     model = Model()
     try:
