@@ -5,7 +5,8 @@ new port) and a new producer instance with the same transactional.id carries on.
 
 Afterwards a read_committed consumer sees exactly the records of the transactions whose
 commit_transaction() returned, each once, in order in every partition, and stops at the high watermark
-(no transaction left hanging); a read_uncommitted consumer sees those and every aborted record that was
+(no transaction left hanging); the group offsets each transaction sent (send_offsets_to_transaction)
+are committed exactly when its records are; a read_uncommitted consumer sees those and every aborted record that was
 written. A transaction whose PrepareCommit was durable when the broker died is completed by the restart:
 its markers are written and read_committed consumers see it.
 """
@@ -30,6 +31,8 @@ PARTITIONS = 3
 TRANSACTIONS = 20
 RECORDS_PER_TRANSACTION = 6  # two per partition
 STATE_LOG = "transaction-state.jsonl"
+INPUT = "txn-crash-input"  # transaction i commits the group's offset i + 1 in it, as a consume-transform-produce would
+GROUP = "txn-crash-group"
 
 
 @pytest.fixture
@@ -68,6 +71,22 @@ def write_transaction(producer: Producer, i: int) -> None:
     for partition, key in keys_of(i):
         producer.produce(TOPIC, key=key, value=key * 4, partition=partition)
     assert producer.flush(10) == 0
+
+
+def group_metadata(port: int):
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": GROUP})
+    try:
+        return consumer.consumer_group_metadata()
+    finally:
+        consumer.close()
+
+
+def committed_offset(port: int) -> int:
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": GROUP})
+    try:
+        return consumer.committed([TopicPartition(INPUT, 0)], 10)[0].offset
+    finally:
+        consumer.close()
 
 
 def end_transaction(producer: Producer, i: int, timeout: float = 10) -> None:
@@ -130,19 +149,26 @@ def test_kills_between_during_and_inside_transactions(processes, tmp_path):
     broker = processes(data_dir)
     with RawClient(broker.port) as admin:
         create_topic(admin, TOPIC, PARTITIONS)
+        create_topic(admin, INPUT, 1)
     producer = transactional_producer(broker.port, "crash-txn")
+    metadata = group_metadata(broker.port)
     committed: list[int] = []  # commit_transaction() returned
     written: list[int] = []  # records acknowledged (committed, aborted or left open)
     uncertain: list[int] = []  # the broker died during commit_transaction(): all or nothing
     for i in range(TRANSACTIONS):
         if i == 6:  # killed between two transactions
             broker = restart(processes, broker, data_dir)
+            assert committed_offset(broker.port) == committed[-1] + 1
             producer = transactional_producer(broker.port, "crash-txn")
         write_transaction(producer, i)
         written.append(i)
+        producer.send_offsets_to_transaction([TopicPartition(INPUT, 0, i + 1)], metadata, 10)
         if i == 11:  # killed with the transaction open: the next instance's init aborts it
             broker = restart(processes, broker, data_dir)
             producer = transactional_producer(broker.port, "crash-txn")
+            # the open transaction's offset was aborted with it (before the init ended it, a read_committed
+            # OffsetFetch is answered UNSTABLE_OFFSET_COMMIT, KIP-447, and librdkafka retries)
+            assert committed_offset(broker.port) == committed[-1] + 1
             continue
         if i == 16:  # killed while the commit is in flight: the transaction is whole or absent
             killer = threading.Timer(0.002, broker.kill)
@@ -155,7 +181,8 @@ def test_kills_between_during_and_inside_transactions(processes, tmp_path):
                 committed.append(i)
             killer.join()
             broker = restart(processes, broker, data_dir)
-            producer = transactional_producer(broker.port, "crash-txn")
+            producer = transactional_producer(broker.port, "crash-txn")  # completes or aborts it
+            offset_after_crash = committed_offset(broker.port)  # i or i + 1: checked against the data below
             continue
         end_transaction(producer, i)
         if commits(i):
@@ -169,7 +196,9 @@ def test_kills_between_during_and_inside_transactions(processes, tmp_path):
         assert len(visible) in (0, RECORDS_PER_TRANSACTION), visible
         if visible:
             committed.append(uncertain_i)
+    assert offset_after_crash == max(i for i in committed if i <= 16) + 1  # offsets and output together
     assert read_committed == expected(sorted(committed))
+    assert committed_offset(broker.port) == max(committed) + 1  # the offsets went with the output
 
     read_uncommitted, _ = consume_all(broker.port, "read_uncommitted")
     wanted = expected(written)
