@@ -1,12 +1,13 @@
 """The last stable offset and the aborted-transaction index as a property: a PartitionLog driven by random
 appends (plain, idempotent, transactional from a few producers), COMMIT/ABORT markers, segment rolls,
-truncations and reopenings (clean or after a crash) is checked after every step against a model that
-keeps nothing but the list of batches in the log.
+truncations, retention and reopenings (clean or after a crash) is checked after every step against a
+model that keeps nothing but the list of batches in the log and the log start offset.
 
 The model derives everything from that list (kafka-semantics.md, KIP-98): a producer's transaction in the
 partition opens at its first transactional batch and ends at its marker; the LSO is the first offset of the
-oldest open transaction, else the high watermark; an aborted transaction is (producer id, first offset,
-marker offset). Each step then checks:
+oldest open transaction (never below the log start), else the high watermark; an aborted transaction
+is (producer id, first offset, marker offset, the LSO once it completed), as ``.txnindex`` keeps it.
+Each step then checks:
 
 * ``last_stable_offset`` equals the model's;
 * a read_committed fetch (``read_partitions``) from a random offset returns no batch at or past the LSO,
@@ -64,7 +65,7 @@ class Model:
         """(open: pid -> first offset, aborted: [(pid, first, marker, LSO after)], offset -> visible?)"""
         open_txns: dict[int, int] = {}
         members: dict[int, list[Batch]] = {}
-        aborted: list[tuple[int, int, int]] = []
+        aborted: list[tuple[int, int, int, int]] = []
         visible: dict[int, bool] = {}
         for b in self.batches:
             if b.kind in ("plain", "idempotent"):
@@ -126,7 +127,8 @@ operations = st.lists(st.one_of(
 ), min_size=15, max_size=40)
 
 # a fetch after every step: a random offset, a random byte limit (tiny ones cut batches)
-fetches = st.tuples(st.integers(0, 10_000), st.one_of(st.integers(0, 300), st.integers(300, 5000), st.just(1 << 20), st.just(1 << 20)))
+fetches = st.tuples(st.integers(0, 10_000),
+                    st.one_of(st.integers(0, 300), st.integers(300, 5000), st.just(1 << 20), st.just(1 << 20)))
 
 
 def _values(tag: str, count: int) -> list[bytes]:
@@ -256,6 +258,7 @@ def check(log, model: Model, fetch) -> None:
     assert end <= max(lso, offset), f"a read_committed fetch returned offsets up to {end - 1}, the LSO is {lso}"
     if not records:
         assert not listed
+        assert offset >= lso or fetch[1] < 1 << 20, f"nothing read from {offset}, below the LSO {lso}"
         return
     # exactly the committed records of [offset, end)
     values = {o: v for b in model.batches for o, v in zip(range(b.base, b.last + 1), b.values)}
