@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from kafkawire.broker.fetch import PartitionRead, read_partitions
 from kafkawire.broker.fetch_sessions import SessionPartition
-from kafkawire.broker.storage import FileRecords, LogAppendError
+from kafkawire.broker.storage import FileRecords, LogAppendError, RemoteStore
 from kafkawire.error_codes import ErrorCode
 from kafkawire.records import RecordBatch, iter_batches
 from kafkawire.records.control import ControlType, control_record
@@ -127,7 +127,7 @@ operations = st.lists(st.one_of(
 ), min_size=15, max_size=40)
 
 # a fetch after every step: a random offset, a random byte limit (tiny ones cut batches)
-fetches = st.tuples(st.integers(0, 10_000),
+fetches = st.tuples(st.one_of(st.integers(0, 20), st.integers(0, 10_000)),  # from the log start, or anywhere
                     st.one_of(st.integers(0, 300), st.integers(300, 5000), st.just(1 << 20), st.just(1 << 20)))
 
 
@@ -183,10 +183,16 @@ def apply(log, model: Model, op, step: int, reopen):
     elif kind == "roll":
         log.roll()
     elif kind == "truncate":
-        if model.leo > model.log_start:
-            offset = model.log_start + op[1] % (model.leo - model.log_start)
-            assert log.truncate_to(offset)
-            model.truncate(offset)
+        local_start = log.local_log_start_offset  # a follower never truncates into the remote tier
+        if model.leo > local_start:
+            offset = local_start + op[1] % (model.leo - local_start)
+            truncated = Model()
+            truncated.batches = [b for b in model.batches if b.last < offset]
+            # nor below its high watermark: it never reopens a transaction whose data was copied to the
+            # remote tier (copied as stable, read from there without the LSO bound, as Kafka does)
+            if not log.tiered or all(first >= local_start for first in truncated._transactions()[0].values()):
+                assert log.truncate_to(offset)
+                model.truncate(offset)
     elif kind == "retention":
         log.apply_retention()
         assert log.log_start_offset >= model.log_start
@@ -216,6 +222,8 @@ def committed_read(log, offset: int, max_bytes: int):
         records.close()
         records = data
     assert read.error == ErrorCode.NONE
+    if records:
+        event(f"read from the remote tier: {read.remote}")
     return bytes(records), read.aborted or [], read.last_stable_offset
 
 
@@ -277,13 +285,20 @@ def check(log, model: Model, fetch) -> None:
 
 # retention deletes the first batches of a transaction still open: the LSO is then the log start offset
 @example(ops=[("txn", 1, 2, True)] + [("plain", 3)] * 12 + [("retention",), ("reopen", False), ("end", 1, False, True)],
-         checks=[(0, 1 << 20)] * 41, segment_bytes=300, interval=0, retention_bytes=700)
+         checks=[(0, 1 << 20)] * 41, segment_bytes=300, interval=0, retention_bytes=700, tiered=False)
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=operations, checks=st.lists(fetches, min_size=41, max_size=41), segment_bytes=st.integers(500, 3000),
-       interval=st.sampled_from([0, 100, 4096]), retention_bytes=st.sampled_from([-1, -1, 700, 2000]))
-def test_lso_and_aborted_index_follow_the_model(tmp_path, ops, checks, segment_bytes, interval, retention_bytes):
+       interval=st.sampled_from([0, 100, 4096]), retention_bytes=st.sampled_from([-1, -1, 700, 2000]),
+       tiered=st.booleans())
+def test_lso_and_aborted_index_follow_the_model(tmp_path, ops, checks, segment_bytes, interval, retention_bytes,
+                                                tiered):
+    """``tiered``: retention copies closed segments to a remote store and deletes them locally under
+    local.retention.bytes; fetches below the local log start read the remote tier."""
     path = tmp_path / uuid.uuid4().hex / "t-0"
     config = dict(segment_bytes=segment_bytes, index_interval_bytes=interval, retention_bytes=retention_bytes)
+    if tiered:
+        config.update(retention_bytes=-1, local_retention_bytes=retention_bytes, remote_storage_enable=True,
+                      remote=RemoteStore(path.parent / "remote"))
     log = open_log(path, **config)
     model = Model()
     try:
