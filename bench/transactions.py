@@ -186,7 +186,8 @@ def run_round(value_size: int, nbytes: int, partitions: int, per_transaction: in
     broker = BrokerProcess(tmp / "data", tmp / "broker.log")
     try:
         bootstrap = broker.bootstrap
-        names = [f"{kind}-{n}" for n in range(repeats) for kind in ("idempotent", "transactional", "flushing")] + ["mixed"]
+        topic_kinds = ("idempotent", "transactional", "flushing")
+        names = [f"{kind}-{n}" for n in range(repeats) for kind in topic_kinds] + ["mixed"]
         create_topics(bootstrap, names, partitions)
         best_idempotent = best_transactional = best_flushing = float("inf")
         for n in range(repeats):  # alternated, the first one rotating: the machine is shared

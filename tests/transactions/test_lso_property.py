@@ -199,7 +199,8 @@ def apply(log, model: Model, op, step: int, reopen):
         assert log.log_start_offset in {b.base for b in model.batches} | {model.leo}
         model.log_start = log.log_start_offset
         open_txns = model._transactions()[0]
-        event(f"retention: open transaction below the log start: {any(o < model.log_start for o in open_txns.values())}")
+        below = any(first < model.log_start for first in open_txns.values())
+        event(f"retention: open transaction below the log start: {below}")
     elif kind == "reopen":
         if op[1]:
             log.close()

@@ -21,8 +21,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from broker_harness import RawClient
-from broker_process import BrokerProcess
+from broker_process import SEGMENT_BYTES, BrokerProcess
 from broker_wire import create_topic
+from kafkawire.broker.storage import LogConfig, PartitionLog
 from kafkawire.records import RecordBatch, iter_batches
 from kafkawire.records.control import ControlType, control_record
 
@@ -220,8 +221,9 @@ def markers_in(partition_dir: Path) -> list[tuple[int, ControlType]]:
 
 
 def test_a_durable_prepare_commit_completes_on_restart(processes, tmp_path):
-    """The broker dies after writing PrepareCommit but before the markers (the state log line written by
-    hand, as the coordinator writes it): the restart writes the markers and completes the commit."""
+    """The broker dies after writing PrepareCommit and one of the three markers (the state log line and
+    the marker written by hand, as the coordinator writes them): the restart writes the markers and
+    completes the commit."""
     data_dir = tmp_path / "data"
     broker = processes(data_dir)
     with RawClient(broker.port) as admin:
@@ -240,13 +242,18 @@ def test_a_durable_prepare_commit_completes_on_restart(processes, tmp_path):
         prepare.update(e=ongoing["e"] + 1, le=ongoing["e"])
     with state_log.open("a") as file:
         file.write(json.dumps(prepare) + "\n")
+    # and the first partition's marker, as the coordinator writes it before dying
+    records = [json.loads(line) for line in state_log.read_text().splitlines()]
+    coordinator_epoch = max(record["coordinator_epoch"] for record in records if "coordinator_epoch" in record)
+    with PartitionLog(data_dir / f"{TOPIC}-0", LogConfig(segment_bytes=SEGMENT_BYTES)) as first:
+        first.append_marker(prepare["pid"], prepare["e"], True, coordinator_epoch)
 
     broker = processes(data_dir)
     read_committed, ends = consume_all(broker.port, "read_committed")
     assert read_committed == expected([0])
     assert all(position == high for position, high in ends.values())
-    for partition in range(PARTITIONS):
-        assert markers_in(data_dir / f"{TOPIC}-{partition}") == [(ongoing["pid"], ControlType.COMMIT)]
+    commit = (ongoing["pid"], ControlType.COMMIT)  # the restart writes every marker again, as Kafka does
+    assert [markers_in(data_dir / f"{TOPIC}-{p}") for p in range(PARTITIONS)] == [[commit, commit], [commit], [commit]]
     last = json.loads(state_log.read_text().splitlines()[-1])
     assert (last["t"], last["s"]) == ("prepared", "CompleteCommit")
 
