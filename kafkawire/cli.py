@@ -61,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     broker.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="set a broker property by its Kafka name (repeatable), e.g. "
                              "--override queued.max.request.bytes=104857600")
+    broker.add_argument("--metrics-port", type=int, metavar="PORT",
+                        help="serve Prometheus metrics on PORT (/metrics; 0 picks a free port)")
+    broker.add_argument("--request-log", action="store_true",
+                        help="log every request (API, version, client, latency, error) on kafkawire.broker.requests")
     broker.add_argument("-v", "--verbose", action="store_true", help="log each connection problem")
     broker.add_argument("--upstream-versions", action="store_true",
                         help="advertise exactly Kafka 4.3's API versions (Fetch up to v18, not kafkawire's "
@@ -136,6 +140,8 @@ def _broker(args) -> int:
     from .broker.properties import read_properties
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.request_log:
+        logging.getLogger("kafkawire.broker.requests").setLevel(logging.INFO)
     properties: dict[str, str] = {}
     if args.config:
         try:
@@ -163,7 +169,8 @@ def _broker(args) -> int:
         config = BrokerConfig.from_properties(
             properties, data_dir=data_dir, host=args.host, port=args.port, advertised_host=args.advertised_host,
             remote_dir=args.remote_dir, remote_read_latency_ms=args.remote_latency_ms, tap_path=args.tap,
-            upstream_versions=args.upstream_versions, scram_credentials=args.add_scram)
+            upstream_versions=args.upstream_versions, scram_credentials=args.add_scram,
+            metrics_port=args.metrics_port, request_log=args.request_log)
     except (TypeError, ValueError) as error:  # a setting the broker cannot honour
         return _refuse("broker", error)
 
@@ -178,12 +185,16 @@ def _broker(args) -> int:
             with contextlib.suppress(Exception):  # what did start (groups, the tap) is let go
                 await broker.close()
             return _refuse("broker", _start_problem(error, config))
-        try:
+        def ready() -> None:
             for listener in broker.listeners[1:]:  # before the ready line, which names the first listener
                 print(f"listener {listener.name} ({listener.protocol}) on {broker.bootstrap_for(listener.name)}",
                       flush=True)
+            if broker.metrics_port is not None:
+                print(f"metrics on http://{config.host or '0.0.0.0'}:{broker.metrics_port}/metrics", flush=True)
             print(f"kafkawire broker on {broker.bootstrap} (data in {config.data_dir})", flush=True)
-            await broker.serve_forever()
+
+        try:
+            await _serve_until_signalled(broker, ready)
         finally:
             await broker.close()
         return 0
@@ -192,6 +203,31 @@ def _broker(args) -> int:
         return asyncio.run(serve())
     except KeyboardInterrupt:
         return 0
+
+
+async def _serve_until_signalled(broker, ready) -> None:
+    """Serve until SIGTERM or SIGINT, then shut down gracefully. The handlers are installed here, whatever
+    the process inherited (a background job of a non-interactive shell starts with SIGINT ignored), and
+    before ``ready()`` announces the broker, so that a signal sent once it is announced is never lost."""
+    import asyncio
+    import signal
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    ready()
+    serving = asyncio.ensure_future(broker.serve_forever())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        stopping.cancel()
+    print("kafkawire broker: shutting down", flush=True)
+    await broker.shutdown()
+    serving.cancel()
 
 
 def _folder_problem(folder: str) -> str | None:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .consumer_group_assignors import ASSIGNORS
 from .listeners import DEFAULT_PROTOCOL_MAP, Listener, parse_listeners
 from typing import Any
 
@@ -56,6 +57,14 @@ class BrokerConfig:
     fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots
     fetch_session_eviction_ms: int = 120_000
     group_initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
+    # KIP-848 consumer groups: group.consumer.session.timeout.ms, group.consumer.heartbeat.interval.ms,
+    # group.consumer.assignors (the first is the default)
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_assignors: str = "uniform,range"
+    # Prometheus metrics on this port (kafkawire's; Kafka exposes JMX), None: off; 0: any free port
+    metrics_port: int | None = None
+    request_log: bool = False  # one INFO line per request on the kafkawire.broker.requests logger
     remote_dir: Path | None = None  # a directory standing in for tiered storage
     remote_read_latency_ms: float = 0.0
     remote_fetch_max_wait_ms: int = 500  # remote.fetch.max.wait.ms
@@ -87,6 +96,7 @@ class BrokerConfig:
     # transaction.partition.verification.enable (KIP-890 part 1): transactional writes to a partition
     # the coordinator does not know in the transaction are refused
     transaction_partition_verification: bool = True
+    telemetry_max_bytes: int = 1024 * 1024  # telemetry.max.bytes (KIP-714): the largest PushTelemetry payload
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
@@ -97,11 +107,19 @@ class BrokerConfig:
         for name in _POSITIVE:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{_KAFKA_NAME.get(name, name)} must be positive, not {getattr(self, name)}")
+        unknown = [name for name in self.consumer_assignors if name not in ASSIGNORS]
+        if unknown or not self.consumer_assignors:
+            raise ValueError(f"group.consumer.assignors: unknown assignor(s) {', '.join(unknown) or '(none given)'}; "
+                             f"known: {', '.join(ASSIGNORS)}")
         if self.transaction_version not in (0, 1, 2):
             raise ValueError(f"transaction.version must be 0, 1 or 2, not {self.transaction_version}")
         for address, limit in self.max_connections_per_ip_overrides.items():
             if limit < 0:
                 raise ValueError(f"max.connections.per.ip.overrides: {address}:{limit} is negative")
+
+    @property
+    def consumer_assignors(self) -> tuple[str, ...]:
+        return tuple(name.strip() for name in self.group_consumer_assignors.split(",") if name.strip())
 
     @property
     def advertised(self) -> str:
@@ -147,6 +165,9 @@ PROPERTIES = {
     "produce.max.decompressed.bytes": "produce_max_decompressed_bytes",
     "max.incremental.fetch.session.cache.slots": "fetch_session_cache_slots",
     "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
+    "group.consumer.session.timeout.ms": "group_consumer_session_timeout_ms",
+    "group.consumer.heartbeat.interval.ms": "group_consumer_heartbeat_interval_ms",
+    "group.consumer.assignors": "group_consumer_assignors",
     "remote.fetch.max.wait.ms": "remote_fetch_max_wait_ms", "listeners": "listeners",
     "advertised.listeners": "advertised_listeners", "listener.security.protocol.map": "listener_security_protocol_map",
     "transaction.max.timeout.ms": "transaction_max_timeout_ms",
@@ -155,6 +176,7 @@ PROPERTIES = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": "transaction_expiration_interval_ms",
     "transaction.version": "transaction_version",
     "transaction.partition.verification.enable": "transaction_partition_verification",
+    "telemetry.max.bytes": "telemetry_max_bytes",
 }
 
 # The security settings kept by name in BrokerConfig.security (and, prefixed with listener.name.<listener>.,
@@ -182,7 +204,8 @@ _KAFKA_NAME = {name: key for key, name in PROPERTIES.items()}
 _POSITIVE = ("num_partitions", "segment_bytes", "message_max_bytes", "fetch_max_bytes", "max_request_bytes",
              "queued_max_request_bytes", "max_connections", "connections_max_idle_ms", "max_broker_partitions",
              "produce_max_decompressed_bytes", "retention_check_interval_ms", "transaction_max_timeout_ms",
-             "transaction_abort_interval_ms", "transactional_id_expiration_ms", "transaction_expiration_interval_ms")
+             "transaction_abort_interval_ms", "transactional_id_expiration_ms", "transaction_expiration_interval_ms",
+             "telemetry_max_bytes", "group_consumer_session_timeout_ms", "group_consumer_heartbeat_interval_ms")
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
 
 

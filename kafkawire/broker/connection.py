@@ -28,6 +28,7 @@ from .apis.state import RequestContext
 from .error_responses import error_response
 from .fetch_encoder import EncodedFetchResponse
 from .listeners import Listener
+from .metrics import log_request, top_level_error
 from .security.authenticator import SASL_AUTHENTICATE, SASL_HANDSHAKE, Authenticator
 from .security.listener_security import ListenerSecurity
 from .security.tls import subject_dn
@@ -64,8 +65,10 @@ class Connection:
         self.last_active = now
         self.busy = False  # a request of this connection is being handled
         self.closing = False  # closed by the broker (idle) while it may be waiting for request memory
+        self.draining = False  # the broker is shutting down: answer what was received, then close
         self.auth = Authenticator(security, broker.scram) if listener.sasl else None
         self.principal = "User:ANONYMOUS"
+        self.software = ("", "")  # ApiVersions v3+'s client software name and version (KIP-511)
         if listener.tls:
             certificate = writer.get_extra_info("peercert")
             self.principal = security.principal_from_certificate(subject_dn(certificate) if certificate else None)
@@ -90,6 +93,8 @@ class Connection:
                             return
                     taken = pending + 4
                     memory.take(taken)
+                if self.draining:
+                    return
                 data = await reader.read(_READ_SIZE)
                 if not data:  # the client closed, unless the broker's own shutdown ended the read
                     client_closed = broker.serving
@@ -170,9 +175,13 @@ class Connection:
         if api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
             response = self._sasl(api_key, request, version)
         else:
+            if isinstance(request, m.ApiVersionsRequest) and version >= 3:
+                self.software = (request.client_software_name, request.client_software_version)
             context = RequestContext(self.listener, self.broker.bound_port(self.listener), self.principal,
-                                     self.host, header.client_id or "")
+                                     self.host, header.client_id or "", *self.software)
+            started = time.perf_counter()
             response = await self._handle(api_key, request, version, context)
+            self._observe(api_key, version, context, time.perf_counter() - started, response)
             if response is False:
                 return False
         if response is None:
@@ -182,6 +191,17 @@ class Connection:
         if type(response) is EncodedFetchResponse:
             return response.frame(correlation_id)
         return encode_response_parts(api_key, version, correlation_id, response)
+
+    def _observe(self, api_key: int, version: int, context: RequestContext, seconds: float, response: Any) -> None:
+        """The request's metrics and its request-log line, when the broker has them on."""
+        broker = self.broker
+        if broker.metrics is None and not broker.config.request_log:
+            return
+        error = top_level_error(response) if response not in (None, False, CLOSE_CONNECTION) else None
+        if broker.metrics is not None:
+            broker.metrics.request_done(api_key, version, seconds, error)
+        if broker.config.request_log:
+            log_request(api_key, version, context.client_id, self.host, seconds, error)
 
     async def _handle(self, api_key: int, request: Any, version: int, context: RequestContext) -> Any:
         try:

@@ -18,8 +18,10 @@ _TOP_LEVEL = {11: m.JoinGroupResponse, 12: m.HeartbeatResponse, 13: m.LeaveGroup
               14: m.SyncGroupResponse, 16: m.ListGroupsResponse, 17: m.SaslHandshakeResponse,
               18: m.ApiVersionsResponse, 22: m.InitProducerIdResponse, 25: m.AddOffsetsToTxnResponse,
               26: m.EndTxnResponse, 29: m.DescribeAclsResponse, 66: m.ListTransactionsResponse,
+              68: m.ConsumerGroupHeartbeatResponse,
               36: m.SaslAuthenticateResponse, 50: m.DescribeUserScramCredentialsResponse,
-              60: m.DescribeClusterResponse}
+              60: m.DescribeClusterResponse, 47: m.OffsetDeleteResponse,
+              71: m.GetTelemetrySubscriptionsResponse, 72: m.PushTelemetryResponse}
 
 
 def error_response(api_key: int, request, version: int, code: int, message: str | None = None):
@@ -29,7 +31,7 @@ def error_response(api_key: int, request, version: int, code: int, message: str 
         response = top(error_code=code)
         if api_key in (22, 26):
             response.producer_id, response.producer_epoch = -1, -1
-        if api_key in (29, 36, 50, 60):
+        if api_key in (29, 36, 50, 60, 68):
             response.error_message = message
         return response
     builder = _BUILDERS.get(api_key)
@@ -175,8 +177,68 @@ def _describe_transactions(request, version, code, message):
         for tid in request.transactional_ids])
 
 
+def _delete_records(request, version, code, message):
+    Response = m.DeleteRecordsResponse
+    return Response(topics=[Response.DeleteRecordsTopicResult(name=t.name, partitions=[
+        Response.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1, error_code=code)
+        for p in t.partitions]) for t in request.topics])
+
+
+def _offset_for_leader_epoch(request, version, code, message):
+    Response = m.OffsetForLeaderEpochResponse
+    return Response(topics=[Response.OffsetForLeaderTopicResult(topic=t.topic, partitions=[
+        Response.EpochEndOffset(partition=p.partition, error_code=code, leader_epoch=-1, end_offset=-1)
+        for p in t.partitions]) for t in request.topics])
+
+
+def _alter_configs(response_class):
+    def build(request, version, code, message):
+        return response_class(responses=[response_class.AlterConfigsResourceResponse(
+            error_code=code, error_message=message, resource_type=r.resource_type, resource_name=r.resource_name)
+            for r in request.resources])
+    return build
+
+
+def _describe_log_dirs(request, version, code, message):
+    if version >= 3:
+        return m.DescribeLogDirsResponse(error_code=code, results=[])
+    return m.DescribeLogDirsResponse(results=[m.DescribeLogDirsResponse.DescribeLogDirsResult(
+        error_code=code, log_dir="", topics=[])])
+
+
+def _create_partitions(request, version, code, message):
+    return m.CreatePartitionsResponse(results=[m.CreatePartitionsResponse.CreatePartitionsTopicResult(
+        name=t.name, error_code=code, error_message=message) for t in request.topics])
+
+
+def _delete_groups(request, version, code, message):
+    return m.DeleteGroupsResponse(results=[m.DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=code)
+                                           for g in request.groups_names])
+
+
+def _elect_leaders(request, version, code, message):
+    Response = m.ElectLeadersResponse
+    return Response(error_code=code if version >= 1 else 0, replica_election_results=[Response.ReplicaElectionResult(
+        topic=t.topic, partition_result=[Response.PartitionResult(partition_id=p, error_code=code, error_message=message)
+                                         for p in t.partitions]) for t in request.topic_partitions or ()])
+
+
+def _describe_topic_partitions(request, version, code, message):
+    Response = m.DescribeTopicPartitionsResponse
+    return Response(topics=[Response.DescribeTopicPartitionsResponseTopic(
+        error_code=code, name=t.name, topic_id=ZERO_UUID, partitions=[]) for t in request.topics])
+def _consumer_group_describe(request, version, code, message):
+    Response = m.ConsumerGroupDescribeResponse
+    return Response(groups=[Response.DescribedGroup(
+        error_code=code, error_message=message, group_id=group_id, group_state="", group_epoch=0, assignment_epoch=0,
+        assignor_name="", members=[]) for group_id in request.group_ids])
+
+
 _BUILDERS = {0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
              10: _find_coordinator, 15: _describe_groups, 19: _create_topics, 20: _delete_topics,
              24: _add_partitions_to_txn, 27: _write_txn_markers, 28: _txn_offset_commit, 30: _create_acls,
              31: _delete_acls, 32: _describe_configs, 51: _alter_scram, 61: _describe_producers,
-             65: _describe_transactions}
+             65: _describe_transactions, 21: _delete_records, 23: _offset_for_leader_epoch,
+             33: _alter_configs(m.AlterConfigsResponse), 35: _describe_log_dirs, 37: _create_partitions,
+             42: _delete_groups, 43: _elect_leaders, 44: _alter_configs(m.IncrementalAlterConfigsResponse),
+             75: _describe_topic_partitions, 69: _consumer_group_describe}

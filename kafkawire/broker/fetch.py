@@ -213,6 +213,13 @@ class FetchPurgatory:
                     if not watchers:
                         del self._watchers[key]
 
+    def complete_all(self) -> None:
+        """Answer every parked fetch now, with what it has (the broker is shutting down)."""
+        for watchers in list(self._watchers.values()):
+            for delayed in list(watchers):
+                if not delayed.done.done():
+                    delayed.done.set_result(True)
+
     def notify(self, topic: str, partition: int) -> None:
         """Data was appended to a partition: wake the fetches that now have enough."""
         for delayed in list(self._watchers.get((topic, partition), ())):

@@ -268,6 +268,11 @@ class GroupMembership:
         group_id = request.group_id
         member_id = request.member_id or ""
         error = self._status_error(group_id)
+        if error is None and group_id in self.consumer.groups:  # a KIP-848 group of that id
+            if self.consumer.groups[group_id].members:
+                error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+            else:
+                del self.consumer.groups[group_id]  # an empty one becomes a classic group
         if error is not None:
             return _JoinResult(error, member_id)
         session_timeout_ms = request.session_timeout_ms

@@ -41,6 +41,12 @@ class GroupOffsets:
         instance_id = request.group_instance_id if version >= 7 else None
         error = self._status_error(group_id, allow_empty=True)
         group = None
+        consumer_group = self.consumer.groups.get(group_id)
+        if error is None and consumer_group is not None:  # KIP-848: the member epoch is the generation
+            error = self.consumer.validate_offset_commit(consumer_group, member_id, generation, version)
+            if error is not None:
+                return [[error] * len(topic.partitions) for topic in request.topics]
+            return self._store_commit(group_id, request, version)
         if error is None:
             group = self._groups.get(group_id)
             if group is None:
@@ -61,7 +67,9 @@ class GroupOffsets:
                     self._schedule_member_expiry(group, member)
         if error is not None:
             return [[error] * len(topic.partitions) for topic in request.topics]
+        return self._store_commit(group_id, request, version)
 
+    def _store_commit(self, group_id: str, request, version: int) -> list[list[int]]:
         now_ms = int(time.time() * 1000)
         results: list[list[int]] = []
         entries: list[tuple[tuple[str, int], CommittedOffset]] = []
@@ -114,7 +122,12 @@ class GroupOffsets:
         group_id = request.group_id
         keys = [(topic.name, p.partition_index) for topic in request.topics for p in topic.partitions]
         error = self._status_error(group_id, allow_empty=True)
-        if error is None:
+        consumer_group = self.consumer.groups.get(group_id)
+        if error is None and consumer_group is not None:
+            error = self.consumer.validate_offset_commit(
+                consumer_group, request.member_id if version >= 3 else "",
+                request.generation_id if version >= 3 else -1, version, transactional=True)
+        elif error is None:
             group = self._groups.get(group_id)
             if group is None:
                 group = self._groups[group_id] = _Group(group_id)
@@ -174,6 +187,14 @@ class GroupOffsets:
             Partition = OffsetFetchResponse.OffsetFetchResponsePartitions
             groups = []
             for requested in request.groups:
+                consumer_group = self.consumer.groups.get(requested.group_id)
+                refused = None
+                if version >= 9 and consumer_group is not None:
+                    refused = self.consumer.validate_offset_fetch(consumer_group, requested.member_id,
+                                                                  requested.member_epoch)
+                if refused is not None:
+                    groups.append(Group(group_id=requested.group_id, error_code=refused, topics=[]))
+                    continue
                 error, topics = self._fetch_offsets(requested.group_id, requested.topics, request.require_stable)
                 groups.append(Group(group_id=requested.group_id, error_code=error, topics=[
                     Topic(name=name, partitions=[Partition(

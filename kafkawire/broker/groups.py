@@ -39,6 +39,7 @@ from typing import Callable
 from ..error_codes import ErrorCode
 from ..messages.describe_groups_response import DescribeGroupsResponse
 from ..messages.list_groups_response import ListGroupsResponse
+from .consumer_groups import ConsumerGroupCoordinator
 from .group_membership import GroupMembership
 from .group_offsets import GroupOffsets
 from .group_state import (
@@ -64,7 +65,9 @@ class GroupCoordinator(GroupMembership, GroupOffsets):
                  new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS,
                  offset_metadata_max_bytes: int = OFFSET_METADATA_MAX_BYTES,
                  partition_exists: Callable[[str, int], bool] | None = None,
-                 fsync: bool = False) -> None:
+                 fsync: bool = False, topic_metadata: Callable[[], dict] = dict,
+                 consumer_session_timeout_ms: int = 45000, consumer_heartbeat_interval_ms: int = 5000,
+                 consumer_assignors: tuple[str, ...] = ("uniform", "range")) -> None:
         """``partition_exists(topic, partition)``, if given, makes OffsetCommit answer
         UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist (as KafkaApis does); ``fsync`` makes
         every commit fsync the offsets file (otherwise it is written, not synced, before the answer)."""
@@ -78,6 +81,12 @@ class GroupCoordinator(GroupMembership, GroupOffsets):
         self.partition_exists = partition_exists
         self.store = OffsetStore(self.data_dir, fsync=fsync)
         self._groups: dict[str, _Group] = {}
+        # KIP-848 groups: the same ids and offsets, the other protocol (``topic_metadata()``: the
+        # cluster's topics, name -> (topic id, partition count))
+        self.consumer = ConsumerGroupCoordinator(
+            topic_metadata, session_timeout_ms=consumer_session_timeout_ms,
+            heartbeat_interval_ms=consumer_heartbeat_interval_ms, assignors=consumer_assignors,
+            clock=lambda: self.clock(), classic_in_use=self._classic_in_use, drop_classic=self._drop_empty_classic)
         self._active = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -140,7 +149,18 @@ class GroupCoordinator(GroupMembership, GroupOffsets):
     def group_state(self, group_id: str) -> str:
         """The group's state name (Kafka's), "Dead" for an unknown group."""
         group = self._groups.get(group_id)
+        if group is None and group_id in self.consumer.groups:
+            return self.consumer.groups[group_id].state
         return DEAD.value if group is None else group.state.value
+
+    def _classic_in_use(self, group_id: str) -> bool:
+        group = self._groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    def _drop_empty_classic(self, group_id: str) -> None:
+        group = self._groups.get(group_id)
+        if group is not None and not group.members:
+            del self._groups[group_id]
 
     # -- ListGroups / DescribeGroups -------------------------------------------------------------------
 
@@ -157,6 +177,13 @@ class GroupCoordinator(GroupMembership, GroupOffsets):
                 listed.append(ListGroupsResponse.ListedGroup(
                     group_id=group.group_id, protocol_type=group.protocol_type or "",
                     group_state=group.state.value, group_type="classic"))
+        if not types or "consumer" in types:
+            for consumer_group in self.consumer.groups.values():
+                if states and consumer_group.state.lower() not in states:
+                    continue
+                listed.append(ListGroupsResponse.ListedGroup(
+                    group_id=consumer_group.group_id, protocol_type="consumer", group_state=consumer_group.state,
+                    group_type="consumer"))
         return ListGroupsResponse(throttle_time_ms=0, error_code=NONE, groups=listed)
 
     async def describe_groups(self, request, version: int) -> DescribeGroupsResponse:

@@ -8,17 +8,23 @@ from typing import Any
 
 from .apis.acls import AclApis
 from .apis.cluster import ClusterApis
+from .apis.consumer_groups import ConsumerGroupApis
+from .apis.configs import ConfigApis
 from .apis.fetch import FetchApi
+from .apis.group_admin import GroupAdminApis
 from .apis.list_offsets import ListOffsetsApi
 from .apis.metadata import MetadataApi
 from .apis.offsets import OffsetApis
+from .apis.partitions_admin import PartitionAdminApis
 from .apis.produce import ProduceHandler
 from .apis.producer_ids import ProducerIdApi
 from .apis.scram_credentials import ScramCredentialApis
 from .apis.state import BrokerState, RequestContext
+from .apis.telemetry import TelemetryApis
 from .apis.topics import TopicApis
 from .apis.transactions import TransactionApis
 from ..error_codes import ErrorCode
+from .client_metrics import ClientMetrics
 from .config import BrokerConfig
 from .error_responses import error_response
 from .fetch import FetchPurgatory
@@ -39,7 +45,7 @@ class Handlers:
     """The broker's request handlers over its shared state: ``handle(api_key, ...)`` answers a request."""
 
     def __init__(self, config: BrokerConfig, topics: TopicManager, groups: GroupCoordinator, port: int,
-                 scram: ScramStore | None = None, authorizer: Authorizer | None = None):
+                 scram: ScramStore | None = None, authorizer: Authorizer | None = None, metrics=None):
         self.state = BrokerState(
             config, topics, groups, port,
             with_transaction_version(served_versions(upstream=config.upstream_versions), config.transaction_version),
@@ -49,20 +55,24 @@ class Handlers:
         self.groups = groups
         self.purgatory = self.state.purgatory
         self.versions = self.state.versions  # API key -> (oldest, newest)
-        cluster, metadata, fetch = ClusterApis(self.state), MetadataApi(self.state), FetchApi(self.state)
+        cluster, metadata, fetch = ClusterApis(self.state), MetadataApi(self.state), FetchApi(self.state, metrics)
         offsets, topic_apis = OffsetApis(self.state), TopicApis(self.state)
         producer_ids = ProducerIdBlock(config.data_dir / "producer_ids.json")  # one block: ids never repeat
         self.transactions = TransactionCoordinator(
             TransactionStateLog(config.data_dir), producer_ids,
             MarkerWriter(topics.log, self.purgatory.notify, groups.complete_transactional_offsets),
-            max_timeout_ms=config.transaction_max_timeout_ms, id_expiration_ms=config.transactional_id_expiration_ms,
-            server_version=config.transaction_version)
+            max_timeout_ms=config.transaction_max_timeout_ms, id_expiration_ms=config.transactional_id_expiration_ms)
         self.producer = ProduceHandler(topics, self.purgatory.notify, config.produce_max_decompressed_bytes,
                                        allowed=self.state.allowed if authorizer is not None else None,
-                                       transactions=self.transactions,
+                                       transactions=self.transactions, metrics=metrics,
                                        verify_transactions=config.transaction_partition_verification)
         txn = TransactionApis(self.state, self.transactions)
+        consumer_groups = ConsumerGroupApis(self.state)
         acls, scram_apis = AclApis(self.state), ScramCredentialApis(self.state)
+        self.client_metrics = ClientMetrics(config.data_dir, config.telemetry_max_bytes)
+        self.client_metrics.load()
+        configs, admin = ConfigApis(self.state, self.client_metrics), PartitionAdminApis(self.state)
+        group_admin, telemetry = GroupAdminApis(self.state), TelemetryApis(self.state, self.client_metrics)
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
         self.table: dict[int, Callable[..., Awaitable[Any]]] = {
             0: self.producer.produce, 1: fetch.fetch, 2: ListOffsetsApi(self.state).list_offsets, 3: metadata.metadata,
@@ -75,9 +85,15 @@ class Handlers:
             22: ProducerIdApi(self.state, producer_ids, self.transactions).init_producer_id,
             24: txn.add_partitions_to_txn, 25: txn.add_offsets_to_txn, 26: txn.end_txn, 27: txn.write_txn_markers,
             28: txn.txn_offset_commit, 29: acls.describe_acls, 30: acls.create_acls,
-            31: acls.delete_acls, 32: topic_apis.describe_configs, 50: scram_apis.describe_user_scram_credentials,
+            31: acls.delete_acls, 32: configs.describe_configs, 50: scram_apis.describe_user_scram_credentials,
             51: scram_apis.alter_user_scram_credentials, 60: cluster.describe_cluster,
             61: txn.describe_producers, 65: txn.describe_transactions, 66: txn.list_transactions,
+            68: consumer_groups.heartbeat, 69: consumer_groups.describe,
+            21: admin.delete_records, 23: admin.offset_for_leader_epoch, 33: configs.alter_configs,
+            35: admin.describe_log_dirs, 37: admin.create_partitions, 42: group_admin.delete_groups,
+            43: admin.elect_leaders, 44: configs.incremental_alter_configs, 47: group_admin.offset_delete,
+            71: telemetry.get_telemetry_subscriptions, 72: telemetry.push_telemetry,
+            75: admin.describe_topic_partitions,
         }
 
     def _group_api(self, api_key: int, handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:

@@ -148,6 +148,29 @@ class OffsetStore:
         self._write(_group_line(group_id, record))
         self.groups[group_id] = record
 
+    def delete_group(self, group_id: str) -> None:
+        """DeleteGroups: forget the group's metadata and its committed offsets, durably."""
+        self._write({"g": group_id, "delete": "group"})
+        self._forget_group(group_id)
+
+    def delete_offsets(self, group_id: str, keys: list[tuple[str, int]]) -> None:
+        """OffsetDelete: forget the group's committed offsets of these partitions, durably."""
+        if keys:
+            self._write({"g": group_id, "delete": [[topic, partition] for topic, partition in keys]})
+            self._forget_offsets(group_id, keys)
+
+    def _forget_group(self, group_id: str) -> None:
+        self.offsets.pop(group_id, None)
+        self.pending.pop(group_id, None)
+        self.groups.pop(group_id, None)
+
+    def _forget_offsets(self, group_id: str, keys) -> None:
+        committed = self.offsets.get(group_id, {})
+        for key in keys:
+            committed.pop(key, None)
+        if not committed:
+            self.offsets.pop(group_id, None)
+
     # -- internals ---------------------------------------------------------------------------------
 
     def _write(self, record: dict) -> None:
@@ -166,7 +189,13 @@ class OffsetStore:
         group_id = record["g"]
         if not isinstance(group_id, str):
             raise TypeError("group id is not a string")
-        if "end" in record:
+        if "delete" in record:  # DeleteGroups ("group") or OffsetDelete (the partitions)
+            deleted = record["delete"]
+            if deleted == "group":
+                self._forget_group(group_id)
+            else:
+                self._forget_offsets(group_id, [(str(topic), int(partition)) for topic, partition in deleted])
+        elif "end" in record:
             self._end_pending(group_id, int(record["pid"]), record["end"] == "commit")
         elif "o" in record:
             if "pid" in record:

@@ -20,6 +20,7 @@ from .connection_limits import ConnectionLimits, descriptor_budget
 from .groups import GroupCoordinator
 from .handlers import Handlers
 from .listeners import Listener
+from .metrics import BrokerMetrics
 from .request_memory import RequestMemory
 from .security.acls import Authorizer
 from .security.listener_security import ListenerSecurity
@@ -47,7 +48,11 @@ class Broker:
         self.topics = TopicManager(self.config, self.descriptors)
         self.groups = GroupCoordinator(self.config.data_dir / "__consumer_offsets",
                                        initial_rebalance_delay_ms=self.config.group_initial_rebalance_delay_ms,
-                                       partition_exists=lambda topic, p: self.topics.log(topic, p) is not None)
+                                       partition_exists=lambda topic, p: self.topics.log(topic, p) is not None,
+                                       topic_metadata=self._topic_metadata,
+                                       consumer_session_timeout_ms=self.config.group_consumer_session_timeout_ms,
+                                       consumer_heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
+                                       consumer_assignors=self.config.consumer_assignors)
         self.listeners: list[Listener] = self.config.listener_list()
         # each listener's TLS and SASL settings, checked now: what cannot be honoured is refused at start
         self.security = {listener.name: ListenerSecurity(listener, self.config.security) for listener in self.listeners}
@@ -67,10 +72,14 @@ class Broker:
         self._retention: asyncio.TimerHandle | None = None
         self._idle_sweeper: asyncio.Task[None] | None = None
         self._transaction_sweeper: asyncio.Task[None] | None = None
+        self._group_sweeper: asyncio.Task[None] | None = None
         self.limits = ConnectionLimits(self.config.max_connections, self.config.connection_limit_for,
                                        connection_descriptors)
         self.memory = RequestMemory(self.config.queued_max_request_bytes)
         self.tap: WireTap | None = None  # records every byte read and written (config.tap_path)
+        self._closed = False
+        self.metrics: BrokerMetrics | None = BrokerMetrics() if self.config.metrics_port is not None else None
+        self.metrics_port: int | None = None  # bound by start when metrics are on
 
     @property
     def bootstrap(self) -> str:
@@ -102,18 +111,46 @@ class Broker:
             self._servers.append(server)
             self.ports[listener.name] = server.sockets[0].getsockname()[1]
         self.port = self.ports[self.listeners[0].name]
-        self.handlers = Handlers(self.config, self.topics, self.groups, self.port, self.scram, self.authorizer)
+        self.handlers = Handlers(self.config, self.topics, self.groups, self.port, self.scram, self.authorizer,
+                                 metrics=self.metrics)
+        if self.metrics is not None:
+            assert self.config.metrics_port is not None
+            self.metrics.parked_fetches.set_function(lambda: len(self.handlers.purgatory) if self.handlers else 0)
+            self.metrics_port = self.metrics.serve(self.config.metrics_port, self.config.host)
         self.handlers.transactions.load()  # transactions a crash left in PrepareCommit/PrepareAbort complete
         self._schedule_retention()
         loop = asyncio.get_running_loop()
         self._idle_sweeper = loop.create_task(self._close_idle_connections())
         self._transaction_sweeper = loop.create_task(self._transaction_housekeeping())
+        self._group_sweeper = loop.create_task(self._expire_consumer_group_members())
         log.info("kafkawire broker listening on %s", self.bootstrap)
 
+    async def shutdown(self, grace_s: float = 10.0) -> None:
+        """A graceful stop (Kafka's controlled shutdown, for one node): no new connections, every
+        request already received answered (parked fetches at once, with what they have), then the
+        connections closed, the logs flushed and closed. Connections still busy after ``grace_s`` are
+        cut."""
+        for server in self._servers:
+            server.close()
+        for connection in self._connections.values():
+            connection.draining = True
+            if not connection.busy:
+                connection.writer.close()  # waiting in a read: nothing is in flight
+        if self.handlers is not None:
+            self.handlers.purgatory.complete_all()
+        if self._connections:
+            done, pending = await asyncio.wait(list(self._connections), timeout=grace_s)
+            if pending:
+                log.warning("shutdown: %d connections still busy after %.0f s are closed", len(pending), grace_s)
+        await self.close()
+
     async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         if self._retention is not None:
             self._retention.cancel()
-        for task in (self._idle_sweeper, self._transaction_sweeper):
+        for task in (self._idle_sweeper, self._transaction_sweeper, self._group_sweeper):
             if task is not None:
                 task.cancel()
         if self._servers:
@@ -130,6 +167,8 @@ class Broker:
         self.topics.close()
         if self.tap is not None:
             self.tap.close()
+        if self.metrics is not None:
+            self.metrics.close()
 
     async def __aenter__(self) -> "Broker":
         await self.start()
@@ -167,6 +206,21 @@ class Broker:
             if count % _RETENTION_SLICE == 0:
                 await asyncio.sleep(0)
         self._schedule_retention()
+
+    # ---- KIP-848 consumer groups --------------------------------------------------------------------
+    def _topic_metadata(self) -> dict[str, tuple[object, int]]:
+        return {name: (topic.topic_id, len(topic.partitions)) for name, topic in self.topics.topics.items()
+                if topic.partitions}
+
+    async def _expire_consumer_group_members(self) -> None:
+        """Fence consumer group members past their session or rebalance timeout (checked ten times a
+        second: a scan of the members, no timer per heartbeat)."""
+        while True:
+            await asyncio.sleep(0.1)
+            try:
+                self.groups.consumer.expire()
+            except Exception:  # never let the sweep die
+                log.exception("expiring consumer group members failed")
 
     # ---- transactions ---------------------------------------------------------------------------
     async def _transaction_housekeeping(self) -> None:
@@ -222,8 +276,13 @@ class Broker:
             writer.close()
             return
         self._connections[task] = connection
+        gauge = self.metrics.connections.labels(listener.name) if self.metrics is not None else None
+        if gauge is not None:
+            gauge.inc()
         try:
             await connection.run()
         finally:
             self.limits.release(host)
             self._connections.pop(task, None)
+            if gauge is not None:
+                gauge.dec()

@@ -26,8 +26,9 @@ from .atomic_file import write_json_atomically
 from .config import MAX_RECORDS_PER_USER_OP, BrokerConfig
 from .storage import LogConfig, PartitionLog, RemoteStore
 from .storage.descriptors import DescriptorCache
+from .topic_configs import ConfigError, TopicConfigs
 
-__all__ = ["Topic", "TopicManager", "TopicError", "TOPIC_CONFIGS"]
+__all__ = ["Topic", "TopicManager", "TopicError"]
 
 log = logging.getLogger(__name__)
 
@@ -35,21 +36,8 @@ _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _MAX_NAME_LENGTH = 249
 _METADATA_FILE = "topics.json"
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
-_LOG_FILE_SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".txnindex", ".tmp", ".kafkawire-clean-shutdown")
-
-# The topic configs this broker understands: Kafka name -> (LogConfig field, parser).
-TOPIC_CONFIGS = {
-    "retention.ms": ("retention_ms", int),
-    "retention.bytes": ("retention_bytes", int),
-    "segment.bytes": ("segment_bytes", int),
-    "max.message.bytes": ("max_message_bytes", int),
-    "message.timestamp.type": ("message_timestamp_type", str),
-    "remote.storage.enable": ("remote_storage_enable", lambda text: text.strip().lower() == "true"),
-    "local.retention.ms": ("local_retention_ms", int),
-    "local.retention.bytes": ("local_retention_bytes", int),
-    "cleanup.policy": (None, str),  # only "delete": this broker does not compact
-}
-
+_LOG_FILE_SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".txnindex", ".tmp", ".kafkawire-clean-shutdown",
+                      "leader-epoch-checkpoint", "log-start-offset")
 
 class TopicError(Exception):
     """A topic operation refused with a Kafka error code."""
@@ -77,11 +65,12 @@ class TopicManager:
     """The broker's topics. Not thread-safe: the event loop owns it."""
 
     def __init__(self, config: BrokerConfig, descriptors: DescriptorCache | None = None):
-        try:  # settings the broker cannot honour are refused now, not by every topic created later
-            _log_config(config, config.topic_defaults)
-        except TopicError as failure:
-            raise ValueError(f"topic_defaults: {failure.message}") from None
         self.config = config
+        self.configs = TopicConfigs(config)  # the broker's static and dynamic log configs
+        try:  # settings the broker cannot honour are refused now, not by every topic created later
+            self.configs.log_config(config.topic_defaults)
+        except ConfigError as failure:
+            raise ValueError(f"topic_defaults: {failure.message}") from None
         self.descriptors = descriptors
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
@@ -93,6 +82,7 @@ class TopicManager:
     # ---- lifecycle ------------------------------------------------------------------------------
     def load(self) -> None:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.configs.load()
         path = self.config.data_dir / _METADATA_FILE
         if not path.exists():
             return
@@ -143,13 +133,7 @@ class TopicManager:
 
     def effective_configs(self, topic: Topic) -> dict[str, str]:
         """Every topic config this broker understands, by Kafka name, as the topic's logs apply them."""
-        log_config = _log_config(self.config, topic.configs)
-        values = {"cleanup.policy": "delete"}
-        for name, (attribute, _) in TOPIC_CONFIGS.items():
-            if attribute is not None:
-                value = getattr(log_config, attribute)
-                values[name] = str(value).lower() if isinstance(value, bool) else str(value)
-        return values
+        return self.configs.effective(topic.configs)
 
     def all_logs(self) -> Iterator[tuple[Topic, int, PartitionLog]]:
         for topic in self.topics.values():
@@ -173,7 +157,7 @@ class TopicManager:
                              f"Replication factor {replication_factor} is larger than the 1 available broker.")
         merged = dict(self.config.topic_defaults)
         merged.update(configs or {})
-        _log_config(self.config, merged)  # validates
+        self.log_config(merged)  # validates
         topic = Topic(name, uuid.uuid4(), merged)
         topic.planned_partitions = num_partitions
         return topic
@@ -269,11 +253,102 @@ class TopicManager:
         await asyncio.to_thread(remove)
         return topic
 
+    # ---- configs and partitions, changed under a running broker ------------------------------------
+    def alter_topic_configs(self, topic: Topic, overrides: dict[str, str], validate_only: bool = False) -> None:
+        """Replace the topic's config overrides, checked, saved and applied to its logs at once."""
+        log_config = self.log_config(overrides)
+        if topic.configs.get("remote.storage.enable", "false").strip().lower() == "true" \
+                and not log_config.remote_storage_enable:
+            raise TopicError(ErrorCode.INVALID_CONFIG, "It is invalid to disable remote storage without deleting "
+                                                       "remote data.")
+        if validate_only:
+            return
+        topic.configs = dict(overrides)
+        self._save()
+        self._apply(topic, log_config)
+
+    def alter_broker_configs(self, per_broker: bool, values: dict[str, str], validate_only: bool = False) -> None:
+        """Replace the dynamic broker configs (this broker's, or the cluster default), checked against every
+        topic, saved in the data directory and applied to every log that has no override of its own."""
+        configs = self.configs
+        configs.check_broker_update(dict(values))
+        before = configs.dynamic_broker, configs.dynamic_default
+        if per_broker:
+            configs.dynamic_broker = dict(values)
+        else:
+            configs.dynamic_default = dict(values)
+        try:
+            planned = [(topic, self.log_config(topic.configs)) for topic in self.topics.values()]
+        except TopicError:
+            configs.dynamic_broker, configs.dynamic_default = before
+            raise
+        if validate_only:
+            configs.dynamic_broker, configs.dynamic_default = before
+            return
+        configs.save()
+        for topic, log_config in planned:
+            self._apply(topic, log_config)
+
+    def _apply(self, topic: Topic, log_config: LogConfig) -> None:
+        """Running logs take the new config: the next append, roll, retention run and cleaning obey it."""
+        for partition_log in topic.partitions:
+            partition_log.config = log_config
+            if log_config.remote_storage_enable and partition_log.remote is None:
+                partition_log.remote = self.remote
+
+    async def create_partitions(self, topic: Topic, count: int, validate_only: bool = False) -> None:
+        """Grow the topic to ``count`` partitions (CreatePartitions); their logs are opened on a worker thread."""
+        current = len(topic.partitions)
+        if count < current:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {current} partitions, which is higher than the requested {count}.")
+        if count == current:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        limit = self.config.max_broker_partitions
+        if self.partition_count + count - current > limit:
+            raise TopicError(ErrorCode.POLICY_VIOLATION,
+                             f"Adding {count - current} partition(s) would take the broker past "
+                             f"max.broker.partitions ({limit}); it hosts {self.partition_count}.")
+        if validate_only:
+            return
+        self.partition_count += count - current
+
+        def open_new() -> list[PartitionLog]:
+            opened: list[PartitionLog] = []
+            try:
+                for index in range(current, count):
+                    opened.append(self._open_log(topic, index))
+            except OSError:
+                for partition_log in opened:
+                    partition_log.delete()
+                raise
+            return opened
+        try:
+            opened = await asyncio.to_thread(open_new)
+        except OSError as error:
+            self.partition_count -= count - current
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"Creating partitions of {topic.name} failed: "
+                                                             f"{error}") from None
+        if self.topics.get(topic.name) is not topic:  # deleted meanwhile
+            self.partition_count -= count - current
+            for partition_log in opened:
+                partition_log.delete()
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        topic.partitions.extend(opened)
+        self._save()
+
+    def log_config(self, overrides: dict[str, str]) -> LogConfig:
+        """The LogConfig of a topic with these overrides (TopicError INVALID_CONFIG when they are bad)."""
+        try:
+            return self.configs.log_config(overrides)
+        except ConfigError as failure:
+            raise TopicError(failure.code, failure.message) from None
+
     def _log_dir(self, name: str, partition: int) -> Path:
         return self.config.data_dir / f"{name}-{partition}"
 
     def _open_log(self, topic: Topic, partition: int) -> PartitionLog:
-        log_config = _log_config(self.config, topic.configs)
+        log_config = self.log_config(topic.configs)
         remote = self.remote if log_config.remote_storage_enable else None
         return PartitionLog(self._log_dir(topic.name, partition), log_config, remote=remote,
                             descriptors=self.descriptors)
@@ -288,29 +363,3 @@ def _check_name(name: str) -> None:
     if not _LEGAL_NAME.fullmatch(name):
         raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                          f"Topic name '{name}' contains characters other than ASCII alphanumerics, '.', '_' and '-'.")
-
-
-def _log_config(config: BrokerConfig, configs: dict[str, str]) -> LogConfig:
-    values = {"segment_bytes": config.segment_bytes, "retention_ms": config.retention_ms,
-              "retention_bytes": config.retention_bytes, "max_message_bytes": config.message_max_bytes}
-    for name, text in configs.items():
-        if name not in TOPIC_CONFIGS:
-            raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
-        attribute, parse = TOPIC_CONFIGS[name]
-        try:
-            value = parse(text)
-        except (TypeError, ValueError):
-            raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {text} for configuration {name}") from None
-        if name == "cleanup.policy":
-            if value != "delete":
-                raise TopicError(ErrorCode.INVALID_CONFIG, "cleanup.policy: this broker supports only 'delete'")
-            continue
-        if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
-            raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {text} for configuration {name}")
-        values[attribute] = value
-    if values.get("remote_storage_enable") and config.remote_dir is None:
-        raise TopicError(ErrorCode.INVALID_CONFIG, "remote.storage.enable needs a broker started with a remote tier")
-    try:
-        return LogConfig(**values)
-    except ValueError as error:
-        raise TopicError(ErrorCode.INVALID_CONFIG, str(error)) from None

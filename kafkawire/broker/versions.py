@@ -34,7 +34,9 @@ SERVED_APIS = (
     18,  # ApiVersions
     19,  # CreateTopics
     20,  # DeleteTopics
+    21,  # DeleteRecords
     22,  # InitProducerId
+    23,  # OffsetForLeaderEpoch
     24,  # AddPartitionsToTxn
     25,  # AddOffsetsToTxn
     26,  # EndTxn
@@ -44,13 +46,25 @@ SERVED_APIS = (
     30,  # CreateAcls
     31,  # DeleteAcls
     32,  # DescribeConfigs
+    33,  # AlterConfigs
+    35,  # DescribeLogDirs
     36,  # SaslAuthenticate
+    37,  # CreatePartitions
+    42,  # DeleteGroups
+    43,  # ElectLeaders
+    44,  # IncrementalAlterConfigs
+    47,  # OffsetDelete
     50,  # DescribeUserScramCredentials
     51,  # AlterUserScramCredentials
     60,  # DescribeCluster
     61,  # DescribeProducers
     65,  # DescribeTransactions
     66,  # ListTransactions
+    68,  # ConsumerGroupHeartbeat
+    69,  # ConsumerGroupDescribe
+    71,  # GetTelemetrySubscriptions
+    72,  # PushTelemetry
+    75,  # DescribeTopicPartitions
 )
 
 # The versions that need transaction version 2 (KIP-890 part 2): a cluster finalized below it serves

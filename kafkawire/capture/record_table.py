@@ -9,9 +9,10 @@ rather than row by row:
 - the values every record of a batch shares (topic, partition, producer id, codec...) are kept
   once per batch and repeated into columns when a RecordBatch is cut.
 
-Legacy message sets (v0/v1), batches whose header keys are not UTF-8 (read with replacement
-characters, as ``RecordColumns.headers`` reads them) and every batch when the C builder is not
-built take the per-record path: Python lists in a ``ColumnTable``. Rows keep their order: each
+Legacy message sets (v0/v1), control batches (transaction markers: ``control_type`` is read from each
+record's key), batches whose header keys are not UTF-8 (read with replacement characters, as
+``RecordColumns.headers`` reads them) and every batch when the C builder is not built take the
+per-record path: Python lists in a ``ColumnTable``. Rows keep their order: each
 path's rows are cut before the other path takes over.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from kafkawire.accelerators import load
-from kafkawire.records import LegacyBatch
+from kafkawire.records import ControlType, LegacyBatch
 from kafkawire.records.batch import CODEC_MASK, NO_SEQUENCE, increment_sequence, wrap_int64
 from kafkawire.records.compression import codec_name
 from kafkawire.records.legacy import LEGACY_CODEC_MASK
@@ -99,7 +100,7 @@ class RecordsTable:
     def add_columns(self, constants: tuple, fetched: bool, first_offset: int | None, batch, columns) -> None:
         """A v2 batch's records (``columns`` is ``batch.columns()``). Produced records (``fetched``
         false) get the offsets from ``first_offset`` on (nulls when it is None)."""
-        if self.native:
+        if self.native and not batch.is_control:  # control batches (few) name their type per record
             if self._lists.rows:
                 self._cut_lists()
             if self._columns.add(constants, fetched, first_offset, batch, columns):
@@ -119,7 +120,7 @@ class RecordsTable:
             [_timestamp_us(r.timestamp) for r in records],
             [_TIMESTAMP_TYPES[r.timestamp_type] for r in records], [r.key for r in records],
             [r.value for r in records], [()] * count, none, none, none, [False] * count, [False] * count,
-            [codec] * count])
+            [codec] * count, none])
 
     # ---- output -------------------------------------------------------------------------------
     def cut(self) -> None:
@@ -147,12 +148,14 @@ class RecordsTable:
         # lengths are -1 for null: sum + count(-1) adds the nulls back, in C loops over the arrays
         size = (sum(columns.value_lengths) + columns.value_lengths.count(-1)
                 + sum(columns.key_lengths) + columns.key_lengths.count(-1))
+        keys = columns.keys()
+        control_types = [_control_type(key) for key in keys] if batch.is_control else [None] * count
         self._add_lists(count, size + _BATCH_ROW_OVERHEAD * count, [[value] * count for value in constants] + [
             offsets, [_timestamp_us(t) for t in columns.timestamps],
-            [_TIMESTAMP_TYPES[columns.timestamp_type]] * count, columns.keys(), columns.values(),
+            [_TIMESTAMP_TYPES[columns.timestamp_type]] * count, keys, columns.values(),
             columns.all_headers(), [batch.producer_id] * count, [batch.producer_epoch] * count, sequences,
             [batch.is_transactional] * count, [batch.is_control] * count,
-            [CODEC_NAMES[batch.attributes & CODEC_MASK]] * count])
+            [CODEC_NAMES[batch.attributes & CODEC_MASK]] * count, control_types])
 
     def _add_lists(self, count: int, size: int, columns: list[list]) -> None:
         if self._columns is not None and self._columns.rows:
@@ -170,6 +173,19 @@ class RecordsTable:
         batch = self._columns.cut()
         for start in range(0, batch.num_rows, self.max_rows):
             self.ready.append(batch.slice(start, self.max_rows))
+
+
+def _control_type(key: bytes | None) -> str | None:
+    """A control record's type from its key (``version:int16, type:int16``): COMMIT and ABORT for
+    transaction markers, the KRaft types' names, UNKNOWN for ids this version does not know; null
+    for a key too short to hold one."""
+    if key is None or len(key) < 4:
+        return None
+    type_id = int.from_bytes(key[2:4], "big", signed=True)
+    try:
+        return ControlType(type_id).name
+    except ValueError:
+        return ControlType.UNKNOWN.name
 
 
 def _sequences(base_sequence: int, base_offset: int, offsets) -> list[int | None]:
@@ -254,6 +270,7 @@ class _Columns:
         raw_offsets = np.frombuffer(self.offsets, np.int64) if rows else np.zeros(0, np.int64)
         arrays["offset"] = self._offsets(raw_offsets, counts, batch_of_row)
         arrays["sequence"] = self._sequences(raw_offsets, batch_of_row)
+        arrays["control_type"] = pa.nulls(rows, pa.string())  # control batches take the per-record path
         arrays["timestamp"] = _timestamps(np.frombuffer(self.timestamps, np.int64) if rows else np.zeros(0, np.int64),
                                           self.schema.field("timestamp").type)
         arrays["key"] = _binary(self.keys.finish(), pa.binary())

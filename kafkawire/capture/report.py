@@ -1,8 +1,11 @@
 """``kafkawire report DIR``: a summary of decoded tables.
 
-Sections: frames and latency percentiles per API, bytes per client, problems by kind, authentication
-(connections per SASL mechanism and user: authenticated, failed, incomplete; TLS connections per
-server name and version offered, from the connections table), and the fetch-limits check (KIP-74):
+Sections: frames and latency percentiles per API, bytes per client, problems by kind (the problems
+table's, and the transactions' problems: hanging transactions, fenced producers still writing),
+authentication (connections per SASL mechanism and user: authenticated, failed, incomplete; TLS
+connections per server name and version offered, from the connections table), transactions per
+transactional id (``transactions``: begun, committed, aborted, open, mean and longest duration), and
+the fetch-limits check (KIP-74):
 
 - a fetch response whose record bytes exceed ``max(MaxBytes, first batch)``, where the first batch
   is the first batch of the first partition that returned data (the one overshoot KIP-74 allows);
@@ -41,6 +44,7 @@ class Report:
     oversized_responses: list[dict] = field(default_factory=list)
     oversized_partitions: list[dict] = field(default_factory=list)
     starved: list[dict] = field(default_factory=list)
+    transactions: list[dict] = field(default_factory=list)
     totals: dict = field(default_factory=dict)
 
     def text(self) -> str:
@@ -74,6 +78,15 @@ class Report:
             lines.append(f"  {'server name':<40}{'version':<10}{'connections':>12}")
             lines += [f"  {_name(row['server_name'], 39):<40}{row['version'] or '-':<10}{row['connections']:>12,}"
                       for row in self.tls]
+        else:
+            lines.append("  none")
+        lines += ["", "transactions (per transactional id; duration in ms, first request to EndTxn answer)"]
+        if self.transactions:
+            lines.append(f"  {'transactional id':<32}{'begun':>8}{'committed':>11}{'aborted':>9}{'open':>6}"
+                         f"{'mean':>10}{'max':>10}")
+            lines += [f"  {_name(row['transactional_id'], 31):<32}{row['begun']:>8,}{row['committed']:>11,}"
+                      f"{row['aborted']:>9,}{row['open']:>6,}{_ms(row['mean_ms']):>10}{_ms(row['max_ms']):>10}"
+                      for row in self.transactions]
         else:
             lines.append("  none")
         lines += ["", "fetch limits (KIP-74)",
@@ -137,6 +150,7 @@ def ordered(report: Report) -> Report:
                                                     _first(r["partition_max_bytes"])))
     for row in report.oversized_partitions:
         row.pop("topic_id", None)  # a tie-breaker only
+    report.transactions.sort(key=lambda r: r["transactional_id"])
     report.starved.sort(key=lambda r: (-r["longest"], _first(r["connection"]), _first(r["topic"]),
                                        _first(r["partition"])))
     return report

@@ -20,8 +20,11 @@ import pyarrow.parquet as pq
 
 from .authentication import AUTHENTICATED, FAILED, INCOMPLETE
 from .report import PERCENTILES, Report, rank_of, versions_text
+from .transactions import FRAME_COLUMNS, PRODUCE_COLUMNS, TXN_API_KEYS, TXN_MESSAGES, follow, frame_row, \
+    problem_summary, produce_requests
 
-_FRAMES = ["direction", "api_name", "api_version", "latency_ms", "error_codes", "client", "client_id", "size"]
+_FRAMES = ["ts", "api_key", "direction", "api_name", "api_version", "latency_ms", "error_codes", "client", "client_id",
+           "size"]
 _FETCHES = ["ts", "connection", "correlation_id", "topic", "topic_id", "partition", "request_index",
             "max_bytes", "partition_max_bytes", "fetch_offset", "high_watermark", "records_bytes",
             "first_batch_bytes", "response_size"]
@@ -48,6 +51,9 @@ def compute(out: str, starved_after: int) -> Report:
     report.oversized_partitions = over.select(["connection", "correlation_id", "topic", "partition",
                                                "records_bytes", "partition_max_bytes", "topic_id"]).to_pylist()
     report.starved = _starved(answered, starved_after)
+
+    report.transactions, problems_of_transactions = _transactions(out, frames)
+    report.problems += problem_summary(problems_of_transactions)
 
     report.totals = {"frames": frames.num_rows, "requests": _count(is_request),
                      "responses": _count(pc.equal(frames["direction"], "response")), "fetches": fetches.num_rows,
@@ -291,3 +297,22 @@ def _starved(answered: pa.Table, starved_after: int) -> list[dict]:
     return [dict(connection=row["connection"], topic=row["key_topic"], partition=row["partition"],
                  longest=int(length))
             for row, length in zip(taken, longest) if length >= starved_after]
+
+
+def _transactions(out: str, frames: pa.Table) -> tuple[list[dict], list[dict]]:
+    """The transactions view and its problems (``transactions.follow``), from the frames of the
+    transaction APIs (their typed bodies read only when the capture has some) and the transactional
+    rows of the produces table."""
+    is_txn = _array(pc.is_in(frames["api_key"], pa.array(TXN_API_KEYS, pa.int16())))
+    produces = _read(out, "produces", [*PRODUCE_COLUMNS, "is_transactional"])
+    produces = produces.filter(pc.fill_null(produces["is_transactional"], False))
+    if not _count(is_txn) and not produces.num_rows:
+        return [], []
+    columns = [*FRAME_COLUMNS, *(f"body.{name}" for name in TXN_MESSAGES)]
+    parts = [pq.ParquetFile(path).read(columns=columns) for path, _ in part_files(f"{out}/frames")]
+    txn = pa.concat_tables(parts).filter(is_txn).flatten()
+    txn = txn.rename_columns([name.removeprefix("body.") for name in txn.column_names])
+    txn = txn.set_column(txn.column_names.index("ts"), "ts", pc.cast(txn["ts"], pa.int64()))
+    produces = produces.set_column(produces.column_names.index("ts"), "ts", pc.cast(produces["ts"], pa.int64()))
+    end = pc.max(pc.cast(frames["ts"], pa.int64())).as_py()
+    return follow([frame_row(row) for row in txn.to_pylist()], produce_requests(produces.to_pylist()), end)

@@ -130,6 +130,7 @@ TABLES: dict[str, pa.Schema] = {
         ("headers", _list(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
         ("producer_id", pa.int64()), ("producer_epoch", pa.int16()), ("sequence", pa.int32()),
         ("is_transactional", pa.bool_()), ("is_control", pa.bool_()), ("compression", pa.string()),
+        ("control_type", pa.string()),
     ]),
     "problems": pa.schema([
         ("connection", pa.string()), ("direction", pa.string()), ("ts", _TS), ("kind", pa.string()),

@@ -18,7 +18,11 @@ The public names, loaded on first use:
   ``NoOffsetForPartitionException``, ``GroupError`` and its ``CommitFailedError``, ``ConfigError``,
   ``ProducerClosed`` (a send after close, or a record close could not deliver), and
   ``AuthenticationException`` (not retriable) with ``SaslAuthenticationException``,
-  ``UnsupportedSaslMechanismException``, ``IllegalSaslStateException`` and ``SslAuthenticationException``.
+  ``UnsupportedSaslMechanismException``, ``IllegalSaslStateException`` and ``SslAuthenticationException``;
+  for transactions ``TransactionError`` and its kinds: ``ProducerFencedError`` and the other
+  ``TransactionFatalError``s (close the producer), ``TransactionAbortableError`` (abort, go on),
+  ``TransactionAbortedError`` (a record of an aborted transaction), ``TransactionTimeout`` and
+  ``TransactionStateError``; ``ConsumerGroupMetadata`` is what ``send_offsets_to_transaction`` takes.
 
 Security uses Kafka's settings too (``security.protocol``, ``ssl.*``, ``sasl.*``: see
 ``core.security_config``).
@@ -34,6 +38,7 @@ if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
     from .blocking import Consumer as Consumer
     from .blocking import Producer as Producer
     from .core.consumer_config import ConsumerConfig as ConsumerConfig
+    from .core.consumer_group_metadata import ConsumerGroupMetadata as ConsumerGroupMetadata
     from .core.consumer_record import ConsumerRecord as ConsumerRecord
     from .core.delivery import RecordFuture as RecordFuture
     from .core.delivery import RecordMetadata as RecordMetadata
@@ -59,17 +64,29 @@ if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
     from .errors import SslAuthenticationException as SslAuthenticationException
     from .errors import UnknownTopicError as UnknownTopicError
     from .errors import UnsupportedSaslMechanismException as UnsupportedSaslMechanismException
+    from .errors import ProducerFencedError as ProducerFencedError
+    from .errors import TransactionAbortableError as TransactionAbortableError
+    from .errors import TransactionAbortedError as TransactionAbortedError
+    from .errors import TransactionalIdAuthorizationError as TransactionalIdAuthorizationError
+    from .errors import TransactionError as TransactionError
+    from .errors import TransactionFatalError as TransactionFatalError
+    from .errors import TransactionStateError as TransactionStateError
+    from .errors import TransactionTimeout as TransactionTimeout
 
 _ERRORS = ("AuthenticationException", "BufferExhausted", "CommitFailedError", "ConfigError",
            "CorruptRecordException", "FetchError", "GroupError", "IllegalSaslStateException",
            "IncompatibleBrokerError", "KafkaConnectionError", "KafkaError", "NoOffsetForPartitionException",
            "OffsetOutOfRangeException", "ProducerClosed", "RequestTimedOut", "SaslAuthenticationException",
-           "SslAuthenticationException", "UnknownTopicError", "UnsupportedSaslMechanismException")
+           "SslAuthenticationException", "UnknownTopicError", "UnsupportedSaslMechanismException",
+           "ProducerFencedError", "TransactionAbortableError", "TransactionAbortedError",
+           "TransactionalIdAuthorizationError", "TransactionError", "TransactionFatalError", "TransactionStateError",
+           "TransactionTimeout")
 _EXPORTS = {
     "AsyncProducer": "aio.producer", "AsyncConsumer": "aio.consumer", "Producer": "blocking",
     "Consumer": "blocking", "ProducerConfig": "core.producer_config", "ConsumerConfig": "core.consumer_config",
     "RecordMetadata": "core.delivery", "RecordFuture": "core.delivery", "ConsumerRecord": "core.consumer_record",
     "TopicPartition": "core.topic_partition", "OffsetAndMetadata": "core.group_protocol",
+    "ConsumerGroupMetadata": "core.consumer_group_metadata",
     **dict.fromkeys(_ERRORS, "errors"),
 }
 

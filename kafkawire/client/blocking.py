@@ -31,8 +31,10 @@ from typing import Any
 from .aio.consumer import AsyncConsumer, CommitCallback
 from .aio.producer import AsyncProducer, TopicRoute
 from .core.consumer_config import ConsumerConfig
+from .core.consumer_group_metadata import ConsumerGroupMetadata
 from .core.consumer_record import ConsumerRecord
 from .core.delivery import RecordFuture, RecordMetadata
+from .core.group_protocol import OffsetAndMetadata
 from .core.producer_config import ProducerConfig
 from .core.topic_partition import TopicPartition
 
@@ -142,6 +144,23 @@ class Producer:
     def flush(self, timeout_ms: float | None = None) -> None:
         self._thread.run(self._producer.flush(timeout_ms))
 
+    # transactions (with transactional.id): AsyncProducer's calls, run on the loop thread
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self._thread.run(self._producer.init_transactions(timeout))
+
+    def begin_transaction(self) -> None:
+        self._thread.call(self._producer.begin_transaction)
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition | tuple[str, int], int | OffsetAndMetadata]
+                                    | Iterable[Any], group_metadata: ConsumerGroupMetadata | str, timeout: float | None = None) -> None:
+        self._thread.run(self._producer.send_offsets_to_transaction(offsets, group_metadata, timeout))
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        self._thread.run(self._producer.commit_transaction(timeout))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._thread.run(self._producer.abort_transaction(timeout))
+
     def partitions_for(self, topic: str) -> list[int]:
         return self._thread.run(self._producer.partitions_for(topic))
 
@@ -188,6 +207,9 @@ class Consumer:
     # subscriptions
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         self._thread.call(self._consumer.assign, list(partitions))
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        return self._thread.call(self._consumer.consumer_group_metadata)
 
     def assignment(self) -> set[TopicPartition]:
         return self._thread.call(self._consumer.assignment)

@@ -16,6 +16,8 @@ __all__ = [
     "FetchError", "CorruptRecordException", "OffsetOutOfRangeException", "NoOffsetForPartitionException",
     "PartitionFetchError", "ConsumerClosed",
     "GroupError", "CommitFailedError", "RebalanceInProgressError",
+    "TransactionError", "TransactionFatalError", "ProducerFencedError", "TransactionalIdAuthorizationError",
+    "TransactionAbortableError", "TransactionAbortedError", "TransactionTimeout", "TransactionStateError",
 ]
 
 
@@ -183,3 +185,85 @@ class CommitFailedError(GroupError):
 
 class RebalanceInProgressError(GroupError):
     """The group is rebalancing; commit again once the member has its new assignment."""
+
+
+# ---- transactions --------------------------------------------------------------------------------
+
+class TransactionError(KafkaWireError):
+    """A transactional producer's error, classified as confluent-kafka's KafkaError classifies them:
+    ``fatal()`` (the producer can do nothing more: close it), ``txn_requires_abort()`` (abort the
+    transaction, then carry on), ``retriable()`` (make the same call again). ``code`` is Kafka's error
+    code (None for an error of the client's own); ``name`` its name."""
+
+    _FATAL = False
+    _ABORTABLE = False
+    _RETRIABLE = False
+    code: int | None = None
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def name(self) -> str | None:
+        if self.code is None:
+            return None
+        known = ErrorCode.of(self.code)
+        return known.name if isinstance(known, ErrorCode) else f"error code {self.code}"
+
+    def fatal(self) -> bool:
+        return self._FATAL
+
+    def txn_requires_abort(self) -> bool:
+        return self._ABORTABLE
+
+    def retriable(self) -> bool:
+        return self._RETRIABLE
+
+
+class TransactionFatalError(TransactionError):
+    """The producer cannot go on (INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING, UNSUPPORTED_VERSION,
+    an error Kafka does not expect): every later call raises it; close the producer."""
+
+    _FATAL = True
+
+
+class ProducerFencedError(TransactionFatalError):
+    """A newer producer with the same transactional.id has initialized (PRODUCER_FENCED, or
+    INVALID_PRODUCER_EPOCH from the transaction coordinator): this one is a zombie and must close."""
+
+    code = ErrorCode.PRODUCER_FENCED
+
+
+class TransactionalIdAuthorizationError(TransactionFatalError):
+    """The principal may not use the transactional.id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+
+    code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+class TransactionAbortableError(TransactionError):
+    """The current transaction cannot commit (a record it holds failed, TOPIC_AUTHORIZATION_FAILED,
+    GROUP_AUTHORIZATION_FAILED, TRANSACTION_ABORTABLE, a delivery timeout...): abort it, and the
+    producer can begin the next one. ``code`` is the underlying error's code, when the broker sent one."""
+
+    _ABORTABLE = True
+
+
+class TransactionAbortedError(TransactionError):
+    """A record that was never sent because its transaction was aborted (Kafka's
+    TransactionAbortedException); its future fails with this."""
+
+
+class TransactionTimeout(TransactionError, TimeoutError):
+    """A transactional call did not complete within its timeout. Retriable: call it again (the same
+    call), and it goes on waiting for the same request, as Kafka's producer does."""
+
+    _RETRIABLE = True
+    code = ErrorCode.REQUEST_TIMED_OUT
+
+
+class TransactionStateError(TransactionError):
+    """A transactional call made in the wrong state (begin_transaction twice, a send outside a
+    transaction, another call while a timed-out one is pending...: Kafka's IllegalStateException).
+    The producer's state is unchanged."""

@@ -14,7 +14,9 @@ from kafkawire.broker.security.acls import Operation as Op, PatternType as PT, P
 from security_harness import PLAIN_USERS, make_certificates, plain_client, secured_config
 
 TOPIC, GROUP = "orders", "readers"
-TOPIC_AUTH, GROUP_AUTH, CLUSTER_AUTH = 29, 30, 31
+TOPIC_AUTH, GROUP_AUTH, CLUSTER_AUTH, TXN_AUTH = 29, 30, 31, 53
+TXN_PREFIX = "alice-tx"
+ADMIN_TOPIC, ADMIN_GROUP = "alice-admin", "alice-group"
 
 
 @pytest.fixture(scope="module")
@@ -25,12 +27,20 @@ def broker(tmp_path_factory):
         running.sasl_port = port
         with plain_client(port, "admin") as admin:
             created = admin.request(m.CreateTopicsRequest(topics=[m.CreateTopicsRequest.CreatableTopic(
-                name=TOPIC, num_partitions=1, replication_factor=1)], timeout_ms=5000), 7)
-            assert created.topics[0].error_code == 0
+                name=name, num_partitions=1, replication_factor=1) for name in (TOPIC, ADMIN_TOPIC)],
+                timeout_ms=5000), 7)
+            assert [t.error_code for t in created.topics] == [0, 0]
             grants = [(RT.TOPIC, TOPIC, PT.LITERAL, op) for op in (Op.READ, Op.WRITE, Op.DELETE, Op.DESCRIBE_CONFIGS)]
+            # the admin APIs (issue 23): a topic of her own to alter, a group of her own to delete
+            grants += [(RT.TOPIC, ADMIN_TOPIC, PT.LITERAL, op) for op in (Op.ALTER, Op.ALTER_CONFIGS, Op.DELETE)]
+            grants += [(RT.GROUP, ADMIN_GROUP, PT.LITERAL, Op.DELETE), (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.ALTER),
+                       (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.ALTER_CONFIGS),
+                       (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.DESCRIBE_CONFIGS)]
             grants += [(RT.TOPIC, "alice-", PT.PREFIXED, Op.CREATE), (RT.GROUP, GROUP, PT.LITERAL, Op.READ),
+                       (RT.GROUP, "modern-readers", PT.LITERAL, Op.READ),
                        (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.DESCRIBE),
-                       (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.IDEMPOTENT_WRITE)]
+                       (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.IDEMPOTENT_WRITE),
+                       (RT.TRANSACTIONAL_ID, TXN_PREFIX, PT.PREFIXED, Op.WRITE)]
             answer = admin.request(m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(
                 resource_type=kind, resource_name=name, resource_pattern_type=pattern, principal="User:alice",
                 host="*", operation=op, permission_type=P.ALLOW) for kind, name, pattern, op in grants]), 3)
@@ -75,7 +85,7 @@ CASES = [
      lambda r: r.topics[0].error_code == 0 and r.topics[0].partitions,
      lambda r: r.topics[0].error_code == TOPIC_AUTH and not r.topics[0].partitions),
     ("Metadata all topics", 12, lambda: m.MetadataRequest(topics=None),
-     lambda r: [t.name for t in r.topics] == [TOPIC], lambda r: r.topics == ()),
+     lambda r: {t.name for t in r.topics} == {TOPIC, ADMIN_TOPIC}, lambda r: r.topics == ()),
     ("OffsetCommit", 8, _commit, lambda r: r.topics[0].partitions[0].error_code == 0,
      lambda r: r.topics[0].partitions[0].error_code == GROUP_AUTH),
     ("OffsetFetch", 7, lambda: m.OffsetFetchRequest(group_id=GROUP, topics=None),
@@ -110,7 +120,85 @@ CASES = [
      lambda r: r.error_code == 0 and r.resources, lambda r: r.error_code == CLUSTER_AUTH and not r.resources),
     ("DescribeUserScramCredentials", 0, lambda: m.DescribeUserScramCredentialsRequest(users=None),
      lambda r: r.error_code == 0, lambda r: r.error_code == CLUSTER_AUTH and not r.results),
+    # transactions: WRITE on the transactional id (issue 22)
+    ("InitProducerId transactional", 4, lambda: m.InitProducerIdRequest(
+        transactional_id=f"{TXN_PREFIX}-1", transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1),
+     lambda r: r.error_code == 0 and r.producer_id >= 0, lambda r: r.error_code == TXN_AUTH),
+    ("FindCoordinator transactional", 3, lambda: m.FindCoordinatorRequest(key=f"{TXN_PREFIX}-1", key_type=1),
+     lambda r: r.error_code == 0 and r.port > 0, lambda r: r.error_code == TXN_AUTH),
+    ("DescribeTransactions", 0, lambda: m.DescribeTransactionsRequest(transactional_ids=[f"{TXN_PREFIX}-1"]),
+     lambda r: r.transaction_states[0].error_code == 0 and r.transaction_states[0].producer_id >= 0,
+     lambda r: r.transaction_states[0].error_code == TXN_AUTH and r.transaction_states[0].producer_id == -1),
+    ("ListTransactions", 1, lambda: m.ListTransactionsRequest(state_filters=[], producer_id_filters=[],
+                                                              duration_filter=-1),
+     lambda r: [t.transactional_id for t in r.transaction_states] == [f"{TXN_PREFIX}-1"],
+     lambda r: r.error_code == 0 and r.transaction_states == ()),
+    ("AddPartitionsToTxn", 3, lambda: m.AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=f"{TXN_PREFIX}-2", v3_and_below_producer_id=0, v3_and_below_producer_epoch=0,
+        v3_and_below_topics=[m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=TOPIC, partitions=[0])]),
+     lambda r: r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 49,
+     lambda r: r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == TXN_AUTH),
+    ("EndTxn", 3, lambda: m.EndTxnRequest(transactional_id=f"{TXN_PREFIX}-2", producer_id=0, producer_epoch=0,
+                                          committed=True),
+     lambda r: r.error_code == 49, lambda r: r.error_code == TXN_AUTH),
+    # KIP-848 consumer groups: READ on the group (and DESCRIBE on the topics) to heartbeat
+    ("ConsumerGroupHeartbeat", 1, lambda: m.ConsumerGroupHeartbeatRequest(
+        group_id="modern-readers", member_id="alice-member", member_epoch=0, rebalance_timeout_ms=1000,
+        subscribed_topic_names=[TOPIC], topic_partitions=[]),
+     lambda r: r.error_code == 0 and r.member_epoch > 0, lambda r: r.error_code == GROUP_AUTH),
+    ("ConsumerGroupDescribe", 0, lambda: m.ConsumerGroupDescribeRequest(group_ids=["modern-readers"]),
+     lambda r: r.groups[0].error_code == 0 and r.groups[0].members,
+     lambda r: r.groups[0].error_code == GROUP_AUTH and not r.groups[0].members),
+    ("DescribeProducers", 0, lambda: m.DescribeProducersRequest(topics=[m.DescribeProducersRequest.TopicRequest(
+        name=TOPIC, partition_indexes=[0])]),
+     lambda r: r.topics[0].partitions[0].error_code == 0,
+     lambda r: r.topics[0].partitions[0].error_code == TOPIC_AUTH and not r.topics[0].partitions[0].active_producers),
+    # the admin APIs (issue 23), as Kafka's "operations and resources on protocols" table
+    ("CreatePartitions", 3, lambda: m.CreatePartitionsRequest(topics=[m.CreatePartitionsRequest.CreatePartitionsTopic(
+        name=ADMIN_TOPIC, count=2, assignments=None)], timeout_ms=5000, validate_only=True),  # ALTER on the topic
+     lambda r: r.results[0].error_code == 0, lambda r: r.results[0].error_code == TOPIC_AUTH),
+    ("DeleteRecords", 2, lambda: m.DeleteRecordsRequest(timeout_ms=5000, topics=[m.DeleteRecordsRequest.DeleteRecordsTopic(
+        name=ADMIN_TOPIC, partitions=[m.DeleteRecordsRequest.DeleteRecordsPartition(partition_index=0, offset=-1)])]),
+     lambda r: r.topics[0].partitions[0].error_code == 0,  # DELETE on the topic
+     lambda r: r.topics[0].partitions[0].error_code == TOPIC_AUTH and r.topics[0].partitions[0].low_watermark == -1),
+    ("IncrementalAlterConfigs topic", 1, lambda: _incremental(2, ADMIN_TOPIC, "retention.ms"),  # ALTER_CONFIGS
+     lambda r: r.responses[0].error_code == 0, lambda r: r.responses[0].error_code == TOPIC_AUTH),
+    ("AlterConfigs broker", 2, lambda: m.AlterConfigsRequest(validate_only=True, resources=[
+        m.AlterConfigsRequest.AlterConfigsResource(resource_type=4, resource_name="0", configs=[])]),
+     lambda r: r.responses[0].error_code == 0, lambda r: r.responses[0].error_code == CLUSTER_AUTH),
+    ("IncrementalAlterConfigs broker", 1, lambda: _incremental(4, "", "log.retention.ms"),  # on the cluster
+     lambda r: r.responses[0].error_code == 0, lambda r: r.responses[0].error_code == CLUSTER_AUTH),
+    ("DescribeConfigs broker", 4, lambda: m.DescribeConfigsRequest(resources=[
+        m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="0", configuration_keys=None)]),
+     lambda r: r.results[0].error_code == 0 and r.results[0].configs,
+     lambda r: r.results[0].error_code == CLUSTER_AUTH and not r.results[0].configs),
+    ("DescribeLogDirs", 4, lambda: m.DescribeLogDirsRequest(topics=None),  # DESCRIBE on the cluster
+     lambda r: r.error_code == 0 and r.results, lambda r: r.error_code == CLUSTER_AUTH and not r.results),
+    ("DescribeTopicPartitions", 0, lambda: m.DescribeTopicPartitionsRequest(topics=[
+        m.DescribeTopicPartitionsRequest.TopicRequest(name=TOPIC)], response_partition_limit=10),  # DESCRIBE
+     lambda r: r.topics[0].error_code == 0 and r.topics[0].partitions,
+     lambda r: r.topics[0].error_code == TOPIC_AUTH and not r.topics[0].partitions),
+    ("OffsetForLeaderEpoch", 4, lambda: m.OffsetForLeaderEpochRequest(replica_id=-1, topics=[
+        m.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=TOPIC, partitions=[
+            m.OffsetForLeaderEpochRequest.OffsetForLeaderPartition(partition=0, leader_epoch=0)])]),  # DESCRIBE
+     lambda r: r.topics[0].partitions[0].error_code == 0 and r.topics[0].partitions[0].end_offset >= 0,
+     lambda r: r.topics[0].partitions[0].error_code == TOPIC_AUTH and r.topics[0].partitions[0].end_offset == -1),
+    ("ElectLeaders", 2, lambda: m.ElectLeadersRequest(election_type=0, timeout_ms=5000, topic_partitions=[
+        m.ElectLeadersRequest.TopicPartitions(topic=TOPIC, partitions=[0])]),  # ALTER on the cluster
+     lambda r: r.replica_election_results[0].partition_result[0].error_code == 84,
+     lambda r: r.error_code == CLUSTER_AUTH and r.replica_election_results[0].partition_result[0].error_code
+     == CLUSTER_AUTH),
+    ("DeleteGroups", 2, lambda: m.DeleteGroupsRequest(groups_names=[ADMIN_GROUP]),  # DELETE on the group
+     lambda r: r.results[0].error_code == 69, lambda r: r.results[0].error_code == GROUP_AUTH),
+    ("OffsetDelete", 0, lambda: m.OffsetDeleteRequest(group_id=ADMIN_GROUP, topics=[]),  # DELETE on the group
+     lambda r: r.error_code == 69, lambda r: r.error_code == GROUP_AUTH),
 ]
+
+
+def _incremental(kind, name, config):
+    return m.IncrementalAlterConfigsRequest(validate_only=True, resources=[
+        m.IncrementalAlterConfigsRequest.AlterConfigsResource(resource_type=kind, resource_name=name, configs=[
+            m.IncrementalAlterConfigsRequest.AlterableConfig(name=config, config_operation=0, value="60000")])])
 
 
 @pytest.mark.parametrize("name,version,build,allowed,refused", CASES, ids=[c[0] for c in CASES])
@@ -119,6 +207,17 @@ def test_each_api_checks_its_acls(broker, name, version, build, allowed, refused
         assert allowed(alice.request(build(), version)), f"{name}: alice was refused"
     with _as(broker, "eve") as eve:
         assert refused(eve.request(build(), version)), f"{name}: eve was not refused"
+
+
+def test_broker_to_broker_transaction_apis_need_cluster_action(broker):
+    markers = m.WriteTxnMarkersRequest(markers=[m.WriteTxnMarkersRequest.WritableTxnMarker(
+        producer_id=1, producer_epoch=0, transaction_result=False, coordinator_epoch=0, topics=[
+            m.WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=TOPIC, partition_indexes=[0])])])
+    verify = m.AddPartitionsToTxnRequest(transactions=[m.AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+        transactional_id=f"{TXN_PREFIX}-1", producer_id=0, producer_epoch=0, verify_only=True, topics=[])])
+    with _as(broker, "alice") as alice:
+        assert alice.request(markers, 1).markers[0].topics[0].partitions[0].error_code == CLUSTER_AUTH
+        assert alice.request(verify, 4).error_code == CLUSTER_AUTH
 
 
 def test_delete_topics_needs_delete(broker):

@@ -83,4 +83,18 @@ def _expected_errors(key: int, version: int, request) -> int:
         return _count(request.topics, "partitions" if key == 28 else "partition_indexes")
     if key == 65:
         return _count(request.transactional_ids)
+    if key in (21, 23):
+        return _count(request.topics, "partitions")
+    if key in (33, 44):
+        return _count(request.resources)
+    if key == 37:
+        return _count(request.topics)
+    if key == 42:
+        return _count(request.groups_names)
+    if key == 43:
+        return (1 if version >= 1 else 0) + _count(request.topic_partitions, "partitions")
+    if key == 75:
+        return _count(request.topics)
+    if key == 69:
+        return _count(request.group_ids)
     return 1

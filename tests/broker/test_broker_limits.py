@@ -95,8 +95,8 @@ def test_bad_properties_are_refused_with_their_name(tmp_path):
         BrokerConfig.from_properties({"queued.max.request.bytes": "lots"}, data_dir=tmp_path)
     with pytest.raises(ValueError, match="max.connections must be positive"):
         BrokerConfig.from_properties({"max.connections": "0"}, data_dir=tmp_path)
-    with pytest.raises(ValueError, match="topic_defaults: cleanup.policy"):
-        BrokerThread(data_dir=tmp_path, topic_defaults={"cleanup.policy": "compact"}).start()
+    with pytest.raises(ValueError, match="topic_defaults: Invalid value shrink for configuration cleanup.policy"):
+        BrokerThread(data_dir=tmp_path, topic_defaults={"cleanup.policy": "shrink"}).start()
 
 
 # ---- a failing handler -------------------------------------------------------------------------------------------

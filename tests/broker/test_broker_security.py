@@ -9,7 +9,6 @@ import asyncio
 import socket
 import ssl
 import struct
-import threading
 import time
 
 import pytest

@@ -140,7 +140,7 @@ def test_bad_crc_is_corrupt_message_and_nothing_is_appended(tmp_path):
     ("zero-count", ErrorCode.INVALID_RECORD),
     ("control", ErrorCode.INVALID_RECORD),  # clients may not write control batches
     ("no-sequence", ErrorCode.INVALID_RECORD),  # producer id with base sequence -1
-    ("transactional", ErrorCode.INVALID_TXN_STATE),  # no coordinator: never part of an ongoing transaction
+    ("transactional", ErrorCode.INVALID_TXN_STATE),  # not verified with the coordinator: no open transaction
     ("bad-records", ErrorCode.INVALID_RECORD),  # records that do not decode
     ("codec7", ErrorCode.UNKNOWN_SERVER_ERROR),  # CompressionType.forId throws a non-API exception
 ])

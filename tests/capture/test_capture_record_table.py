@@ -10,7 +10,8 @@ from kafkawire.capture import record_table
 from kafkawire.capture.record_table import RecordRows, RecordsTable
 from kafkawire.capture.table_schemas import TABLES
 from kafkawire.records import Codec, LegacyBatch, RecordBatch, RecordBatchBuilder, iter_batches
-from kafkawire.records.builder import LegacyMessageSetBuilder
+from kafkawire.records.builder import LegacyMessageSetBuilder, transaction_marker_batch
+from kafkawire.records.control import ControlType, control_key
 from kafkawire.records.record import TimestampType
 
 pytestmark = pytest.mark.skipif(record_table._spans is None, reason="the C span builder was not built")
@@ -56,9 +57,17 @@ def legacy_batches(draw):
     return list(iter_batches(builder.build()))  # uncompressed: one LegacyBatch per message
 
 
+@st.composite
+def marker_batches(draw):
+    data = transaction_marker_batch(draw(st.booleans()), producer_id=draw(st.integers(0, 1 << 40)),
+                                    producer_epoch=draw(st.integers(0, 10)), coordinator_epoch=draw(st.integers(0, 5)),
+                                    base_offset=draw(st.integers(0, 1 << 50)), timestamp=draw(timestamps))
+    return [RecordBatch(memoryview(data))]
+
+
 partitions = st.lists(st.tuples(
     st.sampled_from(["fetch", "produce"]), st.none() | st.integers(0, 1 << 50), st.integers(0, 50),
-    st.lists(v2_batches() | legacy_batches(), min_size=1, max_size=4).map(lambda runs: sum(runs, []))),
+    st.lists(v2_batches() | legacy_batches() | marker_batches(), min_size=1, max_size=4).map(lambda runs: sum(runs, []))),
     min_size=1, max_size=5)
 
 
@@ -136,3 +145,27 @@ def test_record_sequences_wrap_as_kafka_does():
         offsets = array("q", [base_offset + delta for delta in deltas])
         assert _sequences(base_sequence, base_offset, offsets) == [
             increment_sequence(base_sequence, offset - base_offset) for offset in offsets]
+
+
+def test_control_records_name_their_type():
+    """Transaction markers (COMMIT, ABORT) and other control records are rows with ``control_type``
+    read from their keys, between data records whose ``control_type`` is null."""
+    data = RecordBatchBuilder(base_offset=0, producer_id=7, producer_epoch=1, base_sequence=0, transactional=True)
+    data.append(b"v", key=b"k", timestamp=1)
+    kraft = RecordBatchBuilder(base_offset=3, control=True)
+    kraft.append(b"", key=control_key(ControlType.SNAPSHOT_FOOTER), timestamp=1)
+    kraft.append(b"", key=b"\0\0\0\x63", timestamp=1)  # a type this version does not know
+    kraft.append(b"", key=b"\0", timestamp=1)            # too short to name one
+    blobs = [data.build(), transaction_marker_batch(True, producer_id=7, producer_epoch=1, coordinator_epoch=0,
+                                                    base_offset=1),
+             transaction_marker_batch(False, producer_id=7, producer_epoch=1, coordinator_epoch=0, base_offset=2),
+             kraft.build()]
+    table = RecordsTable(SCHEMA, 100, 1 << 20)
+    rows = RecordRows(table, "fetch", "c", 1, 0, "t", None, 0, None)
+    for blob in blobs:
+        rows.add(RecordBatch(memoryview(blob)))
+    table.cut()
+    found = pa.Table.from_batches(table.take_ready()).to_pylist()
+    assert [(r["offset"], r["is_control"], r["is_transactional"], r["control_type"]) for r in found] == [
+        (0, False, True, None), (1, True, True, "COMMIT"), (2, True, True, "ABORT"),
+        (3, True, False, "SNAPSHOT_FOOTER"), (4, True, False, "UNKNOWN"), (5, True, False, None)]

@@ -31,6 +31,7 @@ pytest.importorskip("pyspark")
 import pyarrow.parquet as pq  # noqa: E402
 
 from broker_harness import BrokerThread  # noqa: E402
+from capture_in_process import decode_in_process  # noqa: E402
 from loopback_capture import start_tcpdump, stop_tcpdump, wait_until  # noqa: E402
 from secret_scan import folder_leaks, text_leaks  # noqa: E402
 from kafkawire.broker import BrokerConfig  # noqa: E402
@@ -38,12 +39,8 @@ from kafkawire.broker.connection import Connection  # noqa: E402
 from kafkawire.capture import report  # noqa: E402
 from kafkawire.capture.model import FIN, RST  # noqa: E402
 from kafkawire.capture.packets import iter_packets  # noqa: E402
-from kafkawire.capture.splits import plan_splits  # noqa: E402
-from kafkawire.capture.table_schemas import TABLES  # noqa: E402
 from kafkawire.capture.table_sets import TABLE_ORDER  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
-from kafkawire.capture_spark.decode_stage import decode_partition  # noqa: E402
-from kafkawire.capture_spark.read_stage import read_splits  # noqa: E402
 from kafkawire.capture_spark.report_spark import build  # noqa: E402
 from kafkawire.error_codes import ErrorCode  # noqa: E402
 
@@ -207,16 +204,6 @@ def secured(tmp_path_factory) -> Secured:
     return Secured(folder / "tap.pcapng", folder / "wire.pcap", ports, seen, secrets)
 
 
-def _in_process(capture: Path, out: Path) -> None:
-    """Stage 1 and the shuffle without Spark, then stage 2's body as one task: the in-process path."""
-    splits = plan_splits(str(capture), 0)
-    rows = sorted(read_splits(splits)(iter(range(len(splits)))), key=lambda row: row[0])
-    written = {table for table, _, _ in decode_partition([str(capture)], str(out), None, True, task=(0, 0))(iter(rows))}
-    for table in set(TABLE_ORDER) - written:  # as the job does: every table reads, rows or not
-        (out / table).mkdir(parents=True)
-        pq.write_table(TABLES[table].empty_table(), out / table / "part-00000-000.parquet")
-
-
 @pytest.fixture(scope="module")
 def decoded(spark, secured, tmp_path_factory) -> dict[tuple[str, str], Path]:
     """(capture, path) -> tables: each capture through the Spark job and in process."""
@@ -226,7 +213,7 @@ def decoded(spark, secured, tmp_path_factory) -> dict[tuple[str, str], Path]:
         outs[name, "spark"] = folder / f"{name}-spark"
         job.decode(spark, [str(capture)], str(outs[name, "spark"]), records=True)
         outs[name, "local"] = folder / f"{name}-local"
-        _in_process(capture, outs[name, "local"])
+        decode_in_process(capture, outs[name, "local"])
     return outs
 
 

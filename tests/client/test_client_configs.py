@@ -75,6 +75,33 @@ def test_producer_config_derived_defaults_follow_other_settings():
     assert ProducerConfig(max_request_size=100_000).batch_max_size == 100_000
 
 
+def test_transactional_id_implies_idempotence_as_kafka_requires():
+    config = ProducerConfig.from_properties({"transactional.id": "orders-1", "transaction.timeout.ms": "15000"})
+    assert (config.transactional_id, config.transaction_timeout_ms, config.enable_idempotence) == (
+        "orders-1", 15000, True)
+    assert ProducerConfig().transactional_id is None and ProducerConfig().transaction_timeout_ms == 60000
+
+
+@pytest.mark.parametrize("properties, named", [
+    ({"enable.idempotence": "false"}, "enable.idempotence"),
+    ({"acks": "1"}, "acks"),
+    ({"max.in.flight.requests.per.connection": 6}, "max.in.flight"),
+    ({"retries": 0}, "retries"),
+])
+def test_transactional_id_refuses_what_idempotence_refuses(properties, named):
+    # Kafka: "Cannot set a transactional.id without also enabling idempotence", whether idempotence
+    # was turned off by hand or would quietly be off because another setting conflicts with it
+    with pytest.raises(ConfigError, match=named.replace(".", r"\.")) as raised:
+        ProducerConfig.from_properties({"transactional.id": "t", **properties})
+    assert "transactional.id" in str(raised.value)
+
+
+@pytest.mark.parametrize("value", ["", "  ", 7])
+def test_transactional_id_must_be_a_non_empty_string(value):
+    with pytest.raises(ConfigError, match=r"transactional\.id"):
+        ProducerConfig(transactional_id=value)
+
+
 def test_retry_backoff_is_exponential_and_capped():
     config = ProducerConfig(retry_backoff_ms=100, retry_backoff_max_ms=1000)
     assert [config.retry_backoff(n) for n in range(6)] == [0, 100, 200, 400, 800, 1000]
@@ -112,6 +139,12 @@ def test_consumer_config_from_properties_takes_dotted_names_and_strings():
     assert again == config
 
 
+def test_consumer_config_takes_read_committed():
+    config = ConsumerConfig.from_properties({"isolation.level": "READ_COMMITTED"})
+    assert (config.isolation_level, config.isolation_level_code, config.read_committed) == ("read_committed", 1, True)
+    assert ConsumerConfig().isolation_level_code == 0 and not ConsumerConfig().read_committed
+
+
 @pytest.mark.parametrize("properties, named", [
     ({"buffer.memory": 1000, "fetch.max.bytes": 2000}, "buffer.memory"),
     ({"fetch.max.bytes": "lots"}, "fetch.max.bytes"),
@@ -119,7 +152,6 @@ def test_consumer_config_from_properties_takes_dotted_names_and_strings():
     ({"fetch.max.bytes": 1 << 31}, "fetch.max.bytes"),
     ({"remote.max.partition.fetch.bytes": -1}, "remote.max.partition.fetch.bytes"),
     ({"auto.offset.reset": "smallest"}, "auto.offset.reset"),
-    ({"isolation.level": "read_committed"}, "isolation.level"),
     ({"isolation.level": "serializable"}, "isolation.level"),
     ({"heartbeat.interval.ms": 45000}, "heartbeat.interval.ms"),
     ({"enable.auto.commit": True}, "enable.auto.commit"),

@@ -21,8 +21,9 @@ _KIP_1178 = 19  # the Fetch version with RemotePartitionMaxBytes (schemas/kip-11
 
 
 class FetchApi:
-    def __init__(self, state: BrokerState):
+    def __init__(self, state: BrokerState, metrics=None):
         self.state = state
+        self.metrics = metrics  # BrokerMetrics, or None
         self.config = state.config
         self.topics = state.topics
         self.purgatory = state.purgatory
@@ -78,7 +79,30 @@ class FetchApi:
             # re-read everything, as Kafka does
             await read_partitions(reads, max_bytes, use_remote_max_bytes=use_remote_max_bytes,
                                   remote_wait_s=remote_wait_s, read_committed=read_committed)
+        if self.metrics is not None:
+            self._count(reads, max_bytes, read_committed)
         return self._fetch_response(session, reads, version, read_committed)
+
+    def _count(self, reads: list[PartitionRead], max_bytes: int, read_committed: bool) -> None:
+        """Bytes out per topic, and the partitions a limit stopped short of the data they have (KIP-74:
+        PartitionMaxBytes when the partition's own limit was the smaller, else the request's MaxBytes)."""
+        metrics = self.metrics
+        left = max_bytes
+        for read in reads:
+            size = len(read.records)
+            if size:
+                metrics.bytes_out.labels(read.topic).inc(size)
+            if read.log is None or read.error:
+                continue
+            bound = read.log.last_stable_offset if read_committed else None
+            try:
+                more = read.log.bytes_available(read.request.fetch_offset, 0x7FFFFFFF, bound) > size
+            except Exception:  # the log moved under the fetch: nothing to say about limits
+                more = False
+            if more:
+                cut_by_partition = read.request.partition_max_bytes <= left
+                metrics.fetch_cut.labels("partition_max_bytes" if cut_by_partition else "max_bytes").inc()
+            left = max(0, left - size)
 
     def _fetch_response(self, context, reads: list[PartitionRead], version: int, read_committed: bool):
         # Partitions are grouped into topics as they come, consecutively (as FetchResponse.toMessage

@@ -31,11 +31,19 @@ class ListOffsetsApi:
                     result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif partition_log is None:
                     result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif version >= 4 and p.current_leader_epoch not in (-1, partition_log.leader_epoch):
+                    # Partition.fetchOffsetForTimestamp checks the client's view of the leader
+                    result.error_code = (ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch <
+                                         partition_log.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH)
+                    result.leader_epoch = -1
                 else:
                     committed = version >= 2 and request.isolation_level == 1
                     found = self._offset_for(partition_log, p.timestamp, committed)
                     if found is not None:
                         result.offset, result.timestamp = found
+                        if version >= 4 and result.offset >= 0:  # the epoch the offset was written in
+                            epoch = partition_log.leader_epochs.epoch_for_offset(result.offset)
+                            result.leader_epoch = epoch if epoch >= 0 else partition_log.leader_epoch
                 partitions.append(result)
             topics.append(m.ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
         return m.ListOffsetsResponse(topics=topics)

@@ -53,7 +53,7 @@ class ProduceHandler:
     """Serves ProduceRequest for the broker's handlers (``notify(topic, partition)`` wakes parked fetches)."""
 
     def __init__(self, topics, notify, max_decompressed_bytes: int, workers: int = 2, allowed=None,
-                 transactions=None, verify_transactions: bool = True):
+                 transactions=None, verify_transactions: bool = True, metrics=None):
         """``allowed(context, operation, resource type, name)``: the authorizer's answer (None: all);
         ``transactions``: the transaction coordinator, asked before a transaction's first write to a
         partition (KIP-890; ``verify_transactions`` is transaction.partition.verification.enable)."""
@@ -61,6 +61,7 @@ class ProduceHandler:
         self.allowed = allowed
         self.transactions = transactions
         self.verify_transactions = verify_transactions
+        self.metrics = metrics  # BrokerMetrics, or None
         self.notify = notify
         self.max_decompressed_bytes = max_decompressed_bytes
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kafkawire-produce")
@@ -188,6 +189,9 @@ class ProduceHandler:
                     response.log_start_offset = result.log_start_offset
                     if not result.duplicate:
                         self.notify(item.topic, item.partition)
+                        if self.metrics is not None:
+                            self.metrics.bytes_in.labels(item.topic).inc(item.batch.size)
+                            self.metrics.messages_in.labels(item.topic).inc(item.batch.count)
             failed = failed or response.error_code != 0
             key = (item.topic, item.topic_id)
             partitions = by_topic.get(key)

@@ -25,6 +25,8 @@ class RequestContext:
     principal: str
     client_host: str
     client_id: str
+    client_software_name: str = ""  # from the connection's ApiVersions (v3+)
+    client_software_version: str = ""
 
     @property
     def advertised(self) -> tuple[str, int]:

@@ -1,4 +1,4 @@
-"""CreateTopics, DeleteTopics and DescribeConfigs: topics planned on the loop and created off it
+"""CreateTopics and DeleteTopics: topics planned on the loop and created off it
 (``broker.topics``), with Kafka's caps on one operation and on the broker's partitions."""
 from __future__ import annotations
 
@@ -59,9 +59,9 @@ class TopicApis:
             result.topic_id = outcome.topic_id
             result.num_partitions = outcome.planned_partitions
             result.replication_factor = 1
-            result.configs = [m.CreateTopicsResponse.CreatableTopicConfigs(
-                name=name, value=value, read_only=False, config_source=1, is_sensitive=False)
-                for name, value in sorted(outcome.configs.items())]
+            result.configs = [m.CreateTopicsResponse.CreatableTopicConfigs(  # every config, as Kafka (v5+)
+                name=entry.name, value=entry.value, read_only=False, config_source=entry.source, is_sensitive=False)
+                for entry in self.topics.configs.describe_topic(outcome.configs)]
         return m.CreateTopicsResponse(topics=results)
 
     async def delete_topics(self, request, version: int, context: RequestContext):
@@ -87,65 +87,7 @@ class TopicApis:
             results.append(result)
         return m.DeleteTopicsResponse(responses=results)
 
-    async def describe_configs(self, request, version: int, context: RequestContext):
-        results = []
-        for resource in request.resources:
-            result = m.DescribeConfigsResponse.DescribeConfigsResult(
-                error_code=0, resource_type=resource.resource_type, resource_name=resource.resource_name, configs=[])
-            if resource.resource_type == 2 and not self.state.allowed(context, Operation.DESCRIBE_CONFIGS,
-                                                                      ResourceType.TOPIC, resource.resource_name):
-                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif resource.resource_type == 4 and not self.state.allowed(context, Operation.DESCRIBE_CONFIGS,
-                                                                        ResourceType.CLUSTER, "kafka-cluster"):
-                result.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-            elif resource.resource_type == 2:  # TOPIC
-                topic = self.topics.get(resource.resource_name)
-                if topic is None:
-                    result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                else:
-                    result.configs = self._config_entries(self.topics.effective_configs(topic), topic.configs,
-                                                          resource.configuration_keys)
-            elif resource.resource_type == 4:  # BROKER
-                if not resource.resource_name:  # the cluster-wide dynamic defaults: none are set here
-                    pass
-                elif resource.resource_name == str(self.config.node_id):
-                    result.configs = self._config_entries(self._broker_configs(), {}, resource.configuration_keys)
-                else:
-                    result.error_code = ErrorCode.INVALID_REQUEST
-                    result.error_message = (f"Unexpected broker id, expected {self.config.node_id} or empty string, "
-                                            f"but received {resource.resource_name}")
-            else:
-                result.error_code = ErrorCode.INVALID_REQUEST
-                result.error_message = f"resource type {resource.resource_type} is not supported"
-            results.append(result)
-        return m.DescribeConfigsResponse(results=results)
-
-    def _broker_configs(self) -> dict[str, str]:
-        c = self.config
-        return {"num.partitions": str(c.num_partitions), "auto.create.topics.enable": str(c.auto_create_topics).lower(),
-                "log.segment.bytes": str(c.segment_bytes), "log.retention.ms": str(c.retention_ms),
-                "message.max.bytes": str(c.message_max_bytes), "fetch.max.bytes": str(c.fetch_max_bytes)}
-
-    @staticmethod
-    def _config_entries(values: dict[str, str], explicit: dict[str, str], keys):
-        entries = []
-        for name, value in sorted(values.items()):
-            if keys and name not in keys:  # null or empty: every config (ConfigHelper.describeConfigs)
-                continue
-            is_default = name not in explicit
-            entries.append(m.DescribeConfigsResponse.DescribeConfigsResourceResult(
-                name=name, value=value, read_only=False,  # is_default is v0 only, which is not served
-                config_source=5 if is_default else 1, is_sensitive=False, synonyms=[],
-                config_type=_CONFIG_TYPES.get(name, 2)))
-        return entries
-
 
 def _fail(result, failure: TopicError) -> None:
     result.error_code = failure.code
     result.error_message = failure.message
-
-
-_CONFIG_TYPES = {"retention.ms": 5, "retention.bytes": 5, "segment.bytes": 3, "max.message.bytes": 3,
-                 "local.retention.ms": 5, "local.retention.bytes": 5, "remote.storage.enable": 1,
-                 "cleanup.policy": 7, "num.partitions": 3, "auto.create.topics.enable": 1, "log.segment.bytes": 3,
-                 "log.retention.ms": 5, "message.max.bytes": 3, "fetch.max.bytes": 3}

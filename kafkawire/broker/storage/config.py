@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["LogConfig", "CREATE_TIME", "LOG_APPEND_TIME"]
+__all__ = ["LogConfig", "CREATE_TIME", "LOG_APPEND_TIME", "COMPACT", "DELETE"]
 
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
+COMPACT = "compact"
+DELETE = "delete"
 
 _INT64_MAX = (1 << 63) - 1
 
@@ -29,6 +31,11 @@ class LogConfig:
     local_retention_bytes: int = -2               # local.retention.bytes
     local_retention_ms: int = -2                  # local.retention.ms
     producer_id_expiration_ms: int = 86400000     # producer.id.expiration.ms (a broker config in Kafka)
+    cleanup_policy: str = DELETE                  # cleanup.policy: "delete", "compact" or "compact,delete"
+    delete_retention_ms: int = 86400000           # delete.retention.ms: how long cleaned tombstones stay
+    min_cleanable_dirty_ratio: float = 0.5        # min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0                # min.compaction.lag.ms
+    max_compaction_lag_ms: int = _INT64_MAX       # max.compaction.lag.ms
     # Decode every produced batch's records, as Kafka's LogValidator does: record structure, the count,
     # timestamps against the before/after limits, and the batch's MaxTimestamp. Off: header checks only.
     validate_records: bool = True
@@ -46,6 +53,36 @@ class LogConfig:
         for name in ("local_retention_bytes", "local_retention_ms"):
             if getattr(self, name) < -2:
                 raise ValueError(f"{name.replace('_', '.')} must be -2, -1 or more")
+        policies = [part.strip() for part in self.cleanup_policy.split(",") if part.strip()]
+        if not policies or any(part not in (COMPACT, DELETE) for part in policies):
+            raise ValueError(f"cleanup.policy must be a list of compact and delete, not {self.cleanup_policy!r}")
+        if not 0 <= self.min_cleanable_dirty_ratio <= 1:
+            raise ValueError(f"min.cleanable.dirty.ratio must be in [0, 1], not {self.min_cleanable_dirty_ratio}")
+        for name in ("delete_retention_ms", "min_compaction_lag_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name.replace('_', '.')} must be at least 0, not {getattr(self, name)}")
+        if self.max_compaction_lag_ms < 1:
+            raise ValueError(f"max.compaction.lag.ms must be at least 1, not {self.max_compaction_lag_ms}")
+        if self.remote_storage_enable and self.compact:  # LogConfig.validateRemoteStorageOnlyIfSystemEnabled
+            raise ValueError("Remote log storage is unsupported for the compacted topics")
+
+    @property
+    def compact(self) -> bool:
+        """cleanup.policy includes compact: the log cleaner keeps the newest record of each key."""
+        return COMPACT in (part.strip() for part in self.cleanup_policy.split(","))
+
+    @property
+    def delete(self) -> bool:
+        """cleanup.policy includes delete: retention.ms and retention.bytes delete old segments."""
+        return DELETE in (part.strip() for part in self.cleanup_policy.split(","))
+
+    @property
+    def max_segment_ms(self) -> int:
+        """segment.ms, capped by max.compaction.lag.ms on a compacted log so that its records can become
+        cleanable in time (``LogConfig.maxSegmentMs``)."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
 
     @property
     def log_append_time(self) -> bool:

@@ -23,7 +23,8 @@ from ...records.batch import TRANSACTIONAL_FLAG
 from ...records.layouts import ATTRIBUTES_OFFSET, CRC_OFFSET
 from .config import LogConfig
 from .descriptors import DescriptorCache
-from .errors import LogAppendError
+from .errors import LogAppendError, OffsetOutOfRange
+from .leader_epochs import LeaderEpochCache
 from .log_reads import LogOffsetMetadata, LogRead, LogReads, OffsetAndTimestamp
 from .log_retention import LogRetention
 from .log_transactions import LogTransactions
@@ -43,6 +44,8 @@ _MAX_TIMESTAMP_OFFSET = 35
 _LEADER_EPOCH_OFFSET = 12
 _CLEAN_SHUTDOWN = ".kafkawire-clean-shutdown"
 _SNAPSHOT_SUFFIX = ".snapshot"
+# The log start offset DeleteRecords moved past the first segment's base (Kafka's log-start-offset-checkpoint)
+LOG_START_FILE = "log-start-offset"
 
 
 def _wall_clock_ms() -> int:
@@ -161,7 +164,41 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
         self.log_start_offset = first_local
         if self._remote_segments and self._remote_segments[0].base_offset < first_local:
             self.log_start_offset = self._remote_segments[0].base_offset
+        try:  # DeleteRecords may have moved it into the first segment
+            saved = int((directory / LOG_START_FILE).read_text())
+            self.log_start_offset = max(self.log_start_offset, min(saved, self.log_end_offset))
+        except (OSError, ValueError):
+            pass
         self._load_producer_state(now)
+        self.leader_epochs = LeaderEpochCache.load(directory, (
+            (batch.partition_leader_epoch, batch.base_offset)  # (an empty segment's file is not opened)
+            for segment in self._segments if segment.size for batch in segment.batches()))
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        self.leader_epochs.assign(self.leader_epoch, self.log_end_offset)  # this replica leads from here on
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) for the requested epoch (``UnifiedLog.endOffsetForEpoch``)."""
+        return self.leader_epochs.end_offset_for(epoch, self.log_end_offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (-1: the high watermark) and delete the
+        segments wholly below it; returns the new log start offset. OffsetOutOfRange past the high watermark."""
+        high_watermark = self.high_watermark
+        if offset == -1:
+            offset = high_watermark
+        if offset < 0 or offset > high_watermark:
+            raise OffsetOutOfRange(offset, self.log_start_offset, high_watermark,
+                                   f"Cannot increment the log start offset to {offset} of partition {self.name} "
+                                   f"since it is larger than the high watermark {high_watermark}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            tmp = self.directory / (LOG_START_FILE + ".tmp")
+            tmp.write_text(str(offset))
+            os.replace(tmp, self.directory / LOG_START_FILE)
+            self.leader_epochs.truncate_from_start(offset)
+            self._delete_log_start_breached()
+        return self.log_start_offset
 
     def _open_active(self) -> None:
         active = self._segments[-1]

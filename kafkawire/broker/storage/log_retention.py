@@ -33,8 +33,9 @@ class LogRetention:
             if self.tiered and copy_to_remote:
                 self._copy_to_remote()
             removed += self._delete_log_start_breached()
-            removed += self._delete_retention_size_breached()
-            removed += self._delete_retention_ms_breached(now)
+            if self.config.delete:  # a compact-only log keeps its old segments (the cleaner shrinks them)
+                removed += self._delete_retention_size_breached()
+                removed += self._delete_retention_ms_breached(now)
             if not (self.tiered and self._roll_requested):
                 break
             self._roll_requested = False

@@ -44,14 +44,13 @@ EndResult = InitResult
 
 class TransactionCoordinator:
     def __init__(self, state_log: TransactionStateLog, producer_ids: ProducerIdBlock, markers: MarkerWriter, *,
-                 max_timeout_ms: int, id_expiration_ms: int, server_version: int,
+                 max_timeout_ms: int, id_expiration_ms: int,
                  clock: Callable[[], float] = time.time):
         self.state_log = state_log
         self.producer_ids = producer_ids
         self.markers = markers
         self.max_timeout_ms = max_timeout_ms
         self.id_expiration_ms = id_expiration_ms
-        self.server_version = server_version  # the finalized transaction.version
         self._clock = clock
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -104,12 +103,13 @@ class TransactionCoordinator:
             # fence the open transaction's producer and abort it; the caller retries (as in Kafka)
             error = self._fence_and_abort(metadata, now)
             return InitResult(error or ErrorCode.CONCURRENT_TRANSACTIONS)
+        transit: TxnTransit | None
         if metadata.epoch_exhausted and (not expected or expected_epoch == metadata.producer_epoch):
             transit = metadata.prepare_producer_id_rotation(self.producer_ids.next(), timeout_ms, now, expected)
         else:
             transit = metadata.prepare_increment_epoch(timeout_ms, expected_epoch if expected else None, now)
-            if transit is None:
-                return InitResult(ErrorCode.PRODUCER_FENCED)
+        if transit is None:
+            return InitResult(ErrorCode.PRODUCER_FENCED)
         error = self._write(metadata, transit)
         if error:
             return InitResult(error)
@@ -220,10 +220,12 @@ class TransactionCoordinator:
         return EndResult(ErrorCode.NONE, metadata.producer_id, metadata.producer_epoch)
 
     def _fence_and_abort(self, metadata: TransactionMetadata, now: int) -> int:
+        # the abort follows the transaction's own version: with 2, one more epoch bump after the fence
+        version = metadata.client_version
         next_producer_id = NO_PRODUCER_ID
-        if self.server_version >= 2 and is_epoch_exhausted(metadata.producer_epoch + 1):
+        if version >= 2 and is_epoch_exhausted(metadata.producer_epoch + 1):
             next_producer_id = self.producer_ids.next()
-        error = self._write(metadata, metadata.prepare_fence_abort(self.server_version, next_producer_id, now))
+        error = self._write(metadata, metadata.prepare_fence_abort(version, next_producer_id, now))
         if not error:
             self._write_markers(metadata)
         return error

@@ -100,15 +100,15 @@ class TransactionMetadata:
         return replace(base, **changes)
 
     # ---- transitions (prepareX in Kafka) ---------------------------------------------------------
-    def prepare_fence_abort(self, server_version: int, next_producer_id: int, now_ms: int) -> TxnTransit:
+    def prepare_fence_abort(self, client_version: int, next_producer_id: int, now_ms: int) -> TxnTransit:
         """A new instance (or the timeout) fences the open transaction (Kafka's PrepareEpochFence then
         PrepareAbort, written as one): the epoch goes up by one, fencing the old instance, and the
         transaction is aborted with it (with transaction version 2, one more bump for the abort)."""
         epoch, last = self.producer_epoch + 1, NO_PRODUCER_EPOCH
-        if server_version >= 2 and epoch < _SHORT_MAX:
+        if client_version >= 2 and epoch < _SHORT_MAX:
             epoch, last = epoch + 1, epoch
         return self._transit(TxnState.PREPARE_ABORT, next_producer_id=next_producer_id, producer_epoch=epoch,
-                             last_producer_epoch=last, update_ms=now_ms, client_version=server_version)
+                             last_producer_epoch=last, update_ms=now_ms, client_version=client_version)
 
     def prepare_increment_epoch(self, timeout_ms: int, expected_epoch: int | None, now_ms: int) -> TxnTransit | None:
         """InitProducerId on an idle transactional id: the next epoch (None: the caller is fenced, its

@@ -110,6 +110,7 @@ class BrokerConnection:
         self.memory_pool = memory_pool
         self.max_frame = max_frame
         self.api_versions: dict[int, tuple[int, int]] = {}
+        self.finalized_features: dict[str, int] = {}  # feature name -> finalized level (ApiVersions v3+)
         self.reads_paused_total = 0  # responses whose body waited for the memory pool
         self.bytes_received = 0
         self._correlator = Correlator(client_id=client_id or "kafkawire")
@@ -207,6 +208,8 @@ class BrokerConnection:
             if response.error_code:
                 raise KafkaError(response.error_code, f"ApiVersions v{version} refused by {self.host}:{self.port}")
             self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+            # the cluster's finalized feature levels (v3+), e.g. transaction.version (KIP-890)
+            self.finalized_features = {f.name: f.max_version_level for f in response.finalized_features}
             return
         raise IncompatibleBrokerError(f"{self.host}:{self.port} accepts no ApiVersions version this client speaks")
 

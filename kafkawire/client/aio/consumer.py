@@ -38,15 +38,17 @@ from kafkawire.messages import ListOffsetsRequest
 
 from ..core.cluster_metadata import METADATA_REFRESH_ERRORS, ClusterMetadata
 from ..core.consumer_config import ConsumerConfig
+from ..core.consumer_group_metadata import ConsumerGroupMetadata
 from ..core.consumer_record import ConsumerRecord
 from ..core.fetcher import Fetcher
+from ..core.consumer_protocol_member import ConsumerProtocolMember
 from ..core.group_member import GroupMember
 from ..core.group_protocol import (
     CommittedOffsets, OffsetAndMetadata, PartitionsAssigned, PartitionsLost, PartitionsRevoked,
 )
 from ..core.properties import resolve
 from ..core.topic_partition import TopicPartition
-from ..errors import ConsumerClosed, GroupError, IncompatibleBrokerError, KafkaConnectionError, KafkaError
+from ..errors import ConfigError, ConsumerClosed, GroupError, IncompatibleBrokerError, KafkaConnectionError, KafkaError
 from .authentication import ConnectionSecurity
 from .connection import DEFAULT_ROLE, FETCH_ROLE, BrokerConnection, ConnectionManager
 from .fetch_driver import FetchDriver
@@ -91,7 +93,10 @@ class AsyncConsumer:
         self._fetching = FetchDriver(self.fetcher, config, self.connections, self.metadata, self._stats,
                                      spawn=self._spawn, wake=self._wake_poll, connected=self._fetch_connected)
         # group membership and offsets, with a group.id
-        self.member = GroupMember(config, positions=self._positions) if config.group_id else None
+        self.member = None
+        if config.group_id:
+            kind = ConsumerProtocolMember if config.group_protocol == "consumer" else GroupMember
+            self.member = kind(config, positions=self._positions, group_instance_id=config.group_instance_id)
         self._group = (GroupDriver(self.member, config.group_id, self.connections, self.metadata, self._stats,
                                    spawn=self._spawn, any_connection=self._any_connection,
                                    on_event=self._on_group_event)
@@ -218,6 +223,16 @@ class AsyncConsumer:
         if self.member is not None:
             topics |= self.member.metadata_topics
         self.metadata.set_topics(topics)
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        """This consumer's group, generation and member id, for a transactional producer's
+        ``send_offsets_to_transaction`` (KIP-447: the group coordinator refuses the offsets once this
+        member has lost its partitions). Outside a group's management (``assign``) the generation is -1."""
+        if self.member is None:
+            raise ConfigError("consumer_group_metadata needs a group.id")
+        generation = self.member.generation
+        return ConsumerGroupMetadata(self.member.group_id, generation.generation_id, generation.member_id,
+                                     self.member.group_instance_id)
 
     def assignment(self) -> set[TopicPartition]:
         return set(self.fetcher.assignment())
@@ -529,9 +544,10 @@ class AsyncConsumer:
                                 event.partitions)
         elif isinstance(event, PartitionsAssigned):
             self._stats["rebalance-total"] += 1
-            self._looking_up.update(event.partitions)  # the member fetches their committed offsets itself
+            added = event.partitions if event.added is None else event.added  # incremental: only the new ones
+            self._looking_up.update(added)  # the member fetches their committed offsets itself
             self._assign(list(event.partitions))
-            self._call_listener("on_partitions_assigned", event.partitions)
+            self._call_listener("on_partitions_assigned", added)
         elif isinstance(event, CommittedOffsets):  # (callers waiting on it are told by the GroupDriver)
             partitions = self._lookups.pop(event.request_id, None) if event.request_id is not None else None
             if event.error is not None:

@@ -17,6 +17,19 @@ waits still has its batches sent, several to a request.
 Appends are served in call order: once one waits for memory, later ones wait behind it, so records
 of one partition are never reordered by the wait.
 
+With ``transactional.id`` the producer is transactional (KIP-98), with confluent-kafka's calls::
+
+    await producer.init_transactions()           # once: fences older producers with the same id
+    await producer.begin_transaction()
+    await producer.send("out", b"value")         # only inside a transaction
+    await producer.send_offsets_to_transaction({TopicPartition("in", 0): 42}, consumer.consumer_group_metadata())
+    await producer.commit_transaction()          # or abort_transaction()
+
+The calls that wait take ``timeout`` in seconds (None: ``max.block.ms``); one that times out raises
+TransactionTimeout and may be called again to go on waiting. A ProducerFencedError or other
+TransactionFatalError leaves only ``close``; after a TransactionAbortableError, abort_transaction and
+go on. The TransactionManager (sans I/O) keeps the state; the sender runs it (``transaction_driver``).
+
 The blocking Producer (``kafkawire.client.blocking``) shares this producer with other threads: its ``send`` appends in
 the caller's thread through ``append_now`` and ``append_blocking``, under ``lock`` (which the sender
 takes too), and waits in that thread for memory; only a topic's first metadata is fetched on the
@@ -34,16 +47,23 @@ from typing import Any
 
 from ..core.accumulator import AppendResult, RecordAccumulator
 from ..core.cluster_metadata import ClusterMetadata
+from ..core.consumer_group_metadata import ConsumerGroupMetadata
 from ..core.delivery import RecordFuture, RecordMetadata
+from ..core.group_protocol import OffsetAndMetadata
 from ..core.partitioner import Partitioner, StickyState, partition_for_key
 from ..core.producer_config import ProducerConfig
 from ..core.producer_memory import Allocation, BufferPool
 from ..core.properties import resolve
-from ..errors import AuthenticationException, ProducerClosed
+from ..core.topic_partition import TopicPartition
+from ..core.transaction_manager import TransactionManager
+from ..errors import (
+    AuthenticationException, ProducerClosed, TransactionError, TransactionStateError,
+)
 from .authentication import ConnectionSecurity
 from .connection import ConnectionManager
 from .metadata_refresh import Metadata
 from .sender import Sender
+from .transaction_driver import TransactionDriver
 from .waiting import wait_for_delivery
 
 __all__ = ["AsyncProducer", "TopicRoute"]
@@ -94,6 +114,12 @@ class AsyncProducer:
         self.sender = Sender(self.config, self.accumulator, self.metadata, self.connections, self.lock,
                              self._stats, self._on_fatal)
         self.metadata.add_listener(self._on_metadata)
+        self.transactions: TransactionManager | None = None
+        self._txn_driver: TransactionDriver | None = None
+        if self.config.transactional_id is not None:
+            self.transactions = TransactionManager(self.config.transactional_id, self.config.transaction_timeout_ms,
+                                                   self.config.retry_backoff_ms)
+            self._txn_driver = TransactionDriver(self.transactions, self.sender, self.connections)
         self._routes: dict[str, TopicRoute] = {}  # topics send() may append to synchronously
         self._ignore_keys = self.config.partitioner_ignore_keys
         self._sticky_bytes = self.partitioner.sticky.batch_size
@@ -193,6 +219,8 @@ class AsyncProducer:
             timestamp_ms = time.time_ns() // 1_000_000  # CreateTime is wall-clock
         elif type(timestamp_ms) is not int or timestamp_ms < 0:
             return None
+        if self.transactions is not None:
+            self._add_to_transaction(topic, partition)
         appended = self.accumulator.try_append(topic, partition, key, value, () if headers is None else headers,
                                                timestamp_ms)
         if appended is None:
@@ -213,6 +241,8 @@ class AsyncProducer:
             await self.start()
         started = _now_ms()
         partition, headers, timestamp_ms = await self._prepare(topic, key, partition, headers, timestamp_ms)
+        if self.transactions is not None:
+            self._add_to_transaction(topic, partition)
         turn = await self._take_turn() if self._append_queue else None
         try:
             remaining = max(0.0, self.config.max_block_ms - (_now_ms() - started))
@@ -329,6 +359,77 @@ class AsyncProducer:
             self._schedule_pool_expiry()
         self._expiry_timer = asyncio.get_running_loop().call_later(delay + 0.001, expire)
 
+    # ---- transactions ----------------------------------------------------------------------------
+    def _transactional(self) -> tuple[TransactionManager, TransactionDriver]:
+        if self.transactions is None or self._txn_driver is None:
+            raise TransactionStateError("a transactional call on a producer without transactional.id")
+        return self.transactions, self._txn_driver
+
+    def _timeout(self, timeout: float | None) -> float | None:
+        """A transactional call's timeout in seconds: ``max.block.ms`` by default, as Kafka's producer;
+        a negative one waits as long as it takes (confluent-kafka's -1)."""
+        if timeout is None:
+            return self.config.max_block_ms / 1000
+        return None if timeout < 0 else timeout
+
+    def _add_to_transaction(self, topic: str, partition: int) -> None:
+        assert self.transactions is not None  # (called for a transactional producer only)
+        if self.transactions.maybe_add_partition(TopicPartition(topic, partition)):
+            self._wake()  # AddPartitionsToTxn to send
+
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        """Get the transactional.id's producer id and epoch (fencing older producers with the id, whose
+        open transaction the coordinator aborts). Call once, before the first transaction."""
+        manager, driver = self._transactional()
+        await self.start()
+        with self.lock:
+            result = manager.initialize()
+        await driver.wait(result, self._timeout(timeout))
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: the records sent until commit_transaction or abort_transaction belong to it."""
+        manager, _ = self._transactional()
+        with self.lock:
+            manager.begin()
+
+    async def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition | tuple[str, int],
+                                                                 int | OffsetAndMetadata] | Iterable[Any],
+                                          group_metadata: ConsumerGroupMetadata | str,
+                                          timeout: float | None = None) -> None:
+        """Commit a consumer's ``offsets`` (the next offset to read, per partition) with the transaction:
+        a mapping of partitions to offsets, or confluent-kafka's list of TopicPartitions carrying
+        ``offset``. ``group_metadata`` is the consumer's ``consumer_group_metadata()``, which lets the
+        group coordinator refuse offsets from a consumer that has lost its partitions (KIP-447)."""
+        manager, driver = self._transactional()
+        group = ConsumerGroupMetadata(group_metadata) if isinstance(group_metadata, str) else group_metadata
+        pairs = offsets.items() if isinstance(offsets, Mapping) else (
+            ((position.topic, position.partition), position.offset) for position in offsets)
+        commits = {TopicPartition(*tp): value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
+                   for tp, value in pairs}
+        with self.lock:
+            result = manager.send_offsets(commits, group)
+        await driver.wait(result, self._timeout(timeout))
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send every record of the transaction, then commit it (EndTxn goes once the last record is
+        acknowledged). A TransactionAbortableError (a record failed) means: abort_transaction, then go on."""
+        manager, driver = self._transactional()
+        with self.lock:
+            result = manager.begin_commit()
+        self.accumulator.begin_flush()  # the transaction's records go now, without waiting for linger.ms
+        try:
+            await driver.wait(result, self._timeout(timeout))
+        finally:
+            self.accumulator.end_flush()
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: records not yet sent fail with TransactionAbortedError, those sent are
+        marked aborted (read_committed consumers skip them)."""
+        manager, driver = self._transactional()
+        with self.lock:
+            result = manager.begin_abort()
+        await driver.wait(result, self._timeout(timeout))
+
     # ---- sending from other threads (the blocking Producer) ---------------------------------------
     def append_blocking(self, topic: str, value: bytes | None, key: bytes | None, partition: int | None,
                         headers: Iterable[tuple[str, bytes | None]] | None, timestamp_ms: int | None,
@@ -344,6 +445,8 @@ class AsyncProducer:
         with self.lock:
             self.check_open()
             partition = self._partition(topic, key, partition, route)
+            if self.transactions is not None:
+                self._add_to_transaction(topic, partition)
             result = self.accumulator.append(topic, partition, key, value, headers, timestamp_ms, _now_ms(),
                                              max_block_ms=max(0.0, self.config.max_block_ms - (_now_ms() - started_ms)))
         pending = result.pending
@@ -387,6 +490,7 @@ class AsyncProducer:
             self.accumulator.close()
         try:
             if self._started and self.sender.fatal is None:
+                await self._abort_open_transaction(timeout)
                 self.sender.closing = True
                 self.sender.wake()
                 try:
@@ -406,6 +510,20 @@ class AsyncProducer:
                 self._expiry_timer.cancel()
             await self.metadata.close()
             await self.connections.close()
+
+    async def _abort_open_transaction(self, timeout_ms: float) -> None:
+        """Closing with a transaction open aborts it, as Kafka's sender does on shutdown."""
+        manager, driver = self.transactions, self._txn_driver
+        if (manager is None or driver is None or not manager.has_ongoing_transaction or manager.is_completing
+                or manager.fatal_error is not None):
+            return
+        try:
+            with self.lock:
+                result = manager.begin_abort()
+            await driver.wait(result, timeout_ms / 1000)
+        except TransactionError as error:
+            log.warning("closing with the transaction of %r open: aborting it failed: %s",
+                        manager.transactional_id, error)
 
     # ---- metadata --------------------------------------------------------------------------------
     def _on_metadata(self, cluster: ClusterMetadata) -> None:

@@ -6,7 +6,9 @@ v2), with at most ``max.in.flight.requests.per.connection`` requests in flight p
 ``enable.idempotence`` it first gets a producer id (InitProducerId); batches get sequence numbers as
 they are drained, and a failed request's batches go back in sequence order to be sent again (the
 broker drops duplicates by sequence), only once the batches before them are acknowledged, so retries
-never reorder. Retriable errors are retried until ``delivery.timeout.ms`` after the batch was created
+never reorder. A transactional producer's sender also runs its TransactionDriver (producer id, epoch
+and requests to the transaction coordinator) and sends only partitions added to the transaction.
+Retriable errors are retried until ``delivery.timeout.ms`` after the batch was created
 (or ``retries`` runs out); leader and topic errors refresh metadata first. A batch that fails for
 good while later ones hold sequences makes the producer fetch a new epoch (KIP-360) once nothing is
 in flight, since the broker would refuse the gap.
@@ -36,6 +38,7 @@ from ..core.topic_partition import TopicPartition
 from ..errors import IncompatibleBrokerError, KafkaConnectionError, KafkaError
 from .connection import BrokerConnection, ConnectionManager
 from .metadata_refresh import Metadata
+from .transaction_driver import TransactionDriver
 from .waiting import wait_event
 
 __all__ = ["Sender"]
@@ -80,6 +83,7 @@ class Sender:
         self._connecting: set[int] = set()
         self._producer_id_task: asyncio.Task | None = None
         self._epoch_bump_needed = False
+        self.transactions: TransactionDriver | None = None  # set by a transactional producer
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -119,7 +123,8 @@ class Sender:
     async def stop(self, timeout_s: float = 5.0) -> None:
         """End the task (it checks ``stopped`` on every pass); waits at most ``timeout_s`` for it."""
         self.stopped = True
-        tasks = {task for task in (self._task, self._producer_id_task) if task is not None and not task.done()}
+        txn_task = self.transactions.task if self.transactions is not None else None
+        tasks = {task for task in (self._task, self._producer_id_task, txn_task) if task is not None and not task.done()}
         for task in tasks:
             task.cancel()
         if tasks:
@@ -145,10 +150,22 @@ class Sender:
     def _run_once(self, now: float) -> float:
         """One pass: expire, look up what is missing, drain and send. Returns ms until the next pass."""
         accumulator = self.accumulator
-        if accumulator.expire_batches(now):
+        expired = accumulator.expire_batches(now)
+        if expired:
+            if self.transactions is not None:
+                for batch in expired:
+                    error = batch.result.error
+                    assert error is not None  # (expired batches failed with DeliveryTimeout)
+                    self.transactions.manager.handle_failed_batch(error, batch.has_sequence)
             self.progress.set()
         self.metadata.maybe_refresh()  # when due; its listener wakes the sender
-        if self.config.enable_idempotence and (accumulator.producer_id is None or self._epoch_bump_needed):
+        transactions = self.transactions
+        txn_delay = math.inf
+        if transactions is not None:
+            txn_delay = transactions.pump(now)
+            if not transactions.manager.has_producer_id:
+                return txn_delay  # init_transactions first; its answer wakes the sender
+        elif self.config.enable_idempotence and (accumulator.producer_id is None or self._epoch_bump_needed):
             self._ensure_producer_id()
             if accumulator.producer_id is None or self._epoch_bump_needed:
                 return float(self.config.retry_backoff_ms)  # InitProducerId's answer wakes the sender sooner
@@ -165,7 +182,7 @@ class Sender:
                 self._connect(node)
                 continue
             nodes.append(node)
-        delay = check.next_ready_check_delay_ms
+        delay = min(check.next_ready_check_delay_ms, txn_delay)
         if nodes:
             sent = False
             for node, batches in accumulator.drain(self.leaders, nodes, self.config.max_request_size, now).items():
@@ -209,7 +226,7 @@ class Sender:
     async def _init_producer_id(self) -> None:
         self.stats["producer-id-requests"] += 1
         try:
-            connection = await self._least_loaded_connection()
+            connection = await self.least_loaded_connection()
             version = connection.api_version(InitProducerIdRequest.API_KEY)
             current = self.accumulator.producer_id
             bump = self._epoch_bump_needed and version >= _INIT_PRODUCER_ID_BUMP_VERSION
@@ -243,12 +260,14 @@ class Sender:
         if not logged:
             log.error("producer failed: %s", error)
         self.fatal = error
+        if self.transactions is not None:
+            self.transactions.manager.fail(error)
         self.on_fatal(error)
         with self.lock:
             self.accumulator.abort_undrained(error)
         self.progress.set()
 
-    async def _least_loaded_connection(self) -> BrokerConnection:
+    async def least_loaded_connection(self) -> BrokerConnection:
         nodes = sorted(self.metadata.cluster.brokers, key=lambda n: self.in_flight.get(n, 0))
         for node in nodes:
             ready = self.connections.get_ready(node)
@@ -273,7 +292,7 @@ class Sender:
                 records += batch.record_count
             topics.setdefault(batch.tp.topic, []).append(
                 ProduceRequest.PartitionProduceData(index=batch.tp.partition, records=data))
-        request = ProduceRequest(transactional_id=None, acks=acks, timeout_ms=self.config.request_timeout_ms,
+        request = ProduceRequest(transactional_id=self.config.transactional_id, acks=acks, timeout_ms=self.config.request_timeout_ms,
                                  topic_data=[ProduceRequest.TopicProduceData(name=name, partition_data=parts)
                                              for name, parts in topics.items()])
         stats = self.stats
@@ -281,8 +300,11 @@ class Sender:
         stats["produce-request-total"] += 1
         stats["batch-total"] += len(batches)
         stats["bytes-sent-total"] += size
+        versions = (_PRODUCE_MIN_VERSION, _PRODUCE_MAX_VERSION)
+        if self.transactions is not None:
+            versions = self.transactions.produce_versions(*versions)
         try:
-            version = connection.api_version(ProduceRequest.API_KEY, _PRODUCE_MIN_VERSION, _PRODUCE_MAX_VERSION)
+            version = connection.api_version(ProduceRequest.API_KEY, *versions)
         except IncompatibleBrokerError as error:
             for batch in batches:
                 self._fail(batch, error)
@@ -358,7 +380,9 @@ class Sender:
         sequenced = batch.has_sequence
         self.stats["record-error-total"] += batch.record_count
         self.accumulator.fail_batch(batch, error)
-        if sequenced and self.config.enable_idempotence:
+        if self.transactions is not None:
+            self.transactions.manager.handle_failed_batch(error, sequenced)  # aborts the transaction or is fatal
+        elif sequenced and self.config.enable_idempotence:
             self._epoch_bump_needed = True  # later batches would hit the gap: restart sequences
 
 

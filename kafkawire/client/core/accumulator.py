@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 from kafkawire.records.batch import increment_sequence
@@ -81,6 +81,10 @@ class RecordAccumulator:
         self.waitable: int | None = None
         # how the records' futures are awaited, given by the driver (kafkawire.client.aio)
         self.loop_waiter: LoopWaiter | None = None
+        # a transactional producer's batches carry the transactional bit, and only partitions already
+        # added to the transaction may be sent (``may_send``, set by the driver)
+        self.transactional = config.transactional_id is not None
+        self.may_send: Callable[[TopicPartition], bool] | None = None
 
     # ---- appending -------------------------------------------------------------------------------
     def try_append(self, topic: str, partition: int, key, value, headers, timestamp_ms: int) -> tuple[
@@ -166,6 +170,7 @@ class RecordAccumulator:
                               compression_level=self.config.compression_level,
                               compression_ratio=self._ratios.estimate(topic), batch_size=self.config.batch_size,
                               waitable=self.waitable, loop_waiter=self.loop_waiter)
+        batch.builder.transactional = self.transactional
         try:
             future, size = batch.append(key, value, headers, timestamp)  # a batch always takes its first record
         except Exception:
@@ -251,7 +256,7 @@ class RecordAccumulator:
             if leader is None:
                 unknown.add(tp.topic)
                 continue
-            if leader in ready_nodes or self._muted(tp):
+            if leader in ready_nodes or self._muted(tp) or (self.may_send is not None and not self.may_send(tp)):
                 continue
             head = queue[0]
             if self._retry_waits_for_earlier(head):
@@ -306,7 +311,7 @@ class RecordAccumulator:
         for step in range(count):
             tp = parts[(start + step) % count]
             queue = self._batches.get(tp)
-            if not queue or self._muted(tp):
+            if not queue or self._muted(tp) or (self.may_send is not None and not self.may_send(tp)):
                 continue
             head = queue[0]
             if head.attempts > 0 and now_ms - head.last_attempt_ms < self.config.retry_backoff(head.attempts):

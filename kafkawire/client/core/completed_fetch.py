@@ -2,8 +2,8 @@
 batch at a time as it reaches them.
 
 Control batches and records below the position are skipped (a batch may start before the fetch
-offset); CRCs are checked when check.crcs is set; aborted transactions are not filtered
-(read_uncommitted only). The first batch that cannot be read stops the
+offset), and so, for read_committed, are the batches of aborted transactions (``aborted_transactions``);
+the position moves past all of them. CRCs are checked when check.crcs is set. The first batch that cannot be read stops the
 partition with a CorruptRecordException, after the records before it have been handed out. The
 records' bytes are charged to the consumer's memory pool until the partition is drained.
 """
@@ -16,6 +16,7 @@ from kafkawire.errors import KafkaWireError, RecordsError
 from kafkawire.records import LegacyBatch, RecordBatch, iter_batches
 
 from ..errors import CorruptRecordException
+from .aborted_transactions import AbortedTransactions
 from .consumer_memory import Lease
 from .consumer_record import ConsumerRecord, record_offset
 from .topic_partition import TopicPartition
@@ -77,7 +78,7 @@ class CompletedFetch:
     """
 
     def __init__(self, topic_partition: TopicPartition, fetch_offset: int, records: bytes, lease: Lease,
-                 check_crcs: bool = True):
+                 check_crcs: bool = True, aborted: AbortedTransactions | None = None):
         self.topic_partition = topic_partition
         self.fetch_offset = fetch_offset
         self.next_fetch_offset = fetch_offset
@@ -85,6 +86,7 @@ class CompletedFetch:
         self.size = len(records)
         self.lease = lease
         self.check_crcs = check_crcs
+        self.aborted = aborted  # read_committed: the fetch's aborted transactions
         self.failure: CorruptRecordException | None = None
         self.drained = False
         self._batches: list[RecordBatch | LegacyBatch | None] = []
@@ -144,7 +146,7 @@ class CompletedFetch:
             self._batches[index] = None  # let its view go once consumed
             self._index += 1
             estimate = self._estimates[index]
-            if batch.is_control or batch.next_offset <= self.next_fetch_offset:
+            if self._skipped(batch):
                 self.remaining -= estimate
                 self.next_fetch_offset = max(self.next_fetch_offset, batch.next_offset)
                 continue
@@ -169,13 +171,20 @@ class CompletedFetch:
         while self._index < len(self._batches):
             batch = self._batches[self._index]
             assert batch is not None  # (batches before _index are the consumed ones)
-            if not (batch.is_control or batch.next_offset <= self.next_fetch_offset):
+            if not self._skipped(batch):
                 return
             self._batches[self._index] = None
             self.remaining -= self._estimates[self._index]
             self.next_fetch_offset = max(self.next_fetch_offset, batch.next_offset)
             self._index += 1
         self._end()
+
+    def _skipped(self, batch: RecordBatch | LegacyBatch) -> bool:
+        """Whether ``batch`` hands out nothing: a control batch, one below the position, or (read_committed)
+        one of an aborted transaction. Batches come here in offset order."""
+        if self.aborted is not None and self.aborted.is_aborted(batch):
+            return True
+        return batch.is_control or batch.next_offset <= self.next_fetch_offset
 
     def _end(self) -> None:
         if self._scan_error is not None:

@@ -11,6 +11,9 @@ Besides Kafka's own settings this carries two proposals upstream never merged:
 Defaults that depend on other settings, as in Kafka:
 
 * ``enable_auto_commit``: true when a ``group.id`` is set, else false (true without a group is an error).
+
+``isolation.level`` defaults to ``read_uncommitted``, as in Java's client (confluent-kafka's default is
+``read_committed``); ``read_committed`` reads up to the last stable offset and skips aborted transactions.
 """
 from __future__ import annotations
 
@@ -37,6 +40,9 @@ class ConsumerConfig(SecurityConfig):
     client_id: str = ""
     client_rack: str = ""
     group_id: str | None = None
+    group_instance_id: str | None = None  # static membership (KIP-345; KIP-848 keeps it)
+    group_protocol: str = "classic"  # or "consumer": KIP-848, the broker assigns
+    group_remote_assignor: str | None = None  # consumer protocol: the broker's assignor to use (uniform, range)
     fetch_max_bytes: int = 52428800
     max_partition_fetch_bytes: int = 1048576
     remote_max_partition_fetch_bytes: int | None = None
@@ -67,6 +73,11 @@ class ConsumerConfig(SecurityConfig):
                 raise ConfigError(f"{dotted(name)} must be a string, not {getattr(self, name)!r}")
         if self.group_id is not None and not isinstance(self.group_id, str):
             raise ConfigError(f"group.id must be a string, not {self.group_id!r}")
+        for name in ("group_instance_id", "group_remote_assignor"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ConfigError(f"{dotted(name)} must be a non-empty string, not {value!r}")
+        set_("group_protocol", choice("group_protocol", str(self.group_protocol).lower(), ("classic", "consumer")))
         # Request fields are int32 on the wire, hence the upper bounds.
         for name, low, high in (("fetch_max_bytes", 0, INT32_MAX), ("max_partition_fetch_bytes", 0, INT32_MAX),
                                 ("fetch_min_bytes", 0, INT32_MAX), ("fetch_max_wait_ms", 0, INT32_MAX),
@@ -86,11 +97,7 @@ class ConsumerConfig(SecurityConfig):
             raise ConfigError(f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "
                               f"session.timeout.ms ({self.session_timeout_ms})")
         set_("auto_offset_reset", choice("auto_offset_reset", self.auto_offset_reset, OFFSET_RESET_STRATEGIES))
-        level = choice("isolation_level", self.isolation_level, ("read_uncommitted", "read_committed"))
-        if level == "read_committed":
-            raise ConfigError("isolation.level read_committed is not supported by this consumer "
-                              "(it does not filter aborted transactions); use read_uncommitted")
-        set_("isolation_level", level)
+        set_("isolation_level", choice("isolation_level", self.isolation_level, ("read_uncommitted", "read_committed")))
         set_("partition_assignment_strategy", _assignors(self.partition_assignment_strategy))
         if self.enable_auto_commit is None:
             set_("enable_auto_commit", self.group_id is not None)
@@ -112,6 +119,11 @@ class ConsumerConfig(SecurityConfig):
     def isolation_level_code(self) -> int:
         """The FetchRequest IsolationLevel byte (0 read_uncommitted, 1 read_committed)."""
         return 0 if self.isolation_level == "read_uncommitted" else 1
+
+    @property
+    def read_committed(self) -> bool:
+        """Only committed transactional records are returned, and fetches stop at the last stable offset."""
+        return self.isolation_level == "read_committed"
 
 
 def _assignors(value: object) -> tuple[str, ...]:

@@ -47,6 +47,7 @@ from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import FetchRequest, FetchResponse
 
 from ..errors import FetchError, NoOffsetForPartitionException, OffsetOutOfRangeException, PartitionFetchError
+from .aborted_transactions import AbortedTransactions
 from .completed_fetch import CompletedFetch
 from .consumer_config import ConsumerConfig
 from .consumer_memory import Lease, MemoryPool
@@ -390,8 +391,12 @@ class Fetcher:
             if records is not None and len(records):
                 self._assignment.move_to_end(tp)  # KIP-74 rotation: partitions cut off lead the next request
                 blob = bytes(records)
+                aborted = None
+                if self.config.read_committed:
+                    aborted = AbortedTransactions((txn.producer_id, txn.first_offset)
+                                                  for txn in data.aborted_transactions or ())
                 self._buffered[tp] = CompletedFetch(tp, fetch_offset, blob, lease.split(len(blob)),
-                                                    self.config.check_crcs)
+                                                    self.config.check_crcs, aborted)
                 outcome.buffered.append(tp)
             return
         outcome.errors[tp] = code

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import (
-    FindCoordinatorResponse, HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse,
+    ConsumerGroupHeartbeatResponse, FindCoordinatorResponse, HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse,
     OffsetFetchResponse, SyncGroupResponse,
 )
 
@@ -124,6 +124,7 @@ class PartitionsAssigned:
     generation_id: int
     member_id: str
     leader: bool
+    added: tuple[TopicPartition, ...] | None = None  # incremental (KIP-848): the new ones; None: all are
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ class OutgoingRequest:
 RESPONSES: dict[str, type] = {
     "find": FindCoordinatorResponse, "join": JoinGroupResponse, "sync": SyncGroupResponse,
     "heartbeat": HeartbeatResponse, "leave": LeaveGroupResponse, "commit": OffsetCommitResponse,
-    "fetch": OffsetFetchResponse}
+    "fetch": OffsetFetchResponse, "consumer_heartbeat": ConsumerGroupHeartbeatResponse}
 
 
 # ---- error codes -----------------------------------------------------------------------------------------

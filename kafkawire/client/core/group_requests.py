@@ -32,15 +32,16 @@ _REASON_MAX_CHARS = 255  # JoinGroupRequest.maybeTruncateReason
 
 # ---- finding the coordinator -----------------------------------------------------------------------------
 
-def find_coordinator_request(version: int, group_id: str) -> FindCoordinatorRequest:
+def find_coordinator_request(version: int, key: str, key_type: int = 0) -> FindCoordinatorRequest:
+    """FindCoordinator for ``key``: a group id (key_type 0) or a transactional id (1, from v1)."""
     if version >= 4:
-        return FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id])
-    return FindCoordinatorRequest(key=group_id, key_type=0)
+        return FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
+    return FindCoordinatorRequest(key=key, key_type=key_type)
 
 
 def read_find_coordinator(response: FindCoordinatorResponse, version: int,
                           group_id: str) -> tuple[int, int, str, int, str | None]:
-    """(error code, node id, host, port, error message) for ``group_id``."""
+    """(error code, node id, host, port, error message) for ``group_id`` (or the transactional id asked for)."""
     if version >= 4:
         entry = next((c for c in response.coordinators if c.key == group_id), None)
         if entry is None:

@@ -10,6 +10,7 @@ when the config is built (after that they hold plain values):
 
 * ``enable_idempotence``: true, unless ``acks``, ``retries`` or ``max.in.flight.requests.per.connection``
   conflict with it, in which case it is quietly off (set it to true explicitly to get an error instead).
+  A ``transactional.id`` needs idempotence: with it, a conflict or an explicit false is an error.
 * ``delivery_timeout_ms``: 120000, raised to ``linger.ms + request.timeout.ms`` if that is larger
   (an explicit value below that sum is an error).
 * ``batch_initial_size``: 4096, or ``batch.size`` if smaller; an explicit 0 means ``batch.size``
@@ -65,6 +66,8 @@ class ProducerConfig(SecurityConfig):
     request_timeout_ms: int = 30000
     partitioner_ignore_keys: bool = False
     max_request_size: int = 1048576
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60000
 
     _KIND = "producer"
 
@@ -80,9 +83,12 @@ class ProducerConfig(SecurityConfig):
                                 ("max_in_flight_requests_per_connection", 1, INT32_MAX),
                                 ("retries", 0, INT32_MAX), ("retry_backoff_ms", 0, INT64_MAX),
                                 ("retry_backoff_max_ms", 0, INT64_MAX), ("request_timeout_ms", 0, INT32_MAX),
-                                ("max_request_size", 1, INT32_MAX)):
+                                ("max_request_size", 1, INT32_MAX), ("transaction_timeout_ms", 0, INT32_MAX)):
             set_(name, integer(name, getattr(self, name), low, high))
         set_("partitioner_ignore_keys", boolean("partitioner_ignore_keys", self.partitioner_ignore_keys))
+        if self.transactional_id is not None and (not isinstance(self.transactional_id, str)
+                                                  or not self.transactional_id.strip()):
+            raise ConfigError(f"transactional.id must be a non-empty string, not {self.transactional_id!r}")
         self._resolve_compression()
         self._resolve_batch_sizes()
         self._resolve_delivery_timeout()
@@ -175,12 +181,18 @@ class ProducerConfig(SecurityConfig):
         if self.max_in_flight_requests_per_connection > 5:
             conflicts.append("max.in.flight.requests.per.connection must be at most 5 "
                              f"(is {self.max_in_flight_requests_per_connection})")
+        transactional = self.transactional_id is not None
         if self.enable_idempotence is None:
+            if transactional and conflicts:
+                raise ConfigError("transactional.id needs idempotence, but " + "; ".join(conflicts))
             self._set("enable_idempotence", not conflicts)
             return
         enabled = boolean("enable_idempotence", self.enable_idempotence)
         if enabled and conflicts:
             raise ConfigError("enable.idempotence is true but " + "; ".join(conflicts))
+        if transactional and not enabled:
+            raise ConfigError("cannot set a transactional.id without also enabling idempotence "
+                              "(enable.idempotence is false)")
         self._set("enable_idempotence", enabled)
 
 

@@ -1,0 +1,140 @@
+"""Rebalance time when one member joins a group of 10 consuming 100 partitions (issue 23), for the
+three protocols confluent-kafka speaks to kafkawire's broker: classic eager (``range``), classic
+cooperative-sticky (KIP-429) and the consumer protocol (KIP-848, ``group.protocol=consumer``).
+
+A producer keeps writing to every partition at a steady rate while 10 consumers, each on its own
+thread, consume. Once they share the 100 partitions, an 11th joins. Measured: the time from its
+subscribe to the group settled again (11 members, every partition owned by exactly one), and the
+records/s the group consumed during that time against the records/s before it. Eager rebalancing
+stops the world; the incremental protocols should keep most partitions flowing.
+
+    .venv/bin/python bench/rebalance.py [--repeats 3] [--members 10] [--partitions 100]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import confluent_kafka  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from common import git_state  # noqa: E402
+from kafkawire.broker.background import BrokerThread  # noqa: E402
+
+PROTOCOLS = {
+    "classic eager (range)": {"partition.assignment.strategy": "range"},
+    "classic cooperative-sticky": {"partition.assignment.strategy": "cooperative-sticky"},
+    "consumer protocol (KIP-848)": {"group.protocol": "consumer"},
+}
+
+
+class Member(threading.Thread):
+    def __init__(self, bootstrap, group, topic, settings, counter):
+        super().__init__(daemon=True)
+        self.consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                                  "auto.offset.reset": "latest", "log_level": 0, **settings})
+        self.consumer.subscribe([topic])
+        self.counter = counter
+        self.assigned: frozenset[int] = frozenset()
+        self.running = True
+
+    def run(self):
+        while self.running:
+            message = self.consumer.poll(0.02)
+            if message is not None and not message.error():
+                self.counter[0] += 1
+            self.assigned = frozenset(tp.partition for tp in self.consumer.assignment())
+        self.consumer.close()
+
+
+def settled(members, partitions) -> bool:
+    owned = [p for member in members for p in member.assigned]
+    return all(member.assigned for member in members) and len(owned) == len(set(owned)) == partitions
+
+
+def one_run(broker, protocol, settings, members_count, partitions, run):
+    topic = group = f"rebalance-{run}-{protocol.split()[0]}-{time.monotonic_ns()}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    producing = True
+
+    def produce():
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "log_level": 0})
+        i = 0
+        while producing:
+            for p in range(partitions):
+                producer.produce(topic, value=b"x" * 100, partition=p)
+            i += 1
+            producer.poll(0)
+            time.sleep(0.01)  # about 100 records per partition per second
+        producer.flush(5)
+
+    producer_thread = threading.Thread(target=produce, daemon=True)
+    producer_thread.start()
+    counter = [0]
+    members = [Member(broker.bootstrap, group, topic, settings, counter) for _ in range(members_count)]
+    for member in members:
+        member.start()
+    deadline = time.monotonic() + 60
+    while not settled(members, partitions):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{protocol}: the first {members_count} members did not settle")
+        time.sleep(0.01)
+    time.sleep(1.0)  # steady state
+    before_start, before_count = time.monotonic(), counter[0]
+    time.sleep(1.0)
+    steady_rate = (counter[0] - before_count) / (time.monotonic() - before_start)
+    joined_at, count_at_join = time.monotonic(), counter[0]
+    newcomer = Member(broker.bootstrap, group, topic, settings, counter)
+    newcomer.start()
+    members.append(newcomer)
+    while not settled(members, partitions):
+        if time.monotonic() > joined_at + 60:
+            raise RuntimeError(f"{protocol}: the group did not settle after the join")
+        time.sleep(0.005)
+    elapsed = time.monotonic() - joined_at
+    during_rate = (counter[0] - count_at_join) / elapsed
+    producing = False
+    for member in members:
+        member.running = False
+    for member in members:
+        member.join(10)
+    producer_thread.join(10)
+    return elapsed, during_rate, steady_rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--members", type=int, default=10)
+    parser.add_argument("--partitions", type=int, default=100)
+    args = parser.parse_args()
+    print(f"kafkawire {git_state()}, confluent-kafka {confluent_kafka.version()} "
+          f"(librdkafka {confluent_kafka.libversion()[0]}); {args.members} members + 1 joining, "
+          f"{args.partitions} partitions, median of {args.repeats}")
+    results = {}
+    with tempfile.TemporaryDirectory() as data, BrokerThread(
+            data_dir=data, group_initial_rebalance_delay_ms=0, group_consumer_heartbeat_interval_ms=250) as broker:
+        for run in range(args.repeats):
+            for protocol, settings in PROTOCOLS.items():  # interleaved, so drift hits each alike
+                results.setdefault(protocol, []).append(
+                    one_run(broker, protocol, settings, args.members, args.partitions, run))
+    print(f"{'protocol':32} {'rebalance s':>12} {'records/s during':>17} {'steady records/s':>17} {'flowing':>8}")
+    eager = statistics.median(r[0] for r in results["classic eager (range)"])
+    for protocol, runs in results.items():
+        elapsed = statistics.median(r[0] for r in runs)
+        during = statistics.median(r[1] for r in runs)
+        steady = statistics.median(r[2] for r in runs)
+        print(f"{protocol:32} {elapsed:12.2f} {during:17.0f} {steady:17.0f} {during / steady:8.0%}"
+              f"   ({elapsed / eager:.2f}x eager's time)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848) over the consumer group coordinator, with
+Kafka's authorization: READ on the group to heartbeat (and DESCRIBE on the topics it subscribes to),
+DESCRIBE on the group to describe it. Assignments travel by topic id."""
+from __future__ import annotations
+
+from ... import messages as m
+from ...error_codes import ErrorCode
+from ..consumer_group_state import Assignment, ConsumerGroup
+from ..group_state import _GROUP_AUTHORIZED_OPERATIONS, _NO_AUTHORIZED_OPERATIONS
+from ..security.acls import Operation, ResourceType
+from .state import BrokerState, RequestContext
+
+__all__ = ["ConsumerGroupApis"]
+
+
+class ConsumerGroupApis:
+    def __init__(self, state: BrokerState):
+        self.state = state
+        self.coordinator = state.groups.consumer
+
+    async def heartbeat(self, request, version: int, context: RequestContext):
+        Response = m.ConsumerGroupHeartbeatResponse
+        if not self.state.allowed(context, Operation.READ, ResourceType.GROUP, request.group_id):
+            return Response(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, member_epoch=0)
+        result = self.coordinator.heartbeat(
+            request, version, context.client_id, context.client_host,
+            lambda topic: self.state.allowed(context, Operation.DESCRIBE, ResourceType.TOPIC, topic))
+        assignment = None
+        if result.assignment is not None:
+            assignment = Response.Assignment(topic_partitions=[
+                Response.TopicPartitions(topic_id=topic_id, partitions=partitions)
+                for topic_id, _, partitions in self._by_id(result.assignment)])
+        return Response(error_code=result.error, error_message=result.message, member_id=result.member_id,
+                        member_epoch=result.member_epoch, heartbeat_interval_ms=result.heartbeat_interval_ms,
+                        assignment=assignment)
+
+    async def describe(self, request, version: int, context: RequestContext):
+        Response = m.ConsumerGroupDescribeResponse
+        groups = []
+        for group_id in request.group_ids:
+            operations = (_GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations
+                          else _NO_AUTHORIZED_OPERATIONS)
+            group = self.coordinator.groups.get(group_id)
+            if not self.state.allowed(context, Operation.DESCRIBE, ResourceType.GROUP, group_id):
+                error, message = ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+            elif group is None:
+                error = ErrorCode.GROUP_ID_NOT_FOUND
+                message = (f"Group {group_id} is not a consumer group." if self.state.groups.group_state(group_id)
+                           != "Dead" else f"Group {group_id} not found.")
+            else:
+                groups.append(self._described(group, version, operations))
+                continue
+            groups.append(Response.DescribedGroup(error_code=error, error_message=message, group_id=group_id,
+                                                  group_state="", group_epoch=0, assignment_epoch=0,
+                                                  assignor_name="", members=[],
+                                                  authorized_operations=operations))
+        return Response(groups=groups)
+
+    def _described(self, group: ConsumerGroup, version: int, operations: int):
+        Response = m.ConsumerGroupDescribeResponse
+        members = [Response.Member(
+            member_id=member.member_id, instance_id=member.instance_id, rack_id=member.rack_id,
+            member_epoch=member.member_epoch, client_id=member.client_id, client_host=member.client_host,
+            subscribed_topic_names=list(member.subscribed_names), subscribed_topic_regex=member.subscribed_regex,
+            assignment=self._assignment(member.assigned),
+            target_assignment=self._assignment(group.target.get(member.member_id, {})),
+            member_type=1) for member in group.members.values()]  # 1: the consumer protocol (v1)
+        return Response.DescribedGroup(error_code=0, group_id=group.group_id, group_state=group.state,
+                                       group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+                                       assignor_name=group.assignor or self.coordinator.assignors[0],
+                                       members=members, authorized_operations=operations)
+
+    def _assignment(self, assignment: Assignment):
+        Response = m.ConsumerGroupDescribeResponse
+        return Response.Assignment(topic_partitions=[
+            Response.TopicPartitions(topic_id=topic_id, topic_name=name, partitions=partitions)
+            for topic_id, name, partitions in self._by_id(assignment)])
+
+    def _by_id(self, assignment: Assignment):
+        """(topic id, name, sorted partitions) for the topics of ``assignment`` that still exist."""
+        for name, partitions in sorted(assignment.items()):
+            topic = self.state.topics.get(name)
+            if topic is not None and partitions:
+                yield topic.topic_id, name, sorted(partitions)
