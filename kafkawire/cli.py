@@ -38,37 +38,22 @@ def main(argv: list[str] | None = None) -> int:
     inspect.add_argument("--hex", action="store_true", help="the input is hex text (whitespace ignored)")
 
     broker = commands.add_parser("broker", help="run the reference broker")
-    broker.add_argument("--config", metavar="FILE",
-                        help="a Kafka server.properties file (Kafka's property names); the options below and "
-                             "--override win over it")
-    broker.add_argument("--data-dir", help="where partition logs and offsets live (log.dirs)")
-    broker.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; unless "
-                                                            "listeners is set)")
-    broker.add_argument("--port", type=int, default=9092, help="port to listen on (default 9092; 0 picks one)")
-    broker.add_argument("--advertised-host", help="host name clients are told to connect to")
-    broker.add_argument("--partitions", type=int, help="partitions of auto-created topics (num.partitions, default 1)")
-    broker.add_argument("--no-auto-create", action="store_true", help="refuse topics that were not created "
-                                                                      "(auto.create.topics.enable=false)")
-    broker.add_argument("--segment-bytes", type=int, help="log.segment.bytes (default 1 GiB)")
-    broker.add_argument("--retention-ms", type=int, help="log.retention.ms (default 7 days)")
-    broker.add_argument("--retention-bytes", type=int, help="log.retention.bytes (default -1: no limit)")
-    broker.add_argument("--remote-dir", help="a directory to use as the remote tier (tiered storage)")
-    broker.add_argument("--remote-latency-ms", type=float, default=0.0, help="added latency of remote reads")
-    broker.add_argument("--rebalance-delay-ms", type=int, help="group.initial.rebalance.delay.ms (default 3000)")
-    broker.add_argument("--add-scram", action="append", default=[], metavar="SCRAM-SHA-256=[name=N,password=P]",
-                        help="add a SCRAM credential at start, as kafka-storage format --add-scram does (repeatable)")
+    _add_broker_options(broker)
     broker.add_argument("--tap", metavar="FILE", help="write the broker's own traffic to FILE as pcapng (for tshark)")
-    broker.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                        help="set a broker property by its Kafka name (repeatable), e.g. "
-                             "--override queued.max.request.bytes=104857600")
     broker.add_argument("--metrics-port", type=int, metavar="PORT",
                         help="serve Prometheus metrics on PORT (/metrics; 0 picks a free port)")
-    broker.add_argument("--request-log", action="store_true",
-                        help="log every request (API, version, client, latency, error) on kafkawire.broker.requests")
-    broker.add_argument("-v", "--verbose", action="store_true", help="log each connection problem")
-    broker.add_argument("--upstream-versions", action="store_true",
-                        help="advertise exactly Kafka 4.3's API versions (Fetch up to v18, not kafkawire's "
-                             "KIP-1178 v19)")
+
+    cluster = commands.add_parser(
+        "cluster", help="run several brokers in one process, with faults on command",
+        description="N brokers in one process, each on its own port (--port, --port + 1, ...), sharing one "
+                    "copy of the data: partitions have replicas on several brokers with leaders spread out, "
+                    "and coordinators live on one broker each. --control-port serves a line-based control "
+                    "interface (send 'help') to move leaders, stop and start brokers, fail or drop requests, "
+                    "add latency and shrink ISRs.")
+    cluster.add_argument("--brokers", type=int, default=3, help="how many brokers (default 3)")
+    cluster.add_argument("--control-port", type=int, metavar="PORT",
+                         help="serve the control interface on PORT (0 picks a free port)")
+    _add_broker_options(cluster)
 
     from .capture_spark.commands import add_decode_command, add_report_command
     add_decode_command(commands)
@@ -102,6 +87,38 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def _add_broker_options(parser) -> None:
+    """The options `kafkawire broker` and `kafkawire cluster` share."""
+    parser.add_argument("--config", metavar="FILE",
+                        help="a Kafka server.properties file (Kafka's property names); the options below and "
+                             "--override win over it")
+    parser.add_argument("--data-dir", help="where partition logs and offsets live (log.dirs)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; unless "
+                                                            "listeners is set)")
+    parser.add_argument("--port", type=int, default=9092, help="port to listen on (default 9092; 0 picks one)")
+    parser.add_argument("--advertised-host", help="host name clients are told to connect to")
+    parser.add_argument("--partitions", type=int, help="partitions of auto-created topics (num.partitions, default 1)")
+    parser.add_argument("--no-auto-create", action="store_true", help="refuse topics that were not created "
+                                                                      "(auto.create.topics.enable=false)")
+    parser.add_argument("--segment-bytes", type=int, help="log.segment.bytes (default 1 GiB)")
+    parser.add_argument("--retention-ms", type=int, help="log.retention.ms (default 7 days)")
+    parser.add_argument("--retention-bytes", type=int, help="log.retention.bytes (default -1: no limit)")
+    parser.add_argument("--remote-dir", help="a directory to use as the remote tier (tiered storage)")
+    parser.add_argument("--remote-latency-ms", type=float, default=0.0, help="added latency of remote reads")
+    parser.add_argument("--rebalance-delay-ms", type=int, help="group.initial.rebalance.delay.ms (default 3000)")
+    parser.add_argument("--add-scram", action="append", default=[], metavar="SCRAM-SHA-256=[name=N,password=P]",
+                        help="add a SCRAM credential at start, as kafka-storage format --add-scram does (repeatable)")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a broker property by its Kafka name (repeatable), e.g. "
+                             "--override queued.max.request.bytes=104857600")
+    parser.add_argument("--request-log", action="store_true",
+                        help="log every request (API, version, client, latency, error) on kafkawire.broker.requests")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log each connection problem")
+    parser.add_argument("--upstream-versions", action="store_true",
+                        help="advertise exactly Kafka 4.3's API versions (Fetch up to v18, not kafkawire's "
+                             "KIP-1178 v19)")
+
+
 def _run(args, parser) -> int:
     if args.command == "apis":
         return _apis(args)
@@ -109,6 +126,8 @@ def _run(args, parser) -> int:
         return _inspect(args, parser)
     if args.command == "broker":
         return _broker(args)
+    if args.command == "cluster":
+        return _cluster(args)
     if args.command in ("decode", "report"):
         from .capture_spark.commands import run
         return run(args)
@@ -127,29 +146,30 @@ def _refuse(command: str, message) -> int:
     return USAGE_ERROR
 
 
-def _broker(args) -> int:
-    import asyncio
+def _broker_config(args, command: str, defaults: dict[str, str] | None = None):
+    """The BrokerConfig the options of `kafkawire broker` or `cluster` say (over ``defaults``, by Kafka
+    name), or the exit status of a refusal."""
     import logging
 
-    from .broker import Broker, BrokerConfig
+    from .broker import BrokerConfig
+    from .broker.properties import read_properties
 
     for option, folder in (("--data-dir", args.data_dir), ("--remote-dir", args.remote_dir)):
         problem = _folder_problem(folder) if folder else None
         if problem:
-            return _refuse("broker", f"{option} {folder}: {problem}")
-    from .broker.properties import read_properties
+            return _refuse(command, f"{option} {folder}: {problem}")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.request_log:
         logging.getLogger("kafkawire.broker.requests").setLevel(logging.INFO)
-    properties: dict[str, str] = {}
+    properties: dict[str, str] = dict(defaults or {})
     if args.config:
         try:
             properties.update(read_properties(args.config))
         except OSError as error:
-            return _refuse("broker", f"--config {args.config}: {error.strerror or error}")
+            return _refuse(command, f"--config {args.config}: {error.strerror or error}")
         except ValueError as error:
-            return _refuse("broker", f"--config {args.config}: {error}")
+            return _refuse(command, f"--config {args.config}: {error}")
     flags = {"log.dirs": args.data_dir, "num.partitions": args.partitions, "log.segment.bytes": args.segment_bytes,
              "log.retention.ms": args.retention_ms, "log.retention.bytes": args.retention_bytes,
              "group.initial.rebalance.delay.ms": args.rebalance_delay_ms,
@@ -158,21 +178,32 @@ def _broker(args) -> int:
     for item in args.override:
         key, equals, value = item.partition("=")
         if not equals:
-            return _refuse("broker", f"--override takes KEY=VALUE, not {item!r}")
+            return _refuse(command, f"--override takes KEY=VALUE, not {item!r}")
         properties[key.strip()] = value
     data_dir = properties.pop("log.dirs", None) or properties.pop("log.dir", None)
     if not data_dir:
-        return _refuse("broker", "no data folder: give --data-dir or log.dirs")
+        return _refuse(command, "no data folder: give --data-dir or log.dirs")
     if "," in data_dir:
-        return _refuse("broker", f"log.dirs: one folder only, not {data_dir!r}")
+        return _refuse(command, f"log.dirs: one folder only, not {data_dir!r}")
     try:
-        config = BrokerConfig.from_properties(
+        return BrokerConfig.from_properties(
             properties, data_dir=data_dir, host=args.host, port=args.port, advertised_host=args.advertised_host,
-            remote_dir=args.remote_dir, remote_read_latency_ms=args.remote_latency_ms, tap_path=args.tap,
-            upstream_versions=args.upstream_versions, scram_credentials=args.add_scram,
-            metrics_port=args.metrics_port, request_log=args.request_log)
+            remote_dir=args.remote_dir, remote_read_latency_ms=args.remote_latency_ms,
+            tap_path=getattr(args, "tap", None), upstream_versions=args.upstream_versions,
+            scram_credentials=args.add_scram, metrics_port=getattr(args, "metrics_port", None),
+            request_log=args.request_log)
     except (TypeError, ValueError) as error:  # a setting the broker cannot honour
-        return _refuse("broker", error)
+        return _refuse(command, error)
+
+
+def _broker(args) -> int:
+    import asyncio
+
+    from .broker import Broker
+
+    config = _broker_config(args, "broker")
+    if isinstance(config, int):
+        return config
 
     async def serve() -> int:
         try:
@@ -204,6 +235,48 @@ def _broker(args) -> int:
     except KeyboardInterrupt:
         return 0
 
+
+def _cluster(args) -> int:
+    import asyncio
+
+    from .broker import Cluster
+    from .broker.cluster.control import serve_control
+
+    if args.brokers < 1:
+        return _refuse("cluster", f"--brokers must be at least 1, not {args.brokers}")
+    # replicas on up to three brokers, unless the settings say otherwise
+    config = _broker_config(args, "cluster", {"default.replication.factor": str(min(3, args.brokers))})
+    if isinstance(config, int):
+        return config
+
+    async def serve() -> int:
+        cluster = Cluster(args.brokers, config=config)
+        try:
+            await cluster.start()
+            control = (await serve_control(cluster, config.host, args.control_port)
+                       if args.control_port is not None else None)
+        except (OSError, ValueError) as error:
+            with contextlib.suppress(Exception):
+                await cluster.close()
+            return _refuse("cluster", _start_problem(error, config))
+
+        def ready() -> None:
+            if control is not None:
+                print(f"control on {config.host}:{control.sockets[0].getsockname()[1]}", flush=True)
+            print(f"kafkawire cluster on {cluster.bootstrap} (data in {config.data_dir})", flush=True)
+
+        try:
+            await _serve_until_signalled(cluster, ready)
+        finally:
+            if control is not None:
+                control.close()
+            await cluster.close()
+        return 0
+
+    try:
+        return asyncio.run(serve())
+    except KeyboardInterrupt:
+        return 0
 
 async def _serve_until_signalled(broker, ready) -> None:
     """Serve until SIGTERM or SIGINT, then shut down gracefully. The handlers are installed here, whatever

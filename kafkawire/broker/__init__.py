@@ -10,16 +10,19 @@
   ``group_offsets`` and ``offsets_store``;
 - ``config`` and ``properties`` (settings by Kafka's names), ``versions`` (what is served),
   ``security/`` (ACLs, TLS, JAAS), ``tap`` (the broker's traffic as pcapng) and ``background`` (a
-  broker on a thread, for blocking callers).
+  broker on a thread, for blocking callers);
+- ``cluster/`` (``Cluster``: several brokers in one process, leader moves and faults on command), over
+  ``node_view`` (what a node leads and coordinates), ``coordinator_keys`` and ``faults``.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__all__ = ["Broker", "BrokerConfig", "BrokerThread"]
+__all__ = ["Broker", "BrokerConfig", "BrokerThread", "Cluster", "ClusterThread"]
 
 if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
     from .background import BrokerThread as BrokerThread
+    from .cluster import Cluster as Cluster, ClusterThread as ClusterThread
     from .config import BrokerConfig as BrokerConfig
     from .server import Broker as Broker
 else:
@@ -34,4 +37,7 @@ else:
         if name == "BrokerThread":
             from .background import BrokerThread
             return BrokerThread
+        if name in ("Cluster", "ClusterThread"):
+            from . import cluster
+            return getattr(cluster, name)
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

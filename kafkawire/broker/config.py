@@ -34,6 +34,11 @@ class BrokerConfig:
     cluster_id: str = "kafkawire-cluster-0000"
     num_partitions: int = 1  # num.partitions: for auto-created topics and CreateTopics with -1
     auto_create_topics: bool = True  # auto.create.topics.enable
+    # min.insync.replicas: acks=all produce needs this many in-sync replicas (an in-process cluster checks it)
+    min_insync_replicas: int = 1
+    # default.replication.factor: of auto-created topics and CreateTopics with -1 (an in-process cluster's;
+    # a single broker has one replica whatever it says)
+    default_replication_factor: int = 1
     segment_bytes: int = 1 << 30  # log.segment.bytes
     retention_ms: int = 7 * 24 * 3600 * 1000  # log.retention.ms
     retention_bytes: int = -1  # log.retention.bytes
@@ -96,6 +101,11 @@ class BrokerConfig:
     # transaction.partition.verification.enable (KIP-890 part 1): transactional writes to a partition
     # the coordinator does not know in the transaction are refused
     transaction_partition_verification: bool = True
+    log_cleaner_enable: bool = True  # log.cleaner.enable: compact the logs whose cleanup.policy says so
+    log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
+    log_cleaner_io_buffer_size: int = 512 * 1024  # log.cleaner.io.buffer.size
+    log_cleaner_io_buffer_load_factor: float = 0.9  # log.cleaner.io.buffer.load.factor
+    log_cleaner_backoff_ms: int = 15_000  # log.cleaner.backoff.ms: the wait when no log needs cleaning
     telemetry_max_bytes: int = 1024 * 1024  # telemetry.max.bytes (KIP-714): the largest PushTelemetry payload
 
     def __post_init__(self) -> None:
@@ -154,6 +164,7 @@ class BrokerConfig:
 # Kafka property -> BrokerConfig field, for the settings that have a Kafka name.
 PROPERTIES = {
     "log.dirs": "data_dir", "log.dir": "data_dir", "node.id": "node_id", "num.partitions": "num_partitions",
+    "min.insync.replicas": "min_insync_replicas", "default.replication.factor": "default_replication_factor",
     "auto.create.topics.enable": "auto_create_topics", "log.segment.bytes": "segment_bytes",
     "log.retention.ms": "retention_ms", "log.retention.bytes": "retention_bytes",
     "log.retention.check.interval.ms": "retention_check_interval_ms", "message.max.bytes": "message_max_bytes",
@@ -176,6 +187,10 @@ PROPERTIES = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": "transaction_expiration_interval_ms",
     "transaction.version": "transaction_version",
     "transaction.partition.verification.enable": "transaction_partition_verification",
+    "log.cleaner.enable": "log_cleaner_enable", "log.cleaner.dedupe.buffer.size": "log_cleaner_dedupe_buffer_size",
+    "log.cleaner.io.buffer.size": "log_cleaner_io_buffer_size",
+    "log.cleaner.io.buffer.load.factor": "log_cleaner_io_buffer_load_factor",
+    "log.cleaner.backoff.ms": "log_cleaner_backoff_ms",
     "telemetry.max.bytes": "telemetry_max_bytes",
 }
 
@@ -201,11 +216,13 @@ def is_security_setting(key: str) -> bool:
         return bool(match[1]) or match[2] in SECURITY_SETTINGS
     return key in SECURITY_SETTINGS
 _KAFKA_NAME = {name: key for key, name in PROPERTIES.items()}
-_POSITIVE = ("num_partitions", "segment_bytes", "message_max_bytes", "fetch_max_bytes", "max_request_bytes",
+_POSITIVE = ("num_partitions", "min_insync_replicas", "default_replication_factor", "segment_bytes", "message_max_bytes", "fetch_max_bytes", "max_request_bytes",
              "queued_max_request_bytes", "max_connections", "connections_max_idle_ms", "max_broker_partitions",
              "produce_max_decompressed_bytes", "retention_check_interval_ms", "transaction_max_timeout_ms",
              "transaction_abort_interval_ms", "transactional_id_expiration_ms", "transaction_expiration_interval_ms",
-             "telemetry_max_bytes", "group_consumer_session_timeout_ms", "group_consumer_heartbeat_interval_ms")
+             "telemetry_max_bytes", "group_consumer_session_timeout_ms", "group_consumer_heartbeat_interval_ms",
+             "log_cleaner_dedupe_buffer_size", "log_cleaner_io_buffer_size", "log_cleaner_io_buffer_load_factor",
+             "log_cleaner_backoff_ms")
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
 
 

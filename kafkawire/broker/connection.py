@@ -26,6 +26,7 @@ from ..sasl.redact import redact_token
 from .apis.produce import CLOSE_CONNECTION
 from .apis.state import RequestContext
 from .error_responses import error_response
+from .faults import DROP
 from .fetch_encoder import EncodedFetchResponse
 from .listeners import Listener
 from .metrics import log_request, top_level_error
@@ -123,6 +124,8 @@ class Connection:
                     if tap is not None:  # the tap needs the bytes themselves: send them as bytes too
                         response = [b"".join(p.read() if isinstance(p, FileRecords) else p for p in response)]
                         tap.broker_sent(conn, self._tapped_response(response[0]), time.time_ns())
+                    if broker.faults.armed:  # injected latency or throttle
+                        await broker.faults.delay(sum(len(part) for part in response))
                     await send_parts(writer, response, direct=not self.listener.tls)
                     self.last_active = loop.time()
                     if self._close_after_response:
@@ -180,7 +183,14 @@ class Connection:
             context = RequestContext(self.listener, self.broker.bound_port(self.listener), self.principal,
                                      self.host, header.client_id or "", *self.software)
             started = time.perf_counter()
-            response = await self._handle(api_key, request, version, context)
+            faults = self.broker.faults
+            fault = faults.take(api_key) if faults.armed else None
+            if fault is None:
+                response = await self._handle(api_key, request, version, context)
+            elif fault == DROP:
+                return None  # read, never answered: the client's request times out
+            else:
+                response = self._injected(api_key, request, version, int(fault))
             self._observe(api_key, version, context, time.perf_counter() - started, response)
             if response is False:
                 return False
@@ -202,6 +212,13 @@ class Connection:
             broker.metrics.request_done(api_key, version, seconds, error)
         if broker.config.request_log:
             log_request(api_key, version, context.client_id, self.host, seconds, error)
+
+    def _injected(self, api_key: int, request: Any, version: int, code: int) -> Any:
+        """The answer to a request failed on command (``broker.faults``): the API's error response."""
+        response = error_response(api_key, request, version, code)
+        if response is None or (isinstance(request, m.ProduceRequest) and request.acks == 0):
+            return False  # no error response (or acks=0): Kafka closes the connection
+        return response
 
     async def _handle(self, api_key: int, request: Any, version: int, context: RequestContext) -> Any:
         try:

@@ -39,7 +39,8 @@ def error_response(api_key: int, request, version: int, code: int, message: str 
 
 
 def _produce(request, version, code, message):
-    return m.ProduceResponse(responses=[m.ProduceResponse.TopicProduceResponse(name=t.name, partition_responses=[
+    return m.ProduceResponse(responses=[m.ProduceResponse.TopicProduceResponse(
+        name=t.name, topic_id=t.topic_id, partition_responses=[  # by id from v13
         m.ProduceResponse.PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1,
                                                    log_append_time_ms=-1, log_start_offset=-1)
         for p in t.partition_data]) for t in request.topic_data])

@@ -49,6 +49,8 @@ class PartitionRead:
     denied: bool = False  # the principal may not READ the topic (TOPIC_AUTHORIZATION_FAILED)
     fetch_metadata: object = None  # where the read started in the log, for parked fetches
     aborted: list = None  # read_committed: the aborted transactions overlapping the records (AbortedTxn)
+    refused: ErrorCode = ErrorCode.NONE  # the node does not lead it (or the leader epoch is wrong): not read
+    current_leader: tuple[int, int] | None = None  # (leader id, epoch) told with NOT_LEADER_OR_FOLLOWER
 
 
 async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_max_bytes_limit: bool = False,
@@ -65,8 +67,8 @@ async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_ma
         log = read.log
         if log is None:
             read.records = b""
-            read.error = (ErrorCode.TOPIC_AUTHORIZATION_FAILED if read.denied
-                          else _UNKNOWN_TOPIC if read.topic is not None else _UNKNOWN_TOPIC_ID)
+            read.error = read.refused or (ErrorCode.TOPIC_AUTHORIZATION_FAILED if read.denied
+                                          else _UNKNOWN_TOPIC if read.topic is not None else _UNKNOWN_TOPIC_ID)
             continue
         request = read.request
         if request.partition_max_bytes < 0 or (request.remote_partition_max_bytes or 0) < 0:

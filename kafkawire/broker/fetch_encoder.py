@@ -8,9 +8,10 @@ slices or remote bytes) between them as pieces of their own, as ``FetchResponse.
 them. The bytes are those the generated codec writes for the same values; the tests compare the two
 at every version served.
 
-Only what this broker puts in a response is written: no diverging epoch, current leader, snapshot id
-or node endpoints (their tagged fields stay absent), preferred read replica -1, and aborted
-transactions null (read_uncommitted) or those the read found (read_committed).
+Only what this broker puts in a response is written: no diverging epoch or snapshot id (their tagged
+fields stay absent), the current leader and node endpoints only beside NOT_LEADER_OR_FOLLOWER (a node
+of an in-process cluster), preferred read replica -1, and aborted transactions null (read_uncommitted)
+or those the read found (read_committed).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ _TOP_V7 = Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _PARTITION_V4 = Struct(">ihqq")  # partition_index, error_code, high_watermark, last_stable_offset
 _PARTITION_V5 = Struct(">ihqqq")  # ... and log_start_offset
 _ABORTED = Struct(">qq").pack  # producer_id, first_offset
+_CURRENT_LEADER = Struct(">BBBiiB").pack  # one tagged field: tag 1, size 9, leader id, epoch, its own tags
 _SIZE_CORRELATION = Struct(">ii")  # the frame's size prefix and the response header's correlation id
 _MAX_STRING = 0x7FFF
 
@@ -106,9 +108,10 @@ class EncodedFetchResponse:
 
 
 def encode_fetch_response(version: int, session_id: int, topics: list[tuple[str, uuid.UUID, list[PartitionRead]]],
-                          read_committed: bool) -> EncodedFetchResponse:
+                          read_committed: bool, node_endpoints=None) -> EncodedFetchResponse:
     """The body for ``topics``: (name, topic id, the reads to answer for it) in response order. The
-    top-level error code is 0: the fetch-session errors are answered with the generated message."""
+    top-level error code is 0: the fetch-session errors are answered with the generated message.
+    ``node_endpoints`` (v16+): (node id, host, port) of the leaders the reads' ``current_leader`` name."""
     layout = _LAYOUTS.get((version, read_committed))
     if layout is None:
         raise ValueError(f"Fetch version {version} is not served")
@@ -153,8 +156,23 @@ def encode_fetch_response(version: int, session_id: int, topics: list[tuple[str,
                 parts.append(bytes(run))
                 parts.append(records)
                 run.clear()
-            run += tags  # the partition's (empty) tag section
+            if read.current_leader is not None and layout.flexible:
+                run += _CURRENT_LEADER(1, 1, 9, read.current_leader[0], read.current_leader[1], 0)
+            else:
+                run += tags  # the partition's (empty) tag section
         run += tags  # the topic's
-    run += tags  # the response's: node endpoints (v16+) are never set here
+    if node_endpoints and version >= 16:
+        run += _node_endpoints(node_endpoints)
+    else:
+        run += tags  # the response's
     parts.append(bytes(run))
     return EncodedFetchResponse(version, parts, total + len(run))
+
+
+def _node_endpoints(nodes) -> bytes:
+    """The response's tag section with NodeEndpoints (tag 0): each node's id, host, port, null rack."""
+    field = bytearray(_compact_length(len(nodes)))
+    for node_id, host, port in nodes:
+        raw = host.encode()
+        field += _INT32(node_id) + _compact_length(len(raw)) + raw + _INT32(port) + b"\x00\x00"  # null rack, tags
+    return b"\x01\x00" + uvarint(len(field)) + bytes(field)

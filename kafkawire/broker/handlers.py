@@ -23,6 +23,7 @@ from .apis.state import BrokerState, RequestContext
 from .apis.telemetry import TelemetryApis
 from .apis.topics import TopicApis
 from .apis.transactions import TransactionApis
+from .coordinator_keys import coordinator_keys
 from ..error_codes import ErrorCode
 from .client_metrics import ClientMetrics
 from .config import BrokerConfig
@@ -30,6 +31,7 @@ from .error_responses import error_response
 from .fetch import FetchPurgatory
 from .fetch_sessions import FetchSessionCache
 from .groups import GroupCoordinator
+from .node_view import NodeView, SingleNode
 from .security.acls import Authorizer, Operation, ResourceType
 from .security.scram_store import ScramStore
 from .topics import TopicManager
@@ -44,28 +46,44 @@ log = logging.getLogger(__name__)
 class Handlers:
     """The broker's request handlers over its shared state: ``handle(api_key, ...)`` answers a request."""
 
+    purgatory: FetchPurgatory
+    producer_ids: ProducerIdBlock
+    transactions: TransactionCoordinator
+
     def __init__(self, config: BrokerConfig, topics: TopicManager, groups: GroupCoordinator, port: int,
-                 scram: ScramStore | None = None, authorizer: Authorizer | None = None, metrics=None):
+                 scram: ScramStore | None = None, authorizer: Authorizer | None = None, metrics=None,
+                 view: NodeView | None = None, shared: Handlers | None = None):
+        """``view``: what this node leads and coordinates (default: everything, a single broker);
+        ``shared``: another node's handlers, whose purgatory and transaction coordinator this node
+        shares (an in-process cluster's nodes serve the same logs)."""
         self.state = BrokerState(
             config, topics, groups, port,
             with_transaction_version(served_versions(upstream=config.upstream_versions), config.transaction_version),
-            FetchPurgatory(),
+            shared.purgatory if shared is not None else FetchPurgatory(),
             FetchSessionCache(config.fetch_session_cache_slots, config.fetch_session_eviction_ms),
-            scram if scram is not None else ScramStore(None), authorizer)
+            scram if scram is not None else ScramStore(None), authorizer,
+            view if view is not None else SingleNode(config.node_id))
+        self._owns_transactions = shared is None
         self.groups = groups
         self.purgatory = self.state.purgatory
         self.versions = self.state.versions  # API key -> (oldest, newest)
         cluster, metadata, fetch = ClusterApis(self.state), MetadataApi(self.state), FetchApi(self.state, metrics)
         offsets, topic_apis = OffsetApis(self.state), TopicApis(self.state)
-        producer_ids = ProducerIdBlock(config.data_dir / "producer_ids.json")  # one block: ids never repeat
-        self.transactions = TransactionCoordinator(
-            TransactionStateLog(config.data_dir), producer_ids,
-            MarkerWriter(topics.log, self.purgatory.notify, groups.complete_transactional_offsets),
-            max_timeout_ms=config.transaction_max_timeout_ms, id_expiration_ms=config.transactional_id_expiration_ms)
+        if shared is not None:
+            producer_ids, self.transactions = shared.producer_ids, shared.transactions
+        else:
+            producer_ids = ProducerIdBlock(config.data_dir / "producer_ids.json")  # one block: ids never repeat
+            self.transactions = TransactionCoordinator(
+                TransactionStateLog(config.data_dir), producer_ids,
+                MarkerWriter(topics.log, self.purgatory.notify, groups.complete_transactional_offsets),
+                max_timeout_ms=config.transaction_max_timeout_ms,
+                id_expiration_ms=config.transactional_id_expiration_ms)
+        self.producer_ids = producer_ids
         self.producer = ProduceHandler(topics, self.purgatory.notify, config.produce_max_decompressed_bytes,
                                        allowed=self.state.allowed if authorizer is not None else None,
                                        transactions=self.transactions, metrics=metrics,
-                                       verify_transactions=config.transaction_partition_verification)
+                                       verify_transactions=config.transaction_partition_verification,
+                                       view=self.state.view)
         txn = TransactionApis(self.state, self.transactions)
         consumer_groups = ConsumerGroupApis(self.state)
         acls, scram_apis = AclApis(self.state), ScramCredentialApis(self.state)
@@ -121,10 +139,19 @@ class Handlers:
 
     def close(self) -> None:
         self.producer.close()
-        self.transactions.close()
+        if self._owns_transactions:
+            self.transactions.close()
 
     async def handle(self, api_key: int, request: Any, version: int, context: RequestContext) -> Any:
         """The response to one request (None: no response is sent)."""
+        view = self.state.view
+        if not view.leads_everything:
+            for key_type, key in coordinator_keys(api_key, request, version):
+                code = view.coordinator_error(key_type, key)  # NOT_COORDINATOR on another node
+                if code:
+                    response = error_response(api_key, request, version, code)
+                    if response is not None:
+                        return response
         return await self.table[api_key](request, version, context)
 
 

@@ -17,14 +17,19 @@ from typing import Any, cast
 from .config import BrokerConfig
 from .connection import Connection
 from .connection_limits import ConnectionLimits, descriptor_budget
+from .faults import Faults
 from .groups import GroupCoordinator
 from .handlers import Handlers
 from .listeners import Listener
 from .metrics import BrokerMetrics
+from .node_view import NodeView, SingleNode
 from .request_memory import RequestMemory
 from .security.acls import Authorizer
 from .security.listener_security import ListenerSecurity
 from .security.scram_store import ScramStore, parse_add_scram
+from .storage import PartitionLog
+from .storage.cleaner import LogCleaner
+from .storage.cleaner_manager import LogCleanerManager
 from .storage.descriptors import DescriptorCache
 from .storage.remote import describe_closed_segment
 from .tap import WireTap
@@ -39,11 +44,63 @@ _RETENTION_SLICE = 16  # partitions whose retention runs between two turns of th
 
 class Broker:
     """A single-node Kafka broker. Use as ``async with Broker(data_dir=..., port=0) as broker:``;
-    ``broker.port`` is the port bound and ``broker.bootstrap`` the address for clients."""
+    ``broker.port`` is the port bound and ``broker.bootstrap`` the address for clients.
 
-    def __init__(self, config: BrokerConfig | None = None, **settings: Any) -> None:
+    A node of an in-process cluster (``broker.cluster``) is a Broker built ``over`` another: it has its
+    own listeners, connections, fetch sessions and node id, and serves the other's topics, logs, groups
+    and transactions, answering for what its ``view`` says it leads and coordinates."""
+
+    descriptors: DescriptorCache
+    topics: TopicManager
+    groups: GroupCoordinator
+    scram: ScramStore
+    authorizer: Authorizer | None
+
+    def __init__(self, config: BrokerConfig | None = None, *, over: "Broker | None" = None,
+                 view: NodeView | None = None, **settings: Any) -> None:
         self.config = config if config is not None else BrokerConfig(**settings)
+        self.over = over
+        self.view: NodeView = view if view is not None else SingleNode(self.config.node_id)
+        self.faults = Faults()  # injected on command (tests of clients under failure)
         connection_descriptors, file_descriptors = descriptor_budget()
+        if over is not None:  # the storage and coordinators are the other broker's
+            self.descriptors, self.topics, self.groups = over.descriptors, over.topics, over.groups
+        else:
+            self._build_storage(file_descriptors)
+        self.listeners: list[Listener] = self.config.listener_list()
+        # each listener's TLS and SASL settings, checked now: what cannot be honoured is refused at start
+        self.security = {listener.name: ListenerSecurity(listener, self.config.security) for listener in self.listeners}
+        if over is not None:
+            self.scram, self.authorizer = over.scram, over.authorizer
+        else:
+            self._build_security()
+        self.handlers: Handlers | None = None
+        self.port: int | None = None  # the first listener's bound port
+        self.ports: dict[str, int] = {}  # listener name -> bound port
+        self._servers: list[asyncio.base_events.Server] = []
+        self._connections: dict[asyncio.Task[None], Connection] = {}
+        self._retention: asyncio.TimerHandle | None = None
+        self._idle_sweeper: asyncio.Task[None] | None = None
+        self._transaction_sweeper: asyncio.Task[None] | None = None
+        self.cleaner: LogCleanerManager | None = None  # log.cleaner.enable: compaction in the background
+        if self.config.log_cleaner_enable:
+            self.cleaner = LogCleanerManager(
+                self.config.data_dir, LogCleaner(self.config.log_cleaner_dedupe_buffer_size,
+                                                 self.config.log_cleaner_io_buffer_size,
+                                                 self.config.log_cleaner_io_buffer_load_factor),
+                self.config.log_cleaner_backoff_ms)
+        self._cleaner_task: asyncio.Task[None] | None = None
+        self._group_sweeper: asyncio.Task[None] | None = None
+        self.limits = ConnectionLimits(self.config.max_connections, self.config.connection_limit_for,
+                                       connection_descriptors)
+        self.memory = RequestMemory(self.config.queued_max_request_bytes)
+        self.tap: WireTap | None = None  # records every byte read and written (config.tap_path)
+        self._closed = False
+        self._stopped = False  # stop_listening: connections accepted before it are dropped too
+        self.metrics: BrokerMetrics | None = BrokerMetrics() if self.config.metrics_port is not None else None
+        self.metrics_port: int | None = None  # bound by start when metrics are on
+
+    def _build_storage(self, file_descriptors: int) -> None:
         self.descriptors = DescriptorCache(max(file_descriptors // 3, 16))  # segments hold up to 3 each
         self.topics = TopicManager(self.config, self.descriptors)
         self.groups = GroupCoordinator(self.config.data_dir / "__consumer_offsets",
@@ -53,9 +110,8 @@ class Broker:
                                        consumer_session_timeout_ms=self.config.group_consumer_session_timeout_ms,
                                        consumer_heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
                                        consumer_assignors=self.config.consumer_assignors)
-        self.listeners: list[Listener] = self.config.listener_list()
-        # each listener's TLS and SASL settings, checked now: what cannot be honoured is refused at start
-        self.security = {listener.name: ListenerSecurity(listener, self.config.security) for listener in self.listeners}
+
+    def _build_security(self) -> None:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         self.scram = ScramStore(self.config.data_dir / "scram-credentials.json")
         for entry in self.config.scram_credentials:  # as kafka-storage format --add-scram adds them
@@ -64,22 +120,6 @@ class Broker:
         if self.config.scram_credentials:
             self.scram.save()
         self.authorizer = Authorizer.from_settings(self.config.security, self.config.data_dir / "acls.json")
-        self.handlers: Handlers | None = None
-        self.port: int | None = None  # the first listener's bound port
-        self.ports: dict[str, int] = {}  # listener name -> bound port
-        self._servers: list[asyncio.base_events.Server] = []
-        self._connections: dict[asyncio.Task[None], Connection] = {}
-        self._retention: asyncio.TimerHandle | None = None
-        self._idle_sweeper: asyncio.Task[None] | None = None
-        self._transaction_sweeper: asyncio.Task[None] | None = None
-        self._group_sweeper: asyncio.Task[None] | None = None
-        self.limits = ConnectionLimits(self.config.max_connections, self.config.connection_limit_for,
-                                       connection_descriptors)
-        self.memory = RequestMemory(self.config.queued_max_request_bytes)
-        self.tap: WireTap | None = None  # records every byte read and written (config.tap_path)
-        self._closed = False
-        self.metrics: BrokerMetrics | None = BrokerMetrics() if self.config.metrics_port is not None else None
-        self.metrics_port: int | None = None  # bound by start when metrics are on
 
     @property
     def bootstrap(self) -> str:
@@ -101,29 +141,64 @@ class Broker:
     async def start(self) -> None:
         if self.config.tap_path is not None and self.tap is None:
             self.tap = WireTap(self.config.tap_path)
-        self.descriptors.bind_to_current_thread()  # the loop's: only it closes segment files
-        self.topics.load()
-        await self.groups.start()
-        for listener in self.listeners:
-            security = self.security[listener.name]
-            server = await asyncio.start_server(functools.partial(self._serve, listener, security),
-                                                listener.host or None, listener.port, ssl=security.ssl_context)
-            self._servers.append(server)
-            self.ports[listener.name] = server.sockets[0].getsockname()[1]
+        if self.over is None:
+            self.descriptors.bind_to_current_thread()  # the loop's: only it closes segment files
+            self.topics.load()
+            await self.groups.start()
+        await self._listen()
         self.port = self.ports[self.listeners[0].name]
         self.handlers = Handlers(self.config, self.topics, self.groups, self.port, self.scram, self.authorizer,
-                                 metrics=self.metrics)
+                                 metrics=self.metrics, view=self.view,
+                                 shared=self.over.handlers if self.over is not None else None)
         if self.metrics is not None:
             assert self.config.metrics_port is not None
             self.metrics.parked_fetches.set_function(lambda: len(self.handlers.purgatory) if self.handlers else 0)
             self.metrics_port = self.metrics.serve(self.config.metrics_port, self.config.host)
+        if self.over is not None:  # the housekeeping of shared state is the other broker's
+            log.info("kafkawire broker node %d listening on %s", self.config.node_id, self.bootstrap)
+            return
         self.handlers.transactions.load()  # transactions a crash left in PrepareCommit/PrepareAbort complete
         self._schedule_retention()
         loop = asyncio.get_running_loop()
         self._idle_sweeper = loop.create_task(self._close_idle_connections())
         self._transaction_sweeper = loop.create_task(self._transaction_housekeeping())
+        if self.cleaner is not None:
+            self.cleaner.load()
+            self._cleaner_task = loop.create_task(self.cleaner.run(self._logs))
         self._group_sweeper = loop.create_task(self._expire_consumer_group_members())
         log.info("kafkawire broker listening on %s", self.bootstrap)
+
+    async def _listen(self) -> None:
+        """Open the listeners (again, after ``stop_listening``: on the ports bound the first time)."""
+        for listener in self.listeners:
+            security = self.security[listener.name]
+            port = self.ports.get(listener.name, listener.port)
+            server = await asyncio.start_server(functools.partial(self._serve, listener, security),
+                                                listener.host or None, port, ssl=security.ssl_context)
+            self._servers.append(server)
+            self.ports[listener.name] = server.sockets[0].getsockname()[1]
+
+    async def stop_listening(self) -> None:
+        """A crash, as clients see it: the listeners closed, every connection dropped at once (nothing
+        in flight answered), fetch sessions forgotten. ``resume_listening`` opens the same ports again."""
+        self._stopped = True
+        for _ in range(3):  # accepts under way become connections (which _serve drops) before the close
+            await asyncio.sleep(0)
+        for server in self._servers:
+            server.close()
+        for connection in self._connections.values():
+            connection.writer.transport.abort()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers.clear()
+        if self.handlers is not None:
+            self.handlers.state.sessions.sessions.clear()
+
+    async def resume_listening(self) -> None:
+        if not self._servers:
+            await self._listen()
+        self._stopped = False
 
     async def shutdown(self, grace_s: float = 10.0) -> None:
         """A graceful stop (Kafka's controlled shutdown, for one node): no new connections, every
@@ -150,7 +225,9 @@ class Broker:
         self._closed = True
         if self._retention is not None:
             self._retention.cancel()
-        for task in (self._idle_sweeper, self._transaction_sweeper, self._group_sweeper):
+        if self.cleaner is not None:
+            self.cleaner.stop()  # a round on a worker thread ends at its next batch
+        for task in (self._idle_sweeper, self._transaction_sweeper, self._group_sweeper, self._cleaner_task):
             if task is not None:
                 task.cancel()
         if self._servers:
@@ -163,8 +240,9 @@ class Broker:
                 await server.wait_closed()
         if self.handlers is not None:
             self.handlers.close()
-        await self.groups.close()
-        self.topics.close()
+        if self.over is None:
+            await self.groups.close()
+            self.topics.close()
         if self.tap is not None:
             self.tap.close()
         if self.metrics is not None:
@@ -206,6 +284,9 @@ class Broker:
             if count % _RETENTION_SLICE == 0:
                 await asyncio.sleep(0)
         self._schedule_retention()
+
+    def _logs(self) -> list[PartitionLog]:
+        return [partition_log for _, _, partition_log in self.topics.all_logs()]
 
     # ---- KIP-848 consumer groups --------------------------------------------------------------------
     def _topic_metadata(self) -> dict[str, tuple[object, int]]:
@@ -264,6 +345,9 @@ class Broker:
                      writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         host = peer[0] if peer else ""
+        if self._stopped:
+            writer.transport.abort()
+            return
         if not self.limits.admit(host):
             writer.close()
             return

@@ -37,7 +37,8 @@ _MAX_NAME_LENGTH = 249
 _METADATA_FILE = "topics.json"
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 _LOG_FILE_SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".txnindex", ".tmp", ".kafkawire-clean-shutdown",
-                      "leader-epoch-checkpoint", "log-start-offset")
+                      ".cleaned", ".swap", "leader-epoch-checkpoint", "log-start-offset")
+
 
 class TopicError(Exception):
     """A topic operation refused with a Kafka error code."""
@@ -55,6 +56,7 @@ class Topic:
     configs: dict[str, str]
     partitions: list[PartitionLog] = field(default_factory=list)
     planned_partitions: int = 0  # how many partitions a topic being created will have
+    replication_factor: int = -1  # as created (-1: the default); kept in memory only
 
     @property
     def is_internal(self) -> bool:
@@ -76,6 +78,7 @@ class TopicManager:
         self.by_id: dict[uuid.UUID, Topic] = {}
         self._creating: dict[str, asyncio.Future] = {}  # topics being created on a worker thread
         self.partition_count = 0  # hosted or being created
+        self.brokers = 1  # brokers that can hold a replica (an in-process cluster's size)
         self.remote = (RemoteStore(config.remote_dir, config.remote_read_latency_ms)
                        if config.remote_dir is not None else None)
 
@@ -152,14 +155,16 @@ class TopicManager:
             num_partitions = self.config.num_partitions
         if num_partitions <= 0:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-        if replication_factor not in (-1, 1):
+        if replication_factor != -1 and not 1 <= replication_factor <= self.brokers:
+            available = "the 1 available broker" if self.brokers == 1 else f"the {self.brokers} available brokers"
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"Replication factor {replication_factor} is larger than the 1 available broker.")
+                             f"Replication factor {replication_factor} is larger than {available}.")
         merged = dict(self.config.topic_defaults)
         merged.update(configs or {})
         self.log_config(merged)  # validates
         topic = Topic(name, uuid.uuid4(), merged)
         topic.planned_partitions = num_partitions
+        topic.replication_factor = replication_factor
         return topic
 
     @staticmethod

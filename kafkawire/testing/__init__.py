@@ -8,6 +8,8 @@
 - ``kafkawire.testing.mutations``: byte-level mutators (``mutate(data, rng)``).
 - ``kafkawire.testing.fuzz``: ``kafkawire fuzz --bootstrap HOST:PORT``, which sends a running broker
   generated requests of every API and version it advertises, and malformed frames, and checks its answers.
+- ``kafkawire.testing.pytest_plugin`` (loaded by pytest through the ``pytest11`` entry point): fixtures
+  ``kafka_broker`` and ``kafka_cluster``, brokers in the test process with faults on command.
 
 Testing your own codec against kafkawire's::
 

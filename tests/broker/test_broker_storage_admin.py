@@ -15,7 +15,7 @@ NOW = 1_700_000_000_000
 def _batch(count: int = 1, timestamp: int = NOW) -> bytes:
     builder = RecordBatchBuilder()
     for index in range(count):
-        builder.append(b"v%d" % index, timestamp=timestamp)
+        builder.append(b"v%d" % index, key=b"k%d" % index, timestamp=timestamp)  # a compacted log needs keys
     return builder.build()
 
 

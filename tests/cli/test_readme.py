@@ -2,7 +2,8 @@
 
 The examples that talk to a broker expect one on 127.0.0.1:9092: the module starts the README's own
 ``kafkawire broker`` command there (with a fresh ``--data-dir``), and skips those examples, saying why,
-when the port is taken. Each Python example runs in a fresh interpreter, and one that prints must print
+when the port is taken. Each Python example runs in a fresh interpreter (one whose tests take the pytest plugin's fixtures
+is run by pytest, with the plugin), and one that prints must print
 something (the README's consumer once printed nothing: its first poll came back empty). The ``sh``
 examples run in bash with the venv's scripts first on PATH, in a folder holding the frames they name
 (``request.bin``, ``response.bin``, ``request.hex``). ``NOT_RUN`` lists the examples left out, each with
@@ -25,6 +26,7 @@ from kafkawire.framing import encode_request, encode_response
 from kafkawire.messages import FetchRequest, FetchResponse, MetadataRequest, RequestHeader
 
 from paths import REPO as ROOT
+from plugin_runs import run_pytest
 README = ROOT / "README.md"
 BIN = Path(sys.executable).parent
 HOST, PORT = "127.0.0.1", 9092
@@ -43,6 +45,7 @@ NOT_RUN = [
                      "with its settings)"),
     ("python -m codegen --check", "regenerates the committed codecs in place; CI runs `codegen --check` itself"),
     ("bench/codec.py", "benchmarks, minutes each"),
+    ("kafkawire cluster --brokers", "a server: tests/cli/test_cli_cluster.py runs it and drives its control socket"),
 ]
 
 
@@ -120,6 +123,11 @@ def frames_folder(tmp_path_factory) -> Path:
     return folder
 
 
+def uses_plugin_fixtures(code: str) -> bool:
+    """Whether the example defines tests that take kafkawire's pytest fixtures (kafka_broker...)."""
+    return re.search(r"^def test_\w+\([^)]*\bkafka_(broker|cluster)", code, re.MULTILINE) is not None
+
+
 def check_broker(code: str, broker) -> None:
     if "9092" in code and broker is not None:
         pytest.skip(broker)
@@ -135,6 +143,11 @@ def test_python_example(language, line, code, broker, tmp_path):
     if reason:
         pytest.skip(reason)
     check_broker(code, broker)
+    if uses_plugin_fixtures(code):  # tests using the pytest plugin's fixtures: run by pytest, as a user would
+        (tmp_path / "test_readme_example.py").write_text(code)
+        done = run_pytest(tmp_path, "test_readme_example.py")
+        assert done.returncode == 0 and " passed" in done.stdout, f"README line {line}:\n{done.stdout[-3000:]}"
+        return
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                           env=environment())

@@ -42,25 +42,40 @@ class ClusterApis:
                                              error_message="The broker only handles the BROKER endpoint type",
                                              endpoint_type=request.endpoint_type, cluster_id=self.config.cluster_id,
                                              brokers=[])
-        host, port = context.advertised  # the address on the listener the request came in on
-        broker = m.DescribeClusterResponse.DescribeClusterBroker(broker_id=self.config.node_id, host=host, port=port,
-                                                                 rack=None)
+        view = self.state.view  # every live broker, at its address on the listener the request came in on
+        brokers = [m.DescribeClusterResponse.DescribeClusterBroker(broker_id=node.node_id, host=node.host,
+                                                                   port=node.port, rack=None)
+                   for node in view.brokers(context.listener.name, context.advertised)]
         return m.DescribeClusterResponse(error_code=0, endpoint_type=1, cluster_id=self.config.cluster_id,
-                                         controller_id=self.config.node_id, brokers=[broker])
+                                         controller_id=view.controller_id, brokers=brokers)
 
     async def find_coordinator(self, request, version: int, context: RequestContext):
-        (host, port), node = context.advertised, self.config.node_id
         kind = ResourceType.GROUP if request.key_type == 0 else ResourceType.TRANSACTIONAL_ID
         if request.key_type not in (0, 1):  # share groups (2) are not served
             return error_response(10, request, version, ErrorCode.INVALID_REQUEST,
                                   f"Unknown coordinator type {request.key_type}")
+        view = self.state.view
+        addresses = {node.node_id: node for node in view.brokers(context.listener.name, context.advertised)}
+
+        def coordinator(key: str):
+            """(node id, host, port, error) of the key's coordinator, as the view places it."""
+            node = addresses.get(view.coordinator(request.key_type, key))
+            if node is None:  # no live broker for it
+                return -1, "", -1, ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return node.node_id, node.host, node.port, 0
+
         if version >= 4:
             Coordinator = m.FindCoordinatorResponse.Coordinator
-            return m.FindCoordinatorResponse(coordinators=[
-                Coordinator(key=key, node_id=node, host=host, port=port, error_code=0)
-                if self.state.allowed(context, Operation.DESCRIBE, kind, key) else
-                Coordinator(key=key, node_id=-1, host="", port=-1, error_code=_AUTHORIZATION_FAILED[kind])
-                for key in request.coordinator_keys])
+            answers = []
+            for key in request.coordinator_keys:
+                if self.state.allowed(context, Operation.DESCRIBE, kind, key):
+                    node, host, port, error = coordinator(key)
+                    answers.append(Coordinator(key=key, node_id=node, host=host, port=port, error_code=error))
+                else:
+                    answers.append(Coordinator(key=key, node_id=-1, host="", port=-1,
+                                               error_code=_AUTHORIZATION_FAILED[kind]))
+            return m.FindCoordinatorResponse(coordinators=answers)
         if not self.state.allowed(context, Operation.DESCRIBE, kind, request.key):
             return m.FindCoordinatorResponse(error_code=_AUTHORIZATION_FAILED[kind], node_id=-1, host="", port=-1)
-        return m.FindCoordinatorResponse(error_code=0, node_id=node, host=host, port=port)
+        node, host, port, error = coordinator(request.key)
+        return m.FindCoordinatorResponse(error_code=error, node_id=node, host=host, port=port)

@@ -37,12 +37,17 @@ class FetchApi:
         min_bytes = min(request.min_bytes, max_bytes)
         use_ids = version >= 13
         requested = []
+        view = self.state.view
+        with_epochs = not view.leads_everything and version >= 9
+        epochs: dict = {}  # key -> the current leader epoch the client asked with (v9+)
         for topic in request.topics:
             name = topic.topic if not use_ids else self._topic_name(topic.topic_id)
             for p in topic.partitions:
                 key = (name if name is not None else topic.topic_id, p.partition)
                 requested.append(SessionPartition(key, p.fetch_offset, p.partition_max_bytes,
                                                   p.remote_partition_max_bytes if version >= _KIP_1178 else None))
+                if with_epochs:
+                    epochs[key] = p.current_leader_epoch
         forgotten = []
         if version >= 7:
             for topic in request.forgotten_topics_data:
@@ -64,6 +69,8 @@ class FetchApi:
                     readable[name] = self.state.allowed(context, Operation.READ, ResourceType.TOPIC, name)
                 if not readable[name]:
                     read.log, read.denied = None, True
+            if read.log is not None and not view.leads_everything:
+                self._check_leader(read, epochs.get(partition.key, -1), version)
             (known if read.log is not None else unknown).append(read)
         reads = known + unknown if unknown else known  # unknown partitions are not read, and go at the end
         use_remote_max_bytes = version >= _KIP_1178
@@ -81,7 +88,17 @@ class FetchApi:
                                   remote_wait_s=remote_wait_s, read_committed=read_committed)
         if self.metrics is not None:
             self._count(reads, max_bytes, read_committed)
-        return self._fetch_response(session, reads, version, read_committed)
+        return self._fetch_response(session, reads, version, read_committed, context.listener, context.advertised)
+
+    def _check_leader(self, read: PartitionRead, current_leader_epoch: int, version: int) -> None:
+        """A partition this node does not lead (or asked at another leader epoch) is not read: it answers
+        the node view's error, with the current leader from v12 (KIP-951's leader discovery)."""
+        code = self.state.view.leader_error(read.topic, read.partition, current_leader_epoch)
+        if code:
+            read.log, read.refused = None, code
+            if version >= 12 and code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                info = self.state.view.partition(read.topic, read.partition)
+                read.current_leader = (info.leader, info.leader_epoch)
 
     def _count(self, reads: list[PartitionRead], max_bytes: int, read_committed: bool) -> None:
         """Bytes out per topic, and the partitions a limit stopped short of the data they have (KIP-74:
@@ -104,7 +121,8 @@ class FetchApi:
                 metrics.fetch_cut.labels("partition_max_bytes" if cut_by_partition else "max_bytes").inc()
             left = max(0, left - size)
 
-    def _fetch_response(self, context, reads: list[PartitionRead], version: int, read_committed: bool):
+    def _fetch_response(self, context, reads: list[PartitionRead], version: int, read_committed: bool,
+                        listener=None, listener_address=None):
         # Partitions are grouped into topics as they come, consecutively (as FetchResponse.toMessage
         # does), so a topic can appear twice: once for its read partitions, once for unknown ones.
         topics: list[tuple[str, uuid.UUID, list[PartitionRead]]] = []
@@ -124,4 +142,9 @@ class FetchApi:
             topics[-1][2].append(read)
         if context.session is not None:
             context.finish([read.request for read in reads if read.records])
-        return encode_fetch_response(version, context.response_session_id, topics, read_committed)
+        endpoints = None
+        if version >= 16 and any(read.current_leader is not None for read in reads):
+            leaders = {read.current_leader[0] for read in reads if read.current_leader is not None}
+            endpoints = [node for node in self.state.view.brokers(listener.name, listener_address)
+                         if node.node_id in leaders]
+        return encode_fetch_response(version, context.response_session_id, topics, read_committed, endpoints)

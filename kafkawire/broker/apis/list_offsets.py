@@ -31,6 +31,9 @@ class ListOffsetsApi:
                     result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif partition_log is None:
                     result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif refused := self.state.view.leader_error(
+                        topic.name, p.partition_index, p.current_leader_epoch if version >= 4 else -1):
+                    result.error_code = refused
                 elif version >= 4 and p.current_leader_epoch not in (-1, partition_log.leader_epoch):
                     # Partition.fetchOffsetForTimestamp checks the client's view of the leader
                     result.error_code = (ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch <

@@ -20,8 +20,11 @@ class MetadataApi:
         self.topics = state.topics
 
     async def metadata(self, request, version: int, context: RequestContext):
-        host, port = context.advertised  # the address on the listener the request came in on
-        broker = m.MetadataResponse.MetadataResponseBroker(node_id=self.config.node_id, host=host, port=port, rack=None)
+        view = self.state.view
+        # every live broker's address on the listener the request came in on
+        brokers = [m.MetadataResponse.MetadataResponseBroker(node_id=node.node_id, host=node.host, port=node.port,
+                                                             rack=None)
+                   for node in view.brokers(context.listener.name, context.advertised)]
         refused = _metadata_topics_refused(request, version)
         if refused is not None:
             return refused
@@ -55,15 +58,12 @@ class MetadataApi:
                     error_code=error, name=name, topic_id=topic_id or ZERO_UUID, is_internal=False, partitions=[],
                     topic_authorized_operations=_NO_OPERATIONS))
                 continue
-            node = self.config.node_id
-            partitions = [m.MetadataResponse.MetadataResponsePartition(
-                error_code=0, partition_index=index, leader_id=node, leader_epoch=0, replica_nodes=[node],
-                isr_nodes=[node], offline_replicas=[]) for index in range(len(topic.partitions))]
+            partitions = [_partition(index, view.partition(topic.name, index)) for index in range(len(topic.partitions))]
             results.append(m.MetadataResponse.MetadataResponseTopic(
                 error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
                 partitions=partitions, topic_authorized_operations=_NO_OPERATIONS))
-        return m.MetadataResponse(brokers=[broker], cluster_id=self.config.cluster_id,
-                                  controller_id=self.config.node_id, topics=results)
+        return m.MetadataResponse(brokers=brokers, cluster_id=self.config.cluster_id,
+                                  controller_id=view.controller_id, topics=results)
 
     def _may_create(self, context: RequestContext, name: str) -> bool:
         """CREATE on the cluster or on the topic, as Kafka's auto-creation asks."""
@@ -90,6 +90,14 @@ class MetadataApi:
         for topic, result in zip(planned, await self.topics.create(planned)):
             outcomes[topic.name] = result
         return outcomes
+
+
+def _partition(index: int, info):
+    """A partition as the node view describes it: LEADER_NOT_AVAILABLE while no replica is live."""
+    return m.MetadataResponse.MetadataResponsePartition(
+        error_code=ErrorCode.LEADER_NOT_AVAILABLE if info.leader < 0 else 0, partition_index=index,
+        leader_id=info.leader, leader_epoch=info.leader_epoch, replica_nodes=info.replicas, isr_nodes=info.isr,
+        offline_replicas=info.offline)
 
 
 def _metadata_topics_refused(request, version: int):

@@ -36,7 +36,7 @@ _INLINE_BYTES = 256 * 1024
 class _Item:
     """One partition of a Produce request on its way through the checks and the append."""
 
-    __slots__ = ("topic", "topic_id", "partition", "records", "log", "batch", "error", "denied")
+    __slots__ = ("topic", "topic_id", "partition", "records", "log", "batch", "error", "denied", "refused")
 
     def __init__(self, topic: str | None, topic_id, partition: int, records, log: PartitionLog | None):
         self.topic = topic  # None: an id (v13+) this broker does not know
@@ -47,13 +47,14 @@ class _Item:
         self.batch = None
         self.error: LogAppendError | None = None
         self.denied = False  # no WRITE on the topic for this principal
+        self.refused = 0  # not the leader here, or too few in-sync replicas (the node view's error)
 
 
 class ProduceHandler:
     """Serves ProduceRequest for the broker's handlers (``notify(topic, partition)`` wakes parked fetches)."""
 
     def __init__(self, topics, notify, max_decompressed_bytes: int, workers: int = 2, allowed=None,
-                 transactions=None, verify_transactions: bool = True, metrics=None):
+                 transactions=None, verify_transactions: bool = True, metrics=None, view=None):
         """``allowed(context, operation, resource type, name)``: the authorizer's answer (None: all);
         ``transactions``: the transaction coordinator, asked before a transaction's first write to a
         partition (KIP-890; ``verify_transactions`` is transaction.partition.verification.enable)."""
@@ -62,6 +63,7 @@ class ProduceHandler:
         self.transactions = transactions
         self.verify_transactions = verify_transactions
         self.metrics = metrics  # BrokerMetrics, or None
+        self.view = view  # node_view.NodeView: what this node leads (None: everything)
         self.notify = notify
         self.max_decompressed_bytes = max_decompressed_bytes
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kafkawire-produce")
@@ -86,18 +88,41 @@ class ProduceHandler:
         if self.allowed is not None:  # WRITE on each topic; names it may not see are refused the same way
             for item in items:
                 item.denied = not self.allowed(context, Operation.WRITE, ResourceType.TOPIC, item.topic or "")
+        if self.view is not None and not self.view.leads_everything:
+            for item in items:
+                if item.log is not None:
+                    item.refused = (self.view.leader_error(item.topic, item.partition)
+                                    or self.view.isr_error(item.topic, item.partition, request.acks))
         if not error:
             to_check = [item for item in items if item.log is not None and item.records is not None
-                        and not item.denied]
+                        and not item.denied and not item.refused]
             if _needs_thread(to_check):
                 await asyncio.get_running_loop().run_in_executor(self._pool, self._check, to_check, now)
             else:
                 self._check(to_check, now)
         responses, failed = self._append(request, version, items, error, now)
+        endpoints = (self._tell_leaders(responses, items, context)
+                     if version >= 10 and any(item.refused for item in items) else ())
         if request.acks == 0:
             # Kafka closes the connection when an acks=0 produce fails, so that the client notices
             return CLOSE_CONNECTION if failed else None
-        return m.ProduceResponse(responses=responses)
+        return m.ProduceResponse(responses=responses, node_endpoints=endpoints)
+
+    def _tell_leaders(self, responses, items: list[_Item], context: RequestContext) -> list:
+        """KIP-951 (Produce v10+): with NOT_LEADER_OR_FOLLOWER, the partition's current leader and the
+        leaders' addresses, so the client need not wait for a metadata refresh."""
+        refused = {(item.topic or "", item.partition) for item in items
+                   if item.refused == ErrorCode.NOT_LEADER_OR_FOLLOWER}
+        leaders = set()
+        for topic in responses:
+            for partition in topic.partition_responses:
+                if (topic.name, partition.index) in refused:
+                    info = self.view.partition(topic.name, partition.index)
+                    partition.current_leader = m.ProduceResponse.LeaderIdAndEpoch(leader_id=info.leader,
+                                                                                  leader_epoch=info.leader_epoch)
+                    leaders.add(info.leader)
+        return [m.ProduceResponse.NodeEndpoint(node_id=node.node_id, host=node.host, port=node.port, rack=None)
+                for node in self.view.brokers(context.listener.name, context.advertised) if node.node_id in leaders]
 
     def _may_write_transactionally(self, request, context: RequestContext) -> bool:
         """Transactional batches need a transactional id, and WRITE on it."""
@@ -169,6 +194,8 @@ class ProduceHandler:
                 response.error_code = ErrorCode.UNKNOWN_TOPIC_ID
             elif item.log is None:
                 response.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif item.refused:
+                response.error_code = item.refused
             elif item.records is None:
                 response.error_code = ErrorCode.CORRUPT_MESSAGE
             else:

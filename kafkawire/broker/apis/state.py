@@ -8,6 +8,7 @@ from ..fetch import FetchPurgatory
 from ..fetch_sessions import FetchSessionCache
 from ..groups import GroupCoordinator
 from ..listeners import Listener
+from ..node_view import NodeView
 from ..security.acls import Authorizer, Operation, ResourceType
 from ..security.scram_store import ScramStore
 from ..topics import TopicManager
@@ -44,6 +45,7 @@ class BrokerState:
     sessions: FetchSessionCache
     scram: ScramStore
     authorizer: Authorizer | None  # None: every request is allowed (no authorizer.class.name)
+    view: NodeView  # what this node leads and coordinates (a single broker: everything)
 
     def allowed(self, context: RequestContext, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         """Whether the request's principal may do ``operation`` on the resource (always, without an

@@ -159,6 +159,9 @@ class TransactionApis:
                 elif partition_log is None:
                     partitions.append(Response.PartitionResponse(partition_index=index, active_producers=[],
                                                                  error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                elif refused := self.state.view.leader_error(topic.name, index):
+                    partitions.append(Response.PartitionResponse(partition_index=index, active_producers=[],
+                                                                 error_code=refused))
                 else:
                     partitions.append(Response.PartitionResponse(partition_index=index, error_code=0, active_producers=[
                         Response.ProducerState(producer_id=entry.producer_id, producer_epoch=entry.producer_epoch,

@@ -4,7 +4,8 @@
 assigned offsets, ``.index`` sparse offset indexes (Kafka's format) and ``.snapshot`` producer-state
 snapshots (Kafka's format). ``PartitionLog`` appends (validating as Kafka 4.0 does), reads with KIP-74's
 per-partition semantics, rolls, recovers a torn tail, applies retention and moves closed segments to a
-``RemoteStore``. Pure Python, synchronous; no asyncio here.
+``RemoteStore``. Pure Python, synchronous; no asyncio here, but for the log cleaner (``cleaner*``:
+compaction, whose heavy work runs on a worker thread and whose swap runs on the event loop).
 """
 from .config import CREATE_TIME, LOG_APPEND_TIME, LogConfig
 from .errors import LogAppendError, OffsetInRemoteTier, OffsetOutOfRange

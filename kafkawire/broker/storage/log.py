@@ -21,6 +21,7 @@ from ...error_codes import ErrorCode
 from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT
 from ...records.batch import TRANSACTIONAL_FLAG
 from ...records.layouts import ATTRIBUTES_OFFSET, CRC_OFFSET
+from .cleaner_files import commit_swap, finish_swap, recover_interrupted_swaps
 from .config import LogConfig
 from .descriptors import DescriptorCache
 from .errors import LogAppendError, OffsetOutOfRange
@@ -125,6 +126,11 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
         return sum(segment.size for segment in self._segments)
 
     @property
+    def closed(self) -> bool:
+        """Closed, detached or deleted: no longer served."""
+        return self._closed
+
+    @property
     def segments(self) -> list[LogSegment]:
         return list(self._segments)
 
@@ -142,6 +148,7 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
         directory = self.directory
         for path in directory.glob("*.tmp"):
             path.unlink(missing_ok=True)
+        recover_interrupted_swaps(directory)  # a crash in the middle of the log cleaner's swap
         bases = sorted(int(path.stem) for path in directory.glob("*.log") if path.stem.isdigit())
         for path in directory.glob("*.index"):  # an index whose log was deleted
             if path.stem.isdigit() and int(path.stem) not in bases:
@@ -328,7 +335,7 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
         if active.size > 0:
             first = active.first_batch_timestamp
             waited = max_timestamp - first if first is not None and first >= 0 else now - active.created_ms
-            if waited > self.config.segment_ms:
+            if waited > self.config.max_segment_ms:
                 return True
         return last_offset - active.base_offset > _INT32_MAX
 
@@ -356,6 +363,29 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """Forget producers idle longer than producer.id.expiration.ms; returns how many."""
         return self._producers.remove_expired(now_ms if now_ms is not None else self._clock())
+
+    def replace_segments(self, old: list[LogSegment], cleaned_base: int) -> bool:
+        """The log cleaner's swap (``UnifiedLog.replaceSegments``): when ``old`` are still consecutive
+        closed segments of this log, the cleaned files at ``cleaned_base`` take their place on disk
+        (``cleaner_files``) and one segment opened from them takes theirs here. False, and nothing
+        done, otherwise (retention deleted some, the log was truncated or closed)."""
+        segments = self._segments
+        first = next((index for index, segment in enumerate(segments) if old and segment is old[0]), None)
+        if self._closed or first is None:
+            return False
+        end = first + len(old)
+        if end >= len(segments) or any(a is not b for a, b in zip(segments[first:end], old)):
+            return False
+        commit_swap(self.directory, cleaned_base)
+        for segment in old:
+            segment.delete()  # a fetch's slice keeps its own descriptor of the deleted file
+        finish_swap(self.directory, cleaned_base)
+        cleaned = LogSegment(self.directory, cleaned_base, self.config.index_interval_bytes,
+                             descriptors=self._descriptors)
+        cleaned.next_offset = old[-1].next_offset
+        segments[first:end] = [cleaned]
+        self._bases[first:end] = [cleaned_base]
+        return True
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def flush(self) -> None:

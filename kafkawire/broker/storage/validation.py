@@ -149,7 +149,8 @@ def validate_produce_records(records, config: LogConfig, now_ms: int, partition:
     decompressed = 0
     if config.validate_records:
         new_max_timestamp, decompressed = _validate_records(view, config, now_ms, count, codec,
-                                                            batch_says_log_append_time, decompressed_limit)
+                                                            batch_says_log_append_time, decompressed_limit,
+                                                            partition)
     elif batch_says_log_append_time and (log_append_time or max_timestamp == -1):
         raise LogAppendError(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid "
                                                           "timestamp", [(0, "Producer should not set timestamp "
@@ -174,7 +175,8 @@ def validate_produce_records(records, config: LogConfig, now_ms: int, partition:
 
 
 def _validate_records(view: memoryview, config: LogConfig, now_ms: int, count: int, codec: int,
-                      batch_says_log_append_time: bool, decompressed_limit: int) -> tuple[int, int]:
+                      batch_says_log_append_time: bool, decompressed_limit: int,
+                      partition: str = "") -> tuple[int, int]:
     """Decode the records as LogValidator iterates them; return the batch's true max timestamp and the
     bytes decompressed (0 for an uncompressed batch)."""
     try:
@@ -182,6 +184,11 @@ def _validate_records(view: memoryview, config: LogConfig, now_ms: int, count: i
     except RecordsError as error:
         raise LogAppendError(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {error}") from None
     decompressed = len(columns.data) if codec else 0
+    if config.compact and -1 in columns.key_lengths:  # LogValidator.validateKey
+        raise LogAppendError(ErrorCode.INVALID_RECORD, "One or more records have been rejected",
+                             [(index, f"Compacted topic cannot accept message without key in topic partition "
+                                      f"{partition}.") for index, length in enumerate(columns.key_lengths)
+                              if length < 0])
     offsets, timestamps = columns.offsets, columns.timestamps
     if codec and offsets != array("q", range(count)):  # the base offset is 0: offsets are the deltas
         # LogValidator would rebuild (recompress) a compressed batch whose inner offsets are not 0..n-1

@@ -1,0 +1,48 @@
+"""Which coordinator a request is for: the group or transactional ids of the group and transaction APIs
+(Kafka sends each to the coordinator FindCoordinator named, and answers NOT_COORDINATOR elsewhere)."""
+from __future__ import annotations
+
+from .node_view import GROUP, TRANSACTION
+
+__all__ = ["coordinator_keys"]
+
+
+def _group(request, version):
+    return [(GROUP, request.group_id)]
+
+
+def _offset_fetch(request, version):
+    if version >= 8:
+        return [(GROUP, group.group_id) for group in request.groups]
+    return [(GROUP, request.group_id)]
+
+
+def _transaction(request, version):
+    return [(TRANSACTION, request.transactional_id)]
+
+
+def _init_producer_id(request, version):
+    # an idempotent producer (no transactional id) may ask any broker
+    return [(TRANSACTION, request.transactional_id)] if request.transactional_id is not None else []
+
+
+def _add_partitions(request, version):
+    if version >= 4:  # the broker-to-broker form, batched by transaction
+        return [(TRANSACTION, t.transactional_id) for t in request.transactions]
+    return [(TRANSACTION, request.v3_and_below_transactional_id)]
+
+
+_KEYS = {
+    8: _group, 9: _offset_fetch, 11: _group, 12: _group, 13: _group, 14: _group,
+    15: lambda request, version: [(GROUP, group) for group in request.groups],
+    22: _init_producer_id, 24: _add_partitions, 25: _transaction, 26: _transaction,
+    28: _group,  # TxnOffsetCommit goes to the group's coordinator
+    65: lambda request, version: [(TRANSACTION, tid) for tid in request.transactional_ids],
+    68: _group, 69: lambda request, version: [(GROUP, group) for group in request.group_ids],
+}
+
+
+def coordinator_keys(api_key: int, request, version: int) -> list[tuple[int, str]]:
+    """(key type, key) of every group or transactional id the request is for; [] for other APIs."""
+    keys = _KEYS.get(api_key)
+    return keys(request, version) if keys is not None else []

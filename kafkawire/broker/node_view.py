@@ -1,0 +1,75 @@
+"""What one broker node may answer for: which partitions it leads, which groups and transactional ids it
+coordinates, and what Metadata says of the cluster. A single broker (``SingleNode``) leads everything
+and coordinates everything; a node of an in-process cluster (``broker.cluster.ClusterNodeView``) answers
+from the cluster's controller.
+
+The request handlers ask through ``leader_error`` at the top of their partition loops and
+``coordinator_error`` before the group and transaction APIs, and build Metadata, FindCoordinator and
+DescribeCluster from ``brokers``, ``partition`` and ``coordinator``.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol
+
+__all__ = ["NodeView", "SingleNode", "PartitionInfo", "NodeAddress", "GROUP", "TRANSACTION"]
+
+GROUP, TRANSACTION = 0, 1  # FindCoordinator's key types
+
+
+class PartitionInfo(NamedTuple):
+    leader: int  # -1: no leader (every replica offline)
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline: list[int]
+
+
+class NodeAddress(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+
+
+class NodeView(Protocol):
+    node_id: int
+    leads_everything: bool
+
+    @property
+    def controller_id(self) -> int: ...
+
+    def leader_error(self, topic: str, partition: int, current_leader_epoch: int = -1) -> int: ...
+    def isr_error(self, topic: str, partition: int, acks: int) -> int: ...
+    def coordinator_error(self, key_type: int, key: str | None) -> int: ...
+    def coordinator(self, key_type: int, key: str) -> int: ...
+    def partition(self, topic: str, partition: int) -> PartitionInfo: ...
+    def brokers(self, listener: str, this: tuple[str, int]) -> list[NodeAddress]: ...
+
+
+class SingleNode:
+    """One broker: it leads every partition (leader epoch 0, as its logs stamp) and is every coordinator."""
+
+    leads_everything = True  # the handlers skip asking
+
+    def __init__(self, node_id: int):
+        self.node_id = node_id
+        self.controller_id = node_id
+
+    def leader_error(self, topic: str, partition: int, current_leader_epoch: int = -1) -> int:
+        return 0
+
+    def isr_error(self, topic: str, partition: int, acks: int) -> int:
+        return 0
+
+    def coordinator_error(self, key_type: int, key: str | None) -> int:
+        return 0
+
+    def coordinator(self, key_type: int, key: str) -> int:
+        return self.node_id
+
+    def partition(self, topic: str, partition: int) -> PartitionInfo:
+        node = self.node_id
+        return PartitionInfo(node, 0, [node], [node], [])
+
+    def brokers(self, listener: str, this: tuple[str, int]) -> list[NodeAddress]:
+        """Every live broker's address on ``listener``; ``this`` is this node's (host, port) there."""
+        return [NodeAddress(self.node_id, this[0], this[1])]
