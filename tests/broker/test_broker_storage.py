@@ -14,30 +14,12 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kafkawire.broker.storage import (
-    FileRecords, LogAppendError, LogConfig, LogOffsetMetadata, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog, RemoteStore,
+    FileRecords, LogAppendError, LogOffsetMetadata, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog, RemoteStore,
 )
 from kafkawire.error_codes import ErrorCode
-from kafkawire.records import Codec, LegacyMessageSetBuilder, RecordBatchBuilder, iter_batches
+from kafkawire.records import Codec, LegacyMessageSetBuilder, iter_batches
 from kafkawire.records.record import TimestampType
-
-NOW = 1_700_000_000_000
-
-
-class Clock:
-    def __init__(self, now: int = NOW):
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def batch(values=(b"v",), *, timestamp: int | None = NOW, timestamps=None, compression=Codec.NONE, producer_id=-1,
-          producer_epoch=-1, base_sequence=-1, key: bytes | None = None, **options) -> bytes:
-    builder = RecordBatchBuilder(compression=compression, producer_id=producer_id, producer_epoch=producer_epoch,
-                                 base_sequence=base_sequence, **options)
-    for i, value in enumerate(values):
-        builder.append(value, key=key, timestamp=timestamps[i] if timestamps is not None else timestamp)
-    return builder.build()
+from log_helpers import NOW, Clock, batch, open_log
 
 
 def batch_of_size(size: int, *, timestamp: int = NOW) -> bytes:
@@ -47,12 +29,6 @@ def batch_of_size(size: int, *, timestamp: int = NOW) -> bytes:
         if len(built) == size:
             return built
     raise ValueError(f"no one-record batch of {size} bytes")
-
-
-def open_log(path, **config) -> PartitionLog:
-    clock = config.pop("clock", None) or Clock()
-    remote = config.pop("remote", None)
-    return PartitionLog(path, LogConfig(**config), remote=remote, now_ms=clock)
 
 
 def offsets_in(records: bytes) -> list[int]:

@@ -28,10 +28,14 @@ class LogTransactions:
 
     @property
     def last_stable_offset(self) -> int:
-        """The first offset of the oldest open transaction, or the high watermark when none is open."""
+        """The first offset of the oldest open transaction, or the high watermark when none is open; never
+        below the log start offset (retention may delete an open transaction's first batches: Kafka's
+        ``maybeIncrementFirstUnstableOffset``)."""
         high_watermark = self.high_watermark
         first_unstable = self._producers.first_unstable_offset
-        return high_watermark if first_unstable is None else min(first_unstable, high_watermark)
+        if first_unstable is None:
+            return high_watermark
+        return min(max(first_unstable, self.log_start_offset), high_watermark)
 
     def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
         """Whether this producer, at this epoch, has a transaction open here (``hasOngoingTransaction``)."""
