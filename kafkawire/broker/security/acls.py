@@ -17,12 +17,15 @@ atomically, after every change).
 """
 from __future__ import annotations
 
-import enum
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...acl_types import AclOperation as Operation
+from ...acl_types import AclPermissionType as Permission
+from ...acl_types import ResourcePatternType as PatternType
+from ...acl_types import ResourceType
 from ..atomic_file import write_json_atomically
 
 __all__ = ["ResourceType", "PatternType", "Operation", "Permission", "AclBinding", "AclFilter", "Authorizer",
@@ -30,51 +33,6 @@ __all__ = ["ResourceType", "PatternType", "Operation", "Permission", "AclBinding
 
 WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
-
-
-class ResourceType(enum.IntEnum):  # org.apache.kafka.common.resource.ResourceType
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class PatternType(enum.IntEnum):  # org.apache.kafka.common.resource.PatternType
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class Operation(enum.IntEnum):  # org.apache.kafka.common.acl.AclOperation
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-    TWO_PHASE_COMMIT = 15
-
-
-class Permission(enum.IntEnum):  # org.apache.kafka.common.acl.AclPermissionType
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
 
 
 # authorizer.class.name values that turn the authorizer on (KRaft's and the ZooKeeper-era one)

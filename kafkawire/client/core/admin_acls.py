@@ -1,9 +1,8 @@
 """ACLs for the admin client: AclBinding (a resource pattern and an access rule), AclBindingFilter (the
-same with ANY and None as wildcards), and CreateAcls, DescribeAcls and DeleteAcls. Enum values are
-Kafka's wire values; ``ResourceType.BROKER`` is confluent-kafka's name for CLUSTER."""
+same with ANY and None as wildcards), and CreateAcls, DescribeAcls and DeleteAcls. The enums are
+``kafkawire.acl_types`` (Kafka's wire values), shared with the broker."""
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -12,72 +11,12 @@ from kafkawire.messages import (
     DescribeAclsResponse,
 )
 
+from ...acl_types import AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 from .admin_errors import error_for, outcome_of
 
 __all__ = ["ResourceType", "ResourcePatternType", "AclOperation", "AclPermissionType", "AclBinding",
            "AclBindingFilter", "create_acls_request", "read_create_acls", "describe_acls_request",
            "read_describe_acls", "delete_acls_request", "read_delete_acls"]
-
-
-class _Named(enum.IntEnum):
-    @classmethod
-    def of(cls, value):
-        """From an enum, its value, or its name in any case."""
-        if isinstance(value, str):
-            try:
-                return cls[value.strip().upper()]
-            except KeyError:
-                raise ValueError(f"unknown {cls.__name__} {value!r}") from None
-        try:
-            return cls(value)
-        except ValueError:
-            return cls(0)  # UNKNOWN
-
-
-class ResourceType(_Named):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    BROKER = 4  # confluent-kafka's name for the cluster
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class ResourcePatternType(_Named):
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2  # filters only: literal, wildcard and prefixed patterns that match the name
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclOperation(_Named):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-    TWO_PHASE_COMMIT = 15
-
-
-class AclPermissionType(_Named):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
 
 
 @dataclass(frozen=True)
