@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 SEGMENT_BYTES = 64 * 1024  # small, so that loads roll segments
 KAFKAWIRE = Path(sys.executable).with_name("kafkawire")
 READY = re.compile(r"kafkawire broker on (\S+):(\d+)")
@@ -44,3 +46,17 @@ class BrokerProcess:
             os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait(10)
         self.proc.stdout.close()
+
+
+@pytest.fixture
+def processes():
+    """``start(data_dir, *extra)`` starts a BrokerProcess; every one started is killed after the test."""
+    started: list[BrokerProcess] = []
+
+    def start(data_dir, *extra):
+        started.append(BrokerProcess(data_dir, *extra))
+        return started[-1]
+
+    yield start
+    for broker in started:
+        broker.kill()

@@ -1,4 +1,5 @@
-"""Shared fixtures: packages of codecs generated on the fly from a directory of specs."""
+"""Shared fixtures: packages of codecs generated on the fly from a directory of specs, and ``processes``
+(brokers as real processes, killed after the test: ``broker_process``)."""
 from __future__ import annotations
 
 import importlib
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from broker_process import processes  # noqa: F401 (a fixture, for every test module)
 from codegen.generate import generate, write
 from paths import UPSTREAM_SPECS
 

@@ -23,19 +23,6 @@ from broker_wire import by_partition, create_topic, fetch, produce
 TOPIC = "crash"
 PARTITIONS = 3
 SEGMENT_BYTES = 64 * 1024  # small, so the load rolls segments (and the kill may land near a roll)
-@pytest.fixture
-def processes():
-    started: list[BrokerProcess] = []
-
-    def start(data_dir, *extra):
-        started.append(BrokerProcess(data_dir, *extra))
-        return started[-1]
-
-    yield start
-    for broker in started:
-        broker.kill()
-
-
 def make_batch(tag: str, count: int) -> tuple[bytes, list[tuple[bytes, bytes]]]:
     now = time.time_ns() // 1_000_000
     builder, records = RecordBatchBuilder(), []

@@ -17,7 +17,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from broker_harness import RawClient
@@ -34,19 +33,6 @@ RECORDS_PER_TRANSACTION = 6  # two per partition
 STATE_LOG = "transaction-state.jsonl"
 INPUT = "txn-crash-input"  # transaction i commits the group's offset i + 1 in it, as a consume-transform-produce would
 GROUP = "txn-crash-group"
-
-
-@pytest.fixture
-def processes():
-    started: list[BrokerProcess] = []
-
-    def start(data_dir, *extra):
-        started.append(BrokerProcess(data_dir, *extra))
-        return started[-1]
-
-    yield start
-    for broker in started:
-        broker.kill()
 
 
 def commits(i: int) -> bool:

@@ -95,19 +95,19 @@ class TransactionApis:
     async def txn_offset_commit(self, request, version: int, context: RequestContext):
         keys = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
         if not self._may_write_txn(context, request.transactional_id):
-            return _txn_offset_response(request, dict.fromkeys(keys, _TXN_DENIED))
+            return _txn_offset_response(keys, dict.fromkeys(keys, _TXN_DENIED))
         if not self.state.allowed(context, Operation.READ, ResourceType.GROUP, request.group_id):
-            return _txn_offset_response(request, dict.fromkeys(keys, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            return _txn_offset_response(keys, dict.fromkeys(keys, ErrorCode.GROUP_AUTHORIZATION_FAILED))
         denied = {key: ErrorCode.TOPIC_AUTHORIZATION_FAILED for key in keys
                   if not self.state.allowed(context, Operation.READ, ResourceType.TOPIC, key[0])}
         error = self._verify_offsets_partition(request, version)
         if error:
-            return _txn_offset_response(request, {key: denied.get(key, error) for key in keys})
+            return _txn_offset_response(keys, {key: denied.get(key, error) for key in keys})
         if denied:
             denied_topics = {name for name, _ in denied}
             request.topics = [t for t in request.topics if t.name not in denied_topics]
         errors = self.state.groups.txn_offset_commit(request, version) if request.topics else {}
-        return _txn_offset_response(request, {**errors, **denied}, keys)
+        return _txn_offset_response(keys, {**errors, **denied})
 
     def _verify_offsets_partition(self, request, version: int) -> int:
         """KIP-890: the group's offsets partition must be in the transaction (AddOffsetsToTxn); with
@@ -229,10 +229,11 @@ def _topic_results(errors: dict[tuple[str, int], int]) -> list:
             for name, parts in by_topic.items()]
 
 
-def _txn_offset_response(request, errors: dict[tuple[str, int], int], keys=None):
+def _txn_offset_response(keys: list[tuple[str, int]], errors: dict[tuple[str, int], int]):
+    """Each requested (topic, partition) with its error (NONE where ``errors`` has none), in request order."""
     Response = m.TxnOffsetCommitResponse
     by_topic: dict[str, list] = {}
-    for topic, index in keys if keys is not None else errors:
+    for topic, index in keys:
         by_topic.setdefault(topic, []).append(Response.TxnOffsetCommitResponsePartition(
             partition_index=index, error_code=errors.get((topic, index), ErrorCode.NONE)))
     return Response(topics=[Response.TxnOffsetCommitResponseTopic(name=name, partitions=parts)
