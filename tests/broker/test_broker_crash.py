@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from broker_harness import RawClient
-from broker_process import BrokerProcess
 from kafkawire.records import RecordBatchBuilder, iter_batches
 from broker_wire import by_partition, create_topic, fetch, produce
 
