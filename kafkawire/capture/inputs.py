@@ -15,6 +15,7 @@ import zlib
 from ..pcap.layouts import PCAPNG_ENHANCED_PACKET_TYPE, PCAPNG_INTERFACE_DESCRIPTION_TYPE, PCAPNG_PACKET_TYPE
 from .pcap_reader import PCAP_HEADER_SIZE, PCAP_RECORD_SIZE, PcapFacts
 from .pcapng_reader import EPB_SIZE, IDB_SIZE, MIN_BLOCK, PB_SIZE, TRAILER_SIZE, Section, block_at
+from .remote_files import display_name, expand_remote, is_remote, local_path, open_binary
 from .reading import WALK_CORRUPT, WALK_DONE, WALK_INCOMPLETE, NotACaptureError, format_of, kind_of_file
 
 __all__ = ["expand_inputs", "first_timestamp_ns", "is_capture"]
@@ -23,7 +24,7 @@ __all__ = ["expand_inputs", "first_timestamp_ns", "is_capture"]
 def is_capture(path) -> bool:
     """Whether ``path`` starts like a capture: a pcap or pcapng magic, or gzip around one."""
     try:
-        with open(path, "rb") as file:
+        with open_binary(path) as file:
             kind = format_of(file.read(4))
             if kind != "gzip":
                 return kind is not None
@@ -45,7 +46,8 @@ _FIRST_TIMESTAMP_BLOCKS = 4096  # blocks looked at before giving up on finding a
 def first_timestamp_ns(path) -> int | None:
     """The time of the first packet record in a capture (None if it has none), reading only its head."""
     path = os.fspath(path)
-    with open(path, "rb") as file:
+    with open_binary(path) as file:
+        path = display_name(path)
         kind = kind_of_file(file, path)
         if kind is None:
             return None
@@ -115,6 +117,16 @@ def _captures_under(folder: str) -> list[str]:
     return found
 
 
+def _expand_remote(pattern: str) -> list[str]:
+    """``expand_inputs``' rules for a URI, on its file system (pyarrow's listing and glob matching)."""
+    how, uris = expand_remote(pattern)
+    if how == "missing":
+        raise FileNotFoundError(f"{display_name(pattern)}: no such file or folder, and no files match it")
+    if how == "glob" and not uris:
+        raise FileNotFoundError(f"{display_name(pattern)}: no such file or folder, and no files match it")
+    return uris if how == "file" else [uri for uri in uris if is_capture(uri)]
+
+
 def expand_inputs(patterns) -> list[str]:
     """Capture files named by ``patterns`` (a path, a folder or a glob, or a list of them), in capture order.
 
@@ -128,8 +140,10 @@ def expand_inputs(patterns) -> list[str]:
         patterns = [patterns]
     found: dict[str, None] = {}
     for pattern in patterns:
-        pattern = os.fspath(pattern)
-        if os.path.isdir(pattern):
+        pattern = local_path(os.fspath(pattern))
+        if is_remote(pattern):
+            found.update(dict.fromkeys(_expand_remote(pattern)))
+        elif os.path.isdir(pattern):
             found.update(dict.fromkeys(_captures_under(pattern)))
         elif os.path.isfile(pattern):
             found[pattern] = None
@@ -144,7 +158,7 @@ def expand_inputs(patterns) -> list[str]:
                     found[match] = None
     unique: dict[str, str] = {}
     for path in found:
-        unique.setdefault(os.path.realpath(path), path)
+        unique.setdefault(path if is_remote(path) else os.path.realpath(path), path)
 
     def capture_order(path: str):
         ts = first_timestamp_ns(path)

@@ -49,6 +49,8 @@ from .reading import (
     CORRUPT, TRUNCATED_TAIL, WALK_CORRUPT, CaptureError, NotACaptureError, ReadCounts, format_of, kind_of_file,
     torn_tail,
 )
+from .remote_files import is_remote, local_path
+from .remote_reading import read_remote
 from .splits import Split
 
 __all__ = ["iter_packets", "iter_split", "STREAM_CHUNK"]
@@ -97,6 +99,10 @@ def iter_split(split: Split, stats: dict | None = None, *, payloads: bool = True
 
 def _read(path: str, order_base: int, start: int, end: int | None, context, counts, refs: bool = False,
           release_every: int | None = None):
+    if is_remote(path):  # read by byte ranges, never mapped
+        yield from read_remote(path, order_base, start, end, context, counts, refs)
+        return
+    path = local_path(path)
     with open(path, "rb") as file:
         kind = kind_of_file(file, path)
         if kind is None:

@@ -12,6 +12,8 @@ import os
 
 from .model import ORDER_STRIDE, PacketRef
 from .reading import CaptureError
+from .remote_files import is_remote, local_path
+from .remote_payloads import RemotePayloads
 
 __all__ = ["PayloadReader", "release_pages", "MAPPED_BUDGET"]
 
@@ -40,7 +42,8 @@ MAPPED_BUDGET = 256 << 20
 
 
 class PayloadReader:
-    """Reads ``PacketRef`` payloads back from the run's files (``paths[file_index]``), each file mmap-ed
+    """Reads ``PacketRef`` payloads back from the run's files (``paths[file_index]``; a URI's by ranges,
+    ``remote_payloads``), each local file mmap-ed
     once, on first use, and kept open until ``close()``: a task re-reads many payloads of few files, and
     the page cache makes each read a copy. A small payload's read maps up to the 2 MB around it, and a
     task reading connection after connection across a file would keep all of it resident: once the reads
@@ -49,8 +52,11 @@ class PayloadReader:
     context manager."""
 
     def __init__(self, paths):
-        self.paths = [os.fspath(path) for path in paths]
+        self.paths = [local_path(os.fspath(path)) for path in paths]
         self._maps: dict[int, mmap.mmap] = {}
+        # the files behind a URI: read by ranges (remote_payloads), fetched ahead where the reads are known
+        self.remote_files = {index for index, path in enumerate(self.paths) if is_remote(path)}
+        self.remote = RemotePayloads(self.paths) if self.remote_files else None
         self._regions: set[tuple[int, int]] = set()  # (file, 2 MB region) read since the last release
         self._budget = MAPPED_BUDGET >> _REGION_SHIFT
 
@@ -60,6 +66,8 @@ class PayloadReader:
     def read(self, file_index: int, offset: int, length: int) -> bytes:
         mm = self._maps.get(file_index)
         if mm is None:
+            if file_index in self.remote_files:
+                return self.remote.read(file_index, offset, length)
             mm = self._open(file_index)
         data = mm[offset:offset + length]
         if len(data) != length:
@@ -92,6 +100,8 @@ class PayloadReader:
         return mm
 
     def close(self) -> None:
+        if self.remote is not None:
+            self.remote.close()
         maps, self._maps = self._maps, {}
         for mm in maps.values():
             mm.close()

@@ -148,6 +148,15 @@ def find_record_boundary(buf, pos: int, context: dict) -> int | None:
     return None
 
 
+def corrupt_record(counts, path: str, pos: int, resumed: int | None, size: int) -> None:
+    """Counts and lists the bytes skipped from a corrupt record header at ``pos`` to ``resumed`` (None:
+    to the end of the file)."""
+    skipped = (size if resumed is None else resumed) - pos
+    counts.skip(CORRUPT, path, pos, skipped, f"a record header that cannot be right at byte {pos}; " + (
+        f"{skipped} bytes to the end of the file not read" if resumed is None
+        else f"reading resumed at byte {resumed} ({skipped} bytes skipped)"))
+
+
 def read_pcap(mm, path: str, size: int, start: int, stop: int, order_base: int, context, counts, refs: bool):
     if start > 0 and context is not None:
         facts = PcapFacts.from_context(context)
@@ -171,10 +180,7 @@ def read_pcap(mm, path: str, size: int, start: int, stop: int, order_base: int, 
         pos, ended = yield from pcap_records(mm, pos, stop, size, order_base, facts, counts, refs)
         if ended == WALK_CORRUPT:
             resumed = find_record_boundary(mm, pos + 1, facts.context(False))
-            skipped = (size if resumed is None else resumed) - pos
-            counts.skip(CORRUPT, path, pos, skipped, f"a record header that cannot be right at byte {pos}; " + (
-                f"{skipped} bytes to the end of the file not read" if resumed is None
-                else f"reading resumed at byte {resumed} ({skipped} bytes skipped)"))
+            corrupt_record(counts, path, pos, resumed, size)
             pos = resumed
             if pos is not None:
                 continue

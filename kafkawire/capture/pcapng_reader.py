@@ -285,6 +285,11 @@ def read_pcapng(mm, path: str, size: int, start: int, stop: int, order_base: int
     if ended == WALK_INCOMPLETE:
         torn_tail(counts, path, pos, size - pos)
     elif ended == WALK_CORRUPT:  # pcapng has no resync: a block's length is the only way to the next
-        counts.skip(CORRUPT, path, pos, size - pos,
-                    f"a block that cannot be right at byte {pos}; {size - pos} bytes to the end of the file not read")
+        corrupt_block(counts, path, pos, size)
+
+
+def corrupt_block(counts, path: str, pos: int, size: int) -> None:
+    """Counts and lists the bytes from a corrupt block at ``pos`` to the end of the file (not read)."""
+    counts.skip(CORRUPT, path, pos, size - pos,
+                f"a block that cannot be right at byte {pos}; {size - pos} bytes to the end of the file not read")
 

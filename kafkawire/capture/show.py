@@ -16,7 +16,6 @@ It suits captures up to a few hundred MB; above ``SPARK_ADVISED_BYTES`` it says 
 """
 from __future__ import annotations
 
-import os
 import sys
 
 __all__ = ["add_show_command", "run", "SPARK_ADVISED_BYTES"]
@@ -34,7 +33,8 @@ def add_show_command(commands) -> None:
                     "error codes, latency) and per problem, as they are read. For captures up to a few hundred "
                     "MB; `kafkawire decode` serves larger ones better.")
     show.add_argument("captures", nargs="+", metavar="CAPTURE",
-                      help="capture files (pcap, pcapng, gzip-compressed), folders or globs")
+                      help="capture files (pcap, pcapng, gzip-compressed), folders or globs; local or URIs "
+                           "(s3://, gs://, abfs://, hdfs://...)")
     show.add_argument("--filter", action="append", default=[], metavar="EXPR",
                       help="keep frames that match, e.g. 'api=Fetch topic=orders', 'error', 'client=rdkafka', "
                            "'corr=12', 'problems' (repeatable; all must hold)")
@@ -43,12 +43,18 @@ def add_show_command(commands) -> None:
                       help="print frame N (the first column) with its whole body, then stop")
     show.add_argument("--port", type=int, action="append", dest="ports", metavar="N",
                       help="a broker port (repeatable; default: detected per connection)")
+    show.add_argument("--fs-option", action="append", default=[], dest="fs_options", metavar="KEY=VALUE",
+                      help="an option of the captures' file system when they are URIs (repeatable), e.g. "
+                           "endpoint_override=host:9000, scheme=http, region=eu-west-1; credentials come "
+                           "from the environment")
+
 
 
 def run(args, out=None) -> int:
     """``kafkawire show`` with the parsed arguments; the exit status."""
     from .inputs import expand_inputs
     from .reading import CaptureError
+    from .remote_files import file_size, with_fs_options
     from .show_filter import FilterError, FrameFilter
     from .show_output import Printer
     from .streaming import CaptureStream
@@ -56,13 +62,13 @@ def run(args, out=None) -> int:
     out = out or sys.stdout
     try:
         keep = FrameFilter(args.filter)
-        files = expand_inputs(args.captures)
+        files = expand_inputs(with_fs_options(args.captures, args.fs_options))
         if not files:
             raise FileNotFoundError(f"{' '.join(args.captures)}: no packet captures")
-    except (FilterError, CaptureError, OSError) as error:  # found before anything is read: a usage error
+    except (FilterError, CaptureError, OSError, ValueError) as error:  # found before anything is read: usage
         print(f"kafkawire show: {error}", file=sys.stderr)
         return USAGE_ERROR
-    total = sum(os.path.getsize(path) for path in files)
+    total = sum(file_size(path) for path in files)
     if total > SPARK_ADVISED_BYTES:
         print(f"kafkawire show: {total / 1e6:,.0f} MB of captures: `kafkawire decode` (Spark, every core, tables "
               f"to query) serves captures above {SPARK_ADVISED_BYTES / 1e6:,.0f} MB better", file=sys.stderr)

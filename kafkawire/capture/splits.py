@@ -19,6 +19,7 @@ from .payloads import release_pages
 from .pcap_reader import PCAP_HEADER_SIZE, PCAP_RECORD_SIZE, PcapFacts
 from .pcapng_reader import walk_pcapng
 from .reading import kind_of_file
+from .remote_files import is_remote, local_path
 
 __all__ = ["Split", "plan_splits", "SPLIT_BYTES"]
 
@@ -41,7 +42,10 @@ def plan_splits(path, file_index: int = 0, split_bytes: int = SPLIT_BYTES) -> li
     record headers (nothing else is read). gzip-compressed files cannot be cut: one split, whole."""
     if split_bytes <= 0:
         raise ValueError(f"split_bytes must be positive, not {split_bytes}")
-    path = os.fspath(path)
+    path = local_path(os.fspath(path))
+    if is_remote(path):
+        from .remote_reading import remote_pieces
+        return remote_pieces(path, file_index, split_bytes)
     whole = [Split(path, file_index, 0, None, None)]
     with open(path, "rb") as file:
         kind = kind_of_file(file, path)

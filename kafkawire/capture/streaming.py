@@ -24,6 +24,7 @@ from .model import ConnectionSummary, KafkaFrame, Packet, PacketRef, Problem, co
 from .packets import iter_packets
 from .payloads import release_pages
 from .reading import SkippedBytes
+from .remote_files import is_remote, local_path
 from .tcp_reassembly import TcpReassembler
 
 __all__ = ["CaptureStream"]
@@ -78,7 +79,11 @@ class CaptureStream:
         live.clear()
 
     def _packets(self, index: int, path: str) -> Iterator[Packet]:
-        """The file's packets, their payloads views of its mapping (a gzip file's: copies)."""
+        """The file's packets, their payloads views of its mapping (a gzip or remote file's: copies)."""
+        if is_remote(path):  # read by ranges (remote_reading)
+            yield from iter_packets(path, index, stats=self.stats, skipped=self.skipped)
+            return
+        path = local_path(path)
         with open(path, "rb") as file:
             size = os.fstat(file.fileno()).st_size
             mapping = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if size else None

@@ -25,6 +25,7 @@ from typing import Iterator
 
 from ..capture.model import ORDER_STRIDE, Packet, PacketRef
 from ..capture.payloads import PayloadReader
+from ..capture.remote_payloads import BATCH_BYTES
 
 # order, ts_ns, seq, ack, flags, direction, (pad), payload offset, payload length, missing
 HEADER = Struct("<qqIIHBxQII")
@@ -128,3 +129,38 @@ def unpack_packets(rows, payloads: PayloadReader) -> Iterator[Packet]:
             for order, ts_ns, seq, ack, flags, direction, offset, length, missing in headers:
                 yield _new_tuple(Packet, (order, ts_ns, *ways[direction], seq, ack, flags,
                                           carried[offset:offset + length], missing))
+
+
+def prefetched(rows, payloads: PayloadReader):
+    """Chunk rows as they come, the payloads they leave in remote files asked for ahead, a batch of about
+    ``BATCH_BYTES`` at a time (``remote_payloads``): a batch is fetched while the one before is read, and
+    dropped once the row after its last has been asked for (its packets have been rebuilt by then).
+    Rows of local files only pass through."""
+    remote = payloads.remote_files
+    if not remote:
+        yield from rows
+        return
+    pending: list[tuple[list, object]] = []
+    batch_rows, wanted, wanted_bytes = [], {}, 0
+    for row in rows:
+        headers, carried = row[1][1], row[1][2]
+        if carried is None:
+            for order, _, _, _, _, _, offset, length, _ in HEADER.iter_unpack(headers):
+                file_index = order // ORDER_STRIDE
+                if length and file_index in remote:
+                    wanted.setdefault(file_index, []).append((offset, length))
+                    wanted_bytes += length
+        batch_rows.append(row)
+        if wanted_bytes >= BATCH_BYTES:
+            pending.append((batch_rows, payloads.remote.fetch(wanted)))
+            batch_rows, wanted, wanted_bytes = [], {}, 0
+            if len(pending) > 1:
+                yield from _read_out(*pending.pop(0), payloads)
+    pending.append((batch_rows, payloads.remote.fetch(wanted)))
+    for batch_rows, batch in pending:
+        yield from _read_out(batch_rows, batch, payloads)
+
+
+def _read_out(rows: list, batch, payloads: PayloadReader):
+    yield from rows
+    payloads.remote.drop(batch)

@@ -21,7 +21,8 @@ def add_decode_command(commands) -> None:
     """The ``decode`` subcommand, on ``commands`` (what ``ArgumentParser.add_subparsers`` returns)."""
     decode = commands.add_parser("decode", help="decode pcap/pcapng captures into Parquet tables with Spark")
     decode.add_argument("captures", nargs="+", metavar="CAPTURE",
-                        help="capture files (pcap, pcapng, gzip-compressed), folders or globs")
+                        help="capture files (pcap, pcapng, gzip-compressed), folders or globs; local or URIs "
+                             "(s3://, gs://, abfs://, hdfs://...)")
     decode.add_argument("--out", required=True,
                         help="directory (or URI) for the tables; refused if it holds the tables of an earlier "
                              "decode (see --overwrite) or is inside a table")
@@ -29,7 +30,7 @@ def add_decode_command(commands) -> None:
                         help="replace the tables already in --out, all of them (other files there stay)")
     decode.add_argument("--master", help="Spark master URL (default: local[*], or spark-submit's)")
     decode.add_argument("--fs-option", action="append", default=[], dest="fs_options", metavar="KEY=VALUE",
-                        help="an option of --out's file system (repeatable), e.g. endpoint_override=host:9000, "
+                        help="an option of the file system of --out and of captures given as URIs (repeatable), e.g. endpoint_override=host:9000, "
                              "scheme=http, region=eu-west-1; credentials come from the environment")
     decode.add_argument("--port", type=int, action="append", dest="ports", metavar="N",
                         help="a broker port (repeatable; default: detected per connection)")
@@ -72,14 +73,21 @@ def _check_captures(patterns: list[str]) -> None:
 
     for pattern in patterns:
         if not expand_inputs([pattern]):
-            what = "this folder holds" if os.path.isdir(pattern) else "the files that match it are"
+            what = "this folder holds" if _is_folder(pattern) else "the files that match it are"
             raise FileNotFoundError(f"{pattern}: no packet captures: {what} no pcap, pcapng or gzip-compressed "
                                     f"capture files")
+
+
+def _is_folder(pattern: str) -> bool:
+    from ..capture.remote_files import expand_remote, is_remote
+
+    return expand_remote(pattern)[0] == "folder" if is_remote(pattern) else os.path.isdir(pattern)
 
 
 def decode(args) -> int:
     """``kafkawire decode``: the captures into tables, on Spark; prints what it wrote."""
     from ..capture.reading import CaptureError
+    from ..capture.remote_files import with_fs_options
     from ..capture.table_sets import check_out, with_options
     from . import job
     from .background_plan import BackgroundPlan
@@ -87,6 +95,7 @@ def decode(args) -> int:
 
     try:
         args.out = with_options(args.out, args.fs_options)
+        args.captures = with_fs_options(args.captures, args.fs_options)
         check_out(args.out, args.overwrite)
         _check_captures(args.captures)
     except (KafkaWireError, OSError, ValueError) as error:  # TableSetError, CaptureError; FileNotFoundError...

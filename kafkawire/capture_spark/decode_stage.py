@@ -12,7 +12,7 @@ from itertools import groupby
 from ..capture.kafka_connection import decode_connection
 from ..capture.payloads import PayloadReader
 from ..capture.rows import TableBatcher
-from .chunks import unpack_packets
+from .chunks import prefetched, unpack_packets
 from .part_files import TableFiles
 from .worker_memory import keep_freed_memory
 
@@ -36,7 +36,7 @@ def decode_partition(files: list[str], out: str, broker_ports: set[int] | None, 
             partition, attempt = task
         batcher = TableBatcher(records=records)
         with PayloadReader(files) as payloads, TableFiles(out, partition, attempt) as written:
-            for connection, connection_packets in connections_of(rows, payloads):
+            for connection, connection_packets in connections_of(prefetched(rows, payloads), payloads):
                 for item in decode_connection(connection_packets, broker_ports):
                     for table, batch in batcher.add(item):
                         written.write(table, batch)

@@ -33,7 +33,10 @@ and identical input gives identical files.
 
 On a cluster, the captures and ``--out`` must be on a file system that every worker (and the driver)
 sees by the same path: tasks open the captures by path in both stages and write the tables by path.
-``--out`` may also be a URI that pyarrow's file systems know (``file://``, ``hdfs://``, ``s3://``...).
+Both may also be URIs that pyarrow's file systems know (``file://``, ``hdfs://``, ``s3://``...): a
+remote capture is read by byte ranges, never mapped nor downloaded whole (``capture.remote_reading``:
+the planning walk and stage 1 read it ahead in large blocks; stage 2 fetches the payloads of the rows
+ahead as coalesced ranges, ``chunks.prefetched``).
 """
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from ..capture.remote_files import display_name
 from ..capture.splits import SPLIT_BYTES
 from ..capture.table_schemas import TABLES, capture_problems
 from ..capture.table_sets import OURS, SUMMARY, TABLE_ORDER, check_out, file_system
@@ -134,7 +138,7 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
                    .mapPartitions(decode_partition(files, location, ports, records))
                    .collect())
 
-    result = DecodeResult(out, files, len(splits), input_bytes, len(sizes.value), sum(sizes.value.values()),
+    result = DecodeResult(out, [display_name(path) for path in files], len(splits), input_bytes, len(sizes.value), sum(sizes.value.values()),
                           partitions, context.master)
     result.rows = {name: 0 for name in tables}
     for table, _, rows in written:

@@ -6,13 +6,14 @@ of their payload, from which the stage-2 partitions are chosen so they come out 
 """
 from __future__ import annotations
 
-import os
 import zlib
 from typing import NamedTuple
 
 from ..capture.inputs import expand_inputs
 from ..capture.model import connection_key
 from ..capture.packets import iter_split
+from ..capture.remote_files import file_size, is_remote
+from ..capture.remote_reading import remote_pieces
 from ..capture.splits import SPLIT_BYTES, Split, plan_splits
 
 __all__ = ["CapturePlan", "plan_captures", "balanced_partitions", "ConnectionPartitioner"]
@@ -50,12 +51,16 @@ def plan_captures(inputs, split_bytes: int = SPLIT_BYTES, *, sample_spacing: int
     splits: list[Split] = []
     sampled: dict[str, int] = {}
     for index, path in enumerate(files):
+        if is_remote(path):  # one walk by ranged reads cuts and samples it
+            splits += _joined(remote_pieces(path, index, min(sample_spacing, split_bytes), sample_window, sampled),
+                              split_bytes)
+            continue
         pieces = plan_splits(path, index, min(sample_spacing, split_bytes))
         splits += _joined(pieces, split_bytes)
         if pieces[-1].end is not None:  # not gzip (nor empty): its pieces end at offsets
             for piece in pieces:
                 _sample(piece, sample_window, sampled)
-    return CapturePlan(files, splits, sum(os.path.getsize(path) for path in files), sampled)
+    return CapturePlan(files, splits, sum(file_size(path) for path in files), sampled)
 
 
 def _joined(pieces: list[Split], split_bytes: int) -> list[Split]:

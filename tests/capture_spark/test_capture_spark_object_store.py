@@ -11,33 +11,22 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("pyspark")
-moto_server = pytest.importorskip("moto.server")
+pytest.importorskip("moto.server")
 import pyarrow.parquet as pq  # noqa: E402
 
 from capture_synthetic import build_synthetic  # noqa: E402
+from object_store import CREDENTIALS  # noqa: E402
+from object_store import object_store as start_object_store  # noqa: E402
 from paths import REPO  # noqa: E402
 from kafkawire.capture.table_sets import TABLE_ORDER, file_system, with_options  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
-
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "kafkawire-test", "AWS_SECRET_ACCESS_KEY": "kafkawire-test-secret",
-               "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 @pytest.fixture(scope="module")
 def object_store():
     """(endpoint host:port, file-system options) of a fresh S3-compatible server with a bucket ``tables``."""
-    import boto3
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"{host}:{port}"
-        client = boto3.client("s3", endpoint_url=f"http://{endpoint}", aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                              aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
-        client.create_bucket(Bucket="tables")
-        yield endpoint, [f"endpoint_override={endpoint}", "scheme=http"]
-    finally:
-        server.stop()
+    with start_object_store() as store:
+        yield store.endpoint, store.options
 
 
 @pytest.fixture(scope="module")
