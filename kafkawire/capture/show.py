@@ -62,7 +62,7 @@ def run(args, out=None) -> int:
     out = out or sys.stdout
     try:
         keep = FrameFilter(args.filter)
-        files = expand_inputs(with_fs_options(args.captures, args.fs_options))
+        files = expand_inputs(with_fs_options(args.captures, getattr(args, "fs_options", [])))
         if not files:
             raise FileNotFoundError(f"{' '.join(args.captures)}: no packet captures")
     except (FilterError, CaptureError, OSError, ValueError) as error:  # found before anything is read: usage

@@ -87,14 +87,16 @@ def _is_folder(pattern: str) -> bool:
 def decode(args) -> int:
     """``kafkawire decode``: the captures into tables, on Spark; prints what it wrote."""
     from ..capture.reading import CaptureError
-    from ..capture.remote_files import with_fs_options
+    from ..capture.remote_files import is_remote, with_fs_options
     from ..capture.table_sets import check_out, with_options
     from . import job
     from .background_plan import BackgroundPlan
     from .session import context, stop
 
     try:
-        args.out = with_options(args.out, args.fs_options)
+        # the options go to every URI given (--out's and the captures'), and need one at least
+        if "://" in args.out or not any(is_remote(capture) for capture in args.captures):
+            args.out = with_options(args.out, args.fs_options)
         args.captures = with_fs_options(args.captures, args.fs_options)
         check_out(args.out, args.overwrite)
         _check_captures(args.captures)
