@@ -7,48 +7,27 @@ in any process (planner, Spark workers); credentials come from the environment, 
 Messages and tables name it without the query (``display_name``). ``file://`` URIs are local paths, read
 as local files are (mmap).
 
-Every read is a ``read_at`` of a range (one request each; ``requests`` counts them): ``open_binary``
-gives a buffered file object for reading a head or a gzip stream, ``blocks`` reads a range ahead in
-large blocks on a background thread (the planning walk and stage 1), and ``fetch_ranges`` reads many
-ranges concurrently (stage 2's coalesced payload reads).
+Every read is a ``RemoteFile.read_at`` of a range, one request each: ``open_binary`` gives a buffered
+file object for reading a head, ``blocks`` reads a range ahead in large blocks on a background thread
+(the planning walk, stage 1, gzip streams), and ``remote_payloads`` reads stage 2's coalesced payload
+ranges concurrently. Listing folders and matching globs (``expand_remote``) is the file system's.
 """
 from __future__ import annotations
 
 import functools
 import io
 import re
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["is_remote", "local_path", "with_fs_options", "display_name", "with_query", "remote_file", "file_size", "open_binary",
-           "blocks", "fetch_ranges", "expand_remote", "RemoteFile", "BLOCK_BYTES", "requests"]
+__all__ = ["is_remote", "local_path", "with_fs_options", "display_name", "with_query", "file_size", "open_binary",
+           "blocks", "expand_remote", "RemoteFile", "BLOCK_BYTES", "FETCH_THREADS"]
 
 BLOCK_BYTES = 8 << 20     # a walk's read-ahead: a request's latency is worth megabytes of transfer
 READ_AHEAD = 2            # blocks requested ahead of the one being walked
-FETCH_THREADS = 8         # concurrent range requests of one fetch_ranges
+FETCH_THREADS = 8         # concurrent range requests of stage 2 (remote_payloads)
 _GLOB = re.compile(r"[*?\[]")
-
-
-class _Counter:
-    """Requests and bytes read from remote files by this process (tests and benchmarks read it)."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self.count = self.bytes = 0
-
-    def add(self, nbytes: int) -> None:
-        with self._lock:
-            self.count += 1
-            self.bytes += nbytes
-
-    def reset(self) -> None:
-        with self._lock:
-            self.count = self.bytes = 0
-
-
-requests = _Counter()
 
 
 def is_remote(path) -> bool:
@@ -100,9 +79,7 @@ class RemoteFile:
         length = max(0, min(length, self.size - offset))
         if not length:
             return b""
-        data = self._file.read_at(length, offset)
-        requests.add(len(data))
-        return data
+        return self._file.read_at(length, offset)
 
     def close(self) -> None:
         self._file.close()
@@ -112,10 +89,6 @@ class RemoteFile:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def remote_file(uri: str) -> RemoteFile:
-    return RemoteFile(uri)
 
 
 def file_size(path) -> int:
@@ -186,11 +159,6 @@ def blocks(remote: RemoteFile, start: int, end: int | None = None, block: int | 
             if offset is not None:
                 pending.append(pool.submit(remote.read_at, offset, min(block, end - offset)))
             yield data
-
-
-def fetch_ranges(remote: RemoteFile, ranges: list[tuple[int, int]], pool: ThreadPoolExecutor) -> list[bytes]:
-    """The bytes of each (offset, length) of ``ranges``, read concurrently on ``pool``."""
-    return list(pool.map(lambda item: remote.read_at(*item), ranges))
 
 
 def _pattern_regex(pattern: str) -> re.Pattern:
