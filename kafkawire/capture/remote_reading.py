@@ -18,7 +18,7 @@ import gzip
 import io
 from functools import partial
 
-from .model import PacketRef
+from .model import PacketRef, connection_key
 from .pcap_reader import (
     PCAP_HEADER_SIZE, PCAP_RECORD_SIZE, RESYNC_CHAIN, PcapFacts, corrupt_record, find_record_boundary, pcap_records,
 )
@@ -247,8 +247,6 @@ def remote_pieces(uri: str, file_index: int, spacing: int, sample_window: int = 
     it at the first record at or after every ``spacing`` bytes (gzip: one split, whole). With ``sampled``,
     adds each connection's payload bytes of the packets that start in the first ``sample_window`` bytes
     of each piece to it (``plan.plan_captures``' sample)."""
-    from .model import connection_key
-
     name = display_name(uri)
     whole = [Split(uri, file_index, 0, None, None)]
     with RemoteFile(uri) as remote:
@@ -267,7 +265,7 @@ def remote_pieces(uri: str, file_index: int, spacing: int, sample_window: int = 
             walk, pos = partial(_pcapng_walk, section=section, counts=counts, refs=True), 0
         window = _Window(remote, pos)
         cuts: list[tuple[int, dict | None]] = [(0, None)]
-        first_ts = last_ts = None
+        last_ts = None
         while True:
             sample_end = cuts[-1][0] + sample_window
             found = _walk(window, walk, pos, cuts[-1][0] + spacing, 0)
@@ -277,8 +275,6 @@ def remote_pieces(uri: str, file_index: int, spacing: int, sample_window: int = 
                 except StopIteration as done:
                     pos, ended = done.value
                     break
-                if first_ts is None:
-                    first_ts = packet.ts_ns
                 last_ts = packet.ts_ns
                 if sampled is not None and packet.order < sample_end:
                     key = connection_key(*packet[2:6])
@@ -287,7 +283,8 @@ def remote_pieces(uri: str, file_index: int, spacing: int, sample_window: int = 
                 break
             cuts.append((pos, section.context() if kind == "pcapng" else None))
     if kind == "pcap":
-        facts.ts_window = [facts.timestamp_at(head, PCAP_HEADER_SIZE) if size >= _HEAD else first_ts, last_ts]
+        if last_ts is not None:  # the file's time window, for resyncs (as the local planner sets it)
+            facts.ts_window = [facts.timestamp_at(head, PCAP_HEADER_SIZE), last_ts]
         context = facts.context(True)
         cuts = [(start, context) for start, _ in cuts]
     if len(cuts) == 1:
