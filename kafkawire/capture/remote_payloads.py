@@ -20,7 +20,10 @@ __all__ = ["RemotePayloads", "coalesce", "HOLE_BYTES", "RANGE_BYTES", "BATCH_BYT
 
 HOLE_BYTES = 64 << 10     # a gap this small between two wanted ranges is read through
 RANGE_BYTES = 16 << 20    # the longest coalesced read
-BATCH_BYTES = 32 << 20    # payload bytes asked for at a time
+# Payload bytes asked for at a time: a task holds two batches (one read from, one on its way), about what
+# a local task may keep mapped (payloads.MAPPED_BUDGET). Larger batches span more of each connection,
+# so fewer of its ranges stand apart (docs/performance.md has the requests against the batch size).
+BATCH_BYTES = 128 << 20
 
 
 def coalesce(ranges, hole: int | None = None, longest: int | None = None) -> list[tuple[int, int]]:
@@ -84,6 +87,8 @@ class RemotePayloads:
         self._batches.remove(batch)
 
     def read(self, file_index: int, offset: int, length: int) -> bytes:
+        if not length:
+            return b""
         for batch in self._batches:
             starts = batch.starts.get(file_index)
             if not starts:
