@@ -25,7 +25,7 @@ __all__ = ["is_remote", "local_path", "with_fs_options", "display_name", "with_q
            "blocks", "expand_remote", "RemoteFile", "BLOCK_BYTES", "FETCH_THREADS"]
 
 BLOCK_BYTES = 8 << 20     # a walk's read-ahead: a request's latency is worth megabytes of transfer
-READ_AHEAD = 2            # blocks requested ahead of the one being walked
+READ_AHEAD = 3            # blocks requested ahead of the one being walked, at once
 FETCH_THREADS = 8         # concurrent range requests of stage 2 (remote_payloads)
 _GLOB = re.compile(r"[*?\[]")
 
@@ -147,7 +147,7 @@ def blocks(remote: RemoteFile, start: int, end: int | None = None, block: int | 
     block = block or BLOCK_BYTES
     end = remote.size if end is None else min(end, remote.size)
     offsets = iter(range(start, end, block))
-    with ThreadPoolExecutor(1, thread_name_prefix="capture-read-ahead") as pool:
+    with ThreadPoolExecutor(READ_AHEAD, thread_name_prefix="capture-read-ahead") as pool:
         pending = []
         for offset in offsets:
             pending.append(pool.submit(remote.read_at, offset, min(block, end - offset)))
