@@ -32,7 +32,8 @@ class ObjectStore:
 @contextlib.contextmanager
 def object_store(buckets=("tables",)):
     """Starts the server with ``buckets``; yields an ``ObjectStore``. The caller puts CREDENTIALS in the
-    environment of whatever reads it."""
+    environment of whatever reads it. moto keeps its buckets in the process, not in the server: every
+    server a process starts sees the same ones, so each test module names its own buckets."""
     import boto3
     from moto.server import ThreadedMotoServer
 

@@ -37,7 +37,7 @@ def store():
     saved = {key: os.environ.get(key) for key in CREDENTIALS}
     os.environ.update(CREDENTIALS)
     try:
-        with object_store(buckets=("caps",)) as started:
+        with object_store(buckets=("reading-caps",)) as started:
             yield started
     finally:
         for key, value in saved.items():
@@ -77,7 +77,7 @@ def captures(tmp_path_factory, store):
     for name, data in files.items():
         path = folder / f"capture.{name}"
         path.write_bytes(data)
-        found[name] = (str(path), store.put("caps", f"one/capture.{name}", data))
+        found[name] = (str(path), store.put("reading-caps", f"one/capture.{name}", data))
     return found
 
 
@@ -147,21 +147,21 @@ def test_folders_globs_and_rotated_series_expand_on_the_bucket(tmp_path, store):
     names = [path.name for path in paths]
     random.Random(1).shuffle(names)  # put in another order than the series'
     for name in names + ["notes.txt"]:
-        store.put("caps", f"series/{name}", (tmp_path / "series" / name).read_bytes())
-    store.put("caps", "series/deeper/again.pcapng", paths[0].read_bytes())
-    want = [store.uri(f"caps/series/{path.name}") for path in paths]
+        store.put("reading-caps", f"series/{name}", (tmp_path / "series" / name).read_bytes())
+    store.put("reading-caps", "series/deeper/again.pcapng", paths[0].read_bytes())
+    want = [store.uri(f"reading-caps/series/{path.name}") for path in paths]
     assert len(want) >= 4
-    assert [u for u in expand_inputs([store.uri("caps/series")]) if "deeper" not in u] == want
-    assert expand_inputs([store.uri("caps/series/series.pcapng*")]) == want  # the glob leaves notes.txt out
-    assert expand_inputs([store.uri("caps/*/series.pcapng*")]) == want
-    assert expand_inputs([store.uri("caps/series/**/again.pcapng")]) == [store.uri("caps/series/deeper/again.pcapng")]
-    assert expand_inputs([store.uri(f"caps/series/{paths[2].name}")]) == [want[2]]
+    assert [u for u in expand_inputs([store.uri("reading-caps/series")]) if "deeper" not in u] == want
+    assert expand_inputs([store.uri("reading-caps/series/series.pcapng*")]) == want  # the glob leaves notes.txt out
+    assert expand_inputs([store.uri("reading-caps/*/series.pcapng*")]) == want
+    assert expand_inputs([store.uri("reading-caps/series/**/again.pcapng")]) == [store.uri("reading-caps/series/deeper/again.pcapng")]
+    assert expand_inputs([store.uri(f"reading-caps/series/{paths[2].name}")]) == [want[2]]
     local = expand_inputs([f"file://{tmp_path / 'series'}"])
     assert [Path(p).name for p in local] == [path.name for path in paths]
-    with pytest.raises(FileNotFoundError, match="s3://caps/nothing-here: no such file"):
-        expand_inputs([store.uri("caps/nothing-here")])
+    with pytest.raises(FileNotFoundError, match="s3://reading-caps/nothing-here: no such file"):
+        expand_inputs([store.uri("reading-caps/nothing-here")])
     with pytest.raises(FileNotFoundError, match="no files match"):
-        expand_inputs([store.uri("caps/series/*.pcap")])
+        expand_inputs([store.uri("reading-caps/series/*.pcap")])
 
 
 @pytest.fixture
@@ -193,7 +193,7 @@ def test_reads_are_blocks_and_coalesced_ranges(tmp_path, store, counted, monkeyp
     write_pcap(tmp_path / "big.pcap", blocks * 16)  # the same conversations again and again
     data = (tmp_path / "big.pcap").read_bytes()
     size = len(data)
-    uri = store.put("caps", "counted/big.pcap", data)
+    uri = store.put("reading-caps", "counted/big.pcap", data)
     name = uri.split("?")[0]
     monkeypatch.setattr(remote_files, "BLOCK_BYTES", 64 << 10)
 
@@ -243,5 +243,5 @@ def test_show_on_the_bucket_prints_what_show_prints_locally(captures, store, nam
         remote_status, remote, err = _show(uri.split("?")[0], *options, *extra)
         assert remote_status == 0, err
         assert remote.replace(uri.split("?")[0], path) == local and len(local.splitlines()) > 20
-    status, _, err = _show(store.uri("caps/one/missing.pcap").split("?")[0], *options)
+    status, _, err = _show(store.uri("reading-caps/one/missing.pcap").split("?")[0], *options)
     assert status == 2 and "missing.pcap: no such file" in err

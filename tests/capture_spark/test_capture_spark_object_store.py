@@ -43,8 +43,12 @@ def credentials():
 
 
 @pytest.fixture(scope="module")
-def store(credentials):
-    with start_object_store(buckets=("tables", "caps")) as started:
+def store(credentials, spark):
+    """The server, and its credentials for the Spark workers too: the JVM that forks them may have
+    started before this module (a session stopped in an earlier module leaves it running), with
+    another environment; PySpark hands ``SparkContext.environment`` to the workers it starts."""
+    spark.sparkContext.environment.update(CREDENTIALS)
+    with start_object_store(buckets=("tables", "spark-caps")) as started:
         yield started
 
 
@@ -67,26 +71,26 @@ def test_decode_reads_a_bucket_and_writes_the_tables_to_one(spark, capture, stor
     local = tmp_path / "local"
     job.decode(spark, [str(capture)], str(local), records=True)
     assert pq.read_table(local / "frames").num_rows > 0
-    store.put("caps", "run/synthetic.pcapng", capture.read_bytes())
+    store.put("spark-caps", "run/synthetic.pcapng", capture.read_bytes())
     environment = {key: value for key, value in os.environ.items() if key != "PYSPARK_GATEWAY_PORT"}
     environment.update(CREDENTIALS, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     fs_options = [word for option in store.options for word in ("--fs-option", option)]
-    done = subprocess.run([sys.executable, "-m", "kafkawire", "decode", "s3://caps/run/", "--out", "s3://tables/run",
+    done = subprocess.run([sys.executable, "-m", "kafkawire", "decode", "s3://spark-caps/run/", "--out", "s3://tables/run",
                            *fs_options, "--records"], env=environment, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"into s3://tables/run?endpoint_override={store.endpoint}&scheme=http" in done.stdout
     fs, root = file_system(with_options("s3://tables/run", store.options))
     _assert_same_tables(local, fs, root)
     summary = json.loads(fs.open_input_stream(f"{root}/_summary/summary.json").read())
-    assert summary["files"] == ["s3://caps/run/synthetic.pcapng"]  # named without the file-system options
+    assert summary["files"] == ["s3://spark-caps/run/synthetic.pcapng"]  # named without the file-system options
     # a second run refuses the table set there, as it does on a local disk; --overwrite replaces it
     again = subprocess.run([sys.executable, "-m", "kafkawire", "decode", str(capture), "--out", "s3://tables/run",
                             *fs_options], env=environment, capture_output=True, text=True, timeout=600)
     assert again.returncode == 2 and "--overwrite" in again.stderr
-    missing = subprocess.run([sys.executable, "-m", "kafkawire", "decode", "s3://caps/nothing/*.pcap", "--out",
+    missing = subprocess.run([sys.executable, "-m", "kafkawire", "decode", "s3://spark-caps/nothing/*.pcap", "--out",
                               "s3://tables/other", *fs_options], env=environment, capture_output=True, text=True,
                              timeout=600)
-    assert missing.returncode == 2 and "s3://caps/nothing/*.pcap: no such file" in missing.stderr
+    assert missing.returncode == 2 and "s3://spark-caps/nothing/*.pcap: no such file" in missing.stderr
 
 
 def test_folders_globs_series_gzip_and_pcap_in_a_bucket_decode_as_on_disk(spark, capture, store, tmp_path):
@@ -94,18 +98,18 @@ def test_folders_globs_series_gzip_and_pcap_in_a_bucket_decode_as_on_disk(spark,
     disk; small splits so that the files are cut and read by ranges in several tasks."""
     series = rotated_series(build_synthetic(tmp_path), tmp_path / "series", per_file=60)
     for path in [*series, tmp_path / "series" / "notes.txt"]:
-        store.put("caps", f"series/{path.name}", path.read_bytes())
+        store.put("spark-caps", f"series/{path.name}", path.read_bytes())
     blocks = split_blocks(capture.read_bytes())[2:]
     write_pcap(tmp_path / "plain.pcap", blocks)
     plain = (tmp_path / "plain.pcap").read_bytes()
     (tmp_path / "packed.pcap.gz").write_bytes(gzip.compress(plain))
-    store.put("caps", "forms/plain.pcap", plain)
-    store.put("caps", "forms/packed.pcap.gz", (tmp_path / "packed.pcap.gz").read_bytes())
+    store.put("spark-caps", "forms/plain.pcap", plain)
+    store.put("spark-caps", "forms/packed.pcap.gz", (tmp_path / "packed.pcap.gz").read_bytes())
     cases = {
-        "folder": ([str(tmp_path / "series")], [store.uri("caps/series")]),
-        "glob": ([str(tmp_path / "series" / "series.pcapng*")], [store.uri("caps/series/series.pcapng*")]),
+        "folder": ([str(tmp_path / "series")], [store.uri("spark-caps/series")]),
+        "glob": ([str(tmp_path / "series" / "series.pcapng*")], [store.uri("spark-caps/series/series.pcapng*")]),
         "files": ([str(tmp_path / "plain.pcap"), str(tmp_path / "packed.pcap.gz")],
-                  [store.uri("caps/forms/plain.pcap"), store.uri("caps/forms/packed.pcap.gz")]),
+                  [store.uri("spark-caps/forms/plain.pcap"), store.uri("spark-caps/forms/packed.pcap.gz")]),
     }
     fs, _ = file_system(store.uri("tables/x"))
     for case, (local_inputs, remote_inputs) in cases.items():
