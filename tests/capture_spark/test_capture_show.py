@@ -23,6 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import given, strategies as st
 
 pytest.importorskip("pyspark")
 import pyarrow.parquet as pq  # noqa: E402
@@ -319,3 +320,12 @@ def test_it_says_when_spark_serves_better(synthetic, monkeypatch):
     status, out, err = show(synthetic, "--filter", "corr=1")
     assert status == 0 and out  # and it goes on
     assert "MB of captures: `kafkawire decode` (Spark, every core, tables to query) serves captures above" in err
+
+
+@given(st.integers(-(10**18), 4 * 10**18))
+def test_line_time_is_datetimes_utc_microsecond(ts_ns):
+    import datetime
+
+    from kafkawire.capture.show_output import _time
+    moment = datetime.datetime.fromtimestamp(ts_ns // 1000 / 1e6, datetime.timezone.utc)
+    assert _time(ts_ns) == moment.strftime("%H:%M:%S.%f")
