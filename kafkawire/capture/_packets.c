@@ -267,6 +267,33 @@ decode_packet(PyObject *module, PyObject *args)
     return result;
 }
 
+/* The start of a run: ``buf``'s bytes in ``view`` (``data_end`` kept within them) and an empty list for
+ * its packets; NULL (the view released) on error. */
+static PyObject *
+start_run(PyObject *buf, Py_buffer *view, Py_ssize_t *data_end)
+{
+    if (PyObject_GetBuffer(buf, view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (*data_end > view->len)
+        *data_end = view->len;
+    PyObject *packets = PyList_New(0);
+    if (packets == NULL)
+        PyBuffer_Release(view);
+    return packets;
+}
+
+/* Appends the segment's packet to a run's list; -1 on error. */
+static int
+add_packet(PyObject *packets, PyObject *buf, const Segment *s, long long order, long long ts_ns, int refs)
+{
+    PyObject *packet = make_packet(buf, s, order, ts_ns, refs);
+    if (packet == NULL)
+        return -1;
+    int failed = PyList_Append(packets, packet);
+    Py_DECREF(packet);
+    return failed;
+}
+
 typedef struct { int usable; long linktype; unsigned long long multiplier, divisor; long long offset; } Interface;
 
 /* pcapng_run(buf, pos, stop, data_end, order_base, interfaces, big_endian, refs) ->
@@ -303,23 +330,20 @@ pcapng_run(PyObject *module, PyObject *args)
         if (PyErr_Occurred())
             return NULL;
         /* An offset past int64 (or odd factors) is left to Python's integers. */
-        if (!(overflows[0] | overflows[1] | overflows[2] | overflows[3]) && multiplier >= 0 && multiplier <= 1000000000LL && divisor > 0) {
+        if (!(overflows[0] | overflows[1] | overflows[2] | overflows[3]) && multiplier >= 0
+                && multiplier <= 1000000000LL && divisor > 0) {
             at->multiplier = (unsigned long long)multiplier;
             at->divisor = (unsigned long long)divisor;
             at->usable = 1;
         }
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0)
+    PyObject *packets = start_run(buf, &view, &data_end);
+    if (packets == NULL)
         return NULL;
     const unsigned char *b = view.buf;
-    if (data_end > view.len)
-        data_end = view.len;
-    PyObject *packets = PyList_New(0);
     long long last_ts = 0;
     int any = 0;
-    if (packets == NULL)
-        goto fail;
     while (pos >= 0 && pos < stop && PyList_GET_SIZE(packets) < RUN_PACKETS) {
         if (pos + MIN_BLOCK > data_end)
             break;
@@ -343,12 +367,8 @@ pcapng_run(PyObject *module, PyObject *args)
         if (!read_segment(b, pos + EPB_SIZE, captured, original > captured ? original : captured,
                           facts->linktype, &s))
             break;
-        PyObject *packet = make_packet(buf, &s, order_base + pos, (long long)ts, refs);
-        if (packet == NULL || PyList_Append(packets, packet) < 0) {
-            Py_XDECREF(packet);
+        if (add_packet(packets, buf, &s, order_base + pos, (long long)ts, refs) < 0)
             goto fail;
-        }
-        Py_DECREF(packet);
         last_ts = (long long)ts;
         any = 1;
         pos += length;
@@ -361,7 +381,7 @@ pcapng_run(PyObject *module, PyObject *args)
     }
     return Py_BuildValue("(NnN)", packets, pos, last);
 fail:
-    Py_XDECREF(packets);
+    Py_DECREF(packets);
     PyBuffer_Release(&view);
     return NULL;
 }
@@ -386,14 +406,10 @@ pcap_run(PyObject *module, PyObject *args)
         return NULL;
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0)
+    PyObject *packets = start_run(buf, &view, &data_end);
+    if (packets == NULL)
         return NULL;
     const unsigned char *b = view.buf;
-    if (data_end > view.len)
-        data_end = view.len;
-    PyObject *packets = PyList_New(0);
-    if (packets == NULL)
-        goto fail;
     while (pos >= 0 && pos < stop && PyList_GET_SIZE(packets) < RUN_PACKETS) {
         Py_ssize_t data = pos + PCAP_RECORD_SIZE;
         if (data > data_end)
@@ -406,18 +422,14 @@ pcap_run(PyObject *module, PyObject *args)
         if (!read_segment(b, data, incl, orig > incl ? orig : incl, linktype, &s))
             break;
         long long ts = (long long)sec * 1000000000LL + (long long)frac * frac_ns;
-        PyObject *packet = make_packet(buf, &s, order_base + pos, ts, refs);
-        if (packet == NULL || PyList_Append(packets, packet) < 0) {
-            Py_XDECREF(packet);
+        if (add_packet(packets, buf, &s, order_base + pos, ts, refs) < 0)
             goto fail;
-        }
-        Py_DECREF(packet);
         pos = data + incl;
     }
     PyBuffer_Release(&view);
     return Py_BuildValue("(Nn)", packets, pos);
 fail:
-    Py_XDECREF(packets);
+    Py_DECREF(packets);
     PyBuffer_Release(&view);
     return NULL;
 }
