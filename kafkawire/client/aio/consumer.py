@@ -237,6 +237,11 @@ class AsyncConsumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self.fetcher.assignment())
 
+    def rebalance_protocol(self) -> str:
+        """"COOPERATIVE" (cooperative-sticky, or group.protocol=consumer), "EAGER", or "NONE" before the
+        member joined (or without a group), as confluent-kafka's Consumer.rebalance_protocol() says."""
+        return "NONE" if self.member is None else self.member.rebalance_protocol
+
     def subscribe(self, topics: Iterable[str], listener: object = None) -> None:
         """Join ``group.id`` and consume the partitions the group assigns from ``topics``.
 
