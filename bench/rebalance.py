@@ -1,6 +1,7 @@
 """Rebalance time when one member joins a group of 10 consuming 100 partitions (issue 23), for the
 three protocols confluent-kafka speaks to kafkawire's broker: classic eager (``range``), classic
-cooperative-sticky (KIP-429) and the consumer protocol (KIP-848, ``group.protocol=consumer``).
+cooperative-sticky (KIP-429) and the consumer protocol (KIP-848, ``group.protocol=consumer``); and
+kafkawire's own consumer with cooperative-sticky (11 of them, each a blocking Consumer on a thread).
 
 A producer keeps writing to every partition at a steady rate while 10 consumers, each on its own
 thread, consume. Once they share the 100 partitions, an 11th joins. Measured: the time from its
@@ -8,7 +9,7 @@ subscribe to the group settled again (11 members, every partition owned by exact
 records/s the group consumed during that time against the records/s before it. Eager rebalancing
 stops the world; the incremental protocols should keep most partitions flowing.
 
-    .venv/bin/python bench/rebalance.py [--repeats 3] [--members 10] [--partitions 100]
+    .venv/bin/python bench/rebalance.py [--repeats 3] [--members 10] [--partitions 100] [--only kafkawire]
 """
 from __future__ import annotations
 
@@ -28,11 +29,32 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from common import git_state  # noqa: E402
 from kafkawire.broker.background import BrokerThread  # noqa: E402
 
-PROTOCOLS = {
-    "classic eager (range)": {"partition.assignment.strategy": "range"},
-    "classic cooperative-sticky": {"partition.assignment.strategy": "cooperative-sticky"},
-    "consumer protocol (KIP-848)": {"group.protocol": "consumer"},
+PROTOCOLS = {  # name: (client, settings)
+    "classic eager (range)": ("confluent-kafka", {"partition.assignment.strategy": "range"}),
+    "classic cooperative-sticky": ("confluent-kafka", {"partition.assignment.strategy": "cooperative-sticky"}),
+    "consumer protocol (KIP-848)": ("confluent-kafka", {"group.protocol": "consumer"}),
+    "kafkawire cooperative-sticky": ("kafkawire", {"partition.assignment.strategy": "cooperative-sticky"}),
 }
+
+
+class KafkawireMember(threading.Thread):
+    """kafkawire's blocking Consumer, polled on a thread of its own."""
+
+    def __init__(self, bootstrap, group, topic, settings, counter):
+        super().__init__(daemon=True)
+        from kafkawire.client import Consumer
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "latest",
+                                  **settings})
+        self.consumer.subscribe([topic])
+        self.counter = counter
+        self.assigned: frozenset[int] = frozenset()
+        self.running = True
+
+    def run(self):
+        while self.running:
+            self.counter[0] += len(self.consumer.poll(timeout_ms=20))
+            self.assigned = frozenset(tp.partition for tp in self.consumer.assignment())
+        self.consumer.close()
 
 
 class Member(threading.Thread):
@@ -59,8 +81,9 @@ def settled(members, partitions) -> bool:
     return all(member.assigned for member in members) and len(owned) == len(set(owned)) == partitions
 
 
-def one_run(broker, protocol, settings, members_count, partitions, run):
+def one_run(broker, protocol, client, settings, members_count, partitions, run):
     topic = group = f"rebalance-{run}-{protocol.split()[0]}-{time.monotonic_ns()}"
+    kind = KafkawireMember if client == "kafkawire" else Member
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
     producing = True
@@ -79,7 +102,7 @@ def one_run(broker, protocol, settings, members_count, partitions, run):
     producer_thread = threading.Thread(target=produce, daemon=True)
     producer_thread.start()
     counter = [0]
-    members = [Member(broker.bootstrap, group, topic, settings, counter) for _ in range(members_count)]
+    members = [kind(broker.bootstrap, group, topic, settings, counter) for _ in range(members_count)]
     for member in members:
         member.start()
     deadline = time.monotonic() + 60
@@ -92,7 +115,7 @@ def one_run(broker, protocol, settings, members_count, partitions, run):
     time.sleep(1.0)
     steady_rate = (counter[0] - before_count) / (time.monotonic() - before_start)
     joined_at, count_at_join = time.monotonic(), counter[0]
-    newcomer = Member(broker.bootstrap, group, topic, settings, counter)
+    newcomer = kind(broker.bootstrap, group, topic, settings, counter)
     newcomer.start()
     members.append(newcomer)
     while not settled(members, partitions):
@@ -115,6 +138,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--members", type=int, default=10)
     parser.add_argument("--partitions", type=int, default=100)
+    parser.add_argument("--only", default="", help="run only the protocols whose name contains this")
     args = parser.parse_args()
     print(f"kafkawire {git_state()}, confluent-kafka {confluent_kafka.version()} "
           f"(librdkafka {confluent_kafka.libversion()[0]}); {args.members} members + 1 joining, "
@@ -123,17 +147,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as data, BrokerThread(
             data_dir=data, group_initial_rebalance_delay_ms=0, group_consumer_heartbeat_interval_ms=250) as broker:
         for run in range(args.repeats):
-            for protocol, settings in PROTOCOLS.items():  # interleaved, so drift hits each alike
+            for protocol, (client, settings) in PROTOCOLS.items():  # interleaved, so drift hits each alike
+                if args.only not in protocol:
+                    continue
                 results.setdefault(protocol, []).append(
-                    one_run(broker, protocol, settings, args.members, args.partitions, run))
+                    one_run(broker, protocol, client, settings, args.members, args.partitions, run))
     print(f"{'protocol':32} {'rebalance s':>12} {'records/s during':>17} {'steady records/s':>17} {'flowing':>8}")
-    eager = statistics.median(r[0] for r in results["classic eager (range)"])
+    eager_runs = results.get("classic eager (range)")
+    eager = statistics.median(r[0] for r in eager_runs) if eager_runs else None
     for protocol, runs in results.items():
         elapsed = statistics.median(r[0] for r in runs)
         during = statistics.median(r[1] for r in runs)
         steady = statistics.median(r[2] for r in runs)
-        print(f"{protocol:32} {elapsed:12.2f} {during:17.0f} {steady:17.0f} {during / steady:8.0%}"
-              f"   ({elapsed / eager:.2f}x eager's time)")
+        ratio = f"   ({elapsed / eager:.2f}x eager's time)" if eager else ""
+        print(f"{protocol:32} {elapsed:12.2f} {during:17.0f} {steady:17.0f} {during / steady:8.0%}{ratio}")
 
 
 if __name__ == "__main__":
