@@ -4,8 +4,10 @@ Java's ConsumerCoordinator does:
 
 * Assignments: the leader runs the chosen assignor over every member's subscription with the partition
   counts it knows, and rejoins when a group topic's count changes; an assignment naming topics the
-  member does not subscribe to is refused (the member rejoins).
-* Offsets: OffsetFetch for each new assignment (CommittedOffsets with request_id None) and on request
+  member does not subscribe to is refused (the member rejoins). Under the cooperative protocol
+  (``rebalance``) what the new assignment takes away is revoked (committed first with auto-commit) and
+  the member rejoins at once; PartitionsAssigned then names the added partitions.
+* Offsets: OffsetFetch for each new partition (CommittedOffsets with request_id None) and on request
   (``fetch_committed``). OffsetCommit carries the generation and member id while in a group; ``commit``
   without a timeout is commitAsync (one attempt), with one commitSync (retriable errors retried until
   it passes). Auto-commit every auto.commit.interval.ms while stable, and before partitions are given
