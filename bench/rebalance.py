@@ -1,7 +1,7 @@
 """Rebalance time when one member joins a group of 10 consuming 100 partitions (issue 23), for the
 three protocols confluent-kafka speaks to kafkawire's broker: classic eager (``range``), classic
 cooperative-sticky (KIP-429) and the consumer protocol (KIP-848, ``group.protocol=consumer``); and
-kafkawire's own consumer with cooperative-sticky (11 of them, each a blocking Consumer on a thread).
+kafkawire's own consumer with cooperative-sticky (11 of them, each in a process of its own).
 
 A producer keeps writing to every partition at a steady rate while 10 consumers, each on its own
 thread, consume. Once they share the 100 partitions, an 11th joins. Measured: the time from its
@@ -14,7 +14,9 @@ stops the world; the incremental protocols should keep most partitions flowing.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -37,24 +39,69 @@ PROTOCOLS = {  # name: (client, settings)
 }
 
 
-class KafkawireMember(threading.Thread):
-    """kafkawire's blocking Consumer, polled on a thread of its own."""
+class KafkawireMember:
+    """kafkawire's AsyncConsumer in a process of its own (as consumers are deployed: the broker here runs in
+    this process, and eleven Python consumers beside it would share its interpreter lock). The child says
+    "ready" once imported, subscribes on "go", then prints its record count and partitions as they change,
+    until its stdin closes."""
 
     def __init__(self, bootstrap, group, topic, settings, counter):
-        super().__init__(daemon=True)
-        from kafkawire.client import Consumer
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "latest",
-                                  **settings})
-        self.consumer.subscribe([topic])
         self.counter = counter
         self.assigned: frozenset[int] = frozenset()
-        self.running = True
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--member", json.dumps([bootstrap, group, topic, settings])],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout.readline().strip() == "ready"
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
-    def run(self):
-        while self.running:
-            self.counter[0] += len(self.consumer.poll(timeout_ms=20))
-            self.assigned = frozenset(tp.partition for tp in self.consumer.assignment())
-        self.consumer.close()
+    def _read(self):
+        for line in self.process.stdout:
+            count, partitions = json.loads(line)
+            self.counter[0] += count
+            self.assigned = frozenset(partitions)
+
+    def start(self):
+        self.process.stdin.write("go\n")
+        self.process.stdin.flush()
+
+    @property
+    def running(self):
+        return self.process.poll() is None
+
+    @running.setter
+    def running(self, value):
+        if not value:
+            self.process.stdin.close()
+
+    def join(self, timeout):
+        self.process.wait(timeout)
+        self.reader.join(timeout)
+
+
+def kafkawire_member(arguments: str) -> None:
+    """The child process of KafkawireMember."""
+    import asyncio
+    import select
+    from kafkawire.client import AsyncConsumer
+    bootstrap, group, topic, settings = json.loads(arguments)
+    print("ready", flush=True)
+    sys.stdin.readline()
+
+    async def run():
+        consumer = AsyncConsumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "latest",
+                                  **settings})
+        consumer.subscribe([topic])
+        reported: frozenset[int] = frozenset()
+        while not select.select([sys.stdin], [], [], 0)[0]:  # (stdin closed: time to stop)
+            count = len(await consumer.poll(timeout_ms=20))
+            partitions = frozenset(tp.partition for tp in consumer.assignment())
+            if count or partitions != reported:
+                print(json.dumps([count, sorted(partitions)]), flush=True)
+                reported = partitions
+        await consumer.close()
+
+    asyncio.run(run())
 
 
 class Member(threading.Thread):
@@ -114,8 +161,10 @@ def one_run(broker, protocol, client, settings, members_count, partitions, run):
     before_start, before_count = time.monotonic(), counter[0]
     time.sleep(1.0)
     steady_rate = (counter[0] - before_count) / (time.monotonic() - before_start)
+    # (a kafkawire member's process starts before the clock does: it subscribes on start())
+    newcomer = kind(broker.bootstrap, group, topic, settings, counter) if kind is KafkawireMember else None
     joined_at, count_at_join = time.monotonic(), counter[0]
-    newcomer = kind(broker.bootstrap, group, topic, settings, counter)
+    newcomer = newcomer or kind(broker.bootstrap, group, topic, settings, counter)
     newcomer.start()
     members.append(newcomer)
     while not settled(members, partitions):
@@ -134,6 +183,9 @@ def one_run(broker, protocol, client, settings, members_count, partitions, run):
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--member"]:
+        kafkawire_member(sys.argv[2])
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--members", type=int, default=10)
