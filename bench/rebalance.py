@@ -99,7 +99,7 @@ def kafkawire_member(arguments: str) -> None:
             if count or partitions != reported:
                 print(json.dumps([count, sorted(partitions)]), flush=True)
                 reported = partitions
-        await consumer.close()
+        await consumer.close(timeout_ms=5000)
 
     asyncio.run(run())
 
@@ -140,7 +140,12 @@ def one_run(broker, protocol, client, settings, members_count, partitions, run):
         i = 0
         while producing:
             for p in range(partitions):
-                producer.produce(topic, value=b"x" * 100, partition=p)
+                while True:
+                    try:
+                        producer.produce(topic, value=b"x" * 100, partition=p)
+                        break
+                    except BufferError:  # the broker is behind (a loaded machine): wait for deliveries
+                        producer.poll(0.05)
             i += 1
             producer.poll(0)
             time.sleep(0.01)  # about 100 records per partition per second
