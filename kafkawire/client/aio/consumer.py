@@ -238,8 +238,7 @@ class AsyncConsumer:
         return set(self.fetcher.assignment())
 
     def rebalance_protocol(self) -> str:
-        """"COOPERATIVE" (cooperative-sticky, or group.protocol=consumer), "EAGER", or "NONE" before the
-        member joined (or without a group), as confluent-kafka's Consumer.rebalance_protocol() says."""
+        """"COOPERATIVE", "EAGER", or "NONE" (not joined yet, no group), as confluent-kafka's Consumer says."""
         return "NONE" if self.member is None else self.member.rebalance_protocol
 
     def subscribe(self, topics: Iterable[str], listener: object = None) -> None:
