@@ -12,6 +12,7 @@ import uuid
 
 import pyarrow as pa
 import pytest
+from capture_bodies import assert_json_is_typed
 from hypothesis import HealthCheck, given, settings, strategies as st
 from strategies import message_strategy
 
@@ -699,8 +700,8 @@ def test_every_api_at_every_version_converts():
               if row["decode_error"] is not None]
     assert failed == []
     for row in rows:
-        assert typed(tables, row) is not None  # in its own message's table
-        assert isinstance(json.loads(row["body"]), dict)
+        name = api(row["api_key"]).request if row["direction"] == "request" else api(row["api_key"]).response
+        assert_json_is_typed(json.loads(row["body"]), typed(tables, row), bodies.SCHEMAS[name], name)
     assert "problems" not in tables
     assert MESSAGES == {name for info in apis() for name in (info.request, info.response)}
     assert {name for name in tables if name.startswith("bodies/")} == {f"bodies/{name}" for name in MESSAGES}
@@ -818,6 +819,31 @@ def test_converters_agree_with_a_reference_walk(cls, version, data):
     (back,) = pa.array([convert.value(message)], type=bodies.arrow_type(cls.NAME)).to_pylist()
     assert _maps_as_dicts(back) == reference_value(message, schema, version, flexible)
     assert json.loads(convert.json(message)) == reference_json(message, schema, version, flexible)
+
+
+FRAMED_CASES = [(cls, version) for cls, version in DIFFERENTIAL_CASES if cls.NAME in MESSAGES]  # no data types
+
+
+@pytest.mark.parametrize("cls, version", FRAMED_CASES, ids=[f"{cls.NAME}-v{version}" for cls, version in FRAMED_CASES])
+@settings(max_examples=1, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_the_bodies_table_holds_what_the_frames_json_says(cls, version, data):
+    """Random messages (unknown tags included) framed and batched: the frame's JSON body and its row of
+    bodies/<message> say the same, field by field (capture_bodies)."""
+    flexible = cls.FLEXIBLE_VERSIONS is not None and version >= cls.FLEXIBLE_VERSIONS[0]
+    drawn = data.draw(message_strategy(cls, version, unknown_tags=flexible), label=cls.NAME)
+    wire = Wire()
+    info = api(cls.API_KEY)
+    if cls.NAME == info.request:
+        items = [wire.request(drawn, version)]
+    else:
+        request = wire.request(info.request_class(), version)
+        items = [request, wire.response(request, drawn)]
+    tables = run(items, tables=["frames", "bodies"])
+    frame = tables["frames"][-1]
+    assert frame["decode_error"] is None
+    assert_json_is_typed(json.loads(frame["body"]), typed(tables, frame), bodies.SCHEMAS[cls.NAME], cls.NAME)
 
 
 def test_end_connection_emits_its_unanswered_requests_only():

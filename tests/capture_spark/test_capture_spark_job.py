@@ -48,6 +48,7 @@ from kafkawire.broker.connection import Connection  # noqa: E402
 from broker_harness import BrokerThread  # noqa: E402
 from loopback_capture import TCPDUMP, start_tcpdump, stop_tcpdump, wait_until  # noqa: E402
 from paths import REPO  # noqa: E402
+from capture_bodies import assert_bodies_tables_match_frames  # noqa: E402
 from capture_synthetic import (  # noqa: E402
     FETCH, LARGE, LIMIT_CONNECTIONS, PRODUCE, PRODUCED, SMALL, TOPIC, TWO_BATCHES, Synthetic, all_frames,
     build_synthetic, rotated_series, split_blocks, stream_offsets, write_pcap,
@@ -688,6 +689,31 @@ def test_local_workers_environment(spark):
                 preloaded)
 
     assert spark.sparkContext.parallelize([0, 1], 2).map(facts).collect() == [("system", "1", [], list(PRELOAD))] * 2
+
+
+@pytest.mark.parametrize("tables", ["real_out", "synthetic_out"])
+def test_bodies_tables_hold_what_the_frames_json_says(tables, request):
+    """Every frame with a body has its row in its message's bodies table, saying what its JSON says."""
+    seen = assert_bodies_tables_match_frames(request.getfixturevalue(tables))
+    assert {"ProduceRequest", "ProduceResponse", "FetchRequest", "FetchResponse", "MetadataResponse"} <= seen
+
+
+def test_spark_reads_a_message_from_its_table_alone(spark, synthetic_out):
+    """Spark sees frames without a struct column, and reads FetchResponse bodies from their own files."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import MapType, StructType
+
+    frames = spark.read.parquet(str(synthetic_out / "frames"))
+    assert frames.columns == TABLES["frames"].names
+    assert [f.name for f in frames.schema.fields if isinstance(f.dataType, (StructType, MapType))] == []
+    fetched = spark.read.parquet(str(synthetic_out / BODIES / "FetchResponse"))
+    files = {row[0] for row in fetched.select(F.input_file_name()).distinct().collect()}
+    assert files and all(f"/{BODIES}/FetchResponse/part-" in name for name in files)
+    partitions = fetched.select(F.explode("body.responses").alias("topic")).select(
+        F.explode("topic.partitions").alias("partition")).select("partition.high_watermark")
+    expected = [p["high_watermark"] for row in rows(synthetic_out, f"{BODIES}/FetchResponse")
+                for topic in row["body"]["responses"] for p in topic["partitions"]]
+    assert sorted(row[0] for row in partitions.collect()) == sorted(expected) and expected
 
 
 def test_raw_batches_are_written_without_dictionary_or_statistics(synthetic_out):

@@ -31,6 +31,7 @@ pytest.importorskip("pyspark")
 import pyarrow.parquet as pq  # noqa: E402
 
 from broker_harness import BrokerThread  # noqa: E402
+from capture_bodies import assert_bodies_tables_match_frames  # noqa: E402
 from capture_in_process import decode_in_process  # noqa: E402
 from loopback_capture import start_tcpdump, stop_tcpdump, wait_until  # noqa: E402
 from secret_scan import folder_leaks, text_leaks  # noqa: E402
@@ -323,6 +324,8 @@ def test_spark_and_in_process_tables_agree(decoded):
             spark_rows = sorted(rows(decoded[capture, "spark"], table), key=repr)
             local_rows = sorted(rows(decoded[capture, "local"], table), key=repr)
             assert spark_rows == local_rows, (capture, table)
+        assert {"SaslHandshakeRequest", "SaslAuthenticateResponse"} <= assert_bodies_tables_match_frames(
+            decoded[capture, "spark"])
 
 
 def _tshark_hellos(path: Path, ports: list[int]) -> dict[int, tuple[str, str]]:

@@ -24,6 +24,7 @@ pytest.importorskip("pyspark")
 import capture_transactions as synthetic
 import pyarrow.parquet as pq
 from broker_harness import BrokerThread
+from capture_bodies import assert_bodies_tables_match_frames
 from capture_in_process import decode_in_process
 from loopback_capture import wait_until
 
@@ -186,6 +187,9 @@ def test_real_tables_agree_with_in_process(real):
     assert table_names(str(real["spark"])) == table_names(str(real["local"]))
     for table in table_names(str(real["local"])):
         assert rows(real["spark"], table) == rows(real["local"], table), table
+    seen = assert_bodies_tables_match_frames(real["spark"])
+    assert {"InitProducerIdRequest", "AddPartitionsToTxnResponse", "EndTxnRequest",
+            "FindCoordinatorResponse"} <= seen
 
 
 def test_real_produces_carry_the_transactional_id_producer_and_epoch(workload, real):
