@@ -87,7 +87,9 @@ class TableFiles:
             # Parquet's writer issues a write (and a seek) per page, tens of thousands per file: a
             # buffer in front of the file makes them a few large writes.
             stream = self.fs.open_output_stream(temporary, buffer_size=OUTPUT_BUFFER_BYTES)
-        writer = pq.ParquetWriter(stream, schema_of(table), **writer_options(table))
+        # store_schema=False: no copy of the Arrow schema in each footer (a third of a small file's
+        # bytes); Parquet's own types read back as the same Arrow schema (tests/capture_spark).
+        writer = pq.ParquetWriter(stream, schema_of(table), store_schema=False, **writer_options(table))
         return _PartFile(f"{table}/{name}", temporary, writer, stream)
 
     def _complete(self, table: str) -> None:

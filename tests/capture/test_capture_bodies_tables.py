@@ -24,9 +24,9 @@ from capture_in_process import decode_in_process
 from capture_synthetic import build_synthetic
 
 from kafkawire.capture.bodies import arrow_type
-from kafkawire.capture.table_schemas import TABLES, body_schema
+from kafkawire.capture.table_schemas import MESSAGES, TABLES, body_schema, schema_of
 from kafkawire.capture.table_sets import BODIES, TABLE_ORDER, table_names
-from kafkawire.capture_spark.part_files import parquet_leaves
+from kafkawire.capture_spark.part_files import TableFiles, parquet_leaves
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +134,16 @@ def test_reading_fetch_responses_touches_only_their_table(synthetic):
     (part,) = (synthetic / BODIES / "FetchResponse").glob("part-*.parquet")
     assert pq.ParquetFile(part).metadata.num_columns == leaves(body_schema("FetchResponse"))
     assert leaves(body_schema("FetchResponse")) < 60
+
+
+def test_part_files_read_back_as_their_schemas(tmp_path):
+    """The job's part files carry no copy of the Arrow schema in their footers; what Parquet's own
+    types say reads back as the same schema, for every table and every message's bodies table."""
+    names = [*TABLES, *(f"{BODIES}/{message}" for message in sorted(MESSAGES))]
+    with TableFiles(str(tmp_path), 0, 0) as files:
+        for name in names:
+            files.write(name, pa.RecordBatch.from_pylist([{}], schema=schema_of(name)))  # a row of nulls
+    for name in names:
+        (part,) = (tmp_path / name).glob("part-*.parquet")
+        assert b"ARROW:schema" not in (pq.ParquetFile(part).metadata.metadata or {}), name
+        assert pq.read_schema(part) == schema_of(name), name
