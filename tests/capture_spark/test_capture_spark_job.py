@@ -714,6 +714,9 @@ def test_spark_reads_a_message_from_its_table_alone(spark, synthetic_out):
     expected = [p["high_watermark"] for row in rows(synthetic_out, f"{BODIES}/FetchResponse")
                 for topic in row["body"]["responses"] for p in topic["partitions"]]
     assert sorted(row[0] for row in partitions.collect()) == sorted(expected) and expected
+    joined = frames.join(fetched, list(FRAME_KEY)).select(frames["api_name"], frames["direction"], "body_version")
+    assert {tuple(row) for row in joined.collect()} == {("Fetch", "response", 11)}
+    assert joined.count() == fetched.count() > 0
 
 
 def test_raw_batches_are_written_without_dictionary_or_statistics(synthetic_out):
