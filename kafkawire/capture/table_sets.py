@@ -134,7 +134,8 @@ def check_out(out: str, overwrite: bool) -> None:
                                 f"into it; choose a folder outside it")
         if parent and name in (*TABLE_ORDER, BODIES) and found_in(fs, parent):
             where = "is" if folder == root else f"is inside {folder}, which is"
-            raise TableSetError(f"--out {out} {where} the {name} table of the tables in {parent}; choose a "
+            kind = "folder" if name == BODIES else "table"
+            raise TableSetError(f"--out {out} {where} the {name} {kind} of the tables in {parent}; choose a "
                                 f"folder outside it (or {parent} itself, with --overwrite)")
     if kind == "folder" and not overwrite:
         found = found_in(fs, root)
