@@ -33,14 +33,12 @@ import pyarrow.parquet as pq  # noqa: E402
 from broker_harness import BrokerThread  # noqa: E402
 from capture_bodies import assert_bodies_tables_match_frames  # noqa: E402
 from capture_in_process import decode_in_process  # noqa: E402
-from loopback_capture import start_tcpdump, stop_tcpdump, wait_until  # noqa: E402
+from loopback_capture import start_tcpdump, stop_tcpdump, wait_for_ends, wait_until  # noqa: E402
 from secret_scan import folder_leaks, text_leaks  # noqa: E402
 from kafkawire.broker import BrokerConfig  # noqa: E402
 from kafkawire.broker.connection import Connection  # noqa: E402
 from kafkawire.broker.security.authenticator import Authenticator  # noqa: E402
 from kafkawire.capture import report  # noqa: E402
-from kafkawire.capture.model import FIN, RST  # noqa: E402
-from kafkawire.capture.packets import iter_packets  # noqa: E402
 from kafkawire.capture.table_sets import table_names  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
 from kafkawire.capture_spark.report_spark import build  # noqa: E402
@@ -76,18 +74,6 @@ class Secured:
     ports: dict[str, int]                       # listener name -> port
     seen: list[Seen]
     secrets: list[bytes] = field(default_factory=list)
-
-
-def _closed_in(capture: Path, broker_ports: set[int]) -> set[int]:
-    """The client ports of the connections whose end the capture has: a RST, or a FIN from each side."""
-    fins, resets = set(), set()
-    for packet in iter_packets(str(capture)):
-        client, broker = (packet.sport, packet.dport) if packet.dport in broker_ports else (packet.dport, packet.sport)
-        if packet.flags & RST:
-            resets.add(client)
-        elif packet.flags & FIN:
-            fins.add((client, packet.sport == client))
-    return resets | {client for client, by_client in fins if by_client and (client, False) in fins}
 
 
 def _broker_config(folder: Path):
@@ -205,8 +191,7 @@ def secured(tmp_path_factory) -> Secured:
                 gc.collect()
                 wait_until(lambda: not broker.broker._connections, "the clients' connections to close")
                 # packets reach tcpdump's file some time after the broker saw them (under gVisor, seconds)
-                wait_until(lambda: {s.port for s in seen} <= _closed_in(folder / "wire.pcap", set(ports.values())),
-                      "the end of every connection in the capture")
+                wait_for_ends(folder / "wire.pcap", ports.values(), {s.port for s in seen})
             finally:
                 said = stop_tcpdump(dump)
             assert re.search(r"^0 packets dropped by kernel", said, re.MULTILINE), said
