@@ -16,6 +16,7 @@ It suits captures up to a few hundred MB; above ``SPARK_ADVISED_BYTES`` it says 
 """
 from __future__ import annotations
 
+import gc
 import sys
 
 __all__ = ["add_show_command", "run", "SPARK_ADVISED_BYTES"]
@@ -49,15 +50,20 @@ def add_show_command(commands) -> None:
                            "from the environment")
 
 
-
-def run(args, out=None) -> int:
-    """``kafkawire show`` with the parsed arguments; the exit status."""
+def run(args, out=None, *, own_process: bool = False) -> int:
+    """``kafkawire show`` with the parsed arguments; the exit status. ``own_process``: the command line's
+    process, which ends with the command."""
     from .inputs import expand_inputs
     from .reading import CaptureError
     from .remote_files import file_size, with_fs_options
     from .show_filter import FilterError, FrameFilter
     from .show_output import Printer
     from .streaming import CaptureStream
+
+    if own_process:
+        # What the imports made lives as long as the process: out of the cyclic collector's passes, which
+        # would otherwise walk it again and again while the capture's short-lived objects come and go.
+        gc.freeze()
 
     out = out or sys.stdout
     try:

@@ -25,7 +25,7 @@ from capture_synthetic import build_synthetic, rotated_series, split_blocks, wri
 from object_store import CREDENTIALS  # noqa: E402
 from object_store import object_store as start_object_store  # noqa: E402
 from paths import REPO  # noqa: E402
-from kafkawire.capture.table_sets import TABLE_ORDER, file_system, with_options  # noqa: E402
+from kafkawire.capture.table_sets import file_system, table_names, with_options  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
 
 
@@ -57,8 +57,11 @@ def capture(tmp_path_factory) -> Path:
     return build_synthetic(tmp_path_factory.mktemp("object-store")).path
 
 
-def _assert_same_tables(local: Path, fs, root: str, tables=TABLE_ORDER) -> None:
-    for name in tables:
+def _assert_same_tables(local: Path, location: str) -> None:
+    """The table set at ``location`` (a URI) has the tables of ``local``, with the same rows."""
+    fs, root = file_system(location)
+    assert table_names(location) == table_names(str(local))
+    for name in table_names(str(local)):
         want = pq.read_table(local / name)
         got = pq.read_table(f"{root}/{name}", filesystem=fs)
         keys = [(field.name, "ascending") for field in want.schema if not pa.types.is_nested(field.type)
@@ -79,8 +82,8 @@ def test_decode_reads_a_bucket_and_writes_the_tables_to_one(spark, capture, stor
                            *fs_options, "--records"], env=environment, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"into s3://tables/run?endpoint_override={store.endpoint}&scheme=http" in done.stdout
+    _assert_same_tables(local, with_options("s3://tables/run", store.options))
     fs, root = file_system(with_options("s3://tables/run", store.options))
-    _assert_same_tables(local, fs, root)
     summary = json.loads(fs.open_input_stream(f"{root}/_summary/summary.json").read())
     assert summary["files"] == ["s3://spark-caps/run/synthetic.pcapng"]  # named without the file-system options
     # a second run refuses the table set there, as it does on a local disk; --overwrite replaces it
@@ -111,7 +114,6 @@ def test_folders_globs_series_gzip_and_pcap_in_a_bucket_decode_as_on_disk(spark,
         "files": ([str(tmp_path / "plain.pcap"), str(tmp_path / "packed.pcap.gz")],
                   [store.uri("spark-caps/forms/plain.pcap"), store.uri("spark-caps/forms/packed.pcap.gz")]),
     }
-    fs, _ = file_system(store.uri("tables/x"))
     for case, (local_inputs, remote_inputs) in cases.items():
         local = tmp_path / f"local-{case}"
         want = job.decode(spark, local_inputs, str(local), split_bytes=8192)
@@ -120,7 +122,7 @@ def test_folders_globs_series_gzip_and_pcap_in_a_bucket_decode_as_on_disk(spark,
         assert (got.splits, got.input_bytes, got.rows, got.connections) == (
             want.splits, want.input_bytes, want.rows, want.connections), case
         assert got.splits > len(got.files)
-        _assert_same_tables(local, fs, f"tables/{case}", [t for t in TABLE_ORDER if t != "records"])
+        _assert_same_tables(local, store.uri(f"tables/{case}"))
 
 
 @pytest.mark.parametrize("options, message", [
