@@ -154,3 +154,71 @@ def test_kafka_python_alters_and_describes_stored_configs(broker, admin):
         assert described["flush.ms"]["config_type"] == "LONG"
     finally:
         client.close()
+
+
+# ---- BROKER_LOGGER (KIP-412), through kafka-python (confluent-kafka's Python ResourceType has no BROKER_LOGGER) --
+
+@pytest.fixture(scope="module")
+def kp_admin(broker):
+    from kafka.admin import KafkaAdminClient
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=TIMEOUT * 1000)
+    yield client
+    client.close()
+
+
+def _loggers(kp_admin, name="0"):
+    from kafka.admin import ConfigResource as KpConfigResource, ConfigResourceType
+    described = kp_admin.describe_configs([KpConfigResource(ConfigResourceType.BROKER_LOGGER, name)])
+    return described["broker_logger"][name]
+
+
+def _alter_loggers(kp_admin, configs, validate_only=False):
+    from kafka.admin import ConfigResource as KpConfigResource, ConfigResourceType
+    result = kp_admin.alter_configs([KpConfigResource(ConfigResourceType.BROKER_LOGGER, "0", configs=configs)],
+                                    validate_only=validate_only, raise_on_unknown=False, incremental=True)
+    return result["broker_logger"]["0"]
+
+
+def test_broker_loggers_are_described_and_set_at_runtime(kp_admin):
+    import logging
+    from kafka.admin import AlterConfigOp
+    name = "kafkawire.broker.consumer_groups"
+    logger = logging.getLogger(name)
+    described = _loggers(kp_admin)
+    assert {"root", "kafkawire", name} <= set(described)
+    assert described[name]["config_source"] == "DYNAMIC_BROKER_LOGGER_CONFIG"
+    assert described[name]["value"] in ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
+    try:
+        assert _alter_loggers(kp_admin, {name: (AlterConfigOp.SET, "TRACE")}) == "OK"
+        assert _loggers(kp_admin)[name]["value"] == "TRACE" and logger.isEnabledFor(5)
+        assert _alter_loggers(kp_admin, {name: (AlterConfigOp.SET, "OFF")}, validate_only=True) == "OK"
+        assert _loggers(kp_admin)[name]["value"] == "TRACE"  # validate_only changed nothing
+        assert _alter_loggers(kp_admin, {name: (AlterConfigOp.SET, "OFF")}) == "OK"
+        assert not logger.isEnabledFor(logging.CRITICAL) and _loggers(kp_admin)[name]["value"] == "OFF"
+    finally:
+        _alter_loggers(kp_admin, {name: (AlterConfigOp.DELETE, None)})
+    assert logger.level == logging.NOTSET  # reset: it inherits again
+    levels = _loggers(kp_admin)
+    assert levels[name]["value"] == levels["kafkawire"]["value"]
+
+
+@pytest.mark.parametrize("name, operation, level, error", [
+    ("kafkawire", "SET", "LOUD", "InvalidConfigurationError"),
+    ("no.such.logger", "SET", "INFO", "InvalidConfigurationError"),
+    ("root", "DELETE", None, "InvalidRequestError"),
+    ("kafkawire", "APPEND", "INFO", "InvalidRequestError")])
+def test_broker_logger_changes_kafka_refuses_are_refused(kp_admin, name, operation, level, error):
+    from kafka.admin import AlterConfigOp
+    assert error in _alter_loggers(kp_admin, {name: (AlterConfigOp[operation], level)})
+
+
+@pytest.mark.parametrize("name, message", [("7", "Unexpected broker id, expected 0 but received 7"),
+                                           ("", "Broker id must not be empty")])
+def test_a_broker_logger_resource_names_this_broker(broker, name, message):
+    from broker_harness import RawClient
+    from kafkawire import messages as m
+    request = m.DescribeConfigsRequest(resources=[m.DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=8, resource_name=name, configuration_keys=None)])
+    with RawClient(broker.port) as client:
+        (result,) = client.request(request, 4).results
+    assert (result.error_code, result.error_message) == (42, message)  # INVALID_REQUEST
