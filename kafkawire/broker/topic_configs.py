@@ -206,7 +206,16 @@ _STATIC_FIELDS = {"log.segment.bytes": "segment_bytes", "log.retention.ms": "ret
 _READ_ONLY_BROKER = {"num.partitions": ("num_partitions", ConfigType.INT, "1"),
                      "auto.create.topics.enable": ("auto_create_topics", ConfigType.BOOLEAN, "true"),
                      "fetch.max.bytes": ("fetch_max_bytes", ConfigType.INT, "57671680"),
-                     "log.retention.check.interval.ms": ("retention_check_interval_ms", ConfigType.LONG, "300000")}
+                     "log.retention.check.interval.ms": ("retention_check_interval_ms", ConfigType.LONG, "300000"),
+                     "log.cleaner.enable": ("log_cleaner_enable", ConfigType.BOOLEAN, "true"),
+                     "log.cleaner.threads": ("log_cleaner_threads", ConfigType.INT, "1"),
+                     "log.cleaner.dedupe.buffer.size": ("log_cleaner_dedupe_buffer_size", ConfigType.LONG, "134217728"),
+                     "log.cleaner.io.buffer.size": ("log_cleaner_io_buffer_size", ConfigType.INT, "524288"),
+                     "log.cleaner.io.buffer.load.factor": ("log_cleaner_io_buffer_load_factor", ConfigType.DOUBLE,
+                                                           "0.9"),
+                     "log.cleaner.io.max.bytes.per.second": ("log_cleaner_io_max_bytes_per_second", ConfigType.DOUBLE,
+                                                             "1.7976931348623157E308"),
+                     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", ConfigType.LONG, "15000")}
 
 
 def broker_synonyms(name: str) -> tuple[str, ...]:
@@ -272,6 +281,15 @@ class TopicConfigs:
         self.config = config
         self.static = {name: str(getattr(config, attr)) for name, attr in _STATIC_FIELDS.items()
                        if getattr(config, attr) != _DEFAULTS[attr]}
+        for name, text in config.log_configs.items():  # log.cleaner.min.cleanable.ratio=0.1, ...
+            definition = BROKER_LOG_CONFIGS.get(name)
+            if definition is None:
+                raise ValueError(f"unknown broker setting {name!r}")
+            try:
+                parse(name, definition, text)
+            except ConfigError as error:
+                raise ValueError(error.message) from None
+            self.static[name] = text.strip()
         self.dynamic_broker: dict[str, str] = {}  # BROKER "<node id>"
         self.dynamic_default: dict[str, str] = {}  # BROKER "": the cluster default
 
@@ -386,7 +404,7 @@ class TopicConfigs:
         if per_broker:
             for name, (attr, kind, _) in _READ_ONLY_BROKER.items():
                 value = getattr(self.config, attr)
-                text = str(value).lower() if isinstance(value, bool) else str(value)
+                text = _java_text(value)
                 source = ConfigSource.STATIC_BROKER_CONFIG if value != _DEFAULTS[attr] else ConfigSource.DEFAULT_CONFIG
                 entries.append(ConfigEntry(name, text, source, [(name, text, source)], kind, read_only=True))
         for name, definition in BROKER_LOG_CONFIGS.items():
@@ -399,6 +417,15 @@ class TopicConfigs:
             source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
             entries.append(ConfigEntry(name, value, source, synonyms, definition.kind))
         return entries
+
+
+def _java_text(value) -> str:
+    """A value as Kafka prints it (``true``, ``0.9``, ``1.7976931348623157E308``)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return repr(value).replace("e+", "E").replace("e-", "E-")
+    return str(value)
 
 
 def _canonical(name: str, text: str) -> str:
