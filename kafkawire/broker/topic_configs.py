@@ -111,7 +111,7 @@ COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"
 # field are applied; those without (``field`` None) are validated, stored and described but not acted on
 # by this single-replica broker: replication throttles, unclean leader election, flushing (every append is
 # written; ``fsync`` is the broker's), preallocation, index sizing, segment jitter, file deletion delay,
-# remote copy switches and compression.type (batches are kept as the producer compressed them).
+# and the remote copy switches.
 TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "cleanup.policy": ConfigDef(ConfigType.LIST, "delete", _list_of("compact", "delete"), "cleanup_policy",
                                 (("log.cleanup.policy", 0),)),
@@ -150,15 +150,16 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
                                (("log.segment.bytes", 0),)),
     "segment.ms": ConfigDef(ConfigType.LONG, _WEEK_MS, _at_least(1), "segment_ms",
                             (("log.roll.ms", 0), ("log.roll.hours", 3_600_000))),
-    # validated and stored, not applied (see above)
-    "compression.type": ConfigDef(ConfigType.STRING, "producer", _one_of(*COMPRESSION_TYPES), None,
+    # compression.type recompresses appended batches in another codec, at compression.<codec>.level
+    "compression.type": ConfigDef(ConfigType.STRING, "producer", _one_of(*COMPRESSION_TYPES), "compression_type",
                                   (("compression.type", 0),)),
-    "compression.gzip.level": ConfigDef(ConfigType.INT, "-1", _level_between(1, 9, -1), None,
+    "compression.gzip.level": ConfigDef(ConfigType.INT, "-1", _level_between(1, 9, -1), "compression_gzip_level",
                                         (("compression.gzip.level", 0),)),
-    "compression.lz4.level": ConfigDef(ConfigType.INT, "9", _level_between(1, 17), None,
+    "compression.lz4.level": ConfigDef(ConfigType.INT, "9", _level_between(1, 17), "compression_lz4_level",
                                        (("compression.lz4.level", 0),)),
-    "compression.zstd.level": ConfigDef(ConfigType.INT, "3", _level_between(-131072, 22), None,
+    "compression.zstd.level": ConfigDef(ConfigType.INT, "3", _level_between(-131072, 22), "compression_zstd_level",
                                         (("compression.zstd.level", 0),)),
+    # validated and stored, not acted on (see above)
     "file.delete.delay.ms": ConfigDef(ConfigType.LONG, "60000", _at_least(0), None,
                                       (("log.segment.delete.delay.ms", 0),)),
     "flush.messages": ConfigDef(ConfigType.LONG, _LONG_MAX, _at_least(1), None,

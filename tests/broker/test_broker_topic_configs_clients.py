@@ -1,7 +1,8 @@
 """Every Kafka topic config is accepted, validated and described (issue 23), through confluent-kafka's
-AdminClient and kafka-python's KafkaAdminClient: those the broker does not act on (compression.type,
-flush.ms, preallocate, ...) are stored and described with their sources like the rest; bad values get
-INVALID_CONFIG; message.timestamp.type=LogAppendTime and the timestamp bounds are applied."""
+AdminClient and kafka-python's KafkaAdminClient: those the broker does not act on (flush.ms,
+preallocate, ...) are stored and described with their sources like the rest; bad values get
+INVALID_CONFIG; compression.type recompresses, message.timestamp.type=LogAppendTime and the timestamp
+bounds are applied. BROKER_LOGGER resources list and set the broker's logger levels."""
 from __future__ import annotations
 
 import itertools
@@ -103,6 +104,49 @@ def test_a_broker_default_for_a_stored_config_is_described_as_its_synonym(broker
         cleared = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
             ConfigEntry("compression.type", None, incremental_operation=AlterConfigOpType.DELETE)])
         admin.incremental_alter_configs([cleared])[cleared].result(TIMEOUT)
+
+
+def _stored_batches(broker, topic):
+    from kafkawire.records.reader import iter_batches
+    segments = broker.call(_segments(broker, topic))
+    return [batch for path in segments for batch in iter_batches(path.read_bytes())]
+
+
+async def _segments(broker, topic):
+    return [segment.log_path for segment in broker.broker.topics.log(topic, 0).segments]
+
+
+def _consume(broker, topic, count):
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"{topic}-reader",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got = []
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        while len(got) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                got.append(message)
+    finally:
+        consumer.close()
+    return got
+
+
+@pytest.mark.parametrize("topic_codec, producer_codec, stored", [
+    ("zstd", "none", 4), ("gzip", "lz4", 1), ("uncompressed", "snappy", 0), ("producer", "lz4", 3)])
+def test_compression_type_recompresses_appended_batches(broker, admin, topic_codec, producer_codec, stored):
+    name = _create(admin, {"compression.type": topic_codec, "compression.gzip.level": "1"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20,
+                         "compression.type": producer_codec, "enable.idempotence": True})
+    for i in range(200):
+        producer.produce(name, key=b"k%d" % i, value=b"value %d " % i * 20, headers=[("h", b"%d" % i)])
+    assert producer.flush(TIMEOUT) == 0
+    batches = _stored_batches(broker, name)
+    assert batches and {int(batch.compression) for batch in batches} == {stored}
+    assert all(batch.producer_id >= 0 for batch in batches)  # the producer's fields stay
+    messages = _consume(broker, name, 200)
+    assert [(m.offset(), m.key(), m.value(), m.headers()) for m in messages] == [
+        (i, b"k%d" % i, b"value %d " % i * 20, [("h", b"%d" % i)]) for i in range(200)]
 
 
 def test_log_append_time_is_set_by_the_broker(broker, admin):
