@@ -122,6 +122,7 @@ class ConsumerGroupCoordinator:
     # ---- ConsumerGroupHeartbeat -----------------------------------------------------------------
     def heartbeat(self, request, version: int, client_id: str, client_host: str,
                   may_describe: Callable[[str], bool] = lambda topic: True) -> HeartbeatResult:
+        existed = request.group_id in self.groups
         try:
             self._validate(request, version)
             if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -131,6 +132,9 @@ class ConsumerGroupCoordinator:
         except GroupError as error:
             log.debug("group %s: heartbeat of member %r refused: %s", request.group_id, request.member_id, error)
             result = HeartbeatResult(error.code, error.message, member_epoch=0)
+            group = self.groups.get(request.group_id)
+            if not existed and group is not None and not group.members:  # refused: no group comes of it
+                del self.groups[request.group_id]
         if not self._save(request.group_id):  # as Kafka answers a failed write to its log
             return HeartbeatResult(ErrorCode.NOT_COORDINATOR, "The group's state could not be written.",
                                    member_epoch=0)

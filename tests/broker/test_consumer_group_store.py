@@ -169,3 +169,16 @@ def test_unreadable_lines_are_skipped(tmp_path, unreadable):
     with open(tmp_path / CONSUMER_GROUPS_FILE_NAME, "ab") as file:
         file.write(unreadable)
     assert set(coordinator_on(tmp_path, clock).groups) == {"g"}
+
+
+def test_a_refused_first_heartbeat_leaves_no_group_behind(tmp_path):
+    clock = FakeClock(100.0)
+    coordinator = coordinator_on(tmp_path, clock)
+    request = m.ConsumerGroupHeartbeatRequest(group_id="denied", member_id="a", member_epoch=0,
+                                              rebalance_timeout_ms=1000, subscribed_topic_names=["orders"],
+                                              topic_partitions=[])
+    result = coordinator.heartbeat(request, 1, "c", "h", may_describe=lambda topic: False)
+    assert result.error == E.TOPIC_AUTHORIZATION_FAILED
+    assert "denied" not in coordinator.groups
+    coordinator.close()
+    assert coordinator_on(tmp_path, clock).groups == {}
