@@ -55,10 +55,12 @@ class ConsumerGroupStore:
                 self._apply(record)
             except (ValueError, TypeError, KeyError, AttributeError) as exc:
                 log.warning("%s: skipping an unreadable line (%s)", self.path, exc)
-        groups = {}
+        groups: dict[str, ConsumerGroup] = {}
         for group_id in list(self._written):
             try:
-                groups[group_id] = self.restore(group_id)
+                restored = self.restore(group_id)
+                if restored is not None:
+                    groups[group_id] = restored
             except (ValueError, TypeError, KeyError, AttributeError) as exc:
                 log.warning("%s: dropping group %s, its state is unreadable (%s)", self.path, group_id, exc)
                 del self._written[group_id]
