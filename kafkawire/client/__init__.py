@@ -51,6 +51,10 @@ if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
     from .core.producer_config import ProducerConfig as ProducerConfig
     from .core.topic_partition import TopicPartition as TopicPartition
     from .errors import AuthenticationException as AuthenticationException
+    from .errors import AuthorizationException as AuthorizationException
+    from .errors import ClusterAuthorizationException as ClusterAuthorizationException
+    from .errors import GroupAuthorizationException as GroupAuthorizationException
+    from .errors import TopicAuthorizationException as TopicAuthorizationException
     from .errors import BufferExhausted as BufferExhausted
     from .errors import CommitFailedError as CommitFailedError
     from .errors import ConfigError as ConfigError
@@ -78,7 +82,8 @@ if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
     from .errors import TransactionStateError as TransactionStateError
     from .errors import TransactionTimeout as TransactionTimeout
 
-_ERRORS = ("AuthenticationException", "BufferExhausted", "CommitFailedError", "ConfigError",
+_ERRORS = ("AuthenticationException", "AuthorizationException", "ClusterAuthorizationException",
+           "GroupAuthorizationException", "TopicAuthorizationException", "BufferExhausted", "CommitFailedError", "ConfigError",
            "CorruptRecordException", "FetchError", "GroupError", "IllegalSaslStateException",
            "IncompatibleBrokerError", "KafkaConnectionError", "KafkaError", "NoOffsetForPartitionException",
            "OffsetOutOfRangeException", "ProducerClosed", "RequestTimedOut", "SaslAuthenticationException",

@@ -10,6 +10,8 @@ from .core.topic_partition import TopicPartition
 __all__ = [
     "ConfigError",
     "KafkaError", "KafkaConnectionError", "RequestTimedOut", "IncompatibleBrokerError", "UnknownTopicError",
+    "AuthorizationException", "TopicAuthorizationException", "GroupAuthorizationException",
+    "ClusterAuthorizationException", "error_for_code",
     "AuthenticationException", "SaslAuthenticationException", "UnsupportedSaslMechanismException",
     "IllegalSaslStateException", "SslAuthenticationException",
     "BufferExhausted", "PoolClosed", "RecordTooLarge", "AccumulatorClosed", "DeliveryTimeout", "ProducerClosed",
@@ -54,6 +56,36 @@ class IncompatibleBrokerError(KafkaWireError):
 
 class UnknownTopicError(KafkaError):
     """A topic the cluster does not have (and would not create), or whose metadata did not arrive in time."""
+
+
+# ---- authorization (Kafka's AuthorizationException and its subclasses): the principal lacks an ACL --------
+
+class AuthorizationException(KafkaError):
+    """The broker's authorizer denied the operation: the principal needs an ACL, not a retry."""
+
+
+class TopicAuthorizationException(AuthorizationException):
+    """TOPIC_AUTHORIZATION_FAILED: no permission on the topic for this operation."""
+
+
+class GroupAuthorizationException(AuthorizationException):
+    """GROUP_AUTHORIZATION_FAILED: no permission on the consumer group."""
+
+
+class ClusterAuthorizationException(AuthorizationException):
+    """CLUSTER_AUTHORIZATION_FAILED: no permission on the cluster resource."""
+
+
+_BY_CODE = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: UnknownTopicError, ErrorCode.UNKNOWN_TOPIC_ID: UnknownTopicError,
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED: TopicAuthorizationException,
+            ErrorCode.GROUP_AUTHORIZATION_FAILED: GroupAuthorizationException,
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED: ClusterAuthorizationException}
+
+
+def error_for_code(code: int, message: str = "") -> KafkaError:
+    """The exception for a broker's error ``code``: the class Kafka's clients name for it where the client
+    has one (unknown topic, authorization), KafkaError otherwise."""
+    return _BY_CODE.get(code, KafkaError)(code, message)
 
 
 # ---- authentication (Kafka's AuthenticationException and its subclasses) --------------------------

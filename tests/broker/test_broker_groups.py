@@ -249,19 +249,19 @@ def test_two_members_join_sync_heartbeat(tmp_path, version):
 
 def test_initial_rebalance_delay(tmp_path):
     async def main():
-        async with coordinator(tmp_path, initial_rebalance_delay_ms=300) as c:
+        async with coordinator(tmp_path, initial_rebalance_delay_ms=600) as c:
             a = Client(c, "ca")
             start = time.monotonic()
             first = await a.join("g", version=3)  # no MEMBER_ID_REQUIRED before v4
             assert first.error_code == 0 and first.generation_id == 1
-            assert time.monotonic() - start >= 0.29  # the first rebalance of an empty group waits
+            assert time.monotonic() - start >= 0.59  # the first rebalance of an empty group waits
             gen, member = first.generation_id, first.member_id
             await a.sync("g", gen, member, {member: b"x"})
             # A later rebalance (the group is not empty) completes as soon as everyone has rejoined.
             start = time.monotonic()
             again = await a.join("g", member, version=3)
             assert again.generation_id == 2
-            assert time.monotonic() - start < 0.2
+            assert time.monotonic() - start < 0.5  # well short of the delay, even on a loaded machine
     run(main())
 
 
@@ -339,8 +339,8 @@ def test_session_expiry_triggers_rebalance(tmp_path):
     async def main():
         async with coordinator(tmp_path) as c:
             a, b = Client(c, "ca"), Client(c, "cb")
-            gen, ma, mb = await form_group(a, b, session_ms=300)
-            deadline = time.monotonic() + 1.5
+            gen, ma, mb = await form_group(a, b, session_ms=600)  # a, heartbeating, stays on a loaded machine
+            deadline = time.monotonic() + 5
             seen = []
             while time.monotonic() < deadline:  # only a heartbeats
                 seen.append(await a.heartbeat("g", gen, ma))

@@ -46,7 +46,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from kafkawire.broker.connection import Connection  # noqa: E402
 from broker_harness import BrokerThread  # noqa: E402
-from loopback_capture import TCPDUMP, start_tcpdump, stop_tcpdump, wait_until  # noqa: E402
+from loopback_capture import TCPDUMP, served_ports, start_tcpdump, stop_tcpdump, wait_for_ends, wait_until  # noqa: E402
 from paths import REPO  # noqa: E402
 from capture_synthetic import (  # noqa: E402
     FETCH, LARGE, LIMIT_CONNECTIONS, PRODUCE, PRODUCED, SMALL, TOPIC, TWO_BATCHES, Synthetic, all_frames,
@@ -275,12 +275,13 @@ def real(workdir) -> RealCapture:
     with BrokerThread(data_dir=workdir / "real-broker", num_partitions=REAL_PARTITIONS) as broker:
         dump = start_tcpdump(path, [broker.port])
         try:
-            _kafka_python_workload(broker.bootstrap)
-            _confluent_workload(broker.bootstrap)
-            _consume_all(broker.bootstrap, 2 * REAL_RECORDS)
-            gc.collect()
-            wait_until(lambda: not broker.broker._connections, "the clients' connections to close")
-            time.sleep(0.2)  # the last FIN/ACK packets reach the capture
+            with served_ports() as clients:
+                _kafka_python_workload(broker.bootstrap)
+                _confluent_workload(broker.bootstrap)
+                _consume_all(broker.bootstrap, 2 * REAL_RECORDS)
+                gc.collect()
+                wait_until(lambda: not broker.broker._connections, "the clients' connections to close")
+            wait_for_ends(path, [broker.port], clients)
         finally:
             report_text = stop_tcpdump(dump)
         assert re.search(r"^0 packets dropped by kernel", report_text, re.MULTILINE), report_text

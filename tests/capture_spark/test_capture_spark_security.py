@@ -11,7 +11,7 @@ kafka-python with SCRAM-SHA-256 (SaslHandshake v1), and pinned to broker 0.11 wi
 which makes it send a SaslHandshake v0 and bare tokens.
 
 The oracles: the broker's own record of each connection (listener, client port, mechanism, principal,
-whether it completed), the secrets as the tcpdump capture holds them (passwords, SCRAM proofs, salts
+whether it completed or the broker failed it), the secrets as the tcpdump capture holds them (passwords, SCRAM proofs, salts
 and signatures, bearer tokens: checked to be there, so their absence from the outputs means something),
 and tshark's reading of the ClientHellos' server name and versions. One local Spark session serves the
 module (its tests stay in one file: pytest-xdist's ``--dist loadfile`` runs them on one worker).
@@ -32,17 +32,17 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from broker_harness import BrokerThread  # noqa: E402
 from capture_in_process import decode_in_process  # noqa: E402
-from loopback_capture import start_tcpdump, stop_tcpdump, wait_until  # noqa: E402
+from loopback_capture import start_tcpdump, stop_tcpdump, wait_for_ends, wait_until  # noqa: E402
 from secret_scan import folder_leaks, text_leaks  # noqa: E402
 from kafkawire.broker import BrokerConfig  # noqa: E402
 from kafkawire.broker.connection import Connection  # noqa: E402
+from kafkawire.broker.security.authenticator import Authenticator  # noqa: E402
 from kafkawire.capture import report  # noqa: E402
-from kafkawire.capture.model import FIN, RST  # noqa: E402
-from kafkawire.capture.packets import iter_packets  # noqa: E402
 from kafkawire.capture.table_sets import TABLE_ORDER  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
 from kafkawire.capture_spark.report_spark import build  # noqa: E402
 from kafkawire.error_codes import ErrorCode  # noqa: E402
+from kafkawire.sasl.redact import token_user  # noqa: E402
 
 pytestmark = [pytest.mark.xdist_group("spark"),
               pytest.mark.filterwarnings("ignore:.*is deprecated. Use files:DeprecationWarning")]
@@ -62,7 +62,8 @@ class Seen:
     port: int               # the client's
     mechanism: str | None
     user: str | None        # the authenticated principal's name
-    complete: bool
+    outcome: str            # authenticated, failed (the broker answered an error) or incomplete (the client left)
+    offered: str | None     # the user the first token the broker received names (None: no token came)
 
 
 @dataclass
@@ -72,18 +73,6 @@ class Secured:
     ports: dict[str, int]                       # listener name -> port
     seen: list[Seen]
     secrets: list[bytes] = field(default_factory=list)
-
-
-def _closed_in(capture: Path, broker_ports: set[int]) -> set[int]:
-    """The client ports of the connections whose end the capture has: a RST, or a FIN from each side."""
-    fins, resets = set(), set()
-    for packet in iter_packets(str(capture)):
-        client, broker = (packet.sport, packet.dport) if packet.dport in broker_ports else (packet.dport, packet.sport)
-        if packet.flags & RST:
-            resets.add(client)
-        elif packet.flags & FIN:
-            fins.add((client, packet.sport == client))
-    return resets | {client for client, by_client in fins if by_client and (client, False) in fins}
 
 
 def _broker_config(folder: Path):
@@ -162,12 +151,23 @@ def _wire_secrets(capture: bytes) -> list[bytes]:
     return sorted(proofs | salts | signatures | tokens | {token.split(b".")[1] for token in tokens})
 
 
+def _outcome(auth) -> str:
+    if auth is not None and auth.complete:
+        return "authenticated"
+    return "failed" if auth is not None and auth.failed_with is not None else "incomplete"
+
+
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory) -> Secured:
     folder = tmp_path_factory.mktemp("capture_security")
     config = _broker_config(folder)
     seen: list[Seen] = []
-    run = Connection.run
+    run, authenticate = Connection.run, Authenticator.authenticate
+    offered: dict[int, str | None] = {}  # id(authenticator) -> the user its first token named
+
+    def noting(self, token, *args, **kwargs):
+        offered.setdefault(id(self), token_user(self.mechanism, bytes(token)))
+        return authenticate(self, token, *args, **kwargs)
 
     async def recording(self):
         try:
@@ -177,9 +177,9 @@ def secured(tmp_path_factory) -> Secured:
             principal = auth.principal if auth is not None and auth.complete else None
             seen.append(Seen(self.listener.name, self.peer[1], auth.mechanism if auth is not None else None,
                              principal.removeprefix("User:") if principal else None,
-                             auth is not None and auth.complete))
+                             _outcome(auth), offered.pop(id(auth), None)))
 
-    Connection.run = recording
+    Connection.run, Authenticator.authenticate = recording, noting
     try:
         with BrokerThread(config=config) as broker:
             ports = {name: int(broker.broker.bootstrap_for(name).rsplit(":", 1)[1])
@@ -190,13 +190,12 @@ def secured(tmp_path_factory) -> Secured:
                 gc.collect()
                 wait_until(lambda: not broker.broker._connections, "the clients' connections to close")
                 # packets reach tcpdump's file some time after the broker saw them (under gVisor, seconds)
-                wait_until(lambda: {s.port for s in seen} <= _closed_in(folder / "wire.pcap", set(ports.values())),
-                      "the end of every connection in the capture")
+                wait_for_ends(folder / "wire.pcap", ports.values(), {s.port for s in seen})
             finally:
                 said = stop_tcpdump(dump)
             assert re.search(r"^0 packets dropped by kernel", said, re.MULTILINE), said
     finally:
-        Connection.run = run
+        Connection.run, Authenticator.authenticate = run, authenticate
     wire = (folder / "wire.pcap").read_bytes()
     secrets = [password.encode() for password in PASSWORDS.values()] + _wire_secrets(wire)
     for password in (PASSWORDS["alice"], PASSWORDS["mallory"]):  # PLAIN sends them; SCRAM never does
@@ -245,7 +244,7 @@ def test_authentications_are_the_brokers(secured, decoded, capture):
     mechanism, the user and the outcome the broker decided; the wire capture sees SASL_PLAINTEXT only
     (SASL_SSL is encrypted), the tap every listener."""
     listeners = ("SASL_PLAINTEXT",) if capture == "wire" else ("SASL_PLAINTEXT", "SASL_SSL")
-    expected = {s.port: (s.mechanism, s.user, "authenticated" if s.complete else "failed")
+    expected = {s.port: (s.mechanism, s.user, s.outcome)
                 for s in secured.seen if s.listener in listeners and s.mechanism is not None}
     assert {m for m, _, _ in expected.values()} == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"}
     assert {u for _, u, _ in expected.values()} == {"alice", "bob", "carol", "erin", None}
@@ -304,15 +303,17 @@ def test_report_lines_per_mechanism_and_user(decoded, secured):
     expected = {}
     for s in secured.seen:
         if s.listener == "SASL_PLAINTEXT" and s.mechanism is not None:
-            key = (s.mechanism, s.user or "mallory")
+            key = (s.mechanism, s.offered)  # a client that left before its first token names no one
             counts = expected.setdefault(key, {"authenticated": 0, "failed": 0, "incomplete": 0})
-            counts["authenticated" if s.complete else "failed"] += 1
+            counts[s.outcome] += 1
     summary = report.build_arrow(str(decoded["wire", "spark"]))
     assert {(r["mechanism"], r["user"]): {k: r[k] for k in ("authenticated", "failed", "incomplete")}
             for r in summary.authentications} == expected
     text = summary.text()
     for (mechanism, user), counts in expected.items():
-        assert re.search(rf"\n  {re.escape(mechanism)} +{user} +{counts['authenticated']} +{counts['failed']} +0\n",
+        if user is None:
+            continue
+        assert re.search(rf"\n  {re.escape(mechanism)} +{user} +{counts['authenticated']} +{counts['failed']} +{counts['incomplete']}\n",
                          text), (mechanism, user, text)
 
 

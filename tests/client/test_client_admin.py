@@ -15,6 +15,7 @@ import pytest
 
 from broker_harness import BrokerThread
 from kafkawire.client import (
+    ClusterAuthorizationException, GroupAuthorizationException, TopicAuthorizationException,
     KafkaConnectionError, KafkaError, Producer, RequestTimedOut, SaslAuthenticationException, UnknownTopicError,
 )
 from kafkawire.client.admin import (
@@ -317,6 +318,27 @@ def test_acls_created_described_and_deleted(secured):
     assert _secured_run(secured, lambda a: a.describe_acls(match)) == []
     refused = _secured_run(secured, lambda a: a.create_acls([binding]), user="eve")
     assert refused[binding].code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert isinstance(refused[binding], ClusterAuthorizationException)
+
+
+def test_a_principal_without_acls_gets_authorization_errors_not_unknown_topic(secured):
+    """Kafka's exception classes: a denied topic is TopicAuthorizationException for the producer and the
+    admin client (not UnknownTopicError: the topic exists), a denied group GroupAuthorizationException."""
+    topic = name("admin-denied")
+    assert _secured_run(secured, lambda a: a.create_topics([NewTopic(topic, 1)])) == {topic: None}
+    described = _secured_run(secured, lambda a: a.describe_topics([topic]), user="eve")
+    assert isinstance(described[topic], TopicAuthorizationException), described
+    groups = _secured_run(secured, lambda a: a.describe_consumer_groups(["admin-denied-group"]), user="eve")
+    assert isinstance(groups["admin-denied-group"], GroupAuthorizationException), groups
+    producer = Producer({"bootstrap.servers": secured.broker.bootstrap_for("SASL_PLAINTEXT"),
+                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "eve",
+                         "sasl.password": PLAIN_USERS["eve"], "max.block.ms": 10000})
+    try:
+        with pytest.raises(TopicAuthorizationException) as denied:
+            producer.send(topic, b"denied").get(10)
+        assert denied.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED and isinstance(denied.value, KafkaError)
+    finally:
+        producer.close()
 
 
 def test_a_scram_user_made_by_the_admin_client_authenticates(secured):

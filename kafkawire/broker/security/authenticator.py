@@ -47,6 +47,7 @@ class Authenticator:
         self.principal: str | None = None  # "User:<name>" once authenticated
         self.mechanism: str | None = None
         self.complete = False
+        self.failed_with: int | None = None  # the error code of the last exchange the broker failed
         self.raw_tokens = False  # after a v0 handshake: tokens are bare frames
         self.expires_ms: float | None = None
         self._exchange: ScramServer | None = None  # SCRAM's state between its two tokens
@@ -71,12 +72,12 @@ class Authenticator:
         """SaslHandshake: ``(error code, enabled mechanisms)``; an error closes the connection."""
         enabled = self.security.mechanisms
         if self._handshaken or (self.complete and version == 0):
-            return ErrorCode.ILLEGAL_SASL_STATE, enabled
+            return self._fail(ErrorCode.ILLEGAL_SASL_STATE), enabled
         if mechanism not in enabled:
-            return ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled
+            return self._fail(ErrorCode.UNSUPPORTED_SASL_MECHANISM), enabled
         if self.complete:
             if mechanism != self.mechanism:  # KIP-368: re-authentication keeps the mechanism
-                return ErrorCode.ILLEGAL_SASL_STATE, enabled
+                return self._fail(ErrorCode.ILLEGAL_SASL_STATE), enabled
             self._reauthenticating = True
         self.mechanism = mechanism
         self.raw_tokens = version == 0
@@ -87,18 +88,18 @@ class Authenticator:
     def authenticate(self, token: bytes, authenticate_version: int = 0) -> Step:
         """One token of the exchange (from SaslAuthenticate, or a bare frame after a v0 handshake)."""
         if not self._handshaken:
-            return Step(error=ErrorCode.ILLEGAL_SASL_STATE, message="SaslAuthenticate before SaslHandshake")
+            return Step(error=self._fail(ErrorCode.ILLEGAL_SASL_STATE), message="SaslAuthenticate before SaslHandshake")
         try:
             reply, principal, lifetime_ms = self._step(bytes(token))
         except SaslError as error:
             self._handshaken = False
             self.raw_tokens = False
-            return Step(error=ErrorCode.SASL_AUTHENTICATION_FAILED, message=str(error))
+            return Step(error=self._fail(ErrorCode.SASL_AUTHENTICATION_FAILED), message=str(error))
         if principal is None:
             return Step(token=reply)  # more to come
         if self._reauthenticating and principal != self.principal:
             self._handshaken = False
-            return Step(error=ErrorCode.SASL_AUTHENTICATION_FAILED,
+            return Step(error=self._fail(ErrorCode.SASL_AUTHENTICATION_FAILED),
                         message="Cannot change principals during re-authentication")
         self.principal, self.complete = principal, True
         self._handshaken = self._reauthenticating = False
@@ -108,6 +109,10 @@ class Authenticator:
             else None
         self.expires_ms = self._now_ms() + lifetime if lifetime is not None else None
         return Step(token=reply, session_lifetime_ms=int(lifetime) if lifetime is not None else 0)
+
+    def _fail(self, error_code: int) -> int:
+        self.failed_with = error_code
+        return error_code
 
     def _step(self, token: bytes) -> tuple[bytes, str | None, float | None]:
         """``(reply, principal once complete, credential lifetime in ms or None)``."""

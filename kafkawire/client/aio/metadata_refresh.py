@@ -20,6 +20,7 @@ from kafkawire.messages import MetadataRequest
 from ..core.cluster_metadata import TRANSIENT_TOPIC_ERRORS, ClusterMetadata, TopicInfo
 from ..errors import (
     AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError, UnknownTopicError,
+    error_for_code,
 )
 from .connection import BrokerConnection, ConnectionManager
 
@@ -178,7 +179,7 @@ class Metadata:
                 return info
             code = self.cluster.topic_errors.get(topic)
             if code is not None and code not in TRANSIENT_TOPIC_ERRORS:
-                raise UnknownTopicError(code, f"topic {topic!r}")
+                raise error_for_code(code, f"topic {topic!r}")
             remaining = deadline - _now_ms()
             if remaining <= 0:
                 if isinstance(self.last_error, KafkaConnectionError):

@@ -35,7 +35,7 @@ from ..core.cluster_metadata import METADATA_REFRESH_ERRORS, ClusterMetadata
 from ..core.producer_batch import ProducerBatch
 from ..core.producer_config import ProducerConfig
 from ..core.topic_partition import TopicPartition
-from ..errors import IncompatibleBrokerError, KafkaConnectionError, KafkaError
+from ..errors import IncompatibleBrokerError, KafkaConnectionError, KafkaError, error_for_code
 from .connection import BrokerConnection, ConnectionManager
 from .metadata_refresh import Metadata
 from .transaction_driver import TransactionDriver
@@ -353,7 +353,7 @@ class Sender:
                 continue
             if code in METADATA_REFRESH_ERRORS:
                 self.metadata.request_update()
-            failure = KafkaError(code, f"producing to {batch.tp.topic}-{batch.tp.partition}"
+            failure = error_for_code(code, f"producing to {batch.tp.topic}-{batch.tp.partition}"
                                        + (f": {answer.error_message}" if answer.error_message else ""))
             retriable = failure.retriable
             if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:

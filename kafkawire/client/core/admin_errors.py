@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kafkawire.error_codes import ErrorCode
 
-from ..errors import KafkaError, UnknownTopicError
+from ..errors import KafkaError, error_for_code
 
 __all__ = ["error_for", "is_retriable", "outcome_of", "COORDINATOR_ERRORS", "LEADER_ERRORS", "UNKNOWN_TOPIC_ERRORS",
            "Retry"]
@@ -39,12 +39,12 @@ class Retry:
 
 
 def error_for(code: int, message: str | None = None, resource: object = None) -> KafkaError:
-    """The client exception for a broker's error ``code`` (UnknownTopicError for an unknown topic)."""
+    """The client exception for a broker's error ``code`` (UnknownTopicError for an unknown topic, an
+    AuthorizationException subclass for a denied one)."""
     text = message or ""
     if resource is not None:
         text = f"{resource}: {text}" if text else str(resource)
-    cls = UnknownTopicError if code in UNKNOWN_TOPIC_ERRORS else KafkaError
-    return cls(code, text)
+    return error_for_code(code, text)
 
 
 def is_retriable(code: int) -> bool:
