@@ -60,6 +60,7 @@ def write_tables(out: Path, rows: int, seed: int = 1) -> None:
     write("produces", {}, rows - n - m - m)
     write("problems", dict(kind=np.array(["gap", "resync"])[rng.integers(0, 2, m)],
                            reason=np.array(["a", "b", "c"])[rng.integers(0, 3, m)]), m)
+    write("connections", {}, 0)  # a table every decode writes (the report's authentication and TLS sections)
 
 
 # The command, reporting its peak RSS on exit. VmHWM is the process's own high-water mark since its exec;

@@ -130,7 +130,7 @@ def _run(args, parser) -> int:
         return _broker(args)
     if args.command == "show":
         from .capture.show import run as show
-        return show(args)
+        return show(args, own_process=True)
     if args.command == "cluster":
         return _cluster(args)
     if args.command in ("decode", "report"):

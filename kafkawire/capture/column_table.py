@@ -1,8 +1,6 @@
 """A table's rows held as Python column lists until they are cut into Arrow RecordBatches."""
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-
 import pyarrow as pa
 
 __all__ = ["ColumnTable"]
@@ -11,17 +9,14 @@ __all__ = ["ColumnTable"]
 class ColumnTable:
     """One table's rows, as column lists (rows added one at a time wait as tuples and are transposed
     in bulk); a RecordBatch is cut as soon as ``max_rows`` rows or about ``max_bytes`` of values are
-    held, and waits in ``ready``. ``converters`` maps a column name to the function that turns its
-    list into an Arrow array (``pa.array`` with the field's type otherwise)."""
+    held, and waits in ``ready``."""
 
-    def __init__(self, name: str, schema: pa.Schema, max_rows: int, max_bytes: int,
-                 converters: Mapping[str, Callable[[list], pa.Array]] | None = None):
+    def __init__(self, name: str, schema: pa.Schema, max_rows: int, max_bytes: int):
         self.name = name
         self.schema = schema
         self.width = len(schema)
         self.max_rows = max_rows
         self.max_bytes = max_bytes
-        self.converters = [(converters or {}).get(f.name) for f in schema]
         self.columns: list[list] = [[] for _ in range(self.width)]
         self.waiting: list[tuple] = []
         self.rows = 0
@@ -59,8 +54,7 @@ class ColumnTable:
         if not self.rows:
             return
         self._transpose()
-        arrays = [pa.array(values, type=field.type) if convert is None else convert(values)
-                  for values, field, convert in zip(self.columns, self.schema, self.converters)]
+        arrays = [pa.array(values, type=field.type) for values, field in zip(self.columns, self.schema)]
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         self.columns = [[] for _ in range(self.width)]
         self.rows = self.bytes = 0

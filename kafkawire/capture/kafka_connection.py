@@ -129,6 +129,12 @@ class Conversation(DirectionFraming, RequestCorrelation):
             if side is not None and side.mode is SYNC and event.offset == side.pos:
                 self._last_ts = event.ts_ns
                 data = event.data
+                n = len(data)
+                if n < side.need:  # inside the frame being collected (most segments of a large one)
+                    side.parts.append(data)
+                    side.need -= n
+                    side.pos += n
+                    return out
                 used = self._sync(side, event.offset, data, event.ts_ns, out)
                 if used < len(data):
                     self._feed_side(side, event.offset + used, memoryview(data)[used:], event.ts_ns, out)

@@ -4,6 +4,10 @@
 IPv4); the other link types, VLAN tags and IPv6 extension headers take the slower paths below it. A
 frame that gives no packet gives the reason instead (a ``stats`` key of ``reading``).
 Checksums are not checked: captures on the sending host carry offloaded, unfilled ones.
+
+``NATIVE`` is the optional C twin (``_packets.c``, None when not built or ``KAFKAWIRE_PURE_PYTHON=1``):
+the readers hand it runs of blocks or records, which it reads while they are the common case (Ethernet,
+IPv4 or IPv6 without extension headers, TCP), leaving every other one to the Python code here.
 """
 from __future__ import annotations
 
@@ -17,10 +21,11 @@ from ..pcap.layouts import (
     LINKTYPE_LOOP, LINKTYPE_NULL, LINKTYPE_RAW, NULL_FAMILIES_IPV4, NULL_FAMILIES_IPV6, SLL2_HEADER, SLL_HEADER,
     TCP_HEADER, VLAN_TAG, offset_of, packed,
 )
+from ..accelerators import load
 from .model import Packet, PacketRef
 from .reading import FRAGMENT, HEADERS_CUT, MALFORMED, NOT_IP, NOT_TCP, UNKNOWN_LINK
 
-__all__ = ["decode_packet"]
+__all__ = ["decode_packet", "NATIVE"]
 
 _U16 = Struct(">H").unpack_from
 _U32_LE = Struct("<I").unpack_from
@@ -58,6 +63,11 @@ def _v6_text(raw: bytes) -> str:
         _V6_TEXT.clear()
     text = _V6_TEXT[raw] = inet_ntop(AF_INET6, raw)
     return text
+
+
+NATIVE = load("kafkawire.capture._packets")
+if NATIVE is not None:
+    NATIVE.configure(Packet, PacketRef, _v6_text)
 
 
 def _short(captured: int, wire: int) -> str:

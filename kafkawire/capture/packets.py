@@ -13,7 +13,8 @@ names into files, ``payloads`` reads back payloads left in their files.
 With ``payloads=False`` a plain file yields ``PacketRef`` instead of ``Packet``: the payload's file offset
 and length (the record's data offset plus the link, IP and TCP header lengths, known while parsing, so
 free), for ``PayloadReader`` to read back later. The capture job carries these between its stages
-instead of the bytes.
+instead of the bytes. With ``views=True`` a plain file's Packets carry memoryviews of its mapping
+instead of copies (``kafkawire show`` reads this way: no byte is copied until a frame is joined).
 
 Skipped records are counted, not raised: pass a dict as ``stats`` and the counts are added to it
 (keys below; the dict can be shared by several calls). Where reading skipped a run of bytes (a corrupt
@@ -59,7 +60,7 @@ STREAM_CHUNK = 1 << 20          # gzip captures are decompressed this much at a 
 def iter_packets(path, file_index: int = 0, start: int = 0, end: int | None = None,
                  context: dict | None = None, stats: dict | None = None, *,
                  payloads: bool = True, skipped: list | None = None,
-                 release_every: int | None = None) -> Iterator[Packet | PacketRef]:
+                 release_every: int | None = None, views: bool = False) -> Iterator[Packet | PacketRef]:
     """The TCP packets of the records of capture ``path`` that start in ``[start, end)``, in file order.
 
     ``Packet.order`` is ``file_index * 2**40`` plus the record's byte offset in the (decompressed) file.
@@ -74,11 +75,14 @@ def iter_packets(path, file_index: int = 0, start: int = 0, end: int | None = No
 
     ``release_every`` gives the pages of a plain file's mapping back each time reading has gone that many
     bytes further (``payloads.release_pages``), so that a long read does not keep the file resident.
+
+    ``views=True`` (with ``payloads``) gives a plain file's payloads as memoryviews of its mapping: the
+    mapping lives as long as the last of them (pages released as above map again from the page cache).
     """
     counts = ReadCounts()
     try:
         yield from _read(os.fspath(path), file_index * ORDER_STRIDE, start, end, context, counts, not payloads,
-                         release_every)
+                         release_every, views)
     finally:
         if stats is not None:
             for key, value in counts.items():
@@ -96,7 +100,7 @@ def iter_split(split: Split, stats: dict | None = None, *, payloads: bool = True
 
 
 def _read(path: str, order_base: int, start: int, end: int | None, context, counts, refs: bool = False,
-          release_every: int | None = None):
+          release_every: int | None = None, views: bool = False):
     with open(path, "rb") as file:
         kind = kind_of_file(file, path)
         if kind is None:
@@ -112,21 +116,30 @@ def _read(path: str, order_base: int, start: int, end: int | None, context, coun
         stop = size if end is None else min(end, size)
         if start >= stop:
             return
-        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            if hasattr(mm, "madvise"):
-                mm.madvise(mmap.MADV_SEQUENTIAL)
-            read = read_pcap if kind == "pcap" else read_pcapng
-            packets = read(mm, path, size, start, stop, order_base, context, counts, refs)
-            if release_every is None:
-                yield from packets
-                return
-            released = start + release_every
-            for packet in packets:
-                if packet.order - order_base > released:
-                    released = packet.order - order_base
-                    release_pages(mm, released)
-                    released += release_every
-                yield packet
+        mm = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    buf = packets = None
+    try:
+        if hasattr(mm, "madvise"):
+            mm.madvise(mmap.MADV_SEQUENTIAL)
+        read = read_pcap if kind == "pcap" else read_pcapng
+        buf = memoryview(mm) if views and not refs else mm  # slices of a memoryview are views
+        packets = read(buf, path, size, start, stop, order_base, context, counts, refs)
+        if release_every is None:
+            yield from packets
+            return
+        released = start + release_every
+        for packet in packets:
+            if packet.order - order_base > released:
+                released = packet.order - order_base
+                release_pages(mm, released)
+                released += release_every
+            yield packet
+    finally:
+        buf = packets = None
+        try:
+            mm.close()
+        except BufferError:  # views still held by the caller: the mapping goes with the last of them
+            pass
 
 
 def _read_stream(stream, path: str, order_base: int, counts):

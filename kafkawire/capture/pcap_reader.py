@@ -7,7 +7,8 @@ finds the next record again by a chain of plausible record headers.
 """
 from __future__ import annotations
 
-from ..pcap.layouts import LITTLE, PCAP_MAGICS, packed, pcap_file_header, pcap_link_type, pcap_record_header
+from ..pcap.layouts import BIG, LITTLE, PCAP_MAGICS, packed, pcap_file_header, pcap_link_type, pcap_record_header
+from . import packet_headers
 from .packet_headers import decode_packet
 from .reading import (
     CORRUPT, TRUNCATED_TAIL, WALK_CORRUPT, WALK_DONE, WALK_INCOMPLETE, CaptureError, torn_tail,
@@ -79,9 +80,19 @@ def pcap_records(buf, pos: int, stop: int, data_end: int, order_base: int, facts
     record = facts.record.unpack_from
     frac_ns, linktype, max_incl = facts.frac_ns, facts.linktype, facts.max_incl
     decode = decode_packet
+    run = packet_headers.NATIVE.pcap_run if packet_headers.NATIVE is not None else None
+    big = facts.byteorder == BIG
     records = packets = 0
     try:
         while pos < stop:
+            if run is not None:  # C reads the common records from here; the rest, one at a time, below
+                found, at = run(buf, pos, stop, data_end, order_base, big, frac_ns, linktype, max_incl, refs)
+                if at != pos:
+                    pos = at
+                    records += len(found)
+                    packets += len(found)
+                    yield from found
+                    continue
             data = pos + PCAP_RECORD_SIZE
             if data > data_end:
                 return pos, WALK_INCOMPLETE

@@ -9,11 +9,12 @@ block length has no resync: a block's length is the only way to the next.
 from __future__ import annotations
 
 from ..pcap.layouts import (
-    DEFAULT_TSRESOL, IF_TSOFFSET, IF_TSRESOL, LITTLE, PCAPNG_ENHANCED_PACKET_TYPE, PCAPNG_INTERFACE_DESCRIPTION_TYPE,
+    BIG, DEFAULT_TSRESOL, IF_TSOFFSET, IF_TSRESOL, LITTLE, PCAPNG_ENHANCED_PACKET_TYPE, PCAPNG_INTERFACE_DESCRIPTION_TYPE,
     PCAPNG_PACKET_TYPE, PCAPNG_SECTION_HEADER_TYPE, PCAPNG_SIMPLE_PACKET_TYPE, packed, pcapng_block_header,
     pcapng_block_trailer, pcapng_byte_order, pcapng_enhanced_packet, pcapng_interface_description, pcapng_options,
     pcapng_packet, pcapng_simple_packet, tsresol_ticks_per_second,
 )
+from . import packet_headers
 from .packet_headers import decode_packet
 from .reading import CORRUPT, MALFORMED, UNKNOWN_INTERFACE, WALK_CORRUPT, WALK_DONE, WALK_INCOMPLETE, torn_tail
 
@@ -142,9 +143,20 @@ def pcapng_blocks(buf, pos: int, stop: int, data_end: int, order_base: int, sect
     header, trailer, epb, pb, spb, _ = section.structs
     interfaces = section.interfaces
     decode = decode_packet
+    run = packet_headers.NATIVE.pcapng_run if packet_headers.NATIVE is not None else None
+    big = section.byteorder == BIG
     records = packets = 0
     try:
         while pos < stop:
+            if run is not None:  # C reads the common blocks from here; the rest, one at a time, below
+                found, at, last = run(buf, pos, stop, data_end, order_base, interfaces, big, refs)
+                if at != pos:
+                    pos = at
+                    records += len(found)
+                    packets += len(found)
+                    section.last_ts = last
+                    yield from found
+                    continue
             if pos + MIN_BLOCK > data_end:
                 return pos, WALK_INCOMPLETE
             block_type, length = header(buf, pos)
@@ -180,6 +192,7 @@ def pcapng_blocks(buf, pos: int, stop: int, data_end: int, order_base: int, sect
             if block_type == PCAPNG_SECTION_HEADER_TYPE:
                 header, trailer, epb, pb, spb, _ = section.structs
                 interfaces = section.interfaces
+                big = section.byteorder == BIG
             elif block_type == PCAPNG_INTERFACE_DESCRIPTION_TYPE:
                 if length < IDB_SIZE + TRAILER_SIZE:
                     counts[MALFORMED] += 1

@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 
 from .authentication import AUTHENTICATED, FAILED, INCOMPLETE
 from .report import PERCENTILES, Report, rank_of, versions_text
-from .transactions import FRAME_COLUMNS, PRODUCE_COLUMNS, TXN_API_KEYS, TXN_MESSAGES, follow, frame_row, \
+from .table_sets import BODIES, FRAME_KEY
+from .transactions import FRAME_COLUMNS, PRODUCE_COLUMNS, TXN_API_KEYS, TXN_MESSAGES, follow, frame_rows, \
     problem_summary, produce_requests
 
 _FRAMES = ["ts", "api_key", "direction", "api_name", "api_version", "latency_ms", "error_codes", "client", "client_id",
@@ -301,18 +302,23 @@ def _starved(answered: pa.Table, starved_after: int) -> list[dict]:
 
 def _transactions(out: str, frames: pa.Table) -> tuple[list[dict], list[dict]]:
     """The transactions view and its problems (``transactions.follow``), from the frames of the
-    transaction APIs (their typed bodies read only when the capture has some) and the transactional
-    rows of the produces table."""
+    transaction APIs with their typed bodies (``bodies/<message>`` tables, read only when the capture has
+    such frames) and the transactional rows of the produces table."""
     is_txn = _array(pc.is_in(frames["api_key"], pa.array(TXN_API_KEYS, pa.int16())))
     produces = _read(out, "produces", [*PRODUCE_COLUMNS, "is_transactional"])
     produces = produces.filter(pc.fill_null(produces["is_transactional"], False))
     if not _count(is_txn) and not produces.num_rows:
         return [], []
-    columns = [*FRAME_COLUMNS, *(f"body.{name}" for name in TXN_MESSAGES)]
-    parts = [pq.ParquetFile(path).read(columns=columns) for path, _ in part_files(f"{out}/frames")]
-    txn = pa.concat_tables(parts).filter(is_txn).flatten()
-    txn = txn.rename_columns([name.removeprefix("body.") for name in txn.column_names])
-    txn = txn.set_column(txn.column_names.index("ts"), "ts", pc.cast(txn["ts"], pa.int64()))
-    produces = produces.set_column(produces.column_names.index("ts"), "ts", pc.cast(produces["ts"], pa.int64()))
+    txn = _micros(_read(out, "frames", list(FRAME_COLUMNS)).filter(is_txn))
+    bodies = []
+    for message in TXN_MESSAGES:
+        if os.path.isdir(f"{out}/{BODIES}/{message}"):
+            bodies += _micros(_read(out, f"{BODIES}/{message}", [*FRAME_KEY, "body"])).to_pylist()
+    produces = _micros(produces)
     end = pc.max(pc.cast(frames["ts"], pa.int64())).as_py()
-    return follow([frame_row(row) for row in txn.to_pylist()], produce_requests(produces.to_pylist()), end)
+    return follow(frame_rows(txn.to_pylist(), bodies), produce_requests(produces.to_pylist()), end)
+
+
+def _micros(table: pa.Table) -> pa.Table:
+    """``ts`` as integer microseconds, as the transactions view takes times."""
+    return table.set_column(table.column_names.index("ts"), "ts", pc.cast(table["ts"], pa.int64()))

@@ -2,8 +2,10 @@
 
 Tables (schemas in ``TABLES``):
 
-- ``frames``: one row per request or response frame, with the typed body (see ``BODY``), its JSON,
-  error codes and the decode error when it does not decode.
+- ``frames``: one row per request or response frame, with its body as JSON, error codes and the
+  decode error when it does not decode.
+- ``bodies/<message>`` (``BODIES`` in the ``tables`` selection): one row per frame that decoded to
+  that message, its typed body with the frame's key; a table is made only for messages that occur.
 - ``fetches``: one row per fetched partition, a Fetch request joined with its response (KIP-227
   incremental sessions leave partitions on one side only; those rows have the other side null).
 - ``produces``: one row per produced partition, a Produce request joined with its response (acks=0:
@@ -41,7 +43,7 @@ from .frame_decoding import Decoded, api_info, decode_frame, decode_problem
 from .joins import FetchJoin, ProduceJoin, TopicNames
 from .model import ConnectionSummary, KafkaFrame, Problem
 from .record_table import RecordsTable
-from .table_schemas import BODY, CONVERTERS, TABLES, latency_ms, micros
+from .table_schemas import BODIES, TABLES, body_schema, body_table, latency_ms, micros
 
 __all__ = ["TableBatcher", "DEFAULT_MAX_ROWS", "DEFAULT_MAX_BYTES"]
 
@@ -88,18 +90,20 @@ class TableBatcher:
     def __init__(self, *, records: bool = False, tables: Collection[str] | None = None,
                  max_rows: int = DEFAULT_MAX_ROWS, max_bytes: int = DEFAULT_MAX_BYTES,
                  max_pending: int = 10_000, max_pending_bytes: int = 256 * 1024 * 1024):
-        names = set(TABLES) - {"records"} if tables is None else set(tables)
+        names = (set(TABLES) | {BODIES}) - {"records"} if tables is None else set(tables)
         if records:
             names.add("records")
-        unknown = names - set(TABLES)
+        unknown = names - set(TABLES) - {BODIES}
         if unknown:
-            raise ValueError(f"unknown tables {sorted(unknown)}; known: {sorted(TABLES)}")
+            raise ValueError(f"unknown tables {sorted(unknown)}; known: {sorted({*TABLES, BODIES})}")
         if max_rows < 1 or max_bytes < 1:
             raise ValueError("max_rows and max_bytes must be positive")
         self.tables = {
             name: RecordsTable(TABLES[name], max_rows, max_bytes) if name == "records"
-            else ColumnTable(name, TABLES[name], max_rows, max_bytes, CONVERTERS.get(name))
+            else ColumnTable(name, TABLES[name], max_rows, max_bytes)
             for name in TABLES if name in names}
+        self.max_rows, self.max_bytes = max_rows, max_bytes
+        self._bodies = BODIES in names  # their tables are added to ``tables`` as messages turn up
         self.max_pending = max_pending
         self.max_pending_bytes = max_pending_bytes
         self._pending: dict[tuple[str, int], _Pending] = {}
@@ -162,8 +166,7 @@ class TableBatcher:
     # ---- frames -------------------------------------------------------------------------------
     def _frame(self, frame: KafkaFrame) -> None:
         decoded = decode_frame(frame)
-        if "frames" in self.tables:
-            self._frame_row(frame, decoded)
+        self._frame_rows(frame, decoded)
         problem = decode_problem(frame, decoded)  # undecodable, trailing_bytes
         if problem is not None:
             self._problem(problem)
@@ -177,25 +180,39 @@ class TableBatcher:
         elif frame.request is not None:
             self._response(frame, decoded)
 
-    def _frame_row(self, frame: KafkaFrame, decoded: Decoded) -> None:
+    def _frame_rows(self, frame: KafkaFrame, decoded: Decoded) -> None:
+        """The frame's row of ``frames`` (the body as JSON) and its typed body's of ``bodies/<message>``."""
         body = decoded.body
+        convert = None if body is None else converter(body.NAME, decoded.version)
+        if convert is not None and self._bodies:
+            self._body_table(body.NAME).append((
+                frame.connection, frame.direction, frame.offset, micros(frame.end_ts_ns), frame.correlation_id,
+                frame.api_version, decoded.version, convert.value(body)), frame.size + 64)
+        frames = self.tables.get("frames")
+        if frames is None:
+            return
         request = frame.request
         is_response = frame.direction == "response"
-        body_value = body_json = error_code = codes = None
-        if body is not None:
-            convert = converter(body.NAME, decoded.version)
-            body_value = BODY.value(body.NAME, convert.value(body))
+        body_json = error_code = codes = None
+        if convert is not None:
             body_json = convert.json(body)
             if is_response:
                 error_code = top_error_code(body, decoded.version)
                 codes = error_codes(body)
-        self.tables["frames"].append((
+        frames.append((
             frame.connection, frame.client, frame.broker, frame.direction, micros(frame.end_ts_ns), micros(frame.ts_ns),
             frame.offset, frame.api_key, decoded.api_name, frame.api_version, decoded.header_version,
             frame.correlation_id, request.client_id if is_response and request is not None else frame.client_id,
             frame.size, latency_ms(frame, request) if is_response else None, error_code, codes, body_json,
-            decoded.error, frame.sasl_mechanism, frame.sasl_user, body_value,
-        ), frame.size * 2 + 256)
+            decoded.error, frame.sasl_mechanism, frame.sasl_user,
+        ), frame.size + 256)
+
+    def _body_table(self, message: str) -> ColumnTable:
+        name = body_table(message)
+        table = self.tables.get(name)
+        if table is None:
+            table = self.tables[name] = ColumnTable(name, body_schema(message), self.max_rows, self.max_bytes)
+        return table
 
     def _request(self, frame: KafkaFrame, body, version: int) -> None:
         key = (frame.connection, frame.offset)

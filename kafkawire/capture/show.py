@@ -16,6 +16,7 @@ It suits captures up to a few hundred MB; above ``SPARK_ADVISED_BYTES`` it says 
 """
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -45,13 +46,19 @@ def add_show_command(commands) -> None:
                       help="a broker port (repeatable; default: detected per connection)")
 
 
-def run(args, out=None) -> int:
-    """``kafkawire show`` with the parsed arguments; the exit status."""
+def run(args, out=None, *, own_process: bool = False) -> int:
+    """``kafkawire show`` with the parsed arguments; the exit status. ``own_process``: the command line's
+    process, which ends with the command."""
     from .inputs import expand_inputs
     from .reading import CaptureError
     from .show_filter import FilterError, FrameFilter
     from .show_output import Printer
     from .streaming import CaptureStream
+
+    if own_process:
+        # What the imports made lives as long as the process: out of the cyclic collector's passes, which
+        # would otherwise walk it again and again while the capture's short-lived objects come and go.
+        gc.freeze()
 
     out = out or sys.stdout
     try:

@@ -17,8 +17,10 @@ __all__ = ["Printer"]
 
 
 def _time(ts_ns: int) -> str:
-    moment = datetime.datetime.fromtimestamp(ts_ns // 1000 / 1e6, datetime.timezone.utc)
-    return moment.strftime("%H:%M:%S.%f")
+    """HH:MM:SS.ffffff in UTC (datetime's strftime of the same microsecond, without building a datetime)."""
+    seconds, micros = divmod(ts_ns // 1000, 1_000_000)
+    minutes, second = divmod(seconds, 60)
+    return f"{minutes // 60 % 24:02}:{minutes % 60:02}:{second:02}.{micros:06}"
 
 
 def _iso(ts_ns: int) -> str:
@@ -84,7 +86,7 @@ class Printer:
         response = frame.direction == "response"
         request = frame.request
         return {
-            "frame": number, "ts": _iso(frame.end_ts_ns), "ts_ns": frame.end_ts_ns,
+            "frame": number, "ts": _iso(frame.end_ts_ns) if self.as_json else None, "ts_ns": frame.end_ts_ns,
             "connection": frame.connection, "client": frame.client, "broker": frame.broker,
             "direction": frame.direction, "api_key": frame.api_key, "api_name": facts.decoded.api_name,
             "api_version": frame.api_version, "correlation_id": frame.correlation_id,

@@ -15,14 +15,12 @@ stream (payloads copied out of each decompressed chunk).
 """
 from __future__ import annotations
 
-import mmap
 import os
 from collections.abc import Iterator
 
 from .kafka_connection import Conversation
-from .model import ConnectionSummary, KafkaFrame, Packet, PacketRef, Problem, connection_key
+from .model import ConnectionSummary, KafkaFrame, Packet, Problem, connection_key
 from .packets import iter_packets
-from .payloads import release_pages
 from .reading import SkippedBytes
 from .tcp_reassembly import TcpReassembler
 
@@ -79,25 +77,5 @@ class CaptureStream:
 
     def _packets(self, index: int, path: str) -> Iterator[Packet]:
         """The file's packets, their payloads views of its mapping (a gzip file's: copies)."""
-        with open(path, "rb") as file:
-            size = os.fstat(file.fileno()).st_size
-            mapping = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if size else None
-        try:
-            view = memoryview(mapping) if mapping is not None else None
-            released = RELEASE_BYTES
-            for packet in iter_packets(path, index, stats=self.stats, payloads=False, skipped=self.skipped,
-                                       release_every=RELEASE_BYTES):
-                if type(packet) is PacketRef:
-                    offset = packet.payload_offset
-                    if offset > released:
-                        release_pages(mapping, offset)
-                        released = offset + RELEASE_BYTES
-                    packet = Packet(*packet[:9], view[offset:offset + packet.payload_length], packet.missing)
-                yield packet
-        finally:
-            if mapping is not None:
-                view = None
-                try:
-                    mapping.close()
-                except BufferError:  # a view still held by a caller: the mapping goes with the last view
-                    pass
+        return iter_packets(path, index, stats=self.stats, skipped=self.skipped, release_every=RELEASE_BYTES,
+                            views=True)

@@ -1,4 +1,7 @@
-"""The schemas of the capture tables (``TABLES``), and the typed ``body`` column of ``frames``.
+"""The schemas of the capture tables (``TABLES``), and of the per-message tables of typed bodies
+(``bodies/<message>``, ``body_schema``): ``frames`` holds each body as JSON, and each message's typed
+bodies go to a table of their own, so that a query reads only the messages it asks for and a table is
+written only for the messages a capture has.
 
 What each table holds, row by row, is in the README ("Decoding captures"); ``rows.TableBatcher`` fills
 them. ``capture_problems`` makes the problems table's rows for the runs of capture bytes the reader
@@ -6,15 +9,17 @@ skipped, which belong to no connection.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from functools import lru_cache
 
 import pyarrow as pa
 
 from kafkawire.messages import apis
 
 from .bodies import arrow_type
+from .table_sets import BODIES, FRAME_KEY
 
-__all__ = ["TABLES", "BODY", "BodyStructColumn", "CONVERTERS", "capture_problems", "micros", "latency_ms"]
+__all__ = ["TABLES", "BODIES", "MESSAGES", "FRAME_KEY", "body_table", "body_schema", "schema_of", "capture_problems",
+           "micros", "latency_ms"]
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -34,51 +39,40 @@ def latency_ms(response, request) -> float | None:
     return None if request is None else (response.end_ts_ns - request.end_ts_ns) / 1e6
 
 
-# ---- the typed body -------------------------------------------------------------------------------
+# ---- the typed bodies ------------------------------------------------------------------------------
 
-class BodyStructColumn:
-    """The typed body stored as one struct column with a child per message name, exactly one set per
-    row (``(name, value)`` from ``bodies.to_value``; None when there is no body).
-
-    This is the one place that decides how typed bodies are stored; per-message tables would replace
-    it (and the ``body`` column of ``frames``).
-    """
-
-    def __init__(self, names: Iterable[str]):
-        self.names = tuple(names)
-        self.types = tuple(arrow_type(name) for name in self.names)
-        self.type = pa.struct([pa.field(name, t) for name, t in zip(self.names, self.types)])
-        self._known = frozenset(self.names)
-
-    def value(self, name: str, value: tuple):
-        if name not in self._known:
-            raise KeyError(f"no body column for message {name}")
-        return (name, value)
-
-    def to_arrow(self, values: list) -> pa.Array:
-        """One struct array; each message's rows are converted densely, then spread out with a take
-        (a wide struct of mostly-null children is slow to build row by row)."""
-        count = len(values)
-        rows_by_name: dict[str, list[int]] = {}
-        for row, value in enumerate(values):
-            if value is not None:
-                rows_by_name.setdefault(value[0], []).append(row)
-        children = []
-        for name, child_type in zip(self.names, self.types):
-            rows = rows_by_name.get(name)
-            if rows is None:
-                children.append(pa.nulls(count, child_type))
-                continue
-            dense = pa.array([values[row][1] for row in rows], type=child_type)
-            positions: list[int | None] = [None] * count
-            for position, row in enumerate(rows):
-                positions[row] = position
-            children.append(dense.take(pa.array(positions, type=pa.int32())))
-        mask = pa.array([value is None for value in values], type=pa.bool_())
-        return pa.StructArray.from_arrays(children, fields=list(self.type), mask=mask)
+MESSAGES = frozenset(name for info in apis() for name in (info.request, info.response))
 
 
-BODY = BodyStructColumn(sorted({name for info in apis() for name in (info.request, info.response)}))
+def body_table(message: str) -> str:
+    """The table name (and folder under a table set) of message ``message``'s typed bodies."""
+    if message not in MESSAGES:
+        raise KeyError(f"no body table for message {message!r}")
+    return f"{BODIES}/{message}"
+
+
+@lru_cache(maxsize=None)
+def body_schema(message: str) -> pa.Schema:
+    """``bodies/<message>``: the frame's key (``FRAME_KEY``), its correlation id and API version, the
+    version the body was read at, and the typed body (``bodies.arrow_type``)."""
+    body_table(message)
+    return pa.schema([
+        ("connection", pa.string()), ("direction", pa.string()), ("stream_offset", pa.int64()), ("ts", _TS),
+        ("correlation_id", pa.int32()), ("api_version", pa.int16()), ("body_version", pa.int16()),
+        ("body", arrow_type(message)),
+    ])
+
+
+def schema_of(table: str) -> pa.Schema:
+    """The schema of a table by name: ``TABLES[table]``, or ``body_schema`` for ``bodies/<message>``."""
+    folder, _, message = table.partition("/")
+    if folder == BODIES and message:
+        return body_schema(message)
+    try:
+        return TABLES[table]
+    except KeyError:
+        raise KeyError(f"no table {table!r}") from None
+
 
 # ---- table schemas --------------------------------------------------------------------------------
 
@@ -90,8 +84,8 @@ TABLES: dict[str, pa.Schema] = {
         ("api_key", pa.int16()), ("api_name", pa.string()), ("api_version", pa.int16()),
         ("header_version", pa.int16()), ("correlation_id", pa.int32()), ("client_id", pa.string()),
         ("size", pa.int32()), ("latency_ms", pa.float64()), ("error_code", pa.int16()),
-        ("error_codes", _list(pa.int16())), ("body_json", pa.string()), ("decode_error", pa.string()),
-        ("sasl_mechanism", pa.string()), ("sasl_user", pa.string()), ("body", BODY.type),
+        ("error_codes", _list(pa.int16())), ("body", pa.string()), ("decode_error", pa.string()),
+        ("sasl_mechanism", pa.string()), ("sasl_user", pa.string()),
     ]),
     "fetches": pa.schema([("ts", _TS)] + _WHERE + [
         ("client_id", pa.string()), ("correlation_id", pa.int32()), ("api_version", pa.int16()),
@@ -146,7 +140,6 @@ TABLES: dict[str, pa.Schema] = {
         ("authentication", pa.string()), ("sasl_error_code", pa.int16()), ("authentications", pa.int32()),
     ]),
 }
-CONVERTERS = {"frames": {"body": BODY.to_arrow}}
 
 
 # Problem kinds of the runs of capture bytes the reader skipped (SkippedBytes.kind).

@@ -1,5 +1,6 @@
 """Where the capture job's tables live: a *table set* is a folder holding one folder per table
-(``frames/``, ``fetches/``...) and ``_summary/``; a *table* is a folder of Parquet files.
+(``frames/``, ``fetches/``...), ``bodies/`` (a table per message type: ``bodies/FetchResponse/``...) and
+``_summary/``; a *table* is a folder of Parquet files.
 
 ``check_out`` says whether ``kafkawire decode --out DIR`` may write a table set there, and
 ``check_tables`` whether ``kafkawire report DIR`` has one to read; both answer in a line a person can act
@@ -12,14 +13,18 @@ from urllib.parse import quote
 
 from ..errors import KafkaWireError
 
-__all__ = ["TABLE_ORDER", "REPORTED", "SUMMARY", "STAGING", "TableSetError", "check_out", "check_tables",
-           "found_in", "file_system"]
+__all__ = ["TABLE_ORDER", "REPORTED", "BODIES", "FRAME_KEY", "SUMMARY", "STAGING", "TableSetError", "check_out",
+           "check_tables", "table_names", "found_in", "file_system"]
 
 TABLE_ORDER = ("frames", "fetches", "produces", "records", "problems", "connections")
 REPORTED = ("frames", "fetches", "produces", "problems", "connections")  # every decode writes these (records: --records)
 STAGING = "_staging"  # written by earlier versions; removed when found
 SUMMARY = "_summary"
-OURS = (*TABLE_ORDER, STAGING, SUMMARY)
+BODIES = "bodies"  # a folder of tables, one per message type the capture has (table_schemas.body_table)
+# A bodies row's frame in the frames table: these four columns, unique per frame (a connection's
+# addresses and ports may be reused, its stream offsets counting from 0 again: the time tells them apart).
+FRAME_KEY = ("connection", "direction", "stream_offset", "ts")
+OURS = (*TABLE_ORDER, BODIES, STAGING, SUMMARY)
 # Files that make a folder a Parquet table (Spark and Hadoop write the underscore ones beside the parts).
 _TABLE_FILES = ("_SUCCESS", "_metadata", "_common_metadata")
 
@@ -87,6 +92,18 @@ def is_table(fs, path: str) -> bool:
     return parquet
 
 
+def table_names(location: str) -> list[str]:
+    """The tables of the table set at ``location`` (a local path or a URI): those of ``TABLE_ORDER``
+    that are there, in that order, then ``bodies/<message>`` for each message's typed bodies, by name."""
+    from pyarrow.fs import FileSelector, FileType
+
+    fs, root = file_system(location)
+    root = root.rstrip("/")
+    bodies = fs.get_file_info(FileSelector(f"{root}/{BODIES}", allow_not_found=True))
+    return found_in(fs, root, TABLE_ORDER) + sorted(
+        f"{BODIES}/{info.base_name}" for info in bodies if info.type == FileType.Directory)
+
+
 def _parent(path: str) -> str:
     parent = path.rstrip("/").rsplit("/", 1)[0]
     return parent if parent != path.rstrip("/") else ""
@@ -115,9 +132,10 @@ def check_out(out: str, overwrite: bool) -> None:
             where = "is" if folder == root else f"is inside {folder}, which is"
             raise TableSetError(f"--out {out} {where} a Parquet table: its readers would mix the new tables "
                                 f"into it; choose a folder outside it")
-        if parent and name in TABLE_ORDER and found_in(fs, parent):
+        if parent and name in (*TABLE_ORDER, BODIES) and found_in(fs, parent):
             where = "is" if folder == root else f"is inside {folder}, which is"
-            raise TableSetError(f"--out {out} {where} the {name} table of the tables in {parent}; choose a "
+            kind = "folder" if name == BODIES else "table"
+            raise TableSetError(f"--out {out} {where} the {name} {kind} of the tables in {parent}; choose a "
                                 f"folder outside it (or {parent} itself, with --overwrite)")
     if kind == "folder" and not overwrite:
         found = found_in(fs, root)
@@ -140,7 +158,7 @@ def check_tables(path: str) -> None:
         return
     parent = _parent(root)
     name = root.rsplit("/", 1)[-1]
-    if name in TABLE_ORDER and parent and found_in(fs, parent, REPORTED):
+    if name in (*TABLE_ORDER, BODIES) and parent and found_in(fs, parent, REPORTED):
         raise TableSetError(f"{path} is the {name} table; pass the folder that holds the tables, {parent}")
     if not found:
         raise TableSetError(f"{path} holds no tables of `kafkawire decode` (no {', '.join(REPORTED)} folders)")

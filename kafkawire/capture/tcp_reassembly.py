@@ -33,6 +33,7 @@ from typing import NamedTuple
 from .model import ACK, FIN, RST, SYN, Packet, StreamData, StreamEnd, StreamGap, endpoint
 
 _M32 = 0xFFFFFFFF
+_new_tuple = tuple.__new__  # builds a StreamData without the Python-level __new__ of a NamedTuple
 _HALF = 1 << 31
 MAX_SEQ_JUMP = 1 << 30  # TCP windows are at most 2**30 bytes: a larger jump is another connection
 
@@ -105,27 +106,44 @@ class TcpReassembler:
 
     def feed(self, packet: Packet) -> list:
         out: list = []
-        key = (packet.src, packet.sport)
-        d = self._dirs.get(key)
+        src, sport = packet.src, packet.sport
+        d = self._dirs.get((src, sport))
         if d is None:
-            d = self._dirs[key] = _Direction(endpoint(packet.src, packet.sport), self.conflict_segments)
-        ts = packet.ts_ns
-        self._last_ts = ts
+            d = self._dirs[(src, sport)] = _Direction(endpoint(src, sport), self.conflict_segments)
+        ts = self._last_ts = packet.ts_ns
         flags = packet.flags
         seq = packet.seq
         if flags & SYN:
             self._syn(d, packet, out)
             seq = (seq + 1) & _M32  # the SYN takes one sequence number; any data follows it
         payload = packet.payload
-        if payload or packet.missing:
-            self._data(d, seq, payload, packet.missing, ts, out)
-        if flags & FIN:
-            self._fin(d, (seq + len(payload) + packet.missing) & _M32, ts, out)
-        if flags & RST:  # a reset aborts the whole connection, the peer's direction too
-            for other in self._dirs.values():
-                if not other.closed and other.base is not None:
-                    self._flush(other, ts, out)
-                    self._close(other, ts, "RST", out)
+        missing = packet.missing
+        if payload or missing:
+            base = d.base
+            if base is not None and not d.starts and not d.closed and not (seq - base - d.next) & _M32:
+                # The in-order fast path (what _data does for a segment that continues the stream).
+                start = d.next
+                n = len(payload)
+                if n:
+                    out.append(_new_tuple(StreamData, (d.sender, start, ts, payload)))
+                    d.recent.append((start, payload))
+                d.next = end = start + n
+                d.delivered = True
+                if missing:
+                    out.append(StreamGap(d.sender, end, missing, ts, "snap length"))
+                    d.next = end + missing
+                if d.fin_at is not None and d.next >= d.fin_at:
+                    self._close(d, ts, "FIN", out)
+            else:
+                self._data(d, seq, payload, missing, ts, out)
+        if flags & (FIN | RST):
+            if flags & FIN:
+                self._fin(d, (seq + len(payload) + missing) & _M32, ts, out)
+            if flags & RST:  # a reset aborts the whole connection, the peer's direction too
+                for other in self._dirs.values():
+                    if not other.closed and other.base is not None:
+                        self._flush(other, ts, out)
+                        self._close(other, ts, "RST", out)
         if self._waiting:
             for other in self._dirs.values():
                 if other.starts and ts - other.hole_since > self.max_hole_ns:
@@ -181,21 +199,7 @@ class TcpReassembler:
                 return
             if d.closed:
                 return  # a retransmission after FIN/RST
-            start = nxt + delta
-            if delta == 0 and not d.starts:
-                # The in-order fast path.
-                n = len(payload)
-                if n:
-                    out.append(StreamData(d.sender, start, ts, payload))
-                    d.recent.append((start, payload))
-                d.next = end = start + n
-                d.delivered = True
-                if missing:
-                    out.append(StreamGap(d.sender, end, missing, ts, "snap length"))
-                    d.next = end + missing
-                if d.fin_at is not None and d.next >= d.fin_at:
-                    self._close(d, ts, "FIN", out)
-                return
+            start = nxt + delta  # not 0 with nothing buffered: feed's fast path took that
         self._insert(d, start, payload, missing, ts, out)
         self._waiting = True
         self._drain(d, ts, out)
@@ -274,7 +278,7 @@ class TcpReassembler:
             if data is None:
                 out.append(StreamGap(d.sender, start, end - start, piece_ts, "snap length"))
             else:
-                out.append(StreamData(d.sender, start, piece_ts, data))
+                out.append(_new_tuple(StreamData, (d.sender, start, piece_ts, data)))
                 d.recent.append((start, data))
                 d.pending_bytes -= end - start
             d.next = end

@@ -5,8 +5,9 @@ and fenced producers still writing.
 A producer's transaction spans connections (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and
 EndTxn go to the transaction coordinator, TxnOffsetCommit to the group coordinator, the data to each
 partition's leader), so it is followed here, after decoding, over the rows of every connection: the
-frames of those APIs (their typed bodies) and the transactional rows of the produces table. Both report
-engines select those rows (``FRAME_COLUMNS``, ``PRODUCE_COLUMNS``); ``follow`` replays them in capture
+frames of those APIs with their typed bodies (from the ``bodies/<message>`` tables of ``TXN_MESSAGES``,
+matched by ``FRAME_KEY``) and the transactional rows of the produces table. Both report engines select
+those rows (``FRAME_COLUMNS``, ``frame_rows``, ``PRODUCE_COLUMNS``); ``follow`` replays them in capture
 order through one small state per transactional id, as Kafka's coordinator keeps it (KIP-98):
 
 - a transaction begins with its first AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit or
@@ -30,6 +31,8 @@ from dataclasses import dataclass, field
 
 from kafkawire.error_codes import ErrorCode
 
+from .table_sets import FRAME_KEY
+
 __all__ = [
     "DEFAULT_TIMEOUT_MS",
     "FENCED",
@@ -39,7 +42,7 @@ __all__ = [
     "TXN_API_KEYS",
     "TXN_MESSAGES",
     "follow",
-    "frame_row",
+    "frame_rows",
     "problem_summary",
     "produce_requests",
 ]
@@ -49,9 +52,9 @@ PRODUCE = 0
 TXN_API_KEYS = (INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT)
 _NAMES = {INIT_PRODUCER_ID: "InitProducerId", ADD_PARTITIONS: "AddPartitionsToTxn",
           ADD_OFFSETS: "AddOffsetsToTxn", END_TXN: "EndTxn", TXN_OFFSET_COMMIT: "TxnOffsetCommit"}
-# The typed body columns the replay reads: each API's request and response.
+# The typed bodies the replay reads (their bodies/<message> tables): each API's request and response.
 TXN_MESSAGES = tuple(f"{name}{kind}" for name in _NAMES.values() for kind in ("Request", "Response"))
-FRAME_COLUMNS = ("connection", "direction", "ts", "api_key", "correlation_id", "error_codes")
+FRAME_COLUMNS = ("connection", "direction", "stream_offset", "ts", "api_key", "correlation_id", "error_codes")
 PRODUCE_COLUMNS = ("connection", "ts", "correlation_id", "transactional_id", "producer_id", "producer_epoch",
                    "error_code")
 DEFAULT_TIMEOUT_MS = 60_000  # the producer's transaction.timeout.ms default
@@ -59,12 +62,13 @@ HANGING, FENCED = "hanging_transaction", "fenced_producer"
 _FENCING_ERRORS = frozenset((ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED))
 
 
-def frame_row(row: dict) -> dict:
-    """A frames row as the engines select it (``FRAME_COLUMNS`` and one column per ``TXN_MESSAGES``
-    name) -> the row with ``body``, the one message it holds (None when it did not decode)."""
-    out = {name: row[name] for name in FRAME_COLUMNS}
-    out["body"] = next((row[name] for name in TXN_MESSAGES if row.get(name) is not None), None)
-    return out
+def frame_rows(frames, bodies) -> list[dict]:
+    """The transaction APIs' frames rows as the engines select them (``FRAME_COLUMNS``, ``ts`` in
+    microseconds) with their typed bodies: ``bodies`` are rows of the ``TXN_MESSAGES`` tables
+    (``FRAME_KEY`` and ``body``, as dicts). Each frame gets ``body``, None when it did not decode."""
+    by_key = {tuple(row[name] for name in FRAME_KEY): row["body"] for row in bodies}
+    return [{**{name: row[name] for name in FRAME_COLUMNS}, "body": by_key.get(tuple(row[name] for name in FRAME_KEY))}
+            for row in frames]
 
 
 def produce_requests(rows) -> list[dict]:

@@ -80,7 +80,7 @@ def _check_captures(patterns: list[str]) -> None:
 def decode(args) -> int:
     """``kafkawire decode``: the captures into tables, on Spark; prints what it wrote."""
     from ..capture.reading import CaptureError
-    from ..capture.table_sets import check_out, with_options
+    from ..capture.table_sets import BODIES, check_out, with_options
     from . import job
     from .background_plan import BackgroundPlan
     from .session import context, stop
@@ -112,8 +112,13 @@ def decode(args) -> int:
     print(f"decoded {len(result.files)} file(s), {result.input_bytes:,} bytes in {result.splits} split(s), "
           f"{result.connections:,} connection(s) with {result.payload_bytes:,} bytes of TCP payload, "
           f"in {result.seconds:.1f} s on {result.master}, into {result.out_dir}")
+    bodies = {name: count for name, count in result.rows.items() if name.startswith(f"{BODIES}/")}
     for name, count in result.rows.items():
-        print(f"  {name:<10}{count:>14,} rows")
+        if name not in bodies:
+            print(f"  {name:<10}{count:>14,} rows")
+    if bodies:
+        print(f"  {BODIES:<10}{sum(bodies.values()):>14,} rows in {len(bodies)} tables, one per message type "
+              f"({BODIES}/<message>)")
     if result.skipped:
         print(f"skipped {sum(result.skipped.values()):,} of {result.capture_records:,} capture records: " + ", ".join(
             f"{reason} {count:,}" for reason, count in result.skipped.items())

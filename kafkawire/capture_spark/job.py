@@ -24,8 +24,9 @@ bytes, where a DataFrame plan had converted a row per packet to and from Arrow a
 
 Stage 2 writes the tables itself (``part_files``), with pyarrow's Parquet writer, as part files under
 ``<out>/<table>/``, and returns only (table, file, rows) for each file it wrote; the driver collects
-those to count the rows, and writes an empty file (the schema, no rows) for any table no task wrote,
-so that every table reads. Task retries and speculative attempts do not duplicate rows: a file's name
+those to count the rows, and writes an empty file (the schema, no rows) for any table of
+``TABLE_ORDER`` no task wrote, so that every table reads. A message's typed bodies
+(``<out>/bodies/<message>/``) are a table only when some task wrote rows of it. Task retries and speculative attempts do not duplicate rows: a file's name
 comes from the Spark partition id and a sequence number within the task
 (``part-<partition>-<n>.parquet``); it is written under a hidden temporary name (readers skip names
 starting with ``.``) and renamed into place, so an attempt that runs again rewrites the same names,
@@ -137,8 +138,8 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
     result = DecodeResult(out, files, len(splits), input_bytes, len(sizes.value), sum(sizes.value.values()),
                           partitions, context.master)
     result.rows = {name: 0 for name in tables}
-    for table, _, rows in written:
-        result.rows[table] += rows
+    for table, _, rows in sorted(written, key=lambda item: item[0] not in result.rows):  # bodies/... after
+        result.rows[table] = result.rows.get(table, 0) + rows
     counts, skipped = reads.value
     result.capture_records = counts.get("records", 0)
     result.skipped = {key: count for key, count in sorted(counts.items()) if key not in ("records", "packets")}

@@ -1,4 +1,5 @@
-"""The Parquet part files a stage-2 task writes: ``<out>/<table>/part-<partition>-<n>.parquet``.
+"""The Parquet part files a stage-2 task writes: ``<out>/<table>/part-<partition>-<n>.parquet`` (a
+message's typed bodies: ``<out>/bodies/<message>/part-...``).
 
 Written with pyarrow's Parquet writer, under a hidden temporary name and renamed into place, so that a
 retried or speculative attempt rewrites the same names instead of adding rows. Local files go past the
@@ -11,17 +12,20 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from pyarrow.fs import LocalFileSystem
 
-from ..capture.table_schemas import TABLES
+from ..capture.table_schemas import BODIES, schema_of
 from ..capture.table_sets import file_system
 from .direct_file import DirectFile
 
 __all__ = ["TableFiles", "writer_options", "parquet_leaves", "part_file_name"]
 
 MAX_FILE_BYTES = 512 << 20  # Arrow bytes written to one part file before the next one starts
-# Arrow bytes held per table and written as one row group: a row group of the frames table, with its
-# ~2,000 leaf columns (the typed bodies), costs enough that small ones would cost more than the data
-# (docs/performance.md; Spark's writer made 128 MB row groups too).
+# Arrow bytes held per table and written as one row group (a row group of a wide table, such as a
+# message's typed bodies, costs enough that small ones would cost more than the data: docs/performance.md;
+# Spark's writer made 128 MB row groups too).
 ROW_GROUP_BYTES = 128 << 20
+# Arrow bytes held over all of a task's tables (one per message type it saw, besides the six): past it the
+# table holding the most writes its row group early, so that memory does not grow with the tables.
+HELD_BYTES = 256 << 20
 OUTPUT_BUFFER_BYTES = 4 << 20  # in front of a part file on a URI's file system (local ones: DirectFile)
 
 
@@ -38,11 +42,13 @@ class TableFiles:
     """
 
     def __init__(self, out: str, partition: int, attempt: int, max_file_bytes: int = MAX_FILE_BYTES,
-                 row_group_bytes: int = ROW_GROUP_BYTES):
+                 row_group_bytes: int = ROW_GROUP_BYTES, held_bytes: int = HELD_BYTES):
         self.fs, self.root = file_system(out)
         self.partition, self.attempt = partition, attempt
         self.max_file_bytes = max_file_bytes
         self.row_group_bytes = row_group_bytes
+        self.held_bytes = held_bytes
+        self._held = 0  # over all open files
         self.files: list[tuple[str, str, int]] = []
         self._open: dict[str, _PartFile] = {}
         self._next: dict[str, int] = {}
@@ -53,10 +59,18 @@ class TableFiles:
             part = self._open[table] = self._start(table)
         part.held.append(batch)
         part.held_bytes += batch.nbytes
+        self._held += batch.nbytes
         if part.held_bytes >= self.row_group_bytes:
-            part.write_row_group()
-            if part.bytes >= self.max_file_bytes:
-                self._complete(table)
+            self._write_row_group(table, part)
+        while self._held > self.held_bytes:
+            largest = max(self._open, key=lambda name: self._open[name].held_bytes)
+            self._write_row_group(largest, self._open[largest])
+
+    def _write_row_group(self, table: str, part: "_PartFile") -> None:
+        self._held -= part.held_bytes
+        part.write_row_group()
+        if part.bytes >= self.max_file_bytes:
+            self._complete(table)
 
     def _start(self, table: str) -> "_PartFile":
         import pyarrow.parquet as pq
@@ -73,11 +87,14 @@ class TableFiles:
             # Parquet's writer issues a write (and a seek) per page, tens of thousands per file: a
             # buffer in front of the file makes them a few large writes.
             stream = self.fs.open_output_stream(temporary, buffer_size=OUTPUT_BUFFER_BYTES)
-        writer = pq.ParquetWriter(stream, TABLES[table], **writer_options(table))
+        # store_schema=False: no copy of the Arrow schema in each footer (a third of a small file's
+        # bytes); Parquet's own types read back as the same Arrow schema (tests/capture_spark).
+        writer = pq.ParquetWriter(stream, schema_of(table), store_schema=False, **writer_options(table))
         return _PartFile(f"{table}/{name}", temporary, writer, stream)
 
     def _complete(self, table: str) -> None:
         part = self._open.pop(table)
+        self._held -= part.held_bytes
         part.write_row_group()
         part.close()
         self.fs.move(part.temporary, f"{self.root}/{part.name}")
@@ -89,6 +106,7 @@ class TableFiles:
 
     def abort(self) -> None:
         parts, self._open = self._open, {}
+        self._held = 0
         for part in parts.values():
             try:
                 part.close()
@@ -134,14 +152,14 @@ class _PartFile:
 
 
 def writer_options(table: str) -> dict:
-    """ParquetWriter options for ``table``. The frames table's binary columns hold raw record batches
-    (and unknown tagged fields): values that never repeat and that nobody filters on by range, so a
-    dictionary and min/max statistics cost their hashing and comparing for nothing (a large share of the
-    frames table's write time: docs/performance.md). Elsewhere the defaults stay: keys and header values
-    do repeat."""
-    if table != "frames":
+    """ParquetWriter options for ``table``. The binary columns of the typed bodies hold raw record
+    batches (and unknown tagged fields): values that never repeat and that nobody filters on by range, so
+    a dictionary and min/max statistics cost their hashing and comparing for nothing (a large share of
+    the typed bodies' write time: docs/performance.md). Elsewhere the defaults stay: keys and header
+    values do repeat."""
+    if not table.startswith(f"{BODIES}/"):
         return {}
-    others = [path for path, kind in parquet_leaves(TABLES[table]) if not pa.types.is_binary(kind)]
+    others = [path for path, kind in parquet_leaves(schema_of(table)) if not pa.types.is_binary(kind)]
     return {"use_dictionary": others, "write_statistics": others}
 
 

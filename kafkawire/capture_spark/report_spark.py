@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ..capture.authentication import AUTHENTICATED, FAILED, INCOMPLETE
 from ..capture.report import PERCENTILES, STARVED_AFTER, Report, ordered, versions_text
-from ..capture.transactions import FRAME_COLUMNS, PRODUCE_COLUMNS, TXN_API_KEYS, TXN_MESSAGES, follow, frame_row, \
+from ..capture.table_sets import BODIES, FRAME_KEY
+from ..capture.transactions import FRAME_COLUMNS, PRODUCE_COLUMNS, TXN_API_KEYS, TXN_MESSAGES, follow, frame_rows, \
     problem_summary
 
 _LONG_MIN = -(1 << 63)
@@ -102,7 +103,7 @@ def compute(spark, out: str, starved_after: int) -> Report:
         F.max("length").alias("longest")).where(F.col("longest") >= starved_after)
     report.starved = [row.asDict() for row in starved.collect()]
 
-    report.transactions, problems_of_transactions = _transactions(F, frames, produces)
+    report.transactions, problems_of_transactions = _transactions(spark, F, out, frames, produces)
     report.problems += problem_summary(problems_of_transactions)
 
     counts = frames.groupBy("direction").count().collect()
@@ -115,21 +116,22 @@ def compute(spark, out: str, starved_after: int) -> Report:
     return report
 
 
-def _transactions(F, frames, produces) -> tuple[list[dict], list[dict]]:
+def _transactions(spark, F, out, frames, produces) -> tuple[list[dict], list[dict]]:
     """The transactions view and its problems (``transactions.follow``) from the transaction APIs'
-    frames and the transactional produces, one row per Produce request and producer (few, next to the
-    frames: they are collected to the driver)."""
-    columns = [F.unix_micros("ts").alias("ts") if name == "ts" else F.col(name) for name in FRAME_COLUMNS]
-    txn = frames.where(F.col("api_key").isin(*TXN_API_KEYS)).select(
-        *columns, *[F.col("body").getField(name).alias(name) for name in TXN_MESSAGES]).collect()
-    keys = [F.unix_micros("ts").alias("ts") if name == "ts" else F.col(name) for name in PRODUCE_COLUMNS[:-1]]
-    written = produces.where(F.col("is_transactional")).groupBy(*keys).agg(
+    frames with their typed bodies (``bodies/<message>`` tables) and the transactional produces, one row
+    per Produce request and producer (few, next to the frames: they are collected to the driver)."""
+    def micros(names):
+        return [F.unix_micros("ts").alias("ts") if name == "ts" else F.col(name) for name in names]
+
+    txn = frames.where(F.col("api_key").isin(*TXN_API_KEYS)).select(*micros(FRAME_COLUMNS)).collect()
+    written = produces.where(F.col("is_transactional")).groupBy(*micros(PRODUCE_COLUMNS[:-1])).agg(
         F.count("*").alias("partitions"), F.array_sort(F.collect_set("error_code")).alias("error_codes")).collect()
     if not txn and not written:
         return [], []
+    bodies = [row.asDict(recursive=True) for message in TXN_MESSAGES if txn and _exists(spark, f"{out}/{BODIES}/{message}")
+              for row in spark.read.parquet(f"{out}/{BODIES}/{message}").select(*micros([*FRAME_KEY, "body"])).collect()]
     end = frames.agg(F.max(F.unix_micros("ts"))).first()[0]
-    return follow([frame_row(row.asDict(recursive=True)) for row in txn],
-                  [row.asDict(recursive=True) for row in written], end)
+    return follow(frame_rows([row.asDict() for row in txn], bodies), [row.asDict(recursive=True) for row in written], end)
 
 
 def _any(F, conditions):

@@ -214,6 +214,9 @@ class Consumer:
     def assignment(self) -> set[TopicPartition]:
         return self._thread.call(self._consumer.assignment)
 
+    def rebalance_protocol(self) -> str:
+        return self._thread.call(self._consumer.rebalance_protocol)
+
     def subscribe(self, topics: Iterable[str], listener: object = None) -> None:
         """Join the group; ``listener``'s callbacks run on the client's loop thread."""
         self._thread.call(self._consumer.subscribe, list(topics), listener)

@@ -76,7 +76,7 @@ class ClusterAuthorizationException(AuthorizationException):
     """CLUSTER_AUTHORIZATION_FAILED: no permission on the cluster resource."""
 
 
-_BY_CODE = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: UnknownTopicError, ErrorCode.UNKNOWN_TOPIC_ID: UnknownTopicError,
+_BY_CODE: dict[int, type[KafkaError]] = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: UnknownTopicError, ErrorCode.UNKNOWN_TOPIC_ID: UnknownTopicError,
             ErrorCode.TOPIC_AUTHORIZATION_FAILED: TopicAuthorizationException,
             ErrorCode.GROUP_AUTHORIZATION_FAILED: GroupAuthorizationException,
             ErrorCode.CLUSTER_AUTHORIZATION_FAILED: ClusterAuthorizationException}

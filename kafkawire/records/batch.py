@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 from array import array
 from collections.abc import Iterator
+from functools import cache
 from typing import Any
 
 from crc32c import crc32c
@@ -54,10 +55,13 @@ _NATIVE_COLUMNS = (("offsets", "q"), ("timestamps", "q"), ("key_starts", "i"), (
                    ("header_key_lengths", "i"), ("header_value_starts", "i"), ("header_value_lengths", "i"))
 
 
+@cache
 def _zigzag_table() -> tuple[int, ...]:
     """Decoded zigzag values of every one- and two-byte varint, for the readers to look up rather
     than compute: index ``b`` for a one-byte varint (b < 0x80), ``(b << 7) | c`` for a two-byte one
-    (b >= 0x80 > c), which lands in 0x4000..0x7FFF. Entries in between are never read."""
+    (b >= 0x80 > c), which lands in 0x4000..0x7FFF. Entries in between are never read. Built on first
+    use: only the pure-Python readers below look it up (an import that reads no records, e.g.
+    ``kafkawire show``'s, does not pay for it)."""
     table = [0] * 0x8000
     for raw in range(0x4000):
         value = (raw >> 1) ^ -(raw & 1)
@@ -66,8 +70,6 @@ def _zigzag_table() -> tuple[int, ...]:
         table[((raw & 0x7F) | 0x80) << 7 | raw >> 7] = value
     return tuple(table)
 
-
-_ZIGZAG = _zigzag_table()
 
 
 class RecordBatch:
@@ -255,7 +257,7 @@ def _read_records(data: bytes, count: int, base_offset: int, base_timestamp: int
                   columns: RecordColumns) -> None:
     """Read ``count`` records from ``data`` (exactly the records' bytes) into ``columns``.
 
-    One- and two-byte varints are looked up in _ZIGZAG; anything longer goes through read_varint /
+    One- and two-byte varints are looked up in _zigzag_table(); anything longer goes through read_varint /
     read_varlong. Lengths are checked against the record's declared length, so a lie anywhere shows
     up as a mismatch at the end of that record. Values are gathered in lists and turned into the
     columns' arrays at the end (one C loop each, cheaper than appending to arrays record by record).
@@ -263,7 +265,7 @@ def _read_records(data: bytes, count: int, base_offset: int, base_timestamp: int
     size = len(data)
     if count > size // _MIN_RECORD_SIZE:
         raise RecordsError(f"record count {count} cannot fit in {size} bytes of records", 0)
-    zigzag = _ZIGZAG
+    zigzag = _zigzag_table()
     min_length = _MIN_RECORD_SIZE - 1
     offset_deltas: list[int] = []
     timestamp_deltas: list[int] = []
@@ -405,7 +407,7 @@ def _read_rows(data: bytes, count: int, base_offset: int, base_timestamp: int, f
     size = len(data)
     if count > size // _MIN_RECORD_SIZE:
         raise RecordsError(f"record count {count} cannot fit in {size} bytes of records", 0)
-    zigzag = _ZIGZAG
+    zigzag = _zigzag_table()
     min_length = _MIN_RECORD_SIZE - 1
     make = tuple.__new__
     rows: list[tuple[Any, ...]] = []

@@ -12,6 +12,7 @@ import uuid
 
 import pyarrow as pa
 import pytest
+from capture_bodies import assert_json_is_typed
 from hypothesis import HealthCheck, given, settings, strategies as st
 from strategies import message_strategy
 
@@ -19,7 +20,7 @@ from kafkawire.capture import bodies
 from kafkawire.capture.model import KafkaFrame, Problem
 from kafkawire.capture.frame_decoding import decode_frame, summarize_records
 from kafkawire.capture.rows import TableBatcher
-from kafkawire.capture.table_schemas import BODY, TABLES
+from kafkawire.capture.table_schemas import FRAME_KEY, MESSAGES, schema_of
 from kafkawire.framing import encode_request, encode_response
 from kafkawire.messages import (
     ApiVersionsRequest, ApiVersionsResponse, CreateTopicsResponse, FetchRequest, FetchResponse, MetadataRequest,
@@ -94,10 +95,26 @@ def run(items, **options):
     batcher = TableBatcher(**options)
     tables = {}
     for name, batch in batcher.add_all(items):
-        assert batch.schema == TABLES[name], name
+        assert batch.schema == schema_of(name), name
         batch.validate(full=True)
         tables.setdefault(name, []).extend(batch.to_pylist())
     return tables
+
+
+def typed(tables, frame) -> dict | None:
+    """The typed body of a frames row: its bodies/<message> row's ``body`` (found by FRAME_KEY, and only
+    in the table of the frame's own message), None when the frame has none."""
+    key = tuple(frame[name] for name in FRAME_KEY)
+    found = [(name, row) for name, rows in tables.items() if name.startswith("bodies/") for row in rows
+             if tuple(row[k] for k in FRAME_KEY) == key]
+    assert len(found) <= 1, found
+    if not found:
+        return None
+    name, row = found[0]
+    info = api(frame["api_key"])
+    assert name == "bodies/" + (info.request if frame["direction"] == "request" else info.response)
+    assert (row["correlation_id"], row["api_version"]) == (frame["correlation_id"], frame["api_version"])
+    return row["body"]
 
 
 def by_partition(rows):
@@ -205,17 +222,18 @@ def test_frames_rows_for_a_fetch():
     assert req_row["error_code"] is None and req_row["error_codes"] is None
     assert resp_row["error_code"] == 0 and resp_row["error_codes"] == [1]
     assert req_row["decode_error"] is None and resp_row["decode_error"] is None
-    # the typed body: exactly the message's own child set
-    set_children = [name for name, value in resp_row["body"].items() if value is not None]
-    assert set_children == ["FetchResponse"]
-    partitions = resp_row["body"]["FetchResponse"]["responses"][0]["partitions"]
+    # the typed bodies: a table per message, one row per frame
+    assert sorted(name for name in tables if name.startswith("bodies/")) == ["bodies/FetchRequest",
+                                                                              "bodies/FetchResponse"]
+    assert [row["body_version"] for row in tables["bodies/FetchResponse"]] == [11]
+    partitions = typed(tables, resp_row)["responses"][0]["partitions"]
     assert partitions[0]["records"] == blob and partitions[1]["records"] is None
-    assert resp_row["body"]["FetchResponse"]["session_id"] == 0  # 7+
-    assert resp_row["body"]["FetchResponse"]["node_endpoints"] is None  # 16+
-    assert req_row["body"]["FetchRequest"]["topics"][0]["partitions"][1]["last_fetched_epoch"] is None  # 12+
-    body = json.loads(resp_row["body_json"])
+    assert typed(tables, resp_row)["session_id"] == 0  # 7+
+    assert typed(tables, resp_row)["node_endpoints"] is None  # 16+
+    assert typed(tables, req_row)["topics"][0]["partitions"][1]["last_fetched_epoch"] is None  # 12+
+    body = json.loads(resp_row["body"])
     assert body["responses"][0]["partitions"][0]["records"] == {"records_bytes": len(blob)}
-    assert json.loads(req_row["body_json"])["isolation_level"] == 1
+    assert json.loads(req_row["body"])["isolation_level"] == 1
 
 
 def test_undecodable_frames_get_a_decode_error_and_a_problem():
@@ -227,7 +245,8 @@ def test_undecodable_frames_get_a_decode_error_and_a_problem():
     bad_version = wire.raw_request(b"\x00\x01\x00\x63\x00\x00\x00\x07\x00\x00junk", 1, 99, 7)
     tables = run([truncated, unknown_key, bad_version])
     rows = tables["frames"]
-    assert all(row["body"] is None and row["body_json"] is None for row in rows)
+    assert all(row["body"] is None and typed(tables, row) is None for row in rows)
+    assert not [name for name in tables if name.startswith("bodies/")]
     assert rows[0]["api_name"] == "Fetch" and "FetchRequest" in rows[0]["decode_error"]
     assert "at byte" in rows[0]["decode_error"]
     assert rows[1]["api_name"] is None and "unknown API key 999" in rows[1]["decode_error"]
@@ -266,9 +285,9 @@ def test_bytes_after_a_body_are_decoded_past_and_noted():
     tables = run([request, response, metadata])
     frames = tables["frames"]
     assert [row["decode_error"] for row in frames] == [None, None, None]
-    assert frames[0]["body"]["FetchRequest"]["topics"][0]["topic"] == "t"
-    assert frames[1]["body"]["FetchResponse"]["responses"][0]["partitions"][0]["high_watermark"] == 3
-    assert frames[2]["api_name"] == "Metadata" and json.loads(frames[2]["body_json"])["topics"] is None
+    assert typed(tables, frames[0])["topics"][0]["topic"] == "t"
+    assert typed(tables, frames[1])["responses"][0]["partitions"][0]["high_watermark"] == 3
+    assert frames[2]["api_name"] == "Metadata" and json.loads(frames[2]["body"])["topics"] is None
     problems = tables["problems"]
     assert [(p["kind"], p["direction"], p["api_name"], p["correlation_id"], p["stream_offset"], p["length"])
             for p in problems] == [
@@ -288,6 +307,7 @@ def test_response_that_does_not_decode():
     tables = run([request, broken])
     row = tables["frames"][1]
     assert row["body"] is None and "FetchResponse" in row["decode_error"]
+    assert typed(tables, row) is None and "bodies/FetchResponse" not in tables
     assert tables["problems"][0]["direction"] == "response"
     # the fetched partitions still get rows, from the request alone
     fetches = tables["fetches"]
@@ -302,7 +322,7 @@ def test_unmatched_response_is_not_decoded():
     tables = run([orphan])
     (row,) = tables["frames"]
     assert row["body"] is None and row["decode_error"] is None and row["api_key"] is None
-    assert "problems" not in tables and "fetches" not in tables
+    assert set(tables) == {"frames"}
 
 
 def test_api_versions_v0_fallback_body_read_at_v0():
@@ -316,8 +336,9 @@ def test_api_versions_v0_fallback_body_read_at_v0():
     tables = run([request, response])
     row = tables["frames"][1]
     assert row["api_version"] == 3 and row["error_code"] == 35 and row["error_codes"] == [35]
-    assert row["body"]["ApiVersionsResponse"]["throttle_time_ms"] is None  # not in v0
-    assert "throttle_time_ms" not in json.loads(row["body_json"])
+    assert typed(tables, row)["throttle_time_ms"] is None  # not in v0
+    assert [r["body_version"] for r in tables["bodies/ApiVersionsResponse"]] == [0]
+    assert "throttle_time_ms" not in json.loads(row["body"])
 
 
 def test_problems_pass_through():
@@ -642,12 +663,13 @@ def test_batches_are_bounded_and_conform():
     emitted += batcher.finish()
     counts = {}
     for name, batch in emitted:
-        assert batch.schema == TABLES[name]
+        assert batch.schema == schema_of(name)
         assert 0 < batch.num_rows <= 3
         counts[name] = counts.get(name, 0) + batch.num_rows
-    assert counts == {"frames": 8, "fetches": 8, "records": 20}
+    assert counts == {"frames": 8, "fetches": 8, "records": 20, "bodies/FetchRequest": 4,
+                      "bodies/FetchResponse": 4}
     small = TableBatcher(max_bytes=1)
-    assert [name for name, _ in small.add(items[0])] == ["frames"]
+    assert [name for name, _ in small.add(items[0])] == ["frames", "bodies/FetchRequest"]
 
 
 def test_table_selection():
@@ -655,14 +677,16 @@ def test_table_selection():
     request, response, _ = fetch_pair(wire)
     tables = run([request, response], tables=["fetches"])
     assert set(tables) == {"fetches"}
+    assert set(run([request, response], tables=["bodies"])) == {"bodies/FetchRequest", "bodies/FetchResponse"}
+    assert set(run([request, response], tables=["frames"])) == {"frames"}
     with pytest.raises(ValueError, match="unknown tables"):
         TableBatcher(tables=["nope"])
 
 
 def test_every_api_at_every_version_converts():
     """Default-constructed requests and responses of every API at every version (Kafka 4.3's, and Fetch
-    v19), through real frames: the schemas and the converters agree across the whole spec set, and the
-    body column takes them all."""
+    v19), through real frames: the schemas and the converters agree across the whole spec set, and each
+    message's bodies table takes them all."""
     wire = Wire()
     items = []
     for info in apis():
@@ -676,12 +700,11 @@ def test_every_api_at_every_version_converts():
               if row["decode_error"] is not None]
     assert failed == []
     for row in rows:
-        info = api(row["api_key"])
-        name = info.request if row["direction"] == "request" else info.response
-        assert [key for key, value in row["body"].items() if value is not None] == [name]
-        assert isinstance(json.loads(row["body_json"]), dict)
+        name = api(row["api_key"]).request if row["direction"] == "request" else api(row["api_key"]).response
+        assert_json_is_typed(json.loads(row["body"]), typed(tables, row), bodies.SCHEMAS[name], name)
     assert "problems" not in tables
-    assert set(BODY.names) == {name for info in apis() for name in (info.request, info.response)}
+    assert MESSAGES == {name for info in apis() for name in (info.request, info.response)}
+    assert {name for name in tables if name.startswith("bodies/")} == {f"bodies/{name}" for name in MESSAGES}
 
 
 def test_metadata_response_with_many_partitions():
@@ -693,12 +716,13 @@ def test_metadata_response_with_many_partitions():
                                       isr_nodes=(1, 2), error_code=9 if p == 5 else 0) for p in range(100)))
                    for t in range(10))
     response = wire.response(request, cls(topics=topics))
-    row = run([request, response])["frames"][1]
+    tables = run([request, response])
+    row = tables["frames"][1]
     assert row["error_codes"] == [9]
-    body = row["body"]["MetadataResponse"]
+    body = typed(tables, row)
     assert sum(len(t["partitions"]) for t in body["topics"]) == 1000
     assert body["topics"][0]["partitions"][5]["isr_nodes"] == [1, 2]
-    assert json.loads(row["body_json"])["topics"][9]["partitions"][99]["replica_nodes"] == [1, 2, 3]
+    assert json.loads(row["body"])["topics"][9]["partitions"][99]["replica_nodes"] == [1, 2, 3]
 
 
 # ---- the compiled converters against a plain reference walk -----------------------------------------
@@ -795,6 +819,31 @@ def test_converters_agree_with_a_reference_walk(cls, version, data):
     (back,) = pa.array([convert.value(message)], type=bodies.arrow_type(cls.NAME)).to_pylist()
     assert _maps_as_dicts(back) == reference_value(message, schema, version, flexible)
     assert json.loads(convert.json(message)) == reference_json(message, schema, version, flexible)
+
+
+FRAMED_CASES = [(cls, version) for cls, version in DIFFERENTIAL_CASES if cls.NAME in MESSAGES]  # no data types
+
+
+@pytest.mark.parametrize("cls, version", FRAMED_CASES, ids=[f"{cls.NAME}-v{version}" for cls, version in FRAMED_CASES])
+@settings(max_examples=1, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_the_bodies_table_holds_what_the_frames_json_says(cls, version, data):
+    """Random messages (unknown tags included) framed and batched: the frame's JSON body and its row of
+    bodies/<message> say the same, field by field (capture_bodies)."""
+    flexible = cls.FLEXIBLE_VERSIONS is not None and version >= cls.FLEXIBLE_VERSIONS[0]
+    drawn = data.draw(message_strategy(cls, version, unknown_tags=flexible), label=cls.NAME)
+    wire = Wire()
+    info = api(cls.API_KEY)
+    if cls.NAME == info.request:
+        items = [wire.request(drawn, version)]
+    else:
+        request = wire.request(info.request_class(), version)
+        items = [request, wire.response(request, drawn)]
+    tables = run(items, tables=["frames", "bodies"])
+    frame = tables["frames"][-1]
+    assert frame["decode_error"] is None
+    assert_json_is_typed(json.loads(frame["body"]), typed(tables, frame), bodies.SCHEMAS[cls.NAME], cls.NAME)
 
 
 def test_end_connection_emits_its_unanswered_requests_only():

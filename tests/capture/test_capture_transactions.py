@@ -151,18 +151,23 @@ def test_the_replay_does_not_depend_on_the_order_rows_come_in(tables):
 
     from kafkawire.capture.transactions import (
         FRAME_COLUMNS,
+        FRAME_KEY,
         PRODUCE_COLUMNS,
         TXN_API_KEYS,
-        frame_row,
+        TXN_MESSAGES,
+        frame_rows,
         produce_requests,
     )
 
     def micros(row):
         return {**row, "ts": round(row["ts"].timestamp() * 1e6)}
 
-    frames = [frame_row(micros({**row, **row.pop("body")})) for row in
-              pq.read_table(tables / "frames", columns=[*FRAME_COLUMNS, "body"]).to_pylist()
-              if row["api_key"] in TXN_API_KEYS]
+    bodies = [micros(row) for name in TXN_MESSAGES if (tables / "bodies" / name).is_dir()
+              for row in pq.read_table(tables / "bodies" / name, columns=[*FRAME_KEY, "body"]).to_pylist()]
+    assert len({row["connection"] for row in bodies}) > 1  # the coordinators' connections
+    frames = frame_rows([micros(row) for row in pq.read_table(tables / "frames", columns=list(FRAME_COLUMNS)).to_pylist()
+                         if row["api_key"] in TXN_API_KEYS], bodies)
+    assert sum(row["body"] is not None for row in frames) == len(bodies) > 0
     produces = produce_requests(micros(row) for row in pq.read_table(
         tables / "produces", columns=[*PRODUCE_COLUMNS, "is_transactional"]).to_pylist() if row["is_transactional"])
     end = max(micros(row)["ts"] for row in pq.read_table(tables / "frames", columns=["ts"]).to_pylist())

@@ -23,6 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import given, strategies as st
 
 pytest.importorskip("pyspark")
 import pyarrow.parquet as pq  # noqa: E402
@@ -109,7 +110,7 @@ def test_show_lists_the_frames_of_the_frames_table(synthetic, synthetic_out):
             row["client_id"], row["size"], row["decode_error"], int(row["ts"].timestamp() * 1e6)), key
         assert f["latency_ms"] == pytest.approx(row["latency_ms"]) if row["latency_ms"] is not None \
             else f["latency_ms"] is None, key
-        if row["direction"] == "response" and row["body_json"] is not None:
+        if row["direction"] == "response" and row["body"] is not None:
             assert (f["error_code"], f["error_codes"]) == (row["error_code"], row["error_codes"]), key
     assert [f["frame"] for f in frames] == list(range(1, len(frames) + 1))
 
@@ -140,7 +141,7 @@ def test_detail_of_one_frame_is_its_body(synthetic, synthetic_out):
                == (produce["connection"], "request", produce["stream_offset"]))
     status, out, _ = show(synthetic, "-V", produce["frame"], "--json")
     (record,) = [json.loads(line) for line in out.splitlines()]
-    assert record["body"] == json.loads(row["body_json"])
+    assert record["body"] == json.loads(row["body"])
     status, _, err = show(synthetic, "-V", 10_000)
     assert status == 1 and "no frame 10000" in err
 
@@ -319,3 +320,12 @@ def test_it_says_when_spark_serves_better(synthetic, monkeypatch):
     status, out, err = show(synthetic, "--filter", "corr=1")
     assert status == 0 and out  # and it goes on
     assert "MB of captures: `kafkawire decode` (Spark, every core, tables to query) serves captures above" in err
+
+
+@given(st.integers(-(10**18), 4 * 10**18))
+def test_line_time_is_datetimes_utc_microsecond(ts_ns):
+    import datetime
+
+    from kafkawire.capture.show_output import _time
+    moment = datetime.datetime.fromtimestamp(ts_ns // 1000 / 1e6, datetime.timezone.utc)
+    assert _time(ts_ns) == moment.strftime("%H:%M:%S.%f")

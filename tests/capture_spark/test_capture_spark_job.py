@@ -48,6 +48,7 @@ from kafkawire.broker.connection import Connection  # noqa: E402
 from broker_harness import BrokerThread  # noqa: E402
 from loopback_capture import TCPDUMP, served_ports, start_tcpdump, stop_tcpdump, wait_for_ends, wait_until  # noqa: E402
 from paths import REPO  # noqa: E402
+from capture_bodies import assert_bodies_tables_match_frames  # noqa: E402
 from capture_synthetic import (  # noqa: E402
     FETCH, LARGE, LIMIT_CONNECTIONS, PRODUCE, PRODUCED, SMALL, TOPIC, TWO_BATCHES, Synthetic, all_frames,
     build_synthetic, rotated_series, split_blocks, stream_offsets, write_pcap,
@@ -57,8 +58,8 @@ from kafkawire.capture.bodies import to_json  # noqa: E402
 from kafkawire.capture.model import connection_key  # noqa: E402
 from kafkawire.capture.packets import iter_packets, iter_split  # noqa: E402
 from kafkawire.capture.splits import plan_splits  # noqa: E402
-from kafkawire.capture.table_schemas import TABLES  # noqa: E402
-from kafkawire.capture.table_sets import SUMMARY, TABLE_ORDER  # noqa: E402
+from kafkawire.capture.table_schemas import FRAME_KEY, TABLES, schema_of  # noqa: E402
+from kafkawire.capture.table_sets import BODIES, SUMMARY, TABLE_ORDER, table_names  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
 from kafkawire.capture_spark.decode_stage import decode_partition  # noqa: E402
 from kafkawire.capture_spark.part_files import parquet_leaves, writer_options  # noqa: E402
@@ -103,10 +104,16 @@ def rows(out, table: str, columns=None, where=None) -> list[dict]:
 
 def sorted_table(out, table: str) -> pa.Table:
     data = read(out, table)
-    return data.sort_by([(key, "ascending") for key in TABLE_KEYS[table]])
+    return data.sort_by([(key, "ascending") for key in TABLE_KEYS.get(table, FRAME_KEY)])
 
 
-def assert_same_tables(expected_out, actual_out, tables=TABLE_ORDER):
+def assert_same_tables(expected_out, actual_out, tables=None):
+    """The same tables (every one of ``expected_out``'s, bodies tables included, unless ``tables`` are
+    named), with the same rows."""
+    if tables is None:
+        tables = table_names(str(expected_out))
+        assert table_names(str(actual_out)) == tables
+        assert len([name for name in tables if name.startswith(BODIES)]) > 1
     for name in tables:
         expected, actual = sorted_table(expected_out, name), sorted_table(actual_out, name)
         assert expected.num_rows > 0, f"{name}: nothing to compare"
@@ -503,12 +510,19 @@ def test_clean_conversation_decodes_exactly(synthetic, synthetic_out):
             _, body = decode_request(e.request[4:])
         else:
             _, body = decode_response(e.response[4:], e.api_key, e.api_version)
-        assert json.loads(f["body_json"]) == json.loads(to_json(body, e.api_version))
+        assert json.loads(f["body"]) == json.loads(to_json(body, e.api_version))
         assert f["latency_ms"] is None if f["direction"] == "request" else f["latency_ms"] > 0
-    produce = next(f["body"]["ProduceRequest"] for f in frames if f["api_key"] == PRODUCE and
+
+    def typed(message: str, frame: dict) -> dict:
+        (row,) = rows(synthetic_out, f"{BODIES}/{message}",
+                      where=lambda r: all(r[key] == frame[key] for key in FRAME_KEY))
+        return row["body"]
+
+    produce = next(typed("ProduceRequest", f) for f in frames if f["api_key"] == PRODUCE and
                    f["direction"] == "request")
     assert produce["acks"] == -1 and [p["index"] for p in produce["topic_data"][0]["partition_data"]] == [0, 1]
-    fetched = next(f["body"]["FetchResponse"] for f in frames if f["api_key"] == FETCH and f["direction"] == "response")
+    fetched = next(typed("FetchResponse", f) for f in frames if f["api_key"] == FETCH and
+                   f["direction"] == "response")
     assert [p["high_watermark"] for p in fetched["responses"][0]["partitions"]] == [20, 30]
 
     # fetches and produces: one row per partition, request and response joined
@@ -541,11 +555,11 @@ def test_fault_scenario(synthetic, synthetic_out, name):
     assert {(f["direction"], f["correlation_id"], f["api_key"]) for f in mine} == scenario.frames
 
     # What survives decodes exactly as without the faults (offsets move when the capture starts late).
-    same = ["api_version", "size", "client_id", "body_json", "error_code", "decode_error", "header_version"]
+    same = ["api_version", "size", "client_id", "body", "error_code", "decode_error", "header_version"]
     reference = {(f["direction"], f["correlation_id"]): f for f in frames if f["client"] == clean.client}
     for f in mine:
         if f["api_key"] is None:  # an unmatched response: framed, not decoded
-            assert f["body_json"] is None and f["decode_error"] is None and f["size"] == \
+            assert f["body"] is None and f["decode_error"] is None and f["size"] == \
                 reference[(f["direction"], f["correlation_id"])]["size"]
             continue
         expected = reference[(f["direction"], f["correlation_id"])]
@@ -646,9 +660,9 @@ def test_a_retried_partition_rewrites_its_files(synthetic, synthetic_out, workdi
     written = attempt(2, iter(rows))
     files = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert sorted(files) == sorted(file for _, file, _ in written) == [
-        f"{name}/part-00007-000.parquet" for name in sorted(TABLE_ORDER)]
+        f"{name}/part-00007-000.parquet" for name in sorted(table_names(str(synthetic_out)))]
     assert {table: count for table, _, count in written} == {
-        name: read(synthetic_out, name).num_rows for name in TABLE_ORDER}
+        name: read(synthetic_out, name).num_rows for name in table_names(str(synthetic_out))}
 
     assert attempt(3, iter(rows)) == written
     assert {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()} == files
@@ -678,20 +692,49 @@ def test_local_workers_environment(spark):
     assert spark.sparkContext.parallelize([0, 1], 2).map(facts).collect() == [("system", "1", [], list(PRELOAD))] * 2
 
 
-def test_frames_raw_batches_are_written_without_dictionary_or_statistics(synthetic_out):
-    """The raw record batches in the frames table are neither dictionary-encoded nor given min/max
+@pytest.mark.parametrize("tables", ["real_out", "synthetic_out"])
+def test_bodies_tables_hold_what_the_frames_json_says(tables, request):
+    """Every frame with a body has its row in its message's bodies table, saying what its JSON says."""
+    seen = assert_bodies_tables_match_frames(request.getfixturevalue(tables))
+    assert {"ProduceRequest", "ProduceResponse", "FetchRequest", "FetchResponse", "MetadataResponse"} <= seen
+
+
+def test_spark_reads_a_message_from_its_table_alone(spark, synthetic_out):
+    """Spark sees frames without a struct column, and reads FetchResponse bodies from their own files."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import MapType, StructType
+
+    frames = spark.read.parquet(str(synthetic_out / "frames"))
+    assert frames.columns == TABLES["frames"].names
+    assert [f.name for f in frames.schema.fields if isinstance(f.dataType, (StructType, MapType))] == []
+    fetched = spark.read.parquet(str(synthetic_out / BODIES / "FetchResponse"))
+    files = {row[0] for row in fetched.select(F.input_file_name()).distinct().collect()}
+    assert files and all(f"/{BODIES}/FetchResponse/part-" in name for name in files)
+    partitions = fetched.select(F.explode("body.responses").alias("topic")).select(
+        F.explode("topic.partitions").alias("partition")).select("partition.high_watermark")
+    expected = [p["high_watermark"] for row in rows(synthetic_out, f"{BODIES}/FetchResponse")
+                for topic in row["body"]["responses"] for p in topic["partitions"]]
+    assert sorted(row[0] for row in partitions.collect()) == sorted(expected) and expected
+    joined = frames.join(fetched, list(FRAME_KEY)).select(frames["api_name"], frames["direction"], "body_version")
+    assert {tuple(row) for row in joined.collect()} == {("Fetch", "response", 11)}
+    assert joined.count() == fetched.count() > 0
+
+
+def test_raw_batches_are_written_without_dictionary_or_statistics(synthetic_out):
+    """The raw record batches in the typed bodies are neither dictionary-encoded nor given min/max
     statistics (they never repeat and nobody filters them by range); scalar columns keep both."""
-    part = next((synthetic_out / "frames").glob("part-*.parquet"))
+    part = next((synthetic_out / BODIES / "FetchResponse").glob("part-*.parquet"))
     group = pq.ParquetFile(part).metadata.row_group(0)
     columns = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
-    raw = columns["body.FetchResponse.responses.list.element.partitions.list.element.records"]
+    raw = columns["body.responses.list.element.partitions.list.element.records"]
     assert raw.total_uncompressed_size > 1000  # the synthetic fetches carry batches
     assert "RLE_DICTIONARY" not in raw.encodings and not raw.is_stats_set
-    assert set(writer_options("frames")["use_dictionary"]) == {
-        path for path, kind in parquet_leaves(TABLES["frames"]) if not pa.types.is_binary(kind)}
+    assert set(writer_options(f"{BODIES}/FetchResponse")["use_dictionary"]) == {
+        path for path, kind in parquet_leaves(schema_of(f"{BODIES}/FetchResponse")) if not pa.types.is_binary(kind)}
     ts = columns["ts"]
     assert ts.is_stats_set and ts.statistics.min <= ts.statistics.max
-    assert "RLE_DICTIONARY" in columns["api_name"].encodings
+    assert "RLE_DICTIONARY" in columns["connection"].encodings
+    assert writer_options("frames") == {}  # no binary column there: the defaults
 
 
 def readme_cluster_example() -> tuple[list[str], str]:
@@ -743,6 +786,7 @@ def test_tables_without_rows_still_read(spark, workdir):
     out = workdir / "quiet-tables"
     result = decode(spark, [str(capture)], out, records=True)
     assert result.rows == {name: 0 for name in TABLE_ORDER}
+    assert not (out / BODIES).exists()  # a table per message there is: none
     for name in TABLE_ORDER:
         table = read(out, name)
         assert table.num_rows == 0 and table.schema == TABLES[name], name
@@ -827,12 +871,15 @@ def test_cli_decode_refuses_a_table_set_and_overwrite_replaces_all_of_it(spark, 
     assert error.count("\n") == 1 and "already holds the tables of a decode" in error and "--overwrite" in error
     assert {path: path.stat().st_mtime_ns for path in out.rglob("*")} == files
 
+    stale = out / BODIES / "DescribeAclsResponse"  # a message this capture does not have
+    shutil.copytree(out / BODIES / "FetchResponse", stale)
     assert main(["decode", str(synthetic.path), "--out", str(out), "--overwrite"]) == 0
     printed = capsys.readouterr().out
     assert "records" not in printed.split("rows")[0]
     assert not (out / "records").exists() and (out / "notes.txt").read_text() == "the user's"
-    assert sorted(path.name for path in out.iterdir()) == ["_summary", "connections", "fetches", "frames", "notes.txt",
-                                                          "problems", "produces"]
+    assert not stale.exists()
+    assert sorted(path.name for path in out.iterdir()) == ["_summary", BODIES, "connections", "fetches", "frames",
+                                                          "notes.txt", "problems", "produces"]
     assert_same_tables(synthetic_out, out, tables=("frames", "fetches", "produces", "problems", "connections"))
 
 
@@ -855,7 +902,10 @@ def test_cli_decode_of_a_glob_and_report(spark, synthetic, synthetic_out, workdi
     files = len(list((workdir / "cli-series").glob("series.pcapng*")))
     assert decoded.startswith(f"decoded {files} file(s)"), decoded
     counts = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in decoded.splitlines()[1:]}
-    assert counts == {name: read(synthetic_out, name).num_rows for name in TABLE_ORDER}
+    bodies = [name for name in table_names(str(synthetic_out)) if name.startswith(BODIES)]
+    assert counts == {**{name: read(synthetic_out, name).num_rows for name in TABLE_ORDER},
+                      BODIES: sum(read(synthetic_out, name).num_rows for name in bodies)}
+    assert f"rows in {len(bodies)} tables" in decoded
     assert_same_tables(synthetic_out, out)
 
     assert reporting.returncode == 0, report_errors[-3000:]

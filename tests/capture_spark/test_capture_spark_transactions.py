@@ -24,11 +24,12 @@ pytest.importorskip("pyspark")
 import capture_transactions as synthetic
 import pyarrow.parquet as pq
 from broker_harness import BrokerThread
+from capture_bodies import assert_bodies_tables_match_frames
 from capture_in_process import decode_in_process
 from loopback_capture import wait_until
 
 from kafkawire.capture import report
-from kafkawire.capture.table_sets import TABLE_ORDER
+from kafkawire.capture.table_sets import table_names
 from kafkawire.capture_spark import job
 from kafkawire.capture_spark.report_spark import build
 
@@ -49,7 +50,8 @@ def decoded(spark, tmp_path_factory):
 
 
 def test_synthetic_tables_agree_with_in_process(decoded):
-    for table in TABLE_ORDER:
+    assert table_names(str(decoded["spark"])) == table_names(str(decoded["local"]))
+    for table in table_names(str(decoded["local"])):
         assert rows(decoded["spark"], table) == rows(decoded["local"], table), table
 
 
@@ -182,8 +184,12 @@ def test_real_clients_did_what_the_test_says(workload):
 
 
 def test_real_tables_agree_with_in_process(real):
-    for table in TABLE_ORDER:
+    assert table_names(str(real["spark"])) == table_names(str(real["local"]))
+    for table in table_names(str(real["local"])):
         assert rows(real["spark"], table) == rows(real["local"], table), table
+    seen = assert_bodies_tables_match_frames(real["spark"])
+    assert {"InitProducerIdRequest", "AddPartitionsToTxnResponse", "EndTxnRequest",
+            "FindCoordinatorResponse"} <= seen
 
 
 def test_real_produces_carry_the_transactional_id_producer_and_epoch(workload, real):

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from broker_harness import BrokerThread, RawClient
@@ -20,6 +21,7 @@ from capture_tables import random_tables
 from kafkawire import __version__
 from kafkawire.broker.versions import SUPPORTED_VERSIONS
 from kafkawire.capture import report
+from kafkawire.capture.table_schemas import body_schema
 from kafkawire.capture.table_sets import TableSetError, check_out
 from kafkawire.capture_spark import job
 from kafkawire.cli import main
@@ -387,6 +389,8 @@ def test_decode_out_refusals(tmp_path, capsys, no_spark):
     capture = tmp_path / "empty.pcap"
     capture.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1))
     tables = table_set(tmp_path / "tables")
+    (tables / "bodies" / "FetchResponse").mkdir(parents=True)
+    pq.write_table(body_schema("FetchResponse").empty_table(), tables / "bodies" / "FetchResponse" / "part-0.parquet")
     before = sorted(str(path) for path in tables.rglob("*"))
     (tmp_path / "file").write_text("x")
     (tmp_path / "loose").mkdir()
@@ -395,6 +399,8 @@ def test_decode_out_refusals(tmp_path, capsys, no_spark):
              (tables / "frames", "is a Parquet table"),
              (tables / "frames" / "deeper", f"is inside {tables / 'frames'}, which is a Parquet table"),
              (tables / "records", "is the records table of the tables in"),
+             (tables / "bodies", "is the bodies folder of the tables in"),
+             (tables / "bodies" / "FetchResponse", "is a Parquet table"),
              (tmp_path / "loose", "is a Parquet table"),
              (tmp_path / "file", "is a file")]
     for out, *fragments in cases:

@@ -86,9 +86,9 @@ def test_member_order_is_javas_static_first_then_utf16_code_units():
     assert result == {"z": [TP("t", 0)], "b": [TP("t", 1)], "a": [TP("t", 2)]}
     # a member listing a topic twice counts once (Java keys members by id)
     assert RangeAssignor().assign({"t": 2}, {"a": ["t", "t"], "b": ["t"]}) == {"a": [TP("t", 0)], "b": [TP("t", 1)]}
-    assert set(ASSIGNORS) == {"range", "roundrobin"}
-    with pytest.raises(ValueError, match="unknown partition assignor 'sticky'"):
-        get_assignor("sticky")
+    assert set(ASSIGNORS) == {"range", "roundrobin", "sticky", "cooperative-sticky"}
+    with pytest.raises(ValueError, match="unknown partition assignor 'uniform'"):
+        get_assignor("uniform")
     with pytest.raises(ValueError, match="non-negative"):
         RangeAssignor().assign({"t": -1}, {"a": ["t"]})
 

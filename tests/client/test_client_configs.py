@@ -139,6 +139,21 @@ def test_consumer_config_from_properties_takes_dotted_names_and_strings():
     assert again == config
 
 
+def test_consumer_config_takes_the_sticky_assignors_and_derives_the_rebalance_protocol():
+    # Kafka's and librdkafka's names, and Java's class names; protocols offered in the order given
+    for value, names, protocol in (
+            ("cooperative-sticky", ("cooperative-sticky",), "COOPERATIVE"),
+            ("org.apache.kafka.clients.consumer.CooperativeStickyAssignor", ("cooperative-sticky",), "COOPERATIVE"),
+            ("sticky", ("sticky",), "EAGER"),
+            ("org.apache.kafka.clients.consumer.StickyAssignor,roundrobin", ("sticky", "roundrobin"), "EAGER"),
+            # Java's upgrade path to cooperative: while an eager assignor is listed, the protocol is eager
+            ("range, cooperative-sticky", ("range", "cooperative-sticky"), "EAGER"),
+            ("range", ("range",), "EAGER")):
+        config = ConsumerConfig.from_properties({"partition.assignment.strategy": value})
+        assert (config.partition_assignment_strategy, config.rebalance_protocol) == (names, protocol)
+        assert ConsumerConfig.from_properties(config.to_properties()) == config
+
+
 def test_consumer_config_takes_read_committed():
     config = ConsumerConfig.from_properties({"isolation.level": "READ_COMMITTED"})
     assert (config.isolation_level, config.isolation_level_code, config.read_committed) == ("read_committed", 1, True)
@@ -155,7 +170,7 @@ def test_consumer_config_takes_read_committed():
     ({"isolation.level": "serializable"}, "isolation.level"),
     ({"heartbeat.interval.ms": 45000}, "heartbeat.interval.ms"),
     ({"enable.auto.commit": True}, "enable.auto.commit"),
-    ({"partition.assignment.strategy": "sticky"}, "partition.assignment.strategy"),
+    ({"partition.assignment.strategy": "uniform"}, "partition.assignment.strategy"),
     ({"check.crcs": "yes"}, "check.crcs"),
     ({"bootstrap.servers": "nohost"}, "bootstrap.servers"),
     ({"fetch.max.byte": 1}, "fetch.max.byte"),

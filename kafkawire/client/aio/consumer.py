@@ -237,6 +237,10 @@ class AsyncConsumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self.fetcher.assignment())
 
+    def rebalance_protocol(self) -> str:
+        """"COOPERATIVE", "EAGER", or "NONE" (not joined yet, no group), as confluent-kafka's Consumer says."""
+        return "NONE" if self.member is None else self.member.rebalance_protocol
+
     def subscribe(self, topics: Iterable[str], listener: object = None) -> None:
         """Join ``group.id`` and consume the partitions the group assigns from ``topics``.
 

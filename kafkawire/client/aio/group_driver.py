@@ -116,6 +116,10 @@ class GroupDriver:
             member.handle_response(request, response, _now_ms())
             if request.api_key == _OFFSET_COMMIT:
                 self.stats["commit-total"] += 1
+        # Act on what the answer changed before anything else runs: a revocation must take its partitions
+        # away before the application can poll records past the positions committed for them.
+        for event in member.drain_events():
+            self._handle(event)
         self._wake.set()
 
     def _handle(self, event: object) -> None:

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from kafkawire.errors import DecodeError
 from kafkawire.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
+from .assignor_base import Assignor, java_string_key, partition_key
 from .topic_partition import TopicPartition
 
-__all__ = ["Subscription", "Assignment", "RangeAssignor", "RoundRobinAssignor", "ASSIGNORS", "get_assignor",
+__all__ = ["Subscription", "Assignment", "RangeAssignor", "RoundRobinAssignor", "ASSIGNORS", "get_assignor", "Assignor",
            "encode_subscription", "decode_subscription", "encode_assignment", "decode_assignment",
            "SUBSCRIPTION_VERSION", "ASSIGNMENT_VERSION", "CONSUMER_PROTOCOL_TYPE"]
 
@@ -110,7 +111,7 @@ def decode_assignment(data) -> Assignment:
     version, message = _decode(data, ConsumerProtocolAssignment, "assignment")
     partitions = sorted({TopicPartition(entry.topic, partition)
                          for entry in message.assigned_partitions for partition in entry.partitions},
-                        key=_partition_key)
+                        key=partition_key)
     return Assignment(tuple(partitions), _bytes_or_none(message.user_data), version)
 
 
@@ -143,51 +144,9 @@ def _grouped(partitions: Iterable[TopicPartition]) -> list[tuple[str, list[int]]
     return [(topic, sorted(by_topic[topic])) for topic in sorted(by_topic, key=java_string_key)]
 
 
-# ---- ordering as Java orders ------------------------------------------------------------------------
-
-def java_string_key(text: str) -> bytes:
-    """Sort key giving Java's ``String.compareTo`` order (UTF-16 code units, not code points), so that
-    member ids with characters beyond U+FFFF sort as the Java leader would sort them."""
-    return text.encode("utf-16-be", "surrogatepass")
-
-
-def _partition_key(tp: TopicPartition) -> tuple[bytes, int]:
-    return java_string_key(tp.topic), tp.partition
-
-
-def _member_order(member_ids: Iterable[str], instance_ids: Mapping[str, str | None]) -> list[str]:
-    """Java's MemberInfo order: static members by group instance id, then dynamic members by member id."""
-    def key(member_id: str):
-        instance = instance_ids.get(member_id)
-        if instance is not None:
-            return (0, java_string_key(instance), java_string_key(member_id))
-        return (1, java_string_key(member_id), b"")
-    return sorted(member_ids, key=key)
-
-
 # ---- assignors --------------------------------------------------------------------------------------
 
-class _Assignor:
-    name = ""
-
-    def assign(self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Iterable[str]],
-               instance_ids: Mapping[str, str | None] | None = None) -> dict[str, list[TopicPartition]]:
-        """Every member's partitions. ``subscriptions`` maps member id to its topics;
-        ``partitions_per_topic`` gives partition counts (a topic missing or with 0 partitions is not
-        assigned); ``instance_ids`` maps static members to their group instance id."""
-        topics_of = {member: frozenset(topics) for member, topics in subscriptions.items()}
-        for topic, count in partitions_per_topic.items():
-            if not isinstance(count, int) or count < 0:
-                raise ValueError(f"partition count of topic {topic!r} must be a non-negative int, not {count!r}")
-        members = _member_order(topics_of, instance_ids or {})
-        assignment = self._assign(partitions_per_topic, topics_of, members)
-        return {member: sorted(assignment.get(member, ()), key=_partition_key) for member in subscriptions}
-
-    def _assign(self, partitions_per_topic, topics_of, members) -> dict[str, list[TopicPartition]]:
-        raise NotImplementedError
-
-
-class RangeAssignor(_Assignor):
+class RangeAssignor(Assignor):
     """Per topic: its partitions in order, split into contiguous ranges over the members subscribed to
     it in member order; the first ``partitions % members`` members get one extra."""
 
@@ -209,7 +168,7 @@ class RangeAssignor(_Assignor):
         return assignment
 
 
-class RoundRobinAssignor(_Assignor):
+class RoundRobinAssignor(Assignor):
     """All subscribed partitions sorted by (topic, partition), dealt to the members in member order,
     skipping a member not subscribed to the partition's topic."""
 
@@ -229,10 +188,16 @@ class RoundRobinAssignor(_Assignor):
         return assignment
 
 
-ASSIGNORS: dict[str, _Assignor] = {assignor.name: assignor for assignor in (RangeAssignor(), RoundRobinAssignor())}
+def _registry() -> dict[str, Assignor]:
+    from .sticky_assignor import CooperativeStickyAssignor, StickyAssignor  # (they build on this module)
+    return {assignor.name: assignor for assignor in (RangeAssignor(), RoundRobinAssignor(), StickyAssignor(),
+                                                     CooperativeStickyAssignor())}
 
 
-def get_assignor(name: str) -> _Assignor:
+ASSIGNORS: dict[str, Assignor] = _registry()
+
+
+def get_assignor(name: str) -> Assignor:
     """The assignor called ``name`` (as in partition.assignment.strategy); ValueError for an unknown one."""
     try:
         return ASSIGNORS[name]

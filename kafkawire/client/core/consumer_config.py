@@ -26,12 +26,18 @@ from .security_config import SecurityConfig
 __all__ = ["ConsumerConfig", "OFFSET_RESET_STRATEGIES", "ASSIGNORS"]
 
 OFFSET_RESET_STRATEGIES = ("latest", "earliest", "none")
-ASSIGNORS = ("range", "roundrobin")
+ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
 # Java class names of the assignors, so properties written for the Java client work unchanged.
 _ASSIGNOR_CLASSES = {
     "org.apache.kafka.clients.consumer.rangeassignor": "range",
     "org.apache.kafka.clients.consumer.roundrobinassignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.stickyassignor": "sticky",
+    "org.apache.kafka.clients.consumer.cooperativestickyassignor": "cooperative-sticky",
 }
+# Java's rule: the rebalance protocol is the most advanced one every configured assignor supports, so
+# cooperative (KIP-429) only when every entry is cooperative-sticky ("range,cooperative-sticky" is the
+# first step of Kafka's documented upgrade path: still eager).
+_COOPERATIVE_ASSIGNORS = frozenset({"cooperative-sticky"})
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,11 @@ class ConsumerConfig(SecurityConfig):
             set_("enable_auto_commit", enabled)
 
     # ---- derived values ---------------------------------------------------------------------------
+    @property
+    def rebalance_protocol(self) -> str:
+        """The classic group's rebalance protocol, "COOPERATIVE" (KIP-429) or "EAGER" (see above)."""
+        return "COOPERATIVE" if set(self.partition_assignment_strategy) <= _COOPERATIVE_ASSIGNORS else "EAGER"
+
     @property
     def remote_partition_max_bytes(self) -> int:
         """RemotePartitionMaxBytes as sent on Fetch v18: the remote setting, else max.partition.fetch.bytes."""

@@ -58,6 +58,10 @@ class ConsumerProtocolMember(GroupMember):
         self._revoking = False  # partitions revoked: report them gone once the application let them go
         self._join_retry_at = float("inf")  # (the classic JoinGroup clock: unused here)
 
+    @property
+    def rebalance_protocol(self) -> str:
+        return "COOPERATIVE"  # (librdkafka says so of the consumer protocol too: it is incremental)
+
     # ---- versions ---------------------------------------------------------------------------------
     def set_api_versions(self, api_versions: Mapping[int, object] | None) -> None:
         super().set_api_versions(api_versions)

@@ -4,8 +4,10 @@ Java's ConsumerCoordinator does:
 
 * Assignments: the leader runs the chosen assignor over every member's subscription with the partition
   counts it knows, and rejoins when a group topic's count changes; an assignment naming topics the
-  member does not subscribe to is refused (the member rejoins).
-* Offsets: OffsetFetch for each new assignment (CommittedOffsets with request_id None) and on request
+  member does not subscribe to is refused (the member rejoins). Under the cooperative protocol
+  (``rebalance``) what the new assignment takes away is revoked (committed first with auto-commit) and
+  the member rejoins at once; PartitionsAssigned then names the added partitions.
+* Offsets: OffsetFetch for each new partition (CommittedOffsets with request_id None) and on request
   (``fetch_committed``). OffsetCommit carries the generation and member id while in a group; ``commit``
   without a timeout is commitAsync (one attempt), with one commitSync (retriable errors retried until
   it passes). Auto-commit every auto.commit.interval.ms while stable, and before partitions are given
@@ -34,6 +36,7 @@ from .group_protocol import (
 from .group_requests import (
     commit_error_codes, leader_assignment, offset_commit_request, offset_fetch_request, read_offset_fetch,
 )
+from .rebalance import EAGER, assignment_change
 from .topic_partition import TopicPartition
 
 __all__ = ["GroupMember"]
@@ -193,15 +196,22 @@ class GroupMember(GroupMembership):
             self._rejoin_reason = "assignment did not match the subscription"
             self._join_retry_at = now_ms + self.config.retry_backoff_ms
             return
-        self.assignment = partitions
+        change = assignment_change(self.config.rebalance_protocol, self.assignment, partitions)
+        self.last_assignment = (partitions, self.generation.generation_id)
         self._phase = MemberState.STABLE
         self._rejoin_reason = None
         if self.config.enable_auto_commit:
             self._auto_commit_due = now_ms + self.config.auto_commit_interval_ms
-        self._events.append(PartitionsAssigned(partitions, self.generation.generation_id,
-                                               self.generation.member_id, self.leader))
-        if partitions:
-            self._fetches.append(_OffsetFetch(None, partitions, None, assignment=partitions))
+        if change.revoked:  # cooperative: what the leader moves elsewhere goes first (committed with auto-commit)
+            self._commit_before_revoking(now_ms)
+            self._revoke(change.revoked)
+        self.assignment = partitions
+        self._events.append(PartitionsAssigned(partitions, self.generation.generation_id, self.generation.member_id,
+                                               self.leader, added=change.added if change.incremental else None))
+        if change.added:
+            self._fetches.append(_OffsetFetch(None, change.added, None, assignment=partitions))
+        if change.revoked:  # so that the leader can give them to their new owners (KIP-429)
+            self._request_rejoin(f"{len(change.revoked)} partitions revoked for other members", now_ms)
 
     def _forget_generation(self, *, keep_member_id: bool) -> None:
         super()._forget_generation(keep_member_id=keep_member_id)
@@ -409,7 +419,10 @@ class GroupMember(GroupMembership):
             self._in_flight.discard(fetch.request)
             fetch.request = None
         if fetch.request_id is None and fetch.assignment != self.assignment:
-            return  # made for an assignment the member no longer has
+            if self.config.rebalance_protocol == EAGER:
+                return  # made for an assignment the member no longer has
+            still = set(self.assignment)  # cooperative: the partitions still assigned keep theirs
+            offsets = {tp: value for tp, value in offsets.items() if tp in still}
         self._events.append(CommittedOffsets(fetch.request_id, offsets, error))
 
 

@@ -1,12 +1,13 @@
-"""Classic consumer-group membership with eager rebalancing, sans I/O, after Java's AbstractCoordinator:
+"""Classic consumer-group membership, sans I/O, after Java's AbstractCoordinator:
 FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup, driven by time and responses alone.
 ``GroupMember`` (``group_member``) adds the leader's assignments and the offsets; a driver runs that.
 
 * The coordinator is found again whenever it is lost (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, a
   failed request to it, a session timeout), which forgets the requests in flight to it.
-* MEMBER_ID_REQUIRED (KIP-394) joins again at once with the id given. Eager: before joining again the
-  member gives up all its partitions (PartitionsRevoked, or PartitionsLost once its generation is gone)
-  and sends JoinGroup after ``drain_events`` took that event and the commits made before it completed.
+* MEMBER_ID_REQUIRED (KIP-394) joins again at once with the id given. Before joining again the member
+  gives up what its rebalance protocol says (``rebalance``: eager all, cooperative only unsubscribed
+  topics; PartitionsLost for all once its generation is gone) and sends JoinGroup after ``drain_events``
+  took that event and the commits made before it completed.
 * REBALANCE_IN_PROGRESS rejoins; UNKNOWN_MEMBER_ID and ILLEGAL_GENERATION reset and rejoin; without
   ``record_poll`` for max.poll.interval.ms the member leaves until the next one. Static members
   (KIP-345) send no LeaveGroup. A fatal GroupFailure keeps it out until ``record_poll`` or ``subscribe``.
@@ -29,12 +30,14 @@ from .consumer_config import ConsumerConfig
 from .group_protocol import (
     COORDINATOR_ERRORS, FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, NO_GENERATION, RESPONSES,
     RETRIABLE_CODES, SYNC_GROUP, Coordinator, Generation, GroupFailure, MemberState, OutgoingRequest,
-    PartitionsLost, PartitionsRevoked, error_name, group_error, negotiate_versions, request_version,
+    MembershipHooks, PartitionsLost, PartitionsRevoked, error_name, group_error, negotiate_versions,
+    request_version,
 )
 from .group_requests import (
     find_coordinator_request, heartbeat_request, join_group_request, leave_group_request, read_find_coordinator,
     sync_group_request,
 )
+from .rebalance import NONE, revoke_before_join
 from .topic_partition import TopicPartition
 
 __all__ = ["GroupMembership"]
@@ -44,9 +47,9 @@ E = ErrorCode
 _JOIN_TIMEOUT_LAPSE_MS = 5000
 
 
-class GroupMembership:
+class GroupMembership(MembershipHooks):
     """A member's place in the group (see the module docstring). Abstract, as Java's AbstractCoordinator:
-    GroupMember (``group_member``) adds what a consumer does with it."""
+    GroupMember (``group_member``) adds what a consumer does with it (``MembershipHooks``)."""
 
     def __init__(self, config: ConsumerConfig, *, group_instance_id: str | None = None,
                  api_versions: Mapping[int, object] | None = None):
@@ -66,6 +69,7 @@ class GroupMembership:
         self.generation = Generation()
         self.leader = False
         self.assignment: tuple[TopicPartition, ...] = ()
+        self.last_assignment: tuple[tuple[TopicPartition, ...], int] = ((), NO_GENERATION)  # for sticky user data
 
         self._events: deque[object] = deque()
         self._in_flight: set[OutgoingRequest] = set()
@@ -104,6 +108,11 @@ class GroupMembership:
         if self._phase is MemberState.JOINING and self.coordinator is None:
             return MemberState.FINDING_COORDINATOR
         return self._phase
+
+    @property
+    def rebalance_protocol(self) -> str:
+        """"EAGER" or "COOPERATIVE" once the member joined a generation, "NONE" before (confluent-kafka's words)."""
+        return self.config.rebalance_protocol if self.generation.protocol is not None else NONE
 
     @property
     def closed(self) -> bool:
@@ -316,12 +325,14 @@ class GroupMembership:
         self._rejoin_reason = reason
         if self._phase in (MemberState.JOINING, MemberState.REBALANCING) and self._join_request is None:
             return  # the next JoinGroup carries the change
-        if self._phase is MemberState.STABLE and self.assignment:
+        revoked = revoke_before_join(self.config.rebalance_protocol, self.assignment, self.subscription or ())
+        if self._phase is MemberState.STABLE and revoked:
             self._commit_before_revoking(now_ms)
-            self._give_up_partitions(lost=False)
+            self._revoke(revoked)
         self._drop_join_and_sync()
         self._phase = MemberState.REBALANCING
-        self._stop_assignment_offsets()
+        if not self.assignment:
+            self._stop_assignment_offsets()
 
     def _reset_generation(self, reason: str, now_ms: float, *, member_id_too: bool) -> None:
         """The coordinator no longer knows our generation (and maybe member id): lose the partitions
@@ -345,6 +356,13 @@ class GroupMembership:
             return
         partitions, self.assignment = self.assignment, ()
         self._events.append(PartitionsLost(partitions) if lost else PartitionsRevoked(partitions))
+        self._unacked_prepare = True
+
+    def _revoke(self, partitions: tuple[TopicPartition, ...]) -> None:
+        """Give up some partitions (a rebalance took them); JoinGroup waits until the event is taken."""
+        gone = set(partitions)
+        self.assignment = tuple(tp for tp in self.assignment if tp not in gone)
+        self._events.append(PartitionsRevoked(partitions))
         self._unacked_prepare = True
 
     def _drop_join_and_sync(self) -> None:
@@ -422,7 +440,8 @@ class GroupMembership:
             version, self.group_id, self.generation, self.group_instance_id, self.subscription or (),
             config.partition_assignment_strategy, session_timeout_ms=config.session_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout, rack=config.client_rack,
-            reason=self._rejoin_reason or "joining the group")
+            reason=self._rejoin_reason or "joining the group", owned=self.assignment,
+            last_assignment=self.last_assignment)
         timeout = max(config.request_timeout_ms, rebalance_timeout + _JOIN_TIMEOUT_LAPSE_MS)
         self._join_request = self._request("join", body, version, now_ms, timeout_ms=timeout)
         return self._join_request
@@ -566,44 +585,3 @@ class GroupMembership:
             self._heartbeat_due = now_ms + self.config.retry_backoff_ms
         elif kind in ("commit", "fetch"):
             self._offset_request_failed(request, now_ms, reason)
-
-    # ---- what GroupMember adds: the consumer protocol's assignments, and the offsets -----------------
-
-    def _sync_assignments(self, response: JoinGroupResponse,
-                          protocol: str) -> list[SyncGroupRequest.SyncGroupRequestAssignment]:
-        """The SyncGroup assignments, once JoinGroup succeeded: the leader's for everyone, else none."""
-        raise NotImplementedError
-
-    def _join_complete(self, assignment: bytes | bytearray | memoryview, now_ms: float) -> None:
-        """SyncGroup succeeded with ``assignment`` (the consumer protocol's bytes): take it up."""
-        raise NotImplementedError
-
-    def _has_offset_work(self) -> bool:  # commits or offset fetches that need the coordinator
-        return False
-
-    def _commits_pending(self) -> bool:  # commits not completed yet: JoinGroup and LeaveGroup wait for them
-        return False
-
-    def _offset_timers(self) -> list[float]:  # when the offsets next have something to do by the clock alone
-        return []
-
-    def _commit_before_revoking(self, now_ms: float) -> None:  # partitions are about to be given up
-        pass
-
-    def _stop_assignment_offsets(self) -> None:  # the assignment is going: stop the work made for it
-        pass
-
-    def _fail_unsent_commits(self, reason: str) -> None:  # the generation is gone
-        pass
-
-    def _fail_offsets(self, error: GroupError) -> None:  # the member stops: every commit and fetch ends
-        pass
-
-    def _expire_offsets(self, now_ms: float) -> None:
-        pass
-
-    def _step_offsets(self, out: list[OutgoingRequest], now_ms: float) -> None:  # the coordinator is known
-        pass
-
-    def _offset_request_failed(self, request: OutgoingRequest, now_ms: float, reason: str) -> None:
-        pass

@@ -54,15 +54,21 @@ def read_find_coordinator(response: FindCoordinatorResponse, version: int,
 
 def join_group_request(version: int, group_id: str, generation: Generation, group_instance_id: str | None,
                        topics: Sequence[str], strategies: Sequence[str], *, session_timeout_ms: int,
-                       rebalance_timeout_ms: int, rack: str, reason: str) -> JoinGroupRequest:
-    """JoinGroup offering one protocol per assignor in ``strategies``, each with the subscription."""
-    metadata = encode_subscription(Subscription(topics=tuple(topics), generation_id=generation.generation_id,
-                                                rack_id=rack or None))
+                       rebalance_timeout_ms: int, rack: str, reason: str, owned: Sequence[TopicPartition] = (),
+                       last_assignment: tuple[Sequence[TopicPartition], int] = ((), -1)) -> JoinGroupRequest:
+    """JoinGroup offering one protocol per assignor in ``strategies``, each with the subscription: the
+    partitions the member still owns (none after an eager revocation), its generation, and the user data
+    that assignor writes from the member's last assignment and its generation (``last_assignment``)."""
+    protocols = []
+    for name in strategies:
+        metadata = encode_subscription(Subscription(
+            topics=tuple(topics), user_data=ASSIGNORS[name].user_data(*last_assignment), owned_partitions=tuple(owned),
+            generation_id=generation.generation_id, rack_id=rack or None))
+        protocols.append(JoinGroupRequest.JoinGroupRequestProtocol(name=name, metadata=metadata))
     return JoinGroupRequest(
         group_id=group_id, session_timeout_ms=session_timeout_ms,
         rebalance_timeout_ms=rebalance_timeout_ms if version >= 1 else -1, member_id=generation.member_id,
-        group_instance_id=group_instance_id, protocol_type=CONSUMER_PROTOCOL_TYPE,
-        protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=name, metadata=metadata) for name in strategies],
+        group_instance_id=group_instance_id, protocol_type=CONSUMER_PROTOCOL_TYPE, protocols=protocols,
         reason=reason[:_REASON_MAX_CHARS] if version >= 8 else None)
 
 
@@ -88,24 +94,24 @@ def leader_assignment(protocol: str, members: Iterable[JoinGroupResponse.JoinGro
                       partition_counts: Mapping[str, int]) -> LeaderAssignment:
     """Run the assignor ``protocol`` over every member's subscription; each member's assignment is written
     at the version of its own subscription (at most ours)."""
-    subscriptions: dict[str, tuple[str, ...]] = {}
+    subscriptions: dict[str, Subscription] = {}
     instance_ids: dict[str, str | None] = {}
     versions: dict[str, int] = {}
     undecodable: list[tuple[str, DecodeError]] = []
     for member in members:
         try:
             subscription = decode_subscription(member.metadata)
-            subscriptions[member.member_id] = subscription.topics
+            subscriptions[member.member_id] = subscription
             versions[member.member_id] = min(subscription.version, ASSIGNMENT_VERSION)
         except DecodeError as exc:  # assign it nothing rather than stall the whole group
-            subscriptions[member.member_id] = ()
+            subscriptions[member.member_id] = Subscription(())
             versions[member.member_id] = 0
             undecodable.append((member.member_id, exc))
         instance_ids[member.member_id] = member.group_instance_id
-    topics = frozenset(t for wanted in subscriptions.values() for t in wanted)
+    topics = frozenset(t for wanted in subscriptions.values() for t in wanted.topics)
     counts = {topic: partition_counts.get(topic) for topic in topics}
     known = {topic: count for topic, count in counts.items() if count is not None}
-    result = ASSIGNORS[protocol].assign(known, subscriptions, instance_ids)
+    result = ASSIGNORS[protocol].assign_subscriptions(known, subscriptions, instance_ids)
     assignments = [SyncGroupRequest.SyncGroupRequestAssignment(
         member_id=member_id, assignment=encode_assignment(partitions, version=versions[member_id]))
         for member_id, partitions in result.items()]
