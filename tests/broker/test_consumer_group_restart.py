@@ -44,7 +44,7 @@ def _described(port: int):
         response = client.request(m.ConsumerGroupDescribeRequest(group_ids=[GROUP]), 0)
     (group,) = response.groups
     assert group.error_code == 0, group
-    return group.group_epoch, {member.member_id: member.member_epoch for member in group.members}
+    return group.group_state, group.group_epoch, {member.member_id: member.member_epoch for member in group.members}
 
 
 def test_consumers_keep_their_epochs_and_partitions_across_a_kill_and_restart(tmp_path, processes):
@@ -64,7 +64,8 @@ def test_consumers_keep_their_epochs_and_partitions_across_a_kill_and_restart(tm
         first = _poll_all(consumers, 100)
         assert sorted(v for got in first.values() for v in got) == sorted(f"v{i}".encode() for i in range(100))
         deadline = time.monotonic() + 20
-        while not all(c.assignment() for c in consumers) or sum(len(c.assignment()) for c in consumers) != 4:
+        while (not all(c.assignment() for c in consumers) or sum(len(c.assignment()) for c in consumers) != 4
+               or _described(broker.port)[0] != "Stable"):  # every member at the group's epoch
             assert time.monotonic() < deadline, "the group did not settle"
             _poll_all(consumers, 0, timeout=0.1)
         assignments = [sorted(p.partition for p in c.assignment()) for c in consumers]
