@@ -106,6 +106,13 @@ class BrokerConfig:
     log_cleaner_io_buffer_size: int = 512 * 1024  # log.cleaner.io.buffer.size
     log_cleaner_io_buffer_load_factor: float = 0.9  # log.cleaner.io.buffer.load.factor
     log_cleaner_backoff_ms: int = 15_000  # log.cleaner.backoff.ms: the wait when no log needs cleaning
+    log_cleaner_threads: int = 1  # log.cleaner.threads: accepted; one cleaner runs whatever it says
+    # log.cleaner.io.max.bytes.per.second: the cleaner's read and write rate limit (Kafka's: unbounded)
+    log_cleaner_io_max_bytes_per_second: float = 1.7976931348623157e308
+    # the broker-wide defaults of topic configs by their broker names, as a property file gives them
+    # (log.cleaner.min.cleanable.ratio, log.cleaner.delete.retention.ms, log.roll.hours, ...): checked
+    # and applied as STATIC_BROKER_CONFIG by topic_configs
+    log_configs: dict[str, str] = field(default_factory=dict)
     telemetry_max_bytes: int = 1024 * 1024  # telemetry.max.bytes (KIP-714): the largest PushTelemetry payload
 
     def __post_init__(self) -> None:
@@ -121,6 +128,8 @@ class BrokerConfig:
         if unknown or not self.consumer_assignors:
             raise ValueError(f"group.consumer.assignors: unknown assignor(s) {', '.join(unknown) or '(none given)'}; "
                              f"known: {', '.join(ASSIGNORS)}")
+        if self.log_cleaner_threads < 0:
+            raise ValueError(f"log.cleaner.threads must be at least 0, not {self.log_cleaner_threads}")
         if self.transaction_version not in (0, 1, 2):
             raise ValueError(f"transaction.version must be 0, 1 or 2, not {self.transaction_version}")
         for address, limit in self.max_connections_per_ip_overrides.items():
@@ -141,17 +150,21 @@ class BrokerConfig:
     @classmethod
     def from_properties(cls, properties: dict[str, str], **settings: Any) -> "BrokerConfig":
         """A config from Kafka property names (values as text), plus keyword settings by field name."""
+        from .topic_configs import BROKER_LOG_CONFIGS  # it builds on this module
         values = dict(settings)
         security = dict(values.pop("security", {}))
+        log_configs = dict(values.pop("log_configs", {}))
         for key, text in properties.items():
             name = PROPERTIES.get(key)
             if name is not None:
                 values[name] = _parse(key, name, str(text))
             elif is_security_setting(key):
                 security[key] = str(text)
+            elif key in BROKER_LOG_CONFIGS:
+                log_configs[key] = str(text).strip()
             else:
                 raise ValueError(f"unknown broker setting {key!r}")
-        return cls(security=security, **values)
+        return cls(security=security, log_configs=log_configs, **values)
 
     def listener_list(self) -> list[Listener]:
         """The listeners (``listeners``, or one PLAINTEXT listener on ``host`` and ``port``)."""
@@ -190,7 +203,8 @@ PROPERTIES = {
     "log.cleaner.enable": "log_cleaner_enable", "log.cleaner.dedupe.buffer.size": "log_cleaner_dedupe_buffer_size",
     "log.cleaner.io.buffer.size": "log_cleaner_io_buffer_size",
     "log.cleaner.io.buffer.load.factor": "log_cleaner_io_buffer_load_factor",
-    "log.cleaner.backoff.ms": "log_cleaner_backoff_ms",
+    "log.cleaner.backoff.ms": "log_cleaner_backoff_ms", "log.cleaner.threads": "log_cleaner_threads",
+    "log.cleaner.io.max.bytes.per.second": "log_cleaner_io_max_bytes_per_second",
     "telemetry.max.bytes": "telemetry_max_bytes",
 }
 
@@ -222,7 +236,7 @@ _POSITIVE = ("num_partitions", "min_insync_replicas", "default_replication_facto
              "transaction_abort_interval_ms", "transactional_id_expiration_ms", "transaction_expiration_interval_ms",
              "telemetry_max_bytes", "group_consumer_session_timeout_ms", "group_consumer_heartbeat_interval_ms",
              "log_cleaner_dedupe_buffer_size", "log_cleaner_io_buffer_size", "log_cleaner_io_buffer_load_factor",
-             "log_cleaner_backoff_ms")
+             "log_cleaner_backoff_ms", "log_cleaner_io_max_bytes_per_second")
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
 
 

@@ -11,7 +11,9 @@ session timeout, and a new member with the same instance id takes it over withou
 
 Offsets are shared with the classic groups (``OffsetStore``); a group id is either a classic or a
 consumer group, and a request of the other protocol to a non-empty group is INCONSISTENT_GROUP_PROTOCOL.
-The group state lives in memory: after a broker restart members are told UNKNOWN_MEMBER_ID and rejoin.
+With a ``ConsumerGroupStore`` every change of a group is written before the request that made it is
+answered, and ``load()`` brings the groups back after a restart: members carry on with their epochs and
+assignments, their session timeouts starting afresh (as Kafka's coordinator does when it loads).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from dataclasses import dataclass, replace
 
 from ..error_codes import ErrorCode
 from .consumer_group_assignors import ASSIGNORS
+from .consumer_group_store import ConsumerGroupStore
 from .consumer_group_state import (STATIC_LEAVE_EPOCH, LEAVE_EPOCH, Assignment, ConsumerGroup, Member,
                                    MemberState, reconcile)
 
@@ -55,7 +58,8 @@ class ConsumerGroupCoordinator:
     def __init__(self, topics: Callable[[], dict[str, tuple[object, int]]], *, session_timeout_ms: int,
                  heartbeat_interval_ms: int, assignors: tuple[str, ...], clock: Callable[[], float],
                  classic_in_use: Callable[[str], bool] = lambda group_id: False,
-                 drop_classic: Callable[[str], None] = lambda group_id: None):
+                 drop_classic: Callable[[str], None] = lambda group_id: None,
+                 store: ConsumerGroupStore | None = None):
         unknown = [name for name in assignors if name not in ASSIGNORS]
         if unknown or not assignors:
             raise ValueError(f"group.consumer.assignors: unknown assignor {unknown or assignors}")
@@ -66,19 +70,75 @@ class ConsumerGroupCoordinator:
         self.clock = clock
         self.classic_in_use = classic_in_use
         self.drop_classic = drop_classic
+        self.store = store
         self.groups: dict[str, ConsumerGroup] = {}
+
+    # ---- durability -------------------------------------------------------------------------------
+    def load(self) -> None:
+        """Bring the stored groups back; every member gets a full session timeout from now (and one
+        still revoking partitions its rebalance timeout), as Kafka's coordinator gives on load."""
+        self.groups = self.store.load() if self.store is not None else {}
+        now = self.clock()
+        for group in self.groups.values():
+            self._start_deadlines(group, now, {}, {})
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+
+    def forget(self, group_id: str) -> None:
+        """Drop a group for good (DeleteGroups, or an empty group becoming a classic one); raises OSError."""
+        if self.store is not None:
+            self.store.delete(group_id)
+        self.groups.pop(group_id, None)
+
+    def _save(self, group_id: str) -> bool:
+        """Write the group's changes; if that fails, put the group back as last written (False)."""
+        group = self.groups.get(group_id)
+        if self.store is None or group is None:
+            return True
+        try:
+            self.store.save(group)
+            return True
+        except OSError as exc:
+            log.error("group %s: could not write its state, undoing the change: %s", group_id, exc)
+        restored = self.store.restore(group_id)
+        if restored is None:
+            del self.groups[group_id]
+        else:
+            self._start_deadlines(restored, self.clock(), group.session_deadlines, group.rebalance_deadlines)
+            self.groups[group_id] = restored
+        return False
+
+    def _start_deadlines(self, group: ConsumerGroup, now: float, sessions: dict, rebalances: dict) -> None:
+        """Session (and revocation) deadlines for the group's members, those in ``sessions`` and
+        ``rebalances`` kept."""
+        for member_id, member in group.members.items():
+            group.session_deadlines[member_id] = sessions.get(member_id, now + self.session_timeout_ms / 1000)
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                group.rebalance_deadlines[member_id] = rebalances.get(
+                    member_id, now + max(member.rebalance_timeout_ms, 0) / 1000)
 
     # ---- ConsumerGroupHeartbeat -----------------------------------------------------------------
     def heartbeat(self, request, version: int, client_id: str, client_host: str,
                   may_describe: Callable[[str], bool] = lambda topic: True) -> HeartbeatResult:
+        existed = request.group_id in self.groups
         try:
             self._validate(request, version)
             if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                return self._leave(request)
-            return self._heartbeat(request, version, client_id, client_host, may_describe)
+                result = self._leave(request)
+            else:
+                result = self._heartbeat(request, version, client_id, client_host, may_describe)
         except GroupError as error:
             log.debug("group %s: heartbeat of member %r refused: %s", request.group_id, request.member_id, error)
-            return HeartbeatResult(error.code, error.message, member_epoch=0)
+            result = HeartbeatResult(error.code, error.message, member_epoch=0)
+            group = self.groups.get(request.group_id)
+            if not existed and group is not None and not group.members:  # refused: no group comes of it
+                del self.groups[request.group_id]
+        if not self._save(request.group_id):  # as Kafka answers a failed write to its log
+            return HeartbeatResult(ErrorCode.NOT_COORDINATOR, "The group's state could not be written.",
+                                   member_epoch=0)
+        return result
 
     def _validate(self, request, version: int) -> None:
         def not_empty(value, what):
@@ -288,6 +348,8 @@ class ConsumerGroupCoordinator:
                 log.info("group %s: fencing member %s (session or rebalance timeout)", group.group_id, member_id)
                 self.fence(group, member_id)
                 fenced.append((group.group_id, member_id))
+            if late and not self._save(group.group_id):
+                fenced = [entry for entry in fenced if entry[0] != group.group_id]
         return fenced
 
     # ---- offsets ----------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ def delete_groups(coordinator, group_ids: list[str]) -> list[tuple[str, int]]:
         if error is None:
             try:
                 coordinator.store.delete_group(group_id)
+                coordinator.consumer.forget(group_id)
             except OSError:
                 error = ErrorCode.KAFKA_STORAGE_ERROR
             else:
@@ -38,7 +39,6 @@ def delete_groups(coordinator, group_ids: list[str]) -> list[tuple[str, int]]:
                     group.cancel_timers()
                     group.state = DEAD
                     del coordinator._groups[group_id]
-                coordinator.consumer.groups.pop(group_id, None)
         results.append((group_id, error if error is not None else ErrorCode.NONE))
     return results
 

@@ -272,7 +272,10 @@ class GroupMembership:
             if self.consumer.groups[group_id].members:
                 error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
             else:
-                del self.consumer.groups[group_id]  # an empty one becomes a classic group
+                try:
+                    self.consumer.forget(group_id)  # an empty one becomes a classic group
+                except OSError:
+                    error = ErrorCode.COORDINATOR_NOT_AVAILABLE
         if error is not None:
             return _JoinResult(error, member_id)
         session_timeout_ms = request.session_timeout_ms

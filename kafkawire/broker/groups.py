@@ -39,6 +39,7 @@ from typing import Callable
 from ..error_codes import ErrorCode
 from ..messages.describe_groups_response import DescribeGroupsResponse
 from ..messages.list_groups_response import ListGroupsResponse
+from .consumer_group_store import ConsumerGroupStore
 from .consumer_groups import ConsumerGroupCoordinator
 from .group_membership import GroupMembership
 from .group_offsets import GroupOffsets
@@ -86,7 +87,8 @@ class GroupCoordinator(GroupMembership, GroupOffsets):
         self.consumer = ConsumerGroupCoordinator(
             topic_metadata, session_timeout_ms=consumer_session_timeout_ms,
             heartbeat_interval_ms=consumer_heartbeat_interval_ms, assignors=consumer_assignors,
-            clock=lambda: self.clock(), classic_in_use=self._classic_in_use, drop_classic=self._drop_empty_classic)
+            clock=lambda: self.clock(), classic_in_use=self._classic_in_use, drop_classic=self._drop_empty_classic,
+            store=ConsumerGroupStore(self.data_dir, fsync=fsync))
         self._active = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -96,8 +98,9 @@ class GroupCoordinator(GroupMembership, GroupOffsets):
         """Load committed offsets and group generations from ``data_dir``; start serving."""
         self._loop = asyncio.get_running_loop()
         self.store.load()
+        self.consumer.load()
         self._groups.clear()
-        for group_id in set(self.store.offsets) | set(self.store.groups):
+        for group_id in (set(self.store.offsets) | set(self.store.groups)) - set(self.consumer.groups):
             record = self.store.groups.get(group_id)
             self._groups[group_id] = self._restore(group_id, record) if record else _Group(group_id)
         self._active = True
@@ -132,6 +135,7 @@ class GroupCoordinator(GroupMembership, GroupOffsets):
                 fut, member.sync_future = member.sync_future, None
                 _resolve(fut, _SyncResult(ErrorCode.NOT_COORDINATOR))
         self.store.close()
+        self.consumer.close()
 
     async def __aenter__(self) -> GroupCoordinator:
         await self.start()

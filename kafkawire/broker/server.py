@@ -83,11 +83,12 @@ class Broker:
         self._idle_sweeper: asyncio.Task[None] | None = None
         self._transaction_sweeper: asyncio.Task[None] | None = None
         self.cleaner: LogCleanerManager | None = None  # log.cleaner.enable: compaction in the background
-        if self.config.log_cleaner_enable:
+        if self.config.log_cleaner_enable and self.config.log_cleaner_threads > 0:  # one thread whatever it says
             self.cleaner = LogCleanerManager(
                 self.config.data_dir, LogCleaner(self.config.log_cleaner_dedupe_buffer_size,
                                                  self.config.log_cleaner_io_buffer_size,
-                                                 self.config.log_cleaner_io_buffer_load_factor),
+                                                 self.config.log_cleaner_io_buffer_load_factor,
+                                                 self.config.log_cleaner_io_max_bytes_per_second),
                 self.config.log_cleaner_backoff_ms)
         self._cleaner_task: asyncio.Task[None] | None = None
         self._group_sweeper: asyncio.Task[None] | None = None

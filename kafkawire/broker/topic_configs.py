@@ -85,10 +85,33 @@ def _list_of(*allowed: str) -> Callable[[Any], str | None]:
     return check
 
 
+def _level_between(low: int, high: int, default: int | None = None) -> Callable[[Any], str | None]:
+    """A compression level: in [low, high] (or the codec's "default" level where it has one)."""
+    def check(value) -> str | None:
+        if low <= value <= high or value == default:
+            return None
+        return f"Value must be between {low} and {high}" + (f" or {default}" if default is not None else "")
+    return check
+
+
+def _throttled_replicas(values) -> str | None:
+    """``ThrottledReplicaListValidator``: ``*`` or ``partition:broker`` pairs."""
+    if list(values) == ["*"] or all(part.isdigit() for value in values for part in value.split(":", 1))\
+            and all(value.count(":") == 1 for value in values):
+        return None
+    return ("must be the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
 _LONG_MAX = str(_INT64[1])
 _WEEK_MS = str(7 * 24 * 3600 * 1000)
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")  # BrokerCompressionType
 
-# The topic configs this broker applies, by Kafka name (LogConfig's defaults are Kafka's).
+# Kafka's topic configs (LogConfig's definitions, defaults and broker synonyms). Those with a LogConfig
+# field are applied; those without (``field`` None) are validated, stored and described but not acted on
+# by this single-replica broker: replication throttles, unclean leader election, flushing (every append is
+# written; ``fsync`` is the broker's), preallocation, index sizing, segment jitter, file deletion delay,
+# and the remote copy switches.
 TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "cleanup.policy": ConfigDef(ConfigType.LIST, "delete", _list_of("compact", "delete"), "cleanup_policy",
                                 (("log.cleanup.policy", 0),)),
@@ -127,6 +150,33 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
                                (("log.segment.bytes", 0),)),
     "segment.ms": ConfigDef(ConfigType.LONG, _WEEK_MS, _at_least(1), "segment_ms",
                             (("log.roll.ms", 0), ("log.roll.hours", 3_600_000))),
+    # compression.type recompresses appended batches in another codec, at compression.<codec>.level
+    "compression.type": ConfigDef(ConfigType.STRING, "producer", _one_of(*COMPRESSION_TYPES), "compression_type",
+                                  (("compression.type", 0),)),
+    "compression.gzip.level": ConfigDef(ConfigType.INT, "-1", _level_between(1, 9, -1), "compression_gzip_level",
+                                        (("compression.gzip.level", 0),)),
+    "compression.lz4.level": ConfigDef(ConfigType.INT, "9", _level_between(1, 17), "compression_lz4_level",
+                                       (("compression.lz4.level", 0),)),
+    "compression.zstd.level": ConfigDef(ConfigType.INT, "3", _level_between(-131072, 22), "compression_zstd_level",
+                                        (("compression.zstd.level", 0),)),
+    # validated and stored, not acted on (see above)
+    "file.delete.delay.ms": ConfigDef(ConfigType.LONG, "60000", _at_least(0), None,
+                                      (("log.segment.delete.delay.ms", 0),)),
+    "flush.messages": ConfigDef(ConfigType.LONG, _LONG_MAX, _at_least(1), None,
+                                (("log.flush.interval.messages", 0),)),
+    "flush.ms": ConfigDef(ConfigType.LONG, _LONG_MAX, _at_least(0), None,
+                          (("log.flush.interval.ms", 0), ("log.flush.scheduler.interval.ms", 0))),
+    "follower.replication.throttled.replicas": ConfigDef(ConfigType.LIST, "", _throttled_replicas, None),
+    "leader.replication.throttled.replicas": ConfigDef(ConfigType.LIST, "", _throttled_replicas, None),
+    "preallocate": ConfigDef(ConfigType.BOOLEAN, "false", None, None, (("log.preallocate", 0),)),
+    "remote.log.copy.disable": ConfigDef(ConfigType.BOOLEAN, "false", None, None),
+    "remote.log.delete.on.disable": ConfigDef(ConfigType.BOOLEAN, "false", None, None),
+    "segment.index.bytes": ConfigDef(ConfigType.INT, "10485760", _at_least(4), None,
+                                     (("log.index.size.max.bytes", 0),)),
+    "segment.jitter.ms": ConfigDef(ConfigType.LONG, "0", _at_least(0), None,
+                                   (("log.roll.jitter.ms", 0), ("log.roll.jitter.hours", 3_600_000))),
+    "unclean.leader.election.enable": ConfigDef(ConfigType.BOOLEAN, "false", None, None,
+                                                (("unclean.leader.election.enable", 0),)),
 }
 
 
@@ -134,19 +184,22 @@ def _broker_log_configs() -> dict[str, ConfigDef]:
     """The broker configs that are topic configs' synonyms, all dynamic (cluster-wide) in Kafka."""
     defs: dict[str, ConfigDef] = {}
     for topic_def in TOPIC_CONFIGS.values():
-        for name, unit in topic_def.synonyms:
+        for index, (name, unit) in enumerate(topic_def.synonyms):
             if unit:  # log.retention.hours=168, log.retention.minutes (no default), log.roll.hours=168
                 default = str(int(topic_def.default or 0) // unit) if name.endswith("hours") else None
-                defs[name] = ConfigDef(ConfigType.INT, default, _at_least(1 if name == "log.roll.hours" else -1))
-            else:  # the first synonym of a config that has units has no default of its own
-                has_units = len(topic_def.synonyms) > 1
-                defs[name] = ConfigDef(topic_def.kind, None if has_units else topic_def.default, topic_def.check)
+                low = {"log.roll.hours": 1, "log.roll.jitter.hours": 0}.get(name, -1)
+                defs[name] = ConfigDef(ConfigType.INT, default, _at_least(low))
+            else:  # the first of several synonyms has no default of its own: the last one's applies
+                last = index == len(topic_def.synonyms) - 1
+                defs[name] = ConfigDef(topic_def.kind, topic_def.default if last else None, topic_def.check)
     return defs
 
 
 BROKER_LOG_CONFIGS = _broker_log_configs()
 # The broker names Kafka resolves together (DynamicBrokerConfig.brokerConfigSynonyms), in precedence order.
-_SYNONYM_GROUPS = [("log.retention.ms", "log.retention.minutes", "log.retention.hours"), ("log.roll.ms", "log.roll.hours")]
+_SYNONYM_GROUPS = [("log.retention.ms", "log.retention.minutes", "log.retention.hours"), ("log.roll.ms", "log.roll.hours"),
+                   ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+                   ("log.flush.interval.ms", "log.flush.scheduler.interval.ms")]
 # BrokerConfig fields that are static broker configs: Kafka name -> field.
 _STATIC_FIELDS = {"log.segment.bytes": "segment_bytes", "log.retention.ms": "retention_ms",
                   "log.retention.bytes": "retention_bytes", "message.max.bytes": "message_max_bytes"}
@@ -154,7 +207,16 @@ _STATIC_FIELDS = {"log.segment.bytes": "segment_bytes", "log.retention.ms": "ret
 _READ_ONLY_BROKER = {"num.partitions": ("num_partitions", ConfigType.INT, "1"),
                      "auto.create.topics.enable": ("auto_create_topics", ConfigType.BOOLEAN, "true"),
                      "fetch.max.bytes": ("fetch_max_bytes", ConfigType.INT, "57671680"),
-                     "log.retention.check.interval.ms": ("retention_check_interval_ms", ConfigType.LONG, "300000")}
+                     "log.retention.check.interval.ms": ("retention_check_interval_ms", ConfigType.LONG, "300000"),
+                     "log.cleaner.enable": ("log_cleaner_enable", ConfigType.BOOLEAN, "true"),
+                     "log.cleaner.threads": ("log_cleaner_threads", ConfigType.INT, "1"),
+                     "log.cleaner.dedupe.buffer.size": ("log_cleaner_dedupe_buffer_size", ConfigType.LONG, "134217728"),
+                     "log.cleaner.io.buffer.size": ("log_cleaner_io_buffer_size", ConfigType.INT, "524288"),
+                     "log.cleaner.io.buffer.load.factor": ("log_cleaner_io_buffer_load_factor", ConfigType.DOUBLE,
+                                                           "0.9"),
+                     "log.cleaner.io.max.bytes.per.second": ("log_cleaner_io_max_bytes_per_second", ConfigType.DOUBLE,
+                                                             "1.7976931348623157E308"),
+                     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", ConfigType.LONG, "15000")}
 
 
 def broker_synonyms(name: str) -> tuple[str, ...]:
@@ -220,6 +282,15 @@ class TopicConfigs:
         self.config = config
         self.static = {name: str(getattr(config, attr)) for name, attr in _STATIC_FIELDS.items()
                        if getattr(config, attr) != _DEFAULTS[attr]}
+        for name, text in config.log_configs.items():  # log.cleaner.min.cleanable.ratio=0.1, ...
+            definition = BROKER_LOG_CONFIGS.get(name)
+            if definition is None:
+                raise ValueError(f"unknown broker setting {name!r}")
+            try:
+                parse(name, definition, text)
+            except ConfigError as error:
+                raise ValueError(error.message) from None
+            self.static[name] = text.strip()
         self.dynamic_broker: dict[str, str] = {}  # BROKER "<node id>"
         self.dynamic_default: dict[str, str] = {}  # BROKER "": the cluster default
 
@@ -334,7 +405,7 @@ class TopicConfigs:
         if per_broker:
             for name, (attr, kind, _) in _READ_ONLY_BROKER.items():
                 value = getattr(self.config, attr)
-                text = str(value).lower() if isinstance(value, bool) else str(value)
+                text = _java_text(value)
                 source = ConfigSource.STATIC_BROKER_CONFIG if value != _DEFAULTS[attr] else ConfigSource.DEFAULT_CONFIG
                 entries.append(ConfigEntry(name, text, source, [(name, text, source)], kind, read_only=True))
         for name, definition in BROKER_LOG_CONFIGS.items():
@@ -347,6 +418,15 @@ class TopicConfigs:
             source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
             entries.append(ConfigEntry(name, value, source, synonyms, definition.kind))
         return entries
+
+
+def _java_text(value) -> str:
+    """A value as Kafka prints it (``true``, ``0.9``, ``1.7976931348623157E308``)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return repr(value).replace("e+", "E").replace("e-", "E-")
+    return str(value)
 
 
 def _canonical(name: str, text: str) -> str:

@@ -332,7 +332,8 @@ def test_a_principal_without_acls_gets_authorization_errors_not_unknown_topic(se
     assert isinstance(groups["admin-denied-group"], GroupAuthorizationException), groups
     producer = Producer({"bootstrap.servers": secured.broker.bootstrap_for("SASL_PLAINTEXT"),
                          "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "eve",
-                         "sasl.password": PLAIN_USERS["eve"], "max.block.ms": 10000})
+                         "sasl.password": PLAIN_USERS["eve"], "max.block.ms": 10000,
+                         "enable.idempotence": False})  # else InitProducerId may be denied first (cluster)
     try:
         with pytest.raises(TopicAuthorizationException) as denied:
             producer.send(topic, b"denied").get(10)

@@ -1,11 +1,12 @@
 """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and the broker (``topic_configs``),
-and for client metrics subscriptions (``client_metrics``): sources and synonyms as Kafka's ConfigHelper
+the broker's loggers (``broker_loggers``) and client metrics subscriptions (``client_metrics``): sources and synonyms as Kafka's ConfigHelper
 reports them; changes checked, saved and applied to the running logs; ``validate_only`` checks and
 changes nothing."""
 from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
+from ..broker_loggers import LoggerError, alter_logger_levels, logger_levels
 from ..client_metrics import ClientMetrics, SubscriptionError
 from ..security.acls import Operation, ResourceType
 from ..topic_configs import TOPIC_CONFIGS, ConfigEntry, ConfigError, ConfigType
@@ -14,8 +15,8 @@ from .state import BrokerState, RequestContext
 
 __all__ = ["ConfigApis"]
 
-_TOPIC, _BROKER, _CLIENT_METRICS = 2, 4, 16
-_CLIENT_METRICS_CONFIG = 7  # ConfigSource
+_TOPIC, _BROKER, _BROKER_LOGGER, _CLIENT_METRICS = 2, 4, 8, 16
+_DYNAMIC_BROKER_LOGGER_CONFIG, _CLIENT_METRICS_CONFIG = 6, 7  # ConfigSource
 _SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
 
 
@@ -64,6 +65,9 @@ class ConfigApis:
             return [ConfigEntry(name, value, _CLIENT_METRICS_CONFIG, [],
                                 ConfigType.INT if name == "interval.ms" else ConfigType.LIST)
                     for name, value in sorted(subscription.items())]
+        if resource.resource_type == _BROKER_LOGGER:
+            self._broker_logger_resource(resource.resource_name)
+            return [ConfigEntry(name, level, _DYNAMIC_BROKER_LOGGER_CONFIG, [], 0) for name, level in logger_levels()]
         return configs.describe_broker(per_broker=self._broker_resource(resource.resource_name))
 
     # ---- AlterConfigs / IncrementalAlterConfigs -------------------------------------------------
@@ -94,7 +98,7 @@ class ConfigApis:
                 self._apply(resource, new_values, request.validate_only)
             except _Refused as refused:
                 response.error_code, response.error_message = refused.code, refused.message
-            except (ConfigError, TopicError, SubscriptionError) as failure:
+            except (ConfigError, TopicError, SubscriptionError, LoggerError) as failure:
                 response.error_code, response.error_message = failure.code, failure.message
             responses.append(response)
         return responses
@@ -110,6 +114,13 @@ class ConfigApis:
                 raise _Refused(ErrorCode.INVALID_REQUEST, "Null value not supported for topic configs: "
                                + ",".join(name for name, value in values.items() if value is None))
             topics.alter_topic_configs(topic, values, validate_only)
+            return
+        if resource.resource_type == _BROKER_LOGGER:
+            self._broker_logger_resource(resource.resource_name)
+            if new_values is not _incremental:
+                raise _Refused(ErrorCode.INVALID_REQUEST, "AlterConfigs does not support the BROKER_LOGGER resource; "
+                                                          "use IncrementalAlterConfigs")
+            alter_logger_levels([(c.config_operation, c.name, c.value) for c in resource.configs], validate_only)
             return
         if resource.resource_type == _CLIENT_METRICS:
             current = self.client_metrics.subscriptions.get(resource.resource_name, {})
@@ -129,11 +140,19 @@ class ConfigApis:
         if resource.resource_type == _TOPIC:
             if not self.state.allowed(context, operation, ResourceType.TOPIC, resource.resource_name):
                 raise _Refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
-        elif resource.resource_type in (_BROKER, _CLIENT_METRICS):
+        elif resource.resource_type in (_BROKER, _BROKER_LOGGER, _CLIENT_METRICS):
             if not self.state.allowed(context, operation, ResourceType.CLUSTER, "kafka-cluster"):
                 raise _Refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
         else:
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}")
+
+    def _broker_logger_resource(self, name: str) -> None:
+        """A BROKER_LOGGER resource names this broker (``ConfigHelper``'s checks)."""
+        if not name:
+            raise _Refused(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+        if name != str(self.config.node_id):
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {self.config.node_id} but "
+                                                      f"received {name}")
 
     def _broker_resource(self, name: str) -> bool:
         """True for this broker's own resource, False for the cluster default (""); INVALID_REQUEST otherwise."""

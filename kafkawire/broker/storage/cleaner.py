@@ -33,6 +33,7 @@ from .cleaner_rounds import (
 )
 from .cleaner_transactions import CleanedTransactions
 from .offset_map import OffsetMap
+from .throttler import Throttler
 
 __all__ = [
     "CleanableOffsets",
@@ -44,6 +45,7 @@ __all__ = [
 ]
 
 DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
+DEFAULT_IO_MAX_BYTES_PER_SECOND = 1.7976931348623157e308  # log.cleaner.io.max.bytes.per.second (no limit)
 DEFAULT_IO_BUFFER_SIZE = 512 * 1024  # log.cleaner.io.buffer.size
 DEFAULT_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
 
@@ -138,9 +140,13 @@ class LogCleaner:
     """Cleans one log at a time (Kafka's cleaner thread; the offset map is reused between rounds)."""
 
     def __init__(self, dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE,
-                 io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE, load_factor: float = DEFAULT_LOAD_FACTOR):
+                 io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE, load_factor: float = DEFAULT_LOAD_FACTOR,
+                 io_max_bytes_per_second: float = DEFAULT_IO_MAX_BYTES_PER_SECOND):
         self.offset_map = OffsetMap(dedupe_buffer_size, load_factor)
         self.io_buffer_size = io_buffer_size
+        # Kafka's default (Double.MAX_VALUE) is no limit: no throttler then
+        self.throttler = (Throttler(io_max_bytes_per_second) if io_max_bytes_per_second < DEFAULT_IO_MAX_BYTES_PER_SECOND
+                          else None)
         self._stop = threading.Event()
         self._lock = asyncio.Lock()
 
@@ -157,6 +163,7 @@ class LogCleaner:
                 offsets = cleanable_offsets(log, None, now)
             plan = plan_round(log, offsets, now, self.io_buffer_size)
             plan.stop = self._stop
+            plan.throttler = self.throttler
             if offsets.first_dirty_offset >= offsets.first_uncleanable_offset or not plan.dirty_segments:
                 return CleanerStats(offsets.first_dirty_offset)
             end_offset = await asyncio.to_thread(build_offset_map, plan, self.offset_map)

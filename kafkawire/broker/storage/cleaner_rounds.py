@@ -21,6 +21,7 @@ from .cleaner_files import CLEANED_SUFFIX, segment_files
 from .cleaner_transactions import CleanedTransactions
 from .offset_map import OffsetMap
 from .segment import LogSegment
+from .throttler import Throttler
 from .transaction_index import AbortedTxn, TransactionIndex
 
 __all__ = [
@@ -68,6 +69,7 @@ class RoundPlan:
     index_interval_bytes: int
     io_buffer_size: int
     stop: threading.Event = field(default_factory=threading.Event)
+    throttler: Throttler | None = None  # log.cleaner.io.max.bytes.per.second, when it is set
 
     @property
     def dirty_segments(self) -> list[SegmentSnapshot]:
@@ -108,6 +110,8 @@ def _map_segment(plan: RoundPlan, segment: SegmentSnapshot, offsets: OffsetMap, 
                 continue
             if last_offset >= plan.first_uncleanable_offset:
                 return False
+            if plan.throttler is not None:
+                plan.throttler.maybe_throttle(len(view), plan.stop)
             if fields[5] & _CONTROL:
                 transactions.on_control_batch(fields[9], last_offset, control_marker(view))
             elif not transactions.on_batch(fields[9], last_offset, bool(fields[5] & _TRANSACTIONAL)):
@@ -173,10 +177,13 @@ def clean_group(plan: RoundPlan, group: list[SegmentSnapshot], batch_filter: Bat
             fd = os.open(segment.log_path, os.O_RDONLY | _O_CLOEXEC)
             try:
                 for _, fields, view in read_batches(fd, 0, segment.size, plan.io_buffer_size, plan.stop):
+                    written = writer.size
                     if pending is not None:
                         writer.write(pending[0], batch_filter.filter(*pending, keep_empty=False))
                     pending = (fields, view)
                     bytes_read += len(view)
+                    if plan.throttler is not None:  # what it read and wrote, as Kafka's cleaner counts
+                        plan.throttler.maybe_throttle(len(view) + writer.size - written, plan.stop)
             finally:
                 os.close(fd)
         if pending is not None:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["LogConfig", "CREATE_TIME", "LOG_APPEND_TIME", "COMPACT", "DELETE"]
+__all__ = ["LogConfig", "CREATE_TIME", "LOG_APPEND_TIME", "COMPACT", "DELETE", "COMPRESSION_CODECS",
+           "PRODUCER_COMPRESSION"]
 
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
@@ -11,6 +12,9 @@ COMPACT = "compact"
 DELETE = "delete"
 
 _INT64_MAX = (1 << 63) - 1
+PRODUCER_COMPRESSION = "producer"
+# compression.type's values (BrokerCompressionType) and the codec id each stores batches in (None: as sent)
+COMPRESSION_CODECS = {"uncompressed": 0, "zstd": 4, "lz4": 3, "snappy": 2, "gzip": 1, PRODUCER_COMPRESSION: None}
 
 
 @dataclass
@@ -36,6 +40,12 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5        # min.cleanable.dirty.ratio
     min_compaction_lag_ms: int = 0                # min.compaction.lag.ms
     max_compaction_lag_ms: int = _INT64_MAX       # max.compaction.lag.ms
+    # compression.type: "producer" keeps each batch as its producer compressed it; a codec name
+    # ("uncompressed", "gzip", "snappy", "lz4", "zstd") recompresses batches in another codec on append
+    compression_type: str = PRODUCER_COMPRESSION
+    compression_gzip_level: int = -1              # compression.gzip.level (-1: the Deflater's default)
+    compression_lz4_level: int = 9                # compression.lz4.level
+    compression_zstd_level: int = 3               # compression.zstd.level
     # Decode every produced batch's records, as Kafka's LogValidator does: record structure, the count,
     # timestamps against the before/after limits, and the batch's MaxTimestamp. Off: header checks only.
     validate_records: bool = True
@@ -44,6 +54,9 @@ class LogConfig:
         if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
             raise ValueError(f"message.timestamp.type must be CreateTime or LogAppendTime, "
                              f"not {self.message_timestamp_type!r}")
+        if self.compression_type not in COMPRESSION_CODECS:
+            raise ValueError(f"compression.type must be one of {', '.join(COMPRESSION_CODECS)}, "
+                             f"not {self.compression_type!r}")
         if self.segment_bytes < 14:  # LegacyRecord.RECORD_OVERHEAD_V0 is Kafka's lower bound
             raise ValueError(f"segment.bytes must be at least 14, not {self.segment_bytes}")
         if self.index_interval_bytes < 0:
@@ -83,6 +96,17 @@ class LogConfig:
         if self.compact and self.max_compaction_lag_ms > 0:
             return min(self.max_compaction_lag_ms, self.segment_ms)
         return self.segment_ms
+
+    @property
+    def target_codec(self) -> int | None:
+        """The codec id batches are stored in (None: the producer's)."""
+        return COMPRESSION_CODECS[self.compression_type]
+
+    @property
+    def compression_level(self) -> int | None:
+        """The level to recompress at in the target codec (None: a codec without levels)."""
+        return {1: self.compression_gzip_level, 3: self.compression_lz4_level,
+                4: self.compression_zstd_level}.get(self.target_codec or 0)
 
     @property
     def log_append_time(self) -> bool:

@@ -20,12 +20,16 @@ The checks, their order and their error codes follow Kafka 4.0 (apache/kafka 1eb
    that do not decode -> INVALID_RECORD; timestamps outside message.timestamp.before/after.max.ms, or a
    batch claiming LogAppendTime on a LogAppendTime topic (or with no timestamp) -> INVALID_TIMESTAMP (32),
    with per-record errors. The batch MaxTimestamp is recomputed from the records (CreateTime).
+5. ``LogValidator``'s compressed path: a topic whose compression.type names a codec other than the
+   batch's gets the batch's records recompressed in it (MESSAGE_TOO_LARGE if that outgrows
+   max.message.bytes); ``producer`` keeps the batch as sent.
 
 Transactional batches are checked at the append (``PartitionLog.append_batch``): one goes in only as
 part of a transaction open in the partition or verified with the coordinator.
 """
 from __future__ import annotations
 
+import struct
 from array import array
 
 from crc32c import crc32c
@@ -33,14 +37,15 @@ from crc32c import crc32c
 from ...error_codes import ErrorCode
 from ...errors import RecordsError
 from ...records.batch import CODEC_MASK, CONTROL_FLAG, TIMESTAMP_TYPE_FLAG, RecordBatch
-from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT
-from ...records.layouts import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET
+from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT, compress, decompress
+from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, CRC_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET
 from .config import LogConfig
 from .errors import LogAppendError
 from .segment import HEADER
 
 __all__ = ["ValidatedBatch", "validate_produce_records"]
 
+_INT16, _INT32, _UINT32 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">I")
 _MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0
 _INT32_MAX = 0x7FFFFFFF
 
@@ -171,7 +176,37 @@ def validate_produce_records(records, config: LogConfig, now_ms: int, partition:
     batch.new_max_timestamp = new_max_timestamp
     batch.decompressed_bytes = decompressed
     batch.new_attributes = (attributes | TIMESTAMP_TYPE_FLAG) if log_append_time else (attributes & ~TIMESTAMP_TYPE_FLAG)
+    target = config.target_codec
+    if target is not None and target != codec:
+        _recompress(batch, codec, target, config, decompressed_limit, partition)
     return batch
+
+
+def _recompress(batch: ValidatedBatch, codec: int, target: int, config: LogConfig, decompressed_limit: int,
+                partition: str) -> None:
+    """The topic's compression.type differs from the producer's: the batch's records, unchanged, in the
+    topic's codec (``LogValidator.validateMessagesAndAssignOffsetsCompressed`` rebuilds the batch; its
+    header, producer fields and offsets stay). MESSAGE_TOO_LARGE if it outgrows max.message.bytes."""
+    view = batch.view
+    try:
+        records = decompress(codec, view[BATCH_HEADER_SIZE:], decompressed_limit) if codec else view[BATCH_HEADER_SIZE:]
+        packed = compress(target, records, config.compression_level) if target else bytes(records)
+    except (RecordsError, ValueError) as error:
+        raise LogAppendError(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {error}") from None
+    data = bytearray(view[:BATCH_HEADER_SIZE])
+    data += packed
+    size = len(data)
+    if size > config.max_message_bytes:
+        raise LogAppendError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"Message batch size is {size} bytes in append to partition {partition} which exceeds "
+                             f"the maximum configured size of {config.max_message_bytes}.")
+    _INT32.pack_into(data, 8, size - LOG_OVERHEAD)  # batchLength
+    batch.attributes = (batch.attributes & ~CODEC_MASK) | target
+    batch.new_attributes = (batch.new_attributes & ~CODEC_MASK) | target
+    _INT16.pack_into(data, ATTRIBUTES_OFFSET, batch.attributes)
+    _UINT32.pack_into(data, CRC_OFFSET, crc32c(memoryview(data)[ATTRIBUTES_OFFSET:]))
+    batch.view = memoryview(bytes(data))
+    batch.size = size
 
 
 def _validate_records(view: memoryview, config: LogConfig, now_ms: int, count: int, codec: int,
