@@ -131,10 +131,11 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
     sizes = context.accumulator({}, ConnectionBytes())  # for the summary (a retried task adds twice)
     reads = context.accumulator(({}, {}), ReadStats())
     readers = min(len(splits), _tasks(input_bytes, READ_TASK_BYTES, cores))
+    local_master = context.master.startswith("local")  # the shuffle stays on this machine
     shown = Progress(progress, input_bytes).begin(context) if progress is not None else contextlib.nullcontext()
     with shown:
         written = (context.parallelize(range(len(splits)), readers)  # split numbers, consecutive per task
-                   .mapPartitions(read_splits(splits, sizes, reads))
+                   .mapPartitions(read_splits(splits, sizes, reads, carry_remote=local_master))
                    .repartitionAndSortWithinPartitions(partitions, partitioner)
                    .mapPartitions(decode_partition(files, location, ports, records))
                    .collect())

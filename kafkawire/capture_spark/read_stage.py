@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..capture.model import connection_key
 from ..capture.packets import iter_split
+from ..capture.remote_files import is_remote
 from ..capture.reading import SkippedBytes
 from ..capture.splits import Split
 from .chunks import ChunkPacker
@@ -18,19 +19,24 @@ __all__ = ["read_splits", "ConnectionBytes", "ReadStats"]
 _CONNECTION_CACHE_LIMIT = 1 << 16
 
 
-def read_splits(splits: list[Split], sizes=None, reads=None):
+def read_splits(splits: list[Split], sizes=None, reads=None, carry_remote: bool = False):
     """Stage 1's task body (a closure over the run's splits): for each split number of the task, yields
     chunk rows ``((connection, first order), chunk)``, a connection's consecutive packets packed
     together (``chunks.ChunkPacker``). With ``sizes`` (a Spark accumulator of ``ConnectionBytes``),
     adds each connection's payload bytes to it; with ``reads`` (one of ``ReadStats``), the reader's
-    counts and the runs of bytes it skipped."""
+    counts and the runs of bytes it skipped. With ``carry_remote``, a remote capture's payloads go in the
+    chunks (as a gzip capture's do) instead of being read from the store again in stage 2: cheaper when
+    the shuffle is this machine's own disk (a local master), dearer on a cluster, where it crosses the
+    network (docs/performance.md, "Captures read from an object store")."""
     def run(numbers):
         known: dict[tuple, str] = {}  # connection key per 4-tuple, computed once (a capture has few)
         packer = ChunkPacker()
         stats: dict[str, int] = {}
         skipped: list[SkippedBytes] = []
         for number in numbers:
-            for packet in iter_split(splits[number], stats, payloads=False, skipped=skipped):
+            split = splits[number]
+            carry = carry_remote and is_remote(split.path)
+            for packet in iter_split(split, stats, payloads=carry, skipped=skipped):
                 four = packet[2:6]  # src, sport, dst, dport: the same place in Packet and PacketRef
                 key = known.get(four)
                 if key is None:

@@ -226,6 +226,35 @@ def test_reads_are_blocks_and_coalesced_ranges(tmp_path, store, counted, monkeyp
         assert pq.read_table(out / file).equals(pq.read_table(local_out / file)), table
 
 
+def test_carried_payloads_read_the_store_once_in_stage_1(tmp_path, store, counted, monkeypatch):
+    """With a local master the job carries a remote capture's payloads in the chunks: stage 1 reads each
+    split once, stage 2 reads nothing from the store, and the tables are those of the local file."""
+    from kafkawire.capture_spark.decode_stage import decode_partition
+    from kafkawire.capture_spark.plan import plan_captures
+    from kafkawire.capture_spark.read_stage import read_splits
+    import pyarrow.parquet as pq
+
+    synthetic = build_synthetic(tmp_path)
+    data = synthetic.path.read_bytes()
+    uri = store.put("reading-caps", "carried/synthetic.pcapng", data)
+    name = uri.split("?")[0]
+    monkeypatch.setattr(remote_files, "BLOCK_BYTES", 16 << 10)
+    plan = plan_captures([uri], 32 << 10, sample_spacing=8 << 10, sample_window=2 << 10)
+    counted.pop(name)
+    rows = sorted(read_splits(plan.splits, carry_remote=True)(range(len(plan.splits))), key=lambda row: row[0])
+    assert all(row[1][2] is not None for row in rows)  # every chunk carries its payloads
+    assert sum(length for _, length in counted.pop(name)) <= 1.1 * len(data)
+    written = list(decode_partition(plan.files, str(tmp_path / "carried"), None, False, task=(0, 0))(iter(rows)))
+    assert name not in counted  # stage 2 read nothing from the store
+    local = plan_captures([str(synthetic.path)], 32 << 10, sample_spacing=8 << 10, sample_window=2 << 10)
+    local_rows = sorted(read_splits(local.splits)(range(len(local.splits))), key=lambda row: row[0])
+    local_written = list(decode_partition(local.files, str(tmp_path / "local"), None, False,
+                                          task=(0, 0))(iter(local_rows)))
+    assert written == local_written
+    for table, file, _ in written:
+        assert pq.read_table(tmp_path / "carried" / file).equals(pq.read_table(tmp_path / "local" / file)), table
+
+
 def _show(*args: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
