@@ -36,8 +36,9 @@ On a cluster, the captures and ``--out`` must be on a file system that every wor
 sees by the same path: tasks open the captures by path in both stages and write the tables by path.
 Both may also be URIs that pyarrow's file systems know (``file://``, ``hdfs://``, ``s3://``...): a
 remote capture is read by byte ranges, never mapped nor downloaded whole (``capture.remote_reading``:
-the planning walk and stage 1 read it ahead in large blocks; stage 2 fetches the payloads of the rows
-ahead as coalesced ranges, ``chunks.prefetched``).
+the planning walk and stage 1 read it ahead in large blocks; with a local master stage 1 carries the
+payloads in the chunks, on a cluster stage 2 fetches those of the rows ahead as coalesced ranges,
+``chunks.prefetched``).
 """
 from __future__ import annotations
 
