@@ -168,17 +168,27 @@ def corrupt_record(counts, path: str, pos: int, resumed: int | None, size: int) 
         else f"reading resumed at byte {resumed} ({skipped} bytes skipped)"))
 
 
-def read_pcap(mm, path: str, size: int, start: int, stop: int, order_base: int, context, counts, refs: bool):
+def pcap_facts(head, path: str, size: int, start: int, context, counts) -> PcapFacts | None:
+    """What a read of ``path`` from ``start`` knows of the file (``head``: its first bytes, a file header
+    and the first record header where it has them): from the split's context past the start, else from
+    the header; None (and a truncated tail counted) for a file shorter than a header."""
     if start > 0 and context is not None:
         facts = PcapFacts.from_context(context)
     else:
         if size < PCAP_HEADER_SIZE:
             counts.skip(TRUNCATED_TAIL, path, 0, size, f"{size} bytes, shorter than a pcap file header")
-            return
-        facts = PcapFacts.from_header(mm, path)
+            return None
+        facts = PcapFacts.from_header(head, path)
     if facts.ts_window is None and size >= PCAP_HEADER_SIZE + PCAP_RECORD_SIZE:
         # The first packet's time bounds where a resync may land (from below; the end is not known).
-        facts.ts_window = [facts.timestamp_at(mm, PCAP_HEADER_SIZE), None]
+        facts.ts_window = [facts.timestamp_at(head, PCAP_HEADER_SIZE), None]
+    return facts
+
+
+def read_pcap(mm, path: str, size: int, start: int, stop: int, order_base: int, context, counts, refs: bool):
+    facts = pcap_facts(mm, path, size, start, context, counts)
+    if facts is None:
+        return
     if start <= PCAP_HEADER_SIZE:
         pos = PCAP_HEADER_SIZE
     elif context is not None and context.get("aligned"):

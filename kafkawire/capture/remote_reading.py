@@ -20,11 +20,12 @@ from functools import partial
 
 from .model import PacketRef, connection_key
 from .pcap_reader import (
-    PCAP_HEADER_SIZE, PCAP_RECORD_SIZE, RESYNC_CHAIN, PcapFacts, corrupt_record, find_record_boundary, pcap_records,
+    PCAP_HEADER_SIZE, PCAP_RECORD_SIZE, RESYNC_CHAIN, PcapFacts, corrupt_record, find_record_boundary, pcap_facts,
+    pcap_records,
 )
 from .pcapng_reader import Section, corrupt_block, pcapng_blocks
 from .reading import (
-    TRUNCATED_TAIL, WALK_CORRUPT, WALK_DONE, WALK_INCOMPLETE, NotACaptureError, ReadCounts, format_of, torn_tail,
+    WALK_CORRUPT, WALK_DONE, WALK_INCOMPLETE, NotACaptureError, ReadCounts, format_of, torn_tail,
 )
 from .remote_files import RemoteFile, blocks, display_name
 from .splits import Split
@@ -172,15 +173,9 @@ def _resync(window: _Window, pos: int, facts: PcapFacts) -> int | None:
 
 def _read_pcap(window, name, head, size, start, stop, order_base, context, counts, refs):
     """``pcap_reader.read_pcap`` over a window."""
-    if start > 0 and context is not None:
-        facts = PcapFacts.from_context(context)
-    else:
-        if size < PCAP_HEADER_SIZE:
-            counts.skip(TRUNCATED_TAIL, name, 0, size, f"{size} bytes, shorter than a pcap file header")
-            return
-        facts = PcapFacts.from_header(head, name)
-    if facts.ts_window is None and size >= _HEAD:
-        facts.ts_window = [facts.timestamp_at(head, PCAP_HEADER_SIZE), None]
+    facts = pcap_facts(head, name, size, start, context, counts)
+    if facts is None:
+        return
     if start <= PCAP_HEADER_SIZE:
         pos = PCAP_HEADER_SIZE
     elif context is not None and context.get("aligned"):
