@@ -31,7 +31,6 @@ import argparse
 import json
 import logging
 import os
-import platform
 import re
 import resource
 import shutil
@@ -40,7 +39,7 @@ from pathlib import Path
 
 from capture import KAFKAWIRE, RunFailed, _compile_bytecode, _warm, run_measured, table_counts
 from capture_fixture import CaptureSpec, ensure_capture
-from common import git_state
+from common import machine_line
 
 TARGET_RATIO = 1.5
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "kafkawire-bench", "AWS_SECRET_ACCESS_KEY": "kafkawire-bench-secret",
@@ -121,8 +120,7 @@ def main(argv=None) -> int:
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     print("# kafkawire decode from an S3-compatible server\n")
-    print(f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; kafkawire git {git_state()}")
+    print(machine_line())
     print(_compile_bytecode())
     facts, _ = ensure_capture(CaptureSpec(args.size_mb, 48, "mixed", False, "pcapng", 1), work)
     capture = Path(facts.path)

@@ -54,7 +54,7 @@ import time
 from importlib.metadata import version as dist_version
 from pathlib import Path
 
-from common import BrokerProcess, git_state, record_reader  # noqa: E402
+from common import BrokerProcess, git_state, print_targets, record_reader  # noqa: E402
 from produce import bench_produce  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -784,11 +784,7 @@ def main(argv=None) -> int:
             verdicts += bench_produce(args, make_broker, create_topic, tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("\n".join(out))
-    print("\n## Targets\n")
-    for text, passed in verdicts:
-        print(f"- {'PASS' if passed else 'FAIL'}  {text}")
-    print(f"\nTotal run {time.perf_counter() - started:.0f} s.")
+    print_targets(out, verdicts, started)
     return 0
 
 

@@ -45,6 +45,23 @@ def git_state() -> str:
         return "unknown"
 
 
+def machine_line() -> str:
+    """The run's setting, for a report's head: Python, cores, load average, the commit measured."""
+    import os
+    import platform
+    return (f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load average "
+            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; kafkawire git {git_state()}")
+
+
+def print_targets(out: list[str], verdicts: list[tuple[str, bool]], started: float) -> None:
+    """A report's body (``out``), then each target as PASS or FAIL and the run's total time."""
+    print("\n".join(out))
+    print("\n## Targets\n")
+    for text, passed in verdicts:
+        print(f"- {'PASS' if passed else 'FAIL'}  {text}")
+    print(f"\nTotal run {time.perf_counter() - started:.0f} s.")
+
+
 class BrokerProcess:
     """``kafkawire broker`` in a subprocess on ``data_dir`` (``extra``: more command-line options)."""
 

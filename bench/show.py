@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import pty
 import select
 import statistics
@@ -36,7 +35,7 @@ from pathlib import Path
 
 from capture import KAFKAWIRE, PORT, TSHARK, RunFailed, Usage, _compile_bytecode, _warm, run_measured
 from capture_fixture import CaptureSpec, ensure_capture
-from common import git_state
+from common import machine_line
 
 TARGET_RATIO = 3.0
 
@@ -95,8 +94,7 @@ def main(argv=None) -> int:
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     print("# kafkawire show benchmark\n")
-    print(f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; kafkawire git {git_state()}")
+    print(machine_line())
     print(_compile_bytecode())
 
     facts, _ = ensure_capture(CaptureSpec(args.size_mb, 48, "mixed", False, "pcapng", 1), work)

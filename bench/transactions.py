@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import BrokerProcess, git_state
+from common import BrokerProcess, git_state, print_targets
 
 PRODUCE_TARGET = 0.8
 CONSUME_TARGET = 0.9
@@ -301,11 +301,7 @@ def main(argv=None) -> int:
     finally:
         broker.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    print("\n".join(out))
-    print("\n## Targets\n")
-    for text, passed in verdicts:
-        print(f"- {'PASS' if passed else 'FAIL'}  {text}")
-    print(f"\nTotal run {time.perf_counter() - started:.0f} s.")
+    print_targets(out, verdicts, started)
     return 0
 
 
