@@ -30,7 +30,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from broker_harness import BrokerThread  # noqa: E402
 from capture_synthetic import build_synthetic  # noqa: E402
-from loopback_capture import start_tcpdump, stop_tcpdump, wait_until  # noqa: E402
+from loopback_capture import served_ports, start_tcpdump, stop_tcpdump, wait_for_ends, wait_until  # noqa: E402
 from kafkawire.capture.inputs import expand_inputs  # noqa: E402
 from kafkawire.capture.kafka_connection import decode_connection  # noqa: E402
 from kafkawire.capture.packets import iter_packets  # noqa: E402
@@ -229,21 +229,6 @@ def test_a_file_that_is_no_capture(workdir):
 
 # ---- against tshark ---------------------------------------------------------------------------------
 
-def all_closed(path: Path) -> bool:
-    """Whether the capture so far has connections, each with a FIN from both ends (tcpdump on a busy
-    machine writes packets well after they were sent)."""
-    from kafkawire.capture.model import FIN
-    ends: dict[str, set] = {}
-    try:
-        for packet in iter_packets(path):
-            ends.setdefault(packet.connection, set())
-            if packet.flags & FIN:
-                ends[packet.connection].add(packet.sender)
-    except Exception:  # a record half written
-        return False
-    return bool(ends) and all(len(senders) == 2 for senders in ends.values())
-
-
 @pytest.fixture(scope="module")
 def real(workdir) -> tuple[Path, int]:
     """tcpdump on loopback while kafka-python (broker version 2.5: Produce v8, Fetch v11) produces to
@@ -253,22 +238,23 @@ def real(workdir) -> tuple[Path, int]:
     with BrokerThread(data_dir=workdir / "broker", num_partitions=2) as broker:
         dump = start_tcpdump(path, [broker.port])
         try:
-            producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=(2, 5), client_id="show-producer",
-                                     linger_ms=5)
-            for i in range(20):
-                producer.send("shown", key=b"k%d" % i, value=b"v%d" % i, partition=i % 2)
-            producer.flush(30)
-            producer.close()
-            consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=(2, 5), client_id="show-consumer",
-                                     auto_offset_reset="earliest", enable_auto_commit=False)
-            consumer.assign([TopicPartition("shown", p) for p in range(2)])
-            got, deadline = 0, time.monotonic() + 30
-            while got < 20 and time.monotonic() < deadline:
-                got += sum(len(batch) for batch in consumer.poll(timeout_ms=300).values())
-            consumer.close()
-            assert got == 20
-            wait_until(lambda: not broker.broker._connections, "the clients' connections to close")
-            wait_until(lambda: all_closed(path), "tcpdump to write every connection's FINs", timeout=60)
+            with served_ports() as clients:
+                producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=(2, 5), client_id="show-producer",
+                                         linger_ms=5)
+                for i in range(20):
+                    producer.send("shown", key=b"k%d" % i, value=b"v%d" % i, partition=i % 2)
+                producer.flush(30)
+                producer.close()
+                consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=(2, 5), client_id="show-consumer",
+                                         auto_offset_reset="earliest", enable_auto_commit=False)
+                consumer.assign([TopicPartition("shown", p) for p in range(2)])
+                got, deadline = 0, time.monotonic() + 30
+                while got < 20 and time.monotonic() < deadline:
+                    got += sum(len(batch) for batch in consumer.poll(timeout_ms=300).values())
+                consumer.close()
+                assert got == 20
+                wait_until(lambda: not broker.broker._connections, "the clients' connections to close")
+            wait_for_ends(path, [broker.port], clients)
         finally:
             stop_tcpdump(dump)
         return path, broker.port
