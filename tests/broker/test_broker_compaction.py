@@ -383,6 +383,49 @@ def test_a_crash_anywhere_in_the_swap_leaves_a_log_that_opens(tmp_path, monkeypa
     reopened.close()
 
 
+@pytest.mark.parametrize("crash_at", range(8))
+def test_a_crash_in_the_swap_of_a_group_whose_last_segment_empties_leaves_the_log_whole(tmp_path, monkeypatch,
+                                                                                      crash_at):
+    """The cleaned file ends before the group's last segment (all its batches went): recovery replaces
+    the segments its offsets reach; one it does not reach stays as it was, and the log reads as
+    before the round or after it, with the latest value of every key."""
+    clock = [1_000_000]
+    directory = tmp_path / "t-0"
+    log = compacted_log(directory, clock)
+    writer = Writer(log, clock)
+    writer.append([(b"kept", b"v")])
+    log.roll()
+    writer.append([(b"gone", b"old")])
+    log.roll()
+    writer.append([(b"gone", b"new")] + [(b"filler-%d" % i, b"x" * 40) for i in range(15)])  # its own group
+    log.roll()
+    before = read_committed(log)[0]
+    steps = [crash_at]
+    monkeypatch.setattr(cleaner_files, "os", _CrashingOs(steps))
+    delete = LogSegment.delete
+
+    def crashing_delete(segment):
+        _step(steps)
+        delete(segment)
+
+    monkeypatch.setattr(LogSegment, "delete", crashing_delete)
+    try:
+        stats = asyncio.run(LogCleaner(1 << 20).clean(log))
+        assert stats.groups == 2
+    except _Crash:
+        pass
+    monkeypatch.undo()
+    log.detach()
+    reopened = compacted_log(directory, clock)
+    seen = read_committed(reopened)[0]
+    assert seen in (before, [r for r in before if r[0] != 1])  # "gone"'s old record, or not
+    assert not [p.name for p in directory.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    assert reopened.log_end_offset == before[-1][0] + 1
+    asyncio.run(LogCleaner(1 << 20).clean(reopened))
+    assert read_committed(reopened)[0] == [r for r in before if r[0] != 1]
+    reopened.close()
+
+
 def test_a_stopped_round_leaves_the_log_as_it_was(tmp_path, monkeypatch):
     clock = [1_000_000]
     log = compacted_log(tmp_path / "t-0", clock)

@@ -213,11 +213,14 @@ def _write_rounds(bootstrap, topic, settings, rounds) -> dict[bytes, tuple[int, 
 
 async def _roll_and_clean(broker, topic) -> int:
     """Everything written becomes cleanable (a roll), then one round: it empties the older segments
-    (groups are made of segments as they were before it). Returns the log end offset."""
+    (groups are made of segments as they were before it). Returns the log end offset and the
+    producer ids of the empty batches left."""
     log = broker.broker.topics.log(topic, 0)
     log.roll()
     assert (await broker.broker.cleaner.cleaner.clean(log)).swapped
-    return log.log_end_offset
+    empty = [info.producer_id for segment in log.segments if segment.size for info in segment.batches()
+             if not info.count]
+    return log.log_end_offset, empty
 
 
 @pytest.fixture(scope="module", params=sorted(PRODUCERS))
@@ -237,7 +240,8 @@ def cleaned_topic(request, quiet_broker):
     else:
         latest = _write_rounds(quiet_broker.bootstrap, topic, settings, range(ROUNDS))
     assert len(latest) == KEYS
-    end = quiet_broker.call(_roll_and_clean(quiet_broker, topic))
+    end, empty = quiet_broker.call(_roll_and_clean(quiet_broker, topic))
+    assert len(empty) == (kind == "idempotent") and all(producer_id >= 0 for producer_id in empty)
     return topic, latest, end
 
 
