@@ -323,6 +323,19 @@ def _step(steps: list[int]) -> None:
     steps[0] -= 1
 
 
+def _crash_after(monkeypatch, budget: int) -> None:
+    """The swap's renames and segment deletions crash once ``budget`` of them have run."""
+    steps = [budget]
+    monkeypatch.setattr(cleaner_files, "os", _CrashingOs(steps))
+    delete = LogSegment.delete
+
+    def crashing_delete(segment):
+        _step(steps)
+        delete(segment)
+
+    monkeypatch.setattr(LogSegment, "delete", crashing_delete)
+
+
 def _crash_log(directory: Path, clock) -> tuple[list, list]:
     """A log with three closed segments; what a consumer reads before and after a full clean."""
     log = compacted_log(directory, clock, segment_bytes=100_000)
@@ -352,15 +365,7 @@ def test_a_crash_anywhere_in_the_swap_leaves_a_log_that_opens(tmp_path, monkeypa
     assert after != before
 
     log = compacted_log(directory, clock, segment_bytes=300_000)  # the three segments make one group
-    steps = [crash_at]
-    monkeypatch.setattr(cleaner_files, "os", _CrashingOs(steps))
-    delete = LogSegment.delete
-
-    def crashing_delete(segment):
-        _step(steps)
-        delete(segment)
-
-    monkeypatch.setattr(LogSegment, "delete", crashing_delete)
+    _crash_after(monkeypatch, crash_at)
     try:
         clean_fully(log, LogCleaner(1 << 20), clock[0])
         crashed = False
@@ -400,15 +405,7 @@ def test_a_crash_in_the_swap_of_a_group_whose_last_segment_empties_leaves_the_lo
     writer.append([(b"gone", b"new")] + [(b"filler-%d" % i, b"x" * 40) for i in range(15)])  # its own group
     log.roll()
     before = read_committed(log)[0]
-    steps = [crash_at]
-    monkeypatch.setattr(cleaner_files, "os", _CrashingOs(steps))
-    delete = LogSegment.delete
-
-    def crashing_delete(segment):
-        _step(steps)
-        delete(segment)
-
-    monkeypatch.setattr(LogSegment, "delete", crashing_delete)
+    _crash_after(monkeypatch, crash_at)
     try:
         stats = asyncio.run(LogCleaner(1 << 20).clean(log))
         assert stats.groups == 2
