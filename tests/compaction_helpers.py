@@ -95,3 +95,8 @@ def compacted_log(directory, clock: list[int], **config) -> PartitionLog:
                 "index_interval_bytes": 128}
     settings.update(config)
     return PartitionLog(directory, LogConfig(**settings), now_ms=lambda: clock[0])
+
+
+def segment_batches(log: PartitionLog) -> list[list]:
+    """Each segment's batch headers (``BatchInfo``: offsets, producer, sequence, record count)."""
+    return [list(segment.batches()) if segment.size else [] for segment in log.segments]

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from compaction_helpers import Writer, clean_fully, compacted_log, read_committed
+from compaction_helpers import Writer, clean_fully, compacted_log, read_committed, segment_batches
 
 from kafkawire.broker.config import BrokerConfig
 from kafkawire.broker.server import Broker
@@ -194,6 +194,67 @@ def test_max_compaction_lag_rolls_the_active_segment(tmp_path):
     assert [s.base_offset for s in log.segments] == [0, 1]
 
 
+# ---- what a round writes -----------------------------------------------------------------------------
+def _superseded_segments(writer: Writer, log, producer_id: int = -1, count: int = 4) -> None:
+    """``count`` closed segments of records a later segment overwrites, then that segment."""
+    for round_ in range(count):
+        for index in range(4):
+            writer.append([(b"key-%d" % index, b"old-%d" % round_ + b"x" * 150)], producer_id)
+        log.roll()
+    for index in range(4):
+        writer.append([(b"key-%d" % index, b"new")])
+    log.roll()
+
+
+@pytest.mark.parametrize("producer_id", [-1, 7])
+def test_a_round_drops_the_batches_it_empties_unless_they_hold_a_producers_last_sequence(tmp_path, producer_id):
+    """Kafka's DELETE_EMPTY: a batch with nothing left goes, the last of a segment too, unless it holds
+    an active producer's last sequence; the emptied segments are left with no byte, and the next round
+    merges them."""
+    clock = [1_000_000]
+    log = compacted_log(tmp_path / "t-0", clock)
+    writer = Writer(log, clock)
+    _superseded_segments(writer, log, producer_id=producer_id)
+    writer.append([(b"key-9", b"other")], 8)  # another producer: producer 7's last batch is older
+    log.roll()
+    emptied = [s.base_offset for s in log.segments[:4]]
+    stats = asyncio.run(LogCleaner(1 << 20).clean(log))
+    assert stats.groups == 5  # the four full segments alone, the last two small ones together
+    batches = segment_batches(log)
+    empty = [(info.producer_id, info.last_offset) for segment in batches for info in segment if not info.count]
+    assert empty == ([] if producer_id < 0 else [(7, 15)])  # producer 7's last sequence
+    assert [s.size for s in log.segments[:4]] == [0, 0, 0, 0 if producer_id < 0 else 61]
+    assert read_committed(log)[0] == [(16 + i, b"key-%d" % i, b"new") for i in range(4)] + [(20, b"key-9", b"other")]
+    asyncio.run(LogCleaner(1 << 20).clean(log))  # the next round merges the small segments
+    assert [s.base_offset for s in log.segments] == [emptied[0], log.log_end_offset]
+    sizes = [s.size for s in log.segments]
+    assert sizes[0] == sum(info.size for info in segment_batches(log)[0]) > 0 and sizes[1] == 0
+
+
+def test_an_active_producers_last_batch_stays_empty_with_its_offsets_and_sequence(tmp_path):
+    """Kafka's RETAIN_EMPTY: the batch holding an active producer's last sequence stays as a header
+    (``writeEmptyHeader``): its base offset, last offset delta, producer, epoch, base sequence and max
+    timestamp; a consumer skips it to its last offset + 1."""
+    clock = [1_000_000]
+    log = compacted_log(tmp_path / "t-0", clock)
+    writer = Writer(log, clock)
+    writer.append([(b"a", b"1"), (b"b", b"1")], 7)
+    clock[0] += 5
+    last = writer.append([(b"a", b"2"), (b"b", b"2"), (b"c", b"2")], 7)
+    log.roll()
+    original = segment_batches(log)[0]
+    writer.append([(b"a", b"3"), (b"b", b"3"), (b"c", b"3")])
+    log.roll()
+    asyncio.run(LogCleaner(1 << 20).clean(log))
+    kept, newest = segment_batches(log)[0]  # the two segments were small: one group
+    before = original[1]
+    assert (kept.base_offset, kept.last_offset, kept.count) == (last, last + 2, 0)
+    assert (kept.producer_id, kept.producer_epoch, kept.base_sequence) == (7, 0, 2)
+    assert kept.base_timestamp == kept.max_timestamp == before.max_timestamp
+    assert kept.size == 61 and log.producers[7].last_seq == 4 and newest.count == 3
+    assert [offset for offset, *_ in read_committed(log)[0]] == [5, 6, 7]
+
+
 # ---- choosing the log ---------------------------------------------------------------------------------
 def test_the_filthiest_log_past_its_ratio_is_chosen_and_the_checkpoint_kept(tmp_path):
     clock = [1_000_000]
@@ -262,6 +323,19 @@ def _step(steps: list[int]) -> None:
     steps[0] -= 1
 
 
+def _crash_after(monkeypatch, budget: int) -> None:
+    """The swap's renames and segment deletions crash once ``budget`` of them have run."""
+    steps = [budget]
+    monkeypatch.setattr(cleaner_files, "os", _CrashingOs(steps))
+    delete = LogSegment.delete
+
+    def crashing_delete(segment):
+        _step(steps)
+        delete(segment)
+
+    monkeypatch.setattr(LogSegment, "delete", crashing_delete)
+
+
 def _crash_log(directory: Path, clock) -> tuple[list, list]:
     """A log with three closed segments; what a consumer reads before and after a full clean."""
     log = compacted_log(directory, clock, segment_bytes=100_000)
@@ -291,15 +365,7 @@ def test_a_crash_anywhere_in_the_swap_leaves_a_log_that_opens(tmp_path, monkeypa
     assert after != before
 
     log = compacted_log(directory, clock, segment_bytes=300_000)  # the three segments make one group
-    steps = [crash_at]
-    monkeypatch.setattr(cleaner_files, "os", _CrashingOs(steps))
-    delete = LogSegment.delete
-
-    def crashing_delete(segment):
-        _step(steps)
-        delete(segment)
-
-    monkeypatch.setattr(LogSegment, "delete", crashing_delete)
+    _crash_after(monkeypatch, crash_at)
     try:
         clean_fully(log, LogCleaner(1 << 20), clock[0])
         crashed = False
@@ -319,6 +385,41 @@ def test_a_crash_anywhere_in_the_swap_leaves_a_log_that_opens(tmp_path, monkeypa
     reopened.roll()
     clean_fully(reopened, LogCleaner(1 << 20), clock[0])
     assert read_committed(reopened)[0][-1] == (51, b"key-0", b"later")
+    reopened.close()
+
+
+@pytest.mark.parametrize("crash_at", range(8))
+def test_a_crash_in_the_swap_of_a_group_whose_last_segment_empties_leaves_the_log_whole(tmp_path, monkeypatch,
+                                                                                      crash_at):
+    """The cleaned file ends before the group's last segment (all its batches went): recovery replaces
+    the segments its offsets reach; one it does not reach stays as it was, and the log reads as
+    before the round or after it, with the latest value of every key."""
+    clock = [1_000_000]
+    directory = tmp_path / "t-0"
+    log = compacted_log(directory, clock)
+    writer = Writer(log, clock)
+    writer.append([(b"kept", b"v")])
+    log.roll()
+    writer.append([(b"gone", b"old")])
+    log.roll()
+    writer.append([(b"gone", b"new")] + [(b"filler-%d" % i, b"x" * 40) for i in range(15)])  # its own group
+    log.roll()
+    before = read_committed(log)[0]
+    _crash_after(monkeypatch, crash_at)
+    try:
+        stats = asyncio.run(LogCleaner(1 << 20).clean(log))
+        assert stats.groups == 2
+    except _Crash:
+        pass
+    monkeypatch.undo()
+    log.detach()
+    reopened = compacted_log(directory, clock)
+    seen = read_committed(reopened)[0]
+    assert seen in (before, [r for r in before if r[0] != 1])  # "gone"'s old record, or not
+    assert not [p.name for p in directory.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    assert reopened.log_end_offset == before[-1][0] + 1
+    asyncio.run(LogCleaner(1 << 20).clean(reopened))
+    assert read_committed(reopened)[0] == [r for r in before if r[0] != 1]
     reopened.close()
 
 

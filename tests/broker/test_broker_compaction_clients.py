@@ -1,6 +1,12 @@
 """Compaction seen by real clients: confluent-kafka creates a compacted topic, produces keyed records
 (idempotently) and a consumer from the start, once the broker's cleaner has run in the background,
-gets the latest value of each key at the offset it was written at; a record without a key is refused."""
+gets the latest value of each key at the offset it was written at; a record without a key is refused.
+
+Then logs written by plain, idempotent and transactional producers, cleaned by rounds the test runs,
+read to the end by confluent-kafka, kafka-python and kafkawire's consumer: no error, and exactly the
+surviving records. librdkafka doubles a partition's fetch size on each answer that holds batches but
+no message, and reports MSG_SIZE_TOO_LARGE once that size reached 1 GiB: a cleaned log must not leave
+an empty batch in every segment (Kafka keeps one only for an active producer's last sequence)."""
 from __future__ import annotations
 
 import threading
@@ -9,8 +15,11 @@ import time
 import pytest
 from broker_harness import BrokerThread
 
+from kafkawire.client import Consumer, TopicPartition
+
 confluent_kafka = pytest.importorskip("confluent_kafka")
 admin = pytest.importorskip("confluent_kafka.admin")
+kafka = pytest.importorskip("kafka")
 
 TIMEOUT = 30
 TOPIC = "table"
@@ -155,3 +164,146 @@ def test_the_topic_describes_its_compaction_configs(broker):
     assert configs["cleanup.policy"].value == "compact"
     assert configs["min.cleanable.dirty.ratio"].value == "0.01"
     assert configs["delete.retention.ms"].value == "86400000"
+
+
+# ---- logs written by each kind of producer, cleaned, read to the end by each client ------------------
+PRODUCERS = {"plain": {"enable.idempotence": False}, "idempotent": {"enable.idempotence": True},
+             "transactional": {"transactional.id": "compaction-clients"}}
+KEYS = 20
+ROUNDS = 16  # each round overwrites every key and fills more than a segment: the older segments empty
+
+
+@pytest.fixture(scope="module")
+def quiet_broker(tmp_path_factory):
+    """A broker whose background cleaner waits an hour between passes: the tests run the rounds."""
+    with BrokerThread(data_dir=tmp_path_factory.mktemp("cleaned"), log_cleaner_backoff_ms=3_600_000) as running:
+        yield running
+
+
+def _write_rounds(bootstrap, topic, settings, rounds) -> dict[bytes, tuple[int, bytes]]:
+    """``rounds`` overwrites of every key, one producer; a transactional producer aborts every third
+    round. Returns key -> (offset, value) of the latest committed record."""
+    latest: dict[bytes, tuple[int, bytes]] = {}
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "batch.size": 1024,
+                                         **settings})
+    transactional = "transactional.id" in settings
+    if transactional:
+        producer.init_transactions(TIMEOUT)
+    for round_ in rounds:
+        delivered: dict[bytes, tuple[int, bytes]] = {}
+
+        def report(error, message, delivered=delivered):
+            assert error is None, error
+            delivered[message.key()] = (message.offset(), message.value())
+
+        if transactional:
+            producer.begin_transaction()
+        for index in range(KEYS):
+            producer.produce(topic, key=b"key-%d" % index,
+                             value=b"round-%d-" % round_ + b"v" * 200, on_delivery=report)
+        assert producer.flush(TIMEOUT) == 0
+        if transactional and round_ % 3 == 2:
+            producer.abort_transaction(TIMEOUT)
+            continue
+        if transactional:
+            producer.commit_transaction(TIMEOUT)
+        latest.update(delivered)
+    return latest
+
+
+async def _roll_and_clean(broker, topic) -> int:
+    """Everything written becomes cleanable (a roll), then one round: it empties the older segments
+    (groups are made of segments as they were before it). Returns the log end offset and the
+    producer ids of the empty batches left."""
+    log = broker.broker.topics.log(topic, 0)
+    log.roll()
+    assert (await broker.broker.cleaner.cleaner.clean(log)).swapped
+    empty = [info.producer_id for segment in log.segments if segment.size for info in segment.batches()
+             if not info.count]
+    return log.log_end_offset, empty
+
+
+@pytest.fixture(scope="module", params=sorted(PRODUCERS))
+def cleaned_topic(request, quiet_broker):
+    """(topic, key -> (offset, value) of what survives, log end offset) for a log written by one kind
+    of producer; the idempotent kind has a second producer overwrite every key last, so that the
+    first one's last batch stays as an empty batch (its sequence)."""
+    kind = request.param
+    topic = f"cleaned-{kind}"
+    client = admin.AdminClient({"bootstrap.servers": quiet_broker.bootstrap})
+    config = {"cleanup.policy": "compact", "segment.bytes": "4096", "delete.retention.ms": "86400000"}
+    client.create_topics([admin.NewTopic(topic, 1, 1, config=config)])[topic].result(TIMEOUT)
+    settings = PRODUCERS[kind]
+    if kind == "idempotent":
+        latest = _write_rounds(quiet_broker.bootstrap, topic, settings, range(ROUNDS - 1))
+        latest.update(_write_rounds(quiet_broker.bootstrap, topic, settings, [ROUNDS - 1]))
+    else:
+        latest = _write_rounds(quiet_broker.bootstrap, topic, settings, range(ROUNDS))
+    assert len(latest) == KEYS
+    end, empty = quiet_broker.call(_roll_and_clean(quiet_broker, topic))
+    assert len(empty) == (kind == "idempotent") and all(producer_id >= 0 for producer_id in empty)
+    return topic, latest, end
+
+
+def _read_confluent(bootstrap, topic, end):
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{time.monotonic_ns()}",
+                                         "enable.auto.commit": False, "enable.partition.eof": True,
+                                         "isolation.level": "read_committed"})
+    consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+    seen, errors = [], []
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error() is None:
+                seen.append((message.offset(), message.key(), message.value()))
+            elif message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                assert message.offset() == end
+                break
+            else:
+                errors.append(message.error())
+    finally:
+        consumer.close()
+    return seen, errors
+
+
+def _read_kafka_python(bootstrap, topic, end):
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                   isolation_level="read_committed")
+    partition = kafka.TopicPartition(topic, 0)
+    consumer.assign([partition])
+    consumer.seek_to_beginning(partition)
+    seen = []
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        while consumer.position(partition) < end and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                seen += [(record.offset, record.key, record.value) for record in records]
+        assert consumer.position(partition) == end
+    finally:
+        consumer.close()
+    return seen, []
+
+
+def _read_kafkawire(bootstrap, topic, end):
+    partition = TopicPartition(topic, 0)
+    seen = []
+    deadline = time.monotonic() + TIMEOUT
+    with Consumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
+                  isolation_level="read_committed") as consumer:
+        consumer.assign([partition])
+        while consumer.position(partition) < end and time.monotonic() < deadline:
+            seen += [(record.offset, record.key, record.value) for record in consumer.poll(200)]
+        assert consumer.position(partition) == end
+    return seen, []
+
+
+@pytest.mark.parametrize("read", [_read_confluent, _read_kafka_python, _read_kafkawire],
+                         ids=["confluent-kafka", "kafka-python", "kafkawire"])
+def test_a_cleaned_log_is_read_to_its_end_with_exactly_the_surviving_records(quiet_broker, cleaned_topic, read):
+    topic, latest, end = cleaned_topic
+    seen, errors = read(quiet_broker.bootstrap, topic, end)
+    assert not errors
+    assert sorted(seen) == sorted((offset, key, value) for key, (offset, value) in latest.items())

@@ -3,7 +3,8 @@
 A batch is kept whole when every record stays and it needs no delete horizon (its bytes are copied);
 rewritten with the records that stay, at their original offsets and under the original base offset
 and last offset delta (so the producer's sequence numbers still add up); written as an empty header
-when nothing stays but it must (a producer's last batch, the last batch of a group); or dropped. A batch
+when nothing stays but it holds an active producer's last sequence (Kafka's ``RETAIN_EMPTY``); or
+dropped (``DELETE_EMPTY``: an empty batch alone in a fetch answer stalls librdkafka). A batch
 whose kept records include a tombstone, or a transaction marker that may go, gets a delete horizon
 (KIP-534: the base timestamp becomes now + delete.retention.ms, flagged in the attributes); a later
 round drops the tombstones and markers once the horizon is past.
@@ -162,9 +163,8 @@ class BatchFilter:
             return fields[0] + fields[6] == last_data_offset
         return control and fields[10] == epoch
 
-    def filter(self, fields: tuple, view: memoryview, keep_empty: bool) -> bytes | memoryview | None:
-        """What to write for this batch: its bytes, a rewrite, an empty header, or None (dropped).
-        ``keep_empty``: the batch must stay, even with no record (the last batch of a group)."""
+    def filter(self, fields: tuple, view: memoryview) -> bytes | memoryview | None:
+        """What to write for this batch: its bytes, a rewrite, an empty header, or None (dropped)."""
         attributes = fields[5]
         producer_id = fields[9]
         last_offset = fields[0] + fields[6]
@@ -176,7 +176,7 @@ class BatchFilter:
         else:
             discardable = self.transactions.on_batch(producer_id, last_offset, bool(attributes & TRANSACTIONAL_FLAG))
             drop_records = discardable
-        keep_empty = keep_empty or (producer_id >= 0 and self._last_of_producer(fields, control))
+        keep_empty = producer_id >= 0 and self._last_of_producer(fields, control)
         self.records_read += fields[12]
         if drop_records:
             return empty_batch(fields) if keep_empty else None

@@ -11,8 +11,9 @@ swap, on the event loop, then
 
 Kafka's ``.cleaned`` and ``.swap`` suffixes, and the same rule on opening (``LogLoader``): leftover
 ``.cleaned`` files are deleted; a ``<base>.log.swap`` replaces every segment whose base offset lies in
-``[base, the swap's next offset)``. The cleaner keeps the last batch of every group it rewrites, so that
-range covers exactly the segments replaced. An index ``.swap`` without its log's ``.swap`` belongs to a
+``[base, the swap's next offset)``. When the cleaner dropped a group's last batches, that range misses
+the group's later segments: they stay as they were, above every offset of the swap, and the log is
+whole (less compacted until the next round). An index ``.swap`` without its log's ``.swap`` belongs to a
 swap that did not commit when the log's ``.cleaned`` is still there, and to one that finished step 3's
 first rename otherwise.
 """

@@ -148,13 +148,15 @@ def _map_batch(view: memoryview, offsets: OffsetMap, start: int) -> bool:
 
 def group_segments(segments: list[SegmentSnapshot], end_offset: int, max_size: int) -> list[list[SegmentSnapshot]]:
     """The segments below ``end_offset`` in groups of at most ``max_size`` bytes whose offsets fit one
-    segment's index (``groupSegmentsBySize``); each group becomes one cleaned segment."""
+    segment's index (``groupSegmentsBySize``); each group becomes one cleaned segment. Segments a
+    round emptied or shrank merge in the next round; an empty one joins whatever its offsets (it
+    adds no index entry)."""
     candidates = [s for s in segments if s.base_offset < end_offset]
     groups: list[list[SegmentSnapshot]] = []
     for segment in candidates:
         group = groups[-1] if groups else None
         if (group is not None and sum(s.size for s in group) + segment.size <= max_size
-                and segment.next_offset - 1 - group[0].base_offset <= _INT32_MAX):
+                and (segment.size == 0 or segment.next_offset - 1 - group[0].base_offset <= _INT32_MAX)):
             group.append(segment)
         else:
             groups.append([segment])
@@ -164,7 +166,7 @@ def group_segments(segments: list[SegmentSnapshot], end_offset: int, max_size: i
 def clean_group(plan: RoundPlan, group: list[SegmentSnapshot], batch_filter: BatchFilter,
                 transactions: CleanedTransactions) -> CleanedSegment:
     """Write the group's kept batches into ``<base>.log.cleaned`` with its offset index and aborted-
-    transaction index; the last batch of the group always stays (see ``cleaner_files``)."""
+    transaction index (the file is empty when nothing stays: ``cleaner_files``)."""
     base = group[0].base_offset
     index_path, txn_path, log_path = segment_files(plan.directory, base, CLEANED_SUFFIX)
     transactions.cleaned_index = []
@@ -172,22 +174,17 @@ def clean_group(plan: RoundPlan, group: list[SegmentSnapshot], batch_filter: Bat
     bytes_read = 0
     read_before, kept_before = batch_filter.records_read, batch_filter.records_kept
     try:
-        pending = None  # one batch behind, to know which is the group's last
         for segment in group:
             fd = os.open(segment.log_path, os.O_RDONLY | _O_CLOEXEC)
             try:
                 for _, fields, view in read_batches(fd, 0, segment.size, plan.io_buffer_size, plan.stop):
                     written = writer.size
-                    if pending is not None:
-                        writer.write(pending[0], batch_filter.filter(*pending, keep_empty=False))
-                    pending = (fields, view)
+                    writer.write(fields, batch_filter.filter(fields, view))
                     bytes_read += len(view)
                     if plan.throttler is not None:  # what it read and wrote, as Kafka's cleaner counts
                         plan.throttler.maybe_throttle(len(view) + writer.size - written, plan.stop)
             finally:
                 os.close(fd)
-        if pending is not None:
-            writer.write(pending[0], batch_filter.filter(*pending, keep_empty=True))
         writer.finish(index_path)
         if transactions.cleaned_index:
             cleaned_index = TransactionIndex(txn_path)
